@@ -1,0 +1,201 @@
+/*
+ * common.c - error buffer, logging, hashing, clock and atomic file I/O shared by all modules.
+ * Nothing here knows about models or plans.
+ */
+#include "autoplan/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+ap_status ap_err_set(ap_err *err, ap_status st, const char *fmt, ...) {
+    if (!err) return st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void ap_err_prefix(ap_err *err, const char *fmt, ...) {
+    if (!err) return;
+    char pre[256], old[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+}
+
+const char *ap_status_str(ap_status st) {
+    switch (st) {
+    case AP_OK: return "ok";
+    case AP_ERR_INPUT: return "bad input";
+    case AP_ERR_NOMEM: return "out of memory";
+    case AP_ERR_INFEASIBLE: return "infeasible";
+    case AP_ERR_SOLVER: return "solver failure";
+    case AP_ERR_DB: return "database error";
+    case AP_ERR_CUDA: return "CUDA error";
+    case AP_ERR_IO: return "I/O error";
+    case AP_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+int ap_status_exit_code(ap_status st) {
+    if (st == AP_OK) return 0;
+    if (st == AP_ERR_INPUT || st == AP_ERR_INFEASIBLE) return 2;
+    return 1;
+}
+
+static int log_level = -1;
+
+static ap_log_level env_level(void) {
+    const char *e = getenv("AUTOPLAN_LOG");
+    if (!e) return AP_LOG_WARN;
+    if (!strcasecmp(e, "debug")) return AP_LOG_DEBUG;
+    if (!strcasecmp(e, "info")) return AP_LOG_INFO;
+    if (!strcasecmp(e, "error")) return AP_LOG_ERROR;
+    if (!strcasecmp(e, "quiet")) return AP_LOG_QUIET;
+    return AP_LOG_WARN;
+}
+
+void ap_log_set_level(ap_log_level lvl) { log_level = (int)lvl; }
+
+ap_log_level ap_log_get_level(void) {
+    if (log_level < 0) log_level = (int)env_level();
+    return (ap_log_level)log_level;
+}
+
+void ap_log(ap_log_level lvl, const char *fmt, ...) {
+    if (lvl < ap_log_get_level() || lvl >= AP_LOG_QUIET) return;
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "autoplan: %s: ", names[lvl]);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+uint64_t ap_hash64(const void *data, size_t n, uint64_t seed) {
+    /* FNV-1a 64 (Fowler, Noll, Vo), seed mixed into the offset basis */
+    uint64_t h = 1469598103934665603ULL ^ seed;
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+double ap_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err) {
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 32);
+    if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        ap_status st = ap_err_set(err, AP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return ap_err_set(err, AP_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
+    }
+    free(tmp);
+    return AP_OK;
+}
+
+ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                       ap_err *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: is a directory", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ap_err_set(err, AP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            if (cap > max_bytes + 65536) {
+                free(buf);
+                fclose(f);
+                return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
+                                  max_bytes);
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, 65536, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return ap_err_set(err, AP_ERR_INPUT, "%s: read error", path);
+    }
+    if (n > max_bytes) {
+        free(buf);
+        return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
+                          max_bytes);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (out_len) *out_len = n;
+    return AP_OK;
+}

@@ -1,0 +1,345 @@
+/*
+ * json.c - the one file that includes cJSON.h (see json.h). ap_json is cJSON itself behind an
+ * opaque name; this file adds error positions, validating field readers, and a printer with
+ * stable two-space indentation and round-trip number formatting.
+ */
+#include "autoplan/json.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define J(x) ((cJSON *)(x))
+#define CJ(x) ((const cJSON *)(x))
+
+ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *err) {
+    if (!text) {
+        ap_err_set(err, AP_ERR_INPUT, "%s: no data", where);
+        return NULL;
+    }
+    /* cJSON stops at NUL; a NUL inside the text is an error at that byte. */
+    size_t nul = strnlen(text, len);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, nul, &end, 0);
+    if (j && nul < len) {
+        cJSON_Delete(j);
+        j = NULL;
+        end = text + nul;
+    }
+    if (!j) {
+        size_t off = end ? (size_t)(end - text) : 0;
+        if (off > len) off = len;
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < off; i++) {
+            if (text[i] == '\n') { line++; col = 1; } else col++;
+        }
+        if (nul == 0 || off >= nul)
+            ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected end of input at line %zu, "
+                       "column %zu (byte %zu)", where, line, col, off);
+        else
+            ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON at line %zu, column %zu (byte %zu)",
+                       where, line, col, off);
+        return NULL;
+    }
+    /* trailing garbage after the value */
+    const char *p = end;
+    while (p && p < text + nul && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    if (p && p < text + nul) {
+        size_t off = (size_t)(p - text), line = 1, col = 1;
+        for (size_t i = 0; i < off; i++) {
+            if (text[i] == '\n') { line++; col = 1; } else col++;
+        }
+        cJSON_Delete(j);
+        ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected data after the value at line "
+                   "%zu, column %zu (byte %zu)", where, line, col, off);
+        return NULL;
+    }
+    return (ap_json *)j;
+}
+
+ap_json *ap_json_parse_file(const char *path, ap_err *err) {
+    char *buf;
+    size_t n;
+    if (ap_read_file(path, (size_t)64 << 20, &buf, &n, err) != AP_OK) return NULL;
+    ap_json *j = ap_json_parse(buf, n, path, err);
+    free(buf);
+    return j;
+}
+
+void ap_json_free(ap_json *j) { cJSON_Delete(J(j)); }
+
+int ap_json_is_object(const ap_json *j) { return j && cJSON_IsObject(CJ(j)); }
+int ap_json_is_array(const ap_json *j) { return j && cJSON_IsArray(CJ(j)); }
+int ap_json_is_number(const ap_json *j) { return j && cJSON_IsNumber(CJ(j)); }
+int ap_json_is_string(const ap_json *j) { return j && cJSON_IsString(CJ(j)); }
+int ap_json_is_bool(const ap_json *j) { return j && cJSON_IsBool(CJ(j)); }
+int ap_json_is_null(const ap_json *j) { return j && cJSON_IsNull(CJ(j)); }
+
+const char *ap_json_type_name(const ap_json *j) {
+    if (!j) return "missing";
+    if (cJSON_IsObject(CJ(j))) return "an object";
+    if (cJSON_IsArray(CJ(j))) return "an array";
+    if (cJSON_IsNumber(CJ(j))) return "a number";
+    if (cJSON_IsString(CJ(j))) return "a string";
+    if (cJSON_IsBool(CJ(j))) return "a boolean";
+    if (cJSON_IsNull(CJ(j))) return "null";
+    return "invalid";
+}
+
+ap_json *ap_json_get(const ap_json *obj, const char *key) {
+    if (!obj || !cJSON_IsObject(CJ(obj))) return NULL;
+    return (ap_json *)cJSON_GetObjectItemCaseSensitive(CJ(obj), key);
+}
+
+int ap_json_size(const ap_json *arr) {
+    if (!arr || !(cJSON_IsArray(CJ(arr)) || cJSON_IsObject(CJ(arr)))) return 0;
+    return cJSON_GetArraySize(CJ(arr));
+}
+
+ap_json *ap_json_at(const ap_json *arr, int i) {
+    if (!arr || !cJSON_IsArray(CJ(arr))) return NULL;
+    return (ap_json *)cJSON_GetArrayItem(CJ(arr), i);
+}
+
+ap_json *ap_json_first(const ap_json *c) { return c ? (ap_json *)CJ(c)->child : NULL; }
+ap_json *ap_json_next(const ap_json *item) { return item ? (ap_json *)CJ(item)->next : NULL; }
+const char *ap_json_key(const ap_json *item) { return item ? CJ(item)->string : NULL; }
+
+double ap_json_number(const ap_json *j) {
+    return j && cJSON_IsNumber(CJ(j)) ? CJ(j)->valuedouble : 0.0;
+}
+const char *ap_json_string(const ap_json *j) {
+    return j && cJSON_IsString(CJ(j)) ? CJ(j)->valuestring : NULL;
+}
+int ap_json_bool(const ap_json *j) { return j && cJSON_IsTrue(CJ(j)); }
+
+static ap_json *field(const ap_json *obj, const char *key, int *present, const char *where,
+                      ap_err *err, ap_status *st) {
+    *st = AP_OK;
+    ap_json *v = ap_json_get(obj, key);
+    if (!v || cJSON_IsNull(CJ(v))) {
+        if (present) *present = 0;
+        else *st = ap_err_set(err, AP_ERR_INPUT, "%s: missing field '%s'", where, key);
+        return NULL;
+    }
+    if (present) *present = 1;
+    return v;
+}
+
+ap_status ap_json_get_int(const ap_json *obj, const char *key, int64_t lo, int64_t hi,
+                          int64_t *out, int *present, const char *where, ap_err *err) {
+    ap_status st;
+    ap_json *v = field(obj, key, present, where, err, &st);
+    if (!v) return st;
+    if (!cJSON_IsNumber(CJ(v)))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an integer, got %s", where,
+                          key, ap_json_type_name(v));
+    double d = CJ(v)->valuedouble;
+    if (!isfinite(d) || d != floor(d))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an integer, got %g", where,
+                          key, d);
+    if (d < (double)lo || d > (double)hi)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = %.17g is out of range [%lld, %lld]",
+                          where, key, d, (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return AP_OK;
+}
+
+ap_status ap_json_get_real(const ap_json *obj, const char *key, double lo, double hi, double *out,
+                           int *present, const char *where, ap_err *err) {
+    ap_status st;
+    ap_json *v = field(obj, key, present, where, err, &st);
+    if (!v) return st;
+    if (!cJSON_IsNumber(CJ(v)))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be a number, got %s", where,
+                          key, ap_json_type_name(v));
+    double d = CJ(v)->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = %g is out of range [%g, %g]",
+                          where, key, d, lo, hi);
+    *out = d;
+    return AP_OK;
+}
+
+ap_status ap_json_get_bool(const ap_json *obj, const char *key, int *out, int *present,
+                           const char *where, ap_err *err) {
+    ap_status st;
+    ap_json *v = field(obj, key, present, where, err, &st);
+    if (!v) return st;
+    if (!cJSON_IsBool(CJ(v)))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be true or false, got %s",
+                          where, key, ap_json_type_name(v));
+    *out = cJSON_IsTrue(CJ(v)) ? 1 : 0;
+    return AP_OK;
+}
+
+ap_status ap_json_get_str(const ap_json *obj, const char *key, char *buf, size_t n, int *present,
+                          const char *where, ap_err *err) {
+    ap_status st;
+    ap_json *v = field(obj, key, present, where, err, &st);
+    if (!v) return st;
+    if (!cJSON_IsString(CJ(v)))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be a string, got %s", where,
+                          key, ap_json_type_name(v));
+    size_t len = strlen(CJ(v)->valuestring);
+    if (len >= n)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' is too long (%zu characters, max %zu)",
+                          where, key, len, n - 1);
+    memcpy(buf, CJ(v)->valuestring, len + 1);
+    return AP_OK;
+}
+
+ap_json *ap_json_new_object(void) { return (ap_json *)cJSON_CreateObject(); }
+ap_json *ap_json_new_array(void) { return (ap_json *)cJSON_CreateArray(); }
+ap_json *ap_json_new_number(double v) {
+    return isfinite(v) ? (ap_json *)cJSON_CreateNumber(v) : (ap_json *)cJSON_CreateNull();
+}
+ap_json *ap_json_new_string(const char *s) { return (ap_json *)cJSON_CreateString(s ? s : ""); }
+ap_json *ap_json_new_bool(int v) { return (ap_json *)cJSON_CreateBool(v ? 1 : 0); }
+ap_json *ap_json_new_null(void) { return (ap_json *)cJSON_CreateNull(); }
+
+ap_status ap_json_add(ap_json *obj, const char *key, ap_json *item) {
+    if (!obj || !item) {
+        cJSON_Delete(J(item));
+        return AP_ERR_NOMEM;
+    }
+    if (!cJSON_AddItemToObject(J(obj), key, J(item))) {
+        cJSON_Delete(J(item));
+        return AP_ERR_NOMEM;
+    }
+    return AP_OK;
+}
+ap_status ap_json_add_number(ap_json *obj, const char *key, double v) {
+    return ap_json_add(obj, key, ap_json_new_number(v));
+}
+ap_status ap_json_add_string(ap_json *obj, const char *key, const char *s) {
+    return ap_json_add(obj, key, ap_json_new_string(s));
+}
+ap_status ap_json_add_bool(ap_json *obj, const char *key, int v) {
+    return ap_json_add(obj, key, ap_json_new_bool(v));
+}
+ap_status ap_json_push(ap_json *arr, ap_json *item) {
+    if (!arr || !item) {
+        cJSON_Delete(J(item));
+        return AP_ERR_NOMEM;
+    }
+    if (!cJSON_AddItemToArray(J(arr), J(item))) {
+        cJSON_Delete(J(item));
+        return AP_ERR_NOMEM;
+    }
+    return AP_OK;
+}
+ap_json *ap_json_detach(ap_json *obj, const char *key) {
+    return obj ? (ap_json *)cJSON_DetachItemFromObjectCaseSensitive(J(obj), key) : NULL;
+}
+ap_json *ap_json_duplicate(const ap_json *j) {
+    return j ? (ap_json *)cJSON_Duplicate(CJ(j), 1) : NULL;
+}
+
+/* ---- printer ----------------------------------------------------------------------------- */
+
+typedef struct { char *p; size_t n, cap; int oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void sb_s(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void put_string(sbuf *b, const char *s) {
+    sb_s(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': sb_s(b, "\\\""); break;
+        case '\\': sb_s(b, "\\\\"); break;
+        case '\n': sb_s(b, "\\n"); break;
+        case '\r': sb_s(b, "\\r"); break;
+        case '\t': sb_s(b, "\\t"); break;
+        case '\b': sb_s(b, "\\b"); break;
+        case '\f': sb_s(b, "\\f"); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                sb_s(b, esc);
+            } else {
+                sb_put(b, (const char *)p, 1);
+            }
+        }
+    }
+    sb_s(b, "\"");
+}
+
+static void put_number(sbuf *b, double d) {
+    char num[40];
+    if (!isfinite(d)) { sb_s(b, "null"); return; }
+    if (d == floor(d) && fabs(d) < 9007199254740992.0) {
+        snprintf(num, sizeof num, "%.0f", d);
+    } else {
+        /* shortest of %.15g/%.17g that round-trips */
+        snprintf(num, sizeof num, "%.15g", d);
+        if (strtod(num, NULL) != d) snprintf(num, sizeof num, "%.17g", d);
+    }
+    if (strcmp(num, "-0") == 0) strcpy(num, "0");
+    sb_s(b, num);
+}
+
+static void indent(sbuf *b, int pretty, int depth) {
+    if (!pretty) return;
+    sb_s(b, "\n");
+    for (int i = 0; i < depth; i++) sb_s(b, "  ");
+}
+
+static void put_value(sbuf *b, const cJSON *j, int pretty, int depth) {
+    if (cJSON_IsNull(j) || cJSON_IsInvalid(j)) sb_s(b, "null");
+    else if (cJSON_IsFalse(j)) sb_s(b, "false");
+    else if (cJSON_IsTrue(j)) sb_s(b, "true");
+    else if (cJSON_IsNumber(j)) put_number(b, j->valuedouble);
+    else if (cJSON_IsString(j)) put_string(b, j->valuestring ? j->valuestring : "");
+    else if (cJSON_IsRaw(j)) sb_s(b, j->valuestring ? j->valuestring : "null");
+    else {
+        int obj = cJSON_IsObject(j);
+        sb_s(b, obj ? "{" : "[");
+        const cJSON *c = j->child;
+        if (!c) { sb_s(b, obj ? "}" : "]"); return; }
+        /* arrays of scalars stay on one line in pretty mode */
+        int flat = !obj;
+        for (const cJSON *k = c; k && flat; k = k->next)
+            if (cJSON_IsObject(k) || cJSON_IsArray(k)) flat = 0;
+        for (; c; c = c->next) {
+            if (!flat) indent(b, pretty, depth + 1);
+            if (obj) {
+                put_string(b, c->string ? c->string : "");
+                sb_s(b, pretty ? ": " : ":");
+            }
+            put_value(b, c, pretty, depth + 1);
+            if (c->next) sb_s(b, flat && pretty ? ", " : ",");
+        }
+        if (!flat) indent(b, pretty, depth);
+        sb_s(b, obj ? "}" : "]");
+    }
+}
+
+char *ap_json_print(const ap_json *j, int pretty) {
+    sbuf b = {0};
+    if (!j) return NULL;
+    put_value(&b, CJ(j), pretty, 0);
+    if (b.oom) { free(b.p); return NULL; }
+    if (!b.p) {
+        b.p = malloc(1);
+        if (b.p) b.p[0] = '\0';
+    }
+    return b.p;
+}

@@ -1,0 +1,114 @@
+/*
+ * cli.h - the command-line layer shared by all subcommands (planner/args.c, planner/main.c).
+ *
+ * A command declares a table of ap_flag; ap_flags_parse fills it from argv, refusing unknown
+ * flags (with the closest known one), missing values, and a flag given twice with different
+ * values. Values stay text until the command converts them with the unit parsers, so every error
+ * names the flag. Commands return a process exit code (0 ok, 1 internal, 2 bad input); only
+ * main() exits.
+ *
+ * The cluster and plan flags are common to estimate, plan, simulate and compare:
+ * ap_cli_common_flags() appends them, ap_cli_load() turns them into a model, cluster, plan and
+ * estimate options.
+ */
+#ifndef AP_CLI_H
+#define AP_CLI_H
+
+#include "autoplan/estimate.h"
+#include "autoplan/json.h"
+
+typedef enum {
+    AP_FLAG_BOOL = 0,  /* --x (no value) */
+    AP_FLAG_VALUE      /* --x V or --x=V */
+} ap_flag_kind;
+
+typedef struct ap_flag {
+    const char *name;  /* without dashes: "gpus" */
+    ap_flag_kind kind;
+    const char *meta;  /* value placeholder for help: "N", "SIZE" */
+    const char *help;  /* one line, with units */
+    /* filled by the parser */
+    int set;
+    const char *value; /* borrowed from argv */
+} ap_flag;
+
+#define AP_MAX_FLAGS 96
+#define AP_MAX_POSITIONAL 8
+
+typedef struct ap_flags {
+    ap_flag f[AP_MAX_FLAGS];
+    int n;
+    const char *pos[AP_MAX_POSITIONAL];
+    int npos;
+} ap_flags;
+
+/* Append a flag definition. */
+void ap_flags_add(ap_flags *fl, const char *name, ap_flag_kind kind, const char *meta,
+                  const char *help);
+/* Parse argv[0..argc) (argv[0] is the first argument after the subcommand). Positional
+ * arguments are collected up to max_pos. "--help"/"-h" sets *help. */
+ap_status ap_flags_parse(ap_flags *fl, int argc, char **argv, int max_pos, int *help,
+                         ap_err *err);
+/* The flag record, or NULL when not defined. */
+ap_flag *ap_flags_get(ap_flags *fl, const char *name);
+int ap_flags_isset(ap_flags *fl, const char *name);
+const char *ap_flags_value(ap_flags *fl, const char *name); /* NULL when not set */
+/* Print "usage" then the table of flags, aligned, to stdout. */
+void ap_flags_print_help(const ap_flags *fl, const char *usage, const char *description);
+
+/* Typed getters that report errors as "--name: reason". They leave *out untouched when the
+ * flag is not set and return AP_OK. */
+ap_status ap_flag_int(ap_flags *fl, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                      ap_err *err);
+ap_status ap_flag_real(ap_flags *fl, const char *name, double lo, double hi, double *out,
+                       ap_err *err);
+ap_status ap_flag_bytes(ap_flags *fl, const char *name, double *out, ap_err *err);
+ap_status ap_flag_bw(ap_flags *fl, const char *name, double *out, ap_err *err);
+
+/* Common flag groups. */
+void ap_cli_cluster_flags(ap_flags *fl);   /* --gpu --gpus --gpus-per-node --nvlink-domain
+                                              --network-bw --link-bw --pcie-bw --cpu-mem
+                                              --cluster */
+void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --etp --vp --mbs
+                                              --gbs --seq --zero --recompute --recompute-layers
+                                              --sp --overlap --offload-optimizer
+                                              --offload-params --dtype --no-flash-attn
+                                              --stage-layers --headroom */
+
+/* Everything the common flags describe. */
+typedef struct ap_cli_ctx {
+    const char *model_path;
+    ap_model model;
+    ap_cluster cluster;
+    ap_plan plan;             /* degrees from flags (0 = not given, for the search) */
+    ap_estimate_opts opts;
+    int seq_given;
+    int allow_cross_node_tp;
+} ap_cli_ctx;
+
+/* Load the model (positional 0), the cluster, and the plan flags. `need_gpus`: --gpus (or a
+ * cluster file) required. Degrees not given are left 0 in ctx->plan (the caller decides:
+ * estimate defaults them to 1, plan searches them). The sequence length defaults to the
+ * model's (logged at info level). */
+ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err);
+
+/* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
+ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
+
+/* JSON of an estimate, with the schema documented in README ("estimate --json"). Caller frees
+ * with ap_json_free. NULL on allocation failure. */
+ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m);
+/* Human-readable breakdown to stdout. */
+void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c);
+
+/* Subcommands: each returns the exit code. argv[0] is the first argument after the name. */
+int ap_cmd_info(int argc, char **argv);
+int ap_cmd_gpus(int argc, char **argv);
+int ap_cmd_estimate(int argc, char **argv);
+int ap_cmd_plan(int argc, char **argv);
+
+/* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
+ * exit code. */
+int ap_cli_fail(ap_status st, const ap_err *err);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * estimate.h - the cost model: per-GPU memory per pipeline stage and the time of one training
+ * step for a (model, cluster, plan), every term traceable to a cited formula (costmodel/mem.c,
+ * costmodel/time.c). Plain value structs; no allocation.
+ */
+#ifndef AP_ESTIMATE_H
+#define AP_ESTIMATE_H
+
+#include "autoplan/plan.h"
+
+#define AP_MAX_STAGES 256
+
+/* Calibration: at most 8 physical parameters per GPU type (README "Calibration"). */
+typedef struct ap_calib {
+    double gemm_eff_max;     /* achievable fraction of dense peak on large GEMMs */
+    double gemm_half_flops;  /* GEMM size (FLOPs) at which efficiency is half of max */
+    double attn_eff;         /* flash-attention efficiency relative to peak */
+    double link_eff;         /* achievable fraction of peer-link bandwidth for collectives */
+    double net_eff;          /* achievable fraction of network bandwidth */
+    double coll_latency_s;   /* per-collective-step latency */
+    double step_overhead_s;  /* fixed per-step host overhead (optimizer launch, logging) */
+    double mem_bound_eff;    /* achievable fraction of HBM bandwidth for elementwise ops */
+} ap_calib;
+
+/* Options beyond the plan. */
+typedef struct ap_estimate_opts {
+    double headroom_bytes;   /* fits = device peak + headroom <= capacity; default 2 GiB */
+    int allocator_expandable;/* model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True */
+    const ap_calib *calib;   /* NULL = built-in calibration for the cluster's GPU */
+    double gemm_eff_scale;   /* multiply GEMM efficiency (robustness checks); default 1 */
+    double net_bw_scale;     /* multiply network bandwidth; default 1 */
+} ap_estimate_opts;
+
+void ap_estimate_opts_init(ap_estimate_opts *o);
+
+typedef struct ap_stage_mem {
+    int stage;               /* pipeline rank 0..pp-1 */
+    int layers;              /* transformer layers on this rank (all its chunks) */
+    double params_bytes;     /* working weights resident on the GPU */
+    double grads_bytes;
+    double optimizer_bytes;  /* master weights + optimizer states on the GPU */
+    double activations_bytes;/* peak activations incl. in-flight micro-batches, logits */
+    double other_bytes;      /* temporaries: gathered ZeRO-3 params, comm buffers, fp8 copies */
+    double allocated_bytes;  /* sum of the above at the peak */
+    double reserved_bytes;   /* allocator segments (rounding + fragmentation) */
+    double device_bytes;     /* reserved + CUDA context + NCCL/cuBLAS workspaces */
+    double host_bytes;       /* CPU memory used by offload for this GPU */
+    int inflight;            /* micro-batches whose activations are live at the peak */
+} ap_stage_mem;
+
+typedef struct ap_time {
+    double step_s;
+    double compute_s;        /* forward + backward compute on the critical path */
+    double recompute_s;
+    double tp_comm_s, cp_comm_s, ep_comm_s, pp_comm_s, dp_comm_s; /* exposed */
+    double bubble_s;
+    double offload_s;
+    double optimizer_s;
+    double overhead_s;       /* fixed per-step overhead (calibrated), part of step_s */
+    /* unexposed totals, for reports */
+    double dp_comm_total_s;
+    double tp_comm_total_s;
+    double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks */
+    double stage_bwd_s[AP_MAX_STAGES];
+} ap_time;
+
+typedef struct ap_throughput {
+    double tokens_per_s;
+    double model_flops_per_step;   /* model FLOPs (README "Throughput definitions") */
+    double hw_flops_per_step;      /* + recompute forward */
+    double model_tflops_per_gpu;
+    double hw_tflops_per_gpu;
+    double mfu;                    /* vs dense bf16/fp16 peak */
+    double hfu;
+} ap_throughput;
+
+typedef struct ap_estimate {
+    ap_plan plan;                  /* the plan as evaluated (grad_accum, dp filled in) */
+    ap_time time;
+    ap_throughput tp;
+    int nstages;
+    ap_stage_mem stages[AP_MAX_STAGES];
+    int worst_stage;               /* stage with the highest device bytes */
+    double capacity_bytes;
+    double headroom_bytes;
+    double peak_bytes;             /* device peak of the worst stage */
+    double allocated_peak_bytes;
+    double reserved_peak_bytes;
+    double device_peak_bytes;
+    double host_bytes_per_node;    /* offloaded states on one node */
+    double host_capacity_bytes;
+    int fits;                      /* device + headroom <= capacity and host fits */
+    int host_fits;
+} ap_estimate;
+
+/* Evaluate plan p. Returns AP_ERR_INFEASIBLE (err names the rule) when the trainer cannot run
+ * it; a plan that runs but does not fit is AP_OK with fits = 0. `opts` may be NULL. */
+ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                           const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
+
+/* Built-in calibration for a GPU (by catalog name; generic defaults otherwise). */
+void ap_calib_default(const ap_gpu *gpu, ap_calib *out);
+
+/* Korthikanti et al. 2022 Table 2 activation bytes per layer (GPT: GELU 4h MLP, MHA,
+ * LayerNorm, dropout, no flash attention), exposed for tests:
+ *   none: sbh(34 + 5as/h); tp: sbh(10 + 24/t + 5as/(ht)); tp+sp: sbh/t (34 + 5as/h);
+ *   tp+selective: sbh(10 + 24/t); tp+sp+selective: 34 sbh/t; full: 2sbh. */
+double ap_mem_korthikanti_layer_bytes(double s, double b, double h, double a, double t, int sp,
+                                      ap_recompute rc);
+
+/* Activation bytes of one layer of model m for one micro-batch, derived term by term for the
+ * architecture (see costmodel/activations.c). `layer` selects dense vs MoE. */
+double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
+                                     ap_recompute rc);
+
+/* Model states in bytes per GPU for n_params parameters under plan p's trainer/ZeRO/dp
+ * (weights, grads, master+optimizer), before offload. */
+void ap_mem_model_states(const ap_plan *p, double n_params, int shard_dp, double *weights,
+                         double *grads, double *optim);
+
+/* Cost-model version (part of cache keys). */
+const char *ap_costmodel_version(void);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * hw.h - the GPU catalog and the cluster a plan runs on.
+ *
+ * The catalog is built in (costmodel/catalog.c), one entry per SKU with its datasheet cited.
+ * A cluster is one GPU type (mixed types are refused), a GPU count, the node shape and the
+ * links between GPUs: the fast peer link inside an NVLink domain, the network across domains,
+ * PCIe to the host (shared by the GPUs behind one switch), and host memory per node.
+ *
+ * Units: bytes, bytes per second (per direction), FLOP/s.
+ */
+#ifndef AP_HW_H
+#define AP_HW_H
+
+#include "autoplan/common.h"
+
+typedef enum { AP_DTYPE_FP32 = 0, AP_DTYPE_TF32, AP_DTYPE_FP16, AP_DTYPE_BF16, AP_DTYPE_FP8,
+               AP_DTYPE_COUNT } ap_dtype;
+
+typedef enum {
+    AP_LINK_NONE = 0,     /* no peer-to-peer: traffic goes through host PCIe */
+    AP_LINK_PCIE,         /* P2P over PCIe */
+    AP_LINK_NVLINK,       /* NVLink/NVSwitch: all GPUs of the domain at full bandwidth */
+    AP_LINK_NVLINK_BRIDGE,/* NVLink bridge: pairs only */
+    AP_LINK_XGMI          /* AMD Infinity Fabric */
+} ap_link_kind;
+
+typedef struct ap_gpu {
+    char name[32];              /* catalog name, lower case: "a100-sxm4-80g" */
+    char vendor[16];            /* "nvidia", "amd" */
+    double mem_bytes;           /* usable device memory */
+    double peak_flops[AP_DTYPE_COUNT]; /* dense peak FLOP/s per dtype, 0 = unsupported */
+    double hbm_bytes_per_s;     /* device memory bandwidth */
+    int sm_count;               /* SMs (CUs for AMD), for wave quantisation */
+    ap_link_kind link;
+    double link_bytes_per_s;    /* peer link bandwidth per direction per GPU */
+    int pcie_gen;
+    double pcie_bytes_per_s;    /* host link per direction */
+    /* reference system (DGX/HGX or workstation) */
+    int ref_gpus_per_node;
+    int ref_nics_per_node;
+    double ref_net_bytes_per_s; /* network bandwidth per GPU per direction */
+    double ref_cpu_mem_bytes;   /* host memory per node */
+    int ref_gpus_per_pcie_switch;
+    int ref_cpu_cores;          /* host cores per node */
+    double ref_host_mem_bytes_per_s; /* host DRAM bandwidth per node */
+    const char *source;         /* datasheet citation */
+} ap_gpu;
+
+typedef struct ap_cluster {
+    char name[64];
+    ap_gpu gpu;
+    int gpus;                  /* total GPUs N */
+    int gpus_per_node;
+    int nvlink_domain;         /* GPUs sharing the fast link (default = gpus_per_node) */
+    double link_bytes_per_s;   /* peer link per direction per GPU (from gpu unless overridden) */
+    double net_bytes_per_s;    /* network per GPU per direction */
+    double pcie_bytes_per_s;   /* host link per GPU per direction */
+    int gpus_per_pcie_switch;  /* GPUs sharing one PCIe switch uplink */
+    double cpu_mem_bytes;      /* host memory per node */
+    int cpu_cores;             /* host cores per node */
+    double host_mem_bytes_per_s; /* host DRAM bandwidth per node */
+} ap_cluster;
+
+/* Catalog access. Names are matched case-insensitively, aliases included ("h100" = "h100-sxm").
+ * Returned pointers are static and live for the program. */
+int ap_gpu_catalog_count(void);
+const ap_gpu *ap_gpu_catalog_at(int i);
+const ap_gpu *ap_gpu_find(const char *name);
+/* Comma-separated alias list of catalog entry i ("" if none). */
+const char *ap_gpu_aliases(int i);
+/* Version of the catalog data; part of every cache key. */
+const char *ap_gpu_catalog_version(void);
+
+const char *ap_dtype_name(ap_dtype d);                 /* "bf16" */
+ap_status ap_dtype_parse(const char *s, ap_dtype *out); /* "bf16"|"fp16"|"fp8"|"fp32"|"tf32" */
+const char *ap_link_name(ap_link_kind k);
+
+/* A cluster of `gpus` GPUs of type `gpu` shaped like its reference system. */
+void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out);
+
+/* Load a cluster file (JSON, see README). Refuses mixed GPU types. */
+ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err);
+ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
+                           ap_err *err);
+/* Consistency: gpus >= 1, gpus_per_node >= 1, nvlink_domain divides... */
+ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *err);
+
+uint64_t ap_cluster_fingerprint(const ap_cluster *c);
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * model.h - the transformer being trained: read from a Hugging Face config.json (file or model
+ * directory) or autoplan's native JSON, and its exact parameter and FLOP counts.
+ *
+ * ap_model is a plain value struct (no pointers), safe to copy. Everything the cost model needs
+ * about a layer comes from ap_model_layer(): parameter counts per component and the shapes of
+ * its GEMMs, so the cost model never re-derives architecture rules.
+ *
+ * Symbols follow the papers (Korthikanti et al. 2022): L layers, h hidden, a heads, s sequence.
+ */
+#ifndef AP_MODEL_H
+#define AP_MODEL_H
+
+#include "autoplan/common.h"
+
+typedef enum { AP_ACT_GELU = 0, AP_ACT_SWIGLU, AP_ACT_RELU } ap_activation; /* SWIGLU: 3 mats */
+typedef enum { AP_NORM_LAYERNORM = 0, AP_NORM_RMSNORM } ap_norm;
+typedef enum { AP_POS_ROTARY = 0, AP_POS_LEARNED, AP_POS_ALIBI } ap_posemb;
+
+typedef struct ap_moe {
+    int64_t experts;            /* routed experts per MoE layer; 0 = dense model */
+    int64_t top_k;              /* routed experts per token */
+    int64_t ffn_hidden;         /* intermediate size of one routed expert */
+    int64_t shared_experts;     /* always-active experts (DeepSeek, Qwen2-MoE) */
+    int64_t shared_ffn_hidden;  /* intermediate size of the shared block (total over shared) */
+    int64_t first_dense_layers; /* leading layers that are dense (DeepSeek-V3: 3) */
+    int64_t layer_freq;         /* every layer_freq-th layer (after the dense ones) is MoE; 1 */
+    int shared_expert_gate;     /* Qwen2-MoE: a sigmoid gate h->1 on the shared expert */
+    int router_bias;            /* DeepSeek-V3: e_score_correction_bias, E params */
+    double capacity_factor;     /* 0 = dropless */
+} ap_moe;
+
+typedef struct ap_mla {         /* DeepSeek multi-head latent attention; enabled when kv_lora_rank>0 */
+    int64_t q_lora_rank;        /* 0 = no query compression */
+    int64_t kv_lora_rank;
+    int64_t qk_nope_head_dim;
+    int64_t qk_rope_head_dim;
+    int64_t v_head_dim;
+} ap_mla;
+
+typedef struct ap_model {
+    char name[128];
+    char model_type[32];   /* "native" or the HF model_type */
+    int64_t layers;        /* L */
+    int64_t hidden;        /* h */
+    int64_t heads;         /* a (query heads) */
+    int64_t kv_heads;      /* key/value heads (= heads for MHA, 1 for MQA) */
+    int64_t head_dim;      /* per-head dim of q/k/v (hidden/heads unless given) */
+    int64_t ffn_hidden;    /* dense MLP intermediate size */
+    int64_t vocab;         /* V */
+    int64_t seq_len;       /* default training sequence length s */
+    int64_t max_positions; /* max_position_embeddings (0 if unknown) */
+    int64_t learned_pos;   /* rows of a learned position table (gpt2: 1024, opt: 2050), else 0 */
+    ap_activation act;
+    ap_norm norm;
+    ap_posemb pos;
+    int tied_embeddings;   /* LM head shares the embedding matrix */
+    int bias;              /* biases on all linear layers (gpt2, opt, bloom) */
+    int qkv_bias;          /* biases on q/k/v only (qwen2) */
+    int norms_per_layer;   /* 2 usually; 4 for gemma2 (pre+post); 1 for falcon-7b parallel */
+    int parallel_attn;     /* attention and MLP read the same input (gpt-neox, falcon) */
+    int embed_norm;        /* a norm right after the embedding (bloom) */
+    int final_norm;        /* a norm before the LM head (1 for all supported models) */
+    int dropout;           /* dropout layers present during training (GPT-style; 0 for llama) */
+    ap_moe moe;
+    ap_mla mla;
+} ap_model;
+
+/* Parameter counts and GEMM shapes of one transformer layer (all values per full layer, before
+ * any parallel split). Matrices are listed so the cost model can time each GEMM. */
+typedef struct ap_layer_info {
+    int is_moe;
+    int64_t attn_params;    /* q,k,v,o (+ MLA projections and their norms) incl. biases */
+    int64_t mlp_params;     /* dense MLP incl. biases (0 for MoE layers) */
+    int64_t norm_params;    /* layer norms of this layer */
+    int64_t router_params;  /* MoE gate (+ correction bias) */
+    int64_t expert_params;  /* ONE routed expert */
+    int64_t shared_params;  /* all shared experts (+ shared gate) */
+    int64_t total_params;   /* everything above, all experts counted */
+    int64_t active_params;  /* parameters touched per token: routed top_k experts only */
+    int64_t qkv_out;        /* output features of the fused q,k,v projection(s) */
+    int64_t attn_out_in;    /* input features of the output projection (heads * v_head_dim) */
+    int64_t qk_head_dim;    /* per-head dim used in QK^T */
+    int64_t v_head_dim;     /* per-head dim used in PV */
+    int64_t mlp_ffn;        /* intermediate size of the dense MLP, or of one expert */
+} ap_layer_info;
+
+/* Initialise with neutral defaults (norms_per_layer 2, final_norm 1, layer_freq 1, ...). */
+void ap_model_init(ap_model *m);
+
+/* Load a model from a native JSON file, an HF config.json, or a directory containing
+ * config.json. The file kind is detected (native files have "layers", HF files "model_type").
+ * All fields are validated; err names the file, field and reason. */
+ap_status ap_model_load(const char *path, ap_model *out, ap_err *err);
+
+/* Parse from text already in memory (used by the fuzzer); `where` names it in errors. */
+ap_status ap_model_parse(const char *text, size_t len, const char *where, ap_model *out,
+                         ap_err *err);
+
+/* Check internal consistency (positive sizes, heads dividing hidden or head_dim given, kv_heads
+ * dividing heads, MoE fields coherent, absurd sizes refused). Called by the loaders. */
+ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err);
+
+/* Layer i in [0, L): dense or MoE per moe.first_dense_layers / layer_freq. */
+int ap_model_layer_is_moe(const ap_model *m, int64_t i);
+void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out);
+
+/* Embedding block: token embedding (+ learned positions, + embed norm). */
+int64_t ap_model_embedding_params(const ap_model *m);
+/* Output block: final norm + LM head (the head counts 0 when tied). */
+int64_t ap_model_head_params(const ap_model *m);
+/* Totals. */
+int64_t ap_model_total_params(const ap_model *m);
+int64_t ap_model_active_params(const ap_model *m);     /* per token (MoE: top_k experts) */
+int64_t ap_model_nonembed_params(const ap_model *m);   /* layers + final norm */
+
+/* Forward FLOPs per token at sequence length s: 2 x active matmul params (incl. LM head) plus
+ * attention scores/values 4 * s * a * d_head per layer (causal not halved here; see cost model
+ * for the counting convention). */
+double ap_model_fwd_flops_per_token(const ap_model *m, int64_t s);
+
+/* Stable fingerprint of everything that affects cost (not the name). */
+uint64_t ap_model_fingerprint(const ap_model *m);
+
+#endif

@@ -1,0 +1,115 @@
+/*
+ * plan.h - a parallel training plan (degrees, batch, ZeRO, recompute, offload, stage split) and
+ * the trainer capability table that says which plans each trainer can run and how it stores
+ * model states.
+ *
+ * ap_plan is a plain value (no pointers). The trainer table (costmodel/trainer.c) is the one
+ * place that knows trainer rules: search, estimate and every config generator ask it.
+ */
+#ifndef AP_PLAN_H
+#define AP_PLAN_H
+
+#include "autoplan/common.h"
+#include "autoplan/hw.h"
+#include "autoplan/model.h"
+
+#define AP_MAX_CHUNKS 512 /* pp * vp model chunks */
+
+typedef enum {
+    AP_TRAINER_MEGATRON = 0,
+    AP_TRAINER_DEEPSPEED,
+    AP_TRAINER_FSDP,
+    AP_TRAINER_TORCHTITAN,
+    AP_TRAINER_COLOSSALAI,
+    AP_TRAINER_COUNT
+} ap_trainer_id;
+
+typedef enum { AP_RECOMPUTE_NONE = 0, AP_RECOMPUTE_SELECTIVE, AP_RECOMPUTE_FULL } ap_recompute;
+
+typedef struct ap_plan {
+    ap_trainer_id trainer;
+    int tp, pp, dp, cp, ep, etp, vp; /* etp: expert tensor parallel (1 = none) */
+    int64_t mbs;                     /* micro-batch size b (sequences) */
+    int64_t gbs;                     /* global batch (sequences) */
+    int64_t grad_accum;              /* micro-batches per step per dp rank: gbs / (mbs * dp) */
+    int64_t seq;                     /* sequence length s */
+    int zero;                        /* 0-3; Megatron: 1 = distributed optimizer */
+    ap_recompute recompute;
+    int recompute_layers;            /* full recompute: layers per chunk recomputed (0 = all) */
+    int sp;                          /* sequence parallel (with tp) */
+    int overlap_grad;                /* overlap gradient reduction with backward */
+    int overlap_param;               /* overlap parameter all-gather with forward */
+    double offload_optimizer;        /* fraction of optimizer states + master weights on host */
+    double offload_params;           /* fraction of parameters on host */
+    ap_dtype dtype;                  /* compute dtype: bf16, fp16 or fp8 */
+    int flash_attn;
+    int nchunks;                     /* pp * vp when stage_layers is set, else 0 = uniform */
+    int stage_layers[AP_MAX_CHUNKS]; /* layers per model chunk, in pipeline order */
+    int stage_recompute[AP_MAX_CHUNKS]; /* per-chunk full-recompute layer count (-1 = plan's) */
+} ap_plan;
+
+/* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */
+void ap_plan_init(ap_plan *p);
+
+/* Layers of chunk c (0..pp*vp-1): stage_layers when set, else the uniform split (the
+ * remainder, if any, goes to the middle chunks). */
+int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c);
+/* First layer index of chunk c. */
+int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c);
+
+/* Short human label: "tp2 pp4 dp8 mbs1 z1 sel sp". buf returned. */
+char *ap_plan_label(const ap_plan *p, char *buf, size_t n);
+
+/* ---- trainer capabilities --------------------------------------------------------------- */
+
+typedef enum { AP_COLL_ALLREDUCE = 0, AP_COLL_REDUCE_SCATTER } ap_collective;
+
+typedef struct ap_trainer_caps {
+    const char *name;            /* "megatron" */
+    const char *display;         /* "Megatron-LM" */
+    const char *cite;            /* where the rules come from */
+    /* legal degrees and features */
+    int tp, pp, vp, cp, ep, sp;
+    int sp_with_tp_always;       /* torchtitan: TP implies sequence parallel */
+    unsigned zero_mask;          /* bit z set = ZeRO stage z allowed */
+    unsigned zero_mask_with_pp;  /* allowed stages when pp > 1 */
+    unsigned recompute_mask;     /* bit AP_RECOMPUTE_* allowed */
+    int recompute_partial;       /* recompute only K layers per chunk (Megatron num-layers) */
+    int per_stage_recompute;     /* different recompute count per stage (Colossal-AI) */
+    int uneven_stages;           /* arbitrary stage_layers */
+    int uneven_first_last_only;  /* only first/last stage may differ (Megatron flags) */
+    int vp_needs_m_multiple_of_pp; /* interleaving needs microbatches % pp == 0 */
+    int fp16, fp8;
+    int offload_optimizer;       /* CPU offload of optimizer states possible */
+    int offload_fraction;        /* fractions below 1 possible */
+    unsigned offload_optimizer_zero_mask; /* ZeRO stages that allow optimizer offload */
+    int offload_params;          /* parameter offload possible */
+    unsigned offload_params_zero_mask;
+    int offload_params_fraction;
+    /* bytes per parameter in 16-bit training (fp8 adds a weight copy, see cost model) */
+    double weight_bytes;         /* working weights (2: bf16) */
+    double grad_bytes;           /* gradient accumulation buffer */
+    double master_bytes;         /* fp32 master weights (0 when weights are already fp32) */
+    double optim_bytes;          /* Adam m + v */
+    double sharded_weight_bytes; /* FSDP2 keeps sharded fp32 params and gathers bf16 copies */
+    int grad_reduce_per_microbatch; /* 1 = reduce every micro-batch (ZeRO-2 DeepSpeed) */
+    ap_collective grad_collective_sharded; /* collective when gradients are sharded */
+    int overlap_grad;            /* gradient reduction can overlap backward */
+    int overlap_param;           /* parameter all-gather can overlap forward */
+    int loss_fp32;               /* logits upcast to fp32 for the loss */
+    int tied_embedding_dup;      /* tied embeddings duplicated on first and last stage */
+} ap_trainer_caps;
+
+const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
+ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err);
+const char *ap_trainer_name(ap_trainer_id id);
+
+/* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
+ * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
+ * structural constraints: tp*pp*cp*dp == gpus, heads % tp, kv heads, layers % pp (or uneven
+ * support), vp rules, seq % (2*cp), experts % ep, gbs % (mbs*dp), tp within the NVLink domain
+ * unless allow_cross_node_tp. */
+ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,
+                        int allow_cross_node_tp, ap_err *err);
+
+#endif

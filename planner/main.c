@@ -1,0 +1,62 @@
+/*
+ * main.c - the autoplan command line: git-style subcommands dispatched from one table. The
+ * default command is `plan` (`autoplan MODEL --gpus N`). This is the only file with main(); the
+ * commands live in planner/cmd_*.c and return exit codes (0 ok, 1 internal, 2 bad input).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "autoplan/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"plan", ap_cmd_plan, "search the parallel plans that fit and rank them by step time"},
+    {"estimate", ap_cmd_estimate, "memory per GPU and step time of one given plan"},
+    {"info", ap_cmd_info, "parameter counts, FLOPs and sizes of a model"},
+    {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "autoplan %s - how to split a transformer across GPUs, will it fit, how fast is it\n"
+            "\n"
+            "usage: autoplan MODEL --gpus N [flags]      (same as `autoplan plan ...`)\n"
+            "       autoplan COMMAND [args] [flags]\n"
+            "\n"
+            "commands:\n",
+            AP_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`autoplan COMMAND --help` documents every flag with its units.\n"
+               "MODEL is a Hugging Face config.json, a model directory containing one, or an\n"
+               "autoplan model file (see README.md).\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a, "--version")) {
+        printf("autoplan %s\n", AP_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(a, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
+    if (a[0] == '-') {
+        fprintf(stderr, "autoplan: unknown flag '%s' before the command (try autoplan --help)\n", a);
+        return 2;
+    }
+    /* default command: plan MODEL ... */
+    return ap_cmd_plan(argc - 1, argv + 1);
+}
