@@ -85,6 +85,20 @@ typedef struct ap_layer_info {
     int64_t mlp_ffn;        /* intermediate size of the dense MLP, or of one expert */
 } ap_layer_info;
 
+/* Upper bounds the readers and ap_model_validate accept (costmodel/model.c). They are far above
+ * any published model (DeepSeek-V3: 61 layers, h 7168, 256 experts; Llama-3.1-405B: 126 layers,
+ * h 16384, V 128256) and low enough that every count below fits int64_t without overflow. */
+#define AP_MODEL_MAX_LAYERS 10000
+#define AP_MODEL_MAX_HIDDEN 1000000
+#define AP_MODEL_MAX_HEADS 65536
+#define AP_MODEL_MAX_HEAD_DIM 65536
+#define AP_MODEL_MAX_FFN 10000000
+#define AP_MODEL_MAX_VOCAB 10000000
+#define AP_MODEL_MAX_SEQ 16777216       /* 2^24 tokens */
+#define AP_MODEL_MAX_POSITIONS 1073741824 /* 2^30 */
+#define AP_MODEL_MAX_EXPERTS 65536
+#define AP_MODEL_MAX_PARAMS 1e15        /* a thousand trillion parameters */
+
 /* Initialise with neutral defaults (norms_per_layer 2, final_norm 1, layer_freq 1, ...). */
 void ap_model_init(ap_model *m);
 

@@ -1,0 +1,378 @@
+/*
+ * model.c - what a transformer is made of: validation of an ap_model, exact parameter counts
+ * per layer and in total, forward FLOPs per token and the model fingerprint. The readers that
+ * fill an ap_model live in hf.c (Hugging Face config.json and autoplan's native JSON).
+ *
+ * Structure: one function, layer_parts(), knows the architecture rules (attention incl. GQA/MQA
+ * and DeepSeek MLA, gelu/relu or gated MLP, MoE router/experts/shared experts, norms, biases) and
+ * returns a layer's parameter counts split into matmul weights and everything else. All public
+ * counters sum its results, so parameter counts, active counts and FLOPs cannot disagree.
+ *
+ * Counting rules follow the Hugging Face modeling_*.py of each architecture (parameter names in
+ * comments); the totals are checked exactly against published checkpoints in tests/test_model.c.
+ * It does not count buffers that are not trained parameters (rotary inv_freq, causal masks) nor
+ * DeepSeek-V3's multi-token-prediction module (num_nextn_predict_layers; not part of the 671B).
+ */
+#include "autoplan/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void ap_model_init(ap_model *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "model");
+    snprintf(m->model_type, sizeof m->model_type, "native");
+    m->act = AP_ACT_GELU;
+    m->norm = AP_NORM_LAYERNORM;
+    m->pos = AP_POS_ROTARY;
+    m->norms_per_layer = 2;
+    m->final_norm = 1;
+    m->moe.layer_freq = 1;
+}
+
+/* ---- architecture rules ---------------------------------------------------------------------- */
+
+/* Parameters of one norm: LayerNorm has weight and bias (2h), RMSNorm only a weight (h). */
+static int64_t norm_size(const ap_model *m, int64_t width) {
+    return m->norm == AP_NORM_LAYERNORM ? 2 * width : width;
+}
+
+/* One MLP of intermediate size f: gelu/relu has fc1 h->f and fc2 f->h (GPT-2 c_fc/c_proj, OPT
+ * fc1/fc2); a gated MLP (SwiGLU, Shazeer 2020; Gemma's GeGLU) has gate and up h->f and down f->h
+ * (Llama gate_proj/up_proj/down_proj). Biases when m->bias: one per output feature. */
+static void mlp_size(const ap_model *m, int64_t f, int64_t *weights, int64_t *biases) {
+    int64_t h = m->hidden;
+    if (m->act == AP_ACT_SWIGLU) {
+        *weights = 3 * h * f;
+        *biases = m->bias ? 2 * f + h : 0;
+    } else {
+        *weights = 2 * h * f;
+        *biases = m->bias ? f + h : 0;
+    }
+}
+
+typedef struct {
+    ap_layer_info info;
+    int64_t attn_matmul;   /* weights of the attention GEMMs */
+    int64_t mlp_matmul;    /* weights of the dense MLP GEMMs */
+    int64_t expert_matmul; /* weights of one routed expert */
+    int64_t shared_matmul; /* weights of the shared experts (+ shared gate) */
+    int64_t router_matmul; /* router weights (without the correction bias) */
+} layer_parts;
+
+static void layer_parts_of(const ap_model *m, int64_t i, layer_parts *lp) {
+    memset(lp, 0, sizeof *lp);
+    ap_layer_info *li = &lp->info;
+    int64_t h = m->hidden, a = m->heads;
+    int64_t attn_other = 0;
+
+    if (m->mla.kv_lora_rank > 0) {
+        /* DeepSeek-V2/V3 multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 Sec.
+         * 2.1; modeling_deepseek_v3.py DeepseekV3Attention): q_a_proj h->q_lora, q_a_layernorm,
+         * q_b_proj q_lora->a*(nope+rope) (or q_proj h->a*(nope+rope) without q_lora);
+         * kv_a_proj_with_mqa h->(kv_lora+rope), kv_a_layernorm, kv_b_proj kv_lora->a*(nope+v);
+         * o_proj a*v->h. attention_bias adds biases to q_a_proj, kv_a_proj and o_proj. */
+        const ap_mla *x = &m->mla;
+        int64_t qk = x->qk_nope_head_dim + x->qk_rope_head_dim;
+        int64_t w = 0;
+        if (x->q_lora_rank > 0) {
+            w += h * x->q_lora_rank + x->q_lora_rank * a * qk;
+            attn_other += x->q_lora_rank; /* q_a_layernorm (RMSNorm) */
+            if (m->bias) attn_other += x->q_lora_rank;
+        } else {
+            w += h * a * qk;
+        }
+        w += h * (x->kv_lora_rank + x->qk_rope_head_dim);
+        w += x->kv_lora_rank * a * (x->qk_nope_head_dim + x->v_head_dim);
+        w += a * x->v_head_dim * h;
+        attn_other += x->kv_lora_rank; /* kv_a_layernorm */
+        if (m->bias) attn_other += x->kv_lora_rank + x->qk_rope_head_dim + h;
+        lp->attn_matmul = w;
+        li->qkv_out = a * qk + a * (x->qk_nope_head_dim + x->v_head_dim);
+        li->attn_out_in = a * x->v_head_dim;
+        li->qk_head_dim = qk;
+        li->v_head_dim = x->v_head_dim;
+    } else {
+        /* q h->a*d, k and v h->kv*d (GQA, Ainslie et al. 2023; MQA kv=1, Shazeer 2019), o a*d->h
+         * (Vaswani et al. 2017). Biases on all four with m->bias (GPT-2, OPT, BLOOM), on q,k,v
+         * only with m->qkv_bias (Qwen2). */
+        int64_t d = m->head_dim, qkv = (a + 2 * m->kv_heads) * d;
+        lp->attn_matmul = h * qkv + a * d * h;
+        if (m->bias) attn_other += qkv + h;
+        else if (m->qkv_bias) attn_other += qkv;
+        li->qkv_out = qkv;
+        li->attn_out_in = a * d;
+        li->qk_head_dim = d;
+        li->v_head_dim = d;
+    }
+    li->attn_params = lp->attn_matmul + attn_other;
+    li->norm_params = m->norms_per_layer * norm_size(m, h);
+
+    li->is_moe = ap_model_layer_is_moe(m, i);
+    int64_t b;
+    if (li->is_moe) {
+        const ap_moe *e = &m->moe;
+        /* Router: gate h->E without bias (Mixtral block_sparse_moe.gate, Qwen2-MoE mlp.gate,
+         * DeepSeek-V3 mlp.gate.weight) + DeepSeek-V3's e_score_correction_bias (E). */
+        lp->router_matmul = h * e->experts;
+        li->router_params = lp->router_matmul + (e->router_bias ? e->experts : 0);
+        mlp_size(m, e->ffn_hidden, &lp->expert_matmul, &b);
+        li->expert_params = lp->expert_matmul + b;
+        if (e->shared_experts > 0 && e->shared_ffn_hidden > 0) {
+            /* Shared experts are one MLP of the summed width (DeepSeek-V3 mlp.shared_experts with
+             * n_shared*moe_intermediate; Qwen2-MoE shared_expert) + Qwen2-MoE's sigmoid gate h->1
+             * (shared_expert_gate). */
+            mlp_size(m, e->shared_ffn_hidden, &lp->shared_matmul, &b);
+            if (e->shared_expert_gate) lp->shared_matmul += h;
+            li->shared_params = lp->shared_matmul + b;
+        }
+        li->mlp_ffn = e->ffn_hidden;
+        li->total_params = li->attn_params + li->norm_params + li->router_params +
+                           e->experts * li->expert_params + li->shared_params;
+        li->active_params = li->attn_params + li->norm_params + li->router_params +
+                            e->top_k * li->expert_params + li->shared_params;
+    } else {
+        mlp_size(m, m->ffn_hidden, &lp->mlp_matmul, &b);
+        li->mlp_params = lp->mlp_matmul + b;
+        li->mlp_ffn = m->ffn_hidden;
+        li->total_params = li->attn_params + li->norm_params + li->mlp_params;
+        li->active_params = li->total_params;
+    }
+}
+
+int ap_model_layer_is_moe(const ap_model *m, int64_t i) {
+    /* MoE when i >= first_dense_layers and (i - first_dense_layers) % layer_freq == 0. The
+     * readers map each convention onto this one: DeepSeek-V3 (i >= first_k_dense_replace and
+     * i % moe_layer_freq == 0) and Qwen2-MoE ((i + 1) % decoder_sparse_step == 0). */
+    if (m->moe.experts <= 0 || i < m->moe.first_dense_layers) return 0;
+    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    return (i - m->moe.first_dense_layers) % f == 0;
+}
+
+void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out) {
+    layer_parts lp;
+    layer_parts_of(m, i, &lp);
+    *out = lp.info;
+}
+
+/* Number of MoE layers (closed form of ap_model_layer_is_moe over [0, L)). */
+static int64_t moe_layer_count(const ap_model *m) {
+    if (m->moe.experts <= 0 || m->moe.first_dense_layers >= m->layers) return 0;
+    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    return (m->layers - m->moe.first_dense_layers + f - 1) / f;
+}
+
+/* A representative dense and MoE layer: every dense layer has the same counts, and so has every
+ * MoE layer, so totals are count * per-layer (no loop over 10^4 layers per call). */
+static void layer_kinds(const ap_model *m, layer_parts *dense, layer_parts *moe, int64_t *n_dense,
+                        int64_t *n_moe) {
+    *n_moe = moe_layer_count(m);
+    *n_dense = m->layers - *n_moe;
+    ap_model tmp = *m;
+    tmp.moe.experts = 0;
+    layer_parts_of(&tmp, 0, dense);
+    memset(moe, 0, sizeof *moe);
+    if (*n_moe > 0) {
+        tmp = *m;
+        tmp.moe.first_dense_layers = 0;
+        tmp.moe.layer_freq = 1;
+        layer_parts_of(&tmp, 0, moe);
+    }
+}
+
+int64_t ap_model_embedding_params(const ap_model *m) {
+    /* token embedding V*h (+ learned positions, GPT-2 wpe / OPT embed_positions with its offset of
+     * 2 rows) (+ BLOOM word_embeddings_layernorm) */
+    return m->vocab * m->hidden + m->learned_pos * m->hidden +
+           (m->embed_norm ? norm_size(m, m->hidden) : 0);
+}
+
+int64_t ap_model_head_params(const ap_model *m) {
+    return (m->final_norm ? norm_size(m, m->hidden) : 0) +
+           (m->tied_embeddings ? 0 : m->vocab * m->hidden);
+}
+
+int64_t ap_model_nonembed_params(const ap_model *m) {
+    layer_parts d, e;
+    int64_t nd, ne;
+    layer_kinds(m, &d, &e, &nd, &ne);
+    return nd * d.info.total_params + ne * e.info.total_params +
+           (m->final_norm ? norm_size(m, m->hidden) : 0);
+}
+
+int64_t ap_model_total_params(const ap_model *m) {
+    layer_parts d, e;
+    int64_t nd, ne;
+    layer_kinds(m, &d, &e, &nd, &ne);
+    return ap_model_embedding_params(m) + nd * d.info.total_params + ne * e.info.total_params +
+           ap_model_head_params(m);
+}
+
+int64_t ap_model_active_params(const ap_model *m) {
+    layer_parts d, e;
+    int64_t nd, ne;
+    layer_kinds(m, &d, &e, &nd, &ne);
+    return ap_model_embedding_params(m) + nd * d.info.active_params + ne * e.info.active_params +
+           ap_model_head_params(m);
+}
+
+double ap_model_fwd_flops_per_token(const ap_model *m, int64_t s) {
+    /* 2 FLOPs per multiply-add of every weight a token meets (Kaplan et al. 2020, Sec. 2.1; the
+     * 2*N of Narayanan et al. 2021, Sec. 5.1: forward 24*l*h^2 per token for a GPT layer), the
+     * LM head 2*V*h (counted even when tied: the GEMM runs), and per layer attention scores QK^T
+     * and the weighted sum PV: 2*s*a*d_qk + 2*s*a*d_v (= 4*s*h for d = h/a, Narayanan's
+     * "4*b*s^2*h" per sequence). Causal masking is not halved here. Embedding lookups, norms,
+     * biases and activations are not counted (Narayanan's convention). */
+    if (s <= 0) s = m->seq_len;
+    layer_parts d, e;
+    int64_t nd, ne;
+    layer_kinds(m, &d, &e, &nd, &ne);
+    double sd = (double)s, a = (double)m->heads;
+    double per_dense = 2.0 * (double)(d.attn_matmul + d.mlp_matmul) +
+                       2.0 * sd * a * (double)(d.info.qk_head_dim + d.info.v_head_dim);
+    double per_moe = 0;
+    if (ne > 0)
+        per_moe = 2.0 * (double)(e.attn_matmul + e.router_matmul + e.shared_matmul +
+                                 m->moe.top_k * e.expert_matmul) +
+                  2.0 * sd * a * (double)(e.info.qk_head_dim + e.info.v_head_dim);
+    return (double)nd * per_dense + (double)ne * per_moe +
+           2.0 * (double)m->vocab * (double)m->hidden;
+}
+
+/* ---- fingerprint ----------------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, int64_t v) { return ap_hash64(&v, sizeof v, h); }
+
+uint64_t ap_model_fingerprint(const ap_model *m) {
+    /* Fields hashed one by one (never the struct: padding bytes are indeterminate). The name,
+     * model_type and max_positions do not change the cost and are left out. A version tag first
+     * so that adding a field later changes every fingerprint deliberately. */
+    uint64_t h = ap_hash64("ap_model/1", 10, 0);
+    const int64_t v[] = {
+        m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn_hidden, m->vocab,
+        m->seq_len, m->learned_pos, (int64_t)m->act, (int64_t)m->norm, (int64_t)m->pos,
+        m->tied_embeddings, m->bias, m->qkv_bias, m->norms_per_layer, m->parallel_attn,
+        m->embed_norm, m->final_norm, m->dropout,
+        m->moe.experts, m->moe.top_k, m->moe.ffn_hidden, m->moe.shared_experts,
+        m->moe.shared_ffn_hidden, m->moe.first_dense_layers, m->moe.layer_freq,
+        m->moe.shared_expert_gate, m->moe.router_bias,
+        m->mla.q_lora_rank, m->mla.kv_lora_rank, m->mla.qk_nope_head_dim,
+        m->mla.qk_rope_head_dim, m->mla.v_head_dim,
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = mix(h, v[i]);
+    /* capacity factor by value, in millionths (a double's bits differ for -0.0 and 0.0) */
+    h = mix(h, (int64_t)llround(m->moe.capacity_factor * 1e6));
+    return h;
+}
+
+/* ---- validation ------------------------------------------------------------------------------ */
+
+static ap_status range(const char *where, const char *field, int64_t v, int64_t lo, int64_t hi,
+                       ap_err *err) {
+    if (v < lo || v > hi)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = %lld is out of range [%lld, %lld]",
+                          where, field, (long long)v, (long long)lo, (long long)hi);
+    return AP_OK;
+}
+
+#define RANGE(field, v, lo, hi)                                              \
+    do {                                                                     \
+        ap_status st_ = range(where, field, (v), (lo), (hi), err);           \
+        if (st_ != AP_OK) return st_;                                        \
+    } while (0)
+
+/* Upper bound of the total parameter count in double arithmetic, so that absurd combinations
+ * of individually legal sizes are refused before any int64 product could overflow. */
+static double param_bound(const ap_model *m) {
+    double h = (double)m->hidden, a = (double)m->heads, L = (double)m->layers;
+    double d = (double)m->head_dim, kv = (double)m->kv_heads;
+    double attn = h * (a + 2 * kv) * d + a * d * h + 4 * h + (a + 2 * kv) * d;
+    if (m->mla.kv_lora_rank > 0) {
+        double qk = (double)m->mla.qk_nope_head_dim + (double)m->mla.qk_rope_head_dim;
+        double q = (double)m->mla.q_lora_rank, c = (double)m->mla.kv_lora_rank;
+        attn = (h + a * qk + 2) * (q > 0 ? q : h) +
+               (h + 1) * (c + (double)m->mla.qk_rope_head_dim) +
+               c * a * ((double)m->mla.qk_nope_head_dim + (double)m->mla.v_head_dim) +
+               a * (double)m->mla.v_head_dim * h + 2 * c + h + a * qk;
+    }
+    double f = (double)m->ffn_hidden;
+    double mlp = 3 * h * f + 2 * f + h;
+    double moe = 0;
+    if (m->moe.experts > 0) {
+        double fe = (double)m->moe.ffn_hidden, fs = (double)m->moe.shared_ffn_hidden;
+        moe = (double)m->moe.experts * (3 * h * fe + 2 * fe + h + h + 1) + 3 * h * fs + 2 * fs +
+              2 * h;
+    }
+    double layer = attn + 8 * h + (mlp > moe ? mlp : moe);
+    double emb = ((double)m->vocab * 2 + (double)m->learned_pos + 4) * h;
+    return L * layer + emb;
+}
+
+ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
+    if (!where) where = m->name;
+    RANGE("layers", m->layers, 1, AP_MODEL_MAX_LAYERS);
+    RANGE("hidden", m->hidden, 1, AP_MODEL_MAX_HIDDEN);
+    RANGE("heads", m->heads, 1, AP_MODEL_MAX_HEADS);
+    RANGE("kv_heads", m->kv_heads, 1, m->heads);
+    if (m->heads % m->kv_heads != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'kv_heads' = %lld does not divide "
+                          "'heads' = %lld", where, (long long)m->kv_heads, (long long)m->heads);
+    RANGE("head_dim", m->head_dim, 1, AP_MODEL_MAX_HEAD_DIM);
+    RANGE("vocab", m->vocab, 1, AP_MODEL_MAX_VOCAB);
+    RANGE("seq_len", m->seq_len, 1, AP_MODEL_MAX_SEQ);
+    RANGE("max_positions", m->max_positions, 0, AP_MODEL_MAX_POSITIONS);
+    RANGE("learned_pos", m->learned_pos, 0, AP_MODEL_MAX_POSITIONS);
+    RANGE("activation", (int64_t)m->act, AP_ACT_GELU, AP_ACT_RELU);
+    RANGE("norm", (int64_t)m->norm, AP_NORM_LAYERNORM, AP_NORM_RMSNORM);
+    RANGE("position", (int64_t)m->pos, AP_POS_ROTARY, AP_POS_ALIBI);
+    RANGE("norms_per_layer", m->norms_per_layer, 0, 8);
+    RANGE("tied_embeddings", m->tied_embeddings, 0, 1);
+    RANGE("bias", m->bias, 0, 1);
+    RANGE("qkv_bias", m->qkv_bias, 0, 1);
+    RANGE("parallel_attn", m->parallel_attn, 0, 1);
+    RANGE("embed_norm", m->embed_norm, 0, 1);
+    RANGE("final_norm", m->final_norm, 0, 1);
+    RANGE("dropout", m->dropout, 0, 1);
+    if (m->pos == AP_POS_LEARNED && m->learned_pos < m->seq_len)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: sequence length %lld exceeds the %lld learned "
+                          "positions", where, (long long)m->seq_len, (long long)m->learned_pos);
+
+    const ap_moe *e = &m->moe;
+    RANGE("moe.experts", e->experts, 0, AP_MODEL_MAX_EXPERTS);
+    if (e->experts > 0) {
+        RANGE("moe.top_k", e->top_k, 1, e->experts);
+        RANGE("moe.ffn_hidden", e->ffn_hidden, 1, AP_MODEL_MAX_FFN);
+        RANGE("moe.shared_experts", e->shared_experts, 0, AP_MODEL_MAX_EXPERTS);
+        RANGE("moe.shared_ffn_hidden", e->shared_ffn_hidden, e->shared_experts > 0 ? 1 : 0,
+              AP_MODEL_MAX_FFN * 64);
+        RANGE("moe.first_dense_layers", e->first_dense_layers, 0, m->layers);
+        RANGE("moe.layer_freq", e->layer_freq, 1, m->layers);
+        RANGE("moe.shared_expert_gate", e->shared_expert_gate, 0, 1);
+        RANGE("moe.router_bias", e->router_bias, 0, 1);
+        if (!isfinite(e->capacity_factor) || e->capacity_factor < 0 || e->capacity_factor > 1000)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'moe.capacity_factor' = %g is out of "
+                              "range [0, 1000]", where, e->capacity_factor);
+    }
+    /* the dense MLP width matters only when some layer is dense */
+    int64_t n_dense = m->layers - moe_layer_count(m);
+    RANGE("ffn_hidden", m->ffn_hidden, n_dense > 0 ? 1 : 0, AP_MODEL_MAX_FFN);
+
+    const ap_mla *x = &m->mla;
+    RANGE("mla.kv_lora_rank", x->kv_lora_rank, 0, AP_MODEL_MAX_HIDDEN);
+    if (x->kv_lora_rank > 0) {
+        RANGE("mla.q_lora_rank", x->q_lora_rank, 0, AP_MODEL_MAX_HIDDEN);
+        RANGE("mla.qk_nope_head_dim", x->qk_nope_head_dim, 0, AP_MODEL_MAX_HEAD_DIM);
+        RANGE("mla.qk_rope_head_dim", x->qk_rope_head_dim, 0, AP_MODEL_MAX_HEAD_DIM);
+        RANGE("mla.v_head_dim", x->v_head_dim, 1, AP_MODEL_MAX_HEAD_DIM);
+        if (x->qk_nope_head_dim + x->qk_rope_head_dim < 1)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: MLA query/key head dim (qk_nope_head_dim + "
+                              "qk_rope_head_dim) must be positive", where);
+    }
+
+    double bound = param_bound(m);
+    if (!(bound <= AP_MODEL_MAX_PARAMS))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: sizes give about %.3g parameters, more than the "
+                          "%.0e this tool accepts", where, bound, AP_MODEL_MAX_PARAMS);
+    return AP_OK;
+}

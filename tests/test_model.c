@@ -1,0 +1,624 @@
+/*
+ * test_model.c - the model module (costmodel/model.c, costmodel/hf.c) and `autoplan info`.
+ *
+ * References: exact parameter counts of published checkpoints (safetensors index total_size / 2
+ * bytes for bf16/fp16 checkpoints, or transformers' num_parameters(); the source is noted at
+ * each number), the parameter and FLOP formulas of Narayanan et al. 2021 for the paper models
+ * (computed here, independently of model.c), hand-worked counts for smaller configs, and fault
+ * paths: every bad input must return AP_ERR_INPUT with a one-line message naming the field.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/model.h"
+#include "testlib.h"
+
+/* one scratch directory per run (tl_tmpdir makes a new one per call), removed at the end */
+static char scratch[256];
+
+static ap_status load_example(const char *name, ap_model *m, ap_err *err) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "examples/models/%s", name);
+    return ap_model_load(tl_path(rel), m, err);
+}
+
+static void check_example(const char *name, int64_t want_total) {
+    ap_model m;
+    ap_err err = {{0}};
+    ap_status st = load_example(name, &m, &err);
+    if (st != AP_OK) fprintf(stderr, "%s: %s\n", name, err.msg);
+    CHECK_INT(st, AP_OK);
+    if (st == AP_OK) CHECK_INT(ap_model_total_params(&m), want_total);
+}
+
+/* ---- published HF checkpoints ---------------------------------------------------------------- */
+
+static void test_hf_examples(void) {
+    /* transformers GPT2LMHeadModel.from_pretrained("gpt2").num_parameters() = 124,439,808
+     * (wte 50257*768 + wpe 1024*768 + 12 blocks + ln_f; lm_head tied). The hub page's "137M"
+     * also counts the 12 causal-mask buffers (attn.bias, 1024*1024) stored in the checkpoint. */
+    check_example("gpt2.json", 124439808);
+    /* facebook/opt-1.3b: OPTForCausalLM num_parameters() = 1,315,758,080 (fp16
+     * pytorch_model.bin of 2,631,516,160 bytes of tensors / 2); positions table has 2050 rows. */
+    check_example("opt-1.3b.json", 1315758080);
+    /* meta-llama/Llama-2-7b-hf model.safetensors.index.json total_size 13,476,831,232 B / 2 */
+    check_example("llama-2-7b.json", 6738415616);
+    /* meta-llama/Llama-2-70b-hf model.safetensors.index.json total_size 137,953,296,384 B / 2 */
+    check_example("llama-2-70b.json", 68976648192);
+    /* meta-llama/Meta-Llama-3-8B model.safetensors.index.json total_size 16,060,522,496 B / 2 */
+    check_example("llama-3-8b.json", 8030261248);
+    /* meta-llama/Meta-Llama-3-70B model.safetensors.index.json total_size 141,107,412,992 B / 2 */
+    check_example("llama-3-70b.json", 70553706496);
+    /* meta-llama/Llama-3.1-405B model.safetensors.index.json total_size 811,706,777,600 B / 2 */
+    check_example("llama-3.1-405b.json", 405853388800);
+    /* mistralai/Mixtral-8x7B-v0.1 model.safetensors.index.json total_size 93,405,585,408 B / 2 */
+    check_example("mixtral-8x7b.json", 46702792704);
+    /* Qwen/Qwen2-7B model.safetensors.index.json total_size 15,231,233,024 B / 2 */
+    check_example("qwen2-7b.json", 7615616512);
+    /* deepseek-ai/DeepSeek-V3: "671B" total (README_WEIGHTS.md, main model). Exactly
+     * 671,026,419,200 = the element count of the main model's tensors in the checkpoint
+     * (embedding, 61 layers incl. the 58 x 256 e_score_correction_bias values, norm, lm_head);
+     * the published checkpoint also holds the MTP module (num_nextn_predict_layers = 1, 11.5B
+     * unique) and fp8 weight_scale_inv tensors, which are not part of the 671B and not counted
+     * here. The checkpoint is fp8, so its total_size / 2 is not the count. */
+    check_example("deepseek-v3.json", 671026419200);
+}
+
+static void test_moe_details(void) {
+    ap_model m;
+    ap_err err = {{0}};
+    CHECK_INT(load_example("deepseek-v3.json", &m, &err), AP_OK);
+    /* 3 dense layers then 58 MoE layers (first_k_dense_replace 3, moe_layer_freq 1) */
+    CHECK(!ap_model_layer_is_moe(&m, 0));
+    CHECK(!ap_model_layer_is_moe(&m, 2));
+    CHECK(ap_model_layer_is_moe(&m, 3));
+    CHECK(ap_model_layer_is_moe(&m, 60));
+    ap_layer_info li;
+    ap_model_layer(&m, 3, &li);
+    CHECK(li.is_moe);
+    /* one routed expert: gate, up, down 7168 x 2048 */
+    CHECK_INT(li.expert_params, 3LL * 7168 * 2048);
+    /* router 256 x 7168 + 256 correction biases */
+    CHECK_INT(li.router_params, 256LL * 7168 + 256);
+    /* MLA by hand: q_a 7168*1536 + norm 1536 + q_b 1536*128*192 + kv_a 7168*576 + norm 512 +
+     * kv_b 512*128*256 + o 128*128*7168 */
+    CHECK_INT(li.attn_params, 7168LL * 1536 + 1536 + 1536LL * 128 * 192 + 7168LL * 576 + 512 +
+                                  512LL * 128 * 256 + 128LL * 128 * 7168);
+    /* "37B activated" (DeepSeek-V3 README): 37,552,297,472 = total minus 58 layers x 248
+     * inactive experts */
+    CHECK_INT(ap_model_active_params(&m), 671026419200LL - 58LL * 248 * 3 * 7168 * 2048);
+    ap_model_layer(&m, 0, &li);
+    CHECK(!li.is_moe);
+    CHECK_INT(li.mlp_params, 3LL * 7168 * 18432);
+
+    CHECK_INT(load_example("mixtral-8x7b.json", &m, &err), AP_OK);
+    /* "12.9B active parameters" (Mistral AI, Mixtral of experts, 2023): worked by hand, 32 layers
+     * x (attention 41,943,040 + router 32,768 + norms 8,192 + 2 experts x 176,160,768) +
+     * embedding and head 2 x 131,072,000 + final norm 4,096 */
+    CHECK_INT(ap_model_active_params(&m),
+              32LL * (41943040 + 32768 + 8192 + 2 * 176160768LL) + 2 * 131072000LL + 4096);
+    CHECK_INT(ap_model_embedding_params(&m), 32000LL * 4096);
+    CHECK_INT(ap_model_head_params(&m), 32000LL * 4096 + 4096);
+    CHECK_INT(ap_model_nonembed_params(&m), ap_model_total_params(&m) - 32000LL * 4096 * 2);
+}
+
+/* ---- paper models ------------------------------------------------------------------------------ */
+
+static void check_paper(const char *name, int64_t l, int64_t h, int64_t a, int64_t V,
+                        int64_t s) {
+    ap_model m;
+    ap_err err = {{0}};
+    CHECK_INT(load_example(name, &m, &err), AP_OK);
+    CHECK_INT(m.layers, l);
+    CHECK_INT(m.hidden, h);
+    CHECK_INT(m.heads, a);
+    /* Narayanan et al. 2021 (arXiv:2104.04473) Sec. 5.1:
+     * P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) = 12lh^2 + 13lh + (V + s)h; the paper's
+     * formula leaves out the final layer norm (2h), which the model has. */
+    int64_t paper = 12 * l * h * h + 13 * l * h + (V + s) * h;
+    CHECK_INT(ap_model_total_params(&m), paper + 2 * h);
+    /* Same paper, Appendix: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration with full
+     * recomputation (4 forward-equivalents of the layers, 3 of the logit layer); one forward per
+     * token is 24 l h^2 (1 + s/(6h)) + 2 V h. */
+    double dl = (double)l, dh = (double)h, ds = (double)s, dV = (double)V;
+    double fwd = 24.0 * dl * dh * dh * (1.0 + ds / (6.0 * dh)) + 2.0 * dV * dh;
+    CHECK_NEAR(ap_model_fwd_flops_per_token(&m, s), fwd, 1e-12);
+    double per_iter = 96.0 * ds * dl * dh * dh * (1.0 + ds / (6.0 * dh) + dV / (16.0 * dl * dh));
+    double layers_fwd = ap_model_fwd_flops_per_token(&m, s) - 2.0 * dV * dh;
+    CHECK_NEAR(4.0 * layers_fwd * ds + 3.0 * 2.0 * dV * dh * ds, per_iter, 1e-12);
+    CHECK(m.dropout == 1);
+    CHECK(m.pos == AP_POS_LEARNED);
+    CHECK_INT(m.seq_len, s);
+}
+
+static void test_paper_models(void) {
+    /* GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, s 2048;
+     * V 51200 as in Narayanan et al. 2021 */
+    check_paper("gpt3-175b.json", 96, 12288, 96, 51200, 2048);
+    /* Korthikanti et al. 2022 (arXiv:2205.05198) Table 3, 22B: 64 heads, h 6144, 48 layers */
+    check_paper("megatron-22b.json", 48, 6144, 64, 51200, 2048);
+    /* Narayanan et al. 2021 Table 1, 1T (1008B): 160 heads, h 25600, 128 layers */
+    check_paper("megatron-1t.json", 128, 25600, 160, 51200, 2048);
+    check_paper("tiny-gpt.json", 4, 256, 8, 1024, 512);
+    /* the published round numbers: 175B and 1008B (Narayanan Table 1: 1008.0) */
+    ap_model m;
+    ap_err err = {{0}};
+    CHECK_INT(load_example("gpt3-175b.json", &m, &err), AP_OK);
+    CHECK_NEAR((double)ap_model_total_params(&m), 174.6e9, 1e-3);
+    CHECK_INT(load_example("megatron-1t.json", &m, &err), AP_OK);
+    CHECK_NEAR((double)ap_model_total_params(&m), 1008.0e9, 1e-3);
+}
+
+/* ---- other HF architectures, inline configs ---------------------------------------------------- */
+
+static int64_t parse_total(const char *json, ap_model *m) {
+    ap_err err = {{0}};
+    ap_status st = ap_model_parse(json, strlen(json), "inline.json", m, &err);
+    if (st != AP_OK) {
+        fprintf(stderr, "inline.json: %s\n", err.msg);
+        return -1;
+    }
+    return ap_model_total_params(m);
+}
+
+static void test_hf_inline(void) {
+    ap_model m;
+    /* mistralai/Mistral-7B-v0.1: 7,241,732,096 (model.safetensors.index.json total_size
+     * 14,483,464,192 B / 2) */
+    CHECK_INT(parse_total("{\"model_type\":\"mistral\",\"hidden_size\":4096,\"intermediate_size\":"
+                          "14336,\"max_position_embeddings\":32768,\"num_attention_heads\":32,"
+                          "\"num_hidden_layers\":32,\"num_key_value_heads\":8,\"sliding_window\":"
+                          "4096,\"tie_word_embeddings\":false,\"vocab_size\":32000}", &m),
+              7241732096LL);
+    CHECK_INT(m.seq_len, 4096);
+    CHECK_INT(m.max_positions, 32768);
+    /* google/gemma-2-9b: 9,241,705,984 (total_size 18,483,411,968 B / 2): head_dim 256 with 16
+     * heads (q 4096 wide from h 3584), 4 RMSNorms per layer, tied head */
+    CHECK_INT(parse_total("{\"model_type\":\"gemma2\",\"hidden_size\":3584,\"head_dim\":256,"
+                          "\"intermediate_size\":14336,\"max_position_embeddings\":8192,"
+                          "\"num_attention_heads\":16,\"num_hidden_layers\":42,"
+                          "\"num_key_value_heads\":8,\"vocab_size\":256000,\"hidden_act\":"
+                          "\"gelu_pytorch_tanh\"}", &m), 9241705984LL);
+    CHECK_INT(m.norms_per_layer, 4);
+    /* tiiuae/falcon-7b: 6,921,720,704 (transformers num_parameters(); MQA, parallel attention,
+     * one layer norm per layer, no biases) */
+    CHECK_INT(parse_total("{\"model_type\":\"falcon\",\"hidden_size\":4544,\"num_attention_heads\":"
+                          "71,\"num_hidden_layers\":32,\"vocab_size\":65024,\"multi_query\":true,"
+                          "\"parallel_attn\":true,\"bias\":false,\"alibi\":false,"
+                          "\"new_decoder_architecture\":false}", &m), 6921720704LL);
+    CHECK_INT(m.kv_heads, 1);
+    CHECK_INT(m.head_dim, 64);
+    /* tiiuae/falcon-40b: 41,303,293,952 (num_parameters(); new decoder architecture, 8 kv
+     * heads, ln_attn + ln_mlp) */
+    CHECK_INT(parse_total("{\"model_type\":\"falcon\",\"hidden_size\":8192,\"num_attention_heads\":"
+                          "128,\"num_hidden_layers\":60,\"num_kv_heads\":8,\"vocab_size\":65024,"
+                          "\"new_decoder_architecture\":true,\"parallel_attn\":true,\"bias\":"
+                          "false}", &m), 41303293952LL);
+    /* bigscience/bloom-560m: 559,214,592 (num_parameters(); n_embed alias, embedding layer
+     * norm, ALiBi) */
+    CHECK_INT(parse_total("{\"model_type\":\"bloom\",\"n_embed\":1024,\"n_layer\":24,"
+                          "\"num_attention_heads\":16,\"vocab_size\":250880}", &m), 559214592LL);
+    CHECK(m.pos == AP_POS_ALIBI);
+    CHECK_INT(m.seq_len, 2048);
+    /* EleutherAI/pythia-160m: 162,322,944 (num_parameters(); untied embed_out) */
+    CHECK_INT(parse_total("{\"model_type\":\"gpt_neox\",\"hidden_size\":768,\"intermediate_size\":"
+                          "3072,\"max_position_embeddings\":2048,\"num_attention_heads\":12,"
+                          "\"num_hidden_layers\":12,\"vocab_size\":50304,\"rotary_pct\":0.25,"
+                          "\"use_parallel_residual\":true,\"tie_word_embeddings\":false}", &m),
+              162322944LL);
+    CHECK(m.parallel_attn == 1);
+    /* Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe), worked by hand from modeling_qwen2_moe.py: per layer
+     * attention 4*2048^2 + 3*2048 (q,k,v biases), router 60*2048, 60 experts of 3*2048*1408,
+     * shared expert 3*2048*5632 + shared gate 2048, 2 norms of 2048; 24 layers; untied
+     * embedding and head of 151936*2048; final norm. = 14,315,784,192 ("14.3B" in its card) */
+    int64_t layer = 4LL * 2048 * 2048 + 3 * 2048 + 60 * 2048 + 60LL * 3 * 2048 * 1408 +
+                    3LL * 2048 * 5632 + 2048 + 2 * 2048;
+    CHECK_INT(parse_total("{\"model_type\":\"qwen2_moe\",\"hidden_size\":2048,\"intermediate_size\":"
+                          "5632,\"moe_intermediate_size\":1408,\"shared_expert_intermediate_size\":"
+                          "5632,\"num_experts\":60,\"num_experts_per_tok\":4,\"num_attention_heads\":"
+                          "16,\"num_key_value_heads\":16,\"num_hidden_layers\":24,\"vocab_size\":"
+                          "151936,\"decoder_sparse_step\":1,\"mlp_only_layers\":[],"
+                          "\"tie_word_embeddings\":false}", &m),
+              24 * layer + 2 * 151936LL * 2048 + 2048);
+    CHECK_INT(layer, 570560512);
+    CHECK_INT(24 * layer + 2 * 151936LL * 2048 + 2048, 14315784192LL);
+    /* decoder_sparse_step 2: layers 1, 3, 5, ... are MoE ((i + 1) % 2 == 0) */
+    CHECK(parse_total("{\"model_type\":\"qwen2_moe\",\"hidden_size\":64,\"intermediate_size\":128,"
+                      "\"num_experts\":4,\"num_experts_per_tok\":2,\"num_attention_heads\":4,"
+                      "\"num_hidden_layers\":6,\"vocab_size\":100,\"decoder_sparse_step\":2}",
+                      &m) > 0);
+    CHECK(!ap_model_layer_is_moe(&m, 0));
+    CHECK(ap_model_layer_is_moe(&m, 1));
+    CHECK(!ap_model_layer_is_moe(&m, 2));
+    CHECK(ap_model_layer_is_moe(&m, 5));
+    /* llama with an explicit head_dim narrower than hidden/heads: q,o 1024*(16*32), k,v
+     * 1024*(4*32); MLP 3*1024*2816; 2 norms; 2 layers; untied 1000-token embedding and head */
+    CHECK_INT(parse_total("{\"model_type\":\"llama\",\"hidden_size\":1024,\"head_dim\":32,"
+                          "\"num_attention_heads\":16,\"num_key_value_heads\":4,"
+                          "\"intermediate_size\":2816,\"num_hidden_layers\":2,\"vocab_size\":1000,"
+                          "\"rope_scaling\":{\"factor\":32.0,\"low_freq_factor\":1.0,"
+                          "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192,"
+                          "\"rope_type\":\"llama3\"},\"max_position_embeddings\":131072}", &m),
+              2 * (2 * 1024LL * 512 + 2 * 1024LL * 128 + 3 * 1024LL * 2816 + 2 * 1024) +
+                  2 * 1000LL * 1024 + 1024);
+    CHECK_INT(m.head_dim, 32);
+    CHECK_INT(m.seq_len, 4096);        /* min(max_position_embeddings, 4096) */
+    CHECK_INT(m.max_positions, 131072);
+    ap_layer_info li;
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.qkv_out, (16 + 2 * 4) * 32);
+    CHECK_INT(li.attn_out_in, 16 * 32);
+
+    /* a model directory containing config.json, named after the directory */
+    const char *dir = scratch;
+    char sub[512], cfg[600];
+    snprintf(sub, sizeof sub, "%s/my-llama", dir);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", sub);
+    CHECK(system(cmd) == 0);
+    snprintf(cfg, sizeof cfg, "%s/config.json", sub);
+    char *text = tl_read(tl_path("examples/models/llama-2-7b.json"));
+    CHECK(text != NULL);
+    if (text) {
+        /* drop _name_or_path so the name comes from the directory */
+        char *p = strstr(text, "\"_name_or_path\"");
+        if (p) memset(p, ' ', strchr(p, ',') + 1 - p);
+        CHECK(tl_write(cfg, text) == 0);
+        free(text);
+        ap_err err = {{0}};
+        CHECK_INT(ap_model_load(sub, &m, &err), AP_OK);
+        CHECK_INT(ap_model_total_params(&m), 6738415616LL);
+        CHECK_STR(m.name, "my-llama");
+    }
+}
+
+/* ---- FLOPs, fingerprint, native defaults -------------------------------------------------------- */
+
+static void test_flops_and_fingerprint(void) {
+    ap_model m, m2;
+    ap_err err = {{0}};
+    CHECK_INT(load_example("llama-2-7b.json", &m, &err), AP_OK);
+    /* Llama-2-7B by hand: 2 x (32 layers x (4*4096^2 + 3*4096*11008) + head 32000*4096) +
+     * attention 32 x 4 * s * 4096 at s = 4096 */
+    double w = 32.0 * (4.0 * 4096 * 4096 + 3.0 * 4096 * 11008) + 32000.0 * 4096;
+    CHECK_NEAR(ap_model_fwd_flops_per_token(&m, 4096), 2.0 * w + 32.0 * 4 * 4096 * 4096.0, 1e-12);
+    /* s <= 0 means the model's own sequence length */
+    CHECK_NEAR(ap_model_fwd_flops_per_token(&m, 0), ap_model_fwd_flops_per_token(&m, m.seq_len),
+               1e-15);
+    /* MoE: only top_k experts count. Mixtral: 2 x active matmul weights (+ head once) */
+    CHECK_INT(load_example("mixtral-8x7b.json", &m2, &err), AP_OK);
+    double wa = 32.0 * (41943040.0 + 4096.0 * 8 + 2 * 176160768.0) + 32000.0 * 4096;
+    CHECK_NEAR(ap_model_fwd_flops_per_token(&m2, 1), 2.0 * wa + 32.0 * 4 * 1 * 4096, 1e-12);
+
+    uint64_t f = ap_model_fingerprint(&m);
+    m2 = m;
+    CHECK(ap_model_fingerprint(&m2) == f);
+    snprintf(m2.name, sizeof m2.name, "renamed");
+    CHECK(ap_model_fingerprint(&m2) == f); /* the name is not cost-relevant */
+    m2.seq_len = 2048;
+    CHECK(ap_model_fingerprint(&m2) != f);
+    m2 = m;
+    m2.kv_heads = 8;
+    CHECK(ap_model_fingerprint(&m2) != f);
+    m2 = m;
+    m2.moe.capacity_factor = 1.25;
+    CHECK(ap_model_fingerprint(&m2) != f);
+    CHECK(ap_model_fingerprint(&m) == f);
+
+    /* native defaults (docs/models.md) */
+    ap_model n;
+    const char *gpt = "{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100}";
+    CHECK_INT(ap_model_parse(gpt, strlen(gpt), "d.json", &n, &err), AP_OK);
+    CHECK_STR(n.name, "d");
+    CHECK_INT(n.kv_heads, 4);
+    CHECK_INT(n.head_dim, 16);
+    CHECK_INT(n.ffn_hidden, 256);
+    CHECK_INT(n.seq_len, 2048);
+    CHECK_INT(n.learned_pos, 2048);
+    CHECK(n.act == AP_ACT_GELU && n.norm == AP_NORM_LAYERNORM && n.pos == AP_POS_LEARNED);
+    CHECK(n.bias && n.tied_embeddings && n.dropout);
+    const char *sw = "{\"layers\":2,\"hidden\":4096,\"heads\":32,\"kv_heads\":8,\"vocab\":100,"
+                     "\"activation\":\"swiglu\"}";
+    CHECK_INT(ap_model_parse(sw, strlen(sw), "s.json", &n, &err), AP_OK);
+    CHECK_INT(n.ffn_hidden, 11008); /* 8*4096/3 = 10922 -> next multiple of 256 (Llama 7B) */
+    CHECK(n.norm == AP_NORM_RMSNORM && n.pos == AP_POS_ROTARY);
+    CHECK(!n.bias && !n.tied_embeddings && !n.dropout);
+    CHECK_INT(n.learned_pos, 0);
+    const char *moe = "{\"layers\":4,\"hidden\":64,\"heads\":4,\"vocab\":100,\"moe\":{\"experts\":8,"
+                      "\"top_k\":2,\"ffn_hidden\":32,\"shared_experts\":1,"
+                      "\"first_dense_layers\":1}}";
+    CHECK_INT(ap_model_parse(moe, strlen(moe), "m.json", &n, &err), AP_OK);
+    CHECK(!ap_model_layer_is_moe(&n, 0));
+    CHECK(ap_model_layer_is_moe(&n, 1) && ap_model_layer_is_moe(&n, 3));
+    ap_layer_info li;
+    ap_model_layer(&n, 1, &li);
+    /* gelu expert with biases: 2*64*32 + 32 + 64; shared 1 x the same; router 64*8 */
+    CHECK_INT(li.expert_params, 2 * 64 * 32 + 32 + 64);
+    CHECK_INT(li.shared_params, 2 * 64 * 32 + 32 + 64);
+    CHECK_INT(li.router_params, 64 * 8);
+    CHECK_INT(li.total_params - li.active_params, 6 * li.expert_params);
+}
+
+/* ---- bad input ---------------------------------------------------------------------------------- */
+
+static int one_line(const char *s) { return s[0] != '\0' && strchr(s, '\n') == NULL; }
+
+/* Parse `json` (as file `bad.json` in a temp dir via the loader) and expect AP_ERR_INPUT with a
+ * one-line message containing `needle1` and `needle2`. */
+static void bad(const char *json, const char *needle1, const char *needle2) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/bad.json", scratch);
+    CHECK(tl_write(path, json) == 0);
+    ap_model m;
+    ap_model_init(&m);
+    m.layers = 12345;
+    ap_err err = {{0}};
+    ap_status st = ap_model_load(path, &m, &err);
+    CHECK_INT(st, AP_ERR_INPUT);
+    CHECK(one_line(err.msg));
+    CHECK_CONTAINS(err.msg, "bad.json");
+    if (needle1) CHECK_CONTAINS(err.msg, needle1);
+    if (needle2) CHECK_CONTAINS(err.msg, needle2);
+    CHECK_INT(m.layers, 12345); /* *out untouched on failure */
+}
+
+#define LLAMA_HEAD "{\"model_type\":\"llama\",\"vocab_size\":32000,\"intermediate_size\":11008,"
+
+static void test_bad_input(void) {
+    ap_model m;
+    ap_err err = {{0}};
+    /* 1. missing file */
+    CHECK_INT(ap_model_load("/nonexistent/model.json", &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "/nonexistent/model.json");
+    CHECK_CONTAINS(err.msg, "cannot open");
+    /* 2. directory without config.json */
+    char empty[600];
+    snprintf(empty, sizeof empty, "%s/empty", scratch);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", empty);
+    CHECK(system(cmd) == 0);
+    CHECK_INT(ap_model_load(empty, &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "empty: directory has no config.json");
+    /* 3. invalid JSON: line and byte offset */
+    bad("{\"model_type\": \"llama\",\n \"hidden_size\": 4096,,\n}", "line 2", "byte");
+    /* 4. empty file */
+    bad("", "invalid JSON", "byte 0");
+    /* 5. not an object */
+    bad("[1, 2, 3]", "JSON object", "array");
+    /* 6. neither kind */
+    bad("{\"hidden_size\": 4096}", "model_type", "layers");
+    /* 7. unknown model_type names the supported ones */
+    bad("{\"model_type\":\"bert\",\"hidden_size\":768}", "'bert'", "llama, mistral");
+    bad("{\"model_type\":\"bert\"}", "deepseek_v3", "model_type");
+    /* 8. wrong type */
+    bad(LLAMA_HEAD "\"hidden_size\":\"4096\",\"num_hidden_layers\":32,\"num_attention_heads\":32}",
+        "'hidden_size'", "must be an integer");
+    /* 9. missing required field */
+    bad("{\"model_type\":\"llama\",\"intermediate_size\":11008,\"hidden_size\":4096,"
+        "\"num_hidden_layers\":32,\"num_attention_heads\":32}", "missing field", "'vocab_size'");
+    /* 10. zero heads */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":0}",
+        "'num_attention_heads' = 0", "out of range [1, 65536]");
+    /* 11. negative layers */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":-3,\"num_attention_heads\":32}",
+        "'num_hidden_layers' = -3", "out of range");
+    /* 12. absurd: 10^15 layers */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":1e15,\"num_attention_heads\":32}",
+        "'num_hidden_layers'", "[1, 10000]");
+    /* 13. absurd: 2^40 heads */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":"
+        "1099511627776}", "'num_attention_heads'", "out of range");
+    /* 14. heads not dividing hidden without head_dim */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":30}",
+        "'num_attention_heads' = 30 does not divide 'hidden_size'", "head_dim");
+    /* 15. kv heads not dividing heads */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"num_key_value_heads\":5}", "'num_key_value_heads' = 5", "does not divide");
+    /* 16. top_k above the experts */
+    bad("{\"model_type\":\"mixtral\",\"vocab_size\":32000,\"intermediate_size\":14336,"
+        "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"num_local_experts\":8,\"num_experts_per_tok\":9}", "'num_experts_per_tok' = 9",
+        "[1, 8]");
+    /* 17. vocabulary too large */
+    bad("{\"model_type\":\"gpt2\",\"n_embd\":768,\"n_layer\":12,\"n_head\":12,\"vocab_size\":"
+        "100000000}", "'vocab_size'", "10000000");
+    /* 18. wrong type of a boolean */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"tie_word_embeddings\":\"yes\"}", "'tie_word_embeddings'", "true or false");
+    /* 19. rope_scaling of the wrong shape */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"rope_scaling\":8}", "'rope_scaling'", "object");
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":-1}}", "'factor'", "rope_scaling");
+    /* 20. deepseek field of the wrong type */
+    bad("{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"num_hidden_layers\":61,"
+        "\"num_attention_heads\":128,\"intermediate_size\":18432,\"vocab_size\":129280,"
+        "\"kv_lora_rank\":512,\"q_lora_rank\":\"1536\"}", "'q_lora_rank'", "integer");
+    /* 21. native: unknown field (a typo) */
+    bad("{\"layers\":2,\"hiden\":64,\"heads\":4,\"vocab\":100}", "unknown field 'hiden'", NULL);
+    /* 22. native: fractional size */
+    bad("{\"layers\":2.5,\"hidden\":64,\"heads\":4,\"vocab\":100}", "'layers'",
+        "must be an integer");
+    /* 23. native: activation not known */
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"activation\":\"tanh\"}",
+        "'activation' = 'tanh'", "swiglu");
+    /* 24. native: moe top_k above experts, moe of the wrong type */
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"moe\":{\"experts\":4,"
+        "\"top_k\":5}}", "'top_k' = 5", "moe");
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"moe\":[4]}", "'moe'", "object");
+    /* 25. individually legal sizes whose product is absurd */
+    bad("{\"layers\":10000,\"hidden\":1000000,\"heads\":1000,\"vocab\":100}", "parameters",
+        "1e+15");
+    /* 26. native: heads not dividing hidden */
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":3,\"vocab\":100}", "'heads' = 3", "'hidden'");
+    /* 27. learned positions shorter than the sequence */
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"seq_len\":4096,"
+        "\"learned_positions\":1024}", "'learned_positions'", "seq_len");
+    /* 28. OPT with an embedding projection is refused by name, not miscounted */
+    bad("{\"model_type\":\"opt\",\"hidden_size\":1024,\"num_hidden_layers\":24,"
+        "\"num_attention_heads\":16,\"ffn_dim\":4096,\"vocab_size\":50272,"
+        "\"word_embed_proj_dim\":512}", "'word_embed_proj_dim'", "not supported");
+    /* 29. a NUL byte inside the text */
+    const char nul[] = "{\"layers\":2,\0\"hidden\":64}";
+    CHECK_INT(ap_model_parse(nul, sizeof nul - 1, "nul.json", &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "nul.json");
+    CHECK_CONTAINS(err.msg, "invalid JSON");
+    CHECK_CONTAINS(err.msg, "byte");
+    /* 30. NaN-like and huge numbers never pass as sizes */
+    bad("{\"layers\":2,\"hidden\":1e400,\"heads\":4,\"vocab\":100}", "'hidden'", NULL);
+    /* 31. a directory path with a trailing slash still finds (or misses) config.json */
+    char d[700];
+    snprintf(d, sizeof d, "%s/", empty);
+    CHECK_INT(ap_model_load(d, &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "no config.json");
+}
+
+/* Mutated example files: every result is AP_OK or AP_ERR_INPUT with a one-line message. A cheap,
+ * deterministic cousin of tests/fuzz/fuzz_model.c that runs in every build. */
+static void test_mutations(void) {
+    static const char *files[] = {"llama-3.1-405b.json", "deepseek-v3.json", "gpt3-175b.json",
+                                  "opt-1.3b.json"};
+    uint32_t rng = 12345;
+    int ok = 1;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "examples/models/%s", files[f]);
+        char *orig = tl_read(tl_path(rel));
+        CHECK(orig != NULL);
+        if (!orig) continue;
+        size_t n = strlen(orig);
+        char *buf = malloc(n + 1);
+        for (int it = 0; it < 3000 && buf; it++) {
+            memcpy(buf, orig, n + 1);
+            int edits = 1 + (int)(rng % 3);
+            for (int e = 0; e < edits; e++) {
+                rng = rng * 1664525u + 1013904223u;
+                size_t pos = (rng >> 8) % n;
+                static const char alphabet[] = "0123456789-.e\"{}[],: truefalsnl";
+                buf[pos] = alphabet[(rng >> 3) % (sizeof alphabet - 1)];
+            }
+            ap_model m;
+            ap_err err = {{0}};
+            ap_status st = ap_model_parse(buf, n, "mut.json", &m, &err);
+            if (st == AP_OK) {
+                ok &= ap_model_total_params(&m) > 0 && ap_model_active_params(&m) > 0 &&
+                      ap_model_active_params(&m) <= ap_model_total_params(&m) &&
+                      ap_model_fwd_flops_per_token(&m, 0) > 0;
+            } else {
+                ok &= st == AP_ERR_INPUT && one_line(err.msg) &&
+                      strncmp(err.msg, "mut.json", 8) == 0;
+                if (!ok) fprintf(stderr, "bad result %d '%s'\n", (int)st, err.msg);
+            }
+            if (!ok) break;
+        }
+        free(buf);
+        free(orig);
+    }
+    CHECK(ok);
+}
+
+/* ---- CLI ------------------------------------------------------------------------------------------ */
+
+static void test_cli(void) {
+    char *out = NULL, *err = NULL;
+    char args[512];
+    snprintf(args, sizeof args, "info '%s'", tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    if (out) {
+        CHECK_CONTAINS(out, "6738415616");
+        CHECK_CONTAINS(out, "training");
+        CHECK_CONTAINS(out, "3x forward");
+        CHECK_CONTAINS(out, "bf16");
+    }
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "info '%s' --json --seq 2048",
+             tl_path("examples/models/deepseek-v3.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    if (out) {
+        CHECK_CONTAINS(out, "\"total\": 671026419200");
+        CHECK_CONTAINS(out, "\"active\": 37552297472");
+        CHECK_CONTAINS(out, "\"seq\": 2048");
+        /* MLA KV cache: 61 layers x (512 + 64) values x 2 bytes */
+        CHECK_CONTAINS(out, "\"kv_cache_per_token_bf16\": 70272");
+    }
+    free(out);
+    free(err);
+
+    /* Llama-2-7B: KV 32 layers x 2 x 4096 x 2 B = 524288; activations 34h + 5as at s 4096 */
+    snprintf(args, sizeof args, "info '%s' --json", tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    if (out) {
+        CHECK_CONTAINS(out, "\"kv_cache_per_token_bf16\": 524288");
+        char want[96];
+        snprintf(want, sizeof want, "\"activations_per_token_per_layer\": %d",
+                 34 * 4096 + 5 * 32 * 4096);
+        CHECK_CONTAINS(out, want);
+        snprintf(want, sizeof want, "\"weights_bf16\": %lld", 2 * 6738415616LL);
+        CHECK_CONTAINS(out, want);
+    }
+    free(out);
+    free(err);
+
+    CHECK_INT(tl_run("info --help", &out, &err), 0);
+    if (out) {
+        CHECK_CONTAINS(out, "--seq");
+        CHECK_CONTAINS(out, "--json");
+    }
+    free(out);
+    free(err);
+
+    /* bad input: one line "autoplan: ...", exit 2 */
+    CHECK_INT(tl_run("info /nonexistent/config.json", &out, &err), 2);
+    if (err) {
+        CHECK(strncmp(err, "autoplan: ", 10) == 0);
+        CHECK_CONTAINS(err, "/nonexistent/config.json");
+        CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+    }
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "info '%s' --seq 0", tl_path("examples/models/tiny-gpt.json"));
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    if (err) CHECK_CONTAINS(err, "--seq");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "info '%s' --seq 4096", tl_path("examples/models/gpt2.json"));
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    if (err) CHECK_CONTAINS(err, "learned positions");
+    free(out);
+    free(err);
+    CHECK_INT(tl_run("info", &out, &err), 2);
+    if (err) CHECK_CONTAINS(err, "MODEL");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "info '%s' --sq 5", tl_path("examples/models/tiny-gpt.json"));
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    if (err) CHECK_CONTAINS(err, "--seq");
+    free(out);
+    free(err);
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    const char *t = tl_tmpdir();
+    if (!t) {
+        fprintf(stderr, "cannot create a temporary directory\n");
+        return 1;
+    }
+    snprintf(scratch, sizeof scratch, "%s", t);
+    test_hf_examples();
+    test_moe_details();
+    test_paper_models();
+    test_hf_inline();
+    test_flops_and_fingerprint();
+    test_bad_input();
+    test_mutations();
+    test_cli();
+    char rm[400];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", scratch);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", scratch);
+    return tl_finish();
+}
