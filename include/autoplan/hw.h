@@ -70,6 +70,12 @@ const ap_gpu *ap_gpu_find(const char *name);
 const char *ap_gpu_aliases(int i);
 /* Version of the catalog data; part of every cache key. */
 const char *ap_gpu_catalog_version(void);
+/* The catalog name nearest to `name` (edit distance over names and aliases), for "did you
+ * mean" messages. Never NULL; static. */
+const char *ap_gpu_closest(const char *name);
+/* ap_gpu_find with the standard error: "<what>: unknown GPU 'x' (closest: 'y'; `autoplan gpus`
+ * lists the catalog)". `what` names the flag or file field ("--gpu", "dgx.json: field 'gpu'"). */
+ap_status ap_gpu_lookup(const char *name, const char *what, const ap_gpu **out, ap_err *err);
 
 const char *ap_dtype_name(ap_dtype d);                 /* "bf16" */
 ap_status ap_dtype_parse(const char *s, ap_dtype *out); /* "bf16"|"fp16"|"fp8"|"fp32"|"tf32" */
@@ -78,7 +84,13 @@ const char *ap_link_name(ap_link_kind k);
 /* A cluster of `gpus` GPUs of type `gpu` shaped like its reference system. */
 void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out);
 
-/* Load a cluster file (JSON, see README). Refuses mixed GPU types. */
+/* Change the node shape of a cluster and reset what depends on it to the GPU's defaults:
+ * gpus_per_node (clamped to gpus when gpus is smaller: part of one node), nvlink_domain (1 without
+ * a peer link, 2 for bridged pairs, else the node), gpus_per_pcie_switch (reference, at most the
+ * node). Callers that also set nvlink_domain set it after this. */
+void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node);
+
+/* Load a cluster file (JSON, format in docs/hardware.md). Refuses mixed GPU types. */
 ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err);
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
                            ap_err *err);

@@ -1,0 +1,597 @@
+/*
+ * catalog.c - the built-in GPU catalog: one entry per SKU (SXM and PCIe parts are separate),
+ * each with its datasheet cited, plus short aliases and name lookup.
+ *
+ * Conventions (docs/hardware.md explains them at length):
+ *  - mem_bytes is "usable" device memory: the total nvidia-smi reports (memory.total, MiB) on a
+ *    Linux driver with ECC as shipped, which is what cudaMemGetInfo's total is close to
+ *    (PyTorch's "total capacity" is a few hundred MiB lower on some drivers). The CUDA context
+ *    and allocator slack are not subtracted here; the estimate's headroom covers them.
+ *  - peak_flops are dense (no 2:4 sparsity) tensor-core peaks with fp32 accumulation for
+ *    fp16/bf16/fp8 (GeForce cards run fp32 accumulation at half rate; those figures are used),
+ *    tf32 is the tensor-core tf32 peak, fp32 the plain fp32 (non-tensor) peak, 0 = unsupported.
+ *  - Bandwidths are bytes per second per direction. NVIDIA datasheets quote NVLink and PCIe as
+ *    bidirectional totals (A100: "NVLink 600 GB/s", "PCIe Gen4 64 GB/s"); we store half.
+ *    PCIe is the nominal per-direction figure (Gen3 16, Gen4 32, Gen5 64 GB/s for x16); link
+ *    encoding and protocol overheads are left to the cost model's efficiency factors.
+ *  - ref_* describe the vendor's reference system (DGX/HGX) where one exists. For PCIe and
+ *    GeForce cards no reference system is published; those entries describe a typical server or
+ *    workstation and their source string says "assumed".
+ *
+ * What it does not do: measure anything. Calibrated efficiencies live with the cost model.
+ */
+#include "autoplan/hw.h"
+
+#include <ctype.h>
+#include <stddef.h>
+#include <string.h>
+
+#define MIB 1048576.0
+#define GIB 1073741824.0
+#define TIB 1099511627776.0
+#define TFLOPS 1e12
+#define GBPS 1e9 /* GB/s, bytes */
+
+/* Host DRAM peak: channels x MT/s x 8 bytes per transfer, per socket, times sockets. */
+#define DRAM_BPS(sockets, channels, mts) ((sockets) * (channels) * (mts) * 1e6 * 8.0)
+
+/* NVIDIA datasheets quote PCIe x16 as a bidirectional total: Gen3 32 GB/s (V100 datasheet),
+ * Gen4 64 GB/s (A100 datasheet), Gen5 128 GB/s (H100 datasheet). Per direction: half. */
+#define PCIE3_BPS (16.0 * GBPS)
+#define PCIE4_BPS (32.0 * GBPS)
+#define PCIE5_BPS (64.0 * GBPS)
+
+static const ap_gpu catalog[] = {
+    /* ---- Volta: V100 SXM2 in DGX-1 ------------------------------------------------------- */
+    {
+        .name = "v100-sxm2-16g",
+        .vendor = "nvidia",
+        .mem_bytes = 16160 * MIB,
+        /* V100 SXM2 datasheet: FP32 15.7 TFLOPS, Tensor (fp16, fp32 acc) 125 TFLOPS; no tf32,
+         * bf16 or fp8 on Volta (sm_70). */
+        .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
+        .hbm_bytes_per_s = 900 * GBPS,
+        .sm_count = 80,
+        /* NVLink2: 6 links x 25 GB/s per direction = 150 GB/s ("300 GB/s" bidirectional). In
+         * DGX-1 the links form a hybrid cube-mesh, not a switch (see docs/hardware.md). */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 150 * GBPS,
+        .pcie_gen = 3,
+        .pcie_bytes_per_s = PCIE3_BPS,
+        /* DGX-1 (V100): 8 GPUs, 4x EDR InfiniBand 100 Gb/s = 50 GB/s / 8 GPUs = 6.25 GB/s per
+         * GPU; 512 GB DDR4-2133; 2x Xeon E5-2698 v4 (20 cores, 4 DDR4 channels each); 4 PCIe
+         * switches with 2 GPUs each. */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 4,
+        .ref_net_bytes_per_s = 4 * 100e9 / 8.0 / 8,
+        .ref_cpu_mem_bytes = 512 * GIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 40,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 4, 2133),
+        .source = "NVIDIA Tesla V100 datasheet (SXM2: 15.7 FP32 / 125 tensor TFLOPS, 900 GB/s "
+                  "HBM2, NVLink 300 GB/s, PCIe 32 GB/s); Volta whitepaper WP-08608-001 (80 SMs, "
+                  "6 NVLink2 links); NVIDIA DGX-1 with Tesla V100 datasheet (4x EDR IB, 512 GB, "
+                  "2x E5-2698 v4); memory: nvidia-smi memory.total 16160 MiB",
+    },
+    {
+        .name = "v100-sxm2-32g",
+        .vendor = "nvidia",
+        .mem_bytes = 32510 * MIB,
+        .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
+        .hbm_bytes_per_s = 900 * GBPS,
+        .sm_count = 80,
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 150 * GBPS,
+        .pcie_gen = 3,
+        .pcie_bytes_per_s = PCIE3_BPS,
+        /* DGX-1 with 32 GB V100 (2018 refresh): same chassis as above. */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 4,
+        .ref_net_bytes_per_s = 4 * 100e9 / 8.0 / 8,
+        .ref_cpu_mem_bytes = 512 * GIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 40,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 4, 2133),
+        .source = "NVIDIA Tesla V100 datasheet (SXM2 32GB: 15.7 FP32 / 125 tensor TFLOPS, 900 "
+                  "GB/s, NVLink 300 GB/s); Volta whitepaper WP-08608-001; NVIDIA DGX-1 with "
+                  "Tesla V100 datasheet; memory: nvidia-smi memory.total 32510 MiB",
+    },
+    /* ---- Ampere: A100 ----------------------------------------------------------------------- */
+    {
+        .name = "a100-sxm4-40g",
+        .vendor = "nvidia",
+        .mem_bytes = 40536 * MIB,
+        /* A100 datasheet: FP32 19.5, TF32 156, BF16 312, FP16 312 TFLOPS (dense); no fp8. */
+        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
+                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .hbm_bytes_per_s = 1555 * GBPS,
+        .sm_count = 108,
+        /* NVLink3: 12 links, 600 GB/s bidirectional -> 300 GB/s per direction, via NVSwitch. */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 300 * GBPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* DGX A100 (320 GB): 8x ConnectX-6 HDR 200 Gb/s for compute = 25 GB/s per GPU; 1 TB
+         * memory; 2x AMD EPYC 7742 (64 cores, 8 DDR4-3200 channels each); 2 GPUs per PCIe
+         * switch (nvidia-smi topo on DGX A100: GPU0/GPU1 PXB to NIC0/NIC1, NVIDIA/nccl#1505). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 200e9 / 8.0,
+        .ref_cpu_mem_bytes = 1 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 128,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        .source = "NVIDIA A100 Tensor Core GPU datasheet (40GB SXM: 19.5 FP32 / 156 TF32 / 312 "
+                  "BF16 TFLOPS, 1,555 GB/s, NVLink 600 GB/s, PCIe Gen4 64 GB/s); Ampere GA100 "
+                  "whitepaper (108 SMs); NVIDIA DGX A100 datasheet (8x 200 Gb/s HDR, 1 TB, 2x "
+                  "EPYC 7742); memory: nvidia-smi memory.total 40536 MiB",
+    },
+    {
+        .name = "a100-sxm4-80g",
+        .vendor = "nvidia",
+        .mem_bytes = 81920 * MIB,
+        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
+                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .hbm_bytes_per_s = 2039 * GBPS,
+        .sm_count = 108,
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 300 * GBPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* DGX A100 640 GB: as the 320 GB system but 2 TB of host memory. */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 200e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 128,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        .source = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 19.5 FP32 / 156 TF32 / 312 "
+                  "BF16 TFLOPS, 2,039 GB/s HBM2e, NVLink 600 GB/s, PCIe Gen4 64 GB/s); NVIDIA "
+                  "DGX A100 datasheet (640 GB version: 8x 200 Gb/s HDR, 2 TB, 2x EPYC 7742); "
+                  "memory: nvidia-smi memory.total 81920 MiB",
+    },
+    {
+        .name = "a100-pcie-80g",
+        .vendor = "nvidia",
+        .mem_bytes = 81920 * MIB,
+        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
+                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .hbm_bytes_per_s = 1935 * GBPS,
+        .sm_count = 108,
+        /* "NVLink Bridge for 2 GPUs: 600 GB/s" (bidirectional) -> 300 GB/s per direction. */
+        .link = AP_LINK_NVLINK_BRIDGE,
+        .link_bytes_per_s = 300 * GBPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* assumed: 2-socket PCIe Gen4 server with 8 cards in bridged pairs, one 200 Gb/s NIC per
+         * GPU pair, 2 GPUs per PCIe switch, 2x 32-core EPYC (8 DDR4-3200 channels each). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 4,
+        .ref_net_bytes_per_s = 4 * 200e9 / 8.0 / 8,
+        .ref_cpu_mem_bytes = 1 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 64,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        .source = "NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe: 19.5 FP32 / 156 TF32 / 312 "
+                  "BF16 TFLOPS, 1,935 GB/s, NVLink Bridge for 2 GPUs 600 GB/s, PCIe Gen4 64 "
+                  "GB/s); reference server assumed (8 GPUs, 4x 200 Gb/s); memory: nvidia-smi "
+                  "memory.total 81920 MiB",
+    },
+    /* ---- Hopper: H100, H200 ----------------------------------------------------------------- */
+    {
+        .name = "h100-sxm",
+        .vendor = "nvidia",
+        .mem_bytes = 81559 * MIB,
+        /* H100 whitepaper (SXM5): FP32 66.9, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOPS
+         * dense (the datasheet quotes twice these "with sparsity"). */
+        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
+                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
+                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .hbm_bytes_per_s = 3350 * GBPS,
+        .sm_count = 132,
+        /* NVLink4: 18 links, 900 GB/s bidirectional -> 450 GB/s per direction, via NVSwitch. */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 450 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* DGX H100: 8x ConnectX-7 400 Gb/s = 50 GB/s per GPU; 2 TB; 2x Xeon Platinum 8480C (56
+         * cores, 8 DDR5-4800 channels each); each GPU behind its own PCIe switch with its NIC
+         * (nvidia-smi topo on HGX H100: GPU-NIC PIX, GPU-GPU NODE/SYS, NVIDIA/nccl#1264). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "NVIDIA H100 Tensor Core GPU datasheet and H100 architecture whitepaper (SXM5: "
+                  "66.9 FP32 / 494.7 TF32 / 989.4 BF16 / 1978.9 FP8 TFLOPS dense, 3.35 TB/s, "
+                  "132 SMs, NVLink 900 GB/s, PCIe Gen5 128 GB/s); NVIDIA DGX H100 datasheet (8x "
+                  "400 Gb/s ConnectX-7, 2 TB, 2x Xeon 8480C); memory: nvidia-smi memory.total "
+                  "81559 MiB",
+    },
+    {
+        .name = "h100-pcie",
+        .vendor = "nvidia",
+        .mem_bytes = 81559 * MIB,
+        /* H100 PCIe datasheet: FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026* TFLOPS where *
+         * is with sparsity; dense is half. */
+        .peak_flops = {[AP_DTYPE_FP32] = 51 * TFLOPS, [AP_DTYPE_TF32] = 378 * TFLOPS,
+                       [AP_DTYPE_FP16] = 756.5 * TFLOPS, [AP_DTYPE_BF16] = 756.5 * TFLOPS,
+                       [AP_DTYPE_FP8] = 1513 * TFLOPS},
+        .hbm_bytes_per_s = 2000 * GBPS,
+        .sm_count = 114,
+        /* "NVLink: 600 GB/s" over a 2-way bridge -> 300 GB/s per direction, pairs only. */
+        .link = AP_LINK_NVLINK_BRIDGE,
+        .link_bytes_per_s = 300 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* assumed: 2-socket PCIe Gen5 server, 8 cards in bridged pairs, one 400 Gb/s NIC per
+         * GPU pair, 2 GPUs per PCIe switch, 2x 56-core Xeon (8 DDR5-4800 channels each). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 4,
+        .ref_net_bytes_per_s = 4 * 400e9 / 8.0 / 8,
+        .ref_cpu_mem_bytes = 1 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "NVIDIA H100 Tensor Core GPU datasheet (PCIe: 51 FP32, 756 TF32 / 1,513 BF16 / "
+                  "3,026 FP8 TFLOPS with sparsity, 2 TB/s HBM2e, NVLink bridge 600 GB/s, PCIe "
+                  "Gen5 128 GB/s) and H100 whitepaper (114 SMs); reference server assumed (8 "
+                  "GPUs, 4x 400 Gb/s); memory: nvidia-smi memory.total 81559 MiB",
+    },
+    {
+        .name = "h200",
+        .vendor = "nvidia",
+        .mem_bytes = 143771 * MIB,
+        /* H200 datasheet (SXM): same tensor cores and clocks as H100 SXM: FP32 67, TF32 989*,
+         * BF16 1,979*, FP8 3,958* TFLOPS (* with sparsity). */
+        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
+                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
+                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .hbm_bytes_per_s = 4800 * GBPS,
+        .sm_count = 132,
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 450 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* DGX H200: same chassis as DGX H100 (8x 400 Gb/s, 2 TB, 2x Xeon 8480C). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, 1,979 "
+                  "BF16 / 3,958 FP8 TFLOPS with sparsity, NVLink 900 GB/s, PCIe Gen5 128 GB/s); "
+                  "NVIDIA DGX H200 datasheet (8x 400 Gb/s, 2 TB); memory: nvidia-smi "
+                  "memory.total 143771 MiB",
+    },
+    /* ---- Blackwell: B200 ------------------------------------------------------------------- */
+    {
+        .name = "b200",
+        .vendor = "nvidia",
+        .mem_bytes = 183359 * MIB,
+        /* HGX B200 (8 GPUs): FP32 600 TFLOPS, TF32 18 PF*, FP16/BF16 36 PF*, FP8 72 PF*
+         * (* with sparsity) -> per GPU dense: 75 / 1125 / 2250 / 4500 TFLOPS. */
+        .peak_flops = {[AP_DTYPE_FP32] = 75 * TFLOPS, [AP_DTYPE_TF32] = 1125 * TFLOPS,
+                       [AP_DTYPE_FP16] = 2250 * TFLOPS, [AP_DTYPE_BF16] = 2250 * TFLOPS,
+                       [AP_DTYPE_FP8] = 4500 * TFLOPS},
+        /* HGX B200: 62 TB/s aggregate -> 7.7 TB/s per GPU (the driver's 7680-bit bus at 3996 MHz
+         * gives 7.67 TB/s, pytorch/ao#4002); DGX B200's "64 TB/s" rounds up. */
+        .hbm_bytes_per_s = 7700 * GBPS,
+        .sm_count = 148,
+        /* NVLink5: 1.8 TB/s bidirectional -> 900 GB/s per direction. */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 900 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* DGX B200: 8x ConnectX-7 400 Gb/s; 2 TB (up to 4 TB); 2x Xeon Platinum 8570 (56 cores,
+         * 8 DDR5-5600 channels each); one GPU per PCIe switch (nvidia-smi topo on B200 nodes:
+         * GPU pairs NODE, vllm-project/vllm#16336). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 5600),
+        .source = "NVIDIA HGX B200 specifications (per 8 GPUs: 600 FP32 TFLOPS, 18 TF32 / 36 "
+                  "BF16 / 72 FP8 PFLOPS with sparsity, 62 TB/s, NVLink 1.8 TB/s per GPU); "
+                  "NVIDIA DGX B200 datasheet (8x 400 Gb/s ConnectX-7, 2 TB, 2x Xeon 8570); 148 "
+                  "SMs and 7.67 TB/s from cudaGetDeviceProperties (pytorch/ao#4002); memory: "
+                  "nvidia-smi memory.total 183359 MiB",
+    },
+    /* ---- Ada: L40S, RTX 4090 --------------------------------------------------------------- */
+    {
+        .name = "l40s",
+        .vendor = "nvidia",
+        .mem_bytes = 46068 * MIB,
+        /* L40S datasheet: FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*), FP8 733
+         * (1,466*) TFLOPS; * = with sparsity. */
+        .peak_flops = {[AP_DTYPE_FP32] = 91.6 * TFLOPS, [AP_DTYPE_TF32] = 183 * TFLOPS,
+                       [AP_DTYPE_FP16] = 362.05 * TFLOPS, [AP_DTYPE_BF16] = 362.05 * TFLOPS,
+                       [AP_DTYPE_FP8] = 733 * TFLOPS},
+        .hbm_bytes_per_s = 864 * GBPS, /* GDDR6 */
+        .sm_count = 142,
+        /* No NVLink; peer-to-peer over PCIe Gen4 x16. */
+        .link = AP_LINK_PCIE,
+        .link_bytes_per_s = PCIE4_BPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* assumed: 8-GPU PCIe server, one 200 Gb/s NIC per GPU pair, 2 GPUs per PCIe switch,
+         * 2x 32-core Xeon (8 DDR5-4800 channels each), 1 TiB. */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 4,
+        .ref_net_bytes_per_s = 4 * 200e9 / 8.0 / 8,
+        .ref_cpu_mem_bytes = 1 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 64,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "NVIDIA L40S datasheet (91.6 FP32, 183 TF32 / 362.05 BF16 / 733 FP8 TFLOPS "
+                  "dense, 48 GB GDDR6 864 GB/s, PCIe Gen4 x16 64 GB/s, no NVLink); Ada "
+                  "whitepaper (142 SMs); reference server assumed (8 GPUs, 4x 200 Gb/s); "
+                  "memory: nvidia-smi memory.total 46068 MiB",
+    },
+    /* ---- GeForce ---------------------------------------------------------------------------- */
+    {
+        .name = "rtx-2060",
+        .vendor = "nvidia",
+        .mem_bytes = 5931 * MIB,
+        /* TU106: 1920 CUDA cores x 2 x 1.68 GHz boost = 6.45 TFLOPS fp32. 240 tensor cores x 64
+         * fp16 FMA/clk x 2 x 1.68 GHz = 51.6 TFLOPS with fp16 accumulate; GeForce Turing runs
+         * fp32 accumulate at half rate (Turing whitepaper, Appendix A, RTX 2080 Ti: 53.8 vs
+         * 107.6) -> 25.8 TFLOPS. No tf32/bf16/fp8 on Turing (sm_75). */
+        .peak_flops = {[AP_DTYPE_FP32] = 6.45 * TFLOPS, [AP_DTYPE_FP16] = 25.8 * TFLOPS},
+        .hbm_bytes_per_s = 336 * GBPS, /* GDDR6, 192-bit at 14 Gb/s */
+        .sm_count = 30,
+        .link = AP_LINK_NONE, /* no NVLink connector, no P2P on GeForce */
+        .link_bytes_per_s = 0,
+        .pcie_gen = 3,
+        .pcie_bytes_per_s = PCIE3_BPS,
+        /* assumed: a desktop with one card, 1 GbE, 32 GiB dual-channel DDR4-3200, 8 cores. */
+        .ref_gpus_per_node = 1,
+        .ref_nics_per_node = 1,
+        .ref_net_bytes_per_s = 1e9 / 8.0,
+        .ref_cpu_mem_bytes = 32 * GIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 8,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(1, 2, 3200),
+        .source = "NVIDIA GeForce RTX 2060 specifications (1920 CUDA cores, 1.68 GHz boost, 6 GB "
+                  "GDDR6 336 GB/s, PCIe 3.0 x16); NVIDIA Turing whitepaper (tensor core rates, "
+                  "half-rate fp32 accumulate on GeForce); desktop reference assumed; memory: "
+                  "nvidia-smi memory.total 5931 MiB (Linux)",
+    },
+    {
+        .name = "rtx-3090",
+        .vendor = "nvidia",
+        .mem_bytes = 24576 * MIB,
+        /* GA102 whitepaper, Table (RTX 3090): FP32 35.6; FP16 and BF16 tensor with fp32
+         * accumulate 71 (142 with sparsity); TF32 35.6. No fp8 on Ampere (sm_86). */
+        .peak_flops = {[AP_DTYPE_FP32] = 35.6 * TFLOPS, [AP_DTYPE_TF32] = 35.6 * TFLOPS,
+                       [AP_DTYPE_FP16] = 71 * TFLOPS, [AP_DTYPE_BF16] = 71 * TFLOPS},
+        .hbm_bytes_per_s = 936 * GBPS, /* GDDR6X */
+        .sm_count = 82,
+        /* NVLink bridge (4 links x 14.0625 GB/s per direction): 112.5 GB/s total, pairs only. */
+        .link = AP_LINK_NVLINK_BRIDGE,
+        .link_bytes_per_s = 56.25 * GBPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* assumed: a workstation with one bridged pair, 10 GbE, 128 GiB quad-channel DDR4-3200,
+         * 16 cores, each card on its own CPU root port. */
+        .ref_gpus_per_node = 2,
+        .ref_nics_per_node = 1,
+        .ref_net_bytes_per_s = 10e9 / 8.0 / 2,
+        .ref_cpu_mem_bytes = 128 * GIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 16,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(1, 4, 3200),
+        .source = "NVIDIA Ampere GA102 GPU architecture whitepaper (RTX 3090: 82 SMs, 35.6 FP32 "
+                  "/ 71 FP16-BF16 tensor TFLOPS with fp32 accumulate, 936 GB/s, NVLink 112.5 "
+                  "GB/s); workstation reference assumed; memory: nvidia-smi memory.total 24576 "
+                  "MiB",
+    },
+    {
+        .name = "rtx-4090",
+        .vendor = "nvidia",
+        .mem_bytes = 24564 * MIB,
+        /* Ada whitepaper, Appendix (RTX 4090): FP32 82.6; FP16/BF16 tensor with fp32 accumulate
+         * 165.2 (330.4*); FP8 with fp32 accumulate 330.3 (660.6*); TF32 82.6 (165.2*). */
+        .peak_flops = {[AP_DTYPE_FP32] = 82.6 * TFLOPS, [AP_DTYPE_TF32] = 82.6 * TFLOPS,
+                       [AP_DTYPE_FP16] = 165.2 * TFLOPS, [AP_DTYPE_BF16] = 165.2 * TFLOPS,
+                       [AP_DTYPE_FP8] = 330.3 * TFLOPS},
+        .hbm_bytes_per_s = 1008 * GBPS, /* GDDR6X */
+        .sm_count = 128,
+        .link = AP_LINK_NONE, /* no NVLink; P2P disabled on GeForce Ada */
+        .link_bytes_per_s = 0,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* assumed: a 4-card workstation (Threadripper PRO: 32 cores, 8 DDR4-3200 channels),
+         * 10 GbE, 256 GiB, each card on its own root port. */
+        .ref_gpus_per_node = 4,
+        .ref_nics_per_node = 1,
+        .ref_net_bytes_per_s = 10e9 / 8.0 / 4,
+        .ref_cpu_mem_bytes = 256 * GIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 32,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(1, 8, 3200),
+        .source = "NVIDIA Ada GPU architecture whitepaper (RTX 4090: 128 SMs, 82.6 FP32 / 165.2 "
+                  "FP16-BF16 / 330.3 FP8 tensor TFLOPS with fp32 accumulate, 1,008 GB/s, PCIe "
+                  "Gen4, no NVLink); workstation reference assumed; memory: nvidia-smi "
+                  "memory.total 24564 MiB",
+    },
+    /* ---- AMD: MI300X ------------------------------------------------------------------------ */
+    {
+        .name = "mi300x",
+        .vendor = "amd",
+        /* 192 GB HBM3; rocminfo reports the GPU's global pool as 201310208 KB
+         * (ROCm/legacy-rocm-build#4414). */
+        .mem_bytes = 201310208.0 * 1024.0,
+        /* AMD Instinct MI300X data sheet: FP32 matrix 163.4, TF32 653.7, FP16/BF16 1307.4, FP8
+         * 2614.9 TFLOPS dense (the sheet lists twice these with sparsity). */
+        .peak_flops = {[AP_DTYPE_FP32] = 163.4 * TFLOPS, [AP_DTYPE_TF32] = 653.7 * TFLOPS,
+                       [AP_DTYPE_FP16] = 1307.4 * TFLOPS, [AP_DTYPE_BF16] = 1307.4 * TFLOPS,
+                       [AP_DTYPE_FP8] = 2614.9 * TFLOPS},
+        .hbm_bytes_per_s = 5300 * GBPS,
+        .sm_count = 304, /* compute units */
+        /* Infinity Fabric: 7 links of 128 GB/s bidirectional (64 per direction), one to each
+         * peer of the 8-GPU mesh: 448 GB/s per direction per GPU in aggregate (collectives),
+         * 64 GB/s between any one pair. */
+        .link = AP_LINK_XGMI,
+        .link_bytes_per_s = 7 * 64 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* AMD Instinct MI300X Platform (8 OAM GPUs). Host side assumed as typical OEM builds:
+         * one 400 Gb/s NIC per GPU, 2 TiB, 2x 64-core EPYC 9004 (12 DDR5-4800 channels each). */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 128,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 12, 4800),
+        .source = "AMD Instinct MI300X data sheet (304 CUs, 192 GB HBM3 5.3 TB/s, 163.4 FP32 "
+                  "matrix / 653.7 TF32 / 1307.4 BF16 / 2614.9 FP8 TFLOPS dense, 7 Infinity "
+                  "Fabric links 128 GB/s each, PCIe Gen5 x16 128 GB/s); AMD Instinct MI300X "
+                  "Platform (8 GPUs); host side assumed; memory: rocminfo pool 201310208 KB",
+    },
+};
+
+#define CATALOG_N ((int)(sizeof catalog / sizeof catalog[0]))
+
+/* Short names. Every target must be a catalog name (tests/test_hw.c checks). */
+static const struct {
+    const char *alias;
+    const char *name;
+} aliases[] = {
+    {"v100", "v100-sxm2-32g"},          {"v100-32g", "v100-sxm2-32g"},
+    {"v100-sxm2", "v100-sxm2-32g"},     {"v100-16g", "v100-sxm2-16g"},
+    {"a100", "a100-sxm4-80g"},          {"a100-80g", "a100-sxm4-80g"},
+    {"a100-sxm4", "a100-sxm4-80g"},     {"a100-sxm", "a100-sxm4-80g"},
+    {"a100-40g", "a100-sxm4-40g"},      {"a100-pcie", "a100-pcie-80g"},
+    {"h100", "h100-sxm"},               {"h100-sxm5", "h100-sxm"},
+    {"h100-80g", "h100-sxm"},           {"h100-pcie-80g", "h100-pcie"},
+    {"h200-sxm", "h200"},               {"h200-141g", "h200"},
+    {"b200-sxm", "b200"},               {"rtx2060", "rtx-2060"},
+    {"rtx3090", "rtx-3090"},            {"rtx4090", "rtx-4090"},
+    {"mi300x-192g", "mi300x"},
+};
+
+#define ALIASES_N ((int)(sizeof aliases / sizeof aliases[0]))
+
+int ap_gpu_catalog_count(void) { return CATALOG_N; }
+
+const ap_gpu *ap_gpu_catalog_at(int i) {
+    return i >= 0 && i < CATALOG_N ? &catalog[i] : NULL;
+}
+
+/* Bump when any number above changes: it is part of every cache key. */
+const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-1"; }
+
+/* Lower-case, '_' and ' ' to '-', and a trailing "gb" after a digit to "g" ("A100_80GB" ->
+ * "a100-80g"). Returns 0 when the name does not fit. */
+static int normalize(const char *in, char *out, size_t n) {
+    size_t k = 0;
+    for (; in[k]; k++) {
+        if (k + 1 >= n) return 0;
+        unsigned char c = (unsigned char)in[k];
+        out[k] = (c == '_' || c == ' ') ? '-' : (char)tolower(c);
+    }
+    out[k] = '\0';
+    if (k >= 3 && out[k - 1] == 'b' && out[k - 2] == 'g' && isdigit((unsigned char)out[k - 3]))
+        out[k - 1] = '\0';
+    return 1;
+}
+
+static const ap_gpu *find_exact(const char *norm) {
+    for (int i = 0; i < CATALOG_N; i++)
+        if (strcmp(catalog[i].name, norm) == 0) return &catalog[i];
+    for (int i = 0; i < ALIASES_N; i++)
+        if (strcmp(aliases[i].alias, norm) == 0)
+            for (int j = 0; j < CATALOG_N; j++)
+                if (strcmp(catalog[j].name, aliases[i].name) == 0) return &catalog[j];
+    return NULL;
+}
+
+const ap_gpu *ap_gpu_find(const char *name) {
+    char norm[64];
+    if (!name || !normalize(name, norm, sizeof norm)) return NULL;
+    return find_exact(norm);
+}
+
+const char *ap_gpu_aliases(int i) {
+    /* Built once per entry into static storage; the catalog never changes at run time. */
+    static char buf[CATALOG_N][128];
+    static int built[CATALOG_N];
+    if (i < 0 || i >= CATALOG_N) return "";
+    if (!built[i]) {
+        size_t len = 0;
+        buf[i][0] = '\0';
+        for (int a = 0; a < ALIASES_N; a++) {
+            if (strcmp(aliases[a].name, catalog[i].name) != 0) continue;
+            size_t al = strlen(aliases[a].alias);
+            if (len + al + 2 >= sizeof buf[i]) break;
+            if (len) buf[i][len++] = ',';
+            memcpy(buf[i] + len, aliases[a].alias, al + 1);
+            len += al;
+        }
+        built[i] = 1;
+    }
+    return buf[i];
+}
+
+/* Levenshtein distance, capped inputs (names are short). */
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63) la = 63;
+    if (lb > 63) lb = 63;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            int m = sub < del ? sub : del;
+            cur[j] = m < ins ? m : ins;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+const char *ap_gpu_closest(const char *name) {
+    char norm[64];
+    if (!name || !normalize(name, norm, sizeof norm)) {
+        /* too long to be a GPU name: compare its first 63 characters */
+        size_t k = 0;
+        for (; name && name[k] && k < sizeof norm - 1; k++)
+            norm[k] = (char)tolower((unsigned char)name[k]);
+        norm[k] = '\0';
+    }
+    const char *best = catalog[0].name;
+    int best_d = 1 << 30;
+    for (int i = 0; i < CATALOG_N; i++) {
+        int d = edit_distance(norm, catalog[i].name);
+        /* a prefix match ("h100-sx") counts as close */
+        if (norm[0] && strncmp(catalog[i].name, norm, strlen(norm)) == 0) d = 0;
+        if (d < best_d) { best_d = d; best = catalog[i].name; }
+    }
+    for (int i = 0; i < ALIASES_N; i++) {
+        int d = edit_distance(norm, aliases[i].alias);
+        if (d < best_d) { best_d = d; best = aliases[i].name; }
+    }
+    return best;
+}
+
+ap_status ap_gpu_lookup(const char *name, const char *what, const ap_gpu **out, ap_err *err) {
+    const ap_gpu *g = ap_gpu_find(name);
+    if (!g)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: unknown GPU '%.64s' (closest: '%s'; `autoplan gpus` lists the "
+                          "catalog)", what, name ? name : "", ap_gpu_closest(name ? name : ""));
+    *out = g;
+    return AP_OK;
+}

@@ -1,0 +1,460 @@
+/*
+ * cluster.c - the cluster a plan runs on: built from a catalog GPU and its reference system
+ * (ap_cluster_from_gpu), or read from a cluster file (ap_cluster_parse/ap_cluster_load), then
+ * checked for consistency (ap_cluster_validate) and fingerprinted for plan.json and caches.
+ * Also the dtype and link-kind names.
+ *
+ * A cluster file is one JSON object (format in docs/hardware.md). Sizes and bandwidths are
+ * strings with units parsed by costmodel/units.c; GPU counts are integers. Unknown fields are
+ * refused with the closest known one, so a typo never silently falls back to a default. One GPU
+ * type per cluster: a "nodes" list or a "gpu" array naming two types is refused ("mixed GPU
+ * types are not supported yet").
+ *
+ * Not here: what the links cost (the communication model reads these numbers).
+ */
+#include "autoplan/hw.h"
+#include "autoplan/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Upper bounds that catch absurd input (typos in exponents) without limiting real systems. */
+#define MAX_GPUS (1 << 20)
+#define MAX_GPUS_PER_NODE 1024
+#define MAX_CPU_CORES 65536
+#define MAX_CLUSTER_FILE_BYTES ((size_t)1 << 20)
+
+static const char *dtype_names[AP_DTYPE_COUNT] = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+
+const char *ap_dtype_name(ap_dtype d) {
+    return (d >= 0 && d < AP_DTYPE_COUNT) ? dtype_names[d] : "unknown";
+}
+
+ap_status ap_dtype_parse(const char *s, ap_dtype *out) {
+    static const struct {
+        const char *name;
+        ap_dtype d;
+    } t[] = {{"fp32", AP_DTYPE_FP32},     {"float32", AP_DTYPE_FP32}, {"tf32", AP_DTYPE_TF32},
+             {"fp16", AP_DTYPE_FP16},     {"float16", AP_DTYPE_FP16}, {"half", AP_DTYPE_FP16},
+             {"bf16", AP_DTYPE_BF16},     {"bfloat16", AP_DTYPE_BF16}, {"fp8", AP_DTYPE_FP8},
+             {"float8", AP_DTYPE_FP8}};
+    if (!s) return AP_ERR_INPUT;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcasecmp(s, t[i].name) == 0) {
+            *out = t[i].d;
+            return AP_OK;
+        }
+    return AP_ERR_INPUT;
+}
+
+const char *ap_link_name(ap_link_kind k) {
+    switch (k) {
+    case AP_LINK_NONE: return "none";
+    case AP_LINK_PCIE: return "pcie";
+    case AP_LINK_NVLINK: return "nvlink";
+    case AP_LINK_NVLINK_BRIDGE: return "nvlink-bridge";
+    case AP_LINK_XGMI: return "xgmi";
+    }
+    return "unknown";
+}
+
+/* GPUs that share the fast link by default: none without a peer link, pairs over a bridge
+ * (when pairs tile the node), the whole node for NVSwitch, xGMI and PCIe P2P. */
+static int default_domain(ap_link_kind k, int gpus_per_node) {
+    switch (k) {
+    case AP_LINK_NONE: return 1;
+    case AP_LINK_NVLINK_BRIDGE: return gpus_per_node % 2 == 0 ? 2 : 1;
+    default: return gpus_per_node;
+    }
+}
+
+void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out) {
+    memset(out, 0, sizeof *out);
+    out->gpus = gpus;
+    if (!gpu) return; /* a zeroed cluster, refused by ap_cluster_validate */
+    out->gpu = *gpu;
+    snprintf(out->name, sizeof out->name, "%s x%d", gpu->name, gpus);
+    int gpn = gpu->ref_gpus_per_node > 0 ? gpu->ref_gpus_per_node : 1;
+    if (gpus >= 1 && gpus < gpn) gpn = gpus; /* part of one node */
+    out->gpus_per_node = gpn;
+    out->nvlink_domain = default_domain(gpu->link, gpn);
+    out->link_bytes_per_s = gpu->link_bytes_per_s;
+    out->net_bytes_per_s = gpu->ref_net_bytes_per_s;
+    out->pcie_bytes_per_s = gpu->pcie_bytes_per_s;
+    int sw = gpu->ref_gpus_per_pcie_switch > 0 ? gpu->ref_gpus_per_pcie_switch : 1;
+    out->gpus_per_pcie_switch = sw < gpn ? sw : gpn;
+    out->cpu_mem_bytes = gpu->ref_cpu_mem_bytes;
+    out->cpu_cores = gpu->ref_cpu_cores;
+    out->host_mem_bytes_per_s = gpu->ref_host_mem_bytes_per_s;
+}
+
+void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node) {
+    int gpn = gpus_per_node;
+    if (c->gpus >= 1 && c->gpus < gpn) gpn = c->gpus;
+    c->gpus_per_node = gpn;
+    c->nvlink_domain = default_domain(c->gpu.link, gpn);
+    int sw = c->gpu.ref_gpus_per_pcie_switch > 0 ? c->gpu.ref_gpus_per_pcie_switch : 1;
+    c->gpus_per_pcie_switch = sw < gpn ? sw : gpn;
+}
+
+static int pos_finite(double v, double hi) { return isfinite(v) && v > 0 && v <= hi; }
+
+ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *err) {
+    const ap_gpu *g = &c->gpu;
+    if (!where) where = "cluster";
+    if (!g->name[0]) return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': no GPU type given", where);
+    if (!pos_finite(g->mem_bytes, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu_mem': GPU memory must be positive "
+                          "and below 1 PB, got %g bytes", where, g->mem_bytes);
+    if (!(g->peak_flops[AP_DTYPE_BF16] > 0 || g->peak_flops[AP_DTYPE_FP16] > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': %s has no fp16 or bf16 peak", where,
+                          g->name);
+    for (int d = 0; d < AP_DTYPE_COUNT; d++)
+        if (!isfinite(g->peak_flops[d]) || g->peak_flops[d] < 0)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': %s peak must be >= 0", where,
+                              ap_dtype_name((ap_dtype)d));
+    if (!pos_finite(g->hbm_bytes_per_s, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': memory bandwidth must be positive",
+                          where);
+    if (c->gpus < 1 || c->gpus > MAX_GPUS)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus': must be in [1, %d], got %d", where,
+                          MAX_GPUS, c->gpus);
+    if (c->gpus_per_node < 1 || c->gpus_per_node > MAX_GPUS_PER_NODE)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus_per_node': must be in [1, %d], got "
+                          "%d", where, MAX_GPUS_PER_NODE, c->gpus_per_node);
+    if (c->gpus > c->gpus_per_node && c->gpus % c->gpus_per_node != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus': %d GPUs do not fill whole nodes of "
+                          "%d (gpus_per_node); use a multiple of %d", where, c->gpus,
+                          c->gpus_per_node, c->gpus_per_node);
+    int gpn = c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+    if (c->nvlink_domain < 1 || c->nvlink_domain > gpn)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': must be in [1, %d] (the "
+                          "GPUs of one node), got %d", where, gpn, c->nvlink_domain);
+    if (gpn % c->nvlink_domain != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %d does not divide the "
+                          "%d GPUs of a node", where, c->nvlink_domain, gpn);
+    if (g->link == AP_LINK_NONE && c->nvlink_domain > 1)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %s has no peer-to-peer "
+                          "link (no NVLink, no P2P), so the domain must be 1, got %d", where,
+                          g->name, c->nvlink_domain);
+    if (g->link == AP_LINK_NVLINK_BRIDGE && c->nvlink_domain > 2)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %s NVLink bridges join "
+                          "pairs only, so the domain must be 1 or 2, got %d", where, g->name,
+                          c->nvlink_domain);
+    if (c->nvlink_domain > 1 && !pos_finite(c->link_bytes_per_s, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'link_bw': must be positive when "
+                          "nvlink_domain > 1", where);
+    if (!isfinite(c->link_bytes_per_s) || c->link_bytes_per_s < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'link_bw': must not be negative", where);
+    int nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+    if (nodes > 1 && !pos_finite(c->net_bytes_per_s, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'network_bw': must be positive for a "
+                          "cluster of %d nodes", where, nodes);
+    if (!isfinite(c->net_bytes_per_s) || c->net_bytes_per_s < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'network_bw': must not be negative", where);
+    if (!pos_finite(c->pcie_bytes_per_s, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'pcie_bw': must be positive", where);
+    if (c->gpus_per_pcie_switch < 1 || c->gpus_per_pcie_switch > gpn)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus_per_pcie_switch': must be in [1, "
+                          "%d], got %d", where, gpn, c->gpus_per_pcie_switch);
+    if (!pos_finite(c->cpu_mem_bytes, 1e18))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'cpu_mem': host memory per node must be "
+                          "positive", where);
+    if (c->cpu_cores < 1 || c->cpu_cores > MAX_CPU_CORES)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'cpu_cores': must be in [1, %d], got %d",
+                          where, MAX_CPU_CORES, c->cpu_cores);
+    if (!pos_finite(c->host_mem_bytes_per_s, 1e15))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'host_mem_bw': must be positive", where);
+    return AP_OK;
+}
+
+/* ---- cluster files ----------------------------------------------------------------------- */
+
+static const char *const known_fields[] = {
+    "name",       "gpu",         "gpus",         "gpus_per_node", "nvlink_domain",
+    "network_bw", "link_bw",     "pcie_bw",      "cpu_mem",       "gpu_mem",
+    "host_mem_bw", "gpus_per_pcie_switch", "cpu_cores", "nodes",  "comment",
+    "description"};
+
+static int lev(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63) la = 63;
+    if (lb > 63) lb = 63;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int v = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < v) v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
+            cur[j] = v;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+static ap_status check_fields(const ap_json *root, const char *where, ap_err *err) {
+    for (ap_json *m = ap_json_first(root); m; m = ap_json_next(m)) {
+        const char *k = ap_json_key(m);
+        if (!k || k[0] == '_') continue; /* "_note": free-form comments */
+        int ok = 0;
+        const char *best = known_fields[0];
+        int best_d = 1 << 30;
+        for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++) {
+            if (strcmp(k, known_fields[i]) == 0) { ok = 1; break; }
+            int d = lev(k, known_fields[i]);
+            if (d < best_d) { best_d = d; best = known_fields[i]; }
+        }
+        if (!ok)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%.64s' (did you mean '%s'? "
+                              "docs/hardware.md lists the fields)", where, k, best);
+    }
+    return AP_OK;
+}
+
+/* A bandwidth or size field: a string with a unit. A bare JSON number is refused with a hint. */
+static ap_status get_quantity(const ap_json *root, const char *key, int is_bw, double *out,
+                              int *present, const char *where, ap_err *err) {
+    ap_json *v = ap_json_get(root, key);
+    *present = 0;
+    if (!v || ap_json_is_null(v)) return AP_OK;
+    char what[300];
+    snprintf(what, sizeof what, "%s: field '%s'", where, key);
+    if (ap_json_is_number(v)) {
+        double n = ap_json_number(v);
+        return is_bw ? ap_err_set(err, AP_ERR_INPUT, "%s: %g has no unit; write a string such as "
+                                  "\"%gGb/s\" (bits) or \"%gGB/s\" (bytes)", what, n, n, n)
+                     : ap_err_set(err, AP_ERR_INPUT, "%s: %g has no unit; write a string such as "
+                                  "\"%gGiB\" or \"%gGB\"", what, n, n, n);
+    }
+    if (!ap_json_is_string(v))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: must be a string with a unit, got %s", what,
+                          ap_json_type_name(v));
+    ap_status st = is_bw ? ap_parse_bandwidth(ap_json_string(v), what, out, err)
+                         : ap_parse_bytes(ap_json_string(v), what, out, err);
+    if (st == AP_OK && !(*out > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: must be positive", what);
+    if (st == AP_OK) *present = 1;
+    return st;
+}
+
+/* Resolve one GPU name into *g; a second, different type is the mixed-types error. */
+static ap_status add_gpu_type(const char *name, const char *what, const ap_gpu **g,
+                              const char *where, ap_err *err) {
+    const ap_gpu *x;
+    ap_status st = ap_gpu_lookup(name, what, &x, err);
+    if (st != AP_OK) return st;
+    if (*g && *g != x)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: mixed GPU types are not supported yet (%s and "
+                          "%s); describe one cluster per GPU type", where, (*g)->name, x->name);
+    *g = x;
+    return AP_OK;
+}
+
+static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *out, ap_err *err) {
+    ap_status st;
+    char what[300];
+    if (!ap_json_is_object(root))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: a cluster file must be a JSON object, got %s",
+                          where, ap_json_type_name(root));
+    if ((st = check_fields(root, where, err)) != AP_OK) return st;
+
+    /* --- GPU type: "gpu" (string or array of one type) and/or "nodes" --------------------- */
+    const ap_gpu *g = NULL;
+    ap_json *jg = ap_json_get(root, "gpu");
+    if (jg && ap_json_is_string(jg)) {
+        snprintf(what, sizeof what, "%s: field 'gpu'", where);
+        if ((st = add_gpu_type(ap_json_string(jg), what, &g, where, err)) != AP_OK) return st;
+    } else if (jg && ap_json_is_array(jg)) {
+        if (ap_json_size(jg) == 0)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': empty list", where);
+        for (int i = 0; i < ap_json_size(jg); i++) {
+            ap_json *e = ap_json_at(jg, i);
+            if (!ap_json_is_string(e))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu[%d]': must be a GPU name, "
+                                  "got %s", where, i, ap_json_type_name(e));
+            snprintf(what, sizeof what, "%s: field 'gpu[%d]'", where, i);
+            if ((st = add_gpu_type(ap_json_string(e), what, &g, where, err)) != AP_OK) return st;
+        }
+    } else if (jg && !ap_json_is_null(jg)) {
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': must be a GPU name such as "
+                          "\"a100-sxm4-80g\", got %s", where, ap_json_type_name(jg));
+    }
+
+    int64_t gpus = 0, gpn = 0;
+    int have_gpus = 0, have_gpn = 0;
+    ap_json *jn = ap_json_get(root, "nodes");
+    if (jn && !ap_json_is_null(jn)) {
+        /* Per-node list: accepted only when every node is the same GPU type and count. */
+        if (!ap_json_is_array(jn) || ap_json_size(jn) == 0)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nodes': must be a non-empty list of "
+                              "{\"gpu\": NAME, \"gpus\": N} objects, got %s", where,
+                              ap_json_type_name(jn));
+        int64_t total = 0, per = 0;
+        for (int i = 0; i < ap_json_size(jn); i++) {
+            ap_json *e = ap_json_at(jn, i);
+            char w[256];
+            snprintf(w, sizeof w, "%.200s: nodes[%d]", where, i);
+            if (!ap_json_is_object(e))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: must be an object, got %s", w,
+                                  ap_json_type_name(e));
+            char name[64];
+            if ((st = ap_json_get_str(e, "gpu", name, sizeof name, NULL, w, err)) != AP_OK)
+                return st;
+            snprintf(what, sizeof what, "%s: field 'gpu'", w);
+            if ((st = add_gpu_type(name, what, &g, where, err)) != AP_OK) return st;
+            int64_t n;
+            if ((st = ap_json_get_int(e, "gpus", 1, MAX_GPUS_PER_NODE, &n, NULL, w, err)) != AP_OK)
+                return st;
+            if (per && n != per)
+                return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nodes': nodes with different GPU "
+                                  "counts (%lld and %lld) are not supported yet", where,
+                                  (long long)per, (long long)n);
+            per = n;
+            total += n;
+        }
+        gpus = total;
+        gpn = per;
+        have_gpus = have_gpn = 1;
+    }
+    if (!g)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'gpu' (a catalog name; `autoplan "
+                          "gpus` lists them)", where);
+
+    int present;
+    int64_t v;
+    if ((st = ap_json_get_int(root, "gpus", 1, MAX_GPUS, &v, &present, where, err)) != AP_OK)
+        return st;
+    if (present) {
+        if (have_gpus && v != gpus)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus': %lld disagrees with the %lld "
+                              "GPUs listed in 'nodes'", where, (long long)v, (long long)gpus);
+        gpus = v;
+        have_gpus = 1;
+    }
+    if (!have_gpus)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'gpus' (total number of GPUs)",
+                          where);
+    if ((st = ap_json_get_int(root, "gpus_per_node", 1, MAX_GPUS_PER_NODE, &v, &present, where,
+                              err)) != AP_OK)
+        return st;
+    if (present) {
+        if (have_gpn && v != gpn)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus_per_node': %lld disagrees with "
+                              "the %lld GPUs per node listed in 'nodes'", where, (long long)v,
+                              (long long)gpn);
+        gpn = v;
+        have_gpn = 1;
+    }
+
+    ap_cluster c;
+    ap_cluster_from_gpu(g, (int)gpus, &c);
+    if (have_gpn) {
+        if (gpus < gpn)
+            ap_log(AP_LOG_INFO, "%s: %lld GPUs use part of one node of %lld", where,
+                   (long long)gpus, (long long)gpn);
+        ap_cluster_set_gpus_per_node(&c, (int)gpn);
+    }
+    if ((st = ap_json_get_int(root, "nvlink_domain", 1, MAX_GPUS_PER_NODE, &v, &present, where,
+                              err)) != AP_OK)
+        return st;
+    if (present) c.nvlink_domain = (int)v;
+    if ((st = ap_json_get_int(root, "gpus_per_pcie_switch", 1, MAX_GPUS_PER_NODE, &v, &present,
+                              where, err)) != AP_OK)
+        return st;
+    if (present) c.gpus_per_pcie_switch = (int)v;
+    if ((st = ap_json_get_int(root, "cpu_cores", 1, MAX_CPU_CORES, &v, &present, where, err)) !=
+        AP_OK)
+        return st;
+    if (present) c.cpu_cores = (int)v;
+
+    double q;
+    if ((st = get_quantity(root, "network_bw", 1, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.net_bytes_per_s = q;
+    if ((st = get_quantity(root, "link_bw", 1, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.link_bytes_per_s = q;
+    if ((st = get_quantity(root, "pcie_bw", 1, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.pcie_bytes_per_s = q;
+    if ((st = get_quantity(root, "host_mem_bw", 1, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.host_mem_bytes_per_s = q;
+    if ((st = get_quantity(root, "cpu_mem", 0, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.cpu_mem_bytes = q;
+    if ((st = get_quantity(root, "gpu_mem", 0, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.gpu.mem_bytes = q;
+
+    if ((st = ap_json_get_str(root, "name", c.name, sizeof c.name, &present, where, err)) != AP_OK)
+        return st;
+    static const char *const text_fields[] = {"comment", "description"};
+    for (size_t i = 0; i < 2; i++) {
+        ap_json *t = ap_json_get(root, text_fields[i]);
+        if (t && !ap_json_is_string(t) && !ap_json_is_null(t))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s': must be a string, got %s", where,
+                              text_fields[i], ap_json_type_name(t));
+    }
+
+    if ((st = ap_cluster_validate(&c, where, err)) != AP_OK) return st;
+    *out = c;
+    return AP_OK;
+}
+
+ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
+                           ap_err *err) {
+    if (!where) where = "cluster";
+    ap_json *root = ap_json_parse(text, len, where, err);
+    if (!root) return AP_ERR_INPUT;
+    ap_status st = parse_root(root, where, out, err);
+    ap_json_free(root);
+    return st;
+}
+
+ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err) {
+    if (!path || !*path) return ap_err_set(err, AP_ERR_INPUT, "cluster file: no path given");
+    char *text;
+    size_t n;
+    ap_status st = ap_read_file(path, MAX_CLUSTER_FILE_BYTES, &text, &n, err);
+    if (st != AP_OK) return st;
+    st = ap_cluster_parse(text, n, path, out, err);
+    free(text);
+    return st;
+}
+
+/* ---- fingerprint ------------------------------------------------------------------------- */
+
+static uint64_t mix_d(uint64_t h, double v) {
+    if (v == 0) v = 0; /* -0 and 0 hash alike */
+    return ap_hash64(&v, sizeof v, h);
+}
+static uint64_t mix_i(uint64_t h, int64_t v) { return ap_hash64(&v, sizeof v, h); }
+static uint64_t mix_s(uint64_t h, const char *s) { return ap_hash64(s, strlen(s) + 1, h); }
+
+/* Hash of everything that changes a plan's cost: the GPU's numbers, the shape and links, and the
+ * catalog version. The cluster's display name is left out. Field by field, so struct padding
+ * never enters. */
+uint64_t ap_cluster_fingerprint(const ap_cluster *c) {
+    const ap_gpu *g = &c->gpu;
+    uint64_t h = mix_s(0, ap_gpu_catalog_version());
+    h = mix_s(h, g->name);
+    h = mix_s(h, g->vendor);
+    h = mix_d(h, g->mem_bytes);
+    for (int d = 0; d < AP_DTYPE_COUNT; d++) h = mix_d(h, g->peak_flops[d]);
+    h = mix_d(h, g->hbm_bytes_per_s);
+    h = mix_i(h, g->sm_count);
+    h = mix_i(h, g->link);
+    h = mix_i(h, g->pcie_gen);
+    h = mix_i(h, c->gpus);
+    h = mix_i(h, c->gpus_per_node);
+    h = mix_i(h, c->nvlink_domain);
+    h = mix_d(h, c->link_bytes_per_s);
+    h = mix_d(h, c->net_bytes_per_s);
+    h = mix_d(h, c->pcie_bytes_per_s);
+    h = mix_i(h, c->gpus_per_pcie_switch);
+    h = mix_d(h, c->cpu_mem_bytes);
+    h = mix_i(h, c->cpu_cores);
+    h = mix_d(h, c->host_mem_bytes_per_s);
+    return h;
+}
