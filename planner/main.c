@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autoplan/cli.h"
+#include "autoplan/emit.h"
 
 typedef struct {
     const char *name;
@@ -19,6 +20,7 @@ static const command commands[] = {
     {"estimate", ap_cmd_estimate, "memory per GPU and step time of one given plan"},
     {"info", ap_cmd_info, "parameter counts, FLOPs and sizes of a model"},
     {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
+    {"emit", ap_cmd_emit, "trainer configs (DeepSpeed, Megatron, ...) from a saved plan.json"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,43 @@
+/*
+ * planio.h - plan.json, schema version 1 (planner/planio.c, documented in docs/plan-json.md).
+ *
+ * A plan file holds everything needed to act on a plan without the original inputs: the model
+ * (every ap_model field, so `autoplan emit` works from plan.json alone), the cluster, the
+ * trainer, the plan itself (degrees, batch, ZeRO, recompute, overlap, offload, dtype, stage
+ * split) and, optionally, the estimate JSON produced by ap_estimate_to_json().
+ *
+ * Reading validates every field and refuses unknown major schema versions; each error is one
+ * line naming the file, the field and the reason ("plan.json: plan: field 'tp' must be an
+ * integer, got string").
+ */
+#ifndef AP_PLANIO_H
+#define AP_PLANIO_H
+
+#include "autoplan/json.h"
+#include "autoplan/plan.h"
+
+#define AP_PLANFILE_SCHEMA_VERSION 1
+
+/* Build the plan.json tree. `estimate` may be NULL; it is borrowed and deep-copied into the
+ * result. Caller frees the result with ap_json_free. NULL on allocation failure. */
+ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_json *estimate);
+
+/* Validate and decode a plan.json tree. `where` names the source in error messages (the file
+ * path). On success fills *m, *c, *p and, when estimate_out is not NULL, *estimate_out with a
+ * deep copy of the "estimate" object (NULL when the file has none; caller frees with
+ * ap_json_free). On failure the outputs are unspecified and *estimate_out is NULL. */
+ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,
+                                ap_cluster *c, ap_plan *p, ap_json **estimate_out, ap_err *err);
+
+/* Write plan.json to `path` atomically (temporary file + rename, ap_write_file_atomic).
+ * `estimate` may be NULL (borrowed). */
+ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,
+                            const ap_plan *p, const ap_json *estimate, ap_err *err);
+
+/* Read and validate plan.json. estimate_out may be NULL; otherwise the caller frees
+ * *estimate_out (NULL when absent) with ap_json_free. */
+ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
+                           ap_json **estimate_out, ap_err *err);
+
+#endif

@@ -1,0 +1,482 @@
+/*
+ * emit.c - the config-emitter dispatcher (emit.h): target names, the "can this trainer express
+ * this plan" check with the closest expressible plan, the common file header, and writing the
+ * files of several targets into one directory.
+ *
+ * Expressibility = ap_plan_check with the target's trainer (the trainer table, costmodel/
+ * trainer.c) + the target's LOCAL RULES (emit_<target>_local, rules the table does not hold
+ * yet). The closest plan is found by repairing each violated capability in a fixed order
+ * (dimensions the trainer lacks fold into data parallelism, ZeRO moves to the nearest allowed
+ * stage preferring more sharding, unsupported recompute kinds move to the next stronger one,
+ * and so on), then re-checking; it is a suggestion to re-estimate, not an estimate.
+ *
+ * Not done here: the formats themselves (emit_<target>.c), reading plan.json (planio.c).
+ */
+#include "emit_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "autoplan/json.h"
+
+/* ---- text buffer ------------------------------------------------------------------------ */
+
+void sb_printf(sb *b, const char *fmt, ...) {
+    if (b->failed) return;
+    va_list ap;
+    for (;;) {
+        size_t room = b->cap - b->len;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->buf ? b->buf + b->len : NULL, b->buf ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->buf && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + (size_t)n + 1) cap *= 2;
+        char *nb = realloc(b->buf, cap);
+        if (!nb) {
+            b->failed = 1;
+            return;
+        }
+        b->buf = nb;
+        b->cap = cap;
+    }
+}
+
+void sb_free(sb *b) {
+    free(b->buf);
+    memset(b, 0, sizeof *b);
+}
+
+void emit_why(sb *why, const char *fmt, ...) {
+    char tmp[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sb_printf(why, "%s%s", why->len ? "; " : "", tmp);
+}
+
+ap_status emit_take(ap_emit_out *out, const char *name, sb *b, ap_err *err) {
+    if (b->failed || !b->buf) {
+        sb_free(b);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", name);
+    }
+    if (out->nfiles >= AP_EMIT_MAX_FILES) {
+        sb_free(b);
+        return ap_err_set(err, AP_ERR_INTERNAL, "%s: too many files for one target", name);
+    }
+    ap_emit_file *f = &out->files[out->nfiles++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->text = b->buf;
+    f->len = b->len;
+    memset(b, 0, sizeof *b);
+    return AP_OK;
+}
+
+void ap_emit_out_free(ap_emit_out *o) {
+    for (int i = 0; i < o->nfiles; i++) free(o->files[i].text);
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- plan helpers ----------------------------------------------------------------------- */
+
+int emit_chunk_layers(const emit_ctx *x, int c) { return ap_plan_chunk_layers(x->p, x->m->layers, c); }
+
+int emit_uniform_split(const emit_ctx *x) {
+    int n = x->p->pp * x->p->vp;
+    if (x->m->layers % n != 0) return 0;
+    for (int c = 0; c < n; c++)
+        if (emit_chunk_layers(x, c) != x->m->layers / n) return 0;
+    return 1;
+}
+
+int emit_has_per_stage_recompute(const ap_plan *p) {
+    int n = p->pp * p->vp;
+    if (p->nchunks != n) return 0;
+    for (int c = 0; c < n; c++)
+        if (p->stage_recompute[c] >= 0) return 1;
+    return 0;
+}
+
+int emit_chunk_recompute(const emit_ctx *x, int c) {
+    const ap_plan *p = x->p;
+    if (p->nchunks == p->pp * p->vp && p->stage_recompute[c] >= 0) return p->stage_recompute[c];
+    return p->recompute_layers;
+}
+
+/* ---- estimate lookup -------------------------------------------------------------------- */
+
+/* A number at a dotted path ("time.step_s"); NAN-free: returns 0 when absent. */
+static int est_number(const ap_json *est, const char *path, double *out) {
+    char key[64];
+    const ap_json *cur = est;
+    const char *s = path;
+    while (cur && *s) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        if (n >= sizeof key) return 0;
+        memcpy(key, s, n);
+        key[n] = '\0';
+        cur = ap_json_get(cur, key);
+        s = dot ? dot + 1 : s + n;
+    }
+    if (!cur || !ap_json_is_number(cur)) return 0;
+    *out = ap_json_number(cur);
+    return 1;
+}
+
+/* The first of several paths that holds a number. */
+static int est_find(const ap_json *est, const char *const *paths, double *out) {
+    for (int i = 0; paths[i]; i++)
+        if (est_number(est, paths[i], out)) return 1;
+    return 0;
+}
+
+void emit_header(sb *b, const emit_ctx *x, const char *pfx, const char *title) {
+    const ap_plan *p = x->p;
+    char label[160], tmp[64], tmp2[64];
+    ap_plan_label(p, label, sizeof label);
+    sb_printf(b, "%s%s\n", pfx, title);
+    sb_printf(b, "%sGenerated by autoplan %s from plan.json (schema 1); regenerate with\n", pfx,
+              AP_VERSION);
+    sb_printf(b, "%s  autoplan emit --plan plan.json --emit %s --out DIR\n", pfx, x->target);
+    sb_printf(b, "%smodel: %s (%.3f B parameters), %lld layers, sequence %lld\n", pfx, x->m->name,
+              (double)ap_model_total_params(x->m) / 1e9, (long long)x->m->layers,
+              (long long)p->seq);
+    sb_printf(b, "%scluster: %d x %s, %d GPUs per node, %d node(s)\n", pfx, x->c->gpus,
+              x->c->gpu.name, x->c->gpus_per_node,
+              (x->c->gpus + x->c->gpus_per_node - 1) / x->c->gpus_per_node);
+    sb_printf(b, "%splan: %s, %s (estimated for trainer %s)\n", pfx, label, ap_dtype_name(p->dtype),
+              ap_trainer_name(p->trainer));
+    sb_printf(b, "%sbatch: global %lld = micro-batch %lld x accumulation %lld x data parallel %d\n",
+              pfx, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
+    /* names from ap_estimate_to_json (planner/estjson.c) */
+    static const char *const step_paths[] = {"time.step_s", NULL};
+    static const char *const peak_paths[] = {"memory.peak_bytes", NULL};
+    static const char *const cap_paths[] = {"memory.capacity_bytes", NULL};
+    double step_s = 0, peak = 0, cap = 0;
+    int have_step = x->est && est_find(x->est, step_paths, &step_s);
+    int have_peak = x->est && est_find(x->est, peak_paths, &peak);
+    int have_cap = x->est && est_find(x->est, cap_paths, &cap);
+    if (have_step || have_peak) {
+        sb_printf(b, "%spredicted: step %s, peak memory %s per GPU", pfx,
+                  have_step ? ap_fmt_seconds(step_s, tmp, sizeof tmp) : "?",
+                  have_peak ? ap_fmt_bytes(peak, tmp2, sizeof tmp2) : "?");
+        if (have_cap) sb_printf(b, " of %s", ap_fmt_bytes(cap, tmp, sizeof tmp));
+        sb_printf(b, "\n");
+    } else {
+        sb_printf(b, "%spredicted: no estimate in the plan (run autoplan estimate)\n", pfx);
+    }
+}
+
+/* ---- targets ---------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    emit_local_fn local;
+    emit_render_fn render;
+} targets[AP_EMIT_COUNT] = {
+    [AP_EMIT_DEEPSPEED] = {"deepspeed", emit_deepspeed_local, emit_deepspeed_render},
+    [AP_EMIT_MEGATRON] = {"megatron", emit_megatron_local, emit_megatron_render},
+    [AP_EMIT_COLOSSALAI] = {"colossalai", emit_colossalai_local, emit_colossalai_render},
+    [AP_EMIT_TORCHTITAN] = {"torchtitan", emit_torchtitan_local, emit_torchtitan_render},
+    [AP_EMIT_ACCELERATE] = {"accelerate", emit_accelerate_local, emit_accelerate_render},
+};
+
+const char *ap_emit_target_name(ap_emit_target t) {
+    return (int)t >= 0 && t < AP_EMIT_COUNT ? targets[t].name : "?";
+}
+
+ap_status ap_emit_parse_list(const char *which, unsigned *mask, ap_err *err) {
+    *mask = 0;
+    if (!which || !*which)
+        return ap_err_set(err, AP_ERR_INPUT, "--emit: empty list (deepspeed, megatron, "
+                          "colossalai, torchtitan, accelerate or all)");
+    const char *s = which;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        int found = 0;
+        if (n == 3 && !strncmp(s, "all", 3)) {
+            *mask |= (1u << AP_EMIT_COUNT) - 1;
+            found = 1;
+        }
+        for (int t = 0; t < AP_EMIT_COUNT && !found; t++)
+            if (strlen(targets[t].name) == n && !strncmp(s, targets[t].name, n)) {
+                *mask |= 1u << t;
+                found = 1;
+            }
+        if (!found)
+            return ap_err_set(err, AP_ERR_INPUT,
+                              "--emit: unknown target '%.*s' (deepspeed, megatron, colossalai, "
+                              "torchtitan, accelerate or all)", (int)n, s);
+        s += n;
+        if (*s == ',') s++;
+    }
+    return AP_OK;
+}
+
+ap_trainer_id ap_emit_trainer(ap_emit_target t, const ap_plan *p) {
+    switch (t) {
+    case AP_EMIT_DEEPSPEED: return AP_TRAINER_DEEPSPEED;
+    case AP_EMIT_MEGATRON: return AP_TRAINER_MEGATRON;
+    case AP_EMIT_COLOSSALAI: return AP_TRAINER_COLOSSALAI;
+    case AP_EMIT_TORCHTITAN: return AP_TRAINER_TORCHTITAN;
+    case AP_EMIT_ACCELERATE:
+        return p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN
+                   ? AP_TRAINER_FSDP : AP_TRAINER_DEEPSPEED;
+    default: return AP_TRAINER_MEGATRON;
+    }
+}
+
+/* Lowest allowed ZeRO stage >= z, else the highest allowed below z; -1 when none. */
+static int nearest_zero(unsigned allowed, int z) {
+    for (int s = z; s <= 3; s++)
+        if (allowed & (1u << s)) return s;
+    for (int s = z - 1; s >= 0; s--)
+        if (allowed & (1u << s)) return s;
+    return -1;
+}
+
+/* Re-derive the batch after dp changed: keep the global batch when it still divides, else the
+ * nearest larger multiple of mbs*dp. */
+static void fix_batch(const ap_trainer_caps *k, ap_plan *q) {
+    int64_t per = q->mbs * q->dp;
+    int64_t ga = (q->gbs + per - 1) / per;
+    if (ga < 1) ga = 1;
+    if (k->vp_needs_m_multiple_of_pp && q->vp > 1 && ga % q->pp) ga += q->pp - ga % q->pp;
+    q->grad_accum = ga;
+    q->gbs = ga * per;
+}
+
+/* Repair q against the capabilities of its trainer (see the file comment for the order). */
+static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
+    int n = q->pp * q->vp;
+    if (q->tp > 1 && !k->tp) { q->dp *= q->tp; q->tp = 1; }
+    if (q->pp > 1 && !k->pp) { q->dp *= q->pp; q->pp = 1; q->vp = 1; q->nchunks = 0; }
+    if (q->vp > 1 && !k->vp) {
+        /* chunk c of a rank r is virtual stage c*pp + r: fold each rank's chunks together */
+        if (q->nchunks == n) {
+            int merged[AP_MAX_CHUNKS] = {0}, rc[AP_MAX_CHUNKS];
+            for (int c = 0; c < n; c++) merged[c % q->pp] += q->stage_layers[c];
+            for (int r = 0; r < q->pp; r++) rc[r] = q->stage_recompute[r];
+            for (int r = 0; r < q->pp; r++) {
+                q->stage_layers[r] = merged[r];
+                q->stage_recompute[r] = rc[r];
+            }
+            q->nchunks = q->pp;
+        }
+        q->vp = 1;
+    }
+    if (q->cp > 1 && !k->cp) { q->dp *= q->cp; q->cp = 1; }
+    if ((q->ep > 1 || q->etp > 1) && !k->ep) { q->ep = 1; q->etp = 1; }
+    if (m->moe.experts == 0) { q->ep = 1; q->etp = 1; }
+    if (q->tp == 1 || !k->sp) q->sp = 0;
+    if (k->sp_with_tp_always && q->tp > 1) q->sp = 1;
+    n = q->pp * q->vp;
+    if (q->nchunks && (!k->uneven_stages || q->nchunks != n)) q->nchunks = 0;
+
+    unsigned allowed = k->zero_mask;
+    if (q->pp > 1) allowed &= k->zero_mask_with_pp;
+    if (k->dp_shard_required_with_tp && q->tp > 1 && q->dp > 1) allowed &= ~3u;
+    if (q->offload_optimizer > 0 && k->offload_optimizer &&
+        (allowed & k->offload_optimizer_zero_mask))
+        allowed &= k->offload_optimizer_zero_mask;
+    if (q->offload_params > 0 && k->offload_params && (allowed & k->offload_params_zero_mask))
+        allowed &= k->offload_params_zero_mask;
+    int z = nearest_zero(allowed, q->zero);
+    if (z >= 0) q->zero = z;
+
+    if (!(k->recompute_mask & (1u << q->recompute))) {
+        if (q->recompute == AP_RECOMPUTE_SELECTIVE && (k->recompute_mask & (1u << AP_RECOMPUTE_FULL)))
+            q->recompute = AP_RECOMPUTE_FULL;
+        else if (q->recompute == AP_RECOMPUTE_FULL &&
+                 (k->recompute_mask & (1u << AP_RECOMPUTE_SELECTIVE)))
+            q->recompute = AP_RECOMPUTE_SELECTIVE;
+        else
+            q->recompute = AP_RECOMPUTE_NONE;
+    }
+    if (q->recompute != AP_RECOMPUTE_FULL || !k->recompute_partial) q->recompute_layers = 0;
+    if (!k->per_stage_recompute || q->recompute != AP_RECOMPUTE_FULL) {
+        for (int c = 0; c < AP_MAX_CHUNKS; c++) q->stage_recompute[c] = -1;
+    }
+    if (q->dtype == AP_DTYPE_FP16 && !k->fp16) q->dtype = AP_DTYPE_BF16;
+    if (q->dtype == AP_DTYPE_FP8 && !k->fp8) q->dtype = AP_DTYPE_BF16;
+    if (q->offload_optimizer > 0) {
+        if (!k->offload_optimizer || !(k->offload_optimizer_zero_mask & (1u << q->zero)))
+            q->offload_optimizer = 0;
+        else if (q->offload_optimizer < 1 && !k->offload_fraction)
+            q->offload_optimizer = 1;
+    }
+    if (q->offload_params > 0) {
+        if (!k->offload_params || !(k->offload_params_zero_mask & (1u << q->zero)))
+            q->offload_params = 0;
+        else if (q->offload_params < 1 && !k->offload_params_fraction)
+            q->offload_params = 1;
+    }
+    if (!k->overlap_grad) q->overlap_grad = 0;
+    if (!k->overlap_param) q->overlap_param = 0;
+    fix_batch(k, q);
+}
+
+/* Check p for target t; on refusal build the message and the closest plan. */
+static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_cluster *c,
+                              const ap_plan *p, ap_plan *closest, ap_err *err) {
+    ap_trainer_id tid = ap_emit_trainer(t, p);
+    emit_ctx x = {m, c, p, NULL, ap_trainer_get(tid), tid, targets[t].name};
+    ap_plan q = *p;
+    q.trainer = tid;
+    ap_err e2;
+    sb why = {0};
+    int ok = 1;
+    if (ap_plan_check(&q, m, c, 1, &e2) != AP_OK) {
+        ok = 0;
+        emit_why(&why, "%s", e2.msg);
+    }
+    if (!targets[t].local(&x, &q, 0, &why)) ok = 0;
+    if (ok) {
+        sb_free(&why);
+        if (closest) *closest = q;
+        return AP_OK;
+    }
+    /* closest: repair capabilities, then the local rules, then capabilities again (a local
+       repair may fold a dimension), and accept it only if both checks pass */
+    ap_plan r = *p;
+    r.trainer = tid;
+    sb scratch = {0};
+    fix_caps(x.caps, m, &r);
+    targets[t].local(&x, &r, 1, &scratch);
+    fix_caps(x.caps, m, &r);
+    sb_free(&scratch);
+    int found = ap_plan_check(&r, m, c, 1, &e2) == AP_OK;
+    if (found && !targets[t].local(&x, &r, 0, &scratch)) {
+        found = 0;
+        snprintf(e2.msg, sizeof e2.msg, "%s", scratch.buf ? scratch.buf : "local rule");
+    }
+    sb_free(&scratch);
+    char label[160];
+    char cl[600];
+    if (found) {
+        ap_plan_label(&r, label, sizeof label);
+        snprintf(cl, sizeof cl, "%s, gbs %lld, %s", label, (long long)r.gbs,
+                 ap_dtype_name(r.dtype));
+    } else {
+        snprintf(cl, sizeof cl, "none found (%.500s)", e2.msg);
+    }
+    if (closest) {
+        *closest = r;
+        if (!found) closest->tp = 0;
+    }
+    ap_status st = ap_err_set(err, AP_ERR_INFEASIBLE,
+                              "%s: cannot express this plan: %s; closest expressible plan: %s%s",
+                              targets[t].name, why.failed ? "(out of memory)" : why.buf, cl,
+                              found ? " (re-estimate it before use)" : "");
+    sb_free(&why);
+    return st;
+}
+
+ap_status ap_emit_check(ap_emit_target t, const ap_model *m, const ap_cluster *c,
+                        const ap_plan *p, ap_plan *closest, ap_err *err) {
+    if ((int)t < 0 || t >= AP_EMIT_COUNT)
+        return ap_err_set(err, AP_ERR_INPUT, "unknown emit target %d", (int)t);
+    return check_target(t, m, c, p, closest, err);
+}
+
+ap_status ap_emit_render(ap_emit_target t, const ap_model *m, const ap_cluster *c,
+                         const ap_plan *p, const ap_json *estimate, ap_emit_out *out,
+                         ap_err *err) {
+    memset(out, 0, sizeof *out);
+    ap_status st = ap_emit_check(t, m, c, p, NULL, err);
+    if (st != AP_OK) return st;
+    ap_trainer_id tid = ap_emit_trainer(t, p);
+    emit_ctx x = {m, c, p, estimate, ap_trainer_get(tid), tid, targets[t].name};
+    st = targets[t].render(&x, out, err);
+    if (st != AP_OK) ap_emit_out_free(out);
+    return st;
+}
+
+/* mkdir -p */
+static ap_status make_dir(const char *dir, ap_err *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
+    for (char *s = path + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return ap_err_set(err, AP_ERR_IO, "%s: cannot create directory: %s", path,
+                              strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return ap_err_set(err, AP_ERR_IO, "%s: cannot create directory: %s", path,
+                          strerror(errno));
+    struct stat stt;
+    if (stat(path, &stt) != 0 || !S_ISDIR(stt.st_mode))
+        return ap_err_set(err, AP_ERR_IO, "%s: not a directory", path);
+    return AP_OK;
+}
+
+ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m,
+                           const ap_cluster *c, const ap_plan *p, const ap_json *estimate,
+                           ap_emit_report *report, ap_err *err) {
+    unsigned mask;
+    ap_emit_report local;
+    ap_emit_report *rep = report ? report : &local;
+    memset(rep, 0, sizeof *rep);
+    ap_status st = ap_emit_parse_list(which, &mask, err);
+    if (st != AP_OK) return st;
+    st = make_dir(dir, err);
+    if (st != AP_OK) return st;
+    ap_status result = AP_OK;
+    ap_err first;
+    first.msg[0] = '\0';
+    for (int t = 0; t < AP_EMIT_COUNT; t++) {
+        if (!(mask & (1u << t))) continue;
+        rep->requested[t] = 1;
+        ap_emit_out out;
+        ap_err e;
+        st = ap_emit_render((ap_emit_target)t, m, c, p, estimate, &out, &e);
+        int rendered = st == AP_OK;
+        for (int i = 0; st == AP_OK && i < out.nfiles; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, out.files[i].name);
+            st = ap_write_file_atomic(path, out.files[i].text, out.files[i].len, &e);
+            if (st == AP_OK) {
+                size_t l = strlen(rep->files[t]);
+                snprintf(rep->files[t] + l, sizeof rep->files[t] - l, "%s%s", l ? ", " : "",
+                         out.files[i].name);
+            }
+        }
+        if (st == AP_OK && out.note[0]) snprintf(rep->msg[t], sizeof rep->msg[t], "%s", out.note);
+        if (rendered) ap_emit_out_free(&out);
+        rep->status[t] = st;
+        if (st != AP_OK) {
+            snprintf(rep->msg[t], sizeof rep->msg[t], "%s", e.msg);
+            if (result == AP_OK || (result == AP_ERR_INFEASIBLE && st != AP_ERR_INFEASIBLE)) {
+                result = st;
+                first = e;
+            }
+            if (!report) ap_log(AP_LOG_WARN, "%s", e.msg);
+        }
+    }
+    if (result != AP_OK && err) *err = first;
+    return result;
+}
+
+ap_status ap_emit_files(const char *dir, const char *which, const ap_model *m,
+                        const ap_cluster *c, const ap_plan *p, const ap_json *estimate,
+                        ap_err *err) {
+    return ap_emit_files_ex(dir, which, m, c, p, estimate, NULL, err);
+}

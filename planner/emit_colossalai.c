@@ -1,0 +1,163 @@
+/*
+ * emit_colossalai.c - colossalai_booster.py: the Colossal-AI (v0.5.1) plugin construction for a
+ * plan, a snippet to paste into a training script (argument names from
+ * shared/reference/trainers/colossalai_plugin_args.txt).
+ *
+ * Plugin choice:
+ *   ZeRO-3                          GeminiPlugin, placement "static" with the plan's offload
+ *                                   fractions (shard_param_frac 1.0). "auto" placement decides
+ *                                   at run time what autoplan predicted, so it is not emitted.
+ *   ZeRO-1/2, no tp/pp/ep/sp        LowLevelZeroPlugin
+ *   otherwise                       HybridParallelPlugin (MoeHybridParallelPlugin with ep > 1):
+ *                                   zero_stage <= 2, <= 1 with pp (trainer table)
+ * Recompute: with pp, PipelineGradientCheckpointConfig(num_ckpt_layers_per_stage=[...]) per
+ * stage; without pp, model.gradient_checkpointing_enable() (all layers).
+ * Colossal-AI has no global-batch argument: the constants above the plugin give the data loader
+ * batch and the accumulation.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "emit_int.h"
+
+int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
+    int ok = 1;
+    /* LOCAL RULE (not in the trainer table): only GeminiPlugin (ZeRO-3) takes offload
+       fractions; Hybrid/LowLevelZero cpu_offload moves all optimizer states. */
+    if (q->zero < 3 && q->offload_optimizer > 0 && q->offload_optimizer < 1) {
+        emit_why(why, "colossalai: optimizer offload fractions below 1 need GeminiPlugin (ZeRO-3)");
+        ok = 0;
+        if (fix) q->offload_optimizer = 1;
+    }
+    /* LOCAL RULE: GeminiPlugin has no expert parallelism. */
+    if (q->zero == 3 && q->ep > 1) {
+        emit_why(why, "colossalai: GeminiPlugin (ZeRO-3) has no expert parallelism");
+        ok = 0;
+        if (fix) q->zero = q->pp > 1 ? 1 : 2;
+    }
+    /* LOCAL RULE: without pipeline parallelism the recompute switch is the HF model's
+       gradient_checkpointing_enable(): all layers or none, no per-layer counts. */
+    if (q->pp == 1 && q->recompute == AP_RECOMPUTE_FULL &&
+        (q->recompute_layers > 0 || emit_has_per_stage_recompute(q))) {
+        emit_why(why, "colossalai: without pp, recompute is all layers or none");
+        ok = 0;
+        if (fix) {
+            q->recompute_layers = 0;
+            for (int c = 0; c < AP_MAX_CHUNKS; c++) q->stage_recompute[c] = -1;
+        }
+    }
+    (void)x;
+    return ok;
+}
+
+static void int_list(sb *b, const emit_ctx *x, int ckpt) {
+    int n = x->p->pp * x->p->vp;
+    sb_printf(b, "[");
+    for (int c = 0; c < n; c++) {
+        int v = emit_chunk_layers(x, c);
+        if (ckpt) {
+            int k = emit_chunk_recompute(x, c);
+            v = k > 0 && k < v ? k : v;
+        }
+        sb_printf(b, "%s%d", c ? ", " : "", v);
+    }
+    sb_printf(b, "]");
+}
+
+ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *err) {
+    const ap_plan *p = x->p;
+    const char *prec = p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16";
+    const char *plugin;
+    if (p->zero == 3) plugin = "GeminiPlugin";
+    else if (p->zero >= 1 && p->tp == 1 && p->pp == 1 && p->ep == 1 && !p->sp)
+        plugin = "LowLevelZeroPlugin";
+    else if (p->ep > 1) plugin = "MoeHybridParallelPlugin";
+    else plugin = "HybridParallelPlugin";
+    int ckpt_cfg = p->pp > 1 && p->recompute == AP_RECOMPUTE_FULL;
+    int64_t loader_batch = p->pp > 1 ? p->mbs * p->grad_accum : p->mbs;
+
+    sb b = {0};
+    emit_header(&b, x, "# ", "Colossal-AI (v0.5.1) booster plugin for this autoplan plan.");
+    sb_printf(&b, "# Paste into the training script; build the model, optimizer and data loader "
+                  "as usual.\n");
+    if (p->recompute == AP_RECOMPUTE_FULL && p->pp == 1)
+        sb_printf(&b, "# Recompute: call model.gradient_checkpointing_enable() before "
+                      "booster.boost().\n");
+    if (p->pp == 1 && p->grad_accum > 1)
+        sb_printf(&b, "# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step (skip the "
+                      "gradient sync with booster.no_sync() on all but the last).\n");
+    if (p->pp > 1)
+        sb_printf(&b, "# With pipeline parallelism each data loader batch of "
+                      "DATALOADER_BATCH_SIZE is cut into GRAD_ACCUM_STEPS micro-batches.\n");
+    sb_printf(&b, "from colossalai.booster import Booster\n");
+    sb_printf(&b, "from colossalai.booster.plugin import %s\n", plugin);
+    if (ckpt_cfg) sb_printf(&b, "from colossalai.shardformer import PipelineGradientCheckpointConfig\n");
+    sb_printf(&b, "\n");
+    sb_printf(&b, "SEQ_LEN = %lld\n", (long long)p->seq);
+    sb_printf(&b, "MICRO_BATCH_SIZE = %lld  # sequences per GPU per micro-batch\n",
+              (long long)p->mbs);
+    sb_printf(&b, "GRAD_ACCUM_STEPS = %lld\n", (long long)p->grad_accum);
+    sb_printf(&b, "DATA_PARALLEL_SIZE = %d  # = %d GPUs / (tp %d x pp %d)\n", p->dp, x->c->gpus,
+              p->tp, p->pp);
+    sb_printf(&b, "GLOBAL_BATCH_SIZE = %lld  # = MICRO_BATCH_SIZE x GRAD_ACCUM_STEPS x "
+                  "DATA_PARALLEL_SIZE\n", (long long)p->gbs);
+    sb_printf(&b, "DATALOADER_BATCH_SIZE = %lld  # per data-parallel rank per loader step\n\n",
+              (long long)loader_batch);
+    sb_printf(&b, "plugin = %s(\n", plugin);
+    if (p->zero == 3) {
+        sb_printf(&b, "    precision=\"%s\",\n", prec);
+        sb_printf(&b, "    placement_policy=\"static\",\n");
+        sb_printf(&b, "    shard_param_frac=1.0,\n");
+        sb_printf(&b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
+        sb_printf(&b, "    offload_param_frac=%g,\n", p->offload_params);
+        sb_printf(&b, "    pin_memory=%s,\n",
+                  p->offload_optimizer > 0 || p->offload_params > 0 ? "True" : "False");
+        sb_printf(&b, "    tp_size=%d,\n", p->tp);
+        sb_printf(&b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
+        sb_printf(&b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
+        sb_printf(&b, "    enable_gradient_accumulation=%s,\n", p->grad_accum > 1 ? "True" : "False");
+        sb_printf(&b, "    enable_async_reduce=%s,\n", p->overlap_grad ? "True" : "False");
+        sb_printf(&b, "    max_prefetch=%d,\n", p->overlap_param ? 1 : 0);
+        sb_printf(&b, "    max_norm=1.0,\n");
+    } else if (!strcmp(plugin, "LowLevelZeroPlugin")) {
+        sb_printf(&b, "    stage=%d,\n", p->zero);
+        sb_printf(&b, "    precision=\"%s\",\n", prec);
+        sb_printf(&b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
+        sb_printf(&b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
+        sb_printf(&b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
+        sb_printf(&b, "    max_norm=1.0,\n");
+    } else {
+        sb_printf(&b, "    tp_size=%d,\n", p->tp);
+        sb_printf(&b, "    pp_size=%d,\n", p->pp);
+        if (p->ep > 1) sb_printf(&b, "    ep_size=%d,\n", p->ep);
+        sb_printf(&b, "    zero_stage=%d,\n", p->zero);
+        sb_printf(&b, "    precision=\"%s\",\n", prec);
+        sb_printf(&b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
+        sb_printf(&b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
+        if (p->sp) sb_printf(&b, "    sequence_parallelism_mode=\"split_gather\",\n");
+        if (p->pp > 1) {
+            sb_printf(&b, "    microbatch_size=%lld,\n", (long long)p->mbs);
+            sb_printf(&b, "    pp_style=\"%s\",\n", p->vp > 1 ? "interleaved" : "1f1b");
+            sb_printf(&b, "    num_model_chunks=%d,\n", p->vp);
+            if (!emit_uniform_split(x)) {
+                sb_printf(&b, "    num_layers_per_stage=");
+                int_list(&b, x, 0);
+                sb_printf(&b, ",\n");
+            }
+            if (ckpt_cfg) {
+                sb_printf(&b, "    gradient_checkpoint_config=PipelineGradientCheckpointConfig(\n"
+                              "        num_ckpt_layers_per_stage=");
+                int_list(&b, x, 1);
+                sb_printf(&b, ",\n    ),\n");
+            }
+        }
+        if (p->zero >= 1) {
+            sb_printf(&b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
+            sb_printf(&b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
+            sb_printf(&b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
+        }
+        sb_printf(&b, "    max_norm=1.0,\n");
+    }
+    sb_printf(&b, ")\nbooster = Booster(plugin=plugin)\n");
+    return emit_take(out, "colossalai_booster.py", &b, err);
+}

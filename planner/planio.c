@@ -1,0 +1,611 @@
+/*
+ * planio.c - plan.json schema version 1: writer and validating reader (see planio.h and
+ * docs/plan-json.md).
+ *
+ * Structure: one builder and one reader per section (model, cluster, plan), each listing the
+ * fields in the same order as the schema document. The reader refuses any missing or mistyped
+ * field with a one-line message "<file>: <section>: field '<key>' ...", then runs the model,
+ * cluster and plan checks the rest of autoplan uses (ap_model_validate, ap_cluster_validate,
+ * ap_plan_check), so a plan file that reads is a plan the estimator accepts.
+ *
+ * Fingerprints are written for humans and caches; on reading they are recomputed and compared:
+ * a mismatch is an error when the file was written by this autoplan version (the file was edited
+ * inconsistently) and a warning otherwise (the fingerprint function may have changed).
+ *
+ * Not done here: choosing or estimating plans, emitting trainer configs (emit*.c).
+ */
+#include "autoplan/planio.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEGREE ((int64_t)1 << 20)
+#define MAX_BATCH ((int64_t)1 << 40)
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+static const char *recompute_name(ap_recompute r) {
+    switch (r) {
+    case AP_RECOMPUTE_NONE: return "none";
+    case AP_RECOMPUTE_SELECTIVE: return "selective";
+    case AP_RECOMPUTE_FULL: return "full";
+    }
+    return "none";
+}
+
+static const char *act_name(ap_activation a) {
+    switch (a) {
+    case AP_ACT_GELU: return "gelu";
+    case AP_ACT_SWIGLU: return "swiglu";
+    case AP_ACT_RELU: return "relu";
+    }
+    return "gelu";
+}
+
+static const char *norm_name(ap_norm n) { return n == AP_NORM_RMSNORM ? "rmsnorm" : "layernorm"; }
+
+static const char *pos_name(ap_posemb p) {
+    switch (p) {
+    case AP_POS_ROTARY: return "rotary";
+    case AP_POS_LEARNED: return "learned";
+    case AP_POS_ALIBI: return "alibi";
+    }
+    return "rotary";
+}
+
+/* Map a string to an enum value through a table; -1 when unknown. */
+static int lookup(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+static void hex64(uint64_t v, char buf[17]) { snprintf(buf, 17, "%016" PRIx64, v); }
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/* A builder that remembers the first allocation failure so section builders stay linear. */
+typedef struct jb {
+    int failed;
+} jb;
+
+static void num(jb *b, ap_json *o, const char *k, double v) {
+    if (!o || ap_json_add_number(o, k, v) != AP_OK) b->failed = 1;
+}
+static void str(jb *b, ap_json *o, const char *k, const char *v) {
+    if (!o || ap_json_add_string(o, k, v) != AP_OK) b->failed = 1;
+}
+static void boo(jb *b, ap_json *o, const char *k, int v) {
+    if (!o || ap_json_add_bool(o, k, v) != AP_OK) b->failed = 1;
+}
+/* Add child (takes ownership, frees it on failure); returns child or NULL. */
+static ap_json *sub(jb *b, ap_json *o, const char *k, ap_json *child) {
+    if (!child || !o) {
+        ap_json_free(child);
+        b->failed = 1;
+        return NULL;
+    }
+    if (ap_json_add(o, k, child) != AP_OK) {
+        ap_json_free(child);
+        b->failed = 1;
+        return NULL;
+    }
+    return child;
+}
+static void push_num(jb *b, ap_json *arr, double v) {
+    ap_json *n = ap_json_new_number(v);
+    if (!arr || !n || ap_json_push(arr, n) != AP_OK) {
+        ap_json_free(n);
+        b->failed = 1;
+    }
+}
+
+static void build_model(jb *b, ap_json *o, const ap_model *m) {
+    char fp[17];
+    str(b, o, "name", m->name);
+    str(b, o, "model_type", m->model_type);
+    num(b, o, "layers", (double)m->layers);
+    num(b, o, "hidden", (double)m->hidden);
+    num(b, o, "heads", (double)m->heads);
+    num(b, o, "kv_heads", (double)m->kv_heads);
+    num(b, o, "head_dim", (double)m->head_dim);
+    num(b, o, "ffn_hidden", (double)m->ffn_hidden);
+    num(b, o, "vocab", (double)m->vocab);
+    num(b, o, "seq_len", (double)m->seq_len);
+    num(b, o, "max_positions", (double)m->max_positions);
+    num(b, o, "learned_pos", (double)m->learned_pos);
+    str(b, o, "activation", act_name(m->act));
+    str(b, o, "norm", norm_name(m->norm));
+    str(b, o, "position", pos_name(m->pos));
+    boo(b, o, "tied_embeddings", m->tied_embeddings);
+    boo(b, o, "bias", m->bias);
+    boo(b, o, "qkv_bias", m->qkv_bias);
+    num(b, o, "norms_per_layer", m->norms_per_layer);
+    boo(b, o, "parallel_attn", m->parallel_attn);
+    boo(b, o, "embed_norm", m->embed_norm);
+    boo(b, o, "final_norm", m->final_norm);
+    boo(b, o, "dropout", m->dropout);
+    ap_json *moe = sub(b, o, "moe", ap_json_new_object());
+    num(b, moe, "experts", (double)m->moe.experts);
+    num(b, moe, "top_k", (double)m->moe.top_k);
+    num(b, moe, "ffn_hidden", (double)m->moe.ffn_hidden);
+    num(b, moe, "shared_experts", (double)m->moe.shared_experts);
+    num(b, moe, "shared_ffn_hidden", (double)m->moe.shared_ffn_hidden);
+    num(b, moe, "first_dense_layers", (double)m->moe.first_dense_layers);
+    num(b, moe, "layer_freq", (double)m->moe.layer_freq);
+    boo(b, moe, "shared_expert_gate", m->moe.shared_expert_gate);
+    boo(b, moe, "router_bias", m->moe.router_bias);
+    num(b, moe, "capacity_factor", m->moe.capacity_factor);
+    ap_json *mla = sub(b, o, "mla", ap_json_new_object());
+    num(b, mla, "q_lora_rank", (double)m->mla.q_lora_rank);
+    num(b, mla, "kv_lora_rank", (double)m->mla.kv_lora_rank);
+    num(b, mla, "qk_nope_head_dim", (double)m->mla.qk_nope_head_dim);
+    num(b, mla, "qk_rope_head_dim", (double)m->mla.qk_rope_head_dim);
+    num(b, mla, "v_head_dim", (double)m->mla.v_head_dim);
+    hex64(ap_model_fingerprint(m), fp);
+    str(b, o, "fingerprint", fp);
+}
+
+static void build_cluster(jb *b, ap_json *o, const ap_cluster *c) {
+    char fp[17];
+    str(b, o, "name", c->name);
+    str(b, o, "gpu", c->gpu.name);
+    num(b, o, "gpu_mem_bytes", c->gpu.mem_bytes);
+    num(b, o, "gpus", c->gpus);
+    num(b, o, "gpus_per_node", c->gpus_per_node);
+    num(b, o, "nvlink_domain", c->nvlink_domain);
+    num(b, o, "link_bytes_per_s", c->link_bytes_per_s);
+    num(b, o, "net_bytes_per_s", c->net_bytes_per_s);
+    num(b, o, "pcie_bytes_per_s", c->pcie_bytes_per_s);
+    num(b, o, "gpus_per_pcie_switch", c->gpus_per_pcie_switch);
+    num(b, o, "cpu_mem_bytes", c->cpu_mem_bytes);
+    num(b, o, "cpu_cores", c->cpu_cores);
+    num(b, o, "host_mem_bytes_per_s", c->host_mem_bytes_per_s);
+    hex64(ap_cluster_fingerprint(c), fp);
+    str(b, o, "fingerprint", fp);
+}
+
+static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
+    int nch = p->pp * p->vp;
+    num(b, o, "tp", p->tp);
+    num(b, o, "pp", p->pp);
+    num(b, o, "dp", p->dp);
+    num(b, o, "cp", p->cp);
+    num(b, o, "ep", p->ep);
+    num(b, o, "etp", p->etp);
+    num(b, o, "vp", p->vp);
+    num(b, o, "mbs", (double)p->mbs);
+    num(b, o, "gbs", (double)p->gbs);
+    num(b, o, "grad_accum", (double)p->grad_accum);
+    num(b, o, "seq", (double)p->seq);
+    num(b, o, "zero", p->zero);
+    ap_json *rc = sub(b, o, "recompute", ap_json_new_object());
+    str(b, rc, "granularity", recompute_name(p->recompute));
+    num(b, rc, "layers", p->recompute_layers);
+    ap_json *ps = sub(b, rc, "per_stage", ap_json_new_array());
+    for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++) push_num(b, ps, p->stage_recompute[c]);
+    boo(b, o, "sp", p->sp);
+    ap_json *ov = sub(b, o, "overlap", ap_json_new_object());
+    boo(b, ov, "grad", p->overlap_grad);
+    boo(b, ov, "param", p->overlap_param);
+    ap_json *off = sub(b, o, "offload", ap_json_new_object());
+    num(b, off, "optimizer", p->offload_optimizer);
+    num(b, off, "params", p->offload_params);
+    str(b, o, "dtype", ap_dtype_name(p->dtype));
+    boo(b, o, "flash_attn", p->flash_attn);
+    ap_json *sl = sub(b, o, "stage_layers", ap_json_new_array());
+    for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++)
+        push_num(b, sl, ap_plan_chunk_layers(p, m->layers, c));
+}
+
+ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_json *estimate) {
+    jb b = {0};
+    ap_json *root = ap_json_new_object();
+    if (!root) return NULL;
+    num(&b, root, "schema_version", AP_PLANFILE_SCHEMA_VERSION);
+    str(&b, root, "autoplan_version", AP_VERSION);
+    build_model(&b, sub(&b, root, "model", ap_json_new_object()), m);
+    build_cluster(&b, sub(&b, root, "cluster", ap_json_new_object()), c);
+    str(&b, root, "trainer", ap_trainer_name(p->trainer));
+    build_plan(&b, sub(&b, root, "plan", ap_json_new_object()), p, m);
+    if (estimate) sub(&b, root, "estimate", ap_json_duplicate(estimate));
+    if (b.failed) {
+        ap_json_free(root);
+        return NULL;
+    }
+    return root;
+}
+
+ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,
+                            const ap_plan *p, const ap_json *estimate, ap_err *err) {
+    ap_json *root = ap_planfile_to_json(m, c, p, estimate);
+    if (!root) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory building plan.json", path);
+    char *text = ap_json_print(root, 1);
+    ap_json_free(root);
+    if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory printing plan.json", path);
+    size_t n = strlen(text);
+    /* end the file with a newline, as text files should */
+    char *withnl = malloc(n + 2);
+    if (!withnl) {
+        free(text);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(withnl, text, n);
+    withnl[n] = '\n';
+    withnl[n + 1] = '\0';
+    free(text);
+    ap_status st = ap_write_file_atomic(path, withnl, n + 1, err);
+    free(withnl);
+    return st;
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+/* A required object member. */
+static ap_status get_obj(const ap_json *o, const char *key, const char *where, ap_json **out,
+                         ap_err *err) {
+    ap_json *v = ap_json_get(o, key);
+    if (!v) return ap_err_set(err, AP_ERR_INPUT, "%s: missing field '%s'", where, key);
+    if (!ap_json_is_object(v))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an object, got %s", where,
+                          key, ap_json_type_name(v));
+    *out = v;
+    return AP_OK;
+}
+
+static ap_status get_i64(const ap_json *o, const char *k, int64_t lo, int64_t hi, int64_t *out,
+                         const char *where, ap_err *err) {
+    return ap_json_get_int(o, k, lo, hi, out, NULL, where, err);
+}
+
+static ap_status get_int(const ap_json *o, const char *k, int64_t lo, int64_t hi, int *out,
+                         const char *where, ap_err *err) {
+    int64_t v = 0;
+    ap_status st = ap_json_get_int(o, k, lo, hi, &v, NULL, where, err);
+    if (st == AP_OK) *out = (int)v;
+    return st;
+}
+
+/* A required string that must be one of names[]; *out gets its index. */
+static ap_status get_enum(const ap_json *o, const char *k, const char *const *names, int n,
+                          int *out, const char *where, ap_err *err) {
+    char buf[64];
+    ap_status st = ap_json_get_str(o, k, buf, sizeof buf, NULL, where, err);
+    if (st != AP_OK) return st;
+    int i = lookup(buf, names, n);
+    if (i < 0) {
+        char list[256] = "";
+        for (int j = 0; j < n; j++) {
+            strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, names[j], sizeof list - strlen(list) - 1);
+        }
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = \"%s\" is not one of %s", where, k,
+                          buf, list);
+    }
+    *out = i;
+    return AP_OK;
+}
+
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        ap_status st_ = (x);                                                                   \
+        if (st_ != AP_OK) return st_;                                                          \
+    } while (0)
+
+/* schema_version: the number 1 or 1.x, or the string "1" or "1.x" (x: digits). */
+static ap_status check_version(const ap_json *root, const char *where, ap_err *err) {
+    ap_json *v = ap_json_get(root, "schema_version");
+    if (!v || ap_json_is_null(v))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'schema_version'", where);
+    long major = -1;
+    if (ap_json_is_number(v)) {
+        double d = ap_json_number(v);
+        if (!isfinite(d) || d < 0 || d > 1e6)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'schema_version' = %g is not a version",
+                              where, d);
+        major = (long)floor(d);
+    } else if (ap_json_is_string(v)) {
+        const char *s = ap_json_string(v);
+        char *end = NULL;
+        if (*s < '0' || *s > '9')
+            return ap_err_set(err, AP_ERR_INPUT,
+                              "%s: field 'schema_version' = \"%s\" is not a version like \"1\" or "
+                              "\"1.2\"", where, s);
+        major = strtol(s, &end, 10);
+        if (*end == '.') {
+            const char *q = end + 1;
+            if (!*q) end = (char *)q - 1; /* "1." is malformed */
+            else {
+                while (*q >= '0' && *q <= '9') q++;
+                end = (char *)q;
+            }
+        }
+        if (*end)
+            return ap_err_set(err, AP_ERR_INPUT,
+                              "%s: field 'schema_version' = \"%s\" is not a version like \"1\" or "
+                              "\"1.2\"", where, s);
+    } else {
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'schema_version' must be a number or string, got %s", where,
+                          ap_json_type_name(v));
+    }
+    if (major != AP_PLANFILE_SCHEMA_VERSION)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'schema_version': major version %ld is not supported (this "
+                          "autoplan %s reads version %d)", where, major, AP_VERSION,
+                          AP_PLANFILE_SCHEMA_VERSION);
+    return AP_OK;
+}
+
+/* Compare a stored fingerprint with the recomputed one (see the file comment for the policy). */
+static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_version,
+                                   const char *where, ap_err *err) {
+    char buf[32], hex[17];
+    TRY(ap_json_get_str(o, "fingerprint", buf, sizeof buf, NULL, where, err));
+    hex64(want, hex);
+    if (strcmp(buf, hex) == 0) return AP_OK;
+    if (same_version)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'fingerprint' = \"%s\" does not match the fields (%s): the "
+                          "file was edited; fix the fields or delete the fingerprint's value "
+                          "with the matching one", where, buf, hex);
+    ap_log(AP_LOG_WARN, "%s: fingerprint %s differs from %s computed by autoplan %s", where, buf,
+           hex, AP_VERSION);
+    return AP_OK;
+}
+
+static ap_status read_model(const ap_json *o, const char *where, int same_version, ap_model *m,
+                            ap_err *err) {
+    static const char *const acts[] = {"gelu", "swiglu", "relu"};
+    static const char *const norms[] = {"layernorm", "rmsnorm"};
+    static const char *const poss[] = {"rotary", "learned", "alibi"};
+    const int64_t big = (int64_t)1 << 40;
+    int e = 0;
+    ap_model_init(m);
+    TRY(ap_json_get_str(o, "name", m->name, sizeof m->name, NULL, where, err));
+    TRY(ap_json_get_str(o, "model_type", m->model_type, sizeof m->model_type, NULL, where, err));
+    TRY(get_i64(o, "layers", 1, big, &m->layers, where, err));
+    TRY(get_i64(o, "hidden", 1, big, &m->hidden, where, err));
+    TRY(get_i64(o, "heads", 1, big, &m->heads, where, err));
+    TRY(get_i64(o, "kv_heads", 1, big, &m->kv_heads, where, err));
+    TRY(get_i64(o, "head_dim", 1, big, &m->head_dim, where, err));
+    TRY(get_i64(o, "ffn_hidden", 0, big, &m->ffn_hidden, where, err));
+    TRY(get_i64(o, "vocab", 1, big, &m->vocab, where, err));
+    TRY(get_i64(o, "seq_len", 1, big, &m->seq_len, where, err));
+    TRY(get_i64(o, "max_positions", 0, big, &m->max_positions, where, err));
+    TRY(get_i64(o, "learned_pos", 0, big, &m->learned_pos, where, err));
+    TRY(get_enum(o, "activation", acts, 3, &e, where, err));
+    m->act = (ap_activation)e;
+    TRY(get_enum(o, "norm", norms, 2, &e, where, err));
+    m->norm = (ap_norm)e;
+    TRY(get_enum(o, "position", poss, 3, &e, where, err));
+    m->pos = (ap_posemb)e;
+    TRY(ap_json_get_bool(o, "tied_embeddings", &m->tied_embeddings, NULL, where, err));
+    TRY(ap_json_get_bool(o, "bias", &m->bias, NULL, where, err));
+    TRY(ap_json_get_bool(o, "qkv_bias", &m->qkv_bias, NULL, where, err));
+    TRY(get_int(o, "norms_per_layer", 0, 16, &m->norms_per_layer, where, err));
+    TRY(ap_json_get_bool(o, "parallel_attn", &m->parallel_attn, NULL, where, err));
+    TRY(ap_json_get_bool(o, "embed_norm", &m->embed_norm, NULL, where, err));
+    TRY(ap_json_get_bool(o, "final_norm", &m->final_norm, NULL, where, err));
+    TRY(ap_json_get_bool(o, "dropout", &m->dropout, NULL, where, err));
+
+    char w2[600];
+    ap_json *moe, *mla;
+    TRY(get_obj(o, "moe", where, &moe, err));
+    snprintf(w2, sizeof w2, "%s.moe", where);
+    TRY(get_i64(moe, "experts", 0, big, &m->moe.experts, w2, err));
+    TRY(get_i64(moe, "top_k", 0, big, &m->moe.top_k, w2, err));
+    TRY(get_i64(moe, "ffn_hidden", 0, big, &m->moe.ffn_hidden, w2, err));
+    TRY(get_i64(moe, "shared_experts", 0, big, &m->moe.shared_experts, w2, err));
+    TRY(get_i64(moe, "shared_ffn_hidden", 0, big, &m->moe.shared_ffn_hidden, w2, err));
+    TRY(get_i64(moe, "first_dense_layers", 0, big, &m->moe.first_dense_layers, w2, err));
+    TRY(get_i64(moe, "layer_freq", 0, big, &m->moe.layer_freq, w2, err));
+    TRY(ap_json_get_bool(moe, "shared_expert_gate", &m->moe.shared_expert_gate, NULL, w2, err));
+    TRY(ap_json_get_bool(moe, "router_bias", &m->moe.router_bias, NULL, w2, err));
+    TRY(ap_json_get_real(moe, "capacity_factor", 0, 1e6, &m->moe.capacity_factor, NULL, w2, err));
+    TRY(get_obj(o, "mla", where, &mla, err));
+    snprintf(w2, sizeof w2, "%s.mla", where);
+    TRY(get_i64(mla, "q_lora_rank", 0, big, &m->mla.q_lora_rank, w2, err));
+    TRY(get_i64(mla, "kv_lora_rank", 0, big, &m->mla.kv_lora_rank, w2, err));
+    TRY(get_i64(mla, "qk_nope_head_dim", 0, big, &m->mla.qk_nope_head_dim, w2, err));
+    TRY(get_i64(mla, "qk_rope_head_dim", 0, big, &m->mla.qk_rope_head_dim, w2, err));
+    TRY(get_i64(mla, "v_head_dim", 0, big, &m->mla.v_head_dim, w2, err));
+    TRY(ap_model_validate(m, where, err));
+    return check_fingerprint(o, ap_model_fingerprint(m), same_version, where, err);
+}
+
+static ap_status read_cluster(const ap_json *o, const char *where, int same_version,
+                              ap_cluster *c, ap_err *err) {
+    char gpu[64];
+    memset(c, 0, sizeof *c);
+    TRY(ap_json_get_str(o, "name", c->name, sizeof c->name, NULL, where, err));
+    TRY(ap_json_get_str(o, "gpu", gpu, sizeof gpu, NULL, where, err));
+    const ap_gpu *g = ap_gpu_find(gpu);
+    if (!g)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'gpu' = \"%s\" is not in the GPU catalog (see autoplan gpus)",
+                          where, gpu);
+    c->gpu = *g;
+    TRY(ap_json_get_real(o, "gpu_mem_bytes", 1, 1e15, &c->gpu.mem_bytes, NULL, where, err));
+    TRY(get_int(o, "gpus", 1, MAX_DEGREE, &c->gpus, where, err));
+    TRY(get_int(o, "gpus_per_node", 1, MAX_DEGREE, &c->gpus_per_node, where, err));
+    TRY(get_int(o, "nvlink_domain", 1, MAX_DEGREE, &c->nvlink_domain, where, err));
+    TRY(ap_json_get_real(o, "link_bytes_per_s", 0, 1e15, &c->link_bytes_per_s, NULL, where, err));
+    TRY(ap_json_get_real(o, "net_bytes_per_s", 0, 1e15, &c->net_bytes_per_s, NULL, where, err));
+    TRY(ap_json_get_real(o, "pcie_bytes_per_s", 0, 1e15, &c->pcie_bytes_per_s, NULL, where, err));
+    TRY(get_int(o, "gpus_per_pcie_switch", 0, MAX_DEGREE, &c->gpus_per_pcie_switch, where, err));
+    TRY(ap_json_get_real(o, "cpu_mem_bytes", 0, 1e18, &c->cpu_mem_bytes, NULL, where, err));
+    TRY(get_int(o, "cpu_cores", 0, MAX_DEGREE, &c->cpu_cores, where, err));
+    TRY(ap_json_get_real(o, "host_mem_bytes_per_s", 0, 1e15, &c->host_mem_bytes_per_s, NULL,
+                         where, err));
+    TRY(ap_cluster_validate(c, where, err));
+    return check_fingerprint(o, ap_cluster_fingerprint(c), same_version, where, err);
+}
+
+/* An array of exactly n integers in [lo, hi]. */
+static ap_status get_int_array(const ap_json *o, const char *k, int n, int lo, int hi, int *out,
+                               const char *where, ap_err *err) {
+    ap_json *a = ap_json_get(o, k);
+    if (!a) return ap_err_set(err, AP_ERR_INPUT, "%s: missing field '%s'", where, k);
+    if (!ap_json_is_array(a))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array, got %s", where, k,
+                          ap_json_type_name(a));
+    if (ap_json_size(a) != n)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field '%s' has %d entries, want pp x vp = %d", where, k,
+                          ap_json_size(a), n);
+    for (int i = 0; i < n; i++) {
+        ap_json *v = ap_json_at(a, i);
+        double d = ap_json_number(v);
+        if (!ap_json_is_number(v) || d != floor(d) || d < lo || d > hi)
+            return ap_err_set(err, AP_ERR_INPUT,
+                              "%s: field '%s'[%d] must be an integer in [%d, %d]", where, k, i, lo,
+                              hi);
+        out[i] = (int)d;
+    }
+    return AP_OK;
+}
+
+static ap_status read_plan(const ap_json *o, const char *where, const ap_model *m,
+                           const ap_cluster *c, ap_plan *p, ap_err *err) {
+    static const char *const rcs[] = {"none", "selective", "full"};
+    int e = 0;
+    char buf[32];
+    TRY(get_int(o, "tp", 1, MAX_DEGREE, &p->tp, where, err));
+    TRY(get_int(o, "pp", 1, MAX_DEGREE, &p->pp, where, err));
+    TRY(get_int(o, "dp", 1, MAX_DEGREE, &p->dp, where, err));
+    TRY(get_int(o, "cp", 1, MAX_DEGREE, &p->cp, where, err));
+    TRY(get_int(o, "ep", 1, MAX_DEGREE, &p->ep, where, err));
+    TRY(get_int(o, "etp", 1, MAX_DEGREE, &p->etp, where, err));
+    TRY(get_int(o, "vp", 1, MAX_DEGREE, &p->vp, where, err));
+    TRY(get_i64(o, "mbs", 1, MAX_BATCH, &p->mbs, where, err));
+    TRY(get_i64(o, "gbs", 1, MAX_BATCH, &p->gbs, where, err));
+    TRY(get_i64(o, "grad_accum", 1, MAX_BATCH, &p->grad_accum, where, err));
+    TRY(get_i64(o, "seq", 1, (int64_t)1 << 30, &p->seq, where, err));
+    TRY(get_int(o, "zero", 0, 3, &p->zero, where, err));
+    if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: tp x pp x cp x dp = %d x %d x %d x %d = %lld, but the cluster has "
+                          "%d GPUs", where, p->tp, p->pp, p->cp, p->dp,
+                          (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
+    if (p->gbs != p->mbs * p->dp * p->grad_accum)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'gbs' = %lld must equal mbs x dp x grad_accum = %lld x %d x "
+                          "%lld = %lld", where, (long long)p->gbs, (long long)p->mbs, p->dp,
+                          (long long)p->grad_accum, (long long)(p->mbs * p->dp * p->grad_accum));
+    int64_t nch = (int64_t)p->pp * p->vp;
+    if (nch > AP_MAX_CHUNKS || nch > m->layers)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: pp x vp = %lld model chunks, more than the %lld layers (or the "
+                          "limit %d)", where, (long long)nch, (long long)m->layers, AP_MAX_CHUNKS);
+
+    ap_json *rc, *ov, *off;
+    char w2[600];
+    TRY(get_obj(o, "recompute", where, &rc, err));
+    snprintf(w2, sizeof w2, "%s.recompute", where);
+    TRY(get_enum(rc, "granularity", rcs, 3, &e, w2, err));
+    p->recompute = (ap_recompute)e;
+    TRY(get_int(rc, "layers", 0, m->layers, &p->recompute_layers, w2, err));
+    int per_stage[AP_MAX_CHUNKS];
+    TRY(get_int_array(rc, "per_stage", (int)nch, -1, (int)m->layers, per_stage, w2, err));
+    TRY(ap_json_get_bool(o, "sp", &p->sp, NULL, where, err));
+    TRY(get_obj(o, "overlap", where, &ov, err));
+    snprintf(w2, sizeof w2, "%s.overlap", where);
+    TRY(ap_json_get_bool(ov, "grad", &p->overlap_grad, NULL, w2, err));
+    TRY(ap_json_get_bool(ov, "param", &p->overlap_param, NULL, w2, err));
+    TRY(get_obj(o, "offload", where, &off, err));
+    snprintf(w2, sizeof w2, "%s.offload", where);
+    TRY(ap_json_get_real(off, "optimizer", 0, 1, &p->offload_optimizer, NULL, w2, err));
+    TRY(ap_json_get_real(off, "params", 0, 1, &p->offload_params, NULL, w2, err));
+    TRY(ap_json_get_str(o, "dtype", buf, sizeof buf, NULL, where, err));
+    if (ap_dtype_parse(buf, &p->dtype) != AP_OK)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'dtype' = \"%s\" is not one of bf16, fp16, fp8, fp32, tf32",
+                          where, buf);
+    TRY(ap_json_get_bool(o, "flash_attn", &p->flash_attn, NULL, where, err));
+
+    int layers[AP_MAX_CHUNKS];
+    TRY(get_int_array(o, "stage_layers", (int)nch, 0, (int)m->layers, layers, where, err));
+    int64_t sum = 0;
+    for (int i = 0; i < nch; i++) sum += layers[i];
+    if (sum != m->layers)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "%s: field 'stage_layers' sums to %lld layers, the model has %lld",
+                          where, (long long)sum, (long long)m->layers);
+    /* An explicit split is kept only when it differs from the uniform one or per-stage
+     * recompute counts are given, so a uniform plan reads back exactly as it was written. */
+    p->nchunks = 0;
+    int uniform = 1, custom_rc = 0;
+    for (int i = 0; i < nch; i++) {
+        if (layers[i] != ap_plan_chunk_layers(p, m->layers, i)) uniform = 0;
+        if (per_stage[i] != -1) custom_rc = 1;
+    }
+    for (int i = 0; i < nch; i++) {
+        p->stage_layers[i] = layers[i];
+        p->stage_recompute[i] = per_stage[i];
+    }
+    if (!uniform || custom_rc) p->nchunks = (int)nch;
+    return AP_OK;
+}
+
+ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,
+                                ap_cluster *c, ap_plan *p, ap_json **estimate_out, ap_err *err) {
+    char w[560];
+    if (estimate_out) *estimate_out = NULL;
+    if (!ap_json_is_object(root))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: plan file must be a JSON object, got %s", where,
+                          ap_json_type_name(root));
+    TRY(check_version(root, where, err));
+    char ver[64];
+    TRY(ap_json_get_str(root, "autoplan_version", ver, sizeof ver, NULL, where, err));
+    int same = strcmp(ver, AP_VERSION) == 0;
+
+    ap_json *jm, *jc, *jp;
+    TRY(get_obj(root, "model", where, &jm, err));
+    snprintf(w, sizeof w, "%s: model", where);
+    TRY(read_model(jm, w, same, m, err));
+    TRY(get_obj(root, "cluster", where, &jc, err));
+    snprintf(w, sizeof w, "%s: cluster", where);
+    TRY(read_cluster(jc, w, same, c, err));
+
+    char tname[32];
+    ap_plan_init(p);
+    TRY(ap_json_get_str(root, "trainer", tname, sizeof tname, NULL, where, err));
+    if (ap_trainer_parse(tname, &p->trainer, err) != AP_OK) {
+        ap_err_prefix(err, "%s: field 'trainer'", where);
+        return AP_ERR_INPUT;
+    }
+    TRY(get_obj(root, "plan", where, &jp, err));
+    snprintf(w, sizeof w, "%s: plan", where);
+    TRY(read_plan(jp, w, m, c, p, err));
+    /* the rules the estimator applies: a file that reads is a plan it accepts */
+    ap_status st = ap_plan_check(p, m, c, 1, err);
+    if (st != AP_OK) {
+        ap_err_prefix(err, "%s: plan", where);
+        return st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st;
+    }
+
+    ap_json *est = ap_json_get(root, "estimate");
+    if (est && !ap_json_is_null(est) && !ap_json_is_object(est))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate' must be an object, got %s",
+                          where, ap_json_type_name(est));
+    if (estimate_out && est && ap_json_is_object(est)) {
+        *estimate_out = ap_json_duplicate(est);
+        if (!*estimate_out) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", where);
+    }
+    return AP_OK;
+}
+
+ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
+                           ap_json **estimate_out, ap_err *err) {
+    if (estimate_out) *estimate_out = NULL;
+    ap_json *root = ap_json_parse_file(path, err);
+    if (!root) return AP_ERR_INPUT;
+    ap_status st = ap_planfile_from_json(root, path, m, c, p, estimate_out, err);
+    ap_json_free(root);
+    return st;
+}
