@@ -32,7 +32,15 @@ void ap_err_prefix(ap_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    size_t np = strlen(pre);
+    if (np > sizeof err->msg - 3) np = sizeof err->msg - 3;
+    memcpy(err->msg, pre, np);
+    err->msg[np] = ':';
+    err->msg[np + 1] = ' ';
+    size_t room = sizeof err->msg - np - 3;
+    size_t no = strnlen(old, room);
+    memcpy(err->msg + np + 2, old, no);
+    err->msg[np + 2 + no] = '\0';
 }
 
 const char *ap_status_str(ap_status st) {

@@ -91,8 +91,12 @@ typedef struct ap_trainer_caps {
     double grad_bytes;           /* gradient accumulation buffer */
     double master_bytes;         /* fp32 master weights (0 when weights are already fp32) */
     double optim_bytes;          /* Adam m + v */
-    double sharded_weight_bytes; /* FSDP2 keeps sharded fp32 params and gathers bf16 copies */
-    int grad_reduce_per_microbatch; /* 1 = reduce every micro-batch (ZeRO-2 DeepSpeed) */
+    double gathered_weight_bytes;/* bytes/param of the 16-bit copy ZeRO-3/FSDP gathers per layer */
+    int zero2_keeps_gathered;    /* FSDP SHARD_GRAD_OP: gathered params live from fwd to bwd */
+    unsigned grad_reduce_per_mb_zero_mask; /* ZeRO stages whose gradients are reduced every
+                                              micro-batch (DeepSpeed ZeRO-2/3, FSDP); others
+                                              reduce once per step after the last backward */
+    int dp_shard_required_with_tp; /* torchtitan: tp > 1 needs a sharded data-parallel side */
     ap_collective grad_collective_sharded; /* collective when gradients are sharded */
     int overlap_grad;            /* gradient reduction can overlap backward */
     int overlap_param;           /* parameter all-gather can overlap forward */

@@ -1,0 +1,136 @@
+/*
+ * activations.c - bytes of activations one transformer layer keeps for its backward pass, for
+ * one micro-batch, derived term by term for the actual architecture.
+ *
+ * Base: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+ * Models" (arXiv 2205.05198), Sec. 4 and Table 2, for a GPT layer (GELU 4h MLP, MHA, LayerNorm,
+ * dropout, 16-bit activations, 1-byte dropout masks):
+ *   attention 11sbh + 5as^2b, MLP 19sbh, two LayerNorm inputs 4sbh  ->  sbh(34 + 5as/h).
+ * Each term below carries its own tensor-parallel split: a tensor inside the tp region is
+ * divided by t; a tensor outside it (norm inputs, dropout masks, linear inputs) only by t with
+ * sequence parallelism. Generalisations, each a separate term:
+ *   - GQA/MQA: K and V have kv_heads*d features; with tp > kv_heads each rank holds one KV head.
+ *   - head_dim != h/a: Q and attention output have a*d features.
+ *   - SwiGLU (Megatron's fused bias_swiglu): saves its 2f input and the f-wide fc2 input, 6sbf
+ *     bytes instead of GELU's 4sbf (gelu input + fc2 input).
+ *   - no dropout (Llama-style): drop the two 1-byte masks and the attention-dropout output and
+ *     mask, so the score terms are 2as^2b (softmax output only).
+ *   - RMSNorm saves the same input as LayerNorm; per-row statistics (O(sb)) are neglected, as
+ *     Korthikanti does.
+ *   - FlashAttention (Dao et al. 2022): no s^2 tensor; it keeps the fp32 log-sum-exp, 4sab
+ *     bytes (Q, K, V and the output are saved anyway).
+ *   - parallel attention/MLP (GPT-NeoX, Falcon): the second norm reads the same input; with a
+ *     single norm the MLP input is the attention input.
+ *   - Gemma2's post-norms save the attention and MLP outputs (2 x 2sbh).
+ *   - MLA (DeepSeek-V2/V3): the compressed q and kv latents, their norm outputs (replicated
+ *     across tp), and per-head Q, K (nope + rope dims) and V.
+ *   - MoE: router input and fp32 router logits + probabilities (8sbE bytes); every routed token
+ *     copy (top_k x capacity factor) keeps its dispatched input, the expert's activation input
+ *     and fc2 input, and its expert output for the combine; shared experts as a dense SwiGLU.
+ *   - context parallelism: every term uses the local sequence s/cp; the score matrix is
+ *     (s/cp) x s per rank.
+ * Recompute: selective = Megatron's core-attention recompute (drops the score terms, and the
+ * flash log-sum-exp); full = only the layer input, 2sbh (/t with sp).
+ */
+#include "autoplan/estimate.h"
+
+double ap_mem_korthikanti_layer_bytes(double s, double b, double h, double a, double t, int sp,
+                                      ap_recompute rc) {
+    double sbh = s * b * h;
+    double score = 5.0 * a * s / h; /* 5as/h */
+    switch (rc) {
+    case AP_RECOMPUTE_FULL:
+        return sp ? 2.0 * sbh / t : 2.0 * sbh;
+    case AP_RECOMPUTE_SELECTIVE:
+        return sp ? 34.0 * sbh / t : sbh * (10.0 + 24.0 / t);
+    case AP_RECOMPUTE_NONE:
+    default:
+        return sp ? sbh / t * (34.0 + score) : sbh * (10.0 + 24.0 / t + score / t);
+    }
+}
+
+/* Per-rank features of K (or V): kv heads split across tp, or one replicated head when tp
+ * exceeds the kv heads. */
+static double kv_features(const ap_model *m, int tp, int64_t head_dim) {
+    int64_t kvh = m->kv_heads;
+    if (kvh >= tp) return (double)(kvh / tp) * (double)head_dim;
+    return (double)head_dim; /* tp % kv_heads == 0: one KV head per rank, replicated */
+}
+
+double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
+                                     ap_recompute rc) {
+    const double t = p->tp;
+    const double b = (double)p->mbs;
+    const double s = (double)p->seq / p->cp;  /* local sequence under context parallelism */
+    const double s_full = (double)p->seq;
+    const double h = (double)m->hidden;
+    const double a_loc = (double)m->heads / t; /* query heads per rank */
+    const double out_t = p->sp ? t : 1.0;      /* split of tensors outside the tp region */
+    const int drop = m->dropout;
+
+    double sbh_out = s * b * h / out_t; /* a 16-bit sbh tensor outside the tp region: x 2 bytes */
+
+    if (rc == AP_RECOMPUTE_FULL) return 2.0 * sbh_out;
+
+    ap_layer_info li;
+    ap_model_layer(m, layer, &li);
+    double bytes = 0;
+
+    /* ---- attention block ---- */
+    bytes += 2.0 * sbh_out; /* input of the first norm */
+    if (m->mla.kv_lora_rank > 0) {
+        const ap_mla *ml = &m->mla;
+        double qk = (double)(ml->qk_nope_head_dim + ml->qk_rope_head_dim);
+        double lat = 0;
+        bytes += 2.0 * sbh_out; /* norm output: input of both down projections */
+        if (ml->q_lora_rank > 0) lat += 2.0 * (double)ml->q_lora_rank; /* q latent + its norm out */
+        lat += (double)(ml->kv_lora_rank + ml->qk_rope_head_dim);       /* kv down-proj output */
+        lat += (double)ml->kv_lora_rank;                                /* kv latent norm output */
+        bytes += 2.0 * s * b * lat / out_t;
+        bytes += 2.0 * s * b * a_loc * qk * 2.0;                      /* Q and K per head */
+        bytes += 2.0 * s * b * a_loc * (double)ml->v_head_dim;        /* V */
+        bytes += 2.0 * s * b * a_loc * (double)ml->v_head_dim;        /* attention output */
+    } else {
+        double d = (double)m->head_dim;
+        bytes += 2.0 * sbh_out;                               /* QKV input (norm output) */
+        bytes += 2.0 * s * b * a_loc * d;                     /* Q */
+        bytes += 2.0 * 2.0 * s * b * kv_features(m, p->tp, m->head_dim); /* K, V */
+        bytes += 2.0 * s * b * a_loc * d;                     /* output projection input */
+    }
+    if (rc == AP_RECOMPUTE_NONE) {
+        if (p->flash_attn) {
+            bytes += 4.0 * s * b * a_loc; /* fp32 log-sum-exp */
+        } else {
+            /* softmax output 2as^2b; with dropout also its mask as^2b and output 2as^2b */
+            double sc = a_loc * s * s_full * b;
+            bytes += drop ? 5.0 * sc : 2.0 * sc;
+        }
+    }
+    if (drop) bytes += sbh_out; /* dropout mask after the output projection, 1 byte */
+    if (m->norms_per_layer >= 4) bytes += 2.0 * 2.0 * sbh_out; /* gemma2 post-norm inputs */
+
+    /* ---- MLP block ---- */
+    int shares_norm_input = m->parallel_attn;
+    if (!shares_norm_input) bytes += 2.0 * sbh_out;                 /* input of the second norm */
+    if (!(m->parallel_attn && m->norms_per_layer == 1)) bytes += 2.0 * sbh_out; /* MLP input */
+    if (drop) bytes += sbh_out;                                      /* MLP dropout mask */
+
+    double act_per_f = (m->act == AP_ACT_SWIGLU) ? 6.0 : 4.0; /* bytes per token per ffn unit */
+    if (li.is_moe) {
+        const ap_moe *mo = &m->moe;
+        double E = (double)mo->experts;
+        double tokens = s * b / out_t; /* tokens this rank routes */
+        double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
+        double routed = tokens * (double)mo->top_k * cf; /* token copies processed here (balanced) */
+        bytes += 8.0 * tokens * E;                         /* fp32 router logits + probabilities */
+        bytes += 4.0 * tokens * (double)mo->top_k;         /* fp32 routing weights */
+        bytes += routed * (2.0 * h                          /* dispatched expert input */
+                           + act_per_f * (double)mo->ffn_hidden / p->etp /* act + fc2 input */
+                           + 2.0 * h);                      /* expert output kept for combine */
+        if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0)
+            bytes += act_per_f * s * b * (double)mo->shared_ffn_hidden / t;
+    } else {
+        bytes += act_per_f * s * b * (double)m->ffn_hidden / t;
+    }
+    return bytes;
+}

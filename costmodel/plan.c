@@ -1,0 +1,215 @@
+/*
+ * plan.c - plan defaults, the layer split across pipeline chunks, labels, and the legality
+ * check of a plan against the model, the cluster and the trainer table (plan.h). The search
+ * calls ap_plan_check on every candidate, so it allocates nothing and stops at the first rule
+ * broken, naming it.
+ */
+#include "autoplan/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ap_plan_init(ap_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->trainer = AP_TRAINER_MEGATRON;
+    p->tp = p->pp = p->dp = p->cp = p->ep = p->etp = p->vp = 1;
+    p->mbs = 1;
+    p->gbs = 1;
+    p->grad_accum = 1;
+    p->seq = 2048;
+    p->dtype = AP_DTYPE_BF16;
+    p->flash_attn = 1;
+}
+
+int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c) {
+    int n = p->pp * p->vp;
+    if (p->nchunks == n && n > 0) return p->stage_layers[c];
+    if (n <= 0) return (int)L;
+    int base = (int)(L / n), rem = (int)(L % n);
+    /* remainder to the middle chunks: the first holds the embedding, the last the head */
+    int start = (n - rem) / 2;
+    return base + (c >= start && c < start + rem ? 1 : 0);
+}
+
+int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c) {
+    int first = 0;
+    for (int i = 0; i < c; i++) first += ap_plan_chunk_layers(p, L, i);
+    return first;
+}
+
+char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
+    static const char *rc[] = {"", " sel", " full"};
+    char extra[96] = "";
+    size_t k = 0;
+    if (p->cp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " cp%d", p->cp);
+    if (p->ep > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " ep%d", p->ep);
+    if (p->vp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " vp%d", p->vp);
+    if (p->sp && k < sizeof extra) k += (size_t)snprintf(extra + k, sizeof extra - k, " sp");
+    if (p->offload_optimizer > 0 && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " off-opt%.0f%%",
+                              100 * p->offload_optimizer);
+    if (p->offload_params > 0 && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " off-par%.0f%%",
+                              100 * p->offload_params);
+    char rcs[24];
+    if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
+        snprintf(rcs, sizeof rcs, " full%d", p->recompute_layers);
+    else
+        snprintf(rcs, sizeof rcs, "%s", rc[p->recompute]);
+    snprintf(buf, n, "tp%d pp%d dp%d%s mbs%lld z%d%s", p->tp, p->pp, p->dp, extra,
+             (long long)p->mbs, p->zero, rcs);
+    return buf;
+}
+
+ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,
+                        int allow_cross_node_tp, ap_err *err) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    const char *tn = t->name;
+    if (p->tp < 1 || p->pp < 1 || p->dp < 1 || p->cp < 1 || p->ep < 1 || p->etp < 1 || p->vp < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "degrees must be >= 1");
+    if (p->mbs < 1 || p->gbs < 1 || p->seq < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "micro-batch, global batch and sequence must be >= 1");
+    if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "tp*pp*cp*dp = %lld does not equal the %d GPUs",
+                          (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
+    /* trainer support of each dimension */
+    if (p->tp > 1 && !t->tp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no tensor parallelism (tp must be 1)", tn);
+    if (p->pp > 1 && !t->pp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no pipeline parallelism (pp must be 1)", tn);
+    if (p->vp > 1 && !t->vp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no interleaved (virtual) pipeline stages", tn);
+    if (p->cp > 1 && !t->cp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no context parallelism (cp must be 1)", tn);
+    if ((p->ep > 1 || p->etp > 1) && !t->ep)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no expert parallelism (ep must be 1)", tn);
+    if (p->sp && !t->sp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no sequence parallelism", tn);
+    if (p->sp && p->tp == 1)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence parallelism needs tp > 1");
+    if (t->sp_with_tp_always && p->tp > 1 && !p->sp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s always uses sequence parallelism with tp > 1 "
+                          "(set sp)", tn);
+    if (p->zero < 0 || p->zero > 3 || !(t->zero_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not offer ZeRO stage %d", tn, p->zero);
+    if (p->pp > 1 && !(t->zero_mask_with_pp & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: ZeRO stage %d cannot be combined with "
+                          "pipeline parallelism", tn, p->zero);
+    if (t->dp_shard_required_with_tp && p->tp > 1 && p->dp > 1 && p->zero < 2)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with tp > 1 the data-parallel side must be "
+                          "sharded (ZeRO 2/3, FSDP), not replicated", tn);
+    if (!(t->recompute_mask & (1u << p->recompute)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not offer %s recomputation", tn,
+                          p->recompute == AP_RECOMPUTE_SELECTIVE ? "selective" : "full");
+    if (p->recompute_layers > 0 && !t->recompute_partial)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s recomputes all layers or none (no "
+                          "recompute layer count)", tn);
+    if (p->dtype == AP_DTYPE_FP16 && !t->fp16)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not train in fp16", tn);
+    if (p->dtype == AP_DTYPE_FP8 && !t->fp8)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not train in fp8", tn);
+    if (p->dtype == AP_DTYPE_FP8 && c->gpu.peak_flops[AP_DTYPE_FP8] <= 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no fp8 tensor cores", c->gpu.name);
+    if (c->gpu.peak_flops[p->dtype] <= 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no %s tensor cores", c->gpu.name,
+                          ap_dtype_name(p->dtype));
+    if (p->offload_optimizer > 0) {
+        if (!t->offload_optimizer)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot offload optimizer states", tn);
+        if (!(t->offload_optimizer_zero_mask & (1u << p->zero)))
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: optimizer offload needs ZeRO stage %s",
+                              tn, p->trainer == AP_TRAINER_MEGATRON ? "1 (distributed optimizer)"
+                                                                     : "1-3 as the trainer allows");
+        if (p->offload_optimizer < 1 && !t->offload_fraction)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s offloads all optimizer states or none",
+                              tn);
+        if (p->offload_optimizer < 1 && p->trainer == AP_TRAINER_DEEPSPEED && p->zero != 3)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "deepspeed: optimizer offload fractions "
+                              "below 1 need ZeRO-3");
+    }
+    if (p->offload_params > 0) {
+        if (!t->offload_params)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot offload parameters", tn);
+        if (!(t->offload_params_zero_mask & (1u << p->zero)))
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: parameter offload needs ZeRO-3", tn);
+        if (p->offload_params < 1 && !t->offload_params_fraction)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s offloads all parameters or none", tn);
+    }
+    if (p->overlap_grad && !t->overlap_grad)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap gradient reduction", tn);
+    if (p->overlap_param && !t->overlap_param)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap parameter gathering", tn);
+
+    /* model shape rules */
+    if (m->heads % p->tp != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "heads (%lld) are not divisible by tp %d",
+                          (long long)m->heads, p->tp);
+    if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "kv heads (%lld) and tp %d: neither divides the "
+                          "other", (long long)m->kv_heads, p->tp);
+    if (p->tp > c->nvlink_domain && !allow_cross_node_tp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "tp %d spans more than one NVLink domain of %d "
+                          "GPUs (--allow-cross-node-tp to permit)", p->tp, c->nvlink_domain);
+    int nch = p->pp * p->vp;
+    if (nch > m->layers)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp*vp = %d exceeds the %lld layers", nch,
+                          (long long)m->layers);
+    if (p->nchunks) {
+        if (p->nchunks != nch)
+            return ap_err_set(err, AP_ERR_INPUT, "stage_layers has %d entries, expected pp*vp = %d",
+                              p->nchunks, nch);
+        int64_t sum = 0;
+        int uneven = 0;
+        for (int i = 0; i < nch; i++) {
+            if (p->stage_layers[i] < 0)
+                return ap_err_set(err, AP_ERR_INPUT, "stage_layers[%d] is negative", i);
+            sum += p->stage_layers[i];
+            if (p->stage_layers[i] != p->stage_layers[0]) uneven = 1;
+        }
+        if (sum != m->layers)
+            return ap_err_set(err, AP_ERR_INPUT, "stage_layers sum to %lld, the model has %lld "
+                              "layers", (long long)sum, (long long)m->layers);
+        if (uneven && !t->uneven_stages)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot split layers unevenly across "
+                              "pipeline stages", tn);
+    } else if (m->layers % p->pp != 0 && !t->uneven_stages) {
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp %d and "
+                          "%s needs even stages", (long long)m->layers, p->pp, tn);
+    }
+    if (p->vp > 1) {
+        if (p->pp == 1)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "virtual stages need pp > 1");
+        if (!p->nchunks && m->layers % nch != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp*vp = "
+                              "%d", (long long)m->layers, nch);
+        if (t->vp_needs_m_multiple_of_pp && p->grad_accum % p->pp != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s interleaving needs the number of "
+                              "micro-batches (%lld) to be a multiple of pp %d", tn,
+                              (long long)p->grad_accum, p->pp);
+    }
+    if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
+                          (long long)p->seq, 2 * p->cp);
+    if (m->moe.experts > 0) {
+        if (m->moe.experts % p->ep != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "experts (%lld) are not divisible by ep %d",
+                              (long long)m->moe.experts, p->ep);
+        /* Megatron: expert groups are carved from the dp*cp*tp ranks of a stage:
+           ep*etp must divide tp*dp*cp (Megatron core "MoE parallel folding") */
+        int64_t stage_ranks = (int64_t)p->tp * p->dp * p->cp;
+        if (stage_ranks % ((int64_t)p->ep * p->etp) != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "ep*etp = %d does not divide tp*dp*cp = %lld",
+                              p->ep * p->etp, (long long)stage_ranks);
+    } else if (p->ep > 1 || p->etp > 1) {
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "ep/etp > 1 on a dense model");
+    }
+    if (p->gbs % (p->mbs * p->dp) != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "global batch %lld is not divisible by mbs*dp = "
+                          "%lld", (long long)p->gbs, (long long)(p->mbs * p->dp));
+    if (p->grad_accum != p->gbs / (p->mbs * p->dp))
+        return ap_err_set(err, AP_ERR_INPUT, "grad_accum %lld does not equal gbs/(mbs*dp) = %lld",
+                          (long long)p->grad_accum, (long long)(p->gbs / (p->mbs * p->dp)));
+    if (p->recompute_layers < 0 || (p->recompute_layers > 0 && p->recompute != AP_RECOMPUTE_FULL))
+        return ap_err_set(err, AP_ERR_INPUT, "a recompute layer count needs full recomputation");
+    return AP_OK;
+}

@@ -1,0 +1,154 @@
+/*
+ * trainer.c - the trainer capability table: the one place that knows what each trainer can run
+ * and how it stores model states. Search, estimate, simulator and config generators all read
+ * it; nothing else hard-codes a trainer rule.
+ *
+ * Sources (shared/reference/trainers/README.md, copied facts, snapshot 2026-08):
+ *  Megatron-LM core 0.19: distributed optimizer shards fp32 master weights and Adam states
+ *    (6 + 12/d bytes/param; without it 18 = 2 bf16 weight + 4 fp32 main grad + 4 master + 8
+ *    Adam), --recompute-granularity/method/num-layers, --decoder-first/last-pipeline-num-layers
+ *    and --pipeline-model-parallel-layout for uneven stages, --optimizer-cpu-offload with
+ *    --optimizer-offload-fraction (needs the distributed optimizer), interleaving with
+ *    --num-layers-per-virtual-pipeline-stage (microbatches a multiple of pp).
+ *  DeepSpeed v0.19: ZeRO 0-3 (ZeRO paper accounting 2 + 2 + 12 = 16 bytes/param), pipeline
+ *    parallelism only with ZeRO 0/1, offload_param only with stage 3, partial optimizer offload
+ *    (ratio) only with stage 3; ZeRO-2/3 reduce gradients during every backward.
+ *  PyTorch FSDP/FSDP2 (Accelerate, HF Trainer): fp32 sharded parameters are the master copy
+ *    (4 + 4 grad + 8 Adam = 16 bytes/param), bf16 copies gathered per wrapped layer;
+ *    FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, NO_SHARD = DDP; CPUOffload moves all params.
+ *  torchtitan v0.2.2: FSDP2 + TP (always with sequence parallel) + PP (FSDP with PP is fine) +
+ *    CP + EP; no ZeRO-1; with tp > 1 the data-parallel side must be sharded; no fp16;
+ *    activation_checkpoint.mode none|selective|full, selective_ac_option op or every N layers;
+ *    pipeline_parallel_layers_per_stage.
+ *  Colossal-AI v0.5.1: HybridParallelPlugin zero_stage 0-2 (<= 1 with pp), num_model_chunks,
+ *    num_layers_per_stage, per-stage checkpoint counts (PipelineGradientCheckpointConfig), no
+ *    selective recompute; GeminiPlugin = ZeRO-3 with offload_optim_frac / offload_param_frac.
+ */
+#include "autoplan/plan.h"
+
+#include <string.h>
+#include <strings.h>
+
+#define Z(n) (1u << (n))
+#define RC(n) (1u << (n))
+
+static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
+    [AP_TRAINER_MEGATRON] = {
+        .name = "megatron", .display = "Megatron-LM",
+        .cite = "NVIDIA/Megatron-LM core 0.19 arguments.py (shared/reference/trainers)",
+        .tp = 1, .pp = 1, .vp = 1, .cp = 1, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
+        .zero_mask = Z(0) | Z(1), .zero_mask_with_pp = Z(0) | Z(1),
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_SELECTIVE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 1, .per_stage_recompute = 0,
+        .uneven_stages = 1, .uneven_first_last_only = 0, /* layout flag allows any split */
+        .vp_needs_m_multiple_of_pp = 1,
+        .fp16 = 1, .fp8 = 1,
+        .offload_optimizer = 1, .offload_fraction = 1, .offload_optimizer_zero_mask = Z(1),
+        .offload_params = 0, .offload_params_zero_mask = 0, .offload_params_fraction = 0,
+        .weight_bytes = 2, .grad_bytes = 4, .master_bytes = 4, .optim_bytes = 8,
+        .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
+        .grad_reduce_per_mb_zero_mask = 0,
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .dp_shard_required_with_tp = 0,
+    },
+    [AP_TRAINER_DEEPSPEED] = {
+        .name = "deepspeed", .display = "DeepSpeed",
+        .cite = "deepspeedai/DeepSpeed v0.19 runtime/zero/config.py (shared/reference/trainers)",
+        .tp = 1, .pp = 1, .vp = 0, .cp = 0, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
+        .zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .zero_mask_with_pp = Z(0) | Z(1),
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 0, .per_stage_recompute = 0,
+        .uneven_stages = 0, .uneven_first_last_only = 0,
+        .vp_needs_m_multiple_of_pp = 0,
+        .fp16 = 1, .fp8 = 0,
+        .offload_optimizer = 1, .offload_fraction = 1,
+        .offload_optimizer_zero_mask = Z(1) | Z(2) | Z(3),
+        .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
+        .weight_bytes = 2, .grad_bytes = 2, .master_bytes = 4, .optim_bytes = 8,
+        .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
+        .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .dp_shard_required_with_tp = 0,
+    },
+    [AP_TRAINER_FSDP] = {
+        .name = "fsdp", .display = "PyTorch FSDP",
+        .cite = "PyTorch FSDP/FSDP2 via Accelerate 1.15 (shared/reference/trainers)",
+        .tp = 0, .pp = 0, .vp = 0, .cp = 0, .ep = 0, .sp = 0, .sp_with_tp_always = 0,
+        .zero_mask = Z(0) | Z(2) | Z(3), .zero_mask_with_pp = 0,
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 0, .per_stage_recompute = 0,
+        .uneven_stages = 0, .uneven_first_last_only = 0,
+        .vp_needs_m_multiple_of_pp = 0,
+        .fp16 = 1, .fp8 = 0,
+        .offload_optimizer = 1, .offload_fraction = 0, .offload_optimizer_zero_mask = Z(3),
+        .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
+        .weight_bytes = 4, .grad_bytes = 4, .master_bytes = 0, .optim_bytes = 8,
+        .gathered_weight_bytes = 2, .zero2_keeps_gathered = 1,
+        .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 0,
+        .dp_shard_required_with_tp = 0,
+    },
+    [AP_TRAINER_TORCHTITAN] = {
+        .name = "torchtitan", .display = "torchtitan",
+        .cite = "pytorch/torchtitan v0.2.2 config/job_config.py (shared/reference/trainers)",
+        .tp = 1, .pp = 1, .vp = 1, .cp = 1, .ep = 1, .sp = 1, .sp_with_tp_always = 1,
+        .zero_mask = Z(0) | Z(2) | Z(3), .zero_mask_with_pp = Z(0) | Z(2) | Z(3),
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_SELECTIVE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 1, .per_stage_recompute = 0,
+        .uneven_stages = 1, .uneven_first_last_only = 0,
+        .vp_needs_m_multiple_of_pp = 0,
+        .fp16 = 0, .fp8 = 1,
+        .offload_optimizer = 1, .offload_fraction = 0, .offload_optimizer_zero_mask = Z(3),
+        .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
+        .weight_bytes = 4, .grad_bytes = 4, .master_bytes = 0, .optim_bytes = 8,
+        .gathered_weight_bytes = 2, .zero2_keeps_gathered = 1,
+        .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .dp_shard_required_with_tp = 1,
+    },
+    [AP_TRAINER_COLOSSALAI] = {
+        .name = "colossalai", .display = "Colossal-AI",
+        .cite = "hpcaitech/ColossalAI v0.5.1 booster/plugin/*.py (shared/reference/trainers)",
+        .tp = 1, .pp = 1, .vp = 1, .cp = 0, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
+        .zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .zero_mask_with_pp = Z(0) | Z(1),
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 1, .per_stage_recompute = 1,
+        .uneven_stages = 1, .uneven_first_last_only = 0,
+        .vp_needs_m_multiple_of_pp = 1,
+        .fp16 = 1, .fp8 = 1,
+        .offload_optimizer = 1, .offload_fraction = 1,
+        .offload_optimizer_zero_mask = Z(1) | Z(2) | Z(3),
+        .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 1,
+        .weight_bytes = 2, .grad_bytes = 2, .master_bytes = 4, .optim_bytes = 8,
+        .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
+        .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .dp_shard_required_with_tp = 0,
+    },
+};
+
+const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
+    if ((int)id < 0 || id >= AP_TRAINER_COUNT) return &table[AP_TRAINER_MEGATRON];
+    return &table[id];
+}
+
+const char *ap_trainer_name(ap_trainer_id id) { return ap_trainer_get(id)->name; }
+
+ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err) {
+    for (int i = 0; i < AP_TRAINER_COUNT; i++)
+        if (name && !strcasecmp(name, table[i].name)) {
+            *out = (ap_trainer_id)i;
+            return AP_OK;
+        }
+    if (name && (!strcasecmp(name, "colossal-ai") || !strcasecmp(name, "colossal")))
+        return (*out = AP_TRAINER_COLOSSALAI), AP_OK;
+    if (name && (!strcasecmp(name, "megatron-lm") || !strcasecmp(name, "mcore")))
+        return (*out = AP_TRAINER_MEGATRON), AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "unknown trainer '%s' (one of megatron, deepspeed, fsdp, "
+                      "torchtitan, colossalai)", name ? name : "");
+}

@@ -1,0 +1,416 @@
+/*
+ * args.c - the flag parser every subcommand uses, and the shared cluster/plan flags that
+ * estimate, plan, simulate and compare accept (one parser, so the same flag means the same thing
+ * everywhere). Values are kept as text until a typed getter converts them, so every error
+ * names the flag: "--network-bw: '400' has no unit; write 400Gb/s (bits) or 400GB/s (bytes)".
+ */
+#include "autoplan/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ap_flags_add(ap_flags *fl, const char *name, ap_flag_kind kind, const char *meta,
+                  const char *help) {
+    if (fl->n >= AP_MAX_FLAGS) return;
+    ap_flag *f = &fl->f[fl->n++];
+    memset(f, 0, sizeof *f);
+    f->name = name;
+    f->kind = kind;
+    f->meta = meta;
+    f->help = help;
+}
+
+ap_flag *ap_flags_get(ap_flags *fl, const char *name) {
+    for (int i = 0; i < fl->n; i++)
+        if (!strcmp(fl->f[i].name, name)) return &fl->f[i];
+    return NULL;
+}
+
+int ap_flags_isset(ap_flags *fl, const char *name) {
+    ap_flag *f = ap_flags_get(fl, name);
+    return f && f->set;
+}
+
+const char *ap_flags_value(ap_flags *fl, const char *name) {
+    ap_flag *f = ap_flags_get(fl, name);
+    return f && f->set ? f->value : NULL;
+}
+
+/* Levenshtein distance, for "did you mean". */
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+static const char *closest_flag(const ap_flags *fl, const char *name) {
+    const char *best = NULL;
+    int bd = 4;
+    for (int i = 0; i < fl->n; i++) {
+        int d = edit_distance(name, fl->f[i].name);
+        if (d < bd) { bd = d; best = fl->f[i].name; }
+    }
+    return best;
+}
+
+ap_status ap_flags_parse(ap_flags *fl, int argc, char **argv, int max_pos, int *help,
+                         ap_err *err) {
+    if (help) *help = 0;
+    fl->npos = 0;
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_pos && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            if (help) *help = 1;
+            continue;
+        }
+        if (!only_pos && !strcmp(a, "--")) { only_pos = 1; continue; }
+        if (only_pos || a[0] != '-' || a[1] == '\0') {
+            if (fl->npos >= max_pos || fl->npos >= AP_MAX_POSITIONAL)
+                return ap_err_set(err, AP_ERR_INPUT, "unexpected argument '%s'", a);
+            fl->pos[fl->npos++] = a;
+            continue;
+        }
+        if (a[1] != '-')
+            return ap_err_set(err, AP_ERR_INPUT, "unknown flag '%s' (flags are spelled --name)", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        char nbuf[64];
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (nlen == 0 || nlen >= sizeof nbuf)
+            return ap_err_set(err, AP_ERR_INPUT, "unknown flag '%s'", a);
+        memcpy(nbuf, name, nlen);
+        nbuf[nlen] = '\0';
+        ap_flag *f = ap_flags_get(fl, nbuf);
+        if (!f) {
+            const char *c = closest_flag(fl, nbuf);
+            if (c)
+                return ap_err_set(err, AP_ERR_INPUT, "unknown flag '--%s' (did you mean --%s?)",
+                                  nbuf, c);
+            return ap_err_set(err, AP_ERR_INPUT, "unknown flag '--%s' (see --help)", nbuf);
+        }
+        const char *val = NULL;
+        if (f->kind == AP_FLAG_BOOL) {
+            if (eq)
+                return ap_err_set(err, AP_ERR_INPUT, "--%s takes no value (got '%s')", nbuf,
+                                  eq + 1);
+            val = "1";
+        } else if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return ap_err_set(err, AP_ERR_INPUT, "--%s needs a value (%s)", nbuf,
+                                  f->meta ? f->meta : "VALUE");
+            val = argv[++i];
+        }
+        if (f->kind == AP_FLAG_VALUE && *val == '\0')
+            return ap_err_set(err, AP_ERR_INPUT, "--%s: empty value", nbuf);
+        if (f->set && strcmp(f->value, val) != 0)
+            return ap_err_set(err, AP_ERR_INPUT, "--%s given twice with different values ('%s' "
+                              "and '%s')", nbuf, f->value, val);
+        f->set = 1;
+        f->value = val;
+    }
+    return AP_OK;
+}
+
+void ap_flags_print_help(const ap_flags *fl, const char *usage, const char *description) {
+    printf("usage: %s\n", usage);
+    if (description && *description) printf("\n%s\n", description);
+    printf("\nflags:\n");
+    for (int i = 0; i < fl->n; i++) {
+        char lhs[64];
+        const ap_flag *f = &fl->f[i];
+        if (f->kind == AP_FLAG_BOOL) snprintf(lhs, sizeof lhs, "--%s", f->name);
+        else snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->meta ? f->meta : "VALUE");
+        printf("  %-28s %s\n", lhs, f->help);
+    }
+    printf("  %-28s %s\n", "--help", "show this help");
+}
+
+ap_status ap_flag_int(ap_flags *fl, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                      ap_err *err) {
+    const char *v = ap_flags_value(fl, name);
+    if (!v) return AP_OK;
+    char what[72];
+    snprintf(what, sizeof what, "--%s", name);
+    return ap_parse_int(v, what, lo, hi, out, err);
+}
+
+ap_status ap_flag_real(ap_flags *fl, const char *name, double lo, double hi, double *out,
+                       ap_err *err) {
+    const char *v = ap_flags_value(fl, name);
+    if (!v) return AP_OK;
+    char what[72];
+    snprintf(what, sizeof what, "--%s", name);
+    return ap_parse_real(v, what, lo, hi, out, err);
+}
+
+ap_status ap_flag_bytes(ap_flags *fl, const char *name, double *out, ap_err *err) {
+    const char *v = ap_flags_value(fl, name);
+    if (!v) return AP_OK;
+    char what[72];
+    snprintf(what, sizeof what, "--%s", name);
+    return ap_parse_bytes(v, what, out, err);
+}
+
+ap_status ap_flag_bw(ap_flags *fl, const char *name, double *out, ap_err *err) {
+    const char *v = ap_flags_value(fl, name);
+    if (!v) return AP_OK;
+    char what[72];
+    snprintf(what, sizeof what, "--%s", name);
+    return ap_parse_bandwidth(v, what, out, err);
+}
+
+void ap_cli_cluster_flags(ap_flags *fl) {
+    ap_flags_add(fl, "gpus", AP_FLAG_VALUE, "N", "total number of GPUs");
+    ap_flags_add(fl, "gpu", AP_FLAG_VALUE, "NAME",
+                 "GPU type from the catalog (default a100-sxm4-80g; see `autoplan gpus`)");
+    ap_flags_add(fl, "gpus-per-node", AP_FLAG_VALUE, "N",
+                 "GPUs per node (default: the GPU's reference system, e.g. 8 for DGX)");
+    ap_flags_add(fl, "nvlink-domain", AP_FLAG_VALUE, "N",
+                 "GPUs sharing the fast peer link (default = GPUs per node)");
+    ap_flags_add(fl, "network-bw", AP_FLAG_VALUE, "BW",
+                 "network bandwidth per GPU per direction, with units: 200Gb/s or 25GB/s");
+    ap_flags_add(fl, "link-bw", AP_FLAG_VALUE, "BW",
+                 "peer-link (NVLink) bandwidth per GPU per direction, e.g. 300GB/s");
+    ap_flags_add(fl, "pcie-bw", AP_FLAG_VALUE, "BW", "host PCIe bandwidth per GPU, e.g. 32GB/s");
+    ap_flags_add(fl, "cpu-mem", AP_FLAG_VALUE, "SIZE", "host memory per node, e.g. 1TiB");
+    ap_flags_add(fl, "cluster", AP_FLAG_VALUE, "FILE",
+                 "cluster description (JSON, see docs/hardware.md); flags above override it");
+    ap_flags_add(fl, "allow-cross-node-tp", AP_FLAG_BOOL, NULL,
+                 "allow tensor parallelism across NVLink domains");
+}
+
+void ap_cli_plan_flags(ap_flags *fl) {
+    ap_flags_add(fl, "trainer", AP_FLAG_VALUE, "T",
+                 "megatron|deepspeed|fsdp|torchtitan|colossalai (default megatron)");
+    ap_flags_add(fl, "tp", AP_FLAG_VALUE, "N", "tensor-parallel degree");
+    ap_flags_add(fl, "pp", AP_FLAG_VALUE, "N", "pipeline-parallel degree");
+    ap_flags_add(fl, "cp", AP_FLAG_VALUE, "N", "context-parallel degree");
+    ap_flags_add(fl, "ep", AP_FLAG_VALUE, "N", "expert-parallel degree (MoE)");
+    ap_flags_add(fl, "etp", AP_FLAG_VALUE, "N", "expert tensor-parallel degree (MoE, default 1)");
+    ap_flags_add(fl, "vp", AP_FLAG_VALUE, "N", "virtual pipeline stages per rank (interleaving)");
+    ap_flags_add(fl, "mbs", AP_FLAG_VALUE, "N", "micro-batch size, sequences");
+    ap_flags_add(fl, "gbs", AP_FLAG_VALUE, "N", "global batch size, sequences");
+    ap_flags_add(fl, "seq", AP_FLAG_VALUE, "S",
+                 "sequence length, tokens (default: the model's training length)");
+    ap_flags_add(fl, "zero", AP_FLAG_VALUE, "0-3",
+                 "ZeRO stage (megatron: 1 = distributed optimizer; fsdp: 3 = FULL_SHARD)");
+    ap_flags_add(fl, "recompute", AP_FLAG_VALUE, "R", "activation recomputation: none|selective|full");
+    ap_flags_add(fl, "recompute-layers", AP_FLAG_VALUE, "K",
+                 "with full recompute: layers per pipeline chunk recomputed (default all)");
+    ap_flags_add(fl, "sp", AP_FLAG_BOOL, NULL, "sequence parallelism (with --tp > 1)");
+    ap_flags_add(fl, "overlap", AP_FLAG_BOOL, NULL,
+                 "overlap gradient reduction and parameter gathering where the trainer can");
+    ap_flags_add(fl, "offload-optimizer", AP_FLAG_VALUE, "F",
+                 "fraction in [0,1] of optimizer states and master weights kept in CPU memory");
+    ap_flags_add(fl, "offload-params", AP_FLAG_VALUE, "F",
+                 "fraction in [0,1] of parameters kept in CPU memory (ZeRO-3)");
+    ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
+    ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
+                 "attention materialises the s x s score matrix (no FlashAttention)");
+    ap_flags_add(fl, "stage-layers", AP_FLAG_VALUE, "LIST",
+                 "layers per pipeline chunk, comma separated (pp*vp numbers summing to L)");
+    ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
+                 "memory kept free on each GPU for a plan to count as fitting (default 2GiB)");
+}
+
+static ap_status int_flag(ap_flags *fl, const char *name, int64_t lo, int64_t hi, int *out,
+                          ap_err *err) {
+    int64_t v = *out;
+    ap_status st = ap_flag_int(fl, name, lo, hi, &v, err);
+    if (st == AP_OK) *out = (int)v;
+    return st;
+}
+
+static ap_status load_cluster(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
+    ap_status st;
+    const char *cfile = ap_flags_value(fl, "cluster");
+    int64_t gpus = 0;
+    if ((st = ap_flag_int(fl, "gpus", 1, 1 << 20, &gpus, err)) != AP_OK) return st;
+    if (cfile) {
+        if ((st = ap_cluster_load(cfile, &ctx->cluster, err)) != AP_OK) return st;
+        if (ap_flags_isset(fl, "gpu")) {
+            const ap_gpu *g = ap_gpu_find(ap_flags_value(fl, "gpu"));
+            if (!g || strcmp(g->name, ctx->cluster.gpu.name) != 0)
+                return ap_err_set(err, AP_ERR_INPUT, "--gpu %s conflicts with %s (gpu %s); mixed "
+                                  "GPU types are not supported yet", ap_flags_value(fl, "gpu"),
+                                  cfile, ctx->cluster.gpu.name);
+        }
+        if (gpus > 0) ctx->cluster.gpus = (int)gpus;
+    } else {
+        const char *gname = ap_flags_value(fl, "gpu");
+        const ap_gpu *g;
+        if ((st = ap_gpu_lookup(gname ? gname : "a100-sxm4-80g", "--gpu", &g, err)) != AP_OK)
+            return st;
+        if (gpus == 0) {
+            if (need_gpus)
+                return ap_err_set(err, AP_ERR_INPUT, "--gpus is required (number of GPUs, e.g. "
+                                  "--gpus 8)");
+            gpus = 1;
+        }
+        ap_cluster_from_gpu(g, (int)gpus, &ctx->cluster);
+    }
+    ap_cluster *c = &ctx->cluster;
+    int64_t v;
+    if (ap_flags_isset(fl, "gpus-per-node")) {
+        v = 0;
+        if ((st = ap_flag_int(fl, "gpus-per-node", 1, 1024, &v, err)) != AP_OK) return st;
+        ap_cluster_set_gpus_per_node(c, (int)v);
+    }
+    if ((st = int_flag(fl, "nvlink-domain", 1, 1 << 20, &c->nvlink_domain, err)) != AP_OK)
+        return st;
+    if ((st = ap_flag_bw(fl, "network-bw", &c->net_bytes_per_s, err)) != AP_OK) return st;
+    if ((st = ap_flag_bw(fl, "link-bw", &c->link_bytes_per_s, err)) != AP_OK) return st;
+    if ((st = ap_flag_bw(fl, "pcie-bw", &c->pcie_bytes_per_s, err)) != AP_OK) return st;
+    if ((st = ap_flag_bytes(fl, "cpu-mem", &c->cpu_mem_bytes, err)) != AP_OK) return st;
+    if (ap_flags_isset(fl, "cpu-mem") && c->cpu_mem_bytes <= 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--cpu-mem: must be positive");
+    return ap_cluster_validate(c, cfile ? cfile : "cluster flags", err);
+}
+
+static ap_status parse_stage_layers(const char *s, ap_plan *p, ap_err *err) {
+    int n = 0;
+    const char *q = s;
+    while (*q) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q || v < 0 || v > 100000)
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: '%s' is not a comma-separated "
+                              "list of layer counts", s);
+        if (n >= AP_MAX_CHUNKS)
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: more than %d entries",
+                              AP_MAX_CHUNKS);
+        p->stage_layers[n++] = (int)v;
+        q = end;
+        if (*q == ',') q++;
+        else if (*q)
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: '%s' is not a comma-separated "
+                              "list of layer counts", s);
+    }
+    p->nchunks = n;
+    return AP_OK;
+}
+
+ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
+    ap_status st;
+    memset(ctx, 0, sizeof *ctx);
+    if (fl->npos < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "missing MODEL (a config.json, a model directory "
+                          "or an autoplan model file)");
+    ctx->model_path = fl->pos[0];
+    if ((st = ap_model_load(ctx->model_path, &ctx->model, err)) != AP_OK) return st;
+    if ((st = load_cluster(fl, need_gpus, ctx, err)) != AP_OK) return st;
+    ctx->allow_cross_node_tp = ap_flags_isset(fl, "allow-cross-node-tp");
+
+    ap_plan *p = &ctx->plan;
+    ap_plan_init(p);
+    p->tp = p->pp = p->cp = p->ep = p->vp = 0; /* 0 = not given */
+    p->mbs = 0;
+    const char *t = ap_flags_value(fl, "trainer");
+    if (t && (st = ap_trainer_parse(t, &p->trainer, err)) != AP_OK) {
+        ap_err_prefix(err, "--trainer");
+        return st;
+    }
+    if ((st = int_flag(fl, "tp", 1, 4096, &p->tp, err)) != AP_OK) return st;
+    if ((st = int_flag(fl, "pp", 1, 4096, &p->pp, err)) != AP_OK) return st;
+    if ((st = int_flag(fl, "cp", 1, 4096, &p->cp, err)) != AP_OK) return st;
+    if ((st = int_flag(fl, "ep", 1, 4096, &p->ep, err)) != AP_OK) return st;
+    if ((st = int_flag(fl, "etp", 1, 4096, &p->etp, err)) != AP_OK) return st;
+    if ((st = int_flag(fl, "vp", 1, 4096, &p->vp, err)) != AP_OK) return st;
+    if ((st = ap_flag_int(fl, "mbs", 1, 1 << 20, &p->mbs, err)) != AP_OK) return st;
+    p->gbs = 0;
+    if ((st = ap_flag_int(fl, "gbs", 1, (int64_t)1 << 32, &p->gbs, err)) != AP_OK) return st;
+    p->seq = ctx->model.seq_len;
+    if (ap_flags_isset(fl, "seq")) {
+        if ((st = ap_flag_int(fl, "seq", 1, 1 << 24, &p->seq, err)) != AP_OK) return st;
+        ctx->seq_given = 1;
+    } else {
+        ap_log(AP_LOG_INFO, "sequence length %lld (the model's training length; --seq to change)",
+               (long long)p->seq);
+    }
+    p->zero = -1;
+    if ((st = int_flag(fl, "zero", 0, 3, &p->zero, err)) != AP_OK) return st;
+    const char *rc = ap_flags_value(fl, "recompute");
+    p->recompute = AP_RECOMPUTE_NONE;
+    if (rc) {
+        if (!strcmp(rc, "none")) p->recompute = AP_RECOMPUTE_NONE;
+        else if (!strcmp(rc, "selective")) p->recompute = AP_RECOMPUTE_SELECTIVE;
+        else if (!strcmp(rc, "full")) p->recompute = AP_RECOMPUTE_FULL;
+        else
+            return ap_err_set(err, AP_ERR_INPUT, "--recompute: '%s' is not one of none, selective, "
+                              "full", rc);
+    }
+    if ((st = int_flag(fl, "recompute-layers", 0, 100000, &p->recompute_layers, err)) != AP_OK)
+        return st;
+    if (ap_flags_isset(fl, "recompute-layers") && p->recompute != AP_RECOMPUTE_FULL)
+        return ap_err_set(err, AP_ERR_INPUT, "--recompute-layers needs --recompute full");
+    p->sp = ap_flags_isset(fl, "sp");
+    int ov = ap_flags_isset(fl, "overlap");
+    p->overlap_grad = p->overlap_param = ov;
+    if ((st = ap_flag_real(fl, "offload-optimizer", 0, 1, &p->offload_optimizer, err)) != AP_OK)
+        return st;
+    if ((st = ap_flag_real(fl, "offload-params", 0, 1, &p->offload_params, err)) != AP_OK)
+        return st;
+    const char *dt = ap_flags_value(fl, "dtype");
+    if (dt) {
+        if (ap_dtype_parse(dt, &p->dtype) != AP_OK ||
+            !(p->dtype == AP_DTYPE_BF16 || p->dtype == AP_DTYPE_FP16 || p->dtype == AP_DTYPE_FP8))
+            return ap_err_set(err, AP_ERR_INPUT, "--dtype: '%s' is not one of bf16, fp16, fp8", dt);
+        if (ctx->cluster.gpu.peak_flops[p->dtype] <= 0)
+            return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores", dt,
+                              ctx->cluster.gpu.name, dt);
+    } else if (ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] <= 0) {
+        p->dtype = AP_DTYPE_FP16; /* V100, Turing: no bf16 */
+    }
+    p->flash_attn = !ap_flags_isset(fl, "no-flash-attn");
+    const char *sl = ap_flags_value(fl, "stage-layers");
+    if (sl && (st = parse_stage_layers(sl, p, err)) != AP_OK) return st;
+
+    ap_estimate_opts_init(&ctx->opts);
+    if ((st = ap_flag_bytes(fl, "headroom", &ctx->opts.headroom_bytes, err)) != AP_OK) return st;
+    return AP_OK;
+}
+
+ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
+    ap_plan *p = &ctx->plan;
+    if (p->tp == 0) p->tp = 1;
+    if (p->pp == 0) p->pp = 1;
+    if (p->cp == 0) p->cp = 1;
+    if (p->ep == 0) p->ep = 1;
+    if (p->etp == 0) p->etp = 1;
+    if (p->vp == 0) p->vp = 1;
+    if (p->mbs == 0) p->mbs = 1;
+    if (p->zero < 0) p->zero = 0;
+    int64_t per = (int64_t)p->tp * p->pp * p->cp;
+    if (ctx->cluster.gpus % per != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--gpus %d is not divisible by tp*pp*cp = %lld",
+                          ctx->cluster.gpus, (long long)per);
+    p->dp = (int)(ctx->cluster.gpus / per);
+    if (p->gbs == 0) p->gbs = p->mbs * p->dp;
+    if (p->gbs % (p->mbs * p->dp) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--gbs %lld is not divisible by mbs*dp = %lld",
+                          (long long)p->gbs, (long long)(p->mbs * p->dp));
+    p->grad_accum = p->gbs / (p->mbs * p->dp);
+    if (p->nchunks && p->nchunks != p->pp * p->vp)
+        return ap_err_set(err, AP_ERR_INPUT, "--stage-layers has %d entries, expected pp*vp = %d",
+                          p->nchunks, p->pp * p->vp);
+    return AP_OK;
+}
+
+int ap_cli_fail(ap_status st, const ap_err *err) {
+    fprintf(stderr, "autoplan: %s\n", err && err->msg[0] ? err->msg : ap_status_str(st));
+    return ap_status_exit_code(st);
+}

@@ -1,0 +1,149 @@
+/*
+ * estjson.c - an estimate as JSON (the schema of `autoplan estimate --json`, documented in
+ * README) and as a readable per-stage breakdown. Both print the same numbers: the text is
+ * rounded, the JSON exact.
+ */
+#include "autoplan/cli.h"
+
+#include <stdio.h>
+
+#define GiB 1073741824.0
+
+static const char *rc_name(ap_recompute r) {
+    return r == AP_RECOMPUTE_FULL ? "full" : r == AP_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
+    const ap_plan *p = &e->plan;
+    ap_json *root = ap_json_new_object();
+    ap_json *pl = ap_json_new_object();
+    ap_json *tm = ap_json_new_object();
+    ap_json *th = ap_json_new_object();
+    ap_json *mem = ap_json_new_object();
+    ap_json *stages = ap_json_new_array();
+    ap_json *sl = ap_json_new_array();
+    ap_json *off = ap_json_new_object();
+    int bad = !root || !pl || !tm || !th || !mem || !stages || !sl || !off;
+    if (bad) {
+        ap_json_free(root); ap_json_free(pl); ap_json_free(tm); ap_json_free(th);
+        ap_json_free(mem); ap_json_free(stages); ap_json_free(sl); ap_json_free(off);
+        return NULL;
+    }
+    ap_status st = AP_OK;
+#define NUM(o, k, v) st |= ap_json_add_number((o), (k), (double)(v))
+    NUM(pl, "tp", p->tp); NUM(pl, "pp", p->pp); NUM(pl, "dp", p->dp); NUM(pl, "cp", p->cp);
+    NUM(pl, "ep", p->ep); NUM(pl, "etp", p->etp); NUM(pl, "vp", p->vp); NUM(pl, "mbs", p->mbs);
+    NUM(pl, "gbs", p->gbs); NUM(pl, "grad_accum", p->grad_accum); NUM(pl, "seq", p->seq);
+    NUM(pl, "zero", p->zero);
+    st |= ap_json_add_string(pl, "recompute", rc_name(p->recompute));
+    NUM(pl, "recompute_layers", p->recompute_layers);
+    st |= ap_json_add_bool(pl, "sp", p->sp);
+    st |= ap_json_add_bool(pl, "overlap", p->overlap_grad || p->overlap_param);
+    NUM(off, "optimizer", p->offload_optimizer);
+    NUM(off, "params", p->offload_params);
+    st |= ap_json_add(pl, "offload", off);
+    st |= ap_json_add_string(pl, "dtype", ap_dtype_name(p->dtype));
+    st |= ap_json_add_string(pl, "trainer", ap_trainer_name(p->trainer));
+    st |= ap_json_add_bool(pl, "flash_attn", p->flash_attn);
+    for (int c = 0; c < p->pp * p->vp; c++)
+        st |= ap_json_push(sl, ap_json_new_number(ap_plan_chunk_layers(p, m->layers, c)));
+    st |= ap_json_add(pl, "stage_layers", sl);
+    st |= ap_json_add(root, "plan", pl);
+
+    const ap_time *t = &e->time;
+    NUM(tm, "step_s", t->step_s); NUM(tm, "compute_s", t->compute_s);
+    NUM(tm, "recompute_s", t->recompute_s); NUM(tm, "tp_comm_s", t->tp_comm_s);
+    NUM(tm, "cp_comm_s", t->cp_comm_s); NUM(tm, "ep_comm_s", t->ep_comm_s);
+    NUM(tm, "pp_comm_s", t->pp_comm_s); NUM(tm, "dp_comm_s", t->dp_comm_s);
+    NUM(tm, "bubble_s", t->bubble_s); NUM(tm, "offload_s", t->offload_s);
+    NUM(tm, "optimizer_s", t->optimizer_s); NUM(tm, "overhead_s", t->overhead_s);
+    st |= ap_json_add(root, "time", tm);
+
+    NUM(th, "tokens_per_s", e->tp.tokens_per_s);
+    NUM(th, "model_tflops_per_gpu", e->tp.model_tflops_per_gpu);
+    NUM(th, "hw_tflops_per_gpu", e->tp.hw_tflops_per_gpu);
+    NUM(th, "mfu", e->tp.mfu);
+    NUM(th, "hfu", e->tp.hfu);
+    st |= ap_json_add(root, "throughput", th);
+
+    const ap_stage_mem *w = &e->stages[e->worst_stage];
+    NUM(mem, "peak_bytes", e->peak_bytes);
+    NUM(mem, "capacity_bytes", e->capacity_bytes);
+    NUM(mem, "headroom_bytes", e->headroom_bytes);
+    NUM(mem, "params_bytes", w->params_bytes);
+    NUM(mem, "grads_bytes", w->grads_bytes);
+    NUM(mem, "optimizer_bytes", w->optimizer_bytes);
+    NUM(mem, "activations_bytes", w->activations_bytes);
+    NUM(mem, "other_bytes", w->other_bytes);
+    st |= ap_json_add_bool(mem, "fits", e->fits);
+    NUM(mem, "allocated_peak_bytes", e->allocated_peak_bytes);
+    NUM(mem, "reserved_peak_bytes", e->reserved_peak_bytes);
+    NUM(mem, "device_peak_bytes", e->device_peak_bytes);
+    NUM(mem, "worst_stage", e->worst_stage);
+    NUM(mem, "host_bytes_per_node", e->host_bytes_per_node);
+    NUM(mem, "host_capacity_bytes", e->host_capacity_bytes);
+    st |= ap_json_add_bool(mem, "host_fits", e->host_fits);
+    for (int i = 0; i < e->nstages; i++) {
+        const ap_stage_mem *s = &e->stages[i];
+        ap_json *o = ap_json_new_object();
+        NUM(o, "stage", s->stage); NUM(o, "layers", s->layers);
+        NUM(o, "params_bytes", s->params_bytes); NUM(o, "grads_bytes", s->grads_bytes);
+        NUM(o, "optimizer_bytes", s->optimizer_bytes);
+        NUM(o, "activations_bytes", s->activations_bytes); NUM(o, "other_bytes", s->other_bytes);
+        NUM(o, "allocated_bytes", s->allocated_bytes); NUM(o, "reserved_bytes", s->reserved_bytes);
+        NUM(o, "device_bytes", s->device_bytes); NUM(o, "host_bytes", s->host_bytes);
+        NUM(o, "inflight_microbatches", s->inflight);
+        st |= ap_json_push(stages, o);
+    }
+    st |= ap_json_add(mem, "stages", stages);
+    st |= ap_json_add(root, "memory", mem);
+#undef NUM
+    if (st != AP_OK) {
+        ap_json_free(root);
+        return NULL;
+    }
+    return root;
+}
+
+static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
+
+void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c) {
+    const ap_plan *p = &e->plan;
+    char lbl[160], b1[32], b2[32];
+    printf("plan      %s  (%s, %s, %d x %s)\n", ap_plan_label(p, lbl, sizeof lbl),
+           ap_trainer_get(p->trainer)->display, ap_dtype_name(p->dtype), c->gpus, c->gpu.name);
+    printf("batch     global %lld x %lld tokens, micro-batch %lld, %lld micro-batches per step\n",
+           (long long)p->gbs, (long long)p->seq, (long long)p->mbs, (long long)p->grad_accum);
+    const ap_time *t = &e->time;
+    printf("\nstep time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%   (%.1f model TFLOP/s/GPU)\n",
+           ap_fmt_seconds(t->step_s, b1, sizeof b1), e->tp.tokens_per_s, 100 * e->tp.mfu,
+           100 * e->tp.hfu, e->tp.model_tflops_per_gpu);
+    struct { const char *n; double v; } parts[] = {
+        {"compute", t->compute_s}, {"recompute", t->recompute_s}, {"TP comm", t->tp_comm_s},
+        {"CP comm", t->cp_comm_s}, {"EP comm", t->ep_comm_s}, {"PP comm", t->pp_comm_s},
+        {"DP comm (exposed)", t->dp_comm_s}, {"pipeline bubble", t->bubble_s},
+        {"offload", t->offload_s}, {"optimizer", t->optimizer_s}, {"fixed overhead", t->overhead_s}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].v > 0)
+            printf("  %-20s %10.4f s  %5.1f%%\n", parts[i].n, parts[i].v, pct(parts[i].v, t->step_s));
+    printf("\nmemory per GPU (GiB)    params   grads   optim   activ   other  allocated  "
+           "device\n");
+    for (int i = 0; i < e->nstages; i++) {
+        const ap_stage_mem *s = &e->stages[i];
+        printf("  stage %-3d %3d layers %7.2f %7.2f %7.2f %7.2f %7.2f %10.2f %7.2f%s\n", s->stage,
+               s->layers, s->params_bytes / GiB, s->grads_bytes / GiB, s->optimizer_bytes / GiB,
+               s->activations_bytes / GiB, s->other_bytes / GiB, s->allocated_bytes / GiB,
+               s->device_bytes / GiB, i == e->worst_stage ? "  <- peak" : "");
+    }
+    printf("peak      %s device of %s (headroom %s): %s\n",
+           ap_fmt_bytes(e->device_peak_bytes, b1, sizeof b1),
+           ap_fmt_bytes(e->capacity_bytes, b2, sizeof b2),
+           ap_fmt_bytes(e->headroom_bytes, lbl, sizeof lbl),
+           e->fits ? "fits" : "DOES NOT FIT");
+    if (e->host_bytes_per_node > 0)
+        printf("host      %s offloaded per node of %s: %s\n",
+               ap_fmt_bytes(e->host_bytes_per_node, b1, sizeof b1),
+               ap_fmt_bytes(e->host_capacity_bytes, b2, sizeof b2),
+               e->host_fits ? "fits" : "DOES NOT FIT");
+    (void)m;
+}
