@@ -1,0 +1,428 @@
+/*
+ * alloc.c - allocator models the simulator replays its allocations through (sim.h).
+ *
+ * Two modes, documented in docs/simulator.md:
+ *
+ * 1. PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.x):
+ *    - round_size: requests round up to 512 bytes (kMinBlockSize);
+ *    - two pools: small (<= 1 MiB, kSmallSize) and large;
+ *    - get_allocation_size: a new segment is 2 MiB (kSmallBuffer) for small requests, 20 MiB
+ *      (kLargeBuffer) for requests of 1-10 MiB, and the request rounded up to 2 MiB
+ *      (kRoundLarge) from 10 MiB (kMinLargeAlloc);
+ *    - get_free_block: best fit, the smallest cached free block of the pool with size >= request
+ *      (std::set ordered by (size, address)); max_split_size is left at its default (unlimited);
+ *    - should_split: the remainder becomes a free block when it is >= 512 bytes (small pool,
+ *      or any pool with expandable segments) or > 1 MiB (large pool);
+ *    - free: the block merges with free neighbours of its segment (try_merge_blocks) and stays
+ *      cached; segments are only returned when a cudaMalloc would fail (release_cached_blocks
+ *      frees every segment that is entirely free, then the request is retried);
+ *    - expandable_segments: one segment per pool whose physical pages are mapped on demand at
+ *      its end, in pages of 2 MiB (small pool) or 20 MiB (large pool) (expandable_segments_ /
+ *      map_block); under pressure the free pages at the end are unmapped.
+ *    One stream only: the simulator does not model cross-stream reuse (record_stream).
+ *
+ * 2. An arena (ggml-alloc's dynamic allocator, ggml/src/ggml-alloc.c): one address range,
+ *    offsets aligned to 256 bytes, best-fit reuse of freed ranges, growth at the end when no
+ *    free range fits, adjacent free ranges merged. Tensors are freed at their last use, so the
+ *    offsets follow liveness; the arena size is its high-water mark. This is the plan the
+ *    runtime executes (one allocation, offsets).
+ *
+ * Data structures: blocks in an array (ids reused), linked to their address neighbours; the
+ * free blocks of each pool in an array sorted by (size, address) searched by bisection. The
+ * number of cached free blocks stays small in training replays, so insertion by memmove is
+ * cheaper than a tree.
+ */
+#include "autoplan/sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct blk {
+    int64_t addr, size, requested;
+    int32_t prev, next; /* address neighbours in the same segment, -1 at the ends */
+    int8_t pool;        /* 0 small, 1 large (arena: 1) */
+    int8_t allocated;
+    int8_t in_use;      /* slot holds a block (free or allocated) */
+    int8_t pad;
+} blk;
+
+typedef struct fent {
+    int64_t size, addr;
+    int32_t id;
+} fent;
+
+typedef struct fset {
+    fent *v;
+    int n, cap;
+} fset;
+
+struct ap_alloc {
+    ap_alloc_opts o;
+    blk *b;
+    int nb, capb;
+    int32_t *ids; /* recycled block slots */
+    int nids, capids;
+    fset pools[2];
+    /* expandable segments and arena: one growing segment per pool */
+    int64_t base[2], top[2];
+    int32_t tail[2];
+    int64_t next_addr; /* caching: address of the next segment */
+    ap_alloc_stats st;
+};
+
+void ap_alloc_opts_init(ap_alloc_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->mode = AP_ALLOC_CACHING;
+}
+
+const char *ap_alloc_mode_name(ap_alloc_mode m) {
+    return m == AP_ALLOC_ARENA ? "arena" : "caching";
+}
+
+ap_status ap_alloc_mode_parse(const char *s, ap_alloc_mode *out, ap_err *err) {
+    if (s && !strcasecmp(s, "caching")) {
+        *out = AP_ALLOC_CACHING;
+        return AP_OK;
+    }
+    if (s && !strcasecmp(s, "arena")) {
+        *out = AP_ALLOC_ARENA;
+        return AP_OK;
+    }
+    return ap_err_set(err, AP_ERR_INPUT, "--allocator: expected caching or arena, got '%s'",
+                      s ? s : "");
+}
+
+int64_t ap_alloc_round_size(int64_t bytes) {
+    if (bytes < AP_CACHING_MIN_BLOCK_BYTES) return AP_CACHING_MIN_BLOCK_BYTES;
+    return AP_CACHING_MIN_BLOCK_BYTES *
+           ((bytes + AP_CACHING_MIN_BLOCK_BYTES - 1) / AP_CACHING_MIN_BLOCK_BYTES);
+}
+
+int64_t ap_alloc_segment_size(int64_t rounded) {
+    if (rounded <= AP_CACHING_SMALL_SIZE_BYTES) return AP_CACHING_SMALL_BUFFER_BYTES;
+    if (rounded < AP_CACHING_MIN_LARGE_ALLOC_BYTES) return AP_CACHING_LARGE_BUFFER_BYTES;
+    return AP_CACHING_ROUND_LARGE_BYTES *
+           ((rounded + AP_CACHING_ROUND_LARGE_BYTES - 1) / AP_CACHING_ROUND_LARGE_BYTES);
+}
+
+/* ---- sorted free sets -------------------------------------------------------------------- */
+
+static int fent_less(int64_t s1, int64_t a1, int64_t s2, int64_t a2) {
+    return s1 < s2 || (s1 == s2 && a1 < a2);
+}
+
+/* First index whose (size, addr) >= (size, addr). */
+static int fset_lower(const fset *f, int64_t size, int64_t addr) {
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (fent_less(f->v[mid].size, f->v[mid].addr, size, addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int fset_insert(fset *f, int64_t size, int64_t addr, int32_t id) {
+    if (f->n == f->cap) {
+        int nc = f->cap ? f->cap * 2 : 64;
+        fent *nv = realloc(f->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        f->v = nv;
+        f->cap = nc;
+    }
+    int i = fset_lower(f, size, addr);
+    memmove(f->v + i + 1, f->v + i, (size_t)(f->n - i) * sizeof *f->v);
+    f->v[i].size = size;
+    f->v[i].addr = addr;
+    f->v[i].id = id;
+    f->n++;
+    return 0;
+}
+
+static void fset_remove(fset *f, int64_t size, int64_t addr) {
+    int i = fset_lower(f, size, addr);
+    if (i < f->n && f->v[i].size == size && f->v[i].addr == addr) {
+        memmove(f->v + i, f->v + i + 1, (size_t)(f->n - i - 1) * sizeof *f->v);
+        f->n--;
+    }
+}
+
+/* ---- block slots ----------------------------------------------------------------------- */
+
+static int32_t blk_new(ap_alloc *a) {
+    if (a->nids > 0) return a->ids[--a->nids];
+    if (a->nb == a->capb) {
+        int nc = a->capb ? a->capb * 2 : 256;
+        blk *nb = realloc(a->b, (size_t)nc * sizeof *nb);
+        if (!nb) return -1;
+        a->b = nb;
+        a->capb = nc;
+    }
+    return a->nb++;
+}
+
+static int blk_drop(ap_alloc *a, int32_t id) {
+    a->b[id].in_use = 0;
+    if (a->nids == a->capids) {
+        int nc = a->capids ? a->capids * 2 : 256;
+        int32_t *ni = realloc(a->ids, (size_t)nc * sizeof *ni);
+        if (!ni) return -1;
+        a->ids = ni;
+        a->capids = nc;
+    }
+    a->ids[a->nids++] = id;
+    return 0;
+}
+
+ap_alloc *ap_alloc_new(const ap_alloc_opts *o) {
+    ap_alloc *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    if (o)
+        a->o = *o;
+    else
+        ap_alloc_opts_init(&a->o);
+    if (a->o.mode == AP_ALLOC_ARENA) a->o.expandable_segments = 0;
+    a->tail[0] = a->tail[1] = -1;
+    /* expandable segments reserve address space up front; give each pool its own range */
+    a->base[0] = 0;
+    a->base[1] = a->o.mode == AP_ALLOC_ARENA ? 0 : (int64_t)1 << 52;
+    a->top[0] = a->base[0];
+    a->top[1] = a->base[1];
+    return a;
+}
+
+void ap_alloc_free(ap_alloc *a) {
+    if (!a) return;
+    free(a->b);
+    free(a->ids);
+    free(a->pools[0].v);
+    free(a->pools[1].v);
+    free(a);
+}
+
+static int single_segment(const ap_alloc *a) {
+    return a->o.mode == AP_ALLOC_ARENA || a->o.expandable_segments;
+}
+
+static int64_t page_bytes(const ap_alloc *a, int pool) {
+    if (a->o.mode == AP_ALLOC_ARENA) return AP_ARENA_ALIGN_BYTES;
+    return pool == 0 ? AP_CACHING_SMALL_BUFFER_BYTES : AP_CACHING_LARGE_BUFFER_BYTES;
+}
+
+/* PyTorch release_cached_blocks: return every segment whose only block is free. */
+static void release_cached(ap_alloc *a) {
+    for (int p = 0; p < 2; p++) {
+        fset *f = &a->pools[p];
+        int w = 0;
+        for (int i = 0; i < f->n; i++) {
+            blk *b = &a->b[f->v[i].id];
+            if (b->prev < 0 && b->next < 0) {
+                a->st.reserved_bytes -= b->size;
+                a->st.segments--;
+                a->st.segment_releases++;
+                blk_drop(a, f->v[i].id);
+            } else {
+                f->v[w++] = f->v[i];
+            }
+        }
+        f->n = w;
+    }
+}
+
+/* Expandable segments under pressure: unmap the whole free pages at the end of each pool. */
+static void release_tail_pages(ap_alloc *a) {
+    for (int p = 0; p < 2; p++) {
+        int32_t t = a->tail[p];
+        if (t < 0 || a->b[t].allocated) continue;
+        int64_t page = page_bytes(a, p);
+        int64_t start = ((a->b[t].addr + page - 1) / page) * page;
+        int64_t cut = a->top[p] - start;
+        if (cut <= 0) continue;
+        fset_remove(&a->pools[p], a->b[t].size, a->b[t].addr);
+        a->b[t].size -= cut;
+        a->top[p] -= cut;
+        a->st.reserved_bytes -= cut;
+        a->st.segment_releases++;
+        if (a->b[t].size == 0) {
+            int32_t pv = a->b[t].prev;
+            if (pv >= 0) a->b[pv].next = -1;
+            a->tail[p] = pv;
+            blk_drop(a, t);
+        } else {
+            fset_insert(&a->pools[p], a->b[t].size, a->b[t].addr, t);
+        }
+    }
+}
+
+static int over(const ap_alloc *a, int64_t extra) {
+    return a->o.limit_bytes > 0 && a->st.reserved_bytes + extra > a->o.limit_bytes;
+}
+
+static int should_split(const ap_alloc *a, int pool, int64_t remaining) {
+    if (a->o.mode == AP_ALLOC_ARENA) return remaining > 0;
+    if (pool == 0 || a->o.expandable_segments) return remaining >= AP_CACHING_MIN_BLOCK_BYTES;
+    return remaining > AP_CACHING_SMALL_SIZE_BYTES;
+}
+
+ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_t *out_addr,
+                          int *over_limit) {
+    if (over_limit) *over_limit = 0;
+    if (bytes <= 0) return AP_ERR_INPUT;
+    int64_t size;
+    int pool;
+    if (a->o.mode == AP_ALLOC_ARENA) {
+        size = ((bytes + AP_ARENA_ALIGN_BYTES - 1) / AP_ARENA_ALIGN_BYTES) * AP_ARENA_ALIGN_BYTES;
+        pool = 1;
+    } else {
+        size = ap_alloc_round_size(bytes);
+        pool = size <= AP_CACHING_SMALL_SIZE_BYTES ? 0 : 1;
+    }
+    fset *f = &a->pools[pool];
+    int32_t id = -1;
+    int i = fset_lower(f, size, INT64_MIN);
+    if (i < f->n) {
+        id = f->v[i].id;
+        memmove(f->v + i, f->v + i + 1, (size_t)(f->n - i - 1) * sizeof *f->v);
+        f->n--;
+        a->st.reuses++;
+    } else if (!single_segment(a)) {
+        int64_t seg = ap_alloc_segment_size(size);
+        if (over(a, seg)) {
+            release_cached(a);
+            if (over(a, seg)) {
+                a->st.over_limit++;
+                if (over_limit) *over_limit = 1;
+            }
+        }
+        id = blk_new(a);
+        if (id < 0) return AP_ERR_NOMEM;
+        blk *b = &a->b[id];
+        b->addr = a->next_addr;
+        b->size = seg;
+        b->prev = b->next = -1;
+        b->pool = (int8_t)pool;
+        a->next_addr += seg;
+        a->st.reserved_bytes += seg;
+        a->st.segments++;
+        a->st.segment_allocs++;
+    } else {
+        /* grow the pool's single segment at its end, reusing a free block there */
+        int32_t t = a->tail[pool];
+        int64_t have = 0;
+        if (t >= 0 && !a->b[t].allocated) {
+            have = a->b[t].size;
+            fset_remove(f, a->b[t].size, a->b[t].addr);
+            id = t;
+        } else {
+            id = blk_new(a);
+            if (id < 0) return AP_ERR_NOMEM;
+            blk *b = &a->b[id];
+            b->addr = a->top[pool];
+            b->size = 0;
+            b->prev = t;
+            b->next = -1;
+            b->pool = (int8_t)pool;
+            if (t >= 0) a->b[t].next = id;
+            a->tail[pool] = id;
+        }
+        int64_t page = page_bytes(a, pool);
+        int64_t grow = ((size - have + page - 1) / page) * page;
+        if (over(a, grow)) {
+            if (a->o.expandable_segments) release_tail_pages(a);
+            if (over(a, grow)) {
+                a->st.over_limit++;
+                if (over_limit) *over_limit = 1;
+            }
+        }
+        a->b[id].size += grow;
+        a->top[pool] += grow;
+        a->st.reserved_bytes += grow;
+        a->st.segment_allocs++;
+    }
+    blk *b = &a->b[id];
+    b->in_use = 1;
+    int64_t remaining = b->size - size;
+    if (should_split(a, pool, remaining)) {
+        int32_t r = blk_new(a);
+        if (r < 0) return AP_ERR_NOMEM;
+        b = &a->b[id]; /* blk_new may have moved the array */
+        blk *rb = &a->b[r];
+        rb->addr = b->addr + size;
+        rb->size = remaining;
+        rb->prev = id;
+        rb->next = b->next;
+        rb->pool = b->pool;
+        rb->allocated = 0;
+        rb->in_use = 1;
+        rb->requested = 0;
+        if (b->next >= 0) a->b[b->next].prev = r;
+        b->next = r;
+        b->size = size;
+        if (single_segment(a) && a->tail[pool] == id) a->tail[pool] = r;
+        if (fset_insert(f, rb->size, rb->addr, r)) return AP_ERR_NOMEM;
+        a->st.splits++;
+    }
+    b->allocated = 1;
+    b->requested = bytes;
+    a->st.requested_bytes += bytes;
+    a->st.active_bytes += b->size;
+    if (a->st.requested_bytes > a->st.peak_requested_bytes)
+        a->st.peak_requested_bytes = a->st.requested_bytes;
+    if (a->st.active_bytes > a->st.peak_active_bytes) a->st.peak_active_bytes = a->st.active_bytes;
+    if (a->st.reserved_bytes > a->st.peak_reserved_bytes)
+        a->st.peak_reserved_bytes = a->st.reserved_bytes;
+    *out_block = id;
+    if (out_addr) *out_addr = b->addr;
+    return AP_OK;
+}
+
+/* Merge free block `src` into its address neighbour `dst` (PyTorch try_merge_blocks). */
+static void merge(ap_alloc *a, int32_t dst, int32_t src) {
+    blk *d = &a->b[dst], *s = &a->b[src];
+    fset_remove(&a->pools[s->pool], s->size, s->addr);
+    if (d->prev == src) {
+        d->addr = s->addr;
+        d->prev = s->prev;
+        if (d->prev >= 0) a->b[d->prev].next = dst;
+    } else {
+        d->next = s->next;
+        if (d->next >= 0) a->b[d->next].prev = dst;
+    }
+    d->size += s->size;
+    if (single_segment(a) && a->tail[s->pool] == src) a->tail[s->pool] = dst;
+    blk_drop(a, src);
+}
+
+ap_status ap_alloc_release(ap_alloc *a, int32_t id) {
+    if (id < 0 || id >= a->nb || !a->b[id].in_use || !a->b[id].allocated) return AP_ERR_INPUT;
+    blk *b = &a->b[id];
+    b->allocated = 0;
+    a->st.requested_bytes -= b->requested;
+    a->st.active_bytes -= b->size;
+    b->requested = 0;
+    if (b->prev >= 0 && !a->b[b->prev].allocated) merge(a, id, b->prev);
+    b = &a->b[id];
+    if (b->next >= 0 && !a->b[b->next].allocated) merge(a, id, b->next);
+    b = &a->b[id];
+    if (fset_insert(&a->pools[b->pool], b->size, b->addr, id)) return AP_ERR_NOMEM;
+    return AP_OK;
+}
+
+int64_t ap_alloc_block_bytes(const ap_alloc *a, int32_t id) {
+    if (id < 0 || id >= a->nb || !a->b[id].in_use || !a->b[id].allocated) return 0;
+    return a->b[id].size;
+}
+
+void ap_alloc_get_stats(const ap_alloc *a, ap_alloc_stats *out) {
+    *out = a->st;
+    if (single_segment(a)) out->segments = (a->top[0] > a->base[0]) + (a->top[1] > a->base[1]);
+    out->largest_free_bytes = 0;
+    for (int p = 0; p < 2; p++)
+        if (a->pools[p].n > 0 && a->pools[p].v[a->pools[p].n - 1].size > out->largest_free_bytes)
+            out->largest_free_bytes = a->pools[p].v[a->pools[p].n - 1].size;
+}
+
+int64_t ap_alloc_reserved_bytes(const ap_alloc *a) { return a->st.reserved_bytes; }

@@ -1,0 +1,609 @@
+/*
+ * test_sim.c - the memory-planning simulator (sim.h): allocator models against hand-worked
+ * sequences, Korthikanti et al. 2022 Table 2 reproduced from the simulated live set, invariants
+ * on every simulated rank (no overlap in arena mode, frees match allocations, reported peak =
+ * recomputed peak, return to the persistent baseline), the simulator against the analytical
+ * estimate on the example models, the Chrome trace, and the `simulate` command.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/sim.h"
+#include "testlib.h"
+
+#define MiB (1024LL * 1024LL)
+
+/* ---- allocator: hand-worked sequences -------------------------------------------------- */
+
+static void test_caching_rounding_and_small_pool(void) {
+    ap_alloc_opts o;
+    ap_alloc_opts_init(&o);
+    ap_alloc *a = ap_alloc_new(&o);
+    CHECK(a != NULL);
+    int32_t b1, b2, b3;
+    int64_t a1, a2, a3;
+    ap_alloc_stats st;
+    /* round_size: 1 byte -> 512 bytes, 1000 -> 1024, 513 -> 1024 */
+    CHECK_INT(ap_alloc_round_size(1), 512);
+    CHECK_INT(ap_alloc_round_size(1000), 1024);
+    CHECK_INT(ap_alloc_round_size(513), 1024);
+    CHECK_INT(ap_alloc_round_size(512), 512);
+    /* get_allocation_size: small -> 2 MiB, 1-10 MiB -> 20 MiB, >= 10 MiB -> round to 2 MiB */
+    CHECK_INT(ap_alloc_segment_size(512), 2 * MiB);
+    CHECK_INT(ap_alloc_segment_size(1 * MiB), 2 * MiB);
+    CHECK_INT(ap_alloc_segment_size(1 * MiB + 512), 20 * MiB);
+    CHECK_INT(ap_alloc_segment_size(10 * MiB - 512), 20 * MiB);
+    CHECK_INT(ap_alloc_segment_size(10 * MiB), 10 * MiB);
+    CHECK_INT(ap_alloc_segment_size(11 * MiB + 512), 12 * MiB);
+
+    /* 1 byte: a 2 MiB small segment, split into 512 + (2 MiB - 512) */
+    CHECK(ap_alloc_malloc(a, 1, &b1, &a1, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 2 * MiB);
+    CHECK_INT(st.active_bytes, 512);
+    CHECK_INT(st.requested_bytes, 1);
+    CHECK_INT(st.splits, 1);
+    CHECK_INT(ap_alloc_block_bytes(a, b1), 512);
+    /* 1000 bytes reuse the remainder (best fit), right after the first block */
+    CHECK(ap_alloc_malloc(a, 1000, &b2, &a2, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 2 * MiB);
+    CHECK_INT(a2, a1 + 512);
+    CHECK_INT(st.reuses, 1);
+    CHECK_INT(st.segment_allocs, 1);
+    /* free the first: it cannot merge (its neighbour is allocated); a 300-byte request takes
+       it back (best fit: 512 < the big remainder) */
+    CHECK(ap_alloc_release(a, b1) == AP_OK);
+    CHECK(ap_alloc_malloc(a, 300, &b3, &a3, NULL) == AP_OK);
+    CHECK_INT(a3, a1);
+    /* double free and unknown block are refused */
+    CHECK(ap_alloc_release(a, b3) == AP_OK);
+    CHECK(ap_alloc_release(a, b3) == AP_ERR_INPUT);
+    CHECK(ap_alloc_release(a, 12345) == AP_ERR_INPUT);
+    CHECK(ap_alloc_malloc(a, 0, &b3, &a3, NULL) == AP_ERR_INPUT);
+    ap_alloc_free(a);
+}
+
+static void test_caching_large_pool(void) {
+    ap_alloc_opts o;
+    ap_alloc_opts_init(&o);
+    ap_alloc *a = ap_alloc_new(&o);
+    int32_t x, y, z, w;
+    int64_t ax, ay, az, aw;
+    ap_alloc_stats st;
+    /* 3 MiB: a 20 MiB segment, remainder 17 MiB > 1 MiB -> split */
+    CHECK(ap_alloc_malloc(a, 3 * MiB, &x, &ax, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 20 * MiB);
+    CHECK_INT(st.active_bytes, 3 * MiB);
+    /* 12 MiB + 1 byte rounds to 12 MiB + 512 and fits the 17 MiB remainder (best fit) */
+    CHECK(ap_alloc_malloc(a, 12 * MiB + 1, &y, &ay, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 20 * MiB);
+    CHECK_INT(ay, ax + 3 * MiB);
+    CHECK_INT(ap_alloc_block_bytes(a, y), 12 * MiB + 512);
+    /* 5 MiB does not fit the (5 MiB - 512) tail: a new 20 MiB segment */
+    CHECK(ap_alloc_malloc(a, 5 * MiB, &z, &az, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 40 * MiB);
+    CHECK_INT(st.segments, 2);
+    /* 11 MiB fits the 15 MiB remainder of the second segment (best fit, split: 4 MiB > 1 MiB) */
+    CHECK(ap_alloc_malloc(a, 11 * MiB, &w, &aw, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 40 * MiB);
+    CHECK_INT(aw, az + 5 * MiB);
+    CHECK_INT(ap_alloc_block_bytes(a, w), 11 * MiB);
+    /* 17 MiB fits no cached block (4 MiB, 5 MiB - 512 left): a segment of 18 MiB (rounded to
+       2 MiB); the 1 MiB remainder is not > 1 MiB, so it is not split and the block keeps all
+       18 MiB (active 18 MiB for 17 MiB requested) */
+    int32_t u;
+    int64_t au;
+    CHECK(ap_alloc_malloc(a, 17 * MiB, &u, &au, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 58 * MiB);
+    CHECK_INT(ap_alloc_block_bytes(a, u), 18 * MiB);
+    CHECK_INT(st.active_bytes, 3 * MiB + 12 * MiB + 512 + 5 * MiB + 11 * MiB + 18 * MiB);
+    CHECK_INT(st.requested_bytes, 3 * MiB + 12 * MiB + 1 + 5 * MiB + 11 * MiB + 17 * MiB);
+    /* freeing x and y merges the first segment back into one 20 MiB free block; 19 MiB then
+       reuses it without a new segment (remainder 1 MiB: not split) */
+    CHECK(ap_alloc_release(a, x) == AP_OK);
+    CHECK(ap_alloc_release(a, y) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.largest_free_bytes, 20 * MiB);
+    int32_t v;
+    int64_t av;
+    CHECK(ap_alloc_malloc(a, 19 * MiB, &v, &av, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 58 * MiB);
+    CHECK_INT(av, ax);
+    CHECK_INT(ap_alloc_block_bytes(a, v), 20 * MiB);
+    ap_alloc_free(a);
+
+    /* release_cached_blocks under a limit: 40 MiB cached in two free segments, a 30 MiB request
+       with a 50 MiB limit frees them first (reserved 30 MiB after) */
+    o.limit_bytes = 50 * MiB;
+    a = ap_alloc_new(&o);
+    CHECK(ap_alloc_malloc(a, 20 * MiB, &x, &ax, NULL) == AP_OK);
+    CHECK(ap_alloc_malloc(a, 20 * MiB, &y, &ay, NULL) == AP_OK);
+    CHECK(ap_alloc_release(a, x) == AP_OK);
+    CHECK(ap_alloc_release(a, y) == AP_OK);
+    int over = -1;
+    CHECK(ap_alloc_malloc(a, 30 * MiB, &z, &az, &over) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(over, 0);
+    CHECK_INT(st.reserved_bytes, 30 * MiB);
+    CHECK_INT(st.segment_releases, 2);
+    /* 30 MiB more cannot fit under 50 MiB even after releasing: over the limit, still granted */
+    CHECK(ap_alloc_malloc(a, 30 * MiB, &w, &aw, &over) == AP_OK);
+    CHECK_INT(over, 1);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.over_limit, 1);
+    ap_alloc_free(a);
+}
+
+static void test_expandable_and_arena(void) {
+    ap_alloc_opts o;
+    ap_alloc_opts_init(&o);
+    o.expandable_segments = 1;
+    ap_alloc *a = ap_alloc_new(&o);
+    int32_t x, y, z;
+    int64_t ax, ay, az;
+    ap_alloc_stats st;
+    /* 3 MiB maps one 20 MiB page of the large pool's segment */
+    CHECK(ap_alloc_malloc(a, 3 * MiB, &x, &ax, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 20 * MiB);
+    /* 18 MiB: the 17 MiB free tail is extended by one more page (not a new segment) */
+    CHECK(ap_alloc_malloc(a, 18 * MiB, &y, &ay, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 40 * MiB);
+    CHECK_INT(ay, ax + 3 * MiB);
+    CHECK_INT(st.segments, 1);
+    /* expandable segments split any remainder >= 512 bytes: 1 MiB + 512 leaves a tail */
+    CHECK_INT(ap_alloc_block_bytes(a, y), 18 * MiB);
+    /* the 19 MiB left in the mapped range take 19 MiB exactly; 1 MiB more maps a third page */
+    CHECK(ap_alloc_malloc(a, 19 * MiB, &z, &az, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(az, ay + 18 * MiB);
+    CHECK_INT(st.reserved_bytes, 40 * MiB);
+    int32_t q;
+    int64_t aq;
+    CHECK(ap_alloc_malloc(a, 1 * MiB + 512, &q, &aq, NULL) == AP_OK);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(aq, az + 19 * MiB);
+    CHECK_INT(st.reserved_bytes, 60 * MiB);
+    /* freeing the middle block and asking for less reuses it (best fit, split) */
+    CHECK(ap_alloc_release(a, y) == AP_OK);
+    CHECK(ap_alloc_malloc(a, 10 * MiB, &y, &ay, NULL) == AP_OK);
+    CHECK_INT(ay, ax + 3 * MiB);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 60 * MiB);
+    ap_alloc_free(a);
+
+    /* arena: 256-byte alignment, best-fit reuse, growth at the end */
+    ap_alloc_opts_init(&o);
+    o.mode = AP_ALLOC_ARENA;
+    a = ap_alloc_new(&o);
+    CHECK(ap_alloc_malloc(a, 1000, &x, &ax, NULL) == AP_OK); /* [0, 1024) */
+    CHECK(ap_alloc_malloc(a, 300, &y, &ay, NULL) == AP_OK);  /* [1024, 1536) */
+    CHECK_INT(ax, 0);
+    CHECK_INT(ay, 1024);
+    CHECK(ap_alloc_release(a, x) == AP_OK);
+    CHECK(ap_alloc_malloc(a, 500, &z, &az, NULL) == AP_OK); /* best fit: the freed [0,1024) */
+    CHECK_INT(az, 0);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 1536);
+    int32_t w;
+    int64_t aw;
+    CHECK(ap_alloc_malloc(a, 600, &w, &aw, NULL) == AP_OK); /* [512,1024) too small: grows */
+    CHECK_INT(aw, 1536);
+    ap_alloc_get_stats(a, &st);
+    CHECK_INT(st.reserved_bytes, 2304);
+    ap_alloc_free(a);
+}
+
+/* ---- hand-built models ------------------------------------------------------------------- */
+
+static void gpt_model(ap_model *m, int64_t L, int64_t h, int64_t a, int64_t V) {
+    ap_model_init(m);
+    snprintf(m->name, sizeof m->name, "gpt-test");
+    snprintf(m->model_type, sizeof m->model_type, "native");
+    m->layers = L;
+    m->hidden = h;
+    m->heads = a;
+    m->kv_heads = a;
+    m->head_dim = h / a;
+    m->ffn_hidden = 4 * h;
+    m->vocab = V;
+    m->seq_len = 2048;
+    m->act = AP_ACT_GELU;
+    m->norm = AP_NORM_LAYERNORM;
+    m->pos = AP_POS_LEARNED;
+    m->learned_pos = 2048;
+    m->bias = 1;
+    m->dropout = 1;
+    m->tied_embeddings = 1;
+    m->norms_per_layer = 2;
+    m->final_norm = 1;
+}
+
+static void llama_model(ap_model *m, int64_t L, int64_t h, int64_t a, int64_t kv, int64_t f,
+                        int64_t V) {
+    ap_model_init(m);
+    snprintf(m->name, sizeof m->name, "llama-test");
+    snprintf(m->model_type, sizeof m->model_type, "native");
+    m->layers = L;
+    m->hidden = h;
+    m->heads = a;
+    m->kv_heads = kv;
+    m->head_dim = h / a;
+    m->ffn_hidden = f;
+    m->vocab = V;
+    m->seq_len = 4096;
+    m->act = AP_ACT_SWIGLU;
+    m->norm = AP_NORM_RMSNORM;
+    m->pos = AP_POS_ROTARY;
+    m->norms_per_layer = 2;
+    m->final_norm = 1;
+}
+
+static void moe_model(ap_model *m) {
+    llama_model(m, 8, 1024, 16, 4, 2816, 32000);
+    snprintf(m->name, sizeof m->name, "moe-test");
+    m->moe.experts = 8;
+    m->moe.top_k = 2;
+    m->moe.ffn_hidden = 1408;
+    m->moe.shared_experts = 1;
+    m->moe.shared_ffn_hidden = 1408;
+    m->moe.first_dense_layers = 1;
+    m->moe.layer_freq = 1;
+}
+
+static void base_plan(ap_plan *p, int tp, int pp, int dp, int64_t mbs, int64_t m_micro,
+                      int64_t seq) {
+    ap_plan_init(p);
+    p->tp = tp;
+    p->pp = pp;
+    p->dp = dp;
+    p->mbs = mbs;
+    p->grad_accum = m_micro;
+    p->gbs = mbs * m_micro * dp;
+    p->seq = seq;
+}
+
+/* ---- Korthikanti et al. 2022 Table 2 from the simulated live set ----------------------- */
+
+/* Saved activation bytes of layer 0 for micro-batch 0 at the allocated peak. */
+static double layer0_saved_bytes(const ap_model *m, const ap_plan *p) {
+    ap_sim_opts o;
+    ap_sim_opts_init(&o);
+    ap_sim *s = NULL;
+    ap_err err = {{0}};
+    if (ap_sim_run(m, NULL, p, &o, &s, &err) != AP_OK) {
+        fprintf(stderr, "sim failed: %s\n", err.msg);
+        return -1;
+    }
+    const ap_sim_rank *r = ap_sim_rank_at(s, 0);
+    double sum = 0;
+    for (int i = 0; i < r->nlive_at_peak; i++) {
+        const ap_sim_tensor *t = &r->tensors[r->live_at_peak[i]];
+        if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb == 0 && t->layer == 0)
+            sum += (double)t->bytes;
+    }
+    ap_sim_free(s);
+    return sum;
+}
+
+static void test_korthikanti_table2(void) {
+    /* GPT-3 175B shapes (Korthikanti Table 3): h 12288, a 96, s 2048, b 1; no flash */
+    ap_model m;
+    gpt_model(&m, 4, 12288, 96, 51200);
+    double s = 2048, b = 1, h = 12288, a = 96;
+    struct {
+        int t, sp;
+        ap_recompute rc;
+        double want;
+    } cases[] = {
+        {1, 0, AP_RECOMPUTE_NONE, s * b * h * (34 + 5 * a * s / h)},
+        {8, 0, AP_RECOMPUTE_NONE, s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8))},
+        {8, 1, AP_RECOMPUTE_NONE, s * b * h / 8 * (34 + 5 * a * s / h)},
+        {8, 0, AP_RECOMPUTE_SELECTIVE, s * b * h * (10 + 24.0 / 8)},
+        {8, 1, AP_RECOMPUTE_SELECTIVE, 34 * s * b * h / 8},
+        {8, 0, AP_RECOMPUTE_FULL, 2 * s * b * h},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_plan p;
+        base_plan(&p, cases[i].t, 1, 1, 1, 1, 2048);
+        p.flash_attn = 0;
+        p.sp = cases[i].sp;
+        p.recompute = cases[i].rc;
+        double got = layer0_saved_bytes(&m, &p);
+        /* exact: every tensor is an integer number of bytes and the formula is too */
+        CHECK_NEAR(got, cases[i].want, 1e-12);
+    }
+    /* flash attention: the 5as^2b terms become the fp32 log-sum-exp, 4*a*s*b / t bytes; no
+       dropout (llama): masks disappear: 34 - 2 (masks) = 32 sbh for GELU; SwiGLU (f = 8h/3
+       rounded) saves 3f instead of 8h for the MLP internals */
+    ap_plan p;
+    base_plan(&p, 1, 1, 1, 1, 1, 2048);
+    p.flash_attn = 1;
+    m.dropout = 0;
+    CHECK_NEAR(layer0_saved_bytes(&m, &p), s * b * h * 32 + 4 * a * s * b, 1e-12);
+    ap_model ll;
+    llama_model(&ll, 2, 4096, 32, 8, 11008, 32000);
+    base_plan(&p, 1, 1, 1, 1, 1, 4096);
+    double S = 4096, H = 4096, A = 32, kvd = 8 * 128, f = 11008;
+    /* x, ln1 out, q + k + v (h + 2 kv d), ctx, ln2 in, ln2 out, gate+up (2f), act (f), LSE */
+    double want = S * (2 * H + 2 * H + 2 * (H + 2 * kvd) + 2 * H + 2 * H + 2 * H + 2 * 2 * f +
+                       2 * f) +
+                  4 * A * S;
+    CHECK_NEAR(layer0_saved_bytes(&ll, &p), want, 1e-12);
+}
+
+/* ---- invariants on every simulated rank --------------------------------------------------- */
+
+static int check_rank_invariants(const ap_sim *s, const ap_sim_rank *r, int arena,
+                                 const char *label) {
+    int fails0 = tl_fail;
+    /* every free matches an allocation: each tensor allocated once, freed at most once, after */
+    uint8_t *state = calloc((size_t)r->ntensors + 1, 1);
+    int64_t live = 0, peak = 0;
+    int bad_free = 0, bad_alloc = 0, overlap = 0;
+    /* arena: live intervals, checked against each new allocation (small cases: brute force) */
+    int32_t *liv = malloc(((size_t)r->ntensors + 1) * sizeof *liv);
+    int nl = 0;
+    for (int i = 0; i < r->nevents; i++) {
+        const ap_sim_event *e = &r->events[i];
+        const ap_sim_tensor *t = &r->tensors[e->tensor];
+        if (!e->is_free) {
+            if (state[e->tensor] != 0) bad_alloc++;
+            state[e->tensor] = 1;
+            live += t->bytes;
+            if (arena) {
+                for (int k = 0; k < nl; k++) {
+                    const ap_sim_tensor *u = &r->tensors[liv[k]];
+                    if (t->addr < u->addr + u->bytes && u->addr < t->addr + t->bytes) overlap++;
+                }
+                liv[nl++] = e->tensor;
+            }
+        } else {
+            if (state[e->tensor] != 1) bad_free++;
+            state[e->tensor] = 2;
+            live -= t->bytes;
+            if (arena)
+                for (int k = 0; k < nl; k++)
+                    if (liv[k] == e->tensor) {
+                        liv[k] = liv[--nl];
+                        break;
+                    }
+        }
+        if (live > peak) peak = live;
+        if (r->allocated_curve && r->allocated_curve[i] != live) bad_alloc++;
+    }
+    /* persistent baseline: what is live at the end is exactly the SETUP tensors */
+    int64_t persist = 0, leftover = 0;
+    for (int i = 0; i < r->ntensors; i++) {
+        if (r->tensors[i].persistent) persist += r->tensors[i].bytes;
+        if (state[i] == 1 && !r->tensors[i].persistent) leftover++;
+    }
+    CHECK_INT(bad_free, 0);
+    CHECK_INT(bad_alloc, 0);
+    CHECK_INT(overlap, 0);
+    CHECK_INT(r->allocated_peak_bytes, peak);
+    CHECK_INT(r->baseline_bytes, persist);
+    CHECK_INT(r->end_bytes, r->baseline_bytes);
+    CHECK_INT(leftover, 0);
+    CHECK(r->reserved_peak_bytes >= r->allocated_peak_bytes);
+    CHECK(r->nevents > 0 && r->nops > 0);
+    /* the live set at the peak sums to the peak */
+    int64_t sum = 0, cats = 0;
+    for (int i = 0; i < r->nlive_at_peak; i++) sum += r->tensors[r->live_at_peak[i]].bytes;
+    for (int c = 0; c < AP_SIM_NCAT; c++) cats += r->peak_cat_bytes[c];
+    CHECK_INT(sum, r->allocated_peak_bytes);
+    CHECK_INT(cats, r->allocated_peak_bytes);
+    if (r->nlive_at_peak > 1)
+        CHECK(r->tensors[r->live_at_peak[0]].bytes >= r->tensors[r->live_at_peak[1]].bytes);
+    free(state);
+    free(liv);
+    (void)s;
+    if (tl_fail != fails0) fprintf(stderr, "  (invariants failed for %s, stage %d)\n", label,
+                                   r->stage);
+    return tl_fail == fails0;
+}
+
+static void run_invariants(const ap_model *m, const ap_plan *p, const char *label) {
+    for (int mode = 0; mode < 3; mode++) {
+        ap_sim_opts o;
+        ap_sim_opts_init(&o);
+        o.allocator = mode == 1 ? AP_ALLOC_ARENA : AP_ALLOC_CACHING;
+        o.expandable_segments = mode == 2;
+        ap_sim *s = NULL;
+        ap_err err = {{0}};
+        ap_status st = ap_sim_run(m, NULL, p, &o, &s, &err);
+        CHECK(st == AP_OK);
+        if (st != AP_OK) {
+            fprintf(stderr, "  %s: %s\n", label, err.msg);
+            continue;
+        }
+        CHECK_INT(ap_sim_nranks(s), p->pp);
+        for (int i = 0; i < ap_sim_nranks(s); i++)
+            check_rank_invariants(s, ap_sim_rank_at(s, i), mode == 1, label);
+        ap_sim_free(s);
+    }
+}
+
+static void test_invariants(void) {
+    ap_model gpt, ll, moe;
+    gpt_model(&gpt, 8, 1024, 16, 50257);
+    llama_model(&ll, 8, 1024, 16, 4, 2816, 32000);
+    moe_model(&moe);
+    ap_plan p;
+
+    base_plan(&p, 1, 4, 2, 1, 8, 512); /* 1F1B */
+    run_invariants(&gpt, &p, "gpt 1f1b");
+    p.flash_attn = 0;
+    p.recompute = AP_RECOMPUTE_SELECTIVE;
+    run_invariants(&gpt, &p, "gpt selective no-flash");
+    base_plan(&p, 2, 2, 2, 2, 4, 512);
+    p.vp = 2; /* interleaved */
+    p.sp = 1;
+    p.zero = 1;
+    run_invariants(&ll, &p, "llama interleaved sp zero1");
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.recompute_layers = 1;
+    run_invariants(&ll, &p, "llama interleaved full-recompute 1 layer");
+    base_plan(&p, 1, 1, 8, 1, 3, 512);
+    p.trainer = AP_TRAINER_FSDP;
+    p.zero = 3;
+    run_invariants(&ll, &p, "fsdp zero3");
+    p.zero = 2;
+    run_invariants(&ll, &p, "fsdp zero2 keeps gathered");
+    base_plan(&p, 1, 1, 4, 1, 2, 512);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.zero = 2;
+    p.offload_optimizer = 1.0;
+    run_invariants(&ll, &p, "deepspeed zero2 offload");
+    p.zero = 3;
+    p.offload_params = 0.5;
+    run_invariants(&ll, &p, "deepspeed zero3 param offload");
+    base_plan(&p, 2, 2, 2, 1, 4, 512);
+    p.ep = 2;
+    p.sp = 1;
+    p.zero = 1;
+    run_invariants(&moe, &p, "moe ep2");
+    base_plan(&p, 1, 2, 1, 1, 2, 256);
+    p.dtype = AP_DTYPE_FP8;
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    run_invariants(&ll, &p, "torchtitan fp8 pp2");
+}
+
+/* ---- schedule properties ----------------------------------------------------------------- */
+
+static void test_schedule(void) {
+    ap_model ll;
+    llama_model(&ll, 8, 1024, 16, 4, 2816, 32000);
+    ap_plan p;
+    /* 1F1B: stage i holds min(p - i, m) micro-batches at its peak (Narayanan et al. 2021) */
+    base_plan(&p, 1, 4, 1, 1, 8, 512);
+    ap_sim *s = NULL;
+    ap_err err = {{0}};
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_OK);
+    for (int i = 0; i < 4 && s; i++) CHECK_INT(ap_sim_rank_at(s, i)->inflight_at_peak, 4 - i);
+    /* ops: every (layer, micro-batch) has one forward and one backward on its stage */
+    if (s) {
+        const ap_sim_rank *r = ap_sim_rank_at(s, 1);
+        int fwd = 0, bwd = 0;
+        for (int i = 0; i < r->nops; i++) {
+            fwd += r->ops[i].type == AP_SIM_OP_FWD;
+            bwd += r->ops[i].type == AP_SIM_OP_BWD;
+        }
+        CHECK_INT(fwd, 2 * 8);
+        CHECK_INT(bwd, 2 * 8);
+        char buf[200];
+        CHECK_CONTAINS(ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf), "stage 1");
+    }
+    ap_sim_free(s);
+    /* fewer micro-batches than stages: stage 0 holds m */
+    base_plan(&p, 1, 4, 1, 1, 2, 512);
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_OK);
+    if (s) CHECK_INT(ap_sim_rank_at(s, 0)->inflight_at_peak, 2);
+    ap_sim_free(s);
+    /* interleaved: micro-batches not a multiple of pp are refused with a reason */
+    base_plan(&p, 1, 4, 1, 1, 6, 512);
+    p.vp = 2;
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "multiple of pp");
+    /* more recompute never increases the simulated allocated peak */
+    base_plan(&p, 2, 2, 1, 1, 4, 1024);
+    p.sp = 1;
+    int64_t prev = INT64_MAX;
+    ap_recompute rcs[3] = {AP_RECOMPUTE_NONE, AP_RECOMPUTE_SELECTIVE, AP_RECOMPUTE_FULL};
+    p.flash_attn = 0;
+    for (int i = 0; i < 3; i++) {
+        p.recompute = rcs[i];
+        CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_OK);
+        if (!s) continue;
+        int64_t pk = ap_sim_rank_at(s, 0)->allocated_peak_bytes;
+        CHECK(pk < prev);
+        prev = pk;
+        ap_sim_free(s);
+    }
+    /* a capacity that cannot hold the plan names the first operation over the budget */
+    ap_sim_opts o;
+    ap_sim_opts_init(&o);
+    o.capacity_bytes = 4.0 * 1024 * 1024 * 1024;
+    o.headroom_bytes = 0;
+    o.device_overhead_bytes = 0;
+    ap_model big;
+    llama_model(&big, 16, 4096, 32, 8, 11008, 32000);
+    base_plan(&p, 1, 2, 1, 1, 4, 4096);
+    CHECK(ap_sim_run(&big, NULL, &p, &o, &s, &err) == AP_OK);
+    if (s) {
+        const ap_sim_rank *r = ap_sim_rank_at(s, 0);
+        CHECK(r->over_op >= 0);
+        CHECK((double)r->reserved_curve[r->over_event] > o.capacity_bytes);
+        if (r->over_event > 0) CHECK((double)r->reserved_curve[r->over_event - 1] <= 4.0 * 1024 * 1024 * 1024 ||
+                                     r->ops[r->over_op].type == AP_SIM_OP_SETUP);
+        ap_sim_free(s);
+    }
+}
+
+/* ---- trace ----------------------------------------------------------------------------- */
+
+static void test_trace(void) {
+    ap_model ll;
+    llama_model(&ll, 4, 512, 8, 8, 1376, 32000);
+    ap_plan p;
+    base_plan(&p, 1, 2, 1, 1, 4, 256);
+    ap_sim *s = NULL;
+    ap_err err = {{0}};
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_OK);
+    if (!s) return;
+    const char *dir = tl_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    CHECK(ap_sim_trace_write(s, path, &err) == AP_OK);
+    char *text = tl_read(path);
+    CHECK(text != NULL);
+    ap_json *j = text ? ap_json_parse(text, strlen(text), path, &err) : NULL;
+    CHECK(j != NULL);
+    ap_json *ev = ap_json_get(j, "traceEvents");
+    CHECK(ap_json_is_array(ev));
+    int n = ap_json_size(ev), bad = 0, slices = 0, counters = 0;
+    for (int i = 0; i < n; i++) {
+        ap_json *e = ap_json_at(ev, i);
+        const char *ph = ap_json_string(ap_json_get(e, "ph"));
+        if (!ph || !ap_json_is_number(ap_json_get(e, "ts")) ||
+            !ap_json_is_number(ap_json_get(e, "pid")) || !ap_json_is_string(ap_json_get(e, "name")))
+            bad++;
+        if (ph && !strcmp(ph, "X")) {
+            slices++;
+            if (!ap_json_is_number(ap_json_get(e, "dur"))) bad++;
+        }
+        if (ph && !strcmp(ph, "C")) {
+            counters++;
+            if (!ap_json_is_object(ap_json_get(e, "args"))) bad++;
+        }
+    }
+    CHECK_INT(bad, 0);
+    int ops = ap_sim_rank_at(s, 0)->nops + ap_sim_rank_at(s, 1)->nops;
+    CHECK_INT(slices, ops);
+    CHECK(counters > 0);
+    ap_json_free(j);
+    free(text);
+    ap_sim_free(s);
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    test_caching_rounding_and_small_pool();
+    test_caching_large_pool();
+    test_expandable_and_arena();
+    test_korthikanti_table2();
+    test_invariants();
+    test_schedule();
+    test_trace();
+    return tl_finish();
+}
