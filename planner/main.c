@@ -8,6 +8,7 @@
 
 #include "autoplan/cli.h"
 #include "autoplan/emit.h"
+#include "autoplan/db.h"
 
 typedef struct {
     const char *name;
@@ -20,7 +21,9 @@ static const command commands[] = {
     {"estimate", ap_cmd_estimate, "memory per GPU and step time of one given plan"},
     {"info", ap_cmd_info, "parameter counts, FLOPs and sizes of a model"},
     {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
+    {"validate", ap_cmd_validate, "predict published training runs and report the errors"},
     {"emit", ap_cmd_emit, "trainer configs (DeepSpeed, Megatron, ...) from a saved plan.json"},
+    {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
 };
 
 static void usage(FILE *f) {

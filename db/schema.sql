@@ -1,0 +1,86 @@
+-- schema.sql - the autoplan database (see docs/db.md).
+--
+-- One file per migration step would scatter the schema; instead each step is a section that
+-- starts with a line "-- @version N". db/db.c applies, in one BEGIN IMMEDIATE transaction, every
+-- section whose N is above the file's PRAGMA user_version, then sets user_version to the last N.
+-- db/db.c embeds this text as a C string; tests/test_db.c checks the two are identical.
+-- Sections are append-only: a released section is never edited, a change is a new section.
+--
+-- Units are in the column names: _s seconds, _bytes bytes, _at unix seconds (UTC), _mhz, _w.
+
+-- @version 1
+
+-- The plan cache. key = ap_db_plan_key() of the canonical model, cluster, trainer, search
+-- options and calibration fingerprint; a changed input is a different key, so rows are never
+-- invalidated in place, only collected by `autoplan db gc`.
+CREATE TABLE plans (
+    id          INTEGER PRIMARY KEY,
+    key         TEXT NOT NULL UNIQUE,      -- 32 hex digits
+    summary     TEXT NOT NULL,             -- one line for `autoplan db list`
+    result_json TEXT NOT NULL,             -- the ranked search result, as `autoplan plan` prints it
+    search_s    REAL NOT NULL,             -- wall time of the search that produced it
+    created_at  INTEGER NOT NULL,
+    used_at     INTEGER NOT NULL,          -- last cache hit (or created_at); gc reads this
+    hits        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX plans_used_at ON plans(used_at);
+
+-- Operator profiles measured on a real GPU (the profiler fills this table; `db import` shares
+-- it between machines). Text columns are NOT NULL DEFAULT '' so the UNIQUE constraint, which
+-- makes importing the same file twice a no-op, sees equal rows as equal (NULLs are distinct).
+CREATE TABLE profiles (
+    id             INTEGER PRIMARY KEY,
+    gpu            TEXT NOT NULL,          -- catalog SKU it calibrates: "h100-sxm"
+    device_name    TEXT NOT NULL DEFAULT '', -- as the driver reports it
+    pci_id         TEXT NOT NULL DEFAULT '', -- "10de:2330"
+    sm_count       INTEGER NOT NULL DEFAULT 0,
+    mem_bytes      REAL NOT NULL DEFAULT 0,
+    sm_clock_mhz   REAL NOT NULL DEFAULT 0,
+    mem_clock_mhz  REAL NOT NULL DEFAULT 0,
+    power_limit_w  REAL NOT NULL DEFAULT 0,
+    driver_version TEXT NOT NULL DEFAULT '',
+    cuda_version   TEXT NOT NULL DEFAULT '',
+    cublas_version TEXT NOT NULL DEFAULT '',
+    nccl_version   TEXT NOT NULL DEFAULT '',
+    mig_mode       TEXT NOT NULL DEFAULT 'off', -- "off" or the MIG profile, "1g.10gb"
+    op             TEXT NOT NULL,          -- operator kind: "gemm", "flash_attn", "allreduce"
+    shape          TEXT NOT NULL,          -- "m=8192,n=8192,k=8192"
+    dtype          TEXT NOT NULL,          -- "bf16"
+    time_s         REAL NOT NULL,          -- median time of one call
+    flops_per_s    REAL NOT NULL DEFAULT 0, -- achieved FLOP/s (0: not a compute op)
+    bytes_per_s    REAL NOT NULL DEFAULT 0, -- achieved bandwidth (0: not a memory/comm op)
+    bytes          REAL NOT NULL DEFAULT 0, -- bytes moved by one call
+    samples        INTEGER NOT NULL,       -- timed repetitions behind time_s
+    spread         REAL NOT NULL DEFAULT 0, -- (max - min) / median of the samples
+    source_run     TEXT NOT NULL DEFAULT '', -- id of the profiling run that measured it
+    created_at     INTEGER NOT NULL,
+    UNIQUE (gpu, device_name, pci_id, driver_version, cuda_version, cublas_version,
+            nccl_version, mig_mode, op, shape, dtype, source_run)
+);
+CREATE INDEX profiles_gpu ON profiles(gpu, op, dtype);
+
+-- Executed plans: what was predicted and what was measured. A run and its per-rank rows are
+-- written in one transaction. uid (a hash of the run's identity) makes imports idempotent.
+CREATE TABLE runs (
+    id                   INTEGER PRIMARY KEY,
+    uid                  TEXT NOT NULL UNIQUE,
+    plan_key             TEXT NOT NULL DEFAULT '', -- plans.key when the plan came from the cache
+    plan_json            TEXT NOT NULL,            -- the plan.json that was executed
+    host                 TEXT NOT NULL,
+    backend              TEXT NOT NULL,            -- "cpu", "cuda"
+    started_at           INTEGER NOT NULL,
+    ranks                INTEGER NOT NULL,
+    predicted_step_s     REAL NOT NULL,
+    measured_step_s      REAL NOT NULL,
+    predicted_peak_bytes REAL NOT NULL,            -- max over ranks
+    measured_peak_bytes  REAL NOT NULL             -- max over ranks
+);
+CREATE TABLE run_ranks (
+    run_id               INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    rank                 INTEGER NOT NULL,
+    predicted_step_s     REAL NOT NULL,
+    measured_step_s      REAL NOT NULL,
+    predicted_peak_bytes REAL NOT NULL,
+    measured_peak_bytes  REAL NOT NULL,
+    PRIMARY KEY (run_id, rank)
+) WITHOUT ROWID;
