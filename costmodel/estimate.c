@@ -211,9 +211,10 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     double attn_done = p->flash_attn ? 0.5 * attn_full : attn_full; /* causal skip (flash) */
     double attn_s = attn_done / (x->peak * x->cal.attn_eff * x->gemm_scale);
 
-    /* elementwise bytes: two norms (r+w 4h), two residual adds (6h), rotary on q,k, and with
-     * dropout two dropouts (5h); outside the tp region, so split only with sp */
-    double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 10.0 : 0.0)) / out_t;
+    /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
+     * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
+     * mask each); outside the tp region, so split only with sp */
+    double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / out_t;
     double in_elem = ffn_elem;
     if (!p->flash_attn) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += (double)p->mbs * a_loc * sl * (double)p->seq * (m->dropout ? 9.0 : 4.0);
@@ -431,6 +432,12 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
             transient += 2.0 * lb * T * V / t;
         }
         sm->activations_bytes = act + transient;
+        {
+            double layers_only = act_mb;
+            if (first && m->dropout) layers_only -= T * h / out_t;
+            if (last) layers_only -= 2.0 * 2.0 * T * h / out_t;
+            sm->layer_activations_bytes = inflight * layers_only;
+        }
 
         /* ---- other: gathered parameters, fp8 copies, communication buffers ---- */
         double other = 0;
@@ -547,9 +554,11 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     /* ---- pipeline schedule ---- */
     double p2p = 0;
     if (p->pp > 1) {
-        /* one activation (and one gradient) per micro-batch per boundary; the pp group has
-         * stride tp*cp*dp, so it crosses nodes unless the whole model fits one domain */
-        double bytes = T * h * 2.0 / out_t;
+        /* one activation (and one gradient) per micro-batch per boundary, split across the
+         * tp ranks and re-gathered over NVLink (the scatter/gather optimisation, Narayanan 2021
+         * Sec. 4.1); the pp group has stride tp*cp*dp, so it crosses nodes unless the whole
+         * model fits one domain */
+        double bytes = T * h * 2.0 / t;
         int inner = p->tp * p->cp * p->dp;
         double bw = inner >= c->nvlink_domain
                         ? c->net_bytes_per_s * x.cal.net_eff * x.net_scale

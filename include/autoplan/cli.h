@@ -106,6 +106,7 @@ int ap_cmd_info(int argc, char **argv);
 int ap_cmd_gpus(int argc, char **argv);
 int ap_cmd_estimate(int argc, char **argv);
 int ap_cmd_plan(int argc, char **argv);
+int ap_cmd_validate(int argc, char **argv);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

@@ -40,6 +40,8 @@ typedef struct ap_stage_mem {
     double grads_bytes;
     double optimizer_bytes;  /* master weights + optimizer states on the GPU */
     double activations_bytes;/* peak activations incl. in-flight micro-batches, logits */
+    double layer_activations_bytes; /* of that, the transformer layers' in-flight activations
+                                       (no embedding, head, logits or recompute working set) */
     double other_bytes;      /* temporaries: gathered ZeRO-3 params, comm buffers, fp8 copies */
     double allocated_bytes;  /* sum of the above at the peak */
     double reserved_bytes;   /* allocator segments (rounding + fragmentation) */

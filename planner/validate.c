@@ -1,0 +1,441 @@
+/*
+ * validate.c - `autoplan validate`: predict every published run shipped in
+ * tests/data/validation.json (built by tools/make_validation.py), report per-row, per-source
+ * and overall errors, fit the eight calibration parameters (--fit) and estimate the error on
+ * unseen runs by leaving each source out of the fit in turn (--leave-one-source-out).
+ *
+ * Time metrics (step_s, layer_s) form the time MAPE; memory metrics (activations_bytes,
+ * states_bytes) the memory MAPE. Overall = mean over sources of each source's MAPE.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/cli.h"
+
+#define MAX_ROWS 512
+#define MAX_SOURCES 16
+
+typedef struct {
+    char source[64];
+    char metric[32];
+    char model_name[64];
+    char plan_label[160];
+    ap_model model;
+    ap_cluster cluster;
+    ap_plan plan;
+    double measured;
+    double predicted;
+    int fits;
+    int is_time;
+} vrow;
+
+typedef struct {
+    vrow rows[MAX_ROWS];
+    int n;
+    char sources[MAX_SOURCES][64];
+    int nsources;
+} vset;
+
+static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
+    ap_json *root = ap_json_parse_file(path, err);
+    if (!root) return AP_ERR_INPUT;
+    ap_json *rows = ap_json_get(root, "rows");
+    ap_status st = AP_OK;
+    if (!ap_json_is_array(rows)) {
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'rows' must be an array", path);
+        goto done;
+    }
+    vs->n = 0;
+    vs->nsources = 0;
+    for (int i = 0; i < ap_json_size(rows) && st == AP_OK; i++) {
+        if (vs->n >= MAX_ROWS) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: more than %d rows", path, MAX_ROWS);
+            break;
+        }
+        ap_json *r = ap_json_at(rows, i);
+        vrow *v = &vs->rows[vs->n];
+        memset(v, 0, sizeof *v);
+        char where[320];
+        snprintf(where, sizeof where, "%s: rows[%d]", path, i);
+        if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err))) break;
+        if ((st = ap_json_get_str(r, "metric", v->metric, sizeof v->metric, NULL, where, err))) break;
+        if ((st = ap_json_get_real(r, "measured", 1e-9, 1e18, &v->measured, NULL, where, err))) break;
+        v->is_time = !strcmp(v->metric, "step_s") || !strcmp(v->metric, "layer_s");
+        if (!v->is_time && strcmp(v->metric, "activations_bytes") && strcmp(v->metric, "states_bytes")) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s'", where, v->metric);
+            break;
+        }
+        /* model: native fields, parsed by the model reader */
+        ap_json *mj = ap_json_get(r, "model");
+        char *mtext = mj ? ap_json_print(mj, 0) : NULL;
+        if (!mtext) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'model'", where);
+            break;
+        }
+        char mwhere[280];
+        snprintf(mwhere, sizeof mwhere, "%s.model", where);
+        st = ap_model_parse(mtext, strlen(mtext), mwhere, &v->model, err);
+        free(mtext);
+        if (st) break;
+        snprintf(v->model_name, sizeof v->model_name, "%s", v->model.name);
+        /* cluster */
+        char gpu[64], net[64];
+        int64_t gpus, gpn;
+        if ((st = ap_json_get_str(r, "gpu", gpu, sizeof gpu, NULL, where, err))) break;
+        if ((st = ap_json_get_int(r, "gpus", 1, 1 << 20, &gpus, NULL, where, err))) break;
+        if ((st = ap_json_get_int(r, "gpus_per_node", 1, 1024, &gpn, NULL, where, err))) break;
+        if ((st = ap_json_get_str(r, "network_bw", net, sizeof net, NULL, where, err))) break;
+        const ap_gpu *g;
+        if ((st = ap_gpu_lookup(gpu, where, &g, err))) break;
+        ap_cluster_from_gpu(g, (int)gpus, &v->cluster);
+        ap_cluster_set_gpus_per_node(&v->cluster, (int)gpn);
+        if ((st = ap_parse_bandwidth(net, where, &v->cluster.net_bytes_per_s, err))) break;
+        /* plan */
+        ap_json *pj = ap_json_get(r, "plan");
+        ap_plan *p = &v->plan;
+        ap_plan_init(p);
+        int64_t x;
+        snprintf(mwhere, sizeof mwhere, "%s.plan", where);
+#define GETI(k, lo, hi, dst) \
+    if ((st = ap_json_get_int(pj, k, lo, hi, &x, NULL, mwhere, err))) break; \
+    dst = x;
+        GETI("tp", 1, 4096, p->tp); GETI("pp", 1, 4096, p->pp); GETI("dp", 1, 1 << 20, p->dp);
+        GETI("cp", 1, 4096, p->cp); GETI("vp", 1, 4096, p->vp); GETI("mbs", 1, 1 << 20, p->mbs);
+        GETI("gbs", 1, (int64_t)1 << 32, p->gbs); GETI("zero", 0, 3, p->zero);
+#undef GETI
+        char rc[32], dt[16];
+        int sp = 0, ov = 0, fa = 1;
+        if ((st = ap_json_get_str(pj, "recompute", rc, sizeof rc, NULL, mwhere, err))) break;
+        if ((st = ap_json_get_str(pj, "dtype", dt, sizeof dt, NULL, mwhere, err))) break;
+        if ((st = ap_json_get_bool(pj, "sp", &sp, NULL, mwhere, err))) break;
+        if ((st = ap_json_get_bool(pj, "overlap", &ov, NULL, mwhere, err))) break;
+        int fa_given = 0;
+        if ((st = ap_json_get_bool(pj, "flash_attn", &fa, &fa_given, mwhere, err))) break;
+        p->recompute = !strcmp(rc, "full") ? AP_RECOMPUTE_FULL
+                       : !strcmp(rc, "selective") ? AP_RECOMPUTE_SELECTIVE : AP_RECOMPUTE_NONE;
+        if ((st = ap_dtype_parse(dt, &p->dtype))) {
+            ap_err_set(err, st, "%s: unknown dtype '%s'", mwhere, dt);
+            break;
+        }
+        p->sp = sp;
+        p->flash_attn = fa;
+        p->overlap_grad = p->overlap_param = ov;
+        p->seq = v->model.seq_len;
+        p->grad_accum = p->gbs / (p->mbs * p->dp);
+        p->trainer = AP_TRAINER_MEGATRON;
+        ap_plan_label(p, v->plan_label, sizeof v->plan_label);
+        int known = 0;
+        for (int s = 0; s < vs->nsources; s++)
+            if (!strcmp(vs->sources[s], v->source)) known = 1;
+        if (!known && vs->nsources < MAX_SOURCES) {
+            memcpy(vs->sources[vs->nsources], v->source, sizeof v->source);
+            vs->nsources++;
+        }
+        vs->n++;
+    }
+done:
+    ap_json_free(root);
+    return st;
+}
+
+/* Predict one row's metric under calibration cal. */
+static ap_status predict(vrow *v, const ap_calib *cal, ap_err *err) {
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
+    o.calib = cal;
+    static ap_estimate e;
+    ap_status st;
+    if (!strcmp(v->metric, "layer_s")) {
+        /* one layer's forward + backward: difference of a 2-layer and a 1-layer model */
+        ap_model m1 = v->model, m2 = v->model;
+        m1.layers = 1;
+        m2.layers = 2;
+        ap_plan p = v->plan;
+        p.pp = 1;
+        p.vp = 1;
+        if ((st = ap_estimate_plan(&m2, &v->cluster, &p, &o, &e, err))) return st;
+        double t2 = e.time.stage_fwd_s[0] + e.time.stage_bwd_s[0];
+        if ((st = ap_estimate_plan(&m1, &v->cluster, &p, &o, &e, err))) return st;
+        double t1 = e.time.stage_fwd_s[0] + e.time.stage_bwd_s[0];
+        v->predicted = t2 - t1;
+        v->fits = 1;
+        return AP_OK;
+    }
+    if ((st = ap_estimate_plan(&v->model, &v->cluster, &v->plan, &o, &e, err))) return st;
+    v->fits = e.fits;
+    const ap_stage_mem *s0 = &e.stages[0];
+    /* states: a stage holding only transformer layers, as the transcribed readings count */
+    const ap_stage_mem *sm = &e.stages[e.nstages > 2 ? 1 : 0];
+    if (!strcmp(v->metric, "step_s")) v->predicted = e.time.step_s;
+    else if (!strcmp(v->metric, "activations_bytes")) v->predicted = s0->layer_activations_bytes;
+    else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
+    return AP_OK;
+}
+
+typedef struct {
+    double time_mape, time_max, mem_mape, mem_max;
+    int rows, time_rows, mem_rows;
+} errstat;
+
+/* Errors of rows whose source is (or, with exclude, is not) `only` (NULL = all). Overall MAPE =
+ * mean over sources. */
+static void summarize(const vset *vs, const char *only, int exclude, errstat *out,
+                      errstat per[MAX_SOURCES]) {
+    memset(out, 0, sizeof *out);
+    int nts = 0, nms = 0;
+    for (int s = 0; s < vs->nsources; s++) {
+        errstat *ps = &per[s];
+        memset(ps, 0, sizeof *ps);
+        int in = !only || (!strcmp(vs->sources[s], only) != !!exclude);
+        for (int i = 0; i < vs->n; i++) {
+            const vrow *v = &vs->rows[i];
+            if (strcmp(v->source, vs->sources[s])) continue;
+            double e = fabs(v->predicted - v->measured) / v->measured;
+            ps->rows++;
+            if (v->is_time) {
+                ps->time_mape += e;
+                ps->time_rows++;
+                if (e > ps->time_max) ps->time_max = e;
+            } else {
+                ps->mem_mape += e;
+                ps->mem_rows++;
+                if (e > ps->mem_max) ps->mem_max = e;
+            }
+        }
+        if (ps->time_rows) ps->time_mape /= ps->time_rows;
+        if (ps->mem_rows) ps->mem_mape /= ps->mem_rows;
+        if (!in) continue;
+        out->rows += ps->rows;
+        if (ps->time_rows) {
+            out->time_mape += ps->time_mape;
+            nts++;
+            if (ps->time_max > out->time_max) out->time_max = ps->time_max;
+        }
+        if (ps->mem_rows) {
+            out->mem_mape += ps->mem_mape;
+            nms++;
+            if (ps->mem_max > out->mem_max) out->mem_max = ps->mem_max;
+        }
+    }
+    if (nts) out->time_mape /= nts;
+    if (nms) out->mem_mape /= nms;
+}
+
+static double objective(vset *vs, const ap_calib *cal, const char *leave_out) {
+    for (int i = 0; i < vs->n; i++) {
+        vrow *v = &vs->rows[i];
+        if (!v->is_time) continue;
+        if (leave_out && !strcmp(v->source, leave_out)) continue;
+        if (predict(v, cal, NULL) != AP_OK) return 1e9;
+    }
+    errstat all, per[MAX_SOURCES];
+    summarize(vs, leave_out, 1, &all, per);
+    /* mean MAPE over sources plus a little of the worst row, so no source is sacrificed */
+    return all.time_mape + 0.25 * all.time_max;
+}
+
+/* Coordinate search in log space within physical bounds. */
+static void fit(vset *vs, ap_calib *cal, const char *leave_out) {
+    double *par[8] = {&cal->gemm_eff_max, &cal->gemm_half_flops, &cal->attn_eff, &cal->link_eff,
+                      &cal->net_eff, &cal->coll_latency_s, &cal->step_overhead_s,
+                      &cal->mem_bound_eff};
+    /* physical ranges: cuBLAS does not exceed ~95% of peak nor fall below half on large
+     * GEMMs; NCCL reaches 60-95% of NVLink and InfiniBand line rates (nccl-tests); latency
+     * per step 2-50 us; HBM streaming kernels 50-95% */
+    const double lo[8] = {0.50, 1e8, 0.20, 0.60, 0.60, 2e-6, 0.0, 0.50};
+    const double hi[8] = {0.95, 5e10, 0.90, 0.95, 0.95, 5e-5, 0.5, 0.95};
+    double best = objective(vs, cal, leave_out);
+    double step = 0.25;
+    for (int round = 0; round < 60 && step > 1e-3; round++) {
+        int improved = 0;
+        for (int k = 0; k < 8; k++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+                double old = *par[k];
+                double nv = k == 6 ? old + dir * step * 0.1 : old * exp(dir * step);
+                if (nv < lo[k]) nv = lo[k];
+                if (nv > hi[k]) nv = hi[k];
+                if (nv == old) continue;
+                *par[k] = nv;
+                double f = objective(vs, cal, leave_out);
+                if (f < best - 1e-12) {
+                    best = f;
+                    improved = 1;
+                } else {
+                    *par[k] = old;
+                }
+            }
+        }
+        if (!improved) step *= 0.5;
+    }
+}
+
+static ap_json *errjson(const errstat *e, int with_mem_max) {
+    ap_json *o = ap_json_new_object();
+    ap_json_add_number(o, "time_mape", e->time_mape);
+    ap_json_add_number(o, "time_max", e->time_max);
+    ap_json_add_number(o, "memory_mape", e->mem_mape);
+    if (with_mem_max) ap_json_add_number(o, "memory_max", e->mem_max);
+    ap_json_add_number(o, "rows", e->rows);
+    return o;
+}
+
+static void print_calib(const ap_calib *c) {
+    printf("  gemm_eff_max     %.4f   achievable fraction of dense peak on large GEMMs\n", c->gemm_eff_max);
+    printf("  gemm_half_flops  %.4g   GEMM size (FLOPs) at half of that efficiency\n", c->gemm_half_flops);
+    printf("  attn_eff         %.4f   flash-attention fraction of peak\n", c->attn_eff);
+    printf("  link_eff         %.4f   achieved fraction of NVLink bandwidth\n", c->link_eff);
+    printf("  net_eff          %.4f   achieved fraction of network bandwidth\n", c->net_eff);
+    printf("  coll_latency_s   %.3g   per collective step\n", c->coll_latency_s);
+    printf("  step_overhead_s  %.4f   fixed per-step overhead\n", c->step_overhead_s);
+    printf("  mem_bound_eff    %.4f   achieved fraction of HBM bandwidth\n", c->mem_bound_eff);
+}
+
+int ap_cmd_validate(int argc, char **argv) {
+    static ap_flags fl;
+    static vset vs;
+    ap_err err = {{0}};
+    int help = 0;
+    fl.n = 0;
+    ap_flags_add(&fl, "data", AP_FLAG_VALUE, "FILE",
+                 "validation rows (default tests/data/validation.json of the source tree)");
+    ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print {overall, by_source, rows} as JSON; "
+                 "errors are fractions");
+    ap_flags_add(&fl, "leave-one-source-out", AP_FLAG_BOOL, NULL,
+                 "fit on all sources but one, predict that one, for each source");
+    ap_flags_add(&fl, "fit", AP_FLAG_BOOL, NULL,
+                 "fit the calibration on all rows and print it (instead of the built-in one)");
+    ap_status st = ap_flags_parse(&fl, argc, argv, 0, &help, &err);
+    if (help) {
+        ap_flags_print_help(&fl, "autoplan validate [--data FILE] [--json] [--leave-one-source-out]",
+                            "Predict the published training runs and report the errors.");
+        return 0;
+    }
+    if (st != AP_OK) return ap_cli_fail(st, &err);
+    const char *path = ap_flags_value(&fl, "data");
+    char dflt[4096];
+    if (!path) {
+        snprintf(dflt, sizeof dflt, "%s/tests/data/validation.json", AP_SOURCE_DIR);
+        path = dflt;
+    }
+    if ((st = load_rows(path, &vs, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    if (vs.n == 0) {
+        fprintf(stderr, "autoplan: %s: no rows\n", path);
+        return 2;
+    }
+    ap_calib cal;
+    ap_calib_default(&vs.rows[0].cluster.gpu, &cal);
+    if (ap_flags_isset(&fl, "fit")) fit(&vs, &cal, NULL);
+    for (int i = 0; i < vs.n; i++)
+        if ((st = predict(&vs.rows[i], &cal, &err)) != AP_OK) {
+            ap_err_prefix(&err, "%s: rows[%d] (%s, %s)", path, i, vs.rows[i].model_name,
+                          vs.rows[i].plan_label);
+            return ap_cli_fail(st, &err);
+        }
+    errstat all, per[MAX_SOURCES];
+    summarize(&vs, NULL, 0, &all, per);
+    /* runs that ran must fit (Figure 1's no-recompute bars are not runs: they exceed 80 GB) */
+    int all_fit = 1;
+    for (int i = 0; i < vs.n; i++)
+        if (!strcmp(vs.rows[i].metric, "step_s")) all_fit &= vs.rows[i].fits;
+
+    /* leave one source out: fit without it, predict it */
+    errstat loso = {0};
+    double loso_src[MAX_SOURCES] = {0};
+    int do_loso = ap_flags_isset(&fl, "leave-one-source-out");
+    if (do_loso) {
+        static vset tmp;
+        int nts = 0;
+        for (int s = 0; s < vs.nsources; s++) {
+            tmp = vs;
+            ap_calib c2 = cal;
+            ap_calib_default(&vs.rows[0].cluster.gpu, &c2);
+            fit(&tmp, &c2, vs.sources[s]);
+            for (int i = 0; i < tmp.n; i++) predict(&tmp.rows[i], &c2, NULL);
+            errstat one, per2[MAX_SOURCES];
+            summarize(&tmp, vs.sources[s], 0, &one, per2);
+            loso_src[s] = one.time_mape;
+            if (one.time_rows || per2[s].time_rows) {
+                loso.time_mape += per2[s].time_mape;
+                if (per2[s].time_max > loso.time_max) loso.time_max = per2[s].time_max;
+                nts++;
+            }
+        }
+        if (nts) loso.time_mape /= nts;
+    }
+
+    if (ap_flags_isset(&fl, "json")) {
+        ap_json *root = ap_json_new_object();
+        ap_json *ov = errjson(&all, 1);
+        ap_json_add_bool(ov, "all_runs_fit", all_fit);
+        ap_json_add(root, "overall", ov);
+        ap_json *bs = ap_json_new_array();
+        for (int s = 0; s < vs.nsources; s++) {
+            ap_json *o = errjson(&per[s], 0);
+            ap_json *o2 = ap_json_new_object();
+            ap_json_add_string(o2, "source", vs.sources[s]);
+            ap_json_add_number(o2, "time_mape", per[s].time_mape);
+            ap_json_add_number(o2, "time_max", per[s].time_max);
+            ap_json_add_number(o2, "memory_mape", per[s].mem_mape);
+            ap_json_add_number(o2, "rows", per[s].rows);
+            if (do_loso) ap_json_add_number(o2, "loso_time_mape", loso_src[s]);
+            ap_json_free(o);
+            ap_json_push(bs, o2);
+        }
+        ap_json_add(root, "by_source", bs);
+        ap_json *rows = ap_json_new_array();
+        for (int i = 0; i < vs.n; i++) {
+            const vrow *v = &vs.rows[i];
+            ap_json *o = ap_json_new_object();
+            ap_json_add_string(o, "source", v->source);
+            ap_json_add_string(o, "model", v->model_name);
+            ap_json_add_string(o, "plan", v->plan_label);
+            ap_json_add_string(o, "metric", v->metric);
+            ap_json_add_number(o, "predicted", v->predicted);
+            ap_json_add_number(o, "measured", v->measured);
+            ap_json_add_number(o, "error", fabs(v->predicted - v->measured) / v->measured);
+            ap_json_add_bool(o, "fits", v->fits);
+            ap_json_push(rows, o);
+        }
+        ap_json_add(root, "rows", rows);
+        if (do_loso) {
+            ap_json *lo = ap_json_new_object();
+            ap_json_add_number(lo, "time_mape", loso.time_mape);
+            ap_json_add_number(lo, "time_max", loso.time_max);
+            ap_json_add(root, "leave_one_source_out", lo);
+        }
+        char *s = ap_json_print(root, 1);
+        printf("%s\n", s ? s : "null");
+        free(s);
+        ap_json_free(root);
+        return 0;
+    }
+    printf("%-24s %-14s %-34s %-18s %12s %12s %7s\n", "source", "model", "plan", "metric",
+           "predicted", "measured", "error");
+    for (int i = 0; i < vs.n; i++) {
+        const vrow *v = &vs.rows[i];
+        double scale = v->is_time ? 1.0 : 1073741824.0;
+        printf("%-24s %-14.14s %-34.34s %-18s %12.4g %12.4g %6.1f%%%s\n", v->source, v->model_name,
+               v->plan_label, v->metric, v->predicted / scale, v->measured / scale,
+               100 * fabs(v->predicted - v->measured) / v->measured, !strcmp(v->metric, "step_s") && !v->fits ? "  (predicted not to fit!)" : "");
+    }
+    printf("\n%-24s %10s %10s %12s %5s%s\n", "source", "time MAPE", "time max", "memory MAPE",
+           "rows", do_loso ? "   left-out time MAPE" : "");
+    for (int s = 0; s < vs.nsources; s++) {
+        printf("%-24s %9.2f%% %9.2f%% %11.2f%% %5d", vs.sources[s], 100 * per[s].time_mape,
+               100 * per[s].time_max, 100 * per[s].mem_mape, per[s].rows);
+        if (do_loso && per[s].time_rows) printf("   %9.2f%%", 100 * loso_src[s]);
+        printf("\n");
+    }
+    printf("%-24s %9.2f%% %9.2f%% %11.2f%% %5d\n", "overall (mean of sources)", 100 * all.time_mape,
+           100 * all.time_max, 100 * all.mem_mape, all.rows);
+    printf("memory max error %.2f%%; every published run predicted to fit: %s\n",
+           100 * all.mem_max, all_fit ? "yes" : "NO");
+    if (do_loso)
+        printf("leave-one-source-out time MAPE %.2f%% (max row %.2f%%)\n", 100 * loso.time_mape,
+               100 * loso.time_max);
+    printf("\ncalibration (%s):\n", ap_flags_isset(&fl, "fit") ? "fitted now" : "built in");
+    print_calib(&cal);
+    return 0;
+}
