@@ -402,13 +402,24 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
     return AP_OK;
 }
 
+/* Messages quote the user's text (keys, names, values); keep them on one line. */
+static void one_line(ap_err *err) {
+    if (!err) return;
+    for (char *p = err->msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
                            ap_err *err) {
     if (!where) where = "cluster";
     ap_json *root = ap_json_parse(text, len, where, err);
-    if (!root) return AP_ERR_INPUT;
+    if (!root) {
+        one_line(err);
+        return AP_ERR_INPUT;
+    }
     ap_status st = parse_root(root, where, out, err);
     ap_json_free(root);
+    if (st != AP_OK) one_line(err);
     return st;
 }
 

@@ -31,6 +31,21 @@ ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *
     if (!j) {
         size_t off = end ? (size_t)(end - text) : 0;
         if (off > len) off = len;
+        /* cJSON clamps the error position to the last byte when it runs out of input, so a
+         * truncated document and a bad last byte look alike. Parse again with one space
+         * appended: running out now points past the original text. */
+        if (nul > 0 && off == nul - 1) {
+            char *pad = malloc(nul + 1);
+            if (pad) {
+                memcpy(pad, text, nul);
+                pad[nul] = ' ';
+                const char *end2 = NULL;
+                cJSON *j2 = cJSON_ParseWithLengthOpts(pad, nul + 1, &end2, 0);
+                if (!j2 && end2 && (size_t)(end2 - pad) >= nul) off = nul;
+                cJSON_Delete(j2);
+                free(pad);
+            }
+        }
         size_t line = 1, col = 1;
         for (size_t i = 0; i < off; i++) {
             if (text[i] == '\n') { line++; col = 1; } else col++;

@@ -106,31 +106,58 @@ static void fmt_tflops(double flops, char *buf, size_t n) {
     else snprintf(buf, n, "-");
 }
 
-static int print_table(void) {
-    printf("%-14s %-26s %7s %7s %7s %6s %-20s %-11s %s\n", "name", "aliases", "mem", "bf16",
-           "fp8", "HBM", "peer link", "PCIe", "reference node");
-    printf("%-14s %-26s %7s %7s %7s %6s %-20s %-11s %s\n", "", "", "GiB", "TFLOP/s", "TFLOP/s",
-           "TB/s", "per direction", "per dir.", "GPUs, NICs x Gb/s");
-    for (int i = 0; i < ap_gpu_catalog_count(); i++) {
-        const ap_gpu *g = ap_gpu_catalog_at(i);
-        char bf16[16], fp8[16], link[32], pcie[24], node[48];
-        double bf = g->peak_flops[AP_DTYPE_BF16];
-        fmt_tflops(bf, bf16, sizeof bf16);
-        if (bf <= 0) /* no bf16: show the fp16 peak, marked */
-            snprintf(bf16, sizeof bf16, "(%.0f)", g->peak_flops[AP_DTYPE_FP16] / 1e12);
-        fmt_tflops(g->peak_flops[AP_DTYPE_FP8], fp8, sizeof fp8);
-        if (g->link == AP_LINK_NONE) snprintf(link, sizeof link, "none");
-        else snprintf(link, sizeof link, "%s %.0f GB/s", ap_link_name(g->link),
-                      g->link_bytes_per_s / 1e9);
-        snprintf(pcie, sizeof pcie, "gen%d %.0f GB/s", g->pcie_gen, g->pcie_bytes_per_s / 1e9);
-        snprintf(node, sizeof node, "%d, %dx %.0f", g->ref_gpus_per_node, g->ref_nics_per_node,
-                 nic_gbps(g));
-        const char *al = ap_gpu_aliases(i);
-        printf("%-14s %-26s %7.1f %7s %7s %6.2f %-20s %-11s %s\n", g->name, *al ? al : "-",
-               g->mem_bytes / GIB, bf16, fp8, g->hbm_bytes_per_s / 1e12, link, pcie, node);
+#define NCOL 9
+#define MAXROWS 64
+
+/* One row of cells; columns are sized to their widest cell. Numbers align right. */
+static void put_row(char cell[][NCOL][48], int r, const int *w, const int *right) {
+    for (int c = 0; c < NCOL; c++) {
+        const char *sep = c + 1 < NCOL ? "  " : "\n";
+        if (c + 1 == NCOL) printf("%s%s", cell[r][c], sep);
+        else if (right[c]) printf("%*s%s", w[c], cell[r][c], sep);
+        else printf("%-*s%s", w[c], cell[r][c], sep);
     }
-    printf("\nDense peaks (no sparsity); (N) = no bf16, fp16 peak shown. Memory is what the "
-           "driver reports.\nCatalog %s; sources: `autoplan gpus NAME` or docs/hardware.md.\n",
+}
+
+static int print_table(void) {
+    static char cell[MAXROWS + 2][NCOL][48];
+    static const int right[NCOL] = {0, 0, 1, 1, 1, 1, 0, 0, 0};
+    static const char *head[2][NCOL] = {
+        {"name", "aliases", "mem", "bf16", "fp8", "HBM", "peer link", "PCIe", "reference node"},
+        {"", "", "GiB", "TFLOP/s", "TFLOP/s", "TB/s", "GB/s per dir.", "GB/s per dir.",
+         "GPUs, NICs x Gb/s"}};
+    int n = ap_gpu_catalog_count();
+    if (n > MAXROWS) n = MAXROWS;
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < NCOL; c++) snprintf(cell[h][c], sizeof cell[h][c], "%s", head[h][c]);
+    for (int i = 0; i < n; i++) {
+        const ap_gpu *g = ap_gpu_catalog_at(i);
+        char(*row)[48] = cell[i + 2];
+        const char *al = ap_gpu_aliases(i);
+        snprintf(row[0], 48, "%s", g->name);
+        snprintf(row[1], 48, "%s", *al ? al : "-");
+        snprintf(row[2], 48, "%.1f", g->mem_bytes / GIB);
+        double bf = g->peak_flops[AP_DTYPE_BF16];
+        if (bf > 0) fmt_tflops(bf, row[3], 48);
+        else /* no bf16: show the fp16 peak, in parentheses */
+            snprintf(row[3], 48, "(%.1f)", g->peak_flops[AP_DTYPE_FP16] / 1e12);
+        fmt_tflops(g->peak_flops[AP_DTYPE_FP8], row[4], 48);
+        snprintf(row[5], 48, "%.2f", g->hbm_bytes_per_s / 1e12);
+        if (g->link == AP_LINK_NONE) snprintf(row[6], 48, "none");
+        else snprintf(row[6], 48, "%s %.0f", ap_link_name(g->link), g->link_bytes_per_s / 1e9);
+        snprintf(row[7], 48, "gen%d %.0f", g->pcie_gen, g->pcie_bytes_per_s / 1e9);
+        snprintf(row[8], 48, "%d, %dx %.0f", g->ref_gpus_per_node, g->ref_nics_per_node,
+                 nic_gbps(g));
+    }
+    int w[NCOL] = {0};
+    for (int r = 0; r < n + 2; r++)
+        for (int c = 0; c < NCOL; c++) {
+            int len = (int)strlen(cell[r][c]);
+            if (len > w[c]) w[c] = len;
+        }
+    for (int r = 0; r < n + 2; r++) put_row(cell, r, w, right);
+    printf("\nDense peaks without sparsity; (N): no bf16, the fp16 peak is shown. Memory is what "
+           "the driver\nreports. Catalog %s; sources: `autoplan gpus NAME` or docs/hardware.md.\n",
            ap_gpu_catalog_version());
     return 0;
 }
