@@ -247,16 +247,17 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
               p->dp, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
     if (hf) {
         sb_printf(&b,
-                  "# ds_config_hf.json: HF Trainer / Accelerate flavour%s. Without a topology\n"
-                  "#   DeepSpeed multiplies over all %d ranks, so train_batch_size is left out;\n"
-                  "#   set the Trainer's per_device_train_batch_size %lld and "
-                  "gradient_accumulation_steps %lld.\n",
+                  "# ds_config_hf.json: HF Trainer / Accelerate flavour%s.\n"
+                  "#   Without a topology DeepSpeed multiplies over all %d ranks, so\n"
+                  "#   train_batch_size is left out; set the Trainer's\n"
+                  "#   per_device_train_batch_size %lld and gradient_accumulation_steps %lld.\n",
                   p->tp > 1 ? " with AutoTP (tensor_parallel.autotp_size)" : "", c->gpus,
                   (long long)p->mbs, (long long)p->grad_accum);
         if (p->recompute == AP_RECOMPUTE_FULL)
             sb_printf(&b, "#   Recompute: call model.gradient_checkpointing_enable() in the "
-                          "script (DeepSpeed's activation_checkpointing block only acts when the\n"
-                          "#   script uses DeepSpeed's checkpointing API).\n");
+                          "script; DeepSpeed's\n"
+                          "#   activation_checkpointing block only acts through its own "
+                          "checkpointing API.\n");
     } else {
         sb_printf(&b, "# ds_config_hf.json: not written: %s.\n", why);
     }
@@ -272,7 +273,7 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
     mds_args(&b, x);
     sb_printf(&b,
               "DATA_ARGS=(\n"
-              "    --data-path \"${DATA_PATH:?set DATA_PATH to a Megatron .bin/.idx prefix}\"\n"
+              "    --data-path \"${DATA_PATH:-/path/to/dataset_text_document}\"\n"
               "    --tokenizer-type NullTokenizer\n"
               "    --vocab-size %lld\n"
               "    --train-iters ${TRAIN_ITERS:-1000}\n"

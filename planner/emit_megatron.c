@@ -187,15 +187,17 @@ ap_status emit_megatron_render(const emit_ctx *x, ap_emit_out *out, ap_err *err)
     sb b = {0};
     sb_printf(&b, "#!/usr/bin/env bash\n");
     emit_header(&b, x, "# ", "Megatron-LM (core 0.19) launch script for this autoplan plan.");
-    sb_printf(&b,
-              "#\n"
-              "# Single node:  bash megatron.sh\n"
-              "# Multi-node:   on each of the %d nodes: NODE_RANK=<i> MASTER_ADDR=<node 0> bash "
-              "megatron.sh\n"
-              "# SLURM:        sbatch megatron.sh   (uses the #SBATCH lines below)\n"
-              "# Set MEGATRON_LM to a Megatron-LM checkout and DATA_ARGS to your data and "
-              "tokenizer.\n",
-              nodes);
+    if (nodes == 1)
+        sb_printf(&b, "#\n# Run: bash megatron.sh   (or under SLURM: sbatch megatron.sh)\n");
+    else
+        sb_printf(&b,
+                  "#\n"
+                  "# Run on each of the %d nodes: NODE_RANK=<0..%d> MASTER_ADDR=<node 0> bash "
+                  "megatron.sh\n"
+                  "# or under SLURM: sbatch megatron.sh   (the #SBATCH lines below)\n",
+                  nodes, nodes - 1);
+    sb_printf(&b, "# Set MEGATRON_LM to a Megatron-LM checkout and DATA_ARGS to your data and "
+                  "tokenizer.\n");
     sb_printf(&b, "#SBATCH --job-name=autoplan\n#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=1\n"
                   "#SBATCH --gpus-per-node=%d\n#SBATCH --exclusive\n",
               nodes, per_node);
