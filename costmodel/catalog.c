@@ -461,25 +461,28 @@ static const ap_gpu catalog[] = {
 
 #define CATALOG_N ((int)(sizeof catalog / sizeof catalog[0]))
 
-/* Short names. Every target must be a catalog name (tests/test_hw.c checks). */
+/* Short names, comma-separated, per catalog name (tests/test_hw.c checks that every entry
+ * here names a catalog GPU and that every alias resolves to it). */
 static const struct {
-    const char *alias;
     const char *name;
-} aliases[] = {
-    {"v100", "v100-sxm2-32g"},          {"v100-32g", "v100-sxm2-32g"},
-    {"v100-sxm2", "v100-sxm2-32g"},     {"v100-16g", "v100-sxm2-16g"},
-    {"a100", "a100-sxm4-80g"},          {"a100-80g", "a100-sxm4-80g"},
-    {"a100-sxm4", "a100-sxm4-80g"},     {"a100-sxm", "a100-sxm4-80g"},
-    {"a100-40g", "a100-sxm4-40g"},      {"a100-pcie", "a100-pcie-80g"},
-    {"h100", "h100-sxm"},               {"h100-sxm5", "h100-sxm"},
-    {"h100-80g", "h100-sxm"},           {"h100-pcie-80g", "h100-pcie"},
-    {"h200-sxm", "h200"},               {"h200-141g", "h200"},
-    {"b200-sxm", "b200"},               {"rtx2060", "rtx-2060"},
-    {"rtx3090", "rtx-3090"},            {"rtx4090", "rtx-4090"},
-    {"mi300x-192g", "mi300x"},
+    const char *aliases;
+} alias_table[] = {
+    {"v100-sxm2-16g", "v100-16g"},
+    {"v100-sxm2-32g", "v100,v100-32g,v100-sxm2"},
+    {"a100-sxm4-40g", "a100-40g"},
+    {"a100-sxm4-80g", "a100,a100-80g,a100-sxm4,a100-sxm"},
+    {"a100-pcie-80g", "a100-pcie"},
+    {"h100-sxm", "h100,h100-sxm5,h100-80g"},
+    {"h100-pcie", "h100-pcie-80g"},
+    {"h200", "h200-sxm,h200-141g"},
+    {"b200", "b200-sxm"},
+    {"rtx-2060", "rtx2060"},
+    {"rtx-3090", "rtx3090"},
+    {"rtx-4090", "rtx4090"},
+    {"mi300x", "mi300x-192g"},
 };
 
-#define ALIASES_N ((int)(sizeof aliases / sizeof aliases[0]))
+#define ALIAS_N ((int)(sizeof alias_table / sizeof alias_table[0]))
 
 int ap_gpu_catalog_count(void) { return CATALOG_N; }
 
@@ -505,13 +508,29 @@ static int normalize(const char *in, char *out, size_t n) {
     return 1;
 }
 
-static const ap_gpu *find_exact(const char *norm) {
+static const ap_gpu *by_name(const char *name) {
     for (int i = 0; i < CATALOG_N; i++)
-        if (strcmp(catalog[i].name, norm) == 0) return &catalog[i];
-    for (int i = 0; i < ALIASES_N; i++)
-        if (strcmp(aliases[i].alias, norm) == 0)
-            for (int j = 0; j < CATALOG_N; j++)
-                if (strcmp(catalog[j].name, aliases[i].name) == 0) return &catalog[j];
+        if (strcmp(catalog[i].name, name) == 0) return &catalog[i];
+    return NULL;
+}
+
+/* Is `word` one of the comma-separated names in `list`? */
+static int in_list(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == n && strncmp(p, word, n) == 0) return 1;
+        p += len + (c ? 1 : 0);
+    }
+    return 0;
+}
+
+static const ap_gpu *find_exact(const char *norm) {
+    const ap_gpu *g = by_name(norm);
+    if (g) return g;
+    for (int i = 0; i < ALIAS_N; i++)
+        if (in_list(alias_table[i].aliases, norm)) return by_name(alias_table[i].name);
     return NULL;
 }
 
@@ -522,24 +541,10 @@ const ap_gpu *ap_gpu_find(const char *name) {
 }
 
 const char *ap_gpu_aliases(int i) {
-    /* Built once per entry into static storage; the catalog never changes at run time. */
-    static char buf[CATALOG_N][128];
-    static int built[CATALOG_N];
     if (i < 0 || i >= CATALOG_N) return "";
-    if (!built[i]) {
-        size_t len = 0;
-        buf[i][0] = '\0';
-        for (int a = 0; a < ALIASES_N; a++) {
-            if (strcmp(aliases[a].name, catalog[i].name) != 0) continue;
-            size_t al = strlen(aliases[a].alias);
-            if (len + al + 2 >= sizeof buf[i]) break;
-            if (len) buf[i][len++] = ',';
-            memcpy(buf[i] + len, aliases[a].alias, al + 1);
-            len += al;
-        }
-        built[i] = 1;
-    }
-    return buf[i];
+    for (int a = 0; a < ALIAS_N; a++)
+        if (strcmp(alias_table[a].name, catalog[i].name) == 0) return alias_table[a].aliases;
+    return "";
 }
 
 /* Levenshtein distance, capped inputs (names are short). */
@@ -579,9 +584,19 @@ const char *ap_gpu_closest(const char *name) {
         if (norm[0] && strncmp(catalog[i].name, norm, strlen(norm)) == 0) d = 0;
         if (d < best_d) { best_d = d; best = catalog[i].name; }
     }
-    for (int i = 0; i < ALIASES_N; i++) {
-        int d = edit_distance(norm, aliases[i].alias);
-        if (d < best_d) { best_d = d; best = aliases[i].name; }
+    for (int i = 0; i < ALIAS_N; i++) {
+        const char *p = alias_table[i].aliases;
+        while (*p) {
+            char word[64];
+            const char *c = strchr(p, ',');
+            size_t full = c ? (size_t)(c - p) : strlen(p);
+            size_t len = full < sizeof word ? full : sizeof word - 1;
+            memcpy(word, p, len);
+            word[len] = '\0';
+            int d = edit_distance(norm, word);
+            if (d < best_d) { best_d = d; best = alias_table[i].name; }
+            p += full + (c ? 1 : 0);
+        }
     }
     return best;
 }
