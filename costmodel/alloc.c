@@ -28,9 +28,9 @@
  *    runtime executes (one allocation, offsets).
  *
  * Data structures: blocks in an array (ids reused), linked to their address neighbours; the
- * free blocks of each pool in an array sorted by (size, address) searched by bisection. The
- * number of cached free blocks stays small in training replays, so insertion by memmove is
- * cheaper than a tree.
+ * free blocks of each pool grouped by size (classes sorted by size, each class sorted by
+ * address), searched by bisection. A training replay requests a few distinct sizes thousands
+ * of times, so classes are few and short and insertion by memmove beats a tree.
  */
 #include "autoplan/sim.h"
 
@@ -47,14 +47,27 @@ typedef struct blk {
     int8_t pad;
 } blk;
 
+/* Free blocks of one size, by address, highest first (the lowest address pops off the end). */
 typedef struct fent {
-    int64_t size, addr;
+    int64_t addr;
     int32_t id;
 } fent;
 
-typedef struct fset {
+typedef struct fclass {
+    int64_t size;
     fent *v;
     int n, cap;
+} fclass;
+
+/* A pool's free blocks: classes of equal size, sorted by size. Best fit (PyTorch's std::set
+ * lower_bound on (size, address)) is the first class with size >= request, lowest address.
+ * Replays reuse a few distinct sizes many times, so the classes stay few. */
+typedef struct fset {
+    fclass *c;
+    int n, cap;
+    int64_t count; /* free blocks */
+    fclass *spare; /* buffers of emptied classes, reused by new ones */
+    int nspare, capspare;
 } fset;
 
 struct ap_alloc {
@@ -106,18 +119,27 @@ int64_t ap_alloc_segment_size(int64_t rounded) {
            ((rounded + AP_CACHING_ROUND_LARGE_BYTES - 1) / AP_CACHING_ROUND_LARGE_BYTES);
 }
 
-/* ---- sorted free sets -------------------------------------------------------------------- */
+/* ---- free sets --------------------------------------------------------------------------- */
 
-static int fent_less(int64_t s1, int64_t a1, int64_t s2, int64_t a2) {
-    return s1 < s2 || (s1 == s2 && a1 < a2);
-}
-
-/* First index whose (size, addr) >= (size, addr). */
-static int fset_lower(const fset *f, int64_t size, int64_t addr) {
+/* First class whose size >= size. */
+static int fset_lower(const fset *f, int64_t size) {
     int lo = 0, hi = f->n;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (fent_less(f->v[mid].size, f->v[mid].addr, size, addr))
+        if (f->c[mid].size < size)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Position of addr in a class (descending addresses). */
+static int fclass_pos(const fclass *c, int64_t addr) {
+    int lo = 0, hi = c->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (c->v[mid].addr > addr)
             lo = mid + 1;
         else
             hi = mid;
@@ -126,28 +148,86 @@ static int fset_lower(const fset *f, int64_t size, int64_t addr) {
 }
 
 static int fset_insert(fset *f, int64_t size, int64_t addr, int32_t id) {
-    if (f->n == f->cap) {
-        int nc = f->cap ? f->cap * 2 : 64;
-        fent *nv = realloc(f->v, (size_t)nc * sizeof *nv);
-        if (!nv) return -1;
-        f->v = nv;
-        f->cap = nc;
+    int i = fset_lower(f, size);
+    if (i == f->n || f->c[i].size != size) {
+        if (f->n == f->cap) {
+            int nc = f->cap ? f->cap * 2 : 32;
+            fclass *nv = realloc(f->c, (size_t)nc * sizeof *nv);
+            if (!nv) return -1;
+            f->c = nv;
+            f->cap = nc;
+        }
+        memmove(f->c + i + 1, f->c + i, (size_t)(f->n - i) * sizeof *f->c);
+        if (f->nspare > 0)
+            f->c[i] = f->spare[--f->nspare];
+        else
+            memset(&f->c[i], 0, sizeof f->c[i]);
+        f->c[i].size = size;
+        f->c[i].n = 0;
+        f->n++;
     }
-    int i = fset_lower(f, size, addr);
-    memmove(f->v + i + 1, f->v + i, (size_t)(f->n - i) * sizeof *f->v);
-    f->v[i].size = size;
-    f->v[i].addr = addr;
-    f->v[i].id = id;
-    f->n++;
+    fclass *c = &f->c[i];
+    if (c->n == c->cap) {
+        int nc = c->cap ? c->cap * 2 : 8;
+        fent *nv = realloc(c->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    int k = fclass_pos(c, addr);
+    memmove(c->v + k + 1, c->v + k, (size_t)(c->n - k) * sizeof *c->v);
+    c->v[k].addr = addr;
+    c->v[k].id = id;
+    c->n++;
+    f->count++;
     return 0;
 }
 
-static void fset_remove(fset *f, int64_t size, int64_t addr) {
-    int i = fset_lower(f, size, addr);
-    if (i < f->n && f->v[i].size == size && f->v[i].addr == addr) {
-        memmove(f->v + i, f->v + i + 1, (size_t)(f->n - i - 1) * sizeof *f->v);
-        f->n--;
+static void fset_drop_class(fset *f, int i) {
+    if (f->nspare == f->capspare) {
+        int nc = f->capspare ? f->capspare * 2 : 16;
+        fclass *ns = realloc(f->spare, (size_t)nc * sizeof *ns);
+        if (ns) {
+            f->spare = ns;
+            f->capspare = nc;
+        }
     }
+    if (f->nspare < f->capspare)
+        f->spare[f->nspare++] = f->c[i];
+    else
+        free(f->c[i].v);
+    memmove(f->c + i, f->c + i + 1, (size_t)(f->n - i - 1) * sizeof *f->c);
+    f->n--;
+}
+
+static void fset_remove(fset *f, int64_t size, int64_t addr) {
+    int i = fset_lower(f, size);
+    if (i == f->n || f->c[i].size != size) return;
+    fclass *c = &f->c[i];
+    int k = fclass_pos(c, addr);
+    if (k == c->n || c->v[k].addr != addr) return;
+    memmove(c->v + k, c->v + k + 1, (size_t)(c->n - k - 1) * sizeof *c->v);
+    c->n--;
+    f->count--;
+    if (c->n == 0) fset_drop_class(f, i);
+}
+
+/* Remove and return the best-fit block for `size`, or -1. */
+static int32_t fset_take(fset *f, int64_t size) {
+    int i = fset_lower(f, size);
+    if (i == f->n) return -1;
+    fclass *c = &f->c[i];
+    int32_t id = c->v[--c->n].id;
+    f->count--;
+    if (c->n == 0) fset_drop_class(f, i);
+    return id;
+}
+
+static void fset_free(fset *f) {
+    for (int i = 0; i < f->n; i++) free(f->c[i].v);
+    for (int i = 0; i < f->nspare; i++) free(f->spare[i].v);
+    free(f->c);
+    free(f->spare);
 }
 
 /* ---- block slots ----------------------------------------------------------------------- */
@@ -198,8 +278,8 @@ void ap_alloc_free(ap_alloc *a) {
     if (!a) return;
     free(a->b);
     free(a->ids);
-    free(a->pools[0].v);
-    free(a->pools[1].v);
+    fset_free(&a->pools[0]);
+    fset_free(&a->pools[1]);
     free(a);
 }
 
@@ -216,19 +296,24 @@ static int64_t page_bytes(const ap_alloc *a, int pool) {
 static void release_cached(ap_alloc *a) {
     for (int p = 0; p < 2; p++) {
         fset *f = &a->pools[p];
-        int w = 0;
-        for (int i = 0; i < f->n; i++) {
-            blk *b = &a->b[f->v[i].id];
-            if (b->prev < 0 && b->next < 0) {
-                a->st.reserved_bytes -= b->size;
-                a->st.segments--;
-                a->st.segment_releases++;
-                blk_drop(a, f->v[i].id);
-            } else {
-                f->v[w++] = f->v[i];
+        for (int i = f->n - 1; i >= 0; i--) {
+            fclass *c = &f->c[i];
+            int w = 0;
+            for (int k = 0; k < c->n; k++) {
+                blk *b = &a->b[c->v[k].id];
+                if (b->prev < 0 && b->next < 0) {
+                    a->st.reserved_bytes -= b->size;
+                    a->st.segments--;
+                    a->st.segment_releases++;
+                    f->count--;
+                    blk_drop(a, c->v[k].id);
+                } else {
+                    c->v[w++] = c->v[k];
+                }
             }
+            c->n = w;
+            if (c->n == 0) fset_drop_class(f, i);
         }
-        f->n = w;
     }
 }
 
@@ -281,12 +366,8 @@ ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_
         pool = size <= AP_CACHING_SMALL_SIZE_BYTES ? 0 : 1;
     }
     fset *f = &a->pools[pool];
-    int32_t id = -1;
-    int i = fset_lower(f, size, INT64_MIN);
-    if (i < f->n) {
-        id = f->v[i].id;
-        memmove(f->v + i, f->v + i + 1, (size_t)(f->n - i - 1) * sizeof *f->v);
-        f->n--;
+    int32_t id = fset_take(f, size);
+    if (id >= 0) {
         a->st.reuses++;
     } else if (!single_segment(a)) {
         int64_t seg = ap_alloc_segment_size(size);
@@ -421,8 +502,8 @@ void ap_alloc_get_stats(const ap_alloc *a, ap_alloc_stats *out) {
     if (single_segment(a)) out->segments = (a->top[0] > a->base[0]) + (a->top[1] > a->base[1]);
     out->largest_free_bytes = 0;
     for (int p = 0; p < 2; p++)
-        if (a->pools[p].n > 0 && a->pools[p].v[a->pools[p].n - 1].size > out->largest_free_bytes)
-            out->largest_free_bytes = a->pools[p].v[a->pools[p].n - 1].size;
+        if (a->pools[p].n > 0 && a->pools[p].c[a->pools[p].n - 1].size > out->largest_free_bytes)
+            out->largest_free_bytes = a->pools[p].c[a->pools[p].n - 1].size;
 }
 
 int64_t ap_alloc_reserved_bytes(const ap_alloc *a) { return a->st.reserved_bytes; }

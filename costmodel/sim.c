@@ -55,9 +55,9 @@ static const char *const kind_names[AP_SIM_NKINDS] = {
     "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out"};
 
 static const char *const op_names[AP_SIM_NOPS] = {
-    "setup", "embedding forward", "embedding backward", "receive activation",
+    "setup", "forward", "backward", "receive activation",
     "send activation", "receive gradient", "send gradient", "gather", "forward", "recompute",
-    "backward", "head forward", "head backward", "gradient reduction", "offload",
+    "backward", "forward", "backward", "gradient reduction", "offload",
     "optimizer step", "zero_grad"};
 
 const char *ap_sim_category_name(int cat) {
@@ -85,7 +85,8 @@ typedef struct rank_store {
     ap_sim_op *ops;
     ap_sim_tensor *ts;
     ap_sim_event *ev;
-    int64_t *acurve, *rcurve, *ccurve;
+    int64_t *acurve, *rcurve, *opk_cat, *ope_cat;
+    int32_t *opk_ev;
     int32_t *live;
 } rank_store;
 
@@ -107,6 +108,7 @@ double ap_sim_budget_bytes(const ap_sim *s) { return s->budget_bytes; }
 double ap_sim_overhead_bytes(const ap_sim *s) { return s->overhead_bytes; }
 const ap_plan *ap_sim_plan(const ap_sim *s) { return &s->p; }
 const ap_model *ap_sim_model(const ap_sim *s) { return &s->m; }
+const ap_sim_opts *ap_sim_options(const ap_sim *s) { return &s->o; }
 
 int ap_sim_worst_rank(const ap_sim *s) {
     int w = 0;
@@ -124,7 +126,9 @@ void ap_sim_free(ap_sim *s) {
         free(rs->ev);
         free(rs->acurve);
         free(rs->rcurve);
-        free(rs->ccurve);
+        free(rs->opk_cat);
+        free(rs->ope_cat);
+        free(rs->opk_ev);
         free(rs->live);
     }
     free(s->ranks);
@@ -193,7 +197,7 @@ typedef struct gen {
     int nomem;
     /* bytes common to all layers */
     int64_t xb, hmask_b, logits_b, n_full;
-    int lazy_grads, gather_mode, fetch_frac_mode, grads_sharded, reduce_per_mb, foreach_adam;
+    int lazy_grads, gather_mode, gather_keep, fetch_frac_mode, grads_sharded, reduce_per_mb, foreach_adam;
     double D_dense, D_expert;
 } gen;
 
@@ -361,8 +365,9 @@ static void setup_states(gen *g) {
     op_begin(g, AP_SIM_OP_SETUP, -1, AP_SIM_LAYER_NONE, -1);
     for (int i = 0; i < g->nunits; i++) {
         unit *u = &g->units[i];
+        int w_shard = z >= 3 || (z == 2 && c->zero2_keeps_gathered);
         u->t_weight = T(g, AP_SIM_T_WEIGHT, AP_SIM_CAT_PARAMS, u->layer, -1,
-                        bytes_of(c->weight_bytes * (1 - off_p), shard_params(g, u, z >= 3)), 0);
+                        bytes_of(c->weight_bytes * (1 - off_p), shard_params(g, u, w_shard)), 0);
         if (p->dtype == AP_DTYPE_FP8)
             /* Transformer Engine keeps an fp8 copy of every GEMM weight (1 byte/param) */
             T(g, AP_SIM_T_WEIGHT_FP8, AP_SIM_CAT_PARAMS, u->layer, -1, u->p_linear, 0);
@@ -399,8 +404,7 @@ static void unit_pre(gen *g, unit *u, int chunk, int32_t mb, int fwd) {
  * SHARD_GRAD_OP (zero2_keeps_gathered) keeps the copy until no micro-batch needs it. */
 static void unit_post(gen *g, unit *u, int fwd) {
     if (u->t_gathered < 0) return;
-    int keep = g->p->zero == 2 && g->caps->zero2_keeps_gathered;
-    if (keep) {
+    if (g->gather_keep) {
         if (fwd) return; /* the forward's reference is dropped by the same micro-batch's bwd */
         if (--u->gather_refs > 0) return;
     }
@@ -946,12 +950,15 @@ static ap_status replay(ap_sim *s, rank_store *rs, ap_err *err) {
     if (s->o.record_curves && r->nevents > 0) {
         rs->acurve = malloc((size_t)r->nevents * sizeof *rs->acurve);
         rs->rcurve = malloc((size_t)r->nevents * sizeof *rs->rcurve);
-        rs->ccurve = malloc((size_t)r->nevents * AP_SIM_NCAT * sizeof *rs->ccurve);
-        if (!rs->acurve || !rs->rcurve || !rs->ccurve) {
+        rs->opk_cat = calloc((size_t)r->nops * AP_SIM_NCAT, sizeof *rs->opk_cat);
+        rs->ope_cat = calloc((size_t)r->nops * AP_SIM_NCAT, sizeof *rs->ope_cat);
+        rs->opk_ev = malloc((size_t)r->nops * sizeof *rs->opk_ev);
+        if (!rs->acurve || !rs->rcurve || !rs->opk_cat || !rs->ope_cat || !rs->opk_ev) {
             ap_alloc_free(a);
             free(blocks);
             return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory for curves");
         }
+        for (int i = 0; i < r->nops; i++) rs->opk_ev[i] = -1;
     }
     int64_t cat[AP_SIM_NCAT] = {0};
     int64_t live = 0, apeak = -1, rpeak = 0;
@@ -1003,7 +1010,13 @@ static ap_status replay(ap_sim *s, rank_store *rs, ap_err *err) {
         if (rs->acurve) {
             rs->acurve[i] = live;
             rs->rcurve[i] = reserved;
-            memcpy(&rs->ccurve[(int64_t)i * AP_SIM_NCAT], cat, sizeof cat);
+            int o = e->op;
+            if (rs->opk_ev[o] < 0 || live > rs->acurve[rs->opk_ev[o]]) {
+                rs->opk_ev[o] = i;
+                memcpy(&rs->opk_cat[(int64_t)o * AP_SIM_NCAT], cat, sizeof cat);
+            }
+            if (i + 1 == rs->ops[o].ev_end)
+                memcpy(&rs->ope_cat[(int64_t)o * AP_SIM_NCAT], cat, sizeof cat);
         }
         if (i + 1 == setup_end) r->baseline_bytes = live;
     }
@@ -1093,7 +1106,13 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     g.D_expert = de >= 1 ? de : 1;
     g.lazy_grads = p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN;
     g.foreach_adam = p->trainer == AP_TRAINER_FSDP;
-    g.gather_mode = p->zero == 3 || (p->zero == 2 && g.caps->zero2_keeps_gathered);
+    /* 16-bit working copies: ZeRO-3 gathers per layer and reshards after each pass; FSDP
+       SHARD_GRAD_OP keeps the gathered copy from forward to backward; trainers whose
+       parameters are fp32 (master_bytes 0) without sharding cast a 16-bit copy per layer that
+       lives from its first forward to its last backward (FSDP MixedPrecision) */
+    g.gather_keep = (p->zero == 2 && g.caps->zero2_keeps_gathered) ||
+                    (p->zero < 2 && g.caps->master_bytes == 0);
+    g.gather_mode = p->zero == 3 || g.gather_keep;
     g.fetch_frac_mode = !g.gather_mode && p->offload_params > 0;
     g.grads_sharded = p->zero >= 2;
     g.reduce_per_mb = (g.caps->grad_reduce_per_mb_zero_mask >> p->zero) & 1u;
@@ -1160,6 +1179,16 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         g.units[i].t_weight = g.units[i].t_grad = g.units[i].t_gathered = g.units[i].t_accum = -1;
     }
 
+    /* size the event arrays from the schedule once (about 70 events per layer and
+       micro-batch) instead of growing them by doubling */
+    int64_t est = ((int64_t)g.nloc + 2) * g.mbs_n * 72 + 4096;
+    g.capev = (int)est;
+    g.capts = (int)(est / 2);
+    g.capops = (int)(((int64_t)g.nloc + 4) * g.mbs_n * 3 + 256);
+    g.ev = malloc((size_t)g.capev * sizeof *g.ev);
+    g.ts = malloc((size_t)g.capts * sizeof *g.ts);
+    g.ops = malloc((size_t)g.capops * sizeof *g.ops);
+    if (!g.ev || !g.ts || !g.ops) g.nomem = 1;
     setup_states(&g);
     schedule(&g);
     finish_step(&g);
@@ -1183,7 +1212,9 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     ap_status st = replay(s, rs, err);
     r->allocated_curve = rs->acurve;
     r->reserved_curve = rs->rcurve;
-    r->cat_curve = rs->ccurve;
+    r->op_peak_event = rs->opk_ev;
+    r->op_peak_cat = rs->opk_cat;
+    r->op_end_cat = rs->ope_cat;
     return st;
 }
 
@@ -1207,9 +1238,13 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                           "simulator: the interleaved schedule needs the micro-batches per step "
                           "(%lld) to be a multiple of pp (%d)",
                           (long long)mb, p->pp);
-    if (mb > 1000000)
-        return ap_err_set(err, AP_ERR_INPUT, "simulator: %lld micro-batches per step is absurd",
-                          (long long)mb);
+    /* events per rank ~ 70 per (layer, micro-batch); int32 indices hold 2^31 */
+    double per_rank = ((double)m->layers / p->pp + 2.0) * (double)mb * 72.0 + 4096.0;
+    if (per_rank > 1.0e9)
+        return ap_err_set(err, AP_ERR_INPUT,
+                          "simulator: %lld layers x %lld micro-batches per step is too large to "
+                          "simulate event by event (about %.0f events per rank)",
+                          (long long)m->layers, (long long)mb, per_rank);
     for (int ch = 0; ch < p->pp * vp; ch++)
         if (ap_plan_chunk_layers(p, m->layers, ch) < 0)
             return ap_err_set(err, AP_ERR_INPUT, "simulator: chunk %d has a negative layer count",

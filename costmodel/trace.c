@@ -38,7 +38,8 @@ static ap_json *event(ap_json *arr, const char *name, const char *ph, double ts,
     return e;
 }
 
-static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, int pid) {
+static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, const int64_t *cat,
+                          int pid) {
     ap_json *e = event(arr, "live bytes by category", "C", ev, pid, 0);
     if (!e) return AP_ERR_NOMEM;
     ap_json *args = ap_json_new_object();
@@ -48,7 +49,7 @@ static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, int pid) {
     }
     for (int c = 0; c < AP_SIM_NCAT; c++)
         if (ap_json_add_number(args, ap_sim_category_name(c),
-                               (double)r->cat_curve[(int64_t)ev * AP_SIM_NCAT + c]) != AP_OK)
+                               (double)cat[c]) != AP_OK)
             return AP_ERR_NOMEM;
     e = event(arr, "allocator bytes", "C", ev, pid, 0);
     if (!e) return AP_ERR_NOMEM;
@@ -108,11 +109,11 @@ ap_json *ap_sim_trace_json(const ap_sim *s) {
             CHK(ap_json_add_number(args, "microbatch", op->mb));
             CHK(ap_json_add_number(args, "events", dur));
             if (dur <= 0) continue;
-            int peak = op->ev_begin;
-            for (int k = op->ev_begin; k < op->ev_end; k++)
-                if (r->allocated_curve[k] > r->allocated_curve[peak]) peak = k;
-            CHK(counters(arr, r, peak, r->stage));
-            if (op->ev_end - 1 != peak) CHK(counters(arr, r, op->ev_end - 1, r->stage));
+            int peak = r->op_peak_event[o];
+            CHK(counters(arr, r, peak, &r->op_peak_cat[(int64_t)o * AP_SIM_NCAT], r->stage));
+            if (op->ev_end - 1 != peak)
+                CHK(counters(arr, r, op->ev_end - 1, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT],
+                             r->stage));
         }
         /* mark the peak as an instant event on the operations thread */
         if (r->peak_event >= 0) {

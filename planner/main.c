@@ -9,6 +9,7 @@
 #include "autoplan/cli.h"
 #include "autoplan/emit.h"
 #include "autoplan/db.h"
+#include "autoplan/sim.h"
 
 typedef struct {
     const char *name;
@@ -19,6 +20,7 @@ typedef struct {
 static const command commands[] = {
     {"plan", ap_cmd_plan, "search the parallel plans that fit and rank them by step time"},
     {"estimate", ap_cmd_estimate, "memory per GPU and step time of one given plan"},
+    {"simulate", ap_cmd_simulate, "memory timeline of one plan: when and why it peaks"},
     {"info", ap_cmd_info, "parameter counts, FLOPs and sizes of a model"},
     {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
     {"validate", ap_cmd_validate, "predict published training runs and report the errors"},

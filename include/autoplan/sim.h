@@ -179,11 +179,15 @@ typedef struct ap_sim_rank {
     const ap_sim_op *ops;
     const ap_sim_tensor *tensors;
     const ap_sim_event *events;
-    /* after each event: live requested bytes, reserved bytes (allocator), per category live
-       bytes (AP_SIM_NCAT values per event) */
+    /* after each event: live requested bytes and reserved bytes (allocator) */
     const int64_t *allocated_curve;
     const int64_t *reserved_curve;
-    const int64_t *cat_curve;
+    /* per operation: the event where its allocated bytes are highest (-1 for an op without
+       events) and the live bytes per category there and after its last event (AP_SIM_NCAT
+       values per op each) */
+    const int32_t *op_peak_event;
+    const int64_t *op_peak_cat;
+    const int64_t *op_end_cat;
     int64_t baseline_bytes;        /* live after SETUP: persistent model states */
     int64_t end_bytes;             /* live after the last op */
     int64_t allocated_peak_bytes;  /* max of allocated_curve */
@@ -233,6 +237,7 @@ double ap_sim_budget_bytes(const ap_sim *s);   /* capacity - headroom (0 = unlim
 double ap_sim_overhead_bytes(const ap_sim *s); /* device overhead added to reserved */
 const ap_plan *ap_sim_plan(const ap_sim *s);
 const ap_model *ap_sim_model(const ap_sim *s);
+const ap_sim_opts *ap_sim_options(const ap_sim *s);
 
 /* CUDA context + cuBLAS workspace + NCCL buffers per communicator the plan uses. */
 double ap_sim_device_overhead_bytes(const ap_plan *p);

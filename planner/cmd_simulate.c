@@ -1,0 +1,383 @@
+/*
+ * cmd_simulate.c - `autoplan simulate`: replay one training iteration of a plan event by event
+ * on every pipeline rank (costmodel/sim.c) through an allocator model, and show when and why
+ * memory peaks: peak per stage, the breakdown and the largest live tensors at the peak, and,
+ * when the plan does not fit, the first operation over the budget, what is alive then and what
+ * to change. The analytical estimate is printed beside it for comparison (docs/simulator.md
+ * explains where they differ); neither is derived from the other.
+ *
+ * Exit codes as `estimate`: 2 for bad input or a plan the trainer cannot run; 0 otherwise,
+ * including a plan that does not fit (fits false).
+ */
+#include "autoplan/cli.h"
+#include "autoplan/planio.h"
+#include "autoplan/sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Live bytes per category and micro-batches with saved activations at event ev of rank r. */
+static void live_at(const ap_sim_rank *r, int ev, int64_t cat[AP_SIM_NCAT], int *inflight,
+                    int64_t mbs) {
+    memset(cat, 0, sizeof(int64_t) * AP_SIM_NCAT);
+    uint8_t *seen = calloc((size_t)(mbs > 0 ? mbs : 1), 1);
+    *inflight = 0;
+    for (int i = 0; i < r->ntensors; i++) {
+        const ap_sim_tensor *t = &r->tensors[i];
+        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
+        cat[t->cat] += t->bytes;
+        if (seen && t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
+            !seen[t->mb]) {
+            seen[t->mb] = 1;
+            (*inflight)++;
+        }
+    }
+    free(seen);
+}
+
+static double logits_bytes_live(const ap_sim_rank *r, int ev) {
+    double b = 0;
+    for (int i = 0; i < r->ntensors; i++) {
+        const ap_sim_tensor *t = &r->tensors[i];
+        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
+        if (t->kind == AP_SIM_T_LOGITS || t->kind == AP_SIM_T_LOGITS_FP32 ||
+            t->kind == AP_SIM_T_LOG_PROBS)
+            b += (double)t->bytes;
+    }
+    return b;
+}
+
+/* What to change, from what is alive when the budget is first exceeded. Writes up to `max`
+ * one-line suggestions into out[]. */
+static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, char out[][200],
+                   int max) {
+    int64_t cat[AP_SIM_NCAT];
+    int inflight;
+    live_at(r, ev, cat, &inflight, p->grad_accum);
+    double total = 0;
+    for (int c = 0; c < AP_SIM_NCAT; c++) total += (double)cat[c];
+    double states = (double)(cat[AP_SIM_CAT_PARAMS] + cat[AP_SIM_CAT_GRADS] +
+                             cat[AP_SIM_CAT_OPTIMIZER]);
+    double act = (double)(cat[AP_SIM_CAT_ACTIVATIONS] + cat[AP_SIM_CAT_OTHER]);
+    const ap_trainer_caps *caps = ap_trainer_get(p->trainer);
+    int n = 0;
+    double logits = logits_bytes_live(r, ev);
+    if (r->stage == nstages - 1 && logits > 0.2 * total && n < max)
+        snprintf(out[n++], 200,
+                 "the last stage holds %.2f GiB of logits for one micro-batch: give it fewer "
+                 "layers (--stage-layers) or raise --tp (the vocabulary is split by tp)",
+                 logits / GIB);
+    if (act >= states) {
+        if (p->recompute == AP_RECOMPUTE_NONE && n < max)
+            snprintf(out[n++], 200, "--recompute selective%s (activations are %.0f%% of the live "
+                                    "memory, %d micro-batches in flight)",
+                     p->flash_attn ? " or --recompute full" : "", 100.0 * act / total, inflight);
+        else if (p->recompute == AP_RECOMPUTE_SELECTIVE && n < max)
+            snprintf(out[n++], 200, "--recompute full (keeps only each layer's input)");
+        else if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0 && n < max)
+            snprintf(out[n++], 200, "recompute more layers per chunk (--recompute-layers %d or 0 "
+                                    "for all)",
+                     p->recompute_layers * 2);
+        if (p->tp > 1 && !p->sp && caps && caps->sp && n < max)
+            snprintf(out[n++], 200, "--sp: sequence parallelism splits the norm and dropout "
+                                    "activations by tp");
+        if (p->mbs > 1 && n < max)
+            snprintf(out[n++], 200, "--mbs %lld: smaller micro-batches (raise grad accumulation)",
+                     (long long)(p->mbs / 2));
+        if (n < max)
+            snprintf(out[n++], 200, "more pipeline stages (--pp %d) or tensor parallelism "
+                                    "(--tp %d) to spread the layers",
+                     p->pp * 2, p->tp * 2);
+    } else {
+        if (p->zero < 1 && caps && (caps->zero_mask & 2u) && n < max)
+            snprintf(out[n++], 200, "--zero 1: shard the optimizer states over data parallel "
+                                    "(%.2f GiB of model states here)",
+                     states / GIB);
+        if (p->zero < 3 && caps && (caps->zero_mask & 8u) &&
+            (p->pp == 1 || (caps->zero_mask_with_pp & 8u)) && n < max)
+            snprintf(out[n++], 200, "--zero 3: shard parameters and gradients too");
+        if (p->offload_optimizer < 1 && caps && caps->offload_optimizer && n < max)
+            snprintf(out[n++], 200, "--offload-optimizer 1: move optimizer states and master "
+                                    "weights to host memory");
+        if (n < max)
+            snprintf(out[n++], 200, "more model parallelism (--tp %d or --pp %d) to split the "
+                                    "parameters",
+                     p->tp * 2, p->pp * 2);
+    }
+    return n;
+}
+
+static ap_json *over_json(const ap_sim *s, const ap_sim_rank *r) {
+    ap_json *o = ap_json_new_object();
+    if (!o) return NULL;
+    char buf[256];
+    int64_t cat[AP_SIM_NCAT];
+    int inflight;
+    live_at(r, r->over_event, cat, &inflight, ap_sim_plan(s)->grad_accum);
+    ap_json *cj = ap_json_new_object();
+    int ok = cj && ap_json_add_number(o, "stage", r->stage) == AP_OK &&
+             ap_json_add_string(o, "op", ap_sim_op_describe(s, r, r->over_op, buf, sizeof buf)) ==
+                 AP_OK &&
+             ap_json_add_number(o, "inflight_microbatches", inflight) == AP_OK;
+    for (int c = 0; ok && c < AP_SIM_NCAT; c++)
+        ok = ap_json_add_number(cj, ap_sim_category_name(c), (double)cat[c]) == AP_OK;
+    if (!ok || ap_json_add(o, "live", cj) != AP_OK) {
+        ap_json_free(cj);
+        ap_json_free(o);
+        return NULL;
+    }
+    char sug[6][200];
+    int ns = suggest(ap_sim_plan(s), r, r->over_event, ap_sim_nranks(s), sug, 6);
+    ap_json *arr = ap_json_new_array();
+    if (!arr || ap_json_add(o, "suggestions", arr) != AP_OK) {
+        ap_json_free(arr);
+        ap_json_free(o);
+        return NULL;
+    }
+    for (int i = 0; i < ns; i++)
+        if (ap_json_push(arr, ap_json_new_string(sug[i])) != AP_OK) {
+            ap_json_free(o);
+            return NULL;
+        }
+    return o;
+}
+
+/* First rank (by event order within ranks, lowest stage first) that exceeds the budget. */
+static const ap_sim_rank *first_over(const ap_sim *s) {
+    for (int i = 0; i < ap_sim_nranks(s); i++)
+        if (ap_sim_rank_at(s, i)->over_event >= 0) return ap_sim_rank_at(s, i);
+    return NULL;
+}
+
+static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int top) {
+    const ap_plan *p = ap_sim_plan(s);
+    const ap_model *m = ap_sim_model(s);
+    char b1[32], b2[32], b3[32], b4[32], lbl[128], buf[256];
+    printf("simulate: %s  %s  (%s schedule, %lld micro-batches per step)\n", m->name,
+           ap_plan_label(p, lbl, sizeof lbl), p->vp > 1 ? "interleaved 1F1B" : "1F1B",
+           (long long)p->grad_accum);
+    const ap_sim_opts *so = ap_sim_options(s);
+    printf("allocator: %s%s; device = reserved + %s (CUDA context, cuBLAS, NCCL)\n",
+           ap_alloc_mode_name(so->allocator), so->expandable_segments ? " (expandable segments)" : "",
+           ap_fmt_bytes(ap_sim_overhead_bytes(s), b1, sizeof b1));
+    printf("\n%-5s %6s %12s %12s %12s %6s %9s  %s\n", "stage", "layers", "allocated", "reserved",
+           "device", "frag", "in-flight", "peak at");
+    for (int i = 0; i < ap_sim_nranks(s); i++) {
+        const ap_sim_rank *r = ap_sim_rank_at(s, i);
+        printf("%-5d %6d %12s %12s %12s %5.1f%% %9d  %s\n", r->stage, r->layers,
+               ap_fmt_bytes((double)r->allocated_peak_bytes, b1, sizeof b1),
+               ap_fmt_bytes((double)r->reserved_peak_bytes, b2, sizeof b2),
+               ap_fmt_bytes((double)r->device_peak_bytes, b3, sizeof b3), 100.0 * r->fragmentation,
+               r->inflight_at_peak, ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf));
+    }
+    int w = ap_sim_worst_rank(s);
+    const ap_sim_rank *r = ap_sim_rank_at(s, w);
+    printf("\nworst stage %d at its allocated peak (%s):\n", r->stage,
+           ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf));
+    for (int c = 0; c < AP_SIM_NCAT; c++)
+        printf("  %-12s %12s  %5.1f%%\n", ap_sim_category_name(c),
+               ap_fmt_bytes((double)r->peak_cat_bytes[c], b1, sizeof b1),
+               r->allocated_peak_bytes > 0
+                   ? 100.0 * (double)r->peak_cat_bytes[c] / (double)r->allocated_peak_bytes
+                   : 0.0);
+    /* what is alive, grouped by tensor kind (layers and micro-batches summed) */
+    double gb[AP_SIM_NKINDS][2] = {{0}};
+    int gn[AP_SIM_NKINDS][2] = {{0}}, gc[AP_SIM_NKINDS][2] = {{0}};
+    for (int k = 0; k < r->nlive_at_peak; k++) {
+        const ap_sim_tensor *t = &r->tensors[r->live_at_peak[k]];
+        gb[t->kind][t->is_grad ? 1 : 0] += (double)t->bytes;
+        gn[t->kind][t->is_grad ? 1 : 0]++;
+        gc[t->kind][t->is_grad ? 1 : 0] = t->cat;
+    }
+    printf("\nlive at the peak by kind (stage %d, %d tensors):\n", r->stage, r->nlive_at_peak);
+    for (int shown = 0; shown < top; shown++) {
+        int bk = -1, bg = 0;
+        for (int k = 0; k < AP_SIM_NKINDS; k++)
+            for (int g = 0; g < 2; g++)
+                if (gn[k][g] > 0 && (bk < 0 || gb[k][g] > gb[bk][bg])) {
+                    bk = k;
+                    bg = g;
+                }
+        if (bk < 0) break;
+        printf("  %12s  %-11s %s%s (%d tensor%s)\n", ap_fmt_bytes(gb[bk][bg], b1, sizeof b1),
+               ap_sim_category_name(gc[bk][bg]), bg ? "grad of " : "", ap_sim_kind_name(bk),
+               gn[bk][bg], gn[bk][bg] == 1 ? "" : "s");
+        gn[bk][bg] = 0;
+    }
+    printf("\nlargest live tensors at the peak, model states aside:\n");
+    for (int k = 0, shown = 0; k < r->nlive_at_peak && shown < top; k++) {
+        const ap_sim_tensor *t = &r->tensors[r->live_at_peak[k]];
+        if (t->persistent || t->cat == AP_SIM_CAT_GRADS) continue;
+        printf("  %12s  %-11s %s\n", ap_fmt_bytes((double)t->bytes, b1, sizeof b1),
+               ap_sim_category_name(t->cat), ap_sim_tensor_describe(t, m->layers, buf, sizeof buf));
+        shown++;
+    }
+    if (have_est) {
+        double apk = 0;
+        for (int i = 0; i < ap_sim_nranks(s); i++)
+            if ((double)ap_sim_rank_at(s, i)->allocated_peak_bytes > apk)
+                apk = (double)ap_sim_rank_at(s, i)->allocated_peak_bytes;
+        printf("\nanalytical estimate: allocated %s, device %s (simulator allocated %+.1f%%; "
+               "docs/simulator.md explains the differences)\n",
+               ap_fmt_bytes(e->allocated_peak_bytes, b1, sizeof b1),
+               ap_fmt_bytes(e->device_peak_bytes, b2, sizeof b2),
+               e->allocated_peak_bytes > 0 ? 100.0 * (apk / e->allocated_peak_bytes - 1) : 0.0);
+    }
+    double cap = ap_sim_capacity_bytes(s), budget = ap_sim_budget_bytes(s);
+    if (cap <= 0) return;
+    double dev = (double)r->device_peak_bytes;
+    const ap_sim_rank *o = first_over(s);
+    if (!o) {
+        printf("\nfits: device peak %s + headroom %s <= %s\n", ap_fmt_bytes(dev, b1, sizeof b1),
+               ap_fmt_bytes(cap - budget, b2, sizeof b2), ap_fmt_bytes(cap, b3, sizeof b3));
+        return;
+    }
+    int64_t cat[AP_SIM_NCAT];
+    int inflight;
+    live_at(o, o->over_event, cat, &inflight, p->grad_accum);
+    printf("\nDOES NOT FIT: device peak %s + headroom %s > %s (%s over)\n",
+           ap_fmt_bytes(dev, b1, sizeof b1), ap_fmt_bytes(cap - budget, b2, sizeof b2),
+           ap_fmt_bytes(cap, b3, sizeof b3), ap_fmt_bytes(dev - budget, b4, sizeof b4));
+    printf("first over the budget: %s; live:", ap_sim_op_describe(s, o, o->over_op, buf, sizeof buf));
+    int first = 1;
+    for (int c = 0; c < AP_SIM_NCAT; c++) {
+        if (cat[c] <= 0) continue;
+        printf("%s %s %s", first ? "" : ",", ap_sim_category_name(c),
+               ap_fmt_bytes((double)cat[c], b1, sizeof b1));
+        if (c == AP_SIM_CAT_ACTIVATIONS)
+            printf(" (%d micro-batch%s in flight)", inflight, inflight == 1 ? "" : "es");
+        first = 0;
+    }
+    printf("\nwhat to change:\n");
+    char sug[6][200];
+    int ns = suggest(p, o, o->over_event, ap_sim_nranks(s), sug, 6);
+    for (int i = 0; i < ns; i++) printf("  - %s\n", sug[i]);
+}
+
+int ap_cmd_simulate(int argc, char **argv) {
+    static ap_flags fl;
+    ap_err err = {{0}};
+    int help = 0;
+    fl.n = 0;
+    ap_cli_cluster_flags(&fl);
+    ap_cli_plan_flags(&fl);
+    ap_flags_add(&fl, "plan", AP_FLAG_VALUE, "FILE",
+                 "simulate the plan in plan.json (model, cluster and plan from the file)");
+    ap_flags_add(&fl, "allocator", AP_FLAG_VALUE, "A",
+                 "allocator model: caching (PyTorch, default) or arena (offsets by liveness)");
+    ap_flags_add(&fl, "expandable-segments", AP_FLAG_BOOL, NULL,
+                 "model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (caching allocator)");
+    ap_flags_add(&fl, "trace", AP_FLAG_VALUE, "FILE",
+                 "write a Chrome/Perfetto trace (counters per category, a slice per operation)");
+    ap_flags_add(&fl, "top", AP_FLAG_VALUE, "N", "live tensors listed at the peak (default 10)");
+    ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print the result as JSON");
+    ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
+    if (help) {
+        ap_flags_print_help(&fl,
+                            "autoplan simulate MODEL --gpus N [plan flags] | --plan plan.json "
+                            "[--allocator caching|arena] [--trace out.json] [--json]",
+                            "Replay one training iteration of a plan allocation by allocation on "
+                            "every pipeline stage;\nshow the memory peak per stage, what is live "
+                            "there, and the first operation over the budget.");
+        return 0;
+    }
+    if (st != AP_OK) return ap_cli_fail(st, &err);
+    static ap_cli_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ap_sim_opts so;
+    ap_sim_opts_init(&so);
+    const char *planfile = ap_flags_value(&fl, "plan");
+    if (planfile) {
+        static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs",
+                                          "seq", "zero", "recompute", "recompute-layers", "sp",
+                                          "overlap", "offload-optimizer", "offload-params",
+                                          "dtype", "no-flash-attn", "stage-layers", "trainer",
+                                          "gpus", "gpu", "cluster"};
+        for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
+            if (ap_flags_isset(&fl, plan_only[i]))
+                return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
+                                              "--%s: not with --plan (the plan file holds the "
+                                              "plan and cluster)",
+                                              plan_only[i]),
+                                   &err);
+        if (fl.npos > 0)
+            return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
+                                          "give MODEL or --plan, not both (plan.json holds the "
+                                          "model)"),
+                               &err);
+        if ((st = ap_planfile_read(planfile, &ctx.model, &ctx.cluster, &ctx.plan, NULL, &err)) !=
+            AP_OK)
+            return ap_cli_fail(st, &err);
+        ap_estimate_opts_init(&ctx.opts);
+        if ((st = ap_flag_bytes(&fl, "headroom", &ctx.opts.headroom_bytes, &err)) != AP_OK)
+            return ap_cli_fail(st, &err);
+        ctx.allow_cross_node_tp = 1; /* the plan was accepted when it was written */
+    } else {
+        if ((st = ap_cli_load(&fl, 1, &ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
+        if ((st = ap_cli_finish_plan(&ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    }
+    if ((st = ap_plan_check(&ctx.plan, &ctx.model, &ctx.cluster, ctx.allow_cross_node_tp,
+                            &err)) != AP_OK)
+        return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
+    if (ap_flags_isset(&fl, "allocator") &&
+        (st = ap_alloc_mode_parse(ap_flags_value(&fl, "allocator"), &so.allocator, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
+    so.expandable_segments = ap_flags_isset(&fl, "expandable-segments");
+    if (so.expandable_segments && so.allocator == AP_ALLOC_ARENA)
+        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
+                                      "--expandable-segments: only with --allocator caching"),
+                           &err);
+    ctx.opts.allocator_expandable = so.expandable_segments;
+    so.headroom_bytes = ctx.opts.headroom_bytes;
+    int64_t top = 10;
+    if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    const char *trace = ap_flags_value(&fl, "trace");
+    so.record_curves = trace != NULL;
+
+    ap_sim *s = NULL;
+    if ((st = ap_sim_run(&ctx.model, &ctx.cluster, &ctx.plan, &so, &s, &err)) != AP_OK)
+        return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
+    static ap_estimate e;
+    ap_err eerr = {{0}};
+    int have_est = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &eerr) ==
+                   AP_OK;
+    if (trace && (st = ap_sim_trace_write(s, trace, &err)) != AP_OK) {
+        ap_sim_free(s);
+        return ap_cli_fail(st, &err);
+    }
+    if (ap_flags_isset(&fl, "json")) {
+        ap_json *j = ap_sim_to_json(s, (int)top);
+        char lbl[128];
+        int ok = j != NULL;
+        if (ok) ok = ap_json_add_string(j, "model", ctx.model.name) == AP_OK &&
+                     ap_json_add_string(j, "plan", ap_plan_label(&ctx.plan, lbl, sizeof lbl)) ==
+                         AP_OK;
+        if (ok && have_est)
+            ok = ap_json_add_number(j, "estimate_allocated_peak_bytes", e.allocated_peak_bytes) ==
+                     AP_OK &&
+                 ap_json_add_number(j, "estimate_device_peak_bytes", e.device_peak_bytes) == AP_OK;
+        const ap_sim_rank *o = first_over(s);
+        if (ok && o) {
+            ap_json *oj = over_json(s, o);
+            ok = oj && ap_json_add(j, "first_over_budget", oj) == AP_OK;
+            if (!ok) ap_json_free(oj);
+        }
+        char *text = ok ? ap_json_print(j, 1) : NULL;
+        ap_json_free(j);
+        if (!text) {
+            ap_sim_free(s);
+            fprintf(stderr, "autoplan: out of memory\n");
+            return 1;
+        }
+        printf("%s\n", text);
+        free(text);
+    } else {
+        print_text(s, &e, have_est, (int)top);
+        if (trace) printf("\ntrace written to %s (open in ui.perfetto.dev)\n", trace);
+    }
+    ap_sim_free(s);
+    return 0;
+}
