@@ -38,6 +38,7 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     if (p->zero >= 1) o /= d;
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
+    if (p->zero == 3 && t->zero3_state_bytes > 0) o = (t->zero3_state_bytes * n) / d - w - g;
     *weights = w;
     *grads = g;
     *optim = o;

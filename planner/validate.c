@@ -57,7 +57,7 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         ap_json *r = ap_json_at(rows, i);
         vrow *v = &vs->rows[vs->n];
         memset(v, 0, sizeof *v);
-        char where[320];
+        char where[4160];
         snprintf(where, sizeof where, "%s: rows[%d]", path, i);
         if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err))) break;
         if ((st = ap_json_get_str(r, "metric", v->metric, sizeof v->metric, NULL, where, err))) break;
@@ -74,12 +74,14 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
             st = ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'model'", where);
             break;
         }
-        char mwhere[280];
+        char mwhere[4224];
         snprintf(mwhere, sizeof mwhere, "%s.model", where);
         st = ap_model_parse(mtext, strlen(mtext), mwhere, &v->model, err);
         free(mtext);
         if (st) break;
-        snprintf(v->model_name, sizeof v->model_name, "%s", v->model.name);
+        size_t nl = strnlen(v->model.name, sizeof v->model_name - 1);
+        memcpy(v->model_name, v->model.name, nl);
+        v->model_name[nl] = '\0';
         /* cluster */
         char gpu[64], net[64];
         int64_t gpus, gpn;

@@ -90,7 +90,9 @@ typedef struct ap_trainer_caps {
     double weight_bytes;         /* working weights (2: bf16) */
     double grad_bytes;           /* gradient accumulation buffer */
     double master_bytes;         /* fp32 master weights (0 when weights are already fp32) */
-    double optim_bytes;          /* Adam m + v */
+    double optim_bytes;          /* Adam m + v (+ optimizer-side fp32 gradient copy) */
+    double zero3_state_bytes;    /* total bytes/param, all sharded, under ZeRO-3 when the
+                                    trainer's accounting differs from the sum (0 = the sum) */
     double gathered_weight_bytes;/* bytes/param of the 16-bit copy ZeRO-3/FSDP gathers per layer */
     int zero2_keeps_gathered;    /* FSDP SHARD_GRAD_OP: gathered params live from fwd to bwd */
     unsigned grad_reduce_per_mb_zero_mask; /* ZeRO stages whose gradients are reduced every

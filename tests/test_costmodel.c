@@ -1,0 +1,306 @@
+/*
+ * test_costmodel.c - the analytical cost model against published tables and hand derivations:
+ * ZeRO Table 1, Megatron's 18 and 6 + 12/d bytes per parameter, DeepSpeed's estimator,
+ * Korthikanti Table 2 exactly, architecture variants derived by hand, and properties (more
+ * recompute never adds memory, more GPUs never add model-state memory, time parts sum to the
+ * step, sequence parallelism and overlap never hurt).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autoplan/estimate.h"
+#include "testlib.h"
+
+static ap_model load(const char *rel) {
+    ap_model m;
+    ap_err err;
+    if (ap_model_load(tl_path(rel), &m, &err) != AP_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", rel, err.msg);
+        ap_model_init(&m);
+    }
+    return m;
+}
+
+static void test_zero_table1(void) {
+    /* Rajbhandari et al. 2020 (ZeRO), Table 1: 7.5B parameters, Nd = 64, K = 12, per-device
+     * model-state memory in GB: baseline 120, Pos 31.4, Pos+g 16.6, Pos+g+p 1.88. Colossal-AI
+     * stores states with exactly this accounting (2 + 2 + K bytes/param). */
+    const double want[4] = {120.0, 31.4, 16.6, 1.88};
+    for (int z = 0; z <= 3; z++) {
+        ap_plan p;
+        ap_plan_init(&p);
+        p.trainer = AP_TRAINER_COLOSSALAI;
+        p.zero = z;
+        double w, g, o;
+        ap_mem_model_states(&p, 7.5e9, 64, &w, &g, &o);
+        CHECK_NEAR((w + g + o) / 1e9, want[z], 0.005); /* the table rounds to 3 digits */
+    }
+    /* and the other Nd columns of the 7.5B row: Nd = 1024, ZeRO-3: 16 * 7.5e9 / 1024 = 0.117 */
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_COLOSSALAI;
+    p.zero = 3;
+    double w, g, o;
+    ap_mem_model_states(&p, 7.5e9, 1024, &w, &g, &o);
+    CHECK_NEAR((w + g + o) / 1e9, 0.1172, 0.001);
+}
+
+static void test_megatron_bytes(void) {
+    /* Megatron-LM: bf16 weight 2 + fp32 main grad 4 + fp32 master 4 + Adam 8 = 18 bytes/param;
+     * distributed optimizer: 6 + 12/d (Megatron-LM docs, distrib_optimizer.md) */
+    ap_plan p;
+    ap_plan_init(&p);
+    double w, g, o;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 18e9, 1e-12);
+    p.zero = 1;
+    for (int d = 1; d <= 64; d *= 4) {
+        ap_mem_model_states(&p, 1e9, d, &w, &g, &o);
+        CHECK_NEAR(w + g + o, 6e9 + 12e9 / d, 1e-12);
+    }
+}
+
+static void test_deepspeed_estimator(void) {
+    /* DeepSpeed's estimator code (runtime/zero/stage_1_and_2.py, stage3.py; docs memory.rst
+     * example for t5-3b, 2851M params, largest layer 32M, 1 node x 8 GPUs):
+     *   ZeRO-2: 2P + 18P/N;  ZeRO-3: 4 x largest layer + 18P/N = 6.1 GiB per GPU */
+    const double P = 2851e6, N = 8, largest = 32e6;
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.zero = 2;
+    double w, g, o;
+    ap_mem_model_states(&p, P, (int)N, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 2 * P + 18 * P / N, 1e-12);
+    p.zero = 3;
+    ap_mem_model_states(&p, P, (int)N, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 18 * P / N, 1e-12);
+    /* the ZeRO-3 gather buffers: current + prefetched layer, 2 bytes each = 4 x largest */
+    const ap_trainer_caps *t = ap_trainer_get(AP_TRAINER_DEEPSPEED);
+    double gathered = 2.0 * t->gathered_weight_bytes * largest;
+    CHECK_NEAR((w + g + o + gathered) / 1073741824.0, 6.1, 0.01); /* "6.1GB" as printed */
+}
+
+static void test_korthikanti_table2(void) {
+    /* Korthikanti et al. 2022, Table 2, per layer, GPT-3 175B shapes, s = 2048, b = 1, t = 8 */
+    ap_model m = load("examples/models/gpt3-175b.json");
+    const double s = 2048, b = 1, h = 12288, a = 96, t = 8, sbh = s * b * h;
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, 1, 0, AP_RECOMPUTE_NONE),
+               sbh * (34 + 5 * a * s / h), 1e-15);
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, t, 0, AP_RECOMPUTE_NONE),
+               sbh * (10 + 24 / t + 5 * a * s / (h * t)), 1e-15);
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, t, 1, AP_RECOMPUTE_NONE),
+               sbh / t * (34 + 5 * a * s / h), 1e-15);
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, t, 0, AP_RECOMPUTE_SELECTIVE),
+               sbh * (10 + 24 / t), 1e-15);
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, t, 1, AP_RECOMPUTE_SELECTIVE),
+               34 * sbh / t, 1e-15);
+    CHECK_NEAR(ap_mem_korthikanti_layer_bytes(s, b, h, a, t, 0, AP_RECOMPUTE_FULL), 2 * sbh, 1e-15);
+    /* the term-by-term derivation reproduces the table exactly in GPT mode (no flash) */
+    int tps[] = {1, 2, 8};
+    for (int i = 0; i < 3; i++)
+        for (int sp = 0; sp <= (tps[i] > 1); sp++)
+            for (int rc = 0; rc < 3; rc++) {
+                ap_plan p;
+                ap_plan_init(&p);
+                p.tp = tps[i];
+                p.sp = sp;
+                p.mbs = 1;
+                p.seq = 2048;
+                p.flash_attn = 0;
+                double got = ap_mem_layer_activation_bytes(&m, &p, 0, (ap_recompute)rc);
+                double want = ap_mem_korthikanti_layer_bytes(s, b, h, a, tps[i], sp, (ap_recompute)rc);
+                if (rc == AP_RECOMPUTE_FULL && tps[i] > 1 && !sp) want = 2 * sbh; /* Table 2 row */
+                CHECK_NEAR(got, want, 1e-12);
+            }
+}
+
+static void test_variants_by_hand(void) {
+    /* Llama-3-8B: h 4096, a 32, kv 8, d 128, f 14336, SwiGLU, RMSNorm, no dropout, flash.
+     * s = 4096, b = 1, t = 1, bytes (2 per element):
+     *   norm1 input 2sbh             33,554,432
+     *   QKV input 2sbh               33,554,432
+     *   Q 2s*a*d                     33,554,432
+     *   K, V 2 * 2s*kv*d             16,777,216
+     *   attention output 2s*a*d      33,554,432
+     *   log-sum-exp fp32 4s*a           524,288
+     *   norm2 input 2sbh             33,554,432
+     *   MLP input 2sbh               33,554,432
+     *   SwiGLU in (2f) + fc2 in (f)  6sf = 352,321,536
+     *   total                       570,949,632 */
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_plan p;
+    ap_plan_init(&p);
+    p.mbs = 1;
+    p.seq = 4096;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0, 1e-12);
+    /* selective drops only the log-sum-exp; full keeps the layer input */
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_SELECTIVE),
+               570949632.0 - 524288.0, 1e-12);
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_FULL), 33554432.0, 1e-12);
+    /* tp = 2 with sp: everything halves (kv 8 % 2 == 0) */
+    p.tp = 2;
+    p.sp = 1;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0 / 2, 1e-12);
+    /* tp = 16 > kv heads 8: each rank keeps one replicated KV head: K, V = 4 * s * d */
+    p.tp = 16;
+    p.sp = 1;
+    double want16 = (33554432.0 * 4 /* norms+inputs, /t below */) / 16 +
+                    (33554432.0 * 2 + 524288.0 + 352321536.0) / 16 + 4.0 * 4096 * 128;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), want16, 1e-12);
+    /* context parallelism cp = 2: the local sequence halves every term */
+    p.tp = 1;
+    p.sp = 0;
+    p.cp = 2;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0 / 2, 1e-12);
+
+    /* Mixtral-8x7B MoE layer: h 4096, a 32, kv 8, d 128, 8 experts top-2 of f 14336, dropless.
+     * s = 4096, b = 1, t = 1. Attention part as Llama (without the MLP terms):
+     *   2+2 (norm1, qkv in) + Q + KV + out + LSE + norm2 in = 33,554,432*5 + 16,777,216 + 524,288
+     *   router input 2sbh 33,554,432; router logits+probs fp32 8*s*E = 262,144; weights 4*s*k = 32,768
+     *   routed copies s*k = 8192, each 2h + 6f + 2h = 8192+86016+8192 = 102,400 bytes:
+     *   838,860,800 */
+    ap_model x = load("examples/models/mixtral-8x7b.json");
+    ap_plan q;
+    ap_plan_init(&q);
+    q.mbs = 1;
+    q.seq = 4096;
+    double moe = 33554432.0 * 5 + 16777216.0 + 524288.0 + 33554432.0 + 262144.0 + 32768.0 +
+                 838860800.0;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&x, &q, 0, AP_RECOMPUTE_NONE), moe, 1e-12);
+}
+
+static ap_cluster cluster(const char *gpu, int n) {
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find(gpu), n, &c);
+    return c;
+}
+
+static ap_plan mkplan(int tp, int pp, int dp, int64_t mbs, int64_t gbs, int zero, ap_recompute rc,
+                      int sp, int vp) {
+    ap_plan p;
+    ap_plan_init(&p);
+    p.tp = tp; p.pp = pp; p.dp = dp; p.vp = vp;
+    p.mbs = mbs; p.gbs = gbs; p.grad_accum = gbs / (mbs * dp);
+    p.zero = zero; p.recompute = rc; p.sp = sp;
+    p.seq = 4096;
+    p.overlap_grad = p.overlap_param = 1;
+    return p;
+}
+
+static void test_properties(void) {
+    const char *models[] = {"examples/models/llama-3-70b.json", "examples/models/gpt3-175b.json",
+                            "examples/models/mixtral-8x7b.json"};
+    ap_err err;
+    static ap_estimate e0, e1;
+    for (int mi = 0; mi < 3; mi++) {
+        ap_model m = load(models[mi]);
+        ap_cluster c = cluster("a100-sxm4-80g", 64);
+        int pps[] = {1, 2, 4};
+        for (int ip = 0; ip < 3; ip++)
+            for (int tp = 2; tp <= 8; tp *= 2) {
+                int dp = 64 / (tp * pps[ip]);
+                /* more recompute never increases memory (every stage, every level) */
+                double prev_alloc[AP_MAX_STAGES];
+                for (int rc = 0; rc < 3; rc++) {
+                    ap_plan p = mkplan(tp, pps[ip], dp, 1, 512, 1, (ap_recompute)rc, 1, 1);
+                    p.seq = m.seq_len;
+                    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e0, &err) == AP_OK);
+                    for (int s = 0; s < e0.nstages; s++) {
+                        if (rc > 0) CHECK(e0.stages[s].allocated_bytes <= prev_alloc[s] + 1);
+                        prev_alloc[s] = e0.stages[s].allocated_bytes;
+                    }
+                    /* time parts sum to the step within 1% */
+                    const ap_time *t = &e0.time;
+                    double sum = t->compute_s + t->recompute_s + t->tp_comm_s + t->cp_comm_s +
+                                 t->ep_comm_s + t->pp_comm_s + t->dp_comm_s + t->bubble_s +
+                                 t->offload_s + t->optimizer_s + t->overhead_s;
+                    CHECK_NEAR(sum, t->step_s, 0.01);
+                    /* sp and overlap are dominant choices: never slower, never more memory */
+                    ap_plan q = p;
+                    q.sp = 0;
+                    q.overlap_grad = q.overlap_param = 0;
+                    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &e1, &err) == AP_OK);
+                    CHECK(e1.time.step_s >= e0.time.step_s - 1e-9);
+                    CHECK(e1.device_peak_bytes >= e0.device_peak_bytes - 1);
+                }
+            }
+        /* more GPUs at a fixed per-GPU batch never increase per-GPU model-state memory */
+        double prev = 1e300;
+        for (int n = 8; n <= 512; n *= 2) {
+            ap_cluster cn = cluster("a100-sxm4-80g", n);
+            for (int z = 0; z <= 1; z++) {
+                ap_plan p = mkplan(8, 1, n / 8, 1, n / 8, z, AP_RECOMPUTE_FULL, 1, 1);
+                p.seq = m.seq_len;
+                CHECK(ap_estimate_plan(&m, &cn, &p, NULL, &e0, &err) == AP_OK);
+                const ap_stage_mem *s = &e0.stages[0];
+                double states = s->params_bytes + s->grads_bytes + s->optimizer_bytes;
+                if (z == 1) {
+                    CHECK(states <= prev + 1);
+                    prev = states;
+                }
+            }
+        }
+    }
+}
+
+static void test_pipeline_memory(void) {
+    /* 1F1B: stage i holds min(p - i, m) micro-batches; interleaved multiplies the first stage
+     * by 1 + (p-1)/(p v) (Korthikanti 2022 Sec. 4.2.3) */
+    ap_model m = load("examples/models/gpt3-175b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    ap_err err;
+    static ap_estimate e;
+    ap_plan p = mkplan(8, 8, 1, 1, 64, 0, AP_RECOMPUTE_SELECTIVE, 1, 1);
+    p.seq = 2048;
+    p.flash_attn = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    for (int i = 0; i < 8; i++) CHECK_INT(e.stages[i].inflight, 8 - i);
+    double per_layer = ap_mem_korthikanti_layer_bytes(2048, 1, 12288, 96, 8, 1, AP_RECOMPUTE_SELECTIVE);
+    CHECK_NEAR(e.stages[0].layer_activations_bytes, 8 * 12 * per_layer, 1e-9);
+    p.vp = 3;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    CHECK_NEAR(e.stages[0].layer_activations_bytes, 8 * 12 * per_layer * (1 + 7.0 / 24.0), 1e-9);
+    /* the last stage adds fp32 logits and their gradient: 2 x 4 x s*b*V/t bytes */
+    p.vp = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    double logits = 2.0 * 4.0 * 2048.0 * 51200.0 / 8.0;
+    CHECK_NEAR(e.stages[7].activations_bytes - e.stages[7].layer_activations_bytes,
+               logits + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
+}
+
+static void test_refusals(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    ap_err err;
+    static ap_estimate e;
+    ap_plan p = mkplan(8, 2, 4, 1, 64, 3, AP_RECOMPUTE_NONE, 1, 1);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "pipeline");
+    p = mkplan(16, 1, 4, 1, 64, 1, AP_RECOMPUTE_NONE, 1, 1);
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "NVLink");
+    p = mkplan(8, 1, 8, 1, 64, 1, AP_RECOMPUTE_NONE, 1, 1);
+    p.dtype = AP_DTYPE_FP8;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "fp8");
+    p = mkplan(8, 1, 8, 1, 64, 0, AP_RECOMPUTE_NONE, 1, 1);
+    p.offload_optimizer = 0.5; /* Megatron: needs the distributed optimizer */
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "distributed optimizer");
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    test_zero_table1();
+    test_megatron_bytes();
+    test_deepspeed_estimator();
+    test_korthikanti_table2();
+    test_variants_by_hand();
+    test_properties();
+    test_pipeline_memory();
+    test_refusals();
+    return tl_finish();
+}
