@@ -61,14 +61,12 @@ const char *ap_link_name(ap_link_kind k) {
     return "unknown";
 }
 
-/* GPUs that share the fast link by default: none without a peer link, pairs over a bridge
- * (when pairs tile the node), the whole node for NVSwitch, xGMI and PCIe P2P. */
+/* GPUs that share the fast link by default: pairs over a bridge (when pairs tile the node), else
+ * the whole node: NVSwitch, xGMI, PCIe P2P, and for cards without any peer link the node's GPUs
+ * talking through host PCIe (the cost model uses pcie_bw there; link_bw is 0). */
 static int default_domain(ap_link_kind k, int gpus_per_node) {
-    switch (k) {
-    case AP_LINK_NONE: return 1;
-    case AP_LINK_NVLINK_BRIDGE: return gpus_per_node % 2 == 0 ? 2 : 1;
-    default: return gpus_per_node;
-    }
+    if (k == AP_LINK_NVLINK_BRIDGE) return gpus_per_node % 2 == 0 ? 2 : 1;
+    return gpus_per_node;
 }
 
 void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out) {
@@ -136,17 +134,14 @@ ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *er
     if (gpn % c->nvlink_domain != 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %d does not divide the "
                           "%d GPUs of a node", where, c->nvlink_domain, gpn);
-    if (g->link == AP_LINK_NONE && c->nvlink_domain > 1)
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %s has no peer-to-peer "
-                          "link (no NVLink, no P2P), so the domain must be 1, got %d", where,
-                          g->name, c->nvlink_domain);
     if (g->link == AP_LINK_NVLINK_BRIDGE && c->nvlink_domain > 2)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': %s NVLink bridges join "
                           "pairs only, so the domain must be 1 or 2, got %d", where, g->name,
                           c->nvlink_domain);
-    if (c->nvlink_domain > 1 && !pos_finite(c->link_bytes_per_s, 1e15))
+    if (g->link != AP_LINK_NONE && c->nvlink_domain > 1 && !pos_finite(c->link_bytes_per_s, 1e15))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'link_bw': must be positive when "
-                          "nvlink_domain > 1", where);
+                          "nvlink_domain > 1 (%s has a %s peer link)", where, g->name,
+                          ap_link_name(g->link));
     if (!isfinite(c->link_bytes_per_s) || c->link_bytes_per_s < 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'link_bw': must not be negative", where);
     int nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;

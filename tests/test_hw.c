@@ -283,8 +283,9 @@ static void test_from_gpu(void) {
     ap_cluster_from_gpu(must("a100-pcie-80g"), 16, &c);
     CHECK_INT(c.gpus_per_node, 8);
     CHECK_INT(c.nvlink_domain, 2);
+    /* no peer link: the node is the domain, its traffic goes through host PCIe */
     ap_cluster_from_gpu(must("rtx-4090"), 4, &c);
-    CHECK_INT(c.nvlink_domain, 1);
+    CHECK_INT(c.nvlink_domain, 4);
     CHECK(c.link_bytes_per_s == 0);
     CHECK_INT(ap_cluster_validate(&c, "x", &err), AP_OK);
 
@@ -305,6 +306,12 @@ static void test_from_gpu(void) {
     ap_cluster_from_gpu(must("rtx-4090"), 8, &c);
     ap_cluster_set_gpus_per_node(&c, 8);
     CHECK_INT(c.gpus_per_node, 8);
+    CHECK_INT(c.nvlink_domain, 8);
+    CHECK_INT(ap_cluster_validate(&c, "x", &err), AP_OK);
+    ap_cluster_from_gpu(must("rtx-3090"), 8, &c);
+    ap_cluster_set_gpus_per_node(&c, 8);
+    CHECK_INT(c.nvlink_domain, 2); /* bridged pairs */
+    ap_cluster_set_gpus_per_node(&c, 1);
     CHECK_INT(c.nvlink_domain, 1);
     CHECK_INT(ap_cluster_validate(&c, "x", &err), AP_OK);
     ap_cluster_from_gpu(must("h100"), 16, &c);
@@ -390,7 +397,8 @@ static void test_example_files(void) {
     if (st != AP_OK) fprintf(stderr, "  %s\n", err.msg);
     CHECK_STR(c.gpu.name, "rtx-4090");
     CHECK_INT(c.gpus, 4);
-    CHECK_INT(c.nvlink_domain, 1);
+    CHECK_INT(c.nvlink_domain, 4);
+    CHECK(c.link_bytes_per_s == 0);
     CHECK_NEAR(c.net_bytes_per_s, 2.5e9 / 8, EXACT);
     CHECK_NEAR(c.cpu_mem_bytes, 256 * GIB, EXACT);
 
@@ -484,8 +492,8 @@ static void test_bad_files(void) {
          "[1, 8]"},
         {"{\"gpu\": \"a100\", \"gpus\": 16, \"nvlink_domain\": 3}", "field 'nvlink_domain'",
          "does not divide"},
-        {"{\"gpu\": \"rtx-4090\", \"gpus\": 4, \"nvlink_domain\": 4}", "field 'nvlink_domain'",
-         "no peer-to-peer link"},
+        {"{\"gpu\": \"h100\", \"gpus\": 16, \"link_bw\": \"0GB/s\"}", "field 'link_bw'",
+         "positive"},
         {"{\"gpu\": \"rtx-3090\", \"gpus\": 4, \"gpus_per_node\": 4, \"nvlink_domain\": 4}",
          "field 'nvlink_domain'", "pairs only"},
         {"{\"gpu\": \"a100\", \"gpus\": 16, \"gpus_per_pcie_switch\": 16}",

@@ -85,9 +85,9 @@ const char *ap_link_name(ap_link_kind k);
 void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out);
 
 /* Change the node shape of a cluster and reset what depends on it to the GPU's defaults:
- * gpus_per_node (clamped to gpus when gpus is smaller: part of one node), nvlink_domain (1 without
- * a peer link, 2 for bridged pairs, else the node), gpus_per_pcie_switch (reference, at most the
- * node). Callers that also set nvlink_domain set it after this. */
+ * gpus_per_node (clamped to gpus when gpus is smaller: part of one node), nvlink_domain (2 for
+ * NVLink-bridged pairs, else the node), gpus_per_pcie_switch (reference, at most the node).
+ * Callers that also set nvlink_domain set it after this. */
 void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node);
 
 /* Load a cluster file (JSON, format in docs/hardware.md). Refuses mixed GPU types. */
