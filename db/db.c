@@ -42,18 +42,22 @@ static const char schema_sql[] =
     "\n"
     "-- The plan cache. key = ap_db_plan_key() of the canonical model, cluster, trainer, search\n"
     "-- options and calibration fingerprint; a changed input is a different key, so rows are never\n"
-    "-- invalidated in place, only collected by `autoplan db gc`.\n"
+    "-- invalidated in place, only collected by `autoplan db gc`. The result lives in its own table:\n"
+    "-- SQLite rewrites a whole record on UPDATE, and counting a hit must not rewrite a 1 MB result.\n"
     "CREATE TABLE plans (\n"
-    "    id          INTEGER PRIMARY KEY,\n"
-    "    key         TEXT NOT NULL UNIQUE,      -- 32 hex digits\n"
-    "    summary     TEXT NOT NULL,             -- one line for `autoplan db list`\n"
-    "    result_json TEXT NOT NULL,             -- the ranked search result, as `autoplan plan` prints it\n"
-    "    search_s    REAL NOT NULL,             -- wall time of the search that produced it\n"
-    "    created_at  INTEGER NOT NULL,\n"
-    "    used_at     INTEGER NOT NULL,          -- last cache hit (or created_at); gc reads this\n"
-    "    hits        INTEGER NOT NULL DEFAULT 0\n"
+    "    id           INTEGER PRIMARY KEY,\n"
+    "    key          TEXT NOT NULL UNIQUE,     -- 32 hex digits\n"
+    "    summary      TEXT NOT NULL,            -- one line for `autoplan db list`\n"
+    "    search_s     REAL NOT NULL,            -- wall time of the search that produced it\n"
+    "    created_at   INTEGER NOT NULL,\n"
+    "    used_at      INTEGER NOT NULL,         -- last hit, to the hour (or created_at); gc reads it\n"
+    "    result_bytes INTEGER NOT NULL          -- length of plan_results.result_json\n"
     ");\n"
     "CREATE INDEX plans_used_at ON plans(used_at);\n"
+    "CREATE TABLE plan_results (\n"
+    "    plan_id     INTEGER PRIMARY KEY REFERENCES plans(id) ON DELETE CASCADE,\n"
+    "    result_json TEXT NOT NULL              -- the ranked search result, as `autoplan plan` prints it\n"
+    ");\n"
     "\n"
     "-- Operator profiles measured on a real GPU (the profiler fills this table; `db import` shares\n"
     "-- it between machines). Text columns are NOT NULL DEFAULT '' so the UNIQUE constraint, which\n"
@@ -609,9 +613,11 @@ int ap_db_is_readonly(const ap_db *db) { return db ? db->readonly : 1; }
 int ap_db_schema_version(const ap_db *db) { return db ? db->version : 0; }
 
 ap_status ap_db_count(ap_db *db, const char *table, int64_t *n, ap_err *err) {
-    static const char *const tables[] = {"plans", "profiles", "runs", "run_ranks"};
-    static const char *const sql[] = {"SELECT count(*) FROM plans", "SELECT count(*) FROM profiles",
-                                      "SELECT count(*) FROM runs",
+    static const char *const tables[] = {"plans", "plan_results", "profiles", "runs",
+                                         "run_ranks"};
+    static const char *const sql[] = {"SELECT count(*) FROM plans",
+                                      "SELECT count(*) FROM plan_results",
+                                      "SELECT count(*) FROM profiles", "SELECT count(*) FROM runs",
                                       "SELECT count(*) FROM run_ranks"};
     *n = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
@@ -620,8 +626,8 @@ ap_status ap_db_count(ap_db *db, const char *table, int64_t *n, ap_err *err) {
         if (rc != SQLITE_OK) return db_fail(db, rc, "counting rows", err);
         return AP_OK;
     }
-    return ap_err_set(err, AP_ERR_INPUT, "unknown table '%s' (plans, profiles, runs, run_ranks)",
-                      table);
+    return ap_err_set(err, AP_ERR_INPUT, "unknown table '%s' (plans, plan_results, profiles, "
+                      "runs, run_ranks)", table);
 }
 
 ap_status ap_db_integrity_check(ap_db *db, ap_err *err) {
@@ -665,16 +671,22 @@ static int valid_key(const char *key) {
     return 1;
 }
 
-/* Count a hit, but never wait for it: a busy database just skips the bookkeeping. */
-static void touch_plan(ap_db *db, int64_t id) {
-    if (db->readonly) return;
+/* Granularity of plans.used_at: a hit writes only when the stored value is older, so a run of
+ * cache hits costs no writes (a write means a WAL commit and, at close, a checkpoint with an
+ * fsync: several ms, against a 20 ms budget for a whole cache hit). gc works in days. */
+#define USED_AT_GRANULARITY_S 3600
+
+/* Record a hit in used_at, but never wait for it: a busy database skips the bookkeeping. */
+static void touch_plan(ap_db *db, int64_t id, int64_t used_at) {
+    int64_t now = (int64_t)time(NULL);
+    if (db->readonly || (used_at <= now && now - used_at < USED_AT_GRANULARITY_S)) return;
     sqlite3_busy_timeout(db->h, 0);
     int own = !db->in_txn;
     if (!own || exec(db, "BEGIN IMMEDIATE") == SQLITE_OK) {
         sqlite3_stmt *st = NULL;
-        int rc = prepare(db, "UPDATE plans SET used_at = ?1, hits = hits + 1 WHERE id = ?2", &st);
+        int rc = prepare(db, "UPDATE plans SET used_at = ?1 WHERE id = ?2", &st);
         if (rc == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, (sqlite3_int64)time(NULL));
+            sqlite3_bind_int64(st, 1, now);
             sqlite3_bind_int64(st, 2, id);
             rc = sqlite3_step(st);
         }
@@ -693,13 +705,15 @@ ap_status ap_db_plan_get(ap_db *db, const char *key, char **json_out, double *se
         return ap_err_set(err, AP_ERR_INTERNAL, "%s: plan key '%s' is not %d hex digits",
                           db->path, key ? key : "(null)", AP_DB_KEY_HEX);
     sqlite3_stmt *st = NULL;
-    int rc = prepare(db, "SELECT id, result_json, search_s FROM plans WHERE key = ?1", &st);
-    int64_t id = 0;
+    int rc = prepare(db, "SELECT p.id, r.result_json, p.search_s, p.used_at FROM plans p"
+                         " JOIN plan_results r ON r.plan_id = p.id WHERE p.key = ?1", &st);
+    int64_t id = 0, used_at = 0;
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
             id = sqlite3_column_int64(st, 0);
+            used_at = sqlite3_column_int64(st, 3);
             *json_out = dup_col(st, 1);
             if (search_s) *search_s = sqlite3_column_double(st, 2);
             rc = *json_out ? SQLITE_DONE : SQLITE_NOMEM;
@@ -711,8 +725,22 @@ ap_status ap_db_plan_get(ap_db *db, const char *key, char **json_out, double *se
         *json_out = NULL;
         return db_fail(db, rc, "reading the plan cache", err);
     }
-    if (*json_out) touch_plan(db, id);
+    if (*json_out) touch_plan(db, id, used_at);
     return AP_OK;
+}
+
+/* Store the result of plan row `id` (inside the caller's write transaction). */
+static int put_result(ap_db *db, int64_t id, const char *json) {
+    sqlite3_stmt *st = NULL;
+    int rc = prepare(db, "INSERT OR REPLACE INTO plan_results (plan_id, result_json)"
+                         " VALUES (?1, ?2)", &st);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_text(st, 2, json, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 ap_status ap_db_plan_put(ap_db *db, const char *key, const char *summary, const char *json,
@@ -728,22 +756,40 @@ ap_status ap_db_plan_put(ap_db *db, const char *key, const char *summary, const 
     if (s != AP_OK) return s;
     sqlite3_stmt *st = NULL;
     int rc = prepare(db,
-                     "INSERT INTO plans (key, summary, result_json, search_s, created_at, used_at)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?5)"
+                     "INSERT INTO plans (key, summary, search_s, created_at, used_at, result_bytes)"
+                     " VALUES (?1, ?2, ?3, ?4, ?4, ?5)"
                      " ON CONFLICT(key) DO UPDATE SET summary = excluded.summary,"
-                     " result_json = excluded.result_json, search_s = excluded.search_s, hits = 0,"
-                     " created_at = excluded.created_at, used_at = excluded.used_at",
+                     " search_s = excluded.search_s, created_at = excluded.created_at,"
+                     " used_at = excluded.used_at, result_bytes = excluded.result_bytes",
                      &st);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, summary ? summary : "", -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, json, -1, SQLITE_STATIC);
-        sqlite3_bind_double(st, 4, search_s);
-        sqlite3_bind_int64(st, 5, (sqlite3_int64)time(NULL));
+        sqlite3_bind_double(st, 3, search_s);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)time(NULL));
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)strlen(json));
         rc = sqlite3_step(st);
     }
-    if (rc != SQLITE_DONE) s = db_fail(db, rc, doing, err);
     sqlite3_finalize(st);
+    st = NULL;
+    int64_t id = 0;
+    if (rc == SQLITE_DONE) {
+        rc = prepare(db, "SELECT id FROM plans WHERE key = ?1", &st);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW) {
+                id = sqlite3_column_int64(st, 0);
+                rc = SQLITE_DONE;
+            } else if (rc == SQLITE_DONE) {
+                rc = SQLITE_INTERNAL;
+            }
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if (rc == SQLITE_DONE) rc = put_result(db, id, json);
+    if (rc != SQLITE_DONE) s = db_fail(db, rc, doing, err);
     return wend(db, s, doing, err);
 }
 
@@ -751,8 +797,8 @@ ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err 
     *rows = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    int rc = prepare(db, "SELECT id, key, summary, search_s, created_at, used_at, hits,"
-                         " length(CAST(result_json AS BLOB)) FROM plans"
+    int rc = prepare(db, "SELECT id, key, summary, search_s, created_at, used_at,"
+                         " result_bytes FROM plans"
                          " ORDER BY used_at DESC, id DESC", &st);
     size_t cap = 0;
     ap_status s = AP_OK;
@@ -771,8 +817,7 @@ ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err 
         r->search_s = sqlite3_column_double(st, 3);
         r->created_at = sqlite3_column_int64(st, 4);
         r->used_at = sqlite3_column_int64(st, 5);
-        r->hits = sqlite3_column_int64(st, 6);
-        r->json_bytes = sqlite3_column_int64(st, 7);
+        r->json_bytes = sqlite3_column_int64(st, 6);
         rc = SQLITE_OK;
     }
     if (s == AP_OK && rc != SQLITE_DONE) s = db_fail(db, rc, "listing plans", err);
@@ -788,7 +833,7 @@ ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err 
 ap_status ap_db_plan_json(ap_db *db, int64_t id, char **json_out, ap_err *err) {
     *json_out = NULL;
     sqlite3_stmt *st = NULL;
-    int rc = prepare(db, "SELECT result_json FROM plans WHERE id = ?1", &st);
+    int rc = prepare(db, "SELECT result_json FROM plan_results WHERE plan_id = ?1", &st);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
         rc = sqlite3_step(st);
@@ -812,24 +857,25 @@ ap_status ap_db_plan_import(ap_db *db, const ap_db_plan_info *info, const char *
     ap_status s = wbegin(db, doing, err);
     if (s != AP_OK) return s;
     sqlite3_stmt *st = NULL;
-    int rc = prepare(db, "INSERT OR IGNORE INTO plans (key, summary, result_json, search_s,"
-                         " created_at, used_at, hits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+    int rc = prepare(db, "INSERT OR IGNORE INTO plans (key, summary, search_s, created_at,"
+                         " used_at, result_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, info->key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, info->summary, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, json, -1, SQLITE_STATIC);
-        sqlite3_bind_double(st, 4, info->search_s);
-        sqlite3_bind_int64(st, 5, info->created_at);
-        sqlite3_bind_int64(st, 6, info->used_at);
-        sqlite3_bind_int64(st, 7, info->hits);
+        sqlite3_bind_double(st, 3, info->search_s);
+        sqlite3_bind_int64(st, 4, info->created_at);
+        sqlite3_bind_int64(st, 5, info->used_at);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)strlen(json));
         rc = sqlite3_step(st);
     }
+    sqlite3_finalize(st);
+    int fresh = rc == SQLITE_DONE && sqlite3_changes(db->h) > 0;
+    if (fresh) rc = put_result(db, sqlite3_last_insert_rowid(db->h), json);
     if (rc == SQLITE_DONE) {
-        if (added) *added = sqlite3_changes(db->h) > 0;
+        if (added) *added = fresh;
     } else {
         s = db_fail(db, rc, doing, err);
     }
-    sqlite3_finalize(st);
     return wend(db, s, doing, err);
 }
 

@@ -51,7 +51,6 @@ static ap_status export_plans(ap_db *db, ap_json *arr, ap_err *err) {
         st = add_num(o, "search_s", rows[i].search_s, st);
         st = add_num(o, "created_at", (double)rows[i].created_at, st);
         st = add_num(o, "used_at", (double)rows[i].used_at, st);
-        st = add_num(o, "hits", (double)rows[i].hits, st);
         st = add_str(o, "result_json", json ? json : "", st);
         free(json);
         if (st == AP_OK) st = ap_json_push(arr, o);
@@ -269,7 +268,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
         ap_db_plan_info *r = NULL;
         size_t n = 0;
         st = ap_db_plans_list(db, &r, &n, err);
-        sb_printf(&b, "id,key,summary,search_s,created_at,used_at,hits,json_bytes\n");
+        sb_printf(&b, "id,key,summary,search_s,created_at,used_at,json_bytes\n");
         for (size_t i = 0; st == AP_OK && i < n; i++) {
             csv_int(&b, r[i].id, 0);
             csv_str(&b, r[i].key, 0);
@@ -277,7 +276,6 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
             csv_num(&b, r[i].search_s, 0);
             csv_int(&b, r[i].created_at, 0);
             csv_int(&b, r[i].used_at, 0);
-            csv_int(&b, r[i].hits, 0);
             csv_int(&b, r[i].json_bytes, 1);
         }
         free(r);
@@ -425,7 +423,7 @@ static ap_status get_rows(const ap_json *root, const char *key, const char *file
 
 static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err *err) {
     static const char *const known[] = {"key", "summary", "search_s", "created_at", "used_at",
-                                        "hits", "result_json", NULL};
+                                        "result_json", NULL};
     ap_status st = only_known(o, known, w, err);
     memset(p, 0, sizeof *p);
     if (st == AP_OK) st = ap_json_get_str(o, "key", p->info.key, sizeof p->info.key, NULL, w, err);
@@ -447,9 +445,6 @@ static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err 
         st = ap_json_get_int(o, "created_at", 0, BIG_INT, &p->info.created_at, NULL, w, err);
     if (st == AP_OK)
         st = ap_json_get_int(o, "used_at", 0, BIG_INT, &p->info.used_at, NULL, w, err);
-    int present = 0;
-    if (st == AP_OK)
-        st = ap_json_get_int(o, "hits", 0, BIG_INT, &p->info.hits, &present, w, err);
     if (st == AP_OK) st = get_long_str(o, "result_json", &p->json, w, err);
     return st;
 }

@@ -12,18 +12,22 @@
 
 -- The plan cache. key = ap_db_plan_key() of the canonical model, cluster, trainer, search
 -- options and calibration fingerprint; a changed input is a different key, so rows are never
--- invalidated in place, only collected by `autoplan db gc`.
+-- invalidated in place, only collected by `autoplan db gc`. The result lives in its own table:
+-- SQLite rewrites a whole record on UPDATE, and counting a hit must not rewrite a 1 MB result.
 CREATE TABLE plans (
-    id          INTEGER PRIMARY KEY,
-    key         TEXT NOT NULL UNIQUE,      -- 32 hex digits
-    summary     TEXT NOT NULL,             -- one line for `autoplan db list`
-    result_json TEXT NOT NULL,             -- the ranked search result, as `autoplan plan` prints it
-    search_s    REAL NOT NULL,             -- wall time of the search that produced it
-    created_at  INTEGER NOT NULL,
-    used_at     INTEGER NOT NULL,          -- last cache hit (or created_at); gc reads this
-    hits        INTEGER NOT NULL DEFAULT 0
+    id           INTEGER PRIMARY KEY,
+    key          TEXT NOT NULL UNIQUE,     -- 32 hex digits
+    summary      TEXT NOT NULL,            -- one line for `autoplan db list`
+    search_s     REAL NOT NULL,            -- wall time of the search that produced it
+    created_at   INTEGER NOT NULL,
+    used_at      INTEGER NOT NULL,         -- last hit, to the hour (or created_at); gc reads it
+    result_bytes INTEGER NOT NULL          -- length of plan_results.result_json
 );
 CREATE INDEX plans_used_at ON plans(used_at);
+CREATE TABLE plan_results (
+    plan_id     INTEGER PRIMARY KEY REFERENCES plans(id) ON DELETE CASCADE,
+    result_json TEXT NOT NULL              -- the ranked search result, as `autoplan plan` prints it
+);
 
 -- Operator profiles measured on a real GPU (the profiler fills this table; `db import` shares
 -- it between machines). Text columns are NOT NULL DEFAULT '' so the UNIQUE constraint, which

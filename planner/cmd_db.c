@@ -100,13 +100,13 @@ static ap_status list_plans(ap_db *db, ap_err *err) {
     ap_status st = ap_db_plans_list(db, &r, &n, err);
     if (st != AP_OK) return st;
     printf("plans (%zu)\n", n);
-    if (n) printf("  %-10s %-12s %10s %5s %-16s %10s  %s\n", "ID", "KEY", "SEARCH", "HITS",
+    if (n) printf("  %-10s %-12s %10s %-16s %10s  %s\n", "ID", "KEY", "SEARCH",
                   "LAST USED (UTC)", "SIZE", "SUMMARY");
     for (size_t i = 0; i < n; i++) {
         char id[32], t[32], s[32], b[32];
         snprintf(id, sizeof id, "plan:%lld", (long long)r[i].id);
-        printf("  %-10s %-12.12s %10s %5lld %-16s %10s  %s\n", id, r[i].key,
-               ap_fmt_seconds(r[i].search_s, s, sizeof s), (long long)r[i].hits,
+        printf("  %-10s %-12.12s %10s %-16s %10s  %s\n", id, r[i].key,
+               ap_fmt_seconds(r[i].search_s, s, sizeof s),
                fmt_time(r[i].used_at, t, sizeof t), ap_fmt_bytes((double)r[i].json_bytes, b,
                                                                  sizeof b), r[i].summary);
     }
@@ -217,10 +217,10 @@ static ap_status show_plan(ap_db *db, const char *id_text, int64_t id, ap_err *e
     if (st == AP_OK) {
         char t1[32], t2[32], s[32];
         printf("id:         plan:%lld\nkey:        %s\nsummary:    %s\nsearch:     %s\n"
-               "created:    %s UTC\nlast used:  %s UTC\nhits:       %lld\nresult:\n%s\n",
+               "created:    %s UTC\nlast used:  %s UTC (to the hour)\nresult:\n%s\n",
                (long long)hit->id, hit->key, hit->summary,
                ap_fmt_seconds(hit->search_s, s, sizeof s), fmt_time(hit->created_at, t1, sizeof t1),
-               fmt_time(hit->used_at, t2, sizeof t2), (long long)hit->hits, json ? json : "");
+               fmt_time(hit->used_at, t2, sizeof t2), json ? json : "");
     }
     free(json);
     free(r);

@@ -110,7 +110,7 @@ const char *ap_db_journal_mode(const ap_db *db);
 int ap_db_is_readonly(const ap_db *db);
 /* PRAGMA user_version of the open database. */
 int ap_db_schema_version(const ap_db *db);
-/* Rows in one table: "plans", "profiles", "runs" or "run_ranks". */
+/* Rows in one table: "plans", "plan_results", "profiles", "runs" or "run_ranks". */
 ap_status ap_db_count(ap_db *db, const char *table, int64_t *n, ap_err *err);
 /* Run PRAGMA integrity_check: AP_OK when it answers "ok", else AP_ERR_DB with its first line. */
 ap_status ap_db_integrity_check(ap_db *db, ap_err *err);
@@ -135,8 +135,9 @@ void ap_db_rollback(ap_db *db);
 void ap_db_plan_key(const char *canonical_text, char out[AP_DB_KEY_HEX + 1]);
 
 /* Look a key up. Hit: *json_out = the stored result (caller frees with free()), *search_s =
- * the original search time (may be NULL), and the row's used_at/hits are updated when that
- * does not have to wait for another writer. Miss: AP_OK with *json_out = NULL. db NULL: a miss.
+ * the original search time (may be NULL), and the row's used_at is set to now when it is more
+ * than an hour old and that does not have to wait for another writer (so repeated hits do not
+ * write). Miss: AP_OK with *json_out = NULL. db NULL: a miss.
  * On a database error *json_out is NULL and the status is AP_ERR_DB (treat it as a miss). */
 ap_status ap_db_plan_get(ap_db *db, const char *key, char **json_out, double *search_s,
                          ap_err *err);
@@ -152,8 +153,7 @@ typedef struct ap_db_plan_info {
     char key[AP_DB_KEY_HEX + 1];
     char summary[256];       /* truncated to fit */
     double search_s;
-    int64_t created_at, used_at; /* unix seconds */
-    int64_t hits;
+    int64_t created_at, used_at; /* unix seconds; used_at: last hit, to the hour */
     int64_t json_bytes;
 } ap_db_plan_info;
 
@@ -161,7 +161,7 @@ typedef struct ap_db_plan_info {
 ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err *err);
 /* The stored result of a plan row by id, without counting a hit (caller frees; NULL if none). */
 ap_status ap_db_plan_json(ap_db *db, int64_t id, char **json_out, ap_err *err);
-/* Store a plan row as exported (keeping its timestamps and hit count); a key already stored is
+/* Store a plan row as exported (keeping its timestamps); a key already stored is
  * left as it is (*added = 0). For `db import`. */
 ap_status ap_db_plan_import(ap_db *db, const ap_db_plan_info *info, const char *json,
                             int *added, ap_err *err);
