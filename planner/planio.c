@@ -350,9 +350,8 @@ static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_ver
     if (strcmp(buf, hex) == 0) return AP_OK;
     if (same_version)
         return ap_err_set(err, AP_ERR_INPUT,
-                          "%s: field 'fingerprint' = \"%s\" does not match the fields (%s): the "
-                          "file was edited; fix the fields or delete the fingerprint's value "
-                          "with the matching one", where, buf, hex);
+                          "%s: field 'fingerprint' = \"%s\" does not match the fields, which "
+                          "give \"%s\": the file was edited inconsistently", where, buf, hex);
     ap_log(AP_LOG_WARN, "%s: fingerprint %s differs from %s computed by autoplan %s", where, buf,
            hex, AP_VERSION);
     return AP_OK;

@@ -12,7 +12,7 @@
  * files (unknown major version, missing fields, wrong types, inconsistent degrees).
  *
  * When python3 (with tomllib and yaml) is missing, only the TOML/YAML/Python parse-backs are
- * skipped.
+ * skipped. AP_EMIT_KEEP=1 keeps the emitted files of every round-trip plan and prints where.
  */
 #include <math.h>
 #include <stdio.h>
@@ -1000,7 +1000,8 @@ static void test_roundtrip(void) {
         char cmd[1200];
         snprintf(cmd, sizeof cmd, "ls '%s' | grep -q '\\.tmp\\.'", dir);
         CHECK(system(cmd) != 0);
-        rm_rf(dir);
+        if (getenv("AP_EMIT_KEEP")) printf("kept %s: %s\n", k->name, dir); /* for debugging */
+        else rm_rf(dir);
         /* coverage of plan features */
         covered[COV_TP] |= p.tp > 1; covered[COV_PP] |= p.pp > 1; covered[COV_VP] |= p.vp > 1;
         covered[COV_SP] |= p.sp; covered[COV_CP] |= p.cp > 1; covered[COV_EP] |= p.ep > 1;
