@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "autoplan/model.h"
 #include "testlib.h"
@@ -373,6 +375,24 @@ static void test_bad_input(void) {
     CHECK_INT(ap_model_load("/nonexistent/model.json", &m, &err), AP_ERR_INPUT);
     CHECK_CONTAINS(err.msg, "/nonexistent/model.json");
     CHECK_CONTAINS(err.msg, "cannot open");
+    /* 1b. unreadable: a path through a regular file (fails for root too), and a file without
+     * read permission (only checkable when not root: root reads it anyway) */
+    char through[700];
+    snprintf(through, sizeof through, "%s/plain.json", scratch);
+    CHECK(tl_write(through, "{}") == 0);
+    snprintf(through, sizeof through, "%s/plain.json/config.json", scratch);
+    CHECK_INT(ap_model_load(through, &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "plain.json/config.json");
+    CHECK_CONTAINS(err.msg, "cannot open");
+    if (geteuid() != 0) {
+        char locked[700];
+        snprintf(locked, sizeof locked, "%s/locked.json", scratch);
+        CHECK(tl_write(locked, "{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100}") == 0);
+        CHECK(chmod(locked, 0) == 0);
+        CHECK_INT(ap_model_load(locked, &m, &err), AP_ERR_INPUT);
+        CHECK_CONTAINS(err.msg, "locked.json");
+        CHECK_CONTAINS(err.msg, "cannot open");
+    }
     /* 2. directory without config.json */
     char empty[600];
     snprintf(empty, sizeof empty, "%s/empty", scratch);
