@@ -55,7 +55,7 @@ static const char *const kind_names[AP_SIM_NKINDS] = {
     "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out"};
 
 static const char *const op_names[AP_SIM_NOPS] = {
-    "setup", "forward", "backward", "receive activation",
+    "model-state setup", "forward", "backward", "receive activation",
     "send activation", "receive gradient", "send gradient", "gather", "forward", "recompute",
     "backward", "forward", "backward", "gradient reduction", "offload",
     "optimizer step", "zero_grad"};
@@ -196,8 +196,10 @@ typedef struct gen {
     int nev, capev;
     int nomem;
     /* bytes common to all layers */
-    int64_t xb, hmask_b, logits_b, n_full;
-    int lazy_grads, gather_mode, gather_keep, fetch_frac_mode, grads_sharded, reduce_per_mb, foreach_adam;
+    int64_t xb, hmask_b, logits_b;
+    /* trainer behaviour */
+    int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode;
+    int grads_sharded, reduce_per_mb, foreach_adam;
     double D_dense, D_expert;
 } gen;
 
@@ -748,7 +750,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
             int32_t lf = T(g, AP_SIM_T_LOGITS_FP32, ACT, (int32_t)g->L, mb, g->logits_b * 2, 0);
             F(g, lg);
             keep = lf;
-            if (p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN) {
+            if (g->torch_loss) {
                 /* torch F.cross_entropy: log_softmax saves its fp32 output */
                 int32_t lp = T(g, AP_SIM_T_LOG_PROBS, ACT, (int32_t)g->L, mb, g->logits_b * 2, 0);
                 F(g, lf);
@@ -781,7 +783,7 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
         op_begin(g, AP_SIM_OP_HEAD_BWD, k, Lh, mb);
         int32_t un = grads_begin(g, uh, mb);
         int32_t lossbuf = ends[END_LOSS];
-        if (p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN) {
+        if (g->torch_loss) {
             if (g->caps->loss_fp32) {
                 /* nll backward, log_softmax backward (fp32), then the cast to the compute dtype */
                 int32_t g1 = T(g, AP_SIM_T_LOG_PROBS, OTH, Lh, mb, g->logits_b * 2, 1);
@@ -1105,6 +1107,10 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     double de = (double)t * dd / ((p->ep > 0 ? p->ep : 1) * (p->etp > 0 ? p->etp : 1));
     g.D_expert = de >= 1 ? de : 1;
     g.lazy_grads = p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN;
+    /* Megatron-LM computes the loss with its fused vocab-parallel cross entropy, in place on
+       the fp32 logits; the other trainers run torch/Hugging Face models whose loss is
+       F.cross_entropy(logits.float()) = log_softmax + nll_loss, each with its own output */
+    g.torch_loss = p->trainer != AP_TRAINER_MEGATRON;
     g.foreach_adam = p->trainer == AP_TRAINER_FSDP;
     /* 16-bit working copies: ZeRO-3 gathers per layer and reshards after each pass; FSDP
        SHARD_GRAD_OP keeps the gathered copy from forward to backward; trainers whose

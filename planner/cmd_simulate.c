@@ -70,43 +70,49 @@ static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, 
                  "the last stage holds %.2f GiB of logits for one micro-batch: give it fewer "
                  "layers (--stage-layers) or raise --tp (the vocabulary is split by tp)",
                  logits / GIB);
-    if (act >= states) {
-        if (p->recompute == AP_RECOMPUTE_NONE && n < max)
-            snprintf(out[n++], 200, "--recompute selective%s (activations are %.0f%% of the live "
-                                    "memory, %d micro-batches in flight)",
-                     p->flash_attn ? " or --recompute full" : "", 100.0 * act / total, inflight);
-        else if (p->recompute == AP_RECOMPUTE_SELECTIVE && n < max)
-            snprintf(out[n++], 200, "--recompute full (keeps only each layer's input)");
-        else if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0 && n < max)
-            snprintf(out[n++], 200, "recompute more layers per chunk (--recompute-layers %d or 0 "
-                                    "for all)",
-                     p->recompute_layers * 2);
-        if (p->tp > 1 && !p->sp && caps && caps->sp && n < max)
-            snprintf(out[n++], 200, "--sp: sequence parallelism splits the norm and dropout "
-                                    "activations by tp");
-        if (p->mbs > 1 && n < max)
-            snprintf(out[n++], 200, "--mbs %lld: smaller micro-batches (raise grad accumulation)",
-                     (long long)(p->mbs / 2));
-        if (n < max)
-            snprintf(out[n++], 200, "more pipeline stages (--pp %d) or tensor parallelism "
-                                    "(--tp %d) to spread the layers",
-                     p->pp * 2, p->tp * 2);
-    } else {
-        if (p->zero < 1 && caps && (caps->zero_mask & 2u) && n < max)
-            snprintf(out[n++], 200, "--zero 1: shard the optimizer states over data parallel "
-                                    "(%.2f GiB of model states here)",
-                     states / GIB);
-        if (p->zero < 3 && caps && (caps->zero_mask & 8u) &&
-            (p->pp == 1 || (caps->zero_mask_with_pp & 8u)) && n < max)
-            snprintf(out[n++], 200, "--zero 3: shard parameters and gradients too");
-        if (p->offload_optimizer < 1 && caps && caps->offload_optimizer && n < max)
-            snprintf(out[n++], 200, "--offload-optimizer 1: move optimizer states and master "
-                                    "weights to host memory");
-        if (n < max)
-            snprintf(out[n++], 200, "more model parallelism (--tp %d or --pp %d) to split the "
-                                    "parameters",
-                     p->tp * 2, p->pp * 2);
+    /* both remedies when both parts matter, the larger part's first */
+    for (int pass = 0; pass < 2; pass++) {
+        int do_act = (pass == 0) == (act >= states);
+        double part = do_act ? act : states;
+        if (part < 0.25 * total) continue;
+        if (do_act) {
+            if (p->recompute == AP_RECOMPUTE_NONE && n < max)
+                snprintf(out[n++], 200,
+                         "--recompute selective%s (activations are %.0f%% of the live memory, "
+                         "%d micro-batch%s in flight)",
+                         p->flash_attn ? " or --recompute full" : "", 100.0 * act / total,
+                         inflight, inflight == 1 ? "" : "es");
+            else if (p->recompute == AP_RECOMPUTE_SELECTIVE && n < max)
+                snprintf(out[n++], 200, "--recompute full (keeps only each layer's input)");
+            else if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0 && n < max)
+                snprintf(out[n++], 200,
+                         "recompute more layers per chunk (--recompute-layers %d, or 0 for all)",
+                         p->recompute_layers * 2);
+            if (p->tp > 1 && !p->sp && caps && caps->sp && n < max)
+                snprintf(out[n++], 200, "--sp: sequence parallelism splits the norm and dropout "
+                                        "activations by tp");
+            if (p->mbs > 1 && n < max)
+                snprintf(out[n++], 200,
+                         "--mbs %lld: smaller micro-batches (more gradient accumulation)",
+                         (long long)(p->mbs / 2));
+        } else {
+            if (p->zero < 1 && p->dp * p->cp > 1 && caps && (caps->zero_mask & 2u) && n < max)
+                snprintf(out[n++], 200,
+                         "--zero 1: shard the optimizer states over data parallel (%.2f GiB of "
+                         "model states here)",
+                         states / GIB);
+            if (p->zero < 3 && p->dp * p->cp > 1 && caps && (caps->zero_mask & 8u) &&
+                (p->pp == 1 || (caps->zero_mask_with_pp & 8u)) && n < max)
+                snprintf(out[n++], 200, "--zero 3: shard parameters and gradients too");
+            if (p->offload_optimizer < 1 && caps && caps->offload_optimizer && n < max)
+                snprintf(out[n++], 200, "--offload-optimizer 1: move optimizer states and master "
+                                        "weights to host memory");
+        }
     }
+    if (n < max)
+        snprintf(out[n++], 200,
+                 "more model parallelism (--tp %d or --pp %d) to spread parameters and layers",
+                 p->tp * 2, p->pp * 2);
     return n;
 }
 
