@@ -460,11 +460,10 @@ static ap_status probe(ap_db *db, ap_err *err) {
     /* Parsing the schema reads page 1 and every CREATE statement: catches most corruption
      * without reading the whole file. */
     if (rc == SQLITE_OK) rc = query_int(db, "SELECT count(*) FROM sqlite_schema", &objects);
+    ap_status st = AP_OK;
+    if (rc != SQLITE_OK) st = db_fail(db, rc, "unusable database, left as it is", err);
     if (!sqlite3_get_autocommit(db->h)) exec(db, "COMMIT");
-    if (rc != SQLITE_OK) {
-        ap_status st = db_fail(db, rc, "unusable database, left as it is", err);
-        return st;
-    }
+    if (st != AP_OK) return st;
     if (app != 0 && app != AP_DB_APPLICATION_ID)
         return ap_err_set(err, AP_ERR_DB, "%s: an SQLite database of another program "
                           "(application_id 0x%08llx), not autoplan's; left as it is", db->path,
@@ -518,6 +517,33 @@ static ap_status set_journal(ap_db *db, int want_wal, ap_err *err) {
     return AP_OK;
 }
 
+/* Reading a WAL database needs its -shm file, which cannot be created in a directory we cannot
+ * write (SQLite docs, "WAL mode: read-only databases"). There, when no -wal or -shm exists,
+ * open it as immutable: with no writable directory no writer can exist either (a writer needs
+ * to create -wal, -shm or -journal beside the file), so the file cannot change under us.
+ * Returns a "file:" URI (caller frees) or NULL to open the plain path. */
+static char *immutable_uri(const char *path) {
+    char dir[4096], side[4200];
+    struct stat sb;
+    dir_of(path, dir, sizeof dir);
+    if (access(dir, W_OK) == 0) return NULL;
+    snprintf(side, sizeof side, "%s-wal", path);
+    if (stat(side, &sb) == 0 && sb.st_size > 0) return NULL;
+    snprintf(side, sizeof side, "%s-shm", path);
+    if (stat(side, &sb) == 0) return NULL;
+    size_t n = strlen(path);
+    char *uri = malloc(3 * n + 32);
+    if (!uri) return NULL;
+    char *q = uri + sprintf(uri, "file:");
+    for (const char *p = path; *p; p++) {
+        /* RFC 3986 escapes for the characters a file: URI gives a meaning to */
+        if (*p == '?' || *p == '#' || *p == '%') q += sprintf(q, "%%%02X", (unsigned char)*p);
+        else *q++ = *p;
+    }
+    strcpy(q, "?immutable=1");
+    return uri;
+}
+
 ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
     *out = NULL;
     ap_db_opts defaults;
@@ -547,7 +573,10 @@ ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
     db->before_commit = o->before_commit;
     db->hook_arg = o->hook_arg;
     int flags = o->readonly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    int rc = sqlite3_open_v2(path, &db->h, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    char *uri = o->readonly ? immutable_uri(path) : NULL;
+    if (uri) flags |= SQLITE_OPEN_URI;
+    int rc = sqlite3_open_v2(uri ? uri : path, &db->h, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    free(uri);
     if (rc != SQLITE_OK) {
         st = db_fail(db, rc, "cannot open", err);
         ap_db_close(db);

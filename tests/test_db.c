@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -156,9 +157,9 @@ static void make_run(ap_db_run *r, ap_db_run_rank *ranks, int nranks, const char
     }
 }
 
-/* Run fn in a child process as an unprivileged user (nobody) when we are root, since root
- * ignores file modes; add the child's check counts to ours. */
-static void as_unprivileged(void (*fn)(void)) {
+/* Run fn in a child process, as an unprivileged user (nobody) when drop_root and we are root
+ * (root ignores file modes); add the child's check counts to ours. */
+static void in_child(void (*fn)(void), int drop_root) {
     int fds[2];
     if (pipe(fds) != 0) {
         CHECK(!"pipe");
@@ -170,7 +171,7 @@ static void as_unprivileged(void (*fn)(void)) {
     if (pid == 0) {
         close(fds[0]);
         int ok = 1;
-        if (geteuid() == 0)
+        if (drop_root && geteuid() == 0)
             ok = setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0;
         tl_pass = tl_fail = 0;
         if (ok) fn();
@@ -961,6 +962,13 @@ static void unprivileged_checks(void) {
     make_small_db(in_locked);
     CHECK(chmod(sub, 0555) == 0);
     check_refused(in_locked, "not writable");
+    /* ...but can be read (db list, and cache hits), even though no -shm can be made there. */
+    snapshot s = snap(in_locked);
+    CHECK_INT(ap_db_open(in_locked, 1, &db, &e), AP_OK);
+    if (db) CHECK_INT(count(db, "profiles"), 20);
+    ap_db_close(db);
+    CHECK(same_snap(&s, in_locked));
+    free_snap(&s);
     const char *fresh = path_in(sub, "new.db");
     CHECK_INT(ap_db_open(fresh, 0, &db, &e), AP_ERR_DB);
     CHECK_CONTAINS(e.msg, fresh);
@@ -1012,6 +1020,40 @@ static void test_full_disk(const char *dir) {
     if (db) CHECK_INT(ap_db_plan_put(db, key, "big", json, 1, &e), AP_OK);
     ap_db_close(db);
     free(json);
+}
+
+/* A full disk as the OS reports it: RLIMIT_FSIZE makes every write past the limit fail
+ * (EFBIG; SIGXFSZ ignored). The limit is the database's own size, so nothing can grow. Runs in
+ * a child: the limit is per process. */
+static char fsize_path[2048];
+
+static void fsize_full_disk(void) {
+    snapshot s = snap(fsize_path);
+    CHECK(s.ok);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {(rlim_t)s.len, (rlim_t)s.len};
+    CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    ap_db *db = NULL;
+    ap_err e;
+    CHECK_INT(ap_db_open(fsize_path, 0, &db, &e), AP_OK);
+    if (db) {
+        size_t big = 1 << 20;
+        char *json = malloc(big + 1);
+        memset(json, '7', big);
+        json[big] = '\0';
+        char key[AP_DB_KEY_HEX + 1];
+        ap_db_plan_key("fsize", key);
+        CHECK_INT(ap_db_plan_put(db, key, "big", json, 1, &e), AP_ERR_DB);
+        CHECK_CONTAINS(e.msg, fsize_path);
+        CHECK_CONTAINS(e.msg, "storing the plan");
+        char *got = NULL;
+        CHECK_INT(ap_db_plan_get(db, key, &got, NULL, &e), AP_OK); /* still usable: a miss */
+        CHECK(got == NULL);
+        free(json);
+        ap_db_close(db);
+    }
+    CHECK(same_snap(&s, fsize_path));
+    free_snap(&s);
 }
 
 /* ---- export / import -------------------------------------------------------------------------- */
@@ -1372,8 +1414,18 @@ int main(int argc, char **argv) {
     test_concurrent(dir);
     test_kill9(dir);
     test_bad_files(dir);
-    as_unprivileged(unprivileged_checks);
+    in_child(unprivileged_checks, 1);
     test_full_disk(dir);
+    snprintf(fsize_path, sizeof fsize_path, "%s/fsize.db", dir);
+    make_small_db(fsize_path);
+    in_child(fsize_full_disk, 0);
+    {
+        ap_db *db = open_rw(fsize_path);
+        ap_err e;
+        if (db) CHECK_INT(ap_db_integrity_check(db, &e), AP_OK);
+        if (db) CHECK_INT(count(db, "plans"), 0);
+        ap_db_close(db);
+    }
     test_export_import(dir);
     test_cli(dir);
     char cmd[1200];
