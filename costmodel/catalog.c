@@ -274,13 +274,13 @@ static const ap_gpu catalog[] = {
         .name = "b200",
         .vendor = "nvidia",
         .mem_bytes = 183359 * MIB,
-        /* HGX B200 (8 GPUs): FP32 600 TFLOPS, TF32 18 PF*, FP16/BF16 36 PF*, FP8 72 PF*
-         * (* with sparsity) -> per GPU dense: 75 / 1125 / 2250 / 4500 TFLOPS. */
-        .peak_flops = {[AP_DTYPE_FP32] = 75 * TFLOPS, [AP_DTYPE_TF32] = 1125 * TFLOPS,
+        /* HGX B200 datasheet, individual GPU: FP32 75 TFLOPS, TF32 2.2 PF*, FP16/BF16 4.5 PF*,
+         * FP8 9 PF* (* with sparsity) -> dense: 75 / 1100 / 2250 / 4500 TFLOPS. */
+        .peak_flops = {[AP_DTYPE_FP32] = 75 * TFLOPS, [AP_DTYPE_TF32] = 1100 * TFLOPS,
                        [AP_DTYPE_FP16] = 2250 * TFLOPS, [AP_DTYPE_BF16] = 2250 * TFLOPS,
                        [AP_DTYPE_FP8] = 4500 * TFLOPS},
-        /* HGX B200: 62 TB/s aggregate -> 7.7 TB/s per GPU (the driver's 7680-bit bus at 3996 MHz
-         * gives 7.67 TB/s, pytorch/ao#4002); DGX B200's "64 TB/s" rounds up. */
+        /* HGX B200: 7.7 TB/s per GPU (62 TB/s per 8; the driver's 7680-bit bus at 3996 MHz gives
+         * 7.67 TB/s, pytorch/ao#4002); DGX B200's "64 TB/s" rounds up. */
         .hbm_bytes_per_s = 7700 * GBPS,
         .sm_count = 148,
         /* NVLink5: 1.8 TB/s bidirectional -> 900 GB/s per direction. */
@@ -298,8 +298,9 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_pcie_switch = 1,
         .ref_cpu_cores = 112,
         .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 5600),
-        .source = "NVIDIA HGX B200 specifications (per 8 GPUs: 600 FP32 TFLOPS, 18 TF32 / 36 "
-                  "BF16 / 72 FP8 PFLOPS with sparsity, 62 TB/s, NVLink 1.8 TB/s per GPU); "
+        .source = "NVIDIA HGX B200 datasheet (per GPU: 75 FP32 TFLOPS, 2.2 TF32 / 4.5 BF16 / 9 "
+                  "FP8 PFLOPS with sparsity, 180 GB at 7.7 TB/s, NVLink 1.8 TB/s, PCIe Gen5 128 "
+                  "GB/s); "
                   "NVIDIA DGX B200 datasheet (8x 400 Gb/s ConnectX-7, 2 TB, 2x Xeon 8570); 148 "
                   "SMs and 7.67 TB/s from cudaGetDeviceProperties (pytorch/ao#4002); memory: "
                   "nvidia-smi memory.total 183359 MiB",
