@@ -428,9 +428,14 @@ static ap_status read_cluster(const ap_json *o, const char *where, int same_vers
         return ap_err_set(err, AP_ERR_INPUT,
                           "%s: field 'gpu' = \"%s\" is not in the GPU catalog (see autoplan gpus)",
                           where, gpu);
-    c->gpu = *g;
+    int gpus = 0;
+    TRY(get_int(o, "gpus", 1, MAX_DEGREE, &gpus, where, err));
+    /* catalog defaults first, so cluster fields added after schema 1 get their usual values */
+    char name[sizeof c->name];
+    memcpy(name, c->name, sizeof name);
+    ap_cluster_from_gpu(g, gpus, c);
+    memcpy(c->name, name, sizeof name);
     TRY(ap_json_get_real(o, "gpu_mem_bytes", 1, 1e15, &c->gpu.mem_bytes, NULL, where, err));
-    TRY(get_int(o, "gpus", 1, MAX_DEGREE, &c->gpus, where, err));
     TRY(get_int(o, "gpus_per_node", 1, MAX_DEGREE, &c->gpus_per_node, where, err));
     TRY(get_int(o, "nvlink_domain", 1, MAX_DEGREE, &c->nvlink_domain, where, err));
     TRY(ap_json_get_real(o, "link_bytes_per_s", 0, 1e15, &c->link_bytes_per_s, NULL, where, err));
