@@ -1391,6 +1391,68 @@ static void test_cli(const char *dir) {
     CHECK(access(walf, F_OK) != 0);
 }
 
+/* `autoplan plan` with the cache at the default path (the lead's command, db.h's pattern): a
+ * repeat is answered from the cache, an imported profile of the GPU makes it miss, --no-cache
+ * touches nothing, and an unusable database only costs a warning. */
+static void test_cli_plan(const char *dir) {
+    if (access(tl_bin, X_OK) != 0) return; /* test_cli already failed on it */
+    char *out = NULL, *err = NULL, xdg[1200], model[1200];
+    const char *old = getenv("XDG_CACHE_HOME");
+    char *saved = old ? strdup(old) : NULL;
+    snprintf(model, sizeof model, "'%s'", tl_path("examples/models/tiny-gpt.json"));
+    const char *args = "plan %s --gpus 8 --gpu h100 --json%s";
+    snprintf(xdg, sizeof xdg, "%s/xdg-plan", dir);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    CHECK_INT(run_cli(args, model, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"cached\": false");
+    free(out), free(err);
+    CHECK_INT(run_cli(args, model, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"cached\": true");
+    free(out), free(err);
+    /* Importing an H100 profile changes the calibration: the cached plan misses. */
+    const char *prof = path_in(dir, "h100-profile.json");
+    CHECK(tl_write(prof, "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
+                         "\"profiles\": [{\"gpu\": \"h100-sxm\", \"op\": \"gemm\", \"shape\": "
+                         "\"m=4096,n=4096,k=4096\", \"dtype\": \"bf16\", \"time_s\": 0.0002, "
+                         "\"flops_per_s\": 6.9e14, \"samples\": 20}]}") == 0);
+    CHECK_INT(run_cli("db import '%s'%s", prof, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "1 profiles (1 new)");
+    free(out), free(err);
+    CHECK_INT(run_cli(args, model, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"cached\": false");
+    free(out), free(err);
+    CHECK_INT(run_cli(args, model, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"cached\": true");
+    free(out), free(err);
+    /* --no-cache: no database is created. */
+    snprintf(xdg, sizeof xdg, "%s/xdg-nocache", dir);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    CHECK_INT(run_cli(args, model, " --no-cache", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"cached\": false");
+    CHECK(access(path_in(xdg, "autoplan/autoplan.db"), F_OK) != 0);
+    free(out), free(err);
+    /* A non-SQLite file at the default path: a warning naming it, a plan all the same, and the
+     * file untouched. */
+    snprintf(xdg, sizeof xdg, "%s/xdg-corrupt", dir);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    char sub[1300];
+    snprintf(sub, sizeof sub, "%s/autoplan", xdg);
+    CHECK(mkdir(xdg, 0700) == 0 && mkdir(sub, 0700) == 0);
+    const char *bad = path_in(sub, "autoplan.db");
+    CHECK(tl_write(bad, "definitely not SQLite\n") == 0);
+    snapshot sn = snap(bad);
+    CHECK_INT(run_cli(args, model, "", &out, &err), 0);
+    CHECK_CONTAINS(out, "\"plans\"");
+    CHECK_CONTAINS(err, bad);
+    CHECK_CONTAINS(err, "not an SQLite database");
+    CHECK(same_snap(&sn, bad));
+    free_snap(&sn);
+    free(out), free(err);
+    if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    free(saved);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1428,6 +1490,7 @@ int main(int argc, char **argv) {
     }
     test_export_import(dir);
     test_cli(dir);
+    test_cli_plan(dir);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
