@@ -340,6 +340,34 @@ static void test_from_gpu(void) {
     CHECK_CONTAINS(err.msg, "'gpu_mem'");
 }
 
+/* Property: for every GPU and every count 1..64, the reference-shaped cluster validates exactly
+ * when the count fills whole nodes or fits in one, and its shape invariants hold. */
+static void test_from_gpu_all(void) {
+    for (int i = 0; i < ap_gpu_catalog_count(); i++) {
+        const ap_gpu *g = ap_gpu_catalog_at(i);
+        for (int n = 1; n <= 64; n++) {
+            ap_cluster c;
+            ap_err err = {{0}};
+            ap_cluster_from_gpu(g, n, &c);
+            int ref = g->ref_gpus_per_node;
+            int want_ok = n <= ref || n % ref == 0;
+            ap_status st = ap_cluster_validate(&c, "p", &err);
+            if ((st == AP_OK) != want_ok)
+                fprintf(stderr, "  %s x%d: %s\n", g->name, n, err.msg);
+            CHECK_INT(st == AP_OK, want_ok);
+            if (!want_ok) {
+                CHECK_CONTAINS(err.msg, "field 'gpus'");
+                continue;
+            }
+            CHECK(c.gpus_per_node <= n && c.gpus_per_node <= ref);
+            CHECK(c.gpus_per_node % c.nvlink_domain == 0);
+            CHECK(c.gpus_per_pcie_switch >= 1 && c.gpus_per_pcie_switch <= c.gpus_per_node);
+            if (g->link == AP_LINK_NVLINK_BRIDGE) CHECK(c.nvlink_domain <= 2);
+            else CHECK_INT(c.nvlink_domain, c.gpus_per_node);
+        }
+    }
+}
+
 static void test_fingerprint(void) {
     ap_cluster a, b;
     ap_cluster_from_gpu(must("a100"), 64, &a);
@@ -610,10 +638,20 @@ static void test_cli(void) {
     if (j) {
         ap_json *arr = ap_json_get(j, "gpus");
         CHECK_INT(ap_json_size(arr), ap_gpu_catalog_count());
-        ap_json *first = ap_json_at(arr, 0);
-        CHECK_STR(ap_json_string(ap_json_get(first, "name")), ap_gpu_catalog_at(0)->name);
-        CHECK_NEAR(ap_json_number(ap_json_get(first, "mem_bytes")), ap_gpu_catalog_at(0)->mem_bytes,
-                   EXACT);
+        for (int i = 0; i < ap_json_size(arr) && i < ap_gpu_catalog_count(); i++) {
+            const ap_gpu *g = ap_gpu_catalog_at(i);
+            ap_json *e = ap_json_at(arr, i);
+            CHECK_STR(ap_json_string(ap_json_get(e, "name")), g->name);
+            CHECK_NEAR(ap_json_number(ap_json_get(e, "mem_bytes")), g->mem_bytes, EXACT);
+            ap_json *pf = ap_json_get(e, "peak_flops");
+            for (int d = 0; d < AP_DTYPE_COUNT; d++)
+                CHECK(ap_json_number(ap_json_get(pf, ap_dtype_name((ap_dtype)d))) ==
+                      g->peak_flops[d]);
+            CHECK_NEAR(ap_json_number(ap_json_get(ap_json_get(e, "reference_node"),
+                                                  "net_bytes_per_s_per_gpu")),
+                       g->ref_net_bytes_per_s, EXACT);
+            CHECK_INT(ap_json_size(ap_json_get(e, "aliases")) > 0, *ap_gpu_aliases(i) != '\0');
+        }
         CHECK_STR(ap_json_string(ap_json_get(j, "catalog_version")), ap_gpu_catalog_version());
         ap_json_free(j);
     }
@@ -676,6 +714,7 @@ int main(int argc, char **argv) {
     test_datasheet_numbers();
     test_names();
     test_from_gpu();
+    test_from_gpu_all();
     test_fingerprint();
     test_example_files();
     test_bad_files();
