@@ -127,7 +127,9 @@ ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *er
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus': %d GPUs do not fill whole nodes of "
                           "%d (gpus_per_node); use a multiple of %d", where, c->gpus,
                           c->gpus_per_node, c->gpus_per_node);
-    int gpn = c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+    /* Shape checks use the node as described even when fewer GPUs than a node are used (a
+     * DGX file run with --gpus 4): the domain and switch sharing are properties of the node. */
+    int gpn = c->gpus_per_node;
     if (c->nvlink_domain < 1 || c->nvlink_domain > gpn)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvlink_domain': must be in [1, %d] (the "
                           "GPUs of one node), got %d", where, gpn, c->nvlink_domain);

@@ -436,6 +436,13 @@ static void test_example_files(void) {
     CHECK_INT(st, AP_OK);
     ap_cluster_from_gpu(must("h100-sxm"), 32, &ref);
     CHECK(ap_cluster_fingerprint(&c) == ap_cluster_fingerprint(&ref));
+    /* a whole-node description used with fewer GPUs (a DGX file and --gpus 4) stays valid */
+    CHECK_INT(ap_cluster_load(tl_path("examples/clusters/dgx-a100.json"), &c, &err), AP_OK);
+    c.gpus = 4;
+    CHECK_INT(ap_cluster_validate(&c, "dgx-a100.json", &err), AP_OK);
+    c.gpus = 12;
+    CHECK_INT(ap_cluster_validate(&c, "dgx-a100.json", &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "dgx-a100.json: field 'gpus'");
     /* partial node from a file */
     const char *part = "{\"gpu\": \"a100\", \"gpus\": 4, \"gpus_per_node\": 8}";
     CHECK_INT(ap_cluster_parse(part, strlen(part), "p.json", &c, &err), AP_OK);
