@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-/* Generic values for GPUs without published end-to-end runs. */
+/* Values before any fit (used only without a GPU). */
 static const ap_calib generic = {
     .gemm_eff_max = 0.80,      /* cuBLAS reaches ~75-85% of dense peak on large GEMMs */
     .gemm_half_flops = 4.0e9,  /* a 2048x2048x1024 GEMM (8.6 GFLOP) runs near 2/3 of max */
@@ -36,9 +36,20 @@ static const ap_calib a100 = {
     .mem_bound_eff = 0.7055,
 };
 
+/* Other GPUs have no published end-to-end runs here: they take the A100 fit for the
+ * dimensionless efficiencies and scale the GEMM size at half efficiency with the peak, since
+ * it stands for a fixed per-GEMM latency (2.9 GFLOP at 0.79 x 312 TFLOP/s = 11.8 us): a faster
+ * GPU needs proportionally larger GEMMs to saturate. */
 void ap_calib_default(const ap_gpu *gpu, ap_calib *out) {
-    if (gpu && strncmp(gpu->name, "a100", 4) == 0) *out = a100;
-    else *out = generic;
+    if (!gpu) {
+        *out = generic;
+        return;
+    }
+    *out = a100;
+    if (strncmp(gpu->name, "a100", 4) == 0) return;
+    double peak = gpu->peak_flops[AP_DTYPE_BF16] > 0 ? gpu->peak_flops[AP_DTYPE_BF16]
+                                                      : gpu->peak_flops[AP_DTYPE_FP16];
+    if (peak > 0) out->gemm_half_flops = a100.gemm_half_flops * peak / 312e12;
 }
 
 void ap_estimate_opts_init(ap_estimate_opts *o) {

@@ -113,6 +113,19 @@ static int in_domain(const ctx *x, int n, int inner) {
     return k < n ? k : n;
 }
 
+/* FlashAttention efficiency (forward + backward, causal, head dim 128) as published, not a
+ * free parameter: A100 FlashAttention-2 reaches 176-203 TFLOP/s of 312 (Dao 2023, Fig. 6);
+ * Hopper with cuDNN/Transformer Engine fused attention about half of peak (Shah et al. 2024,
+ * FlashAttention-3, Fig. 5: FA2 35%, FA3 61-75% forward); other GPUs 0.45. The calibrated
+ * attn_eff applies to attention that materialises the scores. */
+static double flash_eff(const ap_gpu *g) {
+    if (strncmp(g->name, "a100", 4) == 0) return 0.60;
+    if (strncmp(g->name, "h100", 4) == 0 || strncmp(g->name, "h200", 4) == 0 ||
+        strncmp(g->name, "b200", 4) == 0)
+        return 0.50;
+    return 0.45;
+}
+
 /* ---- one layer ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -210,7 +223,8 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     double dqk = (double)li.qk_head_dim, dv = (double)li.v_head_dim;
     double attn_full = 2.0 * (double)p->mbs * a_loc * sl * (double)p->seq * (dqk + dv);
     double attn_done = p->flash_attn ? 0.5 * attn_full : attn_full; /* causal skip (flash) */
-    double attn_s = attn_done / (x->peak * x->cal.attn_eff * x->gemm_scale);
+    double aeff = p->flash_attn ? flash_eff(&x->c->gpu) : x->cal.attn_eff;
+    double attn_s = attn_done / (x->peak * aeff * x->gemm_scale);
 
     /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
      * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
@@ -352,10 +366,11 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         for (int k = 0; k < p->vp; k++) {
             int cidx = r + k * p->pp;
             int nl = ap_plan_chunk_layers(p, m->layers, cidx);
-            int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
             int moe_here = 0;
-            if (m->moe.experts > 0)
+            if (m->moe.experts > 0) {
+                int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
                 for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+            }
             nm += moe_here;
             nd += nl - moe_here;
             layers_r += nl;

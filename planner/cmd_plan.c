@@ -483,6 +483,7 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     /* global batch: --gbs sequences, or --tokens-per-step (default 4M tokens) */
     if (ap_flags_isset(fl, "gbs") && ap_flags_isset(fl, "tokens-per-step"))
         return ap_err_set(err, AP_ERR_INPUT, "give --gbs or --tokens-per-step, not both");
+    const char *gbs_note = NULL;
     if (cp->gbs > 0) {
         so->gbs = cp->gbs;
     } else {
@@ -491,10 +492,7 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
         if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
         so->gbs = (int64_t)llround(tps / (double)cp->seq);
         if (so->gbs < 1) so->gbs = 1;
-        fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
-                "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)cp->seq,
-                (double)so->gbs * (double)cp->seq / 1e6,
-                tv ? "from --tokens-per-step" : "default 4M tokens per step");
+        gbs_note = tv ? "from --tokens-per-step" : "default 4M tokens per step";
     }
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &pc->tokens, err)) != AP_OK) return st;
@@ -514,6 +512,10 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
         }
     }
     pc->json = ap_flags_isset(fl, "json");
+    if (gbs_note)
+        fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
+                "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)cp->seq,
+                (double)so->gbs * (double)cp->seq / 1e6, gbs_note);
     if (!ap_flags_isset(fl, "no-cache")) {
         ap_err e2;
         if (ap_db_open(ap_flags_value(fl, "db"), 0, &pc->db, &e2) != AP_OK) {

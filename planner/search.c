@@ -253,9 +253,22 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                      * the most recompute available */
                                     if (o->prune && group_cannot_fit(s, &p, lv, nl,
                                                                      fx->mbs ? fx->mbs : mbss[0])) {
-                                        int64_t n = (int64_t)nl * (fx->mbs ? 1 : nmb);
-                                        r->pruned += n;
-                                        r->enumerated += n;
+                                        /* count the skipped members: legal ones are pruned */
+                                        for (int il = 0; il < nl; il++)
+                                            for (int im = 0; im < nmb; im++) {
+                                                if (fx->mbs && mbss[im] != fx->mbs) continue;
+                                                ap_plan q = p;
+                                                q.recompute = lv[il].rc;
+                                                q.recompute_layers = lv[il].layers;
+                                                q.mbs = mbss[im];
+                                                q.grad_accum = q.gbs / (q.mbs * q.dp);
+                                                r->enumerated++;
+                                                if (ap_plan_check(&q, m, c, o->allow_cross_node_tp,
+                                                                  NULL) == AP_OK) {
+                                                    r->legal++;
+                                                    r->pruned++;
+                                                }
+                                            }
                                         continue;
                                     }
                                     for (int il = 0; il < nl; il++) {
@@ -268,11 +281,18 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                             int v = eval(s, &p);
                                             if (v == 0 && o->prune) {
                                                 /* larger micro-batches only use more memory */
-                                                int64_t n = 0;
-                                                for (int k = im + 1; k < nmb; k++)
-                                                    if (!fx->mbs) n++;
-                                                r->pruned += n;
-                                                r->enumerated += n;
+                                                for (int k = im + 1; k < nmb && !fx->mbs; k++) {
+                                                    ap_plan q = p;
+                                                    q.mbs = mbss[k];
+                                                    q.grad_accum = q.gbs / (q.mbs * q.dp);
+                                                    r->enumerated++;
+                                                    if (ap_plan_check(&q, m, c,
+                                                                      o->allow_cross_node_tp,
+                                                                      NULL) == AP_OK) {
+                                                        r->legal++;
+                                                        r->pruned++;
+                                                    }
+                                                }
                                                 break;
                                             }
                                         }

@@ -286,7 +286,7 @@ static ap_json *errjson(const errstat *e, int with_mem_max) {
 static void print_calib(const ap_calib *c) {
     printf("  gemm_eff_max     %.4f   achievable fraction of dense peak on large GEMMs\n", c->gemm_eff_max);
     printf("  gemm_half_flops  %.4g   GEMM size (FLOPs) at half of that efficiency\n", c->gemm_half_flops);
-    printf("  attn_eff         %.4f   flash-attention fraction of peak\n", c->attn_eff);
+    printf("  attn_eff         %.4f   attention matmuls with materialised scores, fraction of peak\n", c->attn_eff);
     printf("  link_eff         %.4f   achieved fraction of NVLink bandwidth\n", c->link_eff);
     printf("  net_eff          %.4f   achieved fraction of network bandwidth\n", c->net_eff);
     printf("  coll_latency_s   %.3g   per collective step\n", c->coll_latency_s);

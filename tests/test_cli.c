@@ -1,0 +1,212 @@
+/*
+ * test_cli.c - the command line end to end: golden `estimate --json` outputs, the README's
+ * main command on the bundled example, `validate --json` against the fidelity targets, and bad
+ * input to the shared flags (one line on stderr naming the flag, exit 2, no crash).
+ *
+ * Golden files live in tests/golden/; AP_UPDATE_GOLDEN=1 rewrites them. They are compared as
+ * JSON: same keys in the same order, numbers within 1e-9 relative.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/json.h"
+#include "testlib.h"
+
+/* Same keys in the same order, same strings and booleans, numbers equal within 1e-9
+ * relative (the last bits of a double may differ between optimisation levels). */
+static int same_json(const ap_json *a, const ap_json *b, char *where, size_t n) {
+    if (ap_json_is_number(a) && ap_json_is_number(b)) {
+        double x = ap_json_number(a), y = ap_json_number(b);
+        double sc = fabs(y) > 1e-300 ? fabs(y) : 1.0;
+        return fabs(x - y) <= 1e-9 * sc;
+    }
+    if (strcmp(ap_json_type_name(a), ap_json_type_name(b)) != 0) return 0;
+    if (ap_json_is_string(a)) return strcmp(ap_json_string(a), ap_json_string(b)) == 0;
+    if (ap_json_is_bool(a)) return ap_json_bool(a) == ap_json_bool(b);
+    if (ap_json_is_object(a) || ap_json_is_array(a)) {
+        if (ap_json_size(a) != ap_json_size(b)) return 0;
+        const ap_json *x = ap_json_first(a), *y = ap_json_first(b);
+        for (; x && y; x = ap_json_next(x), y = ap_json_next(y)) {
+            if (ap_json_is_object(a) && strcmp(ap_json_key(x), ap_json_key(y)) != 0) return 0;
+            if (!same_json(x, y, where, n)) {
+                if (ap_json_key(x) && strlen(where) + strlen(ap_json_key(x)) + 2 < n) {
+                    strcat(where, ".");
+                    strcat(where, ap_json_key(x));
+                }
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void golden(const char *name, const char *args) {
+    char *out = NULL, *err = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "tests/golden/%s", name);
+    int rc = tl_run(args, &out, &err);
+    CHECK_INT(rc, 0);
+    if (rc != 0) fprintf(stderr, "stderr: %s\n", err ? err : "");
+    if (getenv("AP_UPDATE_GOLDEN")) {
+        CHECK(tl_write(tl_path(path), out ? out : "") == 0);
+    } else {
+        char *want = tl_read(tl_path(path));
+        CHECK(want != NULL);
+        ap_err e;
+        ap_json *jw = want ? ap_json_parse(want, strlen(want), path, &e) : NULL;
+        ap_json *jo = out ? ap_json_parse(out, strlen(out), "output", &e) : NULL;
+        CHECK(jw != NULL && jo != NULL);
+        char where[512] = "";
+        if (jw && jo && !same_json(jo, jw, where, sizeof where)) {
+            fprintf(stderr, "%s differs (at %s) from the output of: autoplan %s\n--- got:\n%s\n",
+                    path, where, args, out);
+            CHECK(0);
+        }
+        ap_json_free(jw);
+        ap_json_free(jo);
+        free(want);
+    }
+    free(out);
+    free(err);
+}
+
+static void test_golden(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "estimate '%s' --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536 "
+             "--recompute full --json", tl_path("examples/models/gpt3-175b.json"));
+    golden("estimate-gpt3-175b.json", args);
+    snprintf(args, sizeof args, "estimate '%s' --gpus 64 --tp 8 --pp 4 --sp --recompute selective "
+             "--mbs 1 --gbs 128 --zero 1 --json", tl_path("examples/models/llama-3-70b.json"));
+    golden("estimate-llama-3-70b.json", args);
+}
+
+/* The README's first command: the main job on the bundled example. */
+static void test_readme_main(void) {
+    char *out = NULL, *err = NULL;
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache", tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "Llama-2-7b");
+    CHECK_CONTAINS(out, "plans enumerated");
+    CHECK_CONTAINS(out, " 1  tp");
+    CHECK_CONTAINS(err, "global batch");
+    free(out);
+    free(err);
+    /* and the README's second command is the ctest line of .ci/run */
+    char *readme = tl_read(tl_path("README.md"));
+    char *ci = tl_read(tl_path(".ci/run"));
+    CHECK(readme && ci);
+    if (readme && ci) {
+        CHECK_CONTAINS(readme, "ctest --test-dir build --output-on-failure");
+        CHECK_CONTAINS(ci, "ctest --test-dir build --output-on-failure");
+        CHECK_CONTAINS(readme, "autoplan examples/models/llama-2-7b.json --gpus 8");
+    }
+    free(readme);
+    free(ci);
+}
+
+static void test_validate_targets(void) {
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run("validate --json --leave-one-source-out", &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "validate --json", &e) : NULL;
+    CHECK(j != NULL);
+    if (!j) {
+        free(out);
+        free(err);
+        return;
+    }
+    const ap_json *ov = ap_json_get(j, "overall");
+    /* issue targets: time MAPE <= 5%, any row <= 15%, leave-one-source-out <= 10%, every
+     * published run predicted to fit, Figure 1 activations within 3% */
+    CHECK(ap_json_number(ap_json_get(ov, "time_mape")) <= 0.05);
+    CHECK(ap_json_number(ap_json_get(ov, "rows")) >= 41);
+    CHECK(ap_json_bool(ap_json_get(ov, "all_runs_fit")));
+    CHECK(ap_json_number(ap_json_get(ap_json_get(j, "leave_one_source_out"), "time_mape")) <= 0.10);
+    const ap_json *rows = ap_json_get(j, "rows");
+    for (int i = 0; i < ap_json_size(rows); i++) {
+        const ap_json *r = ap_json_at(rows, i);
+        const char *metric = ap_json_string(ap_json_get(r, "metric"));
+        double e1 = ap_json_number(ap_json_get(r, "error"));
+        if (!metric) continue;
+        if (!strcmp(metric, "step_s") || !strcmp(metric, "layer_s")) CHECK(e1 <= 0.15);
+        if (!strcmp(metric, "activations_bytes")) CHECK(e1 <= 0.03);
+        if (!strcmp(metric, "step_s")) CHECK(ap_json_bool(ap_json_get(r, "fits")));
+    }
+    /* the exact key sets */
+    const char *okeys[] = {"time_mape", "time_max", "memory_mape", "memory_max", "rows"};
+    for (int i = 0; i < 5; i++) CHECK(ap_json_get(ov, okeys[i]) != NULL);
+    const ap_json *bs = ap_json_at(ap_json_get(j, "by_source"), 0);
+    const char *bkeys[] = {"source", "time_mape", "time_max", "memory_mape", "rows"};
+    for (int i = 0; i < 5; i++) CHECK(ap_json_get(bs, bkeys[i]) != NULL);
+    const ap_json *r0 = ap_json_at(rows, 0);
+    const char *rkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error"};
+    for (int i = 0; i < 7; i++) CHECK(ap_json_get(r0, rkeys[i]) != NULL);
+    ap_json_free(j);
+    free(out);
+    free(err);
+}
+
+/* Bad input through the shared flag parser: exit 2, one line naming the flag. */
+static void bad(const char *args, const char *needle) {
+    char *out = NULL, *err = NULL;
+    char full[2048];
+    snprintf(full, sizeof full, args, tl_path("examples/models/llama-2-7b.json"));
+    int rc = tl_run(full, &out, &err);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(err, needle);
+    /* one line */
+    if (err) {
+        char *nl = strchr(err, '\n');
+        CHECK(nl == NULL || nl[1] == '\0');
+    }
+    free(out);
+    free(err);
+}
+
+static void test_bad_input(void) {
+    bad("estimate '%s' --gpus 0", "--gpus");
+    bad("estimate '%s' --gpus eight", "--gpus");
+    bad("estimate '%s' --gpus 8 --network-bw 400", "has no unit");
+    bad("estimate '%s' --gpus 8 --network-bw 400Gbit", "--network-bw");
+    bad("estimate '%s' --gpus 8 --cpu-mem 512", "has no unit");
+    bad("estimate '%s' --gpus 8 --headroom -1GiB", "--headroom");
+    bad("estimate '%s' --gpus 8 --tpp 2", "did you mean --tp");
+    bad("estimate '%s' --gpus 8 --tp 2 --tp 4", "given twice");
+    bad("estimate '%s' --gpus 8 --trainer jax", "unknown trainer");
+    bad("estimate '%s' --gpus 8 --gpu a200", "unknown GPU");
+    bad("estimate '%s' --gpus 8 --dtype fp8", "fp8");
+    bad("estimate '%s' --gpus 8 --dtype int4", "--dtype");
+    bad("estimate '%s' --gpus 8 --offload-optimizer 1.5", "--offload-optimizer");
+    bad("estimate '%s' --gpus 8 --recompute some", "--recompute");
+    bad("estimate '%s' --gpus 8 --tp 3", "not divisible");
+    bad("estimate '%s' --gpus 8 --gbs 6 --mbs 4", "--gbs");
+    bad("estimate '%s' --gpus 16 --tp 16", "NVLink");
+    bad("estimate '%s' --gpus 16 --trainer deepspeed --pp 2 --zero 3", "pipeline");
+    bad("estimate '%s' --gpus 8 --mbs", "needs a value");
+    bad("estimate '%s' --gpus 8 --sp=1", "takes no value");
+    bad("estimate '%s' --gpus 8 --stage-layers 16,x", "--stage-layers");
+    bad("estimate '%s' --gpus 8 --pp 2 --stage-layers 10,10", "sum to");
+    bad("estimate '%s' --gpus 8 --recompute-layers 2", "needs --recompute full");
+    bad("estimate /nonexistent/model.json --gpus 8 --cluster %s", "/nonexistent/model.json");
+    bad("plan '%s' --gpus 8 --tokens-per-step 4M --gbs 64", "not both");
+    bad("plan '%s' --gpus 8..4", "empty");
+    bad("plan '%s' --gpus 8 --fix tp=2,qq=3", "unknown key");
+    bad("plan '%s' --gpus 8 --deadline 30d", "--deadline needs --tokens");
+    bad("plan '%s' --gpus 8 --tokens 2T --deadline 30", "has no unit");
+    bad("plan '%s' --gpus 8 --emit megatron", "--emit needs --out");
+    bad("plan '%s' --gpus 8 --top 0", "--top");
+    bad("estimat --gpus 8 --cluster %s", "neither a command nor a model file");
+    bad("--gpus 8 %s", "unknown flag");
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    test_golden();
+    test_readme_main();
+    test_validate_targets();
+    test_bad_input();
+    return tl_finish();
+}
