@@ -347,8 +347,13 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     if (ap_plan_check(&q, m, c, 1, &e2) != AP_OK) {
         ok = 0;
         emit_why(&why, "%s", e2.msg);
+        /* report the local rules that still matter once the table's violations are repaired */
+        ap_plan r = q;
+        fix_caps(x.caps, m, &r);
+        targets[t].local(&x, &r, 0, &why);
+    } else if (!targets[t].local(&x, &q, 0, &why)) {
+        ok = 0;
     }
-    if (!targets[t].local(&x, &q, 0, &why)) ok = 0;
     if (ok) {
         sb_free(&why);
         if (closest) *closest = q;

@@ -38,6 +38,17 @@ int emit_megatron_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
         ok = 0;
         if (fix) q->sp = 1;
     }
+    /* LOCAL RULE (not in the trainer table): Megatron-LM asserts that --overlap-param-gather
+       comes with the distributed optimizer and --overlap-grad-reduce (arguments.py). */
+    if (q->overlap_param && (q->zero != 1 || !q->overlap_grad)) {
+        emit_why(why, "megatron: overlapping the parameter gather needs the distributed "
+                 "optimizer and gradient-reduce overlap");
+        ok = 0;
+        if (fix) {
+            if (q->zero == 1) q->overlap_grad = 1;
+            else q->overlap_param = 0;
+        }
+    }
     return ok;
 }
 

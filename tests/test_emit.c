@@ -1425,6 +1425,13 @@ static void test_refusals(void) {
     CHECK_INT(q.dp, 8);
     CHECK_INT(q.gbs, 64);
     CHECK_INT(q.grad_accum, 4);
+    /* Megatron-LM: parameter-gather overlap needs gradient-reduce overlap (local rule) */
+    build_plan(&cases[0], &p);
+    p.overlap_grad = 0;
+    CHECK_INT(ap_emit_check(AP_EMIT_MEGATRON, &m, &c, &p, &q, &err), AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "gradient-reduce overlap");
+    CHECK_INT(q.overlap_grad, 1);
+    CHECK_INT(q.overlap_param, 1);
     /* a refused target leaves the others written */
     const char *dir = tl_tmpdir();
     build_plan(&cases[0], &p);
