@@ -1060,8 +1060,10 @@ static void profile_from_row(sqlite3_stmt *st, ap_db_profile *r) {
     r->created_at = sqlite3_column_int64(st, 24);
 }
 
-#define PROFILE_ORDER " ORDER BY gpu, op, shape, dtype, device_name, pci_id, driver_version," \
-    " cuda_version, cublas_version, nccl_version, mig_mode, source_run, id"
+/* The columns of the UNIQUE constraint, in its order: SQLite walks that index instead of
+ * sorting (the fingerprint of 2000 rows: 5 ms sorted, a fraction of that walked). */
+#define PROFILE_ORDER " ORDER BY gpu, device_name, pci_id, driver_version, cuda_version," \
+    " cublas_version, nccl_version, mig_mode, op, shape, dtype, source_run"
 
 ap_status ap_db_profiles_list(ap_db *db, const char *gpu, ap_db_profile **rows, size_t *n,
                               ap_err *err) {
@@ -1108,17 +1110,19 @@ ap_status ap_db_profiles_fingerprint(ap_db *db, const char *gpu, uint64_t *fp, a
     uint64_t rows = 0;
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         for (int c = 0; c < ncol; c++) {
-            char num[40];
-            const void *p;
-            size_t len;
             if (sqlite3_column_type(st, c) == SQLITE_TEXT) {
-                p = sqlite3_column_text(st, c);
-                len = (size_t)sqlite3_column_bytes(st, c);
+                h = ap_hash64(sqlite3_column_text(st, c), (size_t)sqlite3_column_bytes(st, c), h);
             } else {
-                len = (size_t)snprintf(num, sizeof num, "%.17g", sqlite3_column_double(st, c));
-                p = num;
+                /* The IEEE-754 bits, little-endian, so every machine hashes the same bytes
+                 * (formatting with %.17g cost 10x more and made this the slowest step of a
+                 * cache hit). */
+                double v = sqlite3_column_double(st, c) + 0.0; /* -0.0 -> 0.0 */
+                uint64_t bits;
+                unsigned char le[8];
+                memcpy(&bits, &v, sizeof bits);
+                for (int i = 0; i < 8; i++) le[i] = (unsigned char)(bits >> (8 * i));
+                h = ap_hash64(le, sizeof le, h);
             }
-            h = ap_hash64(p, len, h);
             h = ap_hash64("\x1f", 1, h);
         }
         h = ap_hash64("\x1e", 1, h);
