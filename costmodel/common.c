@@ -96,7 +96,7 @@ void ap_log(ap_log_level lvl, const char *fmt, ...) {
 
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed) {
     /* FNV-1a 64 (Fowler, Noll, Vo), seed mixed into the offset basis */
-    uint64_t h = 1469598103934665603ULL ^ seed;
+    uint64_t h = 14695981039346656037ULL ^ seed;
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
