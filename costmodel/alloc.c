@@ -41,13 +41,15 @@
 typedef struct blk {
     int64_t addr, size, requested;
     int32_t prev, next; /* address neighbours in the same segment, -1 at the ends */
+    int32_t hpos;       /* position in its free class's heap while free */
     int8_t pool;        /* 0 small, 1 large (arena: 1) */
     int8_t allocated;
     int8_t in_use;      /* slot holds a block (free or allocated) */
     int8_t pad;
 } blk;
 
-/* Free blocks of one size, by address, highest first (the lowest address pops off the end). */
+/* Free blocks of one size: a binary min-heap on the address (the lowest address is the best
+ * fit among equals); each block knows its heap position so merges can remove it. */
 typedef struct fent {
     int64_t addr;
     int32_t id;
@@ -61,11 +63,13 @@ typedef struct fclass {
 
 /* A pool's free blocks: classes of equal size, sorted by size. Best fit (PyTorch's std::set
  * lower_bound on (size, address)) is the first class with size >= request, lowest address.
- * Replays reuse a few distinct sizes many times, so the classes stay few. */
+ * Replays reuse a few distinct sizes many times, so the classes stay few (about ten) while a
+ * class can hold hundreds of blocks. */
 typedef struct fset {
     fclass *c;
     int n, cap;
     int64_t count; /* free blocks */
+    int nempty;    /* classes with no block, left in place */
     fclass *spare; /* buffers of emptied classes, reused by new ones */
     int nspare, capspare;
 } fset;
@@ -134,22 +138,68 @@ static int fset_lower(const fset *f, int64_t size) {
     return lo;
 }
 
-/* Position of addr in a class (descending addresses). */
-static int fclass_pos(const fclass *c, int64_t addr) {
-    int lo = 0, hi = c->n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (c->v[mid].addr > addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+static void heap_set(blk *b, fclass *c, int i, fent e) {
+    c->v[i] = e;
+    b[e.id].hpos = i;
 }
 
-static int fset_insert(fset *f, int64_t size, int64_t addr, int32_t id) {
+static void heap_up(blk *b, fclass *c, int i) {
+    fent e = c->v[i];
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (c->v[parent].addr <= e.addr) break;
+        heap_set(b, c, i, c->v[parent]);
+        i = parent;
+    }
+    heap_set(b, c, i, e);
+}
+
+static void heap_down(blk *b, fclass *c, int i) {
+    fent e = c->v[i];
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        int64_t best = e.addr;
+        if (l < c->n && c->v[l].addr < best) {
+            m = l;
+            best = c->v[l].addr;
+        }
+        if (l + 1 < c->n && c->v[l + 1].addr < best) m = l + 1;
+        if (m == i) break;
+        heap_set(b, c, i, c->v[m]);
+        i = m;
+    }
+    heap_set(b, c, i, e);
+}
+
+/* Remove heap entry i of class c. */
+static void heap_remove(blk *b, fclass *c, int i) {
+    c->n--;
+    if (i == c->n) return;
+    fent last = c->v[c->n];
+    int64_t old = c->v[i].addr;
+    heap_set(b, c, i, last);
+    if (last.addr < old)
+        heap_up(b, c, i);
+    else
+        heap_down(b, c, i);
+}
+
+static int fset_grow_spare(fset *f) {
+    int nc = f->capspare ? f->capspare * 2 : 16;
+    fclass *ns = realloc(f->spare, (size_t)nc * sizeof *ns);
+    if (!ns) return 0;
+    f->spare = ns;
+    f->capspare = nc;
+    return 1;
+}
+
+static void fset_class_emptied(fset *f);
+
+static int fset_insert(blk *b, fset *f, int32_t id) {
+    int64_t size = b[id].size;
     int i = fset_lower(f, size);
-    if (i == f->n || f->c[i].size != size) {
+    int existed = i < f->n && f->c[i].size == size;
+    if (!existed) {
         if (f->n == f->cap) {
             int nc = f->cap ? f->cap * 2 : 32;
             fclass *nv = realloc(f->c, (size_t)nc * sizeof *nv);
@@ -167,6 +217,7 @@ static int fset_insert(fset *f, int64_t size, int64_t addr, int32_t id) {
         f->n++;
     }
     fclass *c = &f->c[i];
+    if (existed && c->n == 0) f->nempty--; /* an emptied class reused */
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
         fent *nv = realloc(c->v, (size_t)nc * sizeof *nv);
@@ -174,52 +225,54 @@ static int fset_insert(fset *f, int64_t size, int64_t addr, int32_t id) {
         c->v = nv;
         c->cap = nc;
     }
-    int k = fclass_pos(c, addr);
-    memmove(c->v + k + 1, c->v + k, (size_t)(c->n - k) * sizeof *c->v);
-    c->v[k].addr = addr;
-    c->v[k].id = id;
+    c->v[c->n].addr = b[id].addr;
+    c->v[c->n].id = id;
     c->n++;
+    heap_up(b, c, c->n - 1);
     f->count++;
     return 0;
 }
 
-static void fset_drop_class(fset *f, int i) {
-    if (f->nspare == f->capspare) {
-        int nc = f->capspare ? f->capspare * 2 : 16;
-        fclass *ns = realloc(f->spare, (size_t)nc * sizeof *ns);
-        if (ns) {
-            f->spare = ns;
-            f->capspare = nc;
+/* Class i became empty. It stays in place (sizes recur: the next free of that size reuses it)
+ * until empty classes are the majority, then the array is compacted. */
+static void fset_class_emptied(fset *f) {
+    if (++f->nempty <= 16 || f->nempty * 2 <= f->n) return;
+    int w = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (f->c[i].n > 0) {
+            f->c[w++] = f->c[i];
+        } else if (f->nspare < f->capspare || fset_grow_spare(f)) {
+            f->spare[f->nspare++] = f->c[i];
+        } else {
+            free(f->c[i].v);
         }
     }
-    if (f->nspare < f->capspare)
-        f->spare[f->nspare++] = f->c[i];
-    else
-        free(f->c[i].v);
-    memmove(f->c + i, f->c + i + 1, (size_t)(f->n - i - 1) * sizeof *f->c);
-    f->n--;
+    f->n = w;
+    f->nempty = 0;
 }
 
-static void fset_remove(fset *f, int64_t size, int64_t addr) {
-    int i = fset_lower(f, size);
-    if (i == f->n || f->c[i].size != size) return;
+/* Remove free block id (its size and address unchanged since insertion). */
+static void fset_remove(blk *b, fset *f, int32_t id) {
+    int i = fset_lower(f, b[id].size);
+    if (i == f->n || f->c[i].size != b[id].size) return;
     fclass *c = &f->c[i];
-    int k = fclass_pos(c, addr);
-    if (k == c->n || c->v[k].addr != addr) return;
-    memmove(c->v + k, c->v + k + 1, (size_t)(c->n - k - 1) * sizeof *c->v);
-    c->n--;
+    int k = b[id].hpos;
+    if (k < 0 || k >= c->n || c->v[k].id != id) return;
+    heap_remove(b, c, k);
     f->count--;
-    if (c->n == 0) fset_drop_class(f, i);
+    if (c->n == 0) fset_class_emptied(f);
 }
 
 /* Remove and return the best-fit block for `size`, or -1. */
-static int32_t fset_take(fset *f, int64_t size) {
+static int32_t fset_take(blk *b, fset *f, int64_t size) {
     int i = fset_lower(f, size);
+    while (i < f->n && f->c[i].n == 0) i++;
     if (i == f->n) return -1;
     fclass *c = &f->c[i];
-    int32_t id = c->v[--c->n].id;
+    int32_t id = c->v[0].id;
+    heap_remove(b, c, 0);
     f->count--;
-    if (c->n == 0) fset_drop_class(f, i);
+    if (c->n == 0) fset_class_emptied(f);
     return id;
 }
 
@@ -298,7 +351,7 @@ static void release_cached(ap_alloc *a) {
         fset *f = &a->pools[p];
         for (int i = f->n - 1; i >= 0; i--) {
             fclass *c = &f->c[i];
-            int w = 0;
+            int w = 0, k0 = c->n; /* class emptied here: counted, compacted later */
             for (int k = 0; k < c->n; k++) {
                 blk *b = &a->b[c->v[k].id];
                 if (b->prev < 0 && b->next < 0) {
@@ -312,7 +365,9 @@ static void release_cached(ap_alloc *a) {
                 }
             }
             c->n = w;
-            if (c->n == 0) fset_drop_class(f, i);
+            for (int k = c->n / 2 - 1; k >= 0; k--) heap_down(a->b, c, k);
+            for (int k = 0; k < c->n; k++) a->b[c->v[k].id].hpos = k;
+            if (k0 > 0 && c->n == 0) f->nempty++;
         }
     }
 }
@@ -326,7 +381,7 @@ static void release_tail_pages(ap_alloc *a) {
         int64_t start = ((a->b[t].addr + page - 1) / page) * page;
         int64_t cut = a->top[p] - start;
         if (cut <= 0) continue;
-        fset_remove(&a->pools[p], a->b[t].size, a->b[t].addr);
+        fset_remove(a->b, &a->pools[p], t);
         a->b[t].size -= cut;
         a->top[p] -= cut;
         a->st.reserved_bytes -= cut;
@@ -337,7 +392,7 @@ static void release_tail_pages(ap_alloc *a) {
             a->tail[p] = pv;
             blk_drop(a, t);
         } else {
-            fset_insert(&a->pools[p], a->b[t].size, a->b[t].addr, t);
+            fset_insert(a->b, &a->pools[p], t);
         }
     }
 }
@@ -366,7 +421,7 @@ ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_
         pool = size <= AP_CACHING_SMALL_SIZE_BYTES ? 0 : 1;
     }
     fset *f = &a->pools[pool];
-    int32_t id = fset_take(f, size);
+    int32_t id = fset_take(a->b, f, size);
     if (id >= 0) {
         a->st.reuses++;
     } else if (!single_segment(a)) {
@@ -395,7 +450,7 @@ ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_
         int64_t have = 0;
         if (t >= 0 && !a->b[t].allocated) {
             have = a->b[t].size;
-            fset_remove(f, a->b[t].size, a->b[t].addr);
+            fset_remove(a->b, f, t);
             id = t;
         } else {
             id = blk_new(a);
@@ -443,7 +498,7 @@ ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_
         b->next = r;
         b->size = size;
         if (single_segment(a) && a->tail[pool] == id) a->tail[pool] = r;
-        if (fset_insert(f, rb->size, rb->addr, r)) return AP_ERR_NOMEM;
+        if (fset_insert(a->b, f, r)) return AP_ERR_NOMEM;
         a->st.splits++;
     }
     b->allocated = 1;
@@ -463,7 +518,7 @@ ap_status ap_alloc_malloc(ap_alloc *a, int64_t bytes, int32_t *out_block, int64_
 /* Merge free block `src` into its address neighbour `dst` (PyTorch try_merge_blocks). */
 static void merge(ap_alloc *a, int32_t dst, int32_t src) {
     blk *d = &a->b[dst], *s = &a->b[src];
-    fset_remove(&a->pools[s->pool], s->size, s->addr);
+    fset_remove(a->b, &a->pools[s->pool], src);
     if (d->prev == src) {
         d->addr = s->addr;
         d->prev = s->prev;
@@ -488,7 +543,7 @@ ap_status ap_alloc_release(ap_alloc *a, int32_t id) {
     b = &a->b[id];
     if (b->next >= 0 && !a->b[b->next].allocated) merge(a, id, b->next);
     b = &a->b[id];
-    if (fset_insert(&a->pools[b->pool], b->size, b->addr, id)) return AP_ERR_NOMEM;
+    if (fset_insert(a->b, &a->pools[b->pool], id)) return AP_ERR_NOMEM;
     return AP_OK;
 }
 
@@ -502,8 +557,12 @@ void ap_alloc_get_stats(const ap_alloc *a, ap_alloc_stats *out) {
     if (single_segment(a)) out->segments = (a->top[0] > a->base[0]) + (a->top[1] > a->base[1]);
     out->largest_free_bytes = 0;
     for (int p = 0; p < 2; p++)
-        if (a->pools[p].n > 0 && a->pools[p].c[a->pools[p].n - 1].size > out->largest_free_bytes)
-            out->largest_free_bytes = a->pools[p].c[a->pools[p].n - 1].size;
+        for (int i = a->pools[p].n - 1; i >= 0; i--)
+            if (a->pools[p].c[i].n > 0) {
+                if (a->pools[p].c[i].size > out->largest_free_bytes)
+                    out->largest_free_bytes = a->pools[p].c[i].size;
+                break;
+            }
 }
 
 int64_t ap_alloc_reserved_bytes(const ap_alloc *a) { return a->st.reserved_bytes; }

@@ -11,8 +11,11 @@
  *                forward and backward of each layer tensor by tensor, full or selective
  *                recompute, ZeRO-3/FSDP gathers and releases, gradient reduction at the
  *                trainer's cadence, offload transfers, optimizer step, zero_grad.
- *   3. replay  - allocator curves (allocated, reserved, per category), the peak, the live set at
- *                the peak, the first operation over the memory budget.
+ *   3. replay  - each allocation and free goes through the allocator model as it is written
+ *                (one pass, no second walk over the events): allocated and reserved curves,
+ *                per-operation category snapshots, the peak and the live set there, the first
+ *                operation over the memory budget.
+ * Names, descriptions and the JSON report are in simreport.c.
  *
  * Activation tensors follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
  * Transformer Models", Sec. 4.1 and Table 2): per layer the first norm's input (2sbh), the QKV
@@ -28,7 +31,7 @@
  * prefetching of the next ZeRO-3 layer (overlap_param), vocabulary padding, the norms' fp32
  * mean/rstd (4 bytes per row, < 0.1% of a layer).
  */
-#include "autoplan/sim.h"
+#include "sim_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -38,38 +41,6 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)
 
-/* ---- names ------------------------------------------------------------------------------ */
-
-static const char *const cat_names[AP_SIM_NCAT] = {"params", "grads", "optimizer",
-                                                   "activations", "other"};
-
-static const char *const kind_names[AP_SIM_NKINDS] = {
-    "weights", "weights_fp8", "grads", "master_weights", "optimizer_states",
-    "gathered_weights", "unsharded_grads", "grad_reduce_buffer", "grad_accum_buffer",
-    "optimizer_temp",
-    "input", "sp_gather", "ln1_out", "qkv", "attn_scores", "softmax", "softmax_dropout_mask",
-    "softmax_dropout_out", "flash_lse", "attn_context", "attn_proj_out", "attn_dropout_mask",
-    "ln2_in", "ln2_out", "fc1_out", "act_out", "fc2_out", "mlp_dropout_mask", "router_probs",
-    "moe_dispatched", "expert_fc1_out", "expert_act_out", "expert_out", "shared_fc1_out",
-    "shared_act_out", "recomputed_layer_out",
-    "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out"};
-
-static const char *const op_names[AP_SIM_NOPS] = {
-    "model-state setup", "forward", "backward", "receive activation",
-    "send activation", "receive gradient", "send gradient", "gather", "forward", "recompute",
-    "backward", "forward", "backward", "gradient reduction", "offload",
-    "optimizer step", "zero_grad"};
-
-const char *ap_sim_category_name(int cat) {
-    return cat >= 0 && cat < AP_SIM_NCAT ? cat_names[cat] : "?";
-}
-const char *ap_sim_kind_name(int kind) {
-    return kind >= 0 && kind < AP_SIM_NKINDS ? kind_names[kind] : "?";
-}
-const char *ap_sim_op_name(int type) {
-    return type >= 0 && type < AP_SIM_NOPS ? op_names[type] : "?";
-}
-
 /* ---- options and the result ------------------------------------------------------------- */
 
 void ap_sim_opts_init(ap_sim_opts *o) {
@@ -78,61 +49,6 @@ void ap_sim_opts_init(ap_sim_opts *o) {
     o->headroom_bytes = 2.0 * GIB;
     o->device_overhead_bytes = -1;
     o->record_curves = 1;
-}
-
-typedef struct rank_store {
-    ap_sim_rank r;
-    ap_sim_op *ops;
-    ap_sim_tensor *ts;
-    ap_sim_event *ev;
-    int64_t *acurve, *rcurve, *opk_cat, *ope_cat;
-    int32_t *opk_ev;
-    int32_t *live;
-} rank_store;
-
-struct ap_sim {
-    ap_model m;
-    ap_plan p;
-    ap_sim_opts o;
-    double capacity_bytes, budget_bytes, overhead_bytes;
-    int nranks;
-    rank_store *ranks;
-};
-
-int ap_sim_nranks(const ap_sim *s) { return s->nranks; }
-const ap_sim_rank *ap_sim_rank_at(const ap_sim *s, int i) {
-    return i >= 0 && i < s->nranks ? &s->ranks[i].r : NULL;
-}
-double ap_sim_capacity_bytes(const ap_sim *s) { return s->capacity_bytes; }
-double ap_sim_budget_bytes(const ap_sim *s) { return s->budget_bytes; }
-double ap_sim_overhead_bytes(const ap_sim *s) { return s->overhead_bytes; }
-const ap_plan *ap_sim_plan(const ap_sim *s) { return &s->p; }
-const ap_model *ap_sim_model(const ap_sim *s) { return &s->m; }
-const ap_sim_opts *ap_sim_options(const ap_sim *s) { return &s->o; }
-
-int ap_sim_worst_rank(const ap_sim *s) {
-    int w = 0;
-    for (int i = 1; i < s->nranks; i++)
-        if (s->ranks[i].r.device_peak_bytes > s->ranks[w].r.device_peak_bytes) w = i;
-    return w;
-}
-
-void ap_sim_free(ap_sim *s) {
-    if (!s) return;
-    for (int i = 0; i < s->nranks; i++) {
-        rank_store *rs = &s->ranks[i];
-        free(rs->ops);
-        free(rs->ts);
-        free(rs->ev);
-        free(rs->acurve);
-        free(rs->rcurve);
-        free(rs->opk_cat);
-        free(rs->ope_cat);
-        free(rs->opk_ev);
-        free(rs->live);
-    }
-    free(s->ranks);
-    free(s);
 }
 
 double ap_sim_device_overhead_bytes(const ap_plan *p) {
@@ -151,7 +67,6 @@ double ap_sim_device_overhead_bytes(const ap_plan *p) {
     if (p->ep > 1) comms++;
     return b + comms * 128.0 * MIB;
 }
-
 /* ---- generation context ----------------------------------------------------------------- */
 
 typedef struct lsz { /* bytes of one layer's tensors for one micro-batch on this rank */
@@ -194,7 +109,18 @@ typedef struct gen {
     int nts, capts;
     ap_sim_event *ev;
     int nev, capev;
-    int nomem;
+    int nomem;      /* host allocation failed */
+    int bad_free;   /* a free that matches no allocation (a generator bug) */
+    /* replay state: the allocator sees every event as it is generated */
+    ap_alloc *al;
+    int32_t *blk;   /* allocator block of each tensor (capts) */
+    int record;     /* keep events, curves and per-op snapshots */
+    int64_t *acurve, *rcurve; /* capev */
+    int32_t *opk_ev;          /* capops */
+    int64_t *opk_cat, *ope_cat;
+    int64_t live, cat[AP_SIM_NCAT], apeak, rpeak, alloc_at_rpeak, baseline;
+    int peak_ev, peak_op, over_ev, over_op;
+    double budget, overhead;
     /* bytes common to all layers */
     int64_t xb, hmask_b, logits_b;
     /* trainer behaviour */
@@ -205,42 +131,89 @@ typedef struct gen {
 
 #define SV(g, mb, loc, k) ((g)->saved[(((int64_t)(mb) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
 
+/* Grow a per-op or per-event array in step with its capacity. */
+static int grow(void **p, size_t elem, int oldcap, int newcap) {
+    if (!*p && oldcap > 0) return 0; /* not recorded */
+    void *n = realloc(*p, (size_t)newcap * elem);
+    if (!n) return -1;
+    *p = n;
+    return 0;
+}
+
+/* Close the current operation (its end-of-op category snapshot, the persistent baseline after
+ * SETUP) and open a new one. */
 static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
+    if (g->nomem) return;
     if (g->nops == g->capops) {
         int nc = g->capops ? g->capops * 2 : 1024;
         ap_sim_op *n = realloc(g->ops, (size_t)nc * sizeof *n);
-        if (!n) {
+        if (!n || (g->record && (grow((void **)&g->opk_ev, sizeof *g->opk_ev, g->capops, nc) ||
+                                 grow((void **)&g->opk_cat, AP_SIM_NCAT * sizeof *g->opk_cat,
+                                      g->capops, nc) ||
+                                 grow((void **)&g->ope_cat, AP_SIM_NCAT * sizeof *g->ope_cat,
+                                      g->capops, nc)))) {
+            if (n) g->ops = n;
             g->nomem = 1;
             return;
         }
         g->ops = n;
         g->capops = nc;
     }
-    if (g->nops > 0) g->ops[g->nops - 1].ev_end = g->nev;
-    ap_sim_op *o = &g->ops[g->nops++];
-    o->type = (int16_t)type;
-    o->chunk = (int16_t)chunk;
-    o->layer = layer;
-    o->mb = mb;
-    o->ev_begin = o->ev_end = g->nev;
+    if (g->nops > 0) {
+        int o = g->nops - 1;
+        g->ops[o].ev_end = g->nev;
+        if (g->record) memcpy(&g->ope_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
+        if (g->ops[o].type == AP_SIM_OP_SETUP) g->baseline = g->live;
+    }
+    int o = g->nops++;
+    ap_sim_op *op = &g->ops[o];
+    op->type = (int16_t)type;
+    op->chunk = (int16_t)chunk;
+    op->layer = layer;
+    op->mb = mb;
+    op->ev_begin = op->ev_end = g->nev;
+    if (g->record) g->opk_ev[o] = -1;
 }
 
-static int push_event(gen *g, int32_t tensor, int is_free) {
+/* Account one allocation or free of tensor id that the allocator has just seen. */
+static void event(gen *g, int32_t id, int is_free) {
     if (g->nev == g->capev) {
         int nc = g->capev ? g->capev * 2 : 4096;
-        ap_sim_event *n = realloc(g->ev, (size_t)nc * sizeof *n);
-        if (!n) {
+        if (g->record && (grow((void **)&g->ev, sizeof *g->ev, g->capev, nc) ||
+                          grow((void **)&g->acurve, sizeof *g->acurve, g->capev, nc) ||
+                          grow((void **)&g->rcurve, sizeof *g->rcurve, g->capev, nc))) {
             g->nomem = 1;
-            return -1;
+            return;
         }
-        g->ev = n;
         g->capev = nc;
     }
-    ap_sim_event *e = &g->ev[g->nev++];
-    e->tensor = tensor;
-    e->op = g->nops - 1;
-    e->is_free = is_free;
-    return 0;
+    int i = g->nev++;
+    int o = g->nops - 1;
+    int64_t reserved = ap_alloc_reserved_bytes(g->al);
+    if (g->live > g->apeak) {
+        g->apeak = g->live;
+        g->peak_ev = i;
+        g->peak_op = o;
+    }
+    if (reserved > g->rpeak) {
+        g->rpeak = reserved;
+        g->alloc_at_rpeak = g->live;
+    }
+    if (g->budget > 0 && g->over_ev < 0 && (double)reserved + g->overhead > g->budget) {
+        g->over_ev = i;
+        g->over_op = o;
+    }
+    if (g->record) {
+        g->ev[i].tensor = id;
+        g->ev[i].op = o;
+        g->ev[i].is_free = is_free;
+        g->acurve[i] = g->live;
+        g->rcurve[i] = reserved;
+        if (g->opk_ev[o] < 0 || g->live > g->acurve[g->opk_ev[o]]) {
+            g->opk_ev[o] = i;
+            memcpy(&g->opk_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
+        }
+    }
 }
 
 /* Allocate a tensor; returns its id, or -1 for an empty tensor (nothing to allocate). */
@@ -250,33 +223,48 @@ static int32_t T(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t b
     if (g->nts == g->capts) {
         int nc = g->capts ? g->capts * 2 : 4096;
         ap_sim_tensor *n = realloc(g->ts, (size_t)nc * sizeof *n);
-        if (!n) {
+        if (n) g->ts = n;
+        int32_t *nb = n ? realloc(g->blk, (size_t)nc * sizeof *nb) : NULL;
+        if (nb) g->blk = nb;
+        if (!n || !nb) {
             g->nomem = 1;
             return -1;
         }
-        g->ts = n;
         g->capts = nc;
     }
     int32_t id = g->nts++;
     ap_sim_tensor *t = &g->ts[id];
-    memset(t, 0, sizeof *t);
     t->bytes = bytes;
     t->layer = layer;
     t->mb = mb;
     t->kind = (int16_t)kind;
     t->cat = (int8_t)cat;
     t->is_grad = (int8_t)is_grad;
-    t->persistent = g->nops > 0 && g->ops[g->nops - 1].type == AP_SIM_OP_SETUP;
+    t->persistent = g->ops[g->nops - 1].type == AP_SIM_OP_SETUP;
+    t->pad[0] = t->pad[1] = t->pad[2] = 0;
     t->alloc_ev = g->nev;
     t->free_ev = -1;
-    push_event(g, id, 0);
+    if (ap_alloc_malloc(g->al, bytes, &g->blk[id], &t->addr, NULL) != AP_OK) {
+        g->nomem = 1;
+        return -1;
+    }
+    g->live += bytes;
+    g->cat[cat] += bytes;
+    event(g, id, 0);
     return id;
 }
 
 static void F(gen *g, int32_t id) {
     if (id < 0 || g->nomem) return;
-    g->ts[id].free_ev = g->nev;
-    push_event(g, id, 1);
+    ap_sim_tensor *t = &g->ts[id];
+    if (t->free_ev >= 0 || ap_alloc_release(g->al, g->blk[id]) != AP_OK) {
+        g->bad_free = 1;
+        return;
+    }
+    t->free_ev = g->nev;
+    g->live -= t->bytes;
+    g->cat[t->cat] -= t->bytes;
+    event(g, id, 1);
 }
 
 #define ACT AP_SIM_CAT_ACTIVATIONS
@@ -915,10 +903,9 @@ static void finish_step(gen *g) {
             g->units[i].t_grad = -1;
         }
     }
-    if (g->nops > 0) g->ops[g->nops - 1].ev_end = g->nev;
 }
 
-/* ---- replay --------------------------------------------------------------------------- */
+/* ---- the peak's live set ------------------------------------------------------------------ */
 
 typedef struct live_ent {
     int64_t bytes;
@@ -931,123 +918,27 @@ static int cmp_live(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static ap_status replay(ap_sim *s, rank_store *rs, ap_err *err) {
+/* Tensors live at the allocated peak (allocated at or before it, freed after), largest
+ * first, with their categories and the micro-batches whose activations they hold. */
+static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
     ap_sim_rank *r = &rs->r;
-    ap_alloc_opts ao;
-    ap_alloc_opts_init(&ao);
-    ao.mode = s->o.allocator;
-    ao.expandable_segments = s->o.expandable_segments;
-    if (s->capacity_bytes > 0) {
-        double lim = s->capacity_bytes - s->overhead_bytes;
-        ao.limit_bytes = lim > 0 ? (int64_t)lim : 1;
-    }
-    ap_alloc *a = ap_alloc_new(&ao);
-    int32_t *blocks = malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *blocks);
-    if (!a || !blocks) {
-        ap_alloc_free(a);
-        free(blocks);
-        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory replaying stage %d",
-                          r->stage);
-    }
-    if (s->o.record_curves && r->nevents > 0) {
-        rs->acurve = malloc((size_t)r->nevents * sizeof *rs->acurve);
-        rs->rcurve = malloc((size_t)r->nevents * sizeof *rs->rcurve);
-        rs->opk_cat = calloc((size_t)r->nops * AP_SIM_NCAT, sizeof *rs->opk_cat);
-        rs->ope_cat = calloc((size_t)r->nops * AP_SIM_NCAT, sizeof *rs->ope_cat);
-        rs->opk_ev = malloc((size_t)r->nops * sizeof *rs->opk_ev);
-        if (!rs->acurve || !rs->rcurve || !rs->opk_cat || !rs->ope_cat || !rs->opk_ev) {
-            ap_alloc_free(a);
-            free(blocks);
-            return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory for curves");
-        }
-        for (int i = 0; i < r->nops; i++) rs->opk_ev[i] = -1;
-    }
-    int64_t cat[AP_SIM_NCAT] = {0};
-    int64_t live = 0, apeak = -1, rpeak = 0;
-    int peak_ev = -1;
-    int setup_end = r->nops > 0 && rs->ops[0].type == AP_SIM_OP_SETUP ? rs->ops[0].ev_end : 0;
-    r->over_event = -1;
-    r->over_op = -1;
-    double budget = s->budget_bytes;
-    int64_t reserved = 0;
-    int64_t alloc_at_rpeak = 0;
-    for (int i = 0; i < r->nevents; i++) {
-        const ap_sim_event *e = &rs->ev[i];
-        ap_sim_tensor *t = &rs->ts[e->tensor];
-        if (!e->is_free) {
-            int64_t addr = 0;
-            ap_status stt = ap_alloc_malloc(a, t->bytes, &blocks[e->tensor], &addr, NULL);
-            if (stt != AP_OK) {
-                ap_alloc_free(a);
-                free(blocks);
-                return ap_err_set(err, stt, "simulator: allocator failed on stage %d", r->stage);
-            }
-            t->addr = addr;
-            live += t->bytes;
-            cat[t->cat] += t->bytes;
-        } else {
-            if (ap_alloc_release(a, blocks[e->tensor]) != AP_OK) {
-                ap_alloc_free(a);
-                free(blocks);
-                return ap_err_set(err, AP_ERR_INTERNAL,
-                                  "simulator: stage %d frees tensor %d that is not allocated",
-                                  r->stage, e->tensor);
-            }
-            live -= t->bytes;
-            cat[t->cat] -= t->bytes;
-        }
-        reserved = ap_alloc_reserved_bytes(a);
-        if (live > apeak) {
-            apeak = live;
-            peak_ev = i;
-        }
-        if (reserved > rpeak) {
-            rpeak = reserved;
-            alloc_at_rpeak = live;
-        }
-        if (budget > 0 && r->over_event < 0 && (double)reserved + s->overhead_bytes > budget) {
-            r->over_event = i;
-            r->over_op = e->op;
-        }
-        if (rs->acurve) {
-            rs->acurve[i] = live;
-            rs->rcurve[i] = reserved;
-            int o = e->op;
-            if (rs->opk_ev[o] < 0 || live > rs->acurve[rs->opk_ev[o]]) {
-                rs->opk_ev[o] = i;
-                memcpy(&rs->opk_cat[(int64_t)o * AP_SIM_NCAT], cat, sizeof cat);
-            }
-            if (i + 1 == rs->ops[o].ev_end)
-                memcpy(&rs->ope_cat[(int64_t)o * AP_SIM_NCAT], cat, sizeof cat);
-        }
-        if (i + 1 == setup_end) r->baseline_bytes = live;
-    }
-    ap_alloc_get_stats(a, &r->alloc);
-    ap_alloc_free(a);
-    free(blocks);
-    r->end_bytes = live;
-    r->allocated_peak_bytes = apeak < 0 ? 0 : apeak;
-    r->reserved_peak_bytes = rpeak;
-    r->device_peak_bytes = rpeak + (int64_t)s->overhead_bytes;
-    r->peak_event = peak_ev;
-    r->peak_op = peak_ev >= 0 ? rs->ev[peak_ev].op : -1;
-    r->fragmentation = rpeak > 0 ? 1.0 - (double)alloc_at_rpeak / (double)rpeak : 0;
-    /* the live set at the peak: allocated at or before peak_ev, not yet freed */
-    int nlive = 0;
+    int peak_ev = r->peak_event, nlive = 0;
     memset(r->peak_cat_bytes, 0, sizeof r->peak_cat_bytes);
-    rs->live = malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *rs->live);
-    if (!rs->live) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
-    uint8_t *mbseen = NULL;
     int64_t mbs = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
-    mbseen = calloc((size_t)mbs, 1);
+    rs->live = malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *rs->live);
+    uint8_t *mbseen = calloc((size_t)mbs, 1);
+    if (!rs->live || !mbseen) {
+        free(mbseen);
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+    }
     int inflight = 0;
     for (int i = 0; i < r->ntensors && peak_ev >= 0; i++) {
         const ap_sim_tensor *t = &rs->ts[i];
         if (t->alloc_ev <= peak_ev && (t->free_ev < 0 || t->free_ev > peak_ev)) {
             rs->live[nlive++] = i;
             r->peak_cat_bytes[t->cat] += t->bytes;
-            if (mbseen && t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 &&
-                t->mb < mbs && !mbseen[t->mb]) {
+            if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
+                !mbseen[t->mb]) {
                 mbseen[t->mb] = 1;
                 inflight++;
             }
@@ -1185,28 +1076,73 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         g.units[i].t_weight = g.units[i].t_grad = g.units[i].t_gathered = g.units[i].t_accum = -1;
     }
 
-    /* size the event arrays from the schedule once (about 70 events per layer and
-       micro-batch) instead of growing them by doubling */
+    /* size the arrays from the schedule once (about 70 events per layer and micro-batch)
+       instead of growing them by doubling */
     int64_t est = ((int64_t)g.nloc + 2) * g.mbs_n * 72 + 4096;
     g.capev = (int)est;
     g.capts = (int)(est / 2);
     g.capops = (int)(((int64_t)g.nloc + 4) * g.mbs_n * 3 + 256);
-    g.ev = malloc((size_t)g.capev * sizeof *g.ev);
+    g.record = s->o.record_curves;
     g.ts = malloc((size_t)g.capts * sizeof *g.ts);
+    g.blk = malloc((size_t)g.capts * sizeof *g.blk);
     g.ops = malloc((size_t)g.capops * sizeof *g.ops);
-    if (!g.ev || !g.ts || !g.ops) g.nomem = 1;
-    setup_states(&g);
-    schedule(&g);
-    finish_step(&g);
+    if (!g.ts || !g.blk || !g.ops) g.nomem = 1;
+    if (g.record) {
+        g.ev = malloc((size_t)g.capev * sizeof *g.ev);
+        g.acurve = malloc((size_t)g.capev * sizeof *g.acurve);
+        g.rcurve = malloc((size_t)g.capev * sizeof *g.rcurve);
+        g.opk_ev = malloc((size_t)g.capops * sizeof *g.opk_ev);
+        g.opk_cat = malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.opk_cat);
+        g.ope_cat = malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.ope_cat);
+        if (!g.ev || !g.acurve || !g.rcurve || !g.opk_ev || !g.opk_cat || !g.ope_cat)
+            g.nomem = 1;
+    }
+    ap_alloc_opts ao;
+    ap_alloc_opts_init(&ao);
+    ao.mode = s->o.allocator;
+    ao.expandable_segments = s->o.expandable_segments;
+    if (s->capacity_bytes > 0) {
+        /* the allocator may reserve what the device has beyond the fixed overhead */
+        double lim = s->capacity_bytes - s->overhead_bytes;
+        ao.limit_bytes = lim > 0 ? (int64_t)lim : 1;
+    }
+    g.al = ap_alloc_new(&ao);
+    if (!g.al) g.nomem = 1;
+    g.apeak = -1;
+    g.peak_ev = g.peak_op = g.over_ev = g.over_op = -1;
+    g.budget = s->budget_bytes;
+    g.overhead = s->overhead_bytes;
+
+    if (!g.nomem) {
+        setup_states(&g);
+        schedule(&g);
+        finish_step(&g);
+    }
+    if (g.nops > 0 && !g.nomem) {
+        g.ops[g.nops - 1].ev_end = g.nev;
+        if (g.record)
+            memcpy(&g.ope_cat[(int64_t)(g.nops - 1) * AP_SIM_NCAT], g.cat, sizeof g.cat);
+    }
     free(g.sz);
     free(g.units);
     free(g.saved);
     free(g.ends);
+    free(g.blk);
     rs->ops = g.ops;
     rs->ts = g.ts;
     rs->ev = g.ev;
-    if (g.nomem) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    rs->acurve = g.acurve;
+    rs->rcurve = g.rcurve;
+    rs->opk_ev = g.opk_ev;
+    rs->opk_cat = g.opk_cat;
+    rs->ope_cat = g.ope_cat;
     ap_sim_rank *r = &rs->r;
+    if (g.al) ap_alloc_get_stats(g.al, &r->alloc);
+    ap_alloc_free(g.al);
+    if (g.nomem) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    if (g.bad_free)
+        return ap_err_set(err, AP_ERR_INTERNAL,
+                          "simulator: stage %d frees a tensor that is not allocated", stage);
     r->stage = stage;
     r->layers = g.nloc;
     r->nops = g.nops;
@@ -1215,12 +1151,22 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     r->ops = g.ops;
     r->tensors = g.ts;
     r->events = g.ev;
-    ap_status st = replay(s, rs, err);
-    r->allocated_curve = rs->acurve;
-    r->reserved_curve = rs->rcurve;
-    r->op_peak_event = rs->opk_ev;
-    r->op_peak_cat = rs->opk_cat;
-    r->op_end_cat = rs->ope_cat;
+    r->allocated_curve = g.acurve;
+    r->reserved_curve = g.rcurve;
+    r->op_peak_event = g.opk_ev;
+    r->op_peak_cat = g.opk_cat;
+    r->op_end_cat = g.ope_cat;
+    r->baseline_bytes = g.baseline;
+    r->end_bytes = g.live;
+    r->allocated_peak_bytes = g.apeak < 0 ? 0 : g.apeak;
+    r->reserved_peak_bytes = g.rpeak;
+    r->device_peak_bytes = g.rpeak + (int64_t)s->overhead_bytes;
+    r->peak_event = g.peak_ev;
+    r->peak_op = g.peak_op;
+    r->over_event = g.over_ev;
+    r->over_op = g.over_op;
+    r->fragmentation = g.rpeak > 0 ? 1.0 - (double)g.alloc_at_rpeak / (double)g.rpeak : 0;
+    ap_status st = live_set(s, rs, err);
     return st;
 }
 
@@ -1287,146 +1233,4 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
     }
     *out = s;
     return AP_OK;
-}
-
-/* ---- descriptions and JSON -------------------------------------------------------------- */
-
-static char *layer_label(int32_t layer, int64_t L, char *buf, size_t n) {
-    if (layer == AP_SIM_LAYER_EMBED)
-        snprintf(buf, n, "the embedding");
-    else if (layer == L)
-        snprintf(buf, n, "the head");
-    else
-        snprintf(buf, n, "layer %d", layer);
-    return buf;
-}
-
-char *ap_sim_op_describe(const ap_sim *s, const ap_sim_rank *r, int op, char *buf, size_t n) {
-    if (op < 0 || op >= r->nops) {
-        snprintf(buf, n, "(none)");
-        return buf;
-    }
-    const ap_sim_op *o = &r->ops[op];
-    char lb[48];
-    if (o->layer == AP_SIM_LAYER_NONE)
-        snprintf(buf, n, "%s, stage %d", ap_sim_op_name(o->type), r->stage);
-    else if (o->mb < 0)
-        snprintf(buf, n, "%s of %s, stage %d", ap_sim_op_name(o->type),
-                 layer_label(o->layer, s->m.layers, lb, sizeof lb), r->stage);
-    else
-        snprintf(buf, n, "%s of %s, micro-batch %d, stage %d", ap_sim_op_name(o->type),
-                 layer_label(o->layer, s->m.layers, lb, sizeof lb), o->mb, r->stage);
-    return buf;
-}
-
-char *ap_sim_tensor_describe(const ap_sim_tensor *t, int64_t L, char *buf, size_t n) {
-    char lb[48];
-    const char *what = t->is_grad ? "grad of " : "";
-    if (t->layer == AP_SIM_LAYER_NONE)
-        snprintf(buf, n, "%s%s", what, ap_sim_kind_name(t->kind));
-    else if (t->mb < 0)
-        snprintf(buf, n, "%s%s of %s", what, ap_sim_kind_name(t->kind),
-                 layer_label(t->layer, L, lb, sizeof lb));
-    else
-        snprintf(buf, n, "%s%s of %s, micro-batch %d", what, ap_sim_kind_name(t->kind),
-                 layer_label(t->layer, L, lb, sizeof lb), t->mb);
-    return buf;
-}
-
-#define J(call)                                                                                   \
-    do {                                                                                          \
-        if ((call) != AP_OK) goto fail;                                                           \
-    } while (0)
-
-static ap_json *cats_json(const int64_t *cat) {
-    ap_json *o = ap_json_new_object();
-    if (!o) return NULL;
-    for (int c = 0; c < AP_SIM_NCAT; c++)
-        if (ap_json_add_number(o, cat_names[c], (double)cat[c]) != AP_OK) {
-            ap_json_free(o);
-            return NULL;
-        }
-    return o;
-}
-
-ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
-    ap_json *root = ap_json_new_object(), *stages = NULL;
-    if (!root) return NULL;
-    int w = ap_sim_worst_rank(s);
-    const ap_sim_rank *wr = &s->ranks[w].r;
-    int64_t apeak = 0, rpeak = 0;
-    for (int i = 0; i < s->nranks; i++) {
-        if (s->ranks[i].r.allocated_peak_bytes > apeak) apeak = s->ranks[i].r.allocated_peak_bytes;
-        if (s->ranks[i].r.reserved_peak_bytes > rpeak) rpeak = s->ranks[i].r.reserved_peak_bytes;
-    }
-    double dev = (double)wr->device_peak_bytes;
-    J(ap_json_add_string(root, "allocator", ap_alloc_mode_name(s->o.allocator)));
-    J(ap_json_add_bool(root, "expandable_segments", s->o.expandable_segments));
-    J(ap_json_add_number(root, "peak_bytes", dev));
-    J(ap_json_add_number(root, "allocated_peak_bytes", (double)apeak));
-    J(ap_json_add_number(root, "reserved_peak_bytes", (double)rpeak));
-    J(ap_json_add_number(root, "device_overhead_bytes", s->overhead_bytes));
-    J(ap_json_add_number(root, "capacity_bytes", s->capacity_bytes));
-    J(ap_json_add_number(root, "headroom_bytes", s->o.headroom_bytes));
-    int fits = s->capacity_bytes <= 0 || dev + s->o.headroom_bytes <= s->capacity_bytes;
-    J(ap_json_add_bool(root, "fits", fits));
-    J(ap_json_add_number(root, "worst_stage", w));
-    stages = ap_json_new_array();
-    if (!stages) goto fail;
-    for (int i = 0; i < s->nranks; i++) {
-        const ap_sim_rank *r = &s->ranks[i].r;
-        ap_json *st = ap_json_new_object();
-        if (!st || ap_json_push(stages, st) != AP_OK) {
-            ap_json_free(st);
-            goto fail;
-        }
-        char buf[256];
-        J(ap_json_add_number(st, "stage", r->stage));
-        J(ap_json_add_number(st, "layers", r->layers));
-        J(ap_json_add_number(st, "allocated_peak_bytes", (double)r->allocated_peak_bytes));
-        J(ap_json_add_number(st, "reserved_peak_bytes", (double)r->reserved_peak_bytes));
-        J(ap_json_add_number(st, "device_peak_bytes", (double)r->device_peak_bytes));
-        J(ap_json_add_number(st, "baseline_bytes", (double)r->baseline_bytes));
-        J(ap_json_add_number(st, "fragmentation", r->fragmentation));
-        J(ap_json_add_number(st, "inflight_microbatches", r->inflight_at_peak));
-        J(ap_json_add_number(st, "ops", r->nops));
-        J(ap_json_add_number(st, "events", r->nevents));
-        J(ap_json_add_string(st, "peak_op", ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf)));
-        ap_json *cj = cats_json(r->peak_cat_bytes);
-        if (!cj || ap_json_add(st, "breakdown", cj) != AP_OK) {
-            ap_json_free(cj);
-            goto fail;
-        }
-        if (r->over_op >= 0)
-            J(ap_json_add_string(st, "first_over_budget_op",
-                                 ap_sim_op_describe(s, r, r->over_op, buf, sizeof buf)));
-        ap_json *live = ap_json_new_array();
-        if (!live || ap_json_add(st, "live_at_peak", live) != AP_OK) {
-            ap_json_free(live);
-            goto fail;
-        }
-        for (int k = 0; k < r->nlive_at_peak && k < max_live; k++) {
-            const ap_sim_tensor *t = &r->tensors[r->live_at_peak[k]];
-            ap_json *tj = ap_json_new_object();
-            if (!tj || ap_json_push(live, tj) != AP_OK) {
-                ap_json_free(tj);
-                goto fail;
-            }
-            J(ap_json_add_string(tj, "name", ap_sim_tensor_describe(t, s->m.layers, buf,
-                                                                    sizeof buf)));
-            J(ap_json_add_string(tj, "kind", ap_sim_kind_name(t->kind)));
-            J(ap_json_add_string(tj, "category", ap_sim_category_name(t->cat)));
-            J(ap_json_add_number(tj, "layer", t->layer));
-            J(ap_json_add_number(tj, "microbatch", t->mb));
-            J(ap_json_add_bool(tj, "grad", t->is_grad));
-            J(ap_json_add_number(tj, "bytes", (double)t->bytes));
-        }
-        J(ap_json_add_number(st, "live_tensors_at_peak", r->nlive_at_peak));
-    }
-    if (ap_json_add(root, "stages", stages) != AP_OK) goto fail;
-    return root;
-fail:
-    if (stages && !ap_json_get(root, "stages")) ap_json_free(stages);
-    ap_json_free(root);
-    return NULL;
 }

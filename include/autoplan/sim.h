@@ -177,9 +177,11 @@ typedef struct ap_sim_rank {
     int layers;              /* transformer layers on this rank (all chunks) */
     int nops, ntensors, nevents;
     const ap_sim_op *ops;
-    const ap_sim_tensor *tensors;
+    const ap_sim_tensor *tensors;   /* each tensor's alloc_ev/free_ev place it in time */
+    /* The rest of the per-event data is kept only with opts.record_curves (NULL otherwise):
+       the events in order, and after each event the live requested bytes and the allocator's
+       reserved bytes. */
     const ap_sim_event *events;
-    /* after each event: live requested bytes and reserved bytes (allocator) */
     const int64_t *allocated_curve;
     const int64_t *reserved_curve;
     /* per operation: the event where its allocated bytes are highest (-1 for an op without
@@ -211,7 +213,8 @@ typedef struct ap_sim_opts {
     double capacity_bytes;         /* device memory; 0 = the cluster GPU's (unlimited if none) */
     double headroom_bytes;         /* budget = capacity - headroom; default 2 GiB */
     double device_overhead_bytes;  /* < 0 = ap_sim_device_overhead_bytes(plan) */
-    int record_curves;             /* keep per-event curves (trace, tests); default 1 */
+    int record_curves;             /* keep events and per-event curves (trace, tests);
+                                      default 1; the search leaves it 0 (faster) */
 } ap_sim_opts;
 
 void ap_sim_opts_init(ap_sim_opts *o);
