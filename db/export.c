@@ -26,6 +26,16 @@
 #define BIG_INT 9007199254740991LL
 #define BIG_REAL 1e300
 
+/* A user string fit for a one-line message: control characters become '?', long strings are
+ * cut with "...". Returns buf. */
+static const char *shown(const char *s, char *buf, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    buf[i] = '\0';
+    if (s[i] && n > 4) memcpy(buf + n - 4, "...", 4);
+    return buf;
+}
+
 /* ---- export ----------------------------------------------------------------------------------- */
 
 static ap_status add_num(ap_json *o, const char *k, double v, ap_status st) {
@@ -337,8 +347,11 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
         }
         ap_db_runs_free(r, n);
     } else {
+    {
+        char b[64];
         return ap_err_set(err, AP_ERR_INPUT, "--table: unknown table '%s' (plans, profiles, runs)",
-                          table);
+                          shown(table, b, sizeof b));
+    }
     }
     if (st == AP_OK && b.oom) st = ap_err_set(err, AP_ERR_NOMEM, "CSV export: out of memory");
     if (st != AP_OK) {
@@ -385,7 +398,10 @@ static ap_status only_known(const ap_json *o, const char *const *known, const ch
         const char *k = ap_json_key(m);
         int ok = 0;
         for (const char *const *p = known; *p && !ok; p++) ok = !strcmp(*p, k);
-        if (!ok) return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%s'", where, k);
+        char b[64];
+        if (!ok)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%s'", where,
+                              shown(k, b, sizeof b));
     }
     return AP_OK;
 }
@@ -566,9 +582,10 @@ static ap_status validate(const ap_json *root, const char *where, import_set *s,
                           "--json` writes), got %s", where, ap_json_type_name(root));
     char format[64];
     ap_status st = ap_json_get_str(root, "format", format, sizeof format, NULL, where, err);
+    char b[64];
     if (st == AP_OK && strcmp(format, EXPORT_FORMAT) != 0)
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'format' must be \"%s\", got \"%s\"", where,
-                        EXPORT_FORMAT, format);
+                        EXPORT_FORMAT, shown(format, b, sizeof b));
     int64_t fv = 0;
     if (st == AP_OK)
         st = ap_json_get_int(root, "format_version", 1, BIG_INT, &fv, NULL, where, err);

@@ -72,6 +72,16 @@ static ap_status open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
     return st;
 }
 
+/* A user string fit for a one-line message: control characters become '?', long strings are
+ * cut with "...". Returns buf. */
+static const char *shown(const char *s, char *buf, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    buf[i] = '\0';
+    if (s[i] && n > 4) memcpy(buf + n - 4, "...", 4);
+    return buf;
+}
+
 /* ---- path ------------------------------------------------------------------------------------- */
 
 static int cmd_path(int argc, char **argv) {
@@ -168,8 +178,9 @@ static int cmd_list(int argc, char **argv) {
     const char *what = fl.npos ? fl.pos[0] : "all";
     int all = !strcmp(what, "all");
     if (!all && strcmp(what, "plans") && strcmp(what, "profiles") && strcmp(what, "runs")) {
+        char b[64];
         ap_err_set(&err, AP_ERR_INPUT, "db list: unknown table '%s' (plans, profiles or runs)",
-                   what);
+                   shown(what, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
     ap_db *db = NULL;
@@ -323,8 +334,9 @@ static int cmd_show(int argc, char **argv) {
     if (colon) {
         snprintf(kind, sizeof kind, "%.*s", (int)(colon - id), id);
         if (strcmp(kind, "plan") && strcmp(kind, "profile") && strcmp(kind, "run")) {
+            char b[64];
             ap_err_set(&err, AP_ERR_INPUT, "db show: '%s': the kind before ':' must be plan, "
-                       "profile or run", id);
+                       "profile or run", shown(id, b, sizeof b));
             return ap_cli_fail(AP_ERR_INPUT, &err);
         }
         ap_status st = ap_parse_int(colon + 1, "db show: ID", 1, INT64_MAX, &num, &err);
@@ -335,8 +347,10 @@ static int cmd_show(int argc, char **argv) {
         for (size_t i = 0; hex && i < n; i++)
             hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
         if (!hex) {
+            char b[64];
             ap_err_set(&err, AP_ERR_INPUT, "db show: '%s' is not an ID (plan:N, profile:N, "
-                       "run:N, or 4 to %d hex digits of a plan key)", id, AP_DB_KEY_HEX);
+                       "run:N, or 4 to %d hex digits of a plan key)", shown(id, b, sizeof b),
+                       AP_DB_KEY_HEX);
             return ap_cli_fail(AP_ERR_INPUT, &err);
         }
     }
@@ -381,8 +395,9 @@ static int cmd_export(int argc, char **argv) {
     const char *table = ap_flags_value(&fl, "table");
     if (!table) table = "profiles";
     if (csv && strcmp(table, "plans") && strcmp(table, "profiles") && strcmp(table, "runs")) {
+        char b[64];
         ap_err_set(&err, AP_ERR_INPUT, "--table: unknown table '%s' (plans, profiles or runs)",
-                   table);
+                   shown(table, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
     ap_db *db = NULL;
@@ -496,7 +511,8 @@ int ap_cmd_db(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (!strcmp(argv[0], subs[i].name)) return subs[i].run(argc - 1, argv + 1);
+    char b[64];
     fprintf(stderr, "autoplan: db: unknown subcommand '%s' (path, list, show, export, import, "
-            "gc; see autoplan db --help)\n", argv[0]);
+            "gc; see autoplan db --help)\n", shown(argv[0], b, sizeof b));
     return 2;
 }
