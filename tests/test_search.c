@@ -251,11 +251,50 @@ static void test_fix_and_sweep(void) {
     free(er);
 }
 
+/* The plan cache: a repeated search answers from the cache and says so; importing a profile
+ * for the GPU changes the calibration fingerprint, so the next search misses. */
+static void test_cache(void) {
+    const char *dir = tl_tmpdir();
+    CHECK(dir != NULL);
+    if (!dir) return;
+    char db[512], prof[512], args[2048];
+    snprintf(db, sizeof db, "%s/cache.db", dir);
+    snprintf(prof, sizeof prof, "%s/prof.json", dir);
+    const char *model = tl_path("examples/models/llama-2-7b.json");
+    char *out = NULL, *er = NULL;
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --db '%s'", model, db);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK(out && !strstr(out, "answered from the cache"));
+    free(out); free(er);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "answered from the cache");
+    free(out); free(er);
+    CHECK(tl_write(prof, "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
+                         "\"profiles\": [{\"gpu\": \"a100-sxm4-80g\", \"op\": \"gemm\", "
+                         "\"shape\": \"m=8192,n=8192,k=8192\", \"dtype\": \"bf16\", "
+                         "\"time_s\": 0.0045, \"samples\": 20}]}") == 0);
+    snprintf(args, sizeof args, "db import '%s' --db '%s'", prof, db);
+    int rc = tl_run(args, &out, &er);
+    CHECK_INT(rc, 0);
+    if (rc) fprintf(stderr, "db import: %s\n", er ? er : "");
+    free(out); free(er);
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --db '%s'", model, db);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK(out && !strstr(out, "answered from the cache"));
+    free(out); free(er);
+    /* --no-cache neither reads nor writes */
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --db '%s' --no-cache", model, db);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK(out && !strstr(out, "answered from the cache"));
+    free(out); free(er);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_cases();
     test_brute_force();
     test_nothing_fits();
     test_fix_and_sweep();
+    test_cache();
     return tl_finish();
 }
