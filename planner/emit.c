@@ -399,6 +399,9 @@ ap_status ap_emit_check(ap_emit_target t, const ap_model *m, const ap_cluster *c
                         const ap_plan *p, ap_plan *closest, ap_err *err) {
     if ((int)t < 0 || t >= AP_EMIT_COUNT)
         return ap_err_set(err, AP_ERR_INPUT, "unknown emit target %d", (int)t);
+    /* the launchers assume whole nodes and a consistent cluster */
+    ap_status st = ap_cluster_validate(c, "cluster", err);
+    if (st != AP_OK) return st;
     return check_target(t, m, c, p, closest, err);
 }
 

@@ -118,7 +118,8 @@ ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
     }
     sb_printf(&b, "machine_rank: 0\n");
     if (nodes > 1) {
-        sb_printf(&b, "main_process_ip: MASTER_ADDR\n");
+        sb_printf(&b, "# replace with the address of node 0 (machine_rank 0)\n");
+        sb_printf(&b, "main_process_ip: NODE0_ADDRESS\n");
         sb_printf(&b, "main_process_port: 29500\n");
     }
     sb_printf(&b, "num_machines: %d\n", nodes);

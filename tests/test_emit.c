@@ -228,10 +228,21 @@ static const pcase cases[] = {
      1, 1, 1, 1, BF, 0, 0, {0}, {0}},
     {"fsdp-8b-z2-fp16", "llama-3-8b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 2, NO, 0, 0, 1, 1,
      0, 0, F16, 0, 0, {0}, {0}},
+    {"fsdp-8b-2nodes", "llama-3-8b", 16, FS, 1, 1, 16, 1, 1, 1, 1, 1, 64, 4096, 3, FULL, 0, 0, 1,
+     1, 0, 0, BF, 0, 0, {0}, {0}},
+    {"ds-8b-2nodes-z2", "llama-3-8b", 16, DS, 1, 1, 16, 1, 1, 1, 1, 2, 64, 4096, 2, NO, 0, 0, 1, 0,
+     0, 0, BF, 0, 0, {0}, {0}},
     {"fsdp-7b-ddp", "llama-2-7b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 16, 2048, 0, FULL, 0, 0, 1, 0, 0,
      0, BF, 0, 0, {0}, {0}},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static const pcase *find_case(const char *name) {
+    for (int i = 0; i < NCASES; i++)
+        if (!strcmp(cases[i].name, name)) return &cases[i];
+    fprintf(stderr, "test_emit: no case %s\n", name);
+    abort();
+}
 
 static void build_plan(const pcase *k, ap_plan *p) {
     ap_plan_init(p);
@@ -1197,7 +1208,7 @@ static void test_planfile_bad(void) {
     ap_plan p;
     if (!load_model("llama-2-7b", &m)) { CHECK(0); return; }
     make_cluster("h100-sxm", 8, &c);
-    build_plan(&cases[0], &p); /* tp2 dp4 mbs2 gbs64 */
+    build_plan(find_case("meg-7b-golden"), &p); /* tp2 dp4 mbs2 gbs64 */
     static const struct { const char *name; mutator fn; const char *needle; } bad[] = {
         {"major version 2", mu_v2, "major version 2 is not supported"},
         {"version \"2.0\"", mu_v2s, "major version 2 is not supported"},
@@ -1379,19 +1390,19 @@ static void test_golden(void) {
     ap_plan p;
     /* Llama-2-7B on 8 x H100: tp 2, dp 4, micro 2, global 64, bf16, distributed optimizer,
        selective recompute (Megatron-LM) */
-    build_plan(&cases[0], &p);
+    build_plan(find_case("meg-7b-golden"), &p);
     golden_case("llama2-7b-tp2-dp4", "llama-2-7b", 8, &p);
     /* the same shape with ZeRO-1 and full recompute for the DeepSpeed-family targets */
-    build_plan(&cases[15], &p);
+    build_plan(find_case("ds-7b-autotp"), &p);
     golden_case("llama2-7b-tp2-dp4-zero1", "llama-2-7b", 8, &p);
     /* Llama-3-70B on 64 x H100 (8 nodes): tp 8, pp 4 with 5 virtual stages per rank, dp 2 */
-    build_plan(&cases[2], &p);
+    build_plan(find_case("meg-70b-pp4-vp5"), &p);
     golden_case("llama3-70b-pp4-vp5", "llama-3-70b", 64, &p);
     /* readable examples of the other formats: torchtitan (tp 2 + FSDP ZeRO-3, selective) and
        Accelerate's FSDP path */
-    build_plan(&cases[20], &p);
+    build_plan(find_case("tt-8b-tp2-z3"), &p);
     golden_case("llama3-8b-torchtitan-tp2-fsdp", "llama-3-8b", 8, &p);
-    build_plan(&cases[25], &p);
+    build_plan(find_case("fsdp-7b-z3-offload"), &p);
     golden_case("llama2-7b-fsdp-zero3-offload", "llama-2-7b", 8, &p);
 }
 
@@ -1405,7 +1416,7 @@ static void test_refusals(void) {
     if (!load_model("llama-2-7b", &m)) { CHECK(0); return; }
     make_cluster("h100-sxm", 8, &c);
     /* torchtitan has no ZeRO-1: closest is sharded (ZeRO-2) */
-    build_plan(&cases[0], &p);
+    build_plan(find_case("meg-7b-golden"), &p);
     CHECK_INT(ap_emit_check(AP_EMIT_TORCHTITAN, &m, &c, &p, &q, &err), AP_ERR_INFEASIBLE);
     CHECK_CONTAINS(err.msg, "torchtitan: cannot express this plan: torchtitan does not offer ZeRO "
                             "stage 1");
@@ -1426,7 +1437,7 @@ static void test_refusals(void) {
     CHECK_INT(q.gbs, 64);
     CHECK_INT(q.grad_accum, 4);
     /* Megatron-LM: parameter-gather overlap needs gradient-reduce overlap (local rule) */
-    build_plan(&cases[0], &p);
+    build_plan(find_case("meg-7b-golden"), &p);
     p.overlap_grad = 0;
     CHECK_INT(ap_emit_check(AP_EMIT_MEGATRON, &m, &c, &p, &q, &err), AP_ERR_INFEASIBLE);
     CHECK_CONTAINS(err.msg, "gradient-reduce overlap");
@@ -1434,7 +1445,7 @@ static void test_refusals(void) {
     CHECK_INT(q.overlap_param, 1);
     /* a refused target leaves the others written */
     const char *dir = tl_tmpdir();
-    build_plan(&cases[0], &p);
+    build_plan(find_case("meg-7b-golden"), &p);
     ap_status st = ap_emit_files(dir, "megatron,torchtitan", &m, &c, &p, NULL, &err);
     CHECK_INT(st, AP_ERR_INFEASIBLE);
     CHECK_CONTAINS(err.msg, "torchtitan");
@@ -1468,7 +1479,7 @@ static void test_cli(void) {
     ap_err err;
     if (!load_model("llama-2-7b", &m)) { CHECK(0); return; }
     make_cluster("h100-sxm", 8, &c);
-    build_plan(&cases[0], &p);
+    build_plan(find_case("meg-7b-golden"), &p);
     const char *tmp = tl_tmpdir();
     char dir[512], args[2048], path[600];
     snprintf(dir, sizeof dir, "%s", tmp);
