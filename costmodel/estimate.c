@@ -52,7 +52,9 @@ typedef struct {
     const ap_plan *p;
     const ap_trainer_caps *tr;
     ap_calib cal;
-    double peak;        /* dense FLOP/s in the plan's dtype */
+    double peak;        /* dense FLOP/s of the GEMMs in the plan's dtype */
+    double peak16;      /* 16-bit peak: attention runs in bf16/fp16 even in fp8 plans
+                           (Transformer Engine's fp8 recipe quantises the linear layers) */
     double hbm;         /* effective HBM bytes/s */
     double gemm_scale;
     double net_scale;
@@ -224,7 +226,7 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     double attn_full = 2.0 * (double)p->mbs * a_loc * sl * (double)p->seq * (dqk + dv);
     double attn_done = p->flash_attn ? 0.5 * attn_full : attn_full; /* causal skip (flash) */
     double aeff = p->flash_attn ? flash_eff(&x->c->gpu) : x->cal.attn_eff;
-    double attn_s = attn_done / (x->peak * aeff * x->gemm_scale);
+    double attn_s = attn_done / (x->peak16 * aeff * x->gemm_scale);
 
     /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
      * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
@@ -308,6 +310,10 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     if (opts->calib) x.cal = *opts->calib;
     else ap_calib_default(&c->gpu, &x.cal);
     x.peak = c->gpu.peak_flops[p->dtype];
+    x.peak16 = p->dtype == AP_DTYPE_FP8 ? (c->gpu.peak_flops[AP_DTYPE_BF16] > 0
+                                               ? c->gpu.peak_flops[AP_DTYPE_BF16]
+                                               : c->gpu.peak_flops[AP_DTYPE_FP16])
+                                        : x.peak;
     x.hbm = c->gpu.hbm_bytes_per_s * x.cal.mem_bound_eff;
     x.gemm_scale = opts->gemm_eff_scale > 0 ? opts->gemm_eff_scale : 1.0;
     x.net_scale = opts->net_bw_scale > 0 ? opts->net_bw_scale : 1.0;

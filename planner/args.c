@@ -411,6 +411,13 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
 }
 
 int ap_cli_fail(ap_status st, const ap_err *err) {
-    fprintf(stderr, "autoplan: %s\n", err && err->msg[0] ? err->msg : ap_status_str(st));
+    /* one line, whatever the user typed: control characters in echoed input become '?' */
+    char msg[sizeof err->msg];
+    const char *src = err && err->msg[0] ? err->msg : ap_status_str(st);
+    size_t n = 0;
+    for (; src[n] && n < sizeof msg - 1; n++)
+        msg[n] = ((unsigned char)src[n] < 0x20 || src[n] == 0x7f) ? '?' : src[n];
+    msg[n] = '\0';
+    fprintf(stderr, "autoplan: %s\n", msg);
     return ap_status_exit_code(st);
 }

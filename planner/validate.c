@@ -369,9 +369,7 @@ int ap_cmd_validate(int argc, char **argv) {
 
     if (ap_flags_isset(&fl, "json")) {
         ap_json *root = ap_json_new_object();
-        ap_json *ov = errjson(&all, 1);
-        ap_json_add_bool(ov, "all_runs_fit", all_fit);
-        ap_json_add(root, "overall", ov);
+        ap_json_add(root, "overall", errjson(&all, 1));
         ap_json *bs = ap_json_new_array();
         for (int s = 0; s < vs.nsources; s++) {
             ap_json *o = errjson(&per[s], 0);
@@ -381,7 +379,6 @@ int ap_cmd_validate(int argc, char **argv) {
             ap_json_add_number(o2, "time_max", per[s].time_max);
             ap_json_add_number(o2, "memory_mape", per[s].mem_mape);
             ap_json_add_number(o2, "rows", per[s].rows);
-            if (do_loso) ap_json_add_number(o2, "loso_time_mape", loso_src[s]);
             ap_json_free(o);
             ap_json_push(bs, o2);
         }
@@ -397,14 +394,23 @@ int ap_cmd_validate(int argc, char **argv) {
             ap_json_add_number(o, "predicted", v->predicted);
             ap_json_add_number(o, "measured", v->measured);
             ap_json_add_number(o, "error", fabs(v->predicted - v->measured) / v->measured);
-            ap_json_add_bool(o, "fits", v->fits);
             ap_json_push(rows, o);
         }
         ap_json_add(root, "rows", rows);
+        /* the schema above is exact; --leave-one-source-out adds one object beside it */
         if (do_loso) {
             ap_json *lo = ap_json_new_object();
             ap_json_add_number(lo, "time_mape", loso.time_mape);
             ap_json_add_number(lo, "time_max", loso.time_max);
+            ap_json *bs2 = ap_json_new_array();
+            for (int s = 0; s < vs.nsources; s++) {
+                if (!per[s].time_rows) continue;
+                ap_json *o = ap_json_new_object();
+                ap_json_add_string(o, "source", vs.sources[s]);
+                ap_json_add_number(o, "time_mape", loso_src[s]);
+                ap_json_push(bs2, o);
+            }
+            ap_json_add(lo, "by_source", bs2);
             ap_json_add(root, "leave_one_source_out", lo);
         }
         char *s = ap_json_print(root, 1);

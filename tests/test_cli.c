@@ -123,7 +123,7 @@ static void test_validate_targets(void) {
      * published run predicted to fit, Figure 1 activations within 3% */
     CHECK(ap_json_number(ap_json_get(ov, "time_mape")) <= 0.05);
     CHECK(ap_json_number(ap_json_get(ov, "rows")) >= 41);
-    CHECK(ap_json_bool(ap_json_get(ov, "all_runs_fit")));
+
     CHECK(ap_json_number(ap_json_get(ap_json_get(j, "leave_one_source_out"), "time_mape")) <= 0.10);
     const ap_json *rows = ap_json_get(j, "rows");
     for (int i = 0; i < ap_json_size(rows); i++) {
@@ -133,18 +133,27 @@ static void test_validate_targets(void) {
         if (!metric) continue;
         if (!strcmp(metric, "step_s") || !strcmp(metric, "layer_s")) CHECK(e1 <= 0.15);
         if (!strcmp(metric, "activations_bytes")) CHECK(e1 <= 0.03);
-        if (!strcmp(metric, "step_s")) CHECK(ap_json_bool(ap_json_get(r, "fits")));
     }
-    /* the exact key sets */
-    const char *okeys[] = {"time_mape", "time_max", "memory_mape", "memory_max", "rows"};
-    for (int i = 0; i < 5; i++) CHECK(ap_json_get(ov, okeys[i]) != NULL);
-    const ap_json *bs = ap_json_at(ap_json_get(j, "by_source"), 0);
-    const char *bkeys[] = {"source", "time_mape", "time_max", "memory_mape", "rows"};
-    for (int i = 0; i < 5; i++) CHECK(ap_json_get(bs, bkeys[i]) != NULL);
-    const ap_json *r0 = ap_json_at(rows, 0);
-    const char *rkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error"};
-    for (int i = 0; i < 7; i++) CHECK(ap_json_get(r0, rkeys[i]) != NULL);
+    /* the exact key sets, in order */
+    const char *okeys[] = {"time_mape", "time_max", "memory_mape", "memory_max", "rows", NULL};
+    const char *bkeys[] = {"source", "time_mape", "time_max", "memory_mape", "rows", NULL};
+    const char *rkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error",
+                           NULL};
+    const char *tkeys[] = {"overall", "by_source", "rows", "leave_one_source_out", NULL};
+    const ap_json *objs[] = {ov, ap_json_at(ap_json_get(j, "by_source"), 0), ap_json_at(rows, 0), j};
+    const char **keys[] = {okeys, bkeys, rkeys, tkeys};
+    for (int k = 0; k < 4; k++) {
+        const ap_json *x = ap_json_first(objs[k]);
+        int i = 0;
+        for (; keys[k][i] && x; i++, x = ap_json_next(x)) CHECK_STR(ap_json_key(x), keys[k][i]);
+        CHECK(keys[k][i] == NULL && x == NULL);
+    }
+    free(out);
+    free(err);
     ap_json_free(j);
+    /* every published run that ran is predicted to fit */
+    CHECK_INT(tl_run("validate", &out, &err), 0);
+    CHECK_CONTAINS(out, "every published run predicted to fit: yes");
     free(out);
     free(err);
 }
