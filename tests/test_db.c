@@ -784,8 +784,9 @@ static void test_kill9(const char *dir) {
     CHECK_INT(ap_db_run_insert(db, &r, k, 64, NULL, &e), AP_OK);
     ap_db_close(db);
 
-    /* 1. Killed inside the transaction: the run row and its 64 rank rows are all written but
-     *    not committed. Afterwards: consistent, and none of them. */
+    /* 1. Killed inside the transaction: the run row (with a 4 MB plan, more than SQLite's 2 MB
+     *    page cache, so uncommitted pages spill into the WAL file) and its 64 rank rows are all
+     *    written but not committed. Afterwards: consistent, and none of them. */
     int fds[2];
     CHECK(pipe(fds) == 0);
     fflush(stdout);
@@ -801,15 +802,24 @@ static void test_kill9(const char *dir) {
         ap_db *cdb = NULL;
         ap_err ce;
         if (ap_db_open_opts(&o, &cdb, &ce) != AP_OK) _exit(2);
+        size_t big = 4u << 20;
+        char *plan = malloc(big + 1);
+        if (!plan) _exit(6);
+        for (size_t i = 0; i < big; i++) plan[i] = (char)('a' + (i * 7919) % 26);
+        plan[big] = '\0';
         ap_db_run cr;
         ap_db_run_rank ck[64];
-        make_run(&cr, ck, 64, "killed", 1763700001, "{\"big\":true}");
+        make_run(&cr, ck, 64, "killed", 1763700001, plan);
         ap_db_run_insert(cdb, &cr, ck, 64, NULL, &ce);
         _exit(5); /* not reached: the hook blocks */
     }
     close(fds[1]);
     int reached = wait_readable(fds[0], 10000);
     CHECK(reached);
+    char walpath[2100];
+    snprintf(walpath, sizeof walpath, "%s-wal", path);
+    struct stat wsb;
+    CHECK(stat(walpath, &wsb) == 0 && wsb.st_size > (1 << 20)); /* uncommitted frames on disk */
     kill(pid, SIGKILL);
     int st = 0;
     waitpid(pid, &st, 0);
@@ -823,13 +833,15 @@ static void test_kill9(const char *dir) {
     CHECK_INT(count(db, "run_ranks"), 64);
     ap_db_close(db);
 
-    /* 2. Killed at a random moment while committing runs in a loop: every run that landed has
-     *    all its 16 rank rows. */
+    /* 2. Killed at a random moment while committing runs in a loop (after its first commit,
+     *    signalled through a pipe): every run that landed has all its 16 rank rows. */
     for (int round = 0; round < 3; round++) {
+        CHECK(pipe(fds) == 0);
         fflush(stdout);
         fflush(stderr);
         pid = fork();
         if (pid == 0) {
+            close(fds[0]);
             ap_db *cdb = NULL;
             ap_err ce;
             if (ap_db_open(path, 0, &cdb, &ce) != AP_OK) _exit(2);
@@ -838,13 +850,17 @@ static void test_kill9(const char *dir) {
                 ap_db_run_rank ck[16];
                 make_run(&cr, ck, 16, "loop", 1763800000 + round * 1000000 + i, "{}");
                 if (ap_db_run_insert(cdb, &cr, ck, 16, NULL, &ce) != AP_OK) _exit(3);
+                if (i == 0 && write(fds[1], "x", 1) != 1) _exit(4);
             }
         }
-        struct timespec ts = {0, (40 + 37 * round) * 1000000L};
+        close(fds[1]);
+        CHECK(wait_readable(fds[0], 10000));
+        close(fds[0]);
+        struct timespec ts = {0, (3 + 11 * round) * 1000000L};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
-        CHECK(WIFSIGNALED(st));
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     }
     db = open_rw(path);
     CHECK(db != NULL);
