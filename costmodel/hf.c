@@ -382,8 +382,10 @@ static ap_status rd_bloom(rd *r, ap_model *m) {
     TRY(req_int2(r, "hidden_size", "n_embed", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int2(r, "n_layer", "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
     TRY(req_int2(r, "n_head", "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    const char *hk = ap_json_get(r->j, "hidden_size") ? "hidden_size" : "n_embed";
-    const char *ak = ap_json_get(r->j, "n_head") ? "n_head" : "num_attention_heads";
+    const char *hk = ap_json_is_number(ap_json_get(r->j, "hidden_size")) ? "hidden_size"
+                                                                          : "n_embed";
+    const char *ak = ap_json_is_number(ap_json_get(r->j, "n_head")) ? "n_head"
+                                                                     : "num_attention_heads";
     TRY(dims(r, hk, ak, NULL, NULL, 0, m));
     if (m->hidden > AP_MODEL_MAX_FFN / 4)
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = %lld is out of range [1, %d]",
@@ -414,7 +416,8 @@ static ap_status rd_falcon(rd *r, ap_model *m) {
     TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int2(r, "num_hidden_layers", "n_layer", 1, AP_MODEL_MAX_LAYERS, &m->layers));
     TRY(req_int2(r, "num_attention_heads", "n_head", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    const char *ak = ap_json_get(r->j, "num_attention_heads") ? "num_attention_heads" : "n_head";
+    const char *ak = ap_json_is_number(ap_json_get(r->j, "num_attention_heads"))
+                         ? "num_attention_heads" : "n_head";
     int newarch = 0, mq = 1, par = 1, alibi = 0;
     TRY(opt_bool(r, "new_decoder_architecture", 0, &newarch));
     TRY(opt_bool(r, "multi_query", 1, &mq));
@@ -450,7 +453,10 @@ static ap_status rd_deepseek_v3(rd *r, ap_model *m) {
      * moe_layer_freq-th: i % freq == 0) with n_routed_experts of moe_intermediate_size, top
      * num_experts_per_tok, n_shared_experts shared experts of moe_intermediate_size each, and a
      * sigmoid router with e_score_correction_bias. The num_nextn_predict_layers MTP module is not
-     * part of the model counted here (the 671B of the paper excludes it). */
+     * part of the model counted here (the 671B of the paper excludes it). Absent MoE fields mean
+     * what they mean in DeepSeek's own configuration_deepseek.py (the code its config.json names
+     * in auto_map): no n_routed_experts = a dense model, no n_shared_experts = none,
+     * first_k_dense_replace 0, moe_layer_freq 1. */
     TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
     TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));

@@ -480,6 +480,12 @@ static void test_bad_input(void) {
     bad("{\"model_type\":\"opt\",\"hidden_size\":1024,\"num_hidden_layers\":24,"
         "\"num_attention_heads\":16,\"ffn_dim\":4096,\"vocab_size\":50272,"
         "\"word_embed_proj_dim\":512}", "'word_embed_proj_dim'", "not supported");
+    /* 28b. the file's own field names in cross-field errors: BLOOM aliases, falcon kv heads */
+    bad("{\"model_type\":\"bloom\",\"n_embed\":1024,\"n_layer\":24,\"n_head\":7,"
+        "\"vocab_size\":250880}", "'n_head' = 7 does not divide 'n_embed' = 1024", NULL);
+    bad("{\"model_type\":\"falcon\",\"hidden_size\":8192,\"num_attention_heads\":128,"
+        "\"num_hidden_layers\":60,\"num_kv_heads\":6,\"vocab_size\":65024,"
+        "\"new_decoder_architecture\":true}", "'num_kv_heads' = 6", "'num_attention_heads'");
     /* 29. a NUL byte inside the text */
     const char nul[] = "{\"layers\":2,\0\"hidden\":64}";
     CHECK_INT(ap_model_parse(nul, sizeof nul - 1, "nul.json", &m, &err), AP_ERR_INPUT);
