@@ -478,6 +478,57 @@ static void test_invariants(void) {
     p.dtype = AP_DTYPE_FP8;
     p.trainer = AP_TRAINER_TORCHTITAN;
     run_invariants(&ll, &p, "torchtitan fp8 pp2");
+    base_plan(&p, 2, 2, 1, 1, 4, 1024);
+    p.cp = 2;
+    p.sp = 1;
+    p.overlap_grad = 1;
+    run_invariants(&ll, &p, "cp2 sp overlap");
+    gpt.parallel_attn = 1;
+    gpt.norms_per_layer = 1;
+    base_plan(&p, 1, 3, 1, 1, 5, 256);
+    run_invariants(&gpt, &p, "parallel attention, pp3, m5");
+}
+
+/* ---- fault paths --------------------------------------------------------------------------- */
+
+static void test_faults(void) {
+    ap_model ll;
+    llama_model(&ll, 8, 1024, 16, 4, 2816, 32000);
+    ap_plan p;
+    ap_sim *s = (ap_sim *)&p; /* must be reset to NULL on failure */
+    ap_err err = {{0}};
+    base_plan(&p, 1, 0, 1, 1, 1, 512);
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_ERR_INPUT);
+    CHECK(s == NULL);
+    CHECK_CONTAINS(err.msg, ">= 1");
+    base_plan(&p, 1, 1, 1, 1, 1, 0);
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_ERR_INPUT);
+    /* absurd sizes are refused before any allocation: 10^4 layers x 10^6 micro-batches */
+    ap_model huge = ll;
+    huge.layers = 10000;
+    base_plan(&p, 1, 1, 1, 1, 1000000, 512);
+    CHECK(ap_sim_run(&huge, NULL, &p, NULL, &s, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "too large");
+    ap_model none = ll;
+    none.layers = 0;
+    base_plan(&p, 1, 1, 1, 1, 1, 512);
+    CHECK(ap_sim_run(&none, NULL, &p, NULL, &s, &err) == AP_ERR_INPUT);
+    /* a stage without layers still runs (embedding and head only) */
+    base_plan(&p, 1, 2, 1, 1, 2, 256);
+    p.nchunks = 2;
+    p.stage_layers[0] = 8;
+    p.stage_layers[1] = 0;
+    p.stage_recompute[0] = p.stage_recompute[1] = -1;
+    CHECK(ap_sim_run(&ll, NULL, &p, NULL, &s, &err) == AP_OK);
+    if (s) {
+        CHECK_INT(ap_sim_rank_at(s, 1)->layers, 0);
+        check_rank_invariants(s, ap_sim_rank_at(s, 1), 0, "empty last stage");
+        ap_sim_free(s);
+    }
+    ap_alloc_mode md;
+    CHECK(ap_alloc_mode_parse("arena", &md, &err) == AP_OK && md == AP_ALLOC_ARENA);
+    CHECK(ap_alloc_mode_parse("buddy", &md, &err) == AP_ERR_INPUT);
+    ap_sim_free(NULL);
 }
 
 /* ---- schedule properties ----------------------------------------------------------------- */
@@ -848,6 +899,7 @@ int main(int argc, char **argv) {
     test_expandable_and_arena();
     test_korthikanti_table2();
     test_invariants();
+    test_faults();
     test_schedule();
     test_trace();
     test_against_estimate();
