@@ -9,6 +9,7 @@
 #include "autoplan/cli.h"
 #include "autoplan/emit.h"
 #include "autoplan/db.h"
+#include "autoplan/report.h"
 #include "autoplan/sim.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ static const command commands[] = {
     {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
     {"validate", ap_cmd_validate, "predict published training runs and report the errors"},
     {"emit", ap_cmd_emit, "trainer configs (DeepSpeed, Megatron, ...) from a saved plan.json"},
+    {"compare", ap_cmd_compare, "compare strategies: report.html with charts, report.md, plans.csv"},
     {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
 };
 

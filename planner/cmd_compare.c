@@ -1,0 +1,632 @@
+/*
+ * cmd_compare.c - `autoplan compare MODEL --gpus N --out DIR`: choose the strategies to compare
+ * (the search's top plans and named baselines, or `--strategies`), estimate each exactly as
+ * `autoplan estimate` would from the flags printed in the report, enumerate the plan space for
+ * the scatter and plans.csv, and write report.html, report.md and plans.csv atomically.
+ *
+ * Strategies (--strategies, comma separated; default top5,ddp,zero3,zero2-offload,megatron,no-pp):
+ *   topN           the N fastest fitting plans of ap_search (as `autoplan plan` ranks them)
+ *   ddp            pure data parallel: tp = pp = cp = 1, ZeRO 0, no offload
+ *   zero3          ZeRO-3 / FSDP FULL_SHARD, tp = pp = cp = 1, no offload (fsdp when the
+ *                  trainer has no ZeRO-3)
+ *   zero2-offload  ZeRO-2 with all optimizer states in CPU memory, tp = pp = cp = 1 (deepspeed
+ *                  when the trainer cannot offload under ZeRO-2)
+ *   megatron       Megatron-style: tp = min(8, GPUs per node) within a node, pp = number of
+ *                  nodes, megatron trainer
+ *   no-pp          the fastest plan with pp = 1
+ *   K=V,K=V        pinned dimensions (tp pp cp dp ep vp mbs zero recompute offload trainer);
+ *                  consecutive K=V items form one strategy, ';' separates two of them
+ * Free dimensions (micro-batch, recompute, ...) are chosen as the fastest fitting plan; when
+ * nothing fits, the legal plan with the least overshoot is shown; when nothing is legal, the
+ * rule that refuses it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "autoplan/cli.h"
+#include "autoplan/report.h"
+
+#define MAX_STRATEGIES 32
+#define DEFAULT_STRATEGIES "top5,ddp,zero3,zero2-offload,megatron,no-pp"
+
+typedef struct {
+    ap_flags fl;
+    ap_cli_ctx ctx;
+    ap_search_opts so; /* the base search: trainer, batch, sequence, dtype, estimate options */
+    const char *model_arg;
+} compare_cmd;
+
+/* one strategy to resolve */
+typedef struct {
+    char name[48];
+    int top;             /* > 0: the top N of the search */
+    ap_search_opts so;   /* pins for a baseline or spec */
+    char desc[192];
+    char note[192];
+} strat_spec;
+
+static const char *cluster_flag_names[] = {"gpus", "gpu", "gpus-per-node", "nvlink-domain",
+                                           "network-bw", "link-bw", "pcie-bw", "cpu-mem",
+                                           "cluster"};
+
+/* ---- the estimate command that reproduces a plan ---------------------------------------- */
+
+typedef struct {
+    char store[2048];
+    size_t used;
+    char *argv[96];
+    int argc;
+} argbuf;
+
+static int arg_add(argbuf *a, const char *s) {
+    size_t n = strlen(s) + 1;
+    if (a->argc >= (int)(sizeof a->argv / sizeof a->argv[0]) || a->used + n > sizeof a->store)
+        return -1;
+    memcpy(a->store + a->used, s, n);
+    a->argv[a->argc++] = a->store + a->used;
+    a->used += n;
+    return 0;
+}
+
+static int arg_addf(argbuf *a, const char *flag, const char *fmt, double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, fmt, v);
+    return arg_add(a, flag) | arg_add(a, buf);
+}
+
+static int plain_word(const char *s) {
+    for (; *s; s++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/:=+-,", *s))
+            return 0;
+    return 1;
+}
+
+/* argv for `autoplan estimate` (without the command name) reproducing plan p */
+static int estimate_argv(compare_cmd *cc, const ap_plan *p, argbuf *a) {
+    static const char *rc[] = {"none", "selective", "full"};
+    int bad = 0;
+    a->used = 0;
+    a->argc = 0;
+    bad |= arg_add(a, cc->model_arg);
+    for (size_t i = 0; i < sizeof cluster_flag_names / sizeof cluster_flag_names[0]; i++) {
+        const char *v = ap_flags_value(&cc->fl, cluster_flag_names[i]);
+        if (!v) continue;
+        char f[64];
+        snprintf(f, sizeof f, "--%s", cluster_flag_names[i]);
+        bad |= arg_add(a, f) | arg_add(a, v);
+    }
+    if (ap_flags_isset(&cc->fl, "allow-cross-node-tp")) bad |= arg_add(a, "--allow-cross-node-tp");
+    const char *hr = ap_flags_value(&cc->fl, "headroom");
+    if (hr) bad |= arg_add(a, "--headroom") | arg_add(a, hr);
+    bad |= arg_add(a, "--trainer") | arg_add(a, ap_trainer_name(p->trainer));
+    bad |= arg_addf(a, "--tp", "%.0f", p->tp) | arg_addf(a, "--pp", "%.0f", p->pp);
+    bad |= arg_addf(a, "--cp", "%.0f", p->cp);
+    if (p->ep > 1) bad |= arg_addf(a, "--ep", "%.0f", p->ep);
+    if (p->vp > 1) bad |= arg_addf(a, "--vp", "%.0f", p->vp);
+    bad |= arg_addf(a, "--mbs", "%.0f", (double)p->mbs) | arg_addf(a, "--gbs", "%.0f", (double)p->gbs);
+    bad |= arg_addf(a, "--seq", "%.0f", (double)p->seq) | arg_addf(a, "--zero", "%.0f", p->zero);
+    bad |= arg_add(a, "--recompute") | arg_add(a, rc[p->recompute]);
+    if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
+        bad |= arg_addf(a, "--recompute-layers", "%.0f", p->recompute_layers);
+    if (p->sp) bad |= arg_add(a, "--sp");
+    if (p->overlap_grad || p->overlap_param) bad |= arg_add(a, "--overlap");
+    if (p->offload_optimizer > 0) bad |= arg_addf(a, "--offload-optimizer", "%.17g", p->offload_optimizer);
+    if (p->offload_params > 0) bad |= arg_addf(a, "--offload-params", "%.17g", p->offload_params);
+    bad |= arg_add(a, "--dtype") | arg_add(a, ap_dtype_name(p->dtype));
+    if (!p->flash_attn) bad |= arg_add(a, "--no-flash-attn");
+    return bad ? -1 : 0;
+}
+
+static void join_args(const argbuf *a, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < a->argc && k < n; i++) {
+        const char *q = plain_word(a->argv[i]) ? "" : "'";
+        k += (size_t)snprintf(out + k, n - k, "%s%s%s%s ", q, a->argv[i], q, "");
+    }
+    if (k < n) snprintf(out + k, n - k, "--json");
+}
+
+/* Estimate plan p exactly as `autoplan estimate <args>` does (same parser, same defaults),
+ * so the report's numbers are that command's. */
+static ap_status estimate_as_cli(compare_cmd *cc, const ap_plan *p, ap_report_strategy *s,
+                                 ap_err *err) {
+    argbuf *a = malloc(sizeof *a);
+    ap_flags *fl = malloc(sizeof *fl);
+    ap_cli_ctx *ctx = malloc(sizeof *ctx);
+    ap_status st = AP_OK;
+    if (!a || !fl || !ctx) {
+        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (estimate_argv(cc, p, a) != 0) {
+        st = ap_err_set(err, AP_ERR_INTERNAL, "estimate command line too long");
+        goto done;
+    }
+    join_args(a, s->estimate_args, sizeof s->estimate_args);
+    fl->n = 0;
+    ap_cli_cluster_flags(fl);
+    ap_cli_plan_flags(fl);
+    int help = 0;
+    if ((st = ap_flags_parse(fl, a->argc, a->argv, 1, &help, err)) != AP_OK) goto done;
+    if ((st = ap_cli_load(fl, 1, ctx, err)) != AP_OK) goto done;
+    if ((st = ap_cli_finish_plan(ctx, err)) != AP_OK) goto done;
+    if ((st = ap_plan_check(&ctx->plan, &ctx->model, &ctx->cluster, ctx->allow_cross_node_tp,
+                            err)) != AP_OK)
+        goto done;
+    st = ap_estimate_plan(&ctx->model, &ctx->cluster, &ctx->plan, &ctx->opts, &s->est, err);
+done:
+    free(a);
+    free(fl);
+    free(ctx);
+    return st;
+}
+
+/* ---- strategies ---------------------------------------------------------------------------- */
+
+static ap_status parse_kv(const char *tok, strat_spec *sp, ap_err *err) {
+    char k[32], v[64];
+    const char *eq = strchr(tok, '=');
+    size_t kl = eq ? (size_t)(eq - tok) : 0;
+    if (!eq || kl == 0 || kl >= sizeof k || strlen(eq + 1) >= sizeof v || !eq[1])
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' is not key=value", tok);
+    memcpy(k, tok, kl);
+    k[kl] = '\0';
+    strcpy(v, eq + 1);
+    ap_plan *f = &sp->so.fixed;
+    char what[64];
+    snprintf(what, sizeof what, "--strategies %s", k);
+    int64_t x;
+    ap_status st;
+    if (!strcmp(k, "recompute")) {
+        if (!strcmp(v, "none")) f->recompute = AP_RECOMPUTE_NONE;
+        else if (!strcmp(v, "selective")) f->recompute = AP_RECOMPUTE_SELECTIVE;
+        else if (!strcmp(v, "full")) f->recompute = AP_RECOMPUTE_FULL;
+        else return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is not none, selective or full", what, v);
+        sp->so.fix_recompute = 1;
+        return AP_OK;
+    }
+    if (!strcmp(k, "trainer")) {
+        if ((st = ap_trainer_parse(v, &f->trainer, err)) != AP_OK) ap_err_prefix(err, "%s", what);
+        return st;
+    }
+    if (!strcmp(k, "offload")) {
+        double fr;
+        if ((st = ap_parse_real(v, what, 0, 1, &fr, err)) != AP_OK) return st;
+        f->offload_optimizer = fr > 0 ? fr : -1;
+        return AP_OK;
+    }
+    if ((st = ap_parse_int(v, what, !strcmp(k, "zero") ? 0 : 1, 1 << 20, &x, err)) != AP_OK)
+        return st;
+    if (!strcmp(k, "tp")) f->tp = (int)x;
+    else if (!strcmp(k, "pp")) f->pp = (int)x;
+    else if (!strcmp(k, "cp")) f->cp = (int)x;
+    else if (!strcmp(k, "dp")) f->dp = (int)x;
+    else if (!strcmp(k, "ep")) f->ep = (int)x;
+    else if (!strcmp(k, "vp")) f->vp = (int)x;
+    else if (!strcmp(k, "mbs")) f->mbs = x;
+    else if (!strcmp(k, "zero")) {
+        if (x > 3) return ap_err_set(err, AP_ERR_INPUT, "%s: must be 0-3", what);
+        f->zero = (int)x;
+    } else
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: unknown key '%s' (tp, pp, cp, dp, ep, "
+                          "vp, mbs, zero, recompute, offload, trainer)", k);
+    return AP_OK;
+}
+
+/* the trainer to use for a baseline needing ZeRO stage z (and optimizer offload when off) */
+static ap_trainer_id trainer_for(ap_trainer_id want, int z, int off, ap_trainer_id fallback,
+                                 char *note, size_t n) {
+    const ap_trainer_caps *t = ap_trainer_get(want);
+    int ok = (t->zero_mask & (1u << z)) &&
+             (!off || (t->offload_optimizer && (t->offload_optimizer_zero_mask & (1u << z))));
+    if (ok) return want;
+    snprintf(note, n, "Evaluated with %s: %s cannot run ZeRO-%d%s.", ap_trainer_name(fallback),
+             t->name, z, off ? " with optimizer offload" : "");
+    return fallback;
+}
+
+static ap_status named(compare_cmd *cc, const char *nm, strat_spec *sp, ap_err *err) {
+    ap_plan *f = &sp->so.fixed;
+    const ap_cluster *c = &cc->ctx.cluster;
+    snprintf(sp->name, sizeof sp->name, "%s", nm);
+    if (!strcmp(nm, "ddp")) {
+        f->tp = f->pp = f->cp = 1;
+        f->zero = 0;
+        f->offload_optimizer = f->offload_params = -1;
+        f->trainer = trainer_for(f->trainer, 0, 0, AP_TRAINER_DEEPSPEED, sp->note, sizeof sp->note);
+        snprintf(sp->desc, sizeof sp->desc, "pure data parallel (tp = pp = cp = 1, ZeRO 0, no "
+                 "offload); micro-batch and recompute chosen for speed.");
+    } else if (!strcmp(nm, "zero3")) {
+        f->tp = f->pp = f->cp = 1;
+        f->zero = 3;
+        f->offload_optimizer = f->offload_params = -1;
+        f->trainer = trainer_for(f->trainer, 3, 0, AP_TRAINER_FSDP, sp->note, sizeof sp->note);
+        snprintf(sp->desc, sizeof sp->desc, "ZeRO-3 / FSDP full sharding (tp = pp = cp = 1, no "
+                 "offload); micro-batch and recompute chosen for speed.");
+    } else if (!strcmp(nm, "zero2-offload")) {
+        f->tp = f->pp = f->cp = 1;
+        f->zero = 2;
+        f->offload_optimizer = 1;
+        f->offload_params = -1;
+        f->trainer = trainer_for(f->trainer, 2, 1, AP_TRAINER_DEEPSPEED, sp->note, sizeof sp->note);
+        snprintf(sp->desc, sizeof sp->desc, "ZeRO-2 with all optimizer states and master weights "
+                 "in CPU memory (ZeRO-Offload; tp = pp = cp = 1).");
+    } else if (!strcmp(nm, "megatron")) {
+        int tp = c->gpus_per_node < 8 ? c->gpus_per_node : 8;
+        if (tp > c->gpus) tp = c->gpus;
+        if (tp < 1) tp = 1;
+        int nodes = c->gpus_per_node > 0 ? (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node : 1;
+        f->tp = tp;
+        f->pp = nodes;
+        f->cp = 1;
+        if (f->trainer != AP_TRAINER_MEGATRON)
+            snprintf(sp->note, sizeof sp->note, "Evaluated with megatron.");
+        f->trainer = AP_TRAINER_MEGATRON;
+        snprintf(sp->desc, sizeof sp->desc, "Megatron-style: tp = %d within a node, pp = %d "
+                 "(one stage per node), data parallel over the rest.", tp, nodes);
+    } else if (!strcmp(nm, "no-pp")) {
+        f->pp = 1;
+        snprintf(sp->desc, sizeof sp->desc, "the fastest plan without pipeline parallelism "
+                 "(pp = 1).");
+    } else if (!strncmp(nm, "top", 3) && nm[3]) {
+        int64_t n;
+        if (ap_parse_int(nm + 3, "--strategies topN", 1, 20, &n, err) != AP_OK) return AP_ERR_INPUT;
+        sp->top = (int)n;
+    } else {
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: unknown strategy '%s' (topN, ddp, "
+                          "zero3, zero2-offload, megatron, no-pp, or key=value pins like "
+                          "tp=2,pp=4)", nm);
+    }
+    (void)cc;
+    return AP_OK;
+}
+
+static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec *out, int *n,
+                                  ap_err *err) {
+    char buf[1024];
+    if (strlen(list) >= sizeof buf) return ap_err_set(err, AP_ERR_INPUT, "--strategies: too long");
+    strcpy(buf, list);
+    *n = 0;
+    int in_spec = 0; /* the last strategy is a key=value one still collecting pins */
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        /* ';' separates two key=value strategies: "tp=2,pp=4;tp=4" */
+        char *sub_save = NULL;
+        int first_sub = 1;
+        for (char *t = strtok_r(tok, ";", &sub_save); t; t = strtok_r(NULL, ";", &sub_save)) {
+            if (!first_sub) in_spec = 0;
+            first_sub = 0;
+            while (*t == ' ') t++;
+            if (!*t) continue;
+            int kv = strchr(t, '=') != NULL;
+            if (!kv || !in_spec) {
+                if (*n >= MAX_STRATEGIES)
+                    return ap_err_set(err, AP_ERR_INPUT, "--strategies: at most %d", MAX_STRATEGIES);
+                strat_spec *sp = &out[(*n)++];
+                memset(sp, 0, sizeof *sp);
+                sp->so = cc->so;
+                sp->so.top_k = 1;
+                if (!kv) {
+                    ap_status st = named(cc, t, sp, err);
+                    if (st != AP_OK) return st;
+                    in_spec = 0;
+                    continue;
+                }
+                in_spec = 1;
+                sp->name[0] = '\0';
+                snprintf(sp->desc, sizeof sp->desc, "pinned by --strategies; the other "
+                         "dimensions chosen for speed.");
+            }
+            strat_spec *sp = &out[*n - 1];
+            ap_status st = parse_kv(t, sp, err);
+            if (st != AP_OK) return st;
+            size_t l = strlen(sp->name);
+            snprintf(sp->name + l, sizeof sp->name - l, "%s%s", l ? "," : "", t);
+        }
+    }
+    if (*n == 0) return ap_err_set(err, AP_ERR_INPUT, "--strategies: empty list");
+    return AP_OK;
+}
+
+/* best fitting plan and least-overshoot plan among the visited ones */
+typedef struct {
+    ap_estimate *best, *closest;
+    int have_best, have_closest;
+    double closest_over;
+} pick_state;
+
+static void pick_visit(void *ctx, const ap_estimate *e) {
+    pick_state *ps = ctx;
+    if (e->fits) {
+        if (!ps->have_best || e->time.step_s < ps->best->time.step_s ||
+            (e->time.step_s == ps->best->time.step_s &&
+             e->device_peak_bytes < ps->best->device_peak_bytes)) {
+            *ps->best = *e;
+            ps->have_best = 1;
+        }
+        return;
+    }
+    double over = (e->device_peak_bytes + e->headroom_bytes - e->capacity_bytes) / e->capacity_bytes;
+    if (!e->host_fits && e->host_capacity_bytes > 0) {
+        double h = (e->host_bytes_per_node - e->host_capacity_bytes) / e->host_capacity_bytes;
+        if (h > over) over = h;
+    }
+    if (!ps->have_closest || over < ps->closest_over) {
+        *ps->closest = *e;
+        ps->have_closest = 1;
+        ps->closest_over = over;
+    }
+}
+
+/* the rule that refuses the simplest plan with these pins */
+static void illegal_reason(compare_cmd *cc, const ap_search_opts *so, char *out, size_t n) {
+    const ap_plan *f = &so->fixed;
+    const ap_cluster *c = &cc->ctx.cluster;
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = f->trainer;
+    p.tp = f->tp ? f->tp : 1;
+    p.pp = f->pp ? f->pp : 1;
+    p.cp = f->cp ? f->cp : 1;
+    p.ep = f->ep ? f->ep : 1;
+    p.vp = f->vp ? f->vp : 1;
+    p.zero = f->zero >= 0 ? f->zero : 0;
+    p.mbs = f->mbs ? f->mbs : 1;
+    p.gbs = so->gbs;
+    p.seq = f->seq;
+    p.dtype = f->dtype;
+    p.offload_optimizer = f->offload_optimizer > 0 ? f->offload_optimizer : 0;
+    p.recompute = so->fix_recompute ? f->recompute : AP_RECOMPUTE_NONE;
+    int64_t per = (int64_t)p.tp * p.pp * p.cp;
+    if (c->gpus % per != 0) {
+        snprintf(out, n, "tp*pp*cp = %lld does not divide the %d GPUs", (long long)per, c->gpus);
+        return;
+    }
+    p.dp = (int)(c->gpus / per);
+    if (f->dp && f->dp != p.dp) {
+        snprintf(out, n, "dp = %d is not %d GPUs / (tp*pp*cp)", f->dp, c->gpus);
+        return;
+    }
+    if (p.gbs % (p.mbs * p.dp) != 0) {
+        snprintf(out, n, "the global batch %lld is not divisible by mbs*dp = %lld",
+                 (long long)p.gbs, (long long)(p.mbs * p.dp));
+        return;
+    }
+    p.grad_accum = p.gbs / (p.mbs * p.dp);
+    ap_err e = {{0}};
+    if (ap_plan_check(&p, &cc->ctx.model, c, so->allow_cross_node_tp, &e) != AP_OK) {
+        snprintf(out, n, "%s", e.msg);
+        return;
+    }
+    snprintf(out, n, "no plan with these pins passes the %s rules for this model and batch",
+             ap_trainer_name(f->trainer));
+}
+
+static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *out, int *nout,
+                         int cap, ap_err *err) {
+    ap_status st;
+    if (sp->top > 0) {
+        ap_search_opts so = cc->so;
+        so.top_k = sp->top;
+        ap_search_result r;
+        if ((st = ap_search(&cc->ctx.model, &cc->ctx.cluster, &so, &r, err)) != AP_OK) return st;
+        for (int i = 0; i < r.ntop && *nout < cap; i++) {
+            ap_report_strategy *s = &out[(*nout)++];
+            memset(s, 0, sizeof *s);
+            snprintf(s->name, sizeof s->name, "top%d", i + 1);
+            snprintf(s->desc, sizeof s->desc, "rank %d of the search (%s).", i + 1,
+                     ap_trainer_name(so.fixed.trainer));
+            if ((st = estimate_as_cli(cc, &r.top[i].plan, s, err)) != AP_OK) break;
+            s->status = s->est.fits ? AP_REPORT_OK : AP_REPORT_NOFIT;
+        }
+        if (st == AP_OK && r.ntop == 0 && *nout < cap) {
+            ap_report_strategy *s = &out[(*nout)++];
+            memset(s, 0, sizeof *s);
+            snprintf(s->name, sizeof s->name, "top1");
+            if (r.have_closest) {
+                snprintf(s->desc, sizeof s->desc, "nothing fits: the legal plan with the least "
+                         "overshoot.");
+                st = estimate_as_cli(cc, &r.closest.plan, s, err);
+                s->status = s->est.fits ? AP_REPORT_OK : AP_REPORT_NOFIT;
+            } else {
+                s->status = AP_REPORT_ILLEGAL;
+                illegal_reason(cc, &so, s->reason, sizeof s->reason);
+            }
+        }
+        ap_search_result_free(&r);
+        return st;
+    }
+    if (*nout >= cap) return AP_OK;
+    ap_report_strategy *s = &out[(*nout)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", sp->name);
+    snprintf(s->desc, sizeof s->desc, "%s", sp->desc);
+    snprintf(s->note, sizeof s->note, "%s", sp->note);
+    pick_state ps = {malloc(sizeof(ap_estimate)), malloc(sizeof(ap_estimate)), 0, 0, 0};
+    if (!ps.best || !ps.closest) {
+        free(ps.best);
+        free(ps.closest);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    }
+    int64_t nev;
+    int capped;
+    st = ap_report_each_plan(&cc->ctx.model, &cc->ctx.cluster, &sp->so, AP_REPORT_MAX_EVALS,
+                             pick_visit, &ps, &nev, &capped, err);
+    if (st == AP_OK) {
+        const ap_estimate *e = ps.have_best ? ps.best : ps.have_closest ? ps.closest : NULL;
+        if (e) {
+            st = estimate_as_cli(cc, &e->plan, s, err);
+            s->status = s->est.fits ? AP_REPORT_OK : AP_REPORT_NOFIT;
+        } else {
+            s->status = AP_REPORT_ILLEGAL;
+            illegal_reason(cc, &sp->so, s->reason, sizeof s->reason);
+        }
+    }
+    free(ps.best);
+    free(ps.closest);
+    return st;
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+static void add_flags(ap_flags *fl) {
+    ap_cli_cluster_flags(fl);
+    ap_flags_add(fl, "trainer", AP_FLAG_VALUE, "T",
+                 "megatron|deepspeed|fsdp|torchtitan|colossalai (default megatron)");
+    ap_flags_add(fl, "gbs", AP_FLAG_VALUE, "N", "global batch size, sequences (default: 4M tokens)");
+    ap_flags_add(fl, "tokens-per-step", AP_FLAG_VALUE, "T",
+                 "global batch in tokens (default 4M; --gbs sets sequences instead)");
+    ap_flags_add(fl, "seq", AP_FLAG_VALUE, "S",
+                 "sequence length, tokens (default: the model's training length)");
+    ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
+    ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
+                 "attention materialises the s x s score matrix (no FlashAttention)");
+    ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
+                 "memory kept free on each GPU for a plan to count as fitting (default 2GiB)");
+    ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
+                 "compared strategies (default " DEFAULT_STRATEGIES "); also key=value pins "
+                 "such as tp=2,pp=4 (';' between two)");
+    ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR",
+                 "directory for report.html, report.md and plans.csv (created if missing)");
+}
+
+static ap_status setup(compare_cmd *cc, ap_err *err) {
+    ap_flags *fl = &cc->fl;
+    ap_status st;
+    if (!ap_flags_isset(fl, "out"))
+        return ap_err_set(err, AP_ERR_INPUT, "--out DIR is required (where the report goes)");
+    if ((st = ap_cli_load(fl, 1, &cc->ctx, err)) != AP_OK) return st;
+    cc->model_arg = cc->ctx.model_path;
+    ap_search_opts *so = &cc->so;
+    ap_search_opts_init(so);
+    so->fixed.trainer = cc->ctx.plan.trainer;
+    so->fixed.seq = cc->ctx.plan.seq;
+    so->fixed.dtype = cc->ctx.plan.dtype;
+    so->fixed.flash_attn = cc->ctx.plan.flash_attn;
+    so->allow_cross_node_tp = cc->ctx.allow_cross_node_tp;
+    so->est = cc->ctx.opts;
+    if (ap_flags_isset(fl, "gbs") && ap_flags_isset(fl, "tokens-per-step"))
+        return ap_err_set(err, AP_ERR_INPUT, "give --gbs or --tokens-per-step, not both");
+    if (cc->ctx.plan.gbs > 0) {
+        so->gbs = cc->ctx.plan.gbs;
+    } else {
+        /* as `autoplan plan`: 4M tokens per step unless told otherwise */
+        double tps = 4194304.0;
+        const char *tv = ap_flags_value(fl, "tokens-per-step");
+        if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
+        so->gbs = (int64_t)llround(tps / (double)so->fixed.seq);
+        if (so->gbs < 1) so->gbs = 1;
+        fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
+                "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)so->fixed.seq,
+                (double)so->gbs * (double)so->fixed.seq / 1e6,
+                tv ? "from --tokens-per-step" : "default 4M tokens per step");
+    }
+    return AP_OK;
+}
+
+static ap_status write_one(const char *dir, const char *name, const char *data, size_t len,
+                           ap_err *err) {
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
+    ap_status st = ap_write_file_atomic(path, data, len, err);
+    if (st == AP_OK) printf("wrote %s\n", path);
+    return st;
+}
+
+int ap_cmd_compare(int argc, char **argv) {
+    compare_cmd *cc = calloc(1, sizeof *cc);
+    strat_spec *specs = calloc(MAX_STRATEGIES, sizeof *specs);
+    ap_report rep;
+    memset(&rep, 0, sizeof rep);
+    ap_err err = {{0}};
+    int help = 0, rc = 0;
+    char *html = NULL, *md = NULL, *csv = NULL;
+    size_t lh = 0, lm = 0, lc = 0;
+    ap_status st = AP_OK;
+    if (!cc || !specs) {
+        free(cc);
+        free(specs);
+        fprintf(stderr, "autoplan: out of memory\n");
+        return 1;
+    }
+    add_flags(&cc->fl);
+    st = ap_flags_parse(&cc->fl, argc, argv, 1, &help, &err);
+    if (help) {
+        ap_flags_print_help(&cc->fl, "autoplan compare MODEL --gpus N --out DIR [flags]",
+                            "Compare parallel strategies for one model and cluster: the search's "
+                            "top plans and\nbaselines (DDP, ZeRO-3, ZeRO-2 + CPU offload, "
+                            "Megatron-style, no pipeline). Writes\nDIR/report.html (charts), "
+                            "DIR/report.md and DIR/plans.csv (every feasible plan evaluated).");
+        goto out;
+    }
+    if (st == AP_OK) st = setup(cc, &err);
+    int nspec = 0;
+    if (st == AP_OK) {
+        const char *list = ap_flags_value(&cc->fl, "strategies");
+        st = parse_strategies(cc, list ? list : DEFAULT_STRATEGIES, specs, &nspec, &err);
+    }
+    if (st != AP_OK) {
+        rc = ap_cli_fail(st, &err);
+        goto out;
+    }
+    rep.model = &cc->ctx.model;
+    rep.cluster = &cc->ctx.cluster;
+    rep.model_arg = cc->model_arg;
+    rep.gbs = cc->so.gbs;
+    rep.seq = cc->so.fixed.seq;
+    rep.trainer = (int)cc->so.fixed.trainer;
+    rep.strat = calloc(MAX_STRATEGIES, sizeof *rep.strat);
+    if (!rep.strat) {
+        st = ap_err_set(&err, AP_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < nspec && st == AP_OK; i++)
+        st = resolve(cc, &specs[i], rep.strat, &rep.nstrat, MAX_STRATEGIES, &err);
+    if (st == AP_OK) st = ap_report_enumerate(rep.model, rep.cluster, &cc->so, &rep, &err);
+    if (st != AP_OK) {
+        rc = ap_cli_fail(st, &err);
+        goto out;
+    }
+    rep.best = ap_report_pick_best(&rep);
+    const char *dir = ap_flags_value(&cc->fl, "out");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0) {
+        rc = ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--out: cannot create directory %s: %s",
+                                    dir, strerror(errno)), &err);
+        goto out;
+    }
+    if ((st = ap_report_html(&rep, &html, &lh, &err)) == AP_OK &&
+        (st = ap_report_markdown(&rep, &md, &lm, &err)) == AP_OK &&
+        (st = ap_report_csv(&rep, &csv, &lc, &err)) == AP_OK &&
+        (st = write_one(dir, "report.html", html, lh, &err)) == AP_OK &&
+        (st = write_one(dir, "report.md", md, lm, &err)) == AP_OK)
+        st = write_one(dir, "plans.csv", csv, lc, &err);
+    if (st != AP_OK) {
+        rc = ap_cli_fail(st, &err);
+        goto out;
+    }
+    if (rep.best >= 0) {
+        char lbl[160];
+        const ap_report_strategy *b = &rep.strat[rep.best];
+        printf("best: %s (%s), %.3f s per step, %.0f tokens/s; %lld plans evaluated, %lld "
+               "feasible\n", b->name, ap_plan_label(&b->est.plan, lbl, sizeof lbl),
+               b->est.time.step_s, b->est.tp.tokens_per_s, (long long)rep.evaluated,
+               (long long)rep.fit);
+    } else {
+        printf("none of the compared strategies fits; %lld plans evaluated, %lld feasible\n",
+               (long long)rep.evaluated, (long long)rep.fit);
+    }
+out:
+    free(html);
+    free(md);
+    free(csv);
+    ap_report_free(&rep);
+    free(specs);
+    free(cc);
+    return rc;
+}

@@ -1,0 +1,1352 @@
+/*
+ * report.c - the data behind `autoplan compare` and its three renderers (report.h).
+ *
+ * Structure: a bounded enumeration of the search space (the same loops as planner/search.c,
+ * visiting every legal estimated plan instead of keeping a top K), compact rows for the
+ * feasible plans, then report.html (inline SVG charts, CSS for light, dark and print schemes,
+ * no scripts and nothing fetched), report.md and plans.csv, all built in one growable buffer.
+ *
+ * Numbers: every printed value is formatted from an ap_estimate field under the name
+ * `autoplan estimate --json` gives it (planner/estjson.c), with one fixed format per unit
+ * (fmt_s, fmt_gib, fmt_pct below) so a reader or a test can reformat the JSON and compare.
+ * Derived values are named as such: the overshoot (device peak + headroom - capacity) and the
+ * "allocator & runtime" memory segment (device peak minus the five allocated categories).
+ *
+ * Not here: the GPU-count sweep chart and the simulator's memory-over-time chart (absent, and
+ * the report says so); choosing the strategies (planner/cmd_compare.c).
+ */
+#include "autoplan/report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GiB 1073741824.0
+
+/* ---- growable text buffer ------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_grow(sbuf *b, size_t need) {
+    if (b->oom || b->n + need + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->n + need + 1) cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) {
+        b->oom = 1;
+        return;
+    }
+    b->p = q;
+    b->cap = cap;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+        b->oom = 1;
+        return;
+    }
+    sb_grow(b, (size_t)k);
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_printf(b, "%s", s); }
+
+/* text escaped for HTML/SVG content and attribute values */
+static void sb_html(sbuf *b, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': sb_puts(b, "&amp;"); break;
+        case '<': sb_puts(b, "&lt;"); break;
+        case '>': sb_puts(b, "&gt;"); break;
+        case '"': sb_puts(b, "&quot;"); break;
+        default: sb_printf(b, "%c", *s);
+        }
+    }
+}
+
+/* text escaped for a Markdown table cell */
+static void sb_md(sbuf *b, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') sb_puts(b, "\\|");
+        else if (*s == '\n') sb_puts(b, " ");
+        else sb_printf(b, "%c", *s);
+    }
+}
+
+static ap_status sb_finish(sbuf *b, char **out, size_t *len, ap_err *err) {
+    sb_grow(b, 0);
+    if (b->oom || !b->p) {
+        free(b->p);
+        *out = NULL;
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory building the report");
+    }
+    b->p[b->n] = '\0';
+    *out = b->p;
+    if (len) *len = b->n;
+    return AP_OK;
+}
+
+/* ---- number formats: one per unit, used by every renderer ------------------------------ */
+
+static char *fmt_s(double s, char *buf, size_t n) { snprintf(buf, n, "%.3f", s); return buf; }
+static char *fmt_gib(double bytes, char *buf, size_t n) {
+    snprintf(buf, n, "%.2f", bytes / GiB);
+    return buf;
+}
+static char *fmt_pct(double frac, char *buf, size_t n) {
+    snprintf(buf, n, "%.1f", 100.0 * frac);
+    return buf;
+}
+static char *fmt_tps(double tps, char *buf, size_t n) { snprintf(buf, n, "%.0f", tps); return buf; }
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
+    const ap_plan *p = &e->plan;
+    const ap_time *t = &e->time;
+    const ap_stage_mem *w = &e->stages[e->worst_stage];
+    memset(r, 0, sizeof *r);
+    r->trainer = (int)p->trainer;
+    r->tp = p->tp; r->pp = p->pp; r->dp = p->dp; r->cp = p->cp; r->ep = p->ep; r->etp = p->etp;
+    r->vp = p->vp; r->zero = p->zero; r->recompute = (int)p->recompute;
+    r->recompute_layers = p->recompute_layers; r->sp = p->sp;
+    r->overlap = p->overlap_grad || p->overlap_param;
+    r->dtype = (int)p->dtype; r->flash_attn = p->flash_attn;
+    r->mbs = p->mbs; r->gbs = p->gbs; r->grad_accum = p->grad_accum; r->seq = p->seq;
+    r->offload_optimizer = p->offload_optimizer; r->offload_params = p->offload_params;
+    r->step_s = t->step_s; r->compute_s = t->compute_s; r->recompute_s = t->recompute_s;
+    r->tp_comm_s = t->tp_comm_s; r->cp_comm_s = t->cp_comm_s; r->ep_comm_s = t->ep_comm_s;
+    r->pp_comm_s = t->pp_comm_s; r->dp_comm_s = t->dp_comm_s; r->bubble_s = t->bubble_s;
+    r->offload_s = t->offload_s; r->optimizer_s = t->optimizer_s; r->overhead_s = t->overhead_s;
+    r->tokens_per_s = e->tp.tokens_per_s; r->model_tflops_per_gpu = e->tp.model_tflops_per_gpu;
+    r->hw_tflops_per_gpu = e->tp.hw_tflops_per_gpu; r->mfu = e->tp.mfu; r->hfu = e->tp.hfu;
+    r->peak_bytes = e->peak_bytes; r->capacity_bytes = e->capacity_bytes;
+    r->headroom_bytes = e->headroom_bytes; r->params_bytes = w->params_bytes;
+    r->grads_bytes = w->grads_bytes; r->optimizer_bytes = w->optimizer_bytes;
+    r->activations_bytes = w->activations_bytes; r->other_bytes = w->other_bytes;
+    r->allocated_peak_bytes = e->allocated_peak_bytes;
+    r->reserved_peak_bytes = e->reserved_peak_bytes;
+    r->device_peak_bytes = e->device_peak_bytes;
+    r->host_bytes_per_node = e->host_bytes_per_node;
+    r->host_capacity_bytes = e->host_capacity_bytes;
+    r->fits = e->fits; r->worst_stage = e->worst_stage; r->host_fits = e->host_fits;
+}
+
+static void row_plan(const ap_report_row *r, ap_plan *p) {
+    ap_plan_init(p);
+    p->trainer = (ap_trainer_id)r->trainer;
+    p->tp = r->tp; p->pp = r->pp; p->dp = r->dp; p->cp = r->cp; p->ep = r->ep; p->etp = r->etp;
+    p->vp = r->vp; p->zero = r->zero; p->recompute = (ap_recompute)r->recompute;
+    p->recompute_layers = r->recompute_layers; p->sp = r->sp;
+    p->overlap_grad = p->overlap_param = r->overlap;
+    p->dtype = (ap_dtype)r->dtype; p->flash_attn = r->flash_attn;
+    p->mbs = r->mbs; p->gbs = r->gbs; p->grad_accum = r->grad_accum; p->seq = r->seq;
+    p->offload_optimizer = r->offload_optimizer; p->offload_params = r->offload_params;
+}
+
+/* 1 if a ranks before b: lower step time, then lower device memory (as ap_search ranks) */
+static int row_before(const ap_report_row *a, const ap_report_row *b) {
+    if (a->step_s != b->step_s) return a->step_s < b->step_s;
+    return a->device_peak_bytes < b->device_peak_bytes;
+}
+
+static int row_cmp(const void *x, const void *y) {
+    const ap_report_row *a = x, *b = y;
+    if (row_before(a, b)) return -1;
+    if (row_before(b, a)) return 1;
+    return 0;
+}
+
+/* ---- enumeration ------------------------------------------------------------------------ */
+
+static int divisors(int64_t n, int64_t max, int *out, int cap) {
+    int k = 0;
+    for (int64_t d = 1; d <= n && d <= max && k < cap; d++)
+        if (n % d == 0) out[k++] = (int)d;
+    return k;
+}
+
+typedef struct {
+    ap_report *r;
+    ap_report_row *heap; /* max-heap on (step, memory) while collecting, capped */
+    int64_t n, cap;
+    int oom;
+} collect_state;
+
+static void heap_push(collect_state *cs, const ap_report_row *row) {
+    if (cs->n == AP_REPORT_MAX_ROWS) {
+        /* full: replace the slowest when this one ranks before it */
+        if (!row_before(row, &cs->heap[0])) return;
+        int64_t i = 0;
+        cs->heap[0] = *row;
+        for (;;) {
+            int64_t l = 2 * i + 1, rr = l + 1, m = i;
+            if (l < cs->n && row_before(&cs->heap[m], &cs->heap[l])) m = l;
+            if (rr < cs->n && row_before(&cs->heap[m], &cs->heap[rr])) m = rr;
+            if (m == i) break;
+            ap_report_row t = cs->heap[i];
+            cs->heap[i] = cs->heap[m];
+            cs->heap[m] = t;
+            i = m;
+        }
+        return;
+    }
+    if (cs->n == cs->cap) {
+        int64_t cap = cs->cap ? cs->cap * 2 : 4096;
+        if (cap > AP_REPORT_MAX_ROWS) cap = AP_REPORT_MAX_ROWS;
+        ap_report_row *q = realloc(cs->heap, (size_t)cap * sizeof *q);
+        if (!q) {
+            cs->oom = 1;
+            return;
+        }
+        cs->heap = q;
+        cs->cap = cap;
+    }
+    int64_t i = cs->n++;
+    cs->heap[i] = *row;
+    while (i > 0) {
+        int64_t par = (i - 1) / 2;
+        if (!row_before(&cs->heap[par], &cs->heap[i])) break;
+        ap_report_row t = cs->heap[i];
+        cs->heap[i] = cs->heap[par];
+        cs->heap[par] = t;
+        i = par;
+    }
+}
+
+static void collect_visit(void *ctx, const ap_estimate *e) {
+    collect_state *cs = ctx;
+    if (!e->fits || cs->oom) return;
+    ap_report_row row;
+    ap_report_row_from_estimate(e, &row);
+    cs->r->fit++;
+    heap_push(cs, &row);
+}
+
+ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                              int64_t max_evals, void (*visit)(void *, const ap_estimate *),
+                              void *ctx, int64_t *evaluated, int *capped, ap_err *err) {
+    *evaluated = 0;
+    *capped = 0;
+    if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
+    ap_estimate *e = malloc(sizeof *e);
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    const ap_plan *fx = &o->fixed;
+    const ap_trainer_caps *tr = ap_trainer_get(fx->trainer);
+    const int N = c->gpus;
+    const int64_t L = m->layers;
+    int tps[64], cps[64], pps[256], eps[64], vps[64], mbss[64];
+    /* The loops and levels mirror ap_search (planner/search.c) so the scatter shows the space
+     * the ranking came from. */
+    int ntp = divisors(N, tr->tp ? (o->allow_cross_node_tp ? N : c->nvlink_domain) : 1, tps, 64);
+    for (int it = 0; it < ntp && !*capped; it++) {
+        int tp = tps[it];
+        if (fx->tp && tp != fx->tp) continue;
+        int ncp = divisors(N / tp, tr->cp ? 64 : 1, cps, 64);
+        for (int ic = 0; ic < ncp && !*capped; ic++) {
+            int cp = cps[ic];
+            if (fx->cp && cp != fx->cp) continue;
+            if (cp > 1 && fx->seq % (2 * cp) != 0) continue;
+            int npp = divisors(N / (tp * cp), tr->pp ? (L < 256 ? L : 256) : 1, pps, 256);
+            for (int ip = 0; ip < npp && !*capped; ip++) {
+                int pp = pps[ip];
+                if (fx->pp && pp != fx->pp) continue;
+                int dp = N / (tp * cp * pp);
+                if (fx->dp && dp != fx->dp) continue;
+                if (o->gbs % dp != 0) continue;
+                int nep = 1;
+                eps[0] = 1;
+                if (m->moe.experts > 0 && tr->ep)
+                    nep = divisors(m->moe.experts, (int64_t)tp * dp * cp, eps, 64);
+                for (int ie = 0; ie < nep && !*capped; ie++) {
+                    int ep = eps[ie];
+                    if (fx->ep && ep != fx->ep) continue;
+                    if (((int64_t)tp * dp * cp) % ep != 0) continue;
+                    int nvp = 1;
+                    vps[0] = 1;
+                    if (pp > 1 && tr->vp) nvp = divisors(L / pp, 64, vps, 64);
+                    for (int iv = 0; iv < nvp && !*capped; iv++) {
+                        int vp = vps[iv];
+                        if (fx->vp && vp != fx->vp) continue;
+                        if (vp > 1 && L % ((int64_t)pp * vp) != 0) continue;
+                        int nmb = divisors(o->gbs / dp, o->max_mbs, mbss, 64);
+                        for (int z = 0; z <= 3 && !*capped; z++) {
+                            if (!(tr->zero_mask & (1u << z))) continue;
+                            if (fx->zero >= 0 && z != fx->zero) continue;
+                            double offo[3] = {0, 0.5, 1}, offp[2] = {0, 1};
+                            int noo = 1, nop = 1;
+                            if (tr->offload_optimizer && (tr->offload_optimizer_zero_mask & (1u << z)))
+                                noo = 3;
+                            if (tr->offload_params && (tr->offload_params_zero_mask & (1u << z)))
+                                nop = 2;
+                            for (int io = 0; io < noo; io++) {
+                                if (fx->offload_optimizer > 0 && offo[io] != fx->offload_optimizer)
+                                    continue;
+                                if (fx->offload_optimizer < 0 && offo[io] != 0) continue;
+                                for (int ipp = 0; ipp < nop; ipp++) {
+                                    if (fx->offload_params > 0 && offp[ipp] != fx->offload_params)
+                                        continue;
+                                    if (fx->offload_params < 0 && offp[ipp] != 0) continue;
+                                    ap_plan p;
+                                    ap_plan_init(&p);
+                                    p.trainer = fx->trainer;
+                                    p.tp = tp; p.cp = cp; p.pp = pp; p.dp = dp; p.ep = ep;
+                                    p.etp = 1; p.vp = vp;
+                                    p.gbs = o->gbs; p.seq = fx->seq;
+                                    p.zero = z;
+                                    p.dtype = fx->dtype;
+                                    p.flash_attn = fx->flash_attn;
+                                    p.sp = (tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
+                                    p.overlap_grad = tr->overlap_grad && !o->no_overlap;
+                                    p.overlap_param = tr->overlap_param && !o->no_overlap;
+                                    p.offload_optimizer = offo[io];
+                                    p.offload_params = offp[ipp];
+                                    int chunk = (int)(L / ((int64_t)pp * vp));
+                                    for (int rc = 0; rc < 3 && !*capped; rc++) {
+                                        if (!(tr->recompute_mask & (1u << rc))) continue;
+                                        if (o->fix_recompute && rc != (int)fx->recompute) continue;
+                                        int lv[4], nl = 0;
+                                        lv[nl++] = rc == AP_RECOMPUTE_FULL ? fx->recompute_layers : 0;
+                                        if (rc == AP_RECOMPUTE_FULL && tr->recompute_partial &&
+                                            !fx->recompute_layers && chunk >= 4) {
+                                            int fr[3] = {chunk * 3 / 4, chunk / 2, chunk / 4};
+                                            for (int q = 0; q < 3; q++)
+                                                if (fr[q] >= 1 && fr[q] < chunk &&
+                                                    (q == 0 || fr[q] != fr[q - 1]))
+                                                    lv[nl++] = fr[q];
+                                        }
+                                        for (int il = 0; il < nl && !*capped; il++) {
+                                            p.recompute = (ap_recompute)rc;
+                                            p.recompute_layers = lv[il];
+                                            for (int im = 0; im < nmb; im++) {
+                                                p.mbs = mbss[im];
+                                                if (fx->mbs && p.mbs != fx->mbs) continue;
+                                                p.grad_accum = p.gbs / (p.mbs * p.dp);
+                                                if (ap_plan_check(&p, m, c, o->allow_cross_node_tp,
+                                                                  NULL) != AP_OK)
+                                                    continue;
+                                                if (*evaluated >= max_evals) {
+                                                    *capped = 1;
+                                                    break;
+                                                }
+                                                if (ap_estimate_plan(m, c, &p, &o->est, e, NULL) !=
+                                                    AP_OK)
+                                                    continue;
+                                                (*evaluated)++;
+                                                visit(ctx, e);
+                                                /* larger micro-batches only use more memory */
+                                                if (!e->fits) break;
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    free(e);
+    return AP_OK;
+}
+
+ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                              ap_report *r, ap_err *err) {
+    collect_state cs = {r, NULL, 0, 0, 0};
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = 0;
+    r->fit = 0;
+    ap_status st = ap_report_each_plan(m, c, so, AP_REPORT_MAX_EVALS, collect_visit, &cs,
+                                       &r->evaluated, &r->eval_capped, err);
+    if (st == AP_OK && cs.oom) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
+    if (st != AP_OK) {
+        free(cs.heap);
+        return st;
+    }
+    if (cs.n > 0) qsort(cs.heap, (size_t)cs.n, sizeof *cs.heap, row_cmp);
+    r->rows = cs.heap;
+    r->nrows = cs.n;
+    return AP_OK;
+}
+
+int ap_report_pick_best(const ap_report *r) {
+    int best = -1;
+    ap_report_row a, b;
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status != AP_REPORT_OK) continue;
+        if (best < 0) {
+            best = i;
+            continue;
+        }
+        ap_report_row_from_estimate(&r->strat[i].est, &a);
+        ap_report_row_from_estimate(&r->strat[best].est, &b);
+        if (row_before(&a, &b)) best = i;
+    }
+    return best;
+}
+
+void ap_report_free(ap_report *r) {
+    free(r->strat);
+    free(r->rows);
+    r->strat = NULL;
+    r->rows = NULL;
+    r->nstrat = 0;
+    r->nrows = 0;
+}
+
+/* ---- the parts of a step and of memory --------------------------------------------------- */
+
+typedef struct {
+    const char *key;   /* estimate --json field (time.* or memory.*) */
+    const char *name;  /* legend text */
+    const char *color; /* Okabe-Ito */
+    int hatch;         /* drawn with diagonal hatching, so no two parts look alike */
+    size_t off;        /* offset in ap_report_row */
+} part_def;
+
+#define ROWF(f) offsetof(ap_report_row, f)
+static const part_def time_parts[] = {
+    {"compute_s", "compute", "#0072B2", 0, ROWF(compute_s)},
+    {"recompute_s", "recompute", "#56B4E9", 0, ROWF(recompute_s)},
+    {"tp_comm_s", "TP comm", "#009E73", 0, ROWF(tp_comm_s)},
+    {"cp_comm_s", "CP comm", "#F0E442", 0, ROWF(cp_comm_s)},
+    {"ep_comm_s", "EP comm", "#CC79A7", 0, ROWF(ep_comm_s)},
+    {"pp_comm_s", "PP comm", "#D55E00", 0, ROWF(pp_comm_s)},
+    {"dp_comm_s", "DP comm", "#E69F00", 0, ROWF(dp_comm_s)},
+    {"bubble_s", "pipeline bubble", "#000000", 0, ROWF(bubble_s)},
+    {"offload_s", "offload", "#0072B2", 1, ROWF(offload_s)},
+    {"optimizer_s", "optimizer", "#D55E00", 1, ROWF(optimizer_s)},
+    {"overhead_s", "fixed overhead", "#009E73", 1, ROWF(overhead_s)},
+};
+#define NTIME ((int)(sizeof time_parts / sizeof time_parts[0]))
+
+static const part_def mem_parts[] = {
+    {"params_bytes", "parameters", "#0072B2", 0, ROWF(params_bytes)},
+    {"grads_bytes", "gradients", "#56B4E9", 0, ROWF(grads_bytes)},
+    {"optimizer_bytes", "optimizer", "#009E73", 0, ROWF(optimizer_bytes)},
+    {"activations_bytes", "activations", "#E69F00", 0, ROWF(activations_bytes)},
+    {"other_bytes", "other", "#CC79A7", 0, ROWF(other_bytes)},
+    {NULL, "allocator & runtime", "#F0E442", 1, 0}, /* device peak minus the five above */
+};
+#define NMEM ((int)(sizeof mem_parts / sizeof mem_parts[0]))
+
+static double rowv(const ap_report_row *r, size_t off) {
+    return *(const double *)((const char *)r + off);
+}
+
+static double mem_part(const ap_report_row *r, int i) {
+    if (mem_parts[i].key) return rowv(r, mem_parts[i].off);
+    double rest = r->device_peak_bytes;
+    for (int k = 0; k < NMEM - 1; k++) rest -= rowv(r, mem_parts[k].off);
+    return rest > 0 ? rest : 0;
+}
+
+/* largest exposed part; skip_compute = 1: the largest other than compute */
+static int largest_part(const ap_report_row *r, int skip_compute) {
+    int best = skip_compute ? 1 : 0;
+    for (int i = best + 1; i < NTIME; i++)
+        if (rowv(r, time_parts[i].off) > rowv(r, time_parts[best].off)) best = i;
+    return best;
+}
+
+static double overshoot_bytes(const ap_report_row *r) {
+    return r->device_peak_bytes + r->headroom_bytes - r->capacity_bytes;
+}
+
+static const char *rc_name(int rc) {
+    return rc == AP_RECOMPUTE_FULL ? "full" : rc == AP_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static const char *status_text(const ap_report_strategy *s) {
+    return s->status == AP_REPORT_OK ? "yes" : s->status == AP_REPORT_NOFIT ? "no" : "illegal";
+}
+
+/* ---- explanations (shared by HTML and Markdown) ------------------------------------------ */
+
+typedef struct {
+    char text[2048];
+    size_t n;
+} line_buf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void lb_add(line_buf *l, const char *fmt, ...) {
+    if (l->n + 1 >= sizeof l->text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(l->text + l->n, sizeof l->text - l->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) l->n += (size_t)k < sizeof l->text - l->n ? (size_t)k : sizeof l->text - l->n - 1;
+}
+
+/* Why the best plan beats strategy i: one sentence, numbers as "field value unit". */
+static void explain(const ap_report *r, int i, line_buf *out) {
+    const ap_report_strategy *s = &r->strat[i];
+    char a[32], b[32], c[32], d[32];
+    out->text[0] = '\0';
+    out->n = 0;
+#define ADD(...) lb_add(out, __VA_ARGS__)
+    if (s->status == AP_REPORT_ILLEGAL) {
+        ADD("not legal: %s.", s->reason);
+        return;
+    }
+    ap_report_row o, bst;
+    ap_report_row_from_estimate(&s->est, &o);
+    if (s->status == AP_REPORT_NOFIT) {
+        if (!o.host_fits && overshoot_bytes(&o) <= 0)
+            ADD("does not fit: host_bytes_per_node %s GiB of host_capacity_bytes %s GiB.",
+                fmt_gib(o.host_bytes_per_node, a, sizeof a),
+                fmt_gib(o.host_capacity_bytes, b, sizeof b));
+        else
+            ADD("does not fit: device_peak_bytes %s GiB + headroom_bytes %s GiB > capacity_bytes "
+                "%s GiB, over by %s GiB.", fmt_gib(o.device_peak_bytes, a, sizeof a),
+                fmt_gib(o.headroom_bytes, b, sizeof b), fmt_gib(o.capacity_bytes, c, sizeof c),
+                fmt_gib(overshoot_bytes(&o), d, sizeof d));
+        return;
+    }
+    if (r->best < 0) return;
+    ap_report_row_from_estimate(&r->strat[r->best].est, &bst);
+    double rel = (o.step_s - bst.step_s) / bst.step_s;
+    if (fabs(rel) < AP_VALIDATED_TIME_ERROR) {
+        ADD("a tie: step_s %s s vs %s s differ by less than the validated time error (%.0f%%)",
+            fmt_s(o.step_s, a, sizeof a), fmt_s(bst.step_s, b, sizeof b),
+            100 * AP_VALIDATED_TIME_ERROR);
+        if (o.device_peak_bytes != bst.device_peak_bytes)
+            ADD("; device_peak_bytes %s GiB vs %s GiB", fmt_gib(o.device_peak_bytes, a, sizeof a),
+                fmt_gib(bst.device_peak_bytes, b, sizeof b));
+        ADD(".");
+        return;
+    }
+    ADD("slower: step_s %s s vs %s s", fmt_s(o.step_s, a, sizeof a), fmt_s(bst.step_s, b, sizeof b));
+    /* the parts that grew most, largest first (at most three) */
+    int used[NTIME] = {0};
+    int shown = 0;
+    for (int n = 0; n < 3; n++) {
+        int pick = -1;
+        double pd = 0;
+        for (int j = 0; j < NTIME; j++) {
+            double dlt = rowv(&o, time_parts[j].off) - rowv(&bst, time_parts[j].off);
+            if (!used[j] && dlt > pd) {
+                pd = dlt;
+                pick = j;
+            }
+        }
+        if (pick < 0 || pd < 1e-3 * bst.step_s) break;
+        used[pick] = 1;
+        ADD("%s %s %s s vs %s s", shown ? "," : "; larger parts:", time_parts[pick].key,
+            fmt_s(rowv(&o, time_parts[pick].off), a, sizeof a),
+            fmt_s(rowv(&bst, time_parts[pick].off), b, sizeof b));
+        shown++;
+    }
+    ADD("; tokens_per_s %s vs %s.", fmt_tps(o.tokens_per_s, a, sizeof a),
+        fmt_tps(bst.tokens_per_s, b, sizeof b));
+#undef ADD
+}
+
+static void bottleneck(const ap_report *r, line_buf *out) {
+    out->text[0] = '\0';
+    out->n = 0;
+    if (r->best < 0) return;
+    ap_report_row b;
+    ap_report_row_from_estimate(&r->strat[r->best].est, &b);
+    int big = largest_part(&b, 0), nc = largest_part(&b, 1);
+    char x[32], y[32], z[32];
+    snprintf(out->text, sizeof out->text,
+             "the largest exposed part of %s is %s %s s of step_s %s s; the largest part other "
+             "than compute is %s %s s.",
+             r->strat[r->best].name, time_parts[big].key,
+             fmt_s(rowv(&b, time_parts[big].off), x, sizeof x), fmt_s(b.step_s, y, sizeof y),
+             time_parts[nc].key, fmt_s(rowv(&b, time_parts[nc].off), z, sizeof z));
+}
+
+/* ---- SVG helpers --------------------------------------------------------------------------- */
+
+/* A "nice" axis: step in {1, 2, 5} x 10^k, about 5 ticks up to at least hi. */
+static double nice_step(double hi) {
+    if (!(hi > 0)) return 1;
+    double raw = hi / 5, p = pow(10, floor(log10(raw))), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+static void svg_patterns(sbuf *b, const char *prefix, const part_def *parts, int n) {
+    sb_puts(b, "<defs>");
+    for (int i = 0; i < n; i++) {
+        if (!parts[i].hatch) continue;
+        sb_printf(b, "<pattern id=\"%s-h%d\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+                  "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#FFFFFF\"/>"
+                  "<rect width=\"3\" height=\"6\" fill=\"%s\"/></pattern>", prefix, i, parts[i].color);
+    }
+    sb_puts(b, "</defs>");
+}
+
+static void svg_fill(sbuf *b, const char *prefix, const part_def *parts, int i) {
+    if (parts[i].hatch) sb_printf(b, "url(#%s-h%d)", prefix, i);
+    else sb_puts(b, parts[i].color);
+}
+
+/* legend: one swatch and name per part, in stacking order; returns the height used */
+static double svg_legend(sbuf *b, const char *prefix, const part_def *parts, int n, double x0,
+                         double y0, double width) {
+    double x = x0, y = y0;
+    sb_puts(b, "<g class=\"legend\">");
+    for (int i = 0; i < n; i++) {
+        double w = 26 + 7.0 * (double)strlen(parts[i].name);
+        if (x + w > x0 + width) {
+            x = x0;
+            y += 18;
+        }
+        sb_printf(b, "<g class=\"legend-item\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+                  "class=\"swatch\" fill=\"", x, y);
+        svg_fill(b, prefix, parts, i);
+        sb_printf(b, "\"/><text x=\"%.1f\" y=\"%.1f\">%d %s</text></g>", x + 16, y + 10, i + 1,
+                  parts[i].name);
+        x += w + 14;
+    }
+    sb_puts(b, "</g>");
+    return y - y0 + 22;
+}
+
+static void svg_xaxis(sbuf *b, double x0, double w, double y0, double y1, double hi, double step,
+                      const char *title, double scale) {
+    for (double v = 0; v <= hi * (1 + 1e-9); v += step) {
+        double x = x0 + w * v / hi;
+        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
+                  x, y0, x, y1, x, y1 + 14, v / scale);
+    }
+    sb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+              x0 + w / 2, y1 + 32);
+    sb_html(b, title);
+    sb_puts(b, "</text>");
+}
+
+static void strat_heading(sbuf *b, const ap_report_strategy *s, double x, double y) {
+    char lbl[160];
+    sb_printf(b, "<text class=\"name\" x=\"%.1f\" y=\"%.1f\">", x, y);
+    sb_html(b, s->name);
+    sb_printf(b, "</text><text class=\"sub\" x=\"%.1f\" y=\"%.1f\">", x, y + 13);
+    if (s->status == AP_REPORT_ILLEGAL) {
+        sb_puts(b, "no legal plan");
+    } else {
+        sb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
+    }
+    sb_puts(b, "</text>");
+}
+
+/* (1) step time per strategy: stacked parts, error band, tokens/s and MFU */
+static void chart_time(sbuf *b, const ap_report *r) {
+    const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
+    double hi = 0;
+    int nbars = 0;
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        nbars++;
+        double v = r->strat[i].est.time.step_s * (1 + AP_VALIDATED_TIME_ERROR);
+        if (v > hi) hi = v;
+    }
+    double step = nice_step(hi);
+    hi = step * ceil(hi / step);
+    if (!(hi > 0)) hi = 1;
+    sbuf leg = {0};
+    double lh = svg_legend(&leg, "t", time_parts, NTIME, 10, 10, W - 20);
+    double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
+    sb_printf(b, "<svg id=\"chart-time\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+              "aria-labelledby=\"chart-time-title\"><title id=\"chart-time-title\">Step time per "
+              "strategy, stacked by part, seconds; whiskers show the validated error of "
+              "&#177;%.0f%%</title>", W, H, W, H, 100 * AP_VALIDATED_TIME_ERROR);
+    svg_patterns(b, "t", time_parts, NTIME);
+    if (!leg.oom && leg.p) sb_printf(b, "%.*s", (int)leg.n, leg.p);
+    free(leg.p);
+    double yb = top + RH * r->nstrat;
+    svg_xaxis(b, LX, PW, top, yb, hi, step, "step time (s)", 1);
+    char x1[32], x2[32], x3[32];
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        double y = top + RH * i + (RH - BH) / 2;
+        strat_heading(b, s, 10, y + 6);
+        if (s->status == AP_REPORT_ILLEGAL) {
+            sb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
+                      LX + 4, y + 13);
+            continue;
+        }
+        ap_report_row o;
+        ap_report_row_from_estimate(&s->est, &o);
+        sb_puts(b, "<g class=\"bar\" data-strategy=\"");
+        sb_html(b, s->name);
+        sb_puts(b, "\">");
+        double x = LX;
+        for (int j = 0; j < NTIME; j++) {
+            double v = rowv(&o, time_parts[j].off), w = PW * v / hi;
+            if (v <= 0) continue;
+            sb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                      "height=\"%.0f\" fill=\"", time_parts[j].key, x, y, w, BH);
+            svg_fill(b, "t", time_parts, j);
+            sb_printf(b, "\"><title>%s %s s</title></rect>", time_parts[j].name,
+                      fmt_s(v, x1, sizeof x1));
+            x += w;
+        }
+        double lo = LX + PW * o.step_s * (1 - AP_VALIDATED_TIME_ERROR) / hi;
+        double up = LX + PW * o.step_s * (1 + AP_VALIDATED_TIME_ERROR) / hi, yc = y + BH / 2;
+        sb_printf(b, "<g class=\"errband\"><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
+                  "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
+                  "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/></g>",
+                  lo, yc, up, yc, lo, y - 3, lo, y + BH + 3, up, y - 3, up, y + BH + 3);
+        sb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s s &#183; MFU %s%%"
+                  "<tspan x=\"%.1f\" dy=\"13\">%s tokens/s%s</tspan></text></g>", LX + PW + 8,
+                  y + 6, fmt_s(o.step_s, x1, sizeof x1), fmt_pct(o.mfu, x3, sizeof x3),
+                  LX + PW + 8, fmt_tps(o.tokens_per_s, x2, sizeof x2),
+                  s->status == AP_REPORT_NOFIT ? " &#183; does not fit" : "");
+    }
+    sb_puts(b, "</svg>\n");
+}
+
+/* (2) device memory of the worst stage per strategy, against capacity */
+static void chart_memory(sbuf *b, const ap_report *r) {
+    const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
+    double hi = r->cluster->gpu.mem_bytes;
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        const ap_estimate *e = &r->strat[i].est;
+        if (e->capacity_bytes > hi) hi = e->capacity_bytes;
+        if (e->device_peak_bytes > hi) hi = e->device_peak_bytes;
+    }
+    double step = nice_step(hi / GiB) * GiB;
+    hi = step * ceil(hi / step * 1.02);
+    sbuf leg = {0};
+    double lh = svg_legend(&leg, "m", mem_parts, NMEM, 10, 10, W - 20);
+    double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
+    sb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+              "aria-labelledby=\"chart-memory-title\"><title id=\"chart-memory-title\">Device "
+              "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
+              W, H, W, H);
+    svg_patterns(b, "m", mem_parts, NMEM);
+    if (!leg.oom && leg.p) sb_printf(b, "%.*s", (int)leg.n, leg.p);
+    free(leg.p);
+    double yb = top + RH * r->nstrat;
+    svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
+    char x1[32], x2[32], x3[32];
+    double cap = 0, head = 0;
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        double y = top + RH * i + (RH - BH) / 2;
+        strat_heading(b, s, 10, y + 6);
+        if (s->status == AP_REPORT_ILLEGAL) {
+            sb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
+                      LX + 4, y + 13);
+            continue;
+        }
+        ap_report_row o;
+        ap_report_row_from_estimate(&s->est, &o);
+        cap = o.capacity_bytes;
+        head = o.headroom_bytes;
+        sb_puts(b, "<g class=\"bar\" data-strategy=\"");
+        sb_html(b, s->name);
+        sb_puts(b, "\">");
+        double x = LX;
+        for (int j = 0; j < NMEM; j++) {
+            double v = mem_part(&o, j), w = PW * v / hi;
+            if (v <= 0) continue;
+            sb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                      "height=\"%.0f\" fill=\"", mem_parts[j].key ? mem_parts[j].key : "runtime",
+                      x, y, w, BH);
+            svg_fill(b, "m", mem_parts, j);
+            sb_printf(b, "\"><title>%s %s GiB</title></rect>", mem_parts[j].name,
+                      fmt_gib(v, x1, sizeof x1));
+            x += w;
+        }
+        int over = !o.fits;
+        if (over) {
+            double from = LX + PW * (o.capacity_bytes - o.headroom_bytes) / hi;
+            double to = LX + PW * o.device_peak_bytes / hi;
+            if (to < from + 2) to = from + 2;
+            sb_printf(b, "<g class=\"over\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+                      "fill=\"none\" stroke=\"#D55E00\" stroke-width=\"3\" stroke-dasharray=\"4 2\"/></g>",
+                      from, y - 3, to - from, BH + 6);
+        }
+        sb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s GiB of %s GiB", LX + PW + 8,
+                  y + 6, fmt_gib(o.device_peak_bytes, x1, sizeof x1),
+                  fmt_gib(o.capacity_bytes, x2, sizeof x2));
+        if (over && overshoot_bytes(&o) > 0)
+            sb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">OVER by %s GiB</tspan>", LX + PW + 8,
+                      fmt_gib(overshoot_bytes(&o), x3, sizeof x3));
+        else if (over)
+            sb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">host memory OVER</tspan>", LX + PW + 8);
+        sb_puts(b, "</text></g>");
+    }
+    if (cap > 0) {
+        double xc = LX + PW * cap / hi, xu = LX + PW * (cap - head) / hi;
+        sb_printf(b, "<line class=\"capacity\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
+                  xc, top - 4, xc, yb, xc - 3, top - 6, fmt_gib(cap, x1, sizeof x1));
+        if (head > 0)
+            sb_printf(b, "<line class=\"usable\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>",
+                      xu, top, xu, yb);
+    }
+    sb_puts(b, "</svg>\n");
+}
+
+/* (3) memory vs throughput of the feasible evaluated plans */
+static void chart_scatter(sbuf *b, const ap_report *r) {
+    const double W = 980, H = 520, X0 = 90, Y0 = 30, PW = 700, PH = 400;
+    double xmax = 0, ymax = 0;
+    for (int64_t i = 0; i < r->nrows; i++) {
+        if (r->rows[i].device_peak_bytes > xmax) xmax = r->rows[i].device_peak_bytes;
+        if (r->rows[i].tokens_per_s > ymax) ymax = r->rows[i].tokens_per_s;
+    }
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        const ap_estimate *e = &r->strat[i].est;
+        if (e->device_peak_bytes > xmax) xmax = e->device_peak_bytes;
+        if (e->capacity_bytes > xmax) xmax = e->capacity_bytes;
+        if (e->tp.tokens_per_s > ymax) ymax = e->tp.tokens_per_s;
+    }
+    double xs = nice_step(xmax / GiB) * GiB, ys = nice_step(ymax);
+    xmax = xs * ceil(xmax / xs * 1.02);
+    ymax = ys * ceil(ymax / ys * 1.02);
+    if (!(xmax > 0)) xmax = GiB;
+    if (!(ymax > 0)) ymax = 1;
+    /* Pareto front: sort by memory, keep each plan faster than every plan with less memory */
+    int64_t *idx = r->nrows ? malloc((size_t)r->nrows * sizeof *idx) : NULL;
+    char *front = r->nrows ? calloc((size_t)r->nrows, 1) : NULL;
+    int64_t nfront = 0;
+    if (r->nrows && (!idx || !front)) {
+        b->oom = 1;
+        free(idx);
+        free(front);
+        return;
+    }
+    for (int64_t i = 0; i < r->nrows; i++) idx[i] = i;
+    /* insertion by memory would be quadratic; a small merge sort on indices instead */
+    {
+        int64_t *tmp = r->nrows ? malloc((size_t)r->nrows * sizeof *tmp) : NULL;
+        if (r->nrows && !tmp) {
+            b->oom = 1;
+            free(idx);
+            free(front);
+            return;
+        }
+        for (int64_t w = 1; w < r->nrows; w *= 2) {
+            for (int64_t lo = 0; lo < r->nrows; lo += 2 * w) {
+                int64_t mid = lo + w < r->nrows ? lo + w : r->nrows;
+                int64_t hi = lo + 2 * w < r->nrows ? lo + 2 * w : r->nrows, a = lo, c = mid, k = lo;
+                while (a < mid || c < hi) {
+                    int take_a;
+                    if (a >= mid) take_a = 0;
+                    else if (c >= hi) take_a = 1;
+                    else {
+                        const ap_report_row *ra = &r->rows[idx[a]], *rc = &r->rows[idx[c]];
+                        take_a = ra->device_peak_bytes < rc->device_peak_bytes ||
+                                 (ra->device_peak_bytes == rc->device_peak_bytes &&
+                                  ra->tokens_per_s >= rc->tokens_per_s);
+                    }
+                    tmp[k++] = take_a ? idx[a++] : idx[c++];
+                }
+            }
+            memcpy(idx, tmp, (size_t)r->nrows * sizeof *idx);
+        }
+        free(tmp);
+    }
+    double best_y = -1;
+    for (int64_t i = 0; i < r->nrows; i++) {
+        const ap_report_row *q = &r->rows[idx[i]];
+        if (q->tokens_per_s > best_y) {
+            best_y = q->tokens_per_s;
+            front[idx[i]] = 1;
+            nfront++;
+        }
+    }
+    int64_t nrest = r->nrows - nfront;
+    int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
+    sb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+              "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
+              "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
+              "memory (GiB) against throughput (tokens/s) of the feasible evaluated plans</title>",
+              W, H, W, H, (long long)r->evaluated, (long long)r->fit, (long long)nfront,
+              (long long)nsample);
+    /* axes */
+    for (double v = 0; v <= xmax * (1 + 1e-9); v += xs) {
+        double x = X0 + PW * v / xmax;
+        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
+                  x, Y0, x, Y0 + PH, x, Y0 + PH + 14, v / GiB);
+    }
+    for (double v = 0; v <= ymax * (1 + 1e-9); v += ys) {
+        double y = Y0 + PH - PH * v / ymax;
+        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
+                  X0, y, X0 + PW, y, X0 - 4, y + 4, v);
+    }
+    sb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device "
+              "memory per GPU, worst stage (GiB)</text>", X0 + PW / 2, Y0 + PH + 34);
+    sb_printf(b, "<text class=\"axis-title\" transform=\"translate(18 %.1f) rotate(-90)\" "
+              "text-anchor=\"middle\">throughput (tokens/s)</text>", Y0 + PH / 2);
+    /* sampled points: every k-th non-front plan in step-time order */
+    sb_puts(b, "<g class=\"samples\">");
+    int64_t seen = 0, drawn = 0;
+    for (int64_t i = 0; i < r->nrows && drawn < nsample; i++) {
+        if (front[i]) continue;
+        if (seen++ * nsample / (nrest ? nrest : 1) < drawn) continue;
+        const ap_report_row *q = &r->rows[i];
+        sb_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>",
+                  X0 + PW * q->device_peak_bytes / xmax, Y0 + PH - PH * q->tokens_per_s / ymax);
+        drawn++;
+    }
+    sb_puts(b, "</g><polyline class=\"front\" points=\"");
+    for (int64_t i = 0; i < r->nrows; i++) {
+        const ap_report_row *q = &r->rows[idx[i]];
+        if (front[idx[i]])
+            sb_printf(b, "%.1f,%.1f ", X0 + PW * q->device_peak_bytes / xmax,
+                      Y0 + PH - PH * q->tokens_per_s / ymax);
+    }
+    sb_puts(b, "\"/><g class=\"fronts\">");
+    for (int64_t i = 0; i < r->nrows; i++) {
+        const ap_report_row *q = &r->rows[idx[i]];
+        if (front[idx[i]])
+            sb_printf(b, "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>",
+                      X0 + PW * q->device_peak_bytes / xmax - 3,
+                      Y0 + PH - PH * q->tokens_per_s / ymax - 3);
+    }
+    sb_puts(b, "</g>");
+    free(idx);
+    free(front);
+    /* capacity line */
+    double cap = r->cluster->gpu.mem_bytes;
+    for (int i = 0; i < r->nstrat; i++)
+        if (r->strat[i].status != AP_REPORT_ILLEGAL) cap = r->strat[i].est.capacity_bytes;
+    char x1[32];
+    double xc = X0 + PW * cap / xmax;
+    sb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+              "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
+              xc, Y0, xc, Y0 + PH, xc - 3, Y0 - 6, fmt_gib(cap, x1, sizeof x1));
+    /* compared strategies, labelled by name (labels staggered so coincident ones stay legible) */
+    int k = 0;
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        if (s->status == AP_REPORT_ILLEGAL) continue;
+        double x = X0 + PW * s->est.device_peak_bytes / xmax;
+        double y = Y0 + PH - PH * s->est.tp.tokens_per_s / ymax;
+        double ly = y - 8 - 13.0 * (k % 6);
+        sb_printf(b, "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>"
+                  "<line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"stratlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
+                  x, y, x, y, x - 6, ly + 2, x - 8, ly);
+        sb_html(b, s->name);
+        sb_puts(b, s->status == AP_REPORT_NOFIT ? " (does not fit)</text></g>" : "</text></g>");
+        k++;
+    }
+    /* key */
+    double kx = X0 + PW + 14;
+    sb_printf(b, "<g class=\"key\"><circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>"
+              "<text x=\"%.1f\" y=\"%.1f\">sampled plan</text>"
+              "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>"
+              "<text x=\"%.1f\" y=\"%.1f\">Pareto front</text>"
+              "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/></g>"
+              "<text x=\"%.1f\" y=\"%.1f\">compared strategy</text>"
+              "<text x=\"%.1f\" y=\"%.1f\">%lld evaluated</text>"
+              "<text x=\"%.1f\" y=\"%.1f\">%lld feasible</text>"
+              "<text x=\"%.1f\" y=\"%.1f\">%lld on the front</text>"
+              "<text x=\"%.1f\" y=\"%.1f\">%lld sampled</text></g>",
+              kx + 4, Y0 + 10, kx + 14, Y0 + 14, kx + 1, Y0 + 27, kx + 14, Y0 + 34, kx + 4,
+              Y0 + 50, kx + 14, Y0 + 54, kx, Y0 + 80, (long long)r->evaluated, kx, Y0 + 96,
+              (long long)r->fit, kx, Y0 + 112, (long long)nfront, kx, Y0 + 128,
+              (long long)nsample);
+    sb_puts(b, "</svg>\n");
+}
+
+/* ---- HTML ------------------------------------------------------------------------------------ */
+
+/* Text colours: contrast with the background >= 4.5:1 (WCAG 2.x) in each scheme; tests/test_report.c
+ * recomputes the ratios from these declarations. */
+static const char *css =
+    ":root{--bg:#ffffff;--fg:#1a1a1a;--muted:#4d4d4d;--grid:#c8c8c8;color-scheme:light dark}\n"
+    "@media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ededed;--muted:#b8b8b8;"
+    "--grid:#4a4a4a}}\n"
+    "@media print{:root{--bg:#ffffff;--fg:#000000;--muted:#333333;--grid:#bbbbbb}}\n"
+    "body{background:var(--bg);color:var(--fg);font-family:system-ui,-apple-system,'Segoe UI',"
+    "sans-serif;margin:2em auto;padding:0 1em;max-width:1100px;line-height:1.45}\n"
+    "table{border-collapse:collapse;margin:1em 0;font-size:0.92em}\n"
+    "th,td{border:1px solid var(--grid);padding:3px 7px;text-align:right}\n"
+    "th:first-child,td:first-child,td.l{text-align:left}\n"
+    "td.l,td:first-child{white-space:nowrap}\n"
+    "th{font-weight:600;font-size:0.9em}\n"
+    "code{font-family:ui-monospace,monospace;font-size:0.9em}\n"
+    ".note,.muted{color:var(--muted)}\n"
+    "svg.chart{max-width:100%;height:auto;display:block;margin:1em 0}\n"
+    "svg text{fill:var(--fg);font-size:12px;font-family:inherit}\n"
+    "svg text.sub,svg text.tick,svg text.na{fill:var(--muted);font-size:11px}\n"
+    "svg text.name{font-weight:bold}\n"
+    "svg .grid{stroke:var(--grid);stroke-width:1}\n"
+    "svg .seg,svg .swatch{stroke:var(--fg);stroke-width:0.5}\n"
+    "svg .errband line{stroke:var(--fg);stroke-width:1.5}\n"
+    "svg .capacity{stroke:#D55E00;stroke-width:2}\n"
+    "svg .usable{stroke:#D55E00;stroke-width:1;stroke-dasharray:3 3}\n"
+    "svg .pt{fill:#56B4E9;fill-opacity:0.6}\n"
+    "svg .front{fill:none;stroke:#0072B2;stroke-width:2}\n"
+    "svg .front-pt{fill:#0072B2}\n"
+    "svg .strat circle{fill:none;stroke:var(--fg);stroke-width:2}\n"
+    "svg .leader{stroke:var(--fg);stroke-width:0.7}\n"
+    "@media print{svg .pt{fill-opacity:1}}\n";
+
+static void html_num_row(sbuf *b, const ap_report *r, int i) {
+    const ap_report_strategy *s = &r->strat[i];
+    char a[32], lbl[160];
+    sb_puts(b, "<tr><td>");
+    sb_html(b, s->name);
+    sb_puts(b, i == r->best ? " (best)" : "");
+    sb_puts(b, "</td>");
+    if (s->status == AP_REPORT_ILLEGAL) {
+        sb_puts(b, "<td class=\"l\" colspan=\"9\">not legal: ");
+        sb_html(b, s->reason);
+        sb_puts(b, "</td><td>illegal</td></tr>\n");
+        return;
+    }
+    ap_report_row o;
+    ap_report_row_from_estimate(&s->est, &o);
+    sb_puts(b, "<td class=\"l\">");
+    sb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
+    sb_printf(b, "</td><td class=\"l\">%s</td>", ap_trainer_name(s->est.plan.trainer));
+    sb_printf(b, "<td>%s</td>", fmt_s(o.step_s, a, sizeof a));
+    sb_printf(b, "<td>%s</td>", fmt_tps(o.tokens_per_s, a, sizeof a));
+    sb_printf(b, "<td>%s</td>", fmt_pct(o.mfu, a, sizeof a));
+    sb_printf(b, "<td>%s</td>", fmt_gib(o.device_peak_bytes, a, sizeof a));
+    sb_printf(b, "<td>%s</td>", fmt_gib(o.capacity_bytes, a, sizeof a));
+    int lp = largest_part(&o, 1);
+    sb_printf(b, "<td class=\"l\">%s %s s</td>", time_parts[lp].key,
+              fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
+    sb_printf(b, "<td>%s</td>", s->status == AP_REPORT_OK ? "" : fmt_gib(overshoot_bytes(&o), a, sizeof a));
+    sb_printf(b, "<td>%s</td></tr>\n", status_text(s));
+}
+
+ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *err) {
+    sbuf b = {0};
+    const ap_cluster *c = r->cluster;
+    char a[32], lbl[160];
+    sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                "<meta name=\"color-scheme\" content=\"light dark\"><title>autoplan compare: ");
+    sb_html(&b, r->model->name);
+    sb_printf(&b, "</title>\n<style>\n%s</style></head><body>\n", css);
+    sb_puts(&b, "<h1>Strategy comparison: ");
+    sb_html(&b, r->model->name);
+    sb_printf(&b, " on %d &#215; ", c->gpus);
+    sb_html(&b, c->gpu.name);
+    sb_printf(&b, "</h1>\n<p>Trainer %s, global batch %lld sequences &#215; %lld tokens. Times are "
+              "predictions of the autoplan cost model %s; the validated time error is %.0f%% "
+              "(differences below it are ties). Every number is an <code>autoplan estimate "
+              "--json</code> field of that plan; the commands are at the end.</p>\n",
+              ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
+              ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
+
+    sb_puts(&b, "<h2>Compared plans</h2>\n<table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
+                "<th>trainer</th><th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
+                "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
+                "<th>largest non-compute part</th><th>overshoot (GiB)</th><th>fits</th></tr></thead>"
+                "<tbody>\n");
+    for (int i = 0; i < r->nstrat; i++) html_num_row(&b, r, i);
+    sb_puts(&b, "</tbody></table>\n<p class=\"note\">Overshoot = device_peak_bytes + "
+                "headroom_bytes &#8722; capacity_bytes, for plans that do not fit.</p>\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        if (!s->desc[0] && !s->note[0]) continue;
+        sb_puts(&b, "<p class=\"note\"><b>");
+        sb_html(&b, s->name);
+        sb_puts(&b, "</b>: ");
+        sb_html(&b, s->desc);
+        if (s->note[0]) {
+            sb_puts(&b, " ");
+            sb_html(&b, s->note);
+        }
+        sb_puts(&b, "</p>\n");
+    }
+
+    sb_puts(&b, "<h2>Why the best plan wins</h2>\n");
+    if (r->best < 0) {
+        sb_puts(&b, "<p>None of the compared strategies fits.</p>\n");
+    } else {
+        line_buf lb;
+        sb_puts(&b, "<p>Best: <b>");
+        sb_html(&b, r->strat[r->best].name);
+        sb_puts(&b, "</b> (");
+        sb_html(&b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
+        sb_puts(&b, ").</p>\n<ul id=\"explain\">\n");
+        for (int i = 0; i < r->nstrat; i++) {
+            if (i == r->best) continue;
+            explain(r, i, &lb);
+            sb_puts(&b, "<li><b>");
+            sb_html(&b, r->strat[i].name);
+            sb_puts(&b, "</b>: ");
+            sb_html(&b, lb.text);
+            sb_puts(&b, "</li>\n");
+        }
+        bottleneck(r, &lb);
+        sb_puts(&b, "</ul>\n<p id=\"bottleneck\">Bottleneck: ");
+        sb_html(&b, lb.text);
+        sb_puts(&b, "</p>\n");
+    }
+
+    sb_puts(&b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
+                "the legend's order; the whiskers mark &#177;");
+    sb_printf(&b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
+    chart_time(&b, r);
+    sb_puts(&b, "<table id=\"time-parts\"><thead><tr><th>strategy</th>");
+    for (int j = 0; j < NTIME; j++) sb_printf(&b, "<th>%s (s)</th>", time_parts[j].key);
+    sb_puts(&b, "<th>step_s (s)</th></tr></thead><tbody>\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        ap_report_row o;
+        ap_report_row_from_estimate(&r->strat[i].est, &o);
+        sb_puts(&b, "<tr><td>");
+        sb_html(&b, r->strat[i].name);
+        sb_puts(&b, "</td>");
+        for (int j = 0; j < NTIME; j++)
+            sb_printf(&b, "<td>%s</td>", fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        sb_printf(&b, "<td>%s</td></tr>\n", fmt_s(o.step_s, a, sizeof a));
+    }
+    sb_puts(&b, "</tbody></table>\n");
+
+    sb_puts(&b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
+                "pipeline stage's memory; \"allocator &amp; runtime\" is device_peak_bytes minus "
+                "the five allocated categories (allocator rounding, CUDA context, workspaces). "
+                "The solid line is the capacity, the dotted line capacity minus headroom; "
+                "plans over it are outlined and say by how much.</p>\n");
+    chart_memory(&b, r);
+
+    sb_puts(&b, "<h2>3. Memory against throughput</h2>\n");
+    sb_printf(&b, "<p>%lld plans evaluated, %lld feasible", (long long)r->evaluated, (long long)r->fit);
+    if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
+    if (r->eval_capped)
+        sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations",
+                  AP_REPORT_MAX_EVALS);
+    sb_printf(&b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
+              "other plans sampled evenly in step-time order.</p>\n", AP_REPORT_MAX_POINTS);
+    chart_scatter(&b, r);
+
+    sb_puts(&b, "<h2>Not in this report</h2>\n<p>The GPU-count sweep chart (tokens/s and "
+                "time-to-train against GPUs) and the memory-over-one-iteration chart from the "
+                "simulator are not produced by <code>autoplan compare</code> yet; they are absent "
+                "rather than approximated.</p>\n");
+
+    sb_puts(&b, "<h2>Reproduce</h2>\n<table id=\"reproduce\"><thead><tr><th>strategy</th>"
+                "<th>command</th></tr></thead><tbody>\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        sb_puts(&b, "<tr><td>");
+        sb_html(&b, r->strat[i].name);
+        sb_puts(&b, "</td><td class=\"l\"><code>autoplan estimate ");
+        sb_html(&b, r->strat[i].estimate_args);
+        sb_puts(&b, "</code></td></tr>\n");
+    }
+    sb_puts(&b, "</tbody></table>\n<p class=\"note\">plans.csv lists the feasible plans with every "
+                "scalar field of <code>estimate --json</code>.</p>\n</body></html>\n");
+    return sb_finish(&b, out, len, err);
+}
+
+/* ---- Markdown -------------------------------------------------------------------------------- */
+
+ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err *err) {
+    sbuf b = {0};
+    char a[32], lbl[160];
+    sb_printf(&b, "# Strategy comparison: %s on %d x %s\n\n", r->model->name, r->cluster->gpus,
+              r->cluster->gpu.name);
+    sb_printf(&b, "Trainer %s, global batch %lld sequences x %lld tokens, cost model %s. Validated "
+              "time error %.0f%%: smaller differences are ties. Every number below is an "
+              "`autoplan estimate --json` field of that plan (commands at the end), except the "
+              "overshoot = device_peak_bytes + headroom_bytes - capacity_bytes.\n\n",
+              ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
+              ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
+    sb_puts(&b, "## Compared plans\n\n| strategy | plan | trainer | step_s (s) | tokens_per_s | "
+                "mfu (%) | device_peak_bytes (GiB) | capacity_bytes (GiB) | largest non-compute "
+                "part | overshoot (GiB) | fits |\n|---|---|---|--:|--:|--:|--:|--:|---|--:|---|\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        sb_puts(&b, "| ");
+        sb_md(&b, s->name);
+        if (s->status == AP_REPORT_ILLEGAL) {
+            sb_puts(&b, " | not legal: ");
+            sb_md(&b, s->reason);
+            sb_puts(&b, " | | | | | | | | | illegal |\n");
+            continue;
+        }
+        ap_report_row o;
+        ap_report_row_from_estimate(&s->est, &o);
+        sb_printf(&b, " | %s | %s", ap_plan_label(&s->est.plan, lbl, sizeof lbl),
+                  ap_trainer_name(s->est.plan.trainer));
+        sb_printf(&b, " | %s", fmt_s(o.step_s, a, sizeof a));
+        sb_printf(&b, " | %s", fmt_tps(o.tokens_per_s, a, sizeof a));
+        sb_printf(&b, " | %s", fmt_pct(o.mfu, a, sizeof a));
+        sb_printf(&b, " | %s", fmt_gib(o.device_peak_bytes, a, sizeof a));
+        sb_printf(&b, " | %s", fmt_gib(o.capacity_bytes, a, sizeof a));
+        int lp = largest_part(&o, 1);
+        sb_printf(&b, " | %s %s s", time_parts[lp].key,
+                  fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
+        sb_printf(&b, " | %s", s->status == AP_REPORT_OK ? "" : fmt_gib(overshoot_bytes(&o), a, sizeof a));
+        sb_printf(&b, " | %s |\n", status_text(s));
+    }
+    sb_puts(&b, "\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        const ap_report_strategy *s = &r->strat[i];
+        if (!s->desc[0] && !s->note[0]) continue;
+        sb_printf(&b, "- **%s**: %s%s%s\n", s->name, s->desc, s->note[0] ? " " : "", s->note);
+    }
+    sb_puts(&b, "\n## Step time parts (s)\n\n| strategy |");
+    for (int j = 0; j < NTIME; j++) sb_printf(&b, " %s |", time_parts[j].key);
+    sb_puts(&b, " step_s |\n|---|");
+    for (int j = 0; j <= NTIME; j++) sb_puts(&b, "--:|");
+    sb_puts(&b, "\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        ap_report_row o;
+        ap_report_row_from_estimate(&r->strat[i].est, &o);
+        sb_printf(&b, "| %s |", r->strat[i].name);
+        for (int j = 0; j < NTIME; j++) sb_printf(&b, " %s |", fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        sb_printf(&b, " %s |\n", fmt_s(o.step_s, a, sizeof a));
+    }
+    sb_puts(&b, "\n## Memory of the worst stage (GiB)\n\n| strategy |");
+    for (int j = 0; j < NMEM - 1; j++) sb_printf(&b, " %s |", mem_parts[j].key);
+    sb_puts(&b, " device_peak_bytes | headroom_bytes | capacity_bytes |\n|---|");
+    for (int j = 0; j < NMEM + 2; j++) sb_puts(&b, "--:|");
+    sb_puts(&b, "\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        ap_report_row o;
+        ap_report_row_from_estimate(&r->strat[i].est, &o);
+        sb_printf(&b, "| %s |", r->strat[i].name);
+        for (int j = 0; j < NMEM - 1; j++) sb_printf(&b, " %s |", fmt_gib(rowv(&o, mem_parts[j].off), a, sizeof a));
+        sb_printf(&b, " %s |", fmt_gib(o.device_peak_bytes, a, sizeof a));
+        sb_printf(&b, " %s |", fmt_gib(o.headroom_bytes, a, sizeof a));
+        sb_printf(&b, " %s |\n", fmt_gib(o.capacity_bytes, a, sizeof a));
+    }
+    sb_puts(&b, "\n## Why the best plan wins\n\n");
+    if (r->best < 0) {
+        sb_puts(&b, "None of the compared strategies fits.\n");
+    } else {
+        line_buf lb;
+        sb_printf(&b, "Best: **%s** (%s).\n\n", r->strat[r->best].name,
+                  ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
+        for (int i = 0; i < r->nstrat; i++) {
+            if (i == r->best) continue;
+            explain(r, i, &lb);
+            sb_printf(&b, "- vs **%s**: %s\n", r->strat[i].name, lb.text);
+        }
+        bottleneck(r, &lb);
+        sb_printf(&b, "\nBottleneck: %s\n", lb.text);
+    }
+    sb_printf(&b, "\n## Evaluated plans\n\n%lld plans evaluated, %lld feasible", (long long)r->evaluated,
+              (long long)r->fit);
+    if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
+    if (r->eval_capped)
+        sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations", AP_REPORT_MAX_EVALS);
+    sb_printf(&b, "; plans.csv has %lld rows. The GPU-count sweep and the simulator's "
+              "memory-over-time chart are not part of this report yet.\n", (long long)r->nrows);
+    sb_puts(&b, "\n## Reproduce\n\n| strategy | command |\n|---|---|\n");
+    for (int i = 0; i < r->nstrat; i++) {
+        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
+        sb_printf(&b, "| %s | `autoplan estimate ", r->strat[i].name);
+        sb_md(&b, r->strat[i].estimate_args);
+        sb_puts(&b, "` |\n");
+    }
+    return sb_finish(&b, out, len, err);
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------- */
+
+typedef enum { C_INT, C_I64, C_DBL, C_BOOL, C_TRAINER, C_RC, C_DTYPE } col_kind;
+typedef struct {
+    const char *name; /* the estimate --json path */
+    col_kind kind;
+    size_t off;
+} csv_col;
+
+static const csv_col csv_cols[] = {
+    {"plan.trainer", C_TRAINER, ROWF(trainer)}, {"plan.tp", C_INT, ROWF(tp)},
+    {"plan.pp", C_INT, ROWF(pp)}, {"plan.dp", C_INT, ROWF(dp)}, {"plan.cp", C_INT, ROWF(cp)},
+    {"plan.ep", C_INT, ROWF(ep)}, {"plan.etp", C_INT, ROWF(etp)}, {"plan.vp", C_INT, ROWF(vp)},
+    {"plan.mbs", C_I64, ROWF(mbs)}, {"plan.gbs", C_I64, ROWF(gbs)},
+    {"plan.grad_accum", C_I64, ROWF(grad_accum)}, {"plan.seq", C_I64, ROWF(seq)},
+    {"plan.zero", C_INT, ROWF(zero)}, {"plan.recompute", C_RC, ROWF(recompute)},
+    {"plan.recompute_layers", C_INT, ROWF(recompute_layers)}, {"plan.sp", C_BOOL, ROWF(sp)},
+    {"plan.overlap", C_BOOL, ROWF(overlap)},
+    {"plan.offload.optimizer", C_DBL, ROWF(offload_optimizer)},
+    {"plan.offload.params", C_DBL, ROWF(offload_params)}, {"plan.dtype", C_DTYPE, ROWF(dtype)},
+    {"plan.flash_attn", C_BOOL, ROWF(flash_attn)},
+    {"time.step_s", C_DBL, ROWF(step_s)}, {"time.compute_s", C_DBL, ROWF(compute_s)},
+    {"time.recompute_s", C_DBL, ROWF(recompute_s)}, {"time.tp_comm_s", C_DBL, ROWF(tp_comm_s)},
+    {"time.cp_comm_s", C_DBL, ROWF(cp_comm_s)}, {"time.ep_comm_s", C_DBL, ROWF(ep_comm_s)},
+    {"time.pp_comm_s", C_DBL, ROWF(pp_comm_s)}, {"time.dp_comm_s", C_DBL, ROWF(dp_comm_s)},
+    {"time.bubble_s", C_DBL, ROWF(bubble_s)}, {"time.offload_s", C_DBL, ROWF(offload_s)},
+    {"time.optimizer_s", C_DBL, ROWF(optimizer_s)}, {"time.overhead_s", C_DBL, ROWF(overhead_s)},
+    {"throughput.tokens_per_s", C_DBL, ROWF(tokens_per_s)},
+    {"throughput.model_tflops_per_gpu", C_DBL, ROWF(model_tflops_per_gpu)},
+    {"throughput.hw_tflops_per_gpu", C_DBL, ROWF(hw_tflops_per_gpu)},
+    {"throughput.mfu", C_DBL, ROWF(mfu)}, {"throughput.hfu", C_DBL, ROWF(hfu)},
+    {"memory.peak_bytes", C_DBL, ROWF(peak_bytes)},
+    {"memory.capacity_bytes", C_DBL, ROWF(capacity_bytes)},
+    {"memory.headroom_bytes", C_DBL, ROWF(headroom_bytes)},
+    {"memory.params_bytes", C_DBL, ROWF(params_bytes)},
+    {"memory.grads_bytes", C_DBL, ROWF(grads_bytes)},
+    {"memory.optimizer_bytes", C_DBL, ROWF(optimizer_bytes)},
+    {"memory.activations_bytes", C_DBL, ROWF(activations_bytes)},
+    {"memory.other_bytes", C_DBL, ROWF(other_bytes)}, {"memory.fits", C_BOOL, ROWF(fits)},
+    {"memory.allocated_peak_bytes", C_DBL, ROWF(allocated_peak_bytes)},
+    {"memory.reserved_peak_bytes", C_DBL, ROWF(reserved_peak_bytes)},
+    {"memory.device_peak_bytes", C_DBL, ROWF(device_peak_bytes)},
+    {"memory.worst_stage", C_INT, ROWF(worst_stage)},
+    {"memory.host_bytes_per_node", C_DBL, ROWF(host_bytes_per_node)},
+    {"memory.host_capacity_bytes", C_DBL, ROWF(host_capacity_bytes)},
+    {"memory.host_fits", C_BOOL, ROWF(host_fits)},
+};
+
+ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
+    sbuf b = {0};
+    const size_t nc = sizeof csv_cols / sizeof csv_cols[0];
+    char lbl[160];
+    sb_puts(&b, "label");
+    for (size_t k = 0; k < nc; k++) sb_printf(&b, ",%s", csv_cols[k].name);
+    sb_puts(&b, "\n");
+    for (int64_t i = 0; i < r->nrows && !b.oom; i++) {
+        const ap_report_row *q = &r->rows[i];
+        const char *base = (const char *)q;
+        ap_plan p;
+        row_plan(q, &p);
+        sb_printf(&b, "\"%s\"", ap_plan_label(&p, lbl, sizeof lbl));
+        for (size_t k = 0; k < nc; k++) {
+            const csv_col *cc = &csv_cols[k];
+            int iv = cc->kind == C_I64 || cc->kind == C_DBL ? 0 : *(const int *)(base + cc->off);
+            switch (cc->kind) {
+            case C_INT: sb_printf(&b, ",%d", iv); break;
+            case C_I64: sb_printf(&b, ",%lld", (long long)*(const int64_t *)(base + cc->off)); break;
+            case C_DBL: sb_printf(&b, ",%.17g", *(const double *)(base + cc->off)); break;
+            case C_BOOL: sb_puts(&b, iv ? ",true" : ",false"); break;
+            case C_TRAINER: sb_printf(&b, ",%s", ap_trainer_name((ap_trainer_id)iv)); break;
+            case C_RC: sb_printf(&b, ",%s", rc_name(iv)); break;
+            case C_DTYPE: sb_printf(&b, ",%s", ap_dtype_name((ap_dtype)iv)); break;
+            }
+        }
+        sb_puts(&b, "\n");
+    }
+    return sb_finish(&b, out, len, err);
+}
