@@ -558,6 +558,10 @@ static void check_ds_common(const ap_json *j, const ap_plan *p, const char *file
     else CHECK(ap_json_get(ap_json_get(j, "zero_optimization"), "offload_param") == NULL);
     /* DeepSpeed: offload_param only with stage 3 (reference README) */
     if (ap_json_get(ap_json_get(j, "zero_optimization"), "offload_param")) CHECK_INT(p->zero, 3);
+    /* a top-level "auto" only works through HF: never emitted */
+    char *text = ap_json_print(j, 0);
+    CHECK(text && !strstr(text, "\"auto\""));
+    free(text);
 }
 
 static void check_deepspeed(const char *dir, const ap_model *m, const ap_cluster *c,
@@ -569,6 +573,8 @@ static void check_deepspeed(const char *dir, const ap_model *m, const ap_cluster
     CHECK(j != NULL);
     if (!j) return;
     check_ds_common(j, p, "ds_config.json");
+    /* DeepSpeed: pipeline parallelism works only with ZeRO 0/1 (reference README) */
+    if (p->pp > 1) CHECK(jnum(j, "zero_optimization.stage") <= 1);
     /* Megatron-DeepSpeed flavour: train_batch_size = micro x accumulation x dp */
     CHECK_INT(jnum(j, "train_batch_size"), p->mbs * p->grad_accum * p->dp);
     CHECK_INT(jnum(j, "train_batch_size"), p->gbs);
