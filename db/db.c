@@ -223,10 +223,23 @@ static char *dup_col(sqlite3_stmt *st, int col) {
 
 /* ---- write transactions ------------------------------------------------------------------------- */
 
+/* After some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY) SQLite may roll back
+ * the whole transaction by itself (SQLite docs, "Response To Errors Within A Transaction").
+ * Inside ap_db_begin that must not go unnoticed: later writes would run, and commit, on their
+ * own. So every write and the commit check that the transaction is still open. */
+static ap_status txn_alive(ap_db *db, const char *doing, ap_err *err) {
+    if (db->in_txn && sqlite3_get_autocommit(db->h))
+        return ap_err_set(err, AP_ERR_DB, "%s: %s: the transaction was rolled back after an "
+                          "earlier error; nothing of it was stored", db->path, doing);
+    return AP_OK;
+}
+
 static ap_status wbegin(ap_db *db, const char *doing, ap_err *err) {
     if (db->readonly)
         return ap_err_set(err, AP_ERR_DB, "%s: %s: the database was opened read-only", db->path,
                           doing);
+    ap_status st = txn_alive(db, doing, err);
+    if (st != AP_OK) return st;
     int rc = exec(db, db->in_txn ? "SAVEPOINT ap_write" : "BEGIN IMMEDIATE");
     if (rc != SQLITE_OK) return db_fail(db, rc, doing, err);
     return AP_OK;
@@ -243,8 +256,10 @@ static ap_status run_hook(ap_db *db, const char *doing, ap_err *err) {
  * status (a failed COMMIT turns AP_OK into AP_ERR_DB). */
 static ap_status wend(ap_db *db, ap_status st, const char *doing, ap_err *err) {
     if (db->in_txn) {
-        if (st != AP_OK) exec(db, "ROLLBACK TO ap_write");
-        exec(db, "RELEASE ap_write");
+        if (!sqlite3_get_autocommit(db->h)) {
+            if (st != AP_OK) exec(db, "ROLLBACK TO ap_write");
+            exec(db, "RELEASE ap_write");
+        }
         return st;
     }
     if (st == AP_OK) st = run_hook(db, doing, err);
@@ -268,7 +283,9 @@ ap_status ap_db_begin(ap_db *db, ap_err *err) {
 
 ap_status ap_db_commit(ap_db *db, ap_err *err) {
     if (!db || !db->in_txn) return ap_err_set(err, AP_ERR_INTERNAL, "commit without ap_db_begin");
+    ap_status st = txn_alive(db, "committing", err);
     db->in_txn = 0;
+    if (st != AP_OK) return st;
     return wend(db, AP_OK, "committing", err);
 }
 

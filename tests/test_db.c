@@ -1030,8 +1030,25 @@ static void test_full_disk(const char *dir) {
     CHECK_INT(ap_db_profiles_insert(db, p, 50, NULL, &e), AP_ERR_DB);
     CHECK_CONTAINS(e.msg, "full");
     CHECK_INT(count(db, "profiles"), 20); /* the failed batch left nothing */
+    /* Inside ap_db_begin: whatever SQLite does after SQLITE_FULL (undo the statement or the
+     * whole transaction), the commit stores all the successful writes or none of them. */
+    ap_db_profile small[2];
+    make_profile(&small[0], "l40s", 0);
+    make_profile(&small[1], "l40s", 1);
+    CHECK_INT(ap_db_begin(db, &e), AP_OK);
+    ap_status s1 = ap_db_profiles_insert(db, &small[0], 1, NULL, &e);
+    CHECK_INT(ap_db_plan_put(db, key, "big", json, 1, &e), AP_ERR_DB);
+    ap_status s2 = ap_db_profiles_insert(db, &small[1], 1, NULL, &e);
+    ap_status sc = ap_db_commit(db, &e);
+    int64_t l40s = -1;
+    ap_db_profile *rows = NULL;
+    size_t nrows = 0;
+    if (ap_db_profiles_list(db, "l40s", &rows, &nrows, &e) == AP_OK) l40s = (int64_t)nrows;
+    free(rows);
+    if (sc == AP_OK) CHECK_INT(l40s, (s1 == AP_OK) + (s2 == AP_OK));
+    else CHECK_INT(l40s, 0);
     ap_db_close(db);
-    CHECK(same_snap(&s, path));
+    if (l40s == 0) CHECK(same_snap(&s, path));
     free_snap(&s);
     /* With room again, the same write succeeds. */
     db = open_rw(path);
