@@ -15,28 +15,23 @@
  *                (one pass, no second walk over the events): allocated and reserved curves,
  *                per-operation category snapshots, the peak and the live set there, the first
  *                operation over the memory budget.
- * Names, descriptions and the JSON report are in simreport.c.
  *
- * Activation tensors follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
- * Transformer Models", Sec. 4.1 and Table 2): per layer the first norm's input (2sbh), the QKV
- * GEMM input (2sbh), Q,K,V (6sbh for MHA), softmax output (2as^2b), its dropout mask (as^2b) and
- * dropout output (2as^2b), the output projection input (2sbh) and its dropout mask (sbh), the
- * second norm's input (2sbh), the MLP input (2sbh), the activation input (8sbh) and output
- * (8sbh) and the dropout mask (sbh): 34sbh + 5as^2b. Architecture differences are applied per
- * tensor: GQA/MLA change the QKV width, SwiGLU saves gate+up (2f) and the down-projection input
- * (f), flash attention (Dao 2023) saves the fp32 log-sum-exp instead of the s^2 terms, no dropout
- * drops the masks, tp divides the head/intermediate tensors, sp (and cp) the rest.
+ * The tensors of one transformer layer (Korthikanti et al. 2022, tensor by tensor) are in
+ * simlayer.c; names, descriptions and the JSON report in simreport.c.
  *
  * It does not model: cross-stream reuse, NCCL's internal buffers beyond a fixed overhead,
  * prefetching of the next ZeRO-3 layer (overlap_param), vocabulary padding, the norms' fp32
  * mean/rstd (4 bytes per row, < 0.1% of a layer).
  */
-#include "sim_int.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sim_int.h"
+
+#define T ap_simg_tensor
+#define F ap_simg_free
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)
@@ -67,70 +62,6 @@ double ap_sim_device_overhead_bytes(const ap_plan *p) {
     if (p->ep > 1) comms++;
     return b + comms * 128.0 * MIB;
 }
-/* ---- generation context ----------------------------------------------------------------- */
-
-typedef struct lsz { /* bytes of one layer's tensors for one micro-batch on this rank */
-    int is_moe;
-    int64_t x;          /* residual stream (layer input/output), sp-split */
-    int64_t ln;         /* norm output saved (sp-split) */
-    int64_t gather;     /* sp all-gather of a norm output, full sequence (0 without sp) */
-    int64_t qkv, ctx, lse, softmax, smask, proj, hmask, fc1, act, fc2;
-    int64_t router, disp, efc1, eact, eout, sfc1, sact;
-    int64_t p_dense, p_expert; /* parameters held on this rank (tp/ep split, before ZeRO) */
-    int64_t p_linear;          /* GEMM weights (fp8 copies) */
-} lsz;
-
-typedef struct unit { /* a block that owns parameters: a layer, the embedding or the head */
-    int32_t layer;
-    int64_t p_dense, p_expert, p_linear;
-    int32_t t_weight, t_grad, t_gathered, t_accum;
-    int gather_refs;  /* micro-batches holding the gathered copy (zero2_keeps_gathered) */
-    int bwd_done;     /* micro-batches whose backward went through this unit */
-} unit;
-
-typedef struct gen {
-    const ap_model *m;
-    const ap_plan *p;
-    const ap_trainer_caps *caps;
-    int stage, pp, vp;
-    int64_t L, mbs_n; /* micro-batches per iteration */
-    /* chunks of this rank */
-    int ck_first[AP_MAX_CHUNKS], ck_n[AP_MAX_CHUNKS], ck_base[AP_MAX_CHUNKS], ck_rc[AP_MAX_CHUNKS];
-    int nloc;
-    lsz *sz;        /* per local layer */
-    unit *units;    /* per local layer, then embedding, then head */
-    int nunits, u_embed, u_head;
-    int32_t *saved; /* [mb][local layer][kind] */
-    int32_t *ends;  /* [mb][4]: embed mask, final norm out, logits saved, head input */
-    /* growing arrays */
-    ap_sim_op *ops;
-    int nops, capops;
-    ap_sim_tensor *ts;
-    int nts, capts;
-    ap_sim_event *ev;
-    int nev, capev;
-    int nomem;      /* host allocation failed */
-    int bad_free;   /* a free that matches no allocation (a generator bug) */
-    /* replay state: the allocator sees every event as it is generated */
-    ap_alloc *al;
-    int32_t *blk;   /* allocator block of each tensor (capts) */
-    int record;     /* keep events, curves and per-op snapshots */
-    int64_t *acurve, *rcurve; /* capev */
-    int32_t *opk_ev;          /* capops */
-    int64_t *opk_cat, *ope_cat;
-    int64_t live, cat[AP_SIM_NCAT], apeak, rpeak, alloc_at_rpeak, baseline;
-    int peak_ev, peak_op, over_ev, over_op;
-    double budget, overhead;
-    /* bytes common to all layers */
-    int64_t xb, hmask_b, logits_b;
-    /* trainer behaviour */
-    int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode;
-    int grads_sharded, reduce_per_mb, foreach_adam;
-    double D_dense, D_expert;
-} gen;
-
-#define SV(g, mb, loc, k) ((g)->saved[(((int64_t)(mb) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
-
 /* Grow a per-op or per-event array in step with its capacity. */
 static int grow(void **p, size_t elem, int oldcap, int newcap) {
     if (!*p && oldcap > 0) return 0; /* not recorded */
@@ -217,8 +148,8 @@ static void event(gen *g, int32_t id, int is_free) {
 }
 
 /* Allocate a tensor; returns its id, or -1 for an empty tensor (nothing to allocate). */
-static int32_t T(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t bytes,
-                 int is_grad) {
+int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t bytes,
+                       int is_grad) {
     if (bytes <= 0 || g->nomem) return -1;
     if (g->nts == g->capts) {
         int nc = g->capts ? g->capts * 2 : 4096;
@@ -254,7 +185,7 @@ static int32_t T(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t b
     return id;
 }
 
-static void F(gen *g, int32_t id) {
+void ap_simg_free(gen *g, int32_t id) {
     if (id < 0 || g->nomem) return;
     ap_sim_tensor *t = &g->ts[id];
     if (t->free_ev >= 0 || ap_alloc_release(g->al, g->blk[id]) != AP_OK) {
@@ -267,72 +198,6 @@ static void F(gen *g, int32_t id) {
     event(g, id, 1);
 }
 
-#define ACT AP_SIM_CAT_ACTIVATIONS
-#define OTH AP_SIM_CAT_OTHER
-
-static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
-
-/* ---- sizes ------------------------------------------------------------------------------- */
-
-static void layer_sizes(const gen *g, int64_t layer, lsz *z) {
-    const ap_model *m = g->m;
-    const ap_plan *p = g->p;
-    ap_layer_info li;
-    ap_model_layer(m, layer, &li);
-    memset(z, 0, sizeof *z);
-    z->is_moe = li.is_moe;
-    int64_t t = p->tp > 0 ? p->tp : 1, cp = p->cp > 0 ? p->cp : 1;
-    int64_t s = p->seq, b = p->mbs, h = m->hidden;
-    int64_t e = 2; /* activations are 16-bit (bf16/fp16; fp8 runs keep bf16 activations here) */
-    int sp = p->sp && t > 1;
-    int64_t n = cdiv(s, cp) * b;          /* tokens of this rank's sequence shard */
-    int64_t ns = sp ? cdiv(n, t) : n;     /* rows of the tensors sp splits (Korthikanti 4.2.2) */
-    int64_t a_loc = cdiv(m->heads, t);
-    z->x = ns * h * e;
-    z->ln = ns * h * e;
-    z->gather = sp ? n * h * e : 0;
-    z->qkv = n * cdiv(li.qkv_out, t) * e;
-    z->ctx = n * cdiv(li.attn_out_in, t) * e;
-    if (p->flash_attn) {
-        /* FlashAttention-2 saves the fp32 softmax log-sum-exp, [b, a, s] (Dao 2023, Alg. 1) */
-        z->lse = b * a_loc * cdiv(s, cp) * 4;
-    } else {
-        /* softmax over the local queries x all keys: 2as^2b, its mask as^2b (Korthikanti) */
-        int64_t elems = b * a_loc * cdiv(s, cp) * s;
-        z->softmax = elems * e;
-        z->smask = m->dropout ? elems : 0;
-    }
-    z->proj = n * h * e;            /* output projection partial sum before all-reduce/RS */
-    z->hmask = m->dropout ? ns * h : 0; /* bool dropout masks, 1 byte per element */
-    int swiglu = m->act == AP_ACT_SWIGLU;
-    int64_t f = li.mlp_ffn;
-    if (!li.is_moe) {
-        z->fc1 = n * cdiv((swiglu ? 2 : 1) * f, t) * e;
-        z->act = n * cdiv(f, t) * e;
-        z->p_dense = cdiv(li.attn_params + li.mlp_params, t) + li.norm_params;
-        z->p_linear = cdiv(li.attn_params + li.mlp_params, t);
-    } else {
-        const ap_moe *mo = &m->moe;
-        int64_t etp = p->etp > 0 ? p->etp : 1, ep = p->ep > 0 ? p->ep : 1;
-        /* tokens routed to this rank's experts: every local token top_k times (dropless,
-         * balanced), times the capacity factor when one is set (Fedus et al. 2021) */
-        double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
-        int64_t nk = (int64_t)ceil((double)ns * (double)mo->top_k * cf);
-        z->router = ns * mo->experts * 4; /* fp32 router probabilities (Megatron router) */
-        z->disp = nk * h * e;
-        z->efc1 = nk * cdiv((swiglu ? 2 : 1) * f, etp) * e;
-        z->eact = nk * cdiv(f, etp) * e;
-        z->eout = nk * h * e;
-        if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0) {
-            z->sfc1 = n * cdiv((swiglu ? 2 : 1) * mo->shared_ffn_hidden, t) * e;
-            z->sact = n * cdiv(mo->shared_ffn_hidden, t) * e;
-        }
-        z->p_dense = cdiv(li.attn_params + li.shared_params, t) + li.norm_params + li.router_params;
-        z->p_expert = cdiv(mo->experts, ep) * cdiv(li.expert_params, etp);
-        z->p_linear = cdiv(li.attn_params + li.shared_params, t) + z->p_expert;
-    }
-    z->fc2 = n * h * e;
-}
 
 /* ---- model states ------------------------------------------------------------------------ */
 
@@ -446,239 +311,6 @@ static void grads_end(gen *g, unit *u, int chunk, int32_t mb, int32_t unsharded)
     }
 }
 
-/* ---- one transformer layer --------------------------------------------------------------- */
-
-enum { MODE_SAVE = 0, MODE_DISCARD, MODE_RECOMPUTE };
-
-typedef struct keep {
-    int mode;
-    int32_t pending;
-} keep;
-
-/* Save tensor `id` under kind k for backward; in DISCARD mode (forward of a fully recomputed
- * layer, run without autograd) intermediates die as soon as the next one exists. */
-static void save(gen *g, keep *kp, int32_t *slot, int32_t id) {
-    if (kp->mode != MODE_DISCARD) {
-        *slot = id;
-        return;
-    }
-    F(g, kp->pending);
-    kp->pending = id;
-    *slot = -1;
-}
-
-/* Forward of global layer `layer` (local index loc) for micro-batch mb. `x` is the saved input
- * (already allocated). Returns the output tensor (the next layer's input). */
-static int32_t layer_fwd(gen *g, int loc, int32_t layer, int32_t mb, int mode, int selective,
-                         int32_t x) {
-    const ap_model *m = g->m;
-    const lsz *z = &g->sz[loc];
-    int32_t *sv = &SV(g, mb, loc, 0);
-    int32_t d_sv[AP_SIM_NKINDS];
-    if (mode == MODE_DISCARD) sv = d_sv;
-    keep kp = {mode, -1};
-    int32_t tmp, gth;
-    int dropout = m->dropout;
-
-    sv[AP_SIM_T_INPUT] = x;
-    SV(g, mb, loc, AP_SIM_T_INPUT) = x; /* the checkpoint a recomputed layer restarts from */
-    /* attention block */
-    int32_t ln1 = T(g, AP_SIM_T_LN1_OUT, ACT, layer, mb, z->ln, 0);
-    gth = T(g, AP_SIM_T_SP_GATHER, OTH, layer, mb, z->gather, 0);
-    int32_t qkv = T(g, AP_SIM_T_QKV, ACT, layer, mb, z->qkv, 0);
-    F(g, gth);
-    save(g, &kp, &sv[AP_SIM_T_LN1_OUT], ln1);
-    save(g, &kp, &sv[AP_SIM_T_QKV], qkv);
-    int32_t ctx;
-    if (g->p->flash_attn) {
-        ctx = T(g, AP_SIM_T_ATTN_CTX, ACT, layer, mb, z->ctx, 0);
-        int32_t lse = T(g, AP_SIM_T_LSE, ACT, layer, mb, z->lse, 0);
-        if (selective) {
-            F(g, lse); /* checkpointed core attention: recomputed in backward */
-            lse = -1;
-        }
-        save(g, &kp, &sv[AP_SIM_T_LSE], lse);
-    } else {
-        /* QK^T scores, then the fused scale-mask-softmax output (Megatron fused kernels) */
-        int32_t sc = T(g, AP_SIM_T_SCORES, OTH, layer, mb, z->softmax, 0);
-        int32_t sm = T(g, AP_SIM_T_SOFTMAX, ACT, layer, mb, z->softmax, 0);
-        F(g, sc);
-        int32_t mk = -1, dr = -1;
-        if (dropout) {
-            mk = T(g, AP_SIM_T_SOFTMAX_MASK, ACT, layer, mb, z->smask, 0);
-            dr = T(g, AP_SIM_T_SOFTMAX_DROP, ACT, layer, mb, z->softmax, 0);
-        }
-        ctx = T(g, AP_SIM_T_ATTN_CTX, ACT, layer, mb, z->ctx, 0);
-        if (selective) {
-            F(g, sm);
-            F(g, mk);
-            F(g, dr);
-            sm = mk = dr = -1;
-        }
-        save(g, &kp, &sv[AP_SIM_T_SOFTMAX], sm);
-        save(g, &kp, &sv[AP_SIM_T_SOFTMAX_MASK], mk);
-        save(g, &kp, &sv[AP_SIM_T_SOFTMAX_DROP], dr);
-    }
-    save(g, &kp, &sv[AP_SIM_T_ATTN_CTX], ctx);
-    tmp = T(g, AP_SIM_T_PROJ_OUT, OTH, layer, mb, z->proj, 0);
-    int32_t amask = dropout ? T(g, AP_SIM_T_ATTN_MASK, ACT, layer, mb, z->hmask, 0) : -1;
-    save(g, &kp, &sv[AP_SIM_T_ATTN_MASK], amask);
-    int32_t x2 = -1;
-    if (!m->parallel_attn) {
-        x2 = T(g, AP_SIM_T_LN2_IN, ACT, layer, mb, z->x, 0); /* x + dropout(proj) */
-        F(g, tmp);
-        tmp = -1;
-    }
-    /* MLP block: parallel attention (GPT-J/NeoX/Falcon) feeds the MLP from the layer input */
-    int32_t ln2;
-    if (m->parallel_attn && m->norms_per_layer < 2) {
-        ln2 = -1; /* one shared norm: the MLP reads ln1's output */
-    } else {
-        ln2 = T(g, AP_SIM_T_LN2_OUT, ACT, layer, mb, z->ln, 0);
-    }
-    gth = T(g, AP_SIM_T_SP_GATHER, OTH, layer, mb, z->gather, 0);
-    if (!z->is_moe) {
-        int32_t fc1 = T(g, AP_SIM_T_FC1_OUT, ACT, layer, mb, z->fc1, 0);
-        F(g, gth);
-        int32_t act = T(g, AP_SIM_T_ACT_OUT, ACT, layer, mb, z->act, 0);
-        save(g, &kp, &sv[AP_SIM_T_LN2_OUT], ln2);
-        save(g, &kp, &sv[AP_SIM_T_FC1_OUT], fc1);
-        save(g, &kp, &sv[AP_SIM_T_ACT_OUT], act);
-    } else {
-        F(g, gth);
-        int32_t r = T(g, AP_SIM_T_ROUTER_PROBS, ACT, layer, mb, z->router, 0);
-        int32_t d = T(g, AP_SIM_T_MOE_DISPATCHED, ACT, layer, mb, z->disp, 0);
-        int32_t f1 = T(g, AP_SIM_T_EXPERT_FC1, ACT, layer, mb, z->efc1, 0);
-        int32_t ea = T(g, AP_SIM_T_EXPERT_ACT, ACT, layer, mb, z->eact, 0);
-        int32_t eo = T(g, AP_SIM_T_EXPERT_OUT, ACT, layer, mb, z->eout, 0);
-        int32_t s1 = T(g, AP_SIM_T_SHARED_FC1, ACT, layer, mb, z->sfc1, 0);
-        int32_t sa = T(g, AP_SIM_T_SHARED_ACT, ACT, layer, mb, z->sact, 0);
-        save(g, &kp, &sv[AP_SIM_T_LN2_OUT], ln2);
-        save(g, &kp, &sv[AP_SIM_T_ROUTER_PROBS], r);
-        save(g, &kp, &sv[AP_SIM_T_MOE_DISPATCHED], d);
-        save(g, &kp, &sv[AP_SIM_T_EXPERT_FC1], f1);
-        save(g, &kp, &sv[AP_SIM_T_EXPERT_ACT], ea);
-        save(g, &kp, &sv[AP_SIM_T_EXPERT_OUT], eo);
-        save(g, &kp, &sv[AP_SIM_T_SHARED_FC1], s1);
-        save(g, &kp, &sv[AP_SIM_T_SHARED_ACT], sa);
-    }
-    int32_t fc2 = T(g, AP_SIM_T_FC2_OUT, OTH, layer, mb, z->fc2, 0);
-    int32_t mmask = dropout ? T(g, AP_SIM_T_MLP_MASK, ACT, layer, mb, z->hmask, 0) : -1;
-    save(g, &kp, &sv[AP_SIM_T_MLP_MASK], mmask);
-    int kind_out = mode == MODE_RECOMPUTE ? AP_SIM_T_LAYER_OUT : AP_SIM_T_INPUT;
-    int32_t out = T(g, kind_out, ACT, mode == MODE_RECOMPUTE ? layer : layer + 1, mb, z->x, 0);
-    F(g, fc2);
-    F(g, tmp);
-    if (mode == MODE_DISCARD) {
-        F(g, kp.pending);
-        F(g, x2);
-        x2 = -1;
-    }
-    sv[AP_SIM_T_LN2_IN] = x2;
-    return out;
-}
-
-/* Backward of one layer; g_out is the gradient of its output (freed here). Frees the layer's
- * saved tensors as their consumers' backward runs. Returns the gradient of its input. */
-static int32_t layer_bwd(gen *g, int loc, int32_t layer, int32_t mb, int selective,
-                         int32_t g_out) {
-    const lsz *z = &g->sz[loc];
-    int32_t *sv = &SV(g, mb, loc, 0);
-    int32_t gx = g_out;
-    int G = 1;
-    /* MLP: dropout, down projection, activation, up projection, norm */
-    F(g, sv[AP_SIM_T_MLP_MASK]);
-    int32_t gf2 = T(g, AP_SIM_T_FC2_OUT, OTH, layer, mb, z->fc2, G);
-    if (!z->is_moe) {
-        int32_t ga = T(g, AP_SIM_T_ACT_OUT, OTH, layer, mb, z->act, G);
-        F(g, gf2);
-        F(g, sv[AP_SIM_T_ACT_OUT]);
-        int32_t gf1 = T(g, AP_SIM_T_FC1_OUT, OTH, layer, mb, z->fc1, G);
-        F(g, ga);
-        F(g, sv[AP_SIM_T_FC1_OUT]);
-        int32_t gl2 = T(g, AP_SIM_T_LN2_OUT, OTH, layer, mb, z->gather ? z->gather : z->ln, G);
-        F(g, gf1);
-        F(g, sv[AP_SIM_T_LN2_OUT]);
-        gf2 = gl2;
-    } else {
-        int32_t gs = T(g, AP_SIM_T_SHARED_ACT, OTH, layer, mb, z->sact, G);
-        F(g, sv[AP_SIM_T_SHARED_ACT]);
-        int32_t gs1 = T(g, AP_SIM_T_SHARED_FC1, OTH, layer, mb, z->sfc1, G);
-        F(g, gs);
-        F(g, sv[AP_SIM_T_SHARED_FC1]);
-        F(g, gs1);
-        int32_t geo = T(g, AP_SIM_T_EXPERT_OUT, OTH, layer, mb, z->eout, G);
-        F(g, sv[AP_SIM_T_EXPERT_OUT]);
-        F(g, sv[AP_SIM_T_ROUTER_PROBS]);
-        int32_t gea = T(g, AP_SIM_T_EXPERT_ACT, OTH, layer, mb, z->eact, G);
-        F(g, geo);
-        F(g, sv[AP_SIM_T_EXPERT_ACT]);
-        int32_t ge1 = T(g, AP_SIM_T_EXPERT_FC1, OTH, layer, mb, z->efc1, G);
-        F(g, gea);
-        F(g, sv[AP_SIM_T_EXPERT_FC1]);
-        int32_t gd = T(g, AP_SIM_T_MOE_DISPATCHED, OTH, layer, mb, z->disp, G);
-        F(g, ge1);
-        F(g, sv[AP_SIM_T_MOE_DISPATCHED]);
-        int32_t gl2 = T(g, AP_SIM_T_LN2_OUT, OTH, layer, mb, z->gather ? z->gather : z->ln, G);
-        F(g, gd);
-        F(g, sv[AP_SIM_T_LN2_OUT]);
-        F(g, gf2);
-        gf2 = gl2;
-    }
-    if (!g->m->parallel_attn) {
-        /* second norm backward; the residual adds into its output gradient */
-        int32_t gx2 = T(g, AP_SIM_T_LN2_IN, OTH, layer, mb, z->x, G);
-        F(g, gf2);
-        F(g, sv[AP_SIM_T_LN2_IN]);
-        F(g, gx);
-        gx = gx2;
-        gf2 = -1;
-    }
-    /* attention: dropout, output projection, core attention, QKV projection, first norm */
-    F(g, sv[AP_SIM_T_ATTN_MASK]);
-    int32_t gp = T(g, AP_SIM_T_PROJ_OUT, OTH, layer, mb, z->gather ? z->gather : z->x, G);
-    int32_t gctx = T(g, AP_SIM_T_ATTN_CTX, OTH, layer, mb, z->ctx, G);
-    F(g, gp);
-    int32_t gqkv;
-    if (g->p->flash_attn) {
-        int32_t lse = sv[AP_SIM_T_LSE];
-        if (selective) { /* recompute the checkpointed core attention's forward */
-            lse = T(g, AP_SIM_T_LSE, ACT, layer, mb, z->lse, 0);
-        }
-        gqkv = T(g, AP_SIM_T_QKV, OTH, layer, mb, z->qkv, G);
-        F(g, lse);
-    } else {
-        int32_t sm = sv[AP_SIM_T_SOFTMAX], mk = sv[AP_SIM_T_SOFTMAX_MASK],
-                dr = sv[AP_SIM_T_SOFTMAX_DROP];
-        if (selective) {
-            sm = T(g, AP_SIM_T_SOFTMAX, ACT, layer, mb, z->softmax, 0);
-            if (g->m->dropout) {
-                mk = T(g, AP_SIM_T_SOFTMAX_MASK, ACT, layer, mb, z->smask, 0);
-                dr = T(g, AP_SIM_T_SOFTMAX_DROP, ACT, layer, mb, z->softmax, 0);
-            }
-        }
-        int32_t gsm = T(g, AP_SIM_T_SOFTMAX, OTH, layer, mb, z->softmax, G);
-        F(g, dr);
-        F(g, mk);
-        gqkv = T(g, AP_SIM_T_QKV, OTH, layer, mb, z->qkv, G);
-        F(g, sm);
-        F(g, gsm);
-    }
-    F(g, gctx);
-    F(g, sv[AP_SIM_T_ATTN_CTX]);
-    int32_t gl1 = T(g, AP_SIM_T_LN1_OUT, OTH, layer, mb, z->gather ? z->gather : z->ln, G);
-    F(g, gqkv);
-    F(g, sv[AP_SIM_T_QKV]);
-    if (gf2 >= 0) F(g, gf2); /* parallel attention: the MLP branch joins here */
-    int32_t gin = T(g, AP_SIM_T_INPUT, OTH, layer, mb, z->x, G);
-    F(g, gl1);
-    F(g, sv[AP_SIM_T_LN1_OUT]);
-    F(g, sv[AP_SIM_T_INPUT]);
-    F(g, gx);
-    for (int k = 0; k < AP_SIM_NKINDS; k++) sv[k] = -1;
-    return gin;
-}
-
 /* ---- chunks: embedding, layers, head ------------------------------------------------------ */
 
 #define END_EMASK 0
@@ -719,7 +351,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
         unit_pre(g, u, k, mb, 1);
         op_begin(g, AP_SIM_OP_FWD, k, layer, mb);
         int rc = chunk_recomputes(g, k, i);
-        x = layer_fwd(g, loc, layer, mb, rc ? MODE_DISCARD : MODE_SAVE,
+        x = ap_simg_layer_fwd(g, loc, layer, mb, rc ? MODE_DISCARD : MODE_SAVE,
                       p->recompute == AP_RECOMPUTE_SELECTIVE, x);
         unit_post(g, u, 1);
     }
@@ -806,12 +438,12 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
         if (chunk_recomputes(g, k, i)) {
             op_begin(g, AP_SIM_OP_RECOMPUTE, k, layer, mb);
             int32_t x = SV(g, mb, loc, AP_SIM_T_INPUT);
-            int32_t out = layer_fwd(g, loc, layer, mb, MODE_RECOMPUTE, 0, x);
+            int32_t out = ap_simg_layer_fwd(g, loc, layer, mb, MODE_RECOMPUTE, 0, x);
             F(g, out);
         }
         op_begin(g, AP_SIM_OP_BWD, k, layer, mb);
         int32_t un = grads_begin(g, u, mb);
-        gx = layer_bwd(g, loc, layer, mb, p->recompute == AP_RECOMPUTE_SELECTIVE &&
+        gx = ap_simg_layer_bwd(g, loc, layer, mb, p->recompute == AP_RECOMPUTE_SELECTIVE &&
                                                !chunk_recomputes(g, k, i), gx);
         grads_end(g, u, k, mb, un);
         unit_post(g, u, 0);
@@ -1037,10 +669,10 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
             int64_t layer = g.ck_first[k] + i;
             int moe = ap_model_layer_is_moe(m, layer);
             if (moe && !have_moe) {
-                layer_sizes(&g, layer, &moe_sz);
+                ap_simg_layer_sizes(&g, layer, &moe_sz);
                 have_moe = 1;
             } else if (!moe && !have_dense) {
-                layer_sizes(&g, layer, &dense_sz);
+                ap_simg_layer_sizes(&g, layer, &dense_sz);
                 have_dense = 1;
             }
             int loc = g.ck_base[k] + i;
@@ -1051,7 +683,7 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
             u->p_expert = g.sz[loc].p_expert;
             u->p_linear = g.sz[loc].p_linear;
         }
-    if (g.nloc == 0) layer_sizes(&g, 0, &g.sz[0]);
+    if (g.nloc == 0) ap_simg_layer_sizes(&g, 0, &g.sz[0]);
     int64_t V = m->vocab, h = m->hidden;
     g.xb = g.sz[0].x;
     g.hmask_b = m->dropout ? g.sz[0].x / 2 : 0;

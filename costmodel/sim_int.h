@@ -1,7 +1,8 @@
 /*
- * sim_int.h - the simulator's internal result layout, shared by costmodel/sim.c (generation
- * and replay) and costmodel/simreport.c (accessors, descriptions, JSON). Not a public header:
- * callers use sim.h.
+ * sim_int.h - the simulator's internals shared by its files: costmodel/sim.c (schedule, model
+ * states, replay, the result), costmodel/simlayer.c (the tensors of one transformer layer) and
+ * costmodel/simreport.c (accessors, descriptions, JSON). Not a public header: callers use
+ * sim.h. The ap_simg_* functions are the generator's internal interface.
  */
 #ifndef AP_SIM_INT_H
 #define AP_SIM_INT_H
@@ -28,5 +29,97 @@ struct ap_sim {
     int nranks;
     rank_store *ranks;
 };
+
+/* ---- the generator of one rank (sim.c, simlayer.c) -------------------------------------- */
+
+typedef struct lsz { /* bytes of one layer's tensors for one micro-batch on this rank */
+    int is_moe;
+    int64_t x;          /* residual stream (layer input/output), sp-split */
+    int64_t ln;         /* norm output saved (sp-split) */
+    int64_t gather;     /* sp all-gather of a norm output, full sequence (0 without sp) */
+    int64_t qkv, ctx, lse, softmax, smask, proj, hmask, fc1, act, fc2;
+    int64_t router, disp, efc1, eact, eout, sfc1, sact;
+    int64_t p_dense, p_expert; /* parameters held on this rank (tp/ep split, before ZeRO) */
+    int64_t p_linear;          /* GEMM weights (fp8 copies) */
+} lsz;
+
+typedef struct unit { /* a block that owns parameters: a layer, the embedding or the head */
+    int32_t layer;
+    int64_t p_dense, p_expert, p_linear;
+    int32_t t_weight, t_grad, t_gathered, t_accum;
+    int gather_refs;  /* micro-batches holding the gathered copy (zero2_keeps_gathered) */
+    int bwd_done;     /* micro-batches whose backward went through this unit */
+} unit;
+
+typedef struct gen {
+    const ap_model *m;
+    const ap_plan *p;
+    const ap_trainer_caps *caps;
+    int stage, pp, vp;
+    int64_t L, mbs_n; /* micro-batches per iteration */
+    /* chunks of this rank */
+    int ck_first[AP_MAX_CHUNKS], ck_n[AP_MAX_CHUNKS], ck_base[AP_MAX_CHUNKS], ck_rc[AP_MAX_CHUNKS];
+    int nloc;
+    lsz *sz;        /* per local layer */
+    unit *units;    /* per local layer, then embedding, then head */
+    int nunits, u_embed, u_head;
+    int32_t *saved; /* [mb][local layer][kind] */
+    int32_t *ends;  /* [mb][4]: embed mask, final norm out, logits saved, head input */
+    /* growing arrays */
+    ap_sim_op *ops;
+    int nops, capops;
+    ap_sim_tensor *ts;
+    int nts, capts;
+    ap_sim_event *ev;
+    int nev, capev;
+    int nomem;      /* host allocation failed */
+    int bad_free;   /* a free that matches no allocation (a generator bug) */
+    /* replay state: the allocator sees every event as it is generated */
+    ap_alloc *al;
+    int32_t *blk;   /* allocator block of each tensor (capts) */
+    int record;     /* keep events, curves and per-op snapshots */
+    int64_t *acurve, *rcurve; /* capev */
+    int32_t *opk_ev;          /* capops */
+    int64_t *opk_cat, *ope_cat;
+    int64_t live, cat[AP_SIM_NCAT], apeak, rpeak, alloc_at_rpeak, baseline;
+    int peak_ev, peak_op, over_ev, over_op;
+    double budget, overhead;
+    /* bytes common to all layers */
+    int64_t xb, hmask_b, logits_b;
+    /* trainer behaviour */
+    int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode;
+    int grads_sharded, reduce_per_mb, foreach_adam;
+    double D_dense, D_expert;
+} gen;
+
+/* The tensor saved under kind k by local layer loc for micro-batch mb (-1 when none). */
+#define SV(g, mb, loc, k)                                                                          \
+    ((g)->saved[(((int64_t)(mb) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
+
+#define ACT AP_SIM_CAT_ACTIVATIONS
+#define OTH AP_SIM_CAT_OTHER
+
+static inline int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+
+/* Allocate a tensor (one event, replayed at once); -1 for an empty tensor. */
+int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t bytes,
+                       int is_grad);
+/* Free tensor id (ignored for -1); a double free marks the rank as broken (bad_free). */
+void ap_simg_free(gen *g, int32_t id);
+
+/* Forward modes of a layer: saving for backward, run without autograd (a fully recomputed
+ * layer: only its input is kept), or the recompute before its backward. */
+enum { MODE_SAVE = 0, MODE_DISCARD, MODE_RECOMPUTE };
+
+/* Bytes of layer `layer`'s tensors for one micro-batch on this rank. */
+void ap_simg_layer_sizes(const gen *g, int64_t layer, lsz *z);
+/* Forward of global layer `layer` (local index loc) for micro-batch mb from its saved input x;
+ * returns the output (the next layer's input). */
+int32_t ap_simg_layer_fwd(gen *g, int loc, int32_t layer, int32_t mb, int mode, int selective,
+                          int32_t x);
+/* Backward of one layer from the gradient of its output (freed); frees the layer's saved
+ * tensors as their consumers' backward runs; returns the gradient of its input. */
+int32_t ap_simg_layer_bwd(gen *g, int loc, int32_t layer, int32_t mb, int selective,
+                          int32_t g_out);
 
 #endif

@@ -167,7 +167,8 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
            (long long)p->grad_accum);
     const ap_sim_opts *so = ap_sim_options(s);
     printf("allocator: %s%s; device = reserved + %s (CUDA context, cuBLAS, NCCL)\n",
-           ap_alloc_mode_name(so->allocator), so->expandable_segments ? " (expandable segments)" : "",
+           ap_alloc_mode_name(so->allocator),
+           so->expandable_segments ? " (expandable segments)" : "",
            ap_fmt_bytes(ap_sim_overhead_bytes(s), b1, sizeof b1));
     printf("\n%-5s %6s %12s %12s %12s %6s %9s  %s\n", "stage", "layers", "allocated", "reserved",
            "device", "frag", "in-flight", "peak at");
@@ -247,7 +248,8 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
     printf("\nDOES NOT FIT: device peak %s + headroom %s > %s (%s over)\n",
            ap_fmt_bytes(dev, b1, sizeof b1), ap_fmt_bytes(cap - budget, b2, sizeof b2),
            ap_fmt_bytes(cap, b3, sizeof b3), ap_fmt_bytes(dev - budget, b4, sizeof b4));
-    printf("first over the budget: %s; live:", ap_sim_op_describe(s, o, o->over_op, buf, sizeof buf));
+    printf("first over the budget: %s; live:",
+           ap_sim_op_describe(s, o, o->over_op, buf, sizeof buf));
     int first = 1;
     for (int c = 0; c < AP_SIM_NCAT; c++) {
         if (cat[c] <= 0) continue;
@@ -339,7 +341,8 @@ int ap_cmd_simulate(int argc, char **argv) {
     ctx.opts.allocator_expandable = so.expandable_segments;
     so.headroom_bytes = ctx.opts.headroom_bytes;
     int64_t top = 10;
-    if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
     const char *trace = ap_flags_value(&fl, "trace");
     so.record_curves = trace != NULL;
 
