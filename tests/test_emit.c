@@ -194,6 +194,8 @@ static const pcase cases[] = {
      0.5, 0, BF, 0, 0, {0}, {0}},
     {"meg-dsv3", "deepseek-v3", 64, MEG, 2, 4, 8, 1, 8, 1, 1, 1, 256, 4096, 1, FULL, 0, 1, 1, 1,
      0, 0, BF, 0, 0, {0}, {0}},
+    {"meg-gpt2-tp2", "gpt2", 8, MEG, 2, 1, 4, 1, 1, 1, 1, 8, 256, 1024, 0, FULL, 6, 0, 1, 0, 0,
+     0, BF, 0, 0, {0}, {0}},
     {"ds-7b-z2", "llama-2-7b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 4, 256, 4096, 2, FULL, 0, 0, 1, 0, 0,
      0, BF, 0, 0, {0}, {0}},
     {"ds-7b-z3-offload", "llama-2-7b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 3, NO, 0, 0, 1, 1,
@@ -278,6 +280,7 @@ typedef struct got {
     int rcs[AP_MAX_CHUNKS];/* per-chunk recompute counts, -1 unknown */
     int64_t world;
     int64_t model_layers, hidden, heads, kv, ffn, vocab;
+    int swiglu, rmsnorm, untied, nobias, rope; /* -1 = not parsed */
 } got;
 
 static void got_init(got *g) {
@@ -370,6 +373,12 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
     g->kv = (v = fv(f, n, "--num-query-groups")) ? atoll(v)
           : (v = fv(f, n, "--num-key-value-heads")) ? atoll(v) : g->heads;
     g->vocab = (v = fv(f, n, "--vocab-size")) ? atoll(v) : -1;
+    g->swiglu = fv(f, n, "--swiglu") != NULL;
+    g->rmsnorm = (v = fv(f, n, "--normalization")) && (!strcmp(v, "RMSNorm") || !strcmp(v, "rmsnorm"));
+    g->untied = fv(f, n, "--untie-embeddings-and-output-weights") != NULL;
+    g->nobias = fv(f, n, "--disable-bias-linear") != NULL;
+    g->rope = ((v = fv(f, n, "--position-embedding-type")) && !strcmp(v, "rope")) ||
+              fv(f, n, "--use-rotary-position-embeddings") != NULL;
     p->tp = (v = fv(f, n, "--tensor-model-parallel-size")) ? atoi(v) : 1;
     p->pp = (v = fv(f, n, "--pipeline-model-parallel-size")) ? atoi(v) : 1;
     p->cp = (v = fv(f, n, "--context-parallel-size")) ? atoi(v) : 1;
@@ -442,6 +451,11 @@ static void compare_model(const got *g, const ap_model *m) {
     CHECK_INT(g->kv, m->kv_heads);
     CHECK_INT(g->ffn, m->ffn_hidden);
     CHECK_INT(g->vocab, m->vocab);
+    CHECK_INT(g->swiglu, m->act == AP_ACT_SWIGLU);
+    CHECK_INT(g->rmsnorm, m->norm == AP_NORM_RMSNORM);
+    CHECK_INT(g->untied, !m->tied_embeddings);
+    CHECK_INT(g->nobias, !m->bias);
+    CHECK_INT(g->rope, m->pos == AP_POS_ROTARY);
 }
 
 static void check_megatron(const char *dir, const ap_model *m, const ap_cluster *c,
