@@ -178,10 +178,43 @@ static int try_variant(const plan_cmd *pc, const ap_cluster *c, ap_trainer_id tr
     return ok;
 }
 
+/* 1 if anything beyond the trainer was pinned by the user. */
+static int has_pins(const ap_search_opts *so) {
+    const ap_plan *f = &so->fixed;
+    return f->tp || f->pp || f->dp || f->cp || f->ep || f->vp || f->mbs || f->zero >= 0 ||
+           so->fix_recompute || f->offload_optimizer > 0 || f->offload_params > 0 ||
+           f->recompute_layers || so->no_sp || so->no_overlap;
+}
+
 static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *out) {
     ap_json *sug = ap_json_new_array();
     static ap_estimate best;
     char line[512], lbl[160];
+    /* the user's pins first: the same GPUs with everything free */
+    if (has_pins(&pc->so)) {
+        plan_cmd *free_pc = malloc(sizeof *free_pc);
+        if (free_pc) {
+            *free_pc = *pc;
+            ap_search_opts *so = &free_pc->so;
+            ap_plan keep = so->fixed;
+            ap_search_opts_init(so);
+            so->fixed.trainer = keep.trainer;
+            so->fixed.seq = keep.seq;
+            so->fixed.dtype = keep.dtype;
+            so->fixed.flash_attn = keep.flash_attn;
+            so->gbs = pc->so.gbs;
+            so->est = pc->so.est;
+            so->allow_cross_node_tp = pc->so.allow_cross_node_tp;
+            if (try_variant(free_pc, c, keep.trainer, &best)) {
+                snprintf(line, sizeof line, "drop the pinned options (--fix, --tp, --mbs, "
+                         "--recompute, ...): %s fits (%.1f GiB of %.1f GiB)",
+                         ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / GiB,
+                         best.capacity_bytes / GiB);
+                ap_json_push(sug, ap_json_new_string(line));
+            }
+            free(free_pc);
+        }
+    }
     /* more GPUs of the same kind (the global batch must stay divisible) */
     for (int mult = 2; mult <= 64; mult *= 2) {
         ap_cluster c2 = *c;
