@@ -1222,6 +1222,71 @@ static void mu_ds_pp_z3(ap_json *r) {
     ap_json_add(sec(sec(r, "plan"), "recompute"), "per_stage", b);
 }
 
+/* Every member of a valid plan.json (outside "estimate") is required and typed: removing it,
+ * or giving it a value of another type, must be refused with a message naming it. */
+static int planfile_refuses(const ap_json *root, const char *key) {
+    ap_model m2;
+    ap_cluster c2;
+    ap_plan p2;
+    ap_err err;
+    err.msg[0] = '\0';
+    ap_status st = ap_planfile_from_json(root, "sys.json", &m2, &c2, &p2, NULL, &err);
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "'%s'", key);
+    int ok = st == AP_ERR_INPUT && strstr(err.msg, quoted) && !strchr(err.msg, '\n');
+    if (!ok) fprintf(stderr, "  key %s: status %d, message: %s\n", key, (int)st, err.msg);
+    return ok;
+}
+
+static void walk_members(ap_json *root, ap_json *obj, int *n) {
+    char keys[64][64];
+    int nk = 0;
+    for (ap_json *it = ap_json_first(obj); it && nk < 64; it = ap_json_next(it))
+        snprintf(keys[nk++], sizeof keys[0], "%s", ap_json_key(it));
+    for (int i = 0; i < nk; i++) {
+        const char *key = keys[i];
+        if (obj == root && !strcmp(key, "estimate")) continue;
+        ap_json *it = ap_json_get(obj, key);
+        if (ap_json_is_object(it)) walk_members(root, it, n);
+        ap_json *copy = ap_json_detach(obj, key);
+        /* removed */
+        CHECK(planfile_refuses(root, key));
+        /* a value of another type */
+        ap_json *wrong = ap_json_is_string(copy) ? ap_json_new_number(7)
+                       : ap_json_is_number(copy) || ap_json_is_bool(copy) ? ap_json_new_string("x")
+                       : ap_json_new_number(1);
+        ap_json_add(obj, key, wrong);
+        CHECK(planfile_refuses(root, key));
+        ap_json_free(ap_json_detach(obj, key));
+        ap_json_add(obj, key, copy);
+        (*n)++;
+    }
+}
+
+static void test_planfile_every_field(void) {
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    if (!load_model("deepseek-v3", &m)) { CHECK(0); return; }
+    make_cluster("h100-sxm", 64, &c);
+    build_plan(find_case("meg-dsv3"), &p);
+    ap_json *root = ap_planfile_to_json(&m, &c, &p, NULL);
+    CHECK(root != NULL);
+    if (!root) return;
+    int n = 0;
+    walk_members(root, root, &n);
+    /* every member of the model, cluster and plan sections, and the top level */
+    CHECK(n >= 80);
+    /* and the tree still reads after all the restores */
+    ap_model m2;
+    ap_cluster c2;
+    ap_plan p2;
+    ap_err err;
+    CHECK_INT(ap_planfile_from_json(root, "sys.json", &m2, &c2, &p2, NULL, &err), AP_OK);
+    ap_json_free(root);
+    printf("plan.json: %d members each refused when missing or mistyped\n", n);
+}
+
 static void test_planfile_bad(void) {
     ap_model m;
     ap_cluster c;
@@ -1551,6 +1616,7 @@ int main(int argc, char **argv) {
 
     test_planfile_roundtrip();
     test_planfile_bad();
+    test_planfile_every_field();
     test_roundtrip();
     test_refusals();
     test_golden();
