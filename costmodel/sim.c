@@ -20,8 +20,8 @@
  * simlayer.c; names, descriptions and the JSON report in simreport.c.
  *
  * It does not model: cross-stream reuse, NCCL's internal buffers beyond a fixed overhead,
- * prefetching of the next ZeRO-3 layer (overlap_param), vocabulary padding, the norms' fp32
- * mean/rstd (4 bytes per row, < 0.1% of a layer).
+ * prefetching deeper than one ZeRO-3 layer, vocabulary padding, the norms' fp32 mean/rstd
+ * (4 bytes per row, < 0.1% of a layer).
  */
 #include <math.h>
 #include <stdio.h>
@@ -349,6 +349,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
         int loc = g->ck_base[k] + i;
         unit *u = &g->units[loc];
         unit_pre(g, u, k, mb, 1);
+        if (g->prefetch && i + 1 < g->ck_n[k]) unit_pre(g, &g->units[loc + 1], k, mb, 1);
         op_begin(g, AP_SIM_OP_FWD, k, layer, mb);
         int rc = chunk_recomputes(g, k, i);
         x = ap_simg_layer_fwd(g, loc, layer, mb, rc ? MODE_DISCARD : MODE_SAVE,
@@ -435,6 +436,7 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
         int loc = g->ck_base[k] + i;
         unit *u = &g->units[loc];
         unit_pre(g, u, k, mb, 0);
+        if (g->prefetch && i > 0) unit_pre(g, &g->units[loc - 1], k, mb, 0);
         if (chunk_recomputes(g, k, i)) {
             op_begin(g, AP_SIM_OP_RECOMPUTE, k, layer, mb);
             int32_t x = SV(g, mb, loc, AP_SIM_T_INPUT);
@@ -642,6 +644,10 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     g.gather_keep = (p->zero == 2 && g.caps->zero2_keeps_gathered) ||
                     (p->zero < 2 && g.caps->master_bytes == 0);
     g.gather_mode = p->zero == 3 || g.gather_keep;
+    /* with parameter overlap the next layer's all-gather is issued before this layer computes,
+       so two gathered layers are live (FSDP forward/backward prefetch, DeepSpeed
+       stage3_prefetch_bucket_size) */
+    g.prefetch = p->zero == 3 && !g.gather_keep && p->overlap_param;
     g.fetch_frac_mode = !g.gather_mode && p->offload_params > 0;
     g.grads_sharded = p->zero >= 2;
     g.reduce_per_mb = (g.caps->grad_reduce_per_mb_zero_mask >> p->zero) & 1u;

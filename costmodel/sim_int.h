@@ -87,7 +87,7 @@ typedef struct gen {
     /* bytes common to all layers */
     int64_t xb, hmask_b, logits_b;
     /* trainer behaviour */
-    int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode;
+    int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode, prefetch;
     int grads_sharded, reduce_per_mb, foreach_adam;
     double D_dense, D_expert;
 } gen;

@@ -489,6 +489,42 @@ static void test_invariants(void) {
     run_invariants(&gpt, &p, "parallel attention, pp3, m5");
 }
 
+/* Most gathered (ZeRO-3) layers live at once on rank 0. */
+static int max_gathered(const ap_model *m, const ap_plan *p) {
+    ap_sim *s = NULL;
+    ap_err err = {{0}};
+    if (ap_sim_run(m, NULL, p, NULL, &s, &err) != AP_OK) return -1;
+    const ap_sim_rank *r = ap_sim_rank_at(s, 0);
+    int live = 0, most = 0;
+    for (int i = 0; i < r->nevents; i++) {
+        const ap_sim_tensor *t = &r->tensors[r->events[i].tensor];
+        if (t->kind != AP_SIM_T_WEIGHT_GATHERED) continue;
+        live += r->events[i].is_free ? -1 : 1;
+        if (live > most) most = live;
+    }
+    ap_sim_free(s);
+    return most;
+}
+
+static void test_zero3_gathers(void) {
+    ap_model ll;
+    llama_model(&ll, 8, 1024, 16, 4, 2816, 32000);
+    ap_plan p;
+    base_plan(&p, 1, 1, 8, 1, 2, 512);
+    p.trainer = AP_TRAINER_FSDP;
+    p.zero = 3;
+    /* reshard after forward: one gathered layer at a time; with parameter overlap the next
+       layer is gathered before this one computes: two */
+    CHECK_INT(max_gathered(&ll, &p), 1);
+    p.overlap_param = p.overlap_grad = 1;
+    CHECK_INT(max_gathered(&ll, &p), 2);
+    run_invariants(&ll, &p, "fsdp zero3 prefetch");
+    /* SHARD_GRAD_OP keeps every unit's gathered copy from forward to backward: 8 layers, the
+       embedding and the head */
+    p.zero = 2;
+    CHECK_INT(max_gathered(&ll, &p), 10);
+}
+
 /* ---- fault paths --------------------------------------------------------------------------- */
 
 static void test_faults(void) {
@@ -901,6 +937,7 @@ int main(int argc, char **argv) {
     test_korthikanti_table2();
     test_invariants();
     test_faults();
+    test_zero3_gathers();
     test_schedule();
     test_trace();
     test_against_estimate();
