@@ -505,10 +505,22 @@ static ap_status set_journal(ap_db *db, int want_wal, ap_err *err) {
         return AP_OK;
     }
     if (want_wal) {
-        if (strcmp(mode, "wal") != 0) {
+        /* Switching to WAL needs an exclusive lock, and SQLite does not call the busy handler
+         * for it (the statement already holds a shared lock: waiting could deadlock). When
+         * several processes open a new database at once, all but one get SQLITE_BUSY: wait a
+         * little, look again (the winner has usually switched it already), up to busy_ms. */
+        for (int waited_ms = 0; strcmp(mode, "wal") != 0;) {
             rc = query_text(db, "PRAGMA journal_mode=WAL", mode, sizeof mode);
-            if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+            if (rc == SQLITE_OK) break;
+            if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
                 return db_fail(db, rc, "setting the journal mode", err);
+            if (waited_ms >= db->busy_ms) return db_fail(db, rc, "setting the journal mode", err);
+            struct timespec ts = {0, 2 * 1000000L};
+            nanosleep(&ts, NULL);
+            waited_ms += 2;
+            rc = query_text(db, "PRAGMA journal_mode", mode, sizeof mode);
+            if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+                return db_fail(db, rc, "reading the journal mode", err);
         }
         if (strcmp(mode, "wal") == 0) {
             db->wal = 1;
