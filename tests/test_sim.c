@@ -393,6 +393,13 @@ static int check_rank_invariants(const ap_sim *s, const ap_sim_rank *r, int aren
     CHECK_INT(bad_alloc, 0);
     CHECK_INT(overlap, 0);
     CHECK_INT(r->allocated_peak_bytes, peak);
+    /* the reported reserved and device peaks are the maxima of the replayed reserved curve */
+    int64_t rmax = 0;
+    for (int i = 0; i < r->nevents && r->reserved_curve; i++)
+        if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
+    CHECK_INT(r->reserved_peak_bytes, rmax);
+    CHECK_INT(r->device_peak_bytes, rmax + (int64_t)ap_sim_overhead_bytes(s));
+    CHECK(r->peak_event >= 0 && r->allocated_curve[r->peak_event] == peak);
     CHECK_INT(r->baseline_bytes, persist);
     CHECK_INT(r->end_bytes, r->baseline_bytes);
     CHECK_INT(leftover, 0);
@@ -408,7 +415,6 @@ static int check_rank_invariants(const ap_sim *s, const ap_sim_rank *r, int aren
         CHECK(r->tensors[r->live_at_peak[0]].bytes >= r->tensors[r->live_at_peak[1]].bytes);
     free(state);
     free(liv);
-    (void)s;
     if (tl_fail != fails0) fprintf(stderr, "  (invariants failed for %s, stage %d)\n", label,
                                    r->stage);
     return tl_fail == fails0;
