@@ -408,6 +408,12 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         /* CPU offload (ZeRO-Offload, Ren et al. 2021): the fraction leaves the GPU */
         double host = opt * p->offload_optimizer + w * p->offload_params;
         opt *= 1.0 - p->offload_optimizer;
+        if (p->zero >= 2 && p->offload_optimizer > 0) {
+            /* with sharded gradients the gradient partition moves to the host as it is
+             * produced (ZeRO-Offload, Ren et al. 2021 Sec. 4.1; FSDP CPUOffload) */
+            host += gr * p->offload_optimizer;
+            gr *= 1.0 - p->offload_optimizer;
+        }
         w *= 1.0 - p->offload_params;
         sm->params_bytes = w;
         sm->grads_bytes = gr;

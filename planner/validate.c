@@ -31,9 +31,22 @@ typedef struct {
     int is_time;
 } vrow;
 
+/* A largest-model row: shown beside the model-state bound, not scored. */
+typedef struct {
+    char source[64];
+    char gpu[32];
+    char framework[64];
+    char mode[24];      /* states | optimizer-offload | unbounded */
+    int gpus, tp, dp, zero;
+    double measured_params;
+    double bound_params; /* 0 = no bound (host memory not stated) */
+} vshown;
+
 typedef struct {
     vrow rows[MAX_ROWS];
     int n;
+    vshown shown[64];
+    int nshown;
     char sources[MAX_SOURCES][64];
     int nsources;
 } vset;
@@ -136,6 +149,45 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
             vs->nsources++;
         }
         vs->n++;
+    }
+    /* shown rows (optional) */
+    ap_json *sh = ap_json_get(root, "shown");
+    vs->nshown = 0;
+    for (int i = 0; st == AP_OK && i < ap_json_size(sh) && vs->nshown < 64; i++) {
+        ap_json *r = ap_json_at(sh, i);
+        vshown *v = &vs->shown[vs->nshown];
+        memset(v, 0, sizeof *v);
+        char where[4160];
+        snprintf(where, sizeof where, "%s: shown[%d]", path, i);
+        int64_t x;
+        if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err))) break;
+        if ((st = ap_json_get_str(r, "gpu", v->gpu, sizeof v->gpu, NULL, where, err))) break;
+        if ((st = ap_json_get_str(r, "framework", v->framework, sizeof v->framework, NULL, where, err))) break;
+        if ((st = ap_json_get_str(r, "mode", v->mode, sizeof v->mode, NULL, where, err))) break;
+        if ((st = ap_json_get_int(r, "gpus", 1, 1 << 20, &x, NULL, where, err))) break;
+        v->gpus = (int)x;
+        if ((st = ap_json_get_int(r, "tp", 1, 4096, &x, NULL, where, err))) break;
+        v->tp = (int)x;
+        if ((st = ap_json_get_int(r, "dp", 1, 1 << 20, &x, NULL, where, err))) break;
+        v->dp = (int)x;
+        if ((st = ap_json_get_int(r, "zero", 0, 3, &x, NULL, where, err))) break;
+        v->zero = (int)x;
+        if ((st = ap_json_get_real(r, "measured_params", 1, 1e16, &v->measured_params, NULL, where, err))) break;
+        const ap_gpu *g;
+        if ((st = ap_gpu_lookup(v->gpu, where, &g, err))) break;
+        /* the bound: usable memory / model-state bytes per parameter, ZeRO paper accounting
+         * (2 + 2 + 12, as DeepSpeed's ZeRO-1 of 2020); with ZeRO-Offload (ZeRO-2 with the
+         * optimizer, its states and the gradients on the CPU) the GPU keeps the 16-bit
+         * parameters only */
+        ap_plan p;
+        ap_plan_init(&p);
+        p.trainer = AP_TRAINER_COLOSSALAI;
+        p.zero = v->zero;
+        double w, gr, o;
+        ap_mem_model_states(&p, 1.0, v->dp, &w, &gr, &o);
+        double per = !strcmp(v->mode, "optimizer-offload") ? w : w + gr + o;
+        v->bound_params = !strcmp(v->mode, "unbounded") ? 0 : g->mem_bytes * v->tp / per;
+        vs->nshown++;
     }
 done:
     ap_json_free(root);
@@ -443,6 +495,21 @@ int ap_cmd_validate(int argc, char **argv) {
     if (do_loso)
         printf("leave-one-source-out time MAPE %.2f%% (max row %.2f%%)\n", 100 * loso.time_mape,
                100 * loso.time_max);
+    if (vs.nshown) {
+        printf("\nlargest trainable model (shown, not scored: batch, sequence and host memory not "
+               "stated)\n%-22s %-14s %5s %3s %4s %-28s %10s %16s\n", "source", "gpu", "gpus",
+               "tp", "zero", "framework", "measured", "state bound");
+        for (int i = 0; i < vs.nshown; i++) {
+            const vshown *v = &vs.shown[i];
+            char bound[48];
+            if (v->bound_params > 0) snprintf(bound, sizeof bound, "%.2fB", v->bound_params / 1e9);
+            else snprintf(bound, sizeof bound, "host-bound");
+            printf("%-22s %-14s %5d %3d %4d %-28.28s %9.2fB %16s\n", v->source, v->gpu, v->gpus,
+                   v->tp, v->zero, v->framework, v->measured_params / 1e9, bound);
+        }
+        printf("(state bound = usable memory x tp / model-state bytes per parameter: no model "
+               "that ran exceeds it)\n");
+    }
     printf("\ncalibration (%s):\n", ap_flags_isset(&fl, "fit") ? "fitted now" : "built in");
     print_calib(&cal);
     return 0;

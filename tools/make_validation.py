@@ -89,6 +89,32 @@ for r in src:
         row["how"] = how
         rows.append(row)
 
+# Largest-model rows (ZeRO Table 2, Colossal-AI's single-GPU chart): they state neither batch,
+# sequence nor host memory, so they are shown beside autoplan's model-state bound, not scored.
+GPUS = {"V100-32GB (DGX-2)": "v100-sxm2-32g", "V100 32GB": "v100-sxm2-32g",
+        "RTX 2060 6GB": "rtx-2060", "RTX 3090 24GB": "rtx-3090"}
+shown = []
+for r in src:
+    if r["kind"] != "measured_capacity":
+        continue
+    g = GPUS.get(r["hardware"]["gpu"])
+    if not g:
+        continue  # a GPU outside the catalog (RTX 2080 Ti, RTX 3080)
+    p = r["plan"]
+    z = p.get("zero_stage")
+    fw = p.get("framework") or "Megatron + ZeRO (DeepSpeed)"
+    if isinstance(z, int):
+        mode, zero = "states", z
+    elif "Offload" in str(z) and "NVMe" not in fw:
+        mode, zero = "optimizer-offload", 1
+    else:
+        mode, zero = "unbounded", 3   # Gemini / NVMe: bounded by host memory, not stated
+    shown.append({"source": "zero2020-table2" if r["source"].startswith("Rajbhandari") else "colossalai-single-gpu",
+                  "cite": r["source"], "gpu": g, "gpus": r["hardware"]["gpus"], "tp": p["tp"] or 1,
+                  "dp": p["dp"] or 1, "zero": zero, "mode": mode, "framework": fw,
+                  "measured_params": r["measured"]["max_trainable_params_b"] * 1e9,
+                  "note": r["note"]})
+
 json.dump({"version": 1, "generated_from": "shared/reference/published-public.json",
-           "rows": rows}, sys.stdout, indent=1)
+           "rows": rows, "shown": shown}, sys.stdout, indent=1)
 print()
