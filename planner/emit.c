@@ -160,9 +160,8 @@ void emit_header(sb *b, const emit_ctx *x, const char *pfx, const char *title) {
     sb_printf(b, "%splan: %s, %s (estimated for trainer %s)\n", pfx, label, ap_dtype_name(p->dtype),
               ap_trainer_name(p->trainer));
     if (x->tid != p->trainer)
-        sb_printf(b, "%snote: the estimate is for %s, which stores model states differently; "
-                     "re-estimate with --trainer %s\n", pfx, ap_trainer_name(p->trainer),
-                  ap_trainer_name(x->tid));
+        sb_printf(b, "%snote: estimated for %s; model states differ, re-estimate with --trainer "
+                     "%s\n", pfx, ap_trainer_name(p->trainer), ap_trainer_name(x->tid));
     sb_printf(b, "%sbatch: global %lld = micro-batch %lld x accumulation %lld x data parallel %d\n",
               pfx, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
     /* names from ap_estimate_to_json (planner/estjson.c) */

@@ -84,8 +84,8 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
         sb_printf(&b, "# Recompute: call model.gradient_checkpointing_enable() before "
                       "booster.boost().\n");
     if (p->pp == 1 && p->grad_accum > 1)
-        sb_printf(&b, "# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step (skip the "
-                      "gradient sync with booster.no_sync() on all but the last).\n");
+        sb_printf(&b, "# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step; skip the "
+                      "gradient sync\n# with booster.no_sync() on all but the last.\n");
     if (p->pp > 1)
         sb_printf(&b, "# With pipeline parallelism each data loader batch of "
                       "DATALOADER_BATCH_SIZE is cut into GRAD_ACCUM_STEPS micro-batches.\n");

@@ -5,7 +5,7 @@
 # model: Llama-2-7b-hf (6.738 B parameters), 32 layers, sequence 4096
 # cluster: 8 x h100-sxm, 8 GPUs per node, 1 node(s)
 # plan: tp1 pp1 dp8 off-opt100% off-par100% mbs1 z3 full, bf16 (estimated for trainer fsdp)
-# note: the estimate is for fsdp, which stores model states differently; re-estimate with --trainer deepspeed
+# note: estimated for fsdp; model states differ, re-estimate with --trainer deepspeed
 # batch: global 32 = micro-batch 1 x accumulation 4 x data parallel 8
 # predicted: step 1.500 s, peak memory 41.25 GiB per GPU of 80.00 GiB
 #

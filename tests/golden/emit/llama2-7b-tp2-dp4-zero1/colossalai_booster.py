@@ -4,12 +4,13 @@
 # model: Llama-2-7b-hf (6.738 B parameters), 32 layers, sequence 4096
 # cluster: 8 x h100-sxm, 8 GPUs per node, 1 node(s)
 # plan: tp2 pp1 dp4 mbs2 z1 full, bf16 (estimated for trainer deepspeed)
-# note: the estimate is for deepspeed, which stores model states differently; re-estimate with --trainer colossalai
+# note: estimated for deepspeed; model states differ, re-estimate with --trainer colossalai
 # batch: global 64 = micro-batch 2 x accumulation 8 x data parallel 4
 # predicted: step 1.500 s, peak memory 41.25 GiB per GPU of 80.00 GiB
 # Paste into the training script; build the model, optimizer and data loader as usual.
 # Recompute: call model.gradient_checkpointing_enable() before booster.boost().
-# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step (skip the gradient sync with booster.no_sync() on all but the last).
+# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step; skip the gradient sync
+# with booster.no_sync() on all but the last.
 from colossalai.booster import Booster
 from colossalai.booster.plugin import HybridParallelPlugin
 
