@@ -36,7 +36,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)
 
-/* ---- options and the result ------------------------------------------------------------- */
+/* ---- options and device overhead -------------------------------------------------------- */
 
 void ap_sim_opts_init(ap_sim_opts *o) {
     memset(o, 0, sizeof *o);
@@ -62,6 +62,9 @@ double ap_sim_device_overhead_bytes(const ap_plan *p) {
     if (p->ep > 1) comms++;
     return b + comms * 128.0 * MIB;
 }
+
+/* ---- events and their replay ----------------------------------------------------------- */
+
 /* Grow a per-op or per-event array in step with its capacity. */
 static int grow(void **p, size_t elem, int oldcap, int newcap) {
     if (!*p && oldcap > 0) return 0; /* not recorded */
