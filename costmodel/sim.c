@@ -79,6 +79,10 @@ static int grow(void **p, size_t elem, int oldcap, int newcap) {
 static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
     if (g->nomem) return;
     if (g->nops == g->capops) {
+        if (g->capops > INT32_MAX / 2) {
+            g->nomem = 1;
+            return;
+        }
         int nc = g->capops ? g->capops * 2 : 1024;
         ap_sim_op *n = realloc(g->ops, (size_t)nc * sizeof *n);
         if (!n || (g->record && (grow((void **)&g->opk_ev, sizeof *g->opk_ev, g->capops, nc) ||
@@ -112,6 +116,10 @@ static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
 /* Account one allocation or free of tensor id that the allocator has just seen. */
 static void event(gen *g, int32_t id, int is_free) {
     if (g->nev == g->capev) {
+        if (g->capev > INT32_MAX / 2) { /* int32 event indices */
+            g->nomem = 1;
+            return;
+        }
         int nc = g->capev ? g->capev * 2 : 4096;
         if (g->record && (grow((void **)&g->ev, sizeof *g->ev, g->capev, nc) ||
                           grow((void **)&g->acurve, sizeof *g->acurve, g->capev, nc) ||
@@ -155,6 +163,10 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
                        int is_grad) {
     if (bytes <= 0 || g->nomem) return -1;
     if (g->nts == g->capts) {
+        if (g->capts > INT32_MAX / 2) {
+            g->nomem = 1;
+            return -1;
+        }
         int nc = g->capts ? g->capts * 2 : 4096;
         ap_sim_tensor *n = realloc(g->ts, (size_t)nc * sizeof *n);
         if (n) g->ts = n;
