@@ -8,6 +8,7 @@
  * IDs shown by `list` are "plan:N", "profile:N" and "run:N"; `show` also takes a plan key or a
  * unique prefix of one (at least 4 hex digits).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +62,24 @@ static char *fmt_time(int64_t t, char *buf, size_t n) {
     return buf;
 }
 
-/* Open for reading. *missing = 1 (and AP_OK with *db NULL) when there is no file yet. */
+/* Open for reading. *missing = 1 (and AP_OK with *db NULL, err saying so) when there is no
+ * file yet. */
 static ap_status open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
     *missing = 0;
-    ap_status st = ap_db_open(ap_flags_value(fl, "db"), 1, db, err);
-    if (st == AP_ERR_IO && strstr(err->msg, "no database there yet")) {
-        *missing = 1;
-        return AP_OK;
+    *db = NULL;
+    char buf[4096];
+    const char *path = ap_flags_value(fl, "db");
+    if (!path) {
+        ap_status st = ap_db_default_path(buf, sizeof buf, 0, err);
+        if (st != AP_OK) return st;
+        path = buf;
     }
-    return st;
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
+        *missing = 1;
+        return ap_err_set(err, AP_OK, "%s: no database there yet", path);
+    }
+    return ap_db_open(path, 1, db, err);
 }
 
 /* A user string fit for a one-line message: control characters become '?', long strings are
