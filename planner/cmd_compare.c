@@ -323,6 +323,13 @@ static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec 
                          "dimensions chosen for speed.");
             }
             strat_spec *sp = &out[*n - 1];
+            /* a key twice in one strategy is a missing ';' ("tp=2,tp=4") */
+            size_t kl = (size_t)(strchr(t, '=') - t) + 1;
+            for (const char *q = sp->name; *q; q = strchr(q, ',') ? strchr(q, ',') + 1 : "")
+                if (!strncmp(q, t, kl))
+                    return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%.*s' given twice in "
+                                      "'%s'; separate two strategies with ';'", (int)kl - 1, t,
+                                      sp->name);
             ap_status st = parse_kv(t, sp, err);
             if (st != AP_OK) return st;
             size_t l = strlen(sp->name);

@@ -12,6 +12,9 @@
  * Derived values are named as such: the overshoot (device peak + headroom - capacity) and the
  * "allocator & runtime" memory segment (device peak minus the five allocated categories).
  *
+ * The HTML holds no URL at all: inline <svg> needs no xmlns in an HTML document (the parser
+ * puts it in the SVG namespace), hatching patterns are referenced as url(#id) in the same SVG.
+ *
  * Not here: the GPU-count sweep chart and the simulator's memory-over-time chart (absent, and
  * the report says so); choosing the strategies (planner/cmd_compare.c).
  */
@@ -671,7 +674,7 @@ static void chart_time(sbuf *b, const ap_report *r) {
     sbuf leg = {0};
     double lh = svg_legend(&leg, "t", time_parts, NTIME, 10, 10, W - 20);
     double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    sb_printf(b, "<svg id=\"chart-time\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+    sb_printf(b, "<svg id=\"chart-time\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-time-title\"><title id=\"chart-time-title\">Step time per "
               "strategy, stacked by part, seconds; whiskers show the validated error of "
@@ -737,7 +740,7 @@ static void chart_memory(sbuf *b, const ap_report *r) {
     sbuf leg = {0};
     double lh = svg_legend(&leg, "m", mem_parts, NMEM, 10, 10, W - 20);
     double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    sb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+    sb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-memory-title\"><title id=\"chart-memory-title\">Device "
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
@@ -880,7 +883,7 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
     }
     int64_t nrest = r->nrows - nfront;
     int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
-    sb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+    sb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
               "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
@@ -995,6 +998,7 @@ static const char *css =
     "th{font-weight:600;font-size:0.9em}\n"
     "code{font-family:ui-monospace,monospace;font-size:0.9em}\n"
     ".note,.muted{color:var(--muted)}\n"
+    ".scroll{overflow-x:auto}\n"
     "svg.chart{max-width:100%;height:auto;display:block;margin:1em 0}\n"
     "svg text{fill:var(--fg);font-size:12px;font-family:inherit}\n"
     "svg text.sub,svg text.tick,svg text.na{fill:var(--muted);font-size:11px}\n"
@@ -1061,13 +1065,13 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
               ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
               ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
 
-    sb_puts(&b, "<h2>Compared plans</h2>\n<table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
+    sb_puts(&b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
                 "<th>trainer</th><th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
                 "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
                 "<th>largest non-compute part</th><th>overshoot (GiB)</th><th>fits</th></tr></thead>"
                 "<tbody>\n");
     for (int i = 0; i < r->nstrat; i++) html_num_row(&b, r, i);
-    sb_puts(&b, "</tbody></table>\n<p class=\"note\">Overshoot = device_peak_bytes + "
+    sb_puts(&b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
                 "headroom_bytes &#8722; capacity_bytes, for plans that do not fit.</p>\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
@@ -1112,7 +1116,7 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
                 "the legend's order; the whiskers mark &#177;");
     sb_printf(&b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
     chart_time(&b, r);
-    sb_puts(&b, "<table id=\"time-parts\"><thead><tr><th>strategy</th>");
+    sb_puts(&b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
     for (int j = 0; j < NTIME; j++) sb_printf(&b, "<th>%s (s)</th>", time_parts[j].key);
     sb_puts(&b, "<th>step_s (s)</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
@@ -1126,7 +1130,7 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
             sb_printf(&b, "<td>%s</td>", fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
         sb_printf(&b, "<td>%s</td></tr>\n", fmt_s(o.step_s, a, sizeof a));
     }
-    sb_puts(&b, "</tbody></table>\n");
+    sb_puts(&b, "</tbody></table></div>\n");
 
     sb_puts(&b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
                 "pipeline stage's memory; \"allocator &amp; runtime\" is device_peak_bytes minus "

@@ -1,0 +1,804 @@
+/*
+ * test_report.c - `autoplan compare` (planner/cmd_compare.c, planner/report.c).
+ *
+ * Reference for every number is `autoplan estimate --json` run with the flags the report prints
+ * for that plan: each number in report.md's tables and explanations is re-formatted from the
+ * JSON field it names (same format per unit) and must be equal as text. plans.csv: the header
+ * is the list of estimate --json paths below, the first and last rows are re-estimated and
+ * every column compared (relative 1e-12), rows are sorted by step time and all fit.
+ * report.html: no URL, script, external resource or inline colour on text; each chart has one
+ * bar / label per estimated strategy, one over-capacity mark per plan that does not fit, and at
+ * most 2,000 sampled points; text colours of the light, dark and print schemes have a WCAG 2.x
+ * contrast ratio >= 4.5 with their background (relative luminance computed here). When
+ * `chromium` is installed, the page is rendered headless: the DOM keeps the three SVG charts
+ * with the same counts, and a screenshot is not blank. Without chromium only that part is
+ * skipped.
+ *
+ * Cases: Llama-2-7B on 8 A100 (defaults: top 5 + all baselines; DDP does not fit), and
+ * Llama-2-70B on 8 A100 with a plan that is illegal (tp=3) and baselines that do not fit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autoplan/json.h"
+#include "testlib.h"
+
+#define GiB 1073741824.0
+#define MAXROWS 64
+
+/* ---- small text helpers ----------------------------------------------------------------- */
+
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    size_t l = strlen(needle);
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + l, needle)) n++;
+    return n;
+}
+
+/* the part of s between the first `from` and the next `to` (malloc'd), or NULL */
+static char *between(const char *s, const char *from, const char *to) {
+    const char *a = strstr(s, from);
+    if (!a) return NULL;
+    const char *b = strstr(a, to);
+    if (!b) return NULL;
+    size_t n = (size_t)(b - a);
+    char *o = malloc(n + 1);
+    memcpy(o, a, n);
+    o[n] = '\0';
+    return o;
+}
+
+/* split a Markdown table row into trimmed cells (escaped \| kept inside); returns the count */
+static int split_row(char *line, char **cells, int max) {
+    int n = 0;
+    char *p = line;
+    if (*p == '|') p++;
+    while (*p && n < max) {
+        char *start = p;
+        while (*p && !(*p == '|' && (p == line || p[-1] != '\\'))) p++;
+        char *end = p;
+        if (*p) *p++ = '\0';
+        while (*start == ' ') start++;
+        while (end > start && end[-1] == ' ') *--end = '\0';
+        cells[n++] = start;
+        if (!*p || (*p == '\n')) break;
+    }
+    return n;
+}
+
+static const ap_json *jpath(const ap_json *j, const char *path) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    const ap_json *x = j;
+    for (char *t = strtok(buf, "."); t && x; t = strtok(NULL, ".")) x = ap_json_get(x, t);
+    return x;
+}
+
+static double jnum(const ap_json *j, const char *path) { return ap_json_number(jpath(j, path)); }
+
+static void fmt_unit(double v, const char *unit, char *out, size_t n) {
+    if (!strcmp(unit, "s")) snprintf(out, n, "%.3f", v);
+    else if (!strcmp(unit, "GiB")) snprintf(out, n, "%.2f", v / GiB);
+    else if (!strcmp(unit, "%")) snprintf(out, n, "%.1f", 100 * v);
+    else snprintf(out, n, "%.0f", v);
+}
+
+/* where a JSON field lives: time_s keys under time, bytes under memory, the rest throughput */
+static const char *field_path(const char *key, char *buf, size_t n) {
+    static const char *mem[] = {"peak_bytes", "capacity_bytes", "headroom_bytes", "params_bytes",
+                                "grads_bytes", "optimizer_bytes", "activations_bytes",
+                                "other_bytes", "allocated_peak_bytes", "reserved_peak_bytes",
+                                "device_peak_bytes", "host_bytes_per_node",
+                                "host_capacity_bytes"};
+    static const char *tim[] = {"step_s", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s",
+                                "ep_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "offload_s",
+                                "optimizer_s", "overhead_s"};
+    static const char *thr[] = {"tokens_per_s", "mfu", "hfu", "model_tflops_per_gpu",
+                                "hw_tflops_per_gpu"};
+    for (size_t i = 0; i < sizeof mem / sizeof *mem; i++)
+        if (!strcmp(key, mem[i])) { snprintf(buf, n, "memory.%s", key); return buf; }
+    for (size_t i = 0; i < sizeof tim / sizeof *tim; i++)
+        if (!strcmp(key, tim[i])) { snprintf(buf, n, "time.%s", key); return buf; }
+    for (size_t i = 0; i < sizeof thr / sizeof *thr; i++)
+        if (!strcmp(key, thr[i])) { snprintf(buf, n, "throughput.%s", key); return buf; }
+    return NULL;
+}
+
+/* ---- one report ---------------------------------------------------------------------------- */
+
+typedef struct {
+    char name[64];
+    char status[16];     /* yes / no / illegal */
+    char args[1024];     /* estimate arguments */
+    ap_json *est;        /* estimate --json of the plan */
+} strat;
+
+typedef struct {
+    strat s[MAXROWS];
+    int n;
+    int nest, nnofit, nillegal;
+    long long evaluated, feasible, csv_rows;
+} report;
+
+static strat *find(report *r, const char *name) {
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->s[i].name, name)) return &r->s[i];
+    return NULL;
+}
+
+static ap_json *run_estimate(const char *args) {
+    char *out = NULL, *err = NULL;
+    int rc = tl_run(args, &out, &err);
+    CHECK_INT(rc, 0);
+    ap_json *j = NULL;
+    if (rc == 0 && out) {
+        ap_err e;
+        j = ap_json_parse(out, strlen(out), "estimate --json", &e);
+    }
+    if (rc != 0) fprintf(stderr, "estimate %s failed: %s\n", args, err ? err : "");
+    free(out);
+    free(err);
+    return j;
+}
+
+/* check "<key> <num> [unit] [vs <num> [unit]]" runs in a sentence against a (and b for vs) */
+static void check_sentence(const char *text, const ap_json *a, const ap_json *b, int *checked) {
+    char *buf = strdup(text);
+    char *tok[512];
+    int n = 0;
+    for (char *t = strtok(buf, " "); t && n < 512; t = strtok(NULL, " ")) tok[n++] = t;
+    for (int i = 0; i + 1 < n; i++) {
+        char key[64], path[96];
+        snprintf(key, sizeof key, "%s", tok[i]);
+        size_t kl = strlen(key);
+        while (kl && (key[kl - 1] == ',' || key[kl - 1] == ':')) key[--kl] = '\0';
+        if (!field_path(key, path, sizeof path)) continue;
+        int j = i + 1;
+        const ap_json *who = a;
+        for (int side = 0; side < 2 && j < n; side++) {
+            char num[64];
+            snprintf(num, sizeof num, "%s", tok[j]);
+            size_t nl = strlen(num);
+            while (nl && strchr(".,;", num[nl - 1])) num[--nl] = '\0';
+            char *end;
+            strtod(num, &end);
+            if (end == num || *end) break;
+            const char *unit = "";
+            char ubuf[16] = "";
+            if (j + 1 < n) {
+                snprintf(ubuf, sizeof ubuf, "%s", tok[j + 1]);
+                size_t ul = strlen(ubuf);
+                while (ul && strchr(".,;", ubuf[ul - 1])) ubuf[--ul] = '\0';
+                if (!strcmp(ubuf, "s") || !strcmp(ubuf, "GiB")) unit = ubuf;
+            }
+            char want[64];
+            fmt_unit(jnum(who, path), unit, want, sizeof want);
+            if (strcmp(num, want) != 0)
+                fprintf(stderr, "  in: %s\n  %s: %s, estimate --json gives %s\n", text, key, num,
+                        want);
+            CHECK_STR(num, want);
+            (*checked)++;
+            j += *unit ? 2 : 1;
+            if (j < n && !strcmp(tok[j], "vs") && b) {
+                who = b;
+                j++;
+            } else {
+                break;
+            }
+        }
+    }
+    free(buf);
+}
+
+static void check_markdown(const char *md, report *r) {
+    char *copy = strdup(md);
+    /* reproduce table first: the estimate arguments of each strategy */
+    char *rep = strstr(copy, "## Reproduce");
+    CHECK(rep != NULL);
+    char *sec_plans = strstr(copy, "## Compared plans");
+    CHECK(sec_plans != NULL);
+    if (!rep || !sec_plans) { free(copy); return; }
+    /* compared plans */
+    char *line = strstr(sec_plans, "\n|");
+    int header_seen = 0;
+    char hdr[16][64];
+    int nh = 0;
+    while (line && line[1] == '|') {
+        line++;
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", line);
+        char *cells[16];
+        int nc = split_row(tmp, cells, 16);
+        if (!header_seen) {
+            header_seen = 1;
+            nh = nc;
+            for (int i = 0; i < nc && i < 16; i++) snprintf(hdr[i], sizeof hdr[i], "%s", cells[i]);
+        } else if (strncmp(cells[0], "---", 3) != 0 && r->n < MAXROWS) {
+            CHECK_INT(nc, nh);
+            strat *s = &r->s[r->n++];
+            memset(s, 0, sizeof *s);
+            snprintf(s->name, sizeof s->name, "%s", cells[0]);
+            snprintf(s->status, sizeof s->status, "%s", cells[nc - 1]);
+        }
+        line = nl ? nl : NULL;
+        if (line) *line = '\n';
+    }
+    CHECK_INT(nh, 11);
+    /* reproduce commands */
+    line = strstr(rep, "\n|");
+    int skip = 2;
+    while (line && line[1] == '|') {
+        line++;
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (skip > 0) skip--;
+        else {
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "%s", line);
+            char *cells[4];
+            int nc = split_row(tmp, cells, 4);
+            strat *s = nc == 2 ? find(r, cells[0]) : NULL;
+            CHECK(s != NULL);
+            const char *pre = "`autoplan estimate ";
+            CHECK(!strncmp(cells[1], pre, strlen(pre)));
+            if (s && !strncmp(cells[1], pre, strlen(pre))) {
+                snprintf(s->args, sizeof s->args, "estimate %s", cells[1] + strlen(pre));
+                size_t l = strlen(s->args);
+                if (l && s->args[l - 1] == '`') s->args[l - 1] = '\0';
+                s->est = run_estimate(s->args);
+                CHECK(s->est != NULL);
+            }
+        }
+        if (!nl) break;
+        *nl = '\n';
+        line = nl;
+    }
+    for (int i = 0; i < r->n; i++) {
+        strat *s = &r->s[i];
+        if (!strcmp(s->status, "illegal")) {
+            r->nillegal++;
+            CHECK(s->args[0] == '\0');
+        } else {
+            r->nest++;
+            if (!strcmp(s->status, "no")) r->nnofit++;
+            else CHECK_STR(s->status, "yes");
+            CHECK(s->est != NULL);
+            if (s->est) CHECK_INT(ap_json_bool(jpath(s->est, "memory.fits")), !strcmp(s->status, "yes"));
+        }
+    }
+    free(copy);
+
+    /* every numeric cell of the compared-plans table */
+    copy = strdup(md);
+    int checked = 0;
+    line = strstr(strstr(copy, "## Compared plans"), "\n|");
+    for (int row = 0; line && line[1] == '|'; row++) {
+        line++;
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char *cells[16];
+        int nc = split_row(line, cells, 16);
+        strat *s = row >= 2 ? find(r, cells[0]) : NULL;
+        if (s && s->est && nc == 11) {
+            char want[64], lbl[64];
+            CHECK_STR(cells[2], ap_json_string(jpath(s->est, "plan.trainer")));
+            snprintf(lbl, sizeof lbl, "tp%.0f pp%.0f dp%.0f", jnum(s->est, "plan.tp"),
+                     jnum(s->est, "plan.pp"), jnum(s->est, "plan.dp"));
+            CHECK(!strncmp(cells[1], lbl, strlen(lbl)));
+            snprintf(lbl, sizeof lbl, "mbs%.0f z%.0f", jnum(s->est, "plan.mbs"),
+                     jnum(s->est, "plan.zero"));
+            CHECK_CONTAINS(cells[1], lbl);
+            fmt_unit(jnum(s->est, "time.step_s"), "s", want, sizeof want);
+            CHECK_STR(cells[3], want);
+            fmt_unit(jnum(s->est, "throughput.tokens_per_s"), "", want, sizeof want);
+            CHECK_STR(cells[4], want);
+            fmt_unit(jnum(s->est, "throughput.mfu"), "%", want, sizeof want);
+            CHECK_STR(cells[5], want);
+            fmt_unit(jnum(s->est, "memory.device_peak_bytes"), "GiB", want, sizeof want);
+            CHECK_STR(cells[6], want);
+            fmt_unit(jnum(s->est, "memory.capacity_bytes"), "GiB", want, sizeof want);
+            CHECK_STR(cells[7], want);
+            check_sentence(cells[8], s->est, NULL, &checked);
+            if (!strcmp(s->status, "no")) {
+                double over = jnum(s->est, "memory.device_peak_bytes") +
+                               jnum(s->est, "memory.headroom_bytes") -
+                               jnum(s->est, "memory.capacity_bytes");
+                fmt_unit(over, "GiB", want, sizeof want);
+                CHECK_STR(cells[9], want);
+            } else {
+                CHECK_STR(cells[9], "");
+            }
+            checked += 7;
+        }
+        line = nl;
+        if (line) *line = '\n';
+    }
+    free(copy);
+    CHECK(checked >= 7 * r->nest);
+
+    /* step-time and memory tables: header cells are the JSON keys */
+    const char *secs[] = {"## Step time parts (s)", "## Memory of the worst stage (GiB)"};
+    for (int k = 0; k < 2; k++) {
+        copy = strdup(md);
+        char *sec = strstr(copy, secs[k]);
+        CHECK(sec != NULL);
+        line = sec ? strstr(sec, "\n|") : NULL;
+        char keys[20][48];
+        int nk = 0, rows = 0;
+        for (int row = 0; line && line[1] == '|'; row++) {
+            line++;
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = '\0';
+            char *cells[20];
+            int nc = split_row(line, cells, 20);
+            if (row == 0) {
+                nk = nc;
+                for (int i = 0; i < nc; i++) snprintf(keys[i], sizeof keys[i], "%s", cells[i]);
+            } else if (row >= 2) {
+                strat *s = find(r, cells[0]);
+                CHECK(s && s->est);
+                CHECK_INT(nc, nk);
+                for (int i = 1; s && s->est && i < nc; i++) {
+                    char path[96], want[64];
+                    CHECK(field_path(keys[i], path, sizeof path) != NULL);
+                    if (!field_path(keys[i], path, sizeof path)) continue;
+                    fmt_unit(jnum(s->est, path), k == 0 ? "s" : "GiB", want, sizeof want);
+                    CHECK_STR(cells[i], want);
+                }
+                rows++;
+            }
+            line = nl;
+            if (line) *line = '\n';
+        }
+        CHECK_INT(rows, r->nest);
+        free(copy);
+    }
+
+    /* explanations: "- vs **name**: ..." against that plan (first number) and the best (vs) */
+    copy = strdup(md);
+    char *best_at = strstr(copy, "Best: **");
+    strat *best = NULL;
+    if (best_at) {
+        char nm[64];
+        if (sscanf(best_at, "Best: **%63[^*]**", nm) == 1) best = find(r, nm);
+    }
+    CHECK(best != NULL && best->est != NULL && !strcmp(best->status, "yes"));
+    int nexpl = 0, ties = 0;
+    checked = 0;
+    for (char *p = strstr(copy, "\n- vs **"); p && best && best->est; p = strstr(p + 1, "\n- vs **")) {
+        char nm[64];
+        if (sscanf(p, "\n- vs **%63[^*]**", nm) != 1) continue;
+        strat *s = find(r, nm);
+        CHECK(s != NULL);
+        char *nl = strchr(p + 1, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char *text = strndup(p + 1, len - 1);
+        nexpl++;
+        if (s && s->est) {
+            check_sentence(text, s->est, best->est, &checked);
+            double a = jnum(s->est, "time.step_s"), b = jnum(best->est, "time.step_s");
+            int tie = fabs(a - b) / b < 0.05;
+            if (!strcmp(s->status, "yes")) {
+                /* ties are called ties, and only ties */
+                CHECK_INT(strstr(text, "a tie") != NULL, tie);
+                CHECK_INT(strstr(text, "slower") != NULL, !tie);
+                CHECK(a >= b); /* the best is the fastest fitting one */
+                ties += tie;
+            } else {
+                CHECK_CONTAINS(text, "does not fit");
+                char want[64], over[80];
+                fmt_unit(jnum(s->est, "memory.device_peak_bytes") + jnum(s->est, "memory.headroom_bytes") -
+                             jnum(s->est, "memory.capacity_bytes"), "GiB", want, sizeof want);
+                snprintf(over, sizeof over, "over by %s GiB", want);
+                CHECK_CONTAINS(text, over);
+            }
+        } else if (s) {
+            CHECK_CONTAINS(text, "not legal");
+        }
+        free(text);
+    }
+    CHECK_INT(nexpl, r->n - 1);
+    CHECK(checked >= 2 * (r->nest - 1));
+    /* the bottleneck sentence */
+    char *bn = strstr(copy, "\nBottleneck: ");
+    CHECK(bn != NULL);
+    if (bn && best && best->est) {
+        char *nl = strchr(bn + 1, '\n');
+        char *text = strndup(bn + 1, nl ? (size_t)(nl - bn - 1) : strlen(bn + 1));
+        int c0 = 0;
+        check_sentence(text, best->est, NULL, &c0);
+        CHECK_INT(c0, 3);
+        free(text);
+    }
+    /* totals */
+    char *ev = strstr(copy, "## Evaluated plans\n\n");
+    CHECK(ev != NULL);
+    if (ev) {
+        CHECK_INT(sscanf(ev, "## Evaluated plans\n\n%lld plans evaluated, %lld feasible",
+                         &r->evaluated, &r->feasible), 2);
+        char *rows = strstr(ev, "plans.csv has ");
+        CHECK(rows && sscanf(rows, "plans.csv has %lld rows", &r->csv_rows) == 1);
+    }
+    free(copy);
+}
+
+/* ---- plans.csv --------------------------------------------------------------------------- */
+
+static const char *csv_cols[] = {
+    "label", "plan.trainer", "plan.tp", "plan.pp", "plan.dp", "plan.cp", "plan.ep", "plan.etp",
+    "plan.vp", "plan.mbs", "plan.gbs", "plan.grad_accum", "plan.seq", "plan.zero",
+    "plan.recompute", "plan.recompute_layers", "plan.sp", "plan.overlap",
+    "plan.offload.optimizer", "plan.offload.params", "plan.dtype", "plan.flash_attn",
+    "time.step_s", "time.compute_s", "time.recompute_s", "time.tp_comm_s", "time.cp_comm_s",
+    "time.ep_comm_s", "time.pp_comm_s", "time.dp_comm_s", "time.bubble_s", "time.offload_s",
+    "time.optimizer_s", "time.overhead_s", "throughput.tokens_per_s",
+    "throughput.model_tflops_per_gpu", "throughput.hw_tflops_per_gpu", "throughput.mfu",
+    "throughput.hfu", "memory.peak_bytes", "memory.capacity_bytes", "memory.headroom_bytes",
+    "memory.params_bytes", "memory.grads_bytes", "memory.optimizer_bytes",
+    "memory.activations_bytes", "memory.other_bytes", "memory.fits",
+    "memory.allocated_peak_bytes", "memory.reserved_peak_bytes", "memory.device_peak_bytes",
+    "memory.worst_stage", "memory.host_bytes_per_node", "memory.host_capacity_bytes",
+    "memory.host_fits"};
+#define NCSV ((int)(sizeof csv_cols / sizeof csv_cols[0]))
+
+/* split one CSV line (quoted label first, no other quotes) into fields */
+static int csv_split(char *line, char **f, int max) {
+    int n = 0;
+    char *p = line;
+    while (n < max) {
+        if (*p == '"') {
+            char *e = strchr(p + 1, '"');
+            if (!e) return -1;
+            *e = '\0';
+            f[n++] = p + 1;
+            p = e + 1;
+        } else {
+            f[n++] = p;
+            p += strcspn(p, ",");
+        }
+        if (*p == ',') *p++ = '\0';
+        else break;
+    }
+    return n;
+}
+
+static void check_csv_row(char **f, const char *model_gpus) {
+    /* re-estimate the row's plan and compare every column */
+    char args[1024];
+    snprintf(args, sizeof args, "estimate %s --trainer %s --tp %s --pp %s --cp %s --ep %s "
+             "--vp %s --mbs %s --gbs %s --seq %s --zero %s --recompute %s%s%s%s%s%s "
+             "--offload-optimizer %s --offload-params %s --dtype %s%s --json",
+             model_gpus, f[1], f[2], f[3], f[5], f[6], f[8], f[9], f[10], f[12], f[13], f[14],
+             strcmp(f[15], "0") ? " --recompute-layers " : "", strcmp(f[15], "0") ? f[15] : "",
+             !strcmp(f[16], "true") ? " --sp" : "", !strcmp(f[17], "true") ? " --overlap" : "",
+             "", f[18], f[19], f[20], !strcmp(f[21], "true") ? "" : " --no-flash-attn");
+    ap_json *j = run_estimate(args);
+    if (!j) return;
+    for (int c = 1; c < NCSV; c++) {
+        const ap_json *x = jpath(j, csv_cols[c]);
+        CHECK(x != NULL);
+        if (!x) continue;
+        if (ap_json_is_string(x)) {
+            CHECK_STR(f[c], ap_json_string(x));
+        } else if (ap_json_is_bool(x)) {
+            CHECK_STR(f[c], ap_json_bool(x) ? "true" : "false");
+        } else {
+            double got = strtod(f[c], NULL), want = ap_json_number(x);
+            if (want == 0) CHECK(got == 0);
+            else CHECK_NEAR(got, want, 1e-12);
+        }
+    }
+    ap_json_free(j);
+}
+
+static void check_csv(const char *csv, const report *r, const char *model_gpus) {
+    char *copy = strdup(csv);
+    char *save = NULL;
+    char *line = strtok_r(copy, "\n", &save);
+    CHECK(line != NULL);
+    if (!line) { free(copy); return; }
+    char *f[128];
+    int n = csv_split(line, f, 128);
+    CHECK_INT(n, NCSV);
+    for (int i = 0; i < n && i < NCSV; i++) CHECK_STR(f[i], csv_cols[i]);
+    long long rows = 0, bad = 0;
+    double prev = 0;
+    char *first = NULL, *last = NULL;
+    for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *dup = strdup(line);
+        int k = csv_split(line, f, 128);
+        if (k != NCSV || strcmp(f[47], "true") != 0) bad++;
+        double step = strtod(f[22], NULL);
+        if (rows > 0 && step < prev) bad++;
+        prev = step;
+        rows++;
+        if (!first) first = dup;
+        else {
+            free(last);
+            last = dup;
+        }
+    }
+    CHECK_INT(bad, 0);
+    CHECK_INT(rows, r->csv_rows);
+    CHECK(rows <= 100000);
+    CHECK(rows > 0);
+    CHECK(r->feasible >= rows && r->evaluated >= r->feasible);
+    if (r->feasible <= 100000) CHECK_INT(rows, r->feasible);
+    char *rowv[2] = {first, last};
+    for (int i = 0; i < 2; i++) {
+        if (!rowv[i]) continue;
+        int k = csv_split(rowv[i], f, 128);
+        CHECK_INT(k, NCSV);
+        if (k == NCSV) check_csv_row(f, model_gpus);
+    }
+    free(first);
+    free(last);
+    free(copy);
+}
+
+/* ---- HTML ---------------------------------------------------------------------------------- */
+
+static double channel(int v) {
+    double c = v / 255.0;
+    return c <= 0.03928 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4); /* WCAG 2.x */
+}
+static double luminance(const char *hex) {
+    unsigned r, g, b;
+    if (sscanf(hex, "#%02x%02x%02x", &r, &g, &b) != 3) return -1;
+    return 0.2126 * channel((int)r) + 0.7152 * channel((int)g) + 0.0722 * channel((int)b);
+}
+static double contrast(const char *a, const char *b) {
+    double la = luminance(a), lb = luminance(b);
+    double hi = la > lb ? la : lb, lo = la > lb ? lb : la;
+    return (hi + 0.05) / (lo + 0.05);
+}
+
+static void var_in(const char *block, const char *name, char *out) {
+    out[0] = '\0';
+    const char *p = block ? strstr(block, name) : NULL;
+    if (p) sscanf(p + strlen(name), "%7s", out);
+}
+
+static void check_contrast(const char *html) {
+    /* three schemes: :root (light), prefers-color-scheme: dark, print */
+    const char *light = strstr(html, ":root{--bg:");
+    const char *dark = strstr(html, "@media (prefers-color-scheme: dark){:root{");
+    const char *print = strstr(html, "@media print{:root{");
+    CHECK(light && dark && print);
+    const char *blocks[3] = {light, dark, print};
+    CHECK_INT(count(html, "--bg:"), 3);
+    for (int i = 0; i < 3; i++) {
+        char bg[8], fg[8], muted[8];
+        var_in(blocks[i], "--bg:", bg);
+        var_in(blocks[i], "--fg:", fg);
+        var_in(blocks[i], "--muted:", muted);
+        CHECK(luminance(bg) >= 0 && luminance(fg) >= 0 && luminance(muted) >= 0);
+        double c1 = contrast(fg, bg), c2 = contrast(muted, bg);
+        if (c1 < 4.5 || c2 < 4.5)
+            fprintf(stderr, "scheme %d: fg %s muted %s on %s: %.2f %.2f\n", i, fg, muted, bg, c1, c2);
+        CHECK(c1 >= 4.5);
+        CHECK(c2 >= 4.5);
+    }
+    /* every text colour comes from those variables: no text element carries its own fill, and
+     * the only colours given to text in the style sheet are the variables */
+    CHECK_INT(count(html, "<text fill"), 0);
+    CHECK_INT(count(html, "<text style"), 0);
+    char *css = between(html, "<style>", "</style>");
+    CHECK(css != NULL);
+    if (css) {
+        for (char *p = strstr(css, "color:"); p; p = strstr(p + 1, "color:")) {
+            if (p > css && (p[-1] == '-')) continue; /* background-color etc. */
+            CHECK(!strncmp(p, "color:var(--", 12));
+        }
+        for (char *p = strstr(css, "text"); p; p = strstr(p + 1, "text")) {
+            char *brace = strchr(p, '{'), *end = brace ? strchr(brace, '}') : NULL;
+            if (!brace || !end || brace - p > 40) continue;
+            char *fill = strstr(brace, "fill:");
+            if (fill && fill < end) CHECK(!strncmp(fill, "fill:var(--", 11));
+        }
+        free(css);
+    }
+    /* a plain-number contrast check of the formula itself: black on white is 21:1 */
+    CHECK_NEAR(contrast("#000000", "#ffffff"), 21.0, 1e-9);
+}
+
+static int attr_ll(const char *svg, const char *attr, long long *v) {
+    const char *p = strstr(svg, attr);
+    return p && sscanf(p + strlen(attr), "\"%lld\"", v) == 1;
+}
+
+/* counts of the chart elements (in the file and in Chromium's serialisation of the DOM) */
+static void check_charts(const char *html, const report *r) {
+    CHECK_INT(count(html, "<svg"), 3);
+    char *t = between(html, "<svg id=\"chart-time\"", "</svg>");
+    char *m = between(html, "<svg id=\"chart-memory\"", "</svg>");
+    char *s = between(html, "<svg id=\"chart-scatter\"", "</svg>");
+    CHECK(t && m && s);
+    if (t) {
+        CHECK_INT(count(t, "<g class=\"bar\""), r->nest);
+        CHECK_INT(count(t, "class=\"barlabel\""), r->nest);
+        CHECK_INT(count(t, "class=\"errband\""), r->nest);
+        CHECK_INT(count(t, "class=\"legend-item\""), 11);
+        CHECK_INT(count(t, "class=\"na\""), r->nillegal);
+        CHECK_INT(count(t, "class=\"name\""), r->n);
+        CHECK_INT(count(t, " tokens/s"), r->nest);
+        CHECK_INT(count(t, "MFU "), r->nest);
+        CHECK_CONTAINS(t, "step time (s)");
+        CHECK(count(t, "class=\"seg\"") >= r->nest);
+    }
+    if (m) {
+        CHECK_INT(count(m, "<g class=\"bar\""), r->nest);
+        CHECK_INT(count(m, "class=\"barlabel\""), r->nest);
+        CHECK_INT(count(m, "class=\"legend-item\""), 6);
+        CHECK_INT(count(m, "<g class=\"over\""), r->nnofit);
+        CHECK_INT(count(m, "OVER by "), r->nnofit);
+        CHECK_INT(count(m, "class=\"capacity\""), 1);
+        CHECK_CONTAINS(m, "(GiB)");
+    }
+    if (s) {
+        long long ev = -1, fe = -1, fr = -1, sa = -1;
+        CHECK(attr_ll(s, "data-evaluated=", &ev) && attr_ll(s, "data-feasible=", &fe) &&
+              attr_ll(s, "data-front=", &fr) && attr_ll(s, "data-sampled=", &sa));
+        CHECK_INT(ev, r->evaluated);
+        CHECK_INT(fe, r->feasible);
+        CHECK(sa <= 2000 && fr >= 1 && fr + sa <= r->csv_rows);
+        CHECK_INT(count(s, "<circle class=\"pt\""), sa + 1); /* + the key's sample */
+        CHECK_INT(count(s, "<rect class=\"front-pt\""), fr + 1);
+        CHECK_INT(count(s, "class=\"stratlabel\""), r->nest);
+        char tot[64];
+        snprintf(tot, sizeof tot, ">%lld evaluated<", ev);
+        CHECK_CONTAINS(s, tot);
+        CHECK_CONTAINS(s, "throughput (tokens/s)");
+        CHECK_CONTAINS(s, "(GiB)");
+        for (int i = 0; i < r->n; i++)
+            if (r->s[i].est) CHECK(strstr(s, r->s[i].name) != NULL);
+    }
+    free(t);
+    free(m);
+    free(s);
+}
+
+static void check_html(const char *html, const report *r) {
+    CHECK(!strncmp(html, "<!DOCTYPE html>", 15));
+    CHECK_INT(count(html, "http://"), 0);
+    CHECK_INT(count(html, "https://"), 0);
+    CHECK_INT(count(html, "src="), 0);
+    CHECK_INT(count(html, "href="), 0);
+    CHECK_INT(count(html, "<script"), 0);
+    CHECK_INT(count(html, "<link"), 0);
+    CHECK_INT(count(html, "@import"), 0);
+    CHECK_INT(count(html, "@font-face"), 0);
+    CHECK_INT(count(html, "url("), count(html, "url(#"));
+    CHECK_INT(count(html, "//"), 0); /* no protocol-relative or any other URL */
+    check_contrast(html);
+    check_charts(html, r);
+    /* the absent charts are said to be absent */
+    CHECK_CONTAINS(html, "GPU-count sweep");
+    CHECK_CONTAINS(html, "simulator");
+    /* every compared strategy appears in the explanation or is the best */
+    for (int i = 0; i < r->n; i++) CHECK(strstr(html, r->s[i].name) != NULL);
+}
+
+/* ---- Chromium ------------------------------------------------------------------------------ */
+
+static int have_chromium(void) { return system("command -v chromium >/dev/null 2>&1") == 0; }
+
+static void check_chromium(const char *dir, const report *r) {
+    char cmd[8192], path[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 120 chromium --headless --no-sandbox "
+             "--disable-gpu --user-data-dir='%s/chrome' --dump-dom 'file://%s/report.html' "
+             ">'%s/dom.html' 2>/dev/null", dir, dir, dir, dir);
+    CHECK_INT(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/dom.html", dir);
+    char *dom = tl_read(path);
+    CHECK(dom != NULL);
+    if (dom) {
+        /* the parsed document keeps the three charts with all their elements */
+        check_charts(dom, r);
+        free(dom);
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 120 chromium --headless --no-sandbox "
+             "--disable-gpu --user-data-dir='%s/chrome' --hide-scrollbars --window-size=1100,2400 "
+             "--screenshot='%s/shot.png' 'file://%s/report.html' >/dev/null 2>&1", dir, dir, dir, dir);
+    CHECK_INT(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/shot.png", dir);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (f) {
+        unsigned char sig[8];
+        CHECK(fread(sig, 1, 8, f) == 8 && !memcmp(sig, "\x89PNG\r\n\x1a\n", 8));
+        fseek(f, 0, SEEK_END);
+        long sz = ftell(f);
+        fclose(f);
+        /* a uniform 1100x2400 page compresses to a few kB; charts and tables give far more */
+        if (sz < 40000) fprintf(stderr, "screenshot only %ld bytes: blank?\n", sz);
+        CHECK(sz > 40000);
+    }
+}
+
+/* ---- driver -------------------------------------------------------------------------------- */
+
+static void run_case(const char *model_gpus, const char *extra, int want_illegal, int want_nofit) {
+    const char *dir = tl_tmpdir();
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    char args[2048];
+    snprintf(args, sizeof args, "compare %s %s --out '%s/out'", model_gpus, extra, d);
+    char *out = NULL, *err = NULL;
+    int rc = tl_run(args, &out, &err);
+    CHECK_INT(rc, 0);
+    if (rc != 0) fprintf(stderr, "%s\n", err ? err : "");
+    CHECK_CONTAINS(out ? out : "", "wrote");
+    free(out);
+    free(err);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out/report.md", d);
+    char *md = tl_read(path);
+    snprintf(path, sizeof path, "%s/out/report.html", d);
+    char *html = tl_read(path);
+    snprintf(path, sizeof path, "%s/out/plans.csv", d);
+    char *csv = tl_read(path);
+    CHECK(md && html && csv);
+    static report r;
+    memset(&r, 0, sizeof r);
+    if (md) check_markdown(md, &r);
+    CHECK(r.n >= 2);
+    if (want_illegal) CHECK(r.nillegal >= 1);
+    if (want_nofit) CHECK(r.nnofit >= 1);
+    if (csv) check_csv(csv, &r, model_gpus);
+    if (html) check_html(html, &r);
+    if (html) {
+        snprintf(path, sizeof path, "%s/out", d);
+        if (have_chromium()) check_chromium(path, &r);
+        else fprintf(stderr, "chromium not installed: headless rendering checks skipped\n");
+    }
+    for (int i = 0; i < r.n; i++) ap_json_free(r.s[i].est);
+    free(md);
+    free(html);
+    free(csv);
+    snprintf(path, sizeof path, "rm -rf '%s'", d);
+    CHECK_INT(system(path), 0);
+}
+
+static void fault_paths(void) {
+    char *out = NULL, *err = NULL;
+    int rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8", &out, &err);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(err ? err : "", "--out");
+    free(out); free(err);
+    rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8 --strategies bogus --out /tmp/x",
+                &out, &err);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(err ? err : "", "unknown strategy 'bogus'");
+    free(out); free(err);
+    rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8 --strategies tp=x --out /tmp/x",
+                &out, &err);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(err ? err : "", "--strategies tp");
+    free(out); free(err);
+    rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8 --strategies tp=2,tp=4 "
+                "--out /tmp/x", &out, &err);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(err ? err : "", "given twice");
+    free(out); free(err);
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    if (chdir(tl_srcdir) != 0) {
+        fprintf(stderr, "cannot chdir to %s\n", tl_srcdir);
+        return 1;
+    }
+    /* defaults: top 5 and every baseline; DDP of a 7B model does not fit in 80 GB */
+    run_case("examples/models/llama-2-7b.json --gpus 8", "", 0, 1);
+    /* an illegal spec (tp=3 on 8 GPUs), baselines that do not fit, explicit batch */
+    run_case("examples/models/llama-2-70b.json --gpus 8", "--gbs 64 --strategies "
+             "'top2,ddp,zero3,megatron,tp=3;tp=4,pp=2'", 1, 1);
+    fault_paths();
+    return tl_finish();
+}
