@@ -735,6 +735,10 @@ static void test_against_estimate(void) {
          AP_TRAINER_TORCHTITAN, 0.03, 0, NULL},
         {"llama-2-7b.json", 8, 1, 1, 1, 1, 0, 2, 1, 1, 64, 4096, AP_RECOMPUTE_NONE,
          AP_TRAINER_DEEPSPEED, 0.03, 0, NULL},
+        {"megatron-1t.json", 3072, 8, 64, 1, 1, 1, 1, 1, 1, 3072, 2048, AP_RECOMPUTE_SELECTIVE,
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+        {"tiny-gpt.json", 2, 1, 2, 1, 1, 0, 0, 0, 4, 32, 256, AP_RECOMPUTE_NONE,
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
         /* full recompute: the estimate adds one rebuilt layer and the logits as if they were
            live together; in the schedule the loss is done before the last layer is rebuilt */
         {"llama-3.1-405b.json", 1024, 8, 16, 1, 1, 1, 1, 1, 1, 1024, 8192, AP_RECOMPUTE_FULL,
