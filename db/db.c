@@ -604,7 +604,7 @@ ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
     int flags = o->readonly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     char *uri = o->readonly ? immutable_uri(path) : NULL;
     if (uri) flags |= SQLITE_OPEN_URI;
-    int rc = sqlite3_open_v2(uri ? uri : path, &db->h, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2(uri ? uri : path, &db->h, flags | SQLITE_OPEN_NOMUTEX, o->vfs);
     free(uri);
     if (rc != SQLITE_OK) {
         st = db_fail(db, rc, "cannot open", err);

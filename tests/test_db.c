@@ -388,6 +388,40 @@ static void test_wal_fallback(const char *dir) {
     free(json);
     ap_db_close(db);
     unsetenv("AUTOPLAN_DB_NO_WAL");
+    /* WAL really unavailable: the unix-dotfile VFS has no shared memory (like a network
+     * filesystem), so SQLite refuses the switch; autoplan warns, naming the file, and goes on
+     * with a rollback journal. stderr is captured to check the warning. */
+    const char *dot = path_in(dir, "dotfile.db");
+    ap_db_opts_init(&o);
+    o.path = dot;
+    o.vfs = "unix-dotfile";
+    const char *logf = path_in(dir, "stderr.txt");
+    fflush(stderr);
+    int saved = dup(2), lf = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(lf, 2);
+    close(lf);
+    ap_log_set_level(AP_LOG_WARN);
+    ap_status ost = ap_db_open_opts(&o, &db, &e);
+    ap_log_set_level(AP_LOG_ERROR);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_INT(ost, AP_OK);
+    char *logged = tl_read(logf);
+    CHECK_CONTAINS(logged, dot);
+    CHECK_CONTAINS(logged, "WAL journal unavailable");
+    CHECK_CONTAINS(logged, "journal_mode=DELETE");
+    free(logged);
+    if (db) {
+        CHECK_STR(ap_db_journal_mode(db), "delete");
+        CHECK_INT(ap_db_plan_put(db, key, "s", "{\"dot\":1}", 0.5, &e), AP_OK);
+        CHECK_INT(ap_db_plan_get(db, key, &json, NULL, &e), AP_OK);
+        CHECK_STR(json, "{\"dot\":1}");
+        free(json);
+        ap_db_close(db);
+    }
+    snprintf(wal, sizeof wal, "%s-wal", dot);
+    CHECK(access(wal, F_OK) != 0);
     /* Without the override the same file goes (back) to WAL. */
     CHECK_INT(ap_db_open(path, 0, &db, &e), AP_OK);
     if (db) CHECK_STR(ap_db_journal_mode(db), "wal");

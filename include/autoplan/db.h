@@ -71,6 +71,10 @@ typedef struct ap_db_opts {
                               notice. The environment variable AUTOPLAN_DB_NO_WAL=1 does the
                               same (that is how the tests force the fallback from the CLI). */
     int busy_timeout_ms;   /* how long a write waits for other writers; default 5000 */
+    const char *vfs;       /* SQLite VFS name; NULL: the default. Tests use "unix-dotfile",
+                              which has no shared memory, so WAL is really unavailable there
+                              as on a network filesystem. Every process sharing a database
+                              must use the same locking: not for production use. */
     int64_t max_pages;     /* > 0: PRAGMA max_page_count, the database cannot grow past it:
                               simulates a full disk in tests. 0: no limit (default). */
     /* Test hook: called inside every write transaction just before COMMIT. A nonzero return
