@@ -139,6 +139,45 @@ static ap_json *cats_json(const int64_t *cat) {
     return o;
 }
 
+/* The allocated, reserved and device curves of a rank, at most AP_SIM_CURVE_POINTS points:
+ * each point is the maximum over its run of events, so the peak is always in the curve. */
+#define AP_SIM_CURVE_POINTS 256
+
+static ap_json *curve_json(const ap_sim_rank *r, double overhead) {
+    ap_json *o = ap_json_new_object();
+    ap_json *al = ap_json_new_array(), *re = ap_json_new_array(), *dv = ap_json_new_array();
+    if (!o || !al || !re || !dv || ap_json_add(o, "allocated", al) != AP_OK) goto fail;
+    al = NULL;
+    if (ap_json_add(o, "reserved", re) != AP_OK) goto fail;
+    re = NULL;
+    if (ap_json_add(o, "device", dv) != AP_OK) goto fail;
+    dv = NULL;
+    int n = r->nevents, pts = n < AP_SIM_CURVE_POINTS ? n : AP_SIM_CURVE_POINTS;
+    if (ap_json_add_number(o, "events_per_point", pts > 0 ? (double)n / pts : 0) != AP_OK)
+        goto fail;
+    ap_json *A = ap_json_get(o, "allocated"), *R = ap_json_get(o, "reserved"),
+            *D = ap_json_get(o, "device");
+    for (int k = 0; k < pts; k++) {
+        int b = (int)((int64_t)k * n / pts), e = (int)((int64_t)(k + 1) * n / pts);
+        int64_t amax = 0, rmax = 0;
+        for (int i = b; i < e; i++) {
+            if (r->allocated_curve[i] > amax) amax = r->allocated_curve[i];
+            if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
+        }
+        if (ap_json_push(A, ap_json_new_number((double)amax)) != AP_OK ||
+            ap_json_push(R, ap_json_new_number((double)rmax)) != AP_OK ||
+            ap_json_push(D, ap_json_new_number((double)rmax + overhead)) != AP_OK)
+            goto fail;
+    }
+    return o;
+fail:
+    ap_json_free(al);
+    ap_json_free(re);
+    ap_json_free(dv);
+    ap_json_free(o);
+    return NULL;
+}
+
 ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
     ap_json *root = ap_json_new_object(), *stages = NULL;
     if (!root) return NULL;
@@ -212,6 +251,13 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
             J(ap_json_add_number(tj, "bytes", (double)t->bytes));
         }
         J(ap_json_add_number(st, "live_tensors_at_peak", r->nlive_at_peak));
+        if (r->allocated_curve) {
+            ap_json *cv = curve_json(r, s->overhead_bytes);
+            if (!cv || ap_json_add(st, "curve", cv) != AP_OK) {
+                ap_json_free(cv);
+                goto fail;
+            }
+        }
     }
     if (ap_json_add(root, "stages", stages) != AP_OK) goto fail;
     return root;

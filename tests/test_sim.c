@@ -837,6 +837,19 @@ static void test_cli(void) {
             double sum = 0;
             for (ap_json *c = ap_json_first(b); c; c = ap_json_next(c)) sum += ap_json_number(c);
             CHECK_NEAR(sum, num(x, "allocated_peak_bytes"), 0);
+            /* the downsampled curves keep the peaks (each point is a maximum) */
+            ap_json *cv = ap_json_get(x, "curve");
+            double cmax = 0, rmax = 0;
+            for (int k = 0; k < ap_json_size(ap_json_get(cv, "allocated")); k++) {
+                double v = ap_json_number(ap_json_at(ap_json_get(cv, "allocated"), k));
+                double w = ap_json_number(ap_json_at(ap_json_get(cv, "reserved"), k));
+                if (v > cmax) cmax = v;
+                if (w > rmax) rmax = w;
+            }
+            CHECK(ap_json_size(ap_json_get(cv, "allocated")) > 0);
+            CHECK(ap_json_size(ap_json_get(cv, "allocated")) <= 256);
+            CHECK_NEAR(cmax, num(x, "allocated_peak_bytes"), 0);
+            CHECK_NEAR(rmax, num(x, "reserved_peak_bytes"), 0);
         }
         CHECK_NEAR(num(j, "peak_bytes"), dev, 0);
         CHECK_NEAR(num(j, "allocated_peak_bytes"), alloc, 0);
@@ -860,6 +873,7 @@ static void test_cli(void) {
     CHECK_CONTAINS(out, "what to change:");
     CHECK_CONTAINS(out, "--offload-optimizer 1"); /* dp = 1: ZeRO would not help */
     CHECK_CONTAINS(out, "live at the peak by kind");
+    CHECK_CONTAINS(out, "  allocated |");
     free(out);
     free(err);
     /* llama-2-7b, ZeRO-1 over 8 GPUs, 2 x 4096 tokens per micro-batch: the states fit, the

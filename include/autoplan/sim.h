@@ -254,8 +254,10 @@ char *ap_sim_op_describe(const ap_sim *s, const ap_sim_rank *r, int op, char *bu
 char *ap_sim_tensor_describe(const ap_sim_tensor *t, int64_t L, char *buf, size_t n);
 
 /* JSON report: peak_bytes (device, worst rank), allocated_peak_bytes, reserved_peak_bytes,
- * fits, stages[] with their peaks, breakdown and live set at the peak. Caller frees. NULL on
- * allocation failure. `max_live` bounds the live tensors listed per stage. */
+ * fits, stages[] with their peaks, breakdown and live set at the peak, and (when curves were
+ * recorded) "curve": allocated, reserved and device bytes in at most 256 points, each the
+ * maximum over its run of events. Caller frees. NULL on allocation failure. `max_live` bounds
+ * the live tensors listed per stage. */
 ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 
 /* ---- trace (costmodel/trace.c) ------------------------------------------------------------ */
