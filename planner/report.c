@@ -989,7 +989,7 @@ static const char *css =
     "@media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ededed;--muted:#b8b8b8;"
     "--grid:#4a4a4a}}\n"
     "@media print{:root{--bg:#ffffff;--fg:#000000;--muted:#333333;--grid:#bbbbbb}}\n"
-    "body{background:var(--bg);color:var(--fg);font-family:system-ui,-apple-system,'Segoe UI',"
+    "body{box-sizing:border-box;background:var(--bg);color:var(--fg);font-family:system-ui,-apple-system,'Segoe UI',"
     "sans-serif;margin:2em auto;padding:0 1em;max-width:1100px;line-height:1.45}\n"
     "table{border-collapse:collapse;margin:1em 0;font-size:0.92em}\n"
     "th,td{border:1px solid var(--grid);padding:3px 7px;text-align:right}\n"
@@ -1140,7 +1140,9 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
     chart_memory(&b, r);
 
     sb_puts(&b, "<h2>3. Memory against throughput</h2>\n");
-    sb_printf(&b, "<p>%lld plans evaluated, %lld feasible", (long long)r->evaluated, (long long)r->fit);
+    sb_printf(&b, "<p>The search space of the %s trainer (as <code>autoplan plan</code> searches "
+              "it): %lld plans evaluated, %lld feasible", ap_trainer_name((ap_trainer_id)r->trainer),
+              (long long)r->evaluated, (long long)r->fit);
     if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
     if (r->eval_capped)
         sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations",
@@ -1261,6 +1263,7 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
     }
     sb_printf(&b, "\n## Evaluated plans\n\n%lld plans evaluated, %lld feasible", (long long)r->evaluated,
               (long long)r->fit);
+    sb_printf(&b, " (the search space of the %s trainer)", ap_trainer_name((ap_trainer_id)r->trainer));
     if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
     if (r->eval_capped)
         sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations", AP_REPORT_MAX_EVALS);
