@@ -11,6 +11,7 @@
 #include "autoplan/db.h"
 #include "autoplan/report.h"
 #include "autoplan/sim.h"
+#include "autoplan/partition.h"
 
 typedef struct {
     const char *name;
@@ -26,6 +27,7 @@ static const command commands[] = {
     {"gpus", ap_cmd_gpus, "list the built-in GPU catalog"},
     {"validate", ap_cmd_validate, "predict published training runs and report the errors"},
     {"emit", ap_cmd_emit, "trainer configs (DeepSpeed, Megatron, ...) from a saved plan.json"},
+    {"partition", ap_cmd_partition, "optimal uneven split of the layers onto pipeline stages"},
     {"compare", ap_cmd_compare, "compare strategies: report.html with charts, report.md, plans.csv"},
     {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
 };

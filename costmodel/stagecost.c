@@ -1,0 +1,177 @@
+/*
+ * stagecost.c - per-stage costs for the partitioner, read off the cost model (stagecost.h).
+ *
+ * ap_stage_cost_eval builds a plan in which rank r holds exactly the asked-for range: the uniform
+ * split when the range is rank r's share of it, else explicit stage_layers with the layers
+ * before it all on rank 0 and those after it all on the last rank (the
+ * cost model prices every rank from its own layers only, so where the others go does not change
+ * rank r) and calls ap_estimate_plan. It does not re-derive any formula: memory and time are
+ * estimate.c's. The table memoises by (rank, dense layers, MoE layers) so a partition search
+ * over all ranges costs at most pp x (dense + 1) x (MoE + 1) estimates, pp x (L + 1) for a dense
+ * model.
+ */
+#include "autoplan/stagecost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Temporary (see stagecost.h): zero the stack below the caller's frame before the cost model
+ * runs there. noinline so that the buffer occupies the frames ap_estimate_plan will occupy. */
+__attribute__((noinline)) static void clear_stack_below(void) {
+    volatile unsigned char buf[64 * 1024];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = 0;
+}
+
+ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                            const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
+    clear_stack_below();
+    ap_status st = ap_estimate_plan(m, c, p, opts, e, err);
+    if (st != AP_OK) return st;
+    for (int r = 0; r < e->nstages; r++)
+        if (!isfinite(e->time.stage_fwd_s[r]) || !isfinite(e->time.stage_bwd_s[r]) ||
+            !isfinite(e->stages[r].device_bytes) || !isfinite(e->stages[r].host_bytes))
+            return ap_err_set(err, AP_ERR_INTERNAL, "cost model: stage %d of a %d-stage plan has "
+                              "a non-finite time or memory", r, e->nstages);
+    if (!isfinite(e->time.step_s))
+        return ap_err_set(err, AP_ERR_INTERNAL, "cost model: non-finite step time");
+    return AP_OK;
+}
+
+ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, int r, int first, int n,
+                             ap_stage_cost *out, ap_err *err) {
+    const int L = (int)m->layers;
+    if (p->vp > 1)
+        return ap_err_set(err, AP_ERR_INPUT, "stage costs need a non-interleaved plan (vp %d)",
+                          p->vp);
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES || r < 0 || r >= p->pp || first < 0 || n < 0 ||
+        first + n > L)
+        return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d with layers [%d, %d) of %d: out of "
+                          "range", r, p->pp, first, first + n, L);
+    if ((r == 0 && first != 0) || (r == p->pp - 1 && first + n != L))
+        return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d cannot hold layers [%d, %d) of %d",
+                          r, p->pp, first, first + n, L);
+    /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
+    ap_plan *q = malloc(sizeof *q);
+    ap_estimate *e = malloc(sizeof *e);
+    if (!q || !e) {
+        free(q);
+        free(e);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
+    }
+    *q = *p;
+    q->nchunks = 0;
+    if (ap_plan_chunk_first_layer(q, L, r) != first || ap_plan_chunk_layers(q, L, r) != n) {
+        /* not rank r's share of the uniform split (the only split some trainers accept) */
+        q->nchunks = p->pp;
+        for (int i = 0; i < p->pp; i++) q->stage_layers[i] = 0;
+        q->stage_layers[r] = n;
+        if (r > 0) q->stage_layers[0] += first;
+        if (r < p->pp - 1) q->stage_layers[p->pp - 1] += L - first - n;
+    }
+    ap_status st = ap_stage_estimate(m, c, q, opts, e, err);
+    if (st == AP_OK) {
+        const ap_stage_mem *sm = &e->stages[r];
+        out->fwd_s = e->time.stage_fwd_s[r];
+        out->bwd_s = e->time.stage_bwd_s[r];
+        out->device_bytes = sm->device_bytes;
+        out->host_bytes = sm->host_bytes;
+        /* the verdict estimate.c gives a plan, applied to this rank alone: device peak plus
+         * headroom within capacity; host: the node's GPUs each hold this much, within 90% of
+         * the node's CPU memory (estimate.c host_fits) */
+        int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
+        double host_node = sm->host_bytes * gpn;
+        int host_ok = host_node <= 0 || host_node <= 0.9 * c->cpu_mem_bytes;
+        out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
+    }
+    free(q);
+    free(e);
+    return st;
+}
+
+/* ---- the memo ------------------------------------------------------------------------------ */
+
+struct ap_stage_table {
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    ap_estimate_opts opts;
+    int has_opts;
+    int pp, nd_max, nm_max;
+    int *moe_prefix;      /* moe_prefix[i] = MoE layers among [0, i), i = 0..L */
+    ap_stage_cost *cost;  /* [r][nd][nm] */
+    unsigned char *done;
+    long evals;
+};
+
+ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, ap_stage_table **out, ap_err *err) {
+    *out = NULL;
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES)
+        return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
+    if (m->layers < 1 || m->layers > AP_MODEL_MAX_LAYERS)
+        return ap_err_set(err, AP_ERR_INPUT, "model has %lld layers", (long long)m->layers);
+    ap_stage_table *t = calloc(1, sizeof *t);
+    if (!t) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    t->m = *m;
+    t->c = *c;
+    t->p = *p;
+    if (opts) {
+        t->opts = *opts;
+        t->has_opts = 1;
+    }
+    t->pp = p->pp;
+    int L = (int)m->layers;
+    t->moe_prefix = malloc(sizeof(int) * (size_t)(L + 1));
+    if (!t->moe_prefix) {
+        ap_stage_table_free(t);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    }
+    t->moe_prefix[0] = 0;
+    for (int i = 0; i < L; i++)
+        t->moe_prefix[i + 1] = t->moe_prefix[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
+    t->nm_max = t->moe_prefix[L];
+    t->nd_max = L - t->nm_max;
+    size_t cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
+    t->cost = malloc(cells * sizeof *t->cost);
+    t->done = calloc(cells, 1);
+    if (!t->cost || !t->done) {
+        ap_stage_table_free(t);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table (%zu cells)",
+                          cells);
+    }
+    *out = t;
+    return AP_OK;
+}
+
+void ap_stage_table_free(ap_stage_table *t) {
+    if (!t) return;
+    free(t->moe_prefix);
+    free(t->cost);
+    free(t->done);
+    free(t);
+}
+
+const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, ap_err *err) {
+    int L = (int)t->m.layers;
+    if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) {
+        ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r, first,
+                   first + n);
+        return NULL;
+    }
+    int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
+    int nd = n - nm;
+    size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
+               (size_t)nm;
+    if (!t->done[k]) {
+        if (ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r, first, n,
+                               &t->cost[k], err) != AP_OK)
+            return NULL;
+        t->done[k] = 1;
+        t->evals++;
+    }
+    return &t->cost[k];
+}
+
+long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }

@@ -1,0 +1,101 @@
+/*
+ * partition.h - optimal split of consecutive transformer layers onto pipeline stages
+ * (planner/partition.c: dynamic programming; planner/ilp.c: the same problem as a GLPK integer
+ * program).
+ *
+ * Problem (issue 8): for a plan with pp = p stages and m micro-batches per step, choose layer
+ * counts n_0..n_{p-1} (consecutive layers, each n_r >= min_layers, summing to L) minimising the
+ * 1F1B pipeline time
+ *     T = sum_r (t_f + t_b)_r + (m - 1) * max_r (t_f + t_b)_r
+ * (Narayanan et al. 2021 Sec. 2.2; estimate.c "pipe" for vp = 1), subject to every stage's
+ * device memory (its model states + its min(p - r, m) in-flight micro-batches) fitting the
+ * capacity minus headroom. Stage times and memory come from the cost model (stagecost.h),
+ * so the embedding on stage 0 and the LM head with fp32 logits on the last stage are priced
+ * exactly as estimate.c prices them. The p2p term of the step does not depend on the split.
+ *
+ * Expressibility (trainer table, plan.h): a trainer without `uneven_stages` gets the uniform
+ * split; with `uneven_first_last_only` only the first and last stage may differ from the
+ * others. Interleaved plans (vp > 1) are refused (AP_ERR_INPUT): not implemented yet.
+ *
+ * Not modelled in T: the data-parallel reduction and optimizer time, which depend on the stage
+ * with the most parameters; ap_partition_result carries ap_estimate_plan's full step time of the
+ * chosen split for reporting.
+ */
+#ifndef AP_PARTITION_H
+#define AP_PARTITION_H
+
+#include "autoplan/stagecost.h"
+
+typedef enum { AP_SOLVER_DP = 0, AP_SOLVER_ILP, AP_SOLVER_AUTO } ap_solver;
+
+typedef struct ap_partition_opts {
+    int min_layers;          /* layers per stage at least; default 1 */
+    ap_solver solver;        /* default AUTO (= DP for this partition-only problem) */
+    double ilp_time_limit_s; /* GLPK tm_lim; default 10 s */
+    int ilp_fault;           /* test hook: 1 = make GLPK raise an error while the model is built
+                                (exercises glp_error_hook and the fallback); default 0 */
+    ap_estimate_opts est;    /* headroom, calibration */
+} ap_partition_opts;
+
+void ap_partition_opts_init(ap_partition_opts *o);
+/* "dp" | "ilp" | "auto"; AP_ERR_INPUT otherwise. */
+ap_status ap_solver_parse(const char *s, ap_solver *out, ap_err *err);
+const char *ap_solver_name(ap_solver s);
+
+typedef struct ap_partition_result {
+    int pp;
+    int64_t micro_batches;               /* m */
+    int stage_layers[AP_MAX_STAGES];
+    double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch */
+    double stage_device_bytes[AP_MAX_STAGES];
+    double pipe_s;                       /* T of the split */
+    double step_s;                       /* ap_estimate_plan's whole step time of the split
+                                            (T + p2p + dp reduction + optimizer + ...) */
+    double max_stage_s;
+    double peak_device_bytes;
+    int fits;                            /* every stage fits */
+    int optimal;                         /* 1: proven optimal (DP, or GLPK GLP_OPT); 0: the ILP
+                                            stopped at its time limit with a feasible answer */
+    ap_solver solver;                    /* who produced the answer (DP after a fallback) */
+    int fell_back;                       /* ILP asked, failed; this is the DP answer */
+    int restricted;                      /* the trainer restricts the split (uniform, or
+                                            first/last only) */
+    long evals;                          /* cost-model evaluations used */
+    double solve_s;                      /* wall time */
+    char note[256];                      /* one line: fallback reason, restriction, gap */
+} ap_partition_result;
+
+/* Optimal split of plan p's layers onto its p->pp stages (p->vp must be 1). On success
+ * out->fits says whether any split fits; when none does, out holds the split with the smallest
+ * peak memory and the call still returns AP_OK ("no split fits" is a result). `o` may be NULL.
+ * Returns AP_ERR_INPUT for vp > 1 or pp * min_layers > L, the cost model's status otherwise.
+ * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails or
+ * finds nothing within the time limit. Not thread-safe when the ILP runs (GLPK is not). */
+ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_partition_opts *o, ap_partition_result *out, ap_err *err);
+
+/* Evaluate a given split (layers[0..pp-1]) under the same objective: fills out's per-stage
+ * fields, pipe_s and fits (solver fields left 0). Used for the uniform baseline. */
+ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                            const ap_estimate_opts *est, const int *layers,
+                            ap_partition_result *out, ap_err *err);
+
+/* Copy the split into plan q (nchunks = pp, stage_layers). */
+void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
+
+/* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
+ * m micro-batches, stage costs from `tab` (built for the plan). `upper_s` > 0 is a known
+ * achievable T (e.g. the DP's): stages that alone would exceed it are left out of the model (a
+ * stage of time t makes T >= m t, so they cannot be in a better split). Fills the split,
+ * pipe_s, max_stage_s, fits = 1 and optimal (1 for GLP_OPT, 0 for GLP_FEAS after the time
+ * limit). Returns AP_ERR_SOLVER (err says why) when GLPK raises an error, stops without an
+ * integer solution, or proves that no split fits. Solver output goes to the debug log only.
+ * GLPK is not thread-safe: one solve at a time. */
+ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
+                           const ap_partition_opts *o, double upper_s, ap_partition_result *out,
+                           ap_err *err);
+
+/* `autoplan partition MODEL --gpus N --tp T --pp P ... [--solver dp|ilp|auto]`. */
+int ap_cmd_partition(int argc, char **argv);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * stagecost.h - the cost of one pipeline stage as a function of the layers it holds, taken from
+ * the cost model itself (costmodel/stagecost.c), for the stage partitioner (partition.h).
+ *
+ * For a non-interleaved plan (vp = 1) the cost model prices rank r from its position (first,
+ * last, in-flight micro-batches min(p - r, m)) and the layers it holds: per-micro-batch forward
+ * and backward time, device bytes, host bytes. Nothing of rank r depends on the layers of other
+ * ranks (costmodel/estimate.c: the per-rank loop reads only its own chunk), so any split's
+ * pipeline time sum_r (t_f + t_b)_r + (m - 1) max_r (t_f + t_b)_r and its memory verdict can be
+ * assembled from per-stage entries. Each entry is obtained by calling ap_estimate_plan on a plan
+ * with explicit stage_layers in which rank r holds exactly the asked-for layers; the table
+ * memoises entries by (r, dense layers, MoE layers), the only things of a range the cost model
+ * reads (estimate.c prices one dense and one MoE layer per plan). tests/test_partition.c checks
+ * the memo against direct evaluation of whole plans.
+ */
+#ifndef AP_STAGECOST_H
+#define AP_STAGECOST_H
+
+#include "autoplan/estimate.h"
+
+typedef struct ap_stage_cost {
+    double fwd_s;         /* forward of one micro-batch on this rank (compute + exposed comm) */
+    double bwd_s;         /* backward incl. recompute */
+    double device_bytes;  /* device peak of this rank (estimate.c ap_stage_mem.device_bytes) */
+    double host_bytes;    /* host memory of this rank's offloaded states */
+    int fits;             /* device_bytes + headroom <= capacity and host fits (per node) */
+} ap_stage_cost;
+
+/* Cost of pipeline rank r of plan p holding the `n` layers [first, first + n). p must have
+ * vp = 1 and a trainer that accepts uneven stages (or the range must be the uniform split).
+ * p->stage_layers is ignored; p->stage_recompute[r] is kept. `opts` may be NULL. Returns the
+ * cost model's status (AP_ERR_INFEASIBLE with the rule named when the trainer refuses). */
+ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, int r, int first, int n,
+                             ap_stage_cost *out, ap_err *err);
+
+/* ap_estimate_plan as the partitioner calls it: the same arguments and result, plus a check
+ * that every stage time and memory figure it returns is finite (AP_ERR_INTERNAL otherwise).
+ * Until estimate.c zero-initialises its per-kind layer_cost (for a dense model the MoE entry is
+ * read uninitialised and multiplied by 0, which is NaN when the stack holds a NaN pattern), this
+ * also clears the stack area the call will use, so results do not depend on what ran before. */
+ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                            const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
+
+/* Memo of ap_stage_cost_eval for one (model, cluster, plan). Opaque; ap_stage_table_free frees
+ * it. The model, cluster and opts are copied; nothing borrowed outlives the call. */
+typedef struct ap_stage_table ap_stage_table;
+
+ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, ap_stage_table **out, ap_err *err);
+void ap_stage_table_free(ap_stage_table *t);
+
+/* The cost of rank r holding [first, first + n): evaluated on first use, then memoised. The
+ * pointer stays valid until ap_stage_table_free. NULL (err set) when the cost model refuses. */
+const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, ap_err *err);
+
+/* Number of ap_estimate_plan calls the table made (for benchmarks and tests). */
+long ap_stage_table_evals(const ap_stage_table *t);
+
+#endif

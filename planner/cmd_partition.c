@@ -1,0 +1,121 @@
+/*
+ * cmd_partition.c - `autoplan partition`: the optimal split of layers onto the pipeline stages
+ * of one plan (partition.h), printed next to the baseline (the uniform split, or the split
+ * given with --stage-layers): per-stage layers, time per micro-batch and device memory, the
+ * pipeline time T the partitioner minimises and the cost model's whole step time of each.
+ */
+#include "autoplan/cli.h"
+#include "autoplan/partition.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void print_split(const char *name, const ap_partition_result *r) {
+    printf("%s ", name);
+    for (int i = 0; i < r->pp; i++) printf("%s%d", i ? "," : "", r->stage_layers[i]);
+    printf("\n");
+}
+
+int ap_cmd_partition(int argc, char **argv) {
+    static ap_flags fl;
+    ap_err err = {{0}};
+    int help = 0;
+    fl.n = 0;
+    ap_cli_cluster_flags(&fl);
+    ap_cli_plan_flags(&fl);
+    ap_flags_add(&fl, "solver", AP_FLAG_VALUE, "dp|ilp|auto",
+                 "dp: dynamic programming; ilp: GLPK integer program (falls back to dp); auto: dp "
+                 "for this partition-only problem (default auto)");
+    ap_flags_add(&fl, "time-limit", AP_FLAG_VALUE, "DURATION",
+                 "time limit of one ILP solve, e.g. 10s (default 10s)");
+    ap_flags_add(&fl, "min-layers", AP_FLAG_VALUE, "N", "layers per stage at least (default 1)");
+    ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
+    if (help) {
+        ap_flags_print_help(&fl, "autoplan partition MODEL --gpus N --pp P [flags]",
+                            "Split the layers unevenly across the pipeline stages to minimise the "
+                            "1F1B pipeline time\nsum(t_f+t_b) + (m-1) max(t_f+t_b) with every "
+                            "stage fitting memory; compare with the\nuniform split (or "
+                            "--stage-layers). Non-interleaved plans (vp 1) only.");
+        return 0;
+    }
+    if (st != AP_OK) return ap_cli_fail(st, &err);
+    static ap_cli_ctx ctx;
+    if ((st = ap_cli_load(&fl, 1, &ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    if ((st = ap_cli_finish_plan(&ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
+
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    o.est = ctx.opts;
+    if (ap_flags_isset(&fl, "solver") &&
+        (st = ap_solver_parse(ap_flags_value(&fl, "solver"), &o.solver, &err)) != AP_OK) {
+        ap_err_prefix(&err, "--solver");
+        return ap_cli_fail(st, &err);
+    }
+    if (ap_flags_isset(&fl, "time-limit") &&
+        (st = ap_parse_duration(ap_flags_value(&fl, "time-limit"), "--time-limit",
+                                &o.ilp_time_limit_s, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
+    int64_t ml = 1;
+    if ((st = ap_flag_int(&fl, "min-layers", 1, 100000, &ml, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
+    o.min_layers = (int)ml;
+
+    const ap_model *m = &ctx.model;
+    ap_plan base = ctx.plan;
+    if ((st = ap_plan_check(&base, m, &ctx.cluster, ctx.allow_cross_node_tp, &err)) != AP_OK)
+        return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
+    if (base.vp > 1) {
+        ap_err_set(&err, AP_ERR_INPUT, "partition supports vp 1 only (interleaved splits are not "
+                   "implemented)");
+        return ap_cli_fail(AP_ERR_INPUT, &err);
+    }
+    /* the baseline: the given --stage-layers, else the uniform split */
+    int layers[AP_MAX_STAGES];
+    const char *base_name = base.nchunks ? "given" : "uniform";
+    for (int r = 0; r < base.pp; r++) layers[r] = ap_plan_chunk_layers(&base, m->layers, r);
+    static ap_partition_result ub, opt;
+    ap_err berr = {{0}};
+    ap_status bst = ap_partition_eval(m, &ctx.cluster, &base, &o.est, layers, &ub, &berr);
+    if ((st = ap_partition_solve(m, &ctx.cluster, &base, &o, &opt, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
+
+    char lb[160], b1[32], b2[32], b3[32], b4[32];
+    printf("plan      %s  (%s, %lld micro-batches, %d x %s)\n", ap_plan_label(&base, lb, sizeof lb),
+           ap_trainer_get(base.trainer)->display, (long long)opt.micro_batches, ctx.cluster.gpus,
+           ctx.cluster.gpu.name);
+    printf("solver    %s%s, %s, %ld cost-model evaluations, %s\n", ap_solver_name(opt.solver),
+           opt.fell_back ? " (fallback)" : "", opt.optimal ? "optimal" : "not proven optimal",
+           opt.evals, ap_fmt_seconds(opt.solve_s, b1, sizeof b1));
+    if (opt.note[0]) printf("note      %s\n", opt.note);
+    printf("\n          %-30s  %s\n", base_name, "optimal");
+    printf("stage     layers  t_f+t_b    device     layers  t_f+t_b    device\n");
+    for (int r = 0; r < base.pp; r++) {
+        if (bst == AP_OK)
+            printf("  %-6d  %6d  %-9s  %-9s", r, ub.stage_layers[r],
+                   ap_fmt_seconds(ub.stage_s[r], b1, sizeof b1),
+                   ap_fmt_bytes(ub.stage_device_bytes[r], b2, sizeof b2));
+        else
+            printf("  %-6d  %6s  %-9s  %-9s", r, "-", "-", "-");
+        printf("  %6d  %-9s  %s\n", opt.stage_layers[r],
+               ap_fmt_seconds(opt.stage_s[r], b3, sizeof b3),
+               ap_fmt_bytes(opt.stage_device_bytes[r], b4, sizeof b4));
+    }
+    if (bst == AP_OK) {
+        printf("\npipeline T   %-12s %-12s (%+.1f%%)\n", ap_fmt_seconds(ub.pipe_s, b1, sizeof b1),
+               ap_fmt_seconds(opt.pipe_s, b2, sizeof b2), 100.0 * (opt.pipe_s / ub.pipe_s - 1.0));
+        printf("step time    %-12s %-12s (%+.1f%%)\n", ap_fmt_seconds(ub.step_s, b1, sizeof b1),
+               ap_fmt_seconds(opt.step_s, b2, sizeof b2), 100.0 * (opt.step_s / ub.step_s - 1.0));
+        printf("peak memory  %-12s %-12s\n", ap_fmt_bytes(ub.peak_device_bytes, b1, sizeof b1),
+               ap_fmt_bytes(opt.peak_device_bytes, b2, sizeof b2));
+        printf("fits         %-12s %-12s\n", ub.fits ? "yes" : "NO", opt.fits ? "yes" : "NO");
+    } else {
+        printf("\n%s split: %s\n", base_name, berr.msg);
+        printf("pipeline T   %s\nstep time    %s\npeak memory  %s\nfits         %s\n",
+               ap_fmt_seconds(opt.pipe_s, b1, sizeof b1), ap_fmt_seconds(opt.step_s, b2, sizeof b2),
+               ap_fmt_bytes(opt.peak_device_bytes, b3, sizeof b3), opt.fits ? "yes" : "NO");
+    }
+    printf("\n");
+    print_split("--stage-layers", &opt);
+    if (!opt.fits) printf("no split fits: shown is the one with the least peak memory\n");
+    return 0;
+}

@@ -1,0 +1,254 @@
+/*
+ * ilp.c - the stage partition as a GLPK mixed-integer program (partition.h). The only file of
+ * autoplan that includes glpk.h.
+ *
+ * Formulation (a shortest path with a max term): one binary y_s per legal stage s = (rank r,
+ * first layer a, n layers) that fits memory, one continuous M >= 0;
+ *     min  sum_s t_s y_s + (m - 1) M
+ *     s.t. sum_{s = (0, 0, n)} y_s = 1                                  (stage 0 starts at 0)
+ *          sum_{s = (r, j, .)} y_s - sum_{s = (r-1, a, n), a+n = j} y_s = 0   (r >= 1, all j)
+ *          M - sum_{s = (r, ., .)} t_s y_s >= 0                          (each rank r)
+ * Stages of the last rank all end at layer L, so a unit flow from (0, 0) is exactly one split of
+ * consecutive layers. Stage times and memory are the cost model's (stagecost.h), so the program
+ * is exact for any cost, not a linearisation. The max is taken per rank over the sum of that
+ * rank's y_s t_s (one s is chosen per rank), a tighter LP relaxation than one row per stage.
+ * With a known achievable T (the DP's) the stages with m t_s > T are dropped: they cannot be
+ * in a better split (T >= sum + (m - 1) max >= m t_s).
+ *
+ * GLPK hygiene (GLPK 5.0 reference manual, Sec. 6.1 "glp_error_hook", Sec. 2.8 "glp_intopt"):
+ * an error hook longjmps out of GLPK and the environment is freed (the problem object is never
+ * reused after a failure); a time limit (tm_lim) per solve; glp_mip_status is checked after
+ * glp_intopt (0 does not mean optimal: GLP_FEAS after the time limit is only feasible);
+ * terminal output is off and GLPK's own messages (errors force it on) go to the debug log
+ * through a terminal hook. GLPK keeps global state: one solve at a time.
+ */
+#include "autoplan/partition.h"
+
+#include <glpk.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    jmp_buf jb;
+    char line[256];     /* the line GLPK is printing */
+    char prev[256];     /* the last two whole lines: on an error GLPK prints its message, then */
+    char prev2[256];    /* "Error detected in file ... at line ..." (GLPK 5.0 env/error.c) */
+    size_t len;
+} glpk_guard;
+
+static void on_glpk_error(void *info) {
+    glpk_guard *g = info;
+    longjmp(g->jb, 1);
+}
+
+/* every piece of text GLPK prints: whole lines to the debug log and kept for error messages;
+ * returns 1 so that GLPK itself prints nothing */
+static int on_glpk_term(void *info, const char *s) {
+    glpk_guard *g = info;
+    for (; *s; s++) {
+        if (*s == '\n') {
+            g->line[g->len] = '\0';
+            ap_log(AP_LOG_DEBUG, "glpk: %s", g->line);
+            memcpy(g->prev2, g->prev, sizeof g->prev2);
+            memcpy(g->prev, g->line, g->len + 1);
+            g->len = 0;
+        } else if (g->len < sizeof g->line - 1) {
+            g->line[g->len++] = *s;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    int r, a, n;
+    double t_s;
+} stage_var;
+
+/* what the solve allocates; freed on every path, including after a longjmp */
+typedef struct {
+    stage_var *vars;
+    int *ia, *ja;
+    double *ar;
+} ilp_mem;
+
+static void ilp_mem_free(ilp_mem *mm) {
+    free(mm->vars);
+    free(mm->ia);
+    free(mm->ja);
+    free(mm->ar);
+}
+
+/* row of flow node (r, j), r >= 1, 0 <= j <= L: rows are [start] [nodes of r = 1..p-1]
+ * [max rows] */
+static int node_row(int L, int r, int j) { return 2 + (r - 1) * (L + 1) + j; }
+
+ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
+                           const ap_partition_opts *o, double upper_s, ap_partition_result *out,
+                           ap_err *err) {
+    const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
+    memset(out, 0, sizeof *out);
+    if (p < 1 || p > AP_MAX_STAGES || L < p * lo)
+        return ap_err_set(err, AP_ERR_INPUT, "%d layers cannot fill %d stages", L, p);
+    ilp_mem mm;
+    memset(&mm, 0, sizeof mm);
+
+    /* the variables: legal, fitting stages that can be in a split better than upper_s */
+    size_t cap = 0;
+    for (int r = 0; r < p; r++)
+        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) cap += (size_t)(L - a) + 1;
+    mm.vars = malloc(cap * sizeof *mm.vars);
+    if (!mm.vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    int nv = 0;
+    for (int r = 0; r < p; r++)
+        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
+            int n0 = r == p - 1 ? L - a : lo;
+            int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
+            for (int n = n0; n <= n1; n++) {
+                const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, err);
+                if (!sc) {
+                    ilp_mem_free(&mm);
+                    return AP_ERR_INFEASIBLE;
+                }
+                double t = sc->fwd_s + sc->bwd_s;
+                if (!sc->fits) continue;
+                if (upper_s > 0 && (double)m * t > upper_s * (1.0 + 1e-9)) continue;
+                mm.vars[nv++] = (stage_var){r, a, n, t};
+            }
+        }
+    if (nv == 0) {
+        ilp_mem_free(&mm);
+        return ap_err_set(err, AP_ERR_SOLVER, "no stage fits memory: the integer program is "
+                          "empty");
+    }
+    /* nonzeros: each y_s in at most two flow rows and one max row; M in p max rows */
+    size_t nz = (size_t)nv * 3 + (size_t)p + 1;
+    mm.ia = malloc(nz * sizeof *mm.ia);
+    mm.ja = malloc(nz * sizeof *mm.ja);
+    mm.ar = malloc(nz * sizeof *mm.ar);
+    if (!mm.ia || !mm.ja || !mm.ar) {
+        ilp_mem_free(&mm);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    }
+    const int flow_rows = 1 + (p - 1) * (L + 1);
+    const int rows = flow_rows + p;
+    const int colM = nv + 1;
+
+    glpk_guard *g = calloc(1, sizeof *g);
+    if (!g) {
+        ilp_mem_free(&mm);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    }
+    if (setjmp(g->jb)) {
+        /* GLPK raised an error: everything it allocated goes with its environment */
+        glp_free_env();
+        ap_status st = ap_err_set(err, AP_ERR_SOLVER, "GLPK error: %.160s (%.120s)",
+                                  g->prev2[0] ? g->prev2 : "(no message)", g->prev);
+        free(g);
+        ilp_mem_free(&mm);
+        return st;
+    }
+    glp_error_hook(on_glpk_error, g);
+    glp_term_hook(on_glpk_term, g);
+    glp_term_out(ap_log_get_level() <= AP_LOG_DEBUG ? GLP_ON : GLP_OFF);
+
+    glp_prob *lp = glp_create_prob();
+    glp_set_prob_name(lp, "autoplan_partition");
+    glp_set_obj_dir(lp, GLP_MIN);
+    glp_add_rows(lp, rows);
+    glp_set_row_bnds(lp, 1, GLP_FX, 1.0, 1.0);
+    for (int i = 2; i <= flow_rows; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
+    for (int r = 0; r < p; r++) glp_set_row_bnds(lp, flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
+    glp_add_cols(lp, colM);
+    size_t k = 0;
+    for (int v = 0; v < nv; v++) {
+        const stage_var *s = &mm.vars[v];
+        int col = v + 1;
+        glp_set_col_kind(lp, col, GLP_BV);
+        glp_set_obj_coef(lp, col, s->t_s);
+        /* out of node (r, a): stage 0 from the start row, else from the node row */
+        k++;
+        mm.ia[k] = s->r == 0 ? 1 : node_row(L, s->r, s->a);
+        mm.ja[k] = col;
+        mm.ar[k] = 1.0;
+        /* into node (r + 1, a + n) */
+        if (s->r < p - 1) {
+            k++;
+            mm.ia[k] = node_row(L, s->r + 1, s->a + s->n);
+            mm.ja[k] = col;
+            mm.ar[k] = -1.0;
+        }
+        k++;
+        mm.ia[k] = flow_rows + 1 + s->r;
+        mm.ja[k] = col;
+        mm.ar[k] = -s->t_s;
+    }
+    glp_set_col_bnds(lp, colM, GLP_LO, 0.0, 0.0);
+    glp_set_obj_coef(lp, colM, (double)(m - 1));
+    for (int r = 0; r < p; r++) {
+        k++;
+        mm.ia[k] = flow_rows + 1 + r;
+        mm.ja[k] = colM;
+        mm.ar[k] = 1.0;
+    }
+    if (o->ilp_fault) glp_set_col_kind(lp, colM + 1, GLP_BV); /* out of range: GLPK error */
+    glp_load_matrix(lp, (int)k, mm.ia, mm.ja, mm.ar);
+
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = ap_log_get_level() <= AP_LOG_DEBUG ? GLP_MSG_ALL : GLP_MSG_OFF;
+    double lim_s = o->ilp_time_limit_s > 0 ? o->ilp_time_limit_s : 10.0;
+    parm.tm_lim = lim_s * 1000.0 > 2e9 ? 2000000000 : (int)(lim_s * 1000.0);
+    int ret = glp_intopt(lp, &parm);
+    int status = glp_mip_status(lp);
+
+    ap_status st = AP_OK;
+    if (status == GLP_OPT || status == GLP_FEAS) {
+        int j = 0;
+        double sum = 0, mx = 0;
+        for (int v = 0; v < nv; v++) {
+            if (glp_mip_col_val(lp, v + 1) < 0.5) continue;
+            const stage_var *s = &mm.vars[v];
+            out->stage_layers[s->r] = s->n;
+            out->stage_s[s->r] = s->t_s;
+            sum += s->t_s;
+            if (s->t_s > mx) mx = s->t_s;
+            j += s->n;
+        }
+        if (j != L) {
+            st = ap_err_set(err, AP_ERR_SOLVER, "GLPK returned a split of %d layers, not %d", j,
+                            L);
+        } else {
+            out->pp = p;
+            out->micro_batches = m;
+            out->max_stage_s = mx;
+            out->pipe_s = sum + (double)(m - 1) * mx;
+            out->fits = 1;
+            out->solver = AP_SOLVER_ILP;
+            /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
+             * stopped early (time limit) with an integer solution that may not be optimal */
+            out->optimal = status == GLP_OPT && ret == 0;
+            snprintf(out->note, sizeof out->note, "ILP: %d binaries, %s%s", nv,
+                     out->optimal ? "optimal" : "feasible, not proven optimal",
+                     ret == GLP_ETMLIM ? " (time limit)" : "");
+        }
+    } else if (ret == GLP_ETMLIM) {
+        st = ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its %.3g s time limit without an "
+                        "integer solution", lim_s);
+    } else if (status == GLP_NOFEAS || ret == GLP_ENOPFS) {
+        st = ap_err_set(err, AP_ERR_SOLVER, "no split fits memory (integer program infeasible)");
+    } else {
+        st = ap_err_set(err, AP_ERR_SOLVER, "GLPK glp_intopt returned %d, MIP status %d", ret,
+                        status);
+    }
+    glp_delete_prob(lp);
+    glp_error_hook(NULL, NULL);
+    glp_term_hook(NULL, NULL);
+    glp_free_env();
+    free(g);
+    ilp_mem_free(&mm);
+    return st;
+}

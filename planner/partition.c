@@ -1,0 +1,490 @@
+/*
+ * partition.c - optimal split of consecutive layers onto pipeline stages by dynamic programming
+ * (partition.h), the uniform baseline, and the dispatch to the GLPK integer program (ilp.c).
+ *
+ * Objective T = S + (m - 1) M with S the sum and M the max of the stage times. A DP over
+ * prefixes minimises S exactly but not the max term, so the max is fixed from outside (the
+ * bound enumeration of Alpa's stage DP, Zheng et al. 2022 Sec. 5.2): for a bound B, f_B(r, j) =
+ * least S of the first j layers on the first r stages with every stage time <= B and every
+ * stage fitting memory,
+ *     f_B(r + 1, a + n) = min_a f_B(r, a) + t(r, a, n),
+ * and T* = min over candidate B of S_B + (m - 1) B, the candidates being the stage times
+ * themselves (the optimum's max is one of them). The smallest feasible B is found by bisection
+ * (feasibility is monotone in B); upwards the scan stops as soon as (m - 1) B + S_min exceeds
+ * the best T found, S_min being the unbounded least sum: every split with max >= B costs at
+ * least that. Each DP is O(p L^2) table reads; the table (stagecost.h) calls the cost model at
+ * most p (L + 1) times for a dense model.
+ *
+ * When no split fits, a second DP minimises the peak stage memory (minimax) and that split is
+ * returned with fits = 0. Restricted trainers (no uneven stages; first/last only) are solved by
+ * enumerating what they can express.
+ */
+#include "autoplan/partition.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ap_partition_opts_init(ap_partition_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->min_layers = 1;
+    o->solver = AP_SOLVER_AUTO;
+    o->ilp_time_limit_s = 10.0;
+    ap_estimate_opts_init(&o->est);
+}
+
+ap_status ap_solver_parse(const char *s, ap_solver *out, ap_err *err) {
+    if (s && !strcmp(s, "dp")) *out = AP_SOLVER_DP;
+    else if (s && !strcmp(s, "ilp")) *out = AP_SOLVER_ILP;
+    else if (s && !strcmp(s, "auto")) *out = AP_SOLVER_AUTO;
+    else
+        return ap_err_set(err, AP_ERR_INPUT, "solver '%s': expected dp, ilp or auto",
+                          s ? s : "(null)");
+    return AP_OK;
+}
+
+const char *ap_solver_name(ap_solver s) {
+    return s == AP_SOLVER_DP ? "dp" : s == AP_SOLVER_ILP ? "ilp" : "auto";
+}
+
+/* micro-batches per step per dp rank, as estimate.c derives them */
+static int64_t micro_batches(const ap_plan *p, const ap_cluster *c) {
+    int dp = p->dp;
+    if (dp < 1 && p->tp > 0 && p->pp > 0 && p->cp > 0) dp = c->gpus / (p->tp * p->pp * p->cp);
+    if (p->mbs > 0 && dp > 0 && p->gbs % (p->mbs * dp) == 0) return p->gbs / (p->mbs * dp);
+    return p->grad_accum > 0 ? p->grad_accum : 1;
+}
+
+ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                            const ap_estimate_opts *est, const int *layers,
+                            ap_partition_result *out, ap_err *err) {
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES)
+        return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
+    if (p->vp > 1)
+        return ap_err_set(err, AP_ERR_INPUT, "interleaved (vp %d) partitions are not supported",
+                          p->vp);
+    ap_plan *q = malloc(sizeof *q);
+    ap_estimate *e = malloc(sizeof *e);
+    if (!q || !e) {
+        free(q);
+        free(e);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a split");
+    }
+    *q = *p;
+    q->nchunks = p->pp;
+    for (int r = 0; r < p->pp; r++) q->stage_layers[r] = layers[r];
+    ap_status st = ap_stage_estimate(m, c, q, est, e, err);
+    if (st == AP_OK) {
+        memset(out, 0, sizeof *out);
+        out->pp = p->pp;
+        out->micro_batches = e->plan.grad_accum;
+        double sum = 0, mx = 0;
+        for (int r = 0; r < p->pp; r++) {
+            out->stage_layers[r] = layers[r];
+            out->stage_s[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
+            out->stage_device_bytes[r] = e->stages[r].device_bytes;
+            sum += out->stage_s[r];
+            if (out->stage_s[r] > mx) mx = out->stage_s[r];
+        }
+        out->max_stage_s = mx;
+        out->pipe_s = sum + (double)(out->micro_batches - 1) * mx;
+        out->step_s = e->time.step_s;
+        out->peak_device_bytes = e->device_peak_bytes;
+        out->fits = e->fits;
+        out->evals = 1;
+    }
+    free(q);
+    free(e);
+    return st;
+}
+
+void ap_partition_apply(const ap_partition_result *r, ap_plan *q) {
+    q->nchunks = r->pp;
+    for (int i = 0; i < r->pp; i++) q->stage_layers[i] = r->stage_layers[i];
+}
+
+/* ---- the DP over prefixes ------------------------------------------------------------------ */
+
+typedef struct {
+    int L, p, lo;
+    int64_t m;
+    /* per (r, a, n): stage time, device bytes, fits; index ((r * (L+1)) + a) * (L+1) + n */
+    double *t, *mem;
+    unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: illegal */
+    double *f;             /* (p+1) x (L+1) */
+    int *choice;           /* (p+1) x (L+1): n of the last stage */
+} dp_ctx;
+
+static size_t seg(const dp_ctx *d, int r, int a, int n) {
+    return ((size_t)r * (size_t)(d->L + 1) + (size_t)a) * (size_t)(d->L + 1) + (size_t)n;
+}
+
+/* legal start and lengths of stage r's range */
+static int a_lo(const dp_ctx *d, int r) { return r * d->lo; }
+static int a_hi(const dp_ctx *d, int r) { return r == 0 ? 0 : d->L - (d->p - r) * d->lo; }
+static int n_hi(const dp_ctx *d, int r, int a) {
+    return r == d->p - 1 ? d->L - a : d->L - a - (d->p - 1 - r) * d->lo;
+}
+static int n_lo(const dp_ctx *d, int r, int a) { return r == d->p - 1 ? d->L - a : d->lo; }
+
+static ap_status fill_table(dp_ctx *d, ap_stage_table *tab, ap_err *err) {
+    for (int r = 0; r < d->p; r++)
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
+            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
+                const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, err);
+                if (!sc) return AP_ERR_INFEASIBLE;
+                size_t k = seg(d, r, a, n);
+                d->t[k] = sc->fwd_s + sc->bwd_s;
+                d->mem[k] = sc->device_bytes;
+                d->ok[k] = sc->fits ? 1 : 2;
+            }
+    return AP_OK;
+}
+
+/* least sum with every stage <= bound (and fitting); writes the split; returns its sum or
+ * INFINITY */
+static double dp_min_sum(dp_ctx *d, double bound, int *split) {
+    const int L = d->L, p = d->p;
+    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
+    d->f[0] = 0;
+    for (int r = 0; r < p; r++) {
+        double *fr = d->f + (size_t)r * (size_t)(L + 1);
+        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
+        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+            if (fr[a] == INFINITY) continue;
+            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
+                size_t k = seg(d, r, a, n);
+                if (d->ok[k] != 1 || d->t[k] > bound) continue;
+                double v = fr[a] + d->t[k];
+                if (v < fn[a + n]) {
+                    fn[a + n] = v;
+                    cn[a + n] = n;
+                }
+            }
+        }
+    }
+    double best = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
+    if (best == INFINITY) return best;
+    int j = L;
+    for (int r = p; r > 0; r--) {
+        int n = d->choice[(size_t)r * (size_t)(L + 1) + (size_t)j];
+        split[r - 1] = n;
+        j -= n;
+    }
+    return best;
+}
+
+/* least peak memory over legal splits (all of them, or only fitting stages of time <= bound
+ * when only_fit); returns the peak, INFINITY when no split qualifies */
+static double dp_min_peak(dp_ctx *d, int only_fit, double bound, int *split) {
+    const int L = d->L, p = d->p;
+    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
+    d->f[0] = 0;
+    for (int r = 0; r < p; r++) {
+        double *fr = d->f + (size_t)r * (size_t)(L + 1);
+        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
+        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+            if (fr[a] == INFINITY) continue;
+            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
+                size_t k = seg(d, r, a, n);
+                if (!d->ok[k] || (only_fit && (d->ok[k] != 1 || d->t[k] > bound))) continue;
+                double v = fmax(fr[a], d->mem[k]);
+                if (v < fn[a + n]) {
+                    fn[a + n] = v;
+                    cn[a + n] = n;
+                }
+            }
+        }
+    }
+    double peak = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
+    if (peak == INFINITY) return peak;
+    int j = L;
+    for (int r = p; r > 0; r--) {
+        int n = d->choice[(size_t)r * (size_t)(L + 1) + (size_t)j];
+        split[r - 1] = n;
+        j -= n;
+    }
+    return peak;
+}
+
+static double split_peak(const dp_ctx *d, const int *split) {
+    double pk = 0;
+    for (int r = 0, a = 0; r < d->p; a += split[r], r++)
+        pk = fmax(pk, d->mem[seg(d, r, a, split[r])]);
+    return pk;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* pipeline time of a split from the table */
+static double split_T(const dp_ctx *d, const int *split, double *mx_out) {
+    double s = 0, mx = 0;
+    int a = 0;
+    for (int r = 0; r < d->p; r++) {
+        double t = d->t[seg(d, r, a, split[r])];
+        s += t;
+        if (t > mx) mx = t;
+        a += split[r];
+    }
+    if (mx_out) *mx_out = mx;
+    return s + (double)(d->m - 1) * mx;
+}
+
+/* The DP proper: the optimal split into best[]; returns 1 when a fitting split exists. */
+static int dp_solve(dp_ctx *d, int *best) {
+    int *tmp = malloc(sizeof(int) * (size_t)d->p);
+    /* candidate bounds: the times of all fitting stages */
+    size_t ncand = 0;
+    for (int r = 0; r < d->p; r++)
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
+            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
+                if (d->ok[seg(d, r, a, n)] == 1) ncand++;
+    double *cand = malloc(sizeof(double) * (ncand ? ncand : 1));
+    if (!tmp || !cand) {
+        free(tmp);
+        free(cand);
+        return -1;
+    }
+    size_t k = 0;
+    for (int r = 0; r < d->p; r++)
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
+            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
+                if (d->ok[seg(d, r, a, n)] == 1) cand[k++] = d->t[seg(d, r, a, n)];
+    qsort(cand, ncand, sizeof *cand, cmp_double);
+    size_t u = 0;
+    for (size_t i = 0; i < ncand; i++)
+        if (u == 0 || cand[i] != cand[u - 1]) cand[u++] = cand[i];
+    ncand = u;
+
+    int found = 0;
+    double s_min = dp_min_sum(d, INFINITY, best);
+    if (s_min < INFINITY) {
+        found = 1;
+        double best_T = split_T(d, best, NULL);
+        if (d->m > 1) {
+            /* smallest feasible bound by bisection */
+            size_t lo = 0, hi = ncand - 1;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (dp_min_sum(d, cand[mid], tmp) < INFINITY) hi = mid;
+                else lo = mid + 1;
+            }
+            for (size_t i = lo; i < ncand; i++) {
+                if ((double)(d->m - 1) * cand[i] + s_min >= best_T) break;
+                if (dp_min_sum(d, cand[i], tmp) == INFINITY) continue;
+                double T = split_T(d, tmp, NULL);
+                if (T < best_T) {
+                    best_T = T;
+                    memcpy(best, tmp, sizeof(int) * (size_t)d->p);
+                }
+            }
+        }
+        /* ties: many splits share the optimal T (the sum of stage times barely depends on the
+         * split); among those with the same max, prefer the least peak memory */
+        double mx;
+        split_T(d, best, &mx);
+        if (dp_min_peak(d, 1, mx, tmp) < split_peak(d, best) &&
+            split_T(d, tmp, NULL) <= best_T)
+            memcpy(best, tmp, sizeof(int) * (size_t)d->p);
+    }
+    free(tmp);
+    free(cand);
+    return found;
+}
+
+/* ---- restricted trainers --------------------------------------------------------------------- */
+
+/* Enumerate the splits a restricted trainer can express; keep the best fitting (least T) or,
+ * when none fits, the least peak. */
+static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, const int *uniform,
+                                  int *best, int *fits, char *note, size_t note_n) {
+    int have_fit = 0;
+    double best_T = INFINITY, best_peak = INFINITY;
+    int *s = malloc(sizeof(int) * (size_t)d->p);
+    if (!s) return AP_ERR_NOMEM;
+    /* candidates: uniform, or (first f, middle k each, last l) */
+    int kmax = tr->uneven_first_last_only && d->p >= 3 ? d->L : 0;
+    for (int k = 0; k <= kmax; k++) {
+        int fmax_ = kmax ? d->L : 0;
+        for (int f = 0; f <= fmax_; f++) {
+            if (!kmax) {
+                memcpy(s, uniform, sizeof(int) * (size_t)d->p);
+            } else {
+                int l = d->L - f - (d->p - 2) * k;
+                if (k < d->lo || f < d->lo || l < d->lo) continue;
+                s[0] = f;
+                for (int r = 1; r < d->p - 1; r++) s[r] = k;
+                s[d->p - 1] = l;
+            }
+            int a = 0, all_fit = 1, legal = 1;
+            double peak = 0;
+            for (int r = 0; r < d->p; r++) {
+                if (s[r] < n_lo(d, r, a) || s[r] > n_hi(d, r, a)) legal = 0;
+                if (!legal) break;
+                size_t q = seg(d, r, a, s[r]);
+                if (d->ok[q] != 1) all_fit = 0;
+                if (d->mem[q] > peak) peak = d->mem[q];
+                a += s[r];
+            }
+            if (!legal) continue;
+            double T = split_T(d, s, NULL);
+            if (all_fit && (!have_fit || T < best_T)) {
+                have_fit = 1;
+                best_T = T;
+                memcpy(best, s, sizeof(int) * (size_t)d->p);
+            } else if (!have_fit && peak < best_peak) {
+                best_peak = peak;
+                memcpy(best, s, sizeof(int) * (size_t)d->p);
+            }
+        }
+    }
+    free(s);
+    *fits = have_fit;
+    snprintf(note, note_n, "%s: %s", tr->name,
+             kmax ? "only the first and last stage may differ" : "uniform stages only");
+    return AP_OK;
+}
+
+/* ---- entry point ----------------------------------------------------------------------------- */
+
+ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_partition_opts *o, ap_partition_result *out, ap_err *err) {
+    ap_partition_opts dflt;
+    if (!o) {
+        ap_partition_opts_init(&dflt);
+        o = &dflt;
+    }
+    double t0 = ap_now_s();
+    memset(out, 0, sizeof *out);
+    const int L = (int)m->layers;
+    const int lo = o->min_layers > 0 ? o->min_layers : 1;
+    if (p->vp > 1)
+        return ap_err_set(err, AP_ERR_INPUT, "interleaved (vp %d) partitions are not supported "
+                          "yet; use vp 1", p->vp);
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES)
+        return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
+    if ((int64_t)p->pp * lo > L)
+        return ap_err_set(err, AP_ERR_INPUT, "%d stages of at least %d layers need %d layers, "
+                          "the model has %d", p->pp, lo, p->pp * lo, L);
+    size_t cells = (size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1);
+    if (cells > ((size_t)1 << 26))
+        return ap_err_set(err, AP_ERR_INPUT, "%d layers on %d stages: too large for the "
+                          "partition table", L, p->pp);
+
+    ap_stage_table *tab = NULL;
+    ap_status st = ap_stage_table_new(m, c, p, &o->est, &tab, err);
+    if (st != AP_OK) return st;
+    dp_ctx d;
+    memset(&d, 0, sizeof d);
+    d.L = L;
+    d.p = p->pp;
+    d.lo = lo;
+    d.m = micro_batches(p, c);
+    d.t = malloc(cells * sizeof *d.t);
+    d.mem = malloc(cells * sizeof *d.mem);
+    d.ok = calloc(cells, 1);
+    d.f = malloc(sizeof(double) * (size_t)(p->pp + 1) * (size_t)(L + 1));
+    d.choice = calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
+    int split[AP_MAX_STAGES];
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    int restricted = !tr->uneven_stages || (tr->uneven_first_last_only && p->pp >= 3);
+    if (!d.t || !d.mem || !d.ok || !d.f || !d.choice) {
+        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+        goto done;
+    }
+    if (restricted && !tr->uneven_stages) {
+        /* only the uniform split can be evaluated (the cost model refuses others) */
+        ap_plan u = *p;
+        u.nchunks = 0;
+        for (int r = 0; r < p->pp; r++) split[r] = ap_plan_chunk_layers(&u, L, r);
+        for (int r = 0, a = 0; r < p->pp; a += split[r], r++) {
+            const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, split[r], err);
+            if (!sc) {
+                st = AP_ERR_INFEASIBLE;
+                goto done;
+            }
+            size_t k = seg(&d, r, a, split[r]);
+            d.t[k] = sc->fwd_s + sc->bwd_s;
+            d.mem[k] = sc->device_bytes;
+            d.ok[k] = sc->fits ? 1 : 2;
+        }
+    } else if ((st = fill_table(&d, tab, err)) != AP_OK) {
+        goto done;
+    }
+
+    int fits;
+    if (restricted) {
+        int uniform[AP_MAX_STAGES];
+        memcpy(uniform, split, sizeof(int) * (size_t)p->pp);
+        if ((st = restricted_solve(&d, tr, uniform, split, &fits, out->note, sizeof out->note)) !=
+            AP_OK) {
+            st = ap_err_set(err, st, "out of memory enumerating splits");
+            goto done;
+        }
+        out->restricted = 1;
+    } else {
+        fits = dp_solve(&d, split);
+        if (fits < 0) {
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+            goto done;
+        }
+        if (!fits) dp_min_peak(&d, 0, INFINITY, split);
+    }
+    out->solver = AP_SOLVER_DP;
+    out->optimal = fits;
+
+    if (o->solver == AP_SOLVER_ILP && !restricted) {
+        ap_partition_result ir;
+        ap_err ierr = {{0}};
+        double dp_T = fits ? split_T(&d, split, NULL) : 0;
+        ap_status is = ap_partition_ilp(tab, L, p->pp, d.m, o, dp_T, &ir, &ierr);
+        if (is == AP_OK) {
+            memcpy(split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
+            out->solver = AP_SOLVER_ILP;
+            out->optimal = ir.optimal;
+            snprintf(out->note, sizeof out->note, "%s", ir.note);
+        } else {
+            out->fell_back = 1;
+            snprintf(out->note, sizeof out->note, "ILP failed (%.200s); using the DP answer",
+                     ierr.msg);
+            ap_log(AP_LOG_WARN, "partition: %s", out->note);
+        }
+    }
+
+    {
+        /* the reported figures come from the cost model on the whole plan, not the table */
+        ap_partition_result r;
+        ap_status es = ap_partition_eval(m, c, p, &o->est, split, &r, err);
+        if (es != AP_OK) {
+            st = es;
+            goto done;
+        }
+        memcpy(out->stage_layers, r.stage_layers, sizeof out->stage_layers);
+        memcpy(out->stage_s, r.stage_s, sizeof out->stage_s);
+        memcpy(out->stage_device_bytes, r.stage_device_bytes, sizeof out->stage_device_bytes);
+        out->pp = r.pp;
+        out->micro_batches = r.micro_batches;
+        out->pipe_s = r.pipe_s;
+        out->step_s = r.step_s;
+        out->max_stage_s = r.max_stage_s;
+        out->peak_device_bytes = r.peak_device_bytes;
+        out->fits = r.fits;
+    }
+    out->evals = ap_stage_table_evals(tab) + 1;
+    out->solve_s = ap_now_s() - t0;
+    st = AP_OK;
+done:
+    free(d.t);
+    free(d.mem);
+    free(d.ok);
+    free(d.f);
+    free(d.choice);
+    ap_stage_table_free(tab);
+    return st;
+}

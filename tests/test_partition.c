@@ -1,0 +1,503 @@
+/*
+ * test_partition.c - the stage partitioner (partition.h, stagecost.h, planner/ilp.c).
+ *
+ * References: brute force over every split of L layers into p stages, each priced by the cost
+ * model on the whole plan (ap_stage_estimate = ap_estimate_plan + finiteness checks), independent
+ * of the memoised stage table the DP reads;
+ * the GLPK integer program against the DP; properties on every answer (never worse than the
+ * uniform split, fits memory when it says so, T recomputed from the cost model); the fault
+ * paths of the solver (GLPK error through the hook, a tiny time limit); the llama-3-70b pp=8
+ * case where the uniform split does not fit and the optimal one does; and the CLI.
+ * Tolerance: 1e-9 relative (the same doubles summed in a different order).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/partition.h"
+#include "testlib.h"
+
+#define TOL 1e-9
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    const ap_estimate_opts *est;
+    int lo;
+    int split[AP_MAX_STAGES];
+    int count;
+    double best_T;       /* least T over fitting splits (INFINITY: none fits) */
+    double min_peak;     /* least peak over all splits */
+    int best[AP_MAX_STAGES];
+    int errors;
+} brute;
+
+static double T_of(const ap_estimate *e) {
+    double s = 0, mx = 0;
+    for (int r = 0; r < e->plan.pp; r++) {
+        double t = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
+        s += t;
+        if (t > mx) mx = t;
+    }
+    return s + (double)(e->plan.grad_accum - 1) * mx;
+}
+
+static void brute_rec(brute *b, int r, int left) {
+    int p = b->p->pp;
+    if (r == p - 1) {
+        if (left < b->lo) return;
+        b->split[r] = left;
+        static ap_plan q;
+        static ap_estimate e;
+        q = *b->p;
+        q.nchunks = p;
+        memcpy(q.stage_layers, b->split, sizeof(int) * (size_t)p);
+        ap_err err;
+        if (ap_stage_estimate(b->m, b->c, &q, b->est, &e, &err) != AP_OK) {
+            b->errors++;
+            return;
+        }
+        b->count++;
+        if (e.device_peak_bytes < b->min_peak) b->min_peak = e.device_peak_bytes;
+        double T = T_of(&e);
+        if (e.fits && T < b->best_T) {
+            b->best_T = T;
+            memcpy(b->best, b->split, sizeof(int) * (size_t)p);
+        }
+        return;
+    }
+    for (int n = b->lo; n <= left - (p - 1 - r) * b->lo; n++) {
+        b->split[r] = n;
+        brute_rec(b, r + 1, left - n);
+    }
+}
+
+static void brute_force(brute *b) {
+    b->count = 0;
+    b->errors = 0;
+    b->best_T = INFINITY;
+    b->min_peak = INFINITY;
+    brute_rec(b, 0, (int)b->m->layers);
+}
+
+static long binom(int n, int k) {
+    long r = 1;
+    for (int i = 1; i <= k; i++) r = r * (n - k + i) / i;
+    return r;
+}
+
+static void uniform_of(const ap_plan *p, int64_t L, int *layers) {
+    ap_plan u = *p;
+    u.nchunks = 0;
+    for (int r = 0; r < p->pp; r++) layers[r] = ap_plan_chunk_layers(&u, L, r);
+}
+
+/* one case: brute force, DP, ILP and the properties, unbounded memory and memory-bound */
+static void check_case(const char *what, const ap_model *m, const ap_cluster *c, const ap_plan *p) {
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_err err = {{0}};
+    for (int bound = 0; bound < 2; bound++) {
+        brute b;
+        memset(&b, 0, sizeof b);
+        b.m = m;
+        b.c = c;
+        b.p = p;
+        b.est = &o.est;
+        b.lo = 1;
+        if (bound) {
+            /* capacity between the least peak of any split and the uniform split's peak: the
+             * uniform split must not fit, some other must */
+            int u[AP_MAX_STAGES];
+            uniform_of(p, m->layers, u);
+            ap_partition_result ur;
+            CHECK(ap_partition_eval(m, c, p, &o.est, u, &ur, &err) == AP_OK);
+            brute_force(&b);
+            if (!(b.min_peak < ur.peak_device_bytes * (1 - 1e-6))) {
+                fprintf(stderr, "%s: the uniform split already has the least peak\n", what);
+                CHECK(0);
+                return;
+            }
+            o.est.headroom_bytes = c->gpu.mem_bytes - 0.5 * (b.min_peak + ur.peak_device_bytes);
+        }
+        brute_force(&b);
+        CHECK_INT(b.errors, 0);
+        CHECK_INT(b.count, binom((int)m->layers - 1, p->pp - 1));
+        CHECK(b.best_T < INFINITY);
+
+        ap_partition_result dp, ilp, uni;
+        o.solver = AP_SOLVER_DP;
+        CHECK(ap_partition_solve(m, c, p, &o, &dp, &err) == AP_OK);
+        CHECK(dp.fits);
+        CHECK(dp.optimal);
+        CHECK_INT(dp.solver, AP_SOLVER_DP);
+        CHECK_NEAR(dp.pipe_s, b.best_T, TOL);
+        if (fabs(dp.pipe_s - b.best_T) > TOL * b.best_T) {
+            fprintf(stderr, "%s bound %d: dp", what, bound);
+            for (int r = 0; r < p->pp; r++) fprintf(stderr, " %d", dp.stage_layers[r]);
+            fprintf(stderr, " T %.9g, brute force", dp.pipe_s);
+            for (int r = 0; r < p->pp; r++) fprintf(stderr, " %d", b.best[r]);
+            fprintf(stderr, " T %.9g\n", b.best_T);
+        }
+
+        /* the reported split, evaluated afresh, fits and has the reported T */
+        ap_plan q = *p;
+        ap_partition_apply(&dp, &q);
+        static ap_estimate e;
+        CHECK(ap_stage_estimate(m, c, &q, &o.est, &e, &err) == AP_OK);
+        CHECK(e.fits);
+        CHECK_NEAR(T_of(&e), dp.pipe_s, TOL);
+        CHECK_NEAR(e.time.step_s, dp.step_s, TOL);
+        for (int r = 0; r < p->pp; r++)
+            CHECK(dp.stage_device_bytes[r] + o.est.headroom_bytes <= c->gpu.mem_bytes);
+
+        /* never worse than the uniform split; when memory binds, the uniform split does not fit */
+        int u[AP_MAX_STAGES];
+        uniform_of(p, m->layers, u);
+        CHECK(ap_partition_eval(m, c, p, &o.est, u, &uni, &err) == AP_OK);
+        if (uni.fits) CHECK(dp.pipe_s <= uni.pipe_s * (1 + 1e-12));
+        if (bound) CHECK(!uni.fits);
+
+        /* the ILP equals the DP */
+        o.solver = AP_SOLVER_ILP;
+        CHECK(ap_partition_solve(m, c, p, &o, &ilp, &err) == AP_OK);
+        CHECK_INT(ilp.solver, AP_SOLVER_ILP);
+        CHECK(!ilp.fell_back);
+        CHECK(ilp.optimal);
+        CHECK(ilp.fits);
+        CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
+        if (ilp.fell_back) fprintf(stderr, "%s: ILP fell back: %s\n", what, ilp.note);
+        o.est.headroom_bytes = 2.0 * 1073741824.0;
+    }
+}
+
+static void load(const char *rel, ap_model *m) {
+    ap_err err = {{0}};
+    ap_status st = ap_model_load(tl_path(rel), m, &err);
+    if (st != AP_OK) fprintf(stderr, "%s: %s\n", rel, err.msg);
+    CHECK(st == AP_OK);
+}
+
+static void small_plan(ap_plan *p, int pp, int tp, int64_t micro) {
+    ap_plan_init(p);
+    p->tp = tp;
+    p->pp = pp;
+    p->dp = 1;
+    p->mbs = 1;
+    p->gbs = micro;
+    p->grad_accum = micro;
+    p->seq = 4096;
+    p->sp = tp > 1;
+    p->recompute = AP_RECOMPUTE_SELECTIVE;
+}
+
+static void test_dp_brute_force_ilp(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_plan p;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 14; /* a shortened llama-3-8b: 128k vocabulary on a small stack */
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    int64_t micro[] = {1, 3, 16, 128};
+    for (int i = 0; i < 4; i++) {
+        small_plan(&p, 4, 1, micro[i]);
+        char what[64];
+        snprintf(what, sizeof what, "llama-3-8b/14 pp4 m%lld", (long long)micro[i]);
+        check_case(what, &m, &c, &p);
+    }
+    /* 3 stages, full recompute of 2 layers per stage, tp 2 */
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 6, &c);
+    small_plan(&p, 3, 2, 8);
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.recompute_layers = 2;
+    check_case("llama-3-8b/14 tp2 pp3 full2", &m, &c, &p);
+
+    /* heterogeneous layers: mixtral shortened to 13 layers, MoE every other layer after one
+     * dense layer (dense FFN = the expert size) */
+    load("examples/models/mixtral-8x7b.json", &m);
+    m.layers = 13;
+    m.moe.first_dense_layers = 1;
+    m.moe.layer_freq = 2;
+    ap_err err = {{0}};
+    CHECK(ap_model_validate(&m, "mixtral/13", &err) == AP_OK);
+    CHECK(ap_model_layer_is_moe(&m, 1) != ap_model_layer_is_moe(&m, 2));
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    small_plan(&p, 4, 1, 32);
+    check_case("mixtral/13 alternating pp4", &m, &c, &p);
+}
+
+/* the memo (keyed by rank, dense and MoE counts) equals direct evaluation of other ranges */
+static void test_stage_table(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/mixtral-8x7b.json", &m);
+    m.layers = 13;
+    m.moe.first_dense_layers = 1;
+    m.moe.layer_freq = 2;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    ap_plan p;
+    small_plan(&p, 4, 1, 8);
+    ap_stage_table *t = NULL;
+    ap_err err = {{0}};
+    CHECK(ap_stage_table_new(&m, &c, &p, NULL, &t, &err) == AP_OK);
+    int calls = 0;
+    for (int r = 1; r < 3; r++)
+        for (int a = 1; a < 10; a++)
+            for (int n = 1; a + n <= 12; n++) {
+                const ap_stage_cost *sc = ap_stage_table_get(t, r, a, n, &err);
+                ap_stage_cost d;
+                CHECK(sc != NULL);
+                CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, r, a, n, &d, &err) == AP_OK);
+                if (!sc) continue;
+                calls++;
+                CHECK_NEAR(sc->fwd_s, d.fwd_s, 1e-12);
+                CHECK_NEAR(sc->bwd_s, d.bwd_s, 1e-12);
+                CHECK_NEAR(sc->device_bytes, d.device_bytes, 1e-12);
+                CHECK_INT(sc->fits, d.fits);
+            }
+    /* fewer evaluations than lookups: ranges with the same counts share an entry */
+    CHECK(ap_stage_table_evals(t) < calls);
+    /* bad ranges are refused */
+    CHECK(ap_stage_table_get(t, 0, 1, 2, &err) == NULL);
+    ap_stage_cost d;
+    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 3, 5, 3, &d, &err) == AP_ERR_INPUT);
+    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 0, 0, 14, &d, &err) == AP_ERR_INPUT);
+    ap_stage_table_free(t);
+}
+
+/* llama-3-70b pp=8 on 40 GB A100s: stage 0 holds 8 in-flight micro-batches plus the
+ * embedding and does not fit with 10 layers; fewer layers there fit */
+static void llama70b_plan(ap_plan *p) {
+    ap_plan_init(p);
+    p->tp = 8;
+    p->pp = 8;
+    p->dp = 1;
+    p->mbs = 1;
+    p->gbs = 128;
+    p->grad_accum = 128;
+    p->seq = 8192;
+    p->sp = 1;
+    p->zero = 1;
+    p->recompute = AP_RECOMPUTE_SELECTIVE;
+}
+
+static void test_llama70b(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/llama-3-70b.json", &m);
+    ap_cluster_from_gpu(ap_gpu_find("a100-40gb"), 64, &c);
+    ap_plan p;
+    llama70b_plan(&p);
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_err err = {{0}};
+    int u[AP_MAX_STAGES];
+    uniform_of(&p, m.layers, u);
+    ap_partition_result uni, dp, ilp;
+    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, &uni, &err) == AP_OK);
+    CHECK(!uni.fits);
+    CHECK(uni.stage_device_bytes[0] > uni.stage_device_bytes[1]); /* stage 0 is the heaviest */
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
+    CHECK(dp.fits);
+    CHECK(dp.optimal);
+    CHECK(dp.stage_layers[0] < 10);
+    CHECK(dp.peak_device_bytes < uni.peak_device_bytes);
+    /* the price of fitting: a little slower than the uniform split that does not fit */
+    CHECK(dp.pipe_s >= uni.pipe_s * (1 - 1e-12));
+    CHECK(dp.pipe_s < uni.pipe_s * 1.02);
+    int sum = 0;
+    for (int r = 0; r < 8; r++) sum += dp.stage_layers[r];
+    CHECK_INT(sum, 80);
+    /* C(79, 7) = 2.9e9 splits are too many for brute force: the ILP is the reference here */
+    o.solver = AP_SOLVER_ILP;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &ilp, &err) == AP_OK);
+    CHECK_INT(ilp.solver, AP_SOLVER_ILP);
+    CHECK(ilp.optimal);
+    CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
+
+    /* a 4x larger vocabulary makes the last stage (LM head, fp32 logits) the slowest on H100
+     * where memory does not bind: the optimum gives it fewer layers and beats the uniform split */
+    m.vocab = 4 * 128256;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 64, &c);
+    uniform_of(&p, m.layers, u);
+    o.solver = AP_SOLVER_DP;
+    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, &uni, &err) == AP_OK);
+    CHECK(uni.fits);
+    CHECK(uni.stage_s[7] > uni.stage_s[3]);
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
+    CHECK(dp.fits);
+    CHECK(dp.stage_layers[7] < dp.stage_layers[3]);
+    CHECK(dp.pipe_s < uni.pipe_s * (1 - 1e-3));
+}
+
+/* trainers that cannot split unevenly get the uniform split */
+static void test_restricted(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 16;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    ap_plan p;
+    small_plan(&p, 4, 1, 16);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.recompute = AP_RECOMPUTE_FULL;
+    ap_partition_result r;
+    ap_err err = {{0}};
+    CHECK(ap_partition_solve(&m, &c, &p, NULL, &r, &err) == AP_OK);
+    CHECK(r.restricted);
+    for (int i = 0; i < 4; i++) CHECK_INT(r.stage_layers[i], 4);
+    CHECK_CONTAINS(r.note, "uniform");
+}
+
+static void test_bad_input(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 8;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    ap_plan p;
+    small_plan(&p, 4, 1, 8);
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_partition_result r;
+    ap_err err = {{0}};
+    p.vp = 2;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "interleaved");
+    p.vp = 1;
+    o.min_layers = 3;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
+    o.min_layers = 2;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+    for (int i = 0; i < 4; i++) CHECK_INT(r.stage_layers[i], 2);
+    CHECK(ap_solver_parse("glpk", &o.solver, &err) == AP_ERR_INPUT);
+    CHECK(ap_solver_parse("ilp", &o.solver, &err) == AP_OK && o.solver == AP_SOLVER_ILP);
+
+    /* nothing fits (a headroom larger than the GPU): a result, not an error; the least-peak
+     * split is returned, and the ILP falls back to it */
+    o.min_layers = 1;
+    o.est.headroom_bytes = 2 * c.gpu.mem_bytes;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+    CHECK(!r.fits);
+    CHECK(r.fell_back);
+    CHECK_INT(r.solver, AP_SOLVER_DP);
+}
+
+/* GLPK failures: an error inside GLPK (through glp_error_hook) and a tiny time limit */
+static void test_solver_faults(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 12;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+    ap_plan p;
+    small_plan(&p, 4, 1, 16);
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_partition_result dp, r;
+    ap_err err = {{0}};
+    o.solver = AP_SOLVER_DP;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
+    o.solver = AP_SOLVER_ILP;
+    o.ilp_fault = 1;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+    CHECK(r.fell_back);
+    CHECK_INT(r.solver, AP_SOLVER_DP);
+    CHECK_CONTAINS(r.note, "GLPK error");
+    CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
+    /* the direct call reports the error */
+    ap_stage_table *t = NULL;
+    CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
+    CHECK(ap_partition_ilp(t, 12, 4, 16, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK_CONTAINS(err.msg, "GLPK error");
+    /* GLPK works again after the failure (its environment was freed, not reused) */
+    o.ilp_fault = 0;
+    CHECK(ap_partition_ilp(t, 12, 4, 16, &o, 0, &r, &err) == AP_OK);
+    CHECK(r.optimal);
+    CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
+    ap_stage_table_free(t);
+
+    /* llama-3.1-405b pp16 dp8: a 1 ms limit on the full program (no upper bound to prune it,
+     * ~60k binaries) stops GLPK before any integer solution: a solver error that says so */
+    load("examples/models/llama-3.1-405b.json", &m);
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 1024, &c);
+    small_plan(&p, 16, 8, 128);
+    p.dp = 8;
+    p.gbs = 1024;
+    p.seq = 8192;
+    p.zero = 1;
+    o.solver = AP_SOLVER_DP;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
+    CHECK(dp.fits);
+    o.ilp_time_limit_s = 0.001;
+    CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
+    double t0 = ap_now_s();
+    CHECK(ap_partition_ilp(t, (int)m.layers, 16, 128, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK(ap_now_s() - t0 < 5.0);
+    CHECK_CONTAINS(err.msg, "time limit");
+    ap_stage_table_free(t);
+    /* through ap_partition_solve the ILP gets the DP's T as a bound; whatever GLPK manages in
+     * 1 ms, the answer is consistent: optimal = DP, feasible >= DP, or the DP after a fallback */
+    o.solver = AP_SOLVER_ILP;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+    CHECK(r.fits);
+    if (r.fell_back) {
+        CHECK_INT(r.solver, AP_SOLVER_DP);
+        CHECK_CONTAINS(r.note, "time limit");
+        CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
+    } else if (r.optimal) {
+        CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
+    } else {
+        CHECK(r.pipe_s >= dp.pipe_s * (1 - TOL));
+        CHECK_CONTAINS(r.note, "not proven optimal");
+    }
+}
+
+static void test_cli(void) {
+    char *out = NULL, *er = NULL;
+    char args[512];
+    snprintf(args, sizeof args,
+             "partition %s --gpu a100-40gb --gpus 64 --tp 8 --pp 8 --gbs 128 --seq 8192 --sp "
+             "--zero 1 --recompute selective",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "fits         NO           yes");
+    CHECK_CONTAINS(out, "--stage-layers 8,");
+    CHECK_CONTAINS(out, "solver    dp, optimal");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args,
+             "partition %s --gpu a100-40gb --gpus 64 --tp 8 --pp 8 --gbs 128 --seq 8192 --sp "
+             "--zero 1 --recompute selective --solver ilp --time-limit 30s",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "solver    ilp, optimal");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, "partition %s --gpus 8 --pp 8 --solver simplex",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 2);
+    CHECK_CONTAINS(er, "--solver");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, "partition %s --gpus 16 --pp 8 --vp 2 --gbs 16",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 2);
+    CHECK_CONTAINS(er, "vp 1");
+    free(out);
+    free(er);
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    test_stage_table();
+    test_dp_brute_force_ilp();
+    test_llama70b();
+    test_restricted();
+    test_bad_input();
+    test_solver_faults();
+    test_cli();
+    return tl_finish();
+}
