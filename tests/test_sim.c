@@ -953,6 +953,58 @@ static void test_cli(void) {
     free(err);
 }
 
+/* The pass order of rank `stage`: "F c.m" / "B c.m" per (chunk, micro-batch) pass, space
+ * separated, from its FWD/BWD operations (consecutive layers of one pass collapse). */
+static void pass_order(const ap_model *m, const ap_plan *p, int stage, char *out, size_t n) {
+    ap_sim *s = NULL;
+    ap_err err = {{0}};
+    out[0] = 0;
+    if (ap_sim_run(m, NULL, p, NULL, &s, &err) != AP_OK) return;
+    const ap_sim_rank *r = ap_sim_rank_at(s, stage);
+    int lt = -1, lc = -1, lm = -1;
+    size_t len = 0;
+    for (int i = 0; i < r->nops; i++) {
+        const ap_sim_op *o = &r->ops[i];
+        if (o->type != AP_SIM_OP_FWD && o->type != AP_SIM_OP_BWD) continue;
+        if (o->type == lt && o->chunk == lc && o->mb == lm) continue;
+        lt = o->type;
+        lc = o->chunk;
+        lm = o->mb;
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%c%d.%d", len ? " " : "",
+                                o->type == AP_SIM_OP_FWD ? 'F' : 'B', o->chunk, o->mb);
+    }
+    ap_sim_free(s);
+}
+
+static void test_schedule_order(void) {
+    ap_model ll;
+    llama_model(&ll, 8, 512, 8, 8, 1376, 1000);
+    ap_plan p;
+    char got[1024];
+    /* 1F1B, p = 4, m = 6, stage 1: 4 - 1 - 1 = 2 warm-up forwards, then 1F1B, then cool-down
+       (Narayanan et al. 2021 Fig. 4; megatron forward_backward_pipelining_without_interleaving) */
+    base_plan(&p, 1, 4, 1, 1, 6, 128);
+    pass_order(&ll, &p, 1, got, sizeof got);
+    CHECK_STR(got, "F0.0 F0.1 F0.2 B0.0 F0.3 B0.1 F0.4 B0.2 F0.5 B0.3 B0.4 B0.5");
+    /* last stage: no warm-up */
+    pass_order(&ll, &p, 3, got, sizeof got);
+    CHECK_STR(got, "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3 F0.4 B0.4 F0.5 B0.5");
+    /* interleaved, p = 2, v = 2, m = 4, stage 0, worked by hand from Megatron's
+       forward_backward_pipelining_with_interleaving: warm-up (2-0-1)*2 + (2-1)*2 = 4
+       micro-batch-chunks; forward k runs chunk (k mod 4) / 2 on micro-batch (k / 4) * 2 + k mod
+       2, backward k chunk 1 - that */
+    base_plan(&p, 1, 2, 1, 1, 4, 128);
+    p.vp = 2;
+    pass_order(&ll, &p, 0, got, sizeof got);
+    CHECK_STR(got, "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 "
+                   "B0.2 B0.3");
+    /* m == p: all forwards first */
+    base_plan(&p, 1, 2, 1, 1, 2, 128);
+    p.vp = 2;
+    pass_order(&ll, &p, 1, got, sizeof got);
+    CHECK_STR(got, "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1");
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_caching_rounding_and_small_pool();
@@ -963,6 +1015,7 @@ int main(int argc, char **argv) {
     test_faults();
     test_zero3_gathers();
     test_schedule();
+    test_schedule_order();
     test_trace();
     test_against_estimate();
     test_cli();
