@@ -113,6 +113,7 @@ typedef struct {
     char name[64];
     char status[16];     /* yes / no / illegal */
     char args[1024];     /* estimate arguments */
+    char expl[2048];     /* the explanation after "- vs **name**: " in report.md */
     ap_json *est;        /* estimate --json of the plan */
 } strat;
 
@@ -379,6 +380,8 @@ static void check_markdown(const char *md, report *r) {
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         char *text = strndup(p + 1, len - 1);
         nexpl++;
+        char *colon = strstr(text, "**: ");
+        if (s && colon) snprintf(s->expl, sizeof s->expl, "%s", colon + 4);
         if (s && s->est) {
             check_sentence(text, s->est, best->est, &checked);
             double a = jnum(s->est, "time.step_s"), b = jnum(best->est, "time.step_s");
@@ -682,6 +685,33 @@ static void check_html(const char *html, const report *r) {
     CHECK_CONTAINS(html, "simulator");
     /* every compared strategy appears in the explanation or is the best */
     for (int i = 0; i < r->n; i++) CHECK(strstr(html, r->s[i].name) != NULL);
+    /* the HTML's plan table and explanations carry the same numbers as report.md (checked
+     * against estimate --json there) */
+    for (int i = 0; i < r->n; i++) {
+        const strat *s = &r->s[i];
+        if (s->est) {
+            const char *keys[] = {"time.step_s", "throughput.tokens_per_s", "throughput.mfu",
+                                  "memory.device_peak_bytes"};
+            const char *units[] = {"s", "", "%", "GiB"};
+            for (int k = 0; k < 4; k++) {
+                char want[64], cell[80];
+                fmt_unit(jnum(s->est, keys[k]), units[k], want, sizeof want);
+                snprintf(cell, sizeof cell, "<td>%s</td>", want);
+                CHECK_CONTAINS(html, cell);
+            }
+        }
+        if (s->expl[0]) {
+            char esc[4096];
+            size_t k = 0;
+            for (const char *c = s->expl; *c && k + 6 < sizeof esc; c++) {
+                const char *e = *c == '>' ? "&gt;" : *c == '<' ? "&lt;" : *c == '&' ? "&amp;" : NULL;
+                if (e) { strcpy(esc + k, e); k += strlen(e); }
+                else esc[k++] = *c;
+            }
+            esc[k] = '\0';
+            CHECK_CONTAINS(html, esc);
+        }
+    }
 }
 
 /* ---- Chromium ------------------------------------------------------------------------------ */
