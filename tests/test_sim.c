@@ -705,52 +705,55 @@ typedef struct est_case {
                               simulator holds more (+) or less (-) than the estimate at the
                               loss; checked on the last stage */
     const char *reason;    /* docs/simulator.md section for a tolerance above 3% */
+    int cp;                /* context parallel (0 = 1) */
 } est_case;
 
 static void test_against_estimate(void) {
     static const est_case cases[] = {
         {"llama-2-70b.json", 512, 8, 8, 1, 1, 0, 0, 1, 1, 512, 4096, AP_RECOMPUTE_NONE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"gpt3-175b.json", 1024, 8, 8, 1, 1, 0, 1, 0, 1, 1024, 2048, AP_RECOMPUTE_NONE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"gpt3-175b.json", 1024, 8, 8, 1, 1, 1, 1, 1, 1, 1024, 2048, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"llama-3-70b.json", 64, 8, 4, 1, 1, 1, 1, 1, 1, 256, 8192, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"llama-3-70b.json", 64, 8, 4, 2, 1, 1, 1, 1, 1, 256, 8192, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"mixtral-8x7b.json", 64, 2, 4, 1, 8, 1, 1, 1, 1, 256, 4096, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"megatron-22b.json", 64, 8, 1, 1, 1, 1, 0, 1, 4, 256, 2048, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"deepseek-v3.json", 256, 4, 8, 1, 32, 1, 1, 1, 1, 256, 4096, AP_RECOMPUTE_FULL,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"llama-3-8b.json", 8, 2, 1, 1, 1, 1, 1, 1, 1, 64, 8192, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"qwen2-7b.json", 8, 2, 1, 1, 1, 1, 1, 1, 1, 64, 4096, AP_RECOMPUTE_FULL,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"llama-2-7b.json", 8, 1, 1, 1, 1, 0, 3, 1, 1, 64, 4096, AP_RECOMPUTE_NONE,
-         AP_TRAINER_FSDP, 0.03, 0, NULL},
+         AP_TRAINER_FSDP, 0.03, 0, NULL, 1},
         {"llama-2-7b.json", 8, 1, 1, 1, 1, 0, 3, 1, 2, 64, 4096, AP_RECOMPUTE_FULL,
-         AP_TRAINER_TORCHTITAN, 0.03, 0, NULL},
+         AP_TRAINER_TORCHTITAN, 0.03, 0, NULL, 1},
         {"llama-2-7b.json", 8, 1, 1, 1, 1, 0, 2, 1, 1, 64, 4096, AP_RECOMPUTE_NONE,
-         AP_TRAINER_DEEPSPEED, 0.03, 0, NULL},
+         AP_TRAINER_DEEPSPEED, 0.03, 0, NULL, 1},
+        {"llama-3-70b.json", 128, 8, 4, 1, 1, 1, 1, 1, 1, 128, 32768, AP_RECOMPUTE_SELECTIVE,
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 4},
         {"megatron-1t.json", 3072, 8, 64, 1, 1, 1, 1, 1, 1, 3072, 2048, AP_RECOMPUTE_SELECTIVE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"tiny-gpt.json", 2, 1, 2, 1, 1, 0, 0, 0, 4, 32, 256, AP_RECOMPUTE_NONE,
-         AP_TRAINER_MEGATRON, 0.03, 0, NULL},
+         AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         /* full recompute: the estimate adds one rebuilt layer and the logits as if they were
            live together; in the schedule the loss is done before the last layer is rebuilt */
         {"llama-3.1-405b.json", 1024, 8, 16, 1, 1, 1, 1, 1, 1, 1024, 8192, AP_RECOMPUTE_FULL,
-         AP_TRAINER_MEGATRON, 0.06, 0, "recompute working set and logits"},
+         AP_TRAINER_MEGATRON, 0.06, 0, "recompute working set and logits", 1},
         /* Megatron's vocab-parallel cross entropy works in place on the fp32 logits: 6 bytes
            per logit at the loss (bf16 + fp32), the estimate counts 8 (fp32 logits + grad) */
         {"gpt2.json", 8, 1, 1, 1, 1, 0, 0, 0, 8, 64, 1024, AP_RECOMPUTE_NONE,
-         AP_TRAINER_MEGATRON, 0.01, -2.0, "loss in place"},
+         AP_TRAINER_MEGATRON, 0.01, -2.0, "loss in place", 1},
         /* torch F.cross_entropy(logits.float()): fp32 log-probs saved, then the nll and
            log_softmax gradients, 12 bytes per logit in the loss backward */
         {"opt-1.3b.json", 8, 1, 1, 1, 1, 0, 2, 1, 4, 64, 2048, AP_RECOMPUTE_NONE,
-         AP_TRAINER_DEEPSPEED, 0.01, 4.0, "torch cross entropy"},
+         AP_TRAINER_DEEPSPEED, 0.01, 4.0, "torch cross entropy", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const est_case *k = &cases[i];
@@ -779,7 +782,8 @@ static void test_against_estimate(void) {
         p.gbs = k->gbs;
         p.seq = k->seq;
         p.recompute = k->rc;
-        p.dp = k->gpus / (k->tp * k->pp);
+        p.cp = k->cp > 0 ? k->cp : 1;
+        p.dp = k->gpus / (k->tp * k->pp * p.cp);
         p.grad_accum = k->gbs / (k->mbs * p.dp);
         ap_status st = ap_plan_check(&p, &m, &c, 1, &err);
         CHECK(st == AP_OK);
@@ -793,7 +797,7 @@ static void test_against_estimate(void) {
         CHECK(ap_sim_run(&m, &c, &p, NULL, &s, &err) == AP_OK);
         if (!s) continue;
         int fails0 = tl_fail;
-        double logit_elems = (double)k->seq * (double)k->mbs * (double)m.vocab / k->tp;
+        double logit_elems = (double)k->seq / p.cp * (double)k->mbs * (double)m.vocab / k->tp;
         for (int r = 0; r < p.pp; r++) {
             double sim = (double)ap_sim_rank_at(s, r)->allocated_peak_bytes;
             double est = e.stages[r].allocated_bytes;
