@@ -437,6 +437,15 @@ static ap_status get_rows(const ap_json *root, const char *key, const char *file
     return AP_OK;
 }
 
+/* 32 lower-case hex digits, as ap_db_plan_key writes them. */
+static int is_key(const char *k) {
+    size_t n = strlen(k);
+    int hex = n == AP_DB_KEY_HEX;
+    for (size_t i = 0; hex && i < n; i++)
+        hex = (k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f');
+    return hex;
+}
+
 static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err *err) {
     static const char *const known[] = {"key", "summary", "search_s", "created_at", "used_at",
                                         "result_json", NULL};
@@ -444,12 +453,7 @@ static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err 
     memset(p, 0, sizeof *p);
     if (st == AP_OK) st = ap_json_get_str(o, "key", p->info.key, sizeof p->info.key, NULL, w, err);
     if (st == AP_OK) {
-        size_t n = strlen(p->info.key);
-        int hex = n == AP_DB_KEY_HEX;
-        for (size_t i = 0; hex && i < n; i++)
-            hex = (p->info.key[i] >= '0' && p->info.key[i] <= '9') ||
-                  (p->info.key[i] >= 'a' && p->info.key[i] <= 'f');
-        if (!hex)
+        if (!is_key(p->info.key))
             st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'key' must be %d lower-case hex digits",
                             w, AP_DB_KEY_HEX);
     }
@@ -511,8 +515,13 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
     ap_status st = only_known(o, known, w, err);
     if (st == AP_OK)
         st = ap_json_get_str(o, "plan_key", r->plan_key, sizeof r->plan_key, &pr, w, err);
+    if (st == AP_OK && r->plan_key[0] && !is_key(r->plan_key))
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan_key' must be empty or %d lower-case "
+                        "hex digits", w, AP_DB_KEY_HEX);
     if (st == AP_OK) st = ap_json_get_str(o, "host", r->host, sizeof r->host, NULL, w, err);
     if (st == AP_OK) st = ap_json_get_str(o, "backend", r->backend, sizeof r->backend, NULL, w, err);
+    if (st == AP_OK && (!r->host[0] || !r->backend[0]))
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: fields 'host' and 'backend' must not be empty", w);
     if (st == AP_OK) st = ap_json_get_int(o, "started_at", 1, BIG_INT, &r->started_at, NULL, w, err);
     if (st == AP_OK) st = ap_json_get_int(o, "ranks", 1, 1 << 24, &r->ranks, NULL, w, err);
     if (st == AP_OK)
