@@ -1237,6 +1237,10 @@ static void test_export_import(const char *dir) {
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
          "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": "
          "1, \"samples\": 3, \"colour\": \"red\"}]}", "unknown field 'colour'", "profiles[0]"},
+        {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"runs\": [{\"host\": \"h\","
+         " \"backend\": \"cpu\", \"started_at\": 5, \"ranks\": 2, \"predicted_step_s\": 1, "
+         "\"measured_step_s\": 1, \"predicted_peak_bytes\": 1, \"measured_peak_bytes\": 1, "
+         "\"plan_json\": \"{}\", \"plan_key\": \"zz\"}]}", "runs[0]", "field 'plan_key'"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"a\\nb\": 1}",
          "unknown field 'a?b'", "bad.json"},
         {"{\"format\": \"autoplan-\\r\\ndb\", \"format_version\": 1}", "got \"autoplan-??db\"",
