@@ -205,6 +205,144 @@ static void test_expandable_and_arena(void) {
     ap_alloc_free(a);
 }
 
+/* ---- allocator against a brute-force reference --------------------------------------------- */
+
+/* The same rules written the slow, obvious way: every block in one array, best fit by a linear
+ * scan over (size, address), neighbours found by address. Any difference in addresses or
+ * reserved bytes is a bug in the fast structures (size classes, heaps). */
+typedef struct rblk {
+    int64_t addr, size;
+    int seg, pool, used, live;
+} rblk;
+
+typedef struct ref_alloc {
+    rblk b[8192];
+    int n, nseg, arena;
+    int64_t next_addr, reserved, top;
+} ref_alloc;
+
+static int ref_malloc(ref_alloc *r, int64_t bytes, int64_t *addr) {
+    int64_t size;
+    int pool;
+    if (r->arena) {
+        size = (bytes + 255) / 256 * 256;
+        pool = 1;
+    } else {
+        size = ap_alloc_round_size(bytes);
+        pool = size <= AP_CACHING_SMALL_SIZE_BYTES ? 0 : 1;
+    }
+    int best = -1;
+    for (int i = 0; i < r->n; i++) {
+        rblk *x = &r->b[i];
+        if (!x->live || x->used || x->pool != pool || x->size < size) continue;
+        if (best < 0 || x->size < r->b[best].size ||
+            (x->size == r->b[best].size && x->addr < r->b[best].addr))
+            best = i;
+    }
+    if (best < 0) {
+        if (r->n >= 8190) return -1;
+        if (r->arena) {
+            /* extend a free block ending at the top, else start a new one there */
+            for (int i = 0; i < r->n; i++)
+                if (r->b[i].live && !r->b[i].used && r->b[i].addr + r->b[i].size == r->top)
+                    best = i;
+            if (best < 0) {
+                best = r->n++;
+                r->b[best] = (rblk){r->top, 0, 0, 1, 0, 1};
+            }
+            int64_t grow = size - r->b[best].size;
+            r->b[best].size += grow;
+            r->top += grow;
+            r->reserved += grow;
+        } else {
+            int64_t seg = ap_alloc_segment_size(size);
+            best = r->n++;
+            r->b[best] = (rblk){r->next_addr, seg, r->nseg++, pool, 0, 1};
+            r->next_addr += seg;
+            r->reserved += seg;
+        }
+    }
+    rblk *x = &r->b[best];
+    int64_t rem = x->size - size;
+    int split = r->arena ? rem > 0
+                : pool == 0 ? rem >= AP_CACHING_MIN_BLOCK_BYTES
+                            : rem > AP_CACHING_SMALL_SIZE_BYTES;
+    if (split) {
+        r->b[r->n++] = (rblk){x->addr + size, rem, x->seg, x->pool, 0, 1};
+        x->size = size;
+    }
+    x->used = 1;
+    *addr = x->addr;
+    return 0;
+}
+
+static void ref_free(ref_alloc *r, int64_t addr) {
+    int i = 0;
+    while (i < r->n && !(r->b[i].live && r->b[i].used && r->b[i].addr == addr)) i++;
+    if (i == r->n) return;
+    rblk *x = &r->b[i];
+    x->used = 0;
+    for (int k = 0; k < r->n; k++) { /* merge with free neighbours of the same segment */
+        rblk *y = &r->b[k];
+        if (k == i || !y->live || y->used || y->seg != x->seg) continue;
+        if (y->addr + y->size == x->addr) {
+            x->addr = y->addr;
+            x->size += y->size;
+            y->live = 0;
+        } else if (x->addr + x->size == y->addr) {
+            x->size += y->size;
+            y->live = 0;
+        }
+    }
+}
+
+static void test_allocator_against_reference(void) {
+    static const int64_t sizes[] = {1,       300,     512,       513,           4096,
+                                    100000,  1048576, 1048577,   3 * MiB,       7 * MiB + 5,
+                                    10 * MiB, 12 * MiB + 1, 40 * MiB + 123, 96 * MiB, 2 * MiB};
+    for (int mode = 0; mode < 2; mode++) {
+        static ref_alloc ref;
+        memset(&ref, 0, sizeof ref);
+        ref.arena = mode == 1;
+        ap_alloc_opts o;
+        ap_alloc_opts_init(&o);
+        o.mode = mode == 1 ? AP_ALLOC_ARENA : AP_ALLOC_CACHING;
+        ap_alloc *a = ap_alloc_new(&o);
+        int32_t blocks[256];
+        int64_t addrs[256];
+        int nlive = 0, mismatches = 0, ops = 0;
+        uint64_t rng = 12345;
+        for (int step = 0; step < 3000; step++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            int do_free = nlive > 0 && ((rng >> 33) % 100 < 45 || nlive == 256);
+            if (do_free) {
+                int k = (int)((rng >> 40) % (uint64_t)nlive);
+                CHECK(ap_alloc_release(a, blocks[k]) == AP_OK);
+                ref_free(&ref, addrs[k]);
+                blocks[k] = blocks[nlive - 1];
+                addrs[k] = addrs[nlive - 1];
+                nlive--;
+            } else {
+                int64_t bytes = sizes[(rng >> 40) % (sizeof sizes / sizeof sizes[0])];
+                if ((rng >> 20) % 3 == 0) bytes += (int64_t)((rng >> 24) % 4096);
+                int64_t got, want = -1;
+                if (ap_alloc_malloc(a, bytes, &blocks[nlive], &got, NULL) != AP_OK ||
+                    ref_malloc(&ref, bytes, &want) != 0)
+                    break;
+                if (got != want) mismatches++;
+                addrs[nlive++] = got;
+            }
+            ap_alloc_stats st;
+            ap_alloc_get_stats(a, &st);
+            if (st.reserved_bytes != ref.reserved) mismatches++;
+            ops++;
+        }
+        CHECK_INT(ops, 3000);
+        CHECK_INT(mismatches, 0);
+        ap_alloc_free(a);
+    }
+}
+
 /* ---- hand-built models ------------------------------------------------------------------- */
 
 static void gpt_model(ap_model *m, int64_t L, int64_t h, int64_t a, int64_t V) {
@@ -1014,6 +1152,7 @@ int main(int argc, char **argv) {
     test_caching_rounding_and_small_pool();
     test_caching_large_pool();
     test_expandable_and_arena();
+    test_allocator_against_reference();
     test_korthikanti_table2();
     test_invariants();
     test_faults();
