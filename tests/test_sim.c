@@ -217,8 +217,8 @@ typedef struct rblk {
 
 typedef struct ref_alloc {
     rblk b[8192];
-    int n, nseg, arena;
-    int64_t next_addr, reserved, top;
+    int n, nseg, arena, expandable;
+    int64_t next_addr, reserved, top[2]; /* arena/expandable: end of the mapped range per pool */
 } ref_alloc;
 
 static int ref_malloc(ref_alloc *r, int64_t bytes, int64_t *addr) {
@@ -241,18 +241,21 @@ static int ref_malloc(ref_alloc *r, int64_t bytes, int64_t *addr) {
     }
     if (best < 0) {
         if (r->n >= 8190) return -1;
-        if (r->arena) {
-            /* extend a free block ending at the top, else start a new one there */
+        if (r->arena || r->expandable) {
+            /* extend a free block ending at the pool's mapped end, else start one there; map
+               whole pages (256 B arena, 2 MiB small / 20 MiB large expandable segments) */
+            int64_t page = r->arena ? 256 : pool == 0 ? 2 * MiB : 20 * MiB;
             for (int i = 0; i < r->n; i++)
-                if (r->b[i].live && !r->b[i].used && r->b[i].addr + r->b[i].size == r->top)
+                if (r->b[i].live && !r->b[i].used && r->b[i].pool == pool &&
+                    r->b[i].addr + r->b[i].size == r->top[pool])
                     best = i;
             if (best < 0) {
                 best = r->n++;
-                r->b[best] = (rblk){r->top, 0, 0, 1, 0, 1};
+                r->b[best] = (rblk){r->top[pool], 0, pool, pool, 0, 1};
             }
-            int64_t grow = size - r->b[best].size;
+            int64_t grow = (size - r->b[best].size + page - 1) / page * page;
             r->b[best].size += grow;
-            r->top += grow;
+            r->top[pool] += grow;
             r->reserved += grow;
         } else {
             int64_t seg = ap_alloc_segment_size(size);
@@ -264,9 +267,9 @@ static int ref_malloc(ref_alloc *r, int64_t bytes, int64_t *addr) {
     }
     rblk *x = &r->b[best];
     int64_t rem = x->size - size;
-    int split = r->arena ? rem > 0
-                : pool == 0 ? rem >= AP_CACHING_MIN_BLOCK_BYTES
-                            : rem > AP_CACHING_SMALL_SIZE_BYTES;
+    int split = r->arena                         ? rem > 0
+                : pool == 0 || r->expandable ? rem >= AP_CACHING_MIN_BLOCK_BYTES
+                                             : rem > AP_CACHING_SMALL_SIZE_BYTES;
     if (split) {
         r->b[r->n++] = (rblk){x->addr + size, rem, x->seg, x->pool, 0, 1};
         x->size = size;
@@ -300,13 +303,16 @@ static void test_allocator_against_reference(void) {
     static const int64_t sizes[] = {1,       300,     512,       513,           4096,
                                     100000,  1048576, 1048577,   3 * MiB,       7 * MiB + 5,
                                     10 * MiB, 12 * MiB + 1, 40 * MiB + 123, 96 * MiB, 2 * MiB};
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < 3; mode++) { /* caching, arena, expandable segments */
         static ref_alloc ref;
         memset(&ref, 0, sizeof ref);
         ref.arena = mode == 1;
+        ref.expandable = mode == 2;
+        ref.top[1] = mode == 2 ? (int64_t)1 << 52 : 0; /* the large pool's address range */
         ap_alloc_opts o;
         ap_alloc_opts_init(&o);
         o.mode = mode == 1 ? AP_ALLOC_ARENA : AP_ALLOC_CACHING;
+        o.expandable_segments = mode == 2;
         ap_alloc *a = ap_alloc_new(&o);
         int32_t blocks[256];
         int64_t addrs[256];
