@@ -123,10 +123,13 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
         if (p->offload_optimizer < 1 && !t->offload_fraction)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s offloads all optimizer states or none",
                               tn);
-        if (p->offload_optimizer < 1 && p->trainer == AP_TRAINER_DEEPSPEED && p->zero != 3)
-            return ap_err_set(err, AP_ERR_INFEASIBLE, "deepspeed: optimizer offload fractions "
-                              "below 1 need ZeRO-3");
+        if (p->offload_optimizer < 1 && !(t->offload_fraction_zero_mask & (1u << p->zero)))
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: optimizer offload fractions below 1 "
+                              "are not possible with ZeRO stage %d", tn, p->zero);
     }
+    if (t->offload_together && (p->offload_optimizer > 0) != (p->offload_params > 0))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: CPU offload moves parameters and optimizer "
+                          "states together", tn);
     if (p->offload_params > 0) {
         if (!t->offload_params)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot offload parameters", tn);
@@ -139,6 +142,21 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap gradient reduction", tn);
     if (p->overlap_param && !t->overlap_param)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap parameter gathering", tn);
+    if (p->overlap_param && !(t->overlap_param_zero_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no overlapped parameter gather with ZeRO "
+                          "stage %d", tn, p->zero);
+    if (p->overlap_param && t->overlap_param_needs_grad && !p->overlap_grad)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: overlapping the parameter gather needs the "
+                          "gradient reduction overlapped too", tn);
+    if (p->ep > 1 && p->tp > 1 && t->ep_with_tp_needs_sp && !p->sp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: expert parallelism with tp > 1 needs "
+                          "sequence parallelism", tn);
+    if (p->ep > 1 && !(t->ep_zero_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: expert parallelism is not available with "
+                          "ZeRO stage %d", tn, p->zero);
+    if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
+                          "covers all layers or none", tn);
 
     /* model shape rules */
     if (m->heads % p->tp != 0)

@@ -394,6 +394,12 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
     if (p->vp == 0) p->vp = 1;
     if (p->mbs == 0) p->mbs = 1;
     if (p->zero < 0) p->zero = 0;
+    /* --overlap: overlap whatever this trainer can overlap at this ZeRO stage */
+    const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+    p->overlap_grad = p->overlap_grad && tc->overlap_grad;
+    p->overlap_param = p->overlap_param && tc->overlap_param &&
+                       (tc->overlap_param_zero_mask & (1u << p->zero)) &&
+                       (!tc->overlap_param_needs_grad || p->overlap_grad);
     int64_t per = (int64_t)p->tp * p->pp * p->cp;
     if (ctx->cluster.gpus % per != 0)
         return ap_err_set(err, AP_ERR_INPUT, "--gpus %d is not divisible by tp*pp*cp = %lld",

@@ -319,7 +319,8 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     if (q->offload_optimizer > 0) {
         if (!k->offload_optimizer || !(k->offload_optimizer_zero_mask & (1u << q->zero)))
             q->offload_optimizer = 0;
-        else if (q->offload_optimizer < 1 && !k->offload_fraction)
+        else if (q->offload_optimizer < 1 &&
+                 (!k->offload_fraction || !(k->offload_fraction_zero_mask & (1u << q->zero))))
             q->offload_optimizer = 1;
     }
     if (q->offload_params > 0) {
@@ -328,8 +329,20 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
         else if (q->offload_params < 1 && !k->offload_params_fraction)
             q->offload_params = 1;
     }
+    if (k->offload_together && (q->offload_optimizer > 0) != (q->offload_params > 0)) {
+        int on = (k->offload_params_zero_mask & (1u << q->zero)) &&
+                 (k->offload_optimizer_zero_mask & (1u << q->zero));
+        q->offload_optimizer = q->offload_params = on ? 1.0 : 0.0;
+    }
     if (!k->overlap_grad) q->overlap_grad = 0;
-    if (!k->overlap_param) q->overlap_param = 0;
+    if (!k->overlap_param || !(k->overlap_param_zero_mask & (1u << q->zero))) q->overlap_param = 0;
+    if (k->overlap_param_needs_grad && !q->overlap_grad) q->overlap_param = 0;
+    if (q->ep > 1 && !(k->ep_zero_mask & (1u << q->zero))) q->ep = 1;
+    if (q->ep > 1 && q->tp > 1 && k->ep_with_tp_needs_sp && k->sp) q->sp = 1;
+    if (k->recompute_partial_needs_pp && q->pp == 1) {
+        q->recompute_layers = 0;
+        for (int c = 0; c < AP_MAX_CHUNKS; c++) q->stage_recompute[c] = -1;
+    }
     fix_batch(k, q);
 }
 

@@ -43,16 +43,9 @@ int emit_accelerate_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
                      "layers dense");
             ok = 0;
         }
-    } else {
-        /* LOCAL RULE (not in the trainer table): fsdp_offload_params is FSDP's CPUOffload,
-           parameters and optimizer states together. */
-        if ((q->offload_optimizer > 0) != (q->offload_params > 0)) {
-            emit_why(why, "accelerate (FSDP path): CPU offload moves parameters and optimizer "
-                     "states together");
-            ok = 0;
-            if (fix) q->offload_optimizer = q->offload_params = q->zero == 3 ? 1 : 0;
-        }
     }
+    /* the FSDP path's CPUOffload moving parameters and optimizer states together is the
+       trainer-table rule offload_together (the fsdp entry) */
     return ok;
 }
 

@@ -22,19 +22,8 @@
 
 int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     int ok = 1;
-    /* LOCAL RULE (not in the trainer table): only GeminiPlugin (ZeRO-3) takes offload
-       fractions; Hybrid/LowLevelZero cpu_offload moves all optimizer states. */
-    if (q->zero < 3 && q->offload_optimizer > 0 && q->offload_optimizer < 1) {
-        emit_why(why, "colossalai: optimizer offload fractions below 1 need GeminiPlugin (ZeRO-3)");
-        ok = 0;
-        if (fix) q->offload_optimizer = 1;
-    }
-    /* LOCAL RULE: GeminiPlugin has no expert parallelism. */
-    if (q->zero == 3 && q->ep > 1) {
-        emit_why(why, "colossalai: GeminiPlugin (ZeRO-3) has no expert parallelism");
-        ok = 0;
-        if (fix) q->zero = q->pp > 1 ? 1 : 2;
-    }
+    /* offload fractions only on GeminiPlugin and no expert parallelism there are trainer-table
+       rules (offload_fraction_zero_mask, ep_zero_mask) */
     /* LOCAL RULE: without pipeline parallelism the recompute switch is the HF model's
        gradient_checkpointing_enable(): all layers or none, no per-layer counts. */
     if (q->pp == 1 && q->recompute == AP_RECOMPUTE_FULL &&

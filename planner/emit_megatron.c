@@ -31,24 +31,11 @@ int emit_megatron_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
         emit_why(why, "megatron: Megatron-LM has no ALiBi position embedding");
         ok = 0;
     }
-    /* LOCAL RULE: Megatron-LM asserts that MoE with expert parallelism and tensor parallelism
-       uses sequence parallelism (megatron/training/arguments.py). */
-    if (q->ep > 1 && q->tp > 1 && !q->sp) {
-        emit_why(why, "megatron: expert parallelism with tp > 1 needs sequence parallelism");
-        ok = 0;
-        if (fix) q->sp = 1;
-    }
-    /* LOCAL RULE (not in the trainer table): Megatron-LM asserts that --overlap-param-gather
-       comes with the distributed optimizer and --overlap-grad-reduce (arguments.py). */
-    if (q->overlap_param && (q->zero != 1 || !q->overlap_grad)) {
-        emit_why(why, "megatron: overlapping the parameter gather needs the distributed "
-                 "optimizer and gradient-reduce overlap");
-        ok = 0;
-        if (fix) {
-            if (q->zero == 1) q->overlap_grad = 1;
-            else q->overlap_param = 0;
-        }
-    }
+    /* expert parallelism with tp needing sp, and the parameter-gather overlap needing the
+       distributed optimizer and gradient-reduce overlap, are trainer-table rules
+       (ep_with_tp_needs_sp, overlap_param_zero_mask, overlap_param_needs_grad) */
+    (void)q;
+    (void)fix;
     return ok;
 }
 

@@ -23,14 +23,8 @@
 
 int emit_torchtitan_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     int ok = 1;
-    /* LOCAL RULE (not in the trainer table): training.enable_cpu_offload is FSDP2's
-       CPUOffloadPolicy, which moves parameters, gradients and optimizer states together. */
-    if ((q->offload_optimizer > 0) != (q->offload_params > 0)) {
-        emit_why(why, "torchtitan: CPU offload moves parameters and optimizer states together");
-        ok = 0;
-        if (fix && q->zero == 3) q->offload_optimizer = q->offload_params = 1;
-        else if (fix) q->offload_optimizer = q->offload_params = 0;
-    }
+    /* enable_cpu_offload moving parameters and optimizer states together is the trainer-table
+       rule offload_together */
     /* LOCAL RULE: recomputing K layers per chunk is "every (n/K)-th layer", so K must divide
        the (uniform) chunk size n. */
     if (q->recompute == AP_RECOMPUTE_FULL && q->recompute_layers > 0) {

@@ -212,6 +212,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                 for (int ipp = 0; ipp < nop; ipp++) {
                                     if (fx->offload_params > 0 && offp[ipp] != fx->offload_params)
                                         continue;
+                                    if (tr->offload_together && (offo[io] > 0) != (offp[ipp] > 0))
+                                        continue;
                                     ap_plan p;
                                     ap_plan_init(&p);
                                     p.trainer = fx->trainer;
@@ -223,7 +225,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                     p.flash_attn = fx->flash_attn;
                                     p.sp = (tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
                                     p.overlap_grad = tr->overlap_grad && !o->no_overlap;
-                                    p.overlap_param = tr->overlap_param && !o->no_overlap;
+                                    p.overlap_param = tr->overlap_param && !o->no_overlap &&
+                                                      (tr->overlap_param_zero_mask & (1u << z));
                                     p.offload_optimizer = offo[io];
                                     p.offload_params = offp[ipp];
                                     /* recompute levels */

@@ -136,7 +136,9 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         }
         p->sp = sp;
         p->flash_attn = fa;
-        p->overlap_grad = p->overlap_param = ov;
+        /* Megatron overlaps the parameter gather only with its distributed optimizer */
+        p->overlap_grad = ov;
+        p->overlap_param = ov && p->zero == 1;
         p->seq = v->model.seq_len;
         p->grad_accum = p->gbs / (p->mbs * p->dp);
         p->trainer = AP_TRAINER_MEGATRON;

@@ -202,7 +202,8 @@ static ap_plan mkplan(int tp, int pp, int dp, int64_t mbs, int64_t gbs, int zero
     p.mbs = mbs; p.gbs = gbs; p.grad_accum = gbs / (mbs * dp);
     p.zero = zero; p.recompute = rc; p.sp = sp;
     p.seq = 4096;
-    p.overlap_grad = p.overlap_param = 1;
+    p.overlap_grad = 1;
+    p.overlap_param = zero == 1; /* Megatron gathers parameters only with its distributed opt. */
     return p;
 }
 

@@ -86,6 +86,16 @@ typedef struct ap_trainer_caps {
     int offload_params;          /* parameter offload possible */
     unsigned offload_params_zero_mask;
     int offload_params_fraction;
+    unsigned offload_fraction_zero_mask; /* ZeRO stages that take optimizer fractions below 1
+                                            (DeepSpeed: ZeRO-3; Megatron: distributed opt.) */
+    int offload_together;        /* CPU offload moves parameters and optimizer states together
+                                    (FSDP CPUOffload, torchtitan enable_cpu_offload) */
+    unsigned overlap_param_zero_mask; /* ZeRO stages with an overlapped parameter gather */
+    int overlap_param_needs_grad;/* Megatron: --overlap-param-gather needs --overlap-grad-reduce */
+    int ep_with_tp_needs_sp;     /* Megatron: expert parallelism with tp > 1 needs sp */
+    unsigned ep_zero_mask;       /* ZeRO stages that combine with expert parallelism
+                                    (Colossal-AI: GeminiPlugin has none) */
+    int recompute_partial_needs_pp; /* Colossal-AI: per-stage counts only with pp > 1 */
     /* bytes per parameter in 16-bit training (fp8 adds a weight copy, see cost model) */
     double weight_bytes;         /* working weights (2: bf16) */
     double grad_bytes;           /* gradient accumulation buffer */
