@@ -5,6 +5,7 @@
  * determines them; the table is always printed from the result JSON, so a cached answer
  * prints exactly like a fresh one.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,9 +570,24 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
         ap_log(AP_LOG_WARN, "nothing fits: no plan.json written to %s", dir);
         return AP_OK;
     }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--out: cannot create directory %s", dir);
+    /* mkdir -p */
+    char part[4096];
+    size_t dl = strlen(dir);
+    if (dl >= sizeof part) return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
+    for (size_t i = 1; i <= dl; i++) {
+        if (dir[i] != '/' && dir[i] != '\0') continue;
+        memcpy(part, dir, i);
+        part[i] = '\0';
+        struct stat sb;
+        if (stat(part, &sb) == 0) {
+            if (!S_ISDIR(sb.st_mode))
+                return ap_err_set(err, AP_ERR_INPUT, "--out: %s exists and is not a directory", part);
+            continue;
+        }
+        if (mkdir(part, 0755) != 0)
+            return ap_err_set(err, AP_ERR_INPUT, "--out: cannot create directory %s: %s", part,
+                              strerror(errno));
+    }
     /* rebuild the plan from the result (works for cached results too) */
     ap_plan p;
     ap_plan_init(&p);
@@ -589,7 +605,8 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
                   : rc && !strcmp(rc, "selective") ? AP_RECOMPUTE_SELECTIVE : AP_RECOMPUTE_NONE;
     p.recompute_layers = (int)jnum(pj, "recompute_layers", NULL);
     p.sp = ap_json_bool(ap_json_get(pj, "sp"));
-    p.overlap_grad = p.overlap_param = ap_json_bool(ap_json_get(pj, "overlap"));
+    p.overlap_grad = ap_json_bool(ap_json_get(pj, "overlap_grad"));
+    p.overlap_param = ap_json_bool(ap_json_get(pj, "overlap_param"));
     p.offload_optimizer = jnum(pj, "offload", "optimizer");
     p.offload_params = jnum(pj, "offload", "params");
     p.dtype = pc->so.fixed.dtype;
@@ -608,8 +625,7 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
             if (rep.status[t] == AP_OK) {
                 if (!pc->json) printf("wrote %s/%s\n", dir, rep.files[t]);
             } else {
-                fprintf(stderr, "autoplan: %s: %s\n", ap_emit_target_name((ap_emit_target)t),
-                        rep.msg[t]);
+                fprintf(stderr, "autoplan: %s\n", rep.msg[t]);
             }
         }
         if (st == AP_ERR_INFEASIBLE) st = AP_OK; /* refusals reported, other files written */

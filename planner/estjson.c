@@ -39,6 +39,8 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
     NUM(pl, "recompute_layers", p->recompute_layers);
     st |= ap_json_add_bool(pl, "sp", p->sp);
     st |= ap_json_add_bool(pl, "overlap", p->overlap_grad || p->overlap_param);
+    st |= ap_json_add_bool(pl, "overlap_grad", p->overlap_grad);
+    st |= ap_json_add_bool(pl, "overlap_param", p->overlap_param);
     NUM(off, "optimizer", p->offload_optimizer);
     NUM(off, "params", p->offload_params);
     st |= ap_json_add(pl, "offload", off);
