@@ -126,6 +126,7 @@ struct ap_db {
     int wal;
     int in_txn;          /* inside ap_db_begin */
     int version;         /* PRAGMA user_version */
+    int fresh;           /* an empty file: no schema yet */
     int busy_ms;
     int (*before_commit)(void *arg);
     void *hook_arg;
@@ -493,6 +494,7 @@ static ap_status probe(ap_db *db, ap_err *err) {
                           "autoplan understands (%d); upgrade autoplan or use another --db; the "
                           "file was not modified", db->path, (long long)v, AP_DB_SCHEMA_VERSION);
     db->version = (int)v;
+    db->fresh = v == 0 && objects == 0;
     return AP_OK;
 }
 
@@ -624,6 +626,13 @@ ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
         st = ap_err_set(err, AP_ERR_DB, "%s: database schema version %d is older than this "
                         "autoplan's (%d); any command that writes to it migrates it", path,
                         db->version, AP_DB_SCHEMA_VERSION);
+    /* A new file: incremental auto-vacuum lets gc give the pages of deleted results back to
+     * the filesystem. SQLite takes it only before page 1 is written, outside a transaction,
+     * so before the switch to WAL (which writes page 1) and the migration. */
+    if (st == AP_OK && !o->readonly && db->fresh) {
+        rc = exec(db, "PRAGMA auto_vacuum = INCREMENTAL");
+        if (rc != SQLITE_OK) st = db_fail(db, rc, "setting auto_vacuum", err);
+    }
     if (st == AP_OK) st = set_journal(db, !(o->no_wal || env_no_wal()), err);
     if (st == AP_OK) {
         /* NORMAL in WAL mode: commits survive a process crash; only power loss can drop the
@@ -951,8 +960,11 @@ ap_status ap_db_plans_gc(ap_db *db, double older_than_s, int64_t *deleted, ap_er
         rc = sqlite3_step(st);
     }
     if (rc == SQLITE_DONE) *deleted = sqlite3_changes(db->h);
-    else s = db_fail(db, rc, doing, err);
     sqlite3_finalize(st);
+    /* Free pages go back to the filesystem (the file shrinks at the next checkpoint). */
+    if (rc == SQLITE_DONE) rc = exec(db, "PRAGMA incremental_vacuum") == SQLITE_OK ? SQLITE_DONE
+                                                                                  : SQLITE_ERROR;
+    if (rc != SQLITE_DONE) s = db_fail(db, rc, doing, err);
     s = wend(db, s, doing, err);
     if (s != AP_OK) *deleted = 0;
     return s;

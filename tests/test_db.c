@@ -517,6 +517,36 @@ static void test_plan_cache(const char *dir) {
     ap_db_close(db);
 }
 
+/* gc gives the space of deleted results back: the file shrinks (WAL or rollback journal). */
+static void test_gc_shrinks(const char *dir, int no_wal) {
+    const char *path = path_in(dir, no_wal ? "gc_nowal.db" : "gc.db");
+    ap_err e;
+    if (no_wal) setenv("AUTOPLAN_DB_NO_WAL", "1", 1);
+    ap_db *db = open_rw(path);
+    CHECK(db != NULL);
+    if (!db) return;
+    size_t big = 3u << 20;
+    char *json = malloc(big + 1);
+    memset(json, 'q', big);
+    json[big] = '\0';
+    ap_db_plan_info old = {0};
+    ap_db_plan_key("gc me", old.key);
+    old.created_at = old.used_at = 1577836800;
+    CHECK_INT(ap_db_plan_import(db, &old, json, NULL, &e), AP_OK);
+    free(json);
+    ap_db_close(db);
+    struct stat before, after;
+    CHECK(stat(path, &before) == 0 && before.st_size > (off_t)big);
+    db = open_rw(path);
+    int64_t deleted = 0;
+    if (db) CHECK_INT(ap_db_plans_gc(db, 30 * 86400.0, &deleted, &e), AP_OK);
+    CHECK_INT(deleted, 1);
+    if (db) CHECK_INT(ap_db_integrity_check(db, &e), AP_OK);
+    ap_db_close(db);
+    CHECK(stat(path, &after) == 0 && after.st_size < before.st_size - (off_t)(2u << 20));
+    unsetenv("AUTOPLAN_DB_NO_WAL");
+}
+
 static void test_profiles(const char *dir) {
     ap_err e;
     ap_db *a = open_rw(path_in(dir, "prof_a.db")), *b = open_rw(path_in(dir, "prof_b.db"));
@@ -1548,6 +1578,8 @@ int main(int argc, char **argv) {
     test_open_migrate(dir);
     test_wal_fallback(dir);
     test_plan_cache(dir);
+    test_gc_shrinks(dir, 0);
+    test_gc_shrinks(dir, 1);
     test_profiles(dir);
     test_runs(dir);
     test_transactions(dir);
