@@ -183,7 +183,7 @@ static int try_variant(const plan_cmd *pc, const ap_cluster *c, ap_trainer_id tr
 static int has_pins(const ap_search_opts *so) {
     const ap_plan *f = &so->fixed;
     return f->tp || f->pp || f->dp || f->cp || f->ep || f->vp || f->mbs || f->zero >= 0 ||
-           so->fix_recompute || f->offload_optimizer > 0 || f->offload_params > 0 ||
+           so->fix_recompute || f->offload_optimizer != 0 || f->offload_params != 0 ||
            f->recompute_layers || so->no_sp || so->no_overlap;
 }
 
@@ -492,8 +492,11 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     so->fixed.seq = cp->seq;
     so->fixed.dtype = cp->dtype;
     so->fixed.flash_attn = cp->flash_attn;
-    so->fixed.offload_optimizer = cp->offload_optimizer;
-    so->fixed.offload_params = cp->offload_params;
+    /* an explicit 0 pins "no offload"; absent leaves it to the search */
+    so->fixed.offload_optimizer = ap_flags_isset(fl, "offload-optimizer") && cp->offload_optimizer == 0
+                                      ? -1.0 : cp->offload_optimizer;
+    so->fixed.offload_params = ap_flags_isset(fl, "offload-params") && cp->offload_params == 0
+                                   ? -1.0 : cp->offload_params;
     so->fixed.recompute_layers = cp->recompute_layers;
     if (ap_flags_isset(fl, "recompute")) {
         so->fixed.recompute = cp->recompute;

@@ -180,13 +180,6 @@ static int row_cmp(const void *x, const void *y) {
 
 /* ---- enumeration ------------------------------------------------------------------------ */
 
-static int divisors(int64_t n, int64_t max, int *out, int cap) {
-    int k = 0;
-    for (int64_t d = 1; d <= n && d <= max && k < cap; d++)
-        if (n % d == 0) out[k++] = (int)d;
-    return k;
-}
-
 typedef struct {
     ap_report *r;
     ap_report_row *heap; /* max-heap on (step, memory) while collecting, capped */
@@ -247,128 +240,22 @@ static void collect_visit(void *ctx, const ap_estimate *e) {
 ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                               int64_t max_evals, void (*visit)(void *, const ap_estimate *),
                               void *ctx, int64_t *evaluated, int *capped, ap_err *err) {
+    /* the search's own enumeration, unpruned, with a visitor: the scatter and plans.csv show
+     * exactly the space the ranking came from */
+    ap_search_opts so = *o;
+    so.prune = 0;
+    so.top_k = 1;
+    so.visit = visit;
+    so.visit_ctx = ctx;
+    so.max_evals = max_evals;
+    ap_search_result r;
     *evaluated = 0;
     *capped = 0;
-    if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
-    ap_estimate *e = malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
-    const ap_plan *fx = &o->fixed;
-    const ap_trainer_caps *tr = ap_trainer_get(fx->trainer);
-    const int N = c->gpus;
-    const int64_t L = m->layers;
-    int tps[64], cps[64], pps[256], eps[64], vps[64], mbss[64];
-    /* The loops and levels mirror ap_search (planner/search.c) so the scatter shows the space
-     * the ranking came from. */
-    int ntp = divisors(N, tr->tp ? (o->allow_cross_node_tp ? N : c->nvlink_domain) : 1, tps, 64);
-    for (int it = 0; it < ntp && !*capped; it++) {
-        int tp = tps[it];
-        if (fx->tp && tp != fx->tp) continue;
-        int ncp = divisors(N / tp, tr->cp ? 64 : 1, cps, 64);
-        for (int ic = 0; ic < ncp && !*capped; ic++) {
-            int cp = cps[ic];
-            if (fx->cp && cp != fx->cp) continue;
-            if (cp > 1 && fx->seq % (2 * cp) != 0) continue;
-            int npp = divisors(N / (tp * cp), tr->pp ? (L < 256 ? L : 256) : 1, pps, 256);
-            for (int ip = 0; ip < npp && !*capped; ip++) {
-                int pp = pps[ip];
-                if (fx->pp && pp != fx->pp) continue;
-                int dp = N / (tp * cp * pp);
-                if (fx->dp && dp != fx->dp) continue;
-                if (o->gbs % dp != 0) continue;
-                int nep = 1;
-                eps[0] = 1;
-                if (m->moe.experts > 0 && tr->ep)
-                    nep = divisors(m->moe.experts, (int64_t)tp * dp * cp, eps, 64);
-                for (int ie = 0; ie < nep && !*capped; ie++) {
-                    int ep = eps[ie];
-                    if (fx->ep && ep != fx->ep) continue;
-                    if (((int64_t)tp * dp * cp) % ep != 0) continue;
-                    int nvp = 1;
-                    vps[0] = 1;
-                    if (pp > 1 && tr->vp) nvp = divisors(L / pp, 64, vps, 64);
-                    for (int iv = 0; iv < nvp && !*capped; iv++) {
-                        int vp = vps[iv];
-                        if (fx->vp && vp != fx->vp) continue;
-                        if (vp > 1 && L % ((int64_t)pp * vp) != 0) continue;
-                        int nmb = divisors(o->gbs / dp, o->max_mbs, mbss, 64);
-                        for (int z = 0; z <= 3 && !*capped; z++) {
-                            if (!(tr->zero_mask & (1u << z))) continue;
-                            if (fx->zero >= 0 && z != fx->zero) continue;
-                            double offo[3] = {0, 0.5, 1}, offp[2] = {0, 1};
-                            int noo = 1, nop = 1;
-                            if (tr->offload_optimizer && (tr->offload_optimizer_zero_mask & (1u << z)))
-                                noo = 3;
-                            if (tr->offload_params && (tr->offload_params_zero_mask & (1u << z)))
-                                nop = 2;
-                            for (int io = 0; io < noo; io++) {
-                                if (fx->offload_optimizer > 0 && offo[io] != fx->offload_optimizer)
-                                    continue;
-                                if (fx->offload_optimizer < 0 && offo[io] != 0) continue;
-                                for (int ipp = 0; ipp < nop; ipp++) {
-                                    if (fx->offload_params > 0 && offp[ipp] != fx->offload_params)
-                                        continue;
-                                    if (fx->offload_params < 0 && offp[ipp] != 0) continue;
-                                    ap_plan p;
-                                    ap_plan_init(&p);
-                                    p.trainer = fx->trainer;
-                                    p.tp = tp; p.cp = cp; p.pp = pp; p.dp = dp; p.ep = ep;
-                                    p.etp = 1; p.vp = vp;
-                                    p.gbs = o->gbs; p.seq = fx->seq;
-                                    p.zero = z;
-                                    p.dtype = fx->dtype;
-                                    p.flash_attn = fx->flash_attn;
-                                    p.sp = (tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
-                                    p.overlap_grad = tr->overlap_grad && !o->no_overlap;
-                                    p.overlap_param = tr->overlap_param && !o->no_overlap;
-                                    p.offload_optimizer = offo[io];
-                                    p.offload_params = offp[ipp];
-                                    int chunk = (int)(L / ((int64_t)pp * vp));
-                                    for (int rc = 0; rc < 3 && !*capped; rc++) {
-                                        if (!(tr->recompute_mask & (1u << rc))) continue;
-                                        if (o->fix_recompute && rc != (int)fx->recompute) continue;
-                                        int lv[4], nl = 0;
-                                        lv[nl++] = rc == AP_RECOMPUTE_FULL ? fx->recompute_layers : 0;
-                                        if (rc == AP_RECOMPUTE_FULL && tr->recompute_partial &&
-                                            !fx->recompute_layers && chunk >= 4) {
-                                            int fr[3] = {chunk * 3 / 4, chunk / 2, chunk / 4};
-                                            for (int q = 0; q < 3; q++)
-                                                if (fr[q] >= 1 && fr[q] < chunk &&
-                                                    (q == 0 || fr[q] != fr[q - 1]))
-                                                    lv[nl++] = fr[q];
-                                        }
-                                        for (int il = 0; il < nl && !*capped; il++) {
-                                            p.recompute = (ap_recompute)rc;
-                                            p.recompute_layers = lv[il];
-                                            for (int im = 0; im < nmb; im++) {
-                                                p.mbs = mbss[im];
-                                                if (fx->mbs && p.mbs != fx->mbs) continue;
-                                                p.grad_accum = p.gbs / (p.mbs * p.dp);
-                                                if (ap_plan_check(&p, m, c, o->allow_cross_node_tp,
-                                                                  NULL) != AP_OK)
-                                                    continue;
-                                                if (*evaluated >= max_evals) {
-                                                    *capped = 1;
-                                                    break;
-                                                }
-                                                if (ap_estimate_plan(m, c, &p, &o->est, e, NULL) !=
-                                                    AP_OK)
-                                                    continue;
-                                                (*evaluated)++;
-                                                visit(ctx, e);
-                                                /* larger micro-batches only use more memory */
-                                                if (!e->fits) break;
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    free(e);
+    ap_status st = ap_search(m, c, &so, &r, err);
+    if (st != AP_OK) return st;
+    *evaluated = r.evaluated;
+    *capped = r.capped;
+    ap_search_result_free(&r);
     return AP_OK;
 }
 

@@ -96,8 +96,13 @@ static int eval(search_state *s, const ap_plan *p) {
     r->enumerated++;
     if (ap_plan_check(p, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return -1;
     r->legal++;
+    if (s->o->max_evals > 0 && r->evaluated >= s->o->max_evals) {
+        r->capped = 1;
+        return -1;
+    }
     if (ap_estimate_plan(s->m, s->c, p, &s->o->est, &s->scratch, NULL) != AP_OK) return -1;
     r->evaluated++;
+    if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     if (s->scratch.fits) {
         r->fit++;
         keep(s, &s->scratch);
@@ -206,12 +211,13 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                 noo = 3;
                             if (tr->offload_params && (tr->offload_params_zero_mask & (1u << z)))
                                 nop = 2;
+                            /* a pinned fraction is the only level (< 0 pins "none") */
+                            if (fx->offload_optimizer > 0) { offo[0] = fx->offload_optimizer; noo = 1; }
+                            if (fx->offload_optimizer < 0) noo = 1;
+                            if (fx->offload_params > 0) { offp[0] = fx->offload_params; nop = 1; }
+                            if (fx->offload_params < 0) nop = 1;
                             for (int io = 0; io < noo; io++) {
-                                if (fx->offload_optimizer > 0 && offo[io] != fx->offload_optimizer)
-                                    continue;
                                 for (int ipp = 0; ipp < nop; ipp++) {
-                                    if (fx->offload_params > 0 && offp[ipp] != fx->offload_params)
-                                        continue;
                                     if (tr->offload_together && (offo[io] > 0) != (offp[ipp] > 0))
                                         continue;
                                     ap_plan p;

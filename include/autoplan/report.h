@@ -76,19 +76,16 @@ typedef struct ap_report {
 #define AP_REPORT_MAX_POINTS 2000   /* sampled non-Pareto points in the scatter */
 
 /* Visit every legal plan of the space ap_search enumerates for `so` (pinned fields as in
- * ap_search_opts: 0 / zero -1 = free; in addition an offload fraction < 0 pins it to 0), with
- * its estimate, fitting or not; `e` is valid during the call only. Larger micro-batches of a
- * group are skipped after the first that does not fit. Stops after max_evals estimates
+ * ap_search_opts), with its estimate, fitting or not; `e` is valid during the call only. This
+ * is ap_search itself, unpruned, with a visitor. Stops after max_evals estimates
  * (*capped = 1). *evaluated counts the estimates made. */
 ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                               int64_t max_evals, void (*visit)(void *ctx, const ap_estimate *e),
                               void *ctx, int64_t *evaluated, int *capped, ap_err *err);
 
-/* Enumerate the plans ap_search would consider for `so` (same degrees, ZeRO, offload and
- * recompute levels, micro-batches; no group pruning), estimate each, and keep the feasible
- * ones in r->rows (the AP_REPORT_MAX_ROWS fastest, sorted by step time), setting r->evaluated,
- * r->fit and r->eval_capped. A larger micro-batch is skipped once a smaller one does not fit
- * (memory grows with the micro-batch; tests/test_search.c checks it). r->rows is replaced. */
+/* Enumerate the plans ap_search considers for `so` (ap_report_each_plan), estimate each, and
+ * keep the feasible ones in r->rows (the AP_REPORT_MAX_ROWS fastest, sorted by step time),
+ * setting r->evaluated, r->fit and r->eval_capped. r->rows is replaced. */
 ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                               ap_report *r, ap_err *err);
 

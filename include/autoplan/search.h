@@ -20,7 +20,8 @@
 #include "autoplan/estimate.h"
 
 typedef struct ap_search_opts {
-    ap_plan fixed;            /* degrees/options pinned by the user: 0 (or -1 for zero) = free */
+    ap_plan fixed;            /* degrees/options pinned by the user: 0 (or -1 for zero) = free;
+                                 an offload fraction < 0 pins it to 0 */
     int fix_recompute;        /* 1 = fixed.recompute pinned */
     int fix_dtype;
     int64_t gbs;              /* global batch (sequences), required */
@@ -30,6 +31,11 @@ typedef struct ap_search_opts {
     int no_sp, no_overlap;
     int max_mbs;              /* default 64 */
     ap_estimate_opts est;
+    /* Optional: called with every plan estimated (fitting or not); `e` is valid during the call
+     * only. With max_evals > 0 the search stops after that many estimates (capped = 1). */
+    void (*visit)(void *ctx, const ap_estimate *e);
+    void *visit_ctx;
+    int64_t max_evals;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
@@ -44,6 +50,7 @@ typedef struct ap_search_result {
     int64_t evaluated;        /* estimated (legal minus pruned) */
     int64_t fit;              /* evaluated and fitting */
     int64_t pruned;           /* legal combinations skipped by pruning */
+    int capped;               /* stopped at opts->max_evals */
     double search_s;
 } ap_search_result;
 
