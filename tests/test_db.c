@@ -938,6 +938,66 @@ static void test_kill9(const char *dir) {
     ap_db_close(db);
 }
 
+/* A database another process holds the write lock on: reads go on (WAL), a write waits
+ * busy_timeout_ms and then fails with a message naming the path; the cache stays usable. */
+static void test_locked(const char *dir) {
+    const char *path = path_in(dir, "locked.db");
+    ap_err e;
+    char key[AP_DB_KEY_HEX + 1], key2[AP_DB_KEY_HEX + 1], *json = NULL;
+    ap_db_plan_key("locked", key);
+    ap_db_plan_key("locked 2", key2);
+    ap_db *db = open_rw(path);
+    CHECK(db != NULL);
+    if (!db) return;
+    CHECK_INT(ap_db_plan_put(db, key, "s", "{\"l\":1}", 1, &e), AP_OK);
+    ap_db_close(db);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        hook_fd = fds[1];
+        ap_db_opts o;
+        ap_db_opts_init(&o);
+        o.path = path;
+        o.before_commit = block_hook;
+        ap_db *cdb = NULL;
+        ap_err ce;
+        if (ap_db_open_opts(&o, &cdb, &ce) != AP_OK) _exit(2);
+        ap_db_plan_put(cdb, key2, "holder", "{}", 1, &ce); /* blocks holding the lock */
+        _exit(5);
+    }
+    close(fds[1]);
+    CHECK(wait_readable(fds[0], 10000));
+    ap_db_opts o;
+    ap_db_opts_init(&o);
+    o.path = path;
+    o.busy_timeout_ms = 200;
+    CHECK_INT(ap_db_open_opts(&o, &db, &e), AP_OK);
+    if (db) {
+        CHECK_INT(ap_db_plan_get(db, key, &json, NULL, &e), AP_OK);
+        CHECK_STR(json, "{\"l\":1}");
+        free(json);
+        double t0 = ap_now_s();
+        CHECK_INT(ap_db_plan_put(db, key2, "mine", "{}", 1, &e), AP_ERR_DB);
+        double waited = ap_now_s() - t0;
+        CHECK(waited >= 0.15 && waited < 5);
+        CHECK_CONTAINS(e.msg, path);
+        CHECK_CONTAINS(e.msg, "locked");
+    }
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(fds[0]);
+    if (db) {
+        CHECK_INT(ap_db_plan_put(db, key2, "mine", "{}", 1, &e), AP_OK);
+        CHECK_INT(count(db, "plans"), 2);
+    }
+    ap_db_close(db);
+}
+
 /* ---- unusable files --------------------------------------------------------------------------- */
 
 static void check_refused(const char *path, const char *reason) {
@@ -1585,6 +1645,7 @@ int main(int argc, char **argv) {
     test_transactions(dir);
     test_concurrent(dir);
     test_kill9(dir);
+    test_locked(dir);
     test_bad_files(dir);
     in_child(unprivileged_checks, 1);
     test_full_disk(dir);
