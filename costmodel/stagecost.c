@@ -19,7 +19,8 @@
 /* Temporary (see stagecost.h): zero the stack below the caller's frame before the cost model
  * runs there. noinline so that the buffer occupies the frames ap_estimate_plan will occupy. */
 __attribute__((noinline)) static void clear_stack_below(void) {
-    volatile unsigned char buf[64 * 1024];
+    /* ap_estimate_plan's frame is 5.2-5.8 KB (gcc 12 -fstack-usage, -O0 to -O2, ASan) */
+    volatile unsigned char buf[8 * 1024];
     for (size_t i = 0; i < sizeof buf; i++) buf[i] = 0;
 }
 
@@ -39,7 +40,7 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
 }
 
 ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                             const ap_estimate_opts *opts, int r, int first, int n,
+                             const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
                              ap_stage_cost *out, ap_err *err) {
     const int L = (int)m->layers;
     if (p->vp > 1)
@@ -70,6 +71,14 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
         if (r > 0) q->stage_layers[0] += first;
         if (r < p->pp - 1) q->stage_layers[p->pp - 1] += L - first - n;
     }
+    if (rc_layers > 0) {
+        /* per-stage counts are read only from an explicit layout (nchunks = pp) */
+        if (!q->nchunks) {
+            q->nchunks = p->pp;
+            for (int i = 0; i < p->pp; i++) q->stage_layers[i] = ap_plan_chunk_layers(p, L, i);
+        }
+        q->stage_recompute[r] = rc_layers;
+    }
     ap_status st = ap_stage_estimate(m, c, q, opts, e, err);
     if (st == AP_OK) {
         const ap_stage_mem *sm = &e->stages[r];
@@ -99,9 +108,10 @@ struct ap_stage_table {
     ap_estimate_opts opts;
     int has_opts;
     int pp, nd_max, nm_max;
-    int *moe_prefix;      /* moe_prefix[i] = MoE layers among [0, i), i = 0..L */
-    ap_stage_cost *cost;  /* [r][nd][nm] */
-    unsigned char *done;
+    int *moe_prefix;       /* moe_prefix[i] = MoE layers among [0, i), i = 0..L */
+    size_t cells;          /* pp x (nd_max + 1) x (nm_max + 1) */
+    ap_stage_cost **cost;  /* [rc + 1][r][nd][nm], rc = -1 (the plan's), 1..L; allocated on use */
+    unsigned char **done;
     long evals;
 };
 
@@ -124,54 +134,69 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->pp = p->pp;
     int L = (int)m->layers;
     t->moe_prefix = malloc(sizeof(int) * (size_t)(L + 1));
-    if (!t->moe_prefix) {
+    t->cost = calloc((size_t)L + 1, sizeof *t->cost);
+    t->done = calloc((size_t)L + 1, sizeof *t->done);
+    if (!t->moe_prefix || !t->cost || !t->done) {
         ap_stage_table_free(t);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
     }
     t->moe_prefix[0] = 0;
     for (int i = 0; i < L; i++)
-        t->moe_prefix[i + 1] = t->moe_prefix[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
+        t->moe_prefix[i + 1] =
+            t->moe_prefix[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
     t->nm_max = t->moe_prefix[L];
     t->nd_max = L - t->nm_max;
-    size_t cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
-    t->cost = malloc(cells * sizeof *t->cost);
-    t->done = calloc(cells, 1);
-    if (!t->cost || !t->done) {
-        ap_stage_table_free(t);
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table (%zu cells)",
-                          cells);
-    }
+    t->cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
     *out = t;
     return AP_OK;
 }
 
 void ap_stage_table_free(ap_stage_table *t) {
     if (!t) return;
-    free(t->moe_prefix);
+    int L = (int)t->m.layers;
+    for (int i = 0; i <= L && t->cost; i++) free(t->cost[i]);
+    for (int i = 0; i <= L && t->done; i++) free(t->done[i]);
     free(t->cost);
     free(t->done);
+    free(t->moe_prefix);
     free(t);
 }
 
-const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, ap_err *err) {
+const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
+                                        ap_err *err) {
     int L = (int)t->m.layers;
     if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) {
         ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r, first,
                    first + n);
         return NULL;
     }
+    /* the cost model recomputes min(count, n) layers of the stage (estimate.c n_rc_full) */
+    int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
+    int slot = rc > 0 ? rc : 0;
+    if (!t->cost[slot]) {
+        t->cost[slot] = malloc(t->cells * sizeof **t->cost);
+        t->done[slot] = calloc(t->cells, 1);
+        if (!t->cost[slot] || !t->done[slot]) {
+            free(t->cost[slot]);
+            free(t->done[slot]);
+            t->cost[slot] = NULL;
+            t->done[slot] = NULL;
+            ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+            return NULL;
+        }
+    }
     int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
     int nd = n - nm;
     size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
                (size_t)nm;
-    if (!t->done[k]) {
+    if (!t->done[slot][k]) {
         if (ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r, first, n,
-                               &t->cost[k], err) != AP_OK)
+                               rc, &t->cost[slot][k], err) != AP_OK)
             return NULL;
-        t->done[k] = 1;
+        t->done[slot][k] = 1;
         t->evals++;
     }
-    return &t->cost[k];
+    return &t->cost[slot][k];
 }
 
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }

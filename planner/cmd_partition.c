@@ -29,6 +29,9 @@ int ap_cmd_partition(int argc, char **argv) {
     ap_flags_add(&fl, "time-limit", AP_FLAG_VALUE, "DURATION",
                  "time limit of one ILP solve, e.g. 10s (default 10s)");
     ap_flags_add(&fl, "min-layers", AP_FLAG_VALUE, "N", "layers per stage at least (default 1)");
+    ap_flags_add(&fl, "choose-recompute", AP_FLAG_BOOL, NULL,
+                 "with --recompute full: also choose the recomputed layers (per stage where the "
+                 "trainer allows it, else one count for all stages)");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
     if (help) {
         ap_flags_print_help(&fl, "autoplan partition MODEL --gpus N --pp P [flags]",
@@ -59,6 +62,7 @@ int ap_cmd_partition(int argc, char **argv) {
     if ((st = ap_flag_int(&fl, "min-layers", 1, 100000, &ml, &err)) != AP_OK)
         return ap_cli_fail(st, &err);
     o.min_layers = (int)ml;
+    o.choose_recompute = ap_flags_isset(&fl, "choose-recompute");
 
     const ap_model *m = &ctx.model;
     ap_plan base = ctx.plan;
@@ -75,7 +79,7 @@ int ap_cmd_partition(int argc, char **argv) {
     for (int r = 0; r < base.pp; r++) layers[r] = ap_plan_chunk_layers(&base, m->layers, r);
     static ap_partition_result ub, opt;
     ap_err berr = {{0}};
-    ap_status bst = ap_partition_eval(m, &ctx.cluster, &base, &o.est, layers, &ub, &berr);
+    ap_status bst = ap_partition_eval(m, &ctx.cluster, &base, &o.est, layers, NULL, &ub, &berr);
     if ((st = ap_partition_solve(m, &ctx.cluster, &base, &o, &opt, &err)) != AP_OK)
         return ap_cli_fail(st, &err);
 
@@ -87,6 +91,17 @@ int ap_cmd_partition(int argc, char **argv) {
            opt.fell_back ? " (fallback)" : "", opt.optimal ? "optimal" : "not proven optimal",
            opt.evals, ap_fmt_seconds(opt.solve_s, b1, sizeof b1));
     if (opt.note[0]) printf("note      %s\n", opt.note);
+    if (o.choose_recompute) {
+        printf("recompute ");
+        if (opt.stage_recompute[0] > 0)
+            for (int r = 0; r < opt.pp; r++)
+                printf("%s%d", r ? "," : "", opt.stage_recompute[r]);
+        else if (opt.recompute_layers > 0)
+            printf("%d layer(s) in every stage", opt.recompute_layers);
+        else
+            printf("all layers");
+        printf(" (optimal)\n");
+    }
     printf("\n          %-30s  %s\n", base_name, "optimal");
     printf("stage     layers  t_f+t_b    device     layers  t_f+t_b    device\n");
     for (int r = 0; r < base.pp; r++) {
@@ -116,6 +131,8 @@ int ap_cmd_partition(int argc, char **argv) {
     }
     printf("\n");
     print_split("--stage-layers", &opt);
+    if (o.choose_recompute && opt.stage_recompute[0] <= 0 && opt.recompute_layers > 0)
+        printf("--recompute-layers %d\n", opt.recompute_layers);
     if (!opt.fits) printf("no split fits: shown is the one with the least peak memory\n");
     return 0;
 }

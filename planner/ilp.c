@@ -3,7 +3,8 @@
  * autoplan that includes glpk.h.
  *
  * Formulation (a shortest path with a max term): one binary y_s per legal stage s = (rank r,
- * first layer a, n layers) that fits memory, one continuous M >= 0;
+ * first layer a, n layers, and with per-stage recompute the count of recomputed layers) that
+ * fits memory, one continuous M >= 0;
  *     min  sum_s t_s y_s + (m - 1) M
  *     s.t. sum_{s = (0, 0, n)} y_s = 1                                  (stage 0 starts at 0)
  *          sum_{s = (r, j, .)} y_s - sum_{s = (r-1, a, n), a+n = j} y_s = 0   (r >= 1, all j)
@@ -63,7 +64,7 @@ static int on_glpk_term(void *info, const char *s) {
 }
 
 typedef struct {
-    int r, a, n;
+    int r, a, n, rc; /* rank, first layer, layers, recomputed layers (-1: the plan's) */
     double t_s;
 } stage_var;
 
@@ -85,7 +86,7 @@ static void ilp_mem_free(ilp_mem *mm) {
  * [max rows] */
 static int node_row(int L, int r, int j) { return 2 + (r - 1) * (L + 1) + j; }
 
-ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
+ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            const ap_partition_opts *o, double upper_s, ap_partition_result *out,
                            ap_err *err) {
     const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
@@ -95,28 +96,31 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
     ilp_mem mm;
     memset(&mm, 0, sizeof mm);
 
-    /* the variables: legal, fitting stages that can be in a split better than upper_s */
+    /* the variables: legal, fitting stages (and their recompute counts) that can be in a split
+     * better than upper_s */
     size_t cap = 0;
     for (int r = 0; r < p; r++)
-        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) cap += (size_t)(L - a) + 1;
-    mm.vars = malloc(cap * sizeof *mm.vars);
+        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
+            cap += ((size_t)(L - a) + 1) * (per_stage_rc ? (size_t)(L - a) : 1);
+    mm.vars = malloc((cap ? cap : 1) * sizeof *mm.vars);
     if (!mm.vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     int nv = 0;
     for (int r = 0; r < p; r++)
         for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
             int n0 = r == p - 1 ? L - a : lo;
             int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
-            for (int n = n0; n <= n1; n++) {
-                const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, err);
-                if (!sc) {
-                    ilp_mem_free(&mm);
-                    return AP_ERR_INFEASIBLE;
+            for (int n = n0; n <= n1; n++)
+                for (int rc = per_stage_rc ? 1 : -1; rc <= (per_stage_rc ? n : -1); rc++) {
+                    const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, rc, err);
+                    if (!sc) {
+                        ilp_mem_free(&mm);
+                        return AP_ERR_INFEASIBLE;
+                    }
+                    double t = sc->fwd_s + sc->bwd_s;
+                    if (!sc->fits) continue;
+                    if (upper_s > 0 && (double)m * t > upper_s * (1.0 + 1e-9)) continue;
+                    mm.vars[nv++] = (stage_var){r, a, n, rc, t};
                 }
-                double t = sc->fwd_s + sc->bwd_s;
-                if (!sc->fits) continue;
-                if (upper_s > 0 && (double)m * t > upper_s * (1.0 + 1e-9)) continue;
-                mm.vars[nv++] = (stage_var){r, a, n, t};
-            }
         }
     if (nv == 0) {
         ilp_mem_free(&mm);
@@ -213,6 +217,7 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
             if (glp_mip_col_val(lp, v + 1) < 0.5) continue;
             const stage_var *s = &mm.vars[v];
             out->stage_layers[s->r] = s->n;
+            out->stage_recompute[s->r] = s->rc;
             out->stage_s[s->r] = s->t_s;
             sum += s->t_s;
             if (s->t_s > mx) mx = s->t_s;

@@ -113,7 +113,7 @@ static void check_case(const char *what, const ap_model *m, const ap_cluster *c,
             int u[AP_MAX_STAGES];
             uniform_of(p, m->layers, u);
             ap_partition_result ur;
-            CHECK(ap_partition_eval(m, c, p, &o.est, u, &ur, &err) == AP_OK);
+            CHECK(ap_partition_eval(m, c, p, &o.est, u, NULL, &ur, &err) == AP_OK);
             brute_force(&b);
             if (!(b.min_peak < ur.peak_device_bytes * (1 - 1e-6))) {
                 fprintf(stderr, "%s: the uniform split already has the least peak\n", what);
@@ -156,7 +156,7 @@ static void check_case(const char *what, const ap_model *m, const ap_cluster *c,
         /* never worse than the uniform split; when memory binds, the uniform split does not fit */
         int u[AP_MAX_STAGES];
         uniform_of(p, m->layers, u);
-        CHECK(ap_partition_eval(m, c, p, &o.est, u, &uni, &err) == AP_OK);
+        CHECK(ap_partition_eval(m, c, p, &o.est, u, NULL, &uni, &err) == AP_OK);
         if (uni.fits) CHECK(dp.pipe_s <= uni.pipe_s * (1 + 1e-12));
         if (bound) CHECK(!uni.fits);
 
@@ -228,6 +228,176 @@ static void test_dp_brute_force_ilp(void) {
     check_case("mixtral/13 alternating pp4", &m, &c, &p);
 }
 
+/* ---- recompute choice: brute force over splits x recompute counts -------------------------- */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    ap_plan p;               /* recompute_layers set by the one-count mode */
+    const ap_estimate_opts *est;
+    int per_stage;           /* 1: a count per stage; 0: the plan's count */
+    int split[AP_MAX_STAGES], rc[AP_MAX_STAGES];
+    double best_T, min_peak, peak_k1; /* peak_k1: uniform split, 1 layer recomputed per stage */
+    long count;
+    int errors;
+} brute_rc;
+
+static void brute_rc_eval(brute_rc *b) {
+    static ap_plan q;
+    static ap_estimate e;
+    q = b->p;
+    q.nchunks = q.pp;
+    for (int r = 0; r < q.pp; r++) {
+        q.stage_layers[r] = b->split[r];
+        q.stage_recompute[r] = b->per_stage ? b->rc[r] : -1;
+    }
+    ap_err err;
+    if (ap_stage_estimate(b->m, b->c, &q, b->est, &e, &err) != AP_OK) {
+        b->errors++;
+        return;
+    }
+    b->count++;
+    if (e.device_peak_bytes < b->min_peak) b->min_peak = e.device_peak_bytes;
+    if (e.fits && T_of(&e) < b->best_T) b->best_T = T_of(&e);
+}
+
+static void brute_rc_counts(brute_rc *b, int r) {
+    if (r == b->p.pp) {
+        brute_rc_eval(b);
+        return;
+    }
+    for (int k = 1; k <= b->split[r]; k++) {
+        b->rc[r] = k;
+        brute_rc_counts(b, r + 1);
+    }
+}
+
+static void brute_rc_splits(brute_rc *b, int r, int left) {
+    int p = b->p.pp;
+    if (r == p - 1) {
+        b->split[r] = left;
+        if (b->per_stage) brute_rc_counts(b, 0);
+        else brute_rc_eval(b);
+        return;
+    }
+    for (int n = 1; n <= left - (p - 1 - r); n++) {
+        b->split[r] = n;
+        brute_rc_splits(b, r + 1, left - n);
+    }
+}
+
+static void brute_rc_run(brute_rc *b) {
+    b->best_T = INFINITY;
+    b->min_peak = INFINITY;
+    b->count = 0;
+    b->errors = 0;
+    int L = (int)b->m->layers;
+    if (b->per_stage) {
+        brute_rc_splits(b, 0, L);
+    } else {
+        for (int k = 0; k <= L - (b->p.pp - 1); k++) {
+            b->p.recompute_layers = k;
+            brute_rc_splits(b, 0, L);
+        }
+        b->p.recompute_layers = 0;
+    }
+}
+
+static void check_recompute_case(const char *what, const ap_model *m, const ap_cluster *c,
+                                 const ap_plan *p, int per_stage) {
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    o.choose_recompute = 1;
+    ap_err err = {{0}};
+    brute_rc b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    b.c = c;
+    b.p = *p;
+    b.est = &o.est;
+    b.per_stage = per_stage;
+    /* memory-bound: capacity midway between the least peak of any split and count and the
+     * peak of the uniform split recomputing one layer per stage */
+    brute_rc_run(&b);
+    CHECK_INT(b.errors, 0);
+    int u[AP_MAX_STAGES], one[AP_MAX_STAGES];
+    uniform_of(p, m->layers, u);
+    for (int r = 0; r < p->pp; r++) one[r] = 1;
+    ap_plan q1 = *p;
+    q1.recompute_layers = 1;
+    ap_partition_result ur;
+    CHECK(ap_partition_eval(m, c, &q1, &o.est, u, per_stage ? one : NULL, &ur, &err) == AP_OK);
+    CHECK(b.min_peak < ur.peak_device_bytes * (1 - 1e-6));
+    for (int bound = 0; bound < 2; bound++) {
+        o.est.headroom_bytes = bound ? c->gpu.mem_bytes - 0.5 * (b.min_peak + ur.peak_device_bytes)
+                                     : 2.0 * 1073741824.0;
+        brute_rc_run(&b);
+        CHECK(b.best_T < INFINITY);
+        ap_partition_result dp, ilp;
+        o.solver = AP_SOLVER_DP;
+        CHECK(ap_partition_solve(m, c, p, &o, &dp, &err) == AP_OK);
+        CHECK(dp.fits);
+        CHECK_NEAR(dp.pipe_s, b.best_T, TOL);
+        if (fabs(dp.pipe_s - b.best_T) > TOL * b.best_T)
+            fprintf(stderr, "%s bound %d: dp T %.9g, brute force %.9g\n", what, bound, dp.pipe_s,
+                    b.best_T);
+        /* the answer as a plan: the counts land where the trainer reads them */
+        ap_plan q = *p;
+        ap_partition_apply(&dp, &q);
+        static ap_estimate e;
+        CHECK(ap_stage_estimate(m, c, &q, &o.est, &e, &err) == AP_OK);
+        CHECK(e.fits);
+        CHECK_NEAR(T_of(&e), dp.pipe_s, TOL);
+        for (int r = 0; r < p->pp; r++) {
+            if (per_stage)
+                CHECK(dp.stage_recompute[r] >= 1 && dp.stage_recompute[r] <= dp.stage_layers[r]);
+            else CHECK_INT(dp.stage_recompute[r], -1);
+        }
+        /* without a memory bound one recomputed layer per stage is fastest */
+        if (!bound && per_stage)
+            for (int r = 0; r < p->pp; r++) CHECK_INT(dp.stage_recompute[r], 1);
+        if (!bound && !per_stage) CHECK_INT(dp.recompute_layers, 1);
+        if (bound) {
+            /* memory binds: the fastest choice without a bound does not fit any more */
+            ap_partition_result ub;
+            CHECK(ap_partition_eval(m, c, &q1, &o.est, u, per_stage ? one : NULL, &ub, &err) ==
+                  AP_OK);
+            CHECK(!ub.fits);
+            CHECK(dp.pipe_s > ub.pipe_s);
+        }
+        o.solver = AP_SOLVER_ILP;
+        CHECK(ap_partition_solve(m, c, p, &o, &ilp, &err) == AP_OK);
+        CHECK_INT(ilp.solver, AP_SOLVER_ILP);
+        CHECK(ilp.optimal);
+        CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
+    }
+}
+
+static void test_recompute_choice(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_plan p;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 10;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 3, &c);
+    /* Colossal-AI: per-stage checkpoint counts */
+    small_plan(&p, 3, 1, 12);
+    p.trainer = AP_TRAINER_COLOSSALAI;
+    p.recompute = AP_RECOMPUTE_FULL;
+    check_recompute_case("colossalai llama-3-8b/10 pp3", &m, &c, &p, 1);
+    /* Megatron: one --recompute-num-layers for every stage */
+    p.trainer = AP_TRAINER_MEGATRON;
+    check_recompute_case("megatron llama-3-8b/10 pp3", &m, &c, &p, 0);
+    /* the choice needs full recomputation */
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    o.choose_recompute = 1;
+    p.recompute = AP_RECOMPUTE_SELECTIVE;
+    ap_partition_result r;
+    ap_err err = {{0}};
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
+}
+
 /* the memo (keyed by rank, dense and MoE counts) equals direct evaluation of other ranges */
 static void test_stage_table(void) {
     static ap_model m;
@@ -246,10 +416,10 @@ static void test_stage_table(void) {
     for (int r = 1; r < 3; r++)
         for (int a = 1; a < 10; a++)
             for (int n = 1; a + n <= 12; n++) {
-                const ap_stage_cost *sc = ap_stage_table_get(t, r, a, n, &err);
+                const ap_stage_cost *sc = ap_stage_table_get(t, r, a, n, -1, &err);
                 ap_stage_cost d;
                 CHECK(sc != NULL);
-                CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, r, a, n, &d, &err) == AP_OK);
+                CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, r, a, n, -1, &d, &err) == AP_OK);
                 if (!sc) continue;
                 calls++;
                 CHECK_NEAR(sc->fwd_s, d.fwd_s, 1e-12);
@@ -260,10 +430,10 @@ static void test_stage_table(void) {
     /* fewer evaluations than lookups: ranges with the same counts share an entry */
     CHECK(ap_stage_table_evals(t) < calls);
     /* bad ranges are refused */
-    CHECK(ap_stage_table_get(t, 0, 1, 2, &err) == NULL);
+    CHECK(ap_stage_table_get(t, 0, 1, 2, -1, &err) == NULL);
     ap_stage_cost d;
-    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 3, 5, 3, &d, &err) == AP_ERR_INPUT);
-    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 0, 0, 14, &d, &err) == AP_ERR_INPUT);
+    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 3, 5, 3, -1, &d, &err) == AP_ERR_INPUT);
+    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, 0, 0, 14, -1, &d, &err) == AP_ERR_INPUT);
     ap_stage_table_free(t);
 }
 
@@ -296,7 +466,7 @@ static void test_llama70b(void) {
     int u[AP_MAX_STAGES];
     uniform_of(&p, m.layers, u);
     ap_partition_result uni, dp, ilp;
-    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, &uni, &err) == AP_OK);
+    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, NULL, &uni, &err) == AP_OK);
     CHECK(!uni.fits);
     CHECK(uni.stage_device_bytes[0] > uni.stage_device_bytes[1]); /* stage 0 is the heaviest */
     CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
@@ -323,7 +493,7 @@ static void test_llama70b(void) {
     ap_cluster_from_gpu(ap_gpu_find("h100"), 64, &c);
     uniform_of(&p, m.layers, u);
     o.solver = AP_SOLVER_DP;
-    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, &uni, &err) == AP_OK);
+    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, NULL, &uni, &err) == AP_OK);
     CHECK(uni.fits);
     CHECK(uni.stage_s[7] > uni.stage_s[3]);
     CHECK(ap_partition_solve(&m, &c, &p, &o, &dp, &err) == AP_OK);
@@ -410,11 +580,11 @@ static void test_solver_faults(void) {
     /* the direct call reports the error */
     ap_stage_table *t = NULL;
     CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
-    CHECK(ap_partition_ilp(t, 12, 4, 16, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, &o, 0, &r, &err) == AP_ERR_SOLVER);
     CHECK_CONTAINS(err.msg, "GLPK error");
     /* GLPK works again after the failure (its environment was freed, not reused) */
     o.ilp_fault = 0;
-    CHECK(ap_partition_ilp(t, 12, 4, 16, &o, 0, &r, &err) == AP_OK);
+    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, &o, 0, &r, &err) == AP_OK);
     CHECK(r.optimal);
     CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
     ap_stage_table_free(t);
@@ -434,7 +604,7 @@ static void test_solver_faults(void) {
     o.ilp_time_limit_s = 0.001;
     CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
     double t0 = ap_now_s();
-    CHECK(ap_partition_ilp(t, (int)m.layers, 16, 128, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK(ap_partition_ilp(t, (int)m.layers, 16, 128, 0, &o, 0, &r, &err) == AP_ERR_SOLVER);
     CHECK(ap_now_s() - t0 < 5.0);
     CHECK_CONTAINS(err.msg, "time limit");
     ap_stage_table_free(t);
@@ -495,6 +665,7 @@ int main(int argc, char **argv) {
     test_stage_table();
     test_dp_brute_force_ilp();
     test_llama70b();
+    test_recompute_choice();
     test_restricted();
     test_bad_input();
     test_solver_faults();

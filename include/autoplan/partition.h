@@ -13,6 +13,15 @@
  * so the embedding on stage 0 and the LM head with fp32 logits on the last stage are priced
  * exactly as estimate.c prices them. The p2p term of the step does not depend on the split.
  *
+ * Recompute choice (opts.choose_recompute, plans with full recomputation): each stage also
+ * chooses how many of its layers it recomputes (1..n, estimate.c's per-stage count) when the
+ * trainer has `per_stage_recompute` (Colossal-AI); with only `recompute_partial` (Megatron
+ * --recompute-num-layers) one count K for every stage is chosen by solving the partition for
+ * each K; otherwise every layer is recomputed. A stage's time grows and its memory shrinks with
+ * its count, so for a given range the least count that fits is best for both terms of T: the
+ * DP stays exact with one entry per range (the ILP keeps every count as its own binary and
+ * tests check that both agree).
+ *
  * Expressibility (trainer table, plan.h): a trainer without `uneven_stages` gets the uniform
  * split; with `uneven_first_last_only` only the first and last stage may differ from the
  * others. Interleaved plans (vp > 1) are refused (AP_ERR_INPUT): not implemented yet.
@@ -32,6 +41,8 @@ typedef struct ap_partition_opts {
     int min_layers;          /* layers per stage at least; default 1 */
     ap_solver solver;        /* default AUTO (= DP for this partition-only problem) */
     double ilp_time_limit_s; /* GLPK tm_lim; default 10 s */
+    int choose_recompute;    /* 1: also choose recomputed layers per stage (see above); the
+                                plan must have recompute FULL; default 0 */
     int ilp_fault;           /* test hook: 1 = make GLPK raise an error while the model is built
                                 (exercises glp_error_hook and the fallback); default 0 */
     ap_estimate_opts est;    /* headroom, calibration */
@@ -46,6 +57,9 @@ typedef struct ap_partition_result {
     int pp;
     int64_t micro_batches;               /* m */
     int stage_layers[AP_MAX_STAGES];
+    int stage_recompute[AP_MAX_STAGES];  /* layers recomputed per stage when chosen per stage,
+                                            else -1 (the plan's) */
+    int recompute_layers;                /* the plan-wide count (chosen, or the plan's) */
     double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch */
     double stage_device_bytes[AP_MAX_STAGES];
     double pipe_s;                       /* T of the split */
@@ -74,24 +88,26 @@ typedef struct ap_partition_result {
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err);
 
-/* Evaluate a given split (layers[0..pp-1]) under the same objective: fills out's per-stage
- * fields, pipe_s and fits (solver fields left 0). Used for the uniform baseline. */
+/* Evaluate a given split (layers[0..pp-1], per-stage recompute counts rc[0..pp-1] or NULL for
+ * the plan's) under the same objective: fills out's per-stage fields, pipe_s, step_s and fits
+ * (solver fields left 0). Used for the uniform baseline and for the final report. */
 ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                            const ap_estimate_opts *est, const int *layers,
+                            const ap_estimate_opts *est, const int *layers, const int *rc,
                             ap_partition_result *out, ap_err *err);
 
-/* Copy the split into plan q (nchunks = pp, stage_layers). */
+/* Copy the split into plan q: nchunks = pp, stage_layers, stage_recompute, recompute_layers. */
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
- * m micro-batches, stage costs from `tab` (built for the plan). `upper_s` > 0 is a known
+ * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage
+ * also picks its recomputed layers (one binary per range and count). `upper_s` > 0 is a known
  * achievable T (e.g. the DP's): stages that alone would exceed it are left out of the model (a
  * stage of time t makes T >= m t, so they cannot be in a better split). Fills the split,
  * pipe_s, max_stage_s, fits = 1 and optimal (1 for GLP_OPT, 0 for GLP_FEAS after the time
  * limit). Returns AP_ERR_SOLVER (err says why) when GLPK raises an error, stops without an
  * integer solution, or proves that no split fits. Solver output goes to the debug log only.
  * GLPK is not thread-safe: one solve at a time. */
-ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m,
+ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            const ap_partition_opts *o, double upper_s, ap_partition_result *out,
                            ap_err *err);
 

@@ -9,9 +9,9 @@
  * pipeline time sum_r (t_f + t_b)_r + (m - 1) max_r (t_f + t_b)_r and its memory verdict can be
  * assembled from per-stage entries. Each entry is obtained by calling ap_estimate_plan on a plan
  * with explicit stage_layers in which rank r holds exactly the asked-for layers; the table
- * memoises entries by (r, dense layers, MoE layers), the only things of a range the cost model
- * reads (estimate.c prices one dense and one MoE layer per plan). tests/test_partition.c checks
- * the memo against direct evaluation of whole plans.
+ * memoises entries by (r, dense layers, MoE layers, recomputed layers), the only things of a
+ * range the cost model reads (estimate.c prices one dense and one MoE layer per plan).
+ * tests/test_partition.c checks the memo against direct evaluation of whole plans.
  */
 #ifndef AP_STAGECOST_H
 #define AP_STAGECOST_H
@@ -28,10 +28,12 @@ typedef struct ap_stage_cost {
 
 /* Cost of pipeline rank r of plan p holding the `n` layers [first, first + n). p must have
  * vp = 1 and a trainer that accepts uneven stages (or the range must be the uniform split).
- * p->stage_layers is ignored; p->stage_recompute[r] is kept. `opts` may be NULL. Returns the
- * cost model's status (AP_ERR_INFEASIBLE with the rule named when the trainer refuses). */
+ * p->stage_layers is ignored. rc_layers > 0 sets p->stage_recompute[r] (layers of this stage
+ * recomputed in full; meaningful when p->recompute is FULL), else the plan's is kept. `opts`
+ * may be NULL. Returns the cost model's status (AP_ERR_INFEASIBLE with the rule named when the
+ * trainer refuses). */
 ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                             const ap_estimate_opts *opts, int r, int first, int n,
+                             const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
                              ap_stage_cost *out, ap_err *err);
 
 /* ap_estimate_plan as the partitioner calls it: the same arguments and result, plus a check
@@ -50,9 +52,12 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
                              const ap_estimate_opts *opts, ap_stage_table **out, ap_err *err);
 void ap_stage_table_free(ap_stage_table *t);
 
-/* The cost of rank r holding [first, first + n): evaluated on first use, then memoised. The
- * pointer stays valid until ap_stage_table_free. NULL (err set) when the cost model refuses. */
-const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, ap_err *err);
+/* The cost of rank r holding [first, first + n) with rc_layers as in ap_stage_cost_eval (the
+ * memo is keyed by the effective count min(rc_layers, n)): evaluated on first use, then
+ * memoised. The pointer stays valid until ap_stage_table_free. NULL (err set) when the cost
+ * model refuses. */
+const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
+                                        ap_err *err);
 
 /* Number of ap_estimate_plan calls the table made (for benchmarks and tests). */
 long ap_stage_table_evals(const ap_stage_table *t);
