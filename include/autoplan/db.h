@@ -92,7 +92,9 @@ void ap_db_opts_init(ap_db_opts *o);
  * and the file at the path is not modified. Refused with AP_ERR_DB: a file that is not SQLite
  * or is corrupt, a SQLite database of another program, a schema version newer than
  * AP_DB_SCHEMA_VERSION, a missing directory (for an explicit path), an unwritable directory or
- * a read-only file (when readonly = 0). A read-only open of a path with no file: AP_ERR_IO. */
+ * a read-only file (when readonly = 0). A read-only open of a path with no file: AP_ERR_IO; in
+ * a directory it cannot write (where no -shm can be made) it opens the file as immutable. A
+ * read-only open of a database with an older schema is refused (a writing open migrates it). */
 ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err);
 
 /* ap_db_open_opts with defaults; path NULL = the default path. */
@@ -125,7 +127,10 @@ const char *ap_db_schema_sql(void);
 /* ---- transactions -------------------------------------------------------------------------
  * Every write function below is atomic by itself. To make several writes one unit (importing a
  * file, a profiling sweep), bracket them: ap_db_begin (BEGIN IMMEDIATE), the writes (each then
- * runs in a SAVEPOINT), ap_db_commit or ap_db_rollback. No nesting of ap_db_begin. */
+ * runs in a SAVEPOINT: a failed one undoes only itself), ap_db_commit or ap_db_rollback. No
+ * nesting of ap_db_begin. If SQLite rolled the whole transaction back after an error (it may on
+ * a full disk or an I/O error), every later write and ap_db_commit fail: nothing of it is
+ * stored. After ap_db_commit (whatever it returns) the handle is out of the transaction. */
 ap_status ap_db_begin(ap_db *db, ap_err *err);
 ap_status ap_db_commit(ap_db *db, ap_err *err);
 void ap_db_rollback(ap_db *db);
@@ -135,7 +140,7 @@ void ap_db_rollback(ap_db *db);
 /* The cache key of a canonical text (all inputs of a search, see the example above): 32
  * lower-case hex digits + NUL into out. Two independent 64-bit FNV-1a hashes with a final mix
  * (a 128-bit cache key, not a cryptographic hash). Pure function: same text, same key, on every
- * machine and build. */
+ * machine and build (tests/test_db.c pins golden values). */
 void ap_db_plan_key(const char *canonical_text, char out[AP_DB_KEY_HEX + 1]);
 
 /* Look a key up. Hit: *json_out = the stored result (caller frees with free()), *search_s =
