@@ -644,9 +644,10 @@ ap_status ap_db_import_json(ap_db *db, const char *text, size_t len, const char 
     memset(&s, 0, sizeof s);
     ap_status st = validate(root, where, &s, err);
     int64_t runs_before = 0, runs_after = 0;
-    if (st == AP_OK) st = ap_db_count(db, "runs", &runs_before, err);
     if (st == AP_OK) st = ap_db_begin(db, err);
     if (st == AP_OK) {
+        /* counted inside the write lock, so other writers cannot skew runs_new */
+        st = ap_db_count(db, "runs", &runs_before, err);
         for (size_t i = 0; st == AP_OK && i < s.nplans; i++) {
             int added = 0;
             st = ap_db_plan_import(db, &s.plans[i].info, s.plans[i].json, &added, err);
