@@ -455,9 +455,11 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
             transient += one;
         }
         if (last) {
-            /* logits and their gradient, one micro-batch: s*b*V/t, fp32 when the loss is */
-            double lb = x.tr->loss_fp32 ? 4.0 : 2.0;
-            transient += 2.0 * lb * T * V / t;
+            /* the loss of one micro-batch: the trainer's bytes per logit element s*b*V/t (its
+             * table entry); the loss backward finishes before the last layer is rebuilt, so
+             * the two working sets are not live together (docs/simulator.md) */
+            double loss = x.tr->loss_bytes_per_logit * T * V / t;
+            if (loss > transient) transient = loss;
         }
         sm->activations_bytes = act + transient;
         {
@@ -514,7 +516,8 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         double ep_f = fm * moe.ep_s;
         if (last) {
             double head_f = gemm_s(&x, T, V / t, h);
-            double loss_bytes = T * V / t * (2.0 + (x.tr->loss_fp32 ? 8.0 : 4.0));
+            /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
+            double loss_bytes = T * V / t * (2.0 + x.tr->loss_bytes_per_logit);
             fwd_c += head_f + loss_bytes / x.hbm;
             bwd_c += 2.0 * head_f + loss_bytes / x.hbm;
             if (p->tp > 1) tp_f += allreduce_s(&x, 3.0 * T * 4.0, p->tp, in_domain(&x, p->tp, 1));

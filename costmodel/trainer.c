@@ -55,6 +55,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_per_mb_zero_mask = 0,
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .loss_bytes_per_logit = 6,
         .dp_shard_required_with_tp = 0,
     },
     [AP_TRAINER_DEEPSPEED] = {
@@ -84,6 +85,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
     },
     [AP_TRAINER_FSDP] = {
@@ -106,6 +108,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 0,
+        .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
     },
     [AP_TRAINER_TORCHTITAN] = {
@@ -129,6 +132,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 1,
     },
     [AP_TRAINER_COLOSSALAI] = {
@@ -153,6 +157,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
     },
 };

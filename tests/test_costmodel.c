@@ -280,12 +280,20 @@ static void test_pipeline_memory(void) {
     p.vp = 3;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
     CHECK_NEAR(e.stages[0].layer_activations_bytes, 8 * 12 * per_layer * (1 + 7.0 / 24.0), 1e-9);
-    /* the last stage adds fp32 logits and their gradient: 2 x 4 x s*b*V/t bytes */
+    /* the last stage adds the loss of one micro-batch: Megatron's in-place vocab-parallel
+     * cross entropy, bf16 logits + their fp32 copy = 6 bytes per logit element s*b*V/t */
     p.vp = 1;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
-    double logits = 2.0 * 4.0 * 2048.0 * 51200.0 / 8.0;
+    double logits = 6.0 * 2048.0 * 51200.0 / 8.0;
     CHECK_NEAR(e.stages[7].activations_bytes - e.stages[7].layer_activations_bytes,
                logits + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
+    /* torch-based trainers: F.cross_entropy(logits.float()) holds 12 bytes per logit */
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    p.zero = 2;
+    p.overlap_grad = p.overlap_param = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    CHECK_NEAR(e.stages[7].activations_bytes - e.stages[7].layer_activations_bytes,
+               12.0 * 2048.0 * 51200.0 / 8.0 + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
 }
 
 static void test_refusals(void) {

@@ -113,6 +113,11 @@ typedef struct ap_trainer_caps {
     int overlap_grad;            /* gradient reduction can overlap backward */
     int overlap_param;           /* parameter all-gather can overlap forward */
     int loss_fp32;               /* logits upcast to fp32 for the loss */
+    double loss_bytes_per_logit; /* peak bytes per logit element (s*b*V/t) at the loss:
+                                    Megatron's vocab-parallel cross entropy works in place on the
+                                    fp32 copy (2 bf16 + 4 fp32 = 6); torch F.cross_entropy on
+                                    logits.float() keeps fp32 log-probs and builds the nll and
+                                    log_softmax gradients (12) */
     int tied_embedding_dup;      /* tied embeddings duplicated on first and last stage */
 } ap_trainer_caps;
 
