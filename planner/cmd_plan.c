@@ -301,7 +301,10 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
         char *js = NULL;
         double ss = 0;
         ap_err e2;
-        if (ap_db_plan_get(pc->db, key, &js, &ss, &e2) == AP_OK && js) {
+        ap_status gs = ap_db_plan_get(pc->db, key, &js, &ss, &e2);
+        if (gs != AP_OK)
+            fprintf(stderr, "autoplan: warning: plan cache lookup failed, searching: %s\n", e2.msg);
+        if (gs == AP_OK && js) {
             ap_json *j = ap_json_parse(js, strlen(js), "plan cache", &e2);
             free(js);
             if (j) {
@@ -351,8 +354,9 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
         snprintf(summary, sizeof summary, "%s on %d x %s, %s, gbs %lld", pc->ctx.model.name,
                  c->gpus, c->gpu.name, ap_trainer_name(pc->so.fixed.trainer), (long long)pc->so.gbs);
         ap_err e2;
-        if (js && ap_db_plan_put(pc->db, key, summary, js, jnum(out, "search", "search_s"), &e2) != AP_OK)
-            ap_log(AP_LOG_WARN, "plan cache not updated: %s", e2.msg);
+        if (js && !ap_db_is_readonly(pc->db) &&
+            ap_db_plan_put(pc->db, key, summary, js, jnum(out, "search", "search_s"), &e2) != AP_OK)
+            fprintf(stderr, "autoplan: warning: plan cache not updated: %s\n", e2.msg);
         free(js);
     }
     return out;
@@ -554,12 +558,21 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
                 "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)cp->seq,
                 (double)so->gbs * (double)cp->seq / 1e6, gbs_note);
     if (!ap_flags_isset(fl, "no-cache")) {
-        ap_err e2;
-        if (ap_db_open(ap_flags_value(fl, "db"), 0, &pc->db, &e2) != AP_OK) {
-            if (ap_flags_isset(fl, "db"))
-                return ap_err_set(err, AP_ERR_INPUT, "--db: %s", e2.msg);
-            ap_log(AP_LOG_WARN, "plan cache unavailable, planning without it: %s", e2.msg);
+        /* the cache is an optimisation: an unusable database (corrupt, newer, read-only, full,
+         * unwritable directory) is a warning naming the path, and planning goes on; a
+         * read-only one still answers hits */
+        ap_err e2, e3;
+        const char *dbp = ap_flags_value(fl, "db");
+        if (ap_db_open(dbp, 0, &pc->db, &e2) != AP_OK) {
             pc->db = NULL;
+            if (ap_db_open(dbp, 1, &pc->db, &e3) == AP_OK) {
+                fprintf(stderr, "autoplan: warning: plan cache is read-only, results are not "
+                        "stored: %s\n", e2.msg);
+            } else {
+                pc->db = NULL;
+                fprintf(stderr, "autoplan: warning: plan cache unavailable, planning without it: "
+                        "%s\n", e2.msg);
+            }
         }
     }
     return AP_OK;

@@ -282,6 +282,20 @@ static void test_cache(void) {
     CHECK_INT(tl_run(args, &out, &er), 0);
     CHECK(out && !strstr(out, "answered from the cache"));
     free(out); free(er);
+    /* a corrupt database at --db: a warning naming the path, planning goes on, the file is
+     * left byte for byte as it was */
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/corrupt.db", dir);
+    CHECK(tl_write(bad, "this is not an SQLite database\n") == 0);
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --db '%s'", model, bad);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(er, "warning");
+    CHECK_CONTAINS(er, bad);
+    CHECK_CONTAINS(out, " 1  tp");
+    char *after = tl_read(bad);
+    CHECK(after && strcmp(after, "this is not an SQLite database\n") == 0);
+    free(after);
+    free(out); free(er);
     /* --no-cache neither reads nor writes */
     snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --db '%s' --no-cache", model, db);
     CHECK_INT(tl_run(args, &out, &er), 0);
