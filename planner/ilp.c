@@ -14,7 +14,9 @@
  * is exact for any cost, not a linearisation. The max is taken per rank over the sum of that
  * rank's y_s t_s (one s is chosen per rank), a tighter LP relaxation than one row per stage.
  * With a known achievable T (the DP's) the stages with m t_s > T are dropped: they cannot be
- * in a better split (T >= sum + (m - 1) max >= m t_s).
+ * in a better split (T >= sum + (m - 1) max >= m t_s). Many splits share the optimal T; a second
+ * solve on the same problem minimises the peak stage memory P subject to T <= T* (lexicographic
+ * objective), within what is left of the time limit.
  *
  * GLPK hygiene (GLPK 5.0 reference manual, Sec. 6.1 "glp_error_hook", Sec. 2.8 "glp_intopt"):
  * an error hook longjmps out of GLPK and the environment is freed (the problem object is never
@@ -66,6 +68,7 @@ static int on_glpk_term(void *info, const char *s) {
 typedef struct {
     int r, a, n, rc; /* rank, first layer, layers, recomputed layers (-1: the plan's) */
     double t_s;
+    double mem_bytes;
 } stage_var;
 
 /* what the solve allocates; freed on every path, including after a longjmp */
@@ -73,6 +76,8 @@ typedef struct {
     stage_var *vars;
     int *ia, *ja;
     double *ar;
+    int *ind;      /* one row for glp_set_mat_row (1-based) */
+    double *val;
 } ilp_mem;
 
 static void ilp_mem_free(ilp_mem *mm) {
@@ -80,6 +85,29 @@ static void ilp_mem_free(ilp_mem *mm) {
     free(mm->ia);
     free(mm->ja);
     free(mm->ar);
+    free(mm->ind);
+    free(mm->val);
+}
+
+/* the split of the current MIP solution; returns the layers it covers */
+static int read_split(glp_prob *lp, const ilp_mem *mm, int nv, int64_t m,
+                      ap_partition_result *out) {
+    int j = 0;
+    double sum = 0, mx = 0;
+    for (int v = 0; v < nv; v++) {
+        if (glp_mip_col_val(lp, v + 1) < 0.5) continue;
+        const stage_var *s = &mm->vars[v];
+        out->stage_layers[s->r] = s->n;
+        out->stage_recompute[s->r] = s->rc;
+        out->stage_s[s->r] = s->t_s;
+        out->stage_device_bytes[s->r] = s->mem_bytes;
+        sum += s->t_s;
+        if (s->t_s > mx) mx = s->t_s;
+        j += s->n;
+    }
+    out->max_stage_s = mx;
+    out->pipe_s = sum + (double)(m - 1) * mx;
+    return j;
 }
 
 /* row of flow node (r, j), r >= 1, 0 <= j <= L: rows are [start] [nodes of r = 1..p-1]
@@ -89,6 +117,7 @@ static int node_row(int L, int r, int j) { return 2 + (r - 1) * (L + 1) + j; }
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            const ap_partition_opts *o, double upper_s, ap_partition_result *out,
                            ap_err *err) {
+    const double t0 = ap_now_s();
     const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
     memset(out, 0, sizeof *out);
     if (p < 1 || p > AP_MAX_STAGES || L < p * lo)
@@ -119,7 +148,7 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
                     double t = sc->fwd_s + sc->bwd_s;
                     if (!sc->fits) continue;
                     if (upper_s > 0 && (double)m * t > upper_s * (1.0 + 1e-9)) continue;
-                    mm.vars[nv++] = (stage_var){r, a, n, rc, t};
+                    mm.vars[nv++] = (stage_var){r, a, n, rc, t, sc->device_bytes};
                 }
         }
     if (nv == 0) {
@@ -132,7 +161,9 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
     mm.ia = malloc(nz * sizeof *mm.ia);
     mm.ja = malloc(nz * sizeof *mm.ja);
     mm.ar = malloc(nz * sizeof *mm.ar);
-    if (!mm.ia || !mm.ja || !mm.ar) {
+    mm.ind = malloc(((size_t)nv + 3) * sizeof *mm.ind);
+    mm.val = malloc(((size_t)nv + 3) * sizeof *mm.val);
+    if (!mm.ia || !mm.ja || !mm.ar || !mm.ind || !mm.val) {
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     }
@@ -211,26 +242,13 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
 
     ap_status st = AP_OK;
     if (status == GLP_OPT || status == GLP_FEAS) {
-        int j = 0;
-        double sum = 0, mx = 0;
-        for (int v = 0; v < nv; v++) {
-            if (glp_mip_col_val(lp, v + 1) < 0.5) continue;
-            const stage_var *s = &mm.vars[v];
-            out->stage_layers[s->r] = s->n;
-            out->stage_recompute[s->r] = s->rc;
-            out->stage_s[s->r] = s->t_s;
-            sum += s->t_s;
-            if (s->t_s > mx) mx = s->t_s;
-            j += s->n;
-        }
+        int j = read_split(lp, &mm, nv, m, out);
         if (j != L) {
             st = ap_err_set(err, AP_ERR_SOLVER, "GLPK returned a split of %d layers, not %d", j,
                             L);
         } else {
             out->pp = p;
             out->micro_batches = m;
-            out->max_stage_s = mx;
-            out->pipe_s = sum + (double)(m - 1) * mx;
             out->fits = 1;
             out->solver = AP_SOLVER_ILP;
             /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
@@ -239,6 +257,55 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
             snprintf(out->note, sizeof out->note, "ILP: %d binaries, %s%s", nv,
                      out->optimal ? "optimal" : "feasible, not proven optimal",
                      ret == GLP_ETMLIM ? " (time limit)" : "");
+            double left_s = lim_s - (ap_now_s() - t0);
+            if (out->optimal && left_s > 0.001) {
+                /* second phase: many splits share the optimal T; among them the least peak
+                 * memory (P >= memory of each rank's stage, T <= T*). Kept only when its
+                 * exact T is no worse (GLPK's row tolerance could let it slip) than T* up to
+                 * the rounding of summing stage times in another order (1e-12 relative). */
+                double T1 = out->pipe_s;
+                int colP = glp_add_cols(lp, 1);
+                glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
+                for (int v = 1; v <= colM; v++) glp_set_obj_coef(lp, v, 0.0);
+                glp_set_obj_coef(lp, colP, 1.0 / 1073741824.0); /* GiB: a well-scaled objective */
+                int row = glp_add_rows(lp, p + 1);
+                for (int r = 0; r < p; r++) {
+                    int n = 0;
+                    for (int v = 0; v < nv; v++)
+                        if (mm.vars[v].r == r) {
+                            n++;
+                            mm.ind[n] = v + 1;
+                            mm.val[n] = -mm.vars[v].mem_bytes / 1073741824.0;
+                        }
+                    n++;
+                    mm.ind[n] = colP;
+                    mm.val[n] = 1.0 / 1073741824.0;
+                    glp_set_mat_row(lp, row + r, n, mm.ind, mm.val);
+                    glp_set_row_bnds(lp, row + r, GLP_LO, 0.0, 0.0);
+                }
+                for (int v = 0; v < nv; v++) {
+                    mm.ind[v + 1] = v + 1;
+                    mm.val[v + 1] = mm.vars[v].t_s;
+                }
+                mm.ind[nv + 1] = colM;
+                mm.val[nv + 1] = (double)(m - 1);
+                glp_set_mat_row(lp, row + p, nv + 1, mm.ind, mm.val);
+                glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, T1);
+                parm.tm_lim = (int)(left_s * 1000.0);
+                int ret2 = glp_intopt(lp, &parm);
+                int status2 = glp_mip_status(lp);
+                ap_partition_result o2 = *out;
+                if ((status2 == GLP_OPT || status2 == GLP_FEAS) &&
+                    read_split(lp, &mm, nv, m, &o2) == L && o2.pipe_s <= T1 * (1 + 1e-12)) {
+                    *out = o2;
+                    if (status2 != GLP_OPT || ret2 != 0)
+                        snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least "
+                                 "peak among equal times not proven (time limit)", nv);
+                } else {
+                    ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)",
+                           ret2, status2);
+                }
+            }
         }
     } else if (ret == GLP_ETMLIM) {
         st = ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its %.3g s time limit without an "

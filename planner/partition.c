@@ -321,11 +321,12 @@ static int dp_solve(dp_ctx *d, int *best) {
             }
         }
         /* ties: many splits share the optimal T (the sum of stage times barely depends on the
-         * split); among those with the same max, prefer the least peak memory */
+         * split); among those with the same max, prefer the least peak memory. "Same T" up to
+         * the rounding of summing the same stage times in another order (1e-12 relative). */
         double mx;
         split_T(d, best, &mx);
         if (dp_min_peak(d, 1, mx, tmp) < split_peak(d, best) &&
-            split_T(d, tmp, NULL) <= best_T)
+            split_T(d, tmp, NULL) <= best_T * (1 + 1e-12))
             memcpy(best, tmp, sizeof(int) * (size_t)d->p);
     }
     free(tmp);

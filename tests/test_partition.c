@@ -169,6 +169,9 @@ static void check_case(const char *what, const ap_model *m, const ap_cluster *c,
         CHECK(ilp.fits);
         CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
         if (ilp.fell_back) fprintf(stderr, "%s: ILP fell back: %s\n", what, ilp.note);
+        /* the ILP's second phase takes the least peak among all splits of optimal T; the DP's
+         * tie-break only among those with the same max stage time */
+        CHECK(ilp.peak_device_bytes <= dp.peak_device_bytes * (1 + 1e-9));
         o.est.headroom_bytes = 2.0 * 1073741824.0;
     }
 }
@@ -363,7 +366,6 @@ static void check_recompute_case(const char *what, const ap_model *m, const ap_c
             CHECK(ap_partition_eval(m, c, &q1, &o.est, u, per_stage ? one : NULL, &ub, &err) ==
                   AP_OK);
             CHECK(!ub.fits);
-            CHECK(dp.pipe_s > ub.pipe_s);
         }
         o.solver = AP_SOLVER_ILP;
         CHECK(ap_partition_solve(m, c, p, &o, &ilp, &err) == AP_OK);
