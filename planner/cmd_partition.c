@@ -2,7 +2,8 @@
  * cmd_partition.c - `autoplan partition`: the optimal split of layers onto the pipeline stages
  * of one plan (partition.h), printed next to the baseline (the uniform split, or the split
  * given with --stage-layers): per-stage layers, time per micro-batch and device memory, the
- * pipeline time T the partitioner minimises and the cost model's whole step time of each.
+ * pipeline time T the partitioner minimises and the cost model's whole step time of each, and
+ * the best split Megatron's first/last-stage layer flags can express.
  */
 #include "autoplan/cli.h"
 #include "autoplan/partition.h"
@@ -115,19 +116,42 @@ int ap_cmd_partition(int argc, char **argv) {
                ap_fmt_seconds(opt.stage_s[r], b3, sizeof b3),
                ap_fmt_bytes(opt.stage_device_bytes[r], b4, sizeof b4));
     }
-    if (bst == AP_OK) {
-        printf("\npipeline T   %-12s %-12s (%+.1f%%)\n", ap_fmt_seconds(ub.pipe_s, b1, sizeof b1),
-               ap_fmt_seconds(opt.pipe_s, b2, sizeof b2), 100.0 * (opt.pipe_s / ub.pipe_s - 1.0));
-        printf("step time    %-12s %-12s (%+.1f%%)\n", ap_fmt_seconds(ub.step_s, b1, sizeof b1),
-               ap_fmt_seconds(opt.step_s, b2, sizeof b2), 100.0 * (opt.step_s / ub.step_s - 1.0));
-        printf("peak memory  %-12s %-12s\n", ap_fmt_bytes(ub.peak_device_bytes, b1, sizeof b1),
-               ap_fmt_bytes(opt.peak_device_bytes, b2, sizeof b2));
-        printf("fits         %-12s %-12s\n", ub.fits ? "yes" : "NO", opt.fits ? "yes" : "NO");
-    } else {
-        printf("\n%s split: %s\n", base_name, berr.msg);
-        printf("pipeline T   %s\nstep time    %s\npeak memory  %s\nfits         %s\n",
-               ap_fmt_seconds(opt.pipe_s, b1, sizeof b1), ap_fmt_seconds(opt.step_s, b2, sizeof b2),
-               ap_fmt_bytes(opt.peak_device_bytes, b3, sizeof b3), opt.fits ? "yes" : "NO");
+    /* summary: the baseline, the best split moving only the first and last stage (Megatron's
+     * --decoder-first/last-pipeline-num-layers) under the plan's recompute, and the optimum */
+    static ap_partition_result flr;
+    ap_partition_opts ofl = o;
+    ofl.first_last_only = 1;
+    ofl.choose_recompute = 0;
+    ofl.solver = AP_SOLVER_DP;
+    ap_err ferr = {{0}};
+    ap_status fst = ap_partition_solve(m, &ctx.cluster, &base, &ofl, &flr, &ferr);
+    const ap_partition_result *col[3] = {bst == AP_OK ? &ub : NULL, fst == AP_OK ? &flr : NULL,
+                                         &opt};
+    printf("\n             %-12s %-12s %-12s\n", base_name, "first/last", "optimal");
+    const char *rows[4] = {"pipeline T", "step time", "peak memory", "fits"};
+    for (int i = 0; i < 4; i++) {
+        printf("%-12s", rows[i]);
+        for (int k = 0; k < 3; k++) {
+            const ap_partition_result *r = col[k];
+            char v[32] = "-";
+            if (r && i == 0) ap_fmt_seconds(r->pipe_s, v, sizeof v);
+            if (r && i == 1) ap_fmt_seconds(r->step_s, v, sizeof v);
+            if (r && i == 2) ap_fmt_bytes(r->peak_device_bytes, v, sizeof v);
+            if (r && i == 3) snprintf(v, sizeof v, "%s", r->fits ? "yes" : "NO");
+            printf(" %-12s", v);
+        }
+        if (col[0] && i < 2) {
+            double a = i == 0 ? col[0]->pipe_s : col[0]->step_s;
+            double b = i == 0 ? opt.pipe_s : opt.step_s;
+            printf(" (%+.1f%% vs %s)", 100.0 * (b / a - 1.0), base_name);
+        }
+        printf("\n");
+    }
+    if (bst != AP_OK) printf("%s split: %s\n", base_name, berr.msg);
+    if (fst == AP_OK) {
+        printf("%-13s", "first/last");
+        for (int r = 0; r < flr.pp; r++) printf("%s%d", r ? "," : "", flr.stage_layers[r]);
+        printf("\n");
     }
     printf("\n");
     print_split("--stage-layers", &opt);

@@ -338,14 +338,15 @@ static int dp_solve(dp_ctx *d, int *best) {
 
 /* Enumerate the splits a restricted trainer can express; keep the best fitting (least T) or,
  * when none fits, the least peak. */
-static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, const int *uniform,
+static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, int first_last,
+                                  const int *uniform,
                                   int *best, int *fits, char *note, size_t note_n) {
     int have_fit = 0;
     double best_T = INFINITY, best_peak = INFINITY;
     int *s = malloc(sizeof(int) * (size_t)d->p);
     if (!s) return AP_ERR_NOMEM;
     /* candidates: uniform, or (first f, middle k each, last l) */
-    int kmax = tr->uneven_first_last_only && d->p >= 3 ? d->L : 0;
+    int kmax = first_last && d->p >= 3 ? d->L : 0;
     for (int k = 0; k <= kmax; k++) {
         int fmax_ = kmax ? d->L : 0;
         for (int f = 0; f <= fmax_; f++) {
@@ -423,7 +424,8 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     d.choice = calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
     int *split = so->split;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
-    int restricted = !tr->uneven_stages || (tr->uneven_first_last_only && p->pp >= 3);
+    int first_last = tr->uneven_stages && (tr->uneven_first_last_only || o->first_last_only);
+    int restricted = !tr->uneven_stages || (first_last && p->pp >= 3);
     if (!d.t || !d.mem || !d.ok || !d.rc || !d.f || !d.choice) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
         goto done;
@@ -443,8 +445,8 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     if (restricted) {
         int uniform[AP_MAX_STAGES];
         memcpy(uniform, split, sizeof(int) * (size_t)p->pp);
-        if ((st = restricted_solve(&d, tr, uniform, split, &fits, so->note, sizeof so->note)) !=
-            AP_OK) {
+        if ((st = restricted_solve(&d, tr, first_last, uniform, split, &fits, so->note,
+                                   sizeof so->note)) != AP_OK) {
             st = ap_err_set(err, st, "out of memory enumerating splits");
             goto done;
         }

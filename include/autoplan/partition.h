@@ -41,6 +41,9 @@ typedef struct ap_partition_opts {
     int min_layers;          /* layers per stage at least; default 1 */
     ap_solver solver;        /* default AUTO (= DP for this partition-only problem) */
     double ilp_time_limit_s; /* GLPK tm_lim; default 10 s */
+    int first_last_only;     /* 1: only the first and last stage may differ from the others
+                                (Megatron's --decoder-first/last-pipeline-num-layers; the
+                                baseline of issue 8); default 0 */
     int choose_recompute;    /* 1: also choose recomputed layers per stage (see above); the
                                 plan must have recompute FULL; default 0 */
     int ilp_fault;           /* test hook: 1 = make GLPK raise an error while the model is built
