@@ -115,8 +115,8 @@ static int read_split(glp_prob *lp, const ilp_mem *mm, int nv, int64_t m,
 static int node_row(int L, int r, int j) { return 2 + (r - 1) * (L + 1) + j; }
 
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
-                           const ap_partition_opts *o, double upper_s, ap_partition_result *out,
-                           ap_err *err) {
+                           int fixed_rc, const ap_partition_opts *o, double upper_s,
+                           ap_partition_result *out, ap_err *err) {
     const double t0 = ap_now_s();
     const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
     memset(out, 0, sizeof *out);
@@ -140,7 +140,8 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
             int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
             for (int n = n0; n <= n1; n++)
                 for (int rc = per_stage_rc ? 1 : -1; rc <= (per_stage_rc ? n : -1); rc++) {
-                    const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, rc, err);
+                    int rc_eff = per_stage_rc ? rc : (fixed_rc > 0 ? fixed_rc : -1);
+                    const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, rc_eff, err);
                     if (!sc) {
                         ilp_mem_free(&mm);
                         return AP_ERR_INFEASIBLE;

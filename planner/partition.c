@@ -127,6 +127,9 @@ typedef struct {
     unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: illegal */
     int *rc;               /* recomputed layers chosen for the range (-1: the plan's) */
     int per_stage_rc;      /* choose rc per range */
+    int ignore_mem;        /* treat every legal range as fitting (a lower bound on T) */
+    int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
+                              recompute_layers, read from the shared per-stage memo) */
     double *f;             /* (p+1) x (L+1) */
     int *choice;           /* (p+1) x (L+1): n of the last stage */
 } dp_ctx;
@@ -150,14 +153,26 @@ static ap_status fill_seg(dp_ctx *d, ap_stage_table *tab, int r, int a, int n, a
     const ap_stage_cost *sc = NULL;
     int rc = -1;
     if (d->per_stage_rc) {
-        for (rc = 1; rc <= n; rc++) {
+        /* memory falls as the count grows (estimate.c: fewer layers keep their activations),
+         * so the least count that fits is found by bisection; none fits if n does not */
+        sc = ap_stage_table_get(tab, r, a, n, n, err);
+        if (!sc) return AP_ERR_INFEASIBLE;
+        rc = n;
+        if (sc->fits) {
+            int lo = 1, hi = n;
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                const ap_stage_cost *x = ap_stage_table_get(tab, r, a, n, mid, err);
+                if (!x) return AP_ERR_INFEASIBLE;
+                if (x->fits) hi = mid;
+                else lo = mid + 1;
+            }
+            rc = lo;
             sc = ap_stage_table_get(tab, r, a, n, rc, err);
             if (!sc) return AP_ERR_INFEASIBLE;
-            if (sc->fits) break;
         }
-        if (rc > n) rc = n;
     } else {
-        sc = ap_stage_table_get(tab, r, a, n, -1, err);
+        sc = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, err);
         if (!sc) return AP_ERR_INFEASIBLE;
     }
     d->t[k] = sc->fwd_s + sc->bwd_s;
@@ -177,6 +192,11 @@ static ap_status fill_table(dp_ctx *d, ap_stage_table *tab, ap_err *err) {
     return AP_OK;
 }
 
+/* a range the DP may use: legal and fitting (or any legal one when memory is ignored) */
+static int usable(const dp_ctx *d, size_t k) {
+    return d->ok[k] == 1 || (d->ok[k] && d->ignore_mem);
+}
+
 /* least sum with every stage <= bound (and fitting); writes the split; returns its sum or
  * INFINITY */
 static double dp_min_sum(dp_ctx *d, double bound, int *split) {
@@ -191,7 +211,7 @@ static double dp_min_sum(dp_ctx *d, double bound, int *split) {
             if (fr[a] == INFINITY) continue;
             for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
                 size_t k = seg(d, r, a, n);
-                if (d->ok[k] != 1 || d->t[k] > bound) continue;
+                if (!usable(d, k) || d->t[k] > bound) continue;
                 double v = fr[a] + d->t[k];
                 if (v < fn[a + n]) {
                     fn[a + n] = v;
@@ -279,7 +299,7 @@ static int dp_solve(dp_ctx *d, int *best) {
     for (int r = 0; r < d->p; r++)
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
             for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
-                if (d->ok[seg(d, r, a, n)] == 1) ncand++;
+                if (usable(d, seg(d, r, a, n))) ncand++;
     double *cand = malloc(sizeof(double) * (ncand ? ncand : 1));
     if (!tmp || !cand) {
         free(tmp);
@@ -290,7 +310,7 @@ static int dp_solve(dp_ctx *d, int *best) {
     for (int r = 0; r < d->p; r++)
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
             for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
-                if (d->ok[seg(d, r, a, n)] == 1) cand[k++] = d->t[seg(d, r, a, n)];
+                if (usable(d, seg(d, r, a, n))) cand[k++] = d->t[seg(d, r, a, n)];
     qsort(cand, ncand, sizeof *cand, cmp_double);
     size_t u = 0;
     for (size_t i = 0; i < ncand; i++)
@@ -396,19 +416,21 @@ typedef struct {
     int fits, optimal, restricted, fell_back;
     ap_solver solver;
     double T, peak;   /* from the table */
+    double T_nomem;   /* least T with memory ignored (want_bound only) */
     long evals;
     char note[256];
 } solve_out;
 
+/* tab: the stage table of plan p (shared by the calls of one ap_partition_solve); fixed_rc as
+ * in dp_ctx; use_ilp: run the ILP when the options ask for it */
 static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                            const ap_partition_opts *o, int per_stage_rc, solve_out *so,
+                            const ap_partition_opts *o, ap_stage_table *tab, int per_stage_rc,
+                            int fixed_rc, int use_ilp, int want_bound, solve_out *so,
                             ap_err *err) {
     const int L = (int)m->layers;
     size_t cells = (size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1);
     memset(so, 0, sizeof *so);
-    ap_stage_table *tab = NULL;
-    ap_status st = ap_stage_table_new(m, c, p, &o->est, &tab, err);
-    if (st != AP_OK) return st;
+    ap_status st = AP_OK;
     dp_ctx d;
     memset(&d, 0, sizeof d);
     d.L = L;
@@ -416,6 +438,7 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     d.lo = o->min_layers > 0 ? o->min_layers : 1;
     d.m = micro_batches(p, c);
     d.per_stage_rc = per_stage_rc;
+    d.fixed_rc = fixed_rc;
     d.t = malloc(cells * sizeof *d.t);
     d.mem = malloc(cells * sizeof *d.mem);
     d.ok = calloc(cells, 1);
@@ -464,11 +487,12 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     so->fits = fits;
     for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d.rc[seg(&d, r, a, split[r])];
 
-    if (o->solver == AP_SOLVER_ILP && !restricted) {
+    if (use_ilp && o->solver == AP_SOLVER_ILP && !restricted) {
         ap_partition_result ir;
         ap_err ierr = {{0}};
         double dp_T = fits ? split_T(&d, split, NULL) : 0;
-        ap_status is = ap_partition_ilp(tab, L, p->pp, d.m, per_stage_rc, o, dp_T, &ir, &ierr);
+        ap_status is =
+            ap_partition_ilp(tab, L, p->pp, d.m, per_stage_rc, fixed_rc, o, dp_T, &ir, &ierr);
         if (is == AP_OK) {
             memcpy(split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
             memcpy(so->rc, ir.stage_recompute, sizeof(int) * (size_t)p->pp);
@@ -484,6 +508,14 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         }
     }
     if (so->solver == AP_SOLVER_DP) so->T = split_T(&d, split, NULL);
+    if (want_bound && !restricted) {
+        int tmp[AP_MAX_STAGES];
+        d.ignore_mem = 1;
+        so->T_nomem = dp_solve(&d, tmp) > 0 ? split_T(&d, tmp, NULL) : INFINITY;
+        d.ignore_mem = 0;
+    } else {
+        so->T_nomem = 0;
+    }
     so->peak = split_peak(&d, split);
     so->evals = ap_stage_table_evals(tab);
     st = AP_OK;
@@ -494,7 +526,6 @@ done:
     free(d.rc);
     free(d.f);
     free(d.choice);
-    ap_stage_table_free(tab);
     return st;
 }
 
@@ -532,19 +563,23 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                     !(tr->recompute_partial_needs_pp && p->pp == 1);
 
     ap_plan q = *p;
+    q.recompute_layers = one_count ? 0 : p->recompute_layers;
+    ap_stage_table *tab = NULL;
+    ap_status st = ap_stage_table_new(m, c, &q, &o->est, &tab, err);
+    if (st != AP_OK) return st;
     solve_out best, cur;
-    ap_status st;
-    long evals = 0;
     if (!one_count) {
-        if ((st = solve_once(m, c, &q, o, per_stage_rc, &best, err)) != AP_OK) return st;
-        evals = best.evals;
+        st = solve_once(m, c, &q, o, tab, per_stage_rc, -1, 1, 0, &best, err);
     } else {
-        /* Megatron: one count K for all stages; K >= the largest stage recomputes all (0) */
+        /* Megatron: one count K for all stages (K = 0: all layers). A stage of n layers then
+         * recomputes min(K, n), the same entry as a per-stage count, so one table serves every
+         * K. The DP solves each K; the ILP, when asked, solves the best K. Every range's time
+         * grows with K, so the least T with memory ignored grows with K: once a K's answer
+         * reaches that bound, no larger K can do better and the scan stops. */
         int best_k = 0, kmax = L - (p->pp - 1) * lo;
-        for (int k = 0; k <= kmax; k++) {
-            q.recompute_layers = k;
-            if ((st = solve_once(m, c, &q, o, 0, &cur, err)) != AP_OK) return st;
-            evals += cur.evals;
+        for (int k = 0; k <= kmax && st == AP_OK; k++) {
+            st = solve_once(m, c, &q, o, tab, 0, k, 0, k > 0, &cur, err);
+            if (st != AP_OK) break;
             int better = k == 0 || (cur.fits && !best.fits) ||
                          (cur.fits == best.fits &&
                           (cur.fits ? cur.T < best.T : cur.peak < best.peak));
@@ -552,9 +587,15 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                 best = cur;
                 best_k = k;
             }
+            if (k > 0 && best.fits && cur.T_nomem >= best.T * (1 - 1e-12)) break;
         }
+        if (st == AP_OK && o->solver == AP_SOLVER_ILP)
+            st = solve_once(m, c, &q, o, tab, 0, best_k, 1, 0, &best, err);
         q.recompute_layers = best_k;
     }
+    long evals = ap_stage_table_evals(tab);
+    ap_stage_table_free(tab);
+    if (st != AP_OK) return st;
 
     /* the reported figures come from the cost model on the whole plan, not the table */
     ap_partition_result r;

@@ -589,6 +589,34 @@ static void test_bad_input(void) {
     CHECK_INT(r.solver, AP_SOLVER_DP);
 }
 
+/* the ends of the range: one stage holds everything, one layer per stage; both solvers */
+static void test_edges(void) {
+    static ap_model m;
+    static ap_cluster c;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 6;
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_partition_result r;
+    ap_err err = {{0}};
+    for (int s = 0; s < 2; s++) {
+        o.solver = s ? AP_SOLVER_ILP : AP_SOLVER_DP;
+        ap_plan p;
+        ap_cluster_from_gpu(ap_gpu_find("h100"), 1, &c);
+        small_plan(&p, 1, 1, 4);
+        CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+        CHECK_INT(r.pp, 1);
+        CHECK_INT(r.stage_layers[0], 6);
+        CHECK(!r.fell_back);
+        ap_cluster_from_gpu(ap_gpu_find("h100"), 6, &c);
+        small_plan(&p, 6, 1, 4);
+        CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+        for (int i = 0; i < 6; i++) CHECK_INT(r.stage_layers[i], 1);
+        CHECK(!r.fell_back);
+        CHECK(r.optimal);
+    }
+}
+
 /* GLPK failures: an error inside GLPK (through glp_error_hook) and a tiny time limit */
 static void test_solver_faults(void) {
     static ap_model m;
@@ -614,11 +642,11 @@ static void test_solver_faults(void) {
     /* the direct call reports the error */
     ap_stage_table *t = NULL;
     CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
-    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, -1, &o, 0, &r, &err) == AP_ERR_SOLVER);
     CHECK_CONTAINS(err.msg, "GLPK error");
     /* GLPK works again after the failure (its environment was freed, not reused) */
     o.ilp_fault = 0;
-    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, &o, 0, &r, &err) == AP_OK);
+    CHECK(ap_partition_ilp(t, 12, 4, 16, 0, -1, &o, 0, &r, &err) == AP_OK);
     CHECK(r.optimal);
     CHECK_NEAR(r.pipe_s, dp.pipe_s, TOL);
     ap_stage_table_free(t);
@@ -638,7 +666,7 @@ static void test_solver_faults(void) {
     o.ilp_time_limit_s = 0.001;
     CHECK(ap_stage_table_new(&m, &c, &p, &o.est, &t, &err) == AP_OK);
     double t0 = ap_now_s();
-    CHECK(ap_partition_ilp(t, (int)m.layers, 16, 128, 0, &o, 0, &r, &err) == AP_ERR_SOLVER);
+    CHECK(ap_partition_ilp(t, (int)m.layers, 16, 128, 0, -1, &o, 0, &r, &err) == AP_ERR_SOLVER);
     CHECK(ap_now_s() - t0 < 5.0);
     CHECK_CONTAINS(err.msg, "time limit");
     ap_stage_table_free(t);
@@ -704,6 +732,7 @@ int main(int argc, char **argv) {
     test_recompute_choice();
     test_restricted();
     test_bad_input();
+    test_edges();
     test_solver_faults();
     test_cli();
     return tl_finish();

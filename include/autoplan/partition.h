@@ -103,7 +103,8 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
  * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage
- * also picks its recomputed layers (one binary per range and count). `upper_s` > 0 is a known
+ * also picks its recomputed layers (one binary per range and count); fixed_rc > 0 makes every
+ * stage recompute min(fixed_rc, n) layers (Megatron's one count). `upper_s` > 0 is a known
  * achievable T (e.g. the DP's): stages that alone would exceed it are left out of the model (a
  * stage of time t makes T >= m t, so they cannot be in a better split). Fills the split,
  * pipe_s, max_stage_s, fits = 1 and optimal (1 for GLP_OPT, 0 for GLP_FEAS after the time
@@ -111,8 +112,8 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
  * integer solution, or proves that no split fits. Solver output goes to the debug log only.
  * GLPK is not thread-safe: one solve at a time. */
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
-                           const ap_partition_opts *o, double upper_s, ap_partition_result *out,
-                           ap_err *err);
+                           int fixed_rc, const ap_partition_opts *o, double upper_s,
+                           ap_partition_result *out, ap_err *err);
 
 /* `autoplan partition MODEL --gpus N --tp T --pp P ... [--solver dp|ilp|auto]`. */
 int ap_cmd_partition(int argc, char **argv);
