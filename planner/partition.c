@@ -21,7 +21,7 @@
  *
  * Recompute choice (partition.h): per range the least recomputed-layer count that fits is kept
  * (it is best for the sum and the max alike), so the DP above is unchanged; a single count for
- * all stages (Megatron) is an outer loop over the count.
+ * all stages (Megatron) is an outer loop over the count with an exact early stop.
  */
 #include "autoplan/partition.h"
 
