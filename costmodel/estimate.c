@@ -138,7 +138,8 @@ typedef struct {
     double fwd_compute_s; /* GEMMs + attention + elementwise, one micro-batch */
     double bwd_compute_s;
     double attn_fwd_s;    /* attention core forward (selective recompute redoes it) */
-    double tp_s;          /* TP communication, forward (backward the same) */
+    double tp_s;          /* exposed TP communication, forward (backward the same) */
+    double tp_total_s;    /* TP communication before overlap */
     double cp_s;          /* exposed CP ring exchange, forward */
     double ep_s;          /* EP all-to-all, forward */
     double model_flops;   /* forward FLOPs per micro-batch counted for MFU (matmul params) */
@@ -250,7 +251,18 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     double act_bytes = T * h * 2.0;
     /* Megatron TP: two all-reduces per layer forward (attention and MLP outputs); with sp an
      * all-gather + reduce-scatter pair moves the same bytes (Korthikanti 2022 Sec. 4.2.2) */
-    lc->tp_s = 2.0 * allreduce_s(x, act_bytes, p->tp, k_tp);
+    lc->tp_total_s = 2.0 * allreduce_s(x, act_bytes, p->tp, k_tp);
+    lc->tp_s = lc->tp_total_s;
+    if (p->overlap_tp && p->tp > 1) {
+        /* Transformer Engine's userbuffer overlap (Megatron --tp-comm-overlap) and torch's
+         * async TP split each all-gather / reduce-scatter into tp chunks pipelined against the
+         * GEMM that consumes or produces them (Wang et al. 2022, "Overlap communication with
+         * dependent computation via decomposition"): what the layer's GEMMs cannot hide stays
+         * exposed, and the first chunk never hides */
+        double hide = lc->tp_total_s - g;
+        double first = lc->tp_total_s / p->tp;
+        lc->tp_s = hide > first ? hide : first;
+    }
     if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
          * of the previous chunk (Megatron/TE context parallelism) */

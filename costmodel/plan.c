@@ -142,6 +142,12 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap gradient reduction", tn);
     if (p->overlap_param && !t->overlap_param)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap parameter gathering", tn);
+    if (p->overlap_tp && !t->overlap_tp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap tensor-parallel communication",
+                          tn);
+    if (p->overlap_tp && !p->sp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "overlapping tensor-parallel communication needs "
+                          "sequence parallelism");
     if (p->overlap_param && !(t->overlap_param_zero_mask & (1u << p->zero)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no overlapped parameter gather with ZeRO "
                           "stage %d", tn, p->zero);

@@ -8,7 +8,8 @@
  *    (6 + 12/d bytes/param; without it 18 = 2 bf16 weight + 4 fp32 main grad + 4 master + 8
  *    Adam), --recompute-granularity/method/num-layers, --decoder-first/last-pipeline-num-layers
  *    and --pipeline-model-parallel-layout for uneven stages, --optimizer-cpu-offload with
- *    --optimizer-offload-fraction (needs the distributed optimizer), interleaving with
+ *    --optimizer-offload-fraction (needs the distributed optimizer), --tp-comm-overlap
+ *    (Transformer Engine userbuffers, with sequence parallelism), interleaving with
  *    --num-layers-per-virtual-pipeline-stage (microbatches a multiple of pp).
  *  DeepSpeed v0.19: ZeRO 0-3 (2 + 2 + 16 bytes/param, see the entry), pipeline
  *    parallelism only with ZeRO 0/1, offload_param only with stage 3, partial optimizer offload
@@ -19,6 +20,7 @@
  *  torchtitan v0.2.2: FSDP2 + TP (always with sequence parallel) + PP (FSDP with PP is fine) +
  *    CP + EP; no ZeRO-1; with tp > 1 the data-parallel side must be sharded; no fp16;
  *    activation_checkpoint.mode none|selective|full, selective_ac_option op or every N layers;
+ *    parallelism.enable_async_tensor_parallel (async TP, with sequence parallelism);
  *    pipeline_parallel_layers_per_stage.
  *  Colossal-AI v0.5.1: HybridParallelPlugin zero_stage 0-2 (<= 1 with pp), num_model_chunks,
  *    num_layers_per_stage, per-stage checkpoint counts (PipelineGradientCheckpointConfig), no
@@ -54,6 +56,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
         .grad_reduce_per_mb_zero_mask = 0,
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 6,
         .dp_shard_required_with_tp = 0,
@@ -84,6 +87,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
@@ -107,6 +111,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 1,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 0,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
@@ -131,6 +136,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 1,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 1,
@@ -156,6 +162,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,

@@ -213,7 +213,8 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "with full recompute: layers per pipeline chunk recomputed (default all)");
     ap_flags_add(fl, "sp", AP_FLAG_BOOL, NULL, "sequence parallelism (with --tp > 1)");
     ap_flags_add(fl, "overlap", AP_FLAG_BOOL, NULL,
-                 "overlap gradient reduction and parameter gathering where the trainer can");
+                 "overlap gradient reduction, parameter gathering and (with --sp) TP communication "
+                 "where the trainer can");
     ap_flags_add(fl, "offload-optimizer", AP_FLAG_VALUE, "F",
                  "fraction in [0,1] of optimizer states and master weights kept in CPU memory");
     ap_flags_add(fl, "offload-params", AP_FLAG_VALUE, "F",
@@ -396,6 +397,7 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
     if (p->zero < 0) p->zero = 0;
     /* --overlap: overlap whatever this trainer can overlap at this ZeRO stage */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+    p->overlap_tp = p->overlap_grad && tc->overlap_tp && p->sp && p->tp > 1;
     p->overlap_grad = p->overlap_grad && tc->overlap_grad;
     p->overlap_param = p->overlap_param && tc->overlap_param &&
                        (tc->overlap_param_zero_mask & (1u << p->zero)) &&

@@ -623,6 +623,7 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     p.sp = ap_json_bool(ap_json_get(pj, "sp"));
     p.overlap_grad = ap_json_bool(ap_json_get(pj, "overlap_grad"));
     p.overlap_param = ap_json_bool(ap_json_get(pj, "overlap_param"));
+    p.overlap_tp = ap_json_bool(ap_json_get(pj, "overlap_tp"));
     p.offload_optimizer = jnum(pj, "offload", "optimizer");
     p.offload_params = jnum(pj, "offload", "params");
     p.dtype = pc->so.fixed.dtype;

@@ -337,6 +337,7 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     if (!k->overlap_grad) q->overlap_grad = 0;
     if (!k->overlap_param || !(k->overlap_param_zero_mask & (1u << q->zero))) q->overlap_param = 0;
     if (k->overlap_param_needs_grad && !q->overlap_grad) q->overlap_param = 0;
+    if (!k->overlap_tp || !q->sp) q->overlap_tp = 0;
     if (q->ep > 1 && !(k->ep_zero_mask & (1u << q->zero))) q->ep = 1;
     if (q->ep > 1 && q->tp > 1 && k->ep_with_tp_needs_sp && k->sp) q->sp = 1;
     if (k->recompute_partial_needs_pp && q->pp == 1) {

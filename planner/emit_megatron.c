@@ -167,6 +167,7 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     if (p->zero == 1) sb_printf(b, "    --use-distributed-optimizer\n");
     if (p->overlap_grad) sb_printf(b, "    --overlap-grad-reduce\n");
     if (p->overlap_param) sb_printf(b, "    --overlap-param-gather\n");
+    if (p->overlap_tp) sb_printf(b, "    --tp-comm-overlap\n");
     if (p->dtype == AP_DTYPE_FP16) sb_printf(b, "    --fp16\n");
     else sb_printf(b, "    --bf16\n");
     if (p->dtype == AP_DTYPE_FP8) sb_printf(b, "    --fp8-format hybrid\n");

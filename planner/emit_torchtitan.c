@@ -105,6 +105,7 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
     if (p->zero >= 2)
         sb_printf(&b, "fsdp_reshard_after_forward = \"%s\"\n", p->zero == 3 ? "always" : "never");
     sb_printf(&b, "tensor_parallel_degree = %d\n", p->tp);
+    if (p->tp > 1) sb_printf(&b, "enable_async_tensor_parallel = %s\n", p->overlap_tp ? "true" : "false");
     sb_printf(&b, "pipeline_parallel_degree = %d\n", p->pp);
     if (p->pp > 1) {
         sb_printf(&b, "pipeline_parallel_schedule = \"%s\"\n",

@@ -41,6 +41,7 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
     st |= ap_json_add_bool(pl, "overlap", p->overlap_grad || p->overlap_param);
     st |= ap_json_add_bool(pl, "overlap_grad", p->overlap_grad);
     st |= ap_json_add_bool(pl, "overlap_param", p->overlap_param);
+    st |= ap_json_add_bool(pl, "overlap_tp", p->overlap_tp);
     NUM(off, "optimizer", p->offload_optimizer);
     NUM(off, "params", p->offload_params);
     st |= ap_json_add(pl, "offload", off);

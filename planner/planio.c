@@ -191,6 +191,7 @@ static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
     ap_json *ov = sub(b, o, "overlap", ap_json_new_object());
     boo(b, ov, "grad", p->overlap_grad);
     boo(b, ov, "param", p->overlap_param);
+    boo(b, ov, "tp", p->overlap_tp);
     ap_json *off = sub(b, o, "offload", ap_json_new_object());
     num(b, off, "optimizer", p->offload_optimizer);
     num(b, off, "params", p->offload_params);
@@ -521,6 +522,7 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
     snprintf(w2, sizeof w2, "%s.overlap", where);
     TRY(ap_json_get_bool(ov, "grad", &p->overlap_grad, NULL, w2, err));
     TRY(ap_json_get_bool(ov, "param", &p->overlap_param, NULL, w2, err));
+    TRY(ap_json_get_bool(ov, "tp", &p->overlap_tp, NULL, w2, err));
     TRY(get_obj(o, "offload", where, &off, err));
     snprintf(w2, sizeof w2, "%s.offload", where);
     TRY(ap_json_get_real(off, "optimizer", 0, 1, &p->offload_optimizer, NULL, w2, err));

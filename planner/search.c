@@ -233,6 +233,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                     p.overlap_grad = tr->overlap_grad && !o->no_overlap;
                                     p.overlap_param = tr->overlap_param && !o->no_overlap &&
                                                       (tr->overlap_param_zero_mask & (1u << z));
+                                    p.overlap_tp = p.sp && tr->overlap_tp && !o->no_overlap;
                                     p.offload_optimizer = offo[io];
                                     p.offload_params = offp[ipp];
                                     /* recompute levels */

@@ -393,6 +393,7 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
             : (v = fv(f, n, "--zero-stage")) ? atoi(v) : 0;
     p->overlap_grad = fv(f, n, "--overlap-grad-reduce") != NULL;
     p->overlap_param = fv(f, n, "--overlap-param-gather") != NULL;
+    p->overlap_tp = fv(f, n, "--tp-comm-overlap") != NULL;
     p->dtype = fv(f, n, "--fp16") ? AP_DTYPE_FP16
              : fv(f, n, "--fp8-format") ? AP_DTYPE_FP8 : AP_DTYPE_BF16;
     if ((v = fv(f, n, "--attention-backend"))) p->flash_attn = !strcmp(v, "flash");
@@ -503,6 +504,7 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK_INT(g.p.recompute_layers, p->recompute_layers);
     CHECK_INT(g.p.overlap_grad, p->overlap_grad);
     CHECK_INT(g.p.overlap_param, p->overlap_param);
+    CHECK_INT(g.p.overlap_tp, p->overlap_tp);
     CHECK_INT(g.p.dtype, p->dtype);
     CHECK_INT(g.p.flash_attn, p->flash_attn);
     CHECK_NEAR(g.p.offload_optimizer + 1, p->offload_optimizer + 1, 1e-9);
@@ -806,6 +808,7 @@ static void check_torchtitan(const char *dir, const ap_model *m, const ap_cluste
     CHECK_INT(rep * shard, p->dp);
     CHECK_INT(jint_or(pa, "expert_parallel_degree", 1), p->ep);
     CHECK_INT(jint_or(pa, "expert_tensor_parallel_degree", 1), p->etp);
+    if (p->tp > 1) CHECK_INT(jint_or(pa, "enable_async_tensor_parallel", 0), p->overlap_tp);
     /* ZeRO: 0 replicate; 2/3 shard with reshard never/always; tp > 1 needs sharding */
     if (p->dp > 1) CHECK_INT(p->zero == 0 ? rep : shard, p->dp);
     if (tp > 1 && p->dp > 1) CHECK(shard == p->dp);

@@ -139,7 +139,9 @@ static void test_brute_force(void) {
                                                 p.recompute_layers = rc == 2 ? rl : 0;
                                                 if (rc != 2 && rl) continue;
                                                 p.sp = sp;
-                                                p.overlap_grad = p.overlap_param = ov;
+                                                p.overlap_grad = ov;
+                                                p.overlap_param = ov && z == 1;
+                                                p.overlap_tp = ov && sp;
                                                 p.offload_optimizer = offs[io];
                                                 if (ap_plan_check(&p, &m, &c, 0, NULL) != AP_OK) continue;
                                                 if (ap_estimate_plan(&m, &c, &p, NULL, &e, NULL) != AP_OK) continue;

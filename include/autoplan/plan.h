@@ -39,6 +39,8 @@ typedef struct ap_plan {
     int sp;                          /* sequence parallel (with tp) */
     int overlap_grad;                /* overlap gradient reduction with backward */
     int overlap_param;               /* overlap parameter all-gather with forward */
+    int overlap_tp;                  /* overlap TP all-gather/reduce-scatter with the GEMMs
+                                        (Megatron --tp-comm-overlap, torchtitan async TP) */
     double offload_optimizer;        /* fraction of optimizer states + master weights on host */
     double offload_params;           /* fraction of parameters on host */
     ap_dtype dtype;                  /* compute dtype: bf16, fp16 or fp8 */
@@ -112,6 +114,7 @@ typedef struct ap_trainer_caps {
     ap_collective grad_collective_sharded; /* collective when gradients are sharded */
     int overlap_grad;            /* gradient reduction can overlap backward */
     int overlap_param;           /* parameter all-gather can overlap forward */
+    int overlap_tp;              /* TP communication can overlap the GEMMs (needs sp) */
     int loss_fp32;               /* logits upcast to fp32 for the loss */
     double loss_bytes_per_logit; /* peak bytes per logit element (s*b*V/t) at the loss:
                                     Megatron's vocab-parallel cross entropy works in place on the
