@@ -36,6 +36,15 @@ static const ap_calib a100 = {
     .mem_bound_eff = 0.7055,
 };
 
+/* Hopper (H100, H200: the same GH100 die and 700 W limit): the A100 fit with one parameter
+ * refitted, the GEMM efficiency, by `autoplan validate --fit` on NVIDIA's published H100
+ * pretraining runs (NeMo 24.09 performance summary, FP8; the "crosscheck" rows of
+ * tests/data/validation.json): 0.58 of the dense peak end to end, against 0.79 on A100 (the
+ * datasheet peak assumes the boost clock, which a power-limited H100 does not hold under
+ * tensor-core load). A bf16 H100 run not used in the fit (NeMo AutoModel, Llama-3-70B FSDP on
+ * 64 GPUs, 18.9 s per step) is predicted within a few percent with it (README). */
+#define HOPPER_GEMM_EFF_MAX 0.5799
+
 /* Other GPUs have no published end-to-end runs here: they take the A100 fit for the
  * dimensionless efficiencies and scale the GEMM size at half efficiency with the peak, since
  * it stands for a fixed per-GEMM latency (2.9 GFLOP at 0.79 x 312 TFLOP/s = 11.8 us): a faster
@@ -50,6 +59,8 @@ void ap_calib_default(const ap_gpu *gpu, ap_calib *out) {
     double peak = gpu->peak_flops[AP_DTYPE_BF16] > 0 ? gpu->peak_flops[AP_DTYPE_BF16]
                                                       : gpu->peak_flops[AP_DTYPE_FP16];
     if (peak > 0) out->gemm_half_flops = a100.gemm_half_flops * peak / 312e12;
+    if (strncmp(gpu->name, "h100", 4) == 0 || strncmp(gpu->name, "h200", 4) == 0)
+        out->gemm_eff_max = HOPPER_GEMM_EFF_MAX;
 }
 
 void ap_estimate_opts_init(ap_estimate_opts *o) {

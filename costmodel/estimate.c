@@ -64,7 +64,7 @@ typedef struct {
 /* Efficiency of a GEMM (M x K) * (K x N): a saturating curve in its FLOPs times the wave
  * quantisation of 128x128 output tiles over the SMs (NVIDIA "Matrix Multiplication Background
  * User's Guide", tile and wave quantization). */
-static double gemm_s(const ctx *x, double M, double N, double K) {
+static double gemm_at(const ctx *x, double peak, double M, double N, double K) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     double flops = 2.0 * M * N * K;
     double eff = x->cal.gemm_eff_max * x->gemm_scale * flops / (flops + x->cal.gemm_half_flops);
@@ -73,7 +73,17 @@ static double gemm_s(const ctx *x, double M, double N, double K) {
         double waves = ceil(tiles / x->sms);
         eff *= tiles / (waves * x->sms);
     }
-    return flops / (x->peak * eff);
+    return flops / (peak * eff);
+}
+
+/* A GEMM of a transformer layer in the plan's dtype. In fp8 (Transformer Engine's recipe) the
+ * 16-bit input is quantised first: read 2 bytes, write 1 byte per element of the M x K input,
+ * a memory-bound pass before every fp8 GEMM (Micikevicius et al. 2022, "FP8 formats for deep
+ * learning"; TE casts activations per GEMM with per-tensor scales). */
+static double gemm_s(const ctx *x, double M, double N, double K) {
+    double t = gemm_at(x, x->peak, M, N, K);
+    if (x->p->dtype == AP_DTYPE_FP8 && t > 0) t += 3.0 * M * K / x->hbm;
+    return t;
 }
 
 /* Bandwidth of a collective group of n ranks of which k sit in one NVLink domain: inside the
@@ -527,7 +537,8 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         double cp_f = fd * dense.cp_s + fm * moe.cp_s;
         double ep_f = fm * moe.ep_s;
         if (last) {
-            double head_f = gemm_s(&x, T, V / t, h);
+            /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
+            double head_f = gemm_at(&x, x.peak16, T, V / t, h);
             /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
             double loss_bytes = T * V / t * (2.0 + x.tr->loss_bytes_per_logit);
             fwd_c += head_f + loss_bytes / x.hbm;

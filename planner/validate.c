@@ -51,13 +51,17 @@ typedef struct {
     int nsources;
 } vset;
 
-static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
+/* Load the array `key` ("rows": scored; "crosscheck": shown with errors, not scored) into vs;
+ * the "shown" capacity rows come with "rows". A missing "crosscheck" array is empty. */
+static ap_status load_rows(const char *path, const char *key, vset *vs, ap_err *err) {
     ap_json *root = ap_json_parse_file(path, err);
     if (!root) return AP_ERR_INPUT;
-    ap_json *rows = ap_json_get(root, "rows");
+    ap_json *rows = ap_json_get(root, key);
     ap_status st = AP_OK;
+    vs->n = vs->nsources = vs->nshown = 0;
+    if (!rows && strcmp(key, "rows") != 0) goto done;
     if (!ap_json_is_array(rows)) {
-        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'rows' must be an array", path);
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array", path, key);
         goto done;
     }
     vs->n = 0;
@@ -71,7 +75,7 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         vrow *v = &vs->rows[vs->n];
         memset(v, 0, sizeof *v);
         char where[4160];
-        snprintf(where, sizeof where, "%s: rows[%d]", path, i);
+        snprintf(where, sizeof where, "%s: %s[%d]", path, key, i);
         if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err))) break;
         if ((st = ap_json_get_str(r, "metric", v->metric, sizeof v->metric, NULL, where, err))) break;
         if ((st = ap_json_get_real(r, "measured", 1e-9, 1e18, &v->measured, NULL, where, err))) break;
@@ -95,6 +99,11 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         size_t nl = strnlen(v->model.name, sizeof v->model_name - 1);
         memcpy(v->model_name, v->model.name, nl);
         v->model_name[nl] = '\0';
+        /* an HF config has no name of its own: the row may give one */
+        int named = 0;
+        if ((st = ap_json_get_str(r, "model_name", v->model_name, sizeof v->model_name, &named,
+                                  where, err)))
+            break;
         /* cluster */
         char gpu[64], net[64];
         int64_t gpus, gpn;
@@ -139,7 +148,11 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         /* Megatron overlaps the parameter gather only with its distributed optimizer */
         p->overlap_grad = ov;
         p->overlap_param = ov && p->zero == 1;
+        p->overlap_tp = ov && sp && p->tp > 1;
         p->seq = v->model.seq_len;
+        int seq_given = 0;
+        if ((st = ap_json_get_int(pj, "seq", 1, 1 << 24, &x, &seq_given, mwhere, err))) break;
+        if (seq_given) p->seq = x;
         p->grad_accum = p->gbs / (p->mbs * p->dp);
         p->trainer = AP_TRAINER_MEGATRON;
         ap_plan_label(p, v->plan_label, sizeof v->plan_label);
@@ -153,7 +166,7 @@ static ap_status load_rows(const char *path, vset *vs, ap_err *err) {
         vs->n++;
     }
     /* shown rows (optional) */
-    ap_json *sh = ap_json_get(root, "shown");
+    ap_json *sh = strcmp(key, "rows") == 0 ? ap_json_get(root, "shown") : NULL;
     vs->nshown = 0;
     for (int i = 0; st == AP_OK && i < ap_json_size(sh) && vs->nshown < 64; i++) {
         ap_json *r = ap_json_at(sh, i);
@@ -327,6 +340,22 @@ static void fit(vset *vs, ap_calib *cal, const char *leave_out) {
     }
 }
 
+/* One-dimensional golden-section search of gemm_eff_max on the time rows of vs. */
+static void fit_gemm_eff(vset *vs, ap_calib *cal) {
+    double lo = 0.40, hi = 0.95;
+    const double g = 0.6180339887498949;
+    for (int it = 0; it < 40; it++) {
+        double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+        cal->gemm_eff_max = a;
+        double fa = objective(vs, cal, NULL);
+        cal->gemm_eff_max = b;
+        double fb = objective(vs, cal, NULL);
+        if (fa < fb) hi = b;
+        else lo = a;
+    }
+    cal->gemm_eff_max = 0.5 * (lo + hi);
+}
+
 static ap_json *errjson(const errstat *e, int with_mem_max) {
     ap_json *o = ap_json_new_object();
     ap_json_add_number(o, "time_mape", e->time_mape);
@@ -375,14 +404,33 @@ int ap_cmd_validate(int argc, char **argv) {
         snprintf(dflt, sizeof dflt, "%s/tests/data/validation.json", AP_SOURCE_DIR);
         path = dflt;
     }
-    if ((st = load_rows(path, &vs, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    if ((st = load_rows(path, "rows", &vs, &err)) != AP_OK) return ap_cli_fail(st, &err);
     if (vs.n == 0) {
         fprintf(stderr, "autoplan: %s: no rows\n", path);
         return 2;
     }
+    static vset cross;
+    if ((st = load_rows(path, "crosscheck", &cross, &err)) != AP_OK) return ap_cli_fail(st, &err);
     ap_calib cal;
     ap_calib_default(&vs.rows[0].cluster.gpu, &cal);
     if (ap_flags_isset(&fl, "fit")) fit(&vs, &cal, NULL);
+    /* cross-check rows run with the calibration of their own GPU; --fit refits only the GEMM
+     * efficiency of that GPU on them (the other seven parameters stay the fit above) */
+    ap_calib ccal;
+    if (cross.n > 0) {
+        ap_calib_default(&cross.rows[0].cluster.gpu, &ccal);
+        if (ap_flags_isset(&fl, "fit")) {
+            double keep_half = ccal.gemm_half_flops;
+            ccal = cal;
+            ccal.gemm_half_flops = keep_half;
+            fit_gemm_eff(&cross, &ccal);
+        }
+        for (int i = 0; i < cross.n; i++)
+            if ((st = predict(&cross.rows[i], &ccal, &err)) != AP_OK) {
+                ap_err_prefix(&err, "%s: crosscheck[%d]", path, i);
+                return ap_cli_fail(st, &err);
+            }
+    }
     for (int i = 0; i < vs.n; i++)
         if ((st = predict(&vs.rows[i], &cal, &err)) != AP_OK) {
             ap_err_prefix(&err, "%s: rows[%d] (%s, %s)", path, i, vs.rows[i].model_name,
@@ -511,6 +559,22 @@ int ap_cmd_validate(int argc, char **argv) {
         }
         printf("(state bound = usable memory x tp / model-state bytes per parameter: no model "
                "that ran exceeds it)\n");
+    }
+    if (cross.n > 0) {
+        errstat ca, cper[MAX_SOURCES];
+        summarize(&cross, NULL, 0, &ca, cper);
+        printf("\ncross-check on %s (shown, not scored; its GEMM efficiency is fitted on these "
+               "rows, so the error is in-sample):\n", cross.rows[0].cluster.gpu.name);
+        for (int i = 0; i < cross.n; i++) {
+            const vrow *v = &cross.rows[i];
+            printf("%-24s %-14.14s %-34.34s %-10s %8.3f s %8.3f s %6.1f%%%s\n", v->source,
+                   v->model_name, v->plan_label, ap_dtype_name(v->plan.dtype), v->predicted,
+                   v->measured, 100 * fabs(v->predicted - v->measured) / v->measured,
+                   v->fits ? "" : "  (predicted not to fit)");
+        }
+        printf("cross-check time MAPE %.2f%%, max %.2f%%\n", 100 * ca.time_mape, 100 * ca.time_max);
+        printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
+               cross.rows[0].cluster.gpu.name, ccal.gemm_eff_max, ccal.gemm_half_flops);
     }
     printf("\ncalibration (%s):\n", ap_flags_isset(&fl, "fit") ? "fitted now" : "built in");
     print_calib(&cal);

@@ -154,6 +154,30 @@ static void test_validate_targets(void) {
     /* every published run that ran is predicted to fit */
     CHECK_INT(tl_run("validate", &out, &err), 0);
     CHECK_CONTAINS(out, "every published run predicted to fit: yes");
+    /* the H100 cross-check (shown, not scored) stays within its stated figures: MAPE under
+     * 10%, no row over 15% */
+    const char *cc = out ? strstr(out, "cross-check time MAPE ") : NULL;
+    CHECK(cc != NULL);
+    if (cc) {
+        double mape = 100, mx = 100;
+        CHECK(sscanf(cc, "cross-check time MAPE %lf%%, max %lf%%", &mape, &mx) == 2);
+        CHECK(mape <= 10.0);
+        CHECK(mx <= 15.0);
+    }
+    free(out);
+    free(err);
+    /* an H100 bf16 run outside the fit (NeMo AutoModel, Llama-3-70B FSDP2, 18.90 s per step)
+     * within 5% */
+    char args[1024];
+    snprintf(args, sizeof args, "estimate '%s' --gpus 64 --gpu h100 --trainer torchtitan --cp 2 "
+             "--zero 3 --mbs 1 --gbs 128 --seq 8192 --overlap --recompute full --json",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    ap_err e2;
+    ap_json *h = out ? ap_json_parse(out, strlen(out), "estimate", &e2) : NULL;
+    CHECK(h != NULL);
+    CHECK_NEAR(ap_json_number(ap_json_get(ap_json_get(h, "time"), "step_s")), 18.90, 0.05);
+    ap_json_free(h);
     free(out);
     free(err);
 }

@@ -115,6 +115,37 @@ for r in src:
                   "measured_params": r["measured"]["max_trainable_params_b"] * 1e9,
                   "note": r["note"]})
 
+# Cross-check (shown with its error, not scored): NVIDIA's published H100 pretraining runs, FP8,
+# NeMo 24.09 performance summary (docs.nvidia.com/nemo-framework/user-guide/24.09/performance/
+# performance_summary.html, DGX-H100: 8 x H100 SXM, NVLink 4, 8 x 400 Gb/s per node). Megatron
+# core with Transformer Engine, distributed optimizer, sequence parallelism and TP/DP overlap as
+# in NeMo's performance recipes. step_s = GBS x sequence / (tokens/s/GPU x GPUs). Only the
+# H100 GEMM efficiency is fitted on them (`autoplan validate --fit`).
+import os
+here = os.path.dirname(os.path.abspath(__file__))
+def hf(name):
+    return json.load(open(os.path.join(here, "..", "examples", "models", name + ".json")))
+NEMO = "NVIDIA NeMo 24.09 performance summary, pre-training at FP8, DGX-H100"
+cross = []
+for (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok) in [
+        ("llama-2-7b", 8, 128, 1, 4096, 1, 1, 1, 1, 16934),
+        ("llama-2-70b", 64, 128, 1, 4096, 4, 4, 1, 20, 1728),
+        ("llama-3-8b", 8, 128, 1, 8192, 1, 1, 2, 1, 12273),
+        ("llama-3-70b", 64, 128, 1, 8192, 4, 4, 2, 5, 1524),
+        ("gpt3-175b", 128, 256, 1, 2048, 4, 8, 1, 6, 716),
+        ("gpt3-175b", 512, 2048, 2, 2048, 4, 8, 1, 6, 825)]:
+    m = hf(name)
+    dp = gpus // (tp * pp * cp)
+    cross.append({"source": "nemo2409-h100-fp8", "cite": NEMO + ": %s, %d GPUs, %d tokens/s/GPU" % (name, gpus, tok),
+                  "model_name": name,
+                  "model": m, "plan": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp, "mbs": mbs,
+                                       "seq": seq,
+                                       "gbs": gbs, "recompute": "none", "sp": tp > 1, "zero": 1,
+                                       "dtype": "fp8", "overlap": True, "flash_attn": True},
+                  "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
+                  "metric": "step_s", "measured": gbs * seq / (tok * gpus),
+                  "how": "GBS x sequence / (reported tokens/s/GPU x GPUs)"})
+
 json.dump({"version": 1, "generated_from": "shared/reference/published-public.json",
-           "rows": rows, "shown": shown}, sys.stdout, indent=1)
+           "rows": rows, "shown": shown, "crosscheck": cross}, sys.stdout, indent=1)
 print()
