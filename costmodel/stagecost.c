@@ -39,13 +39,33 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
     return AP_OK;
 }
 
+int ap_stage_chunk_layers(int n, int v, int k) {
+    if (v < 1) return n;
+    return n / v + (k < n % v ? 1 : 0);
+}
+
+/* one kind of layer only: all dense or all MoE */
+static int single_kind(const ap_model *m) {
+    if (m->moe.experts == 0) return 1;
+    int first = ap_model_layer_is_moe(m, 0);
+    for (int64_t i = 1; i < m->layers; i++)
+        if (ap_model_layer_is_moe(m, i) != first) return 0;
+    return 1;
+}
+
 ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
                              ap_stage_cost *out, ap_err *err) {
     const int L = (int)m->layers;
-    if (p->vp > 1)
-        return ap_err_set(err, AP_ERR_INPUT, "stage costs need a non-interleaved plan (vp %d)",
-                          p->vp);
+    const int v = p->vp > 1 ? p->vp : 1;
+    if (v > 1 && !single_kind(m))
+        return ap_err_set(err, AP_ERR_INPUT, "interleaved stage costs need layers of one kind "
+                          "(this model mixes dense and MoE layers)");
+    if (v > 1 && rc_layers > 0)
+        return ap_err_set(err, AP_ERR_INPUT, "per-stage recompute counts need vp 1");
+    if ((int64_t)p->pp * v > AP_MAX_CHUNKS)
+        return ap_err_set(err, AP_ERR_INPUT, "pp*vp = %d exceeds %d chunks", p->pp * v,
+                          AP_MAX_CHUNKS);
     if (p->pp < 1 || p->pp > AP_MAX_STAGES || r < 0 || r >= p->pp || first < 0 || n < 0 ||
         first + n > L)
         return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d with layers [%d, %d) of %d: out of "
@@ -63,7 +83,18 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
     }
     *q = *p;
     q->nchunks = 0;
-    if (ap_plan_chunk_first_layer(q, L, r) != first || ap_plan_chunk_layers(q, L, r) != n) {
+    if (v > 1) {
+        /* rank r's chunks r, r + p, ... hold n layers evenly; the other L - n layers sit on one
+         * chunk of another rank (the cost model prices rank r from its own chunks only) */
+        int uniform = L % (p->pp * v) == 0 && n == L / p->pp;
+        if (!uniform) {
+            q->nchunks = p->pp * v;
+            for (int i = 0; i < q->nchunks; i++) q->stage_layers[i] = 0;
+            for (int k = 0; k < v; k++)
+                q->stage_layers[r + k * p->pp] = ap_stage_chunk_layers(n, v, k);
+            q->stage_layers[r == 0 ? 1 : 0] += L - n;
+        }
+    } else if (ap_plan_chunk_first_layer(q, L, r) != first || ap_plan_chunk_layers(q, L, r) != n) {
         /* not rank r's share of the uniform split (the only split some trainers accept) */
         q->nchunks = p->pp;
         for (int i = 0; i < p->pp; i++) q->stage_layers[i] = 0;

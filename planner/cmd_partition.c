@@ -13,7 +13,7 @@
 
 static void print_split(const char *name, const ap_partition_result *r) {
     printf("%s ", name);
-    for (int i = 0; i < r->pp; i++) printf("%s%d", i ? "," : "", r->stage_layers[i]);
+    for (int i = 0; i < r->nchunks; i++) printf("%s%d", i ? "," : "", r->stage_layers[i]);
     printf("\n");
 }
 
@@ -39,7 +39,8 @@ int ap_cmd_partition(int argc, char **argv) {
                             "Split the layers unevenly across the pipeline stages to minimise the "
                             "1F1B pipeline time\nsum(t_f+t_b) + (m-1) max(t_f+t_b) with every "
                             "stage fitting memory; compare with the\nuniform split (or "
-                            "--stage-layers). Non-interleaved plans (vp 1) only.");
+                            "--stage-layers). Interleaved plans (--vp): per-rank totals, spread "
+                            "evenly over the\nrank's chunks.");
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
@@ -69,15 +70,11 @@ int ap_cmd_partition(int argc, char **argv) {
     ap_plan base = ctx.plan;
     if ((st = ap_plan_check(&base, m, &ctx.cluster, ctx.allow_cross_node_tp, &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
-    if (base.vp > 1) {
-        ap_err_set(&err, AP_ERR_INPUT, "partition supports vp 1 only (interleaved splits are not "
-                   "implemented)");
-        return ap_cli_fail(AP_ERR_INPUT, &err);
-    }
     /* the baseline: the given --stage-layers, else the uniform split */
-    int layers[AP_MAX_STAGES];
+    static int layers[AP_MAX_CHUNKS];
     const char *base_name = base.nchunks ? "given" : "uniform";
-    for (int r = 0; r < base.pp; r++) layers[r] = ap_plan_chunk_layers(&base, m->layers, r);
+    for (int i = 0; i < base.pp * base.vp; i++)
+        layers[i] = ap_plan_chunk_layers(&base, m->layers, i);
     static ap_partition_result ub, opt;
     ap_err berr = {{0}};
     ap_status bst = ap_partition_eval(m, &ctx.cluster, &base, &o.est, layers, NULL, &ub, &berr);
@@ -104,15 +101,16 @@ int ap_cmd_partition(int argc, char **argv) {
         printf(" (optimal)\n");
     }
     printf("\n          %-30s  %s\n", base_name, "optimal");
-    printf("stage     layers  t_f+t_b    device     layers  t_f+t_b    device\n");
+    printf("%-8s  layers  t_f+t_b    device     layers  t_f+t_b    device\n",
+           base.vp > 1 ? "rank" : "stage");
     for (int r = 0; r < base.pp; r++) {
         if (bst == AP_OK)
-            printf("  %-6d  %6d  %-9s  %-9s", r, ub.stage_layers[r],
+            printf("  %-6d  %6d  %-9s  %-9s", r, ub.rank_layers[r],
                    ap_fmt_seconds(ub.stage_s[r], b1, sizeof b1),
                    ap_fmt_bytes(ub.stage_device_bytes[r], b2, sizeof b2));
         else
             printf("  %-6d  %6s  %-9s  %-9s", r, "-", "-", "-");
-        printf("  %6d  %-9s  %s\n", opt.stage_layers[r],
+        printf("  %6d  %-9s  %s\n", opt.rank_layers[r],
                ap_fmt_seconds(opt.stage_s[r], b3, sizeof b3),
                ap_fmt_bytes(opt.stage_device_bytes[r], b4, sizeof b4));
     }
@@ -124,7 +122,8 @@ int ap_cmd_partition(int argc, char **argv) {
     ofl.choose_recompute = 0;
     ofl.solver = AP_SOLVER_DP;
     ap_err ferr = {{0}};
-    ap_status fst = ap_partition_solve(m, &ctx.cluster, &base, &ofl, &flr, &ferr);
+    ap_status fst = base.vp > 1 ? AP_ERR_INPUT /* the flags move stages, not chunks */
+                                : ap_partition_solve(m, &ctx.cluster, &base, &ofl, &flr, &ferr);
     const ap_partition_result *col[3] = {bst == AP_OK ? &ub : NULL, fst == AP_OK ? &flr : NULL,
                                          &opt};
     printf("\n             %-12s %-12s %-12s\n", base_name, "first/last", "optimal");

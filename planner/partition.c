@@ -19,6 +19,10 @@
  * returned with fits = 0. Restricted trainers (no uneven stages; first/last only) are solved by
  * enumerating what they can express.
  *
+ * Interleaved plans (vp = v > 1): the same DP over per-rank totals ("ranges" of a prefix of
+ * ranks), with T = (S + (m v - 1) M) / v and at least v x min_layers per rank; each rank's total
+ * is spread evenly over its chunks (partition.h says when that is exact).
+ *
  * Recompute choice (partition.h): per range the least recomputed-layer count that fits is kept
  * (it is best for the sum and the max alike), so the DP above is unchanged; a single count for
  * all stages (Megatron) is an outer loop over the count with an exact early stop.
@@ -63,11 +67,12 @@ static int64_t micro_batches(const ap_plan *p, const ap_cluster *c) {
 ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *est, const int *layers, const int *rc,
                             ap_partition_result *out, ap_err *err) {
-    if (p->pp < 1 || p->pp > AP_MAX_STAGES)
-        return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
-    if (p->vp > 1)
-        return ap_err_set(err, AP_ERR_INPUT, "interleaved (vp %d) partitions are not supported",
-                          p->vp);
+    const int v = p->vp > 1 ? p->vp : 1;
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES || (int64_t)p->pp * v > AP_MAX_CHUNKS)
+        return ap_err_set(err, AP_ERR_INPUT, "pp %d x vp %d outside 1..%d stages, %d chunks",
+                          p->pp, v, AP_MAX_STAGES, AP_MAX_CHUNKS);
+    if (v > 1 && rc)
+        return ap_err_set(err, AP_ERR_INPUT, "per-stage recompute counts need vp 1");
     ap_plan *q = malloc(sizeof *q);
     ap_estimate *e = malloc(sizeof *e);
     if (!q || !e) {
@@ -75,29 +80,36 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
         free(e);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a split");
     }
+    const int nch = p->pp * v;
     *q = *p;
-    q->nchunks = p->pp;
-    for (int r = 0; r < p->pp; r++) {
-        q->stage_layers[r] = layers[r];
-        if (rc) q->stage_recompute[r] = rc[r];
+    q->nchunks = nch;
+    for (int i = 0; i < nch; i++) {
+        q->stage_layers[i] = layers[i];
+        if (rc) q->stage_recompute[i] = rc[i];
     }
     ap_status st = ap_stage_estimate(m, c, q, est, e, err);
     if (st == AP_OK) {
         memset(out, 0, sizeof *out);
         out->pp = p->pp;
+        out->vp = v;
+        out->nchunks = nch;
         out->micro_batches = e->plan.grad_accum;
         out->recompute_layers = p->recompute_layers;
+        for (int i = 0; i < nch; i++) {
+            out->stage_layers[i] = layers[i];
+            out->stage_recompute[i] = rc ? rc[i] : -1;
+            out->rank_layers[i % p->pp] += layers[i];
+        }
         double sum = 0, mx = 0;
         for (int r = 0; r < p->pp; r++) {
-            out->stage_layers[r] = layers[r];
-            out->stage_recompute[r] = rc ? rc[r] : -1;
             out->stage_s[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
             out->stage_device_bytes[r] = e->stages[r].device_bytes;
             sum += out->stage_s[r];
             if (out->stage_s[r] > mx) mx = out->stage_s[r];
         }
         out->max_stage_s = mx;
-        out->pipe_s = sum + (double)(out->micro_batches - 1) * mx;
+        /* estimate.c: m Tmax + (Tsum - Tmax) / v */
+        out->pipe_s = (sum + ((double)out->micro_batches * v - 1.0) * mx) / v;
         out->step_s = e->time.step_s;
         out->peak_device_bytes = e->device_peak_bytes;
         out->fits = e->fits;
@@ -109,9 +121,9 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
 }
 
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q) {
-    q->nchunks = r->pp;
+    q->nchunks = r->nchunks;
     q->recompute_layers = r->recompute_layers;
-    for (int i = 0; i < r->pp; i++) {
+    for (int i = 0; i < r->nchunks; i++) {
         q->stage_layers[i] = r->stage_layers[i];
         q->stage_recompute[i] = r->stage_recompute[i];
     }
@@ -120,8 +132,10 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q) {
 /* ---- the DP over prefixes ------------------------------------------------------------------ */
 
 typedef struct {
-    int L, p, lo;
+    int L, p, lo;          /* lo: layers per rank at least (v x min_layers) */
     int64_t m;
+    int v;                 /* chunks per rank */
+    double w;              /* weight of the max: m v - 1 (T = (S + w M) / v) */
     /* per (r, a, n): stage time, device bytes, fits; index ((r * (L+1)) + a) * (L+1) + n */
     double *t, *mem;
     unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: illegal */
@@ -288,7 +302,7 @@ static double split_T(const dp_ctx *d, const int *split, double *mx_out) {
         a += split[r];
     }
     if (mx_out) *mx_out = mx;
-    return s + (double)(d->m - 1) * mx;
+    return (s + d->w * mx) / d->v;
 }
 
 /* The DP proper: the optimal split into best[]; returns 1 when a fitting split exists. */
@@ -322,7 +336,7 @@ static int dp_solve(dp_ctx *d, int *best) {
     if (s_min < INFINITY) {
         found = 1;
         double best_T = split_T(d, best, NULL);
-        if (d->m > 1) {
+        if (d->w > 0) {
             /* smallest feasible bound by bisection */
             size_t lo = 0, hi = ncand - 1;
             while (lo < hi) {
@@ -331,7 +345,7 @@ static int dp_solve(dp_ctx *d, int *best) {
                 else lo = mid + 1;
             }
             for (size_t i = lo; i < ncand; i++) {
-                if ((double)(d->m - 1) * cand[i] + s_min >= best_T) break;
+                if ((d->w * cand[i] + s_min) / d->v >= best_T) break;
                 if (dp_min_sum(d, cand[i], tmp) == INFINITY) continue;
                 double T = split_T(d, tmp, NULL);
                 if (T < best_T) {
@@ -435,8 +449,10 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     memset(&d, 0, sizeof d);
     d.L = L;
     d.p = p->pp;
-    d.lo = o->min_layers > 0 ? o->min_layers : 1;
+    d.v = p->vp > 1 ? p->vp : 1;
+    d.lo = (o->min_layers > 0 ? o->min_layers : 1) * d.v;
     d.m = micro_batches(p, c);
+    d.w = (double)d.m * d.v - 1.0;
     d.per_stage_rc = per_stage_rc;
     d.fixed_rc = fixed_rc;
     d.t = malloc(cells * sizeof *d.t);
@@ -447,7 +463,8 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     d.choice = calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
     int *split = so->split;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
-    int first_last = tr->uneven_stages && (tr->uneven_first_last_only || o->first_last_only);
+    int first_last = tr->uneven_stages && d.v == 1 &&
+                     (tr->uneven_first_last_only || o->first_last_only);
     int restricted = !tr->uneven_stages || (first_last && p->pp >= 3);
     if (!d.t || !d.mem || !d.ok || !d.rc || !d.f || !d.choice) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
@@ -457,7 +474,10 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         /* only the uniform split can be evaluated (the cost model refuses others) */
         ap_plan u = *p;
         u.nchunks = 0;
-        for (int r = 0; r < p->pp; r++) split[r] = ap_plan_chunk_layers(&u, L, r);
+        for (int r = 0; r < p->pp; r++) {
+            split[r] = 0;
+            for (int k = 0; k < d.v; k++) split[r] += ap_plan_chunk_layers(&u, L, r + k * p->pp);
+        }
         for (int r = 0, a = 0; r < p->pp; a += split[r], r++)
             if ((st = fill_seg(&d, tab, r, a, split[r], err)) != AP_OK) goto done;
     } else if ((st = fill_table(&d, tab, err)) != AP_OK) {
@@ -490,15 +510,18 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     if (use_ilp && o->solver == AP_SOLVER_ILP && !restricted) {
         ap_partition_result ir;
         ap_err ierr = {{0}};
-        double dp_T = fits ? split_T(&d, split, NULL) : 0;
-        ap_status is =
-            ap_partition_ilp(tab, L, p->pp, d.m, per_stage_rc, fixed_rc, o, dp_T, &ir, &ierr);
+        /* the ILP works in units of v T: S + (m v - 1) M, rank minimum v x min_layers */
+        double dp_T = fits ? split_T(&d, split, NULL) * d.v : 0;
+        ap_partition_opts oi = *o;
+        oi.min_layers = d.lo;
+        ap_status is = ap_partition_ilp(tab, L, p->pp, d.m * d.v, per_stage_rc, fixed_rc, &oi,
+                                        dp_T, &ir, &ierr);
         if (is == AP_OK) {
             memcpy(split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
             memcpy(so->rc, ir.stage_recompute, sizeof(int) * (size_t)p->pp);
             so->solver = AP_SOLVER_ILP;
             so->optimal = ir.optimal;
-            so->T = ir.pipe_s;
+            so->T = ir.pipe_s / d.v;
             snprintf(so->note, sizeof so->note, "%s", ir.note);
         } else {
             so->fell_back = 1;
@@ -542,14 +565,21 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     memset(out, 0, sizeof *out);
     const int L = (int)m->layers;
     const int lo = o->min_layers > 0 ? o->min_layers : 1;
-    if (p->vp > 1)
-        return ap_err_set(err, AP_ERR_INPUT, "interleaved (vp %d) partitions are not supported "
-                          "yet; use vp 1", p->vp);
-    if (p->pp < 1 || p->pp > AP_MAX_STAGES)
-        return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
-    if ((int64_t)p->pp * lo > L)
-        return ap_err_set(err, AP_ERR_INPUT, "%d stages of at least %d layers need %d layers, "
-                          "the model has %d", p->pp, lo, p->pp * lo, L);
+    const int v = p->vp > 1 ? p->vp : 1;
+    if (p->pp < 1 || p->pp > AP_MAX_STAGES || (int64_t)p->pp * v > AP_MAX_CHUNKS)
+        return ap_err_set(err, AP_ERR_INPUT, "pp %d x vp %d outside 1..%d stages, %d chunks",
+                          p->pp, v, AP_MAX_STAGES, AP_MAX_CHUNKS);
+    if ((int64_t)p->pp * v * lo > L)
+        return ap_err_set(err, AP_ERR_INPUT, "%d chunks of at least %d layers need %d layers, "
+                          "the model has %d", p->pp * v, lo, p->pp * v * lo, L);
+    if (v > 1 && m->moe.experts > 0)
+        for (int64_t i = 1; i < m->layers; i++)
+            if (ap_model_layer_is_moe(m, i) != ap_model_layer_is_moe(m, 0))
+                return ap_err_set(err, AP_ERR_INPUT, "interleaved partitions need layers of one "
+                                  "kind (layers 0 and %lld differ: dense and MoE)", (long long)i);
+    if (v > 1 && o->choose_recompute)
+        return ap_err_set(err, AP_ERR_INPUT, "choosing recomputed layers is implemented for vp 1 "
+                          "only");
     if ((size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1) > ((size_t)1 << 26))
         return ap_err_set(err, AP_ERR_INPUT, "%d layers on %d stages: too large for the "
                           "partition table", L, p->pp);
@@ -597,9 +627,14 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     ap_stage_table_free(tab);
     if (st != AP_OK) return st;
 
-    /* the reported figures come from the cost model on the whole plan, not the table */
+    /* the reported figures come from the cost model on the whole plan, not the table; ranks
+     * of an interleaved plan spread their layers over their chunks as the table priced them */
+    int chunks[AP_MAX_CHUNKS];
+    for (int r = 0; r < p->pp; r++)
+        for (int k = 0; k < v; k++)
+            chunks[r + k * p->pp] = ap_stage_chunk_layers(best.split[r], v, k);
     ap_partition_result r;
-    if ((st = ap_partition_eval(m, c, &q, &o->est, best.split, per_stage_rc ? best.rc : NULL, &r,
+    if ((st = ap_partition_eval(m, c, &q, &o->est, chunks, per_stage_rc ? best.rc : NULL, &r,
                                 err)) != AP_OK)
         return st;
     *out = r;

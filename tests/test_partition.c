@@ -263,6 +263,145 @@ static void test_dp_brute_force_ilp(void) {
     check_case("mixtral/13 alternating pp4", &m, &c, &p);
 }
 
+/* ---- interleaved: brute force over every layout of the p * v chunks ---------------------- */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    const ap_estimate_opts *est;
+    int chunks[AP_MAX_CHUNKS];
+    double best_T, min_peak;
+    long count;
+    int errors;
+} brute_vp;
+
+static void brute_vp_rec(brute_vp *b, int i, int left) {
+    int n = b->p->pp * b->p->vp;
+    if (i == n - 1) {
+        b->chunks[i] = left;
+        static ap_plan q;
+        static ap_estimate e;
+        q = *b->p;
+        q.nchunks = n;
+        memcpy(q.stage_layers, b->chunks, sizeof(int) * (size_t)n);
+        ap_err err;
+        if (ap_stage_estimate(b->m, b->c, &q, b->est, &e, &err) != AP_OK) {
+            b->errors++;
+            return;
+        }
+        b->count++;
+        double s = 0, mx = 0;
+        for (int r = 0; r < q.pp; r++) {
+            double t = e.time.stage_fwd_s[r] + e.time.stage_bwd_s[r];
+            s += t;
+            mx = fmax(mx, t);
+        }
+        /* estimate.c: m Tmax + (Tsum - Tmax) / v */
+        double T = (s + ((double)e.plan.grad_accum * q.vp - 1.0) * mx) / q.vp;
+        if (e.device_peak_bytes < b->min_peak) b->min_peak = e.device_peak_bytes;
+        if (e.fits && T < b->best_T) b->best_T = T;
+        return;
+    }
+    for (int k = 1; k <= left - (n - 1 - i); k++) {
+        b->chunks[i] = k;
+        brute_vp_rec(b, i + 1, left - k);
+    }
+}
+
+static void check_interleaved(const char *what, const ap_model *m, const ap_cluster *c,
+                              const ap_plan *p) {
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    ap_err err = {{0}};
+    brute_vp b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    b.c = c;
+    b.p = p;
+    b.est = &o.est;
+    int u[AP_MAX_CHUNKS];
+    for (int i = 0; i < p->pp * p->vp; i++) u[i] = ap_plan_chunk_layers(p, m->layers, i);
+    for (int bound = 0; bound < 2; bound++) {
+        b.best_T = b.min_peak = INFINITY;
+        b.count = b.errors = 0;
+        brute_vp_rec(&b, 0, (int)m->layers);
+        CHECK_INT(b.errors, 0);
+        CHECK_INT(b.count, binom((int)m->layers - 1, p->pp * p->vp - 1));
+        CHECK(b.best_T < INFINITY);
+        ap_partition_result uni, dp, ilp;
+        CHECK(ap_partition_eval(m, c, p, &o.est, u, NULL, &uni, &err) == AP_OK);
+        if (!bound) {
+            /* next round: capacity between the least peak of any layout and the uniform's */
+            CHECK(b.min_peak < uni.peak_device_bytes * (1 - 1e-6));
+            o.est.headroom_bytes = c->gpu.mem_bytes - 0.5 * (b.min_peak + uni.peak_device_bytes);
+            /* this round without the bound */
+            o.est.headroom_bytes = 2.0 * 1073741824.0;
+        }
+        o.solver = AP_SOLVER_DP;
+        CHECK(ap_partition_solve(m, c, p, &o, &dp, &err) == AP_OK);
+        CHECK(dp.fits);
+        CHECK_INT(dp.nchunks, p->pp * p->vp);
+        CHECK_NEAR(dp.pipe_s, b.best_T, TOL);
+        if (fabs(dp.pipe_s - b.best_T) > TOL * b.best_T)
+            fprintf(stderr, "%s bound %d: dp T %.9g, brute force %.9g\n", what, bound, dp.pipe_s,
+                    b.best_T);
+        if (uni.fits) CHECK(dp.pipe_s <= uni.pipe_s * (1 + 1e-12));
+        if (bound) CHECK(!uni.fits);
+        /* T as estimate.c composes it for the plan the answer describes */
+        ap_plan q = *p;
+        ap_partition_apply(&dp, &q);
+        static ap_estimate e;
+        CHECK(ap_stage_estimate(m, c, &q, &o.est, &e, &err) == AP_OK);
+        CHECK(e.fits);
+        CHECK_NEAR(e.time.step_s, dp.step_s, TOL);
+        o.solver = AP_SOLVER_ILP;
+        CHECK(ap_partition_solve(m, c, p, &o, &ilp, &err) == AP_OK);
+        CHECK_INT(ilp.solver, AP_SOLVER_ILP);
+        CHECK(ilp.optimal);
+        CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
+        if (!bound)
+            o.est.headroom_bytes = c->gpu.mem_bytes - 0.5 * (b.min_peak + uni.peak_device_bytes);
+    }
+}
+
+static void test_interleaved(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_plan p;
+    /* llama-2-7b (32k vocabulary) shortened to 12 layers, 16k / 8k tokens: rank 0 with the
+     * most in-flight chunks is the heaviest, so the uniform layout is not the least-memory one */
+    load("examples/models/llama-2-7b.json", &m);
+    m.layers = 12;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 2, &c);
+    small_plan(&p, 2, 1, 8);
+    p.vp = 2;
+    p.seq = 16384;
+    check_interleaved("llama-2-7b/12 pp2 vp2", &m, &c, &p);
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 3, &c);
+    small_plan(&p, 3, 1, 6);
+    p.vp = 2;
+    p.seq = 8192;
+    check_interleaved("llama-2-7b/12 pp3 vp2", &m, &c, &p);
+    /* all layers MoE (mixtral): one kind, so per-rank totals decide; 32k tokens */
+    load("examples/models/mixtral-8x7b.json", &m);
+    m.layers = 12;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 2, &c);
+    small_plan(&p, 2, 1, 8);
+    p.vp = 2;
+    p.seq = 32768;
+    c.gpu.mem_bytes = 1099511627776.0; /* a 1 TiB GPU: 12 mixtral layers on 2 GPUs need ~300 GB */
+    check_interleaved("mixtral/12 pp2 vp2", &m, &c, &p);
+    /* dense and MoE layers mixed: refused for vp > 1 */
+    m.layers = 12;
+    m.moe.first_dense_layers = 1;
+    m.moe.layer_freq = 2;
+    ap_partition_result r;
+    ap_err err = {{0}};
+    CHECK(ap_partition_solve(&m, &c, &p, NULL, &r, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "one kind");
+}
+
 /* ---- recompute choice: brute force over splits x recompute counts -------------------------- */
 
 typedef struct {
@@ -567,9 +706,19 @@ static void test_bad_input(void) {
     ap_partition_opts_init(&o);
     ap_partition_result r;
     ap_err err = {{0}};
+    /* 4 x 2 chunks of at least 2 layers need 16 */
     p.vp = 2;
+    o.min_layers = 2;
     CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
-    CHECK_CONTAINS(err.msg, "interleaved");
+    CHECK_CONTAINS(err.msg, "chunks");
+    /* interleaved with the recompute choice: not implemented */
+    o.min_layers = 1;
+    o.choose_recompute = 1;
+    p.recompute = AP_RECOMPUTE_FULL;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "vp 1");
+    o.choose_recompute = 0;
+    p.recompute = AP_RECOMPUTE_SELECTIVE;
     p.vp = 1;
     o.min_layers = 3;
     CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
@@ -716,12 +865,17 @@ static void test_cli(void) {
     CHECK_CONTAINS(er, "--solver");
     free(out);
     free(er);
-    snprintf(args, sizeof args, "partition %s --gpus 16 --pp 8 --vp 2 --gbs 16",
+    /* interleaved: per-rank totals, chunks listed in pipeline order */
+    snprintf(args, sizeof args, "partition %s --gpu h100 --gpus 64 --tp 8 --pp 8 --vp 2 --gbs 128 "
+             "--seq 8192 --sp --zero 1 --recompute selective",
              tl_path("examples/models/llama-3-70b.json"));
-    CHECK_INT(tl_run(args, &out, &er), 2);
-    CHECK_CONTAINS(er, "vp 1");
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "rank      layers");
+    CHECK_CONTAINS(out, "fits         yes          -            yes");
+    CHECK_CONTAINS(out, "--stage-layers 5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5\n");
     free(out);
     free(er);
+
 }
 
 int main(int argc, char **argv) {
@@ -730,6 +884,7 @@ int main(int argc, char **argv) {
     test_dp_brute_force_ilp();
     test_llama70b();
     test_recompute_choice();
+    test_interleaved();
     test_restricted();
     test_bad_input();
     test_edges();

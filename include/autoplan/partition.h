@@ -22,9 +22,17 @@
  * DP stays exact with one entry per range (the ILP keeps every count as its own binary and
  * tests check that both agree).
  *
+ * Interleaved plans (vp > 1, p * v model chunks): the cost model prices a rank from the total
+ * of its chunks (its layers, its in-flight chunks) and T = (S + (m v - 1) M) / v (estimate.c
+ * "pipe"), so the same DP runs over per-rank totals (at least v * min_layers each) and each
+ * rank's total is spread evenly over its v chunks (ap_stage_chunk_layers). That is exact for
+ * models whose layers are all of one kind (all dense or all MoE) and recompute of all or no
+ * layers; with a per-chunk recompute count it is optimal among even layouts. Models mixing
+ * dense and MoE layers are refused for vp > 1 (AP_ERR_INPUT), as is the recompute choice.
+ *
  * Expressibility (trainer table, plan.h): a trainer without `uneven_stages` gets the uniform
  * split; with `uneven_first_last_only` only the first and last stage may differ from the
- * others. Interleaved plans (vp > 1) are refused (AP_ERR_INPUT): not implemented yet.
+ * others (vp = 1).
  *
  * Not modelled in T: the data-parallel reduction and optimizer time, which depend on the stage
  * with the most parameters; ap_partition_result carries ap_estimate_plan's full step time of the
@@ -57,15 +65,17 @@ ap_status ap_solver_parse(const char *s, ap_solver *out, ap_err *err);
 const char *ap_solver_name(ap_solver s);
 
 typedef struct ap_partition_result {
-    int pp;
+    int pp, vp;
     int64_t micro_batches;               /* m */
-    int stage_layers[AP_MAX_STAGES];
-    int stage_recompute[AP_MAX_STAGES];  /* layers recomputed per stage when chosen per stage,
+    int nchunks;                         /* pp * vp */
+    int stage_layers[AP_MAX_CHUNKS];     /* layers per model chunk, pipeline order (plan.h) */
+    int stage_recompute[AP_MAX_CHUNKS];  /* layers recomputed per chunk when chosen per stage,
                                             else -1 (the plan's) */
+    int rank_layers[AP_MAX_STAGES];      /* layers per pipeline rank (all its chunks) */
     int recompute_layers;                /* the plan-wide count (chosen, or the plan's) */
-    double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch */
+    double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch, per rank */
     double stage_device_bytes[AP_MAX_STAGES];
-    double pipe_s;                       /* T of the split */
+    double pipe_s;                       /* T of the split: (S + (m v - 1) M) / v */
     double step_s;                       /* ap_estimate_plan's whole step time of the split
                                             (T + p2p + dp reduction + optimizer + ...) */
     double max_stage_s;
@@ -82,18 +92,19 @@ typedef struct ap_partition_result {
     char note[256];                      /* one line: fallback reason, restriction, gap */
 } ap_partition_result;
 
-/* Optimal split of plan p's layers onto its p->pp stages (p->vp must be 1). On success
+/* Optimal split of plan p's layers onto its p->pp stages (p->pp * p->vp chunks). On success
  * out->fits says whether any split fits; when none does, out holds the split with the smallest
  * peak memory and the call still returns AP_OK ("no split fits" is a result). `o` may be NULL.
- * Returns AP_ERR_INPUT for vp > 1 or pp * min_layers > L, the cost model's status otherwise.
+ * Returns AP_ERR_INPUT for pp * vp * min_layers > L, vp > 1 with mixed layer kinds or with
+ * the recompute choice; the cost model's status otherwise.
  * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails or
  * finds nothing within the time limit. Not thread-safe when the ILP runs (GLPK is not). */
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err);
 
-/* Evaluate a given split (layers[0..pp-1], per-stage recompute counts rc[0..pp-1] or NULL for
- * the plan's) under the same objective: fills out's per-stage fields, pipe_s, step_s and fits
- * (solver fields left 0). Used for the uniform baseline and for the final report. */
+/* Evaluate a given split (layers of the pp * vp chunks; per-stage recompute counts rc[0..pp-1]
+ * or NULL for the plan's, vp = 1 only) under the same objective: fills out's per-stage fields,
+ * pipe_s, step_s and fits (solver fields left 0). Used for the baselines and the final report. */
 ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *est, const int *layers, const int *rc,
                             ap_partition_result *out, ap_err *err);

@@ -26,8 +26,14 @@ typedef struct ap_stage_cost {
     int fits;             /* device_bytes + headroom <= capacity and host fits (per node) */
 } ap_stage_cost;
 
-/* Cost of pipeline rank r of plan p holding the `n` layers [first, first + n). p must have
- * vp = 1 and a trainer that accepts uneven stages (or the range must be the uniform split).
+/* Layers of chunk k (0..v-1) of a rank holding n layers in v chunks: as even as possible, the
+ * remainder on its first chunks. The layout the partitioner gives interleaved ranks. */
+int ap_stage_chunk_layers(int n, int v, int k);
+
+/* Cost of pipeline rank r of plan p holding the `n` layers [first, first + n). With vp = 1 the
+ * trainer must accept uneven stages (or the range must be the uniform split). With vp > 1 the
+ * model's layers must all be of one kind: rank r holds n layers spread over its chunks by
+ * ap_stage_chunk_layers (`first` only checks the range).
  * p->stage_layers is ignored. rc_layers > 0 sets p->stage_recompute[r] (layers of this stage
  * recomputed in full; meaningful when p->recompute is FULL), else the plan's is kept. `opts`
  * may be NULL. Returns the cost model's status (AP_ERR_INFEASIBLE with the rule named when the
