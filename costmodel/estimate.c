@@ -348,8 +348,11 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     e->nstages = p->pp;
 
     /* price the two layer kinds */
+    /* a model without one of the kinds multiplies its cost by zero layers: keep it zero, not
+     * stack garbage (0 x NaN is NaN) */
     layer_cost dense, moe;
-    dense.valid = moe.valid = 0;
+    memset(&dense, 0, sizeof dense);
+    memset(&moe, 0, sizeof moe);
     int64_t first_dense = -1, first_moe = -1;
     for (int64_t i = 0; i < m->layers && (first_dense < 0 || first_moe < 0); i++) {
         if (ap_model_layer_is_moe(m, i)) { if (first_moe < 0) first_moe = i; }

@@ -16,17 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Temporary (see stagecost.h): zero the stack below the caller's frame before the cost model
- * runs there. noinline so that the buffer occupies the frames ap_estimate_plan will occupy. */
-__attribute__((noinline)) static void clear_stack_below(void) {
-    /* ap_estimate_plan's frame is 5.2-5.8 KB (gcc 12 -fstack-usage, -O0 to -O2, ASan) */
-    volatile unsigned char buf[8 * 1024];
-    for (size_t i = 0; i < sizeof buf; i++) buf[i] = 0;
-}
-
 ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
-    clear_stack_below();
     ap_status st = ap_estimate_plan(m, c, p, opts, e, err);
     if (st != AP_OK) return st;
     for (int r = 0; r < e->nstages; r++)

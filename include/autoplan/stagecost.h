@@ -43,10 +43,7 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
                              ap_stage_cost *out, ap_err *err);
 
 /* ap_estimate_plan as the partitioner calls it: the same arguments and result, plus a check
- * that every stage time and memory figure it returns is finite (AP_ERR_INTERNAL otherwise).
- * Until estimate.c zero-initialises its per-kind layer_cost (for a dense model the MoE entry is
- * read uninitialised and multiplied by 0, which is NaN when the stack holds a NaN pattern), this
- * also clears the stack area the call will use, so results do not depend on what ran before. */
+ * that every stage time and memory figure it returns is finite (AP_ERR_INTERNAL otherwise). */
 ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
