@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autoplan/partition.h"
 #include "autoplan/search.h"
 
 static int load(const char *dir, const char *rel, ap_model *m) {
@@ -55,6 +56,22 @@ int main(int argc, char **argv) {
         char lbl[160];
         printf("  best: %s, %.2f s/step, MFU %.1f%%\n", ap_plan_label(&pr.top[0].plan, lbl, sizeof lbl),
                pr.top[0].time.step_s, 100 * pr.top[0].tp.mfu);
+    }
+    /* the solvers on (issue 8): optimal stage split of every pipelined plan of the top 10, as
+     * `autoplan plan` does (DP; ILP for comparison) */
+    for (int sv = 0; sv < 2; sv++) {
+        ap_partition_opts po;
+        ap_partition_opts_init(&po);
+        po.solver = sv ? AP_SOLVER_ILP : AP_SOLVER_DP;
+        double t1 = ap_now_s();
+        int solved = 0;
+        for (int i = 0; i < pr.ntop; i++) {
+            if (pr.top[i].plan.pp < 2) continue;
+            ap_partition_result part;
+            if (ap_partition_solve(&m, &c, &pr.top[i].plan, &po, &part, NULL) == AP_OK) solved++;
+        }
+        printf("  search + %s stage split of the top %d: %.3f s (%d pipelined plans split)\n",
+               sv ? "ILP" : "DP", pr.ntop, pr.search_s + ap_now_s() - t1, solved);
     }
     ap_search_result_free(&pr);
     ap_search_result_free(&un);

@@ -56,8 +56,11 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
         snprintf(rcs, sizeof rcs, " full%d", p->recompute_layers);
     else
         snprintf(rcs, sizeof rcs, "%s", rc[p->recompute]);
-    snprintf(buf, n, "tp%d pp%d dp%d%s mbs%lld z%d%s", p->tp, p->pp, p->dp, extra,
-             (long long)p->mbs, p->zero, rcs);
+    int uneven = 0;
+    for (int c = 1; c < p->nchunks; c++)
+        if (p->stage_layers[c] != p->stage_layers[0]) uneven = 1;
+    snprintf(buf, n, "tp%d pp%d dp%d%s mbs%lld z%d%s%s", p->tp, p->pp, p->dp, extra,
+             (long long)p->mbs, p->zero, rcs, uneven ? " uneven" : "");
     return buf;
 }
 

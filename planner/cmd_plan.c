@@ -15,6 +15,7 @@
 #include "autoplan/cli.h"
 #include "autoplan/db.h"
 #include "autoplan/emit.h"
+#include "autoplan/partition.h"
 #include "autoplan/planio.h"
 #include "autoplan/search.h"
 
@@ -31,6 +32,8 @@ typedef struct {
     double price;         /* --gpu-hour-price, USD */
     double deadline_s;
     int json;
+    int partition;        /* optimise the stage split of the top plans (issue 8) */
+    ap_solver solver;
     ap_db *db;
 } plan_cmd;
 
@@ -149,7 +152,7 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
     snprintf(buf, n,
              "autoplan %s|%s|%s|model %016llx|cluster %016llx gpus %d|trainer %s|gbs %lld seq %lld"
              "|fix tp%d pp%d dp%d cp%d ep%d vp%d mbs%lld z%d rc%d/%d dt%d fa%d"
-             "|top %d prune %d nosp %d noov %d xtp %d maxmbs %d headroom %.0f"
+             "|top %d prune %d nosp %d noov %d xtp %d maxmbs %d headroom %.0f part %d/%d"
              "|calib %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g|profiles %016llx",
              AP_VERSION, ap_costmodel_version(), ap_gpu_catalog_version(),
              (unsigned long long)ap_model_fingerprint(&pc->ctx.model),
@@ -157,7 +160,8 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
              (long long)so->gbs, (long long)f->seq, f->tp, f->pp, f->dp, f->cp, f->ep, f->vp,
              (long long)f->mbs, f->zero, so->fix_recompute, (int)f->recompute, (int)f->dtype,
              f->flash_attn, so->top_k, so->prune, so->no_sp, so->no_overlap,
-             so->allow_cross_node_tp, so->max_mbs, so->est.headroom_bytes, cal.gemm_eff_max,
+             so->allow_cross_node_tp, so->max_mbs, so->est.headroom_bytes, pc->partition,
+             (int)pc->solver, cal.gemm_eff_max,
              cal.gemm_half_flops, cal.attn_eff, cal.link_eff, cal.net_eff, cal.coll_latency_s,
              cal.step_overhead_s, cal.mem_bound_eff, (unsigned long long)prof);
 }
@@ -292,6 +296,60 @@ static void add_robustness(const plan_cmd *pc, const ap_cluster *c, const ap_sea
     ap_json_add(out, "robustness", rb);
 }
 
+static int est_better(const ap_estimate *a, const ap_estimate *b) {
+    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
+    return a->device_peak_bytes < b->device_peak_bytes;
+}
+
+/* Re-split the layers of pipelined plans optimally (DP or GLPK, planner/partition.c) where the
+ * trainer can express uneven stages: the top plans may get faster, and the closest plan of a
+ * search where nothing fits may come to fit. Runs on the returned plans only, not on every
+ * degree combination. Returns the number of plans changed. */
+static int partition_top(const plan_cmd *pc, const ap_cluster *c, ap_search_result *r) {
+    if (!pc->partition) return 0;
+    const ap_trainer_caps *tr = ap_trainer_get(pc->so.fixed.trainer);
+    if (!tr->uneven_stages) return 0;
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = pc->solver;
+    po.est = pc->so.est;
+    int changed = 0;
+    static ap_estimate e;
+    ap_log_level lvl = ap_log_get_level();
+    ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
+    for (int i = -1; i < r->ntop; i++) {
+        ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
+                                 : &r->top[i];
+        if (!cur || cur->plan.pp < 2) continue;
+        ap_partition_result pr;
+        if (ap_partition_solve(&pc->ctx.model, c, &cur->plan, &po, &pr, NULL) != AP_OK) continue;
+        ap_plan q = cur->plan;
+        ap_partition_apply(&pr, &q);
+        if (ap_plan_check(&q, &pc->ctx.model, c, pc->so.allow_cross_node_tp, NULL) != AP_OK)
+            continue;
+        if (ap_estimate_plan(&pc->ctx.model, c, &q, &pc->so.est, &e, NULL) != AP_OK) continue;
+        int improves = (e.fits && !cur->fits) || (e.fits == cur->fits && est_better(&e, cur));
+        if (!improves) continue;
+        *cur = e;
+        changed++;
+    }
+    ap_log_set_level(lvl);
+    /* the closest plan now fits: it is the answer */
+    if (r->ntop == 0 && r->have_closest && r->closest.fits && r->top) {
+        r->top[0] = r->closest;
+        r->ntop = 1;
+        r->have_closest = 0;
+    }
+    /* keep the ranking sorted */
+    for (int i = 1; i < r->ntop; i++)
+        for (int j = i; j > 0 && est_better(&r->top[j], &r->top[j - 1]); j--) {
+            e = r->top[j];
+            r->top[j] = r->top[j - 1];
+            r->top[j - 1] = e;
+        }
+    return changed;
+}
+
 static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_err *err) {
     char canon[2048], key[AP_DB_KEY_HEX + 1];
     *cached = 0;
@@ -317,6 +375,7 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
     ap_search_result r;
     ap_status st = ap_search(&pc->ctx.model, c, &pc->so, &r, err);
     if (st != AP_OK) return NULL;
+    int repartitioned = partition_top(pc, c, &r);
     ap_json *out = ap_json_new_object();
     ap_json *srch = ap_json_new_object();
     ap_json *plans = ap_json_new_array();
@@ -332,6 +391,7 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
     ap_json_add_number(srch, "pruned", (double)r.pruned);
     ap_json_add_number(srch, "fit", (double)r.fit);
     ap_json_add_number(srch, "search_s", r.search_s);
+    ap_json_add_number(srch, "repartitioned", repartitioned);
     ap_json_add(out, "search", srch);
     for (int i = 0; i < r.ntop; i++) ap_json_push(plans, estimate_json(&r.top[i], &pc->ctx.model));
     ap_json_add(out, "plans", plans);
@@ -433,6 +493,10 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
             printf("  - %s\n", ap_json_string(ap_json_at(sug, i)));
     }
     const ap_json *s = ap_json_get(res, "search");
+    if (jnum(s, "repartitioned", NULL) > 0)
+        printf("\n%.0f of the plans shown have optimised uneven stages (--solver off for "
+               "uniform)%s", jnum(s, "repartitioned", NULL),
+               n > 0 && jnum(s, "fit", NULL) == 0 ? "; no uniform split fits" : "");
     printf("\n%.0f plans enumerated, %.0f legal, %.0f evaluated (%.0f pruned), %.0f fit; "
            "search %.3f s%s\n",
            jnum(s, "enumerated", NULL), jnum(s, "legal", NULL), jnum(s, "evaluated", NULL),
@@ -465,6 +529,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "deadline", AP_FLAG_VALUE, "D", "with a sweep and --tokens: name the smallest "
                  "GPU count that trains within D (e.g. 30d)");
     ap_flags_add(fl, "no-prune", AP_FLAG_BOOL, NULL, "evaluate every plan (slower; same answer)");
+    ap_flags_add(fl, "solver", AP_FLAG_VALUE, "S", "stage split of the top pipelined plans: "
+                 "dp|ilp|auto (GLPK) or off for uniform stages (default auto)");
     ap_flags_add(fl, "no-sp", AP_FLAG_BOOL, NULL, "do not use sequence parallelism");
     ap_flags_add(fl, "no-overlap", AP_FLAG_BOOL, NULL, "do not overlap DP communication");
     ap_flags_add(fl, "db", AP_FLAG_VALUE, "PATH", "plan cache database (default "
@@ -553,6 +619,15 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
         }
     }
     pc->json = ap_flags_isset(fl, "json");
+    pc->partition = 1;
+    pc->solver = AP_SOLVER_AUTO;
+    const char *sv = ap_flags_value(fl, "solver");
+    if (sv && !strcmp(sv, "off")) {
+        pc->partition = 0;
+    } else if (sv && (st = ap_solver_parse(sv, &pc->solver, err)) != AP_OK) {
+        ap_err_prefix(err, "--solver");
+        return st;
+    }
     if (gbs_note)
         fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
                 "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)cp->seq,
@@ -628,6 +703,14 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     p.offload_params = jnum(pj, "offload", "params");
     p.dtype = pc->so.fixed.dtype;
     p.flash_attn = ap_json_bool(ap_json_get(pj, "flash_attn"));
+    const ap_json *sl = ap_json_get(pj, "stage_layers");
+    int nsl = ap_json_size(sl), uneven = 0;
+    for (int i = 0; i < nsl && i < AP_MAX_CHUNKS; i++) {
+        p.stage_layers[i] = (int)ap_json_number(ap_json_at(sl, i));
+        if (p.stage_layers[i] != p.stage_layers[0]) uneven = 1;
+    }
+    p.nchunks = uneven && nsl == p.pp * p.vp ? nsl : 0;
+    for (int c2 = 0; c2 < AP_MAX_CHUNKS; c2++) p.stage_recompute[c2] = -1;
     char path[4096];
     snprintf(path, sizeof path, "%s/plan.json", dir);
     ap_status st = ap_planfile_write(path, &pc->ctx.model, c, &p, best, err);

@@ -200,9 +200,22 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                         if (vp > 1 && L % ((int64_t)pp * vp) != 0) continue;
                         int64_t per_dp = o->gbs / dp;
                         int nmb = divisors(per_dp, o->max_mbs, mbss, 64);
+                        /* without data parallelism ZeRO stages shard nothing: a stage is the
+                         * same plan as a lower one unless it unlocks another offload option */
+                        unsigned seen_offload = 0;
+                        int zany = 0;
                         for (int z = 0; z <= 3; z++) {
                             if (!(tr->zero_mask & (1u << z))) continue;
                             if (fx->zero >= 0 && z != fx->zero) continue;
+                            if (dp * cp == 1 && fx->zero < 0) {
+                                if (pp > 1 && !(tr->zero_mask_with_pp & (1u << z))) continue;
+                                unsigned off = ((tr->offload_optimizer_zero_mask >> z) & 1u) |
+                                               (((tr->offload_params_zero_mask >> z) & 1u) << 1) |
+                                               (((tr->offload_fraction_zero_mask >> z) & 1u) << 2);
+                                if (zany && (seen_offload | off) == seen_offload) continue;
+                                seen_offload |= off;
+                                zany = 1;
+                            }
                             /* offload levels: none, and where the trainer offers it half and
                              * all of the optimizer states; all parameters under ZeRO-3 */
                             double offo[3] = {0, 0.5, 1}, offp[2] = {0, 1};

@@ -305,6 +305,50 @@ static void test_cache(void) {
     free(out); free(er);
 }
 
+/* Issue 8 in the search: the closest plan of a search where no uniform split fits is
+ * re-split optimally and fits; --solver off keeps uniform stages and nothing fits; the plan.json
+ * written keeps the uneven split, and it sums to the layers. */
+static void test_partition_in_search(void) {
+    char *out = NULL, *er = NULL, args[2048];
+    const char *model = tl_path("examples/models/llama-3-70b.json");
+    const char *dir = tl_tmpdir();
+    CHECK(dir != NULL);
+    if (!dir) return;
+    snprintf(args, sizeof args, "'%s' --gpus 64 --gpu a100-40g --gbs 128 --seq 8192 --no-cache "
+             "--fix tp=8,pp=8,recompute=selective,zero=0 --solver off", model);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "nothing fits");
+    free(out); free(er);
+    snprintf(args, sizeof args, "'%s' --gpus 64 --gpu a100-40g --gbs 128 --seq 8192 --no-cache "
+             "--fix tp=8,pp=8,recompute=selective,zero=0 --out '%s'", model, dir);
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "uneven");
+    CHECK_CONTAINS(out, "no uniform split fits");
+    free(out); free(er);
+    char path[600];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    ap_err err;
+    ap_json *j = ap_json_parse_file(path, &err);
+    CHECK(j != NULL);
+    const ap_json *sl = ap_json_get(ap_json_get(j, "plan"), "stage_layers");
+    CHECK_INT(ap_json_size(sl), 8);
+    int sum = 0, uneven = 0;
+    for (int i = 0; i < ap_json_size(sl); i++) {
+        int v = (int)ap_json_number(ap_json_at(sl, i));
+        sum += v;
+        if (v != (int)ap_json_number(ap_json_at(sl, 0))) uneven = 1;
+    }
+    CHECK_INT(sum, 80);
+    CHECK(uneven);
+    CHECK(ap_json_bool(ap_json_get(ap_json_get(ap_json_get(j, "estimate"), "memory"), "fits")));
+    ap_json_free(j);
+    /* --solver takes dp|ilp|auto|off only */
+    snprintf(args, sizeof args, "'%s' --gpus 8 --solver simplex --no-cache", model);
+    CHECK_INT(tl_run(args, &out, &er), 2);
+    CHECK_CONTAINS(er, "--solver");
+    free(out); free(er);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_cases();
@@ -312,5 +356,6 @@ int main(int argc, char **argv) {
     test_nothing_fits();
     test_fix_and_sweep();
     test_cache();
+    test_partition_in_search();
     return tl_finish();
 }
