@@ -689,8 +689,12 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         double pcie = c->pcie_bytes_per_s * 0.8 / share; /* shared switch uplink */
         int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
         double host_bw = c->host_mem_bytes_per_s > 0 ? c->host_mem_bytes_per_s : 100e9;
-        /* CPU Adam: ~28 bytes of host DRAM traffic per parameter, the node's GPUs share it */
-        double cpu_adam = n_off * 28.0 * gpn / host_bw;
+        /* CPU Adam (DeepSpeed's vectorised CPU-Adam, Ren et al. 2021 Sec. 4.2) is bound by host
+         * DRAM: per parameter it reads and writes the fp32 weight, m and v (24 bytes), reads the
+         * 16-bit gradient and writes its fp32 copy (6), and writes the 16-bit weight it uploads
+         * (2): 32 bytes; a two-socket server streams at ~70% of its DRAM peak (STREAM triad,
+         * McCalpin); the node's GPUs share it */
+        double cpu_adam = n_off * 32.0 * gpn / (0.7 * host_bw);
         /* gradient copies (2 bytes/param down) overlap the backward; the CPU step and the
          * parameter upload (2 bytes/param up) do not */
         double grad_x = n_off * 2.0 / pcie;

@@ -296,6 +296,42 @@ static void test_pipeline_memory(void) {
                12.0 * 2048.0 * 51200.0 / 8.0 + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
 }
 
+/* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
+ * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
+static void test_offload(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
+    ap_err err;
+    static ap_estimate e0, e1, e2;
+    ap_plan p = mkplan(1, 1, 8, 1, 64, 1, AP_RECOMPUTE_NONE, 0, 1);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e0, &err) == AP_OK);
+    CHECK(e0.time.offload_s == 0);
+    CHECK(e0.stages[0].host_bytes == 0);
+    p.offload_optimizer = 0.5;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e1, &err) == AP_OK);
+    p.offload_optimizer = 1.0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e2, &err) == AP_OK);
+    CHECK(e1.time.offload_s > 0);
+    CHECK(e2.time.offload_s > e1.time.offload_s);
+    /* the optimizer states leave the GPU and land on the host, byte for byte */
+    CHECK_NEAR(e2.stages[0].host_bytes, e0.stages[0].optimizer_bytes, 1e-12);
+    CHECK_NEAR(e2.stages[0].optimizer_bytes, 0, 1e-12);
+    CHECK_NEAR(e1.stages[0].host_bytes, 0.5 * e0.stages[0].optimizer_bytes, 1e-12);
+    CHECK_NEAR(e2.host_bytes_per_node, 8 * e2.stages[0].host_bytes, 1e-12);
+    /* slower host memory and PCIe: slower offload */
+    ap_cluster slow = c;
+    slow.host_mem_bytes_per_s *= 0.5;
+    slow.pcie_bytes_per_s *= 0.5;
+    static ap_estimate e3;
+    CHECK(ap_estimate_plan(&m, &slow, &p, NULL, &e3, &err) == AP_OK);
+    CHECK(e3.time.offload_s > e2.time.offload_s);
+    /* too little host memory: the plan does not fit */
+    slow.cpu_mem_bytes = 0.5 * e2.host_bytes_per_node;
+    CHECK(ap_estimate_plan(&m, &slow, &p, NULL, &e3, &err) == AP_OK);
+    CHECK(!e3.host_fits);
+    CHECK(!e3.fits);
+}
+
 static void test_refusals(void) {
     ap_model m = load("examples/models/llama-3-70b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 64);
@@ -328,6 +364,7 @@ int main(int argc, char **argv) {
     test_variants_by_hand();
     test_properties();
     test_pipeline_memory();
+    test_offload();
     test_refusals();
     return tl_finish();
 }
