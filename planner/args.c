@@ -228,6 +228,49 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "memory kept free on each GPU for a plan to count as fitting (default 2GiB)");
 }
 
+ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err) {
+    const char *dots = strstr(s, "..");
+    *n = 0;
+    if (dots) {
+        char a[32], b[32];
+        size_t la = (size_t)(dots - s);
+        if (la == 0 || la >= sizeof a || strlen(dots + 2) >= sizeof b || !dots[2])
+            return ap_err_set(err, AP_ERR_INPUT, "--gpus: '%s' is not a range like 64..1024", s);
+        memcpy(a, s, la);
+        a[la] = '\0';
+        strcpy(b, dots + 2);
+        int64_t lo, hi;
+        ap_status st;
+        if ((st = ap_parse_int(a, "--gpus", 1, 1 << 20, &lo, err)) != AP_OK) return st;
+        if ((st = ap_parse_int(b, "--gpus", 1, 1 << 20, &hi, err)) != AP_OK) return st;
+        if (hi < lo) return ap_err_set(err, AP_ERR_INPUT, "--gpus: range %s is empty", s);
+        for (int64_t v = lo; v <= hi && *n < AP_MAX_GPU_COUNTS; v *= 2) counts[(*n)++] = (int)v;
+        if (counts[*n - 1] != hi && *n < AP_MAX_GPU_COUNTS) counts[(*n)++] = (int)hi;
+        return AP_OK;
+    }
+    const char *q = s;
+    while (*q) {
+        char buf[32];
+        const char *comma = strchr(q, ',');
+        size_t len = comma ? (size_t)(comma - q) : strlen(q);
+        if (len == 0 || len >= sizeof buf)
+            return ap_err_set(err, AP_ERR_INPUT, "--gpus: '%s' is not a count, a range a..b or a "
+                              "list a,b,c", s);
+        memcpy(buf, q, len);
+        buf[len] = '\0';
+        int64_t v;
+        ap_status st = ap_parse_int(buf, "--gpus", 1, 1 << 20, &v, err);
+        if (st != AP_OK) return st;
+        if (*n >= AP_MAX_GPU_COUNTS)
+            return ap_err_set(err, AP_ERR_INPUT, "--gpus: at most %d counts", AP_MAX_GPU_COUNTS);
+        counts[(*n)++] = (int)v;
+        q += len;
+        if (*q == ',') q++;
+    }
+    if (*n == 0) return ap_err_set(err, AP_ERR_INPUT, "--gpus: no count given");
+    return AP_OK;
+}
+
 static ap_status int_flag(ap_flags *fl, const char *name, int64_t lo, int64_t hi, int *out,
                           ap_err *err) {
     int64_t v = *out;

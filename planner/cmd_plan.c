@@ -20,13 +20,12 @@
 #include "autoplan/search.h"
 
 #define GiB 1073741824.0
-#define MAX_SWEEP 32
 
 typedef struct {
     ap_flags fl;
     ap_cli_ctx ctx;
     ap_search_opts so;
-    int counts[MAX_SWEEP];
+    int counts[AP_MAX_GPU_COUNTS];
     int ncounts;
     double tokens;        /* --tokens, 0 = not asked */
     double price;         /* --gpu-hour-price, USD */
@@ -41,51 +40,6 @@ static double jnum(const ap_json *o, const char *a, const char *b) {
     const ap_json *x = ap_json_get(o, a);
     if (b) x = ap_json_get(x, b);
     return ap_json_number(x);
-}
-
-/* ---- GPU counts: "8", "64..1024" (powers of two), "64,128,512" ---- */
-static ap_status parse_counts(const char *s, plan_cmd *pc, ap_err *err) {
-    const char *dots = strstr(s, "..");
-    pc->ncounts = 0;
-    if (dots) {
-        char a[32], b[32];
-        size_t la = (size_t)(dots - s);
-        if (la == 0 || la >= sizeof a || strlen(dots + 2) >= sizeof b || !dots[2])
-            return ap_err_set(err, AP_ERR_INPUT, "--gpus: '%s' is not a range like 64..1024", s);
-        memcpy(a, s, la);
-        a[la] = '\0';
-        strcpy(b, dots + 2);
-        int64_t lo, hi;
-        ap_status st;
-        if ((st = ap_parse_int(a, "--gpus", 1, 1 << 20, &lo, err)) != AP_OK) return st;
-        if ((st = ap_parse_int(b, "--gpus", 1, 1 << 20, &hi, err)) != AP_OK) return st;
-        if (hi < lo) return ap_err_set(err, AP_ERR_INPUT, "--gpus: range %s is empty", s);
-        for (int64_t n = lo; n <= hi && pc->ncounts < MAX_SWEEP; n *= 2) pc->counts[pc->ncounts++] = (int)n;
-        if (pc->counts[pc->ncounts - 1] != hi && pc->ncounts < MAX_SWEEP)
-            pc->counts[pc->ncounts++] = (int)hi;
-        return AP_OK;
-    }
-    const char *q = s;
-    while (*q) {
-        char buf[32];
-        const char *comma = strchr(q, ',');
-        size_t n = comma ? (size_t)(comma - q) : strlen(q);
-        if (n == 0 || n >= sizeof buf)
-            return ap_err_set(err, AP_ERR_INPUT, "--gpus: '%s' is not a count, a range a..b or a "
-                              "list a,b,c", s);
-        memcpy(buf, q, n);
-        buf[n] = '\0';
-        int64_t v;
-        ap_status st = ap_parse_int(buf, "--gpus", 1, 1 << 20, &v, err);
-        if (st != AP_OK) return st;
-        if (pc->ncounts >= MAX_SWEEP)
-            return ap_err_set(err, AP_ERR_INPUT, "--gpus: at most %d counts", MAX_SWEEP);
-        pc->counts[pc->ncounts++] = (int)v;
-        q += n;
-        if (*q == ',') q++;
-    }
-    if (pc->ncounts == 0) return ap_err_set(err, AP_ERR_INPUT, "--gpus: no count given");
-    return AP_OK;
 }
 
 /* ---- --fix tp=8,pp=4 ---- */
@@ -296,60 +250,6 @@ static void add_robustness(const plan_cmd *pc, const ap_cluster *c, const ap_sea
     ap_json_add(out, "robustness", rb);
 }
 
-static int est_better(const ap_estimate *a, const ap_estimate *b) {
-    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
-    return a->device_peak_bytes < b->device_peak_bytes;
-}
-
-/* Re-split the layers of pipelined plans optimally (DP or GLPK, planner/partition.c) where the
- * trainer can express uneven stages: the top plans may get faster, and the closest plan of a
- * search where nothing fits may come to fit. Runs on the returned plans only, not on every
- * degree combination. Returns the number of plans changed. */
-static int partition_top(const plan_cmd *pc, const ap_cluster *c, ap_search_result *r) {
-    if (!pc->partition) return 0;
-    const ap_trainer_caps *tr = ap_trainer_get(pc->so.fixed.trainer);
-    if (!tr->uneven_stages) return 0;
-    ap_partition_opts po;
-    ap_partition_opts_init(&po);
-    po.solver = pc->solver;
-    po.est = pc->so.est;
-    int changed = 0;
-    static ap_estimate e;
-    ap_log_level lvl = ap_log_get_level();
-    ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
-    for (int i = -1; i < r->ntop; i++) {
-        ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
-                                 : &r->top[i];
-        if (!cur || cur->plan.pp < 2) continue;
-        ap_partition_result pr;
-        if (ap_partition_solve(&pc->ctx.model, c, &cur->plan, &po, &pr, NULL) != AP_OK) continue;
-        ap_plan q = cur->plan;
-        ap_partition_apply(&pr, &q);
-        if (ap_plan_check(&q, &pc->ctx.model, c, pc->so.allow_cross_node_tp, NULL) != AP_OK)
-            continue;
-        if (ap_estimate_plan(&pc->ctx.model, c, &q, &pc->so.est, &e, NULL) != AP_OK) continue;
-        int improves = (e.fits && !cur->fits) || (e.fits == cur->fits && est_better(&e, cur));
-        if (!improves) continue;
-        *cur = e;
-        changed++;
-    }
-    ap_log_set_level(lvl);
-    /* the closest plan now fits: it is the answer */
-    if (r->ntop == 0 && r->have_closest && r->closest.fits && r->top) {
-        r->top[0] = r->closest;
-        r->ntop = 1;
-        r->have_closest = 0;
-    }
-    /* keep the ranking sorted */
-    for (int i = 1; i < r->ntop; i++)
-        for (int j = i; j > 0 && est_better(&r->top[j], &r->top[j - 1]); j--) {
-            e = r->top[j];
-            r->top[j] = r->top[j - 1];
-            r->top[j - 1] = e;
-        }
-    return changed;
-}
-
 static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_err *err) {
     char canon[2048], key[AP_DB_KEY_HEX + 1];
     *cached = 0;
@@ -375,7 +275,8 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
     ap_search_result r;
     ap_status st = ap_search(&pc->ctx.model, c, &pc->so, &r, err);
     if (st != AP_OK) return NULL;
-    int repartitioned = partition_top(pc, c, &r);
+    int repartitioned = pc->partition ? ap_partition_top(&pc->ctx.model, c, &pc->so, pc->solver, &r)
+                                       : 0;
     ap_json *out = ap_json_new_object();
     ap_json *srch = ap_json_new_object();
     ap_json *plans = ap_json_new_array();
@@ -543,7 +444,7 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     ap_status st;
     const char *gv = ap_flags_value(fl, "gpus");
     if (gv) {
-        if ((st = parse_counts(gv, pc, err)) != AP_OK) return st;
+        if ((st = ap_parse_gpu_counts(gv, pc->counts, &pc->ncounts, err)) != AP_OK) return st;
         static char first[16];
         snprintf(first, sizeof first, "%d", pc->counts[0]);
         ap_flags_get(fl, "gpus")->value = first;

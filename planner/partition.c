@@ -26,6 +26,9 @@
  * Recompute choice (partition.h): per range the least recomputed-layer count that fits is kept
  * (it is best for the sum and the max alike), so the DP above is unchanged; a single count for
  * all stages (Megatron) is an outer loop over the count with an exact early stop.
+ *
+ * ap_partition_top applies the solve to the plans a search returned (`autoplan plan`'s answer,
+ * each count of `autoplan compare`'s GPU sweep).
  */
 #include "autoplan/partition.h"
 
@@ -646,4 +649,57 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     out->evals = evals + 1;
     out->solve_s = ap_now_s() - t0;
     return AP_OK;
+}
+
+/* ---- the plans a search returned ---------------------------------------------------------- */
+
+static int est_better(const ap_estimate *a, const ap_estimate *b) {
+    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
+    return a->device_peak_bytes < b->device_peak_bytes;
+}
+
+int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                     ap_solver solver, ap_search_result *r) {
+    const ap_trainer_caps *tr = ap_trainer_get(so->fixed.trainer);
+    if (!tr->uneven_stages) return 0;
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = solver;
+    po.est = so->est;
+    int changed = 0;
+    ap_estimate *e = malloc(sizeof *e);
+    if (!e) return 0;
+    ap_log_level lvl = ap_log_get_level();
+    ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
+    for (int i = -1; i < r->ntop; i++) {
+        ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
+                                 : &r->top[i];
+        if (!cur || cur->plan.pp < 2) continue;
+        ap_partition_result pr;
+        if (ap_partition_solve(m, c, &cur->plan, &po, &pr, NULL) != AP_OK) continue;
+        ap_plan q = cur->plan;
+        ap_partition_apply(&pr, &q);
+        if (ap_plan_check(&q, m, c, so->allow_cross_node_tp, NULL) != AP_OK) continue;
+        if (ap_estimate_plan(m, c, &q, &so->est, e, NULL) != AP_OK) continue;
+        int improves = (e->fits && !cur->fits) || (e->fits == cur->fits && est_better(e, cur));
+        if (!improves) continue;
+        *cur = *e;
+        changed++;
+    }
+    ap_log_set_level(lvl);
+    /* the closest plan now fits: it is the answer */
+    if (r->ntop == 0 && r->have_closest && r->closest.fits && r->top) {
+        r->top[0] = r->closest;
+        r->ntop = 1;
+        r->have_closest = 0;
+    }
+    /* keep the ranking sorted */
+    for (int i = 1; i < r->ntop; i++)
+        for (int j = i; j > 0 && est_better(&r->top[j], &r->top[j - 1]); j--) {
+            *e = r->top[j];
+            r->top[j] = r->top[j - 1];
+            r->top[j - 1] = *e;
+        }
+    free(e);
+    return changed;
 }

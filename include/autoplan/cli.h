@@ -65,6 +65,13 @@ ap_status ap_flag_real(ap_flags *fl, const char *name, double lo, double hi, dou
 ap_status ap_flag_bytes(ap_flags *fl, const char *name, double *out, ap_err *err);
 ap_status ap_flag_bw(ap_flags *fl, const char *name, double *out, ap_err *err);
 
+/* GPU counts as `--gpus` takes them (plan, compare): a count "8", a sweep "64..1024" (powers of
+ * two from the first, then the last when it is not one of them; cut at AP_MAX_GPU_COUNTS) or a
+ * list "64,128,512" (more than AP_MAX_GPU_COUNTS is an error). Each count 1..2^20. Fills
+ * counts[0..*n); errors name --gpus. */
+#define AP_MAX_GPU_COUNTS 32
+ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err);
+
 /* Common flag groups. */
 void ap_cli_cluster_flags(ap_flags *fl);   /* --gpu --gpus --gpus-per-node --nvlink-domain
                                               --network-bw --link-bw --pcie-bw --cpu-mem

@@ -41,6 +41,7 @@
 #ifndef AP_PARTITION_H
 #define AP_PARTITION_H
 
+#include "autoplan/search.h"
 #include "autoplan/stagecost.h"
 
 typedef enum { AP_SOLVER_DP = 0, AP_SOLVER_ILP, AP_SOLVER_AUTO } ap_solver;
@@ -111,6 +112,16 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
 
 /* Copy the split into plan q: nchunks = pp, stage_layers, stage_recompute, recompute_layers. */
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
+
+/* Re-split the layers of the pipelined plans a search returned (r->top, or r->closest when
+ * nothing fits) optimally with `solver`, where so->fixed.trainer can express uneven stages,
+ * keeping a new split only when it fits where the old one did not, or is faster (then less
+ * memory); a closest plan that comes to fit becomes r->top[0]; r->top stays sorted. This is
+ * what `autoplan plan` does to its answer (and `autoplan compare` to each GPU count of a
+ * sweep). Runs on the returned plans only. Solver fallbacks are not logged (the partition
+ * command reports them). Returns the number of plans changed. */
+int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                     ap_solver solver, ap_search_result *r);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
  * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage
