@@ -31,8 +31,9 @@ int ap_cmd_partition(int argc, char **argv) {
                  "time limit of one ILP solve, e.g. 10s (default 10s)");
     ap_flags_add(&fl, "min-layers", AP_FLAG_VALUE, "N", "layers per stage at least (default 1)");
     ap_flags_add(&fl, "choose-recompute", AP_FLAG_BOOL, NULL,
-                 "with --recompute full: also choose the recomputed layers (per stage where the "
-                 "trainer allows it, else one count for all stages)");
+                 "also choose the recompute granularity (none, selective, full: those the trainer "
+                 "has) and with full the recomputed layers (per stage where the trainer allows "
+                 "it, else one count for all stages); --recompute is then ignored");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
     if (help) {
         ap_flags_print_help(&fl, "autoplan partition MODEL --gpus N --pp P [flags]",
@@ -65,6 +66,7 @@ int ap_cmd_partition(int argc, char **argv) {
         return ap_cli_fail(st, &err);
     o.min_layers = (int)ml;
     o.choose_recompute = ap_flags_isset(&fl, "choose-recompute");
+    o.choose_mode = o.choose_recompute;
 
     const ap_model *m = &ctx.model;
     ap_plan base = ctx.plan;
@@ -90,15 +92,20 @@ int ap_cmd_partition(int argc, char **argv) {
            opt.evals, ap_fmt_seconds(opt.solve_s, b1, sizeof b1));
     if (opt.note[0]) printf("note      %s\n", opt.note);
     if (o.choose_recompute) {
-        printf("recompute ");
-        if (opt.stage_recompute[0] > 0)
-            for (int r = 0; r < opt.pp; r++)
-                printf("%s%d", r ? "," : "", opt.stage_recompute[r]);
-        else if (opt.recompute_layers > 0)
-            printf("%d layer(s) in every stage", opt.recompute_layers);
-        else
-            printf("all layers");
-        printf(" (optimal)\n");
+        static const char *gn[3] = {"none", "selective", "full"};
+        printf("recompute %s", gn[opt.recompute]);
+        if (opt.recompute == AP_RECOMPUTE_FULL) {
+            if (opt.stage_recompute[0] > 0) {
+                printf(", layers per stage ");
+                for (int r = 0; r < opt.pp; r++)
+                    printf("%s%d", r ? "," : "", opt.stage_recompute[r]);
+            } else if (opt.recompute_layers > 0) {
+                printf(", %d layer(s) in every stage", opt.recompute_layers);
+            } else {
+                printf(", all layers");
+            }
+        }
+        printf(" (optimal of %d variants)\n", opt.variants);
     }
     printf("\n          %-30s  %s\n", base_name, "optimal");
     printf("%-8s  layers  t_f+t_b    device     layers  t_f+t_b    device\n",
@@ -154,7 +161,12 @@ int ap_cmd_partition(int argc, char **argv) {
     }
     printf("\n");
     print_split("--stage-layers", &opt);
-    if (o.choose_recompute && opt.stage_recompute[0] <= 0 && opt.recompute_layers > 0)
+    if (o.choose_recompute) {
+        static const char *gn[3] = {"none", "selective", "full"};
+        printf("--recompute %s\n", gn[opt.recompute]);
+    }
+    if (o.choose_recompute && opt.recompute == AP_RECOMPUTE_FULL && opt.stage_recompute[0] <= 0 &&
+        opt.recompute_layers > 0)
         printf("--recompute-layers %d\n", opt.recompute_layers);
     if (!opt.fits) printf("no split fits: shown is the one with the least peak memory\n");
     return 0;

@@ -13,6 +13,10 @@
  * consecutive layers. Stage times and memory are the cost model's (stagecost.h), so the program
  * is exact for any cost, not a linearisation. The max is taken per rank over the sum of that
  * rank's y_s t_s (one s is chosen per rank), a tighter LP relaxation than one row per stage.
+ * Joint plan-wide choices (partition.h: recompute granularity and count, offload fractions): the
+ * stage binaries of every variant q share the flow rows; a binary z_q per variant with
+ * sum_q z_q = 1 and, for every rank r, sum_{s of rank r, variant q} y_s = z_q (every rank takes
+ * its stage from the chosen variant); z_q carries the variant's extra time X_q in the objective.
  * With a known achievable T (the DP's) the stages with m t_s > T are dropped: they cannot be
  * in a better split (T >= sum + (m - 1) max >= m t_s). Many splits share the optimal T; a second
  * solve on the same problem minimises the peak stage memory P subject to T <= T* (lexicographic
@@ -67,6 +71,7 @@ static int on_glpk_term(void *info, const char *s) {
 
 typedef struct {
     int r, a, n, rc; /* rank, first layer, layers, recomputed layers (-1: the plan's) */
+    int var;         /* plan-wide variant (ap_ilp_variant) */
     double t_s;
     double mem_bytes;
 } stage_var;
@@ -91,7 +96,7 @@ static void ilp_mem_free(ilp_mem *mm) {
 
 /* the split of the current MIP solution; returns the layers it covers */
 static int read_split(glp_prob *lp, const ilp_mem *mm, int nv, int64_t m,
-                      ap_partition_result *out) {
+                      ap_partition_result *out, int *var_out) {
     int j = 0;
     double sum = 0, mx = 0;
     for (int v = 0; v < nv; v++) {
@@ -101,6 +106,7 @@ static int read_split(glp_prob *lp, const ilp_mem *mm, int nv, int64_t m,
         out->stage_recompute[s->r] = s->rc;
         out->stage_s[s->r] = s->t_s;
         out->stage_device_bytes[s->r] = s->mem_bytes;
+        *var_out = s->var;
         sum += s->t_s;
         if (s->t_s > mx) mx = s->t_s;
         j += s->n;
@@ -117,60 +123,86 @@ static int node_row(int L, int r, int j) { return 2 + (r - 1) * (L + 1) + j; }
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            int fixed_rc, const ap_partition_opts *o, double upper_s,
                            ap_partition_result *out, ap_err *err) {
+    ap_ilp_variant v = {tab, per_stage_rc, fixed_rc, 0.0};
+    int chosen = 0;
+    return ap_partition_ilp_joint(&v, 1, L, pp, m, o, upper_s, out, &chosen, err);
+}
+
+ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L, int pp,
+                                 int64_t m, const ap_partition_opts *o, double upper_s,
+                                 ap_partition_result *out, int *var_out, ap_err *err) {
     const double t0 = ap_now_s();
     const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
     memset(out, 0, sizeof *out);
+    *var_out = -1;
     if (p < 1 || p > AP_MAX_STAGES || L < p * lo)
         return ap_err_set(err, AP_ERR_INPUT, "%d layers cannot fill %d stages", L, p);
+    if (nvar < 1) return ap_err_set(err, AP_ERR_INPUT, "no variant to choose from");
     ilp_mem mm;
     memset(&mm, 0, sizeof mm);
 
-    /* the variables: legal, fitting stages (and their recompute counts) that can be in a split
-     * better than upper_s */
+    /* the variables: legal, fitting stages (and their recompute counts) of every variant that
+     * can be in a split better than upper_s */
     size_t cap = 0;
-    for (int r = 0; r < p; r++)
-        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
-            cap += ((size_t)(L - a) + 1) * (per_stage_rc ? (size_t)(L - a) : 1);
+    for (int q = 0; q < nvar; q++)
+        for (int r = 0; r < p; r++)
+            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
+                cap += ((size_t)(L - a) + 1) * (variants[q].per_stage_rc ? (size_t)(L - a) : 1);
     mm.vars = malloc((cap ? cap : 1) * sizeof *mm.vars);
     if (!mm.vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     int nv = 0;
-    for (int r = 0; r < p; r++)
-        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
-            int n0 = r == p - 1 ? L - a : lo;
-            int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
-            for (int n = n0; n <= n1; n++)
-                for (int rc = per_stage_rc ? 1 : -1; rc <= (per_stage_rc ? n : -1); rc++) {
-                    int rc_eff = per_stage_rc ? rc : (fixed_rc > 0 ? fixed_rc : -1);
-                    const ap_stage_cost *sc = ap_stage_table_get(tab, r, a, n, rc_eff, err);
-                    if (!sc) {
-                        ilp_mem_free(&mm);
-                        return AP_ERR_INFEASIBLE;
+    for (int q = 0; q < nvar; q++) {
+        const ap_ilp_variant *vq = &variants[q];
+        for (int r = 0; r < p; r++)
+            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
+                int n0 = r == p - 1 ? L - a : lo;
+                int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
+                for (int n = n0; n <= n1; n++)
+                    for (int rc = vq->per_stage_rc ? 1 : -1; rc <= (vq->per_stage_rc ? n : -1);
+                         rc++) {
+                        int rc_eff = vq->per_stage_rc ? rc : (vq->fixed_rc > 0 ? vq->fixed_rc : -1);
+                        const ap_stage_cost *sc =
+                            ap_stage_table_get(vq->tab, r, a, n, rc_eff, err);
+                        if (!sc) {
+                            ilp_mem_free(&mm);
+                            return AP_ERR_INFEASIBLE;
+                        }
+                        double t = sc->fwd_s + sc->bwd_s;
+                        if (!sc->fits) continue;
+                        /* objective >= m t + extra: such a stage cannot beat upper_s */
+                        if (upper_s > 0 && (double)m * t + vq->extra_s > upper_s * (1.0 + 1e-9))
+                            continue;
+                        mm.vars[nv++] = (stage_var){r, a, n, rc, q, t, sc->device_bytes};
                     }
-                    double t = sc->fwd_s + sc->bwd_s;
-                    if (!sc->fits) continue;
-                    if (upper_s > 0 && (double)m * t > upper_s * (1.0 + 1e-9)) continue;
-                    mm.vars[nv++] = (stage_var){r, a, n, rc, t, sc->device_bytes};
-                }
-        }
+            }
+    }
     if (nv == 0) {
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_SOLVER, "no stage fits memory: the integer program is "
                           "empty");
     }
-    /* nonzeros: each y_s in at most two flow rows and one max row; M in p max rows */
-    size_t nz = (size_t)nv * 3 + (size_t)p + 1;
+    /* with several variants: one binary z_q each, sum z = 1, and on every rank the chosen
+     * stage belongs to the chosen variant (sum of rank r's y of variant q = z_q) */
+    const int joint = nvar > 1;
+    /* nonzeros: each y_s in at most two flow rows, one max row and one link row; M in p max
+     * rows; z_q in p link rows and the choice row */
+    size_t nz = (size_t)nv * 4 + (size_t)p + 1 + (size_t)nvar * ((size_t)p + 1);
     mm.ia = malloc(nz * sizeof *mm.ia);
     mm.ja = malloc(nz * sizeof *mm.ja);
     mm.ar = malloc(nz * sizeof *mm.ar);
-    mm.ind = malloc(((size_t)nv + 3) * sizeof *mm.ind);
-    mm.val = malloc(((size_t)nv + 3) * sizeof *mm.val);
+    mm.ind = malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.ind);
+    mm.val = malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.val);
     if (!mm.ia || !mm.ja || !mm.ar || !mm.ind || !mm.val) {
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     }
     const int flow_rows = 1 + (p - 1) * (L + 1);
-    const int rows = flow_rows + p;
+    const int link_row0 = flow_rows + p + 1;              /* (q, r): link_row0 + q * p + r */
+    const int choice_row = link_row0 + nvar * p;
+    const int rows = joint ? choice_row : flow_rows + p;
     const int colM = nv + 1;
+    const int colZ0 = colM + 1;                           /* z_q: colZ0 + q */
+    const int cols = joint ? colM + nvar : colM;
 
     glpk_guard *g = calloc(1, sizeof *g);
     if (!g) {
@@ -197,7 +229,11 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
     glp_set_row_bnds(lp, 1, GLP_FX, 1.0, 1.0);
     for (int i = 2; i <= flow_rows; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
     for (int r = 0; r < p; r++) glp_set_row_bnds(lp, flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
-    glp_add_cols(lp, colM);
+    if (joint) {
+        for (int i = link_row0; i < choice_row; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
+        glp_set_row_bnds(lp, choice_row, GLP_FX, 1.0, 1.0);
+    }
+    glp_add_cols(lp, cols);
     size_t k = 0;
     for (int v = 0; v < nv; v++) {
         const stage_var *s = &mm.vars[v];
@@ -220,6 +256,12 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
         mm.ia[k] = flow_rows + 1 + s->r;
         mm.ja[k] = col;
         mm.ar[k] = -s->t_s;
+        if (joint) {
+            k++;
+            mm.ia[k] = link_row0 + s->var * p + s->r;
+            mm.ja[k] = col;
+            mm.ar[k] = 1.0;
+        }
     }
     glp_set_col_bnds(lp, colM, GLP_LO, 0.0, 0.0);
     glp_set_obj_coef(lp, colM, (double)(m - 1));
@@ -229,7 +271,23 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
         mm.ja[k] = colM;
         mm.ar[k] = 1.0;
     }
-    if (o->ilp_fault) glp_set_col_kind(lp, colM + 1, GLP_BV); /* out of range: GLPK error */
+    if (joint)
+        for (int q = 0; q < nvar; q++) {
+            int col = colZ0 + q;
+            glp_set_col_kind(lp, col, GLP_BV);
+            glp_set_obj_coef(lp, col, variants[q].extra_s);
+            for (int r = 0; r < p; r++) {
+                k++;
+                mm.ia[k] = link_row0 + q * p + r;
+                mm.ja[k] = col;
+                mm.ar[k] = -1.0;
+            }
+            k++;
+            mm.ia[k] = choice_row;
+            mm.ja[k] = col;
+            mm.ar[k] = 1.0;
+        }
+    if (o->ilp_fault) glp_set_col_kind(lp, cols + 1, GLP_BV); /* out of range: GLPK error */
     glp_load_matrix(lp, (int)k, mm.ia, mm.ja, mm.ar);
 
     glp_iocp parm;
@@ -243,8 +301,9 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
 
     ap_status st = AP_OK;
     if (status == GLP_OPT || status == GLP_FEAS) {
-        int j = read_split(lp, &mm, nv, m, out);
-        if (j != L) {
+        int var = -1;
+        int j = read_split(lp, &mm, nv, m, out, &var);
+        if (j != L || var < 0) {
             st = ap_err_set(err, AP_ERR_SOLVER, "GLPK returned a split of %d layers, not %d", j,
                             L);
         } else {
@@ -252,22 +311,25 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
             out->micro_batches = m;
             out->fits = 1;
             out->solver = AP_SOLVER_ILP;
+            *var_out = var;
             /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
              * stopped early (time limit) with an integer solution that may not be optimal */
             out->optimal = status == GLP_OPT && ret == 0;
-            snprintf(out->note, sizeof out->note, "ILP: %d binaries, %s%s", nv,
+            snprintf(out->note, sizeof out->note, "ILP: %d binaries%s, %s%s", nv + (joint ? nvar : 0),
+                     joint ? " (joint choice)" : "",
                      out->optimal ? "optimal" : "feasible, not proven optimal",
                      ret == GLP_ETMLIM ? " (time limit)" : "");
             double left_s = lim_s - (ap_now_s() - t0);
             if (out->optimal && left_s > 0.001) {
-                /* second phase: many splits share the optimal T; among them the least peak
-                 * memory (P >= memory of each rank's stage, T <= T*). Kept only when its
-                 * exact T is no worse (GLPK's row tolerance could let it slip) than T* up to
-                 * the rounding of summing stage times in another order (1e-12 relative). */
-                double T1 = out->pipe_s;
+                /* second phase: many splits share the optimal objective J; among them the
+                 * least peak memory (P >= memory of each rank's stage, J <= J*). Kept only
+                 * when its exact J is no worse (GLPK's row tolerance could let it slip) than
+                 * J* up to the rounding of summing stage times in another order (1e-12
+                 * relative). */
+                double J1 = out->pipe_s + variants[var].extra_s;
                 int colP = glp_add_cols(lp, 1);
                 glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
-                for (int v = 1; v <= colM; v++) glp_set_obj_coef(lp, v, 0.0);
+                for (int v = 1; v < colP; v++) glp_set_obj_coef(lp, v, 0.0);
                 glp_set_obj_coef(lp, colP, 1.0 / 1073741824.0); /* GiB: a well-scaled objective */
                 int row = glp_add_rows(lp, p + 1);
                 for (int r = 0; r < p; r++) {
@@ -288,20 +350,30 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
                     mm.ind[v + 1] = v + 1;
                     mm.val[v + 1] = mm.vars[v].t_s;
                 }
-                mm.ind[nv + 1] = colM;
-                mm.val[nv + 1] = (double)(m - 1);
-                glp_set_mat_row(lp, row + p, nv + 1, mm.ind, mm.val);
-                glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, T1);
+                int n = nv + 1;
+                mm.ind[n] = colM;
+                mm.val[n] = (double)(m - 1);
+                if (joint)
+                    for (int q = 0; q < nvar; q++) {
+                        n++;
+                        mm.ind[n] = colZ0 + q;
+                        mm.val[n] = variants[q].extra_s;
+                    }
+                glp_set_mat_row(lp, row + p, n, mm.ind, mm.val);
+                glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, J1);
                 parm.tm_lim = (int)(left_s * 1000.0);
                 int ret2 = glp_intopt(lp, &parm);
                 int status2 = glp_mip_status(lp);
                 ap_partition_result o2 = *out;
+                int var2 = -1;
                 if ((status2 == GLP_OPT || status2 == GLP_FEAS) &&
-                    read_split(lp, &mm, nv, m, &o2) == L && o2.pipe_s <= T1 * (1 + 1e-12)) {
+                    read_split(lp, &mm, nv, m, &o2, &var2) == L && var2 >= 0 &&
+                    o2.pipe_s + variants[var2].extra_s <= J1 * (1 + 1e-12)) {
                     *out = o2;
+                    *var_out = var2;
                     if (status2 != GLP_OPT || ret2 != 0)
                         snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least "
-                                 "peak among equal times not proven (time limit)", nv);
+                                 "peak among equal objectives not proven (time limit)", nv);
                 } else {
                     ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)",
                            ret2, status2);

@@ -19,6 +19,11 @@
  * returned with fits = 0. Restricted trainers (no uneven stages; first/last only) are solved by
  * enumerating what they can express.
  *
+ * Joint plan-wide choices (partition.h): every (granularity, Megatron count, offload fractions)
+ * variant the trainer accepts is solved by the DP above on its own stage table (counts of one
+ * granularity and fractions share one); the least T + X wins. The ILP gets every variant whose
+ * lower bound (its least T with memory ignored, + X) is below the DP's best, in one program.
+ *
  * Interleaved plans (vp = v > 1): the same DP over per-rank totals ("ranges" of a prefix of
  * ranks), with T = (S + (m v - 1) M) / v and at least v x min_layers per rank; each rank's total
  * is spread evenly over its chunks (partition.h says when that is exact).
@@ -42,6 +47,8 @@ void ap_partition_opts_init(ap_partition_opts *o) {
     o->min_layers = 1;
     o->solver = AP_SOLVER_AUTO;
     o->ilp_time_limit_s = 10.0;
+    o->noffload_fracs = 5;
+    for (int i = 0; i < 5; i++) o->offload_fracs[i] = 0.25 * i;
     ap_estimate_opts_init(&o->est);
 }
 
@@ -98,6 +105,11 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
         out->nchunks = nch;
         out->micro_batches = e->plan.grad_accum;
         out->recompute_layers = p->recompute_layers;
+        out->recompute = p->recompute;
+        out->offload_optimizer = p->offload_optimizer;
+        out->offload_params = p->offload_params;
+        out->host_bytes_per_node = e->host_bytes_per_node;
+        out->variants = 1;
         for (int i = 0; i < nch; i++) {
             out->stage_layers[i] = layers[i];
             out->stage_recompute[i] = rc ? rc[i] : -1;
@@ -126,6 +138,9 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q) {
     q->nchunks = r->nchunks;
     q->recompute_layers = r->recompute_layers;
+    q->recompute = r->recompute;
+    q->offload_optimizer = r->offload_optimizer;
+    q->offload_params = r->offload_params;
     for (int i = 0; i < r->nchunks; i++) {
         q->stage_layers[i] = r->stage_layers[i];
         q->stage_recompute[i] = r->stage_recompute[i];
@@ -557,6 +572,47 @@ done:
 
 /* ---- entry point ----------------------------------------------------------------------------- */
 
+/* One plan-wide variant of the joint choice: a recompute granularity, Megatron's one count, the
+ * offload fractions; its stage table is shared with the other counts of the same granularity and
+ * fractions. */
+typedef struct {
+    ap_plan q;          /* the plan of this variant (recompute, recompute_layers, offload) */
+    int table;          /* index of its stage table */
+    int per_stage_rc, fixed_rc;
+    double extra_s;     /* optimizer + offload time (see variant_extra) */
+    solve_out so;
+    double J;           /* so.T + extra_s */
+    double lb;          /* so.T_nomem + extra_s: no split of this variant does better */
+} variant;
+
+/* The optimizer step and the exposed offload time of a plan-wide variant (estimate.c: CPU Adam
+ * over host DRAM shared by the node's GPUs, PCIe shared per switch), taken from the cost model on
+ * the variant's uniform split: they depend on the split only through the stage with the most
+ * parameters, which the partition does not optimise. AP_ERR_INFEASIBLE when the trainer refuses
+ * the variant (its table: ZeRO stage, fractions, offload together). */
+static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_plan *q,
+                               const ap_estimate_opts *est, double *extra_s, ap_err *err) {
+    ap_estimate *e = malloc(sizeof *e);
+    ap_plan *u = malloc(sizeof *u);
+    if (!e || !u) {
+        free(e);
+        free(u);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a variant");
+    }
+    *u = *q;
+    u->nchunks = 0;
+    ap_status st = ap_stage_estimate(m, c, u, est, e, err);
+    if (st == AP_OK) *extra_s = e->time.optimizer_s + e->time.offload_s;
+    free(e);
+    free(u);
+    return st;
+}
+
+static int variant_better(const variant *a, const variant *b) {
+    if (a->so.fits != b->so.fits) return a->so.fits;
+    return a->so.fits ? a->J < b->J : a->so.peak < b->so.peak;
+}
+
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err) {
     ap_partition_opts dflt;
@@ -580,75 +636,205 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
             if (ap_model_layer_is_moe(m, i) != ap_model_layer_is_moe(m, 0))
                 return ap_err_set(err, AP_ERR_INPUT, "interleaved partitions need layers of one "
                                   "kind (layers 0 and %lld differ: dense and MoE)", (long long)i);
-    if (v > 1 && o->choose_recompute)
-        return ap_err_set(err, AP_ERR_INPUT, "choosing recomputed layers is implemented for vp 1 "
-                          "only");
+    if (v > 1 && (o->choose_recompute || o->choose_mode || o->choose_offload))
+        return ap_err_set(err, AP_ERR_INPUT, "choosing recompute or offload is implemented for "
+                          "vp 1 only");
     if ((size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1) > ((size_t)1 << 26))
         return ap_err_set(err, AP_ERR_INPUT, "%d layers on %d stages: too large for the "
                           "partition table", L, p->pp);
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
-    if (o->choose_recompute && p->recompute != AP_RECOMPUTE_FULL)
+    if (o->choose_recompute && !o->choose_mode && p->recompute != AP_RECOMPUTE_FULL)
         return ap_err_set(err, AP_ERR_INPUT, "choosing recomputed layers needs a plan with full "
-                          "recomputation");
-    int per_stage_rc = o->choose_recompute && tr->per_stage_recompute &&
-                       !(tr->recompute_partial_needs_pp && p->pp == 1);
-    int one_count = o->choose_recompute && !per_stage_rc && tr->recompute_partial &&
-                    !(tr->recompute_partial_needs_pp && p->pp == 1);
+                          "recomputation (or the granularity choice)");
+    const int counts = o->choose_recompute || o->choose_mode;
+    const int partial_ok = !(tr->recompute_partial_needs_pp && p->pp == 1);
 
-    ap_plan q = *p;
-    q.recompute_layers = one_count ? 0 : p->recompute_layers;
-    ap_stage_table *tab = NULL;
-    ap_status st = ap_stage_table_new(m, c, &q, &o->est, &tab, err);
-    if (st != AP_OK) return st;
-    solve_out best, cur;
-    if (!one_count) {
-        st = solve_once(m, c, &q, o, tab, per_stage_rc, -1, 1, 0, &best, err);
+    /* the plan-wide choices: granularities (trainer's recompute_mask) x offload fractions */
+    ap_recompute modes[3];
+    int nmodes = 0;
+    if (o->choose_mode) {
+        for (int g = AP_RECOMPUTE_NONE; g <= AP_RECOMPUTE_FULL; g++)
+            if (tr->recompute_mask & (1u << g)) modes[nmodes++] = (ap_recompute)g;
     } else {
-        /* Megatron: one count K for all stages (K = 0: all layers). A stage of n layers then
-         * recomputes min(K, n), the same entry as a per-stage count, so one table serves every
-         * K. The DP solves each K; the ILP, when asked, solves the best K. Every range's time
-         * grows with K, so the least T with memory ignored grows with K: once a K's answer
-         * reaches that bound, no larger K can do better and the scan stops. */
-        int best_k = 0, kmax = L - (p->pp - 1) * lo;
-        for (int k = 0; k <= kmax && st == AP_OK; k++) {
-            st = solve_once(m, c, &q, o, tab, 0, k, 0, k > 0, &cur, err);
-            if (st != AP_OK) break;
-            int better = k == 0 || (cur.fits && !best.fits) ||
-                         (cur.fits == best.fits &&
-                          (cur.fits ? cur.T < best.T : cur.peak < best.peak));
-            if (better) {
-                best = cur;
-                best_k = k;
-            }
-            if (k > 0 && best.fits && cur.T_nomem >= best.T * (1 - 1e-12)) break;
-        }
-        if (st == AP_OK && o->solver == AP_SOLVER_ILP)
-            st = solve_once(m, c, &q, o, tab, 0, best_k, 1, 0, &best, err);
-        q.recompute_layers = best_k;
+        modes[nmodes++] = p->recompute;
     }
-    long evals = ap_stage_table_evals(tab);
-    ap_stage_table_free(tab);
-    if (st != AP_OK) return st;
+    double fr[8];
+    int nfr = 0;
+    if (o->choose_offload) {
+        for (int i = 0; i < o->noffload_fracs && i < 8; i++)
+            if (o->offload_fracs[i] >= 0 && o->offload_fracs[i] <= 1) fr[nfr++] = o->offload_fracs[i];
+        if (nfr == 0)
+            return ap_err_set(err, AP_ERR_INPUT, "no offload fraction in [0, 1] to choose from");
+    }
+    const int nfo = o->choose_offload ? nfr : 1;
+    const int nfp = o->choose_offload && tr->offload_params ? nfr : 1;
+    const int ntab_max = nmodes * nfo * nfp;
+    ap_stage_table **tabs = calloc((size_t)ntab_max, sizeof *tabs);
+    int ntab = 0, nvar = 0, cap = 0;
+    variant *vars = NULL;
+    ap_ilp_variant *iv = NULL;
+    ap_status st = AP_OK, refused = AP_OK;
+    ap_err rerr = {{0}};
+    int best = -1;
+    long evals = 0;
+    if (!tabs) {
+        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
+        goto done;
+    }
+    for (int gi = 0; gi < nmodes && st == AP_OK; gi++)
+        for (int oi = 0; oi < nfo && st == AP_OK; oi++)
+            for (int pi = 0; pi < nfp && st == AP_OK; pi++) {
+                ap_plan q = *p;
+                q.recompute = modes[gi];
+                if (o->choose_offload) {
+                    q.offload_optimizer = fr[oi];
+                    q.offload_params = tr->offload_params ? fr[pi] : 0.0;
+                }
+                int full = q.recompute == AP_RECOMPUTE_FULL;
+                int per_stage_rc = counts && full && tr->per_stage_recompute && partial_ok;
+                int one_count = counts && full && !per_stage_rc && tr->recompute_partial &&
+                                partial_ok;
+                if (counts) {
+                    q.recompute_layers = 0;
+                    for (int i = 0; i < AP_MAX_CHUNKS; i++) q.stage_recompute[i] = -1;
+                }
+                if (!full) q.recompute_layers = 0;
+                double extra = 0;
+                ap_err verr = {{0}};
+                ap_status vs = variant_extra(m, c, &q, &o->est, &extra, &verr);
+                if (vs == AP_ERR_INFEASIBLE && ntab_max > 1) {
+                    /* the trainer cannot run this variant: not a candidate */
+                    if (refused == AP_OK) rerr = verr;
+                    refused = vs;
+                    continue;
+                }
+                if (vs != AP_OK) {
+                    st = vs;
+                    *err = verr;
+                    break;
+                }
+                if ((st = ap_stage_table_new(m, c, &q, &o->est, &tabs[ntab], err)) != AP_OK) break;
+                int kmax = one_count ? L - (p->pp - 1) * lo : 0;
+                int single = ntab_max == 1 && !one_count;
+                for (int k = 0; k <= kmax; k++) {
+                    if (nvar == cap) {
+                        cap = cap ? 2 * cap : 16;
+                        variant *nv_ = realloc(vars, (size_t)cap * sizeof *vars);
+                        if (!nv_) {
+                            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the variants");
+                            break;
+                        }
+                        vars = nv_;
+                    }
+                    variant *x = &vars[nvar];
+                    x->q = q;
+                    x->q.recompute_layers = one_count ? k : q.recompute_layers;
+                    x->table = ntab;
+                    x->per_stage_rc = per_stage_rc;
+                    x->fixed_rc = one_count ? k : -1;
+                    x->extra_s = extra;
+                    /* one variant without choices: the ILP (when asked) runs inside, as before;
+                     * otherwise the joint ILP below sees every variant */
+                    st = solve_once(m, c, &x->q, o, tabs[ntab], per_stage_rc, x->fixed_rc,
+                                    single, !single, &x->so, err);
+                    if (st != AP_OK) break;
+                    x->J = x->so.T + extra;
+                    x->lb = single ? x->J : x->so.T_nomem + extra;
+                    if (x->so.restricted) x->lb = x->J; /* exact already */
+                    nvar++;
+                    if (best < 0 || variant_better(x, &vars[best])) best = nvar - 1;
+                    /* Megatron's one count: every range's time grows with K, so the least T
+                     * ignoring memory grows with K: once it reaches the best objective, no
+                     * larger K can do better */
+                    if (k > 0 && vars[best].so.fits && x->lb >= vars[best].J * (1 - 1e-12)) break;
+                }
+                ntab++;
+            }
+    if (st != AP_OK) goto done;
+    if (nvar == 0) {
+        st = refused != AP_OK ? refused : AP_ERR_INPUT;
+        *err = rerr;
+        if (refused == AP_OK) ap_err_set(err, AP_ERR_INPUT, "no variant to solve");
+        goto done;
+    }
+
+    /* the joint integer program over every variant that could beat the DP's best */
+    int joint = o->solver == AP_SOLVER_ILP && !(nvar == 1 && ntab_max == 1 && vars[0].fixed_rc < 0)
+                && !vars[best].so.restricted;
+    if (joint) {
+        iv = malloc((size_t)nvar * sizeof *iv);
+        int *map = malloc((size_t)nvar * sizeof *map);
+        if (!iv || !map) {
+            free(map);
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP variants");
+            goto done;
+        }
+        int ni = 0;
+        double upper = vars[best].so.fits ? vars[best].J : 0;
+        for (int i = 0; i < nvar; i++) {
+            if (upper > 0 && vars[i].lb > upper * (1 + 1e-9)) continue;
+            iv[ni] = (ap_ilp_variant){tabs[vars[i].table], vars[i].per_stage_rc,
+                                      vars[i].fixed_rc, vars[i].extra_s};
+            map[ni++] = i;
+        }
+        ap_partition_result ir;
+        ap_err ierr = {{0}};
+        int chosen = -1;
+        ap_partition_opts oi = *o;
+        oi.min_layers = lo;
+        ap_status is = ap_partition_ilp_joint(iv, ni, L, p->pp, micro_batches(p, c), &oi, upper,
+                                              &ir, &chosen, &ierr);
+        if (is == AP_OK && chosen >= 0 && chosen < ni) {
+            variant *x = &vars[map[chosen]];
+            memcpy(x->so.split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
+            memcpy(x->so.rc, ir.stage_recompute, sizeof(int) * (size_t)p->pp);
+            x->so.solver = AP_SOLVER_ILP;
+            x->so.optimal = ir.optimal;
+            x->so.fits = 1;
+            x->so.T = ir.pipe_s;
+            x->J = ir.pipe_s + x->extra_s;
+            snprintf(x->so.note, sizeof x->so.note, "%.200s, %d of %d variants", ir.note, ni,
+                     nvar);
+            best = map[chosen];
+        } else {
+            variant *x = &vars[best];
+            x->so.fell_back = 1;
+            snprintf(x->so.note, sizeof x->so.note, "ILP failed (%.200s); using the DP answer",
+                     ierr.msg);
+            ap_log(AP_LOG_WARN, "partition: %s", x->so.note);
+        }
+        free(map);
+    }
+    for (int i = 0; i < ntab; i++) evals += ap_stage_table_evals(tabs[i]);
 
     /* the reported figures come from the cost model on the whole plan, not the table; ranks
      * of an interleaved plan spread their layers over their chunks as the table priced them */
-    int chunks[AP_MAX_CHUNKS];
-    for (int r = 0; r < p->pp; r++)
-        for (int k = 0; k < v; k++)
-            chunks[r + k * p->pp] = ap_stage_chunk_layers(best.split[r], v, k);
-    ap_partition_result r;
-    if ((st = ap_partition_eval(m, c, &q, &o->est, chunks, per_stage_rc ? best.rc : NULL, &r,
-                                err)) != AP_OK)
-        return st;
-    *out = r;
-    out->solver = best.solver;
-    out->optimal = best.optimal;
-    out->fell_back = best.fell_back;
-    out->restricted = best.restricted;
-    snprintf(out->note, sizeof out->note, "%s", best.note);
-    out->evals = evals + 1;
-    out->solve_s = ap_now_s() - t0;
-    return AP_OK;
+    {
+        const variant *b = &vars[best];
+        int chunks[AP_MAX_CHUNKS];
+        for (int r = 0; r < p->pp; r++)
+            for (int k = 0; k < v; k++)
+                chunks[r + k * p->pp] = ap_stage_chunk_layers(b->so.split[r], v, k);
+        if ((st = ap_partition_eval(m, c, &b->q, &o->est, chunks,
+                                    b->per_stage_rc ? b->so.rc : NULL, out, err)) != AP_OK)
+            goto done;
+        out->solver = b->so.solver;
+        out->optimal = b->so.optimal;
+        out->fell_back = b->so.fell_back;
+        out->restricted = b->so.restricted;
+        out->extra_s = b->extra_s;
+        out->objective_s = out->pipe_s + b->extra_s;
+        out->variants = nvar;
+        snprintf(out->note, sizeof out->note, "%s", b->so.note);
+        out->evals = evals + 1 + ntab;
+        out->solve_s = ap_now_s() - t0;
+    }
+done:
+    for (int i = 0; i < ntab; i++) ap_stage_table_free(tabs[i]);
+    free(tabs);
+    free(vars);
+    free(iv);
+    return st;
 }
 
 /* ---- the plans a search returned ---------------------------------------------------------- */

@@ -571,6 +571,251 @@ static void test_recompute_choice(void) {
     CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
 }
 
+/* ---- joint choice: brute force over variants (granularity, one count, offload fractions) x
+ * splits (x per-stage counts), each whole plan priced by the cost model ------------------------ */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_estimate_opts *est;
+    ap_plan q;              /* the variant being enumerated */
+    double extra_s;         /* its optimizer + offload time on the uniform split */
+    int per_stage;          /* per-stage counts under full */
+    int split[AP_MAX_STAGES], rc[AP_MAX_STAGES];
+    double best_J, min_peak, best_peak; /* best_peak: peak of the best_J answer */
+    ap_plan best;           /* the best plan (split, counts, variant) */
+    long count, variants;
+    int errors;
+} brute_j;
+
+static void brute_j_eval(brute_j *b) {
+    static ap_plan q;
+    static ap_estimate e;
+    q = b->q;
+    q.nchunks = q.pp;
+    for (int r = 0; r < q.pp; r++) {
+        q.stage_layers[r] = b->split[r];
+        q.stage_recompute[r] = b->per_stage ? b->rc[r] : -1;
+    }
+    ap_err err;
+    if (ap_stage_estimate(b->m, b->c, &q, b->est, &e, &err) != AP_OK) {
+        b->errors++;
+        return;
+    }
+    b->count++;
+    if (e.device_peak_bytes < b->min_peak) b->min_peak = e.device_peak_bytes;
+    double J = T_of(&e) + b->extra_s;
+    if (e.fits && J < b->best_J) {
+        b->best_J = J;
+        b->best_peak = e.device_peak_bytes;
+        b->best = q;
+    }
+}
+
+static void brute_j_counts(brute_j *b, int r) {
+    if (r == b->q.pp) {
+        brute_j_eval(b);
+        return;
+    }
+    for (int k = 1; k <= b->split[r]; k++) {
+        b->rc[r] = k;
+        brute_j_counts(b, r + 1);
+    }
+}
+
+static void brute_j_splits(brute_j *b, int r, int left) {
+    int p = b->q.pp;
+    if (!ap_trainer_get(b->q.trainer)->uneven_stages) {
+        /* the trainer runs only the uniform split */
+        if (r > 0) return;
+        for (int i = 0; i < p; i++) b->split[i] = left / p;
+        if (b->per_stage) brute_j_counts(b, 0);
+        else brute_j_eval(b);
+        return;
+    }
+    if (r == p - 1) {
+        b->split[r] = left;
+        if (b->per_stage) brute_j_counts(b, 0);
+        else brute_j_eval(b);
+        return;
+    }
+    for (int n = 1; n <= left - (p - 1 - r); n++) {
+        b->split[r] = n;
+        brute_j_splits(b, r + 1, left - n);
+    }
+}
+
+/* every variant the options open for plan p; the trainer refuses some (its table) */
+static void brute_j_run(brute_j *b, const ap_plan *p, const ap_partition_opts *o) {
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    int L = (int)b->m->layers;
+    b->best_J = b->min_peak = b->best_peak = INFINITY;
+    b->count = b->variants = 0;
+    b->errors = 0;
+    for (int g = 0; g < 3; g++) {
+        if (o->choose_mode ? !(tr->recompute_mask & (1u << g)) : g != (int)p->recompute) continue;
+        int nf = o->choose_offload ? o->noffload_fracs : 1;
+        for (int fo = 0; fo < nf; fo++)
+            for (int fp = 0; fp < nf; fp++) {
+                int full = g == AP_RECOMPUTE_FULL;
+                int counts = (o->choose_mode || o->choose_recompute) && full;
+                int kmax = counts && tr->recompute_partial && !tr->per_stage_recompute
+                               ? L - (p->pp - 1) : 0;
+                for (int k = 0; k <= kmax; k++) {
+                    b->q = *p;
+                    b->q.recompute = (ap_recompute)g;
+                    b->q.recompute_layers = counts ? k : (full ? p->recompute_layers : 0);
+                    if (o->choose_offload) {
+                        b->q.offload_optimizer = o->offload_fracs[fo];
+                        b->q.offload_params = o->offload_fracs[fp];
+                    }
+                    b->per_stage = counts && tr->per_stage_recompute;
+                    static ap_plan u;
+                    static ap_estimate e;
+                    u = b->q;
+                    u.nchunks = 0;
+                    u.recompute_layers = counts ? 0 : b->q.recompute_layers;
+                    ap_err err;
+                    ap_status st = ap_stage_estimate(b->m, b->c, &u, b->est, &e, &err);
+                    if (st == AP_ERR_INFEASIBLE) continue; /* the trainer refuses the variant */
+                    CHECK(st == AP_OK);
+                    b->extra_s = e.time.optimizer_s + e.time.offload_s;
+                    b->variants++;
+                    brute_j_splits(b, 0, L);
+                }
+            }
+    }
+}
+
+/* DP == brute force == ILP on the joint objective, and the answer as a plan fits with the
+ * reported figures; returns the DP's answer in *dp_out */
+static void check_joint(const char *what, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                        const ap_partition_opts *o0, ap_partition_result *dp_out) {
+    ap_partition_opts o = *o0;
+    ap_err err = {{0}};
+    brute_j b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    b.c = c;
+    b.est = &o.est;
+    brute_j_run(&b, p, &o);
+    CHECK_INT(b.errors, 0);
+    ap_partition_result dp, ilp;
+    o.solver = AP_SOLVER_DP;
+    ap_status st = ap_partition_solve(m, c, p, &o, &dp, &err);
+    CHECK(st == AP_OK);
+    if (st != AP_OK) fprintf(stderr, "%s: %s\n", what, err.msg);
+    CHECK_INT(dp.fits, b.best_J < INFINITY);
+    if (dp.fits) {
+        CHECK(dp.optimal);
+        CHECK_NEAR(dp.objective_s, b.best_J, TOL);
+        if (fabs(dp.objective_s - b.best_J) > TOL * b.best_J)
+            fprintf(stderr, "%s: dp J %.9g (rc %d/%d off %.2f/%.2f), brute force %.9g (rc %d/%d "
+                    "off %.2f/%.2f)\n", what, dp.objective_s, dp.recompute, dp.recompute_layers,
+                    dp.offload_optimizer, dp.offload_params, b.best_J, b.best.recompute,
+                    b.best.recompute_layers, b.best.offload_optimizer, b.best.offload_params);
+        /* the answer as a plan: what the trainer would run */
+        static ap_plan q;
+        static ap_estimate e;
+        q = *p;
+        ap_partition_apply(&dp, &q);
+        CHECK(ap_plan_check(&q, m, c, 1, &err) == AP_OK);
+        CHECK(ap_stage_estimate(m, c, &q, &o.est, &e, &err) == AP_OK);
+        CHECK(e.fits);
+        CHECK_NEAR(T_of(&e), dp.pipe_s, TOL);
+        CHECK_NEAR(e.time.step_s, dp.step_s, TOL);
+    }
+    o.solver = AP_SOLVER_ILP;
+    CHECK(ap_partition_solve(m, c, p, &o, &ilp, &err) == AP_OK);
+    CHECK_INT(ilp.fits, dp.fits);
+    if (dp.fits && dp.restricted) {
+        /* what the trainer can express is enumerated: no integer program */
+        CHECK(ilp.restricted);
+        CHECK_NEAR(ilp.objective_s, dp.objective_s, TOL);
+    } else if (dp.fits) {
+        CHECK_INT(ilp.solver, AP_SOLVER_ILP);
+        CHECK(!ilp.fell_back);
+        CHECK(ilp.optimal);
+        CHECK_NEAR(ilp.objective_s, dp.objective_s, TOL);
+        if (ilp.fell_back) fprintf(stderr, "%s: ILP fell back: %s\n", what, ilp.note);
+    }
+    *dp_out = dp;
+}
+
+/* the capacity bound where the joint answer at `loose` headroom no longer fits but something
+ * does: midway between the least peak of all variants and splits and that answer's peak */
+static double tight_headroom(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_partition_opts *o, double frac) {
+    brute_j b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    b.c = c;
+    b.est = &o->est;
+    brute_j_run(&b, p, o);
+    CHECK(b.min_peak < b.best_peak * (1 - 1e-6));
+    return c->gpu.mem_bytes - (b.min_peak + frac * (b.best_peak - b.min_peak));
+}
+
+static void test_recompute_granularity(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_plan p;
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 10;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 3, &c);
+    ap_trainer_id trainers[3] = {AP_TRAINER_MEGATRON, AP_TRAINER_COLOSSALAI, AP_TRAINER_DEEPSPEED};
+    for (int ti = 0; ti < 3; ti++) {
+        small_plan(&p, 3, 1, 12);
+        p.trainer = trainers[ti];
+        p.recompute = AP_RECOMPUTE_FULL;
+        p.seq = 8192;
+        /* DeepSpeed's pipeline takes only uniform stages: 9 layers on 3 */
+        m.layers = p.trainer == AP_TRAINER_DEEPSPEED ? 9 : 10;
+        ap_partition_opts o;
+        ap_partition_opts_init(&o);
+        o.choose_mode = 1;
+        ap_partition_result loose, mid, tight;
+        char what[96];
+        snprintf(what, sizeof what, "%s granularity loose", ap_trainer_name(p.trainer));
+        check_joint(what, &m, &c, &p, &o, &loose);
+        CHECK(loose.fits);
+        /* without a memory bound nothing is recomputed */
+        CHECK_INT(loose.recompute, AP_RECOMPUTE_NONE);
+        CHECK(loose.variants >= 2);
+        /* memory binds at two levels: a slower granularity or count must be chosen */
+        double hr_mid = tight_headroom(&m, &c, &p, &o, 0.5);
+        double hr_tight = tight_headroom(&m, &c, &p, &o, 0.05);
+        o.est.headroom_bytes = hr_mid;
+        snprintf(what, sizeof what, "%s granularity mid", ap_trainer_name(p.trainer));
+        check_joint(what, &m, &c, &p, &o, &mid);
+        CHECK(mid.fits);
+        CHECK(mid.objective_s > loose.objective_s);
+        o.est.headroom_bytes = hr_tight;
+        snprintf(what, sizeof what, "%s granularity tight", ap_trainer_name(p.trainer));
+        check_joint(what, &m, &c, &p, &o, &tight);
+        CHECK(tight.fits);
+        CHECK(tight.objective_s >= mid.objective_s * (1 - 1e-12));
+        /* the chosen granularity is one the trainer has */
+        CHECK(ap_trainer_get(p.trainer)->recompute_mask & (1u << tight.recompute));
+        if (p.trainer == AP_TRAINER_COLOSSALAI && tight.recompute == AP_RECOMPUTE_FULL)
+            for (int r = 0; r < 3; r++)
+                CHECK(tight.stage_recompute[r] >= 1 &&
+                      tight.stage_recompute[r] <= tight.stage_layers[r]);
+        if (p.trainer == AP_TRAINER_DEEPSPEED) {
+            CHECK(tight.restricted);
+            for (int r = 0; r < 3; r++) CHECK_INT(tight.rank_layers[r], loose.rank_layers[r]);
+        }
+        /* with the plan's granularity fixed (full, counts chosen) the answer is never better */
+        ap_partition_opts of = o;
+        of.choose_mode = 0;
+        of.choose_recompute = p.trainer != AP_TRAINER_DEEPSPEED;
+        ap_partition_result fixed;
+        ap_err err = {{0}};
+        CHECK(ap_partition_solve(&m, &c, &p, &of, &fixed, &err) == AP_OK);
+        if (fixed.fits) CHECK(tight.objective_s <= fixed.objective_s * (1 + 1e-12));
+    }
+}
+
 /* the memo (keyed by rank, dense and MoE counts) equals direct evaluation of other ranges */
 static void test_stage_table(void) {
     static ap_model m;
@@ -884,6 +1129,7 @@ int main(int argc, char **argv) {
     test_dp_brute_force_ilp();
     test_llama70b();
     test_recompute_choice();
+    test_recompute_granularity();
     test_interleaved();
     test_restricted();
     test_bad_input();

@@ -22,6 +22,28 @@
  * DP stays exact with one entry per range (the ILP keeps every count as its own binary and
  * tests check that both agree).
  *
+ * Joint plan-wide choices (opts.choose_mode, opts.choose_offload): the granularity (none /
+ * selective / full, those in the trainer's recompute_mask; with full the counts above) and the
+ * CPU offload fractions of optimizer states and parameters (a discrete set, default 0, 0.25,
+ * 0.5, 0.75, 1) are plan-wide in every trainer (Megatron: one --recompute-granularity and
+ * --recompute-num-layers, one --optimizer-offload-fraction; DeepSpeed / Colossal-AI: one
+ * offload ratio), so each combination is a variant with its own stage table; the trainer's
+ * table (ap_plan_check through the cost model) refuses the variants it cannot run (fractions
+ * below 1 without ZeRO-3 or Megatron's distributed optimizer, parameter offload without ZeRO-3,
+ * FSDP / torchtitan offloading both together). The objective is
+ *     J = T + X_q
+ * with X_q the variant's optimizer step plus exposed offload time (PCIe shared per switch, CPU
+ * Adam over host DRAM shared by the node's GPUs: estimate.c) on its uniform split; X depends on
+ * a split only through the stage with the most parameters, which this problem does not
+ * optimise. Offload shrinks a stage's device bytes and grows its host bytes; a stage fits when
+ * its device peak fits the GPU and the node's GPUs, each holding as much host memory as it
+ * does, fit the node's CPU memory (estimate.c host_fits), so both memories are per-stage
+ * constraints. The DP solves every variant (exact per variant; Megatron's counts stop early as
+ * above) and keeps the least J; the ILP (planner/ilp.c) is one program over all variants that
+ * could beat the DP's J (a lower bound from the DP with memory ignored), one binary per variant.
+ * Not expressible with the cost model today: no recompute on some stages and full on others
+ * (stage_recompute 0 means "the plan's count"), per-stage offload fractions.
+ *
  * Interleaved plans (vp > 1, p * v model chunks): the cost model prices a rank from the total
  * of its chunks (its layers, its in-flight chunks) and T = (S + (m v - 1) M) / v (estimate.c
  * "pipe"), so the same DP runs over per-rank totals (at least v * min_layers each) and each
@@ -54,7 +76,17 @@ typedef struct ap_partition_opts {
                                 (Megatron's --decoder-first/last-pipeline-num-layers; the
                                 baseline of issue 8); default 0 */
     int choose_recompute;    /* 1: also choose recomputed layers per stage (see above); the
-                                plan must have recompute FULL; default 0 */
+                                plan must have recompute FULL unless choose_mode; default 0 */
+    int choose_mode;         /* 1: also choose the recompute granularity (none / selective /
+                                full, those in the trainer's recompute_mask) jointly with the
+                                split; with full, the layer counts as choose_recompute; the
+                                plan's recompute is ignored; vp 1 only; default 0 */
+    int choose_offload;      /* 1: also choose the plan-wide CPU offload fractions of optimizer
+                                states and (where the trainer allows: ZeRO-3) parameters from
+                                offload_fracs, under per-stage GPU memory and per-node CPU
+                                memory; vp 1 only; default 0 */
+    int noffload_fracs;      /* size of offload_fracs; default 5 */
+    double offload_fracs[8]; /* the discrete fractions tried; default 0, .25, .5, .75, 1 */
     int ilp_fault;           /* test hook: 1 = make GLPK raise an error while the model is built
                                 (exercises glp_error_hook and the fallback); default 0 */
     ap_estimate_opts est;    /* headroom, calibration */
@@ -74,6 +106,14 @@ typedef struct ap_partition_result {
                                             else -1 (the plan's) */
     int rank_layers[AP_MAX_STAGES];      /* layers per pipeline rank (all its chunks) */
     int recompute_layers;                /* the plan-wide count (chosen, or the plan's) */
+    ap_recompute recompute;              /* the granularity (chosen, or the plan's) */
+    double offload_optimizer;            /* plan-wide fractions (chosen, or the plan's) */
+    double offload_params;
+    double extra_s;                      /* optimizer step + exposed offload time of the chosen
+                                            variant as the objective counts it (see above) */
+    double objective_s;                  /* what the solvers minimise: pipe_s + extra_s */
+    double host_bytes_per_node;          /* ap_estimate_plan's, of the chosen plan */
+    int variants;                        /* plan-wide variants considered (1 without choices) */
     double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch, per rank */
     double stage_device_bytes[AP_MAX_STAGES];
     double pipe_s;                       /* T of the split: (S + (m v - 1) M) / v */
@@ -110,7 +150,8 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
                             const ap_estimate_opts *est, const int *layers, const int *rc,
                             ap_partition_result *out, ap_err *err);
 
-/* Copy the split into plan q: nchunks = pp, stage_layers, stage_recompute, recompute_layers. */
+/* Copy the split into plan q: nchunks = pp, stage_layers, stage_recompute, recompute_layers,
+ * recompute and the offload fractions. */
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
 
 /* Re-split the layers of the pipelined plans a search returned (r->top, or r->closest when
@@ -136,6 +177,25 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            int fixed_rc, const ap_partition_opts *o, double upper_s,
                            ap_partition_result *out, ap_err *err);
+
+/* One plan-wide variant of the joint integer program: its stage table (borrowed for the call),
+ * per_stage_rc / fixed_rc as above, and extra_s, a time added to the objective when the
+ * variant is chosen (its optimizer + offload time). */
+typedef struct ap_ilp_variant {
+    ap_stage_table *tab;
+    int per_stage_rc;
+    int fixed_rc;
+    double extra_s;
+} ap_ilp_variant;
+
+/* The joint program over nvar variants: every stage binary belongs to one variant; one binary
+ * z_q per variant, sum z = 1, and each rank's chosen stage belongs to the chosen variant;
+ * minimise sum t y + (m - 1) M + sum extra_q z_q. *var_out: the chosen variant. upper_s bounds
+ * that objective (stages with m t + extra_q above it are left out). Otherwise as
+ * ap_partition_ilp (which is this with one variant and extra 0). */
+ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L, int pp,
+                                 int64_t m, const ap_partition_opts *o, double upper_s,
+                                 ap_partition_result *out, int *var_out, ap_err *err);
 
 /* `autoplan partition MODEL --gpus N --tp T --pp P ... [--solver dp|ilp|auto]`. */
 int ap_cmd_partition(int argc, char **argv);
