@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void print_split(const char *name, const ap_partition_result *r) {
     printf("%s ", name);
@@ -25,8 +26,9 @@ int ap_cmd_partition(int argc, char **argv) {
     ap_cli_cluster_flags(&fl);
     ap_cli_plan_flags(&fl);
     ap_flags_add(&fl, "solver", AP_FLAG_VALUE, "dp|ilp|auto",
-                 "dp: dynamic programming; ilp: GLPK integer program (falls back to dp); auto: dp "
-                 "for this partition-only problem (default auto)");
+                 "dp: dynamic programming; ilp: GLPK integer program (falls back to dp); auto: dp, "
+                 "exact here also with the recompute and offload choices, which every trainer "
+                 "makes plan-wide (default auto)");
     ap_flags_add(&fl, "time-limit", AP_FLAG_VALUE, "DURATION",
                  "time limit of one ILP solve, e.g. 10s (default 10s)");
     ap_flags_add(&fl, "min-layers", AP_FLAG_VALUE, "N", "layers per stage at least (default 1)");
@@ -34,6 +36,13 @@ int ap_cmd_partition(int argc, char **argv) {
                  "also choose the recompute granularity (none, selective, full: those the trainer "
                  "has) and with full the recomputed layers (per stage where the trainer allows "
                  "it, else one count for all stages); --recompute is then ignored");
+    ap_flags_add(&fl, "choose-offload", AP_FLAG_BOOL, NULL,
+                 "also choose the CPU offload fractions of optimizer states and, where the trainer "
+                 "allows it (ZeRO-3), parameters, under GPU memory per stage and CPU memory per "
+                 "node (--cpu-mem); --offload-optimizer/--offload-params are then ignored");
+    ap_flags_add(&fl, "offload-fractions", AP_FLAG_VALUE, "LIST",
+                 "the fractions --choose-offload tries, comma-separated, at most 8 "
+                 "(default 0,0.25,0.5,0.75,1)");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
     if (help) {
         ap_flags_print_help(&fl, "autoplan partition MODEL --gpus N --pp P [flags]",
@@ -41,7 +50,10 @@ int ap_cmd_partition(int argc, char **argv) {
                             "1F1B pipeline time\nsum(t_f+t_b) + (m-1) max(t_f+t_b) with every "
                             "stage fitting memory; compare with the\nuniform split (or "
                             "--stage-layers). Interleaved plans (--vp): per-rank totals, spread "
-                            "evenly over the\nrank's chunks.");
+                            "evenly over the\nrank's chunks. --choose-recompute and "
+                            "--choose-offload add the plan-wide recompute granularity\nand "
+                            "offload fractions to the choice (objective: T + optimizer and "
+                            "offload time).");
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
@@ -67,6 +79,27 @@ int ap_cmd_partition(int argc, char **argv) {
     o.min_layers = (int)ml;
     o.choose_recompute = ap_flags_isset(&fl, "choose-recompute");
     o.choose_mode = o.choose_recompute;
+    o.choose_offload = ap_flags_isset(&fl, "choose-offload");
+    if (ap_flags_isset(&fl, "offload-fractions")) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ap_flags_value(&fl, "offload-fractions"));
+        o.noffload_fracs = 0;
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            if (o.noffload_fracs == 8) {
+                ap_err_set(&err, AP_ERR_INPUT, "--offload-fractions: at most 8 fractions");
+                return ap_cli_fail(AP_ERR_INPUT, &err);
+            }
+            if ((st = ap_parse_real(tok, "--offload-fractions", 0, 1,
+                                    &o.offload_fracs[o.noffload_fracs], &err)) != AP_OK)
+                return ap_cli_fail(st, &err);
+            o.noffload_fracs++;
+        }
+        if (o.noffload_fracs == 0) {
+            ap_err_set(&err, AP_ERR_INPUT, "--offload-fractions: no fraction given");
+            return ap_cli_fail(AP_ERR_INPUT, &err);
+        }
+    }
 
     const ap_model *m = &ctx.model;
     ap_plan base = ctx.plan;
@@ -107,6 +140,11 @@ int ap_cmd_partition(int argc, char **argv) {
         }
         printf(" (optimal of %d variants)\n", opt.variants);
     }
+    if (o.choose_offload)
+        printf("offload   optimizer states %.0f%%, parameters %.0f%%; host %s per node of %s "
+               "(optimal)\n", 100 * opt.offload_optimizer, 100 * opt.offload_params,
+               ap_fmt_bytes(opt.host_bytes_per_node, b1, sizeof b1),
+               ap_fmt_bytes(ctx.cluster.cpu_mem_bytes, b2, sizeof b2));
     printf("\n          %-30s  %s\n", base_name, "optimal");
     printf("%-8s  layers  t_f+t_b    device     layers  t_f+t_b    device\n",
            base.vp > 1 ? "rank" : "stage");
@@ -127,6 +165,8 @@ int ap_cmd_partition(int argc, char **argv) {
     ap_partition_opts ofl = o;
     ofl.first_last_only = 1;
     ofl.choose_recompute = 0;
+    ofl.choose_mode = 0;
+    ofl.choose_offload = 0;
     ofl.solver = AP_SOLVER_DP;
     ap_err ferr = {{0}};
     ap_status fst = base.vp > 1 ? AP_ERR_INPUT /* the flags move stages, not chunks */
@@ -168,6 +208,10 @@ int ap_cmd_partition(int argc, char **argv) {
     if (o.choose_recompute && opt.recompute == AP_RECOMPUTE_FULL && opt.stage_recompute[0] <= 0 &&
         opt.recompute_layers > 0)
         printf("--recompute-layers %d\n", opt.recompute_layers);
+    if (o.choose_offload) {
+        if (opt.offload_optimizer > 0) printf("--offload-optimizer %g\n", opt.offload_optimizer);
+        if (opt.offload_params > 0) printf("--offload-params %g\n", opt.offload_params);
+    }
     if (!opt.fits) printf("no split fits: shown is the one with the least peak memory\n");
     return 0;
 }

@@ -658,7 +658,9 @@ static void brute_j_run(brute_j *b, const ap_plan *p, const ap_partition_opts *o
         for (int fo = 0; fo < nf; fo++)
             for (int fp = 0; fp < nf; fp++) {
                 int full = g == AP_RECOMPUTE_FULL;
-                int counts = (o->choose_mode || o->choose_recompute) && full;
+                /* Colossal-AI: per-stage counts only with pp > 1 (its table) */
+                int counts = (o->choose_mode || o->choose_recompute) && full &&
+                             !(tr->recompute_partial_needs_pp && p->pp == 1);
                 int kmax = counts && tr->recompute_partial && !tr->per_stage_recompute
                                ? L - (p->pp - 1) : 0;
                 for (int k = 0; k <= kmax; k++) {
@@ -739,6 +741,10 @@ static void check_joint(const char *what, const ap_model *m, const ap_cluster *c
         CHECK_NEAR(ilp.objective_s, dp.objective_s, TOL);
         if (ilp.fell_back) fprintf(stderr, "%s: ILP fell back: %s\n", what, ilp.note);
     }
+    if (getenv("AP_TEST_VERBOSE"))
+        fprintf(stderr, "%s: fits %d recompute %d/%d offload %.2f/%.2f J %.6g (ILP %.6g, %s)\n",
+                what, dp.fits, dp.recompute, dp.recompute_layers, dp.offload_optimizer,
+                dp.offload_params, dp.objective_s, ilp.objective_s, ilp.note);
     *dp_out = dp;
 }
 
@@ -814,6 +820,122 @@ static void test_recompute_granularity(void) {
         CHECK(ap_partition_solve(&m, &c, &p, &of, &fixed, &err) == AP_OK);
         if (fixed.fits) CHECK(tight.objective_s <= fixed.objective_s * (1 + 1e-12));
     }
+}
+
+/* offload fractions chosen jointly with the split and the recompute: brute force on small
+ * cases for every trainer rule; a plan that fits with neither a uniform recompute nor without
+ * offload fits with the joint choice; the node's CPU memory binds */
+static void test_offload_choice(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_plan p;
+    ap_err err = {{0}};
+    load("examples/models/llama-3-8b.json", &m);
+    m.layers = 10;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 3, &c);
+    small_plan(&p, 3, 1, 12);
+    p.seq = 8192;
+    p.zero = 1; /* Megatron's offload fraction needs the distributed optimizer */
+    p.recompute = AP_RECOMPUTE_FULL;
+    ap_partition_opts o;
+    ap_partition_opts_init(&o);
+    o.choose_mode = 1;
+    o.choose_offload = 1;
+    ap_partition_result r, nooff, uni;
+
+    /* the GPU fits no split of any recompute without offload: capacity below the least peak */
+    ap_partition_opts on = o;
+    on.choose_offload = 0;
+    brute_j b;
+    memset(&b, 0, sizeof b);
+    b.m = &m;
+    b.c = &c;
+    b.est = &o.est;
+    brute_j_run(&b, &p, &on);
+    double min_peak_nooff = b.min_peak;
+    o.est.headroom_bytes = on.est.headroom_bytes =
+        c.gpu.mem_bytes - (min_peak_nooff - 0.5 * 1073741824.0);
+    CHECK(ap_partition_solve(&m, &c, &p, &on, &nooff, &err) == AP_OK);
+    CHECK(!nooff.fits);
+    /* nor the uniform split recomputing every layer (the least memory of a uniform recompute) */
+    int u[AP_MAX_STAGES];
+    uniform_of(&p, m.layers, u);
+    CHECK(ap_partition_eval(&m, &c, &p, &o.est, u, NULL, &uni, &err) == AP_OK);
+    CHECK(!uni.fits);
+    check_joint("megatron offload, no fit without", &m, &c, &p, &o, &r);
+    CHECK(r.fits);
+    CHECK(r.offload_optimizer > 0);
+    CHECK_INT(r.offload_params * 4, 0); /* Megatron offloads no parameters */
+
+    /* a capacity where offloading is the best choice and a heavier recompute without offload
+     * also fits: then a node's CPU memory below what that offload needs moves the answer */
+    int found = 0;
+    for (int i = 1; i <= 9 && !found; i++) {
+        o.est.headroom_bytes = 2.0 * 1073741824.0;
+        o.est.headroom_bytes = tight_headroom(&m, &c, &p, &o, 0.1 * i);
+        on.est.headroom_bytes = o.est.headroom_bytes;
+        CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_OK);
+        CHECK(ap_partition_solve(&m, &c, &p, &on, &nooff, &err) == AP_OK);
+        found = r.fits && r.offload_optimizer > 0 && nooff.fits;
+    }
+    CHECK(found);
+    if (found) {
+        CHECK(r.objective_s < nooff.objective_s);
+        CHECK(r.host_bytes_per_node > 0);
+        /* 90% of the node's memory is usable (estimate.c host_fits) */
+        ap_cluster cb = c;
+        cb.cpu_mem_bytes = 0.8 * r.host_bytes_per_node / 0.9;
+        ap_partition_result rb;
+        check_joint("megatron offload, CPU-bound", &m, &cb, &p, &o, &rb);
+        CHECK(rb.fits);
+        CHECK(rb.host_bytes_per_node <= 0.9 * cb.cpu_mem_bytes);
+        CHECK(rb.offload_optimizer < r.offload_optimizer);
+        CHECK(rb.objective_s > r.objective_s);
+        CHECK(rb.objective_s <= nooff.objective_s * (1 + 1e-12));
+        check_joint("megatron offload, offload best", &m, &c, &p, &o, &r);
+    }
+    /* no distributed optimizer: Megatron cannot offload; the choice degenerates to none */
+    p.zero = 0;
+    o.est.headroom_bytes = 2.0 * 1073741824.0;
+    check_joint("megatron zero0 offload", &m, &c, &p, &o, &r);
+    CHECK_INT(r.offload_optimizer * 4, 0);
+
+    /* ZeRO-3 without a pipeline: Colossal-AI Gemini (fractions of both), DeepSpeed (optimizer
+     * fractions, all parameters or none), FSDP (both together, all or nothing) */
+    ap_trainer_id z3[3] = {AP_TRAINER_COLOSSALAI, AP_TRAINER_DEEPSPEED, AP_TRAINER_FSDP};
+    for (int ti = 0; ti < 3; ti++) {
+        ap_cluster_from_gpu(ap_gpu_find("h100"), 2, &c);
+        small_plan(&p, 1, 1, 4);
+        p.dp = 2;
+        p.gbs = 8;
+        p.zero = 3;
+        p.seq = 8192;
+        p.trainer = z3[ti];
+        p.recompute = AP_RECOMPUTE_FULL;
+        m.layers = 10;
+        ap_partition_opts oz;
+        ap_partition_opts_init(&oz);
+        oz.choose_mode = 1;
+        oz.choose_offload = 1;
+        char what[96];
+        for (int bound = 0; bound < 3; bound++) {
+            oz.est.headroom_bytes = 2.0 * 1073741824.0;
+            if (bound)
+                oz.est.headroom_bytes = tight_headroom(&m, &c, &p, &oz, bound == 1 ? 0.5 : 0.05);
+            snprintf(what, sizeof what, "%s z3 offload bound %d", ap_trainer_name(p.trainer), bound);
+            check_joint(what, &m, &c, &p, &oz, &r);
+            CHECK(r.fits);
+            const ap_trainer_caps *tr = ap_trainer_get(p.trainer);
+            if (!tr->offload_params_fraction) CHECK(r.offload_params == 0 || r.offload_params == 1);
+            if (tr->offload_together) CHECK((r.offload_optimizer > 0) == (r.offload_params > 0));
+            if (bound == 2) CHECK(r.offload_optimizer > 0 || r.offload_params > 0 ||
+                                  r.recompute != AP_RECOMPUTE_NONE);
+        }
+    }
+    /* a bad set of fractions is refused */
+    o.noffload_fracs = 1;
+    o.offload_fracs[0] = 2.0;
+    CHECK(ap_partition_solve(&m, &c, &p, &o, &r, &err) == AP_ERR_INPUT);
 }
 
 /* the memo (keyed by rank, dense and MoE counts) equals direct evaluation of other ranges */
@@ -1110,6 +1232,42 @@ static void test_cli(void) {
     CHECK_CONTAINS(er, "--solver");
     free(out);
     free(er);
+    /* llama-3-70b on 32 40 GB A100s (tp 8, pp 4, ZeRO-1): no split and no recompute fits
+     * without offload; the joint choice offloads the optimizer states and recomputes nothing;
+     * with 128 GiB of CPU memory per node half of them fit the host, and 6 layers per stage are
+     * recomputed instead */
+    const char *a70 =
+        "partition %s --gpu a100-40gb --gpus 32 --tp 8 --pp 4 --gbs 128 --seq 8192 --sp --zero 1 "
+        "--recompute full --choose-recompute %s";
+    snprintf(args, sizeof args, a70, tl_path("examples/models/llama-3-70b.json"), "");
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "fits         NO           NO           NO");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, a70, tl_path("examples/models/llama-3-70b.json"),
+             "--choose-offload --cpu-mem 1TiB --solver ilp");
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "solver    ilp, optimal");
+    CHECK_CONTAINS(out, "recompute none (optimal of");
+    CHECK_CONTAINS(out, "offload   optimizer states 100%, parameters 0%");
+    CHECK_CONTAINS(out, "fits         NO           NO           yes");
+    CHECK_CONTAINS(out, "--offload-optimizer 1\n");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, a70, tl_path("examples/models/llama-3-70b.json"),
+             "--choose-offload --cpu-mem 128GiB");
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    CHECK_CONTAINS(out, "offload   optimizer states 50%, parameters 0%");
+    CHECK_CONTAINS(out, "--recompute-layers 6\n");
+    CHECK_CONTAINS(out, "fits         NO           NO           yes");
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, "partition %s --gpus 8 --pp 8 --choose-offload "
+             "--offload-fractions 0,1.5", tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 2);
+    CHECK_CONTAINS(er, "--offload-fractions");
+    free(out);
+    free(er);
     /* interleaved: per-rank totals, chunks listed in pipeline order */
     snprintf(args, sizeof args, "partition %s --gpu h100 --gpus 64 --tp 8 --pp 8 --vp 2 --gbs 128 "
              "--seq 8192 --sp --zero 1 --recompute selective",
@@ -1130,6 +1288,7 @@ int main(int argc, char **argv) {
     test_llama70b();
     test_recompute_choice();
     test_recompute_granularity();
+    test_offload_choice();
     test_interleaved();
     test_restricted();
     test_bad_input();
