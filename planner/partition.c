@@ -699,10 +699,14 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                     for (int i = 0; i < AP_MAX_CHUNKS; i++) q.stage_recompute[i] = -1;
                 }
                 if (!full) q.recompute_layers = 0;
+                /* X only matters between variants of different granularity or offload; with
+                 * one table it is a constant left out (and an interleaved plan's uniform
+                 * layout may not even be one the trainer accepts) */
                 double extra = 0;
                 ap_err verr = {{0}};
-                ap_status vs = variant_extra(m, c, &q, &o->est, &extra, &verr);
-                if (vs == AP_ERR_INFEASIBLE && ntab_max > 1) {
+                ap_status vs = ntab_max > 1 ? variant_extra(m, c, &q, &o->est, &extra, &verr)
+                                            : AP_OK;
+                if (vs == AP_ERR_INFEASIBLE) {
                     /* the trainer cannot run this variant: not a candidate */
                     if (refused == AP_OK) rerr = verr;
                     refused = vs;

@@ -110,7 +110,8 @@ typedef struct ap_partition_result {
     double offload_optimizer;            /* plan-wide fractions (chosen, or the plan's) */
     double offload_params;
     double extra_s;                      /* optimizer step + exposed offload time of the chosen
-                                            variant as the objective counts it (see above) */
+                                            variant as the objective counts it (see above); 0
+                                            when only one granularity and offload is open */
     double objective_s;                  /* what the solvers minimise: pipe_s + extra_s */
     double host_bytes_per_node;          /* ap_estimate_plan's, of the chosen plan */
     int variants;                        /* plan-wide variants considered (1 without choices) */
