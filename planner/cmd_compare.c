@@ -19,6 +19,12 @@
  * Free dimensions (micro-batch, recompute, ...) are chosen as the fastest fitting plan; when
  * nothing fits, the legal plan with the least overshoot is shown; when nothing is legal, the
  * rule that refuses it.
+ *
+ * --gpus takes what `autoplan plan` takes (ap_parse_gpu_counts): with a sweep (64..1024, a list,
+ * or --tokens) the strategies are compared on the first count, and each count gets the
+ * cluster `plan --gpus <count>` would load and plan's answer there (ap_report_sweep) for the
+ * GPU-count chart. The best compared plan is also simulated (ap_report_simulate) for the
+ * memory-over-one-iteration chart.
  */
 #include <errno.h>
 #include <math.h>
@@ -28,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "autoplan/cli.h"
+#include "autoplan/partition.h"
 #include "autoplan/report.h"
 
 #define MAX_STRATEGIES 32
@@ -38,6 +45,10 @@ typedef struct {
     ap_cli_ctx ctx;
     ap_search_opts so; /* the base search: trainer, batch, sequence, dtype, estimate options */
     const char *model_arg;
+    int counts[AP_MAX_GPU_COUNTS]; /* --gpus: the compared count first, then the sweep */
+    int ncounts;
+    char first[16];                /* --gpus rewritten to the first count */
+    double tokens;                 /* --tokens, 0 = not given */
 } compare_cmd;
 
 /* one strategy to resolve */
@@ -483,6 +494,9 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
 
 static void add_flags(ap_flags *fl) {
     ap_cli_cluster_flags(fl);
+    ap_flag *g = ap_flags_get(fl, "gpus");
+    if (g) g->help = "GPUs: a count, or a sweep 64..1024 (powers of two) or list 64,128,512 for "
+                     "the GPU-count chart (strategies are compared on the first count)";
     ap_flags_add(fl, "trainer", AP_FLAG_VALUE, "T",
                  "megatron|deepspeed|fsdp|torchtitan|colossalai (default megatron)");
     ap_flags_add(fl, "gbs", AP_FLAG_VALUE, "N", "global batch size, sequences (default: 4M tokens)");
@@ -498,6 +512,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
                  "compared strategies (default " DEFAULT_STRATEGIES "); also key=value pins "
                  "such as tp=2,pp=4 (';' between two)");
+    ap_flags_add(fl, "tokens", AP_FLAG_VALUE, "N", "training tokens (e.g. 2T) for the time to "
+                 "train in the GPU-count chart");
     ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR",
                  "directory for report.html, report.md and plans.csv (created if missing)");
 }
@@ -507,7 +523,22 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     ap_status st;
     if (!ap_flags_isset(fl, "out"))
         return ap_err_set(err, AP_ERR_INPUT, "--out DIR is required (where the report goes)");
+    /* as `autoplan plan`: the cluster is loaded for the first count; each count of a sweep
+     * gets its own cluster later (sweep_clusters) */
+    const char *gv = ap_flags_value(fl, "gpus");
+    cc->ncounts = 0;
+    if (gv) {
+        if ((st = ap_parse_gpu_counts(gv, cc->counts, &cc->ncounts, err)) != AP_OK) return st;
+        snprintf(cc->first, sizeof cc->first, "%d", cc->counts[0]);
+        ap_flags_get(fl, "gpus")->value = cc->first;
+    }
+    const char *tk = ap_flags_value(fl, "tokens");
+    if (tk && (st = ap_parse_count(tk, "--tokens", &cc->tokens, err)) != AP_OK) return st;
     if ((st = ap_cli_load(fl, 1, &cc->ctx, err)) != AP_OK) return st;
+    if (!gv) {
+        cc->counts[0] = cc->ctx.cluster.gpus;
+        cc->ncounts = 1;
+    }
     cc->model_arg = cc->ctx.model_path;
     ap_search_opts *so = &cc->so;
     ap_search_opts_init(so);
@@ -546,6 +577,35 @@ static ap_status write_one(const char *dir, const char *name, const char *data, 
     return st;
 }
 
+/* The sweep: for each count the cluster `autoplan plan --gpus <count>` loads from the same
+ * flags, then the best plan per count (ap_report_sweep, with plan's default solver). */
+static ap_status run_sweep(compare_cmd *cc, ap_report *rep, ap_err *err) {
+    if (cc->ncounts < 2 && cc->tokens <= 0) return AP_OK; /* no sweep asked (as `plan`) */
+    ap_cluster *cl = calloc((size_t)cc->ncounts, sizeof *cl);
+    ap_flags *fl = malloc(sizeof *fl);
+    ap_cli_ctx *ctx = malloc(sizeof *ctx);
+    ap_status st = AP_OK;
+    if (!cl || !fl || !ctx) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    char num[16];
+    for (int i = 0; i < cc->ncounts && st == AP_OK; i++) {
+        *fl = cc->fl;
+        snprintf(num, sizeof num, "%d", cc->counts[i]);
+        ap_flag *g = ap_flags_get(fl, "gpus");
+        g->value = num;
+        g->set = 1;
+        memset(ctx, 0, sizeof *ctx);
+        if ((st = ap_cli_load(fl, 1, ctx, err)) == AP_OK) cl[i] = ctx->cluster;
+        else ap_err_prefix(err, "--gpus %d", cc->counts[i]);
+    }
+    if (st == AP_OK)
+        st = ap_report_sweep(&cc->ctx.model, cl, cc->ncounts, &cc->so, (int)AP_SOLVER_AUTO,
+                             cc->tokens, rep, err);
+    free(cl);
+    free(fl);
+    free(ctx);
+    return st;
+}
+
 int ap_cmd_compare(int argc, char **argv) {
     compare_cmd *cc = calloc(1, sizeof *cc);
     strat_spec *specs = calloc(MAX_STRATEGIES, sizeof *specs);
@@ -565,7 +625,7 @@ int ap_cmd_compare(int argc, char **argv) {
     add_flags(&cc->fl);
     st = ap_flags_parse(&cc->fl, argc, argv, 1, &help, &err);
     if (help) {
-        ap_flags_print_help(&cc->fl, "autoplan compare MODEL --gpus N --out DIR [flags]",
+        ap_flags_print_help(&cc->fl, "autoplan compare MODEL --gpus N|A..B|A,B,C --out DIR [flags]",
                             "Compare parallel strategies for one model and cluster: the search's "
                             "top plans and\nbaselines (DDP, ZeRO-3, ZeRO-2 + CPU offload, "
                             "Megatron-style, no pipeline). Writes\nDIR/report.html (charts), "
@@ -595,11 +655,15 @@ int ap_cmd_compare(int argc, char **argv) {
     for (int i = 0; i < nspec && st == AP_OK; i++)
         st = resolve(cc, &specs[i], rep.strat, &rep.nstrat, MAX_STRATEGIES, &err);
     if (st == AP_OK) st = ap_report_enumerate(rep.model, rep.cluster, &cc->so, &rep, &err);
+    if (st == AP_OK) {
+        rep.best = ap_report_pick_best(&rep);
+        st = ap_report_simulate(&rep, NULL, &err);
+    }
+    if (st == AP_OK) st = run_sweep(cc, &rep, &err);
     if (st != AP_OK) {
         rc = ap_cli_fail(st, &err);
         goto out;
     }
-    rep.best = ap_report_pick_best(&rep);
     const char *dir = ap_flags_value(&cc->fl, "out");
     struct stat sb;
     if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0) {

@@ -8,17 +8,19 @@
  *
  * Numbers: every printed value is formatted from an ap_estimate field under the name
  * `autoplan estimate --json` gives it (planner/estjson.c), with one fixed format per unit
- * (fmt_s, fmt_gib, fmt_pct below) so a reader or a test can reformat the JSON and compare.
+ * (rep_fmt_s, rep_fmt_gib, rep_fmt_pct below) so a reader or a test can reformat the JSON and compare.
  * Derived values are named as such: the overshoot (device peak + headroom - capacity) and the
  * "allocator & runtime" memory segment (device peak minus the five allocated categories).
  *
  * The HTML holds no URL at all: inline <svg> needs no xmlns in an HTML document (the parser
  * puts it in the SVG namespace), hatching patterns are referenced as url(#id) in the same SVG.
  *
- * Not here: the GPU-count sweep chart and the simulator's memory-over-time chart (absent, and
- * the report says so); choosing the strategies (planner/cmd_compare.c).
+ * Charts 4 (GPU-count sweep) and 5 (memory over one iteration from the simulator) are in
+ * planner/report_sweep.c and planner/report_simchart.c, sharing the buffer and formats through
+ * report_int.h. Not here: choosing the strategies (planner/cmd_compare.c).
  */
 #include "autoplan/report.h"
+#include "report_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -31,13 +33,7 @@
 
 /* ---- growable text buffer ------------------------------------------------------------------ */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_grow(sbuf *b, size_t need) {
+static void rb_grow(rbuf *b, size_t need) {
     if (b->oom || b->n + need + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 65536;
     while (cap < b->n + need + 1) cap *= 2;
@@ -50,10 +46,7 @@ static void sb_grow(sbuf *b, size_t need) {
     b->cap = cap;
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void sb_printf(sbuf *b, const char *fmt, ...) {
+void rb_printf(rbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int k = vsnprintf(NULL, 0, fmt, ap);
@@ -62,7 +55,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
         b->oom = 1;
         return;
     }
-    sb_grow(b, (size_t)k);
+    rb_grow(b, (size_t)k);
     if (b->oom) return;
     va_start(ap, fmt);
     vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
@@ -70,32 +63,32 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     b->n += (size_t)k;
 }
 
-static void sb_puts(sbuf *b, const char *s) { sb_printf(b, "%s", s); }
+void rb_puts(rbuf *b, const char *s) { rb_printf(b, "%s", s); }
 
 /* text escaped for HTML/SVG content and attribute values */
-static void sb_html(sbuf *b, const char *s) {
+void rb_html(rbuf *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '&': sb_puts(b, "&amp;"); break;
-        case '<': sb_puts(b, "&lt;"); break;
-        case '>': sb_puts(b, "&gt;"); break;
-        case '"': sb_puts(b, "&quot;"); break;
-        default: sb_printf(b, "%c", *s);
+        case '&': rb_puts(b, "&amp;"); break;
+        case '<': rb_puts(b, "&lt;"); break;
+        case '>': rb_puts(b, "&gt;"); break;
+        case '"': rb_puts(b, "&quot;"); break;
+        default: rb_printf(b, "%c", *s);
         }
     }
 }
 
 /* text escaped for a Markdown table cell */
-static void sb_md(sbuf *b, const char *s) {
+void rb_md(rbuf *b, const char *s) {
     for (; *s; s++) {
-        if (*s == '|') sb_puts(b, "\\|");
-        else if (*s == '\n') sb_puts(b, " ");
-        else sb_printf(b, "%c", *s);
+        if (*s == '|') rb_puts(b, "\\|");
+        else if (*s == '\n') rb_puts(b, " ");
+        else rb_printf(b, "%c", *s);
     }
 }
 
-static ap_status sb_finish(sbuf *b, char **out, size_t *len, ap_err *err) {
-    sb_grow(b, 0);
+static ap_status rb_finish(rbuf *b, char **out, size_t *len, ap_err *err) {
+    rb_grow(b, 0);
     if (b->oom || !b->p) {
         free(b->p);
         *out = NULL;
@@ -109,16 +102,16 @@ static ap_status sb_finish(sbuf *b, char **out, size_t *len, ap_err *err) {
 
 /* ---- number formats: one per unit, used by every renderer ------------------------------ */
 
-static char *fmt_s(double s, char *buf, size_t n) { snprintf(buf, n, "%.3f", s); return buf; }
-static char *fmt_gib(double bytes, char *buf, size_t n) {
+char *rep_fmt_s(double s, char *buf, size_t n) { snprintf(buf, n, "%.3f", s); return buf; }
+char *rep_fmt_gib(double bytes, char *buf, size_t n) {
     snprintf(buf, n, "%.2f", bytes / GiB);
     return buf;
 }
-static char *fmt_pct(double frac, char *buf, size_t n) {
+char *rep_fmt_pct(double frac, char *buf, size_t n) {
     snprintf(buf, n, "%.1f", 100.0 * frac);
     return buf;
 }
-static char *fmt_tps(double tps, char *buf, size_t n) { snprintf(buf, n, "%.0f", tps); return buf; }
+char *rep_fmt_tps(double tps, char *buf, size_t n) { snprintf(buf, n, "%.0f", tps); return buf; }
 
 /* ---- rows ------------------------------------------------------------------------------ */
 
@@ -298,8 +291,13 @@ int ap_report_pick_best(const ap_report *r) {
 void ap_report_free(ap_report *r) {
     free(r->strat);
     free(r->rows);
+    free(r->sweep);
+    ap_sim_free(r->sim);
     r->strat = NULL;
     r->rows = NULL;
+    r->sweep = NULL;
+    r->sim = NULL;
+    r->nsweep = 0;
     r->nstrat = 0;
     r->nrows = 0;
 }
@@ -406,13 +404,13 @@ static void explain(const ap_report *r, int i, line_buf *out) {
     if (s->status == AP_REPORT_NOFIT) {
         if (!o.host_fits && overshoot_bytes(&o) <= 0)
             ADD("does not fit: host_bytes_per_node %s GiB of host_capacity_bytes %s GiB.",
-                fmt_gib(o.host_bytes_per_node, a, sizeof a),
-                fmt_gib(o.host_capacity_bytes, b, sizeof b));
+                rep_fmt_gib(o.host_bytes_per_node, a, sizeof a),
+                rep_fmt_gib(o.host_capacity_bytes, b, sizeof b));
         else
             ADD("does not fit: device_peak_bytes %s GiB + headroom_bytes %s GiB > capacity_bytes "
-                "%s GiB, over by %s GiB.", fmt_gib(o.device_peak_bytes, a, sizeof a),
-                fmt_gib(o.headroom_bytes, b, sizeof b), fmt_gib(o.capacity_bytes, c, sizeof c),
-                fmt_gib(overshoot_bytes(&o), d, sizeof d));
+                "%s GiB, over by %s GiB.", rep_fmt_gib(o.device_peak_bytes, a, sizeof a),
+                rep_fmt_gib(o.headroom_bytes, b, sizeof b), rep_fmt_gib(o.capacity_bytes, c, sizeof c),
+                rep_fmt_gib(overshoot_bytes(&o), d, sizeof d));
         return;
     }
     if (r->best < 0) return;
@@ -420,15 +418,15 @@ static void explain(const ap_report *r, int i, line_buf *out) {
     double rel = (o.step_s - bst.step_s) / bst.step_s;
     if (fabs(rel) < AP_VALIDATED_TIME_ERROR) {
         ADD("a tie: step_s %s s vs %s s differ by less than the validated time error (%.0f%%)",
-            fmt_s(o.step_s, a, sizeof a), fmt_s(bst.step_s, b, sizeof b),
+            rep_fmt_s(o.step_s, a, sizeof a), rep_fmt_s(bst.step_s, b, sizeof b),
             100 * AP_VALIDATED_TIME_ERROR);
         if (o.device_peak_bytes != bst.device_peak_bytes)
-            ADD("; device_peak_bytes %s GiB vs %s GiB", fmt_gib(o.device_peak_bytes, a, sizeof a),
-                fmt_gib(bst.device_peak_bytes, b, sizeof b));
+            ADD("; device_peak_bytes %s GiB vs %s GiB", rep_fmt_gib(o.device_peak_bytes, a, sizeof a),
+                rep_fmt_gib(bst.device_peak_bytes, b, sizeof b));
         ADD(".");
         return;
     }
-    ADD("slower: step_s %s s vs %s s", fmt_s(o.step_s, a, sizeof a), fmt_s(bst.step_s, b, sizeof b));
+    ADD("slower: step_s %s s vs %s s", rep_fmt_s(o.step_s, a, sizeof a), rep_fmt_s(bst.step_s, b, sizeof b));
     /* the parts that grew most, largest first (at most three) */
     int used[NTIME] = {0};
     int shown = 0;
@@ -445,12 +443,12 @@ static void explain(const ap_report *r, int i, line_buf *out) {
         if (pick < 0 || pd < 1e-3 * bst.step_s) break;
         used[pick] = 1;
         ADD("%s %s %s s vs %s s", shown ? "," : "; larger parts:", time_parts[pick].key,
-            fmt_s(rowv(&o, time_parts[pick].off), a, sizeof a),
-            fmt_s(rowv(&bst, time_parts[pick].off), b, sizeof b));
+            rep_fmt_s(rowv(&o, time_parts[pick].off), a, sizeof a),
+            rep_fmt_s(rowv(&bst, time_parts[pick].off), b, sizeof b));
         shown++;
     }
-    ADD("; tokens_per_s %s vs %s.", fmt_tps(o.tokens_per_s, a, sizeof a),
-        fmt_tps(bst.tokens_per_s, b, sizeof b));
+    ADD("; tokens_per_s %s vs %s.", rep_fmt_tps(o.tokens_per_s, a, sizeof a),
+        rep_fmt_tps(bst.tokens_per_s, b, sizeof b));
 #undef ADD
 }
 
@@ -466,86 +464,86 @@ static void bottleneck(const ap_report *r, line_buf *out) {
              "the largest exposed part of %s is %s %s s of step_s %s s; the largest part other "
              "than compute is %s %s s.",
              r->strat[r->best].name, time_parts[big].key,
-             fmt_s(rowv(&b, time_parts[big].off), x, sizeof x), fmt_s(b.step_s, y, sizeof y),
-             time_parts[nc].key, fmt_s(rowv(&b, time_parts[nc].off), z, sizeof z));
+             rep_fmt_s(rowv(&b, time_parts[big].off), x, sizeof x), rep_fmt_s(b.step_s, y, sizeof y),
+             time_parts[nc].key, rep_fmt_s(rowv(&b, time_parts[nc].off), z, sizeof z));
 }
 
 /* ---- SVG helpers --------------------------------------------------------------------------- */
 
 /* A "nice" axis: step in {1, 2, 5} x 10^k, about 5 ticks up to at least hi. */
-static double nice_step(double hi) {
+double rep_nice_step(double hi) {
     if (!(hi > 0)) return 1;
     double raw = hi / 5, p = pow(10, floor(log10(raw))), m = raw / p;
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
 }
 
-static void svg_patterns(sbuf *b, const char *prefix, const part_def *parts, int n) {
-    sb_puts(b, "<defs>");
+static void svg_patterns(rbuf *b, const char *prefix, const part_def *parts, int n) {
+    rb_puts(b, "<defs>");
     for (int i = 0; i < n; i++) {
         if (!parts[i].hatch) continue;
-        sb_printf(b, "<pattern id=\"%s-h%d\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+        rb_printf(b, "<pattern id=\"%s-h%d\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
                   "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#FFFFFF\"/>"
                   "<rect width=\"3\" height=\"6\" fill=\"%s\"/></pattern>", prefix, i, parts[i].color);
     }
-    sb_puts(b, "</defs>");
+    rb_puts(b, "</defs>");
 }
 
-static void svg_fill(sbuf *b, const char *prefix, const part_def *parts, int i) {
-    if (parts[i].hatch) sb_printf(b, "url(#%s-h%d)", prefix, i);
-    else sb_puts(b, parts[i].color);
+static void svg_fill(rbuf *b, const char *prefix, const part_def *parts, int i) {
+    if (parts[i].hatch) rb_printf(b, "url(#%s-h%d)", prefix, i);
+    else rb_puts(b, parts[i].color);
 }
 
 /* legend: one swatch and name per part, in stacking order; returns the height used */
-static double svg_legend(sbuf *b, const char *prefix, const part_def *parts, int n, double x0,
+static double svg_legend(rbuf *b, const char *prefix, const part_def *parts, int n, double x0,
                          double y0, double width) {
     double x = x0, y = y0;
-    sb_puts(b, "<g class=\"legend\">");
+    rb_puts(b, "<g class=\"legend\">");
     for (int i = 0; i < n; i++) {
         double w = 26 + 7.0 * (double)strlen(parts[i].name);
         if (x + w > x0 + width) {
             x = x0;
             y += 18;
         }
-        sb_printf(b, "<g class=\"legend-item\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+        rb_printf(b, "<g class=\"legend-item\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
                   "class=\"swatch\" fill=\"", x, y);
         svg_fill(b, prefix, parts, i);
-        sb_printf(b, "\"/><text x=\"%.1f\" y=\"%.1f\">%d %s</text></g>", x + 16, y + 10, i + 1,
+        rb_printf(b, "\"/><text x=\"%.1f\" y=\"%.1f\">%d %s</text></g>", x + 16, y + 10, i + 1,
                   parts[i].name);
         x += w + 14;
     }
-    sb_puts(b, "</g>");
+    rb_puts(b, "</g>");
     return y - y0 + 22;
 }
 
-static void svg_xaxis(sbuf *b, double x0, double w, double y0, double y1, double hi, double step,
+static void svg_xaxis(rbuf *b, double x0, double w, double y0, double y1, double hi, double step,
                       const char *title, double scale) {
     for (double v = 0; v <= hi * (1 + 1e-9); v += step) {
         double x = x0 + w * v / hi;
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
                   x, y0, x, y1, x, y1 + 14, v / scale);
     }
-    sb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+    rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
               x0 + w / 2, y1 + 32);
-    sb_html(b, title);
-    sb_puts(b, "</text>");
+    rb_html(b, title);
+    rb_puts(b, "</text>");
 }
 
-static void strat_heading(sbuf *b, const ap_report_strategy *s, double x, double y) {
+static void strat_heading(rbuf *b, const ap_report_strategy *s, double x, double y) {
     char lbl[160];
-    sb_printf(b, "<text class=\"name\" x=\"%.1f\" y=\"%.1f\">", x, y);
-    sb_html(b, s->name);
-    sb_printf(b, "</text><text class=\"sub\" x=\"%.1f\" y=\"%.1f\">", x, y + 13);
+    rb_printf(b, "<text class=\"name\" x=\"%.1f\" y=\"%.1f\">", x, y);
+    rb_html(b, s->name);
+    rb_printf(b, "</text><text class=\"sub\" x=\"%.1f\" y=\"%.1f\">", x, y + 13);
     if (s->status == AP_REPORT_ILLEGAL) {
-        sb_puts(b, "no legal plan");
+        rb_puts(b, "no legal plan");
     } else {
-        sb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
+        rb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
     }
-    sb_puts(b, "</text>");
+    rb_puts(b, "</text>");
 }
 
 /* (1) step time per strategy: stacked parts, error band, tokens/s and MFU */
-static void chart_time(sbuf *b, const ap_report *r) {
+static void chart_time(rbuf *b, const ap_report *r) {
     const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
     double hi = 0;
     int nbars = 0;
@@ -555,19 +553,19 @@ static void chart_time(sbuf *b, const ap_report *r) {
         double v = r->strat[i].est.time.step_s * (1 + AP_VALIDATED_TIME_ERROR);
         if (v > hi) hi = v;
     }
-    double step = nice_step(hi);
+    double step = rep_nice_step(hi);
     hi = step * ceil(hi / step);
     if (!(hi > 0)) hi = 1;
-    sbuf leg = {0};
+    rbuf leg = {0};
     double lh = svg_legend(&leg, "t", time_parts, NTIME, 10, 10, W - 20);
     double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    sb_printf(b, "<svg id=\"chart-time\" class=\"chart\" "
+    rb_printf(b, "<svg id=\"chart-time\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-time-title\"><title id=\"chart-time-title\">Step time per "
               "strategy, stacked by part, seconds; whiskers show the validated error of "
               "&#177;%.0f%%</title>", W, H, W, H, 100 * AP_VALIDATED_TIME_ERROR);
     svg_patterns(b, "t", time_parts, NTIME);
-    if (!leg.oom && leg.p) sb_printf(b, "%.*s", (int)leg.n, leg.p);
+    if (!leg.oom && leg.p) rb_printf(b, "%.*s", (int)leg.n, leg.p);
     free(leg.p);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "step time (s)", 1);
@@ -577,43 +575,43 @@ static void chart_time(sbuf *b, const ap_report *r) {
         double y = top + RH * i + (RH - BH) / 2;
         strat_heading(b, s, 10, y + 6);
         if (s->status == AP_REPORT_ILLEGAL) {
-            sb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
+            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
                       LX + 4, y + 13);
             continue;
         }
         ap_report_row o;
         ap_report_row_from_estimate(&s->est, &o);
-        sb_puts(b, "<g class=\"bar\" data-strategy=\"");
-        sb_html(b, s->name);
-        sb_puts(b, "\">");
+        rb_puts(b, "<g class=\"bar\" data-strategy=\"");
+        rb_html(b, s->name);
+        rb_puts(b, "\">");
         double x = LX;
         for (int j = 0; j < NTIME; j++) {
             double v = rowv(&o, time_parts[j].off), w = PW * v / hi;
             if (v <= 0) continue;
-            sb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+            rb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
                       "height=\"%.0f\" fill=\"", time_parts[j].key, x, y, w, BH);
             svg_fill(b, "t", time_parts, j);
-            sb_printf(b, "\"><title>%s %s s</title></rect>", time_parts[j].name,
-                      fmt_s(v, x1, sizeof x1));
+            rb_printf(b, "\"><title>%s %s s</title></rect>", time_parts[j].name,
+                      rep_fmt_s(v, x1, sizeof x1));
             x += w;
         }
         double lo = LX + PW * o.step_s * (1 - AP_VALIDATED_TIME_ERROR) / hi;
         double up = LX + PW * o.step_s * (1 + AP_VALIDATED_TIME_ERROR) / hi, yc = y + BH / 2;
-        sb_printf(b, "<g class=\"errband\"><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
+        rb_printf(b, "<g class=\"errband\"><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
                   "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
                   "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/></g>",
                   lo, yc, up, yc, lo, y - 3, lo, y + BH + 3, up, y - 3, up, y + BH + 3);
-        sb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s s &#183; MFU %s%%"
+        rb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s s &#183; MFU %s%%"
                   "<tspan x=\"%.1f\" dy=\"13\">%s tokens/s%s</tspan></text></g>", LX + PW + 8,
-                  y + 6, fmt_s(o.step_s, x1, sizeof x1), fmt_pct(o.mfu, x3, sizeof x3),
-                  LX + PW + 8, fmt_tps(o.tokens_per_s, x2, sizeof x2),
+                  y + 6, rep_fmt_s(o.step_s, x1, sizeof x1), rep_fmt_pct(o.mfu, x3, sizeof x3),
+                  LX + PW + 8, rep_fmt_tps(o.tokens_per_s, x2, sizeof x2),
                   s->status == AP_REPORT_NOFIT ? " &#183; does not fit" : "");
     }
-    sb_puts(b, "</svg>\n");
+    rb_puts(b, "</svg>\n");
 }
 
 /* (2) device memory of the worst stage per strategy, against capacity */
-static void chart_memory(sbuf *b, const ap_report *r) {
+static void chart_memory(rbuf *b, const ap_report *r) {
     const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
     double hi = r->cluster->gpu.mem_bytes;
     for (int i = 0; i < r->nstrat; i++) {
@@ -622,18 +620,18 @@ static void chart_memory(sbuf *b, const ap_report *r) {
         if (e->capacity_bytes > hi) hi = e->capacity_bytes;
         if (e->device_peak_bytes > hi) hi = e->device_peak_bytes;
     }
-    double step = nice_step(hi / GiB) * GiB;
+    double step = rep_nice_step(hi / GiB) * GiB;
     hi = step * ceil(hi / step * 1.02);
-    sbuf leg = {0};
+    rbuf leg = {0};
     double lh = svg_legend(&leg, "m", mem_parts, NMEM, 10, 10, W - 20);
     double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    sb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" "
+    rb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-memory-title\"><title id=\"chart-memory-title\">Device "
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
               W, H, W, H);
     svg_patterns(b, "m", mem_parts, NMEM);
-    if (!leg.oom && leg.p) sb_printf(b, "%.*s", (int)leg.n, leg.p);
+    if (!leg.oom && leg.p) rb_printf(b, "%.*s", (int)leg.n, leg.p);
     free(leg.p);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
@@ -644,7 +642,7 @@ static void chart_memory(sbuf *b, const ap_report *r) {
         double y = top + RH * i + (RH - BH) / 2;
         strat_heading(b, s, 10, y + 6);
         if (s->status == AP_REPORT_ILLEGAL) {
-            sb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
+            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
                       LX + 4, y + 13);
             continue;
         }
@@ -652,19 +650,19 @@ static void chart_memory(sbuf *b, const ap_report *r) {
         ap_report_row_from_estimate(&s->est, &o);
         cap = o.capacity_bytes;
         head = o.headroom_bytes;
-        sb_puts(b, "<g class=\"bar\" data-strategy=\"");
-        sb_html(b, s->name);
-        sb_puts(b, "\">");
+        rb_puts(b, "<g class=\"bar\" data-strategy=\"");
+        rb_html(b, s->name);
+        rb_puts(b, "\">");
         double x = LX;
         for (int j = 0; j < NMEM; j++) {
             double v = mem_part(&o, j), w = PW * v / hi;
             if (v <= 0) continue;
-            sb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+            rb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
                       "height=\"%.0f\" fill=\"", mem_parts[j].key ? mem_parts[j].key : "runtime",
                       x, y, w, BH);
             svg_fill(b, "m", mem_parts, j);
-            sb_printf(b, "\"><title>%s %s GiB</title></rect>", mem_parts[j].name,
-                      fmt_gib(v, x1, sizeof x1));
+            rb_printf(b, "\"><title>%s %s GiB</title></rect>", mem_parts[j].name,
+                      rep_fmt_gib(v, x1, sizeof x1));
             x += w;
         }
         int over = !o.fits;
@@ -672,34 +670,34 @@ static void chart_memory(sbuf *b, const ap_report *r) {
             double from = LX + PW * (o.capacity_bytes - o.headroom_bytes) / hi;
             double to = LX + PW * o.device_peak_bytes / hi;
             if (to < from + 2) to = from + 2;
-            sb_printf(b, "<g class=\"over\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+            rb_printf(b, "<g class=\"over\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
                       "fill=\"none\" stroke=\"#D55E00\" stroke-width=\"3\" stroke-dasharray=\"4 2\"/></g>",
                       from, y - 3, to - from, BH + 6);
         }
-        sb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s GiB of %s GiB", LX + PW + 8,
-                  y + 6, fmt_gib(o.device_peak_bytes, x1, sizeof x1),
-                  fmt_gib(o.capacity_bytes, x2, sizeof x2));
+        rb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s GiB of %s GiB", LX + PW + 8,
+                  y + 6, rep_fmt_gib(o.device_peak_bytes, x1, sizeof x1),
+                  rep_fmt_gib(o.capacity_bytes, x2, sizeof x2));
         if (over && overshoot_bytes(&o) > 0)
-            sb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">OVER by %s GiB</tspan>", LX + PW + 8,
-                      fmt_gib(overshoot_bytes(&o), x3, sizeof x3));
+            rb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">OVER by %s GiB</tspan>", LX + PW + 8,
+                      rep_fmt_gib(overshoot_bytes(&o), x3, sizeof x3));
         else if (over)
-            sb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">host memory OVER</tspan>", LX + PW + 8);
-        sb_puts(b, "</text></g>");
+            rb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">host memory OVER</tspan>", LX + PW + 8);
+        rb_puts(b, "</text></g>");
     }
     if (cap > 0) {
         double xc = LX + PW * cap / hi, xu = LX + PW * (cap - head) / hi;
-        sb_printf(b, "<line class=\"capacity\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
+        rb_printf(b, "<line class=\"capacity\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
-                  xc, top - 4, xc, yb, xc - 3, top - 6, fmt_gib(cap, x1, sizeof x1));
+                  xc, top - 4, xc, yb, xc - 3, top - 6, rep_fmt_gib(cap, x1, sizeof x1));
         if (head > 0)
-            sb_printf(b, "<line class=\"usable\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>",
+            rb_printf(b, "<line class=\"usable\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>",
                       xu, top, xu, yb);
     }
-    sb_puts(b, "</svg>\n");
+    rb_puts(b, "</svg>\n");
 }
 
 /* (3) memory vs throughput of the feasible evaluated plans */
-static void chart_scatter(sbuf *b, const ap_report *r) {
+static void chart_scatter(rbuf *b, const ap_report *r) {
     const double W = 980, H = 520, X0 = 90, Y0 = 30, PW = 700, PH = 400;
     double xmax = 0, ymax = 0;
     for (int64_t i = 0; i < r->nrows; i++) {
@@ -713,7 +711,7 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
         if (e->capacity_bytes > xmax) xmax = e->capacity_bytes;
         if (e->tp.tokens_per_s > ymax) ymax = e->tp.tokens_per_s;
     }
-    double xs = nice_step(xmax / GiB) * GiB, ys = nice_step(ymax);
+    double xs = rep_nice_step(xmax / GiB) * GiB, ys = rep_nice_step(ymax);
     xmax = xs * ceil(xmax / xs * 1.02);
     ymax = ys * ceil(ymax / ys * 1.02);
     if (!(xmax > 0)) xmax = GiB;
@@ -770,7 +768,7 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
     }
     int64_t nrest = r->nrows - nfront;
     int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
-    sb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
+    rb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
               "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
               "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
               "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
@@ -780,47 +778,47 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
     /* axes */
     for (double v = 0; v <= xmax * (1 + 1e-9); v += xs) {
         double x = X0 + PW * v / xmax;
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
                   x, Y0, x, Y0 + PH, x, Y0 + PH + 14, v / GiB);
     }
     for (double v = 0; v <= ymax * (1 + 1e-9); v += ys) {
         double y = Y0 + PH - PH * v / ymax;
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
                   X0, y, X0 + PW, y, X0 - 4, y + 4, v);
     }
-    sb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device "
+    rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device "
               "memory per GPU, worst stage (GiB)</text>", X0 + PW / 2, Y0 + PH + 34);
-    sb_printf(b, "<text class=\"axis-title\" transform=\"translate(18 %.1f) rotate(-90)\" "
+    rb_printf(b, "<text class=\"axis-title\" transform=\"translate(18 %.1f) rotate(-90)\" "
               "text-anchor=\"middle\">throughput (tokens/s)</text>", Y0 + PH / 2);
     /* sampled points: every k-th non-front plan in step-time order */
-    sb_puts(b, "<g class=\"samples\">");
+    rb_puts(b, "<g class=\"samples\">");
     int64_t seen = 0, drawn = 0;
     for (int64_t i = 0; i < r->nrows && drawn < nsample; i++) {
         if (front[i]) continue;
         if (seen++ * nsample / (nrest ? nrest : 1) < drawn) continue;
         const ap_report_row *q = &r->rows[i];
-        sb_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>",
+        rb_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>",
                   X0 + PW * q->device_peak_bytes / xmax, Y0 + PH - PH * q->tokens_per_s / ymax);
         drawn++;
     }
-    sb_puts(b, "</g><polyline class=\"front\" points=\"");
+    rb_puts(b, "</g><polyline class=\"front\" points=\"");
     for (int64_t i = 0; i < r->nrows; i++) {
         const ap_report_row *q = &r->rows[idx[i]];
         if (front[idx[i]])
-            sb_printf(b, "%.1f,%.1f ", X0 + PW * q->device_peak_bytes / xmax,
+            rb_printf(b, "%.1f,%.1f ", X0 + PW * q->device_peak_bytes / xmax,
                       Y0 + PH - PH * q->tokens_per_s / ymax);
     }
-    sb_puts(b, "\"/><g class=\"fronts\">");
+    rb_puts(b, "\"/><g class=\"fronts\">");
     for (int64_t i = 0; i < r->nrows; i++) {
         const ap_report_row *q = &r->rows[idx[i]];
         if (front[idx[i]])
-            sb_printf(b, "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>",
+            rb_printf(b, "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>",
                       X0 + PW * q->device_peak_bytes / xmax - 3,
                       Y0 + PH - PH * q->tokens_per_s / ymax - 3);
     }
-    sb_puts(b, "</g>");
+    rb_puts(b, "</g>");
     free(idx);
     free(front);
     /* capacity line */
@@ -829,9 +827,9 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
         if (r->strat[i].status != AP_REPORT_ILLEGAL) cap = r->strat[i].est.capacity_bytes;
     char x1[32];
     double xc = X0 + PW * cap / xmax;
-    sb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+    rb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
               "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
-              xc, Y0, xc, Y0 + PH, xc - 3, Y0 - 6, fmt_gib(cap, x1, sizeof x1));
+              xc, Y0, xc, Y0 + PH, xc - 3, Y0 - 6, rep_fmt_gib(cap, x1, sizeof x1));
     /* compared strategies, labelled by name (labels staggered so coincident ones stay legible) */
     int k = 0;
     for (int i = 0; i < r->nstrat; i++) {
@@ -840,17 +838,17 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
         double x = X0 + PW * s->est.device_peak_bytes / xmax;
         double y = Y0 + PH - PH * s->est.tp.tokens_per_s / ymax;
         double ly = y - 8 - 13.0 * (k % 6);
-        sb_printf(b, "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>"
+        rb_printf(b, "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>"
                   "<line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"stratlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
                   x, y, x, y, x - 6, ly + 2, x - 8, ly);
-        sb_html(b, s->name);
-        sb_puts(b, s->status == AP_REPORT_NOFIT ? " (does not fit)</text></g>" : "</text></g>");
+        rb_html(b, s->name);
+        rb_puts(b, s->status == AP_REPORT_NOFIT ? " (does not fit)</text></g>" : "</text></g>");
         k++;
     }
     /* key */
     double kx = X0 + PW + 14;
-    sb_printf(b, "<g class=\"key\"><circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>"
+    rb_printf(b, "<g class=\"key\"><circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>"
               "<text x=\"%.1f\" y=\"%.1f\">sampled plan</text>"
               "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>"
               "<text x=\"%.1f\" y=\"%.1f\">Pareto front</text>"
@@ -864,7 +862,7 @@ static void chart_scatter(sbuf *b, const ap_report *r) {
               Y0 + 50, kx + 14, Y0 + 54, kx, Y0 + 80, (long long)r->evaluated, kx, Y0 + 96,
               (long long)r->fit, kx, Y0 + 112, (long long)nfront, kx, Y0 + 128,
               (long long)nsample);
-    sb_puts(b, "</svg>\n");
+    rb_puts(b, "</svg>\n");
 }
 
 /* ---- HTML ------------------------------------------------------------------------------------ */
@@ -900,270 +898,278 @@ static const char *css =
     "svg .front-pt{fill:#0072B2}\n"
     "svg .strat circle{fill:none;stroke:var(--fg);stroke-width:2}\n"
     "svg .leader{stroke:var(--fg);stroke-width:0.7}\n"
+    "svg .axis{stroke:var(--fg);stroke-width:1}\n"
+    "svg .sw-line{fill:none;stroke:#0072B2;stroke-width:2}\n"
+    "svg .sw-pt{fill:#0072B2;stroke:var(--bg);stroke-width:1}\n"
+    "svg .sw-ttt-line{fill:none;stroke:#D55E00;stroke-width:2;stroke-dasharray:6 3}\n"
+    "svg .sw-ttt-pt{fill:#D55E00;stroke:var(--bg);stroke-width:1}\n"
+    "svg .sim-alloc{fill:none;stroke:#0072B2;stroke-width:1.5}\n"
+    "svg .sim-res{fill:none;stroke:#E69F00;stroke-width:2;stroke-dasharray:6 3}\n"
+    "svg .sim-peak{fill:none;stroke:var(--fg);stroke-width:2}\n"
+    "svg text.series,svg text.peaklabel{font-weight:bold}\n"
     "@media print{svg .pt{fill-opacity:1}}\n";
 
-static void html_num_row(sbuf *b, const ap_report *r, int i) {
+static void html_num_row(rbuf *b, const ap_report *r, int i) {
     const ap_report_strategy *s = &r->strat[i];
     char a[32], lbl[160];
-    sb_puts(b, "<tr><td>");
-    sb_html(b, s->name);
-    sb_puts(b, i == r->best ? " (best)" : "");
-    sb_puts(b, "</td>");
+    rb_puts(b, "<tr><td>");
+    rb_html(b, s->name);
+    rb_puts(b, i == r->best ? " (best)" : "");
+    rb_puts(b, "</td>");
     if (s->status == AP_REPORT_ILLEGAL) {
-        sb_puts(b, "<td class=\"l\" colspan=\"9\">not legal: ");
-        sb_html(b, s->reason);
-        sb_puts(b, "</td><td>illegal</td></tr>\n");
+        rb_puts(b, "<td class=\"l\" colspan=\"9\">not legal: ");
+        rb_html(b, s->reason);
+        rb_puts(b, "</td><td>illegal</td></tr>\n");
         return;
     }
     ap_report_row o;
     ap_report_row_from_estimate(&s->est, &o);
-    sb_puts(b, "<td class=\"l\">");
-    sb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
-    sb_printf(b, "</td><td class=\"l\">%s</td>", ap_trainer_name(s->est.plan.trainer));
-    sb_printf(b, "<td>%s</td>", fmt_s(o.step_s, a, sizeof a));
-    sb_printf(b, "<td>%s</td>", fmt_tps(o.tokens_per_s, a, sizeof a));
-    sb_printf(b, "<td>%s</td>", fmt_pct(o.mfu, a, sizeof a));
-    sb_printf(b, "<td>%s</td>", fmt_gib(o.device_peak_bytes, a, sizeof a));
-    sb_printf(b, "<td>%s</td>", fmt_gib(o.capacity_bytes, a, sizeof a));
+    rb_puts(b, "<td class=\"l\">");
+    rb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
+    rb_printf(b, "</td><td class=\"l\">%s</td>", ap_trainer_name(s->est.plan.trainer));
+    rb_printf(b, "<td>%s</td>", rep_fmt_s(o.step_s, a, sizeof a));
+    rb_printf(b, "<td>%s</td>", rep_fmt_tps(o.tokens_per_s, a, sizeof a));
+    rb_printf(b, "<td>%s</td>", rep_fmt_pct(o.mfu, a, sizeof a));
+    rb_printf(b, "<td>%s</td>", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
+    rb_printf(b, "<td>%s</td>", rep_fmt_gib(o.capacity_bytes, a, sizeof a));
     int lp = largest_part(&o, 1);
-    sb_printf(b, "<td class=\"l\">%s %s s</td>", time_parts[lp].key,
-              fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
-    sb_printf(b, "<td>%s</td>", s->status == AP_REPORT_OK ? "" : fmt_gib(overshoot_bytes(&o), a, sizeof a));
-    sb_printf(b, "<td>%s</td></tr>\n", status_text(s));
+    rb_printf(b, "<td class=\"l\">%s %s s</td>", time_parts[lp].key,
+              rep_fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
+    rb_printf(b, "<td>%s</td>", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(overshoot_bytes(&o), a, sizeof a));
+    rb_printf(b, "<td>%s</td></tr>\n", status_text(s));
 }
 
 ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    sbuf b = {0};
+    rbuf b = {0};
     const ap_cluster *c = r->cluster;
     char a[32], lbl[160];
-    sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    rb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                 "<meta name=\"color-scheme\" content=\"light dark\"><title>autoplan compare: ");
-    sb_html(&b, r->model->name);
-    sb_printf(&b, "</title>\n<style>\n%s</style></head><body>\n", css);
-    sb_puts(&b, "<h1>Strategy comparison: ");
-    sb_html(&b, r->model->name);
-    sb_printf(&b, " on %d &#215; ", c->gpus);
-    sb_html(&b, c->gpu.name);
-    sb_printf(&b, "</h1>\n<p>Trainer %s, global batch %lld sequences &#215; %lld tokens. Times are "
+    rb_html(&b, r->model->name);
+    rb_printf(&b, "</title>\n<style>\n%s</style></head><body>\n", css);
+    rb_puts(&b, "<h1>Strategy comparison: ");
+    rb_html(&b, r->model->name);
+    rb_printf(&b, " on %d &#215; ", c->gpus);
+    rb_html(&b, c->gpu.name);
+    rb_printf(&b, "</h1>\n<p>Trainer %s, global batch %lld sequences &#215; %lld tokens. Times are "
               "predictions of the autoplan cost model %s; the validated time error is %.0f%% "
               "(differences below it are ties). Every number is an <code>autoplan estimate "
               "--json</code> field of that plan; the commands are at the end.</p>\n",
               ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
               ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
 
-    sb_puts(&b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
+    rb_puts(&b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
                 "<th>trainer</th><th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
                 "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
                 "<th>largest non-compute part</th><th>overshoot (GiB)</th><th>fits</th></tr></thead>"
                 "<tbody>\n");
     for (int i = 0; i < r->nstrat; i++) html_num_row(&b, r, i);
-    sb_puts(&b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
+    rb_puts(&b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
                 "headroom_bytes &#8722; capacity_bytes, for plans that do not fit.</p>\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (!s->desc[0] && !s->note[0]) continue;
-        sb_puts(&b, "<p class=\"note\"><b>");
-        sb_html(&b, s->name);
-        sb_puts(&b, "</b>: ");
-        sb_html(&b, s->desc);
+        rb_puts(&b, "<p class=\"note\"><b>");
+        rb_html(&b, s->name);
+        rb_puts(&b, "</b>: ");
+        rb_html(&b, s->desc);
         if (s->note[0]) {
-            sb_puts(&b, " ");
-            sb_html(&b, s->note);
+            rb_puts(&b, " ");
+            rb_html(&b, s->note);
         }
-        sb_puts(&b, "</p>\n");
+        rb_puts(&b, "</p>\n");
     }
 
-    sb_puts(&b, "<h2>Why the best plan wins</h2>\n");
+    rb_puts(&b, "<h2>Why the best plan wins</h2>\n");
     if (r->best < 0) {
-        sb_puts(&b, "<p>None of the compared strategies fits.</p>\n");
+        rb_puts(&b, "<p>None of the compared strategies fits.</p>\n");
     } else {
         line_buf lb;
-        sb_puts(&b, "<p>Best: <b>");
-        sb_html(&b, r->strat[r->best].name);
-        sb_puts(&b, "</b> (");
-        sb_html(&b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
-        sb_puts(&b, ").</p>\n<ul id=\"explain\">\n");
+        rb_puts(&b, "<p>Best: <b>");
+        rb_html(&b, r->strat[r->best].name);
+        rb_puts(&b, "</b> (");
+        rb_html(&b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
+        rb_puts(&b, ").</p>\n<ul id=\"explain\">\n");
         for (int i = 0; i < r->nstrat; i++) {
             if (i == r->best) continue;
             explain(r, i, &lb);
-            sb_puts(&b, "<li><b>");
-            sb_html(&b, r->strat[i].name);
-            sb_puts(&b, "</b>: ");
-            sb_html(&b, lb.text);
-            sb_puts(&b, "</li>\n");
+            rb_puts(&b, "<li><b>");
+            rb_html(&b, r->strat[i].name);
+            rb_puts(&b, "</b>: ");
+            rb_html(&b, lb.text);
+            rb_puts(&b, "</li>\n");
         }
         bottleneck(r, &lb);
-        sb_puts(&b, "</ul>\n<p id=\"bottleneck\">Bottleneck: ");
-        sb_html(&b, lb.text);
-        sb_puts(&b, "</p>\n");
+        rb_puts(&b, "</ul>\n<p id=\"bottleneck\">Bottleneck: ");
+        rb_html(&b, lb.text);
+        rb_puts(&b, "</p>\n");
     }
 
-    sb_puts(&b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
+    rb_puts(&b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
                 "the legend's order; the whiskers mark &#177;");
-    sb_printf(&b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
+    rb_printf(&b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
     chart_time(&b, r);
-    sb_puts(&b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
-    for (int j = 0; j < NTIME; j++) sb_printf(&b, "<th>%s (s)</th>", time_parts[j].key);
-    sb_puts(&b, "<th>step_s (s)</th></tr></thead><tbody>\n");
+    rb_puts(&b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
+    for (int j = 0; j < NTIME; j++) rb_printf(&b, "<th>%s (s)</th>", time_parts[j].key);
+    rb_puts(&b, "<th>step_s (s)</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
-        sb_puts(&b, "<tr><td>");
-        sb_html(&b, r->strat[i].name);
-        sb_puts(&b, "</td>");
+        rb_puts(&b, "<tr><td>");
+        rb_html(&b, r->strat[i].name);
+        rb_puts(&b, "</td>");
         for (int j = 0; j < NTIME; j++)
-            sb_printf(&b, "<td>%s</td>", fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
-        sb_printf(&b, "<td>%s</td></tr>\n", fmt_s(o.step_s, a, sizeof a));
+            rb_printf(&b, "<td>%s</td>", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        rb_printf(&b, "<td>%s</td></tr>\n", rep_fmt_s(o.step_s, a, sizeof a));
     }
-    sb_puts(&b, "</tbody></table></div>\n");
+    rb_puts(&b, "</tbody></table></div>\n");
 
-    sb_puts(&b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
+    rb_puts(&b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
                 "pipeline stage's memory; \"allocator &amp; runtime\" is device_peak_bytes minus "
                 "the five allocated categories (allocator rounding, CUDA context, workspaces). "
                 "The solid line is the capacity, the dotted line capacity minus headroom; "
                 "plans over it are outlined and say by how much.</p>\n");
     chart_memory(&b, r);
 
-    sb_puts(&b, "<h2>3. Memory against throughput</h2>\n");
-    sb_printf(&b, "<p>The search space of the %s trainer (as <code>autoplan plan</code> searches "
+    rb_puts(&b, "<h2>3. Memory against throughput</h2>\n");
+    rb_printf(&b, "<p>The search space of the %s trainer (as <code>autoplan plan</code> searches "
               "it): %lld plans evaluated, %lld feasible", ap_trainer_name((ap_trainer_id)r->trainer),
               (long long)r->evaluated, (long long)r->fit);
-    if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
+    if (r->fit > r->nrows) rb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
     if (r->eval_capped)
-        sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations",
+        rb_printf(&b, "; the enumeration stopped at its bound of %d evaluations",
                   AP_REPORT_MAX_EVALS);
-    sb_printf(&b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
+    rb_printf(&b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
               "other plans sampled evenly in step-time order.</p>\n", AP_REPORT_MAX_POINTS);
     chart_scatter(&b, r);
 
-    sb_puts(&b, "<h2>Not in this report</h2>\n<p>The GPU-count sweep chart (tokens/s and "
-                "time-to-train against GPUs) and the memory-over-one-iteration chart from the "
-                "simulator are not produced by <code>autoplan compare</code> yet; they are absent "
-                "rather than approximated.</p>\n");
+    rep_sweep_html(&b, r);
+    rep_sim_html(&b, r);
 
-    sb_puts(&b, "<h2>Reproduce</h2>\n<table id=\"reproduce\"><thead><tr><th>strategy</th>"
+    rb_puts(&b, "<h2>Reproduce</h2>\n<table id=\"reproduce\"><thead><tr><th>strategy</th>"
                 "<th>command</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        sb_puts(&b, "<tr><td>");
-        sb_html(&b, r->strat[i].name);
-        sb_puts(&b, "</td><td class=\"l\"><code>autoplan estimate ");
-        sb_html(&b, r->strat[i].estimate_args);
-        sb_puts(&b, "</code></td></tr>\n");
+        rb_puts(&b, "<tr><td>");
+        rb_html(&b, r->strat[i].name);
+        rb_puts(&b, "</td><td class=\"l\"><code>autoplan estimate ");
+        rb_html(&b, r->strat[i].estimate_args);
+        rb_puts(&b, "</code></td></tr>\n");
     }
-    sb_puts(&b, "</tbody></table>\n<p class=\"note\">plans.csv lists the feasible plans with every "
+    rb_puts(&b, "</tbody></table>\n<p class=\"note\">plans.csv lists the feasible plans with every "
                 "scalar field of <code>estimate --json</code>.</p>\n</body></html>\n");
-    return sb_finish(&b, out, len, err);
+    return rb_finish(&b, out, len, err);
 }
 
 /* ---- Markdown -------------------------------------------------------------------------------- */
 
 ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    sbuf b = {0};
+    rbuf b = {0};
     char a[32], lbl[160];
-    sb_printf(&b, "# Strategy comparison: %s on %d x %s\n\n", r->model->name, r->cluster->gpus,
+    rb_printf(&b, "# Strategy comparison: %s on %d x %s\n\n", r->model->name, r->cluster->gpus,
               r->cluster->gpu.name);
-    sb_printf(&b, "Trainer %s, global batch %lld sequences x %lld tokens, cost model %s. Validated "
+    rb_printf(&b, "Trainer %s, global batch %lld sequences x %lld tokens, cost model %s. Validated "
               "time error %.0f%%: smaller differences are ties. Every number below is an "
               "`autoplan estimate --json` field of that plan (commands at the end), except the "
               "overshoot = device_peak_bytes + headroom_bytes - capacity_bytes.\n\n",
               ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
               ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
-    sb_puts(&b, "## Compared plans\n\n| strategy | plan | trainer | step_s (s) | tokens_per_s | "
+    rb_puts(&b, "## Compared plans\n\n| strategy | plan | trainer | step_s (s) | tokens_per_s | "
                 "mfu (%) | device_peak_bytes (GiB) | capacity_bytes (GiB) | largest non-compute "
                 "part | overshoot (GiB) | fits |\n|---|---|---|--:|--:|--:|--:|--:|---|--:|---|\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
-        sb_puts(&b, "| ");
-        sb_md(&b, s->name);
+        rb_puts(&b, "| ");
+        rb_md(&b, s->name);
         if (s->status == AP_REPORT_ILLEGAL) {
-            sb_puts(&b, " | not legal: ");
-            sb_md(&b, s->reason);
-            sb_puts(&b, " | | | | | | | | | illegal |\n");
+            rb_puts(&b, " | not legal: ");
+            rb_md(&b, s->reason);
+            rb_puts(&b, " | | | | | | | | | illegal |\n");
             continue;
         }
         ap_report_row o;
         ap_report_row_from_estimate(&s->est, &o);
-        sb_printf(&b, " | %s | %s", ap_plan_label(&s->est.plan, lbl, sizeof lbl),
+        rb_printf(&b, " | %s | %s", ap_plan_label(&s->est.plan, lbl, sizeof lbl),
                   ap_trainer_name(s->est.plan.trainer));
-        sb_printf(&b, " | %s", fmt_s(o.step_s, a, sizeof a));
-        sb_printf(&b, " | %s", fmt_tps(o.tokens_per_s, a, sizeof a));
-        sb_printf(&b, " | %s", fmt_pct(o.mfu, a, sizeof a));
-        sb_printf(&b, " | %s", fmt_gib(o.device_peak_bytes, a, sizeof a));
-        sb_printf(&b, " | %s", fmt_gib(o.capacity_bytes, a, sizeof a));
+        rb_printf(&b, " | %s", rep_fmt_s(o.step_s, a, sizeof a));
+        rb_printf(&b, " | %s", rep_fmt_tps(o.tokens_per_s, a, sizeof a));
+        rb_printf(&b, " | %s", rep_fmt_pct(o.mfu, a, sizeof a));
+        rb_printf(&b, " | %s", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
+        rb_printf(&b, " | %s", rep_fmt_gib(o.capacity_bytes, a, sizeof a));
         int lp = largest_part(&o, 1);
-        sb_printf(&b, " | %s %s s", time_parts[lp].key,
-                  fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
-        sb_printf(&b, " | %s", s->status == AP_REPORT_OK ? "" : fmt_gib(overshoot_bytes(&o), a, sizeof a));
-        sb_printf(&b, " | %s |\n", status_text(s));
+        rb_printf(&b, " | %s %s s", time_parts[lp].key,
+                  rep_fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
+        rb_printf(&b, " | %s", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(overshoot_bytes(&o), a, sizeof a));
+        rb_printf(&b, " | %s |\n", status_text(s));
     }
-    sb_puts(&b, "\n");
+    rb_puts(&b, "\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (!s->desc[0] && !s->note[0]) continue;
-        sb_printf(&b, "- **%s**: %s%s%s\n", s->name, s->desc, s->note[0] ? " " : "", s->note);
+        rb_printf(&b, "- **%s**: %s%s%s\n", s->name, s->desc, s->note[0] ? " " : "", s->note);
     }
-    sb_puts(&b, "\n## Step time parts (s)\n\n| strategy |");
-    for (int j = 0; j < NTIME; j++) sb_printf(&b, " %s |", time_parts[j].key);
-    sb_puts(&b, " step_s |\n|---|");
-    for (int j = 0; j <= NTIME; j++) sb_puts(&b, "--:|");
-    sb_puts(&b, "\n");
+    rb_puts(&b, "\n## Step time parts (s)\n\n| strategy |");
+    for (int j = 0; j < NTIME; j++) rb_printf(&b, " %s |", time_parts[j].key);
+    rb_puts(&b, " step_s |\n|---|");
+    for (int j = 0; j <= NTIME; j++) rb_puts(&b, "--:|");
+    rb_puts(&b, "\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
-        sb_printf(&b, "| %s |", r->strat[i].name);
-        for (int j = 0; j < NTIME; j++) sb_printf(&b, " %s |", fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
-        sb_printf(&b, " %s |\n", fmt_s(o.step_s, a, sizeof a));
+        rb_printf(&b, "| %s |", r->strat[i].name);
+        for (int j = 0; j < NTIME; j++) rb_printf(&b, " %s |", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        rb_printf(&b, " %s |\n", rep_fmt_s(o.step_s, a, sizeof a));
     }
-    sb_puts(&b, "\n## Memory of the worst stage (GiB)\n\n| strategy |");
-    for (int j = 0; j < NMEM - 1; j++) sb_printf(&b, " %s |", mem_parts[j].key);
-    sb_puts(&b, " device_peak_bytes | headroom_bytes | capacity_bytes |\n|---|");
-    for (int j = 0; j < NMEM + 2; j++) sb_puts(&b, "--:|");
-    sb_puts(&b, "\n");
+    rb_puts(&b, "\n## Memory of the worst stage (GiB)\n\n| strategy |");
+    for (int j = 0; j < NMEM - 1; j++) rb_printf(&b, " %s |", mem_parts[j].key);
+    rb_puts(&b, " device_peak_bytes | headroom_bytes | capacity_bytes |\n|---|");
+    for (int j = 0; j < NMEM + 2; j++) rb_puts(&b, "--:|");
+    rb_puts(&b, "\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
-        sb_printf(&b, "| %s |", r->strat[i].name);
-        for (int j = 0; j < NMEM - 1; j++) sb_printf(&b, " %s |", fmt_gib(rowv(&o, mem_parts[j].off), a, sizeof a));
-        sb_printf(&b, " %s |", fmt_gib(o.device_peak_bytes, a, sizeof a));
-        sb_printf(&b, " %s |", fmt_gib(o.headroom_bytes, a, sizeof a));
-        sb_printf(&b, " %s |\n", fmt_gib(o.capacity_bytes, a, sizeof a));
+        rb_printf(&b, "| %s |", r->strat[i].name);
+        for (int j = 0; j < NMEM - 1; j++) rb_printf(&b, " %s |", rep_fmt_gib(rowv(&o, mem_parts[j].off), a, sizeof a));
+        rb_printf(&b, " %s |", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
+        rb_printf(&b, " %s |", rep_fmt_gib(o.headroom_bytes, a, sizeof a));
+        rb_printf(&b, " %s |\n", rep_fmt_gib(o.capacity_bytes, a, sizeof a));
     }
-    sb_puts(&b, "\n## Why the best plan wins\n\n");
+    rb_puts(&b, "\n## Why the best plan wins\n\n");
     if (r->best < 0) {
-        sb_puts(&b, "None of the compared strategies fits.\n");
+        rb_puts(&b, "None of the compared strategies fits.\n");
     } else {
         line_buf lb;
-        sb_printf(&b, "Best: **%s** (%s).\n\n", r->strat[r->best].name,
+        rb_printf(&b, "Best: **%s** (%s).\n\n", r->strat[r->best].name,
                   ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
         for (int i = 0; i < r->nstrat; i++) {
             if (i == r->best) continue;
             explain(r, i, &lb);
-            sb_printf(&b, "- vs **%s**: %s\n", r->strat[i].name, lb.text);
+            rb_printf(&b, "- vs **%s**: %s\n", r->strat[i].name, lb.text);
         }
         bottleneck(r, &lb);
-        sb_printf(&b, "\nBottleneck: %s\n", lb.text);
+        rb_printf(&b, "\nBottleneck: %s\n", lb.text);
     }
-    sb_printf(&b, "\n## Evaluated plans\n\n%lld plans evaluated, %lld feasible", (long long)r->evaluated,
+    rb_printf(&b, "\n## Evaluated plans\n\n%lld plans evaluated, %lld feasible", (long long)r->evaluated,
               (long long)r->fit);
-    sb_printf(&b, " (the search space of the %s trainer)", ap_trainer_name((ap_trainer_id)r->trainer));
-    if (r->fit > r->nrows) sb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
+    rb_printf(&b, " (the search space of the %s trainer)", ap_trainer_name((ap_trainer_id)r->trainer));
+    if (r->fit > r->nrows) rb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
     if (r->eval_capped)
-        sb_printf(&b, "; the enumeration stopped at its bound of %d evaluations", AP_REPORT_MAX_EVALS);
-    sb_printf(&b, "; plans.csv has %lld rows. The GPU-count sweep and the simulator's "
-              "memory-over-time chart are not part of this report yet.\n", (long long)r->nrows);
-    sb_puts(&b, "\n## Reproduce\n\n| strategy | command |\n|---|---|\n");
+        rb_printf(&b, "; the enumeration stopped at its bound of %d evaluations", AP_REPORT_MAX_EVALS);
+    rb_printf(&b, "; plans.csv has %lld rows.\n", (long long)r->nrows);
+    rep_sweep_md(&b, r);
+    rep_sim_md(&b, r);
+    rb_puts(&b, "\n## Reproduce\n\n| strategy | command |\n|---|---|\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        sb_printf(&b, "| %s | `autoplan estimate ", r->strat[i].name);
-        sb_md(&b, r->strat[i].estimate_args);
-        sb_puts(&b, "` |\n");
+        rb_printf(&b, "| %s | `autoplan estimate ", r->strat[i].name);
+        rb_md(&b, r->strat[i].estimate_args);
+        rb_puts(&b, "` |\n");
     }
-    return sb_finish(&b, out, len, err);
+    return rb_finish(&b, out, len, err);
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------- */
@@ -1215,32 +1221,32 @@ static const csv_col csv_cols[] = {
 };
 
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    sbuf b = {0};
+    rbuf b = {0};
     const size_t nc = sizeof csv_cols / sizeof csv_cols[0];
     char lbl[160];
-    sb_puts(&b, "label");
-    for (size_t k = 0; k < nc; k++) sb_printf(&b, ",%s", csv_cols[k].name);
-    sb_puts(&b, "\n");
+    rb_puts(&b, "label");
+    for (size_t k = 0; k < nc; k++) rb_printf(&b, ",%s", csv_cols[k].name);
+    rb_puts(&b, "\n");
     for (int64_t i = 0; i < r->nrows && !b.oom; i++) {
         const ap_report_row *q = &r->rows[i];
         const char *base = (const char *)q;
         ap_plan p;
         row_plan(q, &p);
-        sb_printf(&b, "\"%s\"", ap_plan_label(&p, lbl, sizeof lbl));
+        rb_printf(&b, "\"%s\"", ap_plan_label(&p, lbl, sizeof lbl));
         for (size_t k = 0; k < nc; k++) {
             const csv_col *cc = &csv_cols[k];
             int iv = cc->kind == C_I64 || cc->kind == C_DBL ? 0 : *(const int *)(base + cc->off);
             switch (cc->kind) {
-            case C_INT: sb_printf(&b, ",%d", iv); break;
-            case C_I64: sb_printf(&b, ",%lld", (long long)*(const int64_t *)(base + cc->off)); break;
-            case C_DBL: sb_printf(&b, ",%.17g", *(const double *)(base + cc->off)); break;
-            case C_BOOL: sb_puts(&b, iv ? ",true" : ",false"); break;
-            case C_TRAINER: sb_printf(&b, ",%s", ap_trainer_name((ap_trainer_id)iv)); break;
-            case C_RC: sb_printf(&b, ",%s", rc_name(iv)); break;
-            case C_DTYPE: sb_printf(&b, ",%s", ap_dtype_name((ap_dtype)iv)); break;
+            case C_INT: rb_printf(&b, ",%d", iv); break;
+            case C_I64: rb_printf(&b, ",%lld", (long long)*(const int64_t *)(base + cc->off)); break;
+            case C_DBL: rb_printf(&b, ",%.17g", *(const double *)(base + cc->off)); break;
+            case C_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
+            case C_TRAINER: rb_printf(&b, ",%s", ap_trainer_name((ap_trainer_id)iv)); break;
+            case C_RC: rb_printf(&b, ",%s", rc_name(iv)); break;
+            case C_DTYPE: rb_printf(&b, ",%s", ap_dtype_name((ap_dtype)iv)); break;
             }
         }
-        sb_puts(&b, "\n");
+        rb_puts(&b, "\n");
     }
-    return sb_finish(&b, out, len, err);
+    return rb_finish(&b, out, len, err);
 }

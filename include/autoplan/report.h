@@ -10,13 +10,16 @@
  * `autoplan estimate --json` prints under the same name (planner/estjson.c), or derived from
  * such fields in a way the report states (the overshoot: device peak + headroom - capacity).
  *
- * Not here: the GPU-count sweep chart and the memory-over-time chart from the simulator; the
- * report says they are absent.
+ * With a GPU-count sweep (ap_report_sweep) the report also holds the best plan per count, the
+ * one `autoplan plan --gpus N` returns, for the tokens/s and time-to-train chart; and for the
+ * best compared plan one simulated iteration (ap_report_simulate, sim.h) for the
+ * memory-over-time chart, whose numbers are `autoplan simulate --json` fields.
  */
 #ifndef AP_REPORT_H
 #define AP_REPORT_H
 
 #include "autoplan/search.h"
+#include "autoplan/sim.h"
 
 typedef enum {
     AP_REPORT_OK = 0,   /* estimated and fits */
@@ -53,6 +56,16 @@ typedef struct ap_report_row {
     int fits, worst_stage, host_fits;
 } ap_report_row;
 
+/* One GPU count of a sweep: the best plan `autoplan plan --gpus <gpus>` returns (ap_search's top
+ * plan after ap_partition_top), when one fits. */
+typedef struct ap_report_sweep_point {
+    int gpus;
+    int fits;              /* 1: a plan fits; the fields below describe it */
+    char label[160];       /* ap_plan_label of the plan */
+    double step_s, tokens_per_s, mfu, device_peak_bytes, capacity_bytes; /* estimate fields */
+    double time_to_train_s; /* train_tokens / tokens_per_s, as `plan --tokens`; 0 without */
+} ap_report_sweep_point;
+
 typedef struct ap_report {
     const ap_model *model;     /* borrowed; must outlive the report */
     const ap_cluster *cluster; /* borrowed */
@@ -68,6 +81,13 @@ typedef struct ap_report {
     int64_t evaluated;         /* plans estimated by the enumeration */
     int64_t fit;               /* of those, fitting (>= nrows when rows were capped) */
     int eval_capped;           /* the enumeration stopped at its evaluation bound */
+    /* GPU-count sweep (ap_report_sweep); nsweep = 0: none asked */
+    ap_report_sweep_point *sweep; /* nsweep entries in the order asked, owned */
+    int nsweep;
+    double train_tokens;       /* tokens to train for the time-to-train, 0 = not given */
+    /* one simulated iteration of strat[best] (ap_report_simulate); NULL: sim_note says why */
+    ap_sim *sim;               /* owned (ap_report_free) */
+    char sim_note[512];
 } ap_report;
 
 /* Bounds of the enumeration behind the scatter and plans.csv. */
@@ -101,7 +121,23 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
 ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err *err);
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err);
 
-/* Free what the report owns (strategies, rows); the borrowed pointers are untouched. */
+/* The best plan at each of the n GPU counts, clusters[i] being the cluster `autoplan plan
+ * --gpus <count>` builds for count i (same flags): ap_search with `so` (top_k as plan's
+ * default) then, unless solver < 0, ap_partition_top with `solver`, so each point is plan's
+ * answer. train_tokens > 0 adds the time to train. Replaces r->sweep. A count where nothing
+ * fits is a point with fits = 0. */
+ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
+                          const ap_search_opts *so, int solver, double train_tokens,
+                          ap_report *r, ap_err *err);
+
+/* Simulate one iteration of r->strat[r->best]'s plan on r->model / r->cluster with curves
+ * recorded (`o` NULL: the defaults of `autoplan simulate`, headroom from the plan's estimate),
+ * into r->sim. When no strategy fits or the simulator refuses the plan, r->sim stays NULL,
+ * r->sim_note says why, and the call returns AP_OK; AP_ERR_NOMEM only for memory. */
+ap_status ap_report_simulate(ap_report *r, const ap_sim_opts *o, ap_err *err);
+
+/* Free what the report owns (strategies, rows, sweep, simulation); the borrowed pointers are
+ * untouched. */
 void ap_report_free(ap_report *r);
 
 /* `autoplan compare`: argv[0] is the first argument after the command; returns the exit code. */

@@ -1,0 +1,298 @@
+/*
+ * report_simchart.c - memory over one training iteration of the report's best plan, from the
+ * simulator (sim.h; report.h ap_report_simulate): chart 5 of report.html and its table in
+ * report.md.
+ *
+ * The chart shows the worst pipeline stage (ap_sim_worst_rank: highest device peak), x = its
+ * operations in execution order (setup, forward/backward per micro-batch, gradient reduction,
+ * optimizer step), y = GiB. Per operation the allocated value is the highest live requested
+ * bytes over the operation's events (ap_sim_rank.allocated_curve), the reserved value the
+ * highest allocator-reserved bytes (reserved_curve); an operation without events keeps the
+ * values of the last event before it. Operations are then merged into at most MAX_POINTS runs,
+ * each drawn at its maximum, so the allocated peak (allocated_peak_bytes, `autoplan simulate
+ * --json`) is a point of the curve; it is marked and labelled with the operation where it
+ * happens (ap_sim_op_describe). The capacity and the reserved limit (capacity - headroom -
+ * device overhead: the reserved curve must stay under it for the plan to fit) are lines.
+ *
+ * Not here: the replay itself (costmodel/sim.c) and the simulator's text and trace outputs
+ * (planner/cmd_simulate.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_int.h"
+
+#define MAX_POINTS 500
+
+ap_status ap_report_simulate(ap_report *r, const ap_sim_opts *o, ap_err *err) {
+    ap_sim_free(r->sim);
+    r->sim = NULL;
+    r->sim_note[0] = '\0';
+    if (r->best < 0) {
+        snprintf(r->sim_note, sizeof r->sim_note, "none of the compared strategies fits, so "
+                 "there is no best plan to simulate");
+        return AP_OK;
+    }
+    const ap_estimate *e = &r->strat[r->best].est;
+    ap_sim_opts so;
+    if (o) {
+        so = *o;
+    } else {
+        /* as `autoplan simulate` with the plan's flags: caching allocator, its headroom */
+        ap_sim_opts_init(&so);
+        so.headroom_bytes = e->headroom_bytes;
+    }
+    so.record_curves = 1;
+    ap_err e2 = {{0}};
+    ap_status st = ap_sim_run(r->model, r->cluster, &e->plan, &so, &r->sim, &e2);
+    if (st == AP_ERR_NOMEM) return ap_err_set(err, st, "simulating the best plan: %s", e2.msg);
+    if (st != AP_OK) {
+        r->sim = NULL;
+        snprintf(r->sim_note, sizeof r->sim_note, "the simulator cannot replay the best plan: %.400s",
+                 e2.msg);
+    }
+    return AP_OK;
+}
+
+/* ---- chart 5 -------------------------------------------------------------------------------- */
+
+/* a label right of the plot */
+typedef struct {
+    double y;
+    char text[64];
+    const char *cls; /* "tick" or "series" */
+} side_label;
+
+/* per-operation maxima of the allocated and reserved curves of rank k (malloc'd; NULL = OOM) */
+static int op_values(const ap_sim_rank *k, int64_t **alloc_out, int64_t **res_out) {
+    int64_t *a = malloc((size_t)k->nops * sizeof *a), *rs = malloc((size_t)k->nops * sizeof *rs);
+    if (!a || !rs) {
+        free(a);
+        free(rs);
+        return -1;
+    }
+    int64_t pa = 0, pr = 0;
+    for (int i = 0; i < k->nops; i++) {
+        const ap_sim_op *op = &k->ops[i];
+        int64_t ma = pa, mr = pr;
+        if (op->ev_end > op->ev_begin) {
+            ma = mr = 0;
+            for (int ev = op->ev_begin; ev < op->ev_end && ev < k->nevents; ev++) {
+                if (k->allocated_curve[ev] > ma) ma = k->allocated_curve[ev];
+                if (k->reserved_curve[ev] > mr) mr = k->reserved_curve[ev];
+            }
+            int last = op->ev_end - 1 < k->nevents ? op->ev_end - 1 : k->nevents - 1;
+            if (last >= 0) {
+                pa = k->allocated_curve[last];
+                pr = k->reserved_curve[last];
+            }
+        }
+        a[i] = ma;
+        rs[i] = mr;
+    }
+    *alloc_out = a;
+    *res_out = rs;
+    return 0;
+}
+
+static void absent(rbuf *b, const char *why) {
+    rb_puts(b, "<p class=\"note\" id=\"sim-absent\">Absent: ");
+    rb_html(b, why);
+    rb_puts(b, ".</p>\n");
+}
+
+void rep_sim_html(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>5. Memory over one iteration (simulator)</h2>\n");
+    const ap_sim *s = r->sim;
+    if (!s) {
+        absent(b, r->sim_note[0] ? r->sim_note : "the best plan was not simulated");
+        return;
+    }
+    int w = ap_sim_worst_rank(s);
+    const ap_sim_rank *k = ap_sim_rank_at(s, w);
+    if (!k || !k->allocated_curve || k->nops <= 0 || k->nevents <= 0) {
+        absent(b, "the simulation recorded no memory curve");
+        return;
+    }
+    int64_t *av = NULL, *rv = NULL;
+    if (op_values(k, &av, &rv) != 0) {
+        b->oom = 1;
+        return;
+    }
+    const ap_report_strategy *bs = &r->strat[r->best];
+    char lbl[160], g1[32], g2[32], g3[32], desc[256];
+    double cap = ap_sim_capacity_bytes(s), budget = ap_sim_budget_bytes(s);
+    double over = ap_sim_overhead_bytes(s), limit = budget > 0 ? budget - over : 0;
+    rb_puts(b, "<p>One training iteration of the best plan, <b>");
+    rb_html(b, bs->name);
+    rb_puts(b, "</b> (");
+    rb_html(b, ap_plan_label(&bs->est.plan, lbl, sizeof lbl));
+    rb_printf(b, "), replayed allocation by allocation through the %s allocator model on its "
+              "worst pipeline stage, stage %d (%d operations, %d events). Allocated = live "
+              "tensor bytes, reserved = the allocator's segments; the device also holds %s GiB "
+              "of CUDA context, cuBLAS workspace and NCCL buffers, so the reserved curve must stay "
+              "under the dotted limit (capacity &#8722; headroom &#8722; that overhead). The "
+              "numbers are <code>autoplan simulate --json</code> fields (command below).</p>\n",
+              ap_alloc_mode_name(ap_sim_options(s)->allocator), k->stage, k->nops, k->nevents,
+              rep_fmt_gib(over, g1, sizeof g1));
+
+    const double W = 1000, X0 = 90, PW = 720, Y0 = 50, PH = 320;
+    double H = Y0 + PH + 56;
+    double ymax = (double)k->reserved_peak_bytes;
+    if ((double)k->allocated_peak_bytes > ymax) ymax = (double)k->allocated_peak_bytes;
+    if (cap > ymax) ymax = cap;
+    double ys = rep_nice_step(ymax / REP_GiB) * REP_GiB;
+    ymax = ys * ceil(ymax / ys * 1.02);
+    if (!(ymax > 0)) ymax = REP_GiB;
+    int n = k->nops, nb = n < MAX_POINTS ? n : MAX_POINTS;
+#define XOP(op) (X0 + PW * ((double)(op) + 0.5) / (double)n)
+#define YB(v) (Y0 + PH - PH * (double)(v) / ymax)
+    rb_printf(b, "<svg id=\"chart-sim\" class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
+              "height=\"%.0f\" role=\"img\" aria-labelledby=\"chart-sim-title\" data-stage=\"%d\" "
+              "data-ops=\"%d\" data-points=\"%d\" data-allocated-peak-bytes=\"%lld\" "
+              "data-reserved-peak-bytes=\"%lld\" data-capacity-bytes=\"%.17g\" "
+              "data-peak-op=\"%d\"><title id=\"chart-sim-title\">Allocated and reserved device "
+              "memory (GiB) of stage %d over the operations of one iteration, against the GPU "
+              "capacity</title>", W, H, W, H, k->stage, n, nb,
+              (long long)k->allocated_peak_bytes, (long long)k->reserved_peak_bytes, cap,
+              k->peak_op, k->stage);
+    /* axes */
+    for (double v = 0; v <= ymax * (1 + 1e-9); v += ys)
+        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
+                  X0, YB(v), X0 + PW, YB(v), X0 - 5, YB(v) + 4, v / REP_GiB);
+    double xstep = rep_nice_step((double)n);
+    for (double v = 0; v <= (double)n; v += xstep) {
+        double x = X0 + PW * v / (double)n;
+        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
+                  x, Y0, x, Y0 + PH + 4, x, Y0 + PH + 16, v);
+    }
+    rb_printf(b, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
+              X0, Y0 + PH, X0 + PW, Y0 + PH);
+    rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">"
+              "operation of one iteration on stage %d, in execution order (count)</text>",
+              X0 + PW / 2, Y0 + PH + 34, k->stage);
+    rb_printf(b, "<text class=\"axis-title\" transform=\"translate(22 %.1f) rotate(-90)\" "
+              "text-anchor=\"middle\">device memory (GiB)</text>", Y0 + PH / 2);
+    /* capacity and the reserved limit (their labels go with the series names, below) */
+    if (cap > 0)
+        rb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
+                  X0, YB(cap), X0 + PW, YB(cap));
+    if (limit > 0)
+        rb_printf(b, "<line class=\"usable\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
+                  X0, YB(limit), X0 + PW, YB(limit));
+    /* the two curves, each run of operations at its maximum */
+    double yend[2] = {0, 0};
+    for (int c = 0; c < 2; c++) {
+        const int64_t *v = c == 0 ? rv : av;
+        rb_printf(b, "<polyline class=\"%s\" points=\"", c == 0 ? "sim-res" : "sim-alloc");
+        for (int j = 0; j < nb; j++) {
+            int lo = (int)((int64_t)j * n / nb), hi = (int)((int64_t)(j + 1) * n / nb), at = lo;
+            for (int i = lo; i < hi; i++)
+                if (v[i] > v[at]) at = i;
+            rb_printf(b, "%.1f,%.1f ", XOP(at), YB(v[at]));
+            yend[c] = YB(v[at]);
+        }
+        rb_puts(b, "\"/>");
+    }
+    /* right of the plot: the series names at their curves' ends and the two lines' values,
+     * top to bottom, pushed apart so none overlaps */
+    side_label lab[4];
+    int nl = 0;
+    if (cap > 0) {
+        lab[nl].y = YB(cap) + 4;
+        snprintf(lab[nl].text, sizeof lab[nl].text, "capacity %s GiB", rep_fmt_gib(cap, g1, sizeof g1));
+        lab[nl++].cls = "tick";
+    }
+    if (limit > 0) {
+        lab[nl].y = YB(limit) + 4;
+        snprintf(lab[nl].text, sizeof lab[nl].text, "reserved limit %s GiB",
+                 rep_fmt_gib(limit, g2, sizeof g2));
+        lab[nl++].cls = "tick";
+    }
+    lab[nl].y = yend[0] + 4;
+    snprintf(lab[nl].text, sizeof lab[nl].text, "reserved");
+    lab[nl++].cls = "series";
+    lab[nl].y = yend[1] + 4;
+    snprintf(lab[nl].text, sizeof lab[nl].text, "allocated");
+    lab[nl++].cls = "series";
+    for (int i = 1; i < nl; i++) /* insertion sort by y */
+        for (int j = i; j > 0 && lab[j].y < lab[j - 1].y; j--) {
+            side_label t = lab[j];
+            lab[j] = lab[j - 1];
+            lab[j - 1] = t;
+        }
+    for (int i = 1; i < nl; i++)
+        if (lab[i].y < lab[i - 1].y + 13) lab[i].y = lab[i - 1].y + 13;
+    for (int i = 0; i < nl; i++)
+        rb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>", lab[i].cls,
+                  X0 + PW + 6, lab[i].y, lab[i].text);
+    /* the allocated peak */
+    double px = XOP(k->peak_op), py = YB(k->allocated_peak_bytes);
+    ap_sim_op_describe(s, k, k->peak_op, desc, sizeof desc);
+    int right = px > X0 + PW / 2;
+    rb_printf(b, "<g class=\"sim-peak-mark\"><circle class=\"sim-peak\" cx=\"%.1f\" cy=\"%.1f\" "
+              "r=\"6\"/><line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+              "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">peak %s GiB "
+              "allocated: ", px, py, px, py - 6, px, Y0 - 16, px + (right ? 4 : -4), Y0 - 20,
+              right ? "end" : "start", rep_fmt_gib((double)k->allocated_peak_bytes, g3, sizeof g3));
+    rb_html(b, desc);
+    rb_puts(b, "</text></g>");
+    rb_puts(b, "</svg>\n");
+    free(av);
+    free(rv);
+#undef XOP
+#undef YB
+    /* the numbers */
+    rb_puts(b, "<div class=\"scroll\"><table id=\"sim\"><thead><tr><th>stage</th>"
+               "<th>allocated_peak_bytes</th><th>reserved_peak_bytes</th>"
+               "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
+               "<th>peak_op</th></tr></thead><tbody>\n");
+    rb_printf(b, "<tr><td>%d</td><td>%lld (%s GiB)</td><td>%lld (%s GiB)</td><td>%s</td>"
+              "<td>%s</td><td class=\"l\">", k->stage, (long long)k->allocated_peak_bytes,
+              rep_fmt_gib((double)k->allocated_peak_bytes, g1, sizeof g1),
+              (long long)k->reserved_peak_bytes,
+              rep_fmt_gib((double)k->reserved_peak_bytes, g2, sizeof g2),
+              rep_fmt_gib((double)k->device_peak_bytes, g3, sizeof g3),
+              rep_fmt_gib(cap, lbl, sizeof lbl));
+    rb_html(b, desc);
+    rb_puts(b, "</td></tr>\n</tbody></table></div>\n<p class=\"note\">Reproduce: <code>autoplan "
+               "simulate ");
+    rb_html(b, bs->estimate_args);
+    rb_puts(b, "</code> (stages[].allocated_peak_bytes, reserved_peak_bytes, device_peak_bytes, "
+               "peak_op of the worst_stage).</p>\n");
+}
+
+void rep_sim_md(rbuf *b, const ap_report *r) {
+    rb_puts(b, "\n## Memory over one iteration (simulator)\n\n");
+    const ap_sim *s = r->sim;
+    const ap_sim_rank *k = s ? ap_sim_rank_at(s, ap_sim_worst_rank(s)) : NULL;
+    if (!k) {
+        rb_printf(b, "Absent: %s.\n", r->sim_note[0] ? r->sim_note : "the best plan was not "
+                  "simulated");
+        return;
+    }
+    const ap_report_strategy *bs = &r->strat[r->best];
+    char lbl[160], g1[32], g2[32], g3[32], g4[32], desc[256];
+    rb_printf(b, "The best plan, **%s** (%s), replayed by the simulator (%s allocator) on its "
+              "worst stage; every number below is a field (stages[worst_stage]) of the JSON of "
+              "`autoplan simulate ",
+              bs->name, ap_plan_label(&bs->est.plan, lbl, sizeof lbl),
+              ap_alloc_mode_name(ap_sim_options(s)->allocator));
+    rb_md(b, bs->estimate_args);
+    rb_puts(b, "`.\n\n| worst_stage | allocated_peak_bytes | allocated (GiB) | reserved_peak_bytes "
+               "| reserved (GiB) | device_peak_bytes (GiB) | capacity_bytes (GiB) | peak_op |\n"
+               "|--:|--:|--:|--:|--:|--:|--:|---|\n");
+    rb_printf(b, "| %d | %lld | %s | %lld | %s | %s | %s | ", k->stage,
+              (long long)k->allocated_peak_bytes,
+              rep_fmt_gib((double)k->allocated_peak_bytes, g1, sizeof g1),
+              (long long)k->reserved_peak_bytes,
+              rep_fmt_gib((double)k->reserved_peak_bytes, g2, sizeof g2),
+              rep_fmt_gib((double)k->device_peak_bytes, g3, sizeof g3),
+              rep_fmt_gib(ap_sim_capacity_bytes(s), g4, sizeof g4));
+    rb_md(b, ap_sim_op_describe(s, k, k->peak_op, desc, sizeof desc));
+    rb_puts(b, " |\n");
+}
