@@ -25,8 +25,8 @@
  *
  * Cases: Llama-2-7B on 8 A100 (defaults: top 5 + all baselines; DDP does not fit; no sweep),
  * Llama-2-70B on 8 A100 with a plan that is illegal (tp=3), baselines that do not fit and a
- * sweep 8..32 with --tokens 2T, and Llama-3-70B compared on 64 with a sweep 64,128 whose
- * 128-GPU answer has an uneven (repartitioned) pipeline split.
+ * sweep 8..32 with --tokens 2T, and Llama-3-70B compared on 64 with a sweep 64,128,4 whose
+ * 128-GPU answer has an uneven (repartitioned) pipeline split and where nothing fits on 4.
  */
 #include <math.h>
 #include <stdio.h>
@@ -838,6 +838,9 @@ static void check_sweep(const char *html, const char *md, const char *model, con
         CHECK_INT(nc, 7);
         if (!best) {
             if (nc >= 2) CHECK_STR(cells[1], "nothing fits");
+            CHECK_CONTAINS(svg, "nothing fits</text>");
+            snprintf(key, sizeof key, "data-gpus=\"%d\"", counts[i]);
+            CHECK(strstr(svg, key) == NULL); /* no point */
             ap_json_free(j);
             continue;
         }
@@ -1076,6 +1079,20 @@ static void run_case(const char *model, int gpus, const char *sweep, const char 
 
 static void fault_paths(void) {
     char *out = NULL, *err = NULL;
+    /* --gpus errors are plan's, word for word (one parser) */
+    const char *bad[] = {"8..", "64..8", "8,,16"};
+    for (int i = 0; i < 3; i++) {
+        char a1[256], a2[256];
+        char *o2 = NULL, *e2 = NULL;
+        snprintf(a1, sizeof a1, "compare examples/models/llama-2-7b.json --gpus %s --out /tmp/x",
+                 bad[i]);
+        snprintf(a2, sizeof a2, "plan examples/models/llama-2-7b.json --gpus %s --no-cache", bad[i]);
+        CHECK_INT(tl_run(a1, &out, &err), 2);
+        CHECK_INT(tl_run(a2, &o2, &e2), 2);
+        CHECK_CONTAINS(err ? err : "", "--gpus: ");
+        CHECK_STR(err ? err : "", e2 ? e2 : "");
+        free(out); free(err); free(o2); free(e2);
+    }
     int rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8", &out, &err);
     CHECK_INT(rc, 2);
     CHECK_CONTAINS(err ? err : "", "--out");
@@ -1111,8 +1128,8 @@ int main(int argc, char **argv) {
              "--strategies 'top2,ddp,zero3,megatron,tp=3;tp=4,pp=2'", 1, 1);
     /* a list sweep without --tokens: tokens/s only, the time to train asks for --tokens; at
      * 128 GPUs plan's answer is an uneven pipeline split (ap_partition_top): 64655 tokens/s
-     * against 64497 with uniform stages when this was written */
-    run_case("examples/models/llama-3-70b.json", 64, "64,128", NULL, 0, "",
+     * against 64497 with uniform stages when this was written; on 4 GPUs nothing fits */
+    run_case("examples/models/llama-3-70b.json", 64, "64,128,4", NULL, 0, "",
              "--strategies top1,zero3", 0, 0);
     fault_paths();
     return tl_finish();
