@@ -4,6 +4,7 @@
  * stable two-space indentation and round-trip number formatting.
  */
 #include "autoplan/json.h"
+#include "autoplan/strbuf.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -255,22 +256,8 @@ ap_json *ap_json_duplicate(const ap_json *j) {
 
 /* ---- printer ----------------------------------------------------------------------------- */
 
-typedef struct { char *p; size_t n, cap; int oom; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
+typedef ap_strbuf sbuf;
+#define sb_put ap_strbuf_put
 static void sb_s(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 static void put_string(sbuf *b, const char *s) {
@@ -351,10 +338,10 @@ char *ap_json_print(const ap_json *j, int pretty) {
     sbuf b = {0};
     if (!j) return NULL;
     put_value(&b, CJ(j), pretty, 0);
-    if (b.oom) { free(b.p); return NULL; }
-    if (!b.p) {
-        b.p = malloc(1);
-        if (b.p) b.p[0] = '\0';
+    if (b.failed) { free(b.buf); return NULL; }
+    if (!b.buf) {
+        b.buf = malloc(1);
+        if (b.buf) b.buf[0] = '\0';
     }
-    return b.p;
+    return b.buf;
 }

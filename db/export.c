@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "autoplan/db.h"
+#include "autoplan/strbuf.h"
 #include "autoplan/json.h"
 
 #define EXPORT_FORMAT "autoplan-db-export"
@@ -209,44 +210,10 @@ ap_status ap_db_export_json(ap_db *db, char **out, ap_err *err) {
 
 /* ---- CSV (RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled) ------ */
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->len + n + 1 > cap) cap *= 2;
-        char *nb = realloc(b->buf, cap);
-        if (!nb) {
-            b->oom = 1;
-            return;
-        }
-        b->buf = nb;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, s, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
+/* the shared text buffer (strbuf.h) */
+typedef ap_strbuf sbuf;
+#define sb_put ap_strbuf_put
+#define sb_printf ap_strbuf_printf
 
 static void csv_str(sbuf *b, const char *s, int last) {
     if (strpbrk(s, ",\"\r\n")) {
@@ -353,7 +320,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
                           shown(table, b, sizeof b));
     }
     }
-    if (st == AP_OK && b.oom) st = ap_err_set(err, AP_ERR_NOMEM, "CSV export: out of memory");
+    if (st == AP_OK && b.failed) st = ap_err_set(err, AP_ERR_NOMEM, "CSV export: out of memory");
     if (st != AP_OK) {
         free(b.buf);
         return st;

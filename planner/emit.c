@@ -23,40 +23,7 @@
 
 #include "autoplan/json.h"
 
-/* ---- text buffer ------------------------------------------------------------------------ */
-
-void sb_printf(sb *b, const char *fmt, ...) {
-    if (b->failed) return;
-    va_list ap;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->buf ? b->buf + b->len : NULL, b->buf ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->buf && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + (size_t)n + 1) cap *= 2;
-        char *nb = realloc(b->buf, cap);
-        if (!nb) {
-            b->failed = 1;
-            return;
-        }
-        b->buf = nb;
-        b->cap = cap;
-    }
-}
-
-void sb_free(sb *b) {
-    free(b->buf);
-    memset(b, 0, sizeof *b);
-}
+/* ---- text helpers ----------------------------------------------------------------------- */
 
 void emit_why(sb *why, const char *fmt, ...) {
     char tmp[400];

@@ -11,18 +11,12 @@
 
 #include "autoplan/emit.h"
 
-typedef struct sb {
-    char *buf;
-    size_t len, cap;
-    int failed; /* an allocation failed; the text is incomplete */
-} sb;
+#include "autoplan/strbuf.h"
 
-void sb_printf(sb *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void sb_free(sb *b);
+/* the emitters' text buffer is the shared one (strbuf.h) */
+typedef ap_strbuf sb;
+#define sb_printf ap_strbuf_printf
+#define sb_free ap_strbuf_free
 
 typedef struct emit_ctx {
     const ap_model *m;

@@ -33,36 +33,6 @@
 
 /* ---- growable text buffer ------------------------------------------------------------------ */
 
-static void rb_grow(rbuf *b, size_t need) {
-    if (b->oom || b->n + need + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (cap < b->n + need + 1) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) {
-        b->oom = 1;
-        return;
-    }
-    b->p = q;
-    b->cap = cap;
-}
-
-void rb_printf(rbuf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        b->oom = 1;
-        return;
-    }
-    rb_grow(b, (size_t)k);
-    if (b->oom) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
-}
-
 void rb_puts(rbuf *b, const char *s) { rb_printf(b, "%s", s); }
 
 /* text escaped for HTML/SVG content and attribute values */
@@ -88,15 +58,13 @@ void rb_md(rbuf *b, const char *s) {
 }
 
 static ap_status rb_finish(rbuf *b, char **out, size_t *len, ap_err *err) {
-    rb_grow(b, 0);
-    if (b->oom || !b->p) {
-        free(b->p);
+    if (b->failed || !b->buf) {
+        free(b->buf);
         *out = NULL;
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory building the report");
     }
-    b->p[b->n] = '\0';
-    *out = b->p;
-    if (len) *len = b->n;
+    *out = b->buf;
+    if (len) *len = b->len;
     return AP_OK;
 }
 
@@ -565,8 +533,8 @@ static void chart_time(rbuf *b, const ap_report *r) {
               "strategy, stacked by part, seconds; whiskers show the validated error of "
               "&#177;%.0f%%</title>", W, H, W, H, 100 * AP_VALIDATED_TIME_ERROR);
     svg_patterns(b, "t", time_parts, NTIME);
-    if (!leg.oom && leg.p) rb_printf(b, "%.*s", (int)leg.n, leg.p);
-    free(leg.p);
+    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    free(leg.buf);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "step time (s)", 1);
     char x1[32], x2[32], x3[32];
@@ -631,8 +599,8 @@ static void chart_memory(rbuf *b, const ap_report *r) {
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
               W, H, W, H);
     svg_patterns(b, "m", mem_parts, NMEM);
-    if (!leg.oom && leg.p) rb_printf(b, "%.*s", (int)leg.n, leg.p);
-    free(leg.p);
+    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    free(leg.buf);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
     char x1[32], x2[32], x3[32];
@@ -721,7 +689,7 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
     char *front = r->nrows ? calloc((size_t)r->nrows, 1) : NULL;
     int64_t nfront = 0;
     if (r->nrows && (!idx || !front)) {
-        b->oom = 1;
+        b->failed = 1;
         free(idx);
         free(front);
         return;
@@ -731,7 +699,7 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
     {
         int64_t *tmp = r->nrows ? malloc((size_t)r->nrows * sizeof *tmp) : NULL;
         if (r->nrows && !tmp) {
-            b->oom = 1;
+            b->failed = 1;
             free(idx);
             free(front);
             return;
@@ -1227,7 +1195,7 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
     rb_puts(&b, "label");
     for (size_t k = 0; k < nc; k++) rb_printf(&b, ",%s", csv_cols[k].name);
     rb_puts(&b, "\n");
-    for (int64_t i = 0; i < r->nrows && !b.oom; i++) {
+    for (int64_t i = 0; i < r->nrows && !b.failed; i++) {
         const ap_report_row *q = &r->rows[i];
         const char *base = (const char *)q;
         ap_plan p;

@@ -14,20 +14,13 @@
 #include <stddef.h>
 
 #include "autoplan/report.h"
+#include "autoplan/strbuf.h"
 
 #define REP_GiB 1073741824.0
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} rbuf;
-
-void rb_printf(rbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* the report's text buffer is the shared one (strbuf.h) */
+typedef ap_strbuf rbuf;
+#define rb_printf ap_strbuf_printf
 void rb_puts(rbuf *b, const char *s);
 void rb_html(rbuf *b, const char *s); /* escaped for HTML/SVG text and attribute values */
 void rb_md(rbuf *b, const char *s);   /* escaped for a Markdown table cell */

@@ -118,7 +118,7 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
     }
     int64_t *av = NULL, *rv = NULL;
     if (op_values(k, &av, &rv) != 0) {
-        b->oom = 1;
+        b->failed = 1;
         return;
     }
     const ap_report_strategy *bs = &r->strat[r->best];

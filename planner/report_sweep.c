@@ -211,7 +211,7 @@ void rep_sweep_html(rbuf *b, const ap_report *r) {
     }
     int *idx = by_gpus(r);
     if (!idx) {
-        b->oom = 1;
+        b->failed = 1;
         return;
     }
     char tk[32];

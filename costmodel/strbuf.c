@@ -1,0 +1,59 @@
+/*
+ * strbuf.c - the growable text buffer (strbuf.h): doubling growth, one allocation-failure flag.
+ */
+#include "autoplan/strbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(ap_strbuf *b, size_t need) {
+    if (b->failed) return 0;
+    if (b->len + need + 1 <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + need + 1) cap *= 2;
+    char *nb = realloc(b->buf, cap);
+    if (!nb) {
+        b->failed = 1;
+        return 0;
+    }
+    b->buf = nb;
+    b->cap = cap;
+    return 1;
+}
+
+void ap_strbuf_put(ap_strbuf *b, const char *s, size_t n) {
+    if (!grow(b, n)) return;
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    b->buf[b->len] = '\0';
+}
+
+void ap_strbuf_puts(ap_strbuf *b, const char *s) { ap_strbuf_put(b, s, strlen(s)); }
+
+void ap_strbuf_vprintf(ap_strbuf *b, const char *fmt, va_list ap) {
+    if (b->failed) return;
+    va_list cp;
+    va_copy(cp, ap);
+    int n = vsnprintf(NULL, 0, fmt, cp);
+    va_end(cp);
+    if (n < 0) {
+        b->failed = 1;
+        return;
+    }
+    if (!grow(b, (size_t)n)) return;
+    vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void ap_strbuf_printf(ap_strbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ap_strbuf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void ap_strbuf_free(ap_strbuf *b) {
+    free(b->buf);
+    memset(b, 0, sizeof *b);
+}
