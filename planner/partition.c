@@ -865,8 +865,19 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
         ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
                                  : &r->top[i];
         if (!cur || cur->plan.pp < 2) continue;
+        /* the closest plan of a search where nothing fits also gets the joint choice of
+         * recompute granularity, recomputed layers and offload fractions with its split (the
+         * ILP of issue 8, on this one candidate); the fitting plans are re-split only */
+        ap_partition_opts po1 = po;
+        if (i < 0) {
+            po1.choose_mode = 1;
+            po1.choose_recompute = 1;
+            po1.choose_offload = 1;
+        }
         ap_partition_result pr;
-        if (ap_partition_solve(m, c, &cur->plan, &po, &pr, NULL) != AP_OK) continue;
+        if (ap_partition_solve(m, c, &cur->plan, &po1, &pr, NULL) != AP_OK &&
+            (i >= 0 || ap_partition_solve(m, c, &cur->plan, &po, &pr, NULL) != AP_OK))
+            continue;
         ap_plan q = cur->plan;
         ap_partition_apply(&pr, &q);
         if (ap_plan_check(&q, m, c, so->allow_cross_node_tp, NULL) != AP_OK) continue;
