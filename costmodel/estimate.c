@@ -23,7 +23,9 @@
 #define GiB 1073741824.0
 #define MiB 1048576.0
 
-const char *ap_costmodel_version(void) { return "costmodel-1"; }
+/* Part of every plan-cache key: bump it with every change that moves an estimate, so results
+ * cached by an older cost model miss. */
+const char *ap_costmodel_version(void) { return "costmodel-2"; }
 
 /* ---- model states --------------------------------------------------------------------- */
 
@@ -141,7 +143,6 @@ static double flash_eff(const ap_gpu *g) {
 /* ---- one layer ---------------------------------------------------------------------------- */
 
 typedef struct {
-    int valid;
     double params_rank;   /* non-expert parameters of the layer on one GPU */
     double expert_rank;   /* expert parameters on one GPU */
     double act[3];        /* bytes per micro-batch for none/selective/full recompute */
@@ -160,7 +161,6 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     memset(lc, 0, sizeof *lc);
-    lc->valid = 1;
     ap_layer_info li;
     ap_model_layer(m, idx, &li);
     const double t = p->tp;
@@ -385,6 +385,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     double worst_dev = -1;
     double Tmax = 0, Tsum = 0;
     double crit_compute = 0, crit_recompute = 0, crit_tp = 0, crit_cp = 0, crit_ep = 0;
+    double crit_tp_total = 0; /* TP communication of the slowest stage before overlap */
     double max_stage_params = 0, max_stage_shardable = 0;
     double hfu_extra_flops = 0; /* recompute forward FLOPs per step, whole model */
     double model_flops_mb = 0;  /* model FLOPs of one micro-batch through the whole model / tp */
@@ -585,6 +586,8 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
             crit_compute = fwd_c + bwd_c;
             crit_recompute = rec;
             crit_tp = 2.0 * tp_f;
+            crit_tp_total = 2.0 * (tp_f - fd * dense.tp_s - fm * moe.tp_s +
+                                   fd * dense.tp_total_s + fm * moe.tp_total_s);
             crit_cp = 3.0 * cp_f;
             crit_ep = 2.0 * ep_f;
             e->time.dp_comm_s = z3; /* per micro-batch ZeRO-3 traffic, scaled below */
@@ -642,7 +645,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     tm->ep_comm_s = crit_ep * mb;
     tm->bubble_s = bubble;
     tm->pp_comm_s = p2p;
-    tm->tp_comm_total_s = tm->tp_comm_s;
+    tm->tp_comm_total_s = crit_tp_total * mb;
 
     /* ---- data-parallel gradient reduction (the stage with the most parameters) ---- */
     int k_dp = in_domain(&x, dense_shard, p->tp);

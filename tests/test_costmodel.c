@@ -332,6 +332,29 @@ static void test_offload(void) {
     CHECK(!e3.fits);
 }
 
+/* TP-communication overlap: without it everything is exposed; with it the exposed part never
+ * exceeds the total and never falls below one chunk (total / tp) of it; it needs sp. */
+static void test_tp_overlap(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("h100-sxm", 64);
+    ap_err err;
+    static ap_estimate a, b;
+    ap_plan p = mkplan(8, 4, 2, 1, 128, 1, AP_RECOMPUTE_SELECTIVE, 1, 1);
+    p.overlap_tp = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &a, &err) == AP_OK);
+    CHECK(a.time.tp_comm_s > 0);
+    CHECK_NEAR(a.time.tp_comm_total_s, a.time.tp_comm_s, 1e-12);
+    p.overlap_tp = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &b, &err) == AP_OK);
+    CHECK_NEAR(b.time.tp_comm_total_s, a.time.tp_comm_total_s, 1e-12);
+    CHECK(b.time.tp_comm_s < a.time.tp_comm_s);
+    CHECK(b.time.tp_comm_s >= a.time.tp_comm_total_s / 8 - 1e-12);
+    CHECK(b.time.step_s < a.time.step_s);
+    p.sp = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &b, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "sequence parallelism");
+}
+
 static void test_refusals(void) {
     ap_model m = load("examples/models/llama-3-70b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 64);
@@ -365,6 +388,7 @@ int main(int argc, char **argv) {
     test_properties();
     test_pipeline_memory();
     test_offload();
+    test_tp_overlap();
     test_refusals();
     return tl_finish();
 }

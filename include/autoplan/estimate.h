@@ -59,7 +59,7 @@ typedef struct ap_time {
     double offload_s;
     double optimizer_s;
     double overhead_s;       /* fixed per-step overhead (calibrated), part of step_s */
-    /* unexposed totals, for reports */
+    /* totals before overlap, for reports: tp_comm_s / dp_comm_s are what stays exposed */
     double dp_comm_total_s;
     double tp_comm_total_s;
     double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks */
