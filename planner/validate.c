@@ -155,6 +155,20 @@ static ap_status load_rows(const char *path, const char *key, vset *vs, ap_err *
         if (seq_given) p->seq = x;
         p->grad_accum = p->gbs / (p->mbs * p->dp);
         p->trainer = AP_TRAINER_MEGATRON;
+        char trn[32];
+        int trn_given = 0;
+        if ((st = ap_json_get_str(pj, "trainer", trn, sizeof trn, &trn_given, mwhere, err))) break;
+        if (trn_given && (st = ap_trainer_parse(trn, &p->trainer, err))) {
+            ap_err_prefix(err, "%s", mwhere);
+            break;
+        }
+        /* overlap as the trainer offers it at this ZeRO stage */
+        const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+        if (trn_given) {
+            p->overlap_grad = ov && tc->overlap_grad;
+            p->overlap_param = ov && tc->overlap_param && (tc->overlap_param_zero_mask & (1u << p->zero));
+            p->overlap_tp = ov && sp && p->tp > 1 && tc->overlap_tp;
+        }
         ap_plan_label(p, v->plan_label, sizeof v->plan_label);
         int known = 0;
         for (int s = 0; s < vs->nsources; s++)
@@ -409,8 +423,18 @@ int ap_cmd_validate(int argc, char **argv) {
         fprintf(stderr, "autoplan: %s: no rows\n", path);
         return 2;
     }
-    static vset cross;
+    static vset cross, oos;
     if ((st = load_rows(path, "crosscheck", &cross, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    if ((st = load_rows(path, "outofsample", &oos, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    /* out-of-sample rows: never fitted, each with the built-in calibration of its GPU */
+    for (int i = 0; i < oos.n; i++) {
+        ap_calib oc;
+        ap_calib_default(&oos.rows[i].cluster.gpu, &oc);
+        if ((st = predict(&oos.rows[i], &oc, &err)) != AP_OK) {
+            ap_err_prefix(&err, "%s: outofsample[%d]", path, i);
+            return ap_cli_fail(st, &err);
+        }
+    }
     ap_calib cal;
     ap_calib_default(&vs.rows[0].cluster.gpu, &cal);
     if (ap_flags_isset(&fl, "fit")) fit(&vs, &cal, NULL);
@@ -575,6 +599,20 @@ int ap_cmd_validate(int argc, char **argv) {
         printf("cross-check time MAPE %.2f%%, max %.2f%%\n", 100 * ca.time_mape, 100 * ca.time_max);
         printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
                cross.rows[0].cluster.gpu.name, ccal.gemm_eff_max, ccal.gemm_half_flops);
+    }
+    if (oos.n > 0) {
+        errstat oa, oper[MAX_SOURCES];
+        summarize(&oos, NULL, 0, &oa, oper);
+        printf("\nout of sample (shown, not scored, never used in a fit; built-in calibration of "
+               "each GPU):\n");
+        for (int i = 0; i < oos.n; i++) {
+            const vrow *v = &oos.rows[i];
+            printf("%-24s %-10.10s %-13s %-38.38s %8.3f s %8.3f s %+6.1f%%%s\n", v->source,
+                   v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted, v->measured,
+                   100 * (v->predicted - v->measured) / v->measured,
+                   v->fits ? "" : "  (predicted not to fit)");
+        }
+        printf("out-of-sample time MAPE %.2f%%, max %.2f%%\n", 100 * oa.time_mape, 100 * oa.time_max);
     }
     printf("\ncalibration (%s):\n", ap_flags_isset(&fl, "fit") ? "fitted now" : "built in");
     print_calib(&cal);

@@ -164,6 +164,16 @@ static void test_validate_targets(void) {
         CHECK(mape <= 10.0);
         CHECK(mx <= 15.0);
     }
+    /* the out-of-sample runs (other trainers, models, GPUs; never fitted) stay within their
+     * stated figures: MAPE under 10%, no row over 25% */
+    const char *os = out ? strstr(out, "out-of-sample time MAPE ") : NULL;
+    CHECK(os != NULL);
+    if (os) {
+        double mape = 100, mx = 100;
+        CHECK(sscanf(os, "out-of-sample time MAPE %lf%%, max %lf%%", &mape, &mx) == 2);
+        CHECK(mape <= 10.0);
+        CHECK(mx <= 25.0);
+    }
     free(out);
     free(err);
     /* an H100 bf16 run outside the fit (NeMo AutoModel, Llama-3-70B FSDP2, 18.90 s per step)
