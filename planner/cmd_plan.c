@@ -350,14 +350,14 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
            ap_json_string(ap_json_get(res, "gpu")), ap_json_string(ap_json_get(res, "trainer")),
            jnum(res, "gbs", NULL), jnum(res, "seq", NULL));
     if (n > 0) {
-        printf("\n  #  %-44s %9s %11s %6s %17s  %-6s %s\n", "plan", "step", "tokens/s", "MFU",
+        printf("\n  #  %-48s %9s %11s %6s %17s  %-6s %s\n", "plan", "step", "tokens/s", "MFU",
                "device/capacity", "class", "largest exposed cost");
         for (int i = 0; i < n; i++) {
             const ap_json *e = ap_json_at(plans, i);
             char step[32];
             double share;
             const char *lc = largest_cost(e, &share);
-            printf(" %2d  %-44s %9s %11.0f %5.1f%% %7.1f/%5.1f GiB  %-6s %s %.0f%%\n", i + 1,
+            printf(" %2d  %-48s %9s %11.0f %5.1f%% %7.1f/%5.1f GiB  %-6s %s %.0f%%\n", i + 1,
                    ap_json_string(ap_json_get(e, "label")),
                    ap_fmt_seconds(jnum(e, "time", "step_s"), step, sizeof step),
                    jnum(e, "throughput", "tokens_per_s"), 100 * jnum(e, "throughput", "mfu"),
@@ -643,7 +643,7 @@ static int sweep(plan_cmd *pc) {
         printf("%s, trainer %s, global batch %lld x %lld tokens, %s\n", pc->ctx.model.name,
                ap_trainer_name(pc->so.fixed.trainer), (long long)pc->so.gbs,
                (long long)pc->so.fixed.seq, pc->ctx.cluster.gpu.name);
-        printf("\n %6s  %-40s %9s %12s %6s %8s", "GPUs", "best plan", "step", "tokens/s", "MFU",
+        printf("\n %6s  %-48s %9s %12s %6s %8s", "GPUs", "best plan", "step", "tokens/s", "MFU",
                "scaling");
         if (pc->tokens > 0) printf(" %12s %12s", "train time", "GPU-hours");
         if (pc->price > 0) printf(" %14s", "cost (USD)");
@@ -680,7 +680,7 @@ static int sweep(plan_cmd *pc) {
             }
             if (!pc->json) {
                 char step[32], tt[32];
-                printf(" %6d  %-40s %9s %12.0f %5.1f%% %7.1f%%", c.gpus,
+                printf(" %6d  %-48s %9s %12.0f %5.1f%% %7.1f%%", c.gpus,
                        ap_json_string(ap_json_get(best, "label")),
                        ap_fmt_seconds(jnum(best, "time", "step_s"), step, sizeof step), tps,
                        100 * jnum(best, "throughput", "mfu"), 100 * scaling);
@@ -689,7 +689,7 @@ static int sweep(plan_cmd *pc) {
                 printf("\n");
             }
         } else if (!pc->json) {
-            printf(" %6d  %-40s\n", c.gpus, "nothing fits");
+            printf(" %6d  %-48s\n", c.gpus, "nothing fits");
         }
         ap_json_push(all, row);
         ap_json_free(res);
