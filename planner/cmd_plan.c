@@ -636,6 +636,8 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
 
 static int sweep(plan_cmd *pc) {
     ap_err err = {{0}};
+    int auto_node = !ap_flags_isset(&pc->fl, "gpus-per-node") && !ap_flags_isset(&pc->fl, "cluster") &&
+                    !ap_flags_isset(&pc->fl, "nvlink-domain");
     ap_json *all = ap_json_new_array();
     double base_per_gpu = 0;
     int deadline_n = 0;
@@ -652,7 +654,12 @@ static int sweep(plan_cmd *pc) {
     for (int i = 0; i < pc->ncounts; i++) {
         ap_cluster c = pc->ctx.cluster;
         c.gpus = pc->counts[i];
-        if (c.gpus_per_node > c.gpus) ap_cluster_set_gpus_per_node(&c, c.gpus);
+        /* each count gets the node shape `--gpus <count>` alone would give it, unless the user
+         * fixed the node (a sweep starting below one node must not keep that partial node) */
+        if (auto_node)
+            ap_cluster_set_gpus_per_node(&c, c.gpu.ref_gpus_per_node > 0 ? c.gpu.ref_gpus_per_node : 1);
+        else if (c.gpus_per_node > c.gpus)
+            ap_cluster_set_gpus_per_node(&c, c.gpus);
         int cached;
         ap_json *res = run_search(pc, &c, &cached, &err);
         if (!res) {

@@ -251,6 +251,28 @@ static void test_fix_and_sweep(void) {
     ap_json_free(j);
     free(out);
     free(er);
+
+    /* a sweep starting below one node: every count is planned as `--gpus <count>` alone */
+    double alone = 0;
+    snprintf(args, sizeof args, "'%s' --gpus 16 --gbs 64 --json --no-cache",
+             tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    j = ap_json_parse(out, strlen(out), "plan --json", &err);
+    CHECK(j != NULL);
+    alone = jget(ap_json_at(ap_json_get(j, "plans"), 0), "throughput", "tokens_per_s");
+    ap_json_free(j);
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, "'%s' --gpus 4,16 --gbs 64 --tokens 1T --json --no-cache",
+             tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &er), 0);
+    j = ap_json_parse(out, strlen(out), "sweep --json", &err);
+    CHECK(j != NULL);
+    const ap_json *r16 = ap_json_at(ap_json_get(j, "sweep"), 1);
+    CHECK_NEAR(jget(ap_json_get(r16, "best"), "throughput", "tokens_per_s"), alone, 1e-12);
+    ap_json_free(j);
+    free(out);
+    free(er);
 }
 
 /* The plan cache: a repeated search answers from the cache and says so; importing a profile
