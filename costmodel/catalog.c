@@ -548,26 +548,6 @@ const char *ap_gpu_aliases(int i) {
     return "";
 }
 
-/* Levenshtein distance, capped inputs (names are short). */
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63) la = 63;
-    if (lb > 63) lb = 63;
-    int prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            int m = sub < del ? sub : del;
-            cur[j] = m < ins ? m : ins;
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb];
-}
-
 const char *ap_gpu_closest(const char *name) {
     char norm[64];
     if (!name || !normalize(name, norm, sizeof norm)) {
@@ -580,7 +560,7 @@ const char *ap_gpu_closest(const char *name) {
     const char *best = catalog[0].name;
     int best_d = 1 << 30;
     for (int i = 0; i < CATALOG_N; i++) {
-        int d = edit_distance(norm, catalog[i].name);
+        int d = ap_edit_distance(norm, catalog[i].name);
         /* a prefix match ("h100-sx") counts as close */
         if (norm[0] && strncmp(catalog[i].name, norm, strlen(norm)) == 0) d = 0;
         if (d < best_d) { best_d = d; best = catalog[i].name; }
@@ -594,7 +574,7 @@ const char *ap_gpu_closest(const char *name) {
             size_t len = full < sizeof word ? full : sizeof word - 1;
             memcpy(word, p, len);
             word[len] = '\0';
-            int d = edit_distance(norm, word);
+            int d = ap_edit_distance(norm, word);
             if (d < best_d) { best_d = d; best = alias_table[i].name; }
             p += full + (c ? 1 : 0);
         }

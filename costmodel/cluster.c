@@ -176,25 +176,6 @@ static const char *const known_fields[] = {
     "host_mem_bw", "gpus_per_pcie_switch", "cpu_cores", "nodes",  "comment",
     "description"};
 
-static int lev(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63) la = 63;
-    if (lb > 63) lb = 63;
-    int prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int v = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            if (prev[j] + 1 < v) v = prev[j] + 1;
-            if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
-            cur[j] = v;
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb];
-}
-
 static ap_status check_fields(const ap_json *root, const char *where, ap_err *err) {
     for (ap_json *m = ap_json_first(root); m; m = ap_json_next(m)) {
         const char *k = ap_json_key(m);
@@ -204,7 +185,7 @@ static ap_status check_fields(const ap_json *root, const char *where, ap_err *er
         int best_d = 1 << 30;
         for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++) {
             if (strcmp(k, known_fields[i]) == 0) { ok = 1; break; }
-            int d = lev(k, known_fields[i]);
+            int d = ap_edit_distance(k, known_fields[i]);
             if (d < best_d) { best_d = d; best = known_fields[i]; }
         }
         if (!ok)

@@ -94,6 +94,25 @@ void ap_log(ap_log_level lvl, const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+int ap_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63) la = 63;
+    if (lb > 63) lb = 63;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int v = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < v) v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
+            cur[j] = v;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed) {
     /* FNV-1a 64 (Fowler, Noll, Vo), seed mixed into the offset basis */
     uint64_t h = 14695981039346656037ULL ^ seed;

@@ -37,28 +37,11 @@ const char *ap_flags_value(ap_flags *fl, const char *name) {
     return f && f->set ? f->value : NULL;
 }
 
-/* Levenshtein distance, for "did you mean". */
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
-            d[i][j] = c;
-        }
-    return d[la][lb];
-}
-
 static const char *closest_flag(const ap_flags *fl, const char *name) {
     const char *best = NULL;
     int bd = 4;
     for (int i = 0; i < fl->n; i++) {
-        int d = edit_distance(name, fl->f[i].name);
+        int d = ap_edit_distance(name, fl->f[i].name);
         if (d < bd) { bd = d; best = fl->f[i].name; }
     }
     return best;

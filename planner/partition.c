@@ -843,11 +843,6 @@ done:
 
 /* ---- the plans a search returned ---------------------------------------------------------- */
 
-static int est_better(const ap_estimate *a, const ap_estimate *b) {
-    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
-    return a->device_peak_bytes < b->device_peak_bytes;
-}
-
 int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                      ap_solver solver, ap_search_result *r) {
     const ap_trainer_caps *tr = ap_trainer_get(so->fixed.trainer);
@@ -882,7 +877,8 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
         ap_partition_apply(&pr, &q);
         if (ap_plan_check(&q, m, c, so->allow_cross_node_tp, NULL) != AP_OK) continue;
         if (ap_estimate_plan(m, c, &q, &so->est, e, NULL) != AP_OK) continue;
-        int improves = (e->fits && !cur->fits) || (e->fits == cur->fits && est_better(e, cur));
+        int improves = (e->fits && !cur->fits) ||
+                       (e->fits == cur->fits && ap_estimate_better(e, cur));
         if (!improves) continue;
         *cur = *e;
         changed++;
@@ -896,7 +892,7 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
     }
     /* keep the ranking sorted */
     for (int i = 1; i < r->ntop; i++)
-        for (int j = i; j > 0 && est_better(&r->top[j], &r->top[j - 1]); j--) {
+        for (int j = i; j > 0 && ap_estimate_better(&r->top[j], &r->top[j - 1]); j--) {
             *e = r->top[j];
             r->top[j] = r->top[j - 1];
             r->top[j - 1] = *e;

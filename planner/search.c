@@ -57,8 +57,7 @@ typedef struct {
     double best_overshoot;
 } search_state;
 
-/* 1 if a is better than b: lower step time, ties by lower device memory. */
-static int better(const ap_estimate *a, const ap_estimate *b) {
+int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
     if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
     return a->device_peak_bytes < b->device_peak_bytes;
 }
@@ -66,9 +65,9 @@ static int better(const ap_estimate *a, const ap_estimate *b) {
 static void keep(search_state *s, const ap_estimate *e) {
     ap_search_result *r = s->r;
     int k = s->o->top_k;
-    if (r->ntop == k && !better(e, &r->top[k - 1])) return;
+    if (r->ntop == k && !ap_estimate_better(e, &r->top[k - 1])) return;
     int pos = r->ntop < k ? r->ntop : k - 1;
-    while (pos > 0 && better(e, &r->top[pos - 1])) pos--;
+    while (pos > 0 && ap_estimate_better(e, &r->top[pos - 1])) pos--;
     int last = r->ntop < k ? r->ntop : k - 1;
     memmove(&r->top[pos + 1], &r->top[pos], (size_t)(last - pos) * sizeof *r->top);
     r->top[pos] = *e;
@@ -83,7 +82,7 @@ static void consider_closest(search_state *s, const ap_estimate *e) {
         if (h > over) over = h;
     }
     if (!s->r->have_closest || over < s->best_overshoot ||
-        (over == s->best_overshoot && better(e, &s->r->closest))) {
+        (over == s->best_overshoot && ap_estimate_better(e, &s->r->closest))) {
         s->r->closest = *e;
         s->r->have_closest = 1;
         s->best_overshoot = over;

@@ -88,6 +88,10 @@ char *ap_fmt_bytes(double bytes, char *buf, size_t n);
 char *ap_fmt_seconds(double s, char *buf, size_t n);
 char *ap_fmt_bandwidth(double bytes_per_s, char *buf, size_t n);
 
+/* Levenshtein edit distance between two short names (each read up to 63 characters), for the
+ * "did you mean" hints of flags, fields and GPU names. */
+int ap_edit_distance(const char *a, const char *b);
+
 /* 64-bit FNV-1a, used for fingerprints and cache keys. */
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed);
 

@@ -69,6 +69,9 @@ void ap_search_result_free(ap_search_result *res);
  * than this are ties. */
 #define AP_VALIDATED_TIME_ERROR 0.05
 
+/* The ranking: 1 if a is better than b (lower step time, ties by lower device memory). */
+int ap_estimate_better(const ap_estimate *a, const ap_estimate *b);
+
 typedef enum { AP_CONF_FITS = 0, AP_CONF_TIGHT, AP_CONF_OOM } ap_confidence;
 ap_confidence ap_estimate_confidence(const ap_estimate *e);
 const char *ap_confidence_name(ap_confidence c);
