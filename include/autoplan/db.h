@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "autoplan/common.h"
+#include "autoplan/profile.h"
 
 /* Highest schema version (PRAGMA user_version) this build reads and writes. */
 #define AP_DB_SCHEMA_VERSION 1
@@ -179,32 +180,9 @@ ap_status ap_db_plans_gc(ap_db *db, double older_than_s, int64_t *deleted, ap_er
 
 /* ---- operator profiles --------------------------------------------------------------------- */
 
-typedef struct ap_db_profile {
-    int64_t id;              /* set by list; ignored by insert */
-    /* the GPU */
-    char gpu[64];            /* catalog SKU it calibrates: "h100-sxm" (required) */
-    char device_name[128];   /* as the driver reports it: "NVIDIA H100 80GB HBM3" */
-    char pci_id[32];         /* "10de:2330" */
-    int64_t sm_count;
-    double mem_bytes;
-    double sm_clock_mhz, mem_clock_mhz; /* application clocks during the measurement */
-    double power_limit_w;
-    char driver_version[32], cuda_version[32], cublas_version[32], nccl_version[32];
-    char mig_mode[32];       /* "off" or the MIG profile */
-    /* the operator */
-    char op[32];             /* "gemm", "flash_attn", "allreduce", ... (required) */
-    char shape[128];         /* "m=8192,n=8192,k=8192" (required) */
-    char dtype[16];          /* "bf16" (required) */
-    /* the measurement */
-    double time_s;           /* median time of one call, > 0 */
-    double flops_per_s;      /* achieved FLOP/s, 0 when not a compute op */
-    double bytes_per_s;      /* achieved bandwidth, 0 when not a memory/communication op */
-    double bytes;            /* bytes moved by one call */
-    int64_t samples;         /* timed repetitions, >= 1 */
-    double spread;           /* (max - min) / median of the samples, >= 0 */
-    char source_run[64];     /* id of the profiling run */
-    int64_t created_at;      /* unix seconds; 0 on insert = now */
-} ap_db_profile;
+/* A stored profile row is the kernel-profile row (profile.h): its format, vocabulary and
+ * validation live there; the store keeps it as it is. */
+typedef ap_profile_row ap_db_profile;
 
 /* Insert n rows in one transaction (all or none). A row equal to a stored one in every
  * identifying column (GPU, versions, op, shape, dtype, source_run) is skipped: *inserted (may
