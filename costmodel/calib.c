@@ -22,7 +22,7 @@ static const ap_calib generic = {
 
 /* A100: fitted with `autoplan validate --fit` on all rows of tests/data/validation.json
  * (Narayanan 2021 Table 1, Korthikanti 2022 Tables 4-5 and its 530B data-parallel runs), within
- * the physical bounds in planner/validate.c: time MAPE 3.6%, leave-one-source-out 6.8% (README
+ * the physical bounds in costmodel/validation.c: time MAPE 3.6%, leave-one-source-out 6.8% (README
  * "Validation"). Those runs used Megatron's fused softmax, not FlashAttention, so attn_eff is
  * the efficiency of materialised-score attention matmuls on A100. */
 static const ap_calib a100 = {

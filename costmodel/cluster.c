@@ -5,7 +5,7 @@
  * Also the dtype and link-kind names.
  *
  * A cluster file is one JSON object (format in docs/hardware.md). Sizes and bandwidths are
- * strings with units parsed by costmodel/units.c; GPU counts are integers. Unknown fields are
+ * strings with units parsed by base/units.c; GPU counts are integers. Unknown fields are
  * refused with the closest known one, so a typo never silently falls back to a default. One GPU
  * type per cluster: a "nodes" list or a "gpu" array naming two types is refused ("mixed GPU
  * types are not supported yet").

@@ -7,7 +7,7 @@
  * or a SAVEPOINT inside ap_db_begin), then the plan cache, profiles and runs. Every statement
  * is prepared with bound parameters; nothing is formatted into SQL text.
  *
- * What it does not do: JSON/CSV export and import (db/export.c), printing (planner/cmd_db.c).
+ * What it does not do: JSON/CSV export and import (db/export.c), printing (cli/cmd_db.c).
  *
  * "Never modify a file we cannot use": every reason to refuse a database (not SQLite, corrupt,
  * another program's, newer schema, read-only, unwritable directory) is detected before the

@@ -1,6 +1,6 @@
 /*
- * test_common.c - unit parsing and formatting (costmodel/units.c) and the JSON wrapper
- * (costmodel/json.c).
+ * test_common.c - unit parsing and formatting (base/units.c) and the JSON wrapper
+ * (base/json.c).
  *
  * References: unit conversions are worked by hand (1 GiB = 2^30 bytes, 400 Gb/s = 50e9 bytes/s,
  * 1 d = 86400 s) and compared with relative tolerance 1e-12; JSON error positions are counted by

@@ -1,5 +1,5 @@
 /*
- * test_db.c - the SQLite store (db/db.c, db/export.c) and `autoplan db` (planner/cmd_db.c).
+ * test_db.c - the SQLite store (db/db.c, db/export.c) and `autoplan db` (cli/cmd_db.c).
  *
  * Unit checks: the embedded schema equals db/schema.sql, plan keys (stable golden value,
  * sensitivity, no collisions among 20000 texts), the plan cache, profiles and their fingerprint,

@@ -1,5 +1,5 @@
 /*
- * test_emit.c - plan.json (planner/planio.c) and the trainer config emitters (planner/emit*.c).
+ * test_emit.c - plan.json (output/planio.c) and the trainer config emitters (output/emit*.c).
  *
  * Reference for every check is the plan itself: each emitted file is parsed back (Megatron and
  * Megatron-DeepSpeed flags with a small tokenizer below, JSON with ap_json, TOML with Python's
@@ -21,10 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autoplan/cli.h"
+#include "autoplan/planio.h"
 #include "autoplan/emit.h"
 #include "autoplan/json.h"
-#include "autoplan/planio.h"
 #include "testlib.h"
 
 /* ---- reference lists -------------------------------------------------------------------- */

@@ -8,7 +8,7 @@
  */
 #include "testlib.h"
 
-#include "autoplan/cli.h"
+#include "autoplan/estimate.h"
 #include "autoplan/hw.h"
 #include "autoplan/json.h"
 

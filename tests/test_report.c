@@ -1,5 +1,5 @@
 /*
- * test_report.c - `autoplan compare` (planner/cmd_compare.c, planner/report.c).
+ * test_report.c - `autoplan compare` (cli/cmd_compare.c, output/report.c).
  *
  * Reference for every number is `autoplan estimate --json` run with the flags the report prints
  * for that plan: each number in report.md's tables and explanations is re-formatted from the

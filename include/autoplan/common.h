@@ -4,7 +4,7 @@
  *
  * Library functions return ap_status and write a one-line human explanation into an ap_err the
  * caller owns ("model.json: field 'layers': must be a positive integer, got -3"). Only the CLI
- * (planner/main.c and the cmd_*.c files) prints results or exits.
+ * (cli/main.c and the cmd_*.c files) prints results or exits.
  *
  * Units: sizes are bytes (double or int64_t), bandwidths bytes per second, times seconds.
  */
@@ -64,7 +64,7 @@ void ap_log(ap_log_level lvl, const char *fmt, ...)
 #endif
     ;
 
-/* ---- units (costmodel/units.c) ----------------------------------------------------------
+/* ---- units (base/units.c) ----------------------------------------------------------
  * Every parser takes the text a user typed and refuses bare numbers with a hint.
  *   sizes:      "80GiB" "512GB" "1.5TiB" "2048MiB" "4096B" (SI = 1000^n, IEC = 1024^n)
  *   bandwidth:  "400Gb/s" (bits) "50GB/s" (bytes) "25GiB/s" "100Mb/s" -> bytes per second

@@ -1,7 +1,7 @@
 /*
  * db.h - autoplan's SQLite store: the plan cache, GPU operator profiles and measured runs
  * (db/db.c is the only file that includes sqlite3.h; db/export.c does JSON/CSV export and
- * import on top of this API; planner/cmd_db.c is `autoplan db`). Schema: db/schema.sql,
+ * import on top of this API; cli/cmd_db.c is `autoplan db`). Schema: db/schema.sql,
  * documented in docs/db.md.
  *
  * A database is an opaque ap_db handle. Every function returns ap_status and writes one line
@@ -254,10 +254,5 @@ typedef struct ap_db_import_counts {
 ap_status ap_db_import_json(ap_db *db, const char *text, size_t len, const char *where,
                             ap_db_import_counts *counts, ap_err *err);
 
-/* ---- CLI ---------------------------------------------------------------------------------- */
-
-/* `autoplan db path|list|show|export|import|gc`; argv[0] is the first argument after "db".
- * Returns the exit code. */
-int ap_cmd_db(int argc, char **argv);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * emit.h - trainer configuration files for a plan (planner/emit*.c, planner/cmd_emit.c).
+ * emit.h - trainer configuration files for a plan (output/emit*.c, cli/cmd_emit.c).
  *
  * One plan, ready to launch in the trainer the user runs:
  *   deepspeed   ds_config.json (Megatron-DeepSpeed: train_batch_size = micro x accum x dp),
@@ -93,7 +93,5 @@ ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m
                            const ap_cluster *c, const ap_plan *p, const ap_json *estimate,
                            ap_emit_report *report, ap_err *err);
 
-/* `autoplan emit --plan plan.json --emit LIST --out DIR`; returns the exit code. */
-int ap_cmd_emit(int argc, char **argv);
 
 #endif

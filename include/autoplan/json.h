@@ -1,5 +1,5 @@
 /*
- * json.h - autoplan's only door to cJSON (costmodel/json.c is the one file that includes
+ * json.h - autoplan's only door to cJSON (base/json.c is the one file that includes
  * cJSON.h). A value is an opaque ap_json; trees are owned by whoever created or parsed them and
  * freed with ap_json_free on the root. Pointers returned by the getters borrow into the tree and
  * stay valid until the root is freed.

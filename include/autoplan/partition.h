@@ -198,7 +198,5 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
                                  int64_t m, const ap_partition_opts *o, double upper_s,
                                  ap_partition_result *out, int *var_out, ap_err *err);
 
-/* `autoplan partition MODEL --gpus N --tp T --pp P ... [--solver dp|ilp|auto]`. */
-int ap_cmd_partition(int argc, char **argv);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * planio.h - plan.json, schema version 1 (planner/planio.c, documented in docs/plan-json.md).
+ * planio.h - plan.json, schema version 1 (output/planio.c, documented in docs/plan-json.md), and
+ * the JSON of one estimate (output/estjson.c).
  *
  * A plan file holds everything needed to act on a plan without the original inputs: the model
  * (every ap_model field, so `autoplan emit` works from plan.json alone), the cluster, the
@@ -13,6 +14,7 @@
 #ifndef AP_PLANIO_H
 #define AP_PLANIO_H
 
+#include "autoplan/estimate.h"
 #include "autoplan/json.h"
 #include "autoplan/plan.h"
 
@@ -39,5 +41,9 @@ ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluste
  * *estimate_out (NULL when absent) with ap_json_free. */
 ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
                            ap_json **estimate_out, ap_err *err);
+
+/* JSON of an estimate, with the schema documented in README ("estimate --json"). Caller frees
+ * with ap_json_free. NULL on allocation failure. */
+ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m);
 
 #endif

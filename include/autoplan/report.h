@@ -1,5 +1,5 @@
 /*
- * report.h - strategy comparison reports (planner/report.c, driven by planner/cmd_compare.c).
+ * report.h - strategy comparison reports (output/report.c, driven by cli/cmd_compare.c).
  *
  * An ap_report holds what `autoplan compare` compared: a list of strategies (the search's top
  * plans and named baselines: DDP, ZeRO-3, ZeRO-2 + CPU offload, Megatron-style, no pipeline),
@@ -7,7 +7,7 @@
  * plans of a bounded enumeration of the search space as compact rows (for the memory/throughput
  * scatter and plans.csv). The renderers turn it into report.html (self-contained, inline SVG),
  * report.md and plans.csv. Every number they print is formatted from an ap_estimate field that
- * `autoplan estimate --json` prints under the same name (planner/estjson.c), or derived from
+ * `autoplan estimate --json` prints under the same name (output/estjson.c), or derived from
  * such fields in a way the report states (the overshoot: device peak + headroom - capacity).
  *
  * With a GPU-count sweep (ap_report_sweep) the report also holds the best plan per count, the
@@ -140,7 +140,5 @@ ap_status ap_report_simulate(ap_report *r, const ap_sim_opts *o, ap_err *err);
  * untouched. */
 void ap_report_free(ap_report *r);
 
-/* `autoplan compare`: argv[0] is the first argument after the command; returns the exit code. */
-int ap_cmd_compare(int argc, char **argv);
 
 #endif

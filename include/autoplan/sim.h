@@ -3,7 +3,7 @@
  * iteration on each pipeline rank (1F1B or interleaved schedule, forward/backward per
  * micro-batch, recompute, ZeRO-3/FSDP gathers, gradient reduction at the trainer's cadence,
  * optimizer step, offload transfers) and every allocation and free they cause, replayed through
- * an allocator model (costmodel/sim.c, costmodel/alloc.c, costmodel/trace.c; docs/simulator.md).
+ * an allocator model (sim/sim.c, sim/alloc.c, sim/trace.c; docs/simulator.md).
  *
  * The simulator is derived independently of the analytical estimate (estimate.h): it never
  * calls the cost model's memory functions; tensor sizes come from the model shapes
@@ -22,7 +22,7 @@
 #include "autoplan/estimate.h"
 #include "autoplan/json.h"
 
-/* ---- allocator models (costmodel/alloc.c) ----------------------------------------------- */
+/* ---- allocator models (sim/alloc.c) ----------------------------------------------- */
 
 typedef enum {
     AP_ALLOC_CACHING = 0, /* PyTorch CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp) */
@@ -93,7 +93,7 @@ int64_t ap_alloc_segment_size(int64_t rounded);
 const char *ap_alloc_mode_name(ap_alloc_mode m);               /* "caching" | "arena" */
 ap_status ap_alloc_mode_parse(const char *s, ap_alloc_mode *out, ap_err *err);
 
-/* ---- the simulator (costmodel/sim.c) ------------------------------------------------------ */
+/* ---- the simulator (sim/sim.c) ------------------------------------------------------ */
 
 typedef enum {
     AP_SIM_CAT_PARAMS = 0,   /* working weights (and fp8 copies) resident on the GPU */
@@ -260,7 +260,7 @@ char *ap_sim_tensor_describe(const ap_sim_tensor *t, int64_t L, char *buf, size_
  * the live tensors listed per stage. */
 ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 
-/* ---- trace (costmodel/trace.c) ------------------------------------------------------------ */
+/* ---- trace (sim/trace.c) ------------------------------------------------------------ */
 
 /* Chrome trace event JSON (chrome://tracing, ui.perfetto.dev): one process per pipeline rank,
  * a counter track per category plus allocated and reserved, a slice per operation. Time stamps
@@ -269,7 +269,5 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 ap_json *ap_sim_trace_json(const ap_sim *s);
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err);
 
-/* ---- CLI (planner/cmd_simulate.c) --------------------------------------------------------- */
-int ap_cmd_simulate(int argc, char **argv);
 
 #endif

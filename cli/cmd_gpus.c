@@ -6,7 +6,7 @@
  * bandwidth (TB/s), peer link kind and GB/s per direction, PCIe generation and GB/s per
  * direction, and the reference node (GPUs, NICs x Gb/s per NIC).
  */
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/hw.h"
 #include "autoplan/json.h"
 

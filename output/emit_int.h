@@ -1,5 +1,5 @@
 /*
- * emit_int.h - internals shared by the config emitters (planner/emit*.c); not a public header.
+ * emit_int.h - internals shared by the config emitters (output/emit*.c); not a public header.
  *
  * A growing text buffer (sb), the context every emitter receives, the common file header, and
  * the per-target hooks the dispatcher (emit.c) calls: `local` applies the rules a target has

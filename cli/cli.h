@@ -1,5 +1,7 @@
 /*
- * cli.h - the command-line layer shared by all subcommands (planner/args.c, planner/main.c).
+ * cli.h - the command-line layer (cli/): flag parsing shared by all subcommands (cli/args.c),
+ * the subcommands (cli/cmd_*.c, dispatched by cli/main.c) and the printing helpers. Private to
+ * cli/: the library (everything else) never parses argv, prints results or exits.
  *
  * A command declares a table of ap_flag; ap_flags_parse fills it from argv, refusing unknown
  * flags (with the closest known one), missing values, and a flag given twice with different
@@ -16,6 +18,7 @@
 
 #include "autoplan/estimate.h"
 #include "autoplan/json.h"
+#include "autoplan/planio.h"
 
 typedef enum {
     AP_FLAG_BOOL = 0,  /* --x (no value) */
@@ -102,9 +105,6 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
 /* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
 ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
 
-/* JSON of an estimate, with the schema documented in README ("estimate --json"). Caller frees
- * with ap_json_free. NULL on allocation failure. */
-ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m);
 /* Human-readable breakdown to stdout. */
 void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c);
 
@@ -114,6 +114,11 @@ int ap_cmd_gpus(int argc, char **argv);
 int ap_cmd_estimate(int argc, char **argv);
 int ap_cmd_plan(int argc, char **argv);
 int ap_cmd_validate(int argc, char **argv);
+int ap_cmd_simulate(int argc, char **argv);
+int ap_cmd_partition(int argc, char **argv);
+int ap_cmd_compare(int argc, char **argv);
+int ap_cmd_emit(int argc, char **argv);
+int ap_cmd_db(int argc, char **argv);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

@@ -5,7 +5,7 @@
  * pipeline time T the partitioner minimises and the cost model's whole step time of each, and
  * the best split Megatron's first/last-stage layer flags can express.
  */
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/partition.h"
 
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * no scripts and nothing fetched), report.md and plans.csv, all built in one growable buffer.
  *
  * Numbers: every printed value is formatted from an ap_estimate field under the name
- * `autoplan estimate --json` gives it (planner/estjson.c), with one fixed format per unit
+ * `autoplan estimate --json` gives it (output/estjson.c), with one fixed format per unit
  * (rep_fmt_s, rep_fmt_gib, rep_fmt_pct below) so a reader or a test can reformat the JSON and compare.
  * Derived values are named as such: the overshoot (device peak + headroom - capacity) and the
  * "allocator & runtime" memory segment (device peak minus the five allocated categories).
@@ -16,8 +16,8 @@
  * puts it in the SVG namespace), hatching patterns are referenced as url(#id) in the same SVG.
  *
  * Charts 4 (GPU-count sweep) and 5 (memory over one iteration from the simulator) are in
- * planner/report_sweep.c and planner/report_simchart.c, sharing the buffer and formats through
- * report_int.h. Not here: choosing the strategies (planner/cmd_compare.c).
+ * output/report_sweep.c and output/report_simchart.c, sharing the buffer and formats through
+ * report_int.h. Not here: choosing the strategies (cli/cmd_compare.c).
  */
 #include "autoplan/report.h"
 #include "report_int.h"

@@ -4,7 +4,7 @@
  * everywhere). Values are kept as text until a typed getter converts them, so every error
  * names the flag: "--network-bw: '400' has no unit; write 400Gb/s (bits) or 400GB/s (bytes)".
  */
-#include "autoplan/cli.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * report_int.h - internals shared by the report renderers (planner/report.c: tables, charts
- * 1-3, Markdown, CSV; planner/report_sweep.c: the GPU-count sweep, chart 4;
- * planner/report_simchart.c: memory over one iteration from the simulator, chart 5); not a
+ * report_int.h - internals shared by the report renderers (output/report.c: tables, charts
+ * 1-3, Markdown, CSV; output/report_sweep.c: the GPU-count sweep, chart 4;
+ * output/report_simchart.c: memory over one iteration from the simulator, chart 5); not a
  * public header.
  *
  * A growable text buffer (rbuf: an allocation failure sets oom and later writes do nothing;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/json.h"
 #include "autoplan/model.h"
 

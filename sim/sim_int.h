@@ -1,7 +1,7 @@
 /*
- * sim_int.h - the simulator's internals shared by its files: costmodel/sim.c (schedule, model
- * states, replay, the result), costmodel/simlayer.c (the tensors of one transformer layer) and
- * costmodel/simreport.c (accessors, descriptions, JSON). Not a public header: callers use
+ * sim_int.h - the simulator's internals shared by its files: sim/sim.c (schedule, model
+ * states, replay, the result), sim/simlayer.c (the tensors of one transformer layer) and
+ * sim/simreport.c (accessors, descriptions, JSON). Not a public header: callers use
  * sim.h. The ap_simg_* functions are the generator's internal interface.
  */
 #ifndef AP_SIM_INT_H

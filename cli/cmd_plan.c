@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/db.h"
 #include "autoplan/emit.h"
 #include "autoplan/partition.h"

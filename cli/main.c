@@ -1,12 +1,12 @@
 /*
  * main.c - the autoplan command line: git-style subcommands dispatched from one table. The
  * default command is `plan` (`autoplan MODEL --gpus N`). This is the only file with main(); the
- * commands live in planner/cmd_*.c and return exit codes (0 ok, 1 internal, 2 bad input).
+ * commands live in cli/cmd_*.c and return exit codes (0 ok, 1 internal, 2 bad input).
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/emit.h"
 #include "autoplan/db.h"
 #include "autoplan/report.h"

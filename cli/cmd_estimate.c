@@ -3,7 +3,7 @@
  * A plan the trainer cannot run is refused (exit 2, the rule named); a valid plan that does
  * not fit exits 0 with fits false.
  */
-#include "autoplan/cli.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,8 +14,8 @@
  * happens (ap_sim_op_describe). The capacity and the reserved limit (capacity - headroom -
  * device overhead: the reserved curve must stay under it for the plan to fit) are lines.
  *
- * Not here: the replay itself (costmodel/sim.c) and the simulator's text and trace outputs
- * (planner/cmd_simulate.c).
+ * Not here: the replay itself (sim/sim.c) and the simulator's text and trace outputs
+ * (cli/cmd_simulate.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * cmd_simulate.c - `autoplan simulate`: replay one training iteration of a plan event by event
- * on every pipeline rank (costmodel/sim.c) through an allocator model, and show when and why
+ * on every pipeline rank (sim/sim.c) through an allocator model, and show when and why
  * memory peaks: peak per stage, the breakdown and the largest live tensors at the peak, and,
  * when the plan does not fit, the first operation over the budget, what is alive then and what
  * to change. The analytical estimate is printed beside it for comparison (docs/simulator.md
@@ -9,7 +9,7 @@
  * Exit codes as `estimate`: 2 for bad input or a plan the trainer cannot run; 0 otherwise,
  * including a plan that does not fit (fits false).
  */
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/planio.h"
 #include "autoplan/sim.h"
 

@@ -1,13 +1,9 @@
 /*
  * estjson.c - an estimate as JSON (the schema of `autoplan estimate --json`, documented in
- * README) and as a readable per-stage breakdown. Both print the same numbers: the text is
- * rounded, the JSON exact.
+ * README). The readable breakdown of the same numbers is printed by the CLI
+ * (cli/print_estimate.c): the text is rounded, the JSON exact.
  */
-#include "autoplan/cli.h"
-
-#include <stdio.h>
-
-#define GiB 1073741824.0
+#include "autoplan/planio.h"
 
 static const char *rc_name(ap_recompute r) {
     return r == AP_RECOMPUTE_FULL ? "full" : r == AP_RECOMPUTE_SELECTIVE ? "selective" : "none";
@@ -106,47 +102,4 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
         return NULL;
     }
     return root;
-}
-
-static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
-
-void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c) {
-    const ap_plan *p = &e->plan;
-    char lbl[160], b1[32], b2[32];
-    printf("plan      %s  (%s, %s, %d x %s)\n", ap_plan_label(p, lbl, sizeof lbl),
-           ap_trainer_get(p->trainer)->display, ap_dtype_name(p->dtype), c->gpus, c->gpu.name);
-    printf("batch     global %lld x %lld tokens, micro-batch %lld, %lld micro-batches per step\n",
-           (long long)p->gbs, (long long)p->seq, (long long)p->mbs, (long long)p->grad_accum);
-    const ap_time *t = &e->time;
-    printf("\nstep time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%   (%.1f model TFLOP/s/GPU)\n",
-           ap_fmt_seconds(t->step_s, b1, sizeof b1), e->tp.tokens_per_s, 100 * e->tp.mfu,
-           100 * e->tp.hfu, e->tp.model_tflops_per_gpu);
-    struct { const char *n; double v; } parts[] = {
-        {"compute", t->compute_s}, {"recompute", t->recompute_s}, {"TP comm", t->tp_comm_s},
-        {"CP comm", t->cp_comm_s}, {"EP comm", t->ep_comm_s}, {"PP comm", t->pp_comm_s},
-        {"DP comm (exposed)", t->dp_comm_s}, {"pipeline bubble", t->bubble_s},
-        {"offload", t->offload_s}, {"optimizer", t->optimizer_s}, {"fixed overhead", t->overhead_s}};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (parts[i].v > 0)
-            printf("  %-20s %10.4f s  %5.1f%%\n", parts[i].n, parts[i].v, pct(parts[i].v, t->step_s));
-    printf("\nmemory per GPU (GiB)    params   grads   optim   activ   other  allocated  "
-           "device\n");
-    for (int i = 0; i < e->nstages; i++) {
-        const ap_stage_mem *s = &e->stages[i];
-        printf("  stage %-3d %3d layers %7.2f %7.2f %7.2f %7.2f %7.2f %10.2f %7.2f%s\n", s->stage,
-               s->layers, s->params_bytes / GiB, s->grads_bytes / GiB, s->optimizer_bytes / GiB,
-               s->activations_bytes / GiB, s->other_bytes / GiB, s->allocated_bytes / GiB,
-               s->device_bytes / GiB, i == e->worst_stage ? "  <- peak" : "");
-    }
-    printf("peak      %s device of %s (headroom %s): %s\n",
-           ap_fmt_bytes(e->device_peak_bytes, b1, sizeof b1),
-           ap_fmt_bytes(e->capacity_bytes, b2, sizeof b2),
-           ap_fmt_bytes(e->headroom_bytes, lbl, sizeof lbl),
-           e->fits ? "fits" : "DOES NOT FIT");
-    if (e->host_bytes_per_node > 0)
-        printf("host      %s offloaded per node of %s: %s\n",
-               ap_fmt_bytes(e->host_bytes_per_node, b1, sizeof b1),
-               ap_fmt_bytes(e->host_capacity_bytes, b2, sizeof b2),
-               e->host_fits ? "fits" : "DOES NOT FIT");
-    (void)m;
 }

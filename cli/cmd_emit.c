@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/emit.h"
 #include "autoplan/planio.h"
 

@@ -131,7 +131,7 @@ void emit_header(sb *b, const emit_ctx *x, const char *pfx, const char *title) {
                      "%s\n", pfx, ap_trainer_name(p->trainer), ap_trainer_name(x->tid));
     sb_printf(b, "%sbatch: global %lld = micro-batch %lld x accumulation %lld x data parallel %d\n",
               pfx, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
-    /* names from ap_estimate_to_json (planner/estjson.c) */
+    /* names from ap_estimate_to_json (output/estjson.c) */
     static const char *const step_paths[] = {"time.step_s", NULL};
     static const char *const peak_paths[] = {"memory.peak_bytes", NULL};
     static const char *const cap_paths[] = {"memory.capacity_bytes", NULL};

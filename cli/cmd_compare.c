@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/partition.h"
 #include "autoplan/report.h"
 

@@ -12,7 +12,7 @@
  * marker shape (circle, square) and line style as well as colour (Okabe-Ito). A count where
  * nothing fits has no point and says so under the axis.
  *
- * Not here: choosing the counts (planner/cmd_compare.c builds one cluster per count as the plan
+ * Not here: choosing the counts (cli/cmd_compare.c builds one cluster per count as the plan
  * command does); the strategies of the report, which are for the first count.
  */
 #include <math.h>

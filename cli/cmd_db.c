@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "autoplan/cli.h"
+#include "cli.h"
 #include "autoplan/db.h"
 
 #define IMPORT_MAX_BYTES ((size_t)1 << 30) /* 1 GiB: far above any real export */

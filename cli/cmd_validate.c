@@ -1,0 +1,293 @@
+/*
+ * cmd_validate.c - `autoplan validate`: predict every published run shipped in
+ * tests/data/validation.json (built by tools/make_validation.py), report per-row, per-source
+ * and overall errors, fit the eight calibration parameters (--fit) and estimate the error on
+ * unseen runs by leaving each source out of the fit in turn (--leave-one-source-out). The
+ * computing is costmodel/validation.c's; this file reads flags and prints.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/validation.h"
+#include "cli.h"
+
+#define MAX_SOURCES AP_VALIDATION_MAX_SOURCES
+
+typedef ap_vrow vrow;
+typedef ap_vshown vshown;
+typedef ap_vset vset;
+typedef ap_verr errstat;
+
+static ap_json *errjson(const errstat *e, int with_mem_max) {
+    ap_json *o = ap_json_new_object();
+    ap_json_add_number(o, "time_mape", e->time_mape);
+    ap_json_add_number(o, "time_max", e->time_max);
+    ap_json_add_number(o, "memory_mape", e->mem_mape);
+    if (with_mem_max) ap_json_add_number(o, "memory_max", e->mem_max);
+    ap_json_add_number(o, "rows", e->rows);
+    return o;
+}
+
+static void print_calib(const ap_calib *c) {
+    printf("  gemm_eff_max     %.4f   achievable fraction of dense peak on large GEMMs\n", c->gemm_eff_max);
+    printf("  gemm_half_flops  %.4g   GEMM size (FLOPs) at half of that efficiency\n", c->gemm_half_flops);
+    printf("  attn_eff         %.4f   attention matmuls with materialised scores, fraction of peak\n", c->attn_eff);
+    printf("  link_eff         %.4f   achieved fraction of NVLink bandwidth\n", c->link_eff);
+    printf("  net_eff          %.4f   achieved fraction of network bandwidth\n", c->net_eff);
+    printf("  coll_latency_s   %.3g   per collective step\n", c->coll_latency_s);
+    printf("  step_overhead_s  %.4f   fixed per-step overhead\n", c->step_overhead_s);
+    printf("  mem_bound_eff    %.4f   achieved fraction of HBM bandwidth\n", c->mem_bound_eff);
+}
+
+/* Everything validate computes, for the printers. */
+typedef struct {
+    vset *vs, *cross, *oos;
+    ap_calib cal, ccal;
+    errstat all, per[MAX_SOURCES];
+    int all_fit, fitted, do_loso;
+    errstat loso;
+    double loso_src[MAX_SOURCES];
+} vresult;
+
+static ap_json *row_json(const vrow *v) {
+    ap_json *o = ap_json_new_object();
+    ap_json_add_string(o, "source", v->source);
+    ap_json_add_string(o, "model", v->model_name);
+    ap_json_add_string(o, "plan", v->plan_label);
+    ap_json_add_string(o, "metric", v->metric);
+    ap_json_add_number(o, "predicted", v->predicted);
+    ap_json_add_number(o, "measured", v->measured);
+    ap_json_add_number(o, "error", fabs(v->predicted - v->measured) / v->measured);
+    return o;
+}
+
+static int print_json(const vresult *r) {
+    const vset *vs = r->vs;
+    ap_json *root = ap_json_new_object();
+    ap_json_add(root, "overall", errjson(&r->all, 1));
+    ap_json *bs = ap_json_new_array();
+    for (int s = 0; s < vs->nsources; s++) {
+        ap_json *o = ap_json_new_object();
+        ap_json_add_string(o, "source", vs->sources[s]);
+        ap_json_add_number(o, "time_mape", r->per[s].time_mape);
+        ap_json_add_number(o, "time_max", r->per[s].time_max);
+        ap_json_add_number(o, "memory_mape", r->per[s].mem_mape);
+        ap_json_add_number(o, "rows", r->per[s].rows);
+        ap_json_push(bs, o);
+    }
+    ap_json_add(root, "by_source", bs);
+    ap_json *rows = ap_json_new_array();
+    for (int i = 0; i < vs->n; i++) ap_json_push(rows, row_json(&vs->rows[i]));
+    ap_json_add(root, "rows", rows);
+    /* the schema above is exact; --leave-one-source-out adds one object beside it */
+    if (r->do_loso) {
+        ap_json *lo = ap_json_new_object();
+        ap_json_add_number(lo, "time_mape", r->loso.time_mape);
+        ap_json_add_number(lo, "time_max", r->loso.time_max);
+        ap_json *bs2 = ap_json_new_array();
+        for (int s = 0; s < vs->nsources; s++) {
+            if (!r->per[s].time_rows) continue;
+            ap_json *o = ap_json_new_object();
+            ap_json_add_string(o, "source", vs->sources[s]);
+            ap_json_add_number(o, "time_mape", r->loso_src[s]);
+            ap_json_push(bs2, o);
+        }
+        ap_json_add(lo, "by_source", bs2);
+        ap_json_add(root, "leave_one_source_out", lo);
+    }
+    char *s = ap_json_print(root, 1);
+    printf("%s\n", s ? s : "null");
+    free(s);
+    ap_json_free(root);
+    return 0;
+}
+
+static void print_rows(const vresult *r) {
+    const vset *vs = r->vs;
+    printf("%-24s %-14s %-34s %-18s %12s %12s %7s\n", "source", "model", "plan", "metric",
+           "predicted", "measured", "error");
+    for (int i = 0; i < vs->n; i++) {
+        const vrow *v = &vs->rows[i];
+        double scale = v->is_time ? 1.0 : 1073741824.0;
+        printf("%-24s %-14.14s %-34.34s %-18s %12.4g %12.4g %6.1f%%%s\n", v->source, v->model_name,
+               v->plan_label, v->metric, v->predicted / scale, v->measured / scale,
+               100 * fabs(v->predicted - v->measured) / v->measured,
+               !strcmp(v->metric, "step_s") && !v->fits ? "  (predicted not to fit!)" : "");
+    }
+    printf("\n%-24s %10s %10s %12s %5s%s\n", "source", "time MAPE", "time max", "memory MAPE",
+           "rows", r->do_loso ? "   left-out time MAPE" : "");
+    for (int s = 0; s < vs->nsources; s++) {
+        printf("%-24s %9.2f%% %9.2f%% %11.2f%% %5d", vs->sources[s], 100 * r->per[s].time_mape,
+               100 * r->per[s].time_max, 100 * r->per[s].mem_mape, r->per[s].rows);
+        if (r->do_loso && r->per[s].time_rows) printf("   %9.2f%%", 100 * r->loso_src[s]);
+        printf("\n");
+    }
+    printf("%-24s %9.2f%% %9.2f%% %11.2f%% %5d\n", "overall (mean of sources)",
+           100 * r->all.time_mape, 100 * r->all.time_max, 100 * r->all.mem_mape, r->all.rows);
+    printf("memory max error %.2f%%; every published run predicted to fit: %s\n",
+           100 * r->all.mem_max, r->all_fit ? "yes" : "NO");
+    if (r->do_loso)
+        printf("leave-one-source-out time MAPE %.2f%% (max row %.2f%%)\n",
+               100 * r->loso.time_mape, 100 * r->loso.time_max);
+}
+
+static void print_shown(const vset *vs) {
+    if (!vs->nshown) return;
+    printf("\nlargest trainable model (shown, not scored: batch, sequence and host memory not "
+           "stated)\n%-22s %-14s %5s %3s %4s %-28s %10s %16s\n", "source", "gpu", "gpus",
+           "tp", "zero", "framework", "measured", "state bound");
+    for (int i = 0; i < vs->nshown; i++) {
+        const vshown *v = &vs->shown[i];
+        char bound[48];
+        if (v->bound_params > 0) snprintf(bound, sizeof bound, "%.2fB", v->bound_params / 1e9);
+        else snprintf(bound, sizeof bound, "host-bound");
+        printf("%-22s %-14s %5d %3d %4d %-28.28s %9.2fB %16s\n", v->source, v->gpu, v->gpus,
+               v->tp, v->zero, v->framework, v->measured_params / 1e9, bound);
+    }
+    printf("(state bound = usable memory x tp / model-state bytes per parameter: no model "
+           "that ran exceeds it)\n");
+}
+
+static void print_cross(const vset *cross, const ap_calib *ccal) {
+    if (cross->n == 0) return;
+    errstat ca, cper[MAX_SOURCES];
+    ap_validation_summarize(cross, NULL, 0, &ca, cper);
+    printf("\ncross-check on %s (shown, not scored; its GEMM efficiency is fitted on these "
+           "rows, so the error is in-sample):\n", cross->rows[0].cluster.gpu.name);
+    for (int i = 0; i < cross->n; i++) {
+        const vrow *v = &cross->rows[i];
+        printf("%-24s %-14.14s %-34.34s %-10s %8.3f s %8.3f s %6.1f%%%s\n", v->source,
+               v->model_name, v->plan_label, ap_dtype_name(v->plan.dtype), v->predicted,
+               v->measured, 100 * fabs(v->predicted - v->measured) / v->measured,
+               v->fits ? "" : "  (predicted not to fit)");
+    }
+    printf("cross-check time MAPE %.2f%%, max %.2f%%\n", 100 * ca.time_mape, 100 * ca.time_max);
+    printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
+           cross->rows[0].cluster.gpu.name, ccal->gemm_eff_max, ccal->gemm_half_flops);
+}
+
+static void print_oos(const vset *oos) {
+    if (oos->n == 0) return;
+    errstat oa, oper[MAX_SOURCES];
+    ap_validation_summarize(oos, NULL, 0, &oa, oper);
+    printf("\nout of sample (shown, not scored, never used in a fit; built-in calibration of "
+           "each GPU):\n");
+    for (int i = 0; i < oos->n; i++) {
+        const vrow *v = &oos->rows[i];
+        printf("%-24s %-10.10s %-13s %-38.38s %8.3f s %8.3f s %+6.1f%%%s\n", v->source,
+               v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted, v->measured,
+               100 * (v->predicted - v->measured) / v->measured,
+               v->fits ? "" : "  (predicted not to fit)");
+    }
+    printf("out-of-sample time MAPE %.2f%%, max %.2f%%\n", 100 * oa.time_mape, 100 * oa.time_max);
+}
+
+/* Predict every row of a set with calibration cal (NULL: each row's GPU's built-in one); err
+ * names the file, array and row. */
+static ap_status predict_set(vset *vs, const ap_calib *cal, const char *path, const char *key,
+                             ap_err *err) {
+    for (int i = 0; i < vs->n; i++) {
+        ap_status st = ap_validation_predict(&vs->rows[i], cal, err);
+        if (st != AP_OK) {
+            ap_err_prefix(err, "%s: %s[%d] (%s, %s)", path, key, i, vs->rows[i].model_name,
+                          vs->rows[i].plan_label);
+            return st;
+        }
+    }
+    return AP_OK;
+}
+
+/* Load the three sets, fit if asked, predict everything, score. */
+static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
+    ap_status st;
+    if ((st = ap_validation_load(path, "rows", r->vs, err)) != AP_OK) return st;
+    if (r->vs->n == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: no rows", path);
+    if ((st = ap_validation_load(path, "crosscheck", r->cross, err)) != AP_OK ||
+        (st = ap_validation_load(path, "outofsample", r->oos, err)) != AP_OK)
+        return st;
+    /* out-of-sample rows: never fitted, each with the built-in calibration of its GPU */
+    if ((st = predict_set(r->oos, NULL, path, "outofsample", err)) != AP_OK) return st;
+    ap_calib_default(&r->vs->rows[0].cluster.gpu, &r->cal);
+    if (r->fitted) ap_calib_fit(r->vs, &r->cal, NULL);
+    /* cross-check rows run with the calibration of their own GPU; --fit refits only the GEMM
+     * efficiency of that GPU on them (the other seven parameters stay the fit above) */
+    if (r->cross->n > 0) {
+        ap_calib_default(&r->cross->rows[0].cluster.gpu, &r->ccal);
+        if (r->fitted) {
+            double keep_half = r->ccal.gemm_half_flops;
+            r->ccal = r->cal;
+            r->ccal.gemm_half_flops = keep_half;
+            ap_calib_fit_gemm_eff(r->cross, &r->ccal);
+        }
+        if ((st = predict_set(r->cross, &r->ccal, path, "crosscheck", err)) != AP_OK) return st;
+    }
+    if ((st = predict_set(r->vs, &r->cal, path, "rows", err)) != AP_OK) return st;
+    ap_validation_summarize(r->vs, NULL, 0, &r->all, r->per);
+    /* runs that ran must fit (Figure 1's no-recompute bars are not runs: they exceed 80 GB) */
+    r->all_fit = 1;
+    for (int i = 0; i < r->vs->n; i++)
+        if (!strcmp(r->vs->rows[i].metric, "step_s")) r->all_fit &= r->vs->rows[i].fits;
+    if (r->do_loso) {
+        ap_calib base;
+        ap_calib_default(&r->vs->rows[0].cluster.gpu, &base);
+        return ap_validation_leave_one_out(r->vs, &base, &r->loso, r->loso_src, err);
+    }
+    return AP_OK;
+}
+
+int ap_cmd_validate(int argc, char **argv) {
+    ap_flags fl = {0};
+    ap_err err = {{0}};
+    int help = 0;
+    ap_flags_add(&fl, "data", AP_FLAG_VALUE, "FILE",
+                 "validation rows (default tests/data/validation.json of the source tree)");
+    ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print {overall, by_source, rows} as JSON; "
+                 "errors are fractions");
+    ap_flags_add(&fl, "leave-one-source-out", AP_FLAG_BOOL, NULL,
+                 "fit on all sources but one, predict that one, for each source");
+    ap_flags_add(&fl, "fit", AP_FLAG_BOOL, NULL,
+                 "fit the calibration on all rows and print it (instead of the built-in one)");
+    ap_status st = ap_flags_parse(&fl, argc, argv, 0, &help, &err);
+    if (help) {
+        ap_flags_print_help(&fl, "autoplan validate [--data FILE] [--json] [--leave-one-source-out]",
+                            "Predict the published training runs and report the errors.");
+        return 0;
+    }
+    if (st != AP_OK) return ap_cli_fail(st, &err);
+    const char *path = ap_flags_value(&fl, "data");
+    char dflt[4096];
+    if (!path) {
+        snprintf(dflt, sizeof dflt, "%s/tests/data/validation.json", AP_SOURCE_DIR);
+        path = dflt;
+    }
+    vresult r;
+    memset(&r, 0, sizeof r);
+    r.fitted = ap_flags_isset(&fl, "fit");
+    r.do_loso = ap_flags_isset(&fl, "leave-one-source-out");
+    r.vs = ap_vset_new();
+    r.cross = ap_vset_new();
+    r.oos = ap_vset_new();
+    if (!r.vs || !r.cross || !r.oos)
+        st = ap_err_set(&err, AP_ERR_NOMEM, "out of memory for the validation rows");
+    else
+        st = run_validation(path, &r, &err);
+    int rc = 0;
+    if (st != AP_OK) {
+        rc = ap_cli_fail(st, &err);
+    } else if (ap_flags_isset(&fl, "json")) {
+        rc = print_json(&r);
+    } else {
+        print_rows(&r);
+        print_shown(r.vs);
+        print_cross(r.cross, &r.ccal);
+        print_oos(r.oos);
+        printf("\ncalibration (%s):\n", r.fitted ? "fitted now" : "built in");
+        print_calib(&r.cal);
+    }
+    ap_vset_free(r.vs);
+    ap_vset_free(r.cross);
+    ap_vset_free(r.oos);
+    return rc;
+}

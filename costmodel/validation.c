@@ -1,0 +1,385 @@
+/*
+ * validation.c - published training runs as validation rows (tests/data/validation.json, built
+ * by tools/make_validation.py), their predictions by the cost model, error statistics per
+ * source, and the fit of the eight physical calibration parameters on them
+ * (include/autoplan/validation.h). Printing is the CLI's (cli/cmd_validate.c).
+ *
+ * Time metrics (step_s, layer_s) form the time MAPE; memory metrics (activations_bytes,
+ * states_bytes) the memory MAPE. Overall = mean over sources of each source's MAPE.
+ */
+#include "autoplan/validation.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoplan/json.h"
+
+#define MAX_ROWS AP_VALIDATION_MAX_ROWS
+#define MAX_SOURCES AP_VALIDATION_MAX_SOURCES
+
+typedef ap_vrow vrow;
+typedef ap_vshown vshown;
+typedef ap_vset vset;
+typedef ap_verr errstat;
+
+ap_vset *ap_vset_new(void) { return calloc(1, sizeof(ap_vset)); }
+void ap_vset_free(ap_vset *vs) { free(vs); }
+
+/* The model of a row: native fields (or an HF config) parsed by the model reader; the row may
+ * name it (an HF config has no name of its own). */
+static ap_status read_model(const ap_json *r, const char *where, vrow *v, ap_err *err) {
+    const ap_json *mj = ap_json_get(r, "model");
+    char *mtext = mj ? ap_json_print(mj, 0) : NULL;
+    if (!mtext) return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'model'", where);
+    char mwhere[4224];
+    snprintf(mwhere, sizeof mwhere, "%s.model", where);
+    ap_status st = ap_model_parse(mtext, strlen(mtext), mwhere, &v->model, err);
+    free(mtext);
+    if (st != AP_OK) return st;
+    size_t nl = strnlen(v->model.name, sizeof v->model_name - 1);
+    memcpy(v->model_name, v->model.name, nl);
+    v->model_name[nl] = '\0';
+    int named = 0;
+    return ap_json_get_str(r, "model_name", v->model_name, sizeof v->model_name, &named, where,
+                           err);
+}
+
+/* The cluster of a row: catalog GPU, count, node size and network bandwidth per GPU. */
+static ap_status read_cluster(const ap_json *r, const char *where, vrow *v, ap_err *err) {
+    char gpu[64], net[64];
+    int64_t gpus, gpn;
+    ap_status st;
+    const ap_gpu *g;
+    if ((st = ap_json_get_str(r, "gpu", gpu, sizeof gpu, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "gpus", 1, 1 << 20, &gpus, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "gpus_per_node", 1, 1024, &gpn, NULL, where, err)) ||
+        (st = ap_json_get_str(r, "network_bw", net, sizeof net, NULL, where, err)) ||
+        (st = ap_gpu_lookup(gpu, where, &g, err)))
+        return st;
+    ap_cluster_from_gpu(g, (int)gpus, &v->cluster);
+    ap_cluster_set_gpus_per_node(&v->cluster, (int)gpn);
+    return ap_parse_bandwidth(net, where, &v->cluster.net_bytes_per_s, err);
+}
+
+/* The plan of a row: degrees, batch, ZeRO, recompute, dtype, and overlap as the run's trainer
+ * (Megatron unless named) offers it. */
+static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err *err) {
+    ap_plan *p = &v->plan;
+    ap_plan_init(p);
+    int64_t x;
+    ap_status st = AP_OK;
+#define GETI(k, lo, hi, dst) \
+    if ((st = ap_json_get_int(pj, k, lo, hi, &x, NULL, where, err))) return st; \
+    dst = x;
+    GETI("tp", 1, 4096, p->tp); GETI("pp", 1, 4096, p->pp); GETI("dp", 1, 1 << 20, p->dp);
+    GETI("cp", 1, 4096, p->cp); GETI("vp", 1, 4096, p->vp); GETI("mbs", 1, 1 << 20, p->mbs);
+    GETI("gbs", 1, (int64_t)1 << 32, p->gbs); GETI("zero", 0, 3, p->zero);
+#undef GETI
+    char rc[32], dt[16], trn[32];
+    int sp = 0, ov = 0, fa = 1, fa_given = 0, seq_given = 0, trn_given = 0;
+    if ((st = ap_json_get_str(pj, "recompute", rc, sizeof rc, NULL, where, err)) ||
+        (st = ap_json_get_str(pj, "dtype", dt, sizeof dt, NULL, where, err)) ||
+        (st = ap_json_get_bool(pj, "sp", &sp, NULL, where, err)) ||
+        (st = ap_json_get_bool(pj, "overlap", &ov, NULL, where, err)) ||
+        (st = ap_json_get_bool(pj, "flash_attn", &fa, &fa_given, where, err)) ||
+        (st = ap_json_get_int(pj, "seq", 1, 1 << 24, &x, &seq_given, where, err)) ||
+        (st = ap_json_get_str(pj, "trainer", trn, sizeof trn, &trn_given, where, err)))
+        return st;
+    p->recompute = !strcmp(rc, "full") ? AP_RECOMPUTE_FULL
+                   : !strcmp(rc, "selective") ? AP_RECOMPUTE_SELECTIVE : AP_RECOMPUTE_NONE;
+    if (ap_dtype_parse(dt, &p->dtype) != AP_OK)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown dtype '%s'", where, dt);
+    p->sp = sp;
+    p->flash_attn = fa;
+    p->seq = seq_given ? x : v->model.seq_len;
+    p->grad_accum = p->gbs / (p->mbs * p->dp);
+    p->trainer = AP_TRAINER_MEGATRON;
+    if (trn_given && (st = ap_trainer_parse(trn, &p->trainer, err)) != AP_OK) {
+        ap_err_prefix(err, "%s", where);
+        return st;
+    }
+    /* overlap as the trainer offers it at this ZeRO stage; Megatron overlaps the parameter
+     * gather only with its distributed optimizer */
+    const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+    p->overlap_grad = ov && tc->overlap_grad;
+    p->overlap_param = ov && tc->overlap_param && (tc->overlap_param_zero_mask & (1u << p->zero));
+    p->overlap_tp = ov && sp && p->tp > 1 && tc->overlap_tp;
+    ap_plan_label(p, v->plan_label, sizeof v->plan_label);
+    return AP_OK;
+}
+
+static ap_status read_row(const ap_json *r, const char *where, vrow *v, ap_err *err) {
+    memset(v, 0, sizeof *v);
+    ap_status st;
+    if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err)) ||
+        (st = ap_json_get_str(r, "metric", v->metric, sizeof v->metric, NULL, where, err)) ||
+        (st = ap_json_get_real(r, "measured", 1e-9, 1e18, &v->measured, NULL, where, err)))
+        return st;
+    v->is_time = !strcmp(v->metric, "step_s") || !strcmp(v->metric, "layer_s");
+    if (!v->is_time && strcmp(v->metric, "activations_bytes") && strcmp(v->metric, "states_bytes"))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s'", where, v->metric);
+    if ((st = read_model(r, where, v, err)) || (st = read_cluster(r, where, v, err)))
+        return st;
+    char pwhere[4224];
+    snprintf(pwhere, sizeof pwhere, "%s.plan", where);
+    return read_plan(ap_json_get(r, "plan"), pwhere, v, err);
+}
+
+/* A largest-model row and its bound: usable memory / model-state bytes per parameter, ZeRO
+ * paper accounting (2 + 2 + 12, as DeepSpeed's ZeRO-1 of 2020); with ZeRO-Offload (ZeRO-2 with
+ * the optimizer, its states and the gradients on the CPU) the GPU keeps the 16-bit parameters
+ * only. */
+static ap_status read_shown(const ap_json *r, const char *where, vshown *v, ap_err *err) {
+    memset(v, 0, sizeof *v);
+    int64_t gpus, tp, dp, zero;
+    const ap_gpu *g;
+    ap_status st;
+    if ((st = ap_json_get_str(r, "source", v->source, sizeof v->source, NULL, where, err)) ||
+        (st = ap_json_get_str(r, "gpu", v->gpu, sizeof v->gpu, NULL, where, err)) ||
+        (st = ap_json_get_str(r, "framework", v->framework, sizeof v->framework, NULL, where, err)) ||
+        (st = ap_json_get_str(r, "mode", v->mode, sizeof v->mode, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "gpus", 1, 1 << 20, &gpus, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "tp", 1, 4096, &tp, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "dp", 1, 1 << 20, &dp, NULL, where, err)) ||
+        (st = ap_json_get_int(r, "zero", 0, 3, &zero, NULL, where, err)) ||
+        (st = ap_json_get_real(r, "measured_params", 1, 1e16, &v->measured_params, NULL, where,
+                               err)) ||
+        (st = ap_gpu_lookup(v->gpu, where, &g, err)))
+        return st;
+    v->gpus = (int)gpus;
+    v->tp = (int)tp;
+    v->dp = (int)dp;
+    v->zero = (int)zero;
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_COLOSSALAI;
+    p.zero = v->zero;
+    double w, gr, o;
+    ap_mem_model_states(&p, 1.0, v->dp, &w, &gr, &o);
+    double per = !strcmp(v->mode, "optimizer-offload") ? w : w + gr + o;
+    v->bound_params = !strcmp(v->mode, "unbounded") ? 0 : g->mem_bytes * v->tp / per;
+    return AP_OK;
+}
+
+/* Register a row's source; 0 when the table of sources is full. */
+static int add_source(vset *vs, const char *source) {
+    for (int s = 0; s < vs->nsources; s++)
+        if (!strcmp(vs->sources[s], source)) return 1;
+    if (vs->nsources == MAX_SOURCES) return 0;
+    size_t n = strnlen(source, sizeof vs->sources[0] - 1);
+    memcpy(vs->sources[vs->nsources], source, n);
+    vs->sources[vs->nsources][n] = '\0';
+    vs->nsources++;
+    return 1;
+}
+
+ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_err *err) {
+    ap_json *root = ap_json_parse_file(path, err);
+    if (!root) return AP_ERR_INPUT;
+    vs->n = vs->nsources = vs->nshown = 0;
+    const ap_json *rows = ap_json_get(root, key);
+    ap_status st = AP_OK;
+    char where[4160];
+    if (!rows && strcmp(key, "rows") != 0) {
+        ap_json_free(root);
+        return AP_OK;
+    }
+    if (!ap_json_is_array(rows))
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array", path, key);
+    for (int i = 0; st == AP_OK && i < ap_json_size(rows); i++) {
+        if (vs->n >= MAX_ROWS) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: more than %d rows", path, MAX_ROWS);
+            break;
+        }
+        snprintf(where, sizeof where, "%s: %s[%d]", path, key, i);
+        if ((st = read_row(ap_json_at(rows, i), where, &vs->rows[vs->n], err)) != AP_OK) break;
+        if (!add_source(vs, vs->rows[vs->n].source))
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: more than %d sources", where, MAX_SOURCES);
+        vs->n++;
+    }
+    const ap_json *sh = strcmp(key, "rows") == 0 ? ap_json_get(root, "shown") : NULL;
+    for (int i = 0; st == AP_OK && i < ap_json_size(sh); i++) {
+        if (vs->nshown >= AP_VALIDATION_MAX_SHOWN) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: more than %d shown rows", path,
+                            AP_VALIDATION_MAX_SHOWN);
+            break;
+        }
+        snprintf(where, sizeof where, "%s: shown[%d]", path, i);
+        if ((st = read_shown(ap_json_at(sh, i), where, &vs->shown[vs->nshown], err)) == AP_OK)
+            vs->nshown++;
+    }
+    ap_json_free(root);
+    return st;
+}
+
+/* Predict one row's metric under calibration cal (NULL: the built-in one of its GPU). The
+ * estimate (tens of kB) lives on the heap: the fit calls this thousands of times. */
+ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err) {
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
+    o.calib = cal;
+    ap_estimate *e = malloc(sizeof *e);
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
+    ap_status st = AP_OK;
+    if (!strcmp(v->metric, "layer_s")) {
+        /* one layer's forward + backward: difference of a 2-layer and a 1-layer model */
+        ap_model m1 = v->model, m2 = v->model;
+        m1.layers = 1;
+        m2.layers = 2;
+        ap_plan p = v->plan;
+        p.pp = 1;
+        p.vp = 1;
+        if ((st = ap_estimate_plan(&m2, &v->cluster, &p, &o, e, err)) == AP_OK) {
+            double t2 = e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0];
+            if ((st = ap_estimate_plan(&m1, &v->cluster, &p, &o, e, err)) == AP_OK) {
+                v->predicted = t2 - (e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0]);
+                v->fits = 1;
+            }
+        }
+    } else if ((st = ap_estimate_plan(&v->model, &v->cluster, &v->plan, &o, e, err)) == AP_OK) {
+        v->fits = e->fits;
+        const ap_stage_mem *s0 = &e->stages[0];
+        /* states: a stage holding only transformer layers, as the transcribed readings count */
+        const ap_stage_mem *sm = &e->stages[e->nstages > 2 ? 1 : 0];
+        if (!strcmp(v->metric, "step_s")) v->predicted = e->time.step_s;
+        else if (!strcmp(v->metric, "activations_bytes")) v->predicted = s0->layer_activations_bytes;
+        else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
+    }
+    free(e);
+    return st;
+}
+
+/* Errors of rows whose source is (or, with exclude, is not) `only` (NULL = all). Overall MAPE =
+ * mean over sources. */
+void ap_validation_summarize(const ap_vset *vs, const char *only, int exclude, ap_verr *out,
+                             ap_verr per[AP_VALIDATION_MAX_SOURCES]) {
+    memset(out, 0, sizeof *out);
+    int nts = 0, nms = 0;
+    for (int s = 0; s < vs->nsources; s++) {
+        errstat *ps = &per[s];
+        memset(ps, 0, sizeof *ps);
+        int in = !only || (!strcmp(vs->sources[s], only) != !!exclude);
+        for (int i = 0; i < vs->n; i++) {
+            const vrow *v = &vs->rows[i];
+            if (strcmp(v->source, vs->sources[s])) continue;
+            double e = fabs(v->predicted - v->measured) / v->measured;
+            ps->rows++;
+            if (v->is_time) {
+                ps->time_mape += e;
+                ps->time_rows++;
+                if (e > ps->time_max) ps->time_max = e;
+            } else {
+                ps->mem_mape += e;
+                ps->mem_rows++;
+                if (e > ps->mem_max) ps->mem_max = e;
+            }
+        }
+        if (ps->time_rows) ps->time_mape /= ps->time_rows;
+        if (ps->mem_rows) ps->mem_mape /= ps->mem_rows;
+        if (!in) continue;
+        out->rows += ps->rows;
+        if (ps->time_rows) {
+            out->time_mape += ps->time_mape;
+            nts++;
+            if (ps->time_max > out->time_max) out->time_max = ps->time_max;
+        }
+        if (ps->mem_rows) {
+            out->mem_mape += ps->mem_mape;
+            nms++;
+            if (ps->mem_max > out->mem_max) out->mem_max = ps->mem_max;
+        }
+    }
+    if (nts) out->time_mape /= nts;
+    if (nms) out->mem_mape /= nms;
+}
+
+static double objective(vset *vs, const ap_calib *cal, const char *leave_out) {
+    for (int i = 0; i < vs->n; i++) {
+        vrow *v = &vs->rows[i];
+        if (!v->is_time) continue;
+        if (leave_out && !strcmp(v->source, leave_out)) continue;
+        if (ap_validation_predict(v, cal, NULL) != AP_OK) return 1e9;
+    }
+    errstat all, per[MAX_SOURCES];
+    ap_validation_summarize(vs, leave_out, 1, &all, per);
+    /* mean MAPE over sources plus a little of the worst row, so no source is sacrificed */
+    return all.time_mape + 0.25 * all.time_max;
+}
+
+/* Coordinate search in log space within physical bounds. */
+void ap_calib_fit(ap_vset *vs, ap_calib *cal, const char *leave_out) {
+    double *par[8] = {&cal->gemm_eff_max, &cal->gemm_half_flops, &cal->attn_eff, &cal->link_eff,
+                      &cal->net_eff, &cal->coll_latency_s, &cal->step_overhead_s,
+                      &cal->mem_bound_eff};
+    /* physical ranges: cuBLAS does not exceed ~95% of peak nor fall below half on large
+     * GEMMs; NCCL reaches 60-95% of NVLink and InfiniBand line rates (nccl-tests); latency
+     * per step 2-50 us; HBM streaming kernels 50-95% */
+    const double lo[8] = {0.50, 1e8, 0.20, 0.60, 0.60, 2e-6, 0.0, 0.50};
+    const double hi[8] = {0.95, 5e10, 0.90, 0.95, 0.95, 5e-5, 0.5, 0.95};
+    double best = objective(vs, cal, leave_out);
+    double step = 0.25;
+    for (int round = 0; round < 60 && step > 1e-3; round++) {
+        int improved = 0;
+        for (int k = 0; k < 8; k++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+                double old = *par[k];
+                double nv = k == 6 ? old + dir * step * 0.1 : old * exp(dir * step);
+                if (nv < lo[k]) nv = lo[k];
+                if (nv > hi[k]) nv = hi[k];
+                if (nv == old) continue;
+                *par[k] = nv;
+                double f = objective(vs, cal, leave_out);
+                if (f < best - 1e-12) {
+                    best = f;
+                    improved = 1;
+                } else {
+                    *par[k] = old;
+                }
+            }
+        }
+        if (!improved) step *= 0.5;
+    }
+}
+
+/* One-dimensional golden-section search of gemm_eff_max on the time rows of vs. */
+void ap_calib_fit_gemm_eff(ap_vset *vs, ap_calib *cal) {
+    double lo = 0.40, hi = 0.95;
+    const double g = 0.6180339887498949;
+    for (int it = 0; it < 40; it++) {
+        double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+        cal->gemm_eff_max = a;
+        double fa = objective(vs, cal, NULL);
+        cal->gemm_eff_max = b;
+        double fb = objective(vs, cal, NULL);
+        if (fa < fb) hi = b;
+        else lo = a;
+    }
+    cal->gemm_eff_max = 0.5 * (lo + hi);
+}
+
+ap_status ap_validation_leave_one_out(const ap_vset *vs, const ap_calib *base, ap_verr *out,
+                                      double loso_src[AP_VALIDATION_MAX_SOURCES], ap_err *err) {
+    memset(out, 0, sizeof *out);
+    ap_vset *tmp = ap_vset_new();
+    if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the validation rows");
+    int nts = 0;
+    for (int s = 0; s < vs->nsources; s++) {
+        *tmp = *vs;
+        ap_calib c2 = *base;
+        ap_calib_fit(tmp, &c2, vs->sources[s]);
+        for (int i = 0; i < tmp->n; i++) ap_validation_predict(&tmp->rows[i], &c2, NULL);
+        ap_verr one, per2[MAX_SOURCES];
+        ap_validation_summarize(tmp, vs->sources[s], 0, &one, per2);
+        loso_src[s] = one.time_mape;
+        if (one.time_rows || per2[s].time_rows) {
+            out->time_mape += per2[s].time_mape;
+            if (per2[s].time_max > out->time_max) out->time_max = per2[s].time_max;
+            nts++;
+        }
+    }
+    if (nts) out->time_mape /= nts;
+    ap_vset_free(tmp);
+    return AP_OK;
+}

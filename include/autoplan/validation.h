@@ -1,0 +1,92 @@
+/*
+ * validation.h - published training runs as validation rows, the cost model's predictions of
+ * them, error statistics per source, and the fit of the physical calibration on them
+ * (costmodel/validation.c). `autoplan validate` (cli/cmd_validate.c) prints what this computes.
+ *
+ * A row is one measured quantity of one run: a step time ("step_s"), one layer's forward +
+ * backward time ("layer_s"), a stage's transformer-layer activations ("activations_bytes") or
+ * its model states ("states_bytes"), with the model, cluster and plan of the run. Time metrics
+ * form the time MAPE, memory metrics the memory MAPE; "overall" is the mean over sources of each
+ * source's MAPE, so a source with many rows does not outweigh the others.
+ *
+ * Ownership: ap_vset_new returns a set the caller frees with ap_vset_free.
+ */
+#ifndef AP_VALIDATION_H
+#define AP_VALIDATION_H
+
+#include "autoplan/estimate.h"
+
+#define AP_VALIDATION_MAX_ROWS 512
+#define AP_VALIDATION_MAX_SOURCES 32
+#define AP_VALIDATION_MAX_SHOWN 64
+
+typedef struct ap_vrow {
+    char source[64];
+    char metric[32];         /* step_s | layer_s | activations_bytes | states_bytes */
+    char model_name[64];
+    char plan_label[160];
+    ap_model model;
+    ap_cluster cluster;
+    ap_plan plan;
+    double measured;         /* seconds or bytes */
+    double predicted;        /* after ap_validation_predict */
+    int fits;                /* the prediction fits (step_s rows) */
+    int is_time;
+} ap_vrow;
+
+/* A largest-model row: shown beside the model-state bound, not scored. */
+typedef struct ap_vshown {
+    char source[64];
+    char gpu[32];
+    char framework[64];
+    char mode[24];           /* states | optimizer-offload | unbounded */
+    int gpus, tp, dp, zero;
+    double measured_params;
+    double bound_params;     /* usable memory x tp / model-state bytes per parameter; 0 = none */
+} ap_vshown;
+
+typedef struct ap_vset {
+    ap_vrow rows[AP_VALIDATION_MAX_ROWS];
+    int n;
+    ap_vshown shown[AP_VALIDATION_MAX_SHOWN];
+    int nshown;
+    char sources[AP_VALIDATION_MAX_SOURCES][64];
+    int nsources;
+} ap_vset;
+
+typedef struct ap_verr {
+    double time_mape, time_max, mem_mape, mem_max; /* fractions */
+    int rows, time_rows, mem_rows;
+} ap_verr;
+
+/* A zeroed set (about 5 MB: allocate, never on the stack). NULL on allocation failure. */
+ap_vset *ap_vset_new(void);
+void ap_vset_free(ap_vset *vs);
+
+/* Load the array `key` of a validation file ("rows": scored, with the optional "shown"
+ * capacity rows; "crosscheck", "outofsample": shown with errors, not scored; a missing array
+ * other than "rows" is empty). Every field is validated; err names the file, row and field. */
+ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_err *err);
+
+/* Predict one row's metric with calibration `cal` (NULL: the built-in one of its GPU). */
+ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err);
+
+/* Errors of the rows whose source is `only` (or, with exclude, is not; NULL = all) into *out,
+ * and of every source into per[0..vs->nsources). Rows must have been predicted. */
+void ap_validation_summarize(const ap_vset *vs, const char *only, int exclude, ap_verr *out,
+                             ap_verr per[AP_VALIDATION_MAX_SOURCES]);
+
+/* Fit the eight calibration parameters on the time rows (all, or all but source `leave_out`):
+ * coordinate search in log space within physical bounds, minimising the mean time MAPE over
+ * sources plus a quarter of the worst row. Predicts the rows as it goes. */
+void ap_calib_fit(ap_vset *vs, ap_calib *cal, const char *leave_out);
+
+/* Fit gemm_eff_max alone (golden-section search in [0.40, 0.95]) on the time rows of vs. */
+void ap_calib_fit_gemm_eff(ap_vset *vs, ap_calib *cal);
+
+/* Leave one source out: for each source with time rows, fit `base` on the other sources and
+ * predict it. loso_src[s]: that source's time MAPE; *out: their mean and worst row. */
+ap_status ap_validation_leave_one_out(const ap_vset *vs, const ap_calib *base, ap_verr *out,
+                                      double loso_src[AP_VALIDATION_MAX_SOURCES], ap_err *err);
+
+#endif
