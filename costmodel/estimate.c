@@ -2,14 +2,15 @@
  * estimate.c - the analytical cost model: per-GPU memory of every pipeline stage and the time
  * of one training step for a (model, cluster, plan).
  *
- * Structure: layer_cost() prices one layer of each kind (dense, MoE) once per plan: its
+ * ap_estimate_plan reads top to bottom as a short driver over named chapters that share one
+ * context (est): normalise the plan; price one layer of each kind (dense, MoE) once: its
  * parameters on one GPU, its activations under each recompute level (activations.c), and its
- * forward/backward time split into compute, recompute and TP/CP/EP communication. Stages are
- * sums of layers plus the embedding (first stage) and the LM head and loss (last stage).
- * Memory then adds model states under the trainer's ZeRO/sharding (trainer.c), in-flight
- * micro-batches of the schedule, allocator rounding and device overheads. Time composes the
- * pipeline schedule, data-parallel reduction, optimizer, offload and a fixed overhead, so that
- * the reported exposed parts sum to the step time.
+ * forward/backward time split into GEMMs, attention, memory-bound kernels and TP/CP/EP
+ * communication; then for every pipeline rank its layers, model states under the trainer's
+ * ZeRO/sharding (trainer.c) and offload, activations of the in-flight micro-batches, overheads
+ * (temporaries, allocator, device), and its time per micro-batch; then the pipeline schedule,
+ * the data-parallel reduction, the optimizer and offload, the throughput and the memory
+ * verdict. The reported exposed time parts sum to the step time.
  *
  * Everything is O(pp * vp) per plan with no allocation: the search calls this millions of
  * times.
@@ -149,6 +150,7 @@ typedef struct {
     double fwd_compute_s; /* GEMMs + attention + elementwise, one micro-batch */
     double bwd_compute_s;
     double attn_fwd_s;    /* attention core forward (selective recompute redoes it) */
+    double attn_core_s;   /* of that, the QK^T and PV matmuls (CP hides its ring behind it) */
     double tp_s;          /* exposed TP communication, forward (backward the same) */
     double tp_total_s;    /* TP communication before overlap */
     double cp_s;          /* exposed CP ring exchange, forward */
@@ -157,35 +159,58 @@ typedef struct {
     double attn_flops;    /* forward attention FLOPs (not halved) */
 } layer_cost;
 
-static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
+/* The shapes one layer's kernels see on this rank (Korthikanti et al. 2022 notation). */
+typedef struct {
+    ap_layer_info li;
+    double t;      /* tensor-parallel degree */
+    double h;      /* hidden size */
+    double sl;     /* local sequence s / cp */
+    double T;      /* tokens through each GEMM on this rank: b * s / cp */
+    double a_loc;  /* query heads on this rank */
+    double out_t;  /* split of the tensors outside the tp region: t with sp, else 1 */
+    double kvf;    /* kv heads on this rank (replicated when tp > kv heads) */
+} layer_shape;
+
+static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
-    memset(lc, 0, sizeof *lc);
-    ap_layer_info li;
-    ap_model_layer(m, idx, &li);
-    const double t = p->tp;
-    const double h = (double)m->hidden;
-    const double sl = (double)p->seq / p->cp;
-    const double T = (double)p->mbs * sl; /* tokens through each GEMM on this rank */
-    const double a_loc = (double)m->heads / t;
-    const double out_t = p->sp ? t : 1.0;
+    ap_model_layer(m, idx, &ls->li);
+    ls->t = p->tp;
+    ls->h = (double)m->hidden;
+    ls->sl = (double)p->seq / p->cp;
+    ls->T = (double)p->mbs * ls->sl;
+    ls->a_loc = (double)m->heads / ls->t;
+    ls->out_t = p->sp ? ls->t : 1.0;
+    ls->kvf = m->kv_heads >= p->tp ? (double)(m->kv_heads / p->tp) : 1.0;
+}
 
-    /* parameters on one GPU: matrices split by tp, KV replicated when tp > kv heads */
+/* Parameters of the layer on one GPU: matrices split by tp, KV replicated when tp > kv heads
+ * (Megatron replicates the kv heads across the extra tp ranks); activations per recompute
+ * level from activations.c. */
+static void layer_params(const ctx *x, int64_t idx, const layer_shape *ls, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const ap_layer_info *li = &ls->li;
     double kv_params = 0;
     if (m->mla.kv_lora_rank == 0) {
-        kv_params = 2.0 * h * (double)(m->kv_heads * m->head_dim);
+        kv_params = 2.0 * ls->h * (double)(m->kv_heads * m->head_dim);
         if (m->bias || m->qkv_bias) kv_params += 2.0 * (double)(m->kv_heads * m->head_dim);
     }
-    double kv_split = m->kv_heads >= p->tp ? t : (double)m->kv_heads;
-    lc->params_rank = ((double)li.attn_params - kv_params) / t + kv_params / kv_split +
-                      (double)li.mlp_params / t + (double)li.norm_params +
-                      (double)li.router_params + (double)li.shared_params / t;
-    if (li.is_moe)
-        lc->expert_rank = (double)li.expert_params * (double)(m->moe.experts / p->ep) / p->etp;
+    double kv_split = m->kv_heads >= p->tp ? ls->t : (double)m->kv_heads;
+    lc->params_rank = ((double)li->attn_params - kv_params) / ls->t + kv_params / kv_split +
+                      (double)li->mlp_params / ls->t + (double)li->norm_params +
+                      (double)li->router_params + (double)li->shared_params / ls->t;
+    if (li->is_moe)
+        lc->expert_rank = (double)li->expert_params * (double)(m->moe.experts / p->ep) / p->etp;
+    for (int r = 0; r < 3; r++)
+        lc->act[r] = ap_mem_layer_activation_bytes(m, p, idx, (ap_recompute)r);
+}
 
-    for (int r = 0; r < 3; r++) lc->act[r] = ap_mem_layer_activation_bytes(m, p, idx, (ap_recompute)r);
-
-    /* ---- compute, forward ---- */
+/* GEMM time of the attention projections, forward: MLA's low-rank projections (DeepSeek-V2,
+ * Liu et al. 2024, Sec. 2.1) or fused q,k,v and the output projection. */
+static double attention_gemms_s(const ctx *x, const layer_shape *ls) {
+    const ap_model *m = x->m;
+    const double T = ls->T, h = ls->h, a_loc = ls->a_loc;
     double g = 0;
     if (m->mla.kv_lora_rank > 0) {
         const ap_mla *ml = &m->mla;
@@ -201,40 +226,62 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
                     (double)ml->kv_lora_rank);
         g += gemm_s(x, T, h, a_loc * (double)ml->v_head_dim);
     } else {
-        double kvf = m->kv_heads >= p->tp ? (double)(m->kv_heads / p->tp) : 1.0;
-        double qkv_n = a_loc * (double)m->head_dim + 2.0 * kvf * (double)m->head_dim;
+        double qkv_n = a_loc * (double)m->head_dim + 2.0 * ls->kvf * (double)m->head_dim;
         g += gemm_s(x, T, qkv_n, h);
         g += gemm_s(x, T, h, a_loc * (double)m->head_dim);
     }
-    double ffn_elem = 0; /* activation-function bytes per token */
-    if (li.is_moe) {
+    return g;
+}
+
+/* GEMM time of the MLP, forward, added to g (the layer's GEMM time so far, kept in one running
+ * sum): the dense MLP, or the router, the local experts at their share of the routed tokens and
+ * the shared experts. *ffn_elem_bytes gets the activation function's memory traffic (SwiGLU
+ * reads 2f and writes f, 2 bytes each: 6f per token; GELU reads and writes f: 4f). */
+static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double *ffn_elem_bytes) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h, t = ls->t;
+    const double act_bytes = m->act == AP_ACT_SWIGLU ? 6.0 : 4.0;
+    if (ls->li.is_moe) {
         const ap_moe *mo = &m->moe;
         double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
         double local_experts = (double)(mo->experts / p->ep);
-        double routed = (T / out_t) * (double)mo->top_k * cf * out_t; /* tokens of the tp group
-                                                                   land on this ep rank */
+        double routed = (T / ls->out_t) * (double)mo->top_k * cf * ls->out_t; /* tokens of the
+                                                    tp group land on this ep rank */
         double per_expert = routed / local_experts;
         double f = (double)mo->ffn_hidden / p->etp;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
         g += gemm_s(x, T, (double)mo->experts, h); /* router */
         g += local_experts * (gemm_s(x, per_expert, up, h) + gemm_s(x, per_expert, h, f));
-        ffn_elem += routed * (m->act == AP_ACT_SWIGLU ? 6.0 : 4.0) * f;
+        *ffn_elem_bytes += routed * act_bytes * f;
         if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0) {
             double fs = (double)mo->shared_ffn_hidden / t;
             double ups = m->act == AP_ACT_SWIGLU ? 2.0 * fs : fs;
             g += gemm_s(x, T, ups, h) + gemm_s(x, T, h, fs);
-            ffn_elem += T * (m->act == AP_ACT_SWIGLU ? 6.0 : 4.0) * fs;
+            *ffn_elem_bytes += T * act_bytes * fs;
         }
     } else {
         double f = (double)m->ffn_hidden / t;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
         g += gemm_s(x, T, up, h) + gemm_s(x, T, h, f);
-        ffn_elem += T * (m->act == AP_ACT_SWIGLU ? 6.0 : 4.0) * f;
+        *ffn_elem_bytes += T * act_bytes * f;
     }
+    return g;
+}
 
-    /* attention core: QK^T and PV, 2 * b * a * s_q * s_k * (d_qk + d_v) FLOPs */
-    double dqk = (double)li.qk_head_dim, dv = (double)li.v_head_dim;
-    double attn_full = 2.0 * (double)p->mbs * a_loc * sl * (double)p->seq * (dqk + dv);
+/* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
+ * (QK^T and PV: 2 b a s_q s_k (d_qk + d_v) FLOPs, causal half skipped by FlashAttention) at its
+ * efficiency, and the memory-bound kernels at HBM bandwidth. Returns the GEMM time (TP overlap
+ * hides communication behind it). */
+static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h;
+    double ffn_elem = 0; /* activation-function bytes */
+    double g = mlp_gemms_s(x, ls, attention_gemms_s(x, ls), &ffn_elem);
+
+    double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+    double attn_full = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
     double attn_done = p->flash_attn ? 0.5 * attn_full : attn_full; /* causal skip (flash) */
     double aeff = p->flash_attn ? flash_eff(&x->c->gpu) : x->cal.attn_eff;
     double attn_s = attn_done / (x->peak16 * aeff * x->gemm_scale);
@@ -242,21 +289,30 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
      * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
      * mask each); outside the tp region, so split only with sp */
-    double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / out_t;
+    double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
     double in_elem = ffn_elem;
+    double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
     if (!p->flash_attn) /* scale, mask, softmax (+ dropout) on the s x s scores */
-        in_elem += (double)p->mbs * a_loc * sl * (double)p->seq * (m->dropout ? 9.0 : 4.0);
+        in_elem += scores * (m->dropout ? 9.0 : 4.0);
     double elem_s = (out_elem + in_elem) / x->hbm;
-    double attn_elem_s = p->flash_attn ? 0 : (double)p->mbs * a_loc * sl * (double)p->seq *
-                                                 (m->dropout ? 9.0 : 4.0) / x->hbm;
+    double attn_elem_s = p->flash_attn ? 0 : scores * (m->dropout ? 9.0 : 4.0) / x->hbm;
 
     lc->fwd_compute_s = g + attn_s + elem_s;
     /* backward: two GEMMs per forward GEMM; FlashAttention-2 backward does 2.5x the forward
-     * matmul work (5 vs 2 matmuls); elementwise about twice the traffic */
+     * matmul work (5 vs 2 matmuls, Dao 2023 Sec. 4.1); elementwise about twice the traffic */
     lc->bwd_compute_s = 2.0 * g + (p->flash_attn ? 2.5 : 2.0) * attn_s + 2.0 * elem_s;
     lc->attn_fwd_s = attn_s + attn_elem_s;
+    lc->attn_core_s = attn_s;
+    lc->attn_flops = attn_full;
+    return g;
+}
 
-    /* ---- communication, forward ---- */
+/* Communication of one micro-batch through the layer, forward: TP (with its overlap), the CP
+ * ring and the EP all-to-alls. */
+static void layer_comm(const ctx *x, const layer_shape *ls, double gemm_s_fwd, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h;
     int k_tp = in_domain(x, p->tp, 1);
     double act_bytes = T * h * 2.0;
     /* Megatron TP: two all-reduces per layer forward (attention and MLP outputs); with sp an
@@ -269,40 +325,601 @@ static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
          * GEMM that consumes or produces them (Wang et al. 2022, "Overlap communication with
          * dependent computation via decomposition"): what the layer's GEMMs cannot hide stays
          * exposed, and the first chunk never hides */
-        double hide = lc->tp_total_s - g;
+        double hide = lc->tp_total_s - gemm_s_fwd;
         double first = lc->tp_total_s / p->tp;
         lc->tp_s = hide > first ? hide : first;
     }
     if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
          * of the previous chunk (Megatron/TE context parallelism) */
-        double kvf = m->mla.kv_lora_rank > 0 ? a_loc * (dqk + dv)
-                                              : 2.0 * (m->kv_heads >= p->tp
-                                                           ? (double)(m->kv_heads / p->tp)
-                                                           : 1.0) * (double)m->head_dim;
-        double chunk = (double)p->mbs * sl * kvf * 2.0;
+        double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+        double kvf = m->mla.kv_lora_rank > 0 ? ls->a_loc * (dqk + dv)
+                                              : 2.0 * ls->kvf * (double)m->head_dim;
+        double chunk = (double)p->mbs * ls->sl * kvf * 2.0;
         int k_cp = in_domain(x, p->cp, p->tp);
         double step = chunk / group_bw(x, p->cp, k_cp) + x->cal.coll_latency_s;
-        double per_step_attn = attn_s / p->cp;
-        double exposed = (p->cp - 1) * fmax(0.0, step - per_step_attn);
-        lc->cp_s = exposed;
+        double per_step_attn = lc->attn_core_s / p->cp;
+        lc->cp_s = (p->cp - 1) * fmax(0.0, step - per_step_attn);
     }
-    if (li.is_moe && p->ep > 1) {
+    if (ls->li.is_moe && p->ep > 1) {
         /* dispatch and combine all-to-alls of every routed token copy */
         double cf = m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1.0;
-        double bytes = (T / out_t) * (double)m->moe.top_k * cf * h * 2.0;
+        double bytes = (T / ls->out_t) * (double)m->moe.top_k * cf * h * 2.0;
         int k_ep = in_domain(x, p->ep, p->etp);
         lc->ep_s = 2.0 * alltoall_s(x, bytes, p->ep, k_ep);
     }
-
-    /* model FLOPs (forward, one micro-batch on this rank): 2 x active matmul params x tokens
-     * + attention (not halved for causal: Megatron's convention, Narayanan 2021 Eq. 3) */
-    double active_matmul = (double)(li.active_params - li.norm_params);
-    lc->model_flops = 2.0 * active_matmul / t * T;
-    lc->attn_flops = attn_full;
 }
 
-/* ---- the estimate ------------------------------------------------------------------------ */
+static void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
+    memset(lc, 0, sizeof *lc);
+    layer_shape ls;
+    layer_shape_of(x, idx, &ls);
+    layer_params(x, idx, &ls, lc);
+    double g = layer_compute(x, &ls, lc);
+    layer_comm(x, &ls, g, lc);
+    /* model FLOPs (forward, one micro-batch on this rank): 2 x active matmul params x tokens
+     * + attention (not halved for causal: Megatron's convention, Narayanan 2021 Eq. 3) */
+    double active_matmul = (double)(ls.li.active_params - ls.li.norm_params);
+    lc->model_flops = 2.0 * active_matmul / ls.t * ls.T;
+}
+
+/* ---- the estimate: shared context ----------------------------------------------------------- */
+
+/* Everything the chapters of one estimate share. */
+typedef struct {
+    ctx x;                        /* model, cluster, plan, calibration, peaks */
+    const ap_estimate_opts *opts;
+    ap_estimate *e;
+    layer_cost dense, moe;        /* one layer of each kind, priced once */
+    double t, h, V, T, out_t;     /* tp, hidden, vocabulary, tokens per micro-batch, sp split */
+    int64_t mb;                   /* micro-batches per step per data-parallel rank */
+    int dense_shard;              /* ranks sharding dense states: dp x cp */
+    int expert_shard;             /* ranks sharding expert states: dp cp tp / (ep etp) */
+    double emb_rank, head_rank;   /* embedding and output-layer parameters on one GPU */
+    /* accumulated over the pipeline ranks */
+    double worst_dev;             /* highest device bytes so far */
+    double Tmax, Tsum;            /* slowest and summed (t_f + t_b) per micro-batch */
+    double crit_compute, crit_recompute, crit_tp, crit_cp, crit_ep, crit_tp_total, crit_z3;
+    double max_stage_params, max_stage_shardable;
+    double hfu_extra_flops;       /* recompute forward FLOPs per micro-batch, whole model / tp */
+    double model_flops_mb;        /* model FLOPs of one micro-batch, whole model / tp */
+    double host_per_gpu_max;      /* offloaded bytes of the GPU holding most */
+    /* the step */
+    double pipe, p2p, z3_total, local_params;
+} est;
+
+/* One pipeline rank while it is priced. */
+typedef struct {
+    int r, first, last;
+    int nd, nm;                   /* dense and MoE layers on the rank (all its chunks) */
+    int n_rc_full;                /* layers recomputed in full */
+    int layers;
+    double frac_full;             /* fraction of the rank's layers recomputed in full */
+    double p_dense, p_exp;        /* non-expert and expert parameters on this GPU */
+    double fwd_c, bwd_c;          /* compute of one micro-batch */
+    double tp_f, cp_f, ep_f;      /* exposed communication, forward */
+    double rec, z3;               /* recompute; exposed ZeRO-3 traffic */
+} stage;
+
+/* ---- chapter 1: the plan as evaluated ------------------------------------------------------- */
+
+/* Fill what the plan leaves implicit (etp, dp from the GPU count, grad_accum) and ask the
+ * trainer table whether it can run it at all. */
+static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
+                                ap_plan *pl, ap_err *err) {
+    *pl = *pin;
+    if (pl->etp < 1) pl->etp = 1;
+    if (pl->dp < 1 && pl->tp > 0 && pl->pp > 0 && pl->cp > 0)
+        pl->dp = c->gpus / (pl->tp * pl->pp * pl->cp);
+    if (pl->mbs > 0 && pl->dp > 0 && pl->gbs % (pl->mbs * pl->dp) == 0)
+        pl->grad_accum = pl->gbs / (pl->mbs * pl->dp);
+    ap_status st = ap_plan_check(pl, m, c, 1, err);
+    if (st != AP_OK) return st;
+    if (pl->pp > AP_MAX_STAGES)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the supported %d stages", pl->pp,
+                          AP_MAX_STAGES);
+    return AP_OK;
+}
+
+/* ---- chapter 2: hardware, shapes and the two layer kinds ------------------------------------ */
+
+static void setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                  const ap_estimate_opts *opts, ap_estimate *e) {
+    memset(E, 0, sizeof *E);
+    ctx *x = &E->x;
+    x->m = m;
+    x->c = c;
+    x->p = p;
+    x->tr = ap_trainer_get(p->trainer);
+    if (opts->calib) x->cal = *opts->calib;
+    else ap_calib_default(&c->gpu, &x->cal);
+    x->peak = c->gpu.peak_flops[p->dtype];
+    /* attention runs in bf16/fp16 even in fp8 plans (Transformer Engine quantises the linear
+     * layers only) */
+    x->peak16 = p->dtype == AP_DTYPE_FP8 ? (c->gpu.peak_flops[AP_DTYPE_BF16] > 0
+                                                ? c->gpu.peak_flops[AP_DTYPE_BF16]
+                                                : c->gpu.peak_flops[AP_DTYPE_FP16])
+                                         : x->peak;
+    x->hbm = c->gpu.hbm_bytes_per_s * x->cal.mem_bound_eff;
+    x->gemm_scale = opts->gemm_eff_scale > 0 ? opts->gemm_eff_scale : 1.0;
+    x->net_scale = opts->net_bw_scale > 0 ? opts->net_bw_scale : 1.0;
+    x->sms = c->gpu.sm_count;
+    E->opts = opts;
+    E->e = e;
+    E->worst_dev = -1;
+
+    /* price the two layer kinds; a model without one of them keeps its cost zero (it is
+     * multiplied by zero layers, and 0 x NaN would be NaN) */
+    int64_t first_dense = -1, first_moe = -1;
+    for (int64_t i = 0; i < m->layers && (first_dense < 0 || first_moe < 0); i++) {
+        if (ap_model_layer_is_moe(m, i)) { if (first_moe < 0) first_moe = i; }
+        else if (first_dense < 0) first_dense = i;
+        if (m->moe.experts == 0) break;
+    }
+    if (first_dense >= 0) price_layer(x, first_dense, &E->dense);
+    if (first_moe >= 0) price_layer(x, first_moe, &E->moe);
+
+    E->t = p->tp;
+    E->h = (double)m->hidden;
+    E->V = (double)m->vocab;
+    E->T = (double)p->mbs * ((double)p->seq / p->cp);
+    E->out_t = p->sp ? E->t : 1.0;
+    E->mb = p->grad_accum;
+    E->dense_shard = p->dp * p->cp;
+    E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
+    if (E->expert_shard < 1) E->expert_shard = 1;
+
+    /* embedding and head on the GPU (vocab-parallel over tp); tied embeddings are duplicated
+     * on the last stage where the trainer does so (Megatron) */
+    double emb_total = (double)ap_model_embedding_params(m);
+    double vh = E->V * E->h;
+    E->emb_rank = vh / E->t + (emb_total - vh);
+    double head_total = (double)ap_model_head_params(m);
+    E->head_rank = m->tied_embeddings ? head_total : (head_total - vh) + vh / E->t;
+    if (m->tied_embeddings && p->pp > 1 && x->tr->tied_embedding_dup) E->head_rank += vh / E->t;
+}
+
+/* ---- chapter 3: the layers of one rank ------------------------------------------------------ */
+
+static void stage_layers(const est *E, int r, stage *S) {
+    const ap_model *m = E->x.m;
+    const ap_plan *p = E->x.p;
+    memset(S, 0, sizeof *S);
+    S->r = r;
+    S->first = r == 0;
+    S->last = r == p->pp - 1;
+    for (int k = 0; k < p->vp; k++) {
+        int cidx = r + k * p->pp;
+        int nl = ap_plan_chunk_layers(p, m->layers, cidx);
+        int moe_here = 0;
+        if (m->moe.experts > 0) {
+            int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
+            for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+        }
+        S->nm += moe_here;
+        S->nd += nl - moe_here;
+        S->layers += nl;
+        int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
+        if (p->recompute == AP_RECOMPUTE_FULL) S->n_rc_full += (rl > 0 && rl < nl) ? rl : nl;
+    }
+    if (p->recompute == AP_RECOMPUTE_FULL && S->layers > 0)
+        S->frac_full = (double)S->n_rc_full / (double)S->layers;
+}
+
+/* ---- chapter 4: model states of one rank ---------------------------------------------------- */
+
+/* Parameters on this GPU, their weights, gradients and optimizer states under the trainer's
+ * ZeRO stage (ap_mem_model_states; dense states shard over dp x cp, expert states over the
+ * expert-data-parallel group), and what CPU offload moves to the host (ZeRO-Offload, Ren et
+ * al. 2021). */
+static void stage_states(est *E, stage *S, ap_stage_mem *sm) {
+    const ap_plan *p = E->x.p;
+    S->p_dense = S->nd * E->dense.params_rank + S->nm * E->moe.params_rank;
+    S->p_exp = S->nm * E->moe.expert_rank;
+    if (S->first) S->p_dense += E->emb_rank;
+    if (S->last) S->p_dense += E->head_rank;
+
+    memset(sm, 0, sizeof *sm);
+    sm->stage = S->r;
+    sm->layers = S->layers;
+    double w1, g1, o1, w2, g2, o2;
+    ap_mem_model_states(p, S->p_dense, E->dense_shard, &w1, &g1, &o1);
+    ap_mem_model_states(p, S->p_exp, E->expert_shard, &w2, &g2, &o2);
+    double w = w1 + w2, gr = g1 + g2, opt = o1 + o2;
+    /* CPU offload: the fraction leaves the GPU */
+    double host = opt * p->offload_optimizer + w * p->offload_params;
+    opt *= 1.0 - p->offload_optimizer;
+    if (p->zero >= 2 && p->offload_optimizer > 0) {
+        /* with sharded gradients the gradient partition moves to the host as it is produced
+         * (ZeRO-Offload, Ren et al. 2021 Sec. 4.1; FSDP CPUOffload) */
+        host += gr * p->offload_optimizer;
+        gr *= 1.0 - p->offload_optimizer;
+    }
+    w *= 1.0 - p->offload_params;
+    sm->params_bytes = w;
+    sm->grads_bytes = gr;
+    sm->optimizer_bytes = opt;
+    sm->host_bytes = host;
+    if (host > E->host_per_gpu_max) E->host_per_gpu_max = host;
+}
+
+/* ---- chapter 5: activations of one rank ----------------------------------------------------- */
+
+/* In-flight micro-batches of the schedule (1F1B: min(p - i, m); interleaved: Megatron's warm-up
+ * count (p - i - 1) * 2 + (v - 1) * p + 1 model chunks, Narayanan 2021 Sec. 2.2), in units of
+ * whole-rank micro-batches. */
+static double stage_inflight(const est *E, int r) {
+    const ap_plan *p = E->x.p;
+    if (p->vp > 1) {
+        double chunks = (double)(p->pp - r - 1) * 2.0 + (double)(p->vp - 1) * p->pp + 1.0;
+        double cap = (double)E->mb * p->vp;
+        if (chunks > cap) chunks = cap;
+        return chunks / p->vp;
+    }
+    return (double)(p->pp - r) < (double)E->mb ? (double)(p->pp - r) : (double)E->mb;
+}
+
+/* Bytes the rank keeps per micro-batch under the plan's recompute, times the in-flight count,
+ * plus the backward working set: a fully recomputed layer rebuilt whole, or on the last stage
+ * the loss, whichever is larger (the loss backward finishes before the last layer is rebuilt,
+ * so the two are not live together: docs/simulator.md). */
+static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
+    const ap_model *m = E->x.m;
+    const ap_plan *p = E->x.p;
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    const double T = E->T, h = E->h;
+    double act_none = S->nd * d->act[AP_RECOMPUTE_NONE] + S->nm * mo->act[AP_RECOMPUTE_NONE];
+    double act_sel = S->nd * d->act[AP_RECOMPUTE_SELECTIVE] + S->nm * mo->act[AP_RECOMPUTE_SELECTIVE];
+    double act_full = S->nd * d->act[AP_RECOMPUTE_FULL] + S->nm * mo->act[AP_RECOMPUTE_FULL];
+    double act_mb; /* bytes one micro-batch keeps on this rank (all its chunks) */
+    if (p->recompute == AP_RECOMPUTE_FULL)
+        act_mb = S->frac_full * act_full + (1.0 - S->frac_full) * act_none;
+    else if (p->recompute == AP_RECOMPUTE_SELECTIVE)
+        act_mb = act_sel;
+    else
+        act_mb = act_none;
+    double layers_only = act_mb;
+    if (S->first && m->dropout) act_mb += T * h / E->out_t; /* embedding dropout mask, 1 byte */
+    if (S->last) act_mb += 2.0 * 2.0 * T * h / E->out_t;    /* final norm input + head input */
+
+    double inflight = stage_inflight(E, S->r);
+    sm->inflight = (int)ceil(inflight);
+    double transient = 0;
+    if (p->recompute == AP_RECOMPUTE_FULL && S->n_rc_full > 0)
+        transient += S->nm > 0 ? mo->act[AP_RECOMPUTE_NONE] : d->act[AP_RECOMPUTE_NONE];
+    if (S->last) {
+        /* the loss of one micro-batch: the trainer's bytes per logit element s*b*V/t */
+        double loss = E->x.tr->loss_bytes_per_logit * T * E->V / E->t;
+        if (loss > transient) transient = loss;
+    }
+    sm->activations_bytes = inflight * act_mb + transient;
+    sm->layer_activations_bytes = inflight * layers_only;
+}
+
+/* ---- chapter 6: temporaries, allocator and device overheads of one rank --------------------- */
+
+static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
+    const ap_plan *p = E->x.p;
+    const ap_trainer_caps *tr = E->x.tr;
+    ap_estimate *e = E->e;
+    /* temporaries: gathered parameters, fp8 copies, communication buffers */
+    double other = 0;
+    double layer_params16 = S->nm > 0 ? E->moe.params_rank + E->moe.expert_rank
+                                      : E->dense.params_rank;
+    if (tr->master_bytes == 0 && p->zero < 3) {
+        /* fp32 parameters are the master copy: a 16-bit copy of everything is live during
+         * forward and backward (FSDP MixedPrecision / autocast weight cache) */
+        other += tr->gathered_weight_bytes * (S->p_dense + S->p_exp);
+    } else if (p->zero >= 3) {
+        /* ZeRO-3/FSDP: the current and the prefetched layer gathered (16-bit) */
+        other += 2.0 * tr->gathered_weight_bytes * layer_params16;
+    }
+    if (p->dtype == AP_DTYPE_FP8) other += 1.0 * (S->p_dense + S->p_exp); /* fp8 weights (TE) */
+    if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
+    sm->other_bytes = other;
+
+    sm->allocated_bytes = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes +
+                          sm->activations_bytes + sm->other_bytes;
+    /* PyTorch caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests round to 512 B,
+     * large ones are carved from 20 MiB+ segments and freed blocks of different sizes fragment
+     * them; model-state buffers are few large allocations (~1% rounding), activations many
+     * short-lived ones (documented 8% fragmentation, 3% with expandable_segments). */
+    double dyn = sm->activations_bytes + sm->other_bytes;
+    double frag = E->opts->allocator_expandable ? 0.03 : 0.08;
+    sm->reserved_bytes = sm->allocated_bytes + 0.01 * (sm->params_bytes + sm->grads_bytes +
+                                                       sm->optimizer_bytes) + frag * dyn;
+    /* device: CUDA context (~0.5 GiB with lazy module loading, CUDA 12), NCCL buffers
+     * (NCCL_BUFFSIZE 4 MiB x channels per communicator, ~64 MiB each for tp/dp/pp/cp/ep groups
+     * in use), cuBLAS workspaces (32 MiB on Hopper, 4 MiB x streams otherwise) */
+    int comms = 1 + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
+    sm->device_bytes = sm->reserved_bytes + 0.5 * GiB + comms * 64.0 * MiB + 32.0 * MiB;
+
+    if (sm->device_bytes > E->worst_dev) {
+        E->worst_dev = sm->device_bytes;
+        e->worst_stage = S->r;
+    }
+    if (sm->allocated_bytes > e->allocated_peak_bytes) e->allocated_peak_bytes = sm->allocated_bytes;
+    if (sm->reserved_bytes > e->reserved_peak_bytes) e->reserved_peak_bytes = sm->reserved_bytes;
+}
+
+/* ---- chapter 7: time of one micro-batch on one rank ----------------------------------------- */
+
+/* Compute and exposed communication of the rank's layers, plus the embedding (first) and the
+ * output layer and loss (last). */
+static void stage_compute(const est *E, stage *S) {
+    const ap_plan *p = E->x.p;
+    const ctx *x = &E->x;
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    const double T = E->T, h = E->h, V = E->V, t = E->t;
+    S->fwd_c = S->nd * d->fwd_compute_s + S->nm * mo->fwd_compute_s;
+    S->bwd_c = S->nd * d->bwd_compute_s + S->nm * mo->bwd_compute_s;
+    S->tp_f = S->nd * d->tp_s + S->nm * mo->tp_s;
+    S->cp_f = S->nd * d->cp_s + S->nm * mo->cp_s;
+    S->ep_f = S->nm * mo->ep_s;
+    if (S->last) {
+        /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
+        double head_f = gemm_at(x, x->peak16, T, V / t, h);
+        /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
+        double loss_bytes = T * V / t * (2.0 + x->tr->loss_bytes_per_logit);
+        S->fwd_c += head_f + loss_bytes / x->hbm;
+        S->bwd_c += 2.0 * head_f + loss_bytes / x->hbm;
+        if (p->tp > 1) S->tp_f += allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));
+    }
+    if (S->first) S->fwd_c += T * h * 4.0 / x->hbm; /* embedding gather */
+}
+
+/* Recompute: the fraction of layers recomputed in full runs its forward again with its TP and
+ * EP communication; selective recompute redoes the attention core (Korthikanti 2022 Sec. 5). */
+static void stage_recompute(const est *E, stage *S) {
+    const ap_plan *p = E->x.p;
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    double n = S->layers > 0 ? (double)S->layers : 1;
+    if (p->recompute == AP_RECOMPUTE_FULL) {
+        double per_layer_f = (S->nd * d->fwd_compute_s + S->nm * mo->fwd_compute_s) / n;
+        double per_layer_tp = (S->nd * d->tp_s + S->nm * mo->tp_s) / n;
+        double per_layer_ep = (S->nm * mo->ep_s) / n;
+        S->rec = S->n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep);
+    } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
+        S->rec = S->nd * d->attn_fwd_s + S->nm * mo->attn_fwd_s;
+    }
+}
+
+/* ZeRO-3/FSDP: all-gather of the stage's parameters in forward and backward and a
+ * reduce-scatter of gradients, every micro-batch; overlapped with compute when the trainer
+ * prefetches (exposed part only; the first layer's gather never hides). */
+static void stage_zero3(const est *E, stage *S) {
+    const ap_plan *p = E->x.p;
+    const ctx *x = &E->x;
+    if (p->zero < 3) return;
+    int k_dp = in_domain(x, E->dense_shard, p->tp);
+    double params = S->p_dense + S->p_exp;
+    double ag = gather_s(x, x->tr->gathered_weight_bytes * params, E->dense_shard, k_dp);
+    double rs = gather_s(x, x->tr->grad_bytes * params, E->dense_shard, k_dp);
+    double comm = 2.0 * ag + rs;
+    double comp = S->fwd_c + S->bwd_c + S->rec;
+    double n = S->layers > 0 ? (double)S->layers : 1;
+    S->z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / n : comm;
+}
+
+/* The rank's forward and backward per micro-batch; the slowest rank is the critical path
+ * whose parts the step reports. */
+static void stage_time(est *E, stage *S) {
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    ap_time *tm = &E->e->time;
+    stage_compute(E, S);
+    stage_recompute(E, S);
+    stage_zero3(E, S);
+    double stage_f = S->fwd_c + S->tp_f + S->cp_f + S->ep_f;
+    double stage_b = S->bwd_c + S->rec + S->tp_f + 2.0 * S->cp_f + S->ep_f + S->z3;
+    tm->stage_fwd_s[S->r] = stage_f;
+    tm->stage_bwd_s[S->r] = stage_b;
+    double Ti = stage_f + stage_b;
+    E->Tsum += Ti;
+    if (Ti >= E->Tmax) {
+        E->Tmax = Ti;
+        E->crit_compute = S->fwd_c + S->bwd_c;
+        E->crit_recompute = S->rec;
+        E->crit_tp = 2.0 * S->tp_f;
+        E->crit_tp_total = 2.0 * (S->tp_f - S->nd * d->tp_s - S->nm * mo->tp_s +
+                                  S->nd * d->tp_total_s + S->nm * mo->tp_total_s);
+        E->crit_cp = 3.0 * S->cp_f;
+        E->crit_ep = 2.0 * S->ep_f;
+        E->crit_z3 = S->z3;
+    }
+    double sp_params = S->p_dense + S->p_exp;
+    if (sp_params > E->max_stage_params) E->max_stage_params = sp_params;
+    if (S->p_dense > E->max_stage_shardable) E->max_stage_shardable = S->p_dense;
+}
+
+/* FLOPs of one micro-batch on this rank for MFU and HFU: model FLOPs (Narayanan 2021 Eq. 3,
+ * attention not halved) and the extra forward of recomputation. */
+static void stage_flops(est *E, const stage *S) {
+    const ap_plan *p = E->x.p;
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    double mf = S->nd * (d->model_flops + d->attn_flops) + S->nm * (mo->model_flops + mo->attn_flops);
+    if (S->last) mf += 2.0 * E->T * E->h * E->V / E->t;
+    E->model_flops_mb += mf;
+    if (p->recompute == AP_RECOMPUTE_FULL) {
+        double per_layer = (S->nd * (d->model_flops + d->attn_flops) +
+                            S->nm * (mo->model_flops + mo->attn_flops)) /
+                           (S->layers > 0 ? S->layers : 1);
+        E->hfu_extra_flops += S->n_rc_full * per_layer;
+    } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
+        E->hfu_extra_flops += S->nd * d->attn_flops + S->nm * mo->attn_flops;
+    }
+}
+
+/* ---- chapter 8: the pipeline schedule ------------------------------------------------------- */
+
+/* 1F1B: (m - 1) x the slowest stage + one pass through all stages; interleaving divides the
+ * fill and drain by v (Narayanan 2021 Sec. 2.2.2). Point-to-point sends: one activation (and
+ * one gradient) per micro-batch per boundary, split across the tp ranks and re-gathered over
+ * NVLink (the scatter/gather optimisation, Narayanan 2021 Sec. 4.1); the pp group has stride
+ * tp*cp*dp, so it crosses nodes unless the whole model fits one domain. */
+static void pipeline_time(est *E) {
+    const ap_plan *p = E->x.p;
+    const ap_cluster *c = E->x.c;
+    const ctx *x = &E->x;
+    ap_time *tm = &E->e->time;
+    const double mb = (double)E->mb;
+    if (p->pp > 1) {
+        double bytes = E->T * E->h * 2.0 / E->t;
+        int inner = p->tp * p->cp * p->dp;
+        double bw = inner >= c->nvlink_domain
+                        ? c->net_bytes_per_s * x->cal.net_eff * x->net_scale
+                        : c->link_bytes_per_s * x->cal.link_eff;
+        double one = bytes / bw + x->cal.coll_latency_s;
+        /* on the critical path: each of the (m + p - 1) schedule slots sends forward and
+         * backward; interleaving multiplies the boundaries crossed by v */
+        E->p2p = 2.0 * one * (mb + p->pp - 1) * (p->vp > 1 ? (double)p->vp : 1.0);
+    }
+    if (p->pp == 1) E->pipe = mb * E->Tmax;
+    else E->pipe = mb * E->Tmax + (E->Tsum - E->Tmax) / p->vp;
+    E->z3_total = E->crit_z3 * mb;
+    tm->compute_s = E->crit_compute * mb;
+    tm->recompute_s = E->crit_recompute * mb;
+    tm->tp_comm_s = E->crit_tp * mb;
+    tm->cp_comm_s = E->crit_cp * mb;
+    tm->ep_comm_s = E->crit_ep * mb;
+    tm->bubble_s = E->pipe - mb * E->Tmax;
+    tm->pp_comm_s = E->p2p;
+    tm->tp_comm_total_s = E->crit_tp_total * mb;
+}
+
+/* ---- chapter 9: data-parallel gradient reduction -------------------------------------------- */
+
+/* The reduction of the stage with the most parameters at the trainer's cadence: an all-reduce
+ * (ZeRO-0), or a reduce-scatter of gradients and an all-gather of the updated 16-bit
+ * parameters (ZeRO-1/2; DeepSpeed ZeRO-2 reduces every micro-batch), overlapped with the
+ * backward where the trainer offers it. ZeRO-3 traffic is inside the stage times. */
+static void dp_reduction(est *E) {
+    const ap_plan *p = E->x.p;
+    const ctx *x = &E->x;
+    ap_time *tm = &E->e->time;
+    const double mb = (double)E->mb;
+    const int shard = E->dense_shard;
+    int k_dp = in_domain(x, shard, p->tp);
+    double dp_total = 0;
+    double gbytes = x->tr->grad_bytes * E->max_stage_params;
+    if (p->dtype == AP_DTYPE_FP16 && x->tr->grad_bytes > 2) gbytes = 2.0 * E->max_stage_params;
+    int per_mb = p->zero == 2 && (x->tr->grad_reduce_per_mb_zero_mask & 4u);
+    if (shard > 1) {
+        if (p->zero == 0) {
+            dp_total = allreduce_s(x, gbytes, shard, k_dp);
+        } else if (p->zero <= 2) {
+            double ag = gather_s(x, x->tr->gathered_weight_bytes * E->max_stage_params, shard, k_dp);
+            dp_total = gather_s(x, gbytes, shard, k_dp) + ag;
+            if (per_mb) dp_total = gather_s(x, gbytes, shard, k_dp) * mb + ag;
+        }
+    }
+    double dp_exposed = dp_total;
+    if (dp_total > 0 && p->overlap_grad && x->tr->overlap_grad) {
+        /* overlapped with the backward of the last micro-batch(es); the last bucket (the first
+         * layers) cannot hide: at least 1/8 of one reduction stays exposed */
+        double bwd = tm->stage_bwd_s[E->e->worst_stage];
+        double hide = per_mb ? mb * bwd : bwd;
+        dp_exposed = fmax(dp_total - hide, dp_total / (8.0 * (p->zero == 2 ? mb : 1.0)));
+    }
+    tm->dp_comm_total_s = dp_total + E->z3_total;
+    tm->dp_comm_s = dp_exposed + E->z3_total;
+}
+
+/* ---- chapter 10: optimizer step and CPU offload --------------------------------------------- */
+
+/* Adam on the GPU is memory-bound, ~32 bytes per parameter touched (fp32 master r/w 8, m and v
+ * r/w 16, grad 4, 16-bit param write 2 + 2). Offload (ZeRO-Offload, Ren et al. 2021 Sec. 4):
+ * gradients down and parameters up over PCIe shared per switch, and CPU Adam bound by host DRAM
+ * (DeepSpeed's vectorised CPU-Adam, Sec. 4.2): per parameter it reads and writes the fp32
+ * weight, m and v (24 bytes), reads the 16-bit gradient and writes its fp32 copy (6), and
+ * writes the 16-bit weight it uploads (2): 32 bytes; a two-socket server streams at ~70% of its
+ * DRAM peak (STREAM triad, McCalpin); the node's GPUs share it. Gradient copies overlap the
+ * backward; the CPU step and the parameter upload do not. Offloaded parameters are fetched for
+ * forward and for backward every micro-batch. */
+static void optimizer_offload(est *E) {
+    const ap_plan *p = E->x.p;
+    const ap_cluster *c = E->x.c;
+    const ctx *x = &E->x;
+    ap_time *tm = &E->e->time;
+    int w = E->e->worst_stage;
+    E->local_params = p->zero >= 1 ? E->max_stage_shardable / E->dense_shard : E->max_stage_params;
+    double on_gpu = E->local_params * (1.0 - p->offload_optimizer);
+    tm->optimizer_s = on_gpu * 32.0 / x->hbm;
+
+    int share = c->gpus_per_pcie_switch > 0 ? c->gpus_per_pcie_switch : 1;
+    double pcie = c->pcie_bytes_per_s * 0.8 / share; /* shared switch uplink */
+    double off = 0;
+    if (p->offload_optimizer > 0) {
+        double n_off = E->local_params * p->offload_optimizer;
+        int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
+        double host_bw = c->host_mem_bytes_per_s > 0 ? c->host_mem_bytes_per_s : 100e9;
+        double cpu_adam = n_off * 32.0 * gpn / (0.7 * host_bw);
+        double grad_x = n_off * 2.0 / pcie;
+        off = fmax(0.0, grad_x - tm->stage_bwd_s[w]) + cpu_adam + n_off * 2.0 / pcie;
+    }
+    if (p->offload_params > 0) {
+        double bytes = 2.0 * E->max_stage_params * p->offload_params /
+                       (p->zero >= 3 ? E->dense_shard : 1);
+        double per_mb = 2.0 * bytes / pcie;
+        double comp = tm->stage_fwd_s[w] + tm->stage_bwd_s[w];
+        off += (double)E->mb * fmax(0.0, per_mb - comp);
+    }
+    tm->offload_s = off;
+}
+
+/* ---- chapter 11: the step, throughput and verdict ------------------------------------------- */
+
+/* The step: pipeline + p2p + exposed DP + optimizer + offload + the fixed per-step overhead;
+ * the parts sum to it (the rounding residue of the per-stage split goes to compute). */
+static void step_total(est *E) {
+    ap_time *tm = &E->e->time;
+    tm->overhead_s = E->x.cal.step_overhead_s;
+    tm->step_s = E->pipe + E->p2p + tm->dp_comm_s - E->z3_total /* z3 already inside pipe */ +
+                 tm->optimizer_s + tm->offload_s + tm->overhead_s;
+    double sum = tm->compute_s + tm->recompute_s + tm->tp_comm_s + tm->cp_comm_s +
+                 tm->ep_comm_s + tm->bubble_s + tm->pp_comm_s + tm->dp_comm_s + tm->optimizer_s +
+                 tm->offload_s + tm->overhead_s;
+    tm->compute_s += tm->step_s - sum;
+}
+
+/* Tokens/s, model and hardware FLOPs (3 x forward, all micro-batches, all ranks; README
+ * "Throughput definitions") and MFU/HFU against the dense 16-bit peak. */
+static void throughput(est *E) {
+    const ap_plan *p = E->x.p;
+    const ap_cluster *c = E->x.c;
+    const ap_time *tm = &E->e->time;
+    ap_throughput *th = &E->e->tp;
+    double tokens = (double)p->gbs * (double)p->seq;
+    th->tokens_per_s = tokens / tm->step_s;
+    double fwd_model = E->model_flops_mb * (double)E->mb * p->tp * p->cp * p->dp;
+    th->model_flops_per_step = 3.0 * fwd_model;
+    th->hw_flops_per_step = th->model_flops_per_step +
+                            E->hfu_extra_flops * (double)E->mb * p->tp * p->cp * p->dp;
+    double gpus = (double)c->gpus;
+    th->model_tflops_per_gpu = th->model_flops_per_step / tm->step_s / gpus / 1e12;
+    th->hw_tflops_per_gpu = th->hw_flops_per_step / tm->step_s / gpus / 1e12;
+    double ref_peak = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
+                                                           : c->gpu.peak_flops[AP_DTYPE_FP16];
+    th->mfu = th->model_tflops_per_gpu * 1e12 / ref_peak;
+    th->hfu = th->hw_tflops_per_gpu * 1e12 / ref_peak;
+}
+
+/* Fits when the worst rank's device peak plus the headroom fits the GPU and the node's
+ * offloaded states fit 90% of its host memory. */
+static void verdict(est *E) {
+    const ap_cluster *c = E->x.c;
+    ap_estimate *e = E->e;
+    e->capacity_bytes = c->gpu.mem_bytes;
+    e->headroom_bytes = E->opts->headroom_bytes;
+    e->device_peak_bytes = E->worst_dev;
+    e->peak_bytes = E->worst_dev;
+    int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
+    e->host_bytes_per_node = E->host_per_gpu_max * gpn;
+    e->host_capacity_bytes = c->cpu_mem_bytes;
+    e->host_fits = e->host_bytes_per_node <= 0 || e->host_bytes_per_node <= 0.9 * c->cpu_mem_bytes;
+    e->fits = (E->worst_dev + E->opts->headroom_bytes <= e->capacity_bytes) && e->host_fits;
+}
+
+/* ---- the driver ------------------------------------------------------------------------------ */
 
 ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
                            const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
@@ -311,446 +928,33 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         ap_estimate_opts_init(&dflt);
         opts = &dflt;
     }
-    ap_plan pl = *pin;
-    if (pl.etp < 1) pl.etp = 1;
-    if (pl.dp < 1 && pl.tp > 0 && pl.pp > 0 && pl.cp > 0)
-        pl.dp = c->gpus / (pl.tp * pl.pp * pl.cp);
-    if (pl.mbs > 0 && pl.dp > 0 && pl.gbs % (pl.mbs * pl.dp) == 0)
-        pl.grad_accum = pl.gbs / (pl.mbs * pl.dp);
-    ap_status st = ap_plan_check(&pl, m, c, 1, err);
+    ap_plan pl;
+    ap_status st = normalise_plan(m, c, pin, &pl, err);
     if (st != AP_OK) return st;
-    if (pl.pp > AP_MAX_STAGES)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the supported %d stages", pl.pp,
-                          AP_MAX_STAGES);
-    const ap_plan *p = &pl;
 
-    ctx x;
-    x.m = m;
-    x.c = c;
-    x.p = p;
-    x.tr = ap_trainer_get(p->trainer);
-    if (opts->calib) x.cal = *opts->calib;
-    else ap_calib_default(&c->gpu, &x.cal);
-    x.peak = c->gpu.peak_flops[p->dtype];
-    x.peak16 = p->dtype == AP_DTYPE_FP8 ? (c->gpu.peak_flops[AP_DTYPE_BF16] > 0
-                                               ? c->gpu.peak_flops[AP_DTYPE_BF16]
-                                               : c->gpu.peak_flops[AP_DTYPE_FP16])
-                                        : x.peak;
-    x.hbm = c->gpu.hbm_bytes_per_s * x.cal.mem_bound_eff;
-    x.gemm_scale = opts->gemm_eff_scale > 0 ? opts->gemm_eff_scale : 1.0;
-    x.net_scale = opts->net_bw_scale > 0 ? opts->net_bw_scale : 1.0;
-    x.sms = c->gpu.sm_count;
-
+    /* clear everything but the stage array, which the stage chapters fill rank by rank */
     memset(e, 0, offsetof(ap_estimate, stages));
     e->worst_stage = 0;
     e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
     e->plan = pl;
-    e->nstages = p->pp;
-
-    /* price the two layer kinds */
-    /* a model without one of the kinds multiplies its cost by zero layers: keep it zero, not
-     * stack garbage (0 x NaN is NaN) */
-    layer_cost dense, moe;
-    memset(&dense, 0, sizeof dense);
-    memset(&moe, 0, sizeof moe);
-    int64_t first_dense = -1, first_moe = -1;
-    for (int64_t i = 0; i < m->layers && (first_dense < 0 || first_moe < 0); i++) {
-        if (ap_model_layer_is_moe(m, i)) { if (first_moe < 0) first_moe = i; }
-        else if (first_dense < 0) first_dense = i;
-        if (m->moe.experts == 0) break;
-    }
-    if (first_dense >= 0) price_layer(&x, first_dense, &dense);
-    if (first_moe >= 0) price_layer(&x, first_moe, &moe);
-
-    const double t = p->tp;
-    const double h = (double)m->hidden;
-    const double V = (double)m->vocab;
-    const double sl = (double)p->seq / p->cp;
-    const double T = (double)p->mbs * sl;
-    const double out_t = p->sp ? t : 1.0;
-    const int64_t mb = p->grad_accum; /* micro-batches per step */
-    const int dense_shard = p->dp * p->cp;
-    int expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
-    if (expert_shard < 1) expert_shard = 1;
-
-    /* embedding and head on the GPU (vocab-parallel over tp) */
-    double emb_total = (double)ap_model_embedding_params(m);
-    double vh = V * h;
-    double emb_rank = vh / t + (emb_total - vh);
-    double head_total = (double)ap_model_head_params(m);
-    double head_rank = m->tied_embeddings ? head_total : (head_total - vh) + vh / t;
-    if (m->tied_embeddings && p->pp > 1 && x.tr->tied_embedding_dup) head_rank += vh / t;
-
-    /* per-rank layer counts and per-micro-batch times */
-    double worst_dev = -1;
-    double Tmax = 0, Tsum = 0;
-    double crit_compute = 0, crit_recompute = 0, crit_tp = 0, crit_cp = 0, crit_ep = 0;
-    double crit_tp_total = 0; /* TP communication of the slowest stage before overlap */
-    double max_stage_params = 0, max_stage_shardable = 0;
-    double hfu_extra_flops = 0; /* recompute forward FLOPs per step, whole model */
-    double model_flops_mb = 0;  /* model FLOPs of one micro-batch through the whole model / tp */
-    int rl_default = p->recompute_layers;
-    double host_per_gpu_max = 0;
-
-    for (int r = 0; r < p->pp; r++) {
-        int nd = 0, nm = 0, n_rc_full = 0;
-        int layers_r = 0;
-        for (int k = 0; k < p->vp; k++) {
-            int cidx = r + k * p->pp;
-            int nl = ap_plan_chunk_layers(p, m->layers, cidx);
-            int moe_here = 0;
-            if (m->moe.experts > 0) {
-                int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
-                for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
-            }
-            nm += moe_here;
-            nd += nl - moe_here;
-            layers_r += nl;
-            int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : rl_default;
-            if (p->recompute == AP_RECOMPUTE_FULL)
-                n_rc_full += (rl > 0 && rl < nl) ? rl : nl;
-        }
-        const int first = (r == 0), last = (r == p->pp - 1);
-        double n_layers = (double)layers_r;
-        double fd = nd, fm = nm;
-        /* fraction of layers recomputed fully (the rest keep all activations) */
-        double frac_full = 0;
-        if (p->recompute == AP_RECOMPUTE_FULL && layers_r > 0) frac_full = (double)n_rc_full / n_layers;
-
-        /* ---- parameters on this GPU ---- */
-        double p_dense = fd * dense.params_rank + fm * moe.params_rank;
-        double p_exp = fm * moe.expert_rank;
-        if (first) p_dense += emb_rank;
-        if (last) p_dense += head_rank;
-
+    e->nstages = pl.pp;
+    est E;
+    setup(&E, m, c, &e->plan, opts, e);
+    for (int r = 0; r < pl.pp; r++) {
+        stage S;
         ap_stage_mem *sm = &e->stages[r];
-        memset(sm, 0, sizeof *sm);
-        sm->stage = r;
-        sm->layers = layers_r;
-        double w1, g1, o1, w2, g2, o2;
-        ap_mem_model_states(p, p_dense, dense_shard, &w1, &g1, &o1);
-        ap_mem_model_states(p, p_exp, expert_shard, &w2, &g2, &o2);
-        double w = w1 + w2, gr = g1 + g2, opt = o1 + o2;
-        /* CPU offload (ZeRO-Offload, Ren et al. 2021): the fraction leaves the GPU */
-        double host = opt * p->offload_optimizer + w * p->offload_params;
-        opt *= 1.0 - p->offload_optimizer;
-        if (p->zero >= 2 && p->offload_optimizer > 0) {
-            /* with sharded gradients the gradient partition moves to the host as it is
-             * produced (ZeRO-Offload, Ren et al. 2021 Sec. 4.1; FSDP CPUOffload) */
-            host += gr * p->offload_optimizer;
-            gr *= 1.0 - p->offload_optimizer;
-        }
-        w *= 1.0 - p->offload_params;
-        sm->params_bytes = w;
-        sm->grads_bytes = gr;
-        sm->optimizer_bytes = opt;
-        sm->host_bytes = host;
-        if (host > host_per_gpu_max) host_per_gpu_max = host;
-
-        /* ---- activations ---- */
-        double act_layer_none = fd * dense.act[AP_RECOMPUTE_NONE] + fm * moe.act[AP_RECOMPUTE_NONE];
-        double act_layer_sel = fd * dense.act[AP_RECOMPUTE_SELECTIVE] + fm * moe.act[AP_RECOMPUTE_SELECTIVE];
-        double act_layer_full = fd * dense.act[AP_RECOMPUTE_FULL] + fm * moe.act[AP_RECOMPUTE_FULL];
-        double act_mb; /* bytes one micro-batch keeps on this rank (all its chunks) */
-        if (p->recompute == AP_RECOMPUTE_FULL)
-            act_mb = frac_full * act_layer_full + (1.0 - frac_full) * act_layer_none;
-        else if (p->recompute == AP_RECOMPUTE_SELECTIVE)
-            act_mb = act_layer_sel;
-        else
-            act_mb = act_layer_none;
-        if (first && m->dropout) act_mb += T * h / out_t; /* embedding dropout mask, 1 byte */
-        if (last) act_mb += 2.0 * 2.0 * T * h / out_t;    /* final norm input + head input */
-
-        /* in-flight micro-batches (1F1B: min(p - i, m); interleaved: Megatron's warm-up count
-         * (p - i - 1) * 2 + (v - 1) * p + 1 model chunks, Narayanan 2021 Sec. 2.2) */
-        double inflight;
-        if (p->vp > 1) {
-            double chunks = (double)(p->pp - r - 1) * 2.0 + (double)(p->vp - 1) * p->pp + 1.0;
-            double cap = (double)mb * p->vp;
-            if (chunks > cap) chunks = cap;
-            inflight = chunks / p->vp; /* in units of whole-rank micro-batches */
-        } else {
-            inflight = (double)(p->pp - r) < (double)mb ? (double)(p->pp - r) : (double)mb;
-        }
-        sm->inflight = (int)ceil(inflight);
-        double act = inflight * act_mb;
-        /* working set during backward: a fully recomputed layer is rebuilt whole */
-        double transient = 0;
-        if (p->recompute == AP_RECOMPUTE_FULL && n_rc_full > 0) {
-            double one = nm > 0 ? moe.act[AP_RECOMPUTE_NONE] : dense.act[AP_RECOMPUTE_NONE];
-            transient += one;
-        }
-        if (last) {
-            /* the loss of one micro-batch: the trainer's bytes per logit element s*b*V/t (its
-             * table entry); the loss backward finishes before the last layer is rebuilt, so
-             * the two working sets are not live together (docs/simulator.md) */
-            double loss = x.tr->loss_bytes_per_logit * T * V / t;
-            if (loss > transient) transient = loss;
-        }
-        sm->activations_bytes = act + transient;
-        {
-            double layers_only = act_mb;
-            if (first && m->dropout) layers_only -= T * h / out_t;
-            if (last) layers_only -= 2.0 * 2.0 * T * h / out_t;
-            sm->layer_activations_bytes = inflight * layers_only;
-        }
-
-        /* ---- other: gathered parameters, fp8 copies, communication buffers ---- */
-        double other = 0;
-        double layer_params16 = (nm > 0 ? moe.params_rank + moe.expert_rank : dense.params_rank);
-        if (x.tr->master_bytes == 0 && p->zero < 3) {
-            /* fp32 parameters are the master copy: a 16-bit copy of everything is live during
-             * forward and backward (FSDP MixedPrecision / autocast weight cache) */
-            other += x.tr->gathered_weight_bytes * (p_dense + p_exp);
-        } else if (p->zero >= 3) {
-            /* ZeRO-3/FSDP: the current and the prefetched layer gathered (16-bit) */
-            other += 2.0 * x.tr->gathered_weight_bytes * layer_params16;
-        }
-        if (p->dtype == AP_DTYPE_FP8) other += 1.0 * (p_dense + p_exp); /* fp8 weight cache (TE) */
-        if (p->tp > 1 && p->sp) other += 2.0 * T * h; /* all-gathered sp input buffer */
-        sm->other_bytes = other;
-
-        sm->allocated_bytes = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes +
-                              sm->activations_bytes + sm->other_bytes;
-        /* PyTorch caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests round to
-         * 512 B, large ones are carved from 20 MiB+ segments and freed blocks of different
-         * sizes fragment them; model-state buffers are few large allocations (~1% rounding),
-         * activations many short-lived ones (documented 8% fragmentation, 3% with
-         * expandable_segments). */
-        double dyn = sm->activations_bytes + sm->other_bytes;
-        double frag = opts->allocator_expandable ? 0.03 : 0.08;
-        sm->reserved_bytes = sm->allocated_bytes + 0.01 * (sm->params_bytes + sm->grads_bytes +
-                                                           sm->optimizer_bytes) + frag * dyn;
-        /* device: CUDA context (~0.5 GiB with lazy module loading, CUDA 12), NCCL buffers
-         * (NCCL_BUFFSIZE 4 MiB x channels per communicator, ~64 MiB each for tp/dp/pp/cp/ep
-         * groups in use), cuBLAS workspaces (32 MiB on Hopper, 4 MiB x streams otherwise) */
-        int comms = 1 + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
-        sm->device_bytes = sm->reserved_bytes + 0.5 * GiB + comms * 64.0 * MiB + 32.0 * MiB;
-
-        if (sm->device_bytes > worst_dev) {
-            worst_dev = sm->device_bytes;
-            e->worst_stage = r;
-        }
-        if (sm->allocated_bytes > e->allocated_peak_bytes) e->allocated_peak_bytes = sm->allocated_bytes;
-        if (sm->reserved_bytes > e->reserved_peak_bytes) e->reserved_peak_bytes = sm->reserved_bytes;
-
-        /* ---- time of one micro-batch on this rank ---- */
-        double fwd_c = fd * dense.fwd_compute_s + fm * moe.fwd_compute_s;
-        double bwd_c = fd * dense.bwd_compute_s + fm * moe.bwd_compute_s;
-        double tp_f = fd * dense.tp_s + fm * moe.tp_s;
-        double cp_f = fd * dense.cp_s + fm * moe.cp_s;
-        double ep_f = fm * moe.ep_s;
-        if (last) {
-            /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
-            double head_f = gemm_at(&x, x.peak16, T, V / t, h);
-            /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
-            double loss_bytes = T * V / t * (2.0 + x.tr->loss_bytes_per_logit);
-            fwd_c += head_f + loss_bytes / x.hbm;
-            bwd_c += 2.0 * head_f + loss_bytes / x.hbm;
-            if (p->tp > 1) tp_f += allreduce_s(&x, 3.0 * T * 4.0, p->tp, in_domain(&x, p->tp, 1));
-        }
-        if (first) fwd_c += T * h * 4.0 / x.hbm; /* embedding gather */
-        double rec = 0;
-        if (p->recompute == AP_RECOMPUTE_FULL) {
-            /* the fraction of layers recomputed runs its forward again, with its TP comm */
-            double per_layer_f = (fd * dense.fwd_compute_s + fm * moe.fwd_compute_s) /
-                                 (n_layers > 0 ? n_layers : 1);
-            double per_layer_tp = (fd * dense.tp_s + fm * moe.tp_s) / (n_layers > 0 ? n_layers : 1);
-            double per_layer_ep = (fm * moe.ep_s) / (n_layers > 0 ? n_layers : 1);
-            rec = n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep);
-        } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
-            rec = fd * dense.attn_fwd_s + fm * moe.attn_fwd_s;
-        }
-        /* ZeRO-3/FSDP: all-gather of the stage's parameters in forward and backward and a
-         * reduce-scatter of gradients, every micro-batch; overlapped with compute when the
-         * trainer prefetches (exposed part only) */
-        double z3 = 0;
-        if (p->zero >= 3) {
-            int k_dp = in_domain(&x, dense_shard, p->tp);
-            double bytes16 = x.tr->gathered_weight_bytes * (p_dense + p_exp);
-            double ag = gather_s(&x, bytes16, dense_shard, k_dp);
-            double rs = gather_s(&x, x.tr->grad_bytes * (p_dense + p_exp), dense_shard, k_dp);
-            double comm = 2.0 * ag + rs;
-            double comp = fwd_c + bwd_c + rec;
-            z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / (n_layers > 0 ? n_layers : 1)
-                                  : comm;
-        }
-        double stage_f = fwd_c + tp_f + cp_f + ep_f;
-        double stage_b = bwd_c + rec + tp_f + 2.0 * cp_f + ep_f + z3;
-        e->time.stage_fwd_s[r] = stage_f;
-        e->time.stage_bwd_s[r] = stage_b;
-        double Ti = stage_f + stage_b;
-        Tsum += Ti;
-        if (Ti >= Tmax) {
-            Tmax = Ti;
-            crit_compute = fwd_c + bwd_c;
-            crit_recompute = rec;
-            crit_tp = 2.0 * tp_f;
-            crit_tp_total = 2.0 * (tp_f - fd * dense.tp_s - fm * moe.tp_s +
-                                   fd * dense.tp_total_s + fm * moe.tp_total_s);
-            crit_cp = 3.0 * cp_f;
-            crit_ep = 2.0 * ep_f;
-            e->time.dp_comm_s = z3; /* per micro-batch ZeRO-3 traffic, scaled below */
-        }
-        double sp_params = p_dense + p_exp;
-        if (sp_params > max_stage_params) max_stage_params = sp_params;
-        if (p_dense > max_stage_shardable) max_stage_shardable = p_dense;
-
-        /* FLOPs for MFU/HFU (per micro-batch, this rank's share) */
-        double mf = fd * (dense.model_flops + dense.attn_flops) +
-                    fm * (moe.model_flops + moe.attn_flops);
-        if (last) mf += 2.0 * T * h * V / t;
-        model_flops_mb += mf;
-        if (p->recompute == AP_RECOMPUTE_FULL) {
-            double per_layer = (fd * (dense.model_flops + dense.attn_flops) +
-                                fm * (moe.model_flops + moe.attn_flops)) /
-                               (n_layers > 0 ? n_layers : 1);
-            hfu_extra_flops += n_rc_full * per_layer;
-        } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
-            hfu_extra_flops += fd * dense.attn_flops + fm * moe.attn_flops;
-        }
+        stage_layers(&E, r, &S);
+        stage_states(&E, &S, sm);
+        stage_activations(&E, &S, sm);
+        stage_overheads(&E, &S, sm);
+        stage_time(&E, &S);
+        stage_flops(&E, &S);
     }
-
-    /* ---- pipeline schedule ---- */
-    double p2p = 0;
-    if (p->pp > 1) {
-        /* one activation (and one gradient) per micro-batch per boundary, split across the
-         * tp ranks and re-gathered over NVLink (the scatter/gather optimisation, Narayanan 2021
-         * Sec. 4.1); the pp group has stride tp*cp*dp, so it crosses nodes unless the whole
-         * model fits one domain */
-        double bytes = T * h * 2.0 / t;
-        int inner = p->tp * p->cp * p->dp;
-        double bw = inner >= c->nvlink_domain
-                        ? c->net_bytes_per_s * x.cal.net_eff * x.net_scale
-                        : c->link_bytes_per_s * x.cal.link_eff;
-        double one = bytes / bw + x.cal.coll_latency_s;
-        /* on the critical path: each of the (m + p - 1) schedule slots sends forward and
-         * backward; interleaving multiplies the boundaries crossed by v */
-        p2p = 2.0 * one * ((double)mb + p->pp - 1) * (p->vp > 1 ? (double)p->vp : 1.0);
-    }
-    /* 1F1B: (m-1) x slowest stage + one pass through all stages (issue formula); interleaved
-     * divides the fill/drain by v (Narayanan 2021 Sec. 2.2.2) */
-    double pipe;
-    if (p->pp == 1) pipe = (double)mb * Tmax;
-    else pipe = (double)mb * Tmax + (Tsum - Tmax) / p->vp;
-    double work = (double)mb * Tmax;
-    double bubble = pipe - work;
-
-    ap_time *tm = &e->time;
-    double z3_total = tm->dp_comm_s * (double)mb;
-    tm->compute_s = crit_compute * mb;
-    tm->recompute_s = crit_recompute * mb;
-    tm->tp_comm_s = crit_tp * mb;
-    tm->cp_comm_s = crit_cp * mb;
-    tm->ep_comm_s = crit_ep * mb;
-    tm->bubble_s = bubble;
-    tm->pp_comm_s = p2p;
-    tm->tp_comm_total_s = crit_tp_total * mb;
-
-    /* ---- data-parallel gradient reduction (the stage with the most parameters) ---- */
-    int k_dp = in_domain(&x, dense_shard, p->tp);
-    double dp_total = 0;
-    double gbytes = x.tr->grad_bytes * max_stage_params;
-    if (p->dtype == AP_DTYPE_FP16 && x.tr->grad_bytes > 2) gbytes = 2.0 * max_stage_params;
-    if (dense_shard > 1) {
-        if (p->zero == 0) {
-            dp_total = allreduce_s(&x, gbytes, dense_shard, k_dp);
-        } else if (p->zero <= 2) {
-            /* reduce-scatter gradients, all-gather updated 16-bit parameters */
-            dp_total = gather_s(&x, gbytes, dense_shard, k_dp) +
-                       gather_s(&x, x.tr->gathered_weight_bytes * max_stage_params, dense_shard,
-                                k_dp);
-            if (p->zero == 2 && (x.tr->grad_reduce_per_mb_zero_mask & 4u))
-                dp_total = gather_s(&x, gbytes, dense_shard, k_dp) * (double)mb +
-                           gather_s(&x, x.tr->gathered_weight_bytes * max_stage_params,
-                                    dense_shard, k_dp);
-        }
-    }
-    double dp_exposed = dp_total;
-    if (dp_total > 0 && p->overlap_grad && x.tr->overlap_grad) {
-        /* overlapped with the backward of the last micro-batch(es); the last bucket (the
-         * first layers) cannot hide: at least 1/8 of one reduction stays exposed */
-        double hide = p->zero == 2 && (x.tr->grad_reduce_per_mb_zero_mask & 4u)
-                          ? (double)mb * tm->stage_bwd_s[e->worst_stage]
-                          : tm->stage_bwd_s[e->worst_stage];
-        dp_exposed = fmax(dp_total - hide, dp_total / (8.0 * (p->zero == 2 ? (double)mb : 1.0)));
-    }
-    tm->dp_comm_total_s = dp_total + z3_total;
-    tm->dp_comm_s = dp_exposed + z3_total;
-
-    /* ---- optimizer step: Adam is memory-bound, ~32 bytes per parameter touched on the GPU
-     * (fp32 master r/w 8, m and v r/w 16, grad 4, 16-bit param write 2 + 2) ---- */
-    double local_params = p->zero >= 1 ? max_stage_shardable / dense_shard : max_stage_params;
-    double on_gpu = local_params * (1.0 - p->offload_optimizer);
-    tm->optimizer_s = on_gpu * 32.0 / x.hbm;
-
-    /* ---- offload: PCIe transfers and CPU Adam (ZeRO-Offload, Ren et al. 2021 Sec. 4) ---- */
-    double off = 0;
-    if (p->offload_optimizer > 0) {
-        double n_off = local_params * p->offload_optimizer;
-        int share = c->gpus_per_pcie_switch > 0 ? c->gpus_per_pcie_switch : 1;
-        double pcie = c->pcie_bytes_per_s * 0.8 / share; /* shared switch uplink */
-        int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
-        double host_bw = c->host_mem_bytes_per_s > 0 ? c->host_mem_bytes_per_s : 100e9;
-        /* CPU Adam (DeepSpeed's vectorised CPU-Adam, Ren et al. 2021 Sec. 4.2) is bound by host
-         * DRAM: per parameter it reads and writes the fp32 weight, m and v (24 bytes), reads the
-         * 16-bit gradient and writes its fp32 copy (6), and writes the 16-bit weight it uploads
-         * (2): 32 bytes; a two-socket server streams at ~70% of its DRAM peak (STREAM triad,
-         * McCalpin); the node's GPUs share it */
-        double cpu_adam = n_off * 32.0 * gpn / (0.7 * host_bw);
-        /* gradient copies (2 bytes/param down) overlap the backward; the CPU step and the
-         * parameter upload (2 bytes/param up) do not */
-        double grad_x = n_off * 2.0 / pcie;
-        off = fmax(0.0, grad_x - tm->stage_bwd_s[e->worst_stage]) + cpu_adam + n_off * 2.0 / pcie;
-    }
-    if (p->offload_params > 0) {
-        int share = c->gpus_per_pcie_switch > 0 ? c->gpus_per_pcie_switch : 1;
-        double pcie = c->pcie_bytes_per_s * 0.8 / share;
-        double bytes = 2.0 * max_stage_params * p->offload_params / (p->zero >= 3 ? dense_shard : 1);
-        double per_mb = 2.0 * bytes / pcie; /* fetched for forward and for backward */
-        double comp = tm->stage_fwd_s[e->worst_stage] + tm->stage_bwd_s[e->worst_stage];
-        off += (double)mb * fmax(0.0, per_mb - comp);
-    }
-    tm->offload_s = off;
-    tm->overhead_s = x.cal.step_overhead_s;
-    tm->step_s = pipe + p2p + tm->dp_comm_s - z3_total /* z3 already inside pipe */ +
-                 tm->optimizer_s + tm->offload_s + tm->overhead_s;
-    {
-        /* parts: compute+recompute+tp+cp+ep+z3 (= work), bubble, pp, dp exposed, optimizer,
-         * offload, overhead */
-        double sum = tm->compute_s + tm->recompute_s + tm->tp_comm_s + tm->cp_comm_s +
-                     tm->ep_comm_s + tm->bubble_s + tm->pp_comm_s + tm->dp_comm_s +
-                     tm->optimizer_s + tm->offload_s + tm->overhead_s;
-        /* rounding of the per-stage split can leave a tiny residue; fold it into compute */
-        tm->compute_s += tm->step_s - sum;
-    }
-
-    /* ---- throughput ---- */
-    double tokens = (double)p->gbs * (double)p->seq;
-    ap_throughput *th = &e->tp;
-    th->tokens_per_s = tokens / tm->step_s;
-    /* model FLOPs: 3 x forward (forward + backward 2x), all micro-batches, all ranks */
-    double fwd_model = model_flops_mb * (double)mb * p->tp * p->cp * p->dp;
-    th->model_flops_per_step = 3.0 * fwd_model;
-    th->hw_flops_per_step = th->model_flops_per_step +
-                            hfu_extra_flops * (double)mb * p->tp * p->cp * p->dp;
-    double gpus = (double)c->gpus;
-    th->model_tflops_per_gpu = th->model_flops_per_step / tm->step_s / gpus / 1e12;
-    th->hw_tflops_per_gpu = th->hw_flops_per_step / tm->step_s / gpus / 1e12;
-    double ref_peak = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
-                                                           : c->gpu.peak_flops[AP_DTYPE_FP16];
-    th->mfu = th->model_tflops_per_gpu * 1e12 / ref_peak;
-    th->hfu = th->hw_tflops_per_gpu * 1e12 / ref_peak;
-
-    /* ---- memory verdict ---- */
-    e->capacity_bytes = c->gpu.mem_bytes;
-    e->headroom_bytes = opts->headroom_bytes;
-    e->device_peak_bytes = worst_dev;
-    e->peak_bytes = worst_dev;
-    int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
-    e->host_bytes_per_node = host_per_gpu_max * gpn;
-    e->host_capacity_bytes = c->cpu_mem_bytes;
-    e->host_fits = e->host_bytes_per_node <= 0 || e->host_bytes_per_node <= 0.9 * c->cpu_mem_bytes;
-    e->fits = (worst_dev + opts->headroom_bytes <= e->capacity_bytes) && e->host_fits;
+    pipeline_time(&E);
+    dp_reduction(&E);
+    optimizer_offload(&E);
+    step_total(&E);
+    throughput(&E);
+    verdict(&E);
     return AP_OK;
 }
