@@ -1,7 +1,7 @@
 /*
  * cmd_db.c - `autoplan db`: look into and maintain the database (plan cache, operator profiles,
  * measured runs). Subcommands: path, list, show, export, import, gc; every one takes --db PATH
- * (default: ap_db_default_path) and --help. The work is done by db/db.c and db/export.c; this
+ * (default: ap_db_default_path) and --help. The work is done by db/ (db.h); this
  * file parses flags and prints.
  *
  * Reading commands (path, list, show, export) open the database read-only and never create it.

@@ -1,9 +1,9 @@
 -- schema.sql - the autoplan database (see docs/db.md).
 --
 -- One file per migration step would scatter the schema; instead each step is a section that
--- starts with a line "-- @version N". db/db.c applies, in one BEGIN IMMEDIATE transaction, every
+-- starts with a line "-- @version N". db/open.c applies, in one BEGIN IMMEDIATE transaction, every
 -- section whose N is above the file's PRAGMA user_version, then sets user_version to the last N.
--- db/db.c embeds this text as a C string; tests/test_db.c checks the two are identical.
+-- db/schema.c embeds this text as a C string; tests/test_db.c checks the two are identical.
 -- Sections are append-only: a released section is never edited, a change is a new section.
 --
 -- Units are in the column names: _s seconds, _bytes bytes, _at unix seconds (UTC), _mhz, _w.

@@ -1,5 +1,5 @@
 /*
- * test_db.c - the SQLite store (db/db.c, db/export.c) and `autoplan db` (cli/cmd_db.c).
+ * test_db.c - the SQLite store (db/) and `autoplan db` (cli/cmd_db.c).
  *
  * Unit checks: the embedded schema equals db/schema.sql, plan keys (stable golden value,
  * sensitivity, no collisions among 20000 texts), the plan cache, profiles and their fingerprint,
@@ -198,7 +198,7 @@ static void test_schema_file(void) {
     CHECK(file != NULL);
     if (file) CHECK(strcmp(file, ap_db_schema_sql()) == 0);
     if (file && strcmp(file, ap_db_schema_sql()) != 0)
-        fprintf(stderr, "db/schema.sql and the string in db/db.c differ: update the string\n");
+        fprintf(stderr, "db/schema.sql and the string in db/schema.c differ: update the string\n");
     free(file);
 }
 
@@ -212,7 +212,7 @@ static void test_keys(void) {
     /* Golden values: keys must not change between builds or machines, or every cached plan
      * misses after an upgrade. Reference: an independent Python transcription of the
      * algorithm (FNV-1a 64, offset basis 14695981039346656037 and prime 1099511628211 as
-     * published by Fowler/Noll/Vo, XORed with db.c's two seeds; length mixed in; splitmix64
+     * published by Fowler/Noll/Vo, XORed with db/keys.c's two seeds; length mixed in; splitmix64
      * finalizer). A change of ap_hash64 shows up here first. */
     ap_db_plan_key("", k2);
     CHECK_STR(k2, "7575ce9cec659af3eddce4f12d2565d2");

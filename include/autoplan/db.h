@@ -1,8 +1,8 @@
 /*
  * db.h - autoplan's SQLite store: the plan cache, GPU operator profiles and measured runs
- * (db/db.c is the only file that includes sqlite3.h; db/export.c does JSON/CSV export and
- * import on top of this API; cli/cmd_db.c is `autoplan db`). Schema: db/schema.sql,
- * documented in docs/db.md.
+ * (db/: one file per table over a thin statement wrapper, db/sqlite.c, the only file that
+ * includes sqlite3.h; db/export.c does JSON/CSV export and import on top of this API;
+ * cli/cmd_db.c is `autoplan db`). Schema: db/schema.sql, documented in docs/db.md.
  *
  * A database is an opaque ap_db handle. Every function returns ap_status and writes one line
  * naming the database path and the reason into the caller's ap_err; none of them prints. The

@@ -43,7 +43,7 @@ check_one() { # header allowed-path-regex
     fi
 }
 check_one 'glpk\.h' '^planner/ilp\.c$'
-check_one 'sqlite3\.h' '^db/sqlite\.c$|^db/db\.c$'
+check_one 'sqlite3\.h' '^db/sqlite\.c$'
 check_one 'cjson/cJSON\.h' '^base/json\.c$'
 check_one 'cupti' '^profiler/cupti\.c$'
 check_one 'mpi\.h' '^runtime/comm_mpi\.c$'
