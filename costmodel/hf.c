@@ -100,27 +100,6 @@ static ap_status opt_str(rd *r, const char *key, const char *def, char *buf, siz
     return ap_json_get_str(r->j, key, buf, n, &present, r->where, r->err);
 }
 
-/* rope_scaling (Llama 3.x "llama3", DeepSeek "yarn", ...) changes no parameter count but must be
- * well formed: null or an object whose rope_type/type is a string and factor a positive number. */
-static ap_status check_rope_scaling(rd *r) {
-    ap_json *rs = ap_json_get(r->j, "rope_scaling");
-    if (!rs || ap_json_is_null(rs)) return AP_OK;
-    if (!ap_json_is_object(rs))
-        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'rope_scaling' must be an object or "
-                          "null, got %s", r->where, ap_json_type_name(rs));
-    char w[256], buf[64];
-    snprintf(w, sizeof w, "%s: rope_scaling", r->where);
-    int present = 0;
-    TRY(ap_json_get_str(rs, "rope_type", buf, sizeof buf, &present, w, r->err));
-    TRY(ap_json_get_str(rs, "type", buf, sizeof buf, &present, w, r->err));
-    double f = 1;
-    TRY(ap_json_get_real(rs, "factor", 1e-6, 1e6, &f, &present, w, r->err));
-    int64_t orig = 0;
-    TRY(ap_json_get_int(rs, "original_max_position_embeddings", 1, AP_MODEL_MAX_POSITIONS, &orig,
-                        &present, w, r->err));
-    return AP_OK;
-}
-
 /* hidden, heads, kv heads and head_dim; `hd_key` NULL when the architecture has no head_dim
  * field, `kv_key` NULL when it has no kv heads field (kv = heads), `hd_default` used when the
  * head_dim field is absent (Gemma2: 256), 0 = hidden / heads. */
@@ -159,117 +138,6 @@ static ap_status positions(rd *r, const char *key, int64_t def, ap_model *m) {
     return AP_OK;
 }
 
-/* ---- Llama family: llama, mistral, mixtral, qwen2, qwen2_moe, gemma2 -------------------------- */
-
-typedef enum { LL_LLAMA, LL_MISTRAL, LL_MIXTRAL, LL_QWEN2, LL_QWEN2_MOE, LL_GEMMA2 } ll_kind;
-
-static ap_status moe_mixtral(rd *r, ap_model *m) {
-    /* MixtralConfig: num_local_experts 8, num_experts_per_tok 2; experts use intermediate_size
-     * (modeling_mixtral.py MixtralBlockSparseTop2MLP), every layer is MoE. */
-    TRY(opt_int(r, "num_local_experts", 1, AP_MODEL_MAX_EXPERTS, 8, &m->moe.experts));
-    TRY(opt_int(r, "num_experts_per_tok", 1, m->moe.experts, 2, &m->moe.top_k));
-    m->moe.ffn_hidden = m->ffn_hidden;
-    return AP_OK;
-}
-
-static ap_status moe_qwen2(rd *r, ap_model *m) {
-    /* Qwen2MoeConfig defaults: num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
-     * shared_expert_intermediate_size 5632, decoder_sparse_step 1, mlp_only_layers []. A layer is
-     * MoE when it is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
-     * (modeling_qwen2_moe.py Qwen2MoeDecoderLayer). */
-    ap_moe *e = &m->moe;
-    TRY(opt_int(r, "num_experts", 0, AP_MODEL_MAX_EXPERTS, 60, &e->experts));
-    if (e->experts == 0) return AP_OK;
-    TRY(opt_int(r, "num_experts_per_tok", 1, e->experts, 4, &e->top_k));
-    TRY(opt_int(r, "moe_intermediate_size", 1, AP_MODEL_MAX_FFN, 1408, &e->ffn_hidden));
-    TRY(opt_int(r, "shared_expert_intermediate_size", 0, AP_MODEL_MAX_FFN, 5632,
-                &e->shared_ffn_hidden));
-    e->shared_experts = e->shared_ffn_hidden > 0 ? 1 : 0;
-    e->shared_expert_gate = e->shared_experts;
-    int64_t step = 1;
-    TRY(opt_int(r, "decoder_sparse_step", 1, m->layers, 1, &step));
-    e->first_dense_layers = step - 1;
-    e->layer_freq = step;
-    ap_json *only = ap_json_get(r->j, "mlp_only_layers");
-    if (only && !ap_json_is_null(only)) {
-        if (!ap_json_is_array(only))
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' must be an array "
-                              "of layer indices, got %s", r->where, ap_json_type_name(only));
-        int n = ap_json_size(only);
-        for (int i = 0; i < n; i++) {
-            ap_json *v = ap_json_at(only, i);
-            if (!ap_json_is_number(v) || ap_json_number(v) != (double)i)
-                return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers': only a "
-                                  "leading run [0, 1, ..., n-1] of dense layers is supported "
-                                  "(element %d)", r->where, i);
-        }
-        if (n > 0 && step != 1)
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' together with "
-                              "'decoder_sparse_step' = %lld is not supported", r->where,
-                              (long long)step);
-        if (n > m->layers)
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' lists %d layers, "
-                              "the model has %lld", r->where, n, (long long)m->layers);
-        if (n > 0) e->first_dense_layers = n;
-    }
-    return AP_OK;
-}
-
-static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
-    TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-             kind == LL_GEMMA2 ? 256 : 0, m));
-    TRY(req_int(r, "intermediate_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
-    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
-    /* transformers defaults: LlamaConfig 2048, MistralConfig/MixtralConfig 4096*32,
-     * Qwen2Config/Qwen2MoeConfig 32768, Gemma2Config 8192 */
-    int64_t maxpos = kind == LL_LLAMA ? 2048
-                   : kind == LL_MISTRAL || kind == LL_MIXTRAL ? 4096 * 32
-                   : kind == LL_GEMMA2 ? 8192 : 32768;
-    TRY(positions(r, "max_position_embeddings", maxpos, m));
-    TRY(check_rope_scaling(r));
-    char act[32];
-    TRY(opt_str(r, "hidden_act", kind == LL_GEMMA2 ? "gelu_pytorch_tanh" : "silu", act,
-                sizeof act));
-    /* every MLP of this family is gated (gate_proj, up_proj, down_proj) whatever hidden_act is:
-     * SwiGLU for silu, GeGLU for Gemma's gelu_pytorch_tanh */
-    m->act = AP_ACT_SWIGLU;
-    m->norm = AP_NORM_RMSNORM;
-    m->pos = AP_POS_ROTARY;
-    TRY(opt_bool(r, "tie_word_embeddings", kind == LL_GEMMA2, &m->tied_embeddings));
-    static const char *const drop[] = {"attention_dropout", NULL};
-    TRY(dropout_of(r, drop, 0.0, &m->dropout));
-
-    int attn_bias = 0, mlp_bias = 0;
-    if (kind == LL_LLAMA || kind == LL_GEMMA2)
-        TRY(opt_bool(r, "attention_bias", 0, &attn_bias));
-    if (kind == LL_LLAMA) TRY(opt_bool(r, "mlp_bias", 0, &mlp_bias));
-    if (attn_bias != mlp_bias)
-        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'attention_bias' = %s with 'mlp_bias' = "
-                          "%s is not supported (both or neither)", r->where,
-                          attn_bias ? "true" : "false", mlp_bias ? "true" : "false");
-    m->bias = attn_bias;
-    if (kind == LL_GEMMA2 && attn_bias)
-        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'attention_bias' = true is not "
-                          "supported for gemma2", r->where);
-    /* Qwen2 / Qwen2-MoE: q, k, v projections have biases, o_proj none (modeling_qwen2.py) */
-    if (kind == LL_QWEN2 || kind == LL_QWEN2_MOE) m->qkv_bias = 1;
-    /* Gemma2: input, post-attention, pre- and post-feedforward RMSNorms (modeling_gemma2.py) */
-    m->norms_per_layer = kind == LL_GEMMA2 ? 4 : 2;
-    if (kind == LL_MIXTRAL) TRY(moe_mixtral(r, m));
-    if (kind == LL_QWEN2_MOE) TRY(moe_qwen2(r, m));
-    return AP_OK;
-}
-
-static ap_status rd_llama(rd *r, ap_model *m) { return read_llama_family(r, m, LL_LLAMA); }
-static ap_status rd_mistral(rd *r, ap_model *m) { return read_llama_family(r, m, LL_MISTRAL); }
-static ap_status rd_mixtral(rd *r, ap_model *m) { return read_llama_family(r, m, LL_MIXTRAL); }
-static ap_status rd_qwen2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN2); }
-static ap_status rd_qwen2_moe(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN2_MOE); }
-static ap_status rd_gemma2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GEMMA2); }
-
 /* gelu-family names and relu for the non-gated GPT-style MLPs */
 static ap_status plain_act(rd *r, const char *key, const char *def, ap_model *m) {
     char act[32];
@@ -282,6 +150,552 @@ static ap_status plain_act(rd *r, const char *key, const char *def, ap_model *m)
                           "relu)", r->where, key, clean(act, cb, sizeof cb));
     return AP_OK;
 }
+
+/* ---- rotary and attention-pattern fields shared by the rotary families -------------------- */
+
+/* rope_theta (default `theta_def`), partial_rotary_factor and rope_scaling (Llama 3.x "llama3",
+ * DeepSeek "yarn", Phi-3 "longrope", ...): no parameter count changes, but the trainer configs
+ * must carry them (emit_megatron.c --rotary-base, --rope-scaling-factor). rope_scaling must be
+ * null or an object whose rope_type/type is a string and factor a positive number. */
+static ap_status read_rope(rd *r, double theta_def, ap_model *m) {
+    int present = 0;
+    m->rope_theta = theta_def;
+    TRY(ap_json_get_real(r->j, "rope_theta", 1e-6, 1e12, &m->rope_theta, &present, r->where,
+                         r->err));
+    m->rotary_pct = 1.0;
+    TRY(ap_json_get_real(r->j, "partial_rotary_factor", 1e-6, 1.0, &m->rotary_pct, &present,
+                         r->where, r->err));
+    ap_json *rs = ap_json_get(r->j, "rope_scaling");
+    if (!rs || ap_json_is_null(rs)) return AP_OK;
+    if (!ap_json_is_object(rs))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'rope_scaling' must be an object or "
+                          "null, got %s", r->where, ap_json_type_name(rs));
+    char w[256], buf[64] = "";
+    snprintf(w, sizeof w, "%s: rope_scaling", r->where);
+    TRY(ap_json_get_str(rs, "type", buf, sizeof buf, &present, w, r->err));
+    TRY(ap_json_get_str(rs, "rope_type", buf, sizeof buf, &present, w, r->err));
+    snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", buf[0] ? buf : "linear");
+    double f = 0;
+    TRY(ap_json_get_real(rs, "factor", 1e-6, 1e6, &f, &present, w, r->err));
+    m->rope_factor = f;
+    TRY(ap_json_get_int(rs, "original_max_position_embeddings", 1, AP_MODEL_MAX_POSITIONS,
+                        &m->rope_orig_positions, &present, w, r->err));
+    return AP_OK;
+}
+
+/* Keep the pre-existing name for the families that only validate rope_scaling. */
+static ap_status check_rope_scaling(rd *r) {
+    ap_model tmp;
+    ap_model_init(&tmp);
+    return read_rope(r, 0, &tmp);
+}
+
+/* The layer pattern of local attention. `layer_types` (transformers >= 4.53: "sliding_attention"
+ * / "full_attention" / "chunked_attention" per layer), when present, must be periodic with the
+ * global layer last in each period (or all local / all global); it overrides `period_def`.
+ * `window` 0 = no local layers. A window at least max_positions is no window at all (Phi-3.5's
+ * 262144 with 131072 positions). */
+static ap_status read_layer_types(rd *r, int64_t window, int64_t period_def, ap_model *m) {
+    m->window = window;
+    m->window_period = period_def;
+    ap_json *lt = ap_json_get(r->j, "layer_types");
+    if (lt && !ap_json_is_null(lt)) {
+        if (!ap_json_is_array(lt) || ap_json_size(lt) != (int)m->layers)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'layer_types' must be an array of "
+                              "%lld strings (one per layer)", r->where, (long long)m->layers);
+        int64_t first_global = -1, nglobal = 0;
+        for (int i = 0; i < (int)m->layers; i++) {
+            const char *t = ap_json_string(ap_json_at(lt, i));
+            if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention") &&
+                       strcmp(t, "chunked_attention")))
+                return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'layer_types'[%d] must be "
+                                  "\"sliding_attention\", \"chunked_attention\" or "
+                                  "\"full_attention\"", r->where, i);
+            if (!strcmp(t, "full_attention")) {
+                if (first_global < 0) first_global = i;
+                nglobal++;
+            }
+        }
+        if (nglobal == m->layers || window <= 0) {
+            m->window = 0;
+            m->window_period = 0;
+        } else {
+            m->window_period = nglobal == 0 ? 0 : first_global + 1;
+            for (int i = 0; i < (int)m->layers; i++) {
+                const char *t = ap_json_string(ap_json_at(lt, i));
+                int global = !strcmp(t, "full_attention");
+                if (global != (!ap_model_layer_is_local(m, i)))
+                    return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'layer_types': only a "
+                                      "periodic pattern with the full-attention layer last in "
+                                      "each period is supported (layer %d breaks period %lld)",
+                                      r->where, i, (long long)m->window_period);
+            }
+        }
+    }
+    if (m->window > 0 && m->max_positions > 0 && m->window >= m->max_positions) {
+        m->window = 0;
+        m->window_period = 0;
+    }
+    return AP_OK;
+}
+
+/* ---- Llama family: llama, mistral, mixtral, qwen2/2-moe/3/3-moe, gemma/2/3, phi3, phimoe, olmo2,
+ * internlm2, cohere, starcoder2, stablelm, minicpm, deepseek (MoE 16B), llama4, gpt_oss ------- */
+
+typedef enum {
+    LL_LLAMA, LL_MISTRAL, LL_MIXTRAL, LL_QWEN2, LL_QWEN2_MOE, LL_GEMMA2, LL_QWEN3, LL_QWEN3_MOE,
+    LL_PHI3, LL_PHIMOE, LL_GEMMA, LL_GEMMA3, LL_OLMO2, LL_INTERNLM2, LL_COHERE, LL_STARCODER2,
+    LL_STABLELM, LL_MINICPM, LL_DEEPSEEK, LL_LLAMA4, LL_GPT_OSS
+} ll_kind;
+
+/* What differs between the members of the family: the transformers configuration class's
+ * defaults (configuration_<type>.py) and the modeling file's fixed choices. */
+typedef struct {
+    int64_t maxpos;      /* max_position_embeddings default */
+    int64_t head_dim;    /* head_dim default when the field is absent (0 = hidden / heads) */
+    const char *act;     /* hidden_act default */
+    int gated;           /* gate/up/down MLP (else fc1/fc2) */
+    int tied;            /* tie_word_embeddings default */
+    double theta;        /* rope_theta default */
+} ll_traits;
+
+static ll_traits traits_of(ll_kind k) {
+    ll_traits t = {2048, 0, "silu", 1, 0, 10000.0};
+    switch (k) {
+    case LL_MISTRAL: case LL_MIXTRAL: t.maxpos = 4096 * 32; t.theta = k == LL_MIXTRAL ? 1e6 : 1e4;
+        break;
+    case LL_QWEN2: case LL_QWEN2_MOE: t.maxpos = 32768; break;
+    case LL_QWEN3: case LL_QWEN3_MOE: t.maxpos = 32768; t.head_dim = 128; break;
+    case LL_GEMMA: t.maxpos = 8192; t.head_dim = 256; t.act = "gelu_pytorch_tanh"; t.tied = 1;
+        break;
+    case LL_GEMMA2: t.maxpos = 8192; t.head_dim = 256; t.act = "gelu_pytorch_tanh"; t.tied = 1;
+        break;
+    case LL_GEMMA3: t.maxpos = 131072; t.head_dim = 256; t.act = "gelu_pytorch_tanh"; t.tied = 1;
+        t.theta = 1e6; break;
+    case LL_PHI3: t.maxpos = 4096; break;
+    case LL_PHIMOE: t.maxpos = 4096 * 32; t.theta = 1e6; break;
+    case LL_COHERE: t.maxpos = 8192; t.tied = 1; break;
+    case LL_STARCODER2: t.maxpos = 4096; t.act = "gelu_pytorch_tanh"; t.gated = 0; t.tied = 1;
+        break;
+    case LL_STABLELM: t.maxpos = 4096; break;
+    case LL_MINICPM: t.tied = 1; break;
+    case LL_LLAMA4: t.maxpos = 4096 * 32; t.head_dim = 128; t.theta = 500000.0; break;
+    case LL_GPT_OSS: t.maxpos = 131072; t.head_dim = 64; t.theta = 150000.0; break;
+    default: break;
+    }
+    return t;
+}
+
+/* Mixtral / PhiMoE / MiniCPM-MoE: num_local_experts (MiniCPM: num_experts) experts of
+ * intermediate_size, num_experts_per_tok active, every layer MoE (modeling_mixtral.py
+ * MixtralBlockSparseTop2MLP, modeling_phimoe.py, MiniCPM-MoE modeling_minicpm.py). */
+static ap_status moe_every_layer(rd *r, const char *experts_key, int64_t experts_def,
+                                 int64_t topk_def, ap_model *m) {
+    TRY(opt_int(r, experts_key, 0, AP_MODEL_MAX_EXPERTS, experts_def, &m->moe.experts));
+    if (m->moe.experts == 0) return AP_OK;
+    TRY(opt_int(r, "num_experts_per_tok", 1, m->moe.experts, topk_def, &m->moe.top_k));
+    m->moe.ffn_hidden = m->ffn_hidden;
+    return AP_OK;
+}
+
+/* A leading run [0, 1, ..., n-1] of dense layers (Qwen2-MoE / Qwen3-MoE mlp_only_layers). */
+static ap_status mlp_only_layers(rd *r, int64_t step, ap_moe *e, int64_t layers) {
+    ap_json *only = ap_json_get(r->j, "mlp_only_layers");
+    if (!only || ap_json_is_null(only)) return AP_OK;
+    if (!ap_json_is_array(only))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' must be an array "
+                          "of layer indices, got %s", r->where, ap_json_type_name(only));
+    int n = ap_json_size(only);
+    for (int i = 0; i < n; i++) {
+        ap_json *v = ap_json_at(only, i);
+        if (!ap_json_is_number(v) || ap_json_number(v) != (double)i)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers': only a "
+                              "leading run [0, 1, ..., n-1] of dense layers is supported "
+                              "(element %d)", r->where, i);
+    }
+    if (n > 0 && step != 1)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' together with "
+                          "'decoder_sparse_step' = %lld is not supported", r->where,
+                          (long long)step);
+    if (n > layers)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'mlp_only_layers' lists %d layers, "
+                          "the model has %lld", r->where, n, (long long)layers);
+    if (n > 0) e->first_dense_layers = n;
+    return AP_OK;
+}
+
+static ap_status moe_qwen(rd *r, ap_model *m, int qwen3) {
+    /* Qwen2MoeConfig defaults: num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
+     * shared_expert_intermediate_size 5632; Qwen3MoeConfig: 128, 8, 768 and no shared expert.
+     * Both: decoder_sparse_step 1, mlp_only_layers []. A layer is MoE when it is not in
+     * mlp_only_layers and (i + 1) % decoder_sparse_step == 0 (modeling_qwen2_moe.py /
+     * modeling_qwen3_moe.py DecoderLayer). Qwen2-MoE's shared expert has a sigmoid gate h->1. */
+    ap_moe *e = &m->moe;
+    TRY(opt_int(r, "num_experts", 0, AP_MODEL_MAX_EXPERTS, qwen3 ? 128 : 60, &e->experts));
+    if (e->experts == 0) return AP_OK;
+    TRY(opt_int(r, "num_experts_per_tok", 1, e->experts, qwen3 ? 8 : 4, &e->top_k));
+    TRY(opt_int(r, "moe_intermediate_size", 1, AP_MODEL_MAX_FFN, qwen3 ? 768 : 1408,
+                &e->ffn_hidden));
+    if (!qwen3) {
+        TRY(opt_int(r, "shared_expert_intermediate_size", 0, AP_MODEL_MAX_FFN, 5632,
+                    &e->shared_ffn_hidden));
+        e->shared_experts = e->shared_ffn_hidden > 0 ? 1 : 0;
+        e->shared_expert_gate = e->shared_experts;
+    }
+    int64_t step = 1;
+    TRY(opt_int(r, "decoder_sparse_step", 1, m->layers, 1, &step));
+    e->first_dense_layers = step - 1;
+    e->layer_freq = step;
+    return mlp_only_layers(r, step, e, m->layers);
+}
+
+/* DeepSeek MoE (deepseek, deepseek_v2, deepseek_v3): n_routed_experts of moe_intermediate_size,
+ * n_shared_experts of the same width, first_k_dense_replace dense layers, then every
+ * moe_layer_freq-th layer (i % freq == 0). Absent fields mean what DeepSeek's own
+ * configuration_deepseek.py says (no n_routed_experts = dense). The router scores with
+ * scoring_func (V3 sigmoid, V2 / MoE-16B softmax) and, for topk_method "noaux_tc" (V3), adds
+ * e_score_correction_bias (E). */
+static ap_status moe_deepseek(rd *r, ap_model *m, int v3) {
+    ap_moe *e = &m->moe;
+    TRY(opt_int(r, "n_routed_experts", 0, AP_MODEL_MAX_EXPERTS, 0, &e->experts));
+    if (e->experts == 0) return AP_OK; /* null: a dense model */
+    TRY(req_int(r, "num_experts_per_tok", 1, e->experts, &e->top_k));
+    TRY(req_int(r, "moe_intermediate_size", 1, AP_MODEL_MAX_FFN, &e->ffn_hidden));
+    TRY(opt_int(r, "n_shared_experts", 0, 1024, 0, &e->shared_experts));
+    e->shared_ffn_hidden = e->shared_experts * e->ffn_hidden;
+    int64_t fd = 0, freq = 1;
+    TRY(opt_int(r, "first_k_dense_replace", 0, m->layers, 0, &fd));
+    TRY(opt_int(r, "moe_layer_freq", 1, m->layers, 1, &freq));
+    /* i >= fd and i % freq == 0  <=>  i >= ceil(fd/freq)*freq and (i - that) % freq == 0 */
+    e->first_dense_layers = (fd + freq - 1) / freq * freq;
+    if (e->first_dense_layers > m->layers) e->first_dense_layers = m->layers;
+    e->layer_freq = freq;
+    char sf[32], tm[32], cb[48];
+    TRY(opt_str(r, "scoring_func", v3 ? "sigmoid" : "softmax", sf, sizeof sf));
+    TRY(opt_str(r, "topk_method", v3 ? "noaux_tc" : "greedy", tm, sizeof tm));
+    if (!strcmp(sf, "sigmoid")) m->router_act = AP_ROUTER_SIGMOID;
+    else if (!strcmp(sf, "softmax")) m->router_act = AP_ROUTER_SOFTMAX;
+    else
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'scoring_func' = '%s' is not supported "
+                          "(softmax, sigmoid)", r->where, clean(sf, cb, sizeof cb));
+    e->router_bias = !strcmp(tm, "noaux_tc");
+    return AP_OK;
+}
+
+/* Llama4: num_local_experts routed experts of intermediate_size plus one shared expert of the
+ * same width in MoE layers, dense layers of intermediate_size_mlp; the MoE layers are
+ * `moe_layers` or every interleave_moe_layer_step-th layer ending each step
+ * (configuration_llama4.py: range(step - 1, L, step)); sigmoid router, top-1. */
+static ap_status moe_llama4(rd *r, ap_model *m) {
+    ap_moe *e = &m->moe;
+    int64_t expert_ffn = m->ffn_hidden;
+    TRY(opt_int(r, "intermediate_size_mlp", 1, AP_MODEL_MAX_FFN, 16384, &m->ffn_hidden));
+    TRY(opt_int(r, "num_local_experts", 0, AP_MODEL_MAX_EXPERTS, 16, &e->experts));
+    if (e->experts == 0) return AP_OK;
+    TRY(opt_int(r, "num_experts_per_tok", 1, e->experts, 1, &e->top_k));
+    e->ffn_hidden = expert_ffn;
+    e->shared_experts = 1;
+    e->shared_ffn_hidden = expert_ffn;
+    m->router_act = AP_ROUTER_SIGMOID;
+    int64_t step = 1;
+    TRY(opt_int(r, "interleave_moe_layer_step", 1, m->layers, 1, &step));
+    e->first_dense_layers = step - 1;
+    e->layer_freq = step;
+    ap_json *ml = ap_json_get(r->j, "moe_layers");
+    if (ml && !ap_json_is_null(ml)) {
+        if (!ap_json_is_array(ml))
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'moe_layers' must be an array of "
+                              "layer indices", r->where);
+        int n = ap_json_size(ml);
+        int64_t first = n > 0 ? (int64_t)ap_json_number(ap_json_at(ml, 0)) : m->layers;
+        int64_t freq = n > 1 ? (int64_t)ap_json_number(ap_json_at(ml, 1)) - first : 1;
+        if (n == 0 || first < 0 || freq < 1) {
+            e->experts = 0; /* no MoE layer */
+            return n == 0 ? AP_OK : ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'moe_layers' "
+                                               "must list increasing layer indices", r->where);
+        }
+        e->first_dense_layers = first;
+        e->layer_freq = freq;
+        for (int i = 0; i < n; i++) {
+            ap_json *v = ap_json_at(ml, i);
+            if (!ap_json_is_number(v) || ap_json_number(v) != (double)(first + i * freq) ||
+                first + i * freq >= m->layers)
+                return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'moe_layers': only evenly "
+                                  "spaced MoE layers up to the last layer are supported (element "
+                                  "%d)", r->where, i);
+        }
+        if (first + n * freq < m->layers)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'moe_layers' stops before the last "
+                              "layers: not supported", r->where);
+    }
+    return AP_OK;
+}
+
+/* Llama4's chunked attention: layers with rope attend within attention_chunk_size chunks, the
+ * NoPE layers (no_rope_layers[i] == 0, default every no_rope_layer_interval-th) see the whole
+ * sequence. */
+static ap_status attn_llama4(rd *r, ap_model *m) {
+    int64_t chunk = 8192, interval = 4;
+    TRY(opt_int(r, "attention_chunk_size", 1, AP_MODEL_MAX_POSITIONS, 8192, &chunk));
+    TRY(opt_int(r, "no_rope_layer_interval", 1, m->layers, 4, &interval));
+    m->window = chunk;
+    m->window_period = interval;
+    m->window_chunked = 1;
+    m->nope_global = 1;
+    ap_json *nr = ap_json_get(r->j, "no_rope_layers");
+    if (nr && !ap_json_is_null(nr) && ap_json_size(nr) > 0) {
+        if (!ap_json_is_array(nr) || ap_json_size(nr) != (int)m->layers)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'no_rope_layers' must list one 0/1 "
+                              "per layer", r->where);
+        for (int i = 0; i < (int)m->layers; i++) {
+            ap_json *v = ap_json_at(nr, i);
+            int rope = ap_json_is_number(v) ? ap_json_number(v) != 0 : ap_json_bool(v);
+            if (rope != ap_model_layer_is_local(m, i))
+                return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'no_rope_layers': only every "
+                                  "%lld-th layer without rope is supported (layer %d)", r->where,
+                                  (long long)interval, i);
+        }
+    }
+    int qkn = 1;
+    TRY(opt_bool(r, "use_qk_norm", 1, &qkn));
+    m->qk_norm = qkn ? AP_QKNORM_L2 : AP_QKNORM_NONE;
+    return AP_OK;
+}
+
+/* Sliding-window attention of the Mistral / Qwen / Gemma / gpt-oss configurations. */
+static ap_status attn_window(rd *r, ll_kind kind, ap_model *m) {
+    int64_t w = 0, period = 0;
+    int present = 0;
+    switch (kind) {
+    case LL_MISTRAL: case LL_MIXTRAL: case LL_PHI3: case LL_PHIMOE: case LL_STARCODER2:
+        /* every layer (MistralConfig sliding_window 4096, null = none; Starcoder2 4096) */
+        TRY(opt_int(r, "sliding_window", 1, AP_MODEL_MAX_POSITIONS,
+                    kind == LL_STARCODER2 ? 4096 : kind == LL_MISTRAL ? 4096 : 0, &w));
+        break;
+    case LL_QWEN2: case LL_QWEN2_MOE: case LL_QWEN3: case LL_QWEN3_MOE: {
+        int use = 0;
+        TRY(opt_bool(r, "use_sliding_window", 0, &use));
+        if (use) {
+            int64_t mwl = 0;
+            TRY(opt_int(r, "sliding_window", 1, AP_MODEL_MAX_POSITIONS, 4096, &w));
+            TRY(opt_int(r, "max_window_layers", 0, AP_MODEL_MAX_LAYERS, 28, &mwl));
+            /* layers i >= max_window_layers slide (configuration_qwen2.py layer_types) */
+            if (mwl >= m->layers) w = 0;
+            else if (mwl > 0)
+                return ap_err_set(r->err, AP_ERR_INPUT, "%s: 'use_sliding_window' with "
+                                  "'max_window_layers' = %lld below the %lld layers is not "
+                                  "supported (only all or no layers sliding)", r->where,
+                                  (long long)mwl, (long long)m->layers);
+        }
+        break;
+    }
+    case LL_GEMMA2:
+        /* Gemma2Config: sliding_window 4096 on even layers (period 2) */
+        TRY(opt_int(r, "sliding_window", 1, AP_MODEL_MAX_POSITIONS, 4096, &w));
+        period = 2;
+        break;
+    case LL_GEMMA3:
+        /* Gemma3TextConfig: sliding_window 4096, sliding_window_pattern 6 (5 local : 1 global) */
+        TRY(opt_int(r, "sliding_window", 1, AP_MODEL_MAX_POSITIONS, 4096, &w));
+        TRY(ap_json_get_int(r->j, "sliding_window_pattern", 1, AP_MODEL_MAX_LAYERS, &period,
+                            &present, r->where, r->err));
+        if (!present) period = 6;
+        break;
+    case LL_GPT_OSS:
+        /* GptOssConfig: sliding_window 128 on alternating layers, starting with a local one */
+        TRY(opt_int(r, "sliding_window", 1, AP_MODEL_MAX_POSITIONS, 128, &w));
+        period = 2;
+        break;
+    case LL_COHERE: case LL_OLMO2: case LL_LLAMA: case LL_GEMMA: case LL_INTERNLM2:
+    case LL_STABLELM: case LL_MINICPM: case LL_DEEPSEEK:
+        break;
+    case LL_LLAMA4:
+        return attn_llama4(r, m);
+    }
+    return read_layer_types(r, w, period, m);
+}
+
+static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
+    ll_traits t = traits_of(kind);
+    TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+             t.head_dim, m));
+    /* MoE-only configurations may leave the dense width out (Qwen3-MoE keeps it) */
+    TRY(req_int(r, "intermediate_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
+    /* Gemma3TextConfig vocab_size 262208: the text_config of gemma-3-4b/12b/27b leaves it out */
+    if (kind == LL_GEMMA3) TRY(opt_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, 262208, &m->vocab));
+    else TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "max_position_embeddings", t.maxpos, m));
+    TRY(read_rope(r, t.theta, m));
+    char act[32], cb[48];
+    /* Gemma (v1) names it hidden_activation in newer configs; hidden_act in the first ones */
+    TRY(opt_str(r, "hidden_act", t.act, act, sizeof act));
+    if (kind == LL_GEMMA || kind == LL_GEMMA2 || kind == LL_GEMMA3) {
+        char act2[32];
+        TRY(opt_str(r, "hidden_activation", act, act2, sizeof act2));
+        snprintf(act, sizeof act, "%s", act2);
+    }
+    if (t.gated) {
+        /* gate_proj, up_proj, down_proj whatever hidden_act is: SwiGLU for silu, GeGLU for
+         * Gemma's gelu_pytorch_tanh (Shazeer 2020) */
+        m->act = AP_ACT_SWIGLU;
+        if (!strncmp(act, "gelu", 4)) m->gate_act = AP_GATE_GELU;
+        else if (!strcmp(act, "silu") || !strcmp(act, "swish")) m->gate_act = AP_GATE_SILU;
+        else
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'hidden_act' = '%s' is not "
+                              "supported for a gated MLP (silu, gelu*)", r->where,
+                              clean(act, cb, sizeof cb));
+        if (kind == LL_GPT_OSS) m->gate_act = AP_GATE_SWIGLU_OAI;
+    } else {
+        TRY(plain_act(r, "hidden_act", t.act, m));
+    }
+    m->norm = AP_NORM_RMSNORM;
+    m->pos = AP_POS_ROTARY;
+    TRY(opt_bool(r, "tie_word_embeddings", t.tied, &m->tied_embeddings));
+    static const char *const drop[] = {"attention_dropout", NULL};
+    TRY(dropout_of(r, drop, 0.0, &m->dropout));
+    TRY(attn_window(r, kind, m));
+
+    /* biases */
+    int attn_bias = 0, mlp_bias = 0;
+    switch (kind) {
+    case LL_LLAMA:
+        TRY(opt_bool(r, "attention_bias", 0, &attn_bias));
+        TRY(opt_bool(r, "mlp_bias", 0, &mlp_bias));
+        break;
+    case LL_INTERNLM2: /* InternLM2Config bias = True: wqkv and wo only */
+        TRY(opt_bool(r, "bias", 1, &attn_bias));
+        break;
+    case LL_STARCODER2: /* use_bias: every linear layer */
+        TRY(opt_bool(r, "use_bias", 1, &attn_bias));
+        mlp_bias = attn_bias;
+        break;
+    case LL_GPT_OSS: /* q,k,v,o biases (attention_bias True), expert biases always */
+        TRY(opt_bool(r, "attention_bias", 1, &attn_bias));
+        mlp_bias = 1;
+        break;
+    case LL_GEMMA: case LL_GEMMA2: case LL_GEMMA3: case LL_QWEN3: case LL_QWEN3_MOE:
+    case LL_OLMO2: case LL_COHERE: case LL_PHI3: case LL_PHIMOE: case LL_MINICPM:
+    case LL_DEEPSEEK: case LL_LLAMA4:
+        TRY(opt_bool(r, "attention_bias", 0, &attn_bias));
+        break;
+    default: break;
+    }
+    m->bias = attn_bias && mlp_bias;
+    m->attn_bias = attn_bias && !mlp_bias;
+    m->mlp_bias = mlp_bias && !attn_bias;
+    /* Qwen2 / Qwen2-MoE: q, k, v projections have biases, o_proj none (modeling_qwen2.py);
+     * StableLM use_qkv_bias (default False) */
+    if (kind == LL_QWEN2 || kind == LL_QWEN2_MOE) m->qkv_bias = 1;
+    if (kind == LL_STABLELM) TRY(opt_bool(r, "use_qkv_bias", 0, &m->qkv_bias));
+
+    /* norms */
+    m->norms_per_layer = 2;
+    switch (kind) {
+    case LL_GEMMA2: case LL_GEMMA3:
+        /* input, post-attention, pre- and post-feedforward RMSNorms (modeling_gemma2.py) */
+        m->norms_per_layer = 4;
+        m->norm_order = AP_NORM_SANDWICH;
+        m->gate_act = AP_GATE_GELU;
+        break;
+    case LL_OLMO2: /* post_attention_layernorm, post_feedforward_layernorm inside the residual */
+        m->norm_order = AP_NORM_POST;
+        m->qk_norm = AP_QKNORM_FULL;
+        break;
+    case LL_PHIMOE: case LL_STARCODER2: case LL_STABLELM:
+        m->norm = AP_NORM_LAYERNORM; /* nn.LayerNorm with bias */
+        break;
+    case LL_COHERE: { /* one CohereLayerNorm (no bias) feeding attention and MLP in parallel */
+        m->norm = AP_NORM_LAYERNORM;
+        m->norm_no_bias = 1;
+        m->norms_per_layer = 1;
+        m->parallel_attn = 1;
+        int qkn = 0;
+        TRY(opt_bool(r, "use_qk_norm", 0, &qkn));
+        m->qk_norm = qkn ? AP_QKNORM_FULL : AP_QKNORM_NONE;
+        break;
+    }
+    case LL_QWEN3: case LL_QWEN3_MOE: m->qk_norm = AP_QKNORM_HEAD; break;
+    default: break;
+    }
+    if (kind == LL_GEMMA3) m->qk_norm = AP_QKNORM_HEAD;
+    if (kind == LL_STABLELM) {
+        int qkl = 0, par = 0;
+        TRY(opt_bool(r, "qk_layernorm", 0, &qkl));
+        TRY(opt_bool(r, "use_parallel_residual", 0, &par));
+        /* StableLmLayerNormPerHead: a bias-free LayerNorm of head_dim per head = (a + kv) d */
+        if (qkl) m->qk_norm = AP_QKNORM_FULL;
+        if (par) {
+            m->parallel_attn = 1;
+            m->norms_per_layer = 1;
+        }
+    }
+    if (kind == LL_GEMMA2) {
+        /* Gemma2Config: attn_logit_softcapping 50, final_logit_softcapping 30 (null = none) */
+        m->attn_softcap = 50.0;
+        m->final_softcap = 30.0;
+    }
+    if (kind == LL_GEMMA2 || kind == LL_GEMMA3) {
+        int present = 0;
+        ap_json *v = ap_json_get(r->j, "attn_logit_softcapping");
+        if (v && ap_json_is_null(v)) m->attn_softcap = 0;
+        v = ap_json_get(r->j, "final_logit_softcapping");
+        if (v && ap_json_is_null(v)) m->final_softcap = 0;
+        TRY(ap_json_get_real(r->j, "attn_logit_softcapping", 0, 1e9, &m->attn_softcap, &present,
+                             r->where, r->err));
+        TRY(ap_json_get_real(r->j, "final_logit_softcapping", 0, 1e9, &m->final_softcap,
+                             &present, r->where, r->err));
+    }
+    if (kind == LL_PHIMOE) TRY(opt_bool(r, "lm_head_bias", 0, &m->lm_head_bias));
+    if (kind == LL_GPT_OSS) {
+        m->attn_sinks = 1;
+        m->router_linear_bias = 1;
+    }
+
+    /* experts */
+    switch (kind) {
+    case LL_MIXTRAL: TRY(moe_every_layer(r, "num_local_experts", 8, 2, m)); break;
+    case LL_PHIMOE: TRY(moe_every_layer(r, "num_local_experts", 16, 2, m)); break;
+    case LL_MINICPM: TRY(moe_every_layer(r, "num_experts", 0, 2, m)); break;
+    case LL_GPT_OSS:
+        TRY(moe_every_layer(r, "num_local_experts", 128, 4, m));
+        if (m->moe.experts > 0) {
+            int64_t k = m->moe.top_k;
+            TRY(opt_int(r, "experts_per_token", 1, m->moe.experts, k, &m->moe.top_k));
+        }
+        break;
+    case LL_QWEN2_MOE: TRY(moe_qwen(r, m, 0)); break;
+    case LL_QWEN3_MOE: TRY(moe_qwen(r, m, 1)); break;
+    case LL_DEEPSEEK: TRY(moe_deepseek(r, m, 0)); break;
+    case LL_LLAMA4: TRY(moe_llama4(r, m)); break;
+    default: break;
+    }
+    return AP_OK;
+}
+
+static ap_status rd_llama(rd *r, ap_model *m) { return read_llama_family(r, m, LL_LLAMA); }
+static ap_status rd_mistral(rd *r, ap_model *m) { return read_llama_family(r, m, LL_MISTRAL); }
+static ap_status rd_mixtral(rd *r, ap_model *m) { return read_llama_family(r, m, LL_MIXTRAL); }
+static ap_status rd_qwen2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN2); }
+static ap_status rd_qwen2_moe(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN2_MOE); }
+static ap_status rd_gemma2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GEMMA2); }
+static ap_status rd_qwen3(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN3); }
+static ap_status rd_qwen3_moe(rd *r, ap_model *m) { return read_llama_family(r, m, LL_QWEN3_MOE); }
+static ap_status rd_phi3(rd *r, ap_model *m) { return read_llama_family(r, m, LL_PHI3); }
+static ap_status rd_phimoe(rd *r, ap_model *m) { return read_llama_family(r, m, LL_PHIMOE); }
+static ap_status rd_gemma(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GEMMA); }
+static ap_status rd_gemma3(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GEMMA3); }
+static ap_status rd_olmo2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_OLMO2); }
+static ap_status rd_internlm2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_INTERNLM2); }
+static ap_status rd_cohere(rd *r, ap_model *m) { return read_llama_family(r, m, LL_COHERE); }
+static ap_status rd_starcoder2(rd *r, ap_model *m) { return read_llama_family(r, m, LL_STARCODER2); }
+static ap_status rd_stablelm(rd *r, ap_model *m) { return read_llama_family(r, m, LL_STABLELM); }
+static ap_status rd_minicpm(rd *r, ap_model *m) { return read_llama_family(r, m, LL_MINICPM); }
+static ap_status rd_deepseek(rd *r, ap_model *m) { return read_llama_family(r, m, LL_DEEPSEEK); }
+static ap_status rd_llama4(rd *r, ap_model *m) { return read_llama_family(r, m, LL_LLAMA4); }
+static ap_status rd_gpt_oss(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GPT_OSS); }
 
 /* ---- gpt2 ------------------------------------------------------------------------------------ */
 
@@ -445,18 +859,14 @@ static ap_status rd_falcon(rd *r, ap_model *m) {
     return dropout_of(r, drop, 0.0, &m->dropout);
 }
 
-/* ---- deepseek_v3 ----------------------------------------------------------------------------- */
+/* ---- deepseek_v2, deepseek_v3 ---------------------------------------------------------------- */
 
-static ap_status rd_deepseek_v3(rd *r, ap_model *m) {
-    /* DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437; modeling_deepseek_v3.py): MLA attention,
-     * first_k_dense_replace dense layers with intermediate_size, then MoE layers (every
-     * moe_layer_freq-th: i % freq == 0) with n_routed_experts of moe_intermediate_size, top
-     * num_experts_per_tok, n_shared_experts shared experts of moe_intermediate_size each, and a
-     * sigmoid router with e_score_correction_bias. The num_nextn_predict_layers MTP module is not
-     * part of the model counted here (the 671B of the paper excludes it). Absent MoE fields mean
-     * what they mean in DeepSeek's own configuration_deepseek.py (the code its config.json names
-     * in auto_map): no n_routed_experts = a dense model, no n_shared_experts = none,
-     * first_k_dense_replace 0, moe_layer_freq 1. */
+static ap_status read_deepseek_mla(rd *r, ap_model *m, int v3) {
+    /* DeepSeek-V2 (arXiv:2405.04434) and V3 (arXiv:2412.19437; modeling_deepseek_v3.py): MLA
+     * attention, first_k_dense_replace dense layers with intermediate_size, then DeepSeek MoE
+     * layers (moe_deepseek). The num_nextn_predict_layers MTP module is not part of the model
+     * counted here (the 671B of the V3 paper excludes it). */
+    const char *type = v3 ? "deepseek_v3" : "deepseek_v2";
     TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
     TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
@@ -475,36 +885,157 @@ static ap_status rd_deepseek_v3(rd *r, ap_model *m) {
     m->head_dim = x->qk_nope_head_dim + x->qk_rope_head_dim;
     int64_t kvh = 0;
     TRY(opt_int(r, "num_key_value_heads", 1, AP_MODEL_MAX_HEADS, m->heads, &kvh));
-    TRY(positions(r, "max_position_embeddings", 4096, m));
-    TRY(check_rope_scaling(r));
+    TRY(positions(r, "max_position_embeddings", v3 ? 4096 : 2048, m));
+    TRY(read_rope(r, 10000.0, m));
     int ab = 0;
     TRY(opt_bool(r, "attention_bias", 0, &ab));
     if (ab)
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'attention_bias' = true is not "
-                          "supported for deepseek_v3", r->where);
+                          "supported for %s", r->where, type);
     TRY(opt_bool(r, "tie_word_embeddings", 0, &m->tied_embeddings));
     m->act = AP_ACT_SWIGLU;
     m->norm = AP_NORM_RMSNORM;
     m->pos = AP_POS_ROTARY;
     static const char *const drop[] = {"attention_dropout", NULL};
     TRY(dropout_of(r, drop, 0.0, &m->dropout));
+    return moe_deepseek(r, m, v3);
+}
 
-    ap_moe *e = &m->moe;
-    TRY(opt_int(r, "n_routed_experts", 0, AP_MODEL_MAX_EXPERTS, 0, &e->experts));
-    if (e->experts == 0) return AP_OK; /* null: a dense model */
-    TRY(req_int(r, "num_experts_per_tok", 1, e->experts, &e->top_k));
-    TRY(req_int(r, "moe_intermediate_size", 1, AP_MODEL_MAX_FFN, &e->ffn_hidden));
-    TRY(opt_int(r, "n_shared_experts", 0, 1024, 0, &e->shared_experts));
-    e->shared_ffn_hidden = e->shared_experts * e->ffn_hidden;
-    int64_t fd = 0, freq = 1;
-    TRY(opt_int(r, "first_k_dense_replace", 0, m->layers, 0, &fd));
-    TRY(opt_int(r, "moe_layer_freq", 1, m->layers, 1, &freq));
-    /* i >= fd and i % freq == 0  <=>  i >= ceil(fd/freq)*freq and (i - that) % freq == 0 */
-    e->first_dense_layers = (fd + freq - 1) / freq * freq;
-    if (e->first_dense_layers > m->layers) e->first_dense_layers = m->layers;
-    e->layer_freq = freq;
-    e->router_bias = 1;
+static ap_status rd_deepseek_v2(rd *r, ap_model *m) { return read_deepseek_mla(r, m, 0); }
+static ap_status rd_deepseek_v3(rd *r, ap_model *m) { return read_deepseek_mla(r, m, 1); }
+
+/* ---- chatglm (ChatGLM2/3, GLM-4) ------------------------------------------------------------- */
+
+static ap_status rd_chatglm(rd *r, ap_model *m) {
+    /* THUDM modeling_chatglm.py: embedding.word_embeddings padded_vocab_size*h; per layer
+     * input_layernorm, self_attention.query_key_value h->(a + 2*g)*kv_channels (g =
+     * multi_query_group_num when multi_query_attention) with biases when add_qkv_bias, dense
+     * a*kv_channels->h (bias when add_bias_linear), post_attention_layernorm, mlp.dense_h_to_4h
+     * h->2*ffn_hidden_size (SwiGLU halves) and dense_4h_to_h; final_layernorm when
+     * post_layer_norm; output_layer untied. RMSNorm when rmsnorm. seq_length is the context. */
+    TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "num_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "hidden_size", "num_attention_heads", NULL, "kv_channels", 0, m));
+    int mqa = 0;
+    TRY(opt_bool(r, "multi_query_attention", 0, &mqa));
+    if (mqa) {
+        TRY(opt_int(r, "multi_query_group_num", 1, m->heads, 1, &m->kv_heads));
+        if (m->heads % m->kv_heads != 0)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'multi_query_group_num' = %lld "
+                              "does not divide 'num_attention_heads' = %lld", r->where,
+                              (long long)m->kv_heads, (long long)m->heads);
+    }
+    TRY(req_int(r, "ffn_hidden_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
+    int present = 0;
+    TRY(ap_json_get_int(r->j, "padded_vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab, &present,
+                        r->where, r->err));
+    if (!present) TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "seq_length", 2048, m));
+    /* RotaryEmbedding(rotary_dim // 2, rope_ratio): base 10000 * rope_ratio on half the dims */
+    double ratio = 1.0;
+    TRY(ap_json_get_real(r->j, "rope_ratio", 1e-6, 1e9, &ratio, &present, r->where, r->err));
+    m->rope_theta = 10000.0 * ratio;
+    m->rotary_pct = 0.5;
+    int rms = 1, post = 1, bias_lin = 0, residual_post = 0;
+    TRY(opt_bool(r, "rmsnorm", 1, &rms));
+    TRY(opt_bool(r, "post_layer_norm", 1, &post));
+    TRY(opt_bool(r, "add_qkv_bias", 0, &m->qkv_bias));
+    TRY(opt_bool(r, "add_bias_linear", 0, &bias_lin));
+    TRY(opt_bool(r, "apply_residual_connection_post_layernorm", 0, &residual_post));
+    if (bias_lin)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'add_bias_linear' = true is not "
+                          "supported for chatglm (no published checkpoint uses it)", r->where);
+    if (residual_post)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'apply_residual_connection_post_"
+                          "layernorm' = true is not supported for chatglm", r->where);
+    m->norm = rms ? AP_NORM_RMSNORM : AP_NORM_LAYERNORM;
+    m->final_norm = post;
+    m->act = AP_ACT_SWIGLU;
+    m->pos = AP_POS_ROTARY;
+    TRY(opt_bool(r, "tie_word_embeddings", 0, &m->tied_embeddings));
+    static const char *const drop[] = {"hidden_dropout", "attention_dropout", NULL};
+    return dropout_of(r, drop, 0.0, &m->dropout);
+}
+
+/* ---- baichuan (Baichuan2 7B rotary, 13B ALiBi) ----------------------------------------------- */
+
+static ap_status rd_baichuan(rd *r, ap_model *m) {
+    /* baichuan-inc modeling_baichuan.py: embed_tokens, per layer W_pack h->3h (no bias), o_proj,
+     * gate/up/down (SiLU), two RMSNorms; norm; lm_head (NormHead, V*h, untied). The 7B file uses
+     * rotary embeddings and has max_position_embeddings; the 13B file uses ALiBi and its
+     * config.json has only model_max_length, which is how the two are told apart. */
+    TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "hidden_size", "num_attention_heads", NULL, NULL, 0, m));
+    TRY(req_int(r, "intermediate_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
+    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    int present = 0;
+    int64_t mp = 0;
+    TRY(ap_json_get_int(r->j, "max_position_embeddings", 1, AP_MODEL_MAX_POSITIONS, &mp, &present,
+                        r->where, r->err));
+    if (present) {
+        TRY(positions(r, "max_position_embeddings", 4096, m));
+        m->pos = AP_POS_ROTARY;
+        m->rope_theta = 10000.0;
+    } else {
+        TRY(positions(r, "model_max_length", 4096, m));
+        m->pos = AP_POS_ALIBI;
+    }
+    m->act = AP_ACT_SWIGLU;
+    m->norm = AP_NORM_RMSNORM;
+    TRY(opt_bool(r, "tie_word_embeddings", 0, &m->tied_embeddings));
     return AP_OK;
+}
+
+/* ---- gptj ------------------------------------------------------------------------------------ */
+
+static ap_status rd_gptj(rd *r, ap_model *m) {
+    /* modeling_gptj.py: wte V*h; per block ln_1 (one LayerNorm feeding attention and MLP in
+     * parallel), q/k/v/out_proj without bias, fc_in h->n_inner and fc_out with biases; ln_f;
+     * lm_head V*h with bias, untied. Rotary on rotary_dim of each head. */
+    TRY(req_int(r, "n_embd", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "n_layer", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "n_head", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "n_embd", "n_head", NULL, NULL, 0, m));
+    if (m->hidden > AP_MODEL_MAX_FFN / 4)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'n_embd' = %lld is out of range [1, %d]",
+                          r->where, (long long)m->hidden, AP_MODEL_MAX_FFN / 4);
+    TRY(opt_int(r, "n_inner", 1, AP_MODEL_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
+    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "n_positions", 2048, m));
+    int64_t rd_dim = 64;
+    int present = 0;
+    TRY(ap_json_get_int(r->j, "rotary_dim", 1, m->head_dim, &rd_dim, &present, r->where, r->err));
+    m->rotary_pct = (double)rd_dim / (double)m->head_dim;
+    m->rope_theta = 10000.0;
+    m->pos = AP_POS_ROTARY;
+    TRY(plain_act(r, "activation_function", "gelu_new", m));
+    m->norm = AP_NORM_LAYERNORM;
+    m->mlp_bias = 1;
+    m->lm_head_bias = 1;
+    m->parallel_attn = 1;
+    m->norms_per_layer = 1;
+    TRY(opt_bool(r, "tie_word_embeddings", 0, &m->tied_embeddings));
+    static const char *const drop[] = {"resid_pdrop", "embd_pdrop", "attn_pdrop", NULL};
+    return dropout_of(r, drop, 0.0, &m->dropout);
+}
+
+/* ---- families read but refused with the nearest supported form ------------------------------ */
+
+static ap_status rd_nemotron_nas(rd *r, ap_model *m) {
+    (void)m;
+    /* DeciLM / Llama-Nemotron NAS (Nemotron-51B, Super-49B, Ultra-253B): block_configs give every
+     * layer its own attention (GQA group, no-op or a single linear) and FFN width (ffn_mult).
+     * autoplan's model has one dense and one MoE layer shape, so such a model cannot be counted
+     * exactly; the refusal names the nearest form that can. */
+    return ap_err_set(r->err, AP_ERR_INPUT, "%s: model_type 'nemotron-nas' (per-layer "
+                      "block_configs) is not supported: autoplan models repeat one layer shape; "
+                      "nearest supported form: model_type 'llama' with the parent model's sizes "
+                      "(Llama-3.1-70B for Nemotron-51B and Super-49B, Llama-3.1-405B for "
+                      "Ultra-253B), or a native model (docs/models.md) whose 'ffn_hidden' is the "
+                      "mean of the block_configs widths", r->where);
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
@@ -515,10 +1046,28 @@ typedef struct {
 } hf_reader;
 
 static const hf_reader readers[] = {
-    {"llama", rd_llama},     {"mistral", rd_mistral},   {"mixtral", rd_mixtral},
-    {"qwen2", rd_qwen2},     {"qwen2_moe", rd_qwen2_moe}, {"gpt2", rd_gpt2},
-    {"opt", rd_opt},         {"gpt_neox", rd_gpt_neox}, {"bloom", rd_bloom},
-    {"falcon", rd_falcon},   {"gemma2", rd_gemma2},     {"deepseek_v3", rd_deepseek_v3},
+    {"llama", rd_llama},           {"mistral", rd_mistral},         {"mixtral", rd_mixtral},
+    {"qwen2", rd_qwen2},           {"qwen2_moe", rd_qwen2_moe},     {"qwen3", rd_qwen3},
+    {"qwen3_moe", rd_qwen3_moe},   {"gpt2", rd_gpt2},               {"opt", rd_opt},
+    {"gpt_neox", rd_gpt_neox},     {"bloom", rd_bloom},             {"falcon", rd_falcon},
+    {"gemma", rd_gemma},           {"gemma2", rd_gemma2},           {"gemma3_text", rd_gemma3},
+    {"phi3", rd_phi3},             {"phimoe", rd_phimoe},           {"olmo2", rd_olmo2},
+    {"llama4_text", rd_llama4},    {"gpt_oss", rd_gpt_oss},         {"deepseek", rd_deepseek},
+    {"deepseek_v2", rd_deepseek_v2}, {"deepseek_v3", rd_deepseek_v3}, {"cohere", rd_cohere},
+    {"starcoder2", rd_starcoder2}, {"internlm2", rd_internlm2},     {"chatglm", rd_chatglm},
+    {"stablelm", rd_stablelm},     {"baichuan", rd_baichuan},       {"gptj", rd_gptj},
+    {"minicpm", rd_minicpm},       {"nemotron-nas", rd_nemotron_nas},
+};
+
+/* Multimodal configurations whose language model is a text_config of a supported type; the
+ * text_config's own model_type wins, else the one named here (Gemma3Config -> gemma3_text,
+ * Llama4Config -> llama4_text). */
+static const struct {
+    const char *outer, *text;
+} multimodal[] = {
+    {"gemma3", "gemma3_text"}, {"llama4", "llama4_text"}, {"llava", "llama"},
+    {"llava_next", "llama"},   {"mistral3", "mistral"},   {"qwen2_5_vl", "qwen2"},
+    {"qwen2_vl", "qwen2"},     {"paligemma", "gemma"},
 };
 
 /* The name shown in reports: the file's base name without ".json", or for ".../X/config.json"
@@ -539,25 +1088,79 @@ static void name_from_where(const char *where, char *buf, size_t n) {
     snprintf(buf, n, "%.*s", (int)len, base);
 }
 
+static const hf_reader *find_reader(const char *type) {
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
+        if (!strcmp(readers[i].type, type)) return &readers[i];
+    return NULL;
+}
+
+static ap_status unsupported(const char *where, const char *field, const char *type,
+                             ap_err *err) {
+    char list[700] = "";
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0] && off < sizeof list; i++)
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "",
+                                readers[i].type);
+    char cb[48];
+    return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported (supported: %s; "
+                      "multimodal configs through the text_config of one of these)", where,
+                      field, clean(type, cb, sizeof cb), list);
+}
+
+/* The language model of a multimodal config: its text_config, with the outer
+ * tie_word_embeddings when the text_config has none (Llama4Config keeps it outside). *out is a
+ * copy the caller frees with ap_json_free, *hr its reader, type its model_type. */
+static ap_status text_config_of(const ap_json *j, const char *outer, const char *where,
+                                const hf_reader **hr, char *type, size_t type_n, ap_json **out,
+                                ap_err *err) {
+    *out = NULL;
+    ap_json *tc = ap_json_get(j, "text_config");
+    if (!ap_json_is_object(tc))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'text_config' must be an object, got %s",
+                          where, ap_json_type_name(tc));
+    const char *inner = ap_json_string(ap_json_get(tc, "model_type"));
+    for (size_t i = 0; !inner && i < sizeof multimodal / sizeof multimodal[0]; i++)
+        if (!strcmp(multimodal[i].outer, outer)) inner = multimodal[i].text;
+    char cb[48];
+    if (!inner)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'text_config' has no 'model_type' and "
+                          "'%s' names no known language model", where, clean(outer, cb, sizeof cb));
+    char w[300];
+    snprintf(w, sizeof w, "%s: text_config", where);
+    if (!(*hr = find_reader(inner))) return unsupported(w, "model_type", inner, err);
+    snprintf(type, type_n, "%s", inner);
+    ap_json *copy = ap_json_duplicate(tc);
+    ap_json *tie = ap_json_get(j, "tie_word_embeddings");
+    if (copy && tie && ap_json_is_bool(tie) && !ap_json_get(copy, "tie_word_embeddings") &&
+        ap_json_add_bool(copy, "tie_word_embeddings", ap_json_bool(tie)) != AP_OK) {
+        ap_json_free(copy);
+        copy = NULL;
+    }
+    if (!copy) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", where);
+    *out = copy;
+    return AP_OK;
+}
+
 static ap_status parse_hf(const ap_json *j, const char *where, ap_model *m, ap_err *err) {
     char type[32];
     TRY(ap_json_get_str(j, "model_type", type, sizeof type, NULL, where, err));
-    const hf_reader *hr = NULL;
-    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
-        if (!strcmp(readers[i].type, type)) hr = &readers[i];
-    if (!hr) {
-        char list[256] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < sizeof readers / sizeof readers[0] && off < sizeof list; i++)
-            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "",
-                                    readers[i].type);
-        char cb[48];
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'model_type' = '%s' is not supported "
-                          "(supported: %s)", where, clean(type, cb, sizeof cb), list);
+    const hf_reader *hr = find_reader(type);
+    ap_json *text = NULL;
+    char w[300];
+    if (!hr && ap_json_get(j, "text_config")) {
+        char inner[32];
+        TRY(text_config_of(j, type, where, &hr, inner, sizeof inner, &text, err));
+        snprintf(w, sizeof w, "%s: text_config", where);
+        m->text_of_multimodal = 1;
+        snprintf(type, sizeof type, "%s", inner);
+    } else if (!hr) {
+        return unsupported(where, "model_type", type, err);
     }
     snprintf(m->model_type, sizeof m->model_type, "%s", type);
-    rd r = {j, where, err};
-    TRY(hr->read(&r, m));
+    rd r = {text ? text : j, text ? w : where, err};
+    ap_status st = hr->read(&r, m);
+    ap_json_free(text);
+    if (st != AP_OK) return st;
     const char *nm = ap_json_string(ap_json_get(j, "_name_or_path"));
     if (nm && *nm) {
         const char *slash = strrchr(nm, '/');

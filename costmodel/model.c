@@ -29,13 +29,15 @@ void ap_model_init(ap_model *m) {
     m->norms_per_layer = 2;
     m->final_norm = 1;
     m->moe.layer_freq = 1;
+    m->rotary_pct = 1.0;
 }
 
 /* ---- architecture rules ---------------------------------------------------------------------- */
 
-/* Parameters of one norm: LayerNorm has weight and bias (2h), RMSNorm only a weight (h). */
+/* Parameters of one norm: LayerNorm has weight and bias (2h), RMSNorm only a weight (h), and
+ * so has Cohere's LayerNorm without bias (modeling_cohere.py CohereLayerNorm). */
 static int64_t norm_size(const ap_model *m, int64_t width) {
-    return m->norm == AP_NORM_LAYERNORM ? 2 * width : width;
+    return m->norm == AP_NORM_LAYERNORM && !m->norm_no_bias ? 2 * width : width;
 }
 
 /* One MLP of intermediate size f: gelu/relu has fc1 h->f and fc2 f->h (GPT-2 c_fc/c_proj, OPT
@@ -43,12 +45,13 @@ static int64_t norm_size(const ap_model *m, int64_t width) {
  * (Llama gate_proj/up_proj/down_proj). Biases when m->bias: one per output feature. */
 static void mlp_size(const ap_model *m, int64_t f, int64_t *weights, int64_t *biases) {
     int64_t h = m->hidden;
+    int bias = m->bias || m->mlp_bias; /* gpt-j fc_in/fc_out, gpt-oss gate_up_proj/down_proj */
     if (m->act == AP_ACT_SWIGLU) {
         *weights = 3 * h * f;
-        *biases = m->bias ? 2 * f + h : 0;
+        *biases = bias ? 2 * f + h : 0;
     } else {
         *weights = 2 * h * f;
-        *biases = m->bias ? f + h : 0;
+        *biases = bias ? f + h : 0;
     }
 }
 
@@ -99,14 +102,22 @@ static void layer_parts_of(const ap_model *m, int64_t i, layer_parts *lp) {
          * only with m->qkv_bias (Qwen2). */
         int64_t d = m->head_dim, qkv = (a + 2 * m->kv_heads) * d;
         lp->attn_matmul = h * qkv + a * d * h;
-        if (m->bias) attn_other += qkv + h;
+        if (m->bias || m->attn_bias) attn_other += qkv + h;
         else if (m->qkv_bias) attn_other += qkv;
+        /* q/k norms: Qwen3 / Gemma3 q_norm and k_norm of head_dim (modeling_qwen3.py), OLMo2
+         * q_norm a*d and k_norm kv*d (modeling_olmo2.py), Cohere q_norm/k_norm of (heads,
+         * head_dim) weights (modeling_cohere.py); Llama4's L2 norm has no weight */
+        if (m->qk_norm == AP_QKNORM_HEAD) attn_other += 2 * norm_size(m, d);
+        else if (m->qk_norm == AP_QKNORM_FULL) attn_other += norm_size(m, (a + m->kv_heads) * d);
         li->qkv_out = qkv;
         li->attn_out_in = a * d;
         li->qk_head_dim = d;
         li->v_head_dim = d;
     }
+    /* gpt-oss: one learned sink logit per head (modeling_gpt_oss.py GptOssAttention.sinks) */
+    if (m->attn_sinks) attn_other += a;
     li->attn_params = lp->attn_matmul + attn_other;
+    li->attn_window = ap_model_layer_is_local(m, i) ? m->window : 0;
     li->norm_params = m->norms_per_layer * norm_size(m, h);
 
     li->is_moe = ap_model_layer_is_moe(m, i);
@@ -116,7 +127,8 @@ static void layer_parts_of(const ap_model *m, int64_t i, layer_parts *lp) {
         /* Router: gate h->E without bias (Mixtral block_sparse_moe.gate, Qwen2-MoE mlp.gate,
          * DeepSeek-V3 mlp.gate.weight) + DeepSeek-V3's e_score_correction_bias (E). */
         lp->router_matmul = h * e->experts;
-        li->router_params = lp->router_matmul + (e->router_bias ? e->experts : 0);
+        li->router_params = lp->router_matmul + (e->router_bias ? e->experts : 0) +
+                            (m->router_linear_bias ? e->experts : 0); /* gpt-oss router.bias */
         mlp_size(m, e->ffn_hidden, &lp->expert_matmul, &b);
         li->expert_params = lp->expert_matmul + b;
         if (e->shared_experts > 0 && e->shared_ffn_hidden > 0) {
@@ -139,6 +151,21 @@ static void layer_parts_of(const ap_model *m, int64_t i, layer_parts *lp) {
         li->total_params = li->attn_params + li->norm_params + li->mlp_params;
         li->active_params = li->total_params;
     }
+}
+
+int ap_model_layer_is_local(const ap_model *m, int64_t i) {
+    /* Gemma2 (even layers local, period 2), Gemma3 (5 local : 1 global, period 6), gpt-oss
+     * (alternating, period 2), Llama4 (3 chunked : 1 global NoPE, period 4): layer i is global
+     * when (i + 1) % period == 0; period 0 = every layer local (Mistral v0.1, Starcoder2). */
+    if (m->window <= 0 || i < 0 || i >= m->layers) return 0;
+    if (m->window_period <= 0) return 1;
+    return (i + 1) % m->window_period != 0;
+}
+
+int64_t ap_model_local_layers(const ap_model *m) {
+    if (m->window <= 0) return 0;
+    if (m->window_period <= 0) return m->layers;
+    return m->layers - m->layers / m->window_period;
 }
 
 int ap_model_layer_is_moe(const ap_model *m, int64_t i) {
@@ -189,8 +216,9 @@ int64_t ap_model_embedding_params(const ap_model *m) {
 }
 
 int64_t ap_model_head_params(const ap_model *m) {
+    /* + the LM head's bias (Phi-3.5-MoE lm_head_bias, GPT-J lm_head) */
     return (m->final_norm ? norm_size(m, m->hidden) : 0) +
-           (m->tied_embeddings ? 0 : m->vocab * m->hidden);
+           (m->tied_embeddings ? 0 : m->vocab * m->hidden) + (m->lm_head_bias ? m->vocab : 0);
 }
 
 int64_t ap_model_nonembed_params(const ap_model *m) {
@@ -229,14 +257,20 @@ double ap_model_fwd_flops_per_token(const ap_model *m, int64_t s) {
     int64_t nd, ne;
     layer_kinds(m, &d, &e, &nd, &ne);
     double sd = (double)s, a = (double)m->heads;
-    double per_dense = 2.0 * (double)(d.attn_matmul + d.mlp_matmul) +
-                       2.0 * sd * a * (double)(d.info.qk_head_dim + d.info.v_head_dim);
+    double per_dense = 2.0 * (double)(d.attn_matmul + d.mlp_matmul);
     double per_moe = 0;
     if (ne > 0)
         per_moe = 2.0 * (double)(e.attn_matmul + e.router_matmul + e.shared_matmul +
-                                 m->moe.top_k * e.expert_matmul) +
-                  2.0 * sd * a * (double)(e.info.qk_head_dim + e.info.v_head_dim);
-    return (double)nd * per_dense + (double)ne * per_moe +
+                                 m->moe.top_k * e.expert_matmul);
+    /* Attention scores: a local layer's query meets at most `window` keys (sliding window,
+     * Beltagy et al. 2020; Llama4 chunks), a global layer's all s (not halved for causality,
+     * as above). MLA and plain layers have the same head dims in every layer. */
+    double nlocal = (double)ap_model_local_layers(m);
+    double span_local = m->window > 0 && m->window < s ? (double)m->window : sd;
+    double attn = 2.0 * a * (double)(d.info.qk_head_dim + d.info.v_head_dim) *
+                  ((double)m->layers - nlocal) * sd + 2.0 * a *
+                  (double)(d.info.qk_head_dim + d.info.v_head_dim) * nlocal * span_local;
+    return (double)nd * per_dense + (double)ne * per_moe + attn +
            2.0 * (double)m->vocab * (double)m->hidden;
 }
 
@@ -248,7 +282,7 @@ uint64_t ap_model_fingerprint(const ap_model *m) {
     /* Fields hashed one by one (never the struct: padding bytes are indeterminate). The name,
      * model_type and max_positions do not change the cost and are left out. A version tag first
      * so that adding a field later changes every fingerprint deliberately. */
-    uint64_t h = ap_hash64("ap_model/1", 10, 0);
+    uint64_t h = ap_hash64("ap_model/2", 10, 0);
     const int64_t v[] = {
         m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn_hidden, m->vocab,
         m->seq_len, m->learned_pos, (int64_t)m->act, (int64_t)m->norm, (int64_t)m->pos,
@@ -259,10 +293,16 @@ uint64_t ap_model_fingerprint(const ap_model *m) {
         m->moe.shared_expert_gate, m->moe.router_bias,
         m->mla.q_lora_rank, m->mla.kv_lora_rank, m->mla.qk_nope_head_dim,
         m->mla.qk_rope_head_dim, m->mla.v_head_dim,
+        (int64_t)m->gate_act, m->attn_bias, m->mlp_bias, m->lm_head_bias, m->norm_no_bias,
+        (int64_t)m->qk_norm, (int64_t)m->norm_order, m->window, m->window_period,
+        m->window_chunked, m->nope_global, m->attn_sinks, (int64_t)m->router_act,
+        m->router_linear_bias,
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = mix(h, v[i]);
     /* capacity factor by value, in millionths (a double's bits differ for -0.0 and 0.0) */
     h = mix(h, (int64_t)llround(m->moe.capacity_factor * 1e6));
+    h = mix(h, (int64_t)llround(m->attn_softcap * 1e6));
+    h = mix(h, (int64_t)llround(m->final_softcap * 1e6));
     return h;
 }
 
@@ -287,7 +327,8 @@ static ap_status range(const char *where, const char *field, int64_t v, int64_t 
 static double param_bound(const ap_model *m) {
     double h = (double)m->hidden, a = (double)m->heads, L = (double)m->layers;
     double d = (double)m->head_dim, kv = (double)m->kv_heads;
-    double attn = h * (a + 2 * kv) * d + a * d * h + 4 * h + (a + 2 * kv) * d;
+    /* + q/k norms (at most 2 (a + kv) d), sinks (a) */
+    double attn = h * (a + 2 * kv) * d + a * d * h + 4 * h + 3 * (a + 2 * kv) * d + a;
     if (m->mla.kv_lora_rank > 0) {
         double qk = (double)m->mla.qk_nope_head_dim + (double)m->mla.qk_rope_head_dim;
         double q = (double)m->mla.q_lora_rank, c = (double)m->mla.kv_lora_rank;
@@ -305,7 +346,7 @@ static double param_bound(const ap_model *m) {
               2 * h;
     }
     double layer = attn + 8 * h + (mlp > moe ? mlp : moe);
-    double emb = ((double)m->vocab * 2 + (double)m->learned_pos + 4) * h;
+    double emb = ((double)m->vocab * 2 + (double)m->learned_pos + 4) * h + (double)m->vocab;
     return L * layer + emb;
 }
 
@@ -334,6 +375,27 @@ ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
     RANGE("embed_norm", m->embed_norm, 0, 1);
     RANGE("final_norm", m->final_norm, 0, 1);
     RANGE("dropout", m->dropout, 0, 1);
+    RANGE("gate_act", (int64_t)m->gate_act, AP_GATE_SILU, AP_GATE_SWIGLU_OAI);
+    RANGE("attn_bias", m->attn_bias, 0, 1);
+    RANGE("mlp_bias", m->mlp_bias, 0, 1);
+    RANGE("lm_head_bias", m->lm_head_bias, 0, 1);
+    RANGE("norm_no_bias", m->norm_no_bias, 0, 1);
+    RANGE("qk_norm", (int64_t)m->qk_norm, AP_QKNORM_NONE, AP_QKNORM_L2);
+    RANGE("norm_order", (int64_t)m->norm_order, AP_NORM_PRE, AP_NORM_SANDWICH);
+    RANGE("window", m->window, 0, AP_MODEL_MAX_POSITIONS);
+    RANGE("window_period", m->window_period, 0, m->layers);
+    RANGE("window_chunked", m->window_chunked, 0, 1);
+    RANGE("nope_global", m->nope_global, 0, 1);
+    RANGE("attn_sinks", m->attn_sinks, 0, 1);
+    RANGE("router_act", (int64_t)m->router_act, AP_ROUTER_SOFTMAX, AP_ROUTER_SIGMOID);
+    RANGE("router_linear_bias", m->router_linear_bias, 0, 1);
+    if (!isfinite(m->attn_softcap) || m->attn_softcap < 0 || !isfinite(m->final_softcap) ||
+        m->final_softcap < 0 || !isfinite(m->rope_theta) || m->rope_theta < 0 ||
+        !isfinite(m->rotary_pct) || m->rotary_pct < 0 || m->rotary_pct > 1 ||
+        !isfinite(m->rope_factor) || m->rope_factor < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: soft-capping, rope_theta, rope factor and rotary "
+                          "fraction must be finite and not negative (rotary fraction at most 1)",
+                          where);
     if (m->pos == AP_POS_LEARNED && m->learned_pos < m->seq_len)
         return ap_err_set(err, AP_ERR_INPUT, "%s: sequence length %lld exceeds the %lld learned "
                           "positions", where, (long long)m->seq_len, (long long)m->learned_pos);

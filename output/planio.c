@@ -103,6 +103,11 @@ static void push_num(jb *b, ap_json *arr, double v) {
     }
 }
 
+static const char *const gate_names[] = {"silu", "gelu", "swiglu_oai"};
+static const char *const qk_names[] = {"none", "head", "full", "l2"};
+static const char *const order_names[] = {"pre", "post", "sandwich"};
+static const char *const router_names[] = {"softmax", "sigmoid"};
+
 static void build_model(jb *b, ap_json *o, const ap_model *m) {
     char fp[17];
     str(b, o, "name", m->name);
@@ -145,6 +150,30 @@ static void build_model(jb *b, ap_json *o, const ap_model *m) {
     num(b, mla, "qk_nope_head_dim", (double)m->mla.qk_nope_head_dim);
     num(b, mla, "qk_rope_head_dim", (double)m->mla.qk_rope_head_dim);
     num(b, mla, "v_head_dim", (double)m->mla.v_head_dim);
+    /* the architecture fields added for today's families (model.h, after mla) */
+    ap_json *ar = sub(b, o, "arch", ap_json_new_object());
+    str(b, ar, "gate_act", gate_names[m->gate_act]);
+    boo(b, ar, "attn_bias", m->attn_bias);
+    boo(b, ar, "mlp_bias", m->mlp_bias);
+    boo(b, ar, "lm_head_bias", m->lm_head_bias);
+    boo(b, ar, "norm_no_bias", m->norm_no_bias);
+    str(b, ar, "qk_norm", qk_names[m->qk_norm]);
+    str(b, ar, "norm_order", order_names[m->norm_order]);
+    num(b, ar, "window", (double)m->window);
+    num(b, ar, "window_period", (double)m->window_period);
+    boo(b, ar, "window_chunked", m->window_chunked);
+    boo(b, ar, "nope_global", m->nope_global);
+    boo(b, ar, "attn_sinks", m->attn_sinks);
+    num(b, ar, "attn_softcap", m->attn_softcap);
+    num(b, ar, "final_softcap", m->final_softcap);
+    num(b, ar, "rope_theta", m->rope_theta);
+    num(b, ar, "rotary_pct", m->rotary_pct);
+    str(b, ar, "rope_scaling", m->rope_scaling);
+    num(b, ar, "rope_factor", m->rope_factor);
+    num(b, ar, "rope_orig_positions", (double)m->rope_orig_positions);
+    str(b, ar, "router_act", router_names[m->router_act]);
+    boo(b, ar, "router_linear_bias", m->router_linear_bias);
+    boo(b, ar, "text_of_multimodal", m->text_of_multimodal);
     hex64(ap_model_fingerprint(m), fp);
     str(b, o, "fingerprint", fp);
 }
@@ -358,6 +387,43 @@ static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_ver
     return AP_OK;
 }
 
+/* The "arch" object: the architecture fields added for today's families. */
+static ap_status read_arch(const ap_json *o, const char *where, ap_model *m, ap_err *err) {
+    ap_json *ar;
+    TRY(get_obj(o, "arch", where, &ar, err));
+    char w[600];
+    snprintf(w, sizeof w, "%s.arch", where);
+    const int64_t big = (int64_t)1 << 40;
+    int e = 0;
+    TRY(get_enum(ar, "gate_act", gate_names, 3, &e, w, err));
+    m->gate_act = (ap_gate_act)e;
+    TRY(get_enum(ar, "qk_norm", qk_names, 4, &e, w, err));
+    m->qk_norm = (ap_qk_norm)e;
+    TRY(get_enum(ar, "norm_order", order_names, 3, &e, w, err));
+    m->norm_order = (ap_norm_order)e;
+    TRY(get_enum(ar, "router_act", router_names, 2, &e, w, err));
+    m->router_act = (ap_router_act)e;
+    TRY(ap_json_get_bool(ar, "attn_bias", &m->attn_bias, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "mlp_bias", &m->mlp_bias, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "lm_head_bias", &m->lm_head_bias, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "norm_no_bias", &m->norm_no_bias, NULL, w, err));
+    TRY(get_i64(ar, "window", 0, big, &m->window, w, err));
+    TRY(get_i64(ar, "window_period", 0, big, &m->window_period, w, err));
+    TRY(ap_json_get_bool(ar, "window_chunked", &m->window_chunked, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "nope_global", &m->nope_global, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "attn_sinks", &m->attn_sinks, NULL, w, err));
+    TRY(ap_json_get_real(ar, "attn_softcap", 0, 1e9, &m->attn_softcap, NULL, w, err));
+    TRY(ap_json_get_real(ar, "final_softcap", 0, 1e9, &m->final_softcap, NULL, w, err));
+    TRY(ap_json_get_real(ar, "rope_theta", 0, 1e12, &m->rope_theta, NULL, w, err));
+    TRY(ap_json_get_real(ar, "rotary_pct", 0, 1, &m->rotary_pct, NULL, w, err));
+    TRY(ap_json_get_str(ar, "rope_scaling", m->rope_scaling, sizeof m->rope_scaling, NULL, w, err));
+    TRY(ap_json_get_real(ar, "rope_factor", 0, 1e6, &m->rope_factor, NULL, w, err));
+    TRY(get_i64(ar, "rope_orig_positions", 0, big, &m->rope_orig_positions, w, err));
+    TRY(ap_json_get_bool(ar, "router_linear_bias", &m->router_linear_bias, NULL, w, err));
+    TRY(ap_json_get_bool(ar, "text_of_multimodal", &m->text_of_multimodal, NULL, w, err));
+    return AP_OK;
+}
+
 static ap_status read_model(const ap_json *o, const char *where, int same_version, ap_model *m,
                             ap_err *err) {
     static const char *const acts[] = {"gelu", "swiglu", "relu"};
@@ -414,6 +480,7 @@ static ap_status read_model(const ap_json *o, const char *where, int same_versio
     TRY(get_i64(mla, "qk_nope_head_dim", 0, big, &m->mla.qk_nope_head_dim, w2, err));
     TRY(get_i64(mla, "qk_rope_head_dim", 0, big, &m->mla.qk_rope_head_dim, w2, err));
     TRY(get_i64(mla, "v_head_dim", 0, big, &m->mla.v_head_dim, w2, err));
+    TRY(read_arch(o, where, m, err));
     TRY(ap_model_validate(m, where, err));
     return check_fingerprint(o, ap_model_fingerprint(m), same_version, where, err);
 }

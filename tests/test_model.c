@@ -343,6 +343,224 @@ static void test_flops_and_fingerprint(void) {
     CHECK_INT(li.total_params - li.active_params, 6 * li.expert_params);
 }
 
+static int one_line_msg(const char *s) { return s[0] != '\0' && strchr(s, '\n') == NULL; }
+
+/* ---- today's families: committed config.json files (tests/data/hf/, sources in SOURCES.md) ---- */
+
+typedef struct {
+    const char *file;
+    int64_t total;        /* exact parameter count */
+    double card_b;        /* the publisher's figure, in billions (0 = none quoted) */
+    double card_tol_b;    /* half the last digit of that figure */
+    int card_what;        /* 0 total, 1 non-embedding, 2 total minus embedding lookup (gpt-oss
+                           * counts the unembedding), 3 text part of a multimodal total */
+} family_case;
+
+static void test_families(void) {
+    /* The exact totals are the transformers counting rules of each modeling file applied to the
+     * committed config (several worked by hand in test_family_rules); the card figures are the
+     * rounded totals the publishers print, checked within their last digit. */
+    static const family_case cases[] = {
+        /* Qwen/Qwen3-8B model card "8.2B, non-embedding 6.95B" */
+        {"qwen3-8b.json", 8190735360LL, 6.95, 0.005, 1},
+        /* Qwen/Qwen3-0.6B card "0.6B, non-embedding 0.44B" (tied) */
+        {"qwen3-0.6b.json", 596049920LL, 0.44, 0.005, 1},
+        /* Qwen/Qwen3-30B-A3B card "30.5B total, 3.3B activated, non-embedding 29.9B" */
+        {"qwen3-30b-a3b.json", 30532122624LL, 30.5, 0.05, 0},
+        /* microsoft/Phi-3.5-mini-instruct card "3.8B" */
+        {"phi-3.5-mini-instruct.json", 3821079552LL, 3.8, 0.05, 0},
+        /* microsoft/Phi-4-mini-instruct card "3.8B" (tied, 200064 vocabulary) */
+        {"phi-4-mini-instruct.json", 3836021760LL, 3.8, 0.05, 0},
+        /* microsoft/Phi-3.5-MoE-instruct card "42B total, 6.6B active" */
+        {"phi-3.5-moe-instruct.json", 41873153344LL, 42, 0.5, 0},
+        /* google/gemma-7b (Gemma report, arXiv:2403.08295 Table 2: non-embedding parameters
+         * 7,751,248,896) */
+        {"gemma-7b.json", 8537680896LL, 7.751248896, 1e-10, 1},
+        /* google/gemma-2b (same table: non-embedding 1,981,884,416) */
+        {"gemma-2b.json", 2506172416LL, 1.981884416, 1e-10, 1},
+        /* google/gemma-3-1b (Gemma 3 report Table 1: 302M embedding + 698M non-embedding) */
+        {"gemma-3-1b-pt.json", 999885952LL, 0.698, 0.0005, 1},
+        /* google/gemma-3-4b text_config (Gemma 3 report Table 1: 3,209M non-embedding; the
+         * 417M vision encoder is not counted) */
+        {"gemma-3-4b-pt.json", 3880263168LL, 3.209, 0.0005, 1},
+        /* allenai/OLMo-2-1124-7B: "7B" in its name and card */
+        {"olmo-2-1124-7b.json", 7298617344LL, 7, 0.5, 0},
+        /* meta-llama/Llama-4-Scout-17B-16E card "109B total, 17B active" incl. the vision
+         * encoder; the text model is 107.8B */
+        {"llama-4-scout-17b-16e.json", 107769861120LL, 109, 1.5, 3},
+        /* meta-llama/Llama-4-Maverick-17B-128E card "400B total, 17B active" */
+        {"llama-4-maverick-17b-128e.json", 400711848960LL, 400, 1.5, 3},
+        /* openai gpt-oss model card (arXiv:2508.10925) Table 1: 20.91B total, 3.61B active */
+        {"gpt-oss-20b.json", 20914757184LL, 20.91, 0.005, 0},
+        /* same table: 116.83B total, 5.13B active */
+        {"gpt-oss-120b.json", 116829156672LL, 116.83, 0.005, 0},
+        /* deepseek-ai/DeepSeek-V2-Lite card "15.7B total, 2.4B activated" */
+        {"deepseek-v2-lite.json", 15706484224LL, 15.7, 0.05, 0},
+        /* deepseek-ai/deepseek-moe-16b-base (DeepSeekMoE paper, arXiv:2401.06066 Table 3:
+         * 16.4B total, 2.8B activated) */
+        {"deepseek-moe-16b-base.json", 16375728128LL, 16.4, 0.05, 0},
+        /* CohereForAI/c4ai-command-r-v01 card "35 billion parameter" */
+        {"c4ai-command-r-v01.json", 34980831232LL, 35, 0.5, 0},
+        /* bigcode/starcoder2-7b: "7B" in its name and card */
+        {"starcoder2-7b.json", 7173923840LL, 7, 0.5, 0},
+        /* internlm/internlm2-7b: "7B" in its name and card */
+        {"internlm2-7b.json", 7737708544LL, 7, 1, 0},
+        /* THUDM/chatglm3-6b: "6B" in its name and card */
+        {"chatglm3-6b.json", 6243584000LL, 6, 0.5, 0},
+        /* THUDM/glm-4-9b: "9B" in its name and card */
+        {"glm-4-9b.json", 9399951360LL, 9, 0.5, 0},
+        /* stabilityai/stablelm-2-1_6b card "1.6B" */
+        {"stablelm-2-1_6b.json", 1644515328LL, 1.6, 0.05, 0},
+        /* baichuan-inc/Baichuan2-7B-Base and 13B-Base: "7B", "13B" in their names and cards */
+        {"baichuan2-7b-base.json", 7505973248LL, 7, 0.55, 0},
+        {"baichuan2-13b-base.json", 13896668160LL, 13, 1, 0},
+        /* EleutherAI/gpt-j-6b: "6B" in its name and card */
+        {"gpt-j-6b.json", 6050882784LL, 6, 0.5, 0},
+        /* openbmb/MiniCPM-2B (MiniCPM paper, arXiv:2404.06395 Table: 2.4B non-embedding) */
+        {"minicpm-2b-sft-bf16.json", 2724880896LL, 2.4, 0.05, 1},
+        /* openbmb/MiniCPM-MoE-8x2B card "13.6B" (non-embedding), "4B activated" */
+        {"minicpm-moe-8x2b.json", 13873291776LL, 13.6, 0.05, 1},
+        /* llava-hf/llava-1.5-7b-hf text_config: Vicuna-7B with a 32064-row vocabulary; the
+         * CLIP tower and projector are not counted */
+        {"llava-1.5-7b-hf.json", 6738939904LL, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const family_case *fc = &cases[i];
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/hf/%s", fc->file);
+        ap_model m;
+        ap_err err = {{0}};
+        ap_status st = ap_model_load(tl_path(rel), &m, &err);
+        if (st != AP_OK) fprintf(stderr, "%s: %s\n", fc->file, err.msg);
+        CHECK_INT(st, AP_OK);
+        if (st != AP_OK) continue;
+        int64_t total = ap_model_total_params(&m);
+        if (total != fc->total) fprintf(stderr, "%s: total %lld\n", fc->file, (long long)total);
+        CHECK_INT(total, fc->total);
+        double v = fc->card_what == 1   ? (double)ap_model_nonembed_params(&m)
+                   : fc->card_what == 2 ? (double)(total - ap_model_embedding_params(&m))
+                                        : (double)total;
+        if (fc->card_b > 0 && fc->card_what != 3 && fabs(v / 1e9 - fc->card_b) > fc->card_tol_b) {
+            fprintf(stderr, "%s: %.4fB vs card %.4fB\n", fc->file, v / 1e9, fc->card_b);
+            CHECK(0);
+        }
+        /* multimodal: the text model is below the card's total by the vision tower (< 1B) */
+        if (fc->card_what == 3)
+            CHECK(v / 1e9 < fc->card_b + fc->card_tol_b && v / 1e9 > fc->card_b - 1.5 - 1.0);
+    }
+}
+
+/* Hand-worked counts of the new counting rules, independent of model.c. */
+static void test_family_rules(void) {
+    ap_model m;
+    ap_err err = {{0}};
+    ap_layer_info li;
+    /* Qwen3-8B (modeling_qwen3.py): q 4096x4096, k,v 4096x1024, o 4096x4096, q_norm and k_norm
+     * of head_dim 128, gate/up/down 3x4096x12288, 2 RMSNorms; untied 151936x4096 twice */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/qwen3-8b.json"), &m, &err), AP_OK);
+    int64_t l = 2 * 4096LL * 4096 + 2 * 4096LL * 1024 + 2 * 128 + 3 * 4096LL * 12288 + 2 * 4096;
+    CHECK_INT(ap_model_total_params(&m), 36 * l + 2 * 151936LL * 4096 + 4096);
+    CHECK(m.qk_norm == AP_QKNORM_HEAD && m.window == 0);
+    CHECK_NEAR(m.rope_theta, 1e6, 1e-12);
+    /* OLMo-2 7B: q_norm 32x128 and k_norm 32x128 (full width), post-norms */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/olmo-2-1124-7b.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.attn_params, 4 * 4096LL * 4096 + 2 * 4096);
+    CHECK(m.norm_order == AP_NORM_POST);
+    /* gpt-oss-20b (modeling_gpt_oss.py): q,k,v,o with biases, 64 sinks; router 32x2880 + 32
+     * bias; each expert gate_up 2880x5760 + 5760, down 2880x2880 + 2880; 2 RMSNorms */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/gpt-oss-20b.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.attn_params, 2880LL * (4096 + 512 + 512) + 4096LL * 2880 + (4096 + 1024) + 2880 +
+                                  64);
+    CHECK_INT(li.router_params, 32LL * 2880 + 32);
+    CHECK_INT(li.expert_params, 2880LL * 5760 + 5760 + 2880LL * 2880 + 2880);
+    CHECK_INT(li.total_params, li.attn_params + li.router_params + 32 * li.expert_params +
+                                   2 * 2880);
+    /* alternating sliding window of 128 from layer_types: 0 local, 1 global */
+    CHECK_INT(m.window, 128);
+    CHECK(ap_model_layer_is_local(&m, 0) && !ap_model_layer_is_local(&m, 1));
+    CHECK_INT(ap_model_local_layers(&m), 12);
+    CHECK_INT(li.attn_window, 128);
+    /* active: 4 of 32 experts; minus the embedding lookup = the card's 3.61B */
+    CHECK_NEAR((double)(ap_model_active_params(&m) - ap_model_embedding_params(&m)) / 1e9, 3.61,
+               0.005 / 3.61);
+    /* attention FLOPs: 12 global layers at s, 12 local at 128 (per token, forward) */
+    double attn = 2.0 * 64 * (64 + 64) * (12.0 * 4096 + 12.0 * 128);
+    double w_flops = ap_model_fwd_flops_per_token(&m, 4096) - ap_model_fwd_flops_per_token(&m, 1);
+    CHECK_NEAR(w_flops, attn - 2.0 * 64 * 128 * (12.0 * 1 + 12.0 * 1), 1e-12);
+    /* Phi-3.5-MoE: LayerNorm with bias (2h each), q,k,v,o biases, lm_head bias (V) */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/phi-3.5-moe-instruct.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.norm_params, 2 * 2 * 4096);
+    CHECK_INT(li.attn_params, 2 * 4096LL * 4096 + 2 * 4096LL * 1024 + 4096 + 1024 + 1024 + 4096);
+    CHECK_INT(ap_model_head_params(&m), 2 * 4096 + 32064LL * 4096 + 32064);
+    /* GPT-J: one LayerNorm per layer (parallel), MLP biases, no attention biases, lm_head bias */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/gpt-j-6b.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.attn_params, 4 * 4096LL * 4096);
+    CHECK_INT(li.mlp_params, 2 * 4096LL * 16384 + 16384 + 4096);
+    CHECK_INT(li.norm_params, 2 * 4096);
+    CHECK_NEAR(m.rotary_pct, 64.0 / 256.0, 1e-15);
+    /* Command-R: one bias-free LayerNorm per layer (h), parallel attention and MLP */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/c4ai-command-r-v01.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.norm_params, 8192);
+    CHECK(m.parallel_attn && m.tied_embeddings);
+    /* ChatGLM3-6B: qkv 4096 -> (32 + 2*2)*128 with bias, dense, SwiGLU 13696, 2 RMSNorms */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/chatglm3-6b.json"), &m, &err), AP_OK);
+    CHECK_INT(ap_model_total_params(&m),
+              28 * (4096LL * 4608 + 4608 + 4096LL * 4096 + 3 * 4096LL * 13696 + 2 * 4096) +
+                  2 * 65024LL * 4096 + 4096);
+    /* Gemma 3 1B: sliding window 512 on 5 of every 6 layers; layer 5 global */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/gemma-3-1b-pt.json"), &m, &err), AP_OK);
+    CHECK(ap_model_layer_is_local(&m, 4) && !ap_model_layer_is_local(&m, 5));
+    CHECK_INT(ap_model_local_layers(&m), 26 - 4);
+    CHECK(m.gate_act == AP_GATE_GELU && m.qk_norm == AP_QKNORM_HEAD && m.norms_per_layer == 4);
+    CHECK_NEAR(m.attn_softcap, 0, 0);
+    /* Llama 4 Scout (text_config): 3 chunked (8192) : 1 global NoPE; every layer MoE with one
+     * shared expert; the outer tie_word_embeddings false applies */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/llama-4-scout-17b-16e.json"), &m, &err), AP_OK);
+    CHECK(m.text_of_multimodal && m.window_chunked && m.nope_global && !m.tied_embeddings);
+    CHECK(ap_model_layer_is_local(&m, 2) && !ap_model_layer_is_local(&m, 3));
+    CHECK_INT(m.moe.shared_experts, 1);
+    CHECK(m.router_act == AP_ROUTER_SIGMOID);
+    CHECK_NEAR((double)ap_model_active_params(&m) / 1e9, 17, 0.5 / 17);
+    /* Maverick: MoE on odd layers (interleave_moe_layer_step 2), dense layers 16384 wide */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/llama-4-maverick-17b-128e.json"), &m, &err),
+              AP_OK);
+    CHECK(!ap_model_layer_is_moe(&m, 0) && ap_model_layer_is_moe(&m, 1));
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.mlp_params, 3 * 5120LL * 16384);
+    /* DeepSeek-V2-Lite: MLA without q compression, softmax router without correction bias */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/deepseek-v2-lite.json"), &m, &err), AP_OK);
+    CHECK(!m.moe.router_bias && m.router_act == AP_ROUTER_SOFTMAX && m.mla.q_lora_rank == 0);
+    CHECK_STR(m.rope_scaling, "yarn");
+    CHECK_NEAR(m.rope_factor, 40, 0);
+    /* Baichuan2-13B: no max_position_embeddings -> ALiBi */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/baichuan2-13b-base.json"), &m, &err), AP_OK);
+    CHECK(m.pos == AP_POS_ALIBI);
+    /* Nemotron-NAS is refused, naming the nearest supported form */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/llama-3.1-nemotron-51b-instruct.json"), &m,
+                            &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "nearest supported form");
+    CHECK_CONTAINS(err.msg, "'llama'");
+    CHECK(one_line_msg(err.msg));
+    /* a layer_types pattern that is not periodic is refused */
+    const char *odd = "{\"model_type\":\"gpt_oss\",\"hidden_size\":64,\"num_hidden_layers\":4,"
+                      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+                      "\"intermediate_size\":64,\"num_local_experts\":4,\"vocab_size\":100,"
+                      "\"layer_types\":[\"full_attention\",\"sliding_attention\","
+                      "\"sliding_attention\",\"full_attention\"]}";
+    CHECK_INT(ap_model_parse(odd, strlen(odd), "odd.json", &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "layer_types");
+    /* a multimodal config whose text model is not supported names the text_config */
+    const char *mm = "{\"model_type\":\"whatever_vl\",\"text_config\":{\"model_type\":\"bert\"}}";
+    CHECK_INT(ap_model_parse(mm, strlen(mm), "mm.json", &m, &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "text_config");
+    CHECK_CONTAINS(err.msg, "'bert'");
+}
+
 /* ---- bad input ---------------------------------------------------------------------------------- */
 
 static int one_line(const char *s) { return s[0] != '\0' && strchr(s, '\n') == NULL; }
@@ -639,6 +857,8 @@ int main(int argc, char **argv) {
     test_moe_details();
     test_paper_models();
     test_hf_inline();
+    test_families();
+    test_family_rules();
     test_flops_and_fingerprint();
     test_bad_input();
     test_mutations();

@@ -16,6 +16,17 @@
 typedef enum { AP_ACT_GELU = 0, AP_ACT_SWIGLU, AP_ACT_RELU } ap_activation; /* SWIGLU: 3 mats */
 typedef enum { AP_NORM_LAYERNORM = 0, AP_NORM_RMSNORM } ap_norm;
 typedef enum { AP_POS_ROTARY = 0, AP_POS_LEARNED, AP_POS_ALIBI } ap_posemb;
+/* activation inside a gated MLP: SiLU (SwiGLU, Llama), tanh-GELU (GeGLU, Gemma), gpt-oss's
+ * clamped SwiGLU with alpha 1.702 and a +1 on the linear half */
+typedef enum { AP_GATE_SILU = 0, AP_GATE_GELU, AP_GATE_SWIGLU_OAI } ap_gate_act;
+/* q/k norms: none; one norm of head_dim shared by all heads (qwen3, gemma3: 2 x head_dim
+ * parameters); one over all heads' features (olmo2, cohere: (a + kv) x head_dim); an L2 norm
+ * without parameters (llama4) */
+typedef enum { AP_QKNORM_NONE = 0, AP_QKNORM_HEAD, AP_QKNORM_FULL, AP_QKNORM_L2 } ap_qk_norm;
+/* pre-norm (GPT-2 onwards), post-norm after each sublayer inside the residual (olmo2), or
+ * sandwich: pre and post (gemma2, gemma3) */
+typedef enum { AP_NORM_PRE = 0, AP_NORM_POST, AP_NORM_SANDWICH } ap_norm_order;
+typedef enum { AP_ROUTER_SOFTMAX = 0, AP_ROUTER_SIGMOID } ap_router_act;
 
 typedef struct ap_moe {
     int64_t experts;            /* routed experts per MoE layer; 0 = dense model */
@@ -64,6 +75,32 @@ typedef struct ap_model {
     int dropout;           /* dropout layers present during training (GPT-style; 0 for llama) */
     ap_moe moe;
     ap_mla mla;
+    /* ---- added for today's families (issue 19); read by hf.c, counted by model.c ---- */
+    ap_gate_act gate_act;  /* activation inside a gated MLP (act == AP_ACT_SWIGLU) */
+    int attn_bias;         /* biases on q, k, v and o but not on the MLP (phimoe, gpt-oss) */
+    int mlp_bias;          /* biases on the MLP / expert projections but not on q,k,v,o (gpt-j) */
+    int lm_head_bias;      /* the LM head has a bias of V (phimoe, gpt-j) */
+    int norm_no_bias;      /* LayerNorm without a bias: h parameters (cohere) */
+    ap_qk_norm qk_norm;    /* norms on queries and keys before the dot product */
+    ap_norm_order norm_order; /* where the per-layer norms sit */
+    int64_t window;        /* tokens a local layer attends to (sliding window or chunk); 0 = none */
+    int64_t window_period; /* with window: layer i is global when (i + 1) % period == 0; 0 = all
+                            * layers local (mistral v0.1, starcoder2) */
+    int window_chunked;    /* local layers attend within fixed chunks (llama4), not a sliding band */
+    int nope_global;       /* global layers use no rotary embedding (llama4 NoPE layers) */
+    int attn_sinks;        /* learned per-head sink logits: a parameters per layer (gpt-oss) */
+    double attn_softcap;   /* tanh soft-capping of attention logits (gemma2: 50), 0 = none */
+    double final_softcap;  /* tanh soft-capping of the LM-head logits (gemma2: 30), 0 = none */
+    double rope_theta;     /* rotary base (0 = unknown / not rotary) */
+    double rotary_pct;     /* fraction of head_dim that is rotated (1 = all; phi-4-mini 0.75) */
+    char rope_scaling[16]; /* rope_scaling type ("" = none): llama3, linear, dynamic, yarn, ... */
+    double rope_factor;    /* rope_scaling factor (0 = none) */
+    int64_t rope_orig_positions; /* rope_scaling original_max_position_embeddings (0 = absent) */
+    ap_router_act router_act; /* router score function */
+    int router_linear_bias; /* the router linear has a bias of E (gpt-oss); DeepSeek-V3's
+                             * correction bias is moe.router_bias */
+    int text_of_multimodal; /* read from the text_config of a multimodal config: the vision tower
+                             * and projector are not counted */
 } ap_model;
 
 /* Parameter counts and GEMM shapes of one transformer layer (all values per full layer, before
@@ -83,6 +120,8 @@ typedef struct ap_layer_info {
     int64_t qk_head_dim;    /* per-head dim used in QK^T */
     int64_t v_head_dim;     /* per-head dim used in PV */
     int64_t mlp_ffn;        /* intermediate size of the dense MLP, or of one expert */
+    int64_t attn_window;    /* keys a query of this layer attends to at most (sliding window or
+                             * chunk); 0 = the whole sequence */
 } ap_layer_info;
 
 /* Upper bounds the readers and ap_model_validate accept (costmodel/model.c). They are far above
@@ -114,6 +153,11 @@ ap_status ap_model_parse(const char *text, size_t len, const char *where, ap_mod
 /* Check internal consistency (positive sizes, heads dividing hidden or head_dim given, kv_heads
  * dividing heads, MoE fields coherent, absurd sizes refused). Called by the loaders. */
 ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err);
+
+/* Layer i in [0, L) is local (sliding window or chunked attention of m->window tokens). */
+int ap_model_layer_is_local(const ap_model *m, int64_t i);
+/* Number of local layers (closed form of ap_model_layer_is_local over [0, L)). */
+int64_t ap_model_local_layers(const ap_model *m);
 
 /* Layer i in [0, L): dense or MoE per moe.first_dense_layers / layer_freq. */
 int ap_model_layer_is_moe(const ap_model *m, int64_t i);
