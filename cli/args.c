@@ -402,7 +402,10 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
     } else if (ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] <= 0) {
         p->dtype = AP_DTYPE_FP16; /* V100, Turing: no bf16 */
     }
-    p->flash_attn = !ap_flags_isset(fl, "no-flash-attn");
+    /* FlashAttention needs compute capability 8.0+: the catalog GPUs without bf16 tensor cores
+       (V100, Turing) run the unfused attention, in the estimate and in the emitted configs */
+    p->flash_attn = !ap_flags_isset(fl, "no-flash-attn") &&
+                    ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] > 0;
     const char *sl = ap_flags_value(fl, "stage-layers");
     if (sl && (st = parse_stage_layers(sl, p, err)) != AP_OK) return st;
 

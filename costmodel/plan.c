@@ -163,6 +163,23 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     if (p->ep > 1 && !(t->ep_zero_mask & (1u << p->zero)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: expert parallelism is not available with "
                           "ZeRO stage %d", tn, p->zero);
+    if (m->moe.experts > 0 && !(t->moe_zero_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: a mixture-of-experts model cannot train "
+                          "with ZeRO stage %d (its engine refuses native MoE there)", tn, p->zero);
+    if (t->offload_params_needs_full_optimizer && p->offload_params > 0 &&
+        p->offload_optimizer < 1)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: parameters are offloaded only with all "
+                          "optimizer states offloaded", tn);
+    if (t->ep_no_overlap && p->ep > 1 && (p->overlap_grad || p->overlap_param))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no communication overlap with expert "
+                          "parallelism", tn);
+    if (t->dp_shard_required_with_cp && p->cp > 1 && p->zero < 2)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with cp > 1 parameters are sharded "
+                          "(FSDP over the context-parallel ranks): ZeRO stage %d is not "
+                          "expressible", tn, p->zero);
+    if (p->cp > 1 && m->mla.kv_lora_rank > 0 && !t->cp_with_mla)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: context parallelism is not available for "
+                          "multi-latent attention models (flex attention)", tn);
     if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
                           "covers all layers or none", tn);

@@ -60,6 +60,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 6,
         .dp_shard_required_with_tp = 0,
+        .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,
     },
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",
@@ -91,6 +92,9 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
+        /* deepspeed/runtime/engine.py: "Native DeepSpeed MoE is not supported with ZeRO
+         * Stage 3" (assertion when the model has MoE layers, whatever ep is) */
+        .moe_zero_mask = Z(0) | Z(1) | Z(2), .dp_shard_required_with_cp = 0, .cp_with_mla = 0,
     },
     [AP_TRAINER_FSDP] = {
         .name = "fsdp", .display = "PyTorch FSDP",
@@ -115,6 +119,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 0,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
+        .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 0, .cp_with_mla = 0,
     },
     [AP_TRAINER_TORCHTITAN] = {
         .name = "torchtitan", .display = "torchtitan",
@@ -140,6 +145,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 1,
+        /* torchtitan v0.2.2 parallel_dims: cp > 1 folds the cp ranks into the FSDP mesh
+         * (dp_shard_cp), so parameters are sharded; the DeepSeek-V3 flavours use flex
+         * attention, which its context parallelism refuses */
+        .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 1, .cp_with_mla = 0,
     },
     [AP_TRAINER_COLOSSALAI] = {
         .name = "colossalai", .display = "Colossal-AI",
@@ -156,8 +165,8 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 1,
         .offload_fraction_zero_mask = Z(3), .offload_together = 0,
         .overlap_param_zero_mask = Z(1) | Z(2) | Z(3), .overlap_param_needs_grad = 0,
-        .ep_with_tp_needs_sp = 0, .ep_zero_mask = Z(0) | Z(1) | Z(2),
-        .recompute_partial_needs_pp = 1,
+        /* MoeHybridParallelPlugin (ep > 1) forces zero_stage 1 */
+        .ep_with_tp_needs_sp = 0, .ep_zero_mask = Z(1), .recompute_partial_needs_pp = 1,
         .weight_bytes = 2, .grad_bytes = 2, .master_bytes = 4, .optim_bytes = 8,
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),
@@ -166,6 +175,12 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
         .dp_shard_required_with_tp = 0,
+        .moe_zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .dp_shard_required_with_cp = 0,
+        .cp_with_mla = 0,
+        /* gemini_plugin.py: offload_param_frac is ignored unless shard_param_frac and
+         * offload_optim_frac are 1.0; moe_hybrid_parallel_plugin.py sets
+         * overlap_communication False */
+        .offload_params_needs_full_optimizer = 1, .ep_no_overlap = 1,
     },
 };
 

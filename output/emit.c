@@ -249,7 +249,10 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
         }
         q->vp = 1;
     }
-    if (q->cp > 1 && !k->cp) { q->dp *= q->cp; q->cp = 1; }
+    if (q->cp > 1 && (!k->cp || (m->mla.kv_lora_rank > 0 && !k->cp_with_mla))) {
+        q->dp *= q->cp;
+        q->cp = 1;
+    }
     if ((q->ep > 1 || q->etp > 1) && !k->ep) { q->ep = 1; q->etp = 1; }
     if (m->moe.experts == 0) { q->ep = 1; q->etp = 1; }
     if (q->tp == 1 || !k->sp) q->sp = 0;
@@ -260,6 +263,9 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     unsigned allowed = k->zero_mask;
     if (q->pp > 1) allowed &= k->zero_mask_with_pp;
     if (k->dp_shard_required_with_tp && q->tp > 1 && q->dp > 1) allowed &= ~3u;
+    if (k->dp_shard_required_with_cp && q->cp > 1) allowed &= ~3u;
+    if (m->moe.experts > 0 && (allowed & k->moe_zero_mask)) allowed &= k->moe_zero_mask;
+    if (q->ep > 1 && (allowed & k->ep_zero_mask)) allowed &= k->ep_zero_mask;
     if (q->offload_optimizer > 0 && k->offload_optimizer &&
         (allowed & k->offload_optimizer_zero_mask))
         allowed &= k->offload_optimizer_zero_mask;
@@ -296,6 +302,8 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
         else if (q->offload_params < 1 && !k->offload_params_fraction)
             q->offload_params = 1;
     }
+    if (k->offload_params_needs_full_optimizer && q->offload_params > 0) q->offload_optimizer = 1.0;
+    if (k->ep_no_overlap && q->ep > 1) q->overlap_grad = q->overlap_param = 0;
     if (k->offload_together && (q->offload_optimizer > 0) != (q->offload_params > 0)) {
         int on = (k->offload_params_zero_mask & (1u << q->zero)) &&
                  (k->offload_optimizer_zero_mask & (1u << q->zero));

@@ -35,6 +35,9 @@ int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
             for (int c = 0; c < AP_MAX_CHUNKS; c++) q->stage_recompute[c] = -1;
         }
     }
+    /* the MoE plugin's ZeRO-1 and no overlap, and Gemini's parameter offload needing all
+       optimizer states offloaded, are trainer-table rules (ep_zero_mask, ep_no_overlap,
+       offload_params_needs_full_optimizer) */
     (void)x;
     return ok;
 }
@@ -69,9 +72,12 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
     emit_header(&b, x, "# ", "Colossal-AI (v0.5.1) booster plugin for this autoplan plan.");
     sb_printf(&b, "# Paste into the training script; build the model, optimizer and data loader "
                   "as usual.\n");
-    if (p->recompute == AP_RECOMPUTE_FULL && p->pp == 1)
+    if (p->recompute == AP_RECOMPUTE_FULL)
+        /* the shardformer policies recompute only when the HF model has gradient
+           checkpointing enabled, also with a PipelineGradientCheckpointConfig (any pp) */
         sb_printf(&b, "# Recompute: call model.gradient_checkpointing_enable() before "
-                      "booster.boost().\n");
+                      "booster.boost()%s.\n", p->pp > 1 ? " (the pipeline config below only "
+                      "says how many layers per stage)" : "");
     if (p->pp == 1 && p->grad_accum > 1)
         sb_printf(&b, "# Accumulate GRAD_ACCUM_STEPS micro-batches per optimizer step; skip the "
                       "gradient sync\n# with booster.no_sync() on all but the last.\n");

@@ -45,17 +45,39 @@ int ds_hf_expressible(const ap_plan *p, char *why, size_t n) {
     return 1;
 }
 
-int emit_deepspeed_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
-    (void)fix;
-    (void)q;
+/* Can the Megatron-DeepSpeed flavour (ds_config.json + pretrain_gpt.py) express the model?
+ * Appends the reasons to why when it cannot. */
+static int mds_expressible(const ap_model *m, sb *why) {
+    int ok = emit_megatron_model_why(m, 1, why);
     /* LOCAL RULE (model feature): DeepSpeed-MoE places experts every --expert-interval layers;
        leading dense layers are not expressible. */
-    if (x->m->moe.experts > 0 && x->m->moe.first_dense_layers > 0) {
+    if (m->moe.experts > 0 && m->moe.first_dense_layers > 0) {
         emit_why(why, "deepspeed: Megatron-DeepSpeed MoE cannot keep the first %lld layers dense",
-                 (long long)x->m->moe.first_dense_layers);
-        return 0;
+                 (long long)m->moe.first_dense_layers);
+        ok = 0;
     }
-    return 1;
+    return ok;
+}
+
+int emit_deepspeed_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
+    (void)fix;
+    /* The target is written when either flavour can run the plan: Megatron-DeepSpeed builds the
+       model from flags (mds_expressible), the HF flavour loads the model's own code. */
+    sb mw = {0};
+    int mds = mds_expressible(x->m, &mw);
+    char hw[200];
+    int hf = ds_hf_expressible(q, hw, sizeof hw);
+    if (!mds && !hf) {
+        /* the first Megatron-DeepSpeed reason and how many more (the message stays one line) */
+        const char *all = mw.buf ? mw.buf : "out of memory";
+        const char *semi = strstr(all, "; ");
+        int more = 0;
+        for (const char *q2 = all; (q2 = strstr(q2, "; ")) != NULL; q2 += 2) more++;
+        emit_why(why, "%.*s%s; HF flavour: %s", semi ? (int)(semi - all) : (int)strlen(all), all,
+                 more ? " (and more, see docs/models.md)" : "", hw);
+    }
+    sb_free(&mw);
+    return mds || hf;
 }
 
 static void jnum(ap_json *o, const char *k, double v, int *bad) {
@@ -171,7 +193,11 @@ static void mds_args(sb *b, const emit_ctx *x) {
     sb_printf(b, "MDS_ARGS=(\n");
     sb_printf(b, "    --num-layers %lld\n", (long long)m->layers);
     sb_printf(b, "    --hidden-size %lld\n", (long long)m->hidden);
-    sb_printf(b, "    --ffn-hidden-size %lld\n", (long long)m->ffn_hidden);
+    /* one width for dense and expert MLPs: the experts' when every layer is MoE (the
+       expressibility check refuses models that need both) */
+    int all_moe = m->moe.experts > 0 && m->moe.first_dense_layers == 0 && m->moe.layer_freq <= 1;
+    sb_printf(b, "    --ffn-hidden-size %lld\n",
+              (long long)(all_moe ? m->moe.ffn_hidden : m->ffn_hidden));
     sb_printf(b, "    --num-attention-heads %lld\n", (long long)m->heads);
     if (m->kv_heads != m->heads)
         sb_printf(b, "    --num-key-value-heads %lld\n", (long long)m->kv_heads);
@@ -180,8 +206,12 @@ static void mds_args(sb *b, const emit_ctx *x) {
     sb_printf(b, "    --seq-length %lld\n", (long long)p->seq);
     sb_printf(b, "    --max-position-embeddings %lld\n",
               (long long)(m->max_positions > p->seq ? m->max_positions : p->seq));
-    if (m->pos == AP_POS_ROTARY)
+    if (m->pos == AP_POS_ROTARY) {
         sb_printf(b, "    --use-rotary-position-embeddings\n    --no-position-embedding\n");
+        if (m->rope_theta > 0)
+            sb_printf(b, "    --rotary-position-embeddings-theta %.17g\n", m->rope_theta);
+        if (m->rotary_pct < 1) sb_printf(b, "    --rotary-percent %.17g\n", m->rotary_pct);
+    }
     if (m->act == AP_ACT_SWIGLU) sb_printf(b, "    --swiglu\n");
     sb_printf(b, "    --normalization %s\n", m->norm == AP_NORM_RMSNORM ? "rmsnorm" : "layernorm");
     if (!m->tied_embeddings) sb_printf(b, "    --untie-embeddings-and-output-weights\n");
@@ -200,7 +230,7 @@ static void mds_args(sb *b, const emit_ctx *x) {
     sb_printf(b, "    --micro-batch-size %lld\n", (long long)p->mbs);
     sb_printf(b, "    --global-batch-size %lld\n", (long long)p->gbs);
     sb_printf(b, "    --%s\n", p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
-    if (p->flash_attn) sb_printf(b, "    --use-flash-attn-v2\n");
+    if (p->flash_attn && emit_gpu_has_flash(&x->c->gpu)) sb_printf(b, "    --use-flash-attn-v2\n");
     if (p->recompute == AP_RECOMPUTE_FULL)
         sb_printf(b, "    --recompute-granularity full\n    --recompute-method uniform\n"
                      "    --recompute-num-layers 1\n    --deepspeed-activation-checkpointing\n");
@@ -216,14 +246,24 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
     int nodes = (c->gpus + per_node - 1) / per_node;
     char why[200];
     int hf = ds_hf_expressible(p, why, sizeof why);
+    sb mw = {0};
+    int mds = mds_expressible(x->m, &mw);
+    char mwhy[400];
+    snprintf(mwhy, sizeof mwhy, "%s", mw.buf ? mw.buf : "");
+    sb_free(&mw);
 
-    sb cfg = {0};
-    if (ds_render_config(x, 0, &cfg) != AP_OK) {
-        sb_free(&cfg);
-        return ap_err_set(err, AP_ERR_NOMEM, "ds_config.json: out of memory");
+    ap_status st = AP_OK;
+    if (mds) {
+        sb cfg = {0};
+        if (ds_render_config(x, 0, &cfg) != AP_OK) {
+            sb_free(&cfg);
+            return ap_err_set(err, AP_ERR_NOMEM, "ds_config.json: out of memory");
+        }
+        st = emit_take(out, "ds_config.json", &cfg, err);
+        if (st != AP_OK) return st;
+    } else {
+        snprintf(out->note, sizeof out->note, "ds_config.json not written: %.200s", mwhy);
     }
-    ap_status st = emit_take(out, "ds_config.json", &cfg, err);
-    if (st != AP_OK) return st;
     if (hf) {
         sb h = {0};
         if (ds_render_config(x, 1, &h) != AP_OK) {
@@ -239,12 +279,15 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
     sb b = {0};
     sb_printf(&b, "#!/usr/bin/env bash\n");
     emit_header(&b, x, "# ", "DeepSpeed (v0.19) launch for this autoplan plan.");
-    sb_printf(&b,
-              "#\n"
-              "# ds_config.json: Megatron-DeepSpeed flavour. Its topology makes DeepSpeed's\n"
-              "#   data-parallel size dp = %d, so train_batch_size %lld = micro %lld x "
-              "accumulation %lld x dp %d.\n",
-              p->dp, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
+    if (mds)
+        sb_printf(&b,
+                  "#\n"
+                  "# ds_config.json: Megatron-DeepSpeed flavour. Its topology makes DeepSpeed's\n"
+                  "#   data-parallel size dp = %d, so train_batch_size %lld = micro %lld x "
+                  "accumulation %lld x dp %d.\n",
+                  p->dp, (long long)p->gbs, (long long)p->mbs, (long long)p->grad_accum, p->dp);
+    else
+        sb_printf(&b, "#\n# ds_config.json: not written: %s.\n", mwhy);
     if (hf) {
         sb_printf(&b,
                   "# ds_config_hf.json: HF Trainer / Accelerate flavour%s.\n"
@@ -261,8 +304,8 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
     } else {
         sb_printf(&b, "# ds_config_hf.json: not written: %s.\n", why);
     }
-    sb_printf(&b, "#\n# usage: bash deepspeed_launch.sh [megatron|hf]   (multi-node: pass a "
-                  "hostfile in HOSTFILE)\n");
+    sb_printf(&b, "#\n# usage: bash deepspeed_launch.sh [%s]   (multi-node: pass a "
+                  "hostfile in HOSTFILE)\n", mds && hf ? "megatron|hf" : mds ? "megatron" : "hf");
     sb_printf(&b, "set -euo pipefail\n\nHERE=$(cd \"$(dirname \"$0\")\" && pwd)\n");
     sb_printf(&b, "MEGATRON_DEEPSPEED=${MEGATRON_DEEPSPEED:-$PWD/Megatron-DeepSpeed}\n");
     sb_printf(&b, "NNODES=%d\nGPUS_PER_NODE=%d\n", nodes, per_node);
@@ -270,7 +313,7 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
     sb_printf(&b, "if [ -n \"${HOSTFILE:-}\" ]; then LAUNCH+=(--hostfile \"$HOSTFILE\"); fi\n\n");
     if (p->tp > 1 || p->cp > 1)
         sb_printf(&b, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n\n");
-    mds_args(&b, x);
+    if (mds) mds_args(&b, x);
     sb_printf(&b,
               "DATA_ARGS=(\n"
               "    --data-path \"${DATA_PATH:-/path/to/dataset_text_document}\"\n"
@@ -285,13 +328,14 @@ ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err
               "    --log-interval 1\n"
               ")\n\n",
               (long long)x->m->vocab);
-    sb_printf(&b, "case \"${1:-megatron}\" in\n");
-    sb_printf(&b, "megatron)\n    \"${LAUNCH[@]}\" \"$MEGATRON_DEEPSPEED/pretrain_gpt.py\" "
-                  "\"${MDS_ARGS[@]}\" \"${DATA_ARGS[@]}\" ;;\n");
+    sb_printf(&b, "case \"${1:-%s}\" in\n", mds ? "megatron" : "hf");
+    if (mds)
+        sb_printf(&b, "megatron)\n    \"${LAUNCH[@]}\" \"$MEGATRON_DEEPSPEED/pretrain_gpt.py\" "
+                      "\"${MDS_ARGS[@]}\" \"${DATA_ARGS[@]}\" ;;\n");
     if (hf)
         sb_printf(&b, "hf)\n    \"${LAUNCH[@]}\" \"${TRAIN_SCRIPT:-train.py}\" --deepspeed "
                       "\"$HERE/ds_config_hf.json\" ;;\n");
-    sb_printf(&b, "*)\n    echo \"usage: $0 [megatron%s]\" >&2; exit 2 ;;\nesac\n",
-              hf ? "|hf" : "");
+    sb_printf(&b, "*)\n    echo \"usage: $0 [%s]\" >&2; exit 2 ;;\nesac\n",
+              mds && hf ? "megatron|hf" : mds ? "megatron" : "hf");
     return emit_take(out, "deepspeed_launch.sh", &b, err);
 }

@@ -63,6 +63,11 @@ typedef ap_status (*emit_render_fn)(const emit_ctx *x, ap_emit_out *out, ap_err 
 
 int emit_deepspeed_local(const emit_ctx *x, ap_plan *q, int fix, sb *why);
 ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err);
+/* Megatron-LM (mds = 0) or Megatron-DeepSpeed (mds = 1): 1 when every architecture field of m
+ * is expressible; otherwise appends the reasons to why. */
+int emit_megatron_model_why(const ap_model *m, int mds, sb *why);
+/* FlashAttention needs compute capability 8.0+ (catalog GPUs with bf16 tensor cores). */
+int emit_gpu_has_flash(const ap_gpu *g);
 int emit_megatron_local(const emit_ctx *x, ap_plan *q, int fix, sb *why);
 ap_status emit_megatron_render(const emit_ctx *x, ap_emit_out *out, ap_err *err);
 int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why);

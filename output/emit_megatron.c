@@ -23,21 +23,79 @@
 
 #include "emit_int.h"
 
-int emit_megatron_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
+/* Architecture fields of the model that Megatron-LM core 0.19 cannot express (megatron_flags.txt
+ * has no flag for them): each is a reason to refuse the target rather than launch another
+ * model. Shared with the Megatron-DeepSpeed flavour, which has fewer flags (mds = 1). */
+int emit_megatron_model_why(const ap_model *m, int mds, sb *why) {
     int ok = 1;
-    /* LOCAL RULE (model feature, not a trainer-table field): Megatron-LM has no ALiBi
-       (--position-embedding-type accepts learned_absolute, rope, mrope, yarn, none). */
-    if (x->m->pos == AP_POS_ALIBI) {
-        emit_why(why, "megatron: Megatron-LM has no ALiBi position embedding");
-        ok = 0;
+    const char *t = mds ? "deepspeed: Megatron-DeepSpeed" : "megatron: Megatron-LM";
+#define NO(cond, ...)                  \
+    do {                               \
+        if (cond) {                    \
+            emit_why(why, __VA_ARGS__); \
+            ok = 0;                    \
+        }                              \
+    } while (0)
+    NO(m->pos == AP_POS_ALIBI, "%s has no ALiBi position embedding", t);
+    NO(m->act == AP_ACT_SWIGLU && m->gate_act == AP_GATE_GELU,
+       "%s has no GeGLU MLP (--swiglu is SiLU-gated; --quick-geglu is another activation)", t);
+    NO(m->act == AP_ACT_RELU, "%s has no ReLU MLP (--squared-relu is another activation)", t);
+    NO(m->attn_softcap > 0 || m->final_softcap > 0, "%s has no logit soft-capping", t);
+    NO(m->norm_order != AP_NORM_PRE, "%s places norms before each sublayer only (the model has "
+       "%s-norms)", t, m->norm_order == AP_NORM_POST ? "post" : "pre- and post");
+    NO(m->qk_norm == AP_QKNORM_FULL, "%s's --qk-layernorm normalises per head, the model over "
+       "all heads' features", t);
+    NO(m->attn_bias || m->mlp_bias, "%s puts biases on all linear layers or none (the model has "
+       "them on the %s only)", t, m->attn_bias ? "attention" : "MLP");
+    NO(m->lm_head_bias, "%s has no output-layer bias", t);
+    NO(m->norm == AP_NORM_LAYERNORM && m->norm_no_bias, "%s's LayerNorm always has a bias", t);
+    NO(m->parallel_attn, "%s has no parallel attention/MLP block", t);
+    NO(m->embed_norm, "%s has no embedding LayerNorm", t);
+    NO(!m->final_norm, "%s always has a final norm", t);
+    NO(m->window_chunked, "%s has no chunked attention (attention_chunk_size)", t);
+    NO(m->router_linear_bias, "%s's router has no bias", t);
+    NO(m->pos == AP_POS_ROTARY && m->rope_scaling[0] && strcmp(m->rope_scaling, "llama3") &&
+           strcmp(m->rope_scaling, "linear") && strcmp(m->rope_scaling, "yarn"),
+       "%s has no '%s' rope scaling", t, m->rope_scaling);
+    NO(m->learned_pos > 0 && m->learned_pos != m->max_positions,
+       "%s's learned position table has max-position-embeddings rows, the model %lld", t,
+       (long long)m->learned_pos);
+    if (mds) {
+        /* Megatron-DeepSpeed (megatron_deepspeed_flags.txt): one --ffn-hidden-size for dense and
+         * expert MLPs, experts every --expert-interval layers, no shared experts, no MLA, no
+         * q/k norm, windows, sinks, rope scaling or qkv-only biases */
+        NO(m->moe.experts > 0 && m->moe.ffn_hidden != m->ffn_hidden &&
+               m->layers - m->moe.first_dense_layers < m->layers,
+           "%s has one --ffn-hidden-size for dense layers (%lld) and experts (%lld)", t,
+           (long long)m->ffn_hidden, (long long)m->moe.ffn_hidden);
+        NO(m->moe.shared_experts > 0, "%s has no shared experts", t);
+        NO(m->moe.experts > 0 && m->router_act != AP_ROUTER_SOFTMAX, "%s routes with softmax", t);
+        NO(m->moe.router_bias, "%s has no router expert bias", t);
+        NO(m->mla.kv_lora_rank > 0, "%s has no multi-latent attention", t);
+        NO(m->qk_norm != AP_QKNORM_NONE, "%s has no q/k norm", t);
+        NO(m->window > 0, "%s has no sliding-window attention", t);
+        NO(m->attn_sinks, "%s has no attention sinks", t);
+        NO(m->qkv_bias && !m->bias, "%s has no q/k/v-only bias", t);
+        NO(m->rope_scaling[0], "%s has no rope scaling", t);
+        NO(m->gate_act == AP_GATE_SWIGLU_OAI, "%s has no clamped SwiGLU", t);
+        NO(m->nope_global, "%s has no NoPE layers", t);
     }
+#undef NO
+    return ok;
+}
+
+int emit_megatron_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     /* expert parallelism with tp needing sp, and the parameter-gather overlap needing the
        distributed optimizer and gradient-reduce overlap, are trainer-table rules
        (ep_with_tp_needs_sp, overlap_param_zero_mask, overlap_param_needs_grad) */
     (void)q;
     (void)fix;
-    return ok;
+    return emit_megatron_model_why(x->m, 0, why);
 }
+
+/* FlashAttention (2 and 3) needs compute capability 8.0 or newer; the catalog's pre-Ampere
+ * NVIDIA GPUs (V100, Turing) are the ones without bf16 tensor cores. */
+int emit_gpu_has_flash(const ap_gpu *g) { return g->peak_flops[AP_DTYPE_BF16] > 0; }
 
 /* A "(list expression)" for --moe-layer-freq: runs of dense (0) and MoE (1) layers. */
 static void moe_layer_pattern(sb *b, const ap_model *m) {
@@ -106,9 +164,48 @@ static void model_flags(sb *b, const ap_model *m, const ap_plan *p) {
     sb_printf(b, "    --seq-length %lld\n", (long long)p->seq);
     sb_printf(b, "    --max-position-embeddings %lld\n",
               (long long)(m->max_positions > p->seq ? m->max_positions : p->seq));
+    int yarn = m->pos == AP_POS_ROTARY && !strcmp(m->rope_scaling, "yarn");
     sb_printf(b, "    --position-embedding-type %s\n",
-              m->pos == AP_POS_LEARNED ? "learned_absolute" : "rope");
-    if (m->act == AP_ACT_SWIGLU) sb_printf(b, "    --swiglu\n");
+              m->pos == AP_POS_LEARNED ? "learned_absolute"
+              : yarn && m->mla.kv_lora_rank <= 0 ? "yarn" : "rope");
+    if (m->pos == AP_POS_ROTARY) {
+        /* rope_theta, partial_rotary_factor and rope_scaling of the config (issue 19: Llama-3.1
+         * and Qwen2.5 lost their base and scaling) */
+        if (m->rope_theta > 0) sb_printf(b, "    --rotary-base %.17g\n", m->rope_theta);
+        if (m->rotary_pct < 1) sb_printf(b, "    --rotary-percent %.17g\n", m->rotary_pct);
+        if (!strcmp(m->rope_scaling, "llama3"))
+            sb_printf(b, "    --use-rope-scaling\n    --rope-scaling-factor %.17g\n",
+                      m->rope_factor);
+        else if (!strcmp(m->rope_scaling, "linear") && m->rope_factor > 0)
+            sb_printf(b, "    --rotary-seq-len-interpolation-factor %.17g\n", m->rope_factor);
+        else if (yarn) {
+            if (m->mla.kv_lora_rank > 0) sb_printf(b, "    --rope-type yarn\n");
+            sb_printf(b, "    --rotary-scaling-factor %.17g\n", m->rope_factor);
+            if (m->rope_orig_positions > 0)
+                sb_printf(b, "    --yarn-original-max-position-embeddings %lld\n",
+                          (long long)m->rope_orig_positions);
+        }
+        /* Llama4: global layers without rope every window_period-th layer */
+        if (m->nope_global && m->window_period > 0)
+            sb_printf(b, "    --no-rope-freq %lld\n", (long long)m->window_period);
+    }
+    if (m->window > 0 && !m->window_chunked) {
+        /* sliding window (left, right) on the local layers; every window_attn_skip_freq-th layer
+         * (1-based) attends to the whole sequence, as (i + 1) % period == 0 here */
+        sb_printf(b, "    --window-size \"(%lld,0)\"\n", (long long)m->window);
+        if (m->window_period > 0)
+            sb_printf(b, "    --window-attn-skip-freq %lld\n", (long long)m->window_period);
+    }
+    if (m->qk_norm == AP_QKNORM_HEAD || m->mla.kv_lora_rank > 0)
+        sb_printf(b, "    --qk-layernorm\n"); /* per head; MLA: q_a / kv_a norms */
+    if (m->qk_norm == AP_QKNORM_L2) sb_printf(b, "    --qk-l2-norm\n");
+    if (m->attn_sinks) sb_printf(b, "    --softmax-type learnable\n");
+    if (m->act == AP_ACT_SWIGLU && m->gate_act == AP_GATE_SWIGLU_OAI)
+        /* gpt-oss: x * sigmoid(1.702 x) * (y + 1), both clamped at swiglu_limit 7.0
+         * (modeling_gpt_oss.py GptOssExperts) */
+        sb_printf(b, "    --quick-geglu\n    --glu-linear-offset 1.0\n"
+                     "    --activation-func-clamp-value 7.0\n");
+    else if (m->act == AP_ACT_SWIGLU) sb_printf(b, "    --swiglu\n");
     sb_printf(b, "    --normalization %s\n", m->norm == AP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
     if (!m->tied_embeddings) sb_printf(b, "    --untie-embeddings-and-output-weights\n");
     if (!m->bias) sb_printf(b, "    --disable-bias-linear\n");
@@ -135,6 +232,11 @@ static void model_flags(sb *b, const ap_model *m, const ap_plan *p) {
             moe_layer_pattern(b, m);
             sb_printf(b, "\n");
         }
+        if (m->moe.shared_expert_gate) sb_printf(b, "    --moe-shared-expert-gate\n");
+        /* Megatron's TransformerConfig accepts the expert bias only with a sigmoid (or
+         * sqrtsoftplus) score function: emit the model's own */
+        if (m->router_act == AP_ROUTER_SIGMOID)
+            sb_printf(b, "    --moe-router-score-function sigmoid\n");
         if (m->moe.router_bias) sb_printf(b, "    --moe-router-enable-expert-bias\n");
         if (m->moe.capacity_factor > 0)
             sb_printf(b, "    --moe-expert-capacity-factor %g\n", m->moe.capacity_factor);
@@ -148,7 +250,9 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     sb_printf(b, "    --pipeline-model-parallel-size %d\n", p->pp);
     if (p->cp > 1) sb_printf(b, "    --context-parallel-size %d\n", p->cp);
     if (p->ep > 1) sb_printf(b, "    --expert-model-parallel-size %d\n", p->ep);
-    if (p->etp > 1) sb_printf(b, "    --expert-tensor-parallel-size %d\n", p->etp);
+    /* always for MoE models: left out, Megatron sets it to tp (issue 19, Mixtral at tp 2) */
+    if (x->m->moe.experts > 0)
+        sb_printf(b, "    --expert-tensor-parallel-size %d\n", p->etp > 1 ? p->etp : 1);
     if (p->sp) sb_printf(b, "    --sequence-parallel\n");
     stage_flags(b, x);
     sb_printf(b, "    --micro-batch-size %lld\n", (long long)p->mbs);
@@ -171,7 +275,8 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     if (p->dtype == AP_DTYPE_FP16) sb_printf(b, "    --fp16\n");
     else sb_printf(b, "    --bf16\n");
     if (p->dtype == AP_DTYPE_FP8) sb_printf(b, "    --fp8-format hybrid\n");
-    sb_printf(b, "    --attention-backend %s\n", p->flash_attn ? "flash" : "unfused");
+    sb_printf(b, "    --attention-backend %s\n",
+              p->flash_attn && emit_gpu_has_flash(&x->c->gpu) ? "flash" : "unfused");
     if (p->offload_optimizer > 0)
         sb_printf(b, "    --optimizer-cpu-offload\n    --optimizer-offload-fraction %g\n"
                      "    --use-precision-aware-optimizer\n    --overlap-cpu-optimizer-d2h-h2d\n",

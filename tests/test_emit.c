@@ -209,11 +209,13 @@ static const pcase cases[] = {
      0, 0, BF, 0, 0, {0}, {0}},
     {"col-7b-pp-vp-perstage", "llama-2-7b", 8, CO, 2, 2, 2, 1, 1, 1, 2, 1, 16, 4096, 1, FULL, 0,
      1, 1, 0, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {2, 4, 3, 1}},
+    /* Gemini offloads parameters only with every optimizer state offloaded */
     {"col-8b-gemini", "llama-3-8b", 8, CO, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 3, NO, 0, 0, 1, 1,
-     0.5, 0.25, BF, 0, 0, {0}, {0}},
+     1, 0.25, BF, 0, 0, {0}, {0}},
     {"col-7b-lowlevel", "llama-2-7b", 8, CO, 1, 1, 8, 1, 1, 1, 1, 4, 128, 2048, 2, FULL, 0, 0, 1,
      1, 1, 0, F16, 0, 0, {0}, {0}},
-    {"col-mixtral-ep", "mixtral-8x7b", 8, CO, 1, 1, 8, 1, 4, 1, 1, 1, 32, 4096, 1, NO, 0, 0, 1, 0,
+    /* the MoE plugin: ZeRO-1, no overlap */
+    {"col-mixtral-ep", "mixtral-8x7b", 8, CO, 1, 1, 8, 1, 4, 1, 1, 1, 32, 4096, 1, NO, 0, 0, 0, 0,
      0, 0, BF, 0, 0, {0}, {0}},
     {"tt-8b-tp2-z3", "llama-3-8b", 8, TT, 2, 1, 4, 1, 1, 1, 1, 1, 32, 8192, 3, SEL, 0, 1, 1, 1, 0,
      0, BF, 0, 0, {0}, {0}},
@@ -458,6 +460,93 @@ static void compare_model(const got *g, const ap_model *m) {
     CHECK_INT(g->rope, m->pos == AP_POS_ROTARY);
 }
 
+/* The parameter count the Megatron-LM / Megatron-DeepSpeed flags imply, by Megatron's own model
+ * construction (megatron/core/models/gpt: embedding padded to a multiple of
+ * make_vocab_size_divisible_by (128) x tp, per layer input norm + q/k/v/o (GQA groups,
+ * kv-channels, MLA projections with --qk-layernorm's q_a/kv_a norms) + pre-MLP norm + MLP or
+ * router/experts/shared experts, final norm, output layer when untied), written independently of
+ * model.c. *pad_rows receives the vocabulary padding (rows Megatron adds to V). */
+static int64_t implied_params(const flagval *f, int n, int64_t *pad_rows) {
+    const char *v;
+    int64_t L = (v = fv(f, n, "--num-layers")) ? atoll(v) : 0;
+    int64_t h = (v = fv(f, n, "--hidden-size")) ? atoll(v) : 0;
+    int64_t a = (v = fv(f, n, "--num-attention-heads")) ? atoll(v) : 0;
+    int64_t ffn = (v = fv(f, n, "--ffn-hidden-size")) ? atoll(v) : 4 * h;
+    int64_t g = (v = fv(f, n, "--num-query-groups")) ? atoll(v)
+              : (v = fv(f, n, "--num-key-value-heads")) ? atoll(v) : a;
+    int64_t d = (v = fv(f, n, "--kv-channels")) ? atoll(v) : (a ? h / a : 0);
+    int64_t V = (v = fv(f, n, "--vocab-size")) ? atoll(v) : 0;
+    int64_t tp = (v = fv(f, n, "--tensor-model-parallel-size")) ? atoll(v) : 1;
+    int64_t div = 128 * tp;
+    int64_t Vp = (V + div - 1) / div * div;
+    *pad_rows = Vp - V;
+    int bias = fv(f, n, "--disable-bias-linear") == NULL;
+    int qkv_bias = fv(f, n, "--add-qkv-bias") != NULL;
+    int glu = fv(f, n, "--swiglu") || fv(f, n, "--quick-geglu");
+    int rms = (v = fv(f, n, "--normalization")) && (!strcmp(v, "RMSNorm") || !strcmp(v, "rmsnorm"));
+    int64_t norm = rms ? h : 2 * h;
+    int untied = fv(f, n, "--untie-embeddings-and-output-weights") != NULL;
+    int qkln = fv(f, n, "--qk-layernorm") != NULL;
+    int sinks = (v = fv(f, n, "--softmax-type")) && !strcmp(v, "learnable");
+    /* attention */
+    int64_t attn;
+    if (fv(f, n, "--multi-latent-attention")) {
+        int64_t ql = (v = fv(f, n, "--q-lora-rank")) ? atoll(v) : 0;
+        int64_t kl = atoll(fv(f, n, "--kv-lora-rank"));
+        int64_t qn = atoll(fv(f, n, "--qk-head-dim")), qr = atoll(fv(f, n, "--qk-pos-emb-head-dim"));
+        int64_t vd = atoll(fv(f, n, "--v-head-dim"));
+        attn = (ql ? h * ql + ql * a * (qn + qr) + (qkln ? ql : 0) : h * a * (qn + qr)) +
+               h * (kl + qr) + (qkln ? kl : 0) + kl * a * (qn + vd) + a * vd * h;
+    } else {
+        attn = h * (a + 2 * g) * d + a * d * h;
+        if (bias) attn += (a + 2 * g) * d + h;
+        else if (qkv_bias) attn += (a + 2 * g) * d;
+        if (qkln) attn += 2 * (rms ? d : 2 * d);
+    }
+    if (sinks) attn += a;
+    int64_t mlp = (glu ? 3 : 2) * h * ffn + (bias ? (glu ? 2 : 1) * ffn + h : 0);
+    /* experts */
+    int64_t E = (v = fv(f, n, "--num-experts")) ? atoll(v) : 0;
+    int64_t nmoe = 0;
+    int64_t moe_layer = 0;
+    if (E > 0) {
+        int64_t fe = (v = fv(f, n, "--moe-ffn-hidden-size")) ? atoll(v) : ffn;
+        int64_t fs = (v = fv(f, n, "--moe-shared-expert-intermediate-size")) ? atoll(v) : 0;
+        int64_t expert = (glu ? 3 : 2) * h * fe + (bias ? (glu ? 2 : 1) * fe + h : 0);
+        int64_t shared = fs ? (glu ? 3 : 2) * h * fs + (bias ? (glu ? 2 : 1) * fs + h : 0) : 0;
+        if (fs && fv(f, n, "--moe-shared-expert-gate")) shared += h;
+        int64_t router = h * E + (fv(f, n, "--moe-router-enable-expert-bias") ? E : 0);
+        moe_layer = attn + 2 * norm + router + E * expert + shared;
+        /* --moe-layer-freq "([0]*3+[1]*58)" (Megatron) or --expert-interval k (Megatron-DeepSpeed,
+         * MoE on every k-th layer); default every layer */
+        nmoe = L;
+        if ((v = fv(f, n, "--moe-layer-freq")) && v[0] == '(') {
+            nmoe = 0;
+            for (const char *s = v; (s = strstr(s, "[1]*")) != NULL; s += 4) nmoe += atoll(s + 4);
+        } else if ((v = fv(f, n, "--expert-interval"))) {
+            nmoe = L / atoll(v);
+        }
+    }
+    int64_t dense_layer = attn + 2 * norm + mlp;
+    /* learned absolute positions: max-position-embeddings rows (Megatron-DeepSpeed's default
+       unless --no-position-embedding) */
+    const char *pet = fv(f, n, "--position-embedding-type");
+    int learned = pet ? !strcmp(pet, "learned_absolute") : !fv(f, n, "--no-position-embedding");
+    int64_t pos = learned ? atoll(fv(f, n, "--max-position-embeddings")) * h : 0;
+    return Vp * h + pos + (L - nmoe) * dense_layer + nmoe * moe_layer + norm + (untied ? Vp * h : 0);
+}
+
+static void check_implied_params(const flagval *f, int n, const ap_model *m, const char *who) {
+    int64_t pad = 0;
+    int64_t got_params = implied_params(f, n, &pad);
+    int64_t want = ap_model_total_params(m) + pad * m->hidden * (m->tied_embeddings ? 1 : 2);
+    if (got_params != want)
+        fprintf(stderr, "  %s (%s): flags imply %lld parameters, the model has %lld (+ %lld "
+                "padding rows)\n", who, m->name, (long long)got_params,
+                (long long)ap_model_total_params(m), (long long)pad);
+    CHECK_INT(got_params, want);
+}
+
 static void check_megatron(const char *dir, const ap_model *m, const ap_cluster *c,
                            const ap_plan *p) {
     char path[1024];
@@ -486,6 +575,7 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     int64_t dp = world / mp;
     CHECK(g.p.gbs % (g.p.mbs * dp) == 0);
     compare_model(&g, m);
+    check_implied_params(f, n, m, "megatron.sh");
     CHECK_INT(g.p.tp, p->tp);
     CHECK_INT(g.p.pp, p->pp);
     CHECK_INT(g.p.cp, p->cp);
@@ -628,6 +718,7 @@ static void check_deepspeed(const char *dir, const ap_model *m, const ap_cluster
     int64_t world = shell_int(text, "NNODES") * shell_int(text, "GPUS_PER_NODE");
     CHECK_INT(world, c->gpus);
     compare_model(&g, m);
+    check_implied_params(f, n, m, "deepspeed_launch.sh");
     CHECK_INT(g.p.tp, p->tp);
     CHECK_INT(g.p.pp, p->pp);
     CHECK_INT(world / ((int64_t)g.p.tp * g.p.pp), p->dp);
@@ -1602,6 +1693,217 @@ static void test_cli(void) {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* ---- issue 19: what the trainers' own validation refuses or misreads --------------------- */
+
+static int load_hf(const char *file, ap_model *m) {
+    char rel[256];
+    ap_err err;
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", file);
+    if (ap_model_load(tl_path(rel), m, &err) != AP_OK) {
+        fprintf(stderr, "  cannot load %s: %s\n", rel, err.msg);
+        return 0;
+    }
+    return 1;
+}
+
+static void plan_for(ap_plan *p, ap_trainer_id t, int tp, int pp, int dp, int ep, int zero,
+                     int64_t seq) {
+    ap_plan_init(p);
+    p->trainer = t;
+    p->tp = tp; p->pp = pp; p->dp = dp; p->ep = ep;
+    p->mbs = 1; p->grad_accum = 4; p->gbs = 4 * dp; p->seq = seq;
+    p->zero = zero;
+    p->sp = tp > 1 && t != AP_TRAINER_DEEPSPEED;
+    p->overlap_grad = p->overlap_param = 0;
+    for (int c = 0; c < AP_MAX_CHUNKS; c++) p->stage_recompute[c] = -1;
+}
+
+/* Render target t; returns the named file's text (caller frees) or NULL; *st the status. */
+static char *render(ap_emit_target t, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                    const char *file, ap_status *st, ap_err *err, char *note, size_t note_n) {
+    ap_emit_out out;
+    *st = ap_emit_render(t, m, c, p, NULL, &out, err);
+    if (*st != AP_OK) return NULL;
+    char *text = NULL;
+    for (int i = 0; i < out.nfiles; i++)
+        if (!strcmp(out.files[i].name, file)) text = strdup(out.files[i].text);
+    if (note) snprintf(note, note_n, "%s", out.note);
+    ap_emit_out_free(&out);
+    return text;
+}
+
+static void test_issue19(void) {
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    ap_err err;
+    ap_status st;
+    char note[256];
+    static flagval f[512];
+    /* Megatron, DeepSeek-V3: the expert bias needs the sigmoid score function */
+    if (load_model("deepseek-v3", &m)) {
+        make_cluster("h100", 64, &c);
+        plan_for(&p, AP_TRAINER_MEGATRON, 2, 4, 8, 8, 1, 4096);
+        p.sp = 1;
+        p.stage_recompute[0] = -1;
+        char *t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        if (st != AP_OK) fprintf(stderr, "  dsv3: %s\n", err.msg);
+        CHECK(t != NULL);
+        if (t) {
+            CHECK_CONTAINS(t, "--moe-router-score-function sigmoid");
+            CHECK_CONTAINS(t, "--moe-router-enable-expert-bias");
+            CHECK_CONTAINS(t, "--rope-type yarn");
+            CHECK_CONTAINS(t, "--rotary-scaling-factor 40");
+            int n = parse_arrays(t, f, 512);
+            for (int i = 0; i < n; i++) check_known(&L_meg, NULL, f[i].flag, "megatron.sh");
+            check_implied_params(f, n, &m, "megatron.sh");
+            free(t);
+        }
+        /* torchtitan: DeepSeek-V3 flavours use flex attention, which its cp refuses */
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 1, 32, 1, 3, 8192);
+        p.cp = 2;
+        CHECK_INT(ap_emit_check(AP_EMIT_TORCHTITAN, &m, &c, &p, NULL, &err), AP_ERR_INFEASIBLE);
+        CHECK_CONTAINS(err.msg, "multi-latent");
+    }
+    /* Megatron, Mixtral at tp 2: --expert-tensor-parallel-size 1 always emitted */
+    if (load_model("mixtral-8x7b", &m)) {
+        make_cluster("h100", 16, &c);
+        plan_for(&p, AP_TRAINER_MEGATRON, 2, 1, 8, 2, 1, 4096);
+        char *t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        CHECK(t != NULL);
+        if (t) CHECK_CONTAINS(t, "--expert-tensor-parallel-size 1\n");
+        free(t);
+        /* DeepSpeed: native MoE refuses ZeRO-3 whatever ep is */
+        plan_for(&p, AP_TRAINER_DEEPSPEED, 1, 1, 16, 1, 3, 4096);
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_ERR_INFEASIBLE);
+        CHECK_CONTAINS(err.msg, "ZeRO stage 3");
+        /* Colossal-AI: the MoE plugin is ZeRO-1 without overlap */
+        plan_for(&p, AP_TRAINER_COLOSSALAI, 1, 1, 16, 4, 2, 4096);
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_ERR_INFEASIBLE);
+        p.zero = 1;
+        p.overlap_grad = 1;
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_ERR_INFEASIBLE);
+        p.overlap_grad = 0;
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_OK);
+    }
+    if (load_model("llama-3-8b", &m)) {
+        /* torchtitan async TP needs [compile] with the model */
+        make_cluster("h100", 8, &c);
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 2, 1, 4, 1, 3, 4096);
+        p.overlap_tp = 1;
+        char *t = render(AP_EMIT_TORCHTITAN, &m, &c, &p, "torchtitan.toml", &st, &err, NULL, 0);
+        CHECK(t != NULL);
+        if (t) CHECK_CONTAINS(t, "[compile]\nenable = true\ncomponents = [\"model\"]");
+        free(t);
+        /* torchtitan with cp > 1 shards parameters: a ZeRO-0 plan is refused */
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 1, 4, 1, 0, 8192);
+        p.cp = 2;
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_ERR_INFEASIBLE);
+        CHECK_CONTAINS(err.msg, "cp > 1");
+        /* V100: no FlashAttention (sm80+) */
+        make_cluster("v100-sxm2-32g", 8, &c);
+        plan_for(&p, AP_TRAINER_MEGATRON, 1, 1, 8, 1, 1, 4096);
+        p.dtype = AP_DTYPE_FP16;
+        p.flash_attn = 1;
+        t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        CHECK(t != NULL);
+        if (t) CHECK_CONTAINS(t, "--attention-backend unfused");
+        free(t);
+    }
+    /* Colossal-AI Gemini: parameter offload only with every optimizer state offloaded */
+    if (load_model("llama-3-8b", &m)) {
+        make_cluster("h100", 8, &c);
+        plan_for(&p, AP_TRAINER_COLOSSALAI, 1, 1, 8, 1, 3, 4096);
+        p.offload_params = 0.5;
+        p.offload_optimizer = 0.5;
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_ERR_INFEASIBLE);
+        p.offload_optimizer = 1;
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_OK);
+    }
+    /* Llama-3.1: rope base and llama3 scaling reach Megatron */
+    if (load_model("llama-3.1-405b", &m)) {
+        make_cluster("h100", 64, &c);
+        plan_for(&p, AP_TRAINER_MEGATRON, 8, 8, 1, 1, 1, 8192);
+        char *t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        CHECK(t != NULL);
+        if (t) {
+            CHECK_CONTAINS(t, "--rotary-base 500000\n");
+            CHECK_CONTAINS(t, "--use-rope-scaling\n    --rope-scaling-factor 8\n");
+        }
+        free(t);
+    }
+    /* Qwen1.5-MoE through Megatron-DeepSpeed: experts 1408 wide, a 5632-wide shared expert
+       and q/k/v biases: the shared expert and the q/k/v-only bias cannot be expressed, so
+       ds_config.json is left out with the reason (experts get 1408 when written), the HF
+       flavour is still written; Megatron-LM expresses it (shared expert with its gate) */
+    const char *qmoe = "{\"model_type\":\"qwen2_moe\",\"hidden_size\":2048,\"intermediate_size\":"
+                       "5632,\"moe_intermediate_size\":1408,\"shared_expert_intermediate_size\":"
+                       "5632,\"num_experts\":60,\"num_experts_per_tok\":4,\"num_attention_heads\":"
+                       "16,\"num_key_value_heads\":16,\"num_hidden_layers\":24,\"vocab_size\":"
+                       "151936,\"tie_word_embeddings\":false,\"rope_theta\":1000000.0}";
+    CHECK_INT(ap_model_parse(qmoe, strlen(qmoe), "qwen1.5-moe.json", &m, &err), AP_OK);
+    make_cluster("h100", 8, &c);
+    plan_for(&p, AP_TRAINER_DEEPSPEED, 1, 1, 8, 1, 2, 4096);
+    char *t = render(AP_EMIT_DEEPSPEED, &m, &c, &p, "ds_config.json", &st, &err, note, sizeof note);
+    CHECK_INT(st, AP_OK);
+    CHECK(t == NULL);
+    CHECK_CONTAINS(note, "ds_config.json not written");
+    CHECK_CONTAINS(note, "no shared experts");
+    CHECK_CONTAINS(note, "q/k/v-only bias");
+    free(t);
+    plan_for(&p, AP_TRAINER_MEGATRON, 1, 1, 8, 1, 1, 4096);
+    t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_CONTAINS(t, "--moe-shared-expert-gate");
+        CHECK_CONTAINS(t, "--add-qkv-bias");
+        int n = parse_arrays(t, f, 512);
+        check_implied_params(f, n, &m, "megatron.sh");
+    }
+    free(t);
+
+    /* Every family: Megatron-LM either expresses every architecture field (and the flags imply
+       the model's parameter count) or refuses with the reason; never a different model. */
+    static const struct {
+        const char *file;
+        const char *refusal; /* NULL: must be expressible */
+    } fam[] = {
+        {"qwen3-8b.json", NULL},          {"qwen3-30b-a3b.json", NULL},
+        {"phi-4-mini-instruct.json", "longrope"}, {"olmo-2-1124-7b.json", "post"},
+        {"gemma-7b.json", "GeGLU"},       {"gemma-3-1b-pt.json", "GeGLU"},
+        {"phi-3.5-moe-instruct.json", "biases"}, {"gpt-oss-20b.json", "router has no bias"},
+        {"llama-4-scout-17b-16e.json", "chunked"}, {"deepseek-v2-lite.json", NULL},
+        {"deepseek-moe-16b-base.json", NULL}, {"c4ai-command-r-v01.json", "LayerNorm"},
+        {"starcoder2-7b.json", NULL},     {"internlm2-7b.json", "dynamic"},
+        {"chatglm3-6b.json", NULL},       {"gpt-j-6b.json", "parallel"},
+        {"baichuan2-13b-base.json", "ALiBi"}, {"minicpm-moe-8x2b.json", NULL},
+        {"stablelm-2-1_6b.json", NULL}, {"phi-3.5-mini-instruct.json", "longrope"},
+    };
+    make_cluster("h100", 8, &c);
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        if (!load_hf(fam[i].file, &m)) {
+            CHECK(0);
+            continue;
+        }
+        plan_for(&p, AP_TRAINER_MEGATRON, 1, 1, 8, 1, 1, 2048);
+        t = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        if (fam[i].refusal) {
+            if (st != AP_ERR_INFEASIBLE) fprintf(stderr, "  %s: not refused\n", fam[i].file);
+            CHECK_INT(st, AP_ERR_INFEASIBLE);
+            if (st != AP_OK) CHECK_CONTAINS(err.msg, fam[i].refusal);
+        } else {
+            if (st != AP_OK) fprintf(stderr, "  %s: %s\n", fam[i].file, err.msg);
+            CHECK_INT(st, AP_OK);
+            if (t) {
+                int n = parse_arrays(t, f, 512);
+                for (int k = 0; k < n; k++) check_known(&L_meg, NULL, f[k].flag, fam[i].file);
+                check_implied_params(f, n, &m, fam[i].file);
+            }
+        }
+        free(t);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     L_ds = load_list("tests/data/trainers/deepspeed_keys.txt");
@@ -1623,6 +1925,7 @@ int main(int argc, char **argv) {
     test_roundtrip();
     test_refusals();
     test_golden();
+    test_issue19();
     test_cli();
     if (pdir) rm_rf(pdir);
     return tl_finish();

@@ -122,6 +122,16 @@ typedef struct ap_trainer_caps {
                                     logits.float() keeps fp32 log-probs and builds the nll and
                                     log_softmax gradients (12) */
     int tied_embedding_dup;      /* tied embeddings duplicated on first and last stage */
+    /* added with issue 19 (what the trainers' own validation refuses) */
+    unsigned moe_zero_mask;      /* ZeRO stages allowed for a model with experts, any ep
+                                    (DeepSpeed: native MoE refuses ZeRO-3) */
+    int dp_shard_required_with_cp; /* torchtitan: cp > 1 shards parameters (FSDP over the cp
+                                      mesh), so ZeRO 0/1 cannot be expressed */
+    int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
+                                    DeepSeek-V3 flavours use flex attention, which its cp refuses) */
+    int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
+                                    with offload_optim_frac (and shard_param_frac) 1.0 */
+    int ep_no_overlap;           /* Colossal-AI MoE plugin: no communication overlap with ep > 1 */
 } ap_trainer_caps;
 
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);

@@ -37,6 +37,7 @@ MDS_ARGS=(
     --max-position-embeddings 4096
     --use-rotary-position-embeddings
     --no-position-embedding
+    --rotary-position-embeddings-theta 10000
     --swiglu
     --normalization rmsnorm
     --untie-embeddings-and-output-weights

@@ -35,6 +35,7 @@ PLAN_ARGS=(
     --seq-length 4096
     --max-position-embeddings 4096
     --position-embedding-type rope
+    --rotary-base 10000
     --swiglu
     --normalization RMSNorm
     --untie-embeddings-and-output-weights

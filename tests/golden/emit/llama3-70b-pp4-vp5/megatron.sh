@@ -37,6 +37,7 @@ PLAN_ARGS=(
     --seq-length 8192
     --max-position-embeddings 8192
     --position-embedding-type rope
+    --rotary-base 500000
     --swiglu
     --normalization RMSNorm
     --untie-embeddings-and-output-weights
