@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "autoplan/json.h"
 #include "testlib.h"
@@ -102,6 +103,40 @@ static void test_readme_main(void) {
         CHECK_CONTAINS(readme, "ctest --test-dir build --output-on-failure");
         CHECK_CONTAINS(ci, "ctest --test-dir build --output-on-failure");
         CHECK_CONTAINS(readme, "autoplan examples/models/llama-2-7b.json --gpus 8");
+        /* the first command works verbatim as root without sudo and as a user with sudo: its
+           install part, with apt-get replaced by echo, runs under sh; as root it calls no sudo,
+           as another user every apt-get goes through sudo */
+        const char *start = strstr(readme, "```sh\n");
+        const char *end = start ? strstr(start, " && cmake") : NULL;
+        CHECK(start && end);
+        if (start && end) {
+            start += 6;
+            char line[1024], cmd[2300], q[2100];
+            snprintf(line, sizeof line, "%.*s", (int)(end - start), start);
+            size_t k = 0;
+            for (const char *s2 = line; *s2 && k + 8 < sizeof q; s2++) {
+                if (!strncmp(s2, "apt-get", 7)) {
+                    k += (size_t)snprintf(q + k, sizeof q - k, "echo apt-get");
+                    s2 += 6;
+                } else if (*s2 == '\'') {
+                    k += (size_t)snprintf(q + k, sizeof q - k, "'\\''");
+                } else {
+                    q[k++] = *s2;
+                }
+            }
+            q[k] = '\0';
+            snprintf(cmd, sizeof cmd, "sh -c '%s' 2>&1", q);
+            FILE *pf = popen(cmd, "r");
+            char got[512] = "";
+            size_t nr = pf ? fread(got, 1, sizeof got - 1, pf) : 0;
+            got[nr] = '\0';
+            int rc = pf ? pclose(pf) : -1;
+            CHECK_INT(rc, 0);
+            CHECK_CONTAINS(got, "apt-get update");
+            CHECK_CONTAINS(got, "apt-get install -y build-essential cmake");
+            if (geteuid() == 0) CHECK(strstr(got, "sudo") == NULL);
+            CHECK(strncmp(line, "sudo ", 5) != 0);
+        }
     }
     free(readme);
     free(ci);
