@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,4 +458,26 @@ int ap_cli_fail(ap_status st, const ap_err *err) {
     msg[n] = '\0';
     fprintf(stderr, "autoplan: %s\n", msg);
     return ap_status_exit_code(st);
+}
+
+ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note, size_t n,
+                            ap_err *err) {
+    /* One meaning of "4M": the count parser's (4,000,000), for the default too. The batch in
+     * sequences is rounded to the nearest multiple of 2^(floor(log2 b) - 3) (four binary digits
+     * kept: 976.6 -> 960 = 15 x 64), so that it divides across data-parallel ranks and
+     * micro-batches instead of being a prime such as 977; the note says how. */
+    double tps = 4e6;
+    const char *tv = ap_flags_value(fl, "tokens-per-step");
+    ap_status st;
+    if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
+    if (seq < 1) seq = 1;
+    double exact = tps / (double)seq;
+    int64_t unit = 1;
+    while ((double)(unit * 16) <= exact) unit *= 2;
+    *gbs = (int64_t)llround(exact / (double)unit) * unit;
+    if (*gbs < 1) *gbs = 1;
+    snprintf(note, n, "%s: %.0f tokens / %lld = %.1f sequences, rounded to a multiple of %lld",
+             tv ? "from --tokens-per-step" : "default 4M tokens per step", tps, (long long)seq,
+             exact, (long long)unit);
+    return AP_OK;
 }

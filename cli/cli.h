@@ -102,6 +102,11 @@ typedef struct ap_cli_ctx {
  * model's (logged at info level). */
 ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err);
 
+/* The global batch in sequences from --tokens-per-step (default 4M = 4,000,000 tokens) at
+ * sequence length seq, rounded to a size that divides well; note says how (plan and compare). */
+ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note, size_t n,
+                            ap_err *err);
+
 /* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
 ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
 

@@ -553,16 +553,13 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     if (cc->ctx.plan.gbs > 0) {
         so->gbs = cc->ctx.plan.gbs;
     } else {
-        /* as `autoplan plan`: 4M tokens per step unless told otherwise */
-        double tps = 4194304.0;
-        const char *tv = ap_flags_value(fl, "tokens-per-step");
-        if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
-        so->gbs = (int64_t)llround(tps / (double)so->fixed.seq);
-        if (so->gbs < 1) so->gbs = 1;
+        /* as `autoplan plan`: the same default and rounding */
+        char note[200];
+        if ((st = ap_cli_tokens_gbs(fl, so->fixed.seq, &so->gbs, note, sizeof note, err)) != AP_OK)
+            return st;
         fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
                 "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)so->fixed.seq,
-                (double)so->gbs * (double)so->fixed.seq / 1e6,
-                tv ? "from --tokens-per-step" : "default 4M tokens per step");
+                (double)so->gbs * (double)so->fixed.seq / 1e6, note);
     }
     return AP_OK;
 }

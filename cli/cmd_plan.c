@@ -492,15 +492,28 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     if (ap_flags_isset(fl, "gbs") && ap_flags_isset(fl, "tokens-per-step"))
         return ap_err_set(err, AP_ERR_INPUT, "give --gbs or --tokens-per-step, not both");
     const char *gbs_note = NULL;
+    char gbs_buf[200];
     if (cp->gbs > 0) {
         so->gbs = cp->gbs;
     } else {
-        double tps = 4194304.0;
-        const char *tv = ap_flags_value(fl, "tokens-per-step");
-        if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
-        so->gbs = (int64_t)llround(tps / (double)cp->seq);
-        if (so->gbs < 1) so->gbs = 1;
-        gbs_note = tv ? "from --tokens-per-step" : "default 4M tokens per step";
+        if ((st = ap_cli_tokens_gbs(fl, cp->seq, &so->gbs, gbs_buf, sizeof gbs_buf, err)) != AP_OK)
+            return st;
+        gbs_note = gbs_buf;
+    }
+    /* a pinned degree that does not divide the GPU count is an input error, not "nothing
+       fits" (every count of a sweep is checked) */
+    for (int k = 0; k < pc->ncounts; k++) {
+        static const char *const names[] = {"tp", "pp", "cp"};
+        const int vals[] = {cp->tp, cp->pp, cp->cp};
+        for (int d = 0; d < 3; d++)
+            if (ap_flags_isset(fl, names[d]) && vals[d] > 0 && pc->counts[k] % vals[d] != 0)
+                return ap_err_set(err, AP_ERR_INPUT, "--%s %d does not divide --gpus %d: pick a "
+                                  "divisor of the GPU count", names[d], vals[d], pc->counts[k]);
+        int prod = (ap_flags_isset(fl, "tp") ? cp->tp : 1) * (ap_flags_isset(fl, "pp") ? cp->pp : 1) *
+                   (ap_flags_isset(fl, "cp") ? cp->cp : 1);
+        if (prod > 1 && pc->counts[k] % prod != 0)
+            return ap_err_set(err, AP_ERR_INPUT, "--tp x --pp x --cp = %d does not divide --gpus "
+                              "%d", prod, pc->counts[k]);
     }
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &pc->tokens, err)) != AP_OK) return st;

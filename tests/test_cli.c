@@ -142,6 +142,32 @@ static void test_readme_main(void) {
     free(ci);
 }
 
+/* issue 19 defaults: a pinned degree that does not divide the GPU count is an input error
+ * naming the pin; --tokens-per-step has one meaning and the batch is rounded to a size that
+ * divides well, printed. */
+static void test_plan_defaults(void) {
+    char *out = NULL, *err = NULL;
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' --gpus 8 --tp 3 --no-cache",
+             tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "--tp 3 does not divide --gpus 8");
+    CHECK(strchr(err, '\n') == strrchr(err, '\n'));
+    free(out);
+    free(err);
+    /* "4M" typed and the default are the same 4,000,000 tokens: 976.6 sequences of 4096 ->
+     * 960 (a multiple of 64), never the prime 977 */
+    for (int typed = 0; typed < 2; typed++) {
+        snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --top 1%s",
+                 tl_path("examples/models/llama-2-7b.json"), typed ? " --tokens-per-step 4M" : "");
+        CHECK_INT(tl_run(args, &out, &err), 0);
+        CHECK_CONTAINS(err, "global batch 960 sequences");
+        CHECK_CONTAINS(err, "rounded to a multiple of 64");
+        free(out);
+        free(err);
+    }
+}
+
 static void test_validate_targets(void) {
     char *out = NULL, *err = NULL;
     CHECK_INT(tl_run("validate --json --leave-one-source-out", &out, &err), 0);
@@ -284,6 +310,7 @@ int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_golden();
     test_readme_main();
+    test_plan_defaults();
     test_validate_targets();
     test_bad_input();
     return tl_finish();
