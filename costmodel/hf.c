@@ -174,7 +174,7 @@ static ap_status read_rope(rd *r, double theta_def, ap_model *m) {
     snprintf(w, sizeof w, "%s: rope_scaling", r->where);
     TRY(ap_json_get_str(rs, "type", buf, sizeof buf, &present, w, r->err));
     TRY(ap_json_get_str(rs, "rope_type", buf, sizeof buf, &present, w, r->err));
-    snprintf(m->rope_scaling, sizeof m->rope_scaling, "%s", buf[0] ? buf : "linear");
+    snprintf(m->rope_scaling, sizeof m->rope_scaling, "%.15s", buf[0] ? buf : "linear");
     double f = 0;
     TRY(ap_json_get_real(rs, "factor", 1e-6, 1e6, &f, &present, w, r->err));
     m->rope_factor = f;
