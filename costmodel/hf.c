@@ -757,18 +757,25 @@ static ap_status rd_opt(rd *r, ap_model *m) {
     return dropout_of(r, drop, 0.1, &m->dropout);
 }
 
-/* ---- gpt_neox -------------------------------------------------------------------------------- */
-
-static ap_status rd_gpt_neox(rd *r, ap_model *m) {
-    /* modeling_gpt_neox.py: embed_in V*h, per layer input_layernorm, post_attention_layernorm,
-     * query_key_value h->3h, dense h->h, dense_h_to_4h, dense_4h_to_h, all with biases;
-     * final_layer_norm; embed_out V*h (untied by default). */
+/* hidden_size, num_hidden_layers, num_attention_heads (head_dim = hidden / heads, kv = heads),
+ * intermediate_size, vocab_size: the core of the MHA configurations (gpt_neox, baichuan). */
+static ap_status mha_sizes(rd *r, ap_model *m) {
     TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
     TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
     TRY(dims(r, "hidden_size", "num_attention_heads", NULL, NULL, 0, m));
     TRY(req_int(r, "intermediate_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
     TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    return AP_OK;
+}
+
+/* ---- gpt_neox -------------------------------------------------------------------------------- */
+
+static ap_status rd_gpt_neox(rd *r, ap_model *m) {
+    /* modeling_gpt_neox.py: embed_in V*h, per layer input_layernorm, post_attention_layernorm,
+     * query_key_value h->3h, dense h->h, dense_h_to_4h, dense_4h_to_h, all with biases;
+     * final_layer_norm; embed_out V*h (untied by default). */
+    TRY(mha_sizes(r, m));
     TRY(positions(r, "max_position_embeddings", 2048, m));
     TRY(check_rope_scaling(r));
     int ab = 1;
@@ -965,12 +972,7 @@ static ap_status rd_baichuan(rd *r, ap_model *m) {
      * gate/up/down (SiLU), two RMSNorms; norm; lm_head (NormHead, V*h, untied). The 7B file uses
      * rotary embeddings and has max_position_embeddings; the 13B file uses ALiBi and its
      * config.json has only model_max_length, which is how the two are told apart. */
-    TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "num_attention_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "hidden_size", "num_attention_heads", NULL, NULL, 0, m));
-    TRY(req_int(r, "intermediate_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden));
-    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(mha_sizes(r, m));
     int present = 0;
     int64_t mp = 0;
     TRY(ap_json_get_int(r->j, "max_position_embeddings", 1, AP_MODEL_MAX_POSITIONS, &mp, &present,
