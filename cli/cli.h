@@ -124,6 +124,7 @@ int ap_cmd_partition(int argc, char **argv);
 int ap_cmd_compare(int argc, char **argv);
 int ap_cmd_emit(int argc, char **argv);
 int ap_cmd_db(int argc, char **argv);
+int ap_cmd_profile(int argc, char **argv);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

@@ -58,6 +58,8 @@ static const op_spec ops[] = {
     {"gemm", DT_COMPUTE, RATE_FLOPS, 3, {{"m", NULL, 1}, {"n", NULL, 1}, {"k", NULL, 1}}},
     {"attn_fwd", "fp16|bf16|fp8", RATE_FLOPS, 8, ATTN_KEYS},
     {"attn_bwd", "fp16|bf16|fp8", RATE_FLOPS, 8, ATTN_KEYS},
+    /* forward + backward in one figure, as the FlashAttention-2 paper plots them */
+    {"attn_fwd_bwd", "fp16|bf16|fp8", RATE_FLOPS, 8, ATTN_KEYS},
     {"membound", DT_ANY, RATE_BYTES, 2,
      {{"kind", "copy|elementwise|reduction|norm|softmax|cross_entropy|adam|rope|activation", 0},
       {"bytes", NULL, 1}}},
@@ -274,7 +276,8 @@ double ap_profile_row_flops(const ap_profile_row *r) {
         ap_profile_shape_num(r->shape, "n", &n) && ap_profile_shape_num(r->shape, "k", &k))
         return 2.0 * m * n * k;
     int fwd = !strcmp(r->op, "attn_fwd"), bwd = !strcmp(r->op, "attn_bwd");
-    if (!fwd && !bwd) return 0;
+    int both = !strcmp(r->op, "attn_fwd_bwd");
+    if (!fwd && !bwd && !both) return 0;
     double b, s, h, d, causal, w;
     if (!ap_profile_shape_num(r->shape, "b", &b) || !ap_profile_shape_num(r->shape, "s", &s) ||
         !ap_profile_shape_num(r->shape, "h", &h) || !ap_profile_shape_num(r->shape, "d", &d) ||
@@ -282,9 +285,9 @@ double ap_profile_row_flops(const ap_profile_row *r) {
         !ap_profile_shape_num(r->shape, "window", &w))
         return 0;
     /* forward: QK^T and PV, 2 FLOPs per multiply-add each: 4 b h d P (Dao 2023, Sec. 4.1);
-     * backward: 2.5 x forward (five matmuls instead of two, same paper) */
+     * backward: 2.5 x forward (five matmuls instead of two, same paper); both: 3.5 x */
     double f = 4.0 * b * h * d * attn_pairs(s, causal != 0, w);
-    return bwd ? 2.5 * f : f;
+    return bwd ? 2.5 * f : both ? 3.5 * f : f;
 }
 
 double ap_profile_busbw_factor(const char *op, double n) {

@@ -26,6 +26,27 @@ typedef enum {
 
 typedef enum { AP_RECOMPUTE_NONE = 0, AP_RECOMPUTE_SELECTIVE, AP_RECOMPUTE_FULL } ap_recompute;
 
+/* Attention kernel of the plan (the identifiers of docs/profiles.md): AUTO = the trainer's
+ * default for the GPU, dtype and model (ap_attn_default); UNFUSED = scores materialised
+ * (Megatron's fused softmax between two batched GEMMs, or eager PyTorch). */
+typedef enum {
+    AP_ATTN_AUTO = 0,
+    AP_ATTN_UNFUSED,
+    AP_ATTN_FA1,            /* FlashAttention (Dao et al. 2022), CUDA */
+    AP_ATTN_TRITON,         /* FlashAttention in Triton */
+    AP_ATTN_FA2,            /* FlashAttention-2 (Dao 2023) */
+    AP_ATTN_FA3,            /* FlashAttention-3 (Shah et al. 2024), Hopper */
+    AP_ATTN_CUDNN,          /* cuDNN fused attention (Transformer Engine) */
+    AP_ATTN_SDPA_EFFICIENT, /* PyTorch memory-efficient SDPA (xFormers kernel) */
+    AP_ATTN_FLEX,           /* PyTorch FlexAttention */
+    AP_ATTN_COUNT
+} ap_attn_impl;
+
+/* "fa2", "unfused", ... (the profile vocabulary's `impl` identifiers; "auto"). */
+const char *ap_attn_impl_name(ap_attn_impl impl);
+/* Parse an identifier of ap_attn_impl_name; AP_ERR_INPUT naming `what` and the choices. */
+ap_status ap_attn_impl_parse(const char *s, const char *what, ap_attn_impl *out, ap_err *err);
+
 typedef struct ap_plan {
     ap_trainer_id trainer;
     int tp, pp, dp, cp, ep, etp, vp; /* etp: expert tensor parallel (1 = none) */
@@ -48,6 +69,8 @@ typedef struct ap_plan {
     int nchunks;                     /* pp * vp when stage_layers is set, else 0 = uniform */
     int stage_layers[AP_MAX_CHUNKS]; /* layers per model chunk, in pipeline order */
     int stage_recompute[AP_MAX_CHUNKS]; /* per-chunk full-recompute layer count (-1 = plan's) */
+    ap_attn_impl attn_impl;          /* attention kernel; AUTO = the trainer's default (with
+                                        flash_attn = 0: UNFUSED whatever this says) */
 } ap_plan;
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */

@@ -80,7 +80,8 @@ void ap_profile_row_derive(ap_profile_row *r);
 
 /* FLOPs of one call under the op's convention (docs/profiles.md): gemm 2mnk; attention as the
  * FlashAttention-2 paper counts it (forward 4 b h d P with P the attended query-key pairs,
- * backward 2.5 x forward). 0 for operations that are not compute. The row must be valid. */
+ * backward 2.5 x forward, attn_fwd_bwd 3.5 x forward). 0 for operations that are not compute.
+ * The row must be valid. */
 double ap_profile_row_flops(const ap_profile_row *r);
 
 /* Bytes that cross the bottleneck for the bus-bandwidth convention of a collective of `ranks`
