@@ -206,6 +206,9 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");
+    ap_flags_add(fl, "attn-impl", AP_FLAG_VALUE, "IMPL",
+                 "attention kernel: auto|unfused|fa1|triton|fa2|fa3|cudnn|sdpa_efficient|flex "
+                 "(default auto: the trainer's for the GPU and model, printed by estimate)");
     ap_flags_add(fl, "stage-layers", AP_FLAG_VALUE, "LIST",
                  "layers per pipeline chunk, comma separated (pp*vp numbers summing to L)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
@@ -407,6 +410,11 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
        (V100, Turing) run the unfused attention, in the estimate and in the emitted configs */
     p->flash_attn = !ap_flags_isset(fl, "no-flash-attn") &&
                     ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] > 0;
+    const char *impl = ap_flags_value(fl, "attn-impl");
+    if (impl && (st = ap_attn_impl_parse(impl, "--attn-impl", &p->attn_impl, err)) != AP_OK)
+        return st;
+    if (impl && p->attn_impl != AP_ATTN_AUTO && p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn)
+        return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: contradicts --no-flash-attn", impl);
     const char *sl = ap_flags_value(fl, "stage-layers");
     if (sl && (st = parse_stage_layers(sl, p, err)) != AP_OK) return st;
 

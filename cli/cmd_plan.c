@@ -105,7 +105,7 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
     if (pc->db) ap_db_profiles_fingerprint(pc->db, c->gpu.name, &prof, NULL);
     snprintf(buf, n,
              "autoplan %s|%s|%s|model %016llx|cluster %016llx gpus %d|trainer %s|gbs %lld seq %lld"
-             "|fix tp%d pp%d dp%d cp%d ep%d vp%d mbs%lld z%d rc%d/%d dt%d fa%d"
+             "|fix tp%d pp%d dp%d cp%d ep%d vp%d mbs%lld z%d rc%d/%d dt%d fa%d ai%d"
              "|top %d prune %d nosp %d noov %d xtp %d maxmbs %d headroom %.0f part %d/%d"
              "|calib %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g|profiles %016llx",
              AP_VERSION, ap_costmodel_version(), ap_gpu_catalog_version(),
@@ -113,7 +113,7 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
              (unsigned long long)ap_cluster_fingerprint(c), c->gpus, ap_trainer_name(f->trainer),
              (long long)so->gbs, (long long)f->seq, f->tp, f->pp, f->dp, f->cp, f->ep, f->vp,
              (long long)f->mbs, f->zero, so->fix_recompute, (int)f->recompute, (int)f->dtype,
-             f->flash_attn, so->top_k, so->prune, so->no_sp, so->no_overlap,
+             f->flash_attn, (int)f->attn_impl, so->top_k, so->prune, so->no_sp, so->no_overlap,
              so->allow_cross_node_tp, so->max_mbs, so->est.headroom_bytes, pc->partition,
              (int)pc->solver, cal.gemm_eff_max,
              cal.gemm_half_flops, cal.attn_eff, cal.link_eff, cal.net_eff, cal.coll_latency_s,
@@ -161,6 +161,7 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
             so->fixed.seq = keep.seq;
             so->fixed.dtype = keep.dtype;
             so->fixed.flash_attn = keep.flash_attn;
+            so->fixed.attn_impl = keep.attn_impl;
             so->gbs = pc->so.gbs;
             so->est = pc->so.est;
             so->allow_cross_node_tp = pc->so.allow_cross_node_tp;
@@ -463,6 +464,7 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     so->fixed.seq = cp->seq;
     so->fixed.dtype = cp->dtype;
     so->fixed.flash_attn = cp->flash_attn;
+    so->fixed.attn_impl = cp->attn_impl;
     /* an explicit 0 pins "no offload"; absent leaves it to the search */
     so->fixed.offload_optimizer = ap_flags_isset(fl, "offload-optimizer") && cp->offload_optimizer == 0
                                       ? -1.0 : cp->offload_optimizer;
@@ -617,6 +619,9 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     p.offload_params = jnum(pj, "offload", "params");
     p.dtype = pc->so.fixed.dtype;
     p.flash_attn = ap_json_bool(ap_json_get(pj, "flash_attn"));
+    const char *impl = ap_json_string(ap_json_get(pj, "attn_impl"));
+    if (impl && ap_attn_impl_parse(impl, "cached plan", &p.attn_impl, NULL) != AP_OK)
+        p.attn_impl = AP_ATTN_AUTO;
     const ap_json *sl = ap_json_get(pj, "stage_layers");
     int nsl = ap_json_size(sl), uneven = 0;
     for (int i = 0; i < nsl && i < AP_MAX_CHUNKS; i++) {

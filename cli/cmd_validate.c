@@ -168,20 +168,39 @@ static void print_cross(const vset *cross, const ap_calib *ccal) {
            cross->rows[0].cluster.gpu.name, ccal->gemm_eff_max, ccal->gemm_half_flops);
 }
 
+/* One out-of-sample row: times in seconds, memory in GiB, OOM records as predicted or not. */
+static void print_oos_row(const vrow *v) {
+    if (v->is_oom) {
+        printf("%-24s %-10.10s %-13s %-38.38s recorded out of memory: %s\n", v->source,
+               v->model_name, v->cluster.gpu.name, v->plan_label,
+               v->predicted >= 0.5 ? "predicted not to fit" : "PREDICTED TO FIT");
+        return;
+    }
+    double scale = v->is_time ? 1.0 : 1073741824.0;
+    const char *unit = v->is_time ? "s  " : "GiB";
+    printf("%-24s %-10.10s %-13s %-38.38s %8.3f %s %8.3f %s %+6.1f%%%s\n", v->source,
+           v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted / scale, unit,
+           v->measured / scale, unit, 100 * (v->predicted - v->measured) / v->measured,
+           v->is_time && !v->fits ? "  (predicted not to fit)" : "");
+}
+
 static void print_oos(const vset *oos) {
     if (oos->n == 0) return;
     errstat oa, oper[MAX_SOURCES];
     ap_validation_summarize(oos, NULL, 0, &oa, oper);
     printf("\nout of sample (shown, not scored, never used in a fit; built-in calibration of "
            "each GPU):\n");
-    for (int i = 0; i < oos->n; i++) {
-        const vrow *v = &oos->rows[i];
-        printf("%-24s %-10.10s %-13s %-38.38s %8.3f s %8.3f s %+6.1f%%%s\n", v->source,
-               v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted, v->measured,
-               100 * (v->predicted - v->measured) / v->measured,
-               v->fits ? "" : "  (predicted not to fit)");
-    }
+    for (int i = 0; i < oos->n; i++) print_oos_row(&oos->rows[i]);
+    printf("\n%-24s %10s %10s %10s %12s %5s\n", "out-of-sample source", "time MAPE",
+           "time bias", "time max", "memory MAPE", "rows");
+    for (int s = 0; s < oos->nsources; s++)
+        printf("%-24s %9.2f%% %+9.2f%% %9.2f%% %11.2f%% %5d\n", oos->sources[s],
+               100 * oper[s].time_mape, 100 * oper[s].time_bias, 100 * oper[s].time_max,
+               100 * oper[s].mem_mape, oper[s].rows);
     printf("out-of-sample time MAPE %.2f%%, max %.2f%%\n", 100 * oa.time_mape, 100 * oa.time_max);
+    printf("out-of-sample memory MAPE %.2f%%, max %.2f%%\n", 100 * oa.mem_mape, 100 * oa.mem_max);
+    printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
+           oa.oom_rows);
 }
 
 /* Predict every row of a set with calibration cal (NULL: each row's GPU's built-in one); err

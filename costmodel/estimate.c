@@ -16,9 +16,11 @@
  * times.
  */
 #include "autoplan/estimate.h"
+#include "autoplan/kernels.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GiB 1073741824.0
@@ -26,7 +28,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-2"; }
+const char *ap_costmodel_version(void) { return "costmodel-3"; }
 
 /* ---- model states --------------------------------------------------------------------- */
 
@@ -42,6 +44,14 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
     if (p->zero == 3 && t->zero3_state_bytes > 0) o = (t->zero3_state_bytes * n) / d - w - g;
+    if (p->zero == 0 && p->dtype == AP_DTYPE_BF16 && t->bf16_optimizer_bytes > 0) {
+        /* DeepSpeed bf16 at stage 0 runs BF16_Optimizer (runtime/bf16_optimizer.py): bf16
+         * weights and gradients, a full-size fp32 gradient accumulation buffer, and the fp32
+         * master partition with Adam's m and v sharded over data parallelism like ZeRO-1 (the
+         * optimizer-side fp32 gradient copy of optim_bytes is a view of that buffer) */
+        g = (t->grad_bytes + t->bf16_optimizer_bytes) * n;
+        o = (t->master_bytes + t->optim_bytes - t->bf16_optimizer_bytes) * n / d;
+    }
     *weights = w;
     *grads = g;
     *optim = o;
@@ -62,21 +72,20 @@ typedef struct {
     double gemm_scale;
     double net_scale;
     int sms;
+    const ap_kernels *k; /* kernel tables of the GPU: a measured profile over the published */
+    ap_attn_impl attn;   /* the attention kernel the plan runs (ap_attn_default) */
+    ap_dtype dt16;       /* the 16-bit dtype of attention and the output layer */
 } ctx;
 
-/* Efficiency of a GEMM (M x K) * (K x N): a saturating curve in its FLOPs times the wave
- * quantisation of 128x128 output tiles over the SMs (NVIDIA "Matrix Multiplication Background
- * User's Guide", tile and wave quantization). */
-static double gemm_at(const ctx *x, double peak, double M, double N, double K) {
+/* Time of a GEMM (M x K) * (K x N) in dtype dt: the kernel table's efficiency for its size
+ * and wave quantisation (kernels.c: published large-GEMM ceiling x F / (F + gemm_half_flops),
+ * or a measured curve) times the calibrated sustained fraction gemm_eff_max. */
+static double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
-    double flops = 2.0 * M * N * K;
-    double eff = x->cal.gemm_eff_max * x->gemm_scale * flops / (flops + x->cal.gemm_half_flops);
-    double tiles = ceil(M / 128.0) * ceil(N / 128.0);
-    if (x->sms > 0) {
-        double waves = ceil(tiles / x->sms);
-        eff *= tiles / (waves * x->sms);
-    }
-    return flops / (peak * eff);
+    double eff = x->cal.gemm_eff_max * x->gemm_scale *
+                 ap_kernels_gemm_eff(x->k, dt, M, N, K, x->cal.gemm_half_flops);
+    double peak = x->c->gpu.peak_flops[dt];
+    return eff > 0 && peak > 0 ? 2.0 * M * N * K / (peak * eff) : 0;
 }
 
 /* A GEMM of a transformer layer in the plan's dtype. In fp8 (Transformer Engine's recipe) the
@@ -84,40 +93,52 @@ static double gemm_at(const ctx *x, double peak, double M, double N, double K) {
  * a memory-bound pass before every fp8 GEMM (Micikevicius et al. 2022, "FP8 formats for deep
  * learning"; TE casts activations per GEMM with per-tensor scales). */
 static double gemm_s(const ctx *x, double M, double N, double K) {
-    double t = gemm_at(x, x->peak, M, N, K);
+    double t = gemm_at(x, x->p->dtype, M, N, K);
     if (x->p->dtype == AP_DTYPE_FP8 && t > 0) t += 3.0 * M * K / x->hbm;
     return t;
 }
 
-/* Bandwidth of a collective group of n ranks of which k sit in one NVLink domain: inside the
- * domain the peer link; across, each node's NICs are shared by the groups on it, so a group
- * gets k x (network per GPU) (nccl-tests bus bandwidth on DGX A100 reaches ~190 GB/s for a
- * full-node ring with 8 x 200 Gb/s HCAs). */
-static double group_bw(const ctx *x, int n, int k) {
-    double link = x->c->link_bytes_per_s * x->cal.link_eff;
-    if (x->c->gpu.link == AP_LINK_NONE || link <= 0) link = x->c->pcie_bytes_per_s * 0.8;
-    if (n <= k) return link;
-    double net = x->c->net_bytes_per_s * x->cal.net_eff * x->net_scale * (double)k;
-    return net < link ? net : link;
+/* Bus bandwidth (nccl-tests convention) of a collective group of n ranks, k of them per NVLink
+ * domain, and the domains it spans: inside one domain the peer link at the kernel table's
+ * nccl-tests plateau (PCIe for GPUs without a peer link); across domains each domain's NICs
+ * are shared by the groups on it, so a group gets k x (network per GPU) at the table's RDMA
+ * plateau (GTC24 S62129: 8 x 200 Gb HDR reaches 192 GB/s), never more than inside. The
+ * calibrated link_eff / net_eff are the fraction of those plateaus reached during training. */
+static double group_busbw(const ctx *x, int n, int k, int *domains) {
+    const ap_kernels *K = x->k;
+    double intra = x->c->link_bytes_per_s * K->coll_eff[AP_LEVEL_NVLINK] * x->cal.link_eff;
+    if (x->c->gpu.link == AP_LINK_NONE || x->c->gpu.link == AP_LINK_PCIE ||
+        x->c->link_bytes_per_s <= 0)
+        intra = x->c->pcie_bytes_per_s * K->coll_eff[AP_LEVEL_PCIE] * x->cal.link_eff;
+    if (k < 1) k = 1;
+    *domains = (n + k - 1) / k;
+    if (n <= k) return intra;
+    double net = x->c->net_bytes_per_s * K->coll_eff[AP_LEVEL_NET] * x->cal.net_eff *
+                 x->net_scale * (double)k;
+    return net < intra ? net : intra;
 }
 
-static double lat_steps(int n) { return 2.0 * ceil(log2((double)n)); }
+/* One collective call moving `bytes` (nccl-tests size) over n ranks, k per domain: NCCL's own
+ * algorithm/protocol choice, latency and bandwidth model (ap_kernels_coll_s) plus the host cost
+ * of issuing a call (calibrated coll_latency_s: ProcessGroupNCCL launch and stream events). */
+static double coll_s(const ctx *x, ap_coll_op op, double bytes, int n, int k) {
+    if (n <= 1 || bytes <= 0) return 0;
+    int domains;
+    double bw = group_busbw(x, n, k, &domains);
+    int nvlink = x->c->gpu.link == AP_LINK_NVLINK || x->c->gpu.link == AP_LINK_NVLINK_BRIDGE ||
+                 x->c->gpu.link == AP_LINK_XGMI;
+    return ap_kernels_coll_s(x->k, op, bytes, n, domains, bw, nvlink) + x->cal.coll_latency_s;
+}
 
-/* Ring all-reduce of `bytes` per rank (NCCL: 2(n-1)/n of the data crosses each link). */
 static double allreduce_s(const ctx *x, double bytes, int n, int k) {
-    if (n <= 1 || bytes <= 0) return 0;
-    return 2.0 * (n - 1) / n * bytes / group_bw(x, n, k) + lat_steps(n) * x->cal.coll_latency_s;
+    return coll_s(x, AP_COLL_ALLREDUCE_OP, bytes, n, k);
 }
-/* Reduce-scatter or all-gather: (n-1)/n of the full buffer per rank. */
+/* Reduce-scatter or all-gather of a full buffer of `bytes` (the same time in NCCL's model). */
 static double gather_s(const ctx *x, double bytes, int n, int k) {
-    if (n <= 1 || bytes <= 0) return 0;
-    return (double)(n - 1) / n * bytes / group_bw(x, n, k) +
-           0.5 * lat_steps(n) * x->cal.coll_latency_s;
+    return coll_s(x, AP_COLL_ALLGATHER_OP, bytes, n, k);
 }
-/* All-to-all: each rank sends (n-1)/n of its buffer. */
 static double alltoall_s(const ctx *x, double bytes, int n, int k) {
-    if (n <= 1 || bytes <= 0) return 0;
-    return (double)(n - 1) / n * bytes / group_bw(x, n, k) + (n - 1) * x->cal.coll_latency_s;
+    return coll_s(x, AP_COLL_ALLTOALL_OP, bytes, n, k);
 }
 
 /* Ranks of a group with stride `inner` that share one NVLink domain. */
@@ -126,19 +147,6 @@ static int in_domain(const ctx *x, int n, int inner) {
     if (inner >= dom) return 1;
     int k = dom / inner;
     return k < n ? k : n;
-}
-
-/* FlashAttention efficiency (forward + backward, causal, head dim 128) as published, not a
- * free parameter: A100 FlashAttention-2 reaches 176-203 TFLOP/s of 312 (Dao 2023, Fig. 6);
- * Hopper with cuDNN/Transformer Engine fused attention about half of peak (Shah et al. 2024,
- * FlashAttention-3, Fig. 5: FA2 35%, FA3 61-75% forward); other GPUs 0.45. The calibrated
- * attn_eff applies to attention that materialises the scores. */
-static double flash_eff(const ap_gpu *g) {
-    if (strncmp(g->name, "a100", 4) == 0) return 0.60;
-    if (strncmp(g->name, "h100", 4) == 0 || strncmp(g->name, "h200", 4) == 0 ||
-        strncmp(g->name, "b200", 4) == 0)
-        return 0.50;
-    return 0.45;
 }
 
 /* ---- one layer ---------------------------------------------------------------------------- */
@@ -269,10 +277,77 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
     return g;
 }
 
+/* Attended query-key pairs per sequence and head of a causal decoder (FlashAttention-2 paper's
+ * count, Dao 2023 Sec. 4.1): s^2/2, or s W - W^2/2 with a sliding window of W < s keys, or
+ * (s / W) W^2 / 2 = s W / 2 when attention stays inside chunks of W tokens (Llama 4). */
+static double causal_pairs(double s, double W, int chunked) {
+    if (!(W > 0 && W < s)) return 0.5 * s * s;
+    return chunked ? 0.5 * s * W : s * W - 0.5 * W * W;
+}
+
+/* A fused (flash) attention kernel over this rank's queries with keys limited to a window of
+ * W (0: none; chunked: chunks of W), forward and backward seconds. Context parallelism runs the ring as cp steps of
+ * (s/cp) x (s/cp) blocks (Megatron/TE ring attention, load-balanced): one causal block on the
+ * diagonal and full blocks for the rest, each at the kernel table's efficiency for that block
+ * length and head dim; a window shorter than the block runs like a sequence of its width.
+ * Efficiencies are the FlashAttention papers' microbenchmarks (kernels.c) times the calibrated
+ * sustained fraction (the same as the GEMMs') and the wave quantisation of b x heads x
+ * ceil(block / 128) query tiles over the SMs. */
+static void flash_s(const ctx *x, const layer_shape *ls, double W, int chunked, double *fwd_s,
+                    double *bwd_s) {
+    const ap_plan *p = x->p;
+    const double s = (double)p->seq, cp = (double)p->cp, L = ls->sl;
+    const double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+    const double per_pair = 2.0 * (double)p->mbs * ls->a_loc * (dqk + dv);
+    const double rate = x->peak16 * x->cal.gemm_eff_max * x->gemm_scale *
+                        ap_kernels_wave(x->sms, (double)p->mbs * ls->a_loc * 128.0, L);
+    double pairs = causal_pairs(s, W, chunked) / cp;
+    double cf, cb, ff, fb; /* causal and full efficiencies, forward and backward */
+    if (W > 0 && W < L) {
+        ap_kernels_attn_eff(x->k, x->attn, 1, dqk, W, &cf, &cb);
+        *fwd_s = cf > 0 ? per_pair * pairs / (rate * cf) : 0;
+        *bwd_s = cb > 0 ? 2.5 * per_pair * pairs / (rate * cb) : 0;
+        return;
+    }
+    ap_kernels_attn_eff(x->k, x->attn, 1, dqk, L, &cf, &cb);
+    ap_kernels_attn_eff(x->k, x->attn, 0, dqk, L, &ff, &fb);
+    double diag = fmin(pairs, 0.5 * L * L), rest = pairs - diag;
+    *fwd_s = cf > 0 && ff > 0 ? per_pair * (diag / cf + rest / ff) / rate : 0;
+    *bwd_s = cb > 0 && fb > 0 ? 2.5 * per_pair * (diag / cb + rest / fb) / rate : 0;
+}
+
+/* The attention core of one micro-batch on this rank: QK^T and PV (2 b a s_q s_k (d_qk + d_v)
+ * FLOPs over every pair). Unfused (the scores materialised: Megatron's fused softmax between
+ * batched GEMMs, or eager PyTorch) computes every pair, masked or not, at the calibrated
+ * attn_eff, backward twice the forward; a flash kernel skips the masked half (flash_s), and a
+ * model with local layers (sliding or chunked windows: Mistral, Gemma 2/3, gpt-oss, Llama 4)
+ * averages its local and global layers. */
+static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s, double *bwd_s) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    if (x->attn == AP_ATTN_UNFUSED) {
+        double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+        double f = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
+        *fwd_s = f / (x->peak16 * x->cal.attn_eff * x->gemm_scale);
+        *bwd_s = 2.0 * *fwd_s;
+        return;
+    }
+    double ff, fb;
+    flash_s(x, ls, 0, 0, &ff, &fb);
+    *fwd_s = ff;
+    *bwd_s = fb;
+    double W = (double)m->window;
+    if (W > 0 && W < (double)p->seq) {
+        double wf, wb, share = (double)ap_model_local_layers(m) / (double)m->layers;
+        flash_s(x, ls, W, m->window_chunked, &wf, &wb);
+        *fwd_s = share * wf + (1.0 - share) * ff;
+        *bwd_s = share * wb + (1.0 - share) * fb;
+    }
+}
+
 /* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
- * (QK^T and PV: 2 b a s_q s_k (d_qk + d_v) FLOPs, causal half skipped by FlashAttention) at its
- * efficiency, and the memory-bound kernels at HBM bandwidth. Returns the GEMM time (TP overlap
- * hides communication behind it). */
+ * (attention_core_s) and the memory-bound kernels at HBM bandwidth. Returns the GEMM time (TP
+ * overlap hides communication behind it). */
 static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
@@ -282,9 +357,9 @@ static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc)
 
     double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
     double attn_full = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
-    double attn_done = p->flash_attn ? 0.5 * attn_full : attn_full; /* causal skip (flash) */
-    double aeff = p->flash_attn ? flash_eff(&x->c->gpu) : x->cal.attn_eff;
-    double attn_s = attn_done / (x->peak16 * aeff * x->gemm_scale);
+    double attn_f, attn_b;
+    attention_core_s(x, ls, &attn_f, &attn_b);
+    int unfused = x->attn == AP_ATTN_UNFUSED;
 
     /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
      * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
@@ -292,17 +367,17 @@ static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc)
     double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
     double in_elem = ffn_elem;
     double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
-    if (!p->flash_attn) /* scale, mask, softmax (+ dropout) on the s x s scores */
+    if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);
     double elem_s = (out_elem + in_elem) / x->hbm;
-    double attn_elem_s = p->flash_attn ? 0 : scores * (m->dropout ? 9.0 : 4.0) / x->hbm;
+    double attn_elem_s = unfused ? scores * (m->dropout ? 9.0 : 4.0) / x->hbm : 0;
 
-    lc->fwd_compute_s = g + attn_s + elem_s;
-    /* backward: two GEMMs per forward GEMM; FlashAttention-2 backward does 2.5x the forward
-     * matmul work (5 vs 2 matmuls, Dao 2023 Sec. 4.1); elementwise about twice the traffic */
-    lc->bwd_compute_s = 2.0 * g + (p->flash_attn ? 2.5 : 2.0) * attn_s + 2.0 * elem_s;
-    lc->attn_fwd_s = attn_s + attn_elem_s;
-    lc->attn_core_s = attn_s;
+    lc->fwd_compute_s = g + attn_f + elem_s;
+    /* backward: two GEMMs per forward GEMM; the attention core's own backward; elementwise
+     * about twice the traffic */
+    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s;
+    lc->attn_fwd_s = attn_f + attn_elem_s;
+    lc->attn_core_s = attn_f;
     lc->attn_flops = attn_full;
     return g;
 }
@@ -337,7 +412,7 @@ static void layer_comm(const ctx *x, const layer_shape *ls, double gemm_s_fwd, l
                                               : 2.0 * ls->kvf * (double)m->head_dim;
         double chunk = (double)p->mbs * ls->sl * kvf * 2.0;
         int k_cp = in_domain(x, p->cp, p->tp);
-        double step = chunk / group_bw(x, p->cp, k_cp) + x->cal.coll_latency_s;
+        double step = coll_s(x, AP_COLL_SENDRECV_OP, chunk, p->cp, k_cp);
         double per_step_attn = lc->attn_core_s / p->cp;
         lc->cp_s = (p->cp - 1) * fmax(0.0, step - per_step_attn);
     }
@@ -384,6 +459,11 @@ typedef struct {
     double hfu_extra_flops;       /* recompute forward FLOPs per micro-batch, whole model / tp */
     double model_flops_mb;        /* model FLOPs of one micro-batch, whole model / tp */
     double host_per_gpu_max;      /* offloaded bytes of the GPU holding most */
+    double max_stage_expert;      /* expert parameters on the GPU holding most */
+    int max_stage_layers;         /* transformer layers on the rank holding most parameters */
+    double grad_reduce_bytes;     /* bytes per gradient element in the DP reduction */
+    double gather_bytes;          /* bytes per parameter of a ZeRO-3 / FSDP all-gather */
+    double z3_step;               /* exposed ZeRO-3 traffic paid once per step (under PP) */
     /* the step */
     double pipe, p2p, z3_total, local_params;
 } est;
@@ -398,7 +478,8 @@ typedef struct {
     double p_dense, p_exp;        /* non-expert and expert parameters on this GPU */
     double fwd_c, bwd_c;          /* compute of one micro-batch */
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
-    double rec, z3;               /* recompute; exposed ZeRO-3 traffic */
+    double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
+    double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
 } stage;
 
 /* ---- chapter 1: the plan as evaluated ------------------------------------------------------- */
@@ -423,14 +504,28 @@ static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap
 
 /* ---- chapter 2: hardware, shapes and the two layer kinds ------------------------------------ */
 
-static void setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                  const ap_estimate_opts *opts, ap_estimate *e) {
+static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                       const ap_estimate_opts *opts, const ap_kernels *k, ap_estimate *e,
+                       ap_err *err) {
     memset(E, 0, sizeof *E);
     ctx *x = &E->x;
     x->m = m;
     x->c = c;
     x->p = p;
     x->tr = ap_trainer_get(p->trainer);
+    x->k = k;
+    x->dt16 = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? AP_DTYPE_BF16 : AP_DTYPE_FP16;
+    /* the attention kernel: asked for, or the trainer's default for this GPU and model; one
+     * without figures for this GPU (FlashAttention-3 off Hopper) is a plan it cannot run */
+    x->attn = ap_attn_default(p, m, &c->gpu);
+    if (x->attn != AP_ATTN_UNFUSED) {
+        double f, b;
+        ap_kernels_attn_eff(k, x->attn, 1, (double)m->head_dim, (double)p->seq, &f, &b);
+        if (!(f > 0 && b > 0))
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "attention '%s' does not run on %s (no "
+                              "kernel figures for it: `autoplan profile show %s`)",
+                              ap_attn_impl_name(x->attn), c->gpu.name, c->gpu.name);
+    }
     if (opts->calib) x->cal = *opts->calib;
     else ap_calib_default(&c->gpu, &x->cal);
     x->peak = c->gpu.peak_flops[p->dtype];
@@ -465,6 +560,13 @@ static void setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan 
     E->T = (double)p->mbs * ((double)p->seq / p->cp);
     E->out_t = p->sp ? E->t : 1.0;
     E->mb = p->grad_accum;
+    /* gradients reduce at the trainer's dtype (fp16 training reduces 16-bit), or as asked */
+    E->grad_reduce_bytes = p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
+                           : p->dtype == AP_DTYPE_FP16 ? 2.0 : x->tr->grad_reduce_bytes;
+    if (p->grad_reduce_bytes <= 0 && p->zero == 0 && p->dtype == AP_DTYPE_BF16 &&
+        x->tr->bf16_optimizer_bytes > 0)
+        E->grad_reduce_bytes = x->tr->bf16_optimizer_bytes; /* BF16_Optimizer's fp32 buffer */
+    E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes : x->tr->gathered_weight_bytes;
     E->dense_shard = p->dp * p->cp;
     E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
     if (E->expert_shard < 1) E->expert_shard = 1;
@@ -477,6 +579,7 @@ static void setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan 
     double head_total = (double)ap_model_head_params(m);
     E->head_rank = m->tied_embeddings ? head_total : (head_total - vh) + vh / E->t;
     if (m->tied_embeddings && p->pp > 1 && x->tr->tied_embedding_dup) E->head_rank += vh / E->t;
+    return AP_OK;
 }
 
 /* ---- chapter 3: the layers of one rank ------------------------------------------------------ */
@@ -610,11 +713,19 @@ static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
         /* fp32 parameters are the master copy: a 16-bit copy of everything is live during
          * forward and backward (FSDP MixedPrecision / autocast weight cache) */
         other += tr->gathered_weight_bytes * (S->p_dense + S->p_exp);
+    } else if (p->zero >= 3 && p->pp > 1 && tr->reduce_once_with_pp) {
+        /* FSDP2 under torch.distributed.pipelining: parameters stay gathered between
+         * micro-batches (reshard_after_forward off) and gradients accumulate unsharded in the
+         * reduce dtype until the one reduce-scatter of the step */
+        other += (E->gather_bytes + E->grad_reduce_bytes) * (S->p_dense + S->p_exp);
     } else if (p->zero >= 3) {
         /* ZeRO-3/FSDP: the current and the prefetched layer gathered (16-bit) */
-        other += 2.0 * tr->gathered_weight_bytes * layer_params16;
+        other += 2.0 * E->gather_bytes * layer_params16;
     }
-    if (p->dtype == AP_DTYPE_FP8) other += 1.0 * (S->p_dense + S->p_exp); /* fp8 weights (TE) */
+    /* fp8 weight copies (Transformer Engine / torchao): of every weight, or under ZeRO-3 of the
+     * gathered layers only */
+    if (p->dtype == AP_DTYPE_FP8)
+        other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
     sm->other_bytes = other;
 
@@ -658,7 +769,7 @@ static void stage_compute(const est *E, stage *S) {
     S->ep_f = S->nm * mo->ep_s;
     if (S->last) {
         /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
-        double head_f = gemm_at(x, x->peak16, T, V / t, h);
+        double head_f = gemm_at(x, x->dt16, T, V / t, h);
         /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
         double loss_bytes = T * V / t * (2.0 + x->tr->loss_bytes_per_logit);
         S->fwd_c += head_f + loss_bytes / x->hbm;
@@ -666,6 +777,13 @@ static void stage_compute(const est *E, stage *S) {
         if (p->tp > 1) S->tp_f += allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));
     }
     if (S->first) S->fwd_c += T * h * 4.0 / x->hbm; /* embedding gather */
+    /* the host launches every kernel: an eager framework's layer issues the trainer's
+     * launches_per_layer kernels forward and about twice as many backward, each at the kernel
+     * table's launch cost; the GPU runs behind the host unless its kernels are shorter than
+     * the launches (small models, small micro-batches) */
+    double host = (double)S->layers * x->tr->launches_per_layer * x->k->launch_s;
+    S->fwd_c = fmax(S->fwd_c, host);
+    S->bwd_c = fmax(S->bwd_c, 2.0 * host);
 }
 
 /* Recompute: the fraction of layers recomputed in full runs its forward again with its TP and
@@ -679,26 +797,48 @@ static void stage_recompute(const est *E, stage *S) {
         double per_layer_tp = (S->nd * d->tp_s + S->nm * mo->tp_s) / n;
         double per_layer_ep = (S->nm * mo->ep_s) / n;
         S->rec = S->n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep);
+        S->rec = fmax(S->rec, S->n_rc_full * E->x.tr->launches_per_layer * E->x.k->launch_s);
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
         S->rec = S->nd * d->attn_fwd_s + S->nm * mo->attn_fwd_s;
     }
 }
 
-/* ZeRO-3/FSDP: all-gather of the stage's parameters in forward and backward and a
- * reduce-scatter of gradients, every micro-batch; overlapped with compute when the trainer
- * prefetches (exposed part only; the first layer's gather never hides). */
-static void stage_zero3(const est *E, stage *S) {
+/* Sharded parameters at the trainer's granularity: ZeRO-3/FSDP FULL_SHARD all-gathers the
+ * parameters (at the gather dtype: FSDP MixedPrecision param_dtype) per FSDP unit (a
+ * transformer block, plus the root module's embedding and head) or per DeepSpeed prefetch
+ * bucket, in forward and again in backward; FSDP SHARD_GRAD_OP (ZeRO-2 that keeps the gathered
+ * parameters from forward to backward) gathers once, in forward. Gradients reduce-scatter per
+ * unit or reduce bucket. Every call pays NCCL's latency (at hundreds of ranks a ring call costs
+ * milliseconds: tuning.cc). Every micro-batch, overlapped with compute when the trainer
+ * prefetches (what compute cannot hide, plus the first gather); under pipeline parallelism
+ * torch.distributed.pipelining gathers once per step and reduces once after the last backward
+ * (reduce_once_with_pp), overlapped with the first forward and the last backward. */
+static void stage_zero3(est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const ctx *x = &E->x;
-    if (p->zero < 3) return;
-    int k_dp = in_domain(x, E->dense_shard, p->tp);
+    const ap_trainer_caps *tr = x->tr;
+    int passes = p->zero >= 3 ? 2 : p->zero == 2 && tr->zero2_keeps_gathered ? 1 : 0;
+    if (!passes) return;
+    int shard = E->dense_shard;
+    int k_dp = in_domain(x, shard, p->tp);
     double params = S->p_dense + S->p_exp;
-    double ag = gather_s(x, x->tr->gathered_weight_bytes * params, E->dense_shard, k_dp);
-    double rs = gather_s(x, x->tr->grad_bytes * params, E->dense_shard, k_dp);
-    double comm = 2.0 * ag + rs;
+    double units = (double)S->layers + 1.0;
+    double ag_calls = tr->zero3_gather_params > 0
+                          ? fmax(units, ceil(params / tr->zero3_gather_params)) : units;
+    double rs_calls = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
+                                               : units;
+    double ag = ag_calls * gather_s(x, E->gather_bytes * params / ag_calls, shard, k_dp);
+    double rs = rs_calls * coll_s(x, AP_COLL_REDUCESCATTER_OP,
+                                  E->grad_reduce_bytes * params / rs_calls, shard, k_dp);
+    if (p->pp > 1 && tr->reduce_once_with_pp) {
+        S->z3_step = p->overlap_param ? fmax(0.0, ag - S->fwd_c) + ag / ag_calls +
+                                            fmax(0.0, rs - S->bwd_c) + rs / rs_calls
+                                      : ag + rs;
+        return;
+    }
+    double comm = passes * ag + rs;
     double comp = S->fwd_c + S->bwd_c + S->rec;
-    double n = S->layers > 0 ? (double)S->layers : 1;
-    S->z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / n : comm;
+    S->z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / ag_calls : comm;
 }
 
 /* The rank's forward and backward per micro-batch; the slowest rank is the critical path
@@ -726,8 +866,13 @@ static void stage_time(est *E, stage *S) {
         E->crit_ep = 2.0 * S->ep_f;
         E->crit_z3 = S->z3;
     }
+    if (S->z3_step > E->z3_step) E->z3_step = S->z3_step;
     double sp_params = S->p_dense + S->p_exp;
-    if (sp_params > E->max_stage_params) E->max_stage_params = sp_params;
+    if (sp_params > E->max_stage_params) {
+        E->max_stage_params = sp_params;
+        E->max_stage_layers = S->layers;
+    }
+    if (S->p_exp > E->max_stage_expert) E->max_stage_expert = S->p_exp;
     if (S->p_dense > E->max_stage_shardable) E->max_stage_shardable = S->p_dense;
 }
 
@@ -754,8 +899,14 @@ static void stage_flops(est *E, const stage *S) {
 /* 1F1B: (m - 1) x the slowest stage + one pass through all stages; interleaving divides the
  * fill and drain by v (Narayanan 2021 Sec. 2.2.2). Point-to-point sends: one activation (and
  * one gradient) per micro-batch per boundary, split across the tp ranks and re-gathered over
- * NVLink (the scatter/gather optimisation, Narayanan 2021 Sec. 4.1); the pp group has stride
- * tp*cp*dp, so it crosses nodes unless the whole model fits one domain. */
+ * NVLink (the scatter/gather optimisation, Narayanan 2021 Sec. 4.1). The pp group has stride
+ * tp*cp*dp: when the pipeline does not fit one NVLink domain some boundary crosses nodes, and
+ * every micro-batch crosses every boundary, so the sends are priced on one GPU's share of the
+ * network (one NIC per GPU) at the kernel table's RDMA plateau. On the critical path each of
+ * the (m + p - 1) schedule slots sends forward and backward, v times with interleaving, where
+ * the trainer overlaps them with the next chunk's compute (Megatron's interleaved schedule,
+ * --no-overlap-p2p-communication to disable): only what a chunk's compute cannot hide and the
+ * first and last sends stay exposed. */
 static void pipeline_time(est *E) {
     const ap_plan *p = E->x.p;
     const ap_cluster *c = E->x.c;
@@ -763,15 +914,25 @@ static void pipeline_time(est *E) {
     ap_time *tm = &E->e->time;
     const double mb = (double)E->mb;
     if (p->pp > 1) {
-        double bytes = E->T * E->h * 2.0 / E->t;
+        double bytes = E->T * E->h * 2.0 / (x->tr->p2p_split_tp ? E->t : 1.0);
         int inner = p->tp * p->cp * p->dp;
-        double bw = inner >= c->nvlink_domain
-                        ? c->net_bytes_per_s * x->cal.net_eff * x->net_scale
-                        : c->link_bytes_per_s * x->cal.link_eff;
-        double one = bytes / bw + x->cal.coll_latency_s;
-        /* on the critical path: each of the (m + p - 1) schedule slots sends forward and
-         * backward; interleaving multiplies the boundaries crossed by v */
-        E->p2p = 2.0 * one * (mb + p->pp - 1) * (p->vp > 1 ? (double)p->vp : 1.0);
+        int dom = c->nvlink_domain > 0 ? c->nvlink_domain : 1;
+        int cross = (double)inner * p->pp > (double)dom;
+        int domains;
+        double bw = cross ? c->net_bytes_per_s * x->k->coll_eff[AP_LEVEL_NET] * x->cal.net_eff *
+                                x->net_scale
+                          : group_busbw(x, 2, 2, &domains);
+        int nvlink = x->c->gpu.link == AP_LINK_NVLINK || x->c->gpu.link == AP_LINK_XGMI;
+        double one = bytes / bw + x->cal.coll_latency_s +
+                     ap_nccl_latency_s(AP_COLL_SENDRECV_OP, 0, 2, 2, cross ? 2 : 1, nvlink);
+        double v = p->vp > 1 ? (double)p->vp : 1.0;
+        double sends = 2.0 * (mb + p->pp - 1) * v;
+        if (p->vp > 1 && x->tr->p2p_overlap) {
+            double chunk = E->Tmax / (2.0 * v);
+            E->p2p = sends * fmax(0.0, one - chunk) + 2.0 * one;
+        } else {
+            E->p2p = sends * one;
+        }
     }
     if (p->pp == 1) E->pipe = mb * E->Tmax;
     else E->pipe = mb * E->Tmax + (E->Tsum - E->Tmax) / p->vp;
@@ -788,40 +949,56 @@ static void pipeline_time(est *E) {
 
 /* ---- chapter 9: data-parallel gradient reduction -------------------------------------------- */
 
-/* The reduction of the stage with the most parameters at the trainer's cadence: an all-reduce
- * (ZeRO-0), or a reduce-scatter of gradients and an all-gather of the updated 16-bit
- * parameters (ZeRO-1/2; DeepSpeed ZeRO-2 reduces every micro-batch), overlapped with the
- * backward where the trainer offers it. ZeRO-3 traffic is inside the stage times. */
+/* The reduction of the stage with the most parameters at the trainer's cadence and
+ * granularity: gradient buckets of dp_bucket_params (one per FSDP unit where it is 0), each an
+ * all-reduce (ZeRO-0) or a reduce-scatter followed, after the optimizer step, by an all-gather
+ * of the updated 16-bit parameters (ZeRO-1/2, Megatron's distributed optimizer), at the
+ * trainer's gradient dtype; DeepSpeed and FSDP ZeRO-2 reduce every micro-batch, except under
+ * pipeline parallelism in torch.distributed.pipelining, which reduces once per step. The
+ * reduction overlaps the backward where the trainer offers it (the last bucket stays exposed);
+ * the parameter all-gather overlaps the next forward where the trainer dispatches it there
+ * (Megatron --overlap-param-gather), else it is exposed after the step. ZeRO-3 traffic is in
+ * the stage times (per micro-batch) or z3_step (once per step). */
 static void dp_reduction(est *E) {
     const ap_plan *p = E->x.p;
     const ctx *x = &E->x;
+    const ap_trainer_caps *tr = x->tr;
     ap_time *tm = &E->e->time;
     const double mb = (double)E->mb;
     const int shard = E->dense_shard;
     int k_dp = in_domain(x, shard, p->tp);
-    double dp_total = 0;
-    double gbytes = x->tr->grad_bytes * E->max_stage_params;
-    if (p->dtype == AP_DTYPE_FP16 && x->tr->grad_bytes > 2) gbytes = 2.0 * E->max_stage_params;
-    int per_mb = p->zero == 2 && (x->tr->grad_reduce_per_mb_zero_mask & 4u);
-    if (shard > 1) {
-        if (p->zero == 0) {
-            dp_total = allreduce_s(x, gbytes, shard, k_dp);
-        } else if (p->zero <= 2) {
-            double ag = gather_s(x, x->tr->gathered_weight_bytes * E->max_stage_params, shard, k_dp);
-            dp_total = gather_s(x, gbytes, shard, k_dp) + ag;
-            if (per_mb) dp_total = gather_s(x, gbytes, shard, k_dp) * mb + ag;
-        }
+    double params = E->max_stage_params;
+    double buckets = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
+                                              : (double)E->max_stage_layers + 1.0;
+    double gbytes = E->grad_reduce_bytes * params / buckets;
+    double wbytes = tr->gathered_weight_bytes * params / buckets;
+    int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u) &&
+                 !(p->pp > 1 && tr->reduce_once_with_pp);
+    /* FSDP SHARD_GRAD_OP's traffic is per FSDP unit, in the stage times (stage_zero3) */
+    if (p->zero == 2 && tr->zero2_keeps_gathered) {
+        tm->dp_comm_total_s = E->z3_total + E->z3_step;
+        tm->dp_comm_s = E->z3_total + E->z3_step;
+        return;
     }
-    double dp_exposed = dp_total;
-    if (dp_total > 0 && p->overlap_grad && x->tr->overlap_grad) {
-        /* overlapped with the backward of the last micro-batch(es); the last bucket (the first
-         * layers) cannot hide: at least 1/8 of one reduction stays exposed */
-        double bwd = tm->stage_bwd_s[E->e->worst_stage];
-        double hide = per_mb ? mb * bwd : bwd;
-        dp_exposed = fmax(dp_total - hide, dp_total / (8.0 * (p->zero == 2 ? mb : 1.0)));
+    /* BF16_Optimizer (DeepSpeed bf16 at stage 0) shards the update like ZeRO-1 */
+    int bf16opt = p->zero == 0 && p->dtype == AP_DTYPE_BF16 && tr->bf16_optimizer_bytes > 0;
+    double red = 0, ag = 0;
+    if (shard > 1 && p->zero <= 2) {
+        if (p->zero == 0) red = buckets * allreduce_s(x, gbytes, shard, k_dp);
+        else red = buckets * coll_s(x, AP_COLL_REDUCESCATTER_OP, gbytes, shard, k_dp);
+        if (p->zero >= 1 || bf16opt) ag = buckets * gather_s(x, wbytes, shard, k_dp);
+        if (per_mb) red *= mb;
     }
-    tm->dp_comm_total_s = dp_total + E->z3_total;
-    tm->dp_comm_s = dp_exposed + E->z3_total;
+    double red_exp = red, ag_exp = ag;
+    int w = E->e->worst_stage;
+    if (red > 0 && p->overlap_grad && tr->overlap_grad) {
+        double hide = (per_mb ? mb : 1.0) * tm->stage_bwd_s[w];
+        red_exp = fmax(red - hide, red / (buckets * (per_mb ? mb : 1.0)));
+    }
+    if (ag > 0 && p->overlap_param && tr->param_gather_next_fwd)
+        ag_exp = fmax(ag - tm->stage_fwd_s[w], ag / buckets);
+    tm->dp_comm_total_s = red + ag + E->z3_total + E->z3_step;
+    tm->dp_comm_s = red_exp + ag_exp + E->z3_total + E->z3_step;
 }
 
 /* ---- chapter 10: optimizer step and CPU offload --------------------------------------------- */
@@ -841,12 +1018,17 @@ static void optimizer_offload(est *E) {
     const ctx *x = &E->x;
     ap_time *tm = &E->e->time;
     int w = E->e->worst_stage;
-    E->local_params = p->zero >= 1 ? E->max_stage_shardable / E->dense_shard : E->max_stage_params;
+    /* the parameters this GPU updates: its shard of the dense states and of the expert states
+     * (ZeRO-1+ shards experts over the expert-data-parallel group) */
+    E->local_params = p->zero >= 1 ? E->max_stage_shardable / E->dense_shard +
+                                         E->max_stage_expert / E->expert_shard
+                                   : E->max_stage_params;
     double on_gpu = E->local_params * (1.0 - p->offload_optimizer);
     tm->optimizer_s = on_gpu * 32.0 / x->hbm;
 
     int share = c->gpus_per_pcie_switch > 0 ? c->gpus_per_pcie_switch : 1;
-    double pcie = c->pcie_bytes_per_s * 0.8 / share; /* shared switch uplink */
+    /* the switch uplink, shared, at the kernel table's PCIe efficiency */
+    double pcie = c->pcie_bytes_per_s * x->k->pcie_eff / share;
     double off = 0;
     if (p->offload_optimizer > 0) {
         double n_off = E->local_params * p->offload_optimizer;
@@ -938,8 +1120,27 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
     e->plan = pl;
     e->nstages = pl.pp;
+    /* the kernel tables: prebuilt, the published ones, or built here from the measured
+     * profile (the slow path: callers estimating many plans pass prebuilt tables) */
+    const ap_kernels *k = opts->kernels;
+    ap_kernels *built = NULL;
+    if (!k && !opts->profile) k = ap_kernels_published(&c->gpu);
+    if (!k) {
+        built = malloc(sizeof *built);
+        if (!built) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for kernel tables");
+        if ((st = ap_kernels_build(&c->gpu, opts->profile, built, err)) != AP_OK) {
+            free(built);
+            return st;
+        }
+        k = built;
+    }
     est E;
-    setup(&E, m, c, &e->plan, opts, e);
+    st = setup(&E, m, c, &e->plan, opts, k, e, err);
+    if (st != AP_OK) {
+        free(built);
+        return st;
+    }
+    e->plan.attn_impl = E.x.attn;
     for (int r = 0; r < pl.pp; r++) {
         stage S;
         ap_stage_mem *sm = &e->stages[r];
@@ -956,5 +1157,6 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     step_total(&E);
     throughput(&E);
     verdict(&E);
+    free(built);
     return AP_OK;
 }

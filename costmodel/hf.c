@@ -1193,7 +1193,8 @@ static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, 
     static const char *const keys[] = {
         "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab",
         "seq_len", "activation", "norm", "position", "learned_positions", "tied_embeddings",
-        "bias", "dropout", "moe", NULL};
+        "bias", "dropout", "moe", "embed_norm", "window", "window_period", "window_chunked",
+        "attn_softcap", NULL};
     TRY(known_keys(j, keys, where, "", err));
     rd rr = {j, where, err}, *r = &rr;
     int present = 0;
@@ -1253,6 +1254,13 @@ static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, 
     TRY(opt_bool(r, "dropout", gpt, &m->dropout));
     m->norms_per_layer = 2;
     m->final_norm = 1;
+    /* optional attention variants, with the names and meaning of the HF readers' fields
+     * (include/autoplan/model.h) */
+    TRY(opt_bool(r, "embed_norm", 0, &m->embed_norm));
+    TRY(opt_int(r, "window", 0, AP_MODEL_MAX_POSITIONS, 0, &m->window));
+    TRY(opt_int(r, "window_period", 0, m->layers, 0, &m->window_period));
+    TRY(opt_bool(r, "window_chunked", 0, &m->window_chunked));
+    TRY(ap_json_get_real(j, "attn_softcap", 0.0, 1e9, &m->attn_softcap, &present, where, err));
 
     ap_json *moe = ap_json_get(j, "moe");
     if (moe && !ap_json_is_null(moe)) {

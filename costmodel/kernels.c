@@ -508,6 +508,12 @@ void ap_kernels_attn_eff(const ap_kernels *k, ap_attn_impl impl, int causal, dou
     double x = log2(s);
     int c = causal != 0;
     double f = attn_dir(k, impl, c, d, 0, x), b = attn_dir(k, impl, c, d, 1, x);
+    if (impl == AP_ATTN_FLEX && f <= 0 && b <= 0) {
+        /* FlexAttention compiles to Triton FlashAttention kernels (PyTorch blog "FlexAttention",
+         * 2024): without its own figures it runs at the Triton kernel's */
+        f = attn_dir(k, AP_ATTN_TRITON, c, d, 0, x);
+        b = attn_dir(k, AP_ATTN_TRITON, c, d, 1, x);
+    }
     /* one direction only: the other by the flash kernels' backward/forward ratio */
     if (f > 0 && b <= 0) b = FLASH_BWD_OVER_FWD * f;
     if (b > 0 && f <= 0) f = b / FLASH_BWD_OVER_FWD;
@@ -517,6 +523,13 @@ void ap_kernels_attn_eff(const ap_kernels *k, ap_attn_impl impl, int causal, dou
 
 const char *ap_kernels_attn_source(const ap_kernels *k, ap_attn_impl impl, int causal, double d) {
     if (impl <= AP_ATTN_UNFUSED || impl >= AP_ATTN_COUNT) return "";
+    if (impl == AP_ATTN_FLEX) {
+        int any = 0;
+        for (int c = 0; c < 2; c++)
+            for (int i = 0; i < AP_KATTN_DCLASSES; i++)
+                any |= k->attn[impl][c][i][0].n || k->attn[impl][c][i][1].n;
+        if (!any) impl = AP_ATTN_TRITON;
+    }
     int dc = dclass_of(d), c = causal != 0;
     for (int dir = 0; dir < 2; dir++) {
         if (k->attn[impl][c][dc][dir].n) return k->attn[impl][c][dc][dir].source;

@@ -213,9 +213,15 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
         if (sum != m->layers)
             return ap_err_set(err, AP_ERR_INPUT, "stage_layers sum to %lld, the model has %lld "
                               "layers", (long long)sum, (long long)m->layers);
-        if (uneven && !t->uneven_stages)
+        int first_last = 1; /* only the first and last chunks differ from the rest */
+        for (int i = 2; i + 1 < nch; i++) first_last &= p->stage_layers[i] == p->stage_layers[1];
+        if (uneven && !t->uneven_stages && !(t->partition_first_last && first_last))
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot split layers unevenly across "
-                              "pipeline stages", tn);
+                              "pipeline stages%s", tn, t->partition_first_last
+                              ? " (except on the first and last stages)" : "");
+        if (uneven && t->uneven_first_last_only && !first_last)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s splits unevenly only on the first and "
+                              "last stages", tn);
     } else if (m->layers % p->pp != 0 && !t->uneven_stages) {
         return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp %d and "
                           "%s needs even stages", (long long)m->layers, p->pp, tn);

@@ -59,6 +59,18 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 6,
+        /* Megatron-core: Transformer Engine picks flash-attn 2 on sm80 and its cuDNN fused
+         * attention on Hopper (--attention-backend auto); no ALiBi or soft-capping in core (the
+         * scores are materialised); TE LayerNormLinear/LayerNormMLP fuse norm and GEMM, ~12
+         * kernels per layer forward; main gradients in fp32 (--grad-reduce-in-bf16 off);
+         * DDP buckets of max(40M, 1M x dp) parameters (distributed/distributed_data_parallel_
+         * config.py); --overlap-param-gather overlaps the all-gather with the next forward;
+         * interleaving overlaps P2P (--no-overlap-p2p-communication to disable) */
+        .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_CUDNN,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 12, .grad_reduce_bytes = 4, .dp_bucket_params = 40e6,
+        .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 1,
+        .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,
     },
@@ -91,6 +103,25 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
+        /* Megatron-DeepSpeed: --use-flash-attn-v2, ALiBi through its fused softmax (unfused),
+         * apex fused kernels (~16 per layer); 16-bit gradient reduction in buckets of
+         * reduce_bucket_size 5e8 elements, ZeRO-3 gathers of stage3_prefetch_bucket_size 5e7
+         * (runtime/zero/config.py defaults); the pipeline engine sends blocking; bf16 at ZeRO
+         * stage 0 runs BF16_Optimizer (runtime/bf16_optimizer.py): a full-size fp32 gradient
+         * buffer (fp32_groups_gradients_flat) beside the bf16 gradients, master weights and Adam
+         * partitioned over data parallelism, the fp32 buffer all-reduced
+         * (get_grads_for_reduction); PipelineEngine partitions the activations it sends
+         * across the model-parallel ranks (runtime/pipe/engine.py is_pipe_partitioned) */
+        .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 16, .grad_reduce_bytes = 2, .dp_bucket_params = 5e8,
+        .zero3_gather_params = 5e7, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
+        .p2p_overlap = 0, .bf16_optimizer_bytes = 4, .p2p_split_tp = 1,
+        /* PipelineModule partition_method 'type:transformer|embedding' (BLOOM: the embeddings
+         * count as layers) or 'parameters' (DeepSpeed's own default) give the first and last
+         * stages fewer transformer layers; autoplan does not propose such splits for DeepSpeed
+         * (the search keeps Megatron-DeepSpeed's 'type:transformer', uniform) but prices them */
+        .partition_first_last = 1,
         .dp_shard_required_with_tp = 0,
         /* deepspeed/runtime/engine.py: "Native DeepSpeed MoE is not supported with ZeRO
          * Stage 3" (assertion when the model has MoE layers, whatever ep is) */
@@ -105,7 +136,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .recompute_partial = 0, .per_stage_recompute = 0,
         .uneven_stages = 0, .uneven_first_last_only = 0,
         .vp_needs_m_multiple_of_pp = 0,
-        .fp16 = 1, .fp8 = 0,
+        .fp16 = 1, .fp8 = 1, /* Accelerate mixed_precision="fp8": Transformer Engine or torchao */
         .offload_optimizer = 1, .offload_fraction = 0, .offload_optimizer_zero_mask = Z(3),
         .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
         .offload_fraction_zero_mask = 0, .offload_together = 1,
@@ -118,6 +149,17 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 0,
         .loss_bytes_per_logit = 12,
+        /* Hugging Face models under Accelerate FSDP: attn_implementation "sdpa" (PyTorch's
+         * flash backend = FlashAttention-2 kernels), eager attention for ALiBi (BLOOM) and
+         * soft-capping (Gemma-2); the eager decoder layer launches ~33 kernels forward (norms
+         * as 6 kernels each, q/k/v/o, rotary, SDPA, gate/up/down, SiLU, residuals); FSDP
+         * MixedPrecision reduces in bf16; one reduce-scatter and all-gather per FSDP unit
+         * (transformer block) */
+        .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 33, .grad_reduce_bytes = 2, .dp_bucket_params = 0,
+        .zero3_gather_params = 0, .reduce_once_with_pp = 0, .param_gather_next_fwd = 0,
+        .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 0, .cp_with_mla = 0,
     },
@@ -144,6 +186,16 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
+        /* torchtitan: SDPA flash backend (FlashAttention-2 kernels), eager Llama block ~27
+         * kernels forward; training.mixed_precision_reduce = float32 (config/job_config.py);
+         * FSDP2 per transformer block; with pipeline parallelism torch.distributed.pipelining
+         * reduces gradients once per step and keeps parameters unsharded across micro-batches
+         * (reshard_after_forward off under PP); interleaved schedules overlap P2P */
+        .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 27, .grad_reduce_bytes = 4, .dp_bucket_params = 0,
+        .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
+        .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 1,
         /* torchtitan v0.2.2 parallel_dims: cp > 1 folds the cp ranks into the FSDP mesh
          * (dp_shard_cp), so parameters are sharded; the DeepSeek-V3 flavours use flex
@@ -174,6 +226,14 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
+        /* Colossal-AI shardformer: enable_flash_attention = flash-attn 2, fused norms (~20
+         * kernels per layer); 16-bit reduction in buckets of reduce_bucket_size_in_m = 12M
+         * elements (HybridParallelPlugin default); Gemini gathers per chunk (~ per layer) */
+        .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 20, .grad_reduce_bytes = 2, .dp_bucket_params = 12e6,
+        .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
+        .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .dp_shard_required_with_cp = 0,
         .cp_with_mla = 0,
@@ -203,4 +263,21 @@ ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err) {
         return (*out = AP_TRAINER_MEGATRON), AP_OK;
     return ap_err_set(err, AP_ERR_INPUT, "unknown trainer '%s' (one of megatron, deepspeed, fsdp, "
                       "torchtitan, colossalai)", name ? name : "");
+}
+
+ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *g) {
+    if (!p->flash_attn) return AP_ATTN_UNFUSED;
+    if (p->attn_impl != AP_ATTN_AUTO) return p->attn_impl;
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    if (m && m->pos == AP_POS_ALIBI) return t->attn_alibi;
+    if (m && m->attn_softcap > 0) return t->attn_softcap;
+    /* FlashAttention-2 needs sm80+ (Dao 2023, README: Ampere, Ada, Hopper); Volta and Turing
+     * run PyTorch's memory-efficient kernel (xFormers, sm50+) or materialise the scores */
+    if (g && (!strncmp(g->name, "v100", 4) || !strncmp(g->name, "rtx-2060", 8)))
+        return p->trainer == AP_TRAINER_MEGATRON || p->trainer == AP_TRAINER_DEEPSPEED
+                   ? AP_ATTN_UNFUSED : AP_ATTN_SDPA_EFFICIENT;
+    if (g && (!strncmp(g->name, "h100", 4) || !strncmp(g->name, "h200", 4) ||
+              !strncmp(g->name, "b200", 4)))
+        return t->attn_hopper;
+    return t->attn_ampere;
 }

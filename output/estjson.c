@@ -44,6 +44,7 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
     st |= ap_json_add_string(pl, "dtype", ap_dtype_name(p->dtype));
     st |= ap_json_add_string(pl, "trainer", ap_trainer_name(p->trainer));
     st |= ap_json_add_bool(pl, "flash_attn", p->flash_attn);
+    st |= ap_json_add_string(pl, "attn_impl", ap_attn_impl_name(p->attn_impl));
     for (int c = 0; c < p->pp * p->vp; c++)
         st |= ap_json_push(sl, ap_json_new_number(ap_plan_chunk_layers(p, m->layers, c)));
     st |= ap_json_add(pl, "stage_layers", sl);

@@ -226,6 +226,7 @@ static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
     num(b, off, "params", p->offload_params);
     str(b, o, "dtype", ap_dtype_name(p->dtype));
     boo(b, o, "flash_attn", p->flash_attn);
+    str(b, o, "attn_impl", ap_attn_impl_name(p->attn_impl));
     ap_json *sl = sub(b, o, "stage_layers", ap_json_new_array());
     for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++)
         push_num(b, sl, ap_plan_chunk_layers(p, m->layers, c));
@@ -600,6 +601,11 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
                           "%s: field 'dtype' = \"%s\" is not one of bf16, fp16, fp8, fp32, tf32",
                           where, buf);
     TRY(ap_json_get_bool(o, "flash_attn", &p->flash_attn, NULL, where, err));
+    {
+        char impl[32];
+        TRY(ap_json_get_str(o, "attn_impl", impl, sizeof impl, NULL, where, err));
+        TRY(ap_attn_impl_parse(impl, where, &p->attn_impl, err));
+    }
 
     int layers[AP_MAX_CHUNKS];
     TRY(get_int_array(o, "stage_layers", (int)nch, 0, (int)m->layers, layers, where, err));

@@ -241,6 +241,9 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                     p.zero = z;
                                     p.dtype = fx->dtype;
                                     p.flash_attn = fx->flash_attn;
+                                    p.attn_impl = fx->attn_impl;
+                                    p.grad_reduce_bytes = fx->grad_reduce_bytes;
+                                    p.gather_bytes = fx->gather_bytes;
                                     p.sp = (tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
                                     p.overlap_grad = tr->overlap_grad && !o->no_overlap;
                                     p.overlap_param = tr->overlap_param && !o->no_overlap &&

@@ -146,41 +146,13 @@ for (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok) in [
                   "metric": "step_s", "measured": gbs * seq / (tok * gpus),
                   "how": "GBS x sequence / (reported tokens/s/GPU x GPUs)"})
 
-# Out of sample (shown with its error, never used in any fit): runs with other trainers,
-# models and GPUs than the scored rows.
-#  - MosaicML llm-foundry MPT training benchmarks (mosaicml/llm-foundry,
-#    scripts/train/benchmarking/README.md @061f2c7c): PyTorch FSDP FULL_SHARD, bf16,
-#    FlashAttention, 8 GPUs per node; MPT shapes from its yamls (d_model, n_layers, n_heads,
-#    expansion 4, vocab 50368, learned positions, no biases, no dropout). Activation
-#    checkpointing = full recompute.
+# Out of sample (shown with its error, never used in any fit): the published runs of
+# tools/oos_sources.py (other trainers, models and GPUs than the scored rows), and
 #  - NVIDIA NeMo AutoModel performance summary (DGX-H100, BF16): Llama-3-70B, FSDP2 over 64
 #    GPUs, cp 2, sequence 8192, 18.90 s per step (activation checkpointing: the only way it fits).
-MPT = {"3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 56)}
-FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @061f2c7c"
-oos = []
-for (size, gpu, seq, mbs, ga, ac, tok) in [
-        ("3b", "a100-sxm4-80g", 2048, 10, 2, False, 10811),
-        ("7b", "a100-sxm4-80g", 2048, 6, 2, False, 4641),
-        ("7b", "a100-sxm4-80g", 4096, 16, 2, True, 3684),
-        ("13b", "a100-sxm4-80g", 2048, 2, 3, False, 2262),
-        ("13b", "a100-sxm4-80g", 4096, 10, 3, True, 2060),
-        ("30b", "a100-sxm4-80g", 2048, 3, 21, True, 916),
-        ("7b", "h100-sxm", 2048, 6, 1, False, 10643),
-        ("13b", "h100-sxm", 4096, 10, 3, True, 4717),
-        ("30b", "h100-sxm", 2048, 3, 21, True, 2002)]:
-    L, h, a = MPT[size]
-    gbs = mbs * ga * 8
-    oos.append({"source": "llm-foundry-fsdp", "cite": FOUNDRY + ": mpt-%s %s seq %d, %d tokens/s/GPU" % (size, gpu, seq, tok),
-                "model_name": "mpt-" + size,
-                "model": {"name": "mpt-" + size, "layers": L, "hidden": h, "heads": a, "vocab": 50368,
-                          "seq_len": seq, "activation": "gelu", "norm": "layernorm", "bias": False,
-                          "tied_embeddings": True, "position": "learned", "dropout": False},
-                "plan": {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": 8, "cp": 1, "vp": 1, "mbs": mbs,
-                         "gbs": gbs, "seq": seq, "recompute": "full" if ac else "none", "sp": False,
-                         "zero": 3, "dtype": "bf16", "overlap": True, "flash_attn": True},
-                "gpu": gpu, "gpus": 8, "gpus_per_node": 8,
-                "network_bw": "200Gb/s", "metric": "step_s", "measured": gbs * seq / (tok * 8),
-                "how": "GBS x sequence / (reported tokens/s/GPU x GPUs)"})
+sys.path.insert(0, here)
+import oos_sources
+oos = oos_sources.all_rows(hf)
 oos.append({"source": "nemo-automodel-h100", "cite": "NVIDIA NeMo AutoModel performance summary, DGX-H100, BF16: Llama3 70B, 64 GPUs, FSDP 32, CP 2, 18.90 s per global step",
             "model_name": "llama-3-70b", "model": hf("llama-3-70b"),
             "plan": {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": 32, "cp": 2, "vp": 1, "mbs": 1,

@@ -22,6 +22,9 @@ typedef struct ap_calib {
     double mem_bound_eff;    /* achievable fraction of HBM bandwidth for elementwise ops */
 } ap_calib;
 
+struct ap_profile;
+struct ap_kernels;
+
 /* Options beyond the plan. */
 typedef struct ap_estimate_opts {
     double headroom_bytes;   /* fits = device peak + headroom <= capacity; default 2 GiB */
@@ -29,6 +32,12 @@ typedef struct ap_estimate_opts {
     const ap_calib *calib;   /* NULL = built-in calibration for the cluster's GPU */
     double gemm_eff_scale;   /* multiply GEMM efficiency (robustness checks); default 1 */
     double net_bw_scale;     /* multiply network bandwidth; default 1 */
+    /* kernel figures (kernels.h): a measured profile whose rows replace the GPU's published
+     * ones series by series (NULL: published only). Borrowed for the call. Building the tables
+     * from a profile costs microseconds per row: callers that estimate many plans build them
+     * once with ap_kernels_build and pass them as `kernels` (which then wins over `profile`). */
+    const struct ap_profile *profile;
+    const struct ap_kernels *kernels;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);

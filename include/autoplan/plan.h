@@ -71,6 +71,11 @@ typedef struct ap_plan {
     int stage_recompute[AP_MAX_CHUNKS]; /* per-chunk full-recompute layer count (-1 = plan's) */
     ap_attn_impl attn_impl;          /* attention kernel; AUTO = the trainer's default (with
                                         flash_attn = 0: UNFUSED whatever this says) */
+    double grad_reduce_bytes;        /* bytes per gradient element in the data-parallel
+                                        reduction (FSDP MixedPrecision reduce_dtype, Megatron
+                                        --grad-reduce-in-bf16); 0 = the trainer's default */
+    double gather_bytes;             /* bytes per parameter of the ZeRO-3 / FSDP all-gather
+                                        (MixedPrecision param_dtype); 0 = the trainer's */
 } ap_plan;
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */
@@ -155,7 +160,40 @@ typedef struct ap_trainer_caps {
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
                                     with offload_optim_frac (and shard_param_frac) 1.0 */
     int ep_no_overlap;           /* Colossal-AI MoE plugin: no communication overlap with ep > 1 */
+    /* kernels and collectives as the trainer runs them (costmodel/trainer.c cites each) */
+    ap_attn_impl attn_ampere;    /* default attention kernel on Ampere / Ada (sm80-89, AMD) */
+    ap_attn_impl attn_hopper;    /* on Hopper and newer */
+    ap_attn_impl attn_alibi;     /* when the model uses ALiBi */
+    ap_attn_impl attn_softcap;   /* when attention logits are soft-capped */
+    double launches_per_layer;   /* kernels one transformer layer's forward launches (eager
+                                    host path; backward counted as twice as many) */
+    double grad_reduce_bytes;    /* bytes per gradient element in the data-parallel reduction */
+    double dp_bucket_params;     /* parameters per gradient reduction call (0: one per layer,
+                                    the FSDP unit) */
+    double zero3_gather_params;  /* parameters per ZeRO-3 all-gather (0: one per layer) */
+    int reduce_once_with_pp;     /* sharded gradients reduced (and ZeRO-3 parameters gathered)
+                                    once per step under pipeline parallelism, not per
+                                    micro-batch (torch.distributed.pipelining) */
+    int param_gather_next_fwd;   /* the distributed optimizer's parameter all-gather overlaps
+                                    the next step's forward (Megatron --overlap-param-gather) */
+    int p2p_overlap;             /* the interleaved schedule overlaps P2P sends with compute */
+    double bf16_optimizer_bytes; /* extra bytes/param of a bf16 optimizer that keeps an
+                                    unsharded gradient copy (DeepSpeed BF16_Optimizer under
+                                    pipeline parallelism); 0 = none; it also reduces gradients
+                                    at that width (its fp32 accumulation buffer) */
+    int partition_first_last;    /* the trainer can run splits that differ on the first and
+                                    last stages only, although the search does not propose
+                                    them (DeepSpeed's PipelineModule partition methods) */
+    int p2p_split_tp;            /* pipeline sends split across the tp ranks (Megatron's
+                                    scatter/gather, or sequence-parallel activations); 0: every
+                                    tp rank sends the whole activation (DeepSpeed's engine) */
 } ap_trainer_caps;
+
+/* The attention kernel plan p runs on GPU g for model m: p->attn_impl unless AUTO; UNFUSED
+ * without flash attention; else the trainer's default for ALiBi / soft-capping / the GPU
+ * generation (sm70/75 have no FlashAttention-2: memory-efficient SDPA where the trainer is
+ * PyTorch-native, unfused otherwise). */
+ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *g);
 
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err);

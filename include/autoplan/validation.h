@@ -4,8 +4,10 @@
  * (costmodel/validation.c). `autoplan validate` (cli/cmd_validate.c) prints what this computes.
  *
  * A row is one measured quantity of one run: a step time ("step_s"), one layer's forward +
- * backward time ("layer_s"), a stage's transformer-layer activations ("activations_bytes") or
- * its model states ("states_bytes"), with the model, cluster and plan of the run. Time metrics
+ * backward time ("layer_s"), a stage's transformer-layer activations ("activations_bytes"), its
+ * model states ("states_bytes"), the peak memory PyTorch's caching allocator reserved on the
+ * busiest GPU ("reserved_bytes"), or a record that the run ran out of memory ("oom", measured
+ * 1), with the model, cluster and plan of the run. Time metrics
  * form the time MAPE, memory metrics the memory MAPE; "overall" is the mean over sources of each
  * source's MAPE, so a source with many rows does not outweigh the others.
  *
@@ -32,6 +34,8 @@ typedef struct ap_vrow {
     double predicted;        /* after ap_validation_predict */
     int fits;                /* the prediction fits (step_s rows) */
     int is_time;
+    int is_oom;              /* metric "oom": a run recorded as out of memory; predicted is 1
+                                when the estimate does not fit (scored as a count, no MAPE) */
 } ap_vrow;
 
 /* A largest-model row: shown beside the model-state bound, not scored. */
@@ -57,6 +61,8 @@ typedef struct ap_vset {
 typedef struct ap_verr {
     double time_mape, time_max, mem_mape, mem_max; /* fractions */
     int rows, time_rows, mem_rows;
+    int oom_rows, oom_hit;   /* recorded out-of-memory runs, and those predicted not to fit */
+    double time_bias;        /* mean signed time error (negative: predicted too fast) */
 } ap_verr;
 
 /* A zeroed set (about 5 MB: allocate, never on the stack). NULL on allocation failure. */
@@ -81,7 +87,7 @@ void ap_validation_summarize(const ap_vset *vs, const char *only, int exclude, a
  * sources plus a quarter of the worst row. Predicts the rows as it goes. */
 void ap_calib_fit(ap_vset *vs, ap_calib *cal, const char *leave_out);
 
-/* Fit gemm_eff_max alone (golden-section search in [0.40, 0.95]) on the time rows of vs. */
+/* Fit gemm_eff_max alone (golden-section search in [0.40, 1.00]) on the time rows of vs. */
 void ap_calib_fit_gemm_eff(ap_vset *vs, ap_calib *cal);
 
 /* Leave one source out: for each source with time rows, fit `base` on the other sources and

@@ -1,0 +1,510 @@
+#!/usr/bin/env python3
+"""Published end-to-end training runs kept OUT of every fit: the "outofsample" rows of
+tests/data/validation.json (tools/make_validation.py imports this file).
+
+Every row is one measured run with its exact configuration as the source states it; where the
+source leaves a setting unstated the row says which value it assumes (`assumed` in the citation).
+Facts only: the numbers below were read off the cited tables and figures.
+
+Sources:
+  llm-foundry-fsdp       mosaicml/llm-foundry scripts/train/benchmarking/README.md @8c8dd48:
+                         MPT 125M-70B under PyTorch FSDP on A100-40GB/80GB and H100, 8-512 GPUs,
+                         sequences 512-65536 (all 216 rows)
+  flashattn-gpt-a100     Dao-AILab/flash-attention training/README.md, "Training speed" figures
+                         (assets/gpt3_training_efficiency.jpg, gpt2_training_efficiency.jpg):
+                         GPT-2/GPT-3 125M-2.7B on one 8 x A100-80GB node, FlashAttention, configs
+                         training/configs/experiment/{owt,pile}/*.yaml
+  torchtitan-h100        pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md and
+                         benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: Llama 3.1 8B-405B,
+                         FSDP / +CP / +TP / +PP, 8-512 H100
+  megatron-h100-weak     NVIDIA/Megatron-LM README.md "Weak Scaling Results" (images/
+                         model_table.png): GPT 1.7B-462B on 48-6144 H100, Megatron-Core r0.8
+  bigscience-bloom       bigscience-workshop/bigscience train/tr11-176B-ml: README.md (the
+                         BLOOM-176B run), chronicles-prequel.md (topology benchmarks incl. an
+                         out-of-memory record), tr11-176B-ml.slurm (configuration)
+"""
+
+FOUNDRY_ROWS = [
+    # (gpu, size, seq, gpus, mbs, grad_accum, tokens/s/GPU, precision, FSDP mixed precision, sharding, activation checkpointing)
+    ('h100_80gb', '70b', 2048, 512, 8, 1, 1007, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '70b', 2048, 256, 8, 1, 1035, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '70b', 2048, 128, 8, 1, 1058, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 512, 8, 1, 2115, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 256, 8, 1, 2148, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 128, 8, 1, 2199, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 2048, 512, 16, 1, 4952, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 2048, 256, 16, 1, 4989, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 2048, 128, 16, 1, 5080, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 2048, 512, 6, 1, 9670, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '7b', 2048, 256, 6, 1, 10119, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '7b', 2048, 128, 6, 1, 10475, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 2048, 512, 8, 1, 21664, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '3b', 2048, 256, 8, 1, 22772, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '3b', 2048, 128, 8, 1, 23422, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '1b', 2048, 512, 12, 1, 39837, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '1b', 2048, 256, 12, 1, 42555, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '1b', 2048, 128, 12, 1, 44123, 'amp_bf16', 'DEFAULT', 'z2', False),
+    ('h100_80gb', '70b', 2048, 64, 8, 4, 1039, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '70b', 2048, 32, 2, 16, 882, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 8192, 8, 1, 21, 1384, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 4096, 8, 1, 21, 1802, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 32, 14, 3, 2308, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 16, 10, 3, 2263, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 2048, 8, 3, 21, 2002, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '30b', 1024, 8, 6, 21, 2084, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 32768, 8, 1, 3, 1976, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 16384, 8, 3, 3, 2985, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 4096, 8, 10, 3, 4717, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '13b', 2048, 64, 2, 1, 4800, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '13b', 2048, 32, 2, 1, 4811, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '13b', 2048, 16, 2, 1, 4767, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '13b', 2048, 8, 2, 1, 4792, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '13b', 1024, 8, 40, 3, 5502, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 65536, 8, 1, 2, 1956, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 32768, 8, 2, 2, 3318, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 8192, 8, 8, 2, 6935, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 4096, 8, 16, 2, 8611, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '7b', 2048, 8, 6, 1, 10643, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '7b', 1024, 8, 64, 2, 10203, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '3b', 65536, 8, 1, 2, 3262, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '3b', 32768, 8, 3, 6, 5873, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '3b', 16384, 8, 1, 6, 11152, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 8192, 8, 3, 6, 16578, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 4096, 8, 5, 6, 20964, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 2048, 64, 6, 3, 22525, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 2048, 32, 6, 3, 23021, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 2048, 16, 10, 3, 24142, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 1024, 8, 20, 6, 27046, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 512, 8, 40, 6, 27965, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 65536, 8, 1, 2, 5506, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '1b', 32768, 8, 1, 4, 12025, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 16384, 8, 2, 4, 19649, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 8192, 8, 3, 4, 29157, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 4096, 8, 7, 4, 38535, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 2048, 64, 20, 1, 44402, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 2048, 32, 20, 1, 45130, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 2048, 16, 20, 1, 46037, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 2048, 8, 14, 1, 45455, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 1024, 8, 18, 4, 48910, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 512, 8, 56, 4, 52275, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 32768, 8, 1, 2, 16291, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 16384, 8, 3, 2, 27815, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 8192, 8, 6, 2, 41825, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 4096, 8, 12, 2, 55459, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 2048, 32, 24, 1, 67971, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 2048, 16, 24, 1, 68551, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 2048, 8, 24, 2, 63147, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 1024, 8, 48, 2, 78581, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '760m', 512, 8, 96, 2, 83749, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 32768, 8, 3, 6, 5856, 'amp_fp8', 'DEFAULT', 'z3', True),
+    ('h100_80gb', '3b', 8192, 8, 3, 6, 19146, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 2048, 8, 10, 6, 30586, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '3b', 512, 8, 40, 6, 36527, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 32768, 8, 1, 4, 12580, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 8192, 8, 2, 4, 32010, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('h100_80gb', '1b', 512, 8, 56, 4, 70315, 'amp_fp8', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '70b', 2048, 64, 8, 4, 410, 'bf16', 'PURE', 'z3', True),
+    ('a100_80gb', '70b', 2048, 32, 2, 16, 373, 'bf16', 'PURE', 'z3', True),
+    ('a100_80gb', '30b', 8192, 8, 1, 21, 574, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '30b', 4096, 8, 1, 21, 814, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '30b', 2048, 8, 3, 21, 916, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '30b', 1024, 8, 6, 21, 946, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '30b', 512, 8, 12, 21, 967, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '13b', 32768, 8, 1, 3, 1016, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '13b', 16384, 8, 3, 3, 1431, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '13b', 8192, 8, 5, 3, 1795, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '13b', 4096, 8, 10, 3, 2060, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '13b', 2048, 8, 2, 3, 2262, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '13b', 1024, 8, 40, 3, 2330, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 65536, 8, 1, 2, 1013, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 32768, 8, 2, 2, 1672, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 16384, 8, 4, 2, 2453, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 8192, 8, 8, 2, 3206, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 4096, 8, 16, 2, 3684, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '7b', 2048, 8, 6, 2, 4641, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '7b', 1024, 8, 64, 2, 4357, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '3b', 65536, 8, 1, 2, 1767, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '3b', 32768, 8, 3, 6, 3029, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '3b', 16384, 8, 1, 6, 5529, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '3b', 8192, 8, 3, 6, 7695, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '3b', 4096, 8, 5, 6, 9457, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '3b', 2048, 8, 10, 2, 10811, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '3b', 1024, 8, 20, 6, 11580, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '3b', 512, 8, 40, 6, 12127, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 65536, 8, 1, 2, 3044, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '1b', 32768, 8, 1, 4, 6275, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 16384, 8, 2, 4, 9956, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 8192, 8, 3, 4, 13814, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 4096, 8, 7, 4, 17807, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 2048, 8, 14, 4, 20513, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 1024, 8, 18, 4, 22112, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '1b', 512, 8, 56, 4, 23148, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 65536, 8, 1, 2, 4143, 'amp_bf16', 'DEFAULT', 'z3', True),
+    ('a100_80gb', '760m', 32768, 8, 1, 2, 8802, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 16384, 8, 3, 2, 14274, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 8192, 8, 6, 2, 20933, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 4096, 8, 12, 2, 27351, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 2048, 8, 24, 2, 32434, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 1024, 8, 48, 2, 29765, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '760m', 512, 8, 96, 2, 29446, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 65536, 8, 1, 2, 7524, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 32768, 8, 2, 2, 13652, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 16384, 8, 4, 2, 23559, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 8192, 8, 8, 2, 36569, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 4096, 8, 16, 2, 49555, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 2048, 8, 32, 2, 58782, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 1024, 8, 64, 2, 64813, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '350m', 512, 8, 128, 2, 69330, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 65536, 8, 1, 2, 20368, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 32768, 8, 2, 2, 36407, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 16384, 8, 4, 2, 60040, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 8192, 8, 8, 2, 90392, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 4096, 8, 16, 2, 118396, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 2048, 8, 40, 2, 142830, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 2048, 8, 32, 2, 141737, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 1024, 8, 64, 2, 156468, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_80gb', '125m', 512, 8, 128, 2, 165681, 'amp_bf16', 'DEFAULT', 'z3', False),
+    ('a100_40gb', '70b', 2048, 128, 4, 1, 376, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '70b', 2048, 64, 2, 1, 276, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '30b', 2048, 128, 6, 1, 865, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '30b', 2048, 32, 4, 1, 857, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 8192, 8, 1, 16, 1407, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 4096, 8, 2, 16, 1603, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 2048, 128, 16, 1, 1972, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 2048, 64, 16, 1, 1976, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 2048, 32, 14, 1, 1998, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 2048, 16, 10, 1, 1993, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 2048, 8, 4, 16, 1668, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 1024, 8, 8, 16, 1727, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '13b', 512, 8, 16, 16, 1763, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 16384, 8, 1, 4, 2249, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 8192, 8, 3, 4, 2887, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 4096, 8, 6, 4, 3366, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 2048, 128, 18, 1, 3623, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 2048, 64, 18, 1, 3665, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 2048, 32, 18, 1, 3725, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 2048, 16, 16, 1, 3645, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 2048, 8, 12, 4, 3679, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 1024, 8, 24, 4, 3854, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '7b', 512, 8, 48, 4, 3895, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '3b', 32768, 8, 1, 4, 2955, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '3b', 16384, 8, 2, 8, 4465, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '3b', 8192, 8, 1, 8, 7149, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 4096, 8, 2, 8, 8777, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 2048, 128, 6, 1, 9538, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 2048, 64, 6, 1, 9736, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 2048, 32, 6, 1, 9914, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 2048, 16, 5, 1, 9750, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 2048, 8, 5, 8, 10065, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 1024, 8, 10, 8, 10731, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '3b', 512, 8, 20, 8, 11324, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 32768, 8, 1, 4, 5095, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '1b', 16384, 8, 1, 8, 9715, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 8192, 8, 2, 8, 13474, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 4096, 8, 4, 8, 16856, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 2048, 128, 10, 1, 18647, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 2048, 64, 10, 1, 19001, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 2048, 32, 10, 1, 15555, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 2048, 16, 8, 1, 19085, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 2048, 8, 8, 8, 19271, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 1024, 8, 16, 8, 20959, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '1b', 512, 8, 32, 8, 21782, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 32768, 8, 1, 4, 7183, 'bf16', 'PURE', 'z3', True),
+    ('a100_40gb', '760m', 16384, 8, 1, 4, 13914, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 8192, 8, 3, 4, 20106, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 4096, 8, 6, 4, 25863, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 2048, 128, 12, 1, 28940, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 2048, 64, 12, 1, 29344, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 2048, 32, 12, 1, 29648, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 2048, 16, 12, 1, 29607, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 2048, 8, 12, 4, 30173, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 1024, 8, 24, 4, 33422, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '760m', 512, 8, 48, 4, 34938, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 32768, 8, 1, 4, 13416, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 16384, 8, 2, 4, 22896, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 8192, 8, 4, 4, 34933, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 4096, 8, 8, 4, 46833, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 2048, 128, 18, 1, 51934, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 2048, 64, 18, 1, 52689, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 2048, 32, 18, 1, 53811, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 2048, 16, 18, 1, 55413, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 2048, 8, 16, 4, 55995, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 1024, 8, 32, 4, 62523, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '350m', 512, 8, 64, 4, 66284, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 32768, 8, 1, 4, 32651, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 16384, 8, 2, 3, 55484, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 8192, 8, 5, 3, 86858, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 4096, 8, 13, 3, 115162, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 2048, 128, 26, 1, 123936, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 2048, 64, 26, 1, 125234, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 2048, 32, 26, 1, 127122, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 2048, 16, 26, 1, 130535, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 2048, 8, 26, 3, 136334, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 1024, 8, 52, 3, 148289, 'bf16', 'PURE', 'z3', False),
+    ('a100_40gb', '125m', 512, 8, 104, 3, 156735, 'bf16', 'PURE', 'z3', False),
+]
+
+
+# MPT shapes (scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_layers, n_heads; expansion 4,
+# vocab 50368, no biases, low-precision LayerNorm; the benchmark models learn absolute positions
+# (NumParams grows with the sequence length by seq x d_model)
+MPT = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12),
+       "1b": (2048, 24, 16), "3b": (2560, 32, 20), "7b": (4096, 32, 32),
+       "13b": (5120, 40, 40), "30b": (7168, 48, 56), "70b": (8192, 80, 64)}
+FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @8c8dd48"
+FOUNDRY_GPU = {"a100_80gb": ("a100-sxm4-80g", "200Gb/s"), "a100_40gb": ("a100-sxm4-40g", "200Gb/s"),
+               "h100_80gb": ("h100-sxm", "400Gb/s")}
+
+
+def foundry_rows():
+    out = []
+    for (gpu, size, seq, gpus, mbs, ga, tok, prec, mp, shard, ac) in FOUNDRY_ROWS:
+        h, L, a = MPT[size]
+        g, net = FOUNDRY_GPU[gpu]
+        gbs = mbs * ga * gpus
+        # llm-foundry's FSDP mixed precision of the time (composer get_mixed_precision):
+        # DEFAULT gathers fp32 parameters and reduces in bf16, PURE gathers and reduces bf16;
+        # attention: attn_impl "flash" = flash-attn 1.x on the A100 tables (torch 1.13 era, the
+        # README's TODO), flash-attn 2 on the H100 tables (llm-foundry's H100 and FP8 support
+        # came with torch 2 and flash-attn 2; assumed, the README does not say)
+        plan = {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1, "mbs": mbs,
+                "gbs": gbs, "seq": seq, "recompute": "full" if ac else "none", "sp": False,
+                "zero": 3 if shard == "z3" else 2, "dtype": "fp8" if prec == "amp_fp8" else "bf16",
+                "overlap": True, "flash_attn": True,
+                "attn_impl": "fa2" if gpu == "h100_80gb" else "fa1",
+                "grad_reduce": "bf16", "gather": "fp32" if mp == "DEFAULT" else "bf16"}
+        out.append({"source": "llm-foundry-fsdp",
+                    "cite": "%s: mpt-%s %s seq %d, %d GPUs, %s %s, %d tokens/s/GPU" % (
+                        FOUNDRY, size, gpu, seq, gpus, prec, mp, tok),
+                    "model_name": "mpt-" + size,
+                    "model": {"name": "mpt-" + size, "layers": L, "hidden": h, "heads": a,
+                              "vocab": 50368, "seq_len": seq, "activation": "gelu",
+                              "norm": "layernorm", "bias": False, "tied_embeddings": True,
+                              "position": "learned", "dropout": False},
+                    "plan": plan, "gpu": g, "gpus": gpus, "gpus_per_node": 8, "network_bw": net,
+                    "metric": "step_s", "measured": gbs * seq / (tok * gpus),
+                    "how": "GBS x sequence / (reported tokens/s/GPU x GPUs)"})
+    return out
+
+
+# ---- flash-attention repository: GPT training speed on 8 x A100-80GB ---------------------------
+# TFLOP/s per A100 (model FLOPs: Megatron-LM's formula x 3/4, Narayanan 2021 Sec. 5.1), bars of
+# the "FlashAttention" series; per-GPU batch sizes are the configs' choice for >= 80 GB.
+FA_REPO = "Dao-AILab/flash-attention training/README.md 'Training speed' (%s), config %s"
+FA_GPT = [
+    # (figure, config, layers, hidden, heads, seq, per-GPU batch, global batch, dtype, TFLOP/s)
+    ("gpt3_training_efficiency.jpg", "pile/gpt3s-flash.yaml", 12, 768, 12, 2048, 32, 256, "bf16", 149),
+    ("gpt3_training_efficiency.jpg", "pile/gpt3m-flash.yaml", 24, 1024, 16, 2048, 32, 256, "bf16", 167),
+    ("gpt3_training_efficiency.jpg", "pile/gpt3l-flash.yaml", 24, 1536, 16, 2048, 16, 256, "bf16", 163),
+    ("gpt3_training_efficiency.jpg", "pile/gpt3xl-flash.yaml", 24, 2048, 16, 2048, 8, 512, "bf16", 189),
+    ("gpt3_training_efficiency.jpg", "pile/gpt3-2.7B-flash-hdim128.yaml", 32, 2560, 20, 2048, 4, 512, "bf16", 189),
+    ("gpt2_training_efficiency.jpg", "owt/gpt2m-flash.yaml", 24, 1024, 16, 1024, 64, 512, "fp16", 159),
+    ("gpt2_training_efficiency.jpg", "owt/gpt2l-flash.yaml", 36, 1280, 20, 1024, 32, 512, "fp16", 170),
+    ("gpt2_training_efficiency.jpg", "owt/gpt2xl-flash.yaml", 48, 1600, 25, 1024, 16, 512, "fp16", 164),
+]
+
+
+def megatron_model_flops(B, s, L, h, V):
+    """Model FLOPs of one step (Narayanan 2021 Eq. 3 without the recompute pass)."""
+    return 72.0 * B * s * L * h * h * (1 + s / (6.0 * h) + V / (12.0 * L * h))
+
+
+def flashattn_rows():
+    out = []
+    V = 50264  # GPT-2 vocabulary 50257 padded to a multiple of 8 (pad_vocab_size_multiple)
+    for (fig, cfg, L, h, a, s, b, gbs, dt, tf) in FA_GPT:
+        step = megatron_model_flops(gbs, s, L, h, V) / (tf * 1e12 * 8)
+        name = "gpt-%dl-%dh" % (L, h)
+        out.append({"source": "flashattn-gpt-a100",
+                    "cite": FA_REPO % (fig, cfg) + ": %g TFLOP/s/GPU" % tf,
+                    "model_name": name,
+                    "model": {"name": name, "layers": L, "hidden": h, "heads": a, "vocab": V,
+                              "seq_len": s, "activation": "gelu", "norm": "layernorm",
+                              "bias": True, "tied_embeddings": True, "position": "learned",
+                              "dropout": True},
+                    # PyTorch Lightning DDP (ZeRO-1 via ZeroRedundancyOptimizer for the larger
+                    # configs), fp32 parameters under autocast: fp32 gradients all-reduced;
+                    # FlashAttention 1 (Nov 2022), no activation checkpointing
+                    "plan": {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": 8, "cp": 1, "vp": 1,
+                             "mbs": b, "gbs": gbs, "seq": s, "recompute": "none", "sp": False,
+                             "zero": 0, "dtype": dt, "overlap": True, "flash_attn": True,
+                             "attn_impl": "fa1", "grad_reduce": "fp32"},
+                    "gpu": "a100-sxm4-80g", "gpus": 8, "gpus_per_node": 8,
+                    "network_bw": "200Gb/s", "metric": "step_s", "measured": step,
+                    "how": "Megatron model FLOPs (Narayanan 2021 Eq. 3 x 3/4) / (TFLOP/s x 8)"})
+    return out
+
+
+# ---- torchtitan on H100 --------------------------------------------------------------------------
+TT_DEC = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
+TT_ATP = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md"
+# (cite, model, gpus, dp(FSDP), cp, tp, pp, vp, local batch, micro-batch, seq, recompute, dtype,
+#  async TP, TPS/GPU, memory GiB or None)
+TT = [
+    (TT_DEC + " Table 1: FSDP", "llama-3-8b", 8, 8, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 5762, 82.4),
+    (TT_DEC + " Table 2: FSDP 8, CP 1 (compile, Float8)", "llama-3-8b", 8, 8, 1, 1, 1, 1, 1, 1, 32768, "full", "fp8", False, 3890, 83.9),
+    (TT_DEC + " Table 2: FSDP 4, CP 2 (compile, Float8)", "llama-3-8b", 8, 4, 2, 1, 1, 1, 1, 1, 65536, "full", "fp8", False, 2540, 84.2),
+    (TT_DEC + " Table 2: FSDP 2, CP 4 (compile, Float8)", "llama-3-8b", 8, 2, 4, 1, 1, 1, 1, 1, 131072, "full", "fp8", False, 1071, 84.0),
+    (TT_DEC + " Table 2: FSDP 1, CP 8 (compile, Float8)", "llama-3-8b", 8, 1, 8, 1, 1, 1, 1, 1, 262144, "full", "fp8", False, 548, 84.5),
+    (TT_DEC + " Table 3: FSDP, 128 GPUs", "llama-3-8b", 128, 128, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 5605, 67.0),
+    (TT_DEC + " Table 4: 2D (compile, Float8)", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", False, 829, 71.9),
+    (TT_DEC + " Table 4: 2D + AsyncTP (compile, Float8)", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", True, 876, 67.6),
+    (TT_DEC + " Table 5: 1F1B (compile, Float8, AsyncTP)", "llama-3.1-405b", 512, 8, 1, 8, 8, 1, 32, 1, 8192, "full", "fp8", True, 100, 82.5),
+    (TT_DEC + " Table 5: Interleaved 1F1B (compile, Float8, AsyncTP; assumed 2 stages per rank)", "llama-3.1-405b", 512, 8, 1, 8, 8, 2, 32, 1, 8192, "full", "fp8", True, 128, 72.7),
+    (TT_DEC + " Table 6: FSDP 8, CP 1 (4D)", "llama-3.1-405b", 512, 8, 1, 8, 8, 1, 8, 1, 32768, "full", "fp8", True, 76, 75.3),
+    (TT_DEC + " Table 6: FSDP 4, CP 2 (4D)", "llama-3.1-405b", 512, 4, 2, 8, 8, 1, 8, 1, 65536, "full", "fp8", True, 47, 75.9),
+    (TT_DEC + " Table 6: FSDP 2, CP 4 (4D)", "llama-3.1-405b", 512, 2, 4, 8, 8, 1, 8, 1, 131072, "full", "fp8", True, 31, 77.1),
+    (TT_DEC + " Table 6: FSDP 1, CP 8 (4D)", "llama-3.1-405b", 512, 1, 8, 8, 8, 1, 8, 1, 262144, "full", "fp8", True, 16, 84.9),
+    (TT_ATP + ": 70B bf16 vanilla TP", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "bf16", False, 597.3, None),
+    (TT_ATP + ": 70B bf16 async TP", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "bf16", True, 652.4, None),
+    (TT_ATP + ": 70B float8 tensorwise vanilla TP", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", False, 809.8, None),
+    (TT_ATP + ": 70B float8 tensorwise async TP", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", True, 942.4, None),
+    (TT_ATP + ": 8B bf16 vanilla TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "bf16", False, 4378, None),
+    (TT_ATP + ": 8B bf16 async TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "bf16", True, 4809.4, None),
+    (TT_ATP + ": 8B float8 tensorwise vanilla TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "fp8", False, 5078.1, None),
+    (TT_ATP + ": 8B float8 tensorwise async TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "fp8", True, 5570.1, None),
+]
+
+
+def torchtitan_rows(hf):
+    out = []
+    GIB = 1024 ** 3
+    for (cite, model, gpus, dp, cp, tp, pp, vp, lbs, mbs, seq, rc, dt, atp, tps, mem) in TT:
+        gbs = dp * lbs
+        plan = {"trainer": "torchtitan", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": seq, "recompute": rc, "sp": tp > 1, "zero": 3,
+                "dtype": dt, "overlap": True, "overlap_tp": atp, "flash_attn": True}
+        if vp > 1:
+            # 126 layers over 16 model chunks: the near-uniform split torchtitan's splitter
+            # makes, one layer fewer on the chunks holding the embedding and the head
+            plan["stage_layers"] = [7] + [8] * 14 + [7]
+        base = {"source": "torchtitan-h100", "model_name": model, "model": hf(model),
+                "plan": plan, "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                # Grand Teton: 8 H100 (96 GB HBM2e, 500 W) per host, 400 Gb/s RDMA per GPU;
+                # scored on the catalog's H100 SXM (80 GB, 700 W): the memory rows compare with
+                # torchtitan's max reserved memory, which the smaller part would OOM on
+                "network_bw": "400Gb/s"}
+        r = dict(base)
+        r.update({"cite": cite + ": %g TPS/GPU" % tps, "metric": "step_s",
+                  "measured": gbs * seq / (tps * gpus),
+                  "how": "local batch x FSDP degree x sequence / (TPS/GPU x GPUs)"})
+        out.append(r)
+        if mem is not None:
+            r = dict(base)
+            r.update({"cite": cite + ": %g GiB" % mem, "metric": "reserved_bytes",
+                      "measured": mem * GIB, "how": "torchtitan max reserved memory, all ranks"})
+            out.append(r)
+    return out
+
+
+# ---- Megatron-LM weak scaling on H100 ------------------------------------------------------------
+MLM = "NVIDIA/Megatron-LM README.md 'Weak Scaling Results' (images/model_table.png), Megatron-Core r0.8"
+MLM_ROWS = [
+    # (size, heads, hidden, layers, tp, pp, dp, gpus, batch, TFLOP/s/GPU)
+    ("1.7B", 16, 2048, 24, 1, 1, 48, 48, 192, 408.8),
+    ("7.1B", 32, 4096, 30, 2, 1, 48, 96, 192, 465.9),
+    ("16B", 48, 6144, 32, 4, 1, 48, 192, 192, 489.1),
+    ("32B", 56, 7168, 48, 8, 1, 48, 384, 192, 459.6),
+    ("70B", 64, 8192, 84, 8, 2, 48, 768, 384, 419.7),
+    ("119B", 80, 10240, 92, 8, 4, 48, 1536, 768, 420.5),
+    ("177B", 96, 12288, 96, 8, 6, 48, 2304, 1152, 432.8),
+    ("314B", 128, 16384, 96, 8, 8, 48, 3072, 1536, 474.4),
+    ("462B", 144, 18432, 112, 8, 16, 48, 6144, 3072, 459.9),
+]
+
+
+def megatron_rows():
+    out = []
+    V, s = 131072, 4096
+    for (size, a, h, L, tp, pp, dp, gpus, B, tf) in MLM_ROWS:
+        step = megatron_model_flops(B, s, L, h, V) / (tf * 1e12 * gpus)
+        out.append({"source": "megatron-h100-weak",
+                    "cite": MLM + ": GPT %s, %g TFLOP/s/GPU (micro-batch = the rank's whole "
+                            "batch without PP, 1 with PP; no interleaving; no recomputation: "
+                            "assumed, not stated)" % (size, tf),
+                    "model_name": "gpt-" + size.lower(),
+                    "model": {"name": "gpt-" + size.lower(), "layers": L, "hidden": h,
+                              "heads": a, "vocab": V, "seq_len": s, "activation": "gelu",
+                              "norm": "layernorm", "bias": True, "tied_embeddings": False,
+                              "position": "learned", "dropout": True},
+                    "plan": {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1,
+                             "vp": 1, "mbs": B // dp if pp == 1 else 1, "gbs": B, "seq": s,
+                             "recompute": "none",
+                             "sp": tp > 1, "zero": 1, "dtype": "bf16", "overlap": True,
+                             "flash_attn": True},
+                    "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                    "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+                    "how": "Megatron model FLOPs (72 B s L h^2 (1 + s/6h + V/12Lh)) / "
+                           "(TFLOP/s x GPUs)"})
+    return out
+
+
+# ---- BLOOM (BigScience, Megatron-DeepSpeed on Jean Zay) ------------------------------------------
+BLOOM = "bigscience-workshop/bigscience train/tr11-176B-ml/"
+# Jean Zay A100 nodes: 8 x A100-80GB on NVLink, 4 x 100 Gb/s Omni-Path per node (README):
+# 50 Gb/s per GPU. (An earlier NCCL test on 4 of these nodes reached only 40.5 Gb/s all-reduce
+# bus bandwidth, experiments/bandwidth/README.md; the 176B run's fabric was not re-measured.)
+BLOOM_NET = "50Gb/s"
+
+
+def bloom_model(name, L, h, a, alibi):
+    return {"name": name, "layers": L, "hidden": h, "heads": a, "vocab": 250880, "seq_len": 2048,
+            "activation": "gelu", "norm": "layernorm", "bias": True, "tied_embeddings": True,
+            "position": "alibi" if alibi else "learned", "dropout": False}
+
+
+def bloom_rows():
+    out = []
+    # the BLOOM-176B run: 48 nodes, TP 4, PP 12, DP 8, micro-batch 2, global 2048, bf16 with
+    # BF16_Optimizer (ZeRO stage 0), full recomputation, ALiBi, embedding LayerNorm,
+    # --pp-partition-method 'type:transformer|embedding': the two embeddings count as layers,
+    # 72 slots over 12 stages, so the first and last stages hold 5 transformer layers
+    m = bloom_model("bloom-176b", 70, 14336, 112, True)
+    m["embed_norm"] = True
+    out.append({"source": "bigscience-bloom",
+                "cite": BLOOM + "README.md 'Important checkpoints': iteration 85376, elapsed time "
+                        "per iteration 104.70 s (tr11-176B-ml.slurm configuration)",
+                "model_name": "bloom-176b", "model": m,
+                "plan": {"trainer": "deepspeed", "tp": 4, "pp": 12, "dp": 8, "cp": 1, "vp": 1,
+                         "mbs": 2, "gbs": 2048, "seq": 2048, "recompute": "full", "sp": False,
+                         "zero": 0, "dtype": "bf16", "overlap": False, "flash_attn": False,
+                         "stage_layers": [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]},
+                "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
+                "network_bw": BLOOM_NET, "metric": "step_s", "measured": 104.70,
+                "how": "reported elapsed time per iteration"})
+    # chronicles-prequel.md 'GBS Variations' (02-25): NLAYERS 72, NHIDDEN 14336, NHEADS 64, ZeRO-1,
+    # seq 2048, full recomputation (--checkpoint-activations); bf16 and learned positions assumed
+    GBSV = [(8, 8, 6, 4, 1568, 113.01), (8, 8, 6, 4, 2048, 114.11), (8, 8, 6, 6, 2016, 123.57),
+            (4, 8, 12, 4, 1568, 92.75), (4, 8, 12, 4, 2048, 117.07), (4, 8, 12, 2, 1568, 99.93),
+            (4, 8, 12, 2, 2048, 128.82), (6, 8, 8, 4, 2016, 113.16), (12, 8, 4, 2, 2016, 125.52),
+            (12, 8, 4, 4, 2016, 114.81), (24, 8, 2, 1, 2016, 145.45), (24, 8, 2, 2, 2016, 136.13),
+            (8, 4, 12, 4, 2048, 111.89)]
+    m = bloom_model("bloom-181b", 72, 14336, 64, False)
+    for (dp, tp, pp, mbs, gbs, sec) in GBSV:
+        out.append({"source": "bigscience-bloom",
+                    "cite": BLOOM + "chronicles-prequel.md 'GBS Variations': DP %d TP %d PP %d MBS "
+                            "%d GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
+                    "model_name": "bloom-181b", "model": m,
+                    "plan": {"trainer": "deepspeed", "tp": tp, "pp": pp, "dp": dp, "cp": 1,
+                             "vp": 1, "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "full",
+                             "sp": False, "zero": 1, "dtype": "bf16", "overlap": False,
+                             "flash_attn": False},
+                    "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
+                    "network_bw": BLOOM_NET, "metric": "step_s", "measured": sec,
+                    "how": "reported seconds per iteration"})
+    # the same table records DP 48 TP 8 PP 1 MBS 1 as out of memory
+    out.append({"source": "bigscience-bloom",
+                "cite": BLOOM + "chronicles-prequel.md 'GBS Variations': DP 48 TP 8 PP 1 MBS 1 "
+                        "GBS 2016: OOM",
+                "model_name": "bloom-181b", "model": m,
+                "plan": {"trainer": "deepspeed", "tp": 8, "pp": 1, "dp": 48, "cp": 1, "vp": 1,
+                         "mbs": 1, "gbs": 2016, "seq": 2048, "recompute": "full", "sp": False,
+                         "zero": 1, "dtype": "bf16", "overlap": False, "flash_attn": False},
+                "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
+                "network_bw": BLOOM_NET, "metric": "oom", "measured": 1,
+                "how": "recorded out of memory"})
+    return out
+
+
+def all_rows(hf):
+    return foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() + bloom_rows()
