@@ -26,13 +26,13 @@ static const ap_calib generic = {
  * "Validation"). Those runs used Megatron's fused softmax, not FlashAttention, so attn_eff is
  * the efficiency of materialised-score attention matmuls on A100. */
 static const ap_calib a100 = {
-    .gemm_eff_max = 0.90,
-    .gemm_half_flops = 3.449e9,
-    .attn_eff = 0.3869,
-    .link_eff = 1.0,
-    .net_eff = 0.80,
-    .coll_latency_s = 4.21e-5,
-    .step_overhead_s = 0.0304,
+    .gemm_eff_max = 0.9000,
+    .gemm_half_flops = 1.266e9,
+    .attn_eff = 0.4722,
+    .link_eff = 1.0000,
+    .net_eff = 0.8000,
+    .coll_latency_s = 5.0e-5,
+    .step_overhead_s = 0.0490,
     .mem_bound_eff = 0.7055,
 };
 
@@ -43,7 +43,7 @@ static const ap_calib a100 = {
  * datasheet peak assumes the boost clock, which a power-limited H100 does not hold under
  * tensor-core load). A bf16 H100 run not used in the fit (NeMo AutoModel, Llama-3-70B FSDP on
  * 64 GPUs, 18.9 s per step) is predicted within a few percent with it (README). */
-#define HOPPER_GEMM_EFF_MAX 0.6994
+#define HOPPER_GEMM_EFF_MAX 0.7038
 
 /* Other GPUs have no published end-to-end runs here: they take the A100 fit for the
  * dimensionless efficiencies and scale the GEMM size at half efficiency with the peak, since

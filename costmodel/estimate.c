@@ -927,7 +927,7 @@ static void pipeline_time(est *E) {
                      ap_nccl_latency_s(AP_COLL_SENDRECV_OP, 0, 2, 2, cross ? 2 : 1, nvlink);
         double v = p->vp > 1 ? (double)p->vp : 1.0;
         double sends = 2.0 * (mb + p->pp - 1) * v;
-        if (p->vp > 1 && x->tr->p2p_overlap) {
+        if (p->vp > 1 && x->tr->p2p_overlap && !p->no_p2p_overlap) {
             double chunk = E->Tmax / (2.0 * v);
             E->p2p = sends * fmax(0.0, one - chunk) + 2.0 * one;
         } else {

@@ -82,7 +82,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
 /* What a row may say about kernels and collectives beyond the common plan fields: the
  * attention kernel ("attn_impl"), the gradient-reduction and parameter-gather dtypes ("grad_
  * reduce", "gather": FSDP MixedPrecision), TP overlap ("overlap_tp", default: as "overlap"),
- * and an explicit stage split ("stage_layers"). */
+ * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), and an
+ * explicit stage split ("stage_layers"). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
                                    ap_err *err) {
     char impl[32];
@@ -93,6 +94,9 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     if ((st = dtype_bytes(pj, "grad_reduce", where, &p->grad_reduce_bytes, err)) ||
         (st = dtype_bytes(pj, "gather", where, &p->gather_bytes, err)))
         return st;
+    int p2p = 1;
+    if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
+    p->no_p2p_overlap = given && !p2p;
     if ((st = ap_json_get_bool(pj, "overlap_tp", &otp, &given, where, err))) return st;
     if (given) p->overlap_tp = otp && p->sp && p->tp > 1 && ap_trainer_get(p->trainer)->overlap_tp;
     const ap_json *sl = ap_json_get(pj, "stage_layers");

@@ -76,6 +76,9 @@ typedef struct ap_plan {
                                         --grad-reduce-in-bf16); 0 = the trainer's default */
     double gather_bytes;             /* bytes per parameter of the ZeRO-3 / FSDP all-gather
                                         (MixedPrecision param_dtype); 0 = the trainer's */
+    int no_p2p_overlap;              /* pipeline P2P sends never overlap compute, even where
+                                        the trainer can (Megatron-LM before its
+                                        --overlap-p2p-communication, 2021-22 runs) */
 } ap_plan;
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */
