@@ -31,7 +31,7 @@ static ap_json *errjson(const errstat *e, int with_mem_max) {
 }
 
 static void print_calib(const ap_calib *c) {
-    printf("  gemm_eff_max     %.4f   achievable fraction of dense peak on large GEMMs\n", c->gemm_eff_max);
+    printf("  gemm_eff_max     %.4f   sustained fraction of the kernel tables' GEMM/flash rates\n", c->gemm_eff_max);
     printf("  gemm_half_flops  %.4g   GEMM size (FLOPs) at half of that efficiency\n", c->gemm_half_flops);
     printf("  attn_eff         %.4f   attention matmuls with materialised scores, fraction of peak\n", c->attn_eff);
     printf("  link_eff         %.4f   achieved fraction of NVLink bandwidth\n", c->link_eff);
@@ -193,12 +193,17 @@ static void print_oos(const vset *oos) {
     for (int i = 0; i < oos->n; i++) print_oos_row(&oos->rows[i]);
     printf("\n%-24s %10s %10s %10s %12s %5s\n", "out-of-sample source", "time MAPE",
            "time bias", "time max", "memory MAPE", "rows");
-    for (int s = 0; s < oos->nsources; s++)
-        printf("%-24s %9.2f%% %+9.2f%% %9.2f%% %11.2f%% %5d\n", oos->sources[s],
-               100 * oper[s].time_mape, 100 * oper[s].time_bias, 100 * oper[s].time_max,
-               100 * oper[s].mem_mape, oper[s].rows);
-    printf("out-of-sample time MAPE %.2f%%, max %.2f%%\n", 100 * oa.time_mape, 100 * oa.time_max);
-    printf("out-of-sample memory MAPE %.2f%%, max %.2f%%\n", 100 * oa.mem_mape, 100 * oa.mem_max);
+    for (int s = 0; s < oos->nsources; s++) {
+        printf("%-24s %9.2f%% %+9.2f%% %9.2f%% ", oos->sources[s], 100 * oper[s].time_mape,
+               100 * oper[s].time_bias, 100 * oper[s].time_max);
+        if (oper[s].mem_rows > 0) printf("%11.2f%% %5d\n", 100 * oper[s].mem_mape, oper[s].rows);
+        else printf("%12s %5d\n", "-", oper[s].rows);
+    }
+    printf("out-of-sample time MAPE %.2f%%, max %.2f%% (MAPE: mean over sources)\n",
+           100 * oa.time_mape, 100 * oa.time_max);
+    if (oa.mem_rows > 0)
+        printf("out-of-sample memory MAPE %.2f%%, max %.2f%%\n", 100 * oa.mem_mape,
+               100 * oa.mem_max);
     printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
            oa.oom_rows);
 }

@@ -82,9 +82,11 @@ typedef struct {
  * or a measured curve) times the calibrated sustained fraction gemm_eff_max. */
 static double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
-    double eff = x->cal.gemm_eff_max * x->gemm_scale *
-                 ap_kernels_gemm_eff(x->k, dt, M, N, K, x->cal.gemm_half_flops);
-    double peak = x->c->gpu.peak_flops[dt];
+    /* gemm_half_flops stands for a fixed per-GEMM time at the 16-bit rate: a faster dtype
+     * (fp8: twice the peak) needs proportionally more FLOPs to hide it */
+    double peak = x->c->gpu.peak_flops[dt], p16 = x->c->gpu.peak_flops[x->dt16];
+    double half = x->cal.gemm_half_flops * (p16 > 0 && peak > 0 ? peak / p16 : 1.0);
+    double eff = x->cal.gemm_eff_max * x->gemm_scale * ap_kernels_gemm_eff(x->k, dt, M, N, K, half);
     return eff > 0 && peak > 0 ? 2.0 * M * N * K / (peak * eff) : 0;
 }
 
