@@ -413,8 +413,15 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
     const char *impl = ap_flags_value(fl, "attn-impl");
     if (impl && (st = ap_attn_impl_parse(impl, "--attn-impl", &p->attn_impl, err)) != AP_OK)
         return st;
-    if (impl && p->attn_impl != AP_ATTN_AUTO && p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn)
-        return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: contradicts --no-flash-attn", impl);
+    if (impl && p->attn_impl != AP_ATTN_AUTO && p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
+        if (ap_flags_isset(fl, "no-flash-attn"))
+            return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: contradicts --no-flash-attn",
+                              impl);
+        return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: %s runs attention unfused "
+                          "(FlashAttention needs compute capability 8.0); use unfused or auto",
+                          impl,
+                          ctx->cluster.gpu.name);
+    }
     const char *sl = ap_flags_value(fl, "stage-layers");
     if (sl && (st = parse_stage_layers(sl, p, err)) != AP_OK) return st;
 

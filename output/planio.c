@@ -604,7 +604,9 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
     {
         char impl[32];
         TRY(ap_json_get_str(o, "attn_impl", impl, sizeof impl, NULL, where, err));
-        TRY(ap_attn_impl_parse(impl, where, &p->attn_impl, err));
+        char wf[640];
+        snprintf(wf, sizeof wf, "%s: field 'attn_impl'", where);
+        TRY(ap_attn_impl_parse(impl, wf, &p->attn_impl, err));
     }
 
     int layers[AP_MAX_CHUNKS];

@@ -364,7 +364,8 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --dtype int4", "--dtype");
     bad("estimate '%s' --gpus 8 --attn-impl fa4", "--attn-impl");
     bad("estimate '%s' --gpus 8 --attn-impl fa3", "does not run on a100");
-    bad("estimate '%s' --gpus 8 --attn-impl fa2 --no-flash-attn", "--attn-impl");
+    bad("estimate '%s' --gpus 8 --attn-impl fa2 --no-flash-attn", "contradicts --no-flash-attn");
+    bad("estimate '%s' --gpus 8 --gpu v100-sxm2-32g --attn-impl triton", "runs attention unfused");
     bad("estimate '%s' --gpus 8 --offload-optimizer 1.5", "--offload-optimizer");
     bad("estimate '%s' --gpus 8 --recompute some", "--recompute");
     bad("estimate '%s' --gpus 8 --tp 3", "not divisible");

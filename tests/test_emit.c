@@ -1298,6 +1298,7 @@ static void mu_off(ap_json *r) { set_num(sec(sec(r, "plan"), "offload"), "optimi
 static void mu_spnum(ap_json *r) { set_num(sec(r, "plan"), "sp", 1); }
 static void mu_act(ap_json *r) { set_str(sec(r, "model"), "activation", "tanh"); }
 static void mu_nomoe(ap_json *r) { drop(sec(r, "model"), "moe"); }
+static void mu_impl(ap_json *r) { set_str(sec(r, "plan"), "attn_impl", "fa9"); }
 static void mu_perstage(ap_json *r) { set_num(sec(sec(r, "plan"), "recompute"), "per_stage", 0); }
 static void mu_ds_pp_z3(ap_json *r) {
     set_str(r, "trainer", "deepspeed");
@@ -1420,6 +1421,7 @@ static void test_planfile_bad(void) {
         {"no moe", mu_nomoe, "missing field 'moe'"},
         {"per_stage number", mu_perstage, "field 'per_stage' must be an array"},
         {"deepspeed pp + zero3", mu_ds_pp_z3, "cannot be combined with pipeline"},
+        {"attn_impl fa9", mu_impl, "field 'attn_impl': unknown attention implementation"},
     };
     int nb = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < nb; i++) {

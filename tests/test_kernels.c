@@ -372,8 +372,8 @@ static void test_mfu_within_kernels(void) {
 }
 
 /* Dense 7B-70B bf16 FSDP plans on A100, with the attention kernel and recomputation those
- * runs used (FlashAttention 1; full activation checkpointing from 13B up), are no better than the best published A100 FSDP runs of their size
- * (llm-foundry's MPT benchmarks, scripts/train/benchmarking/README.md: 7B 64.2%, 13B 59.6%,
+ * runs used (FlashAttention 1; full activation checkpointing from 13B up), are no better than
+ * the best published A100 FSDP runs of their size (llm-foundry's MPT benchmarks, scripts/train/benchmarking/README.md: 7B 64.2%, 13B 59.6%,
  * 30B 56.4%, 70B 53.3% MFU on A100-80GB at sequence 2048) plus the validated error of that
  * source (README "Validation": under 10%). With FlashAttention-2 autoplan predicts more (the
  * FlashAttention-2 paper's own GPT runs reach 196-225 TFLOP/s, 63-72%, on A100). */

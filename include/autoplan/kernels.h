@@ -6,7 +6,9 @@
  *
  * An ap_kernels is a lookup table built once per (GPU, profile): the built-in published rows
  * of the GPU (costmodel/profile_published.c, each citing a paper figure or benchmark page),
- * overlaid row by row with a measured profile (profile.h) when one is given. Every figure
+ * overlaid with a measured profile (profile.h) when one is given: a measured row claims its
+ * whole series (one dtype's GEMM curve, one attention implementation x mask x head dim x
+ * direction, one collective level), so measured and published points are never mixed. Every figure
  * remembers where it came from, so `autoplan profile show GPU` can print the table in use.
  * Lookups interpolate in log space over size (clamped at the ends of the measured range, never
  * extrapolated past them) and take the nearest implementation or head dimension a GPU has.
