@@ -450,6 +450,15 @@ def bloom_model(name, L, h, a, alibi):
             "position": "alibi" if alibi else "learned", "dropout": False}
 
 
+def bloom_row(cite, name, m, plan, metric, measured, how):
+    base = {"trainer": "deepspeed", "cp": 1, "vp": 1, "seq": 2048, "recompute": "full",
+            "sp": False, "dtype": "bf16", "overlap": False, "flash_attn": False}
+    base.update(plan)
+    return {"source": "bigscience-bloom", "cite": BLOOM + cite, "model_name": name, "model": m,
+            "plan": base, "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
+            "network_bw": BLOOM_NET, "metric": metric, "measured": measured, "how": how}
+
+
 def bloom_rows():
     out = []
     # the BLOOM-176B run: 48 nodes, TP 4, PP 12, DP 8, micro-batch 2, global 2048, bf16 with
@@ -458,17 +467,11 @@ def bloom_rows():
     # 72 slots over 12 stages, so the first and last stages hold 5 transformer layers
     m = bloom_model("bloom-176b", 70, 14336, 112, True)
     m["embed_norm"] = True
-    out.append({"source": "bigscience-bloom",
-                "cite": BLOOM + "README.md 'Important checkpoints': iteration 85376, elapsed time "
-                        "per iteration 104.70 s (tr11-176B-ml.slurm configuration)",
-                "model_name": "bloom-176b", "model": m,
-                "plan": {"trainer": "deepspeed", "tp": 4, "pp": 12, "dp": 8, "cp": 1, "vp": 1,
-                         "mbs": 2, "gbs": 2048, "seq": 2048, "recompute": "full", "sp": False,
-                         "zero": 0, "dtype": "bf16", "overlap": False, "flash_attn": False,
-                         "stage_layers": [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]},
-                "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
-                "network_bw": BLOOM_NET, "metric": "step_s", "measured": 104.70,
-                "how": "reported elapsed time per iteration"})
+    out.append(bloom_row("README.md 'Important checkpoints': iteration 85376, elapsed time per "
+                         "iteration 104.70 s (tr11-176B-ml.slurm configuration)", "bloom-176b", m,
+                         {"tp": 4, "pp": 12, "dp": 8, "mbs": 2, "gbs": 2048, "zero": 0,
+                          "stage_layers": [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]},
+                         "step_s", 104.70, "reported elapsed time per iteration"))
     # chronicles-prequel.md 'GBS Variations' (02-25): NLAYERS 72, NHIDDEN 14336, NHEADS 64, ZeRO-1,
     # seq 2048, full recomputation (--checkpoint-activations); bf16 and learned positions assumed
     GBSV = [(8, 8, 6, 4, 1568, 113.01), (8, 8, 6, 4, 2048, 114.11), (8, 8, 6, 6, 2016, 123.57),
@@ -478,28 +481,16 @@ def bloom_rows():
             (8, 4, 12, 4, 2048, 111.89)]
     m = bloom_model("bloom-181b", 72, 14336, 64, False)
     for (dp, tp, pp, mbs, gbs, sec) in GBSV:
-        out.append({"source": "bigscience-bloom",
-                    "cite": BLOOM + "chronicles-prequel.md 'GBS Variations': DP %d TP %d PP %d MBS "
-                            "%d GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
-                    "model_name": "bloom-181b", "model": m,
-                    "plan": {"trainer": "deepspeed", "tp": tp, "pp": pp, "dp": dp, "cp": 1,
-                             "vp": 1, "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "full",
-                             "sp": False, "zero": 1, "dtype": "bf16", "overlap": False,
-                             "flash_attn": False},
-                    "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
-                    "network_bw": BLOOM_NET, "metric": "step_s", "measured": sec,
-                    "how": "reported seconds per iteration"})
+        out.append(bloom_row("chronicles-prequel.md 'GBS Variations': DP %d TP %d PP %d MBS %d "
+                             "GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
+                             "bloom-181b", m,
+                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
+                             "step_s", sec, "reported seconds per iteration"))
     # the same table records DP 48 TP 8 PP 1 MBS 1 as out of memory
-    out.append({"source": "bigscience-bloom",
-                "cite": BLOOM + "chronicles-prequel.md 'GBS Variations': DP 48 TP 8 PP 1 MBS 1 "
-                        "GBS 2016: OOM",
-                "model_name": "bloom-181b", "model": m,
-                "plan": {"trainer": "deepspeed", "tp": 8, "pp": 1, "dp": 48, "cp": 1, "vp": 1,
-                         "mbs": 1, "gbs": 2016, "seq": 2048, "recompute": "full", "sp": False,
-                         "zero": 1, "dtype": "bf16", "overlap": False, "flash_attn": False},
-                "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
-                "network_bw": BLOOM_NET, "metric": "oom", "measured": 1,
-                "how": "recorded out of memory"})
+    out.append(bloom_row("chronicles-prequel.md 'GBS Variations': DP 48 TP 8 PP 1 MBS 1 GBS 2016: "
+                         "OOM", "bloom-181b", m,
+                         {"tp": 8, "pp": 1, "dp": 48, "mbs": 1, "gbs": 2016, "zero": 1},
+                         "oom", 1, "recorded out of memory"))
     return out
 
 
