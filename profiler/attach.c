@@ -1,0 +1,227 @@
+/*
+ * attach.c - run any CUDA program under autoplan's injection library and read back what it
+ * recorded (include/autoplan/profiler.h), plus the identity of a measurement (host, profile
+ * name).
+ *
+ * The CUDA driver loads the library named by CUDA_INJECTION64_PATH into the program at cuInit
+ * and calls its InitializeInjection (profiler/inject.c), which enables CUPTI activity tracing
+ * and writes the trace to AUTOPLAN_TRACE_FILE when the program exits. NVTX ranges reach CUPTI
+ * only when NVTX_INJECTION64_PATH names libcupti, so that is set too. The library is also
+ * preloaded (LD_PRELOAD) so that it sees a program that starts its own CUPTI profiler (only
+ * one subscriber can exist) and can say so instead of silently losing records.
+ *
+ * This file is plain POSIX: it builds without CUDA, and then has no library to find.
+ *
+ * What it does not do: interpret the trace (attrib.c) or print (cli/).
+ */
+#include "autoplan/profiler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INJECT_NAME "libautoplan_inject.so"
+
+/* ---- identity ----------------------------------------------------------------------------------- */
+
+void ap_profiler_host(char *buf, size_t n) {
+    char h[256] = "";
+    if (gethostname(h, sizeof h - 1) != 0 || !h[0]) snprintf(h, sizeof h, "unknown-host");
+    h[sizeof h - 1] = '\0';
+    /* keep it a valid name part: [A-Za-z0-9.-], at most 63 bytes */
+    size_t i = 0;
+    for (; h[i] && i < 63 && i + 1 < n; i++) {
+        char c = h[i];
+        buf[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '.' || c == '-'
+                     ? c
+                     : '-';
+    }
+    if (n) buf[i] = '\0';
+}
+
+void ap_profiler_default_name(const char *gpu, const char *host, int64_t unix_s, char *buf,
+                              size_t n) {
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    char when[32] = "19700101-000000";
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y%m%d-%H%M%S", &tm);
+    /* gpu (<= 31) + host (<= 15 kept) + stamp (15) + dashes fit in 63 */
+    snprintf(buf, n, "%.31s-%.15s-%s", gpu, host, when);
+}
+
+ap_status ap_profiler_check_name(const char *name, const char *what, ap_err *err) {
+    size_t l = strlen(name);
+    if (l == 0 || l > 63)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: a profile name has 1 to 63 characters, got %zu",
+                          what, l);
+    for (size_t i = 0; i < l; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: '%s': a profile name may hold letters, "
+                              "digits, '.', '_' and '-' only", what, name);
+    }
+    if (!strcmp(name, "published") || !strcmp(name, "none"))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is reserved (published: the built-in "
+                          "tables; none: no profile)", what, name);
+    return AP_OK;
+}
+
+/* ---- the injection library ------------------------------------------------------------------------ */
+
+static int is_file(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+ap_status ap_attach_find_inject(char *buf, size_t n, ap_err *err) {
+    const char *env = getenv("AUTOPLAN_INJECT_LIB");
+    if (env && env[0]) {
+        if (!is_file(env))
+            return ap_err_set(err, AP_ERR_INPUT, "AUTOPLAN_INJECT_LIB=%s: no such file", env);
+        snprintf(buf, n, "%s", env);
+        return AP_OK;
+    }
+    char exe[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l > 0) {
+        exe[l] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s/" INJECT_NAME, exe);
+        if (is_file(cand) && strlen(cand) < n) return snprintf(buf, n, "%s", cand), AP_OK;
+        snprintf(cand, sizeof cand, "%s/../lib/" INJECT_NAME, exe);
+        if (is_file(cand) && strlen(cand) < n) return snprintf(buf, n, "%s", cand), AP_OK;
+    }
+#ifdef AP_INJECT_LIB
+    if (is_file(AP_INJECT_LIB)) return snprintf(buf, n, "%s", AP_INJECT_LIB), AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, INJECT_NAME " not found beside autoplan, in ../lib, or "
+                      "at %s (build the autoplan_inject target, or set AUTOPLAN_INJECT_LIB)",
+                      AP_INJECT_LIB);
+#else
+    return ap_err_set(err, AP_ERR_INPUT, INJECT_NAME " not found: this autoplan was built without "
+                      "the CUDA toolkit (CUPTI), so it cannot trace programs; rebuild where the "
+                      "toolkit is installed, or set AUTOPLAN_INJECT_LIB to a library built there");
+#endif
+}
+
+/* ---- running the program --------------------------------------------------------------------------- */
+
+/* The child: environment, default signals, exec; on failure the errno goes up the pipe. */
+static void child(const ap_attach_opts *o, const char *lib, const char *trace, int fd) {
+    char num[32];
+    setenv("CUDA_INJECTION64_PATH", lib, 1);
+    setenv("AUTOPLAN_TRACE_FILE", trace, 1);
+    const char *cupti = o->cupti_lib;
+#ifdef AP_CUPTI_LIB
+    if (!cupti) cupti = AP_CUPTI_LIB;
+#endif
+    if (cupti && !getenv("NVTX_INJECTION64_PATH")) setenv("NVTX_INJECTION64_PATH", cupti, 1);
+    if (o->max_records) {
+        snprintf(num, sizeof num, "%zu", o->max_records);
+        setenv("AUTOPLAN_TRACE_MAX_RECORDS", num, 1);
+    }
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && pre[0]) {
+        size_t l = strlen(lib) + strlen(pre) + 2;
+        char *both = malloc(l);
+        if (both) {
+            snprintf(both, l, "%s:%s", lib, pre);
+            setenv("LD_PRELOAD", both, 1);
+        }
+    } else {
+        setenv("LD_PRELOAD", lib, 1);
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    execvp(o->argv[0], o->argv);
+    int e = errno;
+    ssize_t w = write(fd, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap_err *err) {
+    ap_trace_init(t);
+    *exit_code = -1;
+    if (!o->argv || !o->argv[0] || !o->argv[0][0])
+        return ap_err_set(err, AP_ERR_INPUT, "no program to run: put it after --");
+    const char *other = getenv("CUDA_INJECTION64_PATH");
+    if (other && other[0])
+        return ap_err_set(err, AP_ERR_INPUT, "CUDA_INJECTION64_PATH is already set (%s): another "
+                          "tool is attached; only one CUPTI subscriber can exist, unset it first",
+                          other);
+    char lib[PATH_MAX];
+    ap_status st = o->inject_lib ? (snprintf(lib, sizeof lib, "%s", o->inject_lib), AP_OK)
+                                 : ap_attach_find_inject(lib, sizeof lib, err);
+    if (st != AP_OK) return st;
+    char tmp[PATH_MAX];
+    const char *trace = o->trace_path;
+    if (!trace) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/autoplan-trace.XXXXXX", dir && dir[0] ? dir : "/tmp");
+        int fd = mkstemp(tmp);
+        if (fd < 0)
+            return ap_err_set(err, AP_ERR_IO, "%s: cannot create a trace file: %s", tmp,
+                              strerror(errno));
+        close(fd);
+        trace = tmp;
+    } else {
+        unlink(trace); /* an old trace must not pass for this run's */
+    }
+    int pipefd[2];
+    if (pipe(pipefd) != 0 || fcntl(pipefd[1], F_SETFD, FD_CLOEXEC) != 0) {
+        if (!o->trace_path) unlink(tmp);
+        return ap_err_set(err, AP_ERR_IO, "cannot create a pipe: %s", strerror(errno));
+    }
+    /* the program gets ^C; autoplan waits for it and still reads what it wrote */
+    void (*old_int)(int) = signal(SIGINT, SIG_IGN);
+    void (*old_quit)(int) = signal(SIGQUIT, SIG_IGN);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        child(o, lib, trace, pipefd[1]);
+    }
+    close(pipefd[1]);
+    int exec_errno = 0, status = 0;
+    if (pid > 0) {
+        ssize_t r;
+        while ((r = read(pipefd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+        if (r != (ssize_t)sizeof exec_errno) exec_errno = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    }
+    int fork_errno = pid < 0 ? errno : 0;
+    close(pipefd[0]);
+    signal(SIGINT, old_int);
+    signal(SIGQUIT, old_quit);
+    if (pid < 0 || exec_errno) {
+        if (!o->trace_path) unlink(tmp);
+        if (pid < 0) return ap_err_set(err, AP_ERR_IO, "cannot start a process: %s", strerror(fork_errno));
+        return ap_err_set(err, AP_ERR_INPUT, "cannot run '%s': %s", o->argv[0], strerror(exec_errno));
+    }
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+               : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    struct stat sb;
+    if (stat(trace, &sb) != 0 || sb.st_size == 0) {
+        if (!o->trace_path) unlink(tmp);
+        return ap_err_set(err, AP_ERR_CUDA, "'%s' left no trace (exit %d): it never initialised "
+                          "CUDA, or it died before its exit handlers ran", o->argv[0], *exit_code);
+    }
+    st = ap_trace_read(trace, t, err);
+    if (!o->trace_path) unlink(tmp);
+    if (st == AP_OK && t->status[0]) {
+        st = ap_err_set(err, AP_ERR_CUDA, "%s", t->status);
+    }
+    return st;
+}
