@@ -133,7 +133,7 @@ typedef struct {
     uint64_t nrecs;
     uint64_t names_len;
     uint64_t dropped;
-    char status[256];
+    char status[512];
 } file_header;
 
 ap_status ap_trace_write(const ap_trace *t, const char *path, ap_err *err) {

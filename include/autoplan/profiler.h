@@ -90,7 +90,7 @@ typedef struct ap_trace {
     size_t nslots, nnames;
     size_t max_recs;           /* 0: no limit; past it records are counted in dropped */
     uint64_t dropped;          /* records lost: CUPTI's dropped count plus max_recs overflow */
-    char status[256];          /* "" when tracing ran to the end; else why it stopped */
+    char status[512];          /* "" when tracing ran to the end; else why it stopped */
 } ap_trace;
 
 void ap_trace_init(ap_trace *t);
