@@ -5,7 +5,8 @@
  * Files: sqlite.c (this wrapper; the only file that includes sqlite3.h), open.c (paths,
  * probing, journal mode, migrations, close), schema.c (the schema text), txn.c (write
  * transactions), keys.c (plan keys and run uids), plans.c, profiles.c, runs.c (one table each),
- * export.c (JSON/CSV export and import over the public db.h API).
+ * export.c (JSON/CSV export and import over the public db.h API), profile_json.c (one
+ * profile as a JSON file).
  *
  * Result codes are SQLite's primary codes under our own names (sqlite.c asserts that they are
  * equal), so an SQLite result passes unchanged from ap_sql_step to ap_db_fail. Text bound with
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "autoplan/db.h"
+#include "autoplan/json.h"
 
 enum {
     AP_SQL_OK = 0,
@@ -110,6 +112,13 @@ uint64_t ap_db_mix64(uint64_t z);
 void ap_db_key_of(const void *data, size_t n, char out[AP_DB_KEY_HEX + 1]);
 /* 1 when key is AP_DB_KEY_HEX lower-case hex digits. */
 int ap_db_valid_key(const char *key);
+
+/* ---- JSON files (export.c, profile_json.c) ------------------------------------------------ */
+
+/* AP_ERR_INPUT "<where>: unknown field 'k'" for a member of o not in the NULL-terminated list
+ * (a typo would otherwise be dropped silently); control characters in the key shown as '?'. */
+ap_status ap_db_json_only_known(const ap_json *o, const char *const *known, const char *where,
+                                ap_err *err);
 
 /* ---- row checks shared by the tables ------------------------------------------------------ */
 

@@ -20,6 +20,7 @@
 #include "autoplan/db.h"
 #include "autoplan/strbuf.h"
 #include "autoplan/json.h"
+#include "db_int.h"
 
 #define EXPORT_FORMAT "autoplan-db-export"
 #define EXPORT_VERSION 1
@@ -97,6 +98,8 @@ static ap_json *profile_json(const ap_db_profile *r) {
     st = add_num(o, "bytes", r->bytes, st);
     st = add_num(o, "samples", (double)r->samples, st);
     st = add_num(o, "spread", r->spread, st);
+    st = add_str(o, "host", r->host, st);
+    st = add_str(o, "source", r->source, st);
     st = add_str(o, "source_run", r->source_run, st);
     st = add_num(o, "created_at", (double)r->created_at, st);
     if (st != AP_OK) {
@@ -264,7 +267,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
                       "mem_clock_mhz,power_limit_w,");
         sb_printf(&b, "driver_version,cuda_version,cublas_version,nccl_version,mig_mode,op,");
         sb_printf(&b, "shape,dtype,time_s,flops_per_s,bytes_per_s,bytes,samples,spread,");
-        sb_printf(&b, "source_run,created_at\n");
+        sb_printf(&b, "host,source,source_run,created_at\n");
         for (size_t i = 0; st == AP_OK && i < n; i++) {
             const ap_db_profile *p = &r[i];
             csv_int(&b, p->id, 0);
@@ -290,6 +293,8 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
             csv_num(&b, p->bytes, 0);
             csv_int(&b, p->samples, 0);
             csv_num(&b, p->spread, 0);
+            csv_str(&b, p->host, 0);
+            csv_str(&b, p->source, 0);
             csv_str(&b, p->source_run, 0);
             csv_int(&b, p->created_at, 1);
         }
@@ -359,8 +364,8 @@ static void import_free(import_set *s) {
 }
 
 /* Refuse members not in `known` (a typo would otherwise be silently dropped). */
-static ap_status only_known(const ap_json *o, const char *const *known, const char *where,
-                            ap_err *err) {
+ap_status ap_db_json_only_known(const ap_json *o, const char *const *known, const char *where,
+                                ap_err *err) {
     for (ap_json *m = ap_json_first(o); m; m = ap_json_next(m)) {
         const char *k = ap_json_key(m);
         int ok = 0;
@@ -416,7 +421,7 @@ static int is_key(const char *k) {
 static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err *err) {
     static const char *const known[] = {"key", "summary", "search_s", "created_at", "used_at",
                                         "result_json", NULL};
-    ap_status st = only_known(o, known, w, err);
+    ap_status st = ap_db_json_only_known(o, known, w, err);
     memset(p, 0, sizeof *p);
     if (st == AP_OK) st = ap_json_get_str(o, "key", p->info.key, sizeof p->info.key, NULL, w, err);
     if (st == AP_OK) {
@@ -441,9 +446,10 @@ static ap_status read_profile(const ap_json *o, const char *w, ap_db_profile *r,
         "gpu", "device_name", "pci_id", "sm_count", "mem_bytes", "sm_clock_mhz",
         "mem_clock_mhz", "power_limit_w", "driver_version", "cuda_version", "cublas_version",
         "nccl_version", "mig_mode", "op", "shape", "dtype", "time_s", "flops_per_s",
-        "bytes_per_s", "bytes", "samples", "spread", "source_run", "created_at", NULL};
+        "bytes_per_s", "bytes", "samples", "spread", "host", "source", "source_run", "created_at",
+        NULL};
     memset(r, 0, sizeof *r);
-    ap_status st = only_known(o, known, w, err);
+    ap_status st = ap_db_json_only_known(o, known, w, err);
     int pr; /* optional fields keep their zero/empty default when absent */
 #define STR(f, req)                                                                           \
     if (st == AP_OK) st = ap_json_get_str(o, #f, r->f, sizeof r->f, (req) ? NULL : &pr, w, err);
@@ -455,9 +461,9 @@ static ap_status read_profile(const ap_json *o, const char *w, ap_db_profile *r,
     REAL(power_limit_w, 0, 0)
     STR(driver_version, 0) STR(cuda_version, 0) STR(cublas_version, 0) STR(nccl_version, 0)
     STR(mig_mode, 0) STR(op, 1) STR(shape, 1) STR(dtype, 1)
-    REAL(time_s, 1, 1e-300) REAL(flops_per_s, 0, 0) REAL(bytes_per_s, 0, 0) REAL(bytes, 0, 0)
+    REAL(time_s, 1, 0) REAL(flops_per_s, 0, 0) REAL(bytes_per_s, 0, 0) REAL(bytes, 0, 0)
     if (st == AP_OK) st = ap_json_get_int(o, "samples", 1, BIG_INT, &r->samples, NULL, w, err);
-    REAL(spread, 0, 0) STR(source_run, 0)
+    REAL(spread, 0, 0) STR(host, 0) STR(source, 0) STR(source_run, 0)
     if (st == AP_OK) st = ap_json_get_int(o, "created_at", 0, BIG_INT, &r->created_at, &pr, w, err);
 #undef STR
 #undef REAL
@@ -466,6 +472,9 @@ static ap_status read_profile(const ap_json *o, const char *w, ap_db_profile *r,
     if (st == AP_OK && (!r->op[0] || !r->shape[0] || !r->dtype[0]))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: fields 'op', 'shape' and 'dtype' must not be "
                         "empty", w);
+    ap_err e;
+    if (st == AP_OK && ap_profile_row_check(r, &e) != AP_OK) /* the kernel-profile vocabulary */
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: %s", w, e.msg);
     return st;
 }
 
@@ -479,7 +488,7 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
     memset(rr, 0, sizeof *rr);
     ap_db_run *r = &rr->run;
     int pr;
-    ap_status st = only_known(o, known, w, err);
+    ap_status st = ap_db_json_only_known(o, known, w, err);
     if (st == AP_OK)
         st = ap_json_get_str(o, "plan_key", r->plan_key, sizeof r->plan_key, &pr, w, err);
     if (st == AP_OK && r->plan_key[0] && !is_key(r->plan_key))
@@ -526,7 +535,7 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
                             ap_json_type_name(k));
             break;
         }
-        st = only_known(k, known_rank, wk, err);
+        st = ap_db_json_only_known(k, known_rank, wk, err);
         if (st == AP_OK) st = ap_json_get_int(k, "rank", 0, r->ranks - 1, &rk->rank, NULL, wk, err);
         for (int j = 0; j < i && st == AP_OK; j++)
             if (rr->ranks[j].rank == rk->rank)
@@ -568,7 +577,7 @@ static ap_status validate(const ap_json *root, const char *where, import_set *s,
     if (st == AP_OK && fv > EXPORT_VERSION)
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'format_version' = %lld is newer than this "
                         "autoplan reads (%d)", where, (long long)fv, EXPORT_VERSION);
-    if (st == AP_OK) st = only_known(root, known, where, err);
+    if (st == AP_OK) st = ap_db_json_only_known(root, known, where, err);
     ap_json *plans = NULL, *profiles = NULL, *runs = NULL;
     if (st == AP_OK) st = get_rows(root, "plans", where, &plans, err);
     if (st == AP_OK) st = get_rows(root, "profiles", where, &profiles, err);

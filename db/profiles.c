@@ -3,52 +3,29 @@
  * validated rows (a row equal to a stored one in its identifying columns is skipped), list
  * them, and fingerprint one GPU's rows for the plan-cache key.
  *
- * A stored row is the kernel-profile row of profile.h; its vocabulary lives there.
+ * A stored row is the kernel-profile row of profile.h; its vocabulary lives there. Named
+ * profiles (the rows sharing one source_run: list, get, newest, delete) are at the end.
  */
 #include "db_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define PROFILE_TEXT(X) X(gpu, 1) X(device_name, 0) X(pci_id, 0) X(driver_version, 0) \
-    X(cuda_version, 0) X(cublas_version, 0) X(nccl_version, 0) X(mig_mode, 0) X(op, 1) \
-    X(shape, 1) X(dtype, 1) X(source_run, 0)
-#define PROFILE_REAL(X) X(mem_bytes) X(sm_clock_mhz) X(mem_clock_mhz) X(power_limit_w) \
-    X(time_s) X(flops_per_s) X(bytes_per_s) X(bytes) X(spread)
-
+/* A row is a kernel-profile row: validated by the format's own check (profile.h), the field
+ * named after the row's index ("profiles[3].time_s: must be ..."). */
 static ap_status profile_check(const ap_db_profile *r, size_t i, ap_err *err) {
-#define CHECK_TEXT(f, required)                                                               \
-    if (!ap_db_str_ok(r->f, sizeof r->f))                                                     \
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].%s: longer than %zu bytes", i, #f, \
-                          sizeof r->f - 1);                                                   \
-    if ((required) && !r->f[0])                                                               \
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].%s: must not be empty", i, #f);
-    PROFILE_TEXT(CHECK_TEXT)
-#undef CHECK_TEXT
-#define CHECK_REAL(f)                                                                         \
-    if (!ap_db_num_ok(r->f))                                                                  \
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].%s: must be a finite number >= 0, " \
-                          "got %g", i, #f, r->f);
-    PROFILE_REAL(CHECK_REAL)
-#undef CHECK_REAL
-    if (!(r->time_s > 0))
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].time_s: must be > 0", i);
-    if (r->samples < 1)
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].samples: must be >= 1, got %lld", i,
-                          (long long)r->samples);
-    if (r->sm_count < 0)
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].sm_count: must be >= 0", i);
-    if (r->created_at < 0)
-        return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].created_at: must be >= 0", i);
-    return AP_OK;
+    ap_err e;
+    if (ap_profile_row_check(r, &e) == AP_OK) return AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "profiles[%zu].%s", i, e.msg);
 }
 
 /* Column order shared by insert, list and the fingerprint. */
 #define PROFILE_COLS "gpu, device_name, pci_id, sm_count, mem_bytes, sm_clock_mhz," \
     " mem_clock_mhz, power_limit_w, driver_version, cuda_version, cublas_version," \
     " nccl_version, mig_mode, op, shape, dtype, time_s, flops_per_s, bytes_per_s, bytes," \
-    " samples, spread, source_run, created_at"
+    " samples, spread, host, source, source_run, created_at"
 
 ap_status ap_db_profiles_insert(ap_db *db, const ap_db_profile *rows, size_t n,
                                 size_t *inserted, ap_err *err) {
@@ -64,7 +41,8 @@ ap_status ap_db_profiles_insert(ap_db *db, const ap_db_profile *rows, size_t n,
     ap_sql_stmt *st = NULL;
     int rc = ap_sql_prepare(db, "INSERT OR IGNORE INTO profiles (" PROFILE_COLS ") VALUES"
                                 " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-                                " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)", &st);
+                                " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                        &st);
     size_t added = 0;
     int64_t now = (int64_t)time(NULL);
     for (size_t i = 0; rc == AP_SQL_OK && i < n; i++) {
@@ -92,8 +70,10 @@ ap_status ap_db_profiles_insert(ap_db *db, const ap_db_profile *rows, size_t n,
         ap_sql_bind_real(st, 20, r->bytes);
         ap_sql_bind_int(st, 21, r->samples);
         ap_sql_bind_real(st, 22, r->spread);
-        ap_sql_bind_text(st, 23, r->source_run);
-        ap_sql_bind_int(st, 24, r->created_at > 0 ? r->created_at : now);
+        ap_sql_bind_text(st, 23, r->host);
+        ap_sql_bind_text(st, 24, r->source);
+        ap_sql_bind_text(st, 25, r->source_run);
+        ap_sql_bind_int(st, 26, r->created_at > 0 ? r->created_at : now);
         rc = ap_sql_step(st);
         if (rc == AP_SQL_DONE) {
             added += (size_t)ap_sql_changes(db);
@@ -132,14 +112,17 @@ static void profile_from_row(ap_sql_stmt *st, ap_db_profile *r) {
     r->bytes = ap_sql_col_real(st, 20);
     r->samples = ap_sql_col_int(st, 21);
     r->spread = ap_sql_col_real(st, 22);
-    ap_sql_col_copy(st, 23, r->source_run, sizeof r->source_run);
-    r->created_at = ap_sql_col_int(st, 24);
+    ap_sql_col_copy(st, 23, r->host, sizeof r->host);
+    ap_sql_col_copy(st, 24, r->source, sizeof r->source);
+    ap_sql_col_copy(st, 25, r->source_run, sizeof r->source_run);
+    r->created_at = ap_sql_col_int(st, 26);
 }
 
 /* The columns of the UNIQUE constraint, in its order: SQLite walks that index instead of
  * sorting (the fingerprint of 2000 rows: 5 ms sorted, a fraction of that walked). */
 #define PROFILE_ORDER " ORDER BY gpu, device_name, pci_id, driver_version, cuda_version," \
-    " cublas_version, nccl_version, mig_mode, op, shape, dtype, source_run"
+    " cublas_version, nccl_version, sm_clock_mhz, mem_clock_mhz, mig_mode, host, op, shape," \
+    " dtype, source_run"
 
 ap_status ap_db_profiles_list(ap_db *db, const char *gpu, ap_db_profile **rows, size_t *n,
                               ap_err *err) {
@@ -211,5 +194,132 @@ ap_status ap_db_profiles_fingerprint(ap_db *db, const char *gpu, uint64_t *fp, a
     if (rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "fingerprinting profiles", err);
     ap_sql_finalize(st);
     if (s == AP_OK) *fp = ap_db_mix64(h ^ rows);
+    return s;
+}
+
+/* ---- named profiles ----------------------------------------------------------------------- */
+
+#define MEASURED " source_run NOT IN ('', 'published')"
+
+ap_status ap_db_profile_names(ap_db *db, const char *gpu, ap_db_profile_info **out, size_t *n,
+                              ap_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (!db) return AP_OK;
+    ap_sql_stmt *st = NULL;
+    /* a profile is one machine, so min() only picks a value deterministically */
+    int rc = ap_sql_prepare(db, "SELECT source_run, min(gpu), min(device_name), min(host),"
+                                " min(driver_version), min(cuda_version), min(mig_mode),"
+                                " min(sm_clock_mhz), min(mem_clock_mhz), count(*), max(created_at)"
+                                " FROM profiles WHERE" MEASURED " AND (?1 IS NULL OR gpu = ?1)"
+                                " GROUP BY source_run ORDER BY max(created_at) DESC, source_run",
+                            &st);
+    if (rc == AP_SQL_OK && gpu) ap_sql_bind_text(st, 1, gpu);
+    size_t cap = 0;
+    ap_status s = AP_OK;
+    while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ap_db_profile_info *nr = realloc(*out, cap * sizeof **out);
+            if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
+            *out = nr;
+        }
+        ap_db_profile_info *p = &(*out)[(*n)++];
+        memset(p, 0, sizeof *p);
+        ap_sql_col_copy(st, 0, p->name, sizeof p->name);
+        ap_sql_col_copy(st, 1, p->gpu, sizeof p->gpu);
+        ap_sql_col_copy(st, 2, p->device_name, sizeof p->device_name);
+        ap_sql_col_copy(st, 3, p->host, sizeof p->host);
+        ap_sql_col_copy(st, 4, p->driver_version, sizeof p->driver_version);
+        ap_sql_col_copy(st, 5, p->cuda_version, sizeof p->cuda_version);
+        ap_sql_col_copy(st, 6, p->mig_mode, sizeof p->mig_mode);
+        p->sm_clock_mhz = ap_sql_col_real(st, 7);
+        p->mem_clock_mhz = ap_sql_col_real(st, 8);
+        p->rows = ap_sql_col_int(st, 9);
+        p->created_at = ap_sql_col_int(st, 10);
+        rc = AP_SQL_OK;
+    }
+    if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "listing profiles", err);
+    ap_sql_finalize(st);
+    if (s != AP_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return s;
+}
+
+ap_status ap_db_profile_get(ap_db *db, const char *name, ap_profile *out, ap_err *err) {
+    ap_profile_init(out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    if (!db) return AP_OK;
+    ap_sql_stmt *st = NULL;
+    int rc = ap_sql_prepare(db, "SELECT id, " PROFILE_COLS " FROM profiles WHERE source_run = ?1"
+                                " ORDER BY op, shape, dtype, id", &st);
+    if (rc == AP_SQL_OK) ap_sql_bind_text(st, 1, name);
+    ap_status s = AP_OK;
+    while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
+        ap_db_profile r;
+        profile_from_row(st, &r);
+        rc = AP_SQL_OK;
+        ap_err e;
+        s = ap_profile_add(out, &r, &e);
+        if (s == AP_ERR_INPUT) { /* stored before the vocabulary existed */
+            ap_log(AP_LOG_WARN, "%s: profile '%s' row %lld left out: %s", db->path, name,
+                   (long long)r.id, e.msg);
+            s = AP_OK;
+            continue;
+        }
+        if (s != AP_OK) {
+            ap_err_set(err, s, "%s: %s", db->path, e.msg);
+            break;
+        }
+        if (!out->gpu[0]) snprintf(out->gpu, sizeof out->gpu, "%s", r.gpu);
+    }
+    if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "reading a profile", err);
+    ap_sql_finalize(st);
+    if (s != AP_OK) {
+        ap_profile_free(out);
+        snprintf(out->name, sizeof out->name, "%s", name);
+    }
+    return s;
+}
+
+ap_status ap_db_profile_newest(ap_db *db, const char *gpu, char name[64], ap_err *err) {
+    name[0] = '\0';
+    if (!db) return AP_OK;
+    ap_sql_stmt *st = NULL;
+    int rc = ap_sql_prepare(db, "SELECT source_run FROM profiles WHERE gpu = ?1 AND" MEASURED
+                                " GROUP BY source_run ORDER BY max(created_at) DESC, source_run"
+                                " LIMIT 1", &st);
+    if (rc == AP_SQL_OK) ap_sql_bind_text(st, 1, gpu ? gpu : "");
+    if (rc == AP_SQL_OK) rc = ap_sql_step(st);
+    if (rc == AP_SQL_ROW) {
+        ap_sql_col_copy(st, 0, name, 64);
+        rc = AP_SQL_DONE;
+    }
+    ap_status s = rc == AP_SQL_DONE ? AP_OK : ap_db_fail(db, rc, "finding the newest profile", err);
+    ap_sql_finalize(st);
+    return s;
+}
+
+ap_status ap_db_profile_delete(ap_db *db, const char *name, int64_t *deleted, ap_err *err) {
+    if (deleted) *deleted = 0;
+    if (!db) return ap_err_set(err, AP_ERR_DB, "no database");
+    const char *doing = "deleting a profile";
+    ap_status s = ap_db_wbegin(db, doing, err);
+    if (s != AP_OK) return s;
+    ap_sql_stmt *st = NULL;
+    int rc = ap_sql_prepare(db, "DELETE FROM profiles WHERE source_run = ?1 AND" MEASURED, &st);
+    if (rc == AP_SQL_OK) {
+        ap_sql_bind_text(st, 1, name);
+        rc = ap_sql_step(st);
+        if (rc == AP_SQL_DONE) rc = AP_SQL_OK;
+    }
+    int64_t n = rc == AP_SQL_OK ? ap_sql_changes(db) : 0;
+    ap_sql_finalize(st);
+    if (rc != AP_SQL_OK) s = ap_db_fail(db, rc, doing, err);
+    s = ap_db_wend(db, s, doing, err);
+    if (s == AP_OK && deleted) *deleted = n;
     return s;
 }

@@ -88,3 +88,58 @@ CREATE TABLE run_ranks (
     measured_peak_bytes  REAL NOT NULL,
     PRIMARY KEY (run_id, rank)
 ) WITHOUT ROWID;
+
+-- @version 2
+
+-- A profile is a named measurement of one machine (`autoplan profile bench|attach --name`, the
+-- name in source_run). Rows now keep the host they were measured on and their provenance
+-- (`source`: the citation of a published row, the tool and kernel of a measured one), and a
+-- row's identity includes the clocks and the host, so the same GPU measured on two hosts or at
+-- two clock settings is two profiles. SQLite cannot change a UNIQUE constraint in place: the
+-- table is rebuilt, rows and ids kept (https://www.sqlite.org/lang_altertable.html, "Making
+-- Other Kinds Of Table Schema Changes").
+CREATE TABLE profiles_v2 (
+    id             INTEGER PRIMARY KEY,
+    gpu            TEXT NOT NULL,
+    device_name    TEXT NOT NULL DEFAULT '',
+    pci_id         TEXT NOT NULL DEFAULT '',
+    sm_count       INTEGER NOT NULL DEFAULT 0,
+    mem_bytes      REAL NOT NULL DEFAULT 0,
+    sm_clock_mhz   REAL NOT NULL DEFAULT 0,
+    mem_clock_mhz  REAL NOT NULL DEFAULT 0,
+    power_limit_w  REAL NOT NULL DEFAULT 0,
+    driver_version TEXT NOT NULL DEFAULT '',
+    cuda_version   TEXT NOT NULL DEFAULT '',
+    cublas_version TEXT NOT NULL DEFAULT '',
+    nccl_version   TEXT NOT NULL DEFAULT '',
+    mig_mode       TEXT NOT NULL DEFAULT 'off',
+    op             TEXT NOT NULL,          -- operation (docs/profiles.md): "gemm", "attn_fwd", ...
+    shape          TEXT NOT NULL,
+    dtype          TEXT NOT NULL,
+    time_s         REAL NOT NULL,
+    flops_per_s    REAL NOT NULL DEFAULT 0,
+    bytes_per_s    REAL NOT NULL DEFAULT 0,
+    bytes          REAL NOT NULL DEFAULT 0,
+    samples        INTEGER NOT NULL,
+    spread         REAL NOT NULL DEFAULT 0,
+    host           TEXT NOT NULL DEFAULT '', -- host name of the measurement
+    source         TEXT NOT NULL DEFAULT '', -- citation (published) or tool and kernel (measured)
+    source_run     TEXT NOT NULL DEFAULT '', -- the profile's name
+    created_at     INTEGER NOT NULL,
+    UNIQUE (gpu, device_name, pci_id, driver_version, cuda_version, cublas_version,
+            nccl_version, sm_clock_mhz, mem_clock_mhz, mig_mode, host, op, shape, dtype,
+            source_run)
+);
+INSERT INTO profiles_v2 (id, gpu, device_name, pci_id, sm_count, mem_bytes, sm_clock_mhz,
+                         mem_clock_mhz, power_limit_w, driver_version, cuda_version,
+                         cublas_version, nccl_version, mig_mode, op, shape, dtype, time_s,
+                         flops_per_s, bytes_per_s, bytes, samples, spread, source_run, created_at)
+    SELECT id, gpu, device_name, pci_id, sm_count, mem_bytes, sm_clock_mhz, mem_clock_mhz,
+           power_limit_w, driver_version, cuda_version, cublas_version, nccl_version, mig_mode,
+           op, shape, dtype, time_s, flops_per_s, bytes_per_s, bytes, samples, spread,
+           source_run, created_at
+    FROM profiles;
+DROP TABLE profiles;
+ALTER TABLE profiles_v2 RENAME TO profiles;
+CREATE INDEX profiles_gpu ON profiles(gpu, op, dtype);
+CREATE INDEX profiles_run ON profiles(source_run, created_at);

@@ -59,24 +59,6 @@ void ap_profiler_default_name(const char *gpu, const char *host, int64_t unix_s,
     snprintf(buf, n, "%.31s-%.15s-%s", gpu, host, when);
 }
 
-ap_status ap_profiler_check_name(const char *name, const char *what, ap_err *err) {
-    size_t l = strlen(name);
-    if (l == 0 || l > 63)
-        return ap_err_set(err, AP_ERR_INPUT, "%s: a profile name has 1 to 63 characters, got %zu",
-                          what, l);
-    for (size_t i = 0; i < l; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return ap_err_set(err, AP_ERR_INPUT, "%s: '%s': a profile name may hold letters, "
-                              "digits, '.', '_' and '-' only", what, name);
-    }
-    if (!strcmp(name, "published") || !strcmp(name, "none"))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is reserved (published: the built-in "
-                          "tables; none: no profile)", what, name);
-    return AP_OK;
-}
-
 /* ---- the injection library ------------------------------------------------------------------------ */
 
 static int is_file(const char *p) {

@@ -1,5 +1,5 @@
 /*
- * cupti.c - autoplan's only door to CUPTI (profiler/cupti_int.h): the Activity API, nothing
+ * cupti.c - autoplan's only door to CUPTI (profiler/activity.h): the Activity API, nothing
  * else (no counters, no range profiler: no administrator rights needed).
  *
  * Structure:
@@ -23,7 +23,7 @@
  * What it does not do: interpret records (attrib.c) or write files (inject.c, trace.c).
  */
 #define _GNU_SOURCE 1
-#include "cupti_int.h"
+#include "activity.h"
 
 #include <cupti.h>
 #include <dlfcn.h>

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cupti_int.h"
+#include "activity.h"
 
 #define DEFAULT_MAX_RECORDS ((size_t)16 << 20)
 

@@ -27,7 +27,7 @@ int main(void) {
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include "cupti_int.h"
+#include "activity.h"
 
 /* CUptiResult values (cupti_result.h, CUDA 13.0); the test must not include cupti.h */
 enum { R_NO_DEVICE = 2 /* INVALID_DEVICE */, R_NOT_INITIALIZED = 15, R_INSUFFICIENT_PRIVILEGES = 35,

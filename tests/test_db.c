@@ -331,7 +331,7 @@ static void test_open_migrate(const char *dir) {
     s = snap(path);
     CHECK_INT(ap_db_open(path, 0, &db, &e), AP_ERR_DB);
     CHECK_CONTAINS(e.msg, path);
-    CHECK_CONTAINS(e.msg, "migrating the schema from version 0 to 1");
+    CHECK_CONTAINS(e.msg, "migrating the schema from version 0 to 2");
     CHECK(same_snap(&s, path));
     free_snap(&s);
 
@@ -355,6 +355,63 @@ static void test_open_migrate(const char *dir) {
     /* A directory at the path. */
     CHECK_INT(ap_db_open(dir, 0, &db, &e), AP_ERR_DB);
     CHECK_CONTAINS(e.msg, "is a directory");
+}
+
+/* A version-1 database (tests/data/db-v1.db, made by tools/make_db_v1_fixture.py from the
+ * version-1 section of the schema) is migrated to version 2 on a writing open: every row and
+ * id kept, the new host and source columns empty, the wider identity in force. */
+static void test_migrate_v1(const char *dir) {
+    const char *path = path_in(dir, "v1.db");
+    char *bytes = NULL;
+    size_t len = 0;
+    ap_err e;
+    CHECK_INT(ap_read_file(tl_path("tests/data/db-v1.db"), 1 << 20, &bytes, &len, &e), AP_OK);
+    CHECK_INT(ap_write_file_atomic(path, bytes, len, &e), AP_OK);
+    free(bytes);
+    ap_db *db = NULL;
+    /* read-only: an older schema is refused, not migrated */
+    CHECK_INT(ap_db_open(path, 1, &db, &e), AP_ERR_DB);
+    CHECK(db == NULL);
+    db = open_rw(path);
+    CHECK(db != NULL);
+    if (!db) return;
+    CHECK_INT(ap_db_schema_version(db), 2);
+    CHECK_INT(count(db, "profiles"), 3);
+    CHECK_INT(count(db, "plans"), 1);
+    ap_db_profile *rows = NULL;
+    size_t n = 0;
+    CHECK_INT(ap_db_profiles_list(db, "h100-sxm", &rows, &n, &e), AP_OK);
+    CHECK_INT(n, 2);
+    if (n == 2) {
+        CHECK_STR(rows[0].op, "gemm");
+        CHECK_STR(rows[0].source_run, "old-run");
+        CHECK_STR(rows[0].host, "");
+        CHECK_STR(rows[0].source, "");
+        CHECK_NEAR(rows[0].time_s, 0.0016, 0);
+        CHECK_INT(rows[0].created_at, 1763700000);
+        CHECK_NEAR(rows[1].sm_clock_mhz, 1980, 0);
+    }
+    /* the same measurement from another host is another row now */
+    if (n >= 1) {
+        ap_db_profile q = rows[0];
+        snprintf(q.host, sizeof q.host, "node-b");
+        size_t ins = 0;
+        CHECK_INT(ap_db_profiles_insert(db, &q, 1, &ins, &e), AP_OK);
+        CHECK_INT(ins, 1);
+        q.sm_clock_mhz = 1755; /* and at another clock */
+        CHECK_INT(ap_db_profiles_insert(db, &q, 1, &ins, &e), AP_OK);
+        CHECK_INT(ins, 1);
+        CHECK_INT(ap_db_profiles_insert(db, &q, 1, &ins, &e), AP_OK); /* again: the same row */
+        CHECK_INT(ins, 0);
+    }
+    free(rows);
+    CHECK_INT(ap_db_integrity_check(db, &e), AP_OK);
+    ap_db_close(db);
+    /* opening again does nothing more */
+    db = open_rw(path);
+    CHECK(db != NULL);
+    if (db) CHECK_INT(count(db, "profiles"), 5);
+    ap_db_close(db);
 }
 
 static void test_wal_fallback(const char *dir) {
@@ -1307,13 +1364,13 @@ static void test_export_import(const char *dir) {
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [3]}",
          "profiles[0] must be an object", "bad.json"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"op\": "
-         "\"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": 1, \"samples\": 3}]}",
+         "\"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": 1, \"samples\": 3}]}",
          "profiles[0]", "missing field 'gpu'"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
-         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": "
+         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": "
          "-1, \"samples\": 3}]}", "field 'time_s'", "out of range"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
-         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": "
+         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": "
          "1, \"samples\": \"many\"}]}", "field 'samples'", "must be an integer"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"plans\": [{\"key\": "
          "\"xyz\", \"summary\": \"\", \"search_s\": 1, \"created_at\": 1, \"used_at\": 1, "
@@ -1325,7 +1382,7 @@ static void test_export_import(const char *dir) {
          "\"measured_step_s\": 1, \"predicted_peak_bytes\": 1, \"measured_peak_bytes\": 1}]}]}",
          "runs[0].per_rank[0]", "field 'rank'"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
-         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": "
+         "\"h100-sxm\", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": "
          "1, \"samples\": 3, \"colour\": \"red\"}]}", "unknown field 'colour'", "profiles[0]"},
         {"{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"runs\": [{\"host\": \"h\","
          " \"backend\": \"cpu\", \"started_at\": 5, \"ranks\": 2, \"predicted_step_s\": 1, "
@@ -1351,7 +1408,7 @@ static void test_export_import(const char *dir) {
      * primary key catches) leaves none of its rows, including the valid profiles before it. */
     const char *partial =
         "{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
-        "\"rtx-4090\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": 1,"
+        "\"rtx-4090\", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": 1,"
         " \"samples\": 3}], \"runs\": [{\"host\": \"h\", \"backend\": \"cpu\", \"started_at\": 5,"
         " \"ranks\": 2, \"predicted_step_s\": 1, \"measured_step_s\": 1, "
         "\"predicted_peak_bytes\": 1, \"measured_peak_bytes\": 1, \"plan_json\": \"{}\", "
@@ -1375,7 +1432,7 @@ static void test_export_import(const char *dir) {
     CHECK_INT(ap_db_open_opts(&o, &b, &e), AP_OK);
     const char *one =
         "{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"profiles\": [{\"gpu\": "
-        "\"rtx-4090\", \"op\": \"gemm\", \"shape\": \"m=1\", \"dtype\": \"bf16\", \"time_s\": 1,"
+        "\"rtx-4090\", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": 1,"
         " \"samples\": 3}]}";
     if (b) {
         CHECK_INT(ap_db_import_json(b, one, strlen(one), "one.json", &c, &e), AP_ERR_DB);
@@ -1511,7 +1568,7 @@ static void test_cli(const char *dir) {
     const char *badf = path_in(dir, "bad_import.json");
     CHECK(tl_write(badf, "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
                          "\"profiles\": [{\"gpu\": \"h100-sxm\", \"op\": \"gemm\", \"shape\": "
-                         "\"m=1\", \"dtype\": \"bf16\", \"time_s\": 0, \"samples\": 3}]}") == 0);
+                         "\"m=1,n=1,k=1\", \"dtype\": \"bf16\", \"time_s\": 0, \"samples\": 3}]}") == 0);
     CHECK_INT(run_cli("db import '%s' --db '%s'", badf, db, &out, &err), 2);
     CHECK(one_line(err));
     CHECK_CONTAINS(err, badf);
@@ -1636,6 +1693,7 @@ int main(int argc, char **argv) {
     test_keys();
     test_default_path(dir);
     test_open_migrate(dir);
+    test_migrate_v1(dir);
     test_wal_fallback(dir);
     test_plan_cache(dir);
     test_gc_shrinks(dir, 0);

@@ -55,7 +55,7 @@
 #include "autoplan/profile.h"
 
 /* Highest schema version (PRAGMA user_version) this build reads and writes. */
-#define AP_DB_SCHEMA_VERSION 1
+#define AP_DB_SCHEMA_VERSION 2
 /* PRAGMA application_id of an autoplan database: "APLN". */
 #define AP_DB_APPLICATION_ID 0x41504C4E
 /* Length of a plan key in hex digits (128 bits). */
@@ -200,6 +200,63 @@ ap_status ap_db_profiles_list(ap_db *db, const char *gpu, ap_db_profile **rows, 
  * cached plan made without that profile misses. No rows (or db NULL): a fixed value. Cost: one
  * index walk, about 2 us per row of that GPU (db_bench: 2000 rows in ~3 ms). */
 ap_status ap_db_profiles_fingerprint(ap_db *db, const char *gpu, uint64_t *fp, ap_err *err);
+
+/* ---- named profiles --------------------------------------------------------------------------
+ * A measured profile is the set of rows sharing one source_run (its name), measured on one
+ * machine: `autoplan profile bench|attach --name N`, `profile import`. Rows with source_run ""
+ * or "published" belong to no measured profile. */
+
+typedef struct ap_db_profile_info {
+    char name[64];
+    char gpu[64];
+    char device_name[128];
+    char host[64];
+    char driver_version[32], cuda_version[32];
+    char mig_mode[32];
+    double sm_clock_mhz, mem_clock_mhz;
+    int64_t rows;
+    int64_t created_at;      /* of its newest row */
+} ap_db_profile_info;
+
+/* Measured profiles (of one catalog GPU; gpu NULL: all), newest first. *out: caller frees. */
+ap_status ap_db_profile_names(ap_db *db, const char *gpu, ap_db_profile_info **out, size_t *n,
+                              ap_err *err);
+/* The rows of profile `name` into out (initialised here; free with ap_profile_free): out->name
+ * and out->gpu set, rows ordered by op, shape, dtype. A stored row that fails the format's
+ * check (a version-1 row of another vocabulary) is left out with a warning. No such profile:
+ * AP_OK with out->n = 0. */
+ap_status ap_db_profile_get(ap_db *db, const char *name, ap_profile *out, ap_err *err);
+/* The newest measured profile of a catalog GPU into name (NUL-terminated, 64 bytes); "" when
+ * there is none or db is NULL. */
+ap_status ap_db_profile_newest(ap_db *db, const char *gpu, char name[64], ap_err *err);
+/* Delete every row of profile `name`; *deleted (may be NULL) = rows removed. */
+ap_status ap_db_profile_delete(ap_db *db, const char *name, int64_t *deleted, ap_err *err);
+
+/* ---- profile files (db/profile_json.c; format in docs/profiles.md) -------------------------
+ * One profile as JSON, so a profile measured on an H100 plans on a laptop:
+ * {"format": "autoplan-profile", "format_version": 1, "name", "gpu", "device": {...},
+ *  "rows": [{"op", "shape", "dtype", "time_s", ...}]}. */
+
+/* Is `name` usable as a profile name: 1..63 bytes of [A-Za-z0-9._-], not "published" and not
+ * "none" (they mean something else to --profile). Errors start with `what` (a flag or field). */
+ap_status ap_db_profile_check_name(const char *name, const char *what, ap_err *err);
+/* Text of profile p (rows must share their device fields; p->n >= 1). *out: caller frees. */
+ap_status ap_db_profile_format_json(const ap_profile *p, char **out, ap_err *err);
+/* Parse and validate a profile file into out (initialised here; free with ap_profile_free):
+ * every row through ap_profile_row_check, every field typed and bounded, unknown fields
+ * refused; errors "<where>: rows[3]: field 'time_s': ...". rename: store under this name
+ * instead of the file's (NULL: keep). */
+ap_status ap_db_profile_parse_json(const char *text, size_t len, const char *where,
+                                   const char *rename, ap_profile *out, ap_err *err);
+/* ap_db_profile_get + ap_db_profile_format_json. AP_ERR_INPUT when there is no such profile. */
+ap_status ap_db_profile_export_json(ap_db *db, const char *name, char **out, ap_err *err);
+/* Parse, then store in one transaction. A profile of that name already stored for another
+ * machine (GPU, device, host, versions, clocks or MIG mode differ) is refused (AP_ERR_INPUT,
+ * suggesting --name); the same profile again adds nothing. *added (may be NULL): new rows;
+ * name_out (may be NULL, 64 bytes): the name stored under. */
+ap_status ap_db_profile_import_json(ap_db *db, const char *text, size_t len, const char *where,
+                                    const char *rename, size_t *added, char *name_out,
+                                    ap_err *err);
 
 /* ---- executed runs -------------------------------------------------------------------------- */
 

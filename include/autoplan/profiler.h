@@ -328,9 +328,6 @@ void ap_profiler_host(char *buf, size_t n);
 /* A default profile name "<gpu>-<host>-<YYYYmmdd-HHMMSS>" (UTC) into buf. */
 void ap_profiler_default_name(const char *gpu, const char *host, int64_t unix_s, char *buf,
                               size_t n);
-/* Is `name` usable as a profile name: 1..63 bytes of [A-Za-z0-9._-], not "published" and not
- * "none" (they mean something else to --profile). */
-ap_status ap_profiler_check_name(const char *name, const char *what, ap_err *err);
 
 /* ---- attach (profiler/attach.c) -------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * cupti_int.h - the CUPTI wrapper's interface inside profiler/ (CUDA builds only): the
+ * activity.h - the CUPTI wrapper's interface inside profiler/ (CUDA builds only): the
  * injection library (inject.c) and tests/test_cupti.c use it; nothing else does. cupti.c is the
  * only file that includes cupti.h, so no CUPTI type appears here.
  *
@@ -7,8 +7,8 @@
  * because CUPTI hands buffers back on its own thread. Between ap_cupti_start and ap_cupti_stop
  * the trace belongs to the wrapper; after stop the caller owns it again.
  */
-#ifndef AP_CUPTI_INT_H
-#define AP_CUPTI_INT_H
+#ifndef AP_ACTIVITY_H
+#define AP_ACTIVITY_H
 
 #include <stddef.h>
 #include <stdint.h>
