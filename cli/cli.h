@@ -16,6 +16,7 @@
 #ifndef AP_CLI_H
 #define AP_CLI_H
 
+#include "autoplan/db.h"
 #include "autoplan/estimate.h"
 #include "autoplan/json.h"
 #include "autoplan/planio.h"
@@ -129,5 +130,33 @@ int ap_cmd_profile(int argc, char **argv);
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */
 int ap_cli_fail(ap_status st, const ap_err *err);
+
+/* ---- helpers of the store commands (cli/cmd_db.c; also `autoplan profile`) ----------------- */
+
+/* Add --db PATH. */
+void ap_cli_db_flag(ap_flags *fl);
+/* Parse argv for one subcommand: -1 to go on, else the exit code (0 after --help). */
+int ap_cli_subparse(ap_flags *fl, int argc, char **argv, int max_pos, const char *usage,
+                    const char *description);
+/* Open --db (or the default) for reading. *missing = 1 (and AP_OK with *db NULL, err saying
+ * so) when there is no file yet. */
+ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err);
+/* A user string fit for a one-line message: control characters become '?', long strings are
+ * cut with "...". Returns buf. */
+const char *ap_cli_shown(const char *s, char *buf, size_t n);
+/* "2025-11-21 04:40" (UTC) or "-" into buf. */
+char *ap_cli_fmt_time(int64_t t, char *buf, size_t n);
+
+/* The subcommands of `autoplan profile` (dispatched by cli/cmd_profile.c), one file per group:
+ * list/export/import/delete/compare (cmd_profile_store.c), bench (cmd_profile_bench.c),
+ * attach/check (cmd_profile_attach.c). */
+int ap_cmd_profile_list(int argc, char **argv);
+int ap_cmd_profile_export(int argc, char **argv);
+int ap_cmd_profile_import(int argc, char **argv);
+int ap_cmd_profile_delete(int argc, char **argv);
+int ap_cmd_profile_compare(int argc, char **argv);
+int ap_cmd_profile_bench(int argc, char **argv);
+int ap_cmd_profile_attach(int argc, char **argv);
+int ap_cmd_profile_check(int argc, char **argv);
 
 #endif

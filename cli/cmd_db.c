@@ -35,14 +35,13 @@ static const char *db_usage =
     "~/.cache/autoplan/autoplan.db. AUTOPLAN_DB_NO_WAL=1 uses journal_mode=DELETE instead of\n"
     "WAL. `autoplan db SUBCOMMAND --help` for the flags of each.";
 
-static void add_db_flag(ap_flags *fl) {
+void ap_cli_db_flag(ap_flags *fl) {
     ap_flags_add(fl, "db", AP_FLAG_VALUE, "PATH",
                  "database file (default $XDG_CACHE_HOME/autoplan/autoplan.db)");
 }
 
-/* Parse argv for one subcommand; returns -1 to go on, else the exit code. */
-static int parse(ap_flags *fl, int argc, char **argv, int max_pos, const char *usage,
-                 const char *description) {
+int ap_cli_subparse(ap_flags *fl, int argc, char **argv, int max_pos, const char *usage,
+                    const char *description) {
     int help = 0;
     ap_err err;
     ap_status st = ap_flags_parse(fl, argc, argv, max_pos, &help, &err);
@@ -54,7 +53,7 @@ static int parse(ap_flags *fl, int argc, char **argv, int max_pos, const char *u
     return -1;
 }
 
-static char *fmt_time(int64_t t, char *buf, size_t n) {
+char *ap_cli_fmt_time(int64_t t, char *buf, size_t n) {
     time_t tt = (time_t)t;
     struct tm tm;
     if (t <= 0 || !gmtime_r(&tt, &tm)) snprintf(buf, n, "-");
@@ -62,9 +61,7 @@ static char *fmt_time(int64_t t, char *buf, size_t n) {
     return buf;
 }
 
-/* Open for reading. *missing = 1 (and AP_OK with *db NULL, err saying so) when there is no
- * file yet. */
-static ap_status open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
+ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
     *missing = 0;
     *db = NULL;
     char buf[4096];
@@ -82,9 +79,7 @@ static ap_status open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
     return ap_db_open(path, 1, db, err);
 }
 
-/* A user string fit for a one-line message: control characters become '?', long strings are
- * cut with "...". Returns buf. */
-static const char *shown(const char *s, char *buf, size_t n) {
+const char *ap_cli_shown(const char *s, char *buf, size_t n) {
     size_t i = 0;
     for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
     buf[i] = '\0';
@@ -96,8 +91,8 @@ static const char *shown(const char *s, char *buf, size_t n) {
 
 static int cmd_path(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
-    int rc = parse(&fl, argc, argv, 0, "autoplan db path [--db PATH]",
+    ap_cli_db_flag(&fl);
+    int rc = ap_cli_subparse(&fl, argc, argv, 0, "autoplan db path [--db PATH]",
                    "Print the path of the database (it need not exist yet).");
     if (rc >= 0) return rc;
     const char *p = ap_flags_value(&fl, "db");
@@ -127,7 +122,7 @@ static ap_status list_plans(ap_db *db, ap_err *err) {
         snprintf(id, sizeof id, "plan:%lld", (long long)r[i].id);
         printf("  %-10s %-12.12s %10s %-16s %10s  %s\n", id, r[i].key,
                ap_fmt_seconds(r[i].search_s, s, sizeof s),
-               fmt_time(r[i].used_at, t, sizeof t), ap_fmt_bytes((double)r[i].json_bytes, b,
+               ap_cli_fmt_time(r[i].used_at, t, sizeof t), ap_fmt_bytes((double)r[i].json_bytes, b,
                                                                  sizeof b), r[i].summary);
     }
     free(r);
@@ -168,7 +163,7 @@ static ap_status list_runs(ap_db *db, ap_err *err) {
         char id[32], t[32], p[32], m[32], b[32];
         snprintf(id, sizeof id, "run:%lld", (long long)r[i].id);
         printf("  %-10s %-16s %-16.16s %-7s %6lld %12s %12s %12s\n", id,
-               fmt_time(r[i].started_at, t, sizeof t), r[i].host, r[i].backend,
+               ap_cli_fmt_time(r[i].started_at, t, sizeof t), r[i].host, r[i].backend,
                (long long)r[i].ranks, ap_fmt_seconds(r[i].predicted_step_s, p, sizeof p),
                ap_fmt_seconds(r[i].measured_step_s, m, sizeof m),
                ap_fmt_bytes(r[i].measured_peak_bytes, b, sizeof b));
@@ -179,9 +174,9 @@ static ap_status list_runs(ap_db *db, ap_err *err) {
 
 static int cmd_list(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
+    ap_cli_db_flag(&fl);
     ap_flags_add(&fl, "gpu", AP_FLAG_VALUE, "NAME", "only profiles of this catalog GPU");
-    int rc = parse(&fl, argc, argv, 1, "autoplan db list [plans|profiles|runs] [--db PATH]",
+    int rc = ap_cli_subparse(&fl, argc, argv, 1, "autoplan db list [plans|profiles|runs] [--db PATH]",
                    "List the rows of one table, or of all three. IDs are what `db show` takes.");
     if (rc >= 0) return rc;
     ap_err err;
@@ -190,12 +185,12 @@ static int cmd_list(int argc, char **argv) {
     if (!all && strcmp(what, "plans") && strcmp(what, "profiles") && strcmp(what, "runs")) {
         char b[64];
         ap_err_set(&err, AP_ERR_INPUT, "db list: unknown table '%s' (plans, profiles or runs)",
-                   shown(what, b, sizeof b));
+                   ap_cli_shown(what, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = open_ro(&fl, &db, &missing, &err);
+    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     if (st != AP_OK) return ap_cli_fail(st, &err);
     if (missing) {
         fprintf(stderr, "autoplan: %s\n", err.msg);
@@ -240,8 +235,8 @@ static ap_status show_plan(ap_db *db, const char *id_text, int64_t id, ap_err *e
         printf("id:         plan:%lld\nkey:        %s\nsummary:    %s\nsearch:     %s\n"
                "created:    %s UTC\nlast used:  %s UTC (to the hour)\nresult:\n%s\n",
                (long long)hit->id, hit->key, hit->summary,
-               ap_fmt_seconds(hit->search_s, s, sizeof s), fmt_time(hit->created_at, t1, sizeof t1),
-               fmt_time(hit->used_at, t2, sizeof t2), json ? json : "");
+               ap_fmt_seconds(hit->search_s, s, sizeof s), ap_cli_fmt_time(hit->created_at, t1, sizeof t1),
+               ap_cli_fmt_time(hit->used_at, t2, sizeof t2), json ? json : "");
     }
     free(json);
     free(r);
@@ -276,7 +271,7 @@ static ap_status show_profile(ap_db *db, int64_t id, ap_err *err) {
     printf("achieved:       %.4g FLOP/s, %.4g B/s\nbytes:          %.0f\nsamples:        %lld\n"
            "spread:         %.2f%%\nsource run:     %s\ncreated:        %s UTC\n",
            p->flops_per_s, p->bytes_per_s, p->bytes, (long long)p->samples, 100.0 * p->spread,
-           p->source_run, fmt_time(p->created_at, t, sizeof t));
+           p->source_run, ap_cli_fmt_time(p->created_at, t, sizeof t));
     free(r);
     return AP_OK;
 }
@@ -302,7 +297,7 @@ static ap_status show_run(ap_db *db, int64_t id, ap_err *err) {
         printf("id:             run:%lld\nuid:            %s\nplan key:       %s\n"
                "host:           %s\nbackend:        %s\nstarted:        %s UTC\nranks:          "
                "%lld\n", (long long)run->id, run->uid, run->plan_key[0] ? run->plan_key : "-",
-               run->host, run->backend, fmt_time(run->started_at, t, sizeof t),
+               run->host, run->backend, ap_cli_fmt_time(run->started_at, t, sizeof t),
                (long long)run->ranks);
         printf("step time:      predicted %s, measured %s\npeak memory:    predicted %s, "
                "measured %s (max over ranks)\n",
@@ -327,8 +322,8 @@ static ap_status show_run(ap_db *db, int64_t id, ap_err *err) {
 
 static int cmd_show(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
-    int rc = parse(&fl, argc, argv, 1, "autoplan db show ID [--db PATH]",
+    ap_cli_db_flag(&fl);
+    int rc = ap_cli_subparse(&fl, argc, argv, 1, "autoplan db show ID [--db PATH]",
                    "Show one row in full. ID is plan:N, profile:N or run:N as `db list` prints "
                    "it,\nor a plan key (or a unique prefix of at least 4 hex digits).");
     if (rc >= 0) return rc;
@@ -346,7 +341,7 @@ static int cmd_show(int argc, char **argv) {
         if (strcmp(kind, "plan") && strcmp(kind, "profile") && strcmp(kind, "run")) {
             char b[64];
             ap_err_set(&err, AP_ERR_INPUT, "db show: '%s': the kind before ':' must be plan, "
-                       "profile or run", shown(id, b, sizeof b));
+                       "profile or run", ap_cli_shown(id, b, sizeof b));
             return ap_cli_fail(AP_ERR_INPUT, &err);
         }
         ap_status st = ap_parse_int(colon + 1, "db show: ID", 1, INT64_MAX, &num, &err);
@@ -359,14 +354,14 @@ static int cmd_show(int argc, char **argv) {
         if (!hex) {
             char b[64];
             ap_err_set(&err, AP_ERR_INPUT, "db show: '%s' is not an ID (plan:N, profile:N, "
-                       "run:N, or 4 to %d hex digits of a plan key)", shown(id, b, sizeof b),
+                       "run:N, or 4 to %d hex digits of a plan key)", ap_cli_shown(id, b, sizeof b),
                        AP_DB_KEY_HEX);
             return ap_cli_fail(AP_ERR_INPUT, &err);
         }
     }
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = open_ro(&fl, &db, &missing, &err);
+    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     if (st == AP_OK && missing) st = AP_ERR_INPUT;
     if (st != AP_OK) return ap_cli_fail(st, &err);
     if (!strcmp(kind, "plan")) st = show_plan(db, id, num, &err);
@@ -380,14 +375,14 @@ static int cmd_show(int argc, char **argv) {
 
 static int cmd_export(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
+    ap_cli_db_flag(&fl);
     ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "the whole database as JSON (default)");
     ap_flags_add(&fl, "csv", AP_FLAG_BOOL, NULL, "one table as CSV (see --table)");
     ap_flags_add(&fl, "table", AP_FLAG_VALUE, "NAME",
                  "table for --csv: plans, profiles (default) or runs");
     ap_flags_add(&fl, "output", AP_FLAG_VALUE, "FILE",
                  "write to FILE (atomically) instead of standard output");
-    int rc = parse(&fl, argc, argv, 0, "autoplan db export [--json|--csv [--table NAME]] "
+    int rc = ap_cli_subparse(&fl, argc, argv, 0, "autoplan db export [--json|--csv [--table NAME]] "
                    "[--output FILE] [--db PATH]",
                    "Export the database. The JSON is what `autoplan db import` reads (format in "
                    "docs/db.md).");
@@ -407,12 +402,12 @@ static int cmd_export(int argc, char **argv) {
     if (csv && strcmp(table, "plans") && strcmp(table, "profiles") && strcmp(table, "runs")) {
         char b[64];
         ap_err_set(&err, AP_ERR_INPUT, "--table: unknown table '%s' (plans, profiles or runs)",
-                   shown(table, b, sizeof b));
+                   ap_cli_shown(table, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = open_ro(&fl, &db, &missing, &err);
+    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     if (st == AP_OK && missing) st = AP_ERR_IO;
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char *text = NULL;
@@ -434,8 +429,8 @@ static int cmd_export(int argc, char **argv) {
 
 static int cmd_import(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
-    int rc = parse(&fl, argc, argv, 1, "autoplan db import FILE [--db PATH]",
+    ap_cli_db_flag(&fl);
+    int rc = ap_cli_subparse(&fl, argc, argv, 1, "autoplan db import FILE [--db PATH]",
                    "Add the plans, profiles and runs of FILE (a `db export --json`) to the "
                    "database.\nThe file is validated first; then all its rows are stored in one "
                    "transaction,\nor none. Rows already stored are skipped.");
@@ -467,10 +462,10 @@ static int cmd_import(int argc, char **argv) {
 
 static int cmd_gc(int argc, char **argv) {
     ap_flags fl = {0};
-    add_db_flag(&fl);
+    ap_cli_db_flag(&fl);
     ap_flags_add(&fl, "older-than", AP_FLAG_VALUE, "DURATION",
                  "delete cached plans not used for this long: 30d, 12h, 2w (required)");
-    int rc = parse(&fl, argc, argv, 0, "autoplan db gc --older-than DURATION [--db PATH]",
+    int rc = ap_cli_subparse(&fl, argc, argv, 0, "autoplan db gc --older-than DURATION [--db PATH]",
                    "Delete cached plans that were neither stored nor hit within DURATION.\n"
                    "Profiles and runs are measurements and are never collected.");
     if (rc >= 0) return rc;
@@ -486,7 +481,7 @@ static int cmd_gc(int argc, char **argv) {
     /* Do not create a database just to find it empty. */
     ap_db *db = NULL;
     int missing = 0;
-    st = open_ro(&fl, &db, &missing, &err);
+    st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     ap_db_close(db);
     db = NULL;
     if (st == AP_OK && missing) {
@@ -523,6 +518,6 @@ int ap_cmd_db(int argc, char **argv) {
         if (!strcmp(argv[0], subs[i].name)) return subs[i].run(argc - 1, argv + 1);
     char b[64];
     fprintf(stderr, "autoplan: db: unknown subcommand '%s' (path, list, show, export, import, "
-            "gc; see autoplan db --help)\n", shown(argv[0], b, sizeof b));
+            "gc; see autoplan db --help)\n", ap_cli_shown(argv[0], b, sizeof b));
     return 2;
 }

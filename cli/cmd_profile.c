@@ -2,9 +2,9 @@
  * cmd_profile.c - `autoplan profile SUBCOMMAND`: the kernel profiles the cost model prices
  * operations with. A small dispatcher (one table, `subcommands` below) over the subcommands;
  * this file implements `profile show GPU`, which prints the lookup table in use for a GPU
- * (costmodel/kernels.c) and where each number came from. Other subcommands (the profiler's
- * list/export/import/compare/bench/attach/check) live in their own files and add one line
- * to the table.
+ * (costmodel/kernels.c) and where each number came from. The profiler's subcommands live in
+ * their own files: list/export/import/delete/compare (cmd_profile_store.c), bench
+ * (cmd_profile_bench.c), attach/check (cmd_profile_attach.c).
  *
  * What it does not do: measure (profiler/) or store profiles (db/).
  */
@@ -147,6 +147,14 @@ typedef struct {
 /* The profile subcommands. Others register here, one line each. */
 static const subcommand subcommands[] = {
     {"show", profile_show, "the kernel table in use for a GPU and the source of each figure"},
+    {"list", ap_cmd_profile_list, "measured profiles in the database, newest first"},
+    {"export", ap_cmd_profile_export, "one profile as a JSON file (to plan on another machine)"},
+    {"import", ap_cmd_profile_import, "store a profile file (from `profile export`)"},
+    {"delete", ap_cmd_profile_delete, "remove one measured profile"},
+    {"compare", ap_cmd_profile_compare, "two profiles side by side: time ratios per operation"},
+    {"bench", ap_cmd_profile_bench, "measure this machine: GEMM, attention, copies, NCCL, host"},
+    {"attach", ap_cmd_profile_attach, "trace any CUDA program: kernels by NVTX range, memory"},
+    {"check", ap_cmd_profile_check, "predict a training step, measure it, store the error"},
 };
 #define NSUB ((int)(sizeof subcommands / sizeof subcommands[0]))
 
@@ -168,7 +176,9 @@ int ap_cmd_profile(int argc, char **argv) {
             best = i;
         }
     }
+    char b[64];
     fprintf(stderr, "autoplan: profile: unknown subcommand '%s' (did you mean '%s'? `autoplan "
-                    "profile --help` lists them)\n", argv[0], subcommands[best].name);
+                    "profile --help` lists them)\n", ap_cli_shown(argv[0], b, sizeof b),
+            subcommands[best].name);
     return 2;
 }

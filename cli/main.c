@@ -30,7 +30,7 @@ static const command commands[] = {
     {"partition", ap_cmd_partition, "optimal uneven split of the layers onto pipeline stages"},
     {"compare", ap_cmd_compare, "compare strategies: report.html with charts, report.md, plans.csv"},
     {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
-    {"profile", ap_cmd_profile, "kernel profiles: the table in use for a GPU and its sources"},
+    {"profile", ap_cmd_profile, "kernel profiles: the tables in use, measure a GPU, share, check"},
 };
 
 static void usage(FILE *f) {

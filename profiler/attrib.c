@@ -627,6 +627,53 @@ double ap_trace_step_s(const ap_trace_summary *s, size_t skip) {
     return med;
 }
 
+int ap_trace_mark_value(const ap_trace *t, const char *key, double *value) {
+    size_t kl = strlen(key);
+    int found = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->recs[i].kind != AP_REC_MARK) continue;
+        const char *nm = ap_trace_name(t, t->recs[i].name);
+        if (strncmp(nm, key, kl) || nm[kl] != '=') continue;
+        char *end = NULL;
+        double v = strtod(nm + kl + 1, &end);
+        if (end && !*end && isfinite(v)) {
+            *value = v;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+/* Itanium C++ ABI, "Mangling Structure" (itanium-cxx-abi.github.io): a function name is
+ * _Z <name>; a nested name is N <source-name>... E, a source-name is <length><identifier>.
+ * Only the name is read (no templates or parameters): enough to tell kernels apart. */
+char *ap_trace_short_name(const char *name, char *buf, size_t n) {
+    if (!n) return buf;
+    buf[0] = '\0';
+    if (strncmp(name, "_Z", 2) != 0) {
+        snprintf(buf, n, "%s", name);
+        return buf;
+    }
+    const char *p = name + 2;
+    int nested = *p == 'N';
+    if (nested) p++;
+    while (*p == 'K' || *p == 'V' || *p == 'r') p++; /* cv-qualifiers of a nested name */
+    size_t at = 0;
+    for (int part = 0; *p >= '0' && *p <= '9'; part++) {
+        char *end = NULL;
+        long len = strtol(p, &end, 10);
+        if (len <= 0 || (size_t)len > strlen(end)) break;
+        if (at + 2 < n && part) at += (size_t)snprintf(buf + at, n - at, "::");
+        if (at < n) at += (size_t)snprintf(buf + at, n - at, "%.*s", (int)len, end);
+        if (at >= n) break;
+        p = end + len;
+        if (!nested) break;
+        if (*p == 'I') break; /* template arguments follow: the name is complete */
+    }
+    if (!buf[0]) snprintf(buf, n, "%s", name);
+    return buf;
+}
+
 /* ---- profile rows from row-named ranges ------------------------------------------------------------ */
 
 /* "<op> <shape> <dtype>" with op in the vocabulary: 1 and the three parts; 0 when the first

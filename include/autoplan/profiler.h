@@ -206,6 +206,16 @@ char *ap_trace_node_path(const ap_trace *t, const ap_trace_summary *s, uint32_t 
 /* Median of the iterations' wall_s, leaving out the first `skip` (warm-up); 0 when none. */
 double ap_trace_step_s(const ap_trace_summary *s, size_t skip);
 
+/* The value of the last NVTX mark named "<key>=<number>" (e.g. the bundled scripts mark
+ * "autoplan.max_memory_reserved=81604378624" with torch.cuda.max_memory_reserved()): 1 and
+ * *value when found, else 0. */
+int ap_trace_mark_value(const ap_trace *t, const char *key, double *value);
+
+/* A kernel name fit for a table: the qualified function name of an Itanium-mangled name
+ * ("_ZN2at6native29vectorized_elementwise_kernelI...E" -> "at::native::vectorized_elementwise_
+ * kernel"), other names as they are; cut to n - 1 bytes. Returns buf. */
+char *ap_trace_short_name(const char *name, char *buf, size_t n);
+
 /* Profile rows from ranges whose name is a row: "<op> <shape> <dtype>", e.g.
  * "attn_fwd impl=fa2,b=1,s=4096,h=32,kvh=8,d=128,causal=1,window=0 bf16" (the scripts in
  * profiler/scripts/ emit them). For each such range name: time_s = the median over its
@@ -320,6 +330,22 @@ typedef struct ap_loo_result {
 /* Leave each row of (op, dtype) out in turn and predict it from the rest. */
 ap_status ap_profile_loo(const ap_profile *p, const char *op, const char *dtype,
                          ap_profile_predict_fn fn, void *arg, ap_loo_result *out, ap_err *err);
+
+/* ---- comparing two profiles (profiler/compare.c) -------------------------------------------- */
+
+/* One operation and dtype of a comparison: rows of the same (op, shape, dtype) are matched;
+ * ratio = time in B / time in A (above 1: B is slower). */
+typedef struct ap_profile_cmp {
+    char op[32], dtype[16];
+    size_t matched, only_a, only_b;
+    double median_ratio, min_ratio, max_ratio;
+    char min_shape[128], max_shape[128];
+} ap_profile_cmp;
+
+/* Group by (op, dtype) in the order ops appear in the vocabulary, then dtype. *out: caller
+ * frees; *n groups (those with at least one row in A or B). */
+ap_status ap_profile_compare(const ap_profile *a, const ap_profile *b, ap_profile_cmp **out,
+                             size_t *n, ap_err *err);
 
 /* ---- identity of a measurement (profiler/attach.c) ------------------------------------------ */
 
