@@ -159,15 +159,17 @@ static void print_summary(const ap_trace *t, const ap_trace_summary *s, int top,
     }
 }
 
-/* The device identity for rows from a trace: the device in this machine (CUDA builds). */
+/* The device identity for rows from a trace: device 0 of this machine, as the GPU module reads
+ * it. */
 static ap_status trace_identity(ap_profile_row *tmpl, ap_err *err) {
-#ifdef AP_HAVE_CUDA
-    return ap_gpubench_identify(0, tmpl, err);
-#else
     memset(tmpl, 0, sizeof *tmpl);
-    return ap_err_set(err, AP_ERR_INPUT, "--name: storing rows needs the GPU's identity, which "
-                      "this autoplan (built without CUDA) cannot read");
-#endif
+    const ap_gpubench_api *api = NULL;
+    ap_status st = ap_gpubench_load(&api, err);
+    if (st != AP_OK) {
+        ap_err_prefix(err, "--name: storing rows needs the GPU's identity");
+        return st;
+    }
+    return api->identify(0, NULL, tmpl, err);
 }
 
 int ap_cmd_profile_attach(int argc, char **argv) {
@@ -304,15 +306,12 @@ int ap_cmd_profile_check(int argc, char **argv) {
     ap_flag *gpu = ap_flags_get(&fl, "gpu");
     ap_profile_row id;
     memset(&id, 0, sizeof id);
-#ifdef AP_HAVE_CUDA
-    if (gpu && !gpu->set && !ap_flags_isset(&fl, "cluster") &&
-        ap_gpubench_identify(0, &id, &err) == AP_OK) { /* the GPU the step runs on */
+    const ap_gpubench_api *api = NULL;
+    if (gpu && !gpu->set && !ap_flags_isset(&fl, "cluster") && ap_gpubench_load(&api, &err) == AP_OK &&
+        api->identify(0, NULL, &id, &err) == AP_OK) { /* the GPU the step runs on */
         gpu->set = 1;
         gpu->value = id.gpu;
     }
-#else
-    (void)gpu;
-#endif
     static ap_cli_ctx ctx;
     ap_status st = ap_cli_load(&fl, 1, &ctx, &err);
     if (st == AP_OK) st = ap_cli_finish_plan(&ctx, &err);

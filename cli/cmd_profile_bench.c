@@ -107,23 +107,15 @@ static ap_status identity(ap_flags *fl, int host_only, int device, ap_profile_ro
     memset(tmpl, 0, sizeof *tmpl);
     const char *gname = ap_flags_value(fl, "gpu");
     if (!host_only) {
-#ifdef AP_HAVE_CUDA
-        ap_status st = ap_gpubench_identify(device, tmpl, err);
-        if (st != AP_OK) return st;
-        if (gname) {
-            const ap_gpu *g = NULL;
-            if ((st = ap_gpu_lookup(gname, "--gpu", &g, err)) != AP_OK) return st;
-            if (strcmp(g->name, tmpl->gpu))
-                return ap_err_set(err, AP_ERR_INPUT, "--gpu %s: device %d is a %s (%s)",
-                                  g->name, device, tmpl->gpu, tmpl->device_name);
+        const ap_gpubench_api *api = NULL;
+        ap_status st = ap_gpubench_load(&api, err);
+        if (st != AP_OK) {
+            ap_err_prefix(err, "profile bench (GPU benchmarks; --host-only --gpu NAME runs the "
+                          "host ones without a GPU)");
+            return st;
         }
-        return AP_OK;
-#else
-        (void)device;
-        return ap_err_set(err, AP_ERR_INPUT, "profile bench: this autoplan was built without the "
-                          "CUDA toolkit, so only the host benchmarks can run: use --host-only "
-                          "--gpu NAME (the GPU type whose hosts these are)");
-#endif
+        /* --gpu names the catalog entry of a device the catalog lacks */
+        return api->identify(device, gname, tmpl, err);
     }
     if (!gname)
         return ap_err_set(err, AP_ERR_INPUT, "--host-only: needs --gpu NAME, the GPU type the "
@@ -273,8 +265,9 @@ int ap_cmd_profile_bench(int argc, char **argv) {
             st = ap_hostbench_adam(&ho, &tmpl, &prof, &err);
         }
     }
-#ifdef AP_HAVE_CUDA
     if (st == AP_OK && !host_only) {
+        const ap_gpubench_api *api = NULL;
+        st = ap_gpubench_load(&api, &err);
         ap_gpubench_opts go;
         ap_gpubench_opts_init(&go);
         go.device = (int)device;
@@ -285,11 +278,8 @@ int ap_cmd_profile_bench(int argc, char **argv) {
         go.reps = (int)reps;
         go.quick = ap_flags_isset(&fl, "quick");
         go.progress = progress;
-        st = ap_gpubench_run(&go, &tmpl, &prof, &err);
+        if (st == AP_OK) st = api->run(&go, &tmpl, &prof, &err);
     }
-#else
-    (void)progress;
-#endif
     free(shapes);
     if (st == AP_OK) print_rows(&prof, g);
     size_t added = 0;

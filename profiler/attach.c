@@ -59,43 +59,13 @@ void ap_profiler_default_name(const char *gpu, const char *host, int64_t unix_s,
     snprintf(buf, n, "%.31s-%.15s-%s", gpu, host, when);
 }
 
-/* ---- the injection library ------------------------------------------------------------------------ */
-
-static int is_file(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 ap_status ap_attach_find_inject(char *buf, size_t n, ap_err *err) {
-    const char *env = getenv("AUTOPLAN_INJECT_LIB");
-    if (env && env[0]) {
-        if (!is_file(env))
-            return ap_err_set(err, AP_ERR_INPUT, "AUTOPLAN_INJECT_LIB=%s: no such file", env);
-        snprintf(buf, n, "%s", env);
-        return AP_OK;
-    }
-    char exe[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l > 0) {
-        exe[l] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s/" INJECT_NAME, exe);
-        if (is_file(cand) && strlen(cand) < n) return snprintf(buf, n, "%s", cand), AP_OK;
-        snprintf(cand, sizeof cand, "%s/../lib/" INJECT_NAME, exe);
-        if (is_file(cand) && strlen(cand) < n) return snprintf(buf, n, "%s", cand), AP_OK;
-    }
 #ifdef AP_INJECT_LIB
-    if (is_file(AP_INJECT_LIB)) return snprintf(buf, n, "%s", AP_INJECT_LIB), AP_OK;
-    return ap_err_set(err, AP_ERR_INPUT, INJECT_NAME " not found beside autoplan, in ../lib, or "
-                      "at %s (build the autoplan_inject target, or set AUTOPLAN_INJECT_LIB)",
-                      AP_INJECT_LIB);
+    const char *built = AP_INJECT_LIB;
 #else
-    return ap_err_set(err, AP_ERR_INPUT, INJECT_NAME " not found: this autoplan was built without "
-                      "the CUDA toolkit (CUPTI), so it cannot trace programs; rebuild where the "
-                      "toolkit is installed, or set AUTOPLAN_INJECT_LIB to a library built there");
+    const char *built = NULL;
 #endif
+    return ap_profiler_find_lib(INJECT_NAME, "AUTOPLAN_INJECT_LIB", built, buf, n, err);
 }
 
 /* ---- running the program --------------------------------------------------------------------------- */

@@ -658,6 +658,25 @@ static void test_names_and_ids(void) {
     char buf[64];
     ap_profiler_default_name("h100-sxm", "node-a", 1763700000, buf, sizeof buf);
     CHECK_STR(buf, "h100-sxm-node-a-20251121-044000");
+    /* device names as drivers report them -> catalog SKUs */
+    static const struct { const char *dev; double gb; const char *sku; } devs[] = {
+        {"NVIDIA H100 80GB HBM3", 85.5, "h100-sxm"},   {"NVIDIA H100 PCIe", 85.5, "h100-pcie"},
+        {"NVIDIA H200", 150.1, "h200"},                {"NVIDIA A100-SXM4-80GB", 85.1, "a100-sxm4-80g"},
+        {"NVIDIA A100-SXM4-40GB", 42.5, "a100-sxm4-40g"}, {"NVIDIA A100 80GB PCIe", 85.1, "a100-pcie-80g"},
+        {"Tesla V100-SXM2-32GB", 34.1, "v100-sxm2-32g"}, {"NVIDIA GeForce RTX 4090", 25.3, "rtx-4090"},
+        {"NVIDIA L40S", 48.3, "l40s"},                 {"NVIDIA B200", 191.5, "b200"},
+    };
+    ap_err e;
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
+        char sku[64] = "";
+        CHECK_INT(ap_profiler_gpu_sku(devs[i].dev, devs[i].gb * 1e9, sku, sizeof sku, &e), AP_OK);
+        CHECK_STR(sku, devs[i].sku);
+    }
+    char sku[64];
+    CHECK_INT(ap_profiler_gpu_sku("NVIDIA H100 NVL", 100e9, sku, sizeof sku, &e), AP_ERR_INPUT);
+    CHECK_CONTAINS(e.msg, "'NVIDIA H100 NVL'");
+    CHECK_CONTAINS(e.msg, "--gpu NAME");
+    CHECK_INT(ap_profiler_gpu_sku("NVIDIA L4", 24e9, sku, sizeof sku, &e), AP_ERR_INPUT);
     ap_profiler_host(buf, sizeof buf);
     CHECK(buf[0] != '\0' && strlen(buf) <= 63);
 }

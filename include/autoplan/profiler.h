@@ -14,12 +14,15 @@
  *  - shapes.c     GEMM shape grids: generic, and the sharded linear layers of a model;
  *  - loo.c        leave-one-out interpolation error of measured points;
  *  - attach.c     running a program under the injection library and reading its trace back;
+ *  - libs.c       finding the companion libraries (injection library, GPU benchmark module)
+ *                 and loading the module;
+ *  - identify.c   the catalog SKU of a device name; host and profile names;
  *  - cupti.c      (CUDA builds only; the only file that includes cupti.h) CUPTI Activity API:
  *                 buffers, record conversion, version check, errors;
  *  - inject.c     (CUDA builds only) libautoplan_inject.so, loaded by CUDA_INJECTION64_PATH;
- *  - gpubench*.c  (CUDA builds only) cuBLASLt, cuDNN, NCCL, copy and kernel benchmarks.
- * Everything declared in this header builds without CUDA; the CUDA-only entry points are at
- * the end, under AP_HAVE_CUDA.
+ *  - gpubench*.c  (CUDA builds only) cuBLASLt, cuDNN, NCCL, copy and kernel benchmarks, built
+ *                 as the module libautoplan_gpu.so and reached through ap_gpubench_load.
+ * Everything declared in this header builds without CUDA.
  *
  * Ownership: an ap_trace owns its records and names (ap_trace_free); an ap_trace_summary owns
  * its arrays (ap_trace_summary_free). Names returned by ap_trace_name borrow from the trace.
@@ -349,6 +352,13 @@ ap_status ap_profile_compare(const ap_profile *a, const ap_profile *b, ap_profil
 
 /* ---- identity of a measurement (profiler/attach.c) ------------------------------------------ */
 
+/* The catalog SKU of a device as the driver names it (cudaGetDeviceProperties name, memory):
+ * "NVIDIA H100 80GB HBM3" -> "h100-sxm", "NVIDIA A100-SXM4-40GB" -> "a100-sxm4-40g",
+ * "NVIDIA GeForce RTX 4090" -> "rtx-4090" (profiler/identify.c). A device the catalog has no
+ * entry for (H100 NVL, A100 PCIe 40GB, ...) is AP_ERR_INPUT naming it and asking for --gpu. */
+ap_status ap_profiler_gpu_sku(const char *device_name, double mem_bytes, char *out, size_t n,
+                              ap_err *err);
+
 /* The host name (gethostname, cut to 63 bytes) into buf. */
 void ap_profiler_host(char *buf, size_t n);
 /* A default profile name "<gpu>-<host>-<YYYYmmdd-HHMMSS>" (UTC) into buf. */
@@ -379,8 +389,10 @@ ap_status ap_attach_find_inject(char *buf, size_t n, ap_err *err);
  * the reason), AP_ERR_CUDA with that reason. The trace is initialised by the call. */
 ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap_err *err);
 
-/* ---- CUDA builds only ----------------------------------------------------------------------- */
-#ifdef AP_HAVE_CUDA
+/* ---- GPU benchmarks (profiler/gpubench*.c, loaded from libautoplan_gpu.so) -------------------
+ * The GPU benchmarks link cuBLASLt, cuDNN and NCCL, which take a third of a second to load: they
+ * live in a module autoplan loads only when it measures (profiler/libs.c), so every other
+ * command starts as fast as without CUDA. Builds without the CUDA toolkit have no module. */
 
 typedef struct ap_gpubench_opts {
     int device;                /* CUDA device index */
@@ -395,18 +407,34 @@ typedef struct ap_gpubench_opts {
     void *progress_arg;
 } ap_gpubench_opts;
 
+#define AP_GPUBENCH_ABI 1 /* bumped when ap_gpubench_api, its options or the row change */
+
+typedef struct ap_gpubench_api {
+    int abi;                   /* AP_GPUBENCH_ABI of the module */
+    size_t row_size, opts_size;/* sizeof(ap_profile_row), sizeof(ap_gpubench_opts) there */
+    const char *version;       /* AP_VERSION of the module */
+    /* The device's identity into a row template: catalog SKU (ap_profiler_gpu_sku of the
+     * device's name and memory, or `gpu` when not NULL: a catalog name for a device the catalog
+     * lacks), device_name, pci_id, sm_count, mem_bytes, clocks and power limit (NVML when the
+     * driver has it), versions (driver, CUDA runtime, cuBLAS, NCCL), MIG mode, host.
+     * AP_ERR_CUDA when there is no device. */
+    ap_status (*identify)(int device, const char *gpu, ap_profile_row *tmpl, ap_err *err);
+    /* Run the chosen benchmarks on one device and append their rows to out (rows get tmpl's
+     * identity). Notes (e.g. "one GPU: collectives come from the published tables") go through
+     * o->progress. */
+    ap_status (*run)(const ap_gpubench_opts *o, const ap_profile_row *tmpl, ap_profile *out,
+                     ap_err *err);
+} ap_gpubench_api;
+
+/* Load libautoplan_gpu.so ($AUTOPLAN_GPU_MODULE, beside the executable, ../lib, or the build
+ * tree's) once and return its table (static; valid for the process). AP_ERR_INPUT saying why
+ * when there is none (a build without CUDA) or it is of another autoplan build. */
+ap_status ap_gpubench_load(const ap_gpubench_api **api, ap_err *err);
 void ap_gpubench_opts_init(ap_gpubench_opts *o);
 
-/* The device's identity into a row template: catalog SKU (from the device name and memory;
- * AP_ERR_INPUT when the catalog has no such GPU, naming the device), device_name, pci_id,
- * sm_count, mem_bytes, clocks and power limit (NVML when the driver has it), versions (driver,
- * CUDA runtime, cuBLAS, NCCL), MIG mode, host. AP_ERR_CUDA when there is no device. */
-ap_status ap_gpubench_identify(int device, ap_profile_row *tmpl, ap_err *err);
-/* Run the chosen benchmarks on one device and append their rows to out. Notes (e.g. "one
- * GPU: collectives come from the published tables") go through progress. */
-ap_status ap_gpubench_run(const ap_gpubench_opts *o, const ap_profile_row *tmpl, ap_profile *out,
-                          ap_err *err);
-
-#endif /* AP_HAVE_CUDA */
+/* A companion library of autoplan: $env when set, else `name` beside the running executable
+ * or in its ../lib, else build_path (NULL: none). AP_ERR_INPUT naming what was tried. */
+ap_status ap_profiler_find_lib(const char *name, const char *env, const char *build_path,
+                               char *buf, size_t n, ap_err *err);
 
 #endif
