@@ -120,6 +120,15 @@ int ap_db_valid_key(const char *key);
 ap_status ap_db_json_only_known(const ap_json *o, const char *const *known, const char *where,
                                 ap_err *err);
 
+/* A user string fit for a one-line message: control characters become '?', long strings are
+ * cut with "...". Returns buf. */
+const char *ap_db_json_shown(const char *s, char *buf, size_t n);
+
+/* A profile row read from a file is checked by ap_profile_row_check, whose messages quote the
+ * row's op, shape and dtype: refuse control characters in them first, so every message stays
+ * one line. AP_ERR_INPUT "<where>: field '<f>' contains a control character". */
+ap_status ap_db_json_row_text_ok(const ap_profile_row *r, const char *where, ap_err *err);
+
 /* ---- row checks shared by the tables ------------------------------------------------------ */
 
 /* A NUL inside a fixed-size text field of cap bytes. */

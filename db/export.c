@@ -30,7 +30,7 @@
 
 /* A user string fit for a one-line message: control characters become '?', long strings are
  * cut with "...". Returns buf. */
-static const char *shown(const char *s, char *buf, size_t n) {
+const char *ap_db_json_shown(const char *s, char *buf, size_t n) {
     size_t i = 0;
     for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
     buf[i] = '\0';
@@ -322,7 +322,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
     {
         char b[64];
         return ap_err_set(err, AP_ERR_INPUT, "--table: unknown table '%s' (plans, profiles, runs)",
-                          shown(table, b, sizeof b));
+                          ap_db_json_shown(table, b, sizeof b));
     }
     }
     if (st == AP_OK && b.failed) st = ap_err_set(err, AP_ERR_NOMEM, "CSV export: out of memory");
@@ -373,7 +373,7 @@ ap_status ap_db_json_only_known(const ap_json *o, const char *const *known, cons
         char b[64];
         if (!ok)
             return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%s'", where,
-                              shown(k, b, sizeof b));
+                              ap_db_json_shown(k, b, sizeof b));
     }
     return AP_OK;
 }
@@ -473,6 +473,7 @@ static ap_status read_profile(const ap_json *o, const char *w, ap_db_profile *r,
         st = ap_err_set(err, AP_ERR_INPUT, "%s: fields 'op', 'shape' and 'dtype' must not be "
                         "empty", w);
     ap_err e;
+    if (st == AP_OK) st = ap_db_json_row_text_ok(r, w, err);
     if (st == AP_OK && ap_profile_row_check(r, &e) != AP_OK) /* the kernel-profile vocabulary */
         st = ap_err_set(err, AP_ERR_INPUT, "%s: %s", w, e.msg);
     return st;
@@ -570,7 +571,7 @@ static ap_status validate(const ap_json *root, const char *where, import_set *s,
     char b[64];
     if (st == AP_OK && strcmp(format, EXPORT_FORMAT) != 0)
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'format' must be \"%s\", got \"%s\"", where,
-                        EXPORT_FORMAT, shown(format, b, sizeof b));
+                        EXPORT_FORMAT, ap_db_json_shown(format, b, sizeof b));
     int64_t fv = 0;
     if (st == AP_OK)
         st = ap_json_get_int(root, "format_version", 1, BIG_INT, &fv, NULL, where, err);

@@ -30,6 +30,7 @@
 
 ap_status ap_db_profile_check_name(const char *name, const char *what, ap_err *err) {
     size_t l = strlen(name);
+    char b[72];
     if (l == 0 || l > 63)
         return ap_err_set(err, AP_ERR_INPUT, "%s: a profile name has 1 to 63 characters, got %zu",
                           what, l);
@@ -37,12 +38,25 @@ ap_status ap_db_profile_check_name(const char *name, const char *what, ap_err *e
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '-'))
-            return ap_err_set(err, AP_ERR_INPUT, "%s: '%.63s': a profile name may hold letters, "
-                              "digits, '.', '_' and '-' only", what, name);
+            return ap_err_set(err, AP_ERR_INPUT, "%s: '%s': a profile name may hold letters, "
+                              "digits, '.', '_' and '-' only", what,
+                              ap_db_json_shown(name, b, sizeof b));
     }
     if (!strcmp(name, "published") || !strcmp(name, "none"))
         return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is reserved (published: the built-in "
                           "tables; none: no profile)", what, name);
+    return AP_OK;
+}
+
+ap_status ap_db_json_row_text_ok(const ap_profile_row *r, const char *where, ap_err *err) {
+    const struct { const char *name, *text; } f[] = {
+        {"op", r->op}, {"shape", r->shape}, {"dtype", r->dtype}, {"source", r->source},
+        {"gpu", r->gpu}, {"host", r->host}, {"source_run", r->source_run}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        for (const unsigned char *c = (const unsigned char *)f[i].text; *c; c++)
+            if (*c < 0x20 || *c == 0x7f)
+                return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' contains a control character",
+                                  where, f[i].name);
     return AP_OK;
 }
 
@@ -142,6 +156,7 @@ static ap_status read_device(const ap_json *d, const char *where, ap_profile_row
         "mig_mode", "host", NULL};
     char w[96];
     snprintf(w, sizeof w, "%s: device", where);
+    if (!d || ap_json_is_null(d)) return AP_OK; /* optional: a profile of host figures only */
     if (!ap_json_is_object(d))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'device' must be an object, got %s", where,
                           ap_json_type_name(d));
@@ -182,6 +197,7 @@ static ap_status read_row(const ap_json *o, const char *w, ap_profile_row *r, ap
     if (st == AP_OK)
         st = ap_json_get_int(o, "created_at", 0, BIG_INT, &r->created_at, &pr, w, err);
     ap_err e;
+    if (st == AP_OK) st = ap_db_json_row_text_ok(r, w, err);
     if (st == AP_OK && ap_profile_row_check(r, &e) != AP_OK)
         st = ap_err_set(err, AP_ERR_INPUT, "%s: %s", w, e.msg);
     return st;
@@ -216,6 +232,9 @@ ap_status ap_db_profile_parse_json(const char *text, size_t len, const char *whe
     snprintf(what, sizeof what, rename ? "--name" : "%s: field 'name'", where);
     if (st == AP_OK) st = ap_db_profile_check_name(name, what, err);
     if (st == AP_OK) st = ap_json_get_str(root, "gpu", gpu, sizeof gpu, NULL, where, err);
+    for (const unsigned char *c = (const unsigned char *)gpu; st == AP_OK && *c; c++)
+        if (*c < 0x20 || *c == 0x7f) /* the catalog's message quotes it: keep it one line */
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu' contains a control character", where);
     const ap_gpu *g = NULL;
     snprintf(what, sizeof what, "%s: field 'gpu'", where);
     if (st == AP_OK) st = ap_gpu_lookup(gpu, what, &g, err);
