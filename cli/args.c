@@ -5,11 +5,13 @@
  * names the flag: "--network-bw: '400' has no unit; write 400Gb/s (bits) or 400GB/s (bytes)".
  */
 #include "cli.h"
+#include "autoplan/db.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void ap_flags_add(ap_flags *fl, const char *name, ap_flag_kind kind, const char *meta,
                   const char *help) {
@@ -175,6 +177,9 @@ void ap_cli_cluster_flags(ap_flags *fl) {
                  "cluster description (JSON, see docs/hardware.md); flags above override it");
     ap_flags_add(fl, "allow-cross-node-tp", AP_FLAG_BOOL, NULL,
                  "allow tensor parallelism across NVLink domains");
+    ap_flags_add(fl, "profile", AP_FLAG_VALUE, "NAME|none",
+                 "kernel profile: a measured profile (`autoplan profile list`) or none for the "
+                 "published tables (default: the GPU's newest measured profile)");
 }
 
 void ap_cli_plan_flags(ap_flags *fl) {
@@ -335,6 +340,66 @@ static ap_status parse_stage_layers(const char *s, ap_plan *p, ap_err *err) {
     return AP_OK;
 }
 
+/* The profile in use, kept for the whole run (estimates borrow it); loaded once per name. */
+static ap_profile g_profile;
+
+static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
+    const char *want = ap_flags_value(fl, "profile");
+    const char *gpu = ctx->cluster.gpu.name;
+    if (want && !strcmp(want, "none")) {
+        snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: published "
+                 "(--profile none)");
+        return AP_OK;
+    }
+    ap_status st = want ? ap_db_profile_check_name(want, "--profile", err) : AP_OK;
+    if (st != AP_OK) return st;
+    char path[4096];
+    const char *dbp = ap_flags_get(fl, "db") ? ap_flags_value(fl, "db") : NULL;
+    if (!dbp) {
+        if ((st = ap_db_default_path(path, sizeof path, 0, err)) != AP_OK) return want ? st : AP_OK;
+        dbp = path;
+    }
+    snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: published (no measured "
+             "%s profile in the database)", gpu);
+    struct stat sb;
+    if (stat(dbp, &sb) != 0) {
+        if (want)
+            return ap_err_set(err, AP_ERR_INPUT, "--profile %s: no database at %s", want, dbp);
+        return AP_OK;
+    }
+    ap_db *db = NULL;
+    ap_err e;
+    char name[64];
+    if ((st = ap_db_open(dbp, 1, &db, &e)) == AP_OK && !want)
+        st = ap_db_profile_newest(db, gpu, name, &e);
+    if (st == AP_OK && want) snprintf(name, sizeof name, "%s", want);
+    if (st == AP_OK && name[0] && strcmp(g_profile.name, name)) {
+        ap_profile_free(&g_profile);
+        st = ap_db_profile_get(db, name, &g_profile, &e);
+    }
+    ap_db_close(db);
+    if (st != AP_OK) {
+        if (want) return ap_err_set(err, st, "--profile %s: %s", want, e.msg);
+        ap_log(AP_LOG_WARN, "%s; estimating with the published tables", e.msg);
+        return AP_OK;
+    }
+    if (!name[0]) return AP_OK;
+    if (g_profile.n == 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--profile %s: no such profile in %s (`autoplan "
+                          "profile list` shows them)", name, dbp);
+    if (strcmp(g_profile.gpu, gpu))
+        return ap_err_set(err, AP_ERR_INPUT, "--profile %s: it was measured on %s, the cluster's "
+                          "GPU is %s", name, g_profile.gpu, gpu);
+    snprintf(ctx->profile_name, sizeof ctx->profile_name, "%s", name);
+    snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: measured profile '%s' "
+             "(%zu rows, %s on %.32s) over the published ones%s", name, g_profile.n,
+             g_profile.rows[0].driver_version[0] ? g_profile.rows[0].driver_version : "driver ?",
+             g_profile.rows[0].host[0] ? g_profile.rows[0].host : "?",
+             want ? "" : " (the newest; --profile none for published only)");
+    ctx->opts.profile = &g_profile;
+    return AP_OK;
+}
+
 ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
     ap_status st;
     memset(ctx, 0, sizeof *ctx);
@@ -427,7 +492,7 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
 
     ap_estimate_opts_init(&ctx->opts);
     if ((st = ap_flag_bytes(fl, "headroom", &ctx->opts.headroom_bytes, err)) != AP_OK) return st;
-    return AP_OK;
+    return load_profile(fl, ctx, err);
 }
 
 ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {

@@ -79,7 +79,7 @@ ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int 
 /* Common flag groups. */
 void ap_cli_cluster_flags(ap_flags *fl);   /* --gpu --gpus --gpus-per-node --nvlink-domain
                                               --network-bw --link-bw --pcie-bw --cpu-mem
-                                              --cluster */
+                                              --cluster --profile */
 void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --etp --vp --mbs
                                               --gbs --seq --zero --recompute --recompute-layers
                                               --sp --overlap --offload-optimizer
@@ -95,9 +95,17 @@ typedef struct ap_cli_ctx {
     ap_estimate_opts opts;
     int seq_given;
     int allow_cross_node_tp;
+    /* the kernel profile the estimates use (--profile, cli/args.c): its name, "" for the
+       published tables only; opts.profile points at the rows (kept by args.c for the run) */
+    char profile_name[64];
+    char profile_note[320];  /* one line saying which tables are in use and why */
 } ap_cli_ctx;
 
-/* Load the model (positional 0), the cluster, and the plan flags. `need_gpus`: --gpus (or a
+/* Load the model (positional 0), the cluster, the kernel profile and the plan flags. The
+ * profile: --profile NAME (a measured profile in the database: --db when the command has it,
+ * else the default path; it must be of the cluster's GPU), --profile none (published tables
+ * only), or by default the newest measured profile of the cluster's GPU when the database has
+ * one (a database that cannot be read is then a warning, not an error). `need_gpus`: --gpus (or a
  * cluster file) required. Degrees not given are left 0 in ctx->plan (the caller decides:
  * estimate defaults them to 1, plan searches them). The sequence length defaults to the
  * model's (logged at info level). */

@@ -35,6 +35,7 @@ int ap_cmd_estimate(int argc, char **argv) {
         return ap_cli_fail(st, &err);
     if (ap_flags_isset(&fl, "json")) {
         ap_json *j = ap_estimate_to_json(&e, &ctx.model);
+        if (j && ctx.profile_name[0]) ap_json_add_string(j, "kernel_profile", ctx.profile_name);
         char *s = j ? ap_json_print(j, 1) : NULL;
         ap_json_free(j);
         if (!s) {
@@ -45,6 +46,7 @@ int ap_cmd_estimate(int argc, char **argv) {
         free(s);
     } else {
         ap_estimate_print(&e, &ctx.model, &ctx.cluster);
+        printf("%s\n", ctx.profile_note);
     }
     return 0;
 }

@@ -107,7 +107,7 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
              "autoplan %s|%s|%s|model %016llx|cluster %016llx gpus %d|trainer %s|gbs %lld seq %lld"
              "|fix tp%d pp%d dp%d cp%d ep%d vp%d mbs%lld z%d rc%d/%d dt%d fa%d ai%d"
              "|top %d prune %d nosp %d noov %d xtp %d maxmbs %d headroom %.0f part %d/%d"
-             "|calib %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g|profiles %016llx",
+             "|calib %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g|profiles %016llx %s",
              AP_VERSION, ap_costmodel_version(), ap_gpu_catalog_version(),
              (unsigned long long)ap_model_fingerprint(&pc->ctx.model),
              (unsigned long long)ap_cluster_fingerprint(c), c->gpus, ap_trainer_name(f->trainer),
@@ -117,7 +117,8 @@ static void canonical(const plan_cmd *pc, const ap_cluster *c, char *buf, size_t
              so->allow_cross_node_tp, so->max_mbs, so->est.headroom_bytes, pc->partition,
              (int)pc->solver, cal.gemm_eff_max,
              cal.gemm_half_flops, cal.attn_eff, cal.link_eff, cal.net_eff, cal.coll_latency_s,
-             cal.step_overhead_s, cal.mem_bound_eff, (unsigned long long)prof);
+             cal.step_overhead_s, cal.mem_bound_eff, (unsigned long long)prof,
+             pc->ctx.profile_name[0] ? pc->ctx.profile_name : "-");
 }
 
 /* Best fitting plan for a variant of the problem (another GPU count, trainer or GPU), for the

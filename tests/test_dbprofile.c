@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "autoplan/db.h"
@@ -357,6 +358,40 @@ static void test_cli(void) {
     CHECK_CONTAINS(err, "put the program after --");
     CHECK_INT(run("profile check examples/models/tiny-gpt.json", &out, &err), 2);
     CHECK_CONTAINS(err, "put the training program after --");
+
+    /* estimates use the newest measured profile of the cluster's GPU from the default
+     * database, or the one --profile names, or none */
+    const char *xdg = path_in("xdg");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    const char *est = "estimate examples/models/llama-2-7b.json --gpus 8 --gpu h100";
+    CHECK_INT(run(est, &out, &err), 0);
+    CHECK_CONTAINS(out, "kernel tables: published (no measured h100-sxm profile in the database)");
+    snprintf(args, sizeof args, "profile import tests/fuzz/corpus/profile-gpu.json --db %s/autoplan/"
+             "autoplan.db", xdg);
+    char sub[600]; /* the directory the default path lives in */
+    snprintf(sub, sizeof sub, "%s/autoplan", xdg);
+    CHECK(mkdir(xdg, 0700) == 0 && mkdir(sub, 0700) == 0);
+    CHECK_INT(run(args, &out, &err), 0);
+    CHECK_INT(run(est, &out, &err), 0);
+    CHECK_CONTAINS(out, "kernel tables: measured profile 'h100-example' (9 rows");
+    snprintf(args, sizeof args, "%s --json", est);
+    CHECK_INT(run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "\"kernel_profile\": \"h100-example\"");
+    snprintf(args, sizeof args, "%s --profile none", est);
+    CHECK_INT(run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "kernel tables: published (--profile none)");
+    snprintf(args, sizeof args, "%s --profile h100-example --gpu a100", "estimate "
+             "examples/models/llama-2-7b.json --gpus 8");
+    CHECK_INT(run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "--profile h100-example: it was measured on h100-sxm, the cluster's GPU is "
+                        "a100-sxm4-80g");
+    snprintf(args, sizeof args, "%s --profile nope", est);
+    CHECK_INT(run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "--profile nope: no such profile");
+    /* the GPU of another cluster has no measured profile: published tables, no error */
+    CHECK_INT(run("estimate examples/models/llama-2-7b.json --gpus 8 --gpu a100", &out, &err), 0);
+    CHECK_CONTAINS(out, "kernel tables: published");
+    unsetenv("XDG_CACHE_HOME");
     free(out);
     free(err);
 }
