@@ -140,7 +140,8 @@ int ap_cmd_profile_bench(int argc, char **argv) {
     ap_flags_add(&fl, "what", AP_FLAG_VALUE, "LIST",
                  "benchmarks: host," ALL_GPU " (default: all)");
     ap_flags_add(&fl, "model", AP_FLAG_VALUE, "MODEL",
-                 "also time the GEMMs of this model's linear layers (fwd, dgrad, wgrad)");
+                 "also time the GEMMs of this model's linear layers (fwd, dgrad, wgrad; with "
+                 "--quick: only those)");
     ap_flags_add(&fl, "tp", AP_FLAG_VALUE, "LIST", "tensor-parallel degrees for --model "
                  "(default 1,2,4,8)");
     ap_flags_add(&fl, "mbs", AP_FLAG_VALUE, "N", "micro-batch for --model (default 1)");
@@ -187,9 +188,12 @@ int ap_cmd_profile_bench(int argc, char **argv) {
         (ap_flags_isset(&fl, "tp") || ap_flags_isset(&fl, "seq") || ap_flags_isset(&fl, "mbs")))
         st = ap_err_set(&err, AP_ERR_INPUT, "--tp, --mbs and --seq describe --model's GEMMs: "
                         "give --model too");
-    /* the model's GEMM shapes */
+    /* with --model: the generic grid and the model's exact shapes (merged); else the module
+     * runs the grid */
     ap_gemm_shape *shapes = NULL;
     size_t nshapes = 0;
+    if (st == AP_OK && ap_flags_isset(&fl, "model") && !ap_flags_isset(&fl, "quick"))
+        st = ap_gemm_grid(&shapes, &nshapes, &err);
     if (st == AP_OK && ap_flags_isset(&fl, "model")) {
         ap_model m;
         st = ap_model_load(ap_flags_value(&fl, "model"), &m, &err);
