@@ -50,8 +50,11 @@ static ap_status trace_and_summarise(ap_flags *fl, char **prog, ap_trace *t, ap_
     ap_status st = ap_flag_int(fl, "skip", 0, 1 << 20, skip, err);
     if (st == AP_OK) st = ap_flag_int(fl, "max-records", 1000, (int64_t)1 << 34, &max_records, err);
     if (st != AP_OK) return st;
+    char lib[4096];
+    if ((st = ap_attach_find_inject(lib, sizeof lib, err)) != AP_OK) return st;
     ap_attach_opts o = {0};
     o.argv = prog;
+    o.inject_lib = lib;
     o.trace_path = ap_flags_value(fl, "keep-trace");
     o.max_records = (size_t)max_records;
     fprintf(stderr, "autoplan: tracing %s ...\n", prog[0]);

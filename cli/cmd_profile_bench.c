@@ -231,12 +231,13 @@ int ap_cmd_profile_bench(int argc, char **argv) {
     if (st == AP_OK && store) {
         st = ap_db_open(ap_flags_value(&fl, "db"), 0, &db, &err);
         ap_profile old;
+        ap_profile_init(&old);
         if (st == AP_OK) st = ap_db_profile_get(db, name, &old, &err);
         if (st == AP_OK && old.n)
             st = ap_err_set(&err, AP_ERR_INPUT, "--name %s: a profile of that name exists in %s "
                             "(choose another name, or `autoplan profile delete %s`)", name,
                             ap_db_path(db), name);
-        if (st == AP_OK) ap_profile_free(&old);
+        ap_profile_free(&old);
     }
     if (st != AP_OK) {
         free(shapes);

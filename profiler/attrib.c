@@ -235,8 +235,8 @@ static uint32_t add_node(work *w, map64 *nodes_by_key, uint32_t parent_node, uin
 /* One sweep per thread over interval starts and launches in time order with a stack of the
  * ranges open at that moment. */
 static ap_status nest(work *w, ap_err *err) {
-    qsort(w->iv, w->niv, sizeof *w->iv, cmp_iv);
-    qsort(w->ln, w->nln, sizeof *w->ln, cmp_ln);
+    if (w->niv > 1) qsort(w->iv, w->niv, sizeof *w->iv, cmp_iv);
+    if (w->nln > 1) qsort(w->ln, w->nln, sizeof *w->ln, cmp_ln);
     w->nodes = malloc((w->niv + 1) * sizeof *w->nodes);
     uint32_t *stack = malloc((w->niv + 1) * sizeof *stack);
     map64 nodes_by_key = {0};
@@ -403,7 +403,7 @@ static ap_status memory_timeline(const ap_trace *t, ap_trace_summary *s, ap_err 
         if (k == AP_REC_ALLOC || k == AP_REC_FREE || k == AP_REC_POOL) ev[nev++] = (uint32_t)i;
     }
     sort_trace = t;
-    qsort(ev, nev, sizeof *ev, cmp_mem);
+    if (nev > 1) qsort(ev, nev, sizeof *ev, cmp_mem);
     double alloc[AP_TRACE_MAX_DEVICES] = {0}, pools[AP_TRACE_MAX_DEVICES] = {0};
     size_t nvals = 0;
     for (size_t e = 0; e < nev; e++) {
@@ -505,7 +505,7 @@ static ap_status iterations(const ap_trace *t, const work *w, const ap_summary_o
             it->start_ns = w->iv[i].start;
             it->end_ns = w->iv[i].end;
         }
-    qsort(s->iters, s->niters, sizeof *s->iters, cmp_iter);
+    if (s->niters > 1) qsort(s->iters, s->niters, sizeof *s->iters, cmp_iter);
     for (size_t k = 0; k < s->niters; k++)
         s->iters[k].wall_s = k + 1 < s->niters ? ns_s(s->iters[k].start_ns, s->iters[k + 1].start_ns)
                                                : ns_s(s->iters[k].start_ns, s->iters[k].end_ns);
@@ -571,7 +571,7 @@ ap_status ap_trace_summarize(const ap_trace *t, const ap_summary_opts *opts,
     out->dropped = t->dropped;
     st = sum_kernels(t, &w, out, err);
     if (st == AP_OK) {
-        qsort(out->kernels, out->nkernels, sizeof *out->kernels, cmp_kernel);
+        if (out->nkernels > 1) qsort(out->kernels, out->nkernels, sizeof *out->kernels, cmp_kernel);
         sum_copies(t, out);
         st = memory_timeline(t, out, err);
     }
