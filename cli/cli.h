@@ -152,6 +152,10 @@ ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err)
 /* A user string fit for a one-line message: control characters become '?', long strings are
  * cut with "...". Returns buf. */
 const char *ap_cli_shown(const char *s, char *buf, size_t n);
+/* Write text to path atomically, or to standard output when path is NULL (`what` names the
+ * command in the error). */
+ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const char *what,
+                           ap_err *err);
 /* "2025-11-21 04:40" (UTC) or "-" into buf. */
 char *ap_cli_fmt_time(int64_t t, char *buf, size_t n);
 

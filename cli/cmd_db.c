@@ -61,6 +61,14 @@ char *ap_cli_fmt_time(int64_t t, char *buf, size_t n) {
     return buf;
 }
 
+ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const char *what,
+                           ap_err *err) {
+    if (path) return ap_write_file_atomic(path, text, len, err);
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
+        return ap_err_set(err, AP_ERR_IO, "%s: writing standard output failed", what);
+    return AP_OK;
+}
+
 ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err) {
     *missing = 0;
     *db = NULL;
@@ -416,10 +424,7 @@ static int cmd_export(int argc, char **argv) {
     if (st == AP_OK) {
         size_t len = strlen(text);
         if (!csv) text[len++] = '\n'; /* the terminating NUL becomes the final newline */
-        const char *out = ap_flags_value(&fl, "output");
-        if (out) st = ap_write_file_atomic(out, text, len, &err);
-        else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-            st = ap_err_set(&err, AP_ERR_IO, "db export: writing standard output failed");
+        st = ap_cli_write_out(ap_flags_value(&fl, "output"), text, len, "db export", &err);
     }
     free(text);
     return st == AP_OK ? 0 : ap_cli_fail(st, &err);

@@ -98,10 +98,7 @@ int ap_cmd_profile_export(int argc, char **argv) {
     if (st == AP_OK) {
         size_t len = strlen(text);
         text[len++] = '\n'; /* the terminating NUL becomes the final newline */
-        const char *out = ap_flags_value(&fl, "output");
-        if (out) st = ap_write_file_atomic(out, text, len, &err);
-        else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-            st = ap_err_set(&err, AP_ERR_IO, "profile export: writing standard output failed");
+        st = ap_cli_write_out(ap_flags_value(&fl, "output"), text, len, "profile export", &err);
     }
     free(text);
     return st == AP_OK ? 0 : ap_cli_fail(st, &err);

@@ -37,6 +37,32 @@ static unsigned blocks_for(size_t n) {
 
 __global__ void k_empty(void) {}
 
+/* Block-wide max and sum of one value per thread (THREADS threads, shared scratch s); every
+ * thread gets the result. */
+__device__ float block_max(float v, float *s) {
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) s[threadIdx.x] = fmaxf(s[threadIdx.x], s[threadIdx.x + k]);
+        __syncthreads();
+    }
+    float r = s[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ float block_sum(float v, float *s) {
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    float r = s[0];
+    __syncthreads();
+    return r;
+}
+
 __global__ void k_add(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         c[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
@@ -48,13 +74,8 @@ __global__ void k_sum(const float *x, float *out, size_t n) {
     float acc = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         acc += x[i];
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(out, s[0]);
+    acc = block_sum(acc, s);
+    if (threadIdx.x == 0) atomicAdd(out, acc);
 }
 
 /* One block per row: RMSNorm y = x / sqrt(mean(x^2) + eps) * w (Zhang & Sennrich 2019). */
@@ -67,13 +88,7 @@ __global__ void k_rmsnorm(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_b
         float v = __bfloat162float(row[i]);
         acc += v * v;
     }
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
-        __syncthreads();
-    }
-    float inv = rsqrtf(s[0] / h + 1e-6f);
+    float inv = rsqrtf(block_sum(acc, s) / h + 1e-6f);
     for (int i = threadIdx.x; i < h; i += blockDim.x)
         out[i] = __float2bfloat16(__bfloat162float(row[i]) * inv * __bfloat162float(w[i]));
 }
@@ -85,23 +100,10 @@ __global__ void k_softmax(const __nv_bfloat16 *x, __nv_bfloat16 *y, int wdt) {
     __nv_bfloat16 *out = y + (size_t)blockIdx.x * wdt;
     float m = -INFINITY;
     for (int i = threadIdx.x; i < wdt; i += blockDim.x) m = fmaxf(m, __bfloat162float(row[i]));
-    s[threadIdx.x] = m;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] = fmaxf(s[threadIdx.x], s[threadIdx.x + k]);
-        __syncthreads();
-    }
-    m = s[0];
-    __syncthreads();
+    m = block_max(m, s);
     float acc = 0;
     for (int i = threadIdx.x; i < wdt; i += blockDim.x) acc += __expf(__bfloat162float(row[i]) - m);
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
-        __syncthreads();
-    }
-    float inv = 1.0f / s[0];
+    float inv = 1.0f / block_sum(acc, s);
     for (int i = threadIdx.x; i < wdt; i += blockDim.x)
         out[i] = __float2bfloat16(__expf(__bfloat162float(row[i]) - m) * inv);
 }
@@ -112,25 +114,13 @@ __global__ void k_xent(const __nv_bfloat16 *x, const int32_t *target, float *los
     const __nv_bfloat16 *row = x + (size_t)blockIdx.x * v;
     float m = -INFINITY;
     for (int i = threadIdx.x; i < v; i += blockDim.x) m = fmaxf(m, __bfloat162float(row[i]));
-    s[threadIdx.x] = m;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] = fmaxf(s[threadIdx.x], s[threadIdx.x + k]);
-        __syncthreads();
-    }
-    m = s[0];
-    __syncthreads();
+    m = block_max(m, s);
     float acc = 0;
     for (int i = threadIdx.x; i < v; i += blockDim.x) acc += __expf(__bfloat162float(row[i]) - m);
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
-        __syncthreads();
-    }
+    float sum = block_sum(acc, s);
     if (threadIdx.x == 0) {
         int t = target[blockIdx.x] % v;
-        loss[blockIdx.x] = logf(s[0]) + m - __bfloat162float(row[t < 0 ? 0 : t]);
+        loss[blockIdx.x] = logf(sum) + m - __bfloat162float(row[t < 0 ? 0 : t]);
     }
 }
 
