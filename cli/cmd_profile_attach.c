@@ -93,15 +93,18 @@ static void print_summary(const ap_trace *t, const ap_trace_summary *s, int top,
             qsort(idx, s->nnodes, sizeof *idx, cmp_node_q);
             printf("\nNVTX ranges by kernel time launched inside (nested ranges included):\n");
             printf("  %-60s %8s %12s %12s %12s\n", "RANGE", "COUNT", "KERNELS", "PER CALL", "HOST");
-            for (int i = 0; i < top && (size_t)i < s->nnodes; i++) {
+            for (int i = 0, shown = 0; shown < top && (size_t)i < s->nnodes; i++) {
                 const ap_range_stat *r = &s->nodes[idx[i]];
-                if (r->kernel_incl_s <= 0) break;
-                double per = r->count ? r->kernel_incl_s / (double)r->count : 0;
+                /* the root holds everything; shown as the kernels launched outside ranges */
+                double k = idx[i] ? r->kernel_incl_s : r->kernel_s;
+                if (k <= 0) continue;
+                double per = r->count ? k / (double)r->count : 0;
                 printf("  %-60.60s %8llu %12s %12s %12s\n",
                        ap_trace_node_path(t, s, idx[i], path, sizeof path),
-                       (unsigned long long)r->count, ap_fmt_seconds(r->kernel_incl_s, a, sizeof a),
+                       (unsigned long long)r->count, ap_fmt_seconds(k, a, sizeof a),
                        idx[i] ? ap_fmt_seconds(per, b, sizeof b) : "-",
                        idx[i] ? ap_fmt_seconds(r->wall_s, c, sizeof c) : "-");
+                shown++;
             }
             free(idx);
         }

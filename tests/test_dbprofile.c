@@ -396,6 +396,131 @@ static void test_cli(void) {
     free(err);
 }
 
+/* ---- attach and check with a stand-in program ------------------------------------------------
+ * The program copies a prepared trace where the injection library would write one (the test
+ * needs no GPU); libc stands in for the library (AUTOPLAN_INJECT_LIB), so preloading it changes
+ * nothing. Three steps of 100 ms: forward 30 ms, backward 50 ms, optimizer 10 ms of kernels;
+ * the program marks torch's max_memory_reserved as 20 GiB. */
+
+static void rec(ap_trace *t, uint32_t kind, uint64_t t0, uint64_t t1, uint32_t corr, uint32_t id,
+                const char *name) {
+    ap_trace_rec r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.start_ns = t0;
+    r.end_ns = t1;
+    r.correlation = corr;
+    r.id = id;
+    r.thread = 1;
+    ap_err e;
+    CHECK_INT(ap_trace_add(t, &r, name, &e), AP_OK);
+}
+
+static void step_trace(const char *path) {
+    ap_trace t;
+    ap_trace_init(&t);
+    const uint64_t ms = 1000000;
+    uint32_t id = 0, corr = 0;
+    static const char *const part[] = {"forward", "backward", "optimizer"};
+    static const uint64_t dur[] = {30, 50, 10};
+    for (int i = 0; i < 4; i++) {
+        uint64_t t0 = (uint64_t)i * 100 * ms + ms;
+        uint32_t step = ++id;
+        rec(&t, AP_REC_RANGE_START, t0, t0, 0, step, "step");
+        uint64_t at = t0 + ms;
+        for (int k = 0; k < 3; k++) {
+            uint32_t r = ++id;
+            rec(&t, AP_REC_RANGE_START, at, at, 0, r, part[k]);
+            rec(&t, AP_REC_API, at + 10, at + 20, ++corr, 211, "cudaLaunchKernel");
+            rec(&t, AP_REC_KERNEL, at + 100, at + 100 + dur[k] * ms, corr, 0, "_ZN5bench6kernelEv");
+            rec(&t, AP_REC_RANGE_END, at + dur[k] * ms + 200, at + dur[k] * ms + 200, 0, r, NULL);
+            at += dur[k] * ms + ms;
+        }
+        rec(&t, AP_REC_RANGE_END, t0 + 99 * ms, t0 + 99 * ms, 0, step, NULL);
+    }
+    ap_trace_rec a;
+    memset(&a, 0, sizeof a);
+    a.kind = AP_REC_ALLOC, a.start_ns = a.end_ns = 10, a.bytes = 21474836480ULL, a.address = 4096;
+    a.src_kind = AP_MEMK_DEVICE;
+    ap_err e;
+    CHECK_INT(ap_trace_add(&t, &a, NULL, &e), AP_OK);
+    rec(&t, AP_REC_MARK, 500 * ms, 500 * ms, 0, ++id, "autoplan.max_memory_reserved=21474836480");
+    CHECK_INT(ap_trace_write(&t, path, &e), AP_OK);
+    ap_trace_free(&t);
+}
+
+/* A shared library this process already has (libc), to stand in for the injection library. */
+static int loaded_libc(char *buf, size_t n) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        char *p = strchr(line, '/');
+        if (p && strstr(p, "/libc.so")) {
+            p[strcspn(p, "\n")] = '\0';
+            snprintf(buf, n, "%s", p);
+            found = 1;
+        }
+    }
+    if (f) fclose(f);
+    return found;
+}
+
+static void test_attach_check_cli(void) {
+    char lib[512], args[4096], *out = NULL, *err = NULL;
+    if (!loaded_libc(lib, sizeof lib)) snprintf(lib, sizeof lib, "/lib/x86_64-linux-gnu/libc.so.6");
+    setenv("AUTOPLAN_INJECT_LIB", lib, 1);
+    unsetenv("CUDA_INJECTION64_PATH");
+    const char *trace = path_in("step.aptrace"), *db = path_in("check.db");
+    step_trace(trace);
+    snprintf(args, sizeof args, "profile attach --top 5 -- sh -c 'cp %s \"$AUTOPLAN_TRACE_FILE\"'",
+             trace);
+    CHECK_INT(run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "exited 0: 12 kernels");
+    CHECK_CONTAINS(out, "step/backward");
+    CHECK_CONTAINS(out, "bench::kernel"); /* the mangled name, shortened */
+    CHECK_CONTAINS(out, "peak 20.00 GiB");
+    CHECK_CONTAINS(out, "iterations (range 'step'): 4, the first 1 left out as warm-up");
+    CHECK_CONTAINS(out, "median step 100.0 ms");
+    /* check: the same trace against a plan's prediction, stored in runs */
+    snprintf(args, sizeof args, "profile check examples/models/llama-3.2-1b.json --gpu h100 "
+             "--trainer fsdp --zero 3 --mbs 1 --gbs 1 --seq 2048 --profile none --db %s -- sh -c "
+             "'cp %s \"$AUTOPLAN_TRACE_FILE\"'", db, trace);
+    CHECK_INT(run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "predicted: tp1 pp1 dp1");
+    CHECK_CONTAINS(out, "reserved peak (torch)");
+    CHECK_CONTAINS(out, "20.00 GiB");
+    CHECK_CONTAINS(out, "step time");
+    CHECK_CONTAINS(out, "100.0 ms");
+    CHECK_CONTAINS(out, "backward (kernels)");
+    CHECK_CONTAINS(out, "50.0 ms");
+    CHECK_CONTAINS(out, "stored as run:1");
+    ap_db *h = NULL;
+    ap_err e;
+    CHECK_INT(ap_db_open(db, 1, &h, &e), AP_OK);
+    ap_db_run *runs = NULL;
+    size_t n = 0;
+    if (h) CHECK_INT(ap_db_runs_list(h, &runs, &n, &e), AP_OK);
+    CHECK_INT(n, 1);
+    if (n == 1) {
+        CHECK_NEAR(runs[0].measured_step_s, 0.100, 1e-6);
+        CHECK_NEAR(runs[0].measured_peak_bytes, 21474836480.0, 0);
+        CHECK_STR(runs[0].backend, "cuda");
+        CHECK(runs[0].predicted_step_s > 0);
+        CHECK_CONTAINS(runs[0].plan_json, "\"trainer\"");
+    }
+    ap_db_runs_free(runs, n);
+    ap_db_close(h);
+    /* a program without step ranges, or one that fails: nothing to compare */
+    snprintf(args, sizeof args, "profile check examples/models/llama-3.2-1b.json --gpu h100 "
+             "--profile none --db %s -- sh -c 'exit 3'", db);
+    CHECK_INT(run(args, &out, &err), 1);
+    CHECK_CONTAINS(err, "left no trace (exit 3)");
+    unsetenv("AUTOPLAN_INJECT_LIB");
+    free(out);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     ap_log_set_level(AP_LOG_ERROR);
@@ -409,6 +534,7 @@ int main(int argc, char **argv) {
     test_bad_files();
     test_named();
     test_cli();
+    test_attach_check_cli();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
