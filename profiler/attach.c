@@ -132,6 +132,9 @@ ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap
     } else {
         unlink(trace); /* an old trace must not pass for this run's */
     }
+    char owner[PATH_MAX + 8];
+    snprintf(owner, sizeof owner, "%s.owner", trace);
+    unlink(owner); /* the first process to start CUDA claims the trace (inject.c) */
     int pipefd[2];
     if (pipe(pipefd) != 0 || fcntl(pipefd[1], F_SETFD, FD_CLOEXEC) != 0) {
         if (!o->trace_path) unlink(tmp);
@@ -164,6 +167,7 @@ ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap
     }
     *exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    unlink(owner);
     struct stat sb;
     if (stat(trace, &sb) != 0 || sb.st_size == 0) {
         if (!o->trace_path) unlink(tmp);

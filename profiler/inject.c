@@ -11,12 +11,18 @@
  * subscriber) or the program starts its own CUPTI profiler, the reason goes into the trace
  * file's status line and attach prints it.
  *
+ * One process is traced: the first of the run to initialise CUDA claims the trace by creating
+ * "$AUTOPLAN_TRACE_FILE.owner" exclusively; later processes (workers started with exec) run
+ * untraced, and a child forked from the traced process does not write the trace at its exit.
+ *
  * What it does not do: interpret anything (attach reads the file) or write to stdout/stderr
  * beyond one line on failure (the program's output is the user's).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "activity.h"
 
@@ -25,8 +31,10 @@
 static ap_trace g_trace;
 static const char *g_path;
 static int g_started;
+static pid_t g_pid;     /* the traced process (a forked child must not write the trace) */
 
 static void at_exit(void) {
+    if (getpid() != g_pid) return;
     ap_err err = {{0}};
     if (g_started && ap_cupti_stop(&err) != AP_OK && !g_trace.status[0])
         snprintf(g_trace.status, sizeof g_trace.status, "%s", err.msg);
@@ -45,6 +53,12 @@ int InitializeInjection(void) {
     if (once++) return 1;
     g_path = getenv("AUTOPLAN_TRACE_FILE");
     if (!g_path || !g_path[0]) return 1; /* loaded by hand without attach: do nothing */
+    char owner[4096];
+    snprintf(owner, sizeof owner, "%s.owner", g_path);
+    int fd = open(owner, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd < 0) return 1; /* another process of this run is traced */
+    close(fd);
+    g_pid = getpid();
     ap_trace_init(&g_trace);
     g_trace.max_recs = DEFAULT_MAX_RECORDS;
     const char *mx = getenv("AUTOPLAN_TRACE_MAX_RECORDS");
