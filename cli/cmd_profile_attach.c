@@ -19,6 +19,7 @@
 #include "autoplan/db.h"
 #include "autoplan/planio.h"
 #include "autoplan/profiler.h"
+#include "autoplan/strbuf.h"
 
 /* Split argv at the first "--": the flags before, the program after. */
 static void split(int argc, char **argv, int *nflags, char ***prog) {
@@ -38,6 +39,8 @@ static void attach_flags(ap_flags *fl) {
     ap_flags_add(fl, "skip", AP_FLAG_VALUE, "N",
                  "first iterations (and row-range occurrences) left out as warm-up (default 1)");
     ap_flags_add(fl, "keep-trace", AP_FLAG_VALUE, "FILE", "keep the raw trace in FILE");
+    ap_flags_add(fl, "timeline", AP_FLAG_VALUE, "FILE",
+                 "write the memory timeline as CSV: t_s,device,reserved_bytes");
     ap_flags_add(fl, "max-records", AP_FLAG_VALUE, "N",
                  "records kept by the tracer (default 16M = 1 GiB; more are counted as dropped)");
 }
@@ -63,6 +66,19 @@ static ap_status trace_and_summarise(ap_flags *fl, char **prog, ap_trace *t, ap_
     ap_summary_opts so = {ap_flags_value(fl, "step-range")};
     st = ap_trace_summarize(t, &so, s, err);
     if (st != AP_OK) return st;
+    const char *tl = ap_flags_value(fl, "timeline");
+    if (tl) {
+        ap_strbuf b = {0};
+        ap_strbuf_puts(&b, "t_s,device,reserved_bytes\n");
+        uint64_t t0 = s->ntimeline ? s->timeline[0].t_ns : 0;
+        for (size_t i = 0; i < s->ntimeline; i++)
+            ap_strbuf_printf(&b, "%.9f,%u,%.0f\n", (double)(s->timeline[i].t_ns - t0) * 1e-9,
+                             s->timeline[i].device, s->timeline[i].reserved_bytes);
+        st = b.failed ? ap_err_set(err, AP_ERR_NOMEM, "out of memory for the timeline")
+                      : ap_write_file_atomic(tl, b.buf, b.len, err);
+        ap_strbuf_free(&b);
+        if (st != AP_OK) return st;
+    }
     char k[32];
     printf("%s exited %d: %llu kernels, %s of kernel time", prog[0], *exit_code,
            (unsigned long long)s->kernel_count, ap_fmt_seconds(s->kernel_s, k, sizeof k));

@@ -201,9 +201,17 @@ static ap_status identify(int device, const char *gpu, ap_profile_row *r, ap_err
     nvml_dev nd0 = NULL;
     int count = 0;
     cudaError_t ce = cudaGetDeviceCount(&count);
-    if (ce != cudaSuccess || count == 0)
+    if (ce != cudaSuccess || count == 0) {
+        /* without a driver the runtime says "driver version is insufficient": say what is
+         * really missing */
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY);
+        if (!drv)
+            return ap_err_set(err, AP_ERR_CUDA, "no CUDA driver on this machine (libcuda.so.1 not "
+                              "found): GPU benchmarks need an NVIDIA GPU and its driver");
+        dlclose(drv);
         return ap_err_set(err, AP_ERR_CUDA, "no CUDA device: %s", ce != cudaSuccess
                           ? cudaGetErrorString(ce) : "cudaGetDeviceCount found none");
+    }
     if (device >= count)
         return ap_err_set(err, AP_ERR_INPUT, "--device %d: there are %d CUDA devices", device,
                           count);

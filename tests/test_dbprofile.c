@@ -473,9 +473,14 @@ static void test_attach_check_cli(void) {
     unsetenv("CUDA_INJECTION64_PATH");
     const char *trace = path_in("step.aptrace"), *db = path_in("check.db");
     step_trace(trace);
-    snprintf(args, sizeof args, "profile attach --top 5 -- sh -c 'cp %s \"$AUTOPLAN_TRACE_FILE\"'",
-             trace);
+    const char *csv = path_in("timeline.csv");
+    snprintf(args, sizeof args, "profile attach --top 5 --timeline %s -- sh -c 'cp %s "
+             "\"$AUTOPLAN_TRACE_FILE\"'", csv, trace);
     CHECK_INT(run(args, &out, &err), 0);
+    char *tl = tl_read(csv);
+    CHECK(tl != NULL);
+    if (tl) CHECK_STR(tl, "t_s,device,reserved_bytes\n0.000000000,0,21474836480\n");
+    free(tl);
     CHECK_CONTAINS(out, "exited 0: 12 kernels");
     CHECK_CONTAINS(out, "step/backward");
     CHECK_CONTAINS(out, "bench::kernel"); /* the mangled name, shortened */
