@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 #include "autoplan/db.h"
+#include "autoplan/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -340,8 +341,11 @@ static ap_status parse_stage_layers(const char *s, ap_plan *p, ap_err *err) {
     return AP_OK;
 }
 
-/* The profile in use, kept for the whole run (estimates borrow it); loaded once per name. */
+/* The profile in use, kept for the whole run (estimates borrow it); loaded once per name; and
+ * the kernel tables built from it. */
 static ap_profile g_profile;
+static ap_kernels g_kernels;
+static const ap_profile *g_kernels_of;
 
 static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     const char *want = ap_flags_value(fl, "profile");
@@ -375,6 +379,7 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     if (st == AP_OK && want) snprintf(name, sizeof name, "%s", want);
     if (st == AP_OK && name[0] && strcmp(g_profile.name, name)) {
         ap_profile_free(&g_profile);
+        g_kernels_of = NULL;
         st = ap_db_profile_get(db, name, &g_profile, &e);
     }
     ap_db_close(db);
@@ -397,6 +402,14 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
              g_profile.rows[0].host[0] ? g_profile.rows[0].host : "?",
              want ? "" : " (the newest; --profile none for published only)");
     ctx->opts.profile = &g_profile;
+    /* built once: a search estimates thousands of plans (estimate.c rebuilds them for a
+     * variant on another GPU) */
+    if (strcmp(g_kernels.gpu, gpu) || g_kernels_of != &g_profile) {
+        if ((st = ap_kernels_build(&ctx->cluster.gpu, &g_profile, &g_kernels, err)) != AP_OK)
+            return st;
+        g_kernels_of = &g_profile;
+    }
+    ctx->opts.kernels = &g_kernels;
     return AP_OK;
 }
 

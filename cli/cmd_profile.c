@@ -9,6 +9,7 @@
  * What it does not do: measure (profiler/) or store profiles (db/).
  */
 #include "cli.h"
+#include "autoplan/db.h"
 #include "autoplan/kernels.h"
 
 #include <math.h>
@@ -38,32 +39,88 @@ static int attn_row(const ap_kernels *k, ap_attn_impl im, int causal, int d) {
     return 1;
 }
 
+/* The measured profile `show` overlays: NAME when the argument is a stored profile, else the
+ * newest measured profile of the GPU (--profile NAME|none as for estimate). */
+static ap_status shown_profile(ap_flags *fl, const char *arg, const ap_gpu **g, ap_profile *p,
+                               ap_err *err) {
+    ap_profile_init(p);
+    const char *want = ap_flags_value(fl, "profile");
+    int is_gpu = ap_gpu_find(arg) != NULL;
+    if (want && !strcmp(want, "none")) return ap_gpu_lookup(arg, "profile show", g, err);
+    ap_db *db = NULL;
+    int missing = 0;
+    ap_status st = ap_cli_db_open_ro(fl, &db, &missing, err);
+    if (st != AP_OK || missing) { /* no database: published tables of a GPU */
+        if (!is_gpu || want) {
+            if (st == AP_OK) st = AP_ERR_INPUT;
+            if (!is_gpu) return ap_gpu_lookup(arg, "profile show", g, err);
+            return ap_err_set(err, st, "--profile %s: %s", want, err->msg);
+        }
+        return ap_gpu_lookup(arg, "profile show", g, err);
+    }
+    char name[64] = "";
+    if (want) snprintf(name, sizeof name, "%s", want);
+    else if (!is_gpu) snprintf(name, sizeof name, "%s", arg);
+    else st = ap_db_profile_newest(db, ap_gpu_find(arg)->name, name, err);
+    if (st == AP_OK && name[0]) st = ap_db_profile_get(db, name, p, err);
+    ap_db_close(db);
+    if (st != AP_OK) return st;
+    if (name[0] && p->n == 0) {
+        if (!is_gpu && !want) return ap_gpu_lookup(arg, "profile show", g, err);
+        return ap_err_set(err, AP_ERR_INPUT, "--profile %s: no such profile (`autoplan profile "
+                          "list` shows them)", name);
+    }
+    if (!is_gpu) return ap_gpu_lookup(p->gpu, "profile show", g, err);
+    if ((st = ap_gpu_lookup(arg, "profile show", g, err)) != AP_OK) return st;
+    if (p->n && strcmp(p->gpu, (*g)->name))
+        return ap_err_set(err, AP_ERR_INPUT, "--profile %s: it was measured on %s, not %s", name,
+                          p->gpu, (*g)->name);
+    return AP_OK;
+}
+
 static int profile_show(int argc, char **argv) {
     ap_flags fl;
     ap_err err = {{0}};
     int help = 0;
     fl.n = 0;
+    ap_cli_db_flag(&fl);
+    ap_flags_add(&fl, "profile", AP_FLAG_VALUE, "NAME|none",
+                 "the measured profile overlaid (default: the GPU's newest in the database)");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
     if (help) {
-        ap_flags_print_help(&fl, "autoplan profile show GPU",
+        ap_flags_print_help(&fl, "autoplan profile show GPU|NAME [--profile NAME|none] [--db PATH]",
                             "The kernel table the cost model uses for GPU (`autoplan gpus` lists "
                             "them): GEMM ceilings, attention efficiency by implementation, "
                             "sequence length, head dimension and causality, collective bus "
                             "bandwidth, NCCL's latency model, launch cost, and the source of "
-                            "every figure.");
+                            "every figure. With a measured profile of the GPU in the database "
+                            "(or NAME, a stored profile), its rows replace the published ones "
+                            "series by series, and each series says which it is.");
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
     if (fl.npos != 1) {
         fprintf(stderr, "autoplan: profile show: expected one GPU name (autoplan gpus lists "
-                        "them)\n");
+                        "them) or a stored profile's name\n");
         return 2;
     }
-    const ap_gpu *g;
-    if ((st = ap_gpu_lookup(fl.pos[0], "profile show", &g, &err)) != AP_OK)
+    const ap_gpu *g = NULL;
+    static ap_profile prof;
+    if ((st = shown_profile(&fl, fl.pos[0], &g, &prof, &err)) != AP_OK) {
+        ap_profile_free(&prof);
         return ap_cli_fail(st, &err);
+    }
     static ap_kernels k;
-    if ((st = ap_kernels_build(g, NULL, &k, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    st = ap_kernels_build(g, prof.n ? &prof : NULL, &k, &err);
+    if (st != AP_OK) {
+        ap_profile_free(&prof);
+        return ap_cli_fail(st, &err);
+    }
+    if (prof.n)
+        printf("measured profile '%s' (%zu rows, host %s, driver %s) overlaid on the published "
+               "rows\n", prof.name, prof.n, prof.rows[0].host[0] ? prof.rows[0].host : "?",
+               prof.rows[0].driver_version[0] ? prof.rows[0].driver_version : "?");
+    ap_profile_free(&prof);
     ap_calib cal;
     ap_calib_default(g, &cal);
     char buf[96];

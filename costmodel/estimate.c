@@ -1125,6 +1125,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     /* the kernel tables: prebuilt, the published ones, or built here from the measured
      * profile (the slow path: callers estimating many plans pass prebuilt tables) */
     const ap_kernels *k = opts->kernels;
+    if (k && strcmp(k->gpu, c->gpu.name)) k = NULL; /* prebuilt for another GPU (a variant) */
     ap_kernels *built = NULL;
     if (!k && !opts->profile) k = ap_kernels_published(&c->gpu);
     if (!k) {

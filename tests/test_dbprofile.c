@@ -388,6 +388,16 @@ static void test_cli(void) {
     snprintf(args, sizeof args, "%s --profile nope", est);
     CHECK_INT(run(args, &out, &err), 2);
     CHECK_CONTAINS(err, "--profile nope: no such profile");
+    /* profile show overlays the measured rows, each series naming its source */
+    CHECK_INT(run("profile show h100", &out, &err), 0);
+    CHECK_CONTAINS(out, "measured profile 'h100-example' (9 rows, host node1");
+    CHECK_CONTAINS(out, "bf16                       0.807 of 989 TFLOP/s   cuBLASLt");
+    CHECK_INT(run("profile show h100-example", &out, &err), 0);
+    CHECK_CONTAINS(out, "measured profile 'h100-example'");
+    CHECK_INT(run("profile show h100 --profile none", &out, &err), 0);
+    CHECK(strstr(out, "overlaid") == NULL);
+    CHECK_INT(run("profile show a100 --profile h100-example", &out, &err), 2);
+    CHECK_CONTAINS(err, "measured on h100-sxm, not a100-sxm4-80g");
     /* the GPU of another cluster has no measured profile: published tables, no error */
     CHECK_INT(run("estimate examples/models/llama-2-7b.json --gpus 8 --gpu a100", &out, &err), 0);
     CHECK_CONTAINS(out, "kernel tables: published");
