@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoplan/db.h"
 #include "autoplan/validation.h"
 #include "cli.h"
 
@@ -261,6 +262,65 @@ static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
     return AP_OK;
 }
 
+/* Both sets of predictions for the GPUs that have a measured profile in the database (the
+ * newest of each, or --profile NAME): every time row of that GPU predicted with the published
+ * tables and with the profile, built-in calibration, side by side. */
+static void print_measured(const vresult *r, ap_flags *fl) {
+    const char *want = ap_flags_value(fl, "profile");
+    if (want && !strcmp(want, "none")) return;
+    ap_db *db = NULL;
+    int missing = 0;
+    ap_err err;
+    if (ap_cli_db_open_ro(fl, &db, &missing, &err) != AP_OK || missing) {
+        if (want) printf("\n--profile %s: %s\n", want, err.msg);
+        return;
+    }
+    const vset *sets[] = {r->vs, r->cross, r->oos};
+    char done[16][32];
+    int ndone = 0;
+    for (int si = 0; si < 3; si++)
+        for (int i = 0; i < sets[si]->n; i++) {
+            const char *gpu = sets[si]->rows[i].cluster.gpu.name;
+            int seen = 0;
+            for (int k = 0; k < ndone; k++) seen |= !strcmp(done[k], gpu);
+            if (seen || ndone == 16) continue;
+            snprintf(done[ndone++], sizeof done[0], "%s", gpu);
+            char name[64] = "";
+            if (want) snprintf(name, sizeof name, "%s", want);
+            else if (ap_db_profile_newest(db, gpu, name, &err) != AP_OK || !name[0]) continue;
+            ap_profile p;
+            if (ap_db_profile_get(db, name, &p, &err) != AP_OK || !p.n || strcmp(p.gpu, gpu)) {
+                ap_profile_free(&p);
+                continue;
+            }
+            printf("\n%s: published tables vs measured profile '%s' (%zu rows; built-in "
+                   "calibration; --profile none leaves this out)\n", gpu, name, p.n);
+            double sum_pub = 0, sum_meas = 0;
+            int n = 0;
+            for (int sj = 0; sj < 3; sj++)
+                for (int j = 0; j < sets[sj]->n; j++) {
+                    vrow a = sets[sj]->rows[j], b = a;
+                    if (strcmp(a.cluster.gpu.name, gpu) || !a.is_time || a.is_oom) continue;
+                    if (ap_validation_predict_profile(&a, NULL, NULL, &err) != AP_OK ||
+                        ap_validation_predict_profile(&b, NULL, &p, &err) != AP_OK)
+                        continue;
+                    double ea = (a.predicted - a.measured) / a.measured;
+                    double eb = (b.predicted - b.measured) / b.measured;
+                    printf("  %-24s %-10.10s %-38.38s %8.3f s  published %8.3f s %+6.1f%%  "
+                           "measured %8.3f s %+6.1f%%\n", a.source, a.model_name, a.plan_label,
+                           a.measured, a.predicted, 100 * ea, b.predicted, 100 * eb);
+                    sum_pub += fabs(ea);
+                    sum_meas += fabs(eb);
+                    n++;
+                }
+            if (n)
+                printf("  time MAPE over %d rows: published %.2f%%, with the profile %.2f%%\n", n,
+                       100 * sum_pub / n, 100 * sum_meas / n);
+            ap_profile_free(&p);
+        }
+    ap_db_close(db);
+}
+
 int ap_cmd_validate(int argc, char **argv) {
     ap_flags fl = {0};
     ap_err err = {{0}};
@@ -273,6 +333,10 @@ int ap_cmd_validate(int argc, char **argv) {
                  "fit on all sources but one, predict that one, for each source");
     ap_flags_add(&fl, "fit", AP_FLAG_BOOL, NULL,
                  "fit the calibration on all rows and print it (instead of the built-in one)");
+    ap_flags_add(&fl, "profile", AP_FLAG_VALUE, "NAME|none",
+                 "also predict with this measured profile (default: each GPU's newest in the "
+                 "database; none: published tables only)");
+    ap_cli_db_flag(&fl);
     ap_status st = ap_flags_parse(&fl, argc, argv, 0, &help, &err);
     if (help) {
         ap_flags_print_help(&fl, "autoplan validate [--data FILE] [--json] [--leave-one-source-out]",
@@ -307,6 +371,7 @@ int ap_cmd_validate(int argc, char **argv) {
         print_shown(r.vs);
         print_cross(r.cross, &r.ccal);
         print_oos(r.oos);
+        print_measured(&r, &fl);
         printf("\ncalibration (%s):\n", r.fitted ? "fitted now" : "built in");
         print_calib(&r.cal);
     }

@@ -277,9 +277,15 @@ ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_
 /* Predict one row's metric under calibration cal (NULL: the built-in one of its GPU). The
  * estimate (tens of kB) lives on the heap: the fit calls this thousands of times. */
 ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err) {
+    return ap_validation_predict_profile(v, cal, NULL, err);
+}
+
+ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
+                                        const struct ap_profile *profile, ap_err *err) {
     ap_estimate_opts o;
     ap_estimate_opts_init(&o);
     o.calib = cal;
+    o.profile = profile;
     ap_estimate *e = malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_status st = AP_OK;

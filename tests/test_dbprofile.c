@@ -398,6 +398,12 @@ static void test_cli(void) {
     CHECK(strstr(out, "overlaid") == NULL);
     CHECK_INT(run("profile show a100 --profile h100-example", &out, &err), 2);
     CHECK_CONTAINS(err, "measured on h100-sxm, not a100-sxm4-80g");
+    /* validate shows both predictions for the GPUs with a measured profile */
+    CHECK_INT(run("validate", &out, &err), 0);
+    CHECK_CONTAINS(out, "h100-sxm: published tables vs measured profile 'h100-example' (9 rows");
+    CHECK_CONTAINS(out, "time MAPE over");
+    CHECK_INT(run("validate --profile none", &out, &err), 0);
+    CHECK(strstr(out, "published tables vs measured profile") == NULL);
     /* the GPU of another cluster has no measured profile: published tables, no error */
     CHECK_INT(run("estimate examples/models/llama-2-7b.json --gpus 8 --gpu a100", &out, &err), 0);
     CHECK_CONTAINS(out, "kernel tables: published");

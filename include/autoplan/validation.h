@@ -76,6 +76,11 @@ ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_
 
 /* Predict one row's metric with calibration `cal` (NULL: the built-in one of its GPU). */
 ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err);
+/* The same with a measured kernel profile overlaid on the published tables (NULL: none; rows
+ * of another GPU are ignored), for `validate`'s side-by-side section. */
+struct ap_profile;
+ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
+                                        const struct ap_profile *profile, ap_err *err);
 
 /* Errors of the rows whose source is `only` (or, with exclude, is not; NULL = all) into *out,
  * and of every source into per[0..vs->nsources). Rows must have been predicted. */
