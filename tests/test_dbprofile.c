@@ -465,26 +465,9 @@ static void step_trace(const char *path) {
     ap_trace_free(&t);
 }
 
-/* A shared library this process already has (libc), to stand in for the injection library. */
-static int loaded_libc(char *buf, size_t n) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[1024];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        char *p = strchr(line, '/');
-        if (p && strstr(p, "/libc.so")) {
-            p[strcspn(p, "\n")] = '\0';
-            snprintf(buf, n, "%s", p);
-            found = 1;
-        }
-    }
-    if (f) fclose(f);
-    return found;
-}
-
 static void test_attach_check_cli(void) {
     char lib[512], args[4096], *out = NULL, *err = NULL;
-    if (!loaded_libc(lib, sizeof lib)) snprintf(lib, sizeof lib, "/lib/x86_64-linux-gnu/libc.so.6");
+    if (!tl_loaded_library("/libc.so", lib, sizeof lib)) snprintf(lib, sizeof lib, "/lib/x86_64-linux-gnu/libc.so.6");
     setenv("AUTOPLAN_INJECT_LIB", lib, 1);
     unsetenv("CUDA_INJECTION64_PATH");
     const char *trace = path_in("step.aptrace"), *db = path_in("check.db");

@@ -681,23 +681,6 @@ static void test_names_and_ids(void) {
     CHECK(buf[0] != '\0' && strlen(buf) <= 63);
 }
 
-/* A shared library this process already has (libc), so preloading it again is harmless. */
-static int loaded_library(char *buf, size_t n) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[1024];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        char *p = strchr(line, '/');
-        if (p && strstr(p, "/libc.so")) {
-            p[strcspn(p, "\n")] = '\0';
-            snprintf(buf, n, "%s", p);
-            found = 1;
-        }
-    }
-    if (f) fclose(f);
-    return found;
-}
-
 static void test_attach(void) {
     ap_err e;
     ap_trace t;
@@ -709,7 +692,7 @@ static void test_attach(void) {
     const char *dir = tl_tmpdir();
     char src[512], lib[512], cmd[1400];
     snprintf(src, sizeof src, "%s/made.aptrace", dir);
-    if (!loaded_library(lib, sizeof lib)) snprintf(lib, sizeof lib, "/lib/x86_64-linux-gnu/libc.so.6");
+    if (!tl_loaded_library("/libc.so", lib, sizeof lib)) snprintf(lib, sizeof lib, "/lib/x86_64-linux-gnu/libc.so.6");
     CHECK_INT(ap_trace_write(&b.t, src, &e), AP_OK);
     snprintf(cmd, sizeof cmd,
              "test \"$CUDA_INJECTION64_PATH\" = '%s' && cp '%s' \"$AUTOPLAN_TRACE_FILE\" && exit 3",

@@ -135,3 +135,19 @@ int tl_run(const char *args, char **out, char **err) {
     }
     return -1;
 }
+
+int tl_loaded_library(const char *needle, char *buf, size_t n) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        char *p = strchr(line, '/');
+        if (p && strstr(p, needle)) {
+            p[strcspn(p, "\n")] = '\0';
+            snprintf(buf, n, "%s", p);
+            found = 1;
+        }
+    }
+    if (f) fclose(f);
+    return found;
+}

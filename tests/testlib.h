@@ -45,6 +45,10 @@ int tl_run(const char *args, char **out, char **err);
 const char *tl_tmpdir(void);
 /* Write text to path; returns 0 on success. */
 int tl_write(const char *path, const char *text);
+/* The path of a shared library this process has mapped whose path contains `needle`
+ * ("/libc.so"), from /proc/self/maps: 1 and buf, else 0. Tests preload it as a harmless
+ * stand-in for the profiler's injection library. */
+int tl_loaded_library(const char *needle, char *buf, size_t n);
 /* Read a whole file, caller frees; NULL if unreadable. */
 char *tl_read(const char *path);
 
