@@ -85,19 +85,24 @@ static void print_rows(const ap_profile *p, const ap_gpu *g) {
         ap_dtype dt;
         double peak = 0;
         if (g && ap_dtype_parse(dts[d], &dt) == AP_OK) peak = g->peak_flops[dt];
-        ap_loo_result loo;
+        ap_loo_result loo, idw;
         ap_err e;
-        ap_profile_loo(p, "gemm", dts[d], NULL, NULL, &loo, &e);
+        ap_profile_loo(p, "gemm", dts[d], ap_profile_predict_kernels, NULL, &loo, &e);
+        ap_profile_loo(p, "gemm", dts[d], NULL, NULL, &idw, &e);
         printf("gemm %-5s %4zu shapes, best %.1f TFLOP/s", dts[d], n,
                p->rows[best].flops_per_s / 1e12);
         if (peak > 0) printf(" (%.0f%% of the %.0f TFLOP/s datasheet peak)",
                              100.0 * p->rows[best].flops_per_s / peak, peak / 1e12);
         printf(" at %s\n", p->rows[best].shape);
         if (loo.predicted)
-            printf("  leave-one-out interpolation error over %zu of %zu points: median %.1f%%, "
-                   "mean %.1f%%, max %.1f%% (%s)\n", loo.predicted, loo.points,
+            printf("  leave-one-out error of the cost model's lookup over %zu of %zu points: "
+                   "median %.1f%%, mean %.1f%%, max %.1f%% (%s)\n", loo.predicted, loo.points,
                    100 * loo.median_abs_err, 100 * loo.mean_abs_err, 100 * loo.max_abs_err,
                    loo.worst_shape);
+        if (idw.predicted)
+            printf("  ... of 3-D inverse-distance interpolation: median %.1f%%, mean %.1f%%, max "
+                   "%.1f%%\n", 100 * idw.median_abs_err, 100 * idw.mean_abs_err,
+                   100 * idw.max_abs_err);
     }
 }
 

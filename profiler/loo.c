@@ -8,8 +8,8 @@
  * FLOP over the 4 nearest shapes in (log2 m, log2 n, log2 k); for ops with one size key
  * (bytes, params, or s for attention), linear interpolation of log time in log size between
  * the nearest smaller and larger point whose other keys are equal (no extrapolation: an end
- * point counts as not predicted). Any other predictor (the cost model's lookup) plugs in
- * through ap_profile_predict_fn.
+ * point counts as not predicted). The cost model's own lookup (ap_profile_predict_kernels)
+ * or any other predictor plugs in through ap_profile_predict_fn.
  *
  * What it does not do: choose which points to measure (shapes.c) or store them (db/).
  */
@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "autoplan/estimate.h"
+#include "autoplan/kernels.h"
 
 #define IDW_NEIGHBOURS 4
 
@@ -118,6 +121,35 @@ int ap_profile_predict_default(const ap_profile_row *const *rows, size_t n,
     (void)arg;
     if (!strcmp(query->op, "gemm")) return predict_gemm(rows, n, query, time_s);
     return predict_1d(rows, n, query, time_s);
+}
+
+int ap_profile_predict_kernels(const ap_profile_row *const *rows, size_t n,
+                               const ap_profile_row *query, double *time_s, void *arg) {
+    if (strcmp(query->op, "gemm")) return ap_profile_predict_default(rows, n, query, time_s, arg);
+    const ap_gpu *g = ap_gpu_find(query->gpu);
+    ap_dtype dt;
+    double d[3];
+    if (!g || ap_dtype_parse(query->dtype, &dt) != AP_OK || !gemm_dims(query, d) ||
+        !(g->peak_flops[dt] > 0))
+        return 0;
+    ap_profile p;
+    ap_profile_init(&p);
+    ap_err e;
+    for (size_t i = 0; i < n; i++)
+        if (ap_profile_add(&p, rows[i], &e) != AP_OK) break;
+    ap_kernels *k = malloc(sizeof *k);
+    int ok = k && ap_kernels_build(g, &p, k, &e) == AP_OK;
+    double eff = 0;
+    if (ok) {
+        ap_calib cal;
+        ap_calib_default(g, &cal);
+        eff = ap_kernels_gemm_eff(k, dt, d[0], d[1], d[2], cal.gemm_half_flops);
+    }
+    free(k);
+    ap_profile_free(&p);
+    if (!(eff > 0)) return 0;
+    *time_s = 2.0 * d[0] * d[1] * d[2] / (g->peak_flops[dt] * eff);
+    return 1;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -323,6 +323,12 @@ typedef int (*ap_profile_predict_fn)(const ap_profile_row *const *rows, size_t n
 int ap_profile_predict_default(const ap_profile_row *const *rows, size_t n,
                                const ap_profile_row *query, double *time_s, void *arg);
 
+/* The cost model's own lookup (costmodel/kernels.c, ap_kernels_gemm_eff: the measured GEMM
+ * points of the dtype become a curve over log2(FLOPs) with each shape's wave quantisation
+ * divided out) for gemm rows; other ops fall back to ap_profile_predict_default. */
+int ap_profile_predict_kernels(const ap_profile_row *const *rows, size_t n,
+                               const ap_profile_row *query, double *time_s, void *arg);
+
 typedef struct ap_loo_result {
     size_t points;             /* rows of that op and dtype */
     size_t predicted;          /* of which the others could predict */
