@@ -165,6 +165,23 @@ ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *er
                           where, MAX_CPU_CORES, c->cpu_cores);
     if (!pos_finite(c->host_mem_bytes_per_s, 1e15))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'host_mem_bw': must be positive", where);
+    /* NVMe (issue 18): all three or none; a bandwidth without a capacity is as incomplete as a
+       capacity without one (ZeRO-Infinity could neither size nor time the swap) */
+    if (!isfinite(c->nvme_bytes) || c->nvme_bytes < 0 || c->nvme_bytes > 1e18)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvme': NVMe capacity must be in [0, 1 EB]",
+                          where);
+    if (!isfinite(c->nvme_read_bytes_per_s) || c->nvme_read_bytes_per_s < 0 ||
+        c->nvme_read_bytes_per_s > 1e15 || !isfinite(c->nvme_write_bytes_per_s) ||
+        c->nvme_write_bytes_per_s < 0 || c->nvme_write_bytes_per_s > 1e15)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvme_bw': NVMe bandwidth must be "
+                          "positive and below 1 PB/s", where);
+    if (c->nvme_bytes > 0 && (c->nvme_read_bytes_per_s <= 0 || c->nvme_write_bytes_per_s <= 0))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvme_bw': NVMe capacity given without "
+                          "its %s bandwidth (nvme_bw, or nvme_read_bw and nvme_write_bw)", where,
+                          c->nvme_read_bytes_per_s <= 0 ? "read" : "write");
+    if (c->nvme_bytes <= 0 && (c->nvme_read_bytes_per_s > 0 || c->nvme_write_bytes_per_s > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvme': NVMe bandwidth given without a "
+                          "capacity (nvme, e.g. \"3.84TB\")", where);
     return AP_OK;
 }
 
@@ -174,7 +191,7 @@ static const char *const known_fields[] = {
     "name",       "gpu",         "gpus",         "gpus_per_node", "nvlink_domain",
     "network_bw", "link_bw",     "pcie_bw",      "cpu_mem",       "gpu_mem",
     "host_mem_bw", "gpus_per_pcie_switch", "cpu_cores", "nodes",  "comment",
-    "description"};
+    "description", "nvme",        "nvme_bw",      "nvme_read_bw",  "nvme_write_bw"};
 
 static ap_status check_fields(const ap_json *root, const char *where, ap_err *err) {
     for (ap_json *m = ap_json_first(root); m; m = ap_json_next(m)) {
@@ -364,6 +381,18 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
     if (present) c.cpu_mem_bytes = q;
     if ((st = get_quantity(root, "gpu_mem", 0, &q, &present, where, err)) != AP_OK) return st;
     if (present) c.gpu.mem_bytes = q;
+    /* NVMe for ZeRO-Infinity: "nvme" capacity per node, "nvme_bw" both directions or
+       "nvme_read_bw" / "nvme_write_bw" (which win over "nvme_bw") */
+    if ((st = get_quantity(root, "nvme", 0, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.nvme_bytes = q;
+    if ((st = get_quantity(root, "nvme_bw", 1, &q, &present, where, err)) != AP_OK) return st;
+    if (present) c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = q;
+    if ((st = get_quantity(root, "nvme_read_bw", 1, &q, &present, where, err)) != AP_OK)
+        return st;
+    if (present) c.nvme_read_bytes_per_s = q;
+    if ((st = get_quantity(root, "nvme_write_bw", 1, &q, &present, where, err)) != AP_OK)
+        return st;
+    if (present) c.nvme_write_bytes_per_s = q;
 
     if ((st = ap_json_get_str(root, "name", c.name, sizeof c.name, &present, where, err)) != AP_OK)
         return st;
@@ -445,5 +474,10 @@ uint64_t ap_cluster_fingerprint(const ap_cluster *c) {
     h = mix_d(h, c->cpu_mem_bytes);
     h = mix_i(h, c->cpu_cores);
     h = mix_d(h, c->host_mem_bytes_per_s);
+    if (c->nvme_bytes > 0) { /* clusters without NVMe keep their old fingerprints */
+        h = mix_d(h, c->nvme_bytes);
+        h = mix_d(h, c->nvme_read_bytes_per_s);
+        h = mix_d(h, c->nvme_write_bytes_per_s);
+    }
     return h;
 }

@@ -59,6 +59,11 @@ typedef struct ap_cluster {
     double cpu_mem_bytes;      /* host memory per node */
     int cpu_cores;             /* host cores per node */
     double host_mem_bytes_per_s; /* host DRAM bandwidth per node */
+    /* added for issue 18 (ZeRO-Infinity NVMe offload): local NVMe per node; 0 = none. A
+       capacity needs both bandwidths (ap_cluster_validate). */
+    double nvme_bytes;           /* NVMe capacity per node */
+    double nvme_read_bytes_per_s;  /* aggregate NVMe read bandwidth per node */
+    double nvme_write_bytes_per_s; /* aggregate NVMe write bandwidth per node */
 } ap_cluster;
 
 /* Catalog access. Names are matched case-insensitively, aliases included ("h100" = "h100-sxm").

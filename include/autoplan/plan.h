@@ -47,6 +47,46 @@ const char *ap_attn_impl_name(ap_attn_impl impl);
 /* Parse an identifier of ap_attn_impl_name; AP_ERR_INPUT naming `what` and the choices. */
 ap_status ap_attn_impl_parse(const char *s, const char *what, ap_attn_impl *out, ap_err *err);
 
+/* Heterogeneous memory (issue 18; sim/gemini.c, sim/zero_infinity.c, docs/heterogeneous.md):
+ * Colossal-AI GeminiPlugin placement and DeepSpeed offload_optimizer / offload_param devices.
+ * All zero (ap_plan_init) = not used: the plan's offload fractions alone describe offload. Set
+ * the defaults of the trainers with ap_plan_hetero_init (sim/hetero.c) before changing a field. */
+typedef enum { AP_GEMINI_OFF = 0, AP_GEMINI_STATIC, AP_GEMINI_AUTO } ap_gemini_placement;
+typedef enum { AP_OFFLOAD_DEV_NONE = 0, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NVME } ap_offload_device;
+
+typedef struct ap_plan_hetero {
+    /* Colossal-AI GeminiPlugin (colossalai/booster/plugin/gemini_plugin.py, v0.5.1) */
+    ap_gemini_placement placement;
+    double shard_param_frac;          /* static: default 1.0 */
+    double offload_optim_frac;        /* static: default 0.0 */
+    double offload_param_frac;        /* static: default 0.0; ignored by Colossal-AI unless the
+                                         other two are 1.0 (refused here) */
+    double warmup_non_model_data_ratio; /* auto: default 0.8 */
+    double steady_cuda_cap_ratio;     /* auto: default 0.9 */
+    double gpu_margin_mem_ratio;      /* auto: default 0.0 (GeminiOptimizer) */
+    int pin_memory;                   /* default 1: enable_async_reduce forces it */
+    int enable_async_reduce;          /* default 1 */
+    int max_prefetch;                 /* chunks prefetched ahead, default 0 */
+    double search_range_m;            /* chunk-size search range, x 2^20 elements, default 32 */
+    double min_chunk_size_m;          /* default 32 (x 2^20 elements) */
+    int64_t hidden_dim;               /* search interval; 0 = Colossal-AI's default 1024 */
+    /* DeepSpeed zero_optimization.offload_optimizer / offload_param (runtime/zero/
+       offload_config.py, v0.19) and the stage-3 knobs that move bytes (runtime/zero/config.py) */
+    ap_offload_device ds_optimizer;   /* none | cpu | nvme */
+    ap_offload_device ds_params;      /* none | cpu | nvme (ZeRO-3 only) */
+    int ds_optimizer_pin, ds_param_pin;  /* default 1 */
+    int64_t ds_param_buffer_count;    /* default 5 */
+    int64_t ds_param_buffer_size;     /* elements, default 1e8 */
+    int64_t ds_max_in_cpu;            /* elements, default 1e9 */
+    int64_t ds_optimizer_buffer_count;/* default 4 */
+    int64_t ds_sub_group_size;        /* elements, default 1e9 */
+    int64_t ds_reduce_bucket_size;    /* elements, default 5e8 */
+    int64_t ds_prefetch_bucket_size;  /* elements, default 5e7 */
+    int64_t ds_param_persistence_threshold; /* elements, default 1e5 */
+    int64_t ds_max_live_parameters;   /* elements, default 1e9 */
+    int64_t ds_max_reuse_distance;    /* elements, default 1e9 */
+} ap_plan_hetero;
+
 typedef struct ap_plan {
     ap_trainer_id trainer;
     int tp, pp, dp, cp, ep, etp, vp; /* etp: expert tensor parallel (1 = none) */
@@ -79,6 +119,8 @@ typedef struct ap_plan {
     int no_p2p_overlap;              /* pipeline P2P sends never overlap compute, even where
                                         the trainer can (Megatron-LM before its
                                         --overlap-p2p-communication, 2021-22 runs) */
+    ap_plan_hetero hetero;           /* added for issue 18: Gemini placement and DeepSpeed
+                                        offload devices (zeroed = not used) */
 } ap_plan;
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */

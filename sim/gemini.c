@@ -1,0 +1,868 @@
+/*
+ * gemini.c - Colossal-AI Gemini (GeminiPlugin, v0.5.1 @4f9953be) simulated as it runs, chunk by
+ * chunk and operator by operator, to reproduce its byte movements. Each rule cites the file and
+ * function of colossalai/zero/gemini/ it follows; docs/heterogeneous.md walks through them.
+ *
+ * Structure:
+ *   setup      chunks from the search (chunk.c) in parameter order, fp16 and fp32 paired
+ *              (gemini_ddp.py _init_chunks); where each chunk's shard starts (cpu_offload unless
+ *              static without parameter offload; pinned host copies with pin_memory); which
+ *              chunks' optimizer runs on the CPU (placement_policy.py setup_grads_device).
+ *   operator   pre_op (gemini_hook.py): states to COMPUTE, adjust_layout (gemini_mgr.py: CUDA
+ *              demand, evictable chunks, the policy's evict_tensors), synchronous fetch
+ *              (manager.py access_chunk: H2D of a CPU shard, all-gather), prefetch; the
+ *              operator's non-model data (event simulator) on top; post_op; gradient hooks
+ *              (gemini_ddp.py grad_handle: reduce-scatter when a chunk's tensors are all
+ *              READY_FOR_REDUCE, D2H of the gradient shard to the optimizer's device).
+ *   policies   static (StaticPlacementPolicy.evict_tensors: release then offload until the kept
+ *              memory is reached) and auto (AutoPlacementPolicy.evict_tensors: warm-up with 80%
+ *              of the GPU for non-model data, then per operator the measured non-model data and
+ *              a 90% cap, evicting by furthest next use).
+ *   step       GeminiOptimizer.step: HybridAdam on the CPU (cpu_adam_op) or the GPU, the fp16
+ *              chunks updated from the fp32 ones or marked for a paired move
+ *              (chunk.py optim_update / __paired_shard_move: the next fetch moves fp32).
+ *
+ * Reproduced as the code does it, including: the static policy's fractions are taken of a sum
+ * over parameters, not chunks (setup_grads_device sums chunk_mem per parameter); the auto
+ * policy's layout information is cached per operator index (gemini_mgr.py _get_layout_info is
+ * an lru_cache), so after the first steady iteration it reuses that iteration's CUDA demand and
+ * evictable list; the warm-up measures non-model data as the peak allocated memory of each
+ * sampling window minus the model data after the fetch (memstats_collector.py).
+ * Assumed: CPython iterates the set of chunks in setup_grads_device in creation order (the real
+ * order follows object addresses); one rank of the ZeRO group is simulated (rank 0, whose
+ * shards hold the most valid elements).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetero_int.h"
+
+enum { ST_FREE = 0, ST_COMPUTE, ST_HOLD, ST_HOLD_AFTER_BWD, ST_READY, ST_N };
+
+typedef struct gch {
+    int64_t elems, utilized, shard, valid;
+    int ntensors;
+    int cnt[ST_N];           /* fp16 chunk tensor states (TensorState counter) */
+    int gcnt[ST_N];          /* gradient chunk tensor states */
+    int8_t keep;             /* keep_gathered */
+    int8_t gathered, cuda_shard, cpu_shard, cpu_vis, optim_sync, accessed, inflight;
+    int8_t f32_cuda, f32_cpu;/* fp32 master shard on the GPU; a host copy of it */
+    int8_t grad_cuda;        /* grads_device (and the optimizer) is the GPU */
+    int8_t g_exists, g_gathered, g_cuda_shard, g_cpu_shard, g_accessed;
+    double ready_at;         /* prefetched: when its copy lands */
+} gch;
+
+/* The layout information of one operator index (gemini_mgr.py _get_layout_info, lru_cache). */
+typedef struct lcache {
+    int valid;
+    double demand;
+    int32_t *evict;
+    int nevict;
+} lcache;
+
+typedef struct gem {
+    hctx *x;
+    const ap_plan_hetero *h;
+    gch *ch;
+    int nch;
+    int32_t *chunk_of;       /* per parameter */
+    int8_t *pst;             /* per parameter: fp16 chunk tensor state */
+    int8_t *gst;             /* per parameter: gradient chunk tensor state */
+    int reuse;               /* reuse_fp16_chunk = master_weights and not gradient accumulation */
+    int ga;                  /* enable_gradient_accumulation */
+    int accumulating;
+    int warmup;
+    int states_exist;        /* Adam states created (after the first step) */
+    int moved_fp32;          /* _maybe_move_fp32_params done */
+    double keep_gathered_mem, keep_cuda_mem;
+    /* model data on the GPU (ChunkManager.total_mem["cuda"]) and on the host */
+    double md, host, pinned;
+    /* warm-up memory statistics */
+    double *nmd;
+    int nnmd, capnmd, step_idx;
+    double win_peak, md_recorded, max_overall;
+    int have_window;
+    double cur_nmd;          /* non-model bytes at this moment */
+    /* operators: compute list of the warm-up iteration, lru caches */
+    int compute_idx;
+    int32_t *cl;             /* chunks per operator, flattened */
+    int32_t *cl_off;         /* nops + 1 offsets */
+    int cl_have;
+    lcache *lc_warm, *lc_steady;
+    int32_t *tmp, *tmp2;     /* scratch lists of chunks */
+    int64_t *nextuse;
+    double avail_prefetch;
+    int failed;
+    int rec;                 /* current operator record */
+    int nasync;              /* prefetches in flight */
+    int8_t what;             /* what a movement carries now (ap_hetero_move.what) */
+} gem;
+
+#define E16 (g->x->elt)
+
+/* ---- memory accounting (Chunk.memory_usage, ChunkManager.__add/__sub_memory_usage) ------- */
+
+static void usage(const gem *g, const gch *c, double *cuda, double *host, double *pin) {
+    double e = E16;
+    double cu = 0, ho = 0, pi = 0;
+    if (c->keep) {
+        cu += (double)c->elems * (e + 4.0); /* fp16 and fp32 kept gathered */
+        if (g->states_exist) cu += 8.0 * (double)c->utilized;
+        if (c->g_exists) cu += (double)c->elems * e;
+    } else {
+        if (c->gathered) cu += (double)c->elems * e;
+        if (c->cuda_shard) cu += (double)c->shard * e;
+        if (c->cpu_shard) ho += (double)c->shard * e, pi += g->h->pin_memory ? (double)c->shard * e : 0;
+        if (c->f32_cuda) cu += (double)c->shard * 4.0;
+        if (c->f32_cpu) ho += (double)c->shard * 4.0, pi += g->h->pin_memory ? (double)c->shard * 4.0 : 0;
+        if (g->states_exist) {
+            /* HybridAdam's exp_avg and exp_avg_sq, zeros_like the fake parameter on its device
+               (hybrid_adam.py step), registered as extern static tensors */
+            if (c->grad_cuda) cu += 8.0 * (double)c->valid;
+            else ho += 8.0 * (double)c->valid;
+        }
+        if (c->g_gathered) cu += (double)c->elems * e;
+        if (c->g_cuda_shard) cu += (double)c->shard * e;
+        if (c->g_cpu_shard) ho += (double)c->shard * e, pi += g->h->pin_memory ? (double)c->shard * e : 0;
+    }
+    *cuda = cu;
+    *host = ho;
+    *pin = pi;
+}
+
+static void sub_usage(gem *g, const gch *c) {
+    double cu, ho, pi;
+    usage(g, c, &cu, &ho, &pi);
+    g->md -= cu;
+    g->host -= ho;
+    g->pinned -= pi;
+}
+
+static void add_usage(gem *g, const gch *c) {
+    double cu, ho, pi;
+    usage(g, c, &cu, &ho, &pi);
+    g->md += cu;
+    g->host += ho;
+    g->pinned += pi;
+    hx_host_point(g->x, g->rec, g->host, g->pinned);
+}
+
+/* A moment inside an operation: model data now plus `extra` transient bytes. */
+static void point(gem *g, double extra) {
+    double v = g->md + extra + g->cur_nmd;
+    if (v > g->win_peak) g->win_peak = v;
+    if (v > g->max_overall) g->max_overall = v;
+    hx_gpu_point(g->x, g->rec, g->md + extra, g->cur_nmd);
+}
+
+static int device_cuda(const gch *c) { return c->gathered || c->cuda_shard || c->keep; }
+static double chunk_mem(const gem *g, const gch *c) { return (double)c->elems * E16; }
+static double shard_mem(const gem *g, const gch *c) { return (double)c->shard * E16; }
+static int can_release(const gch *c) {
+    return !c->keep && c->cnt[ST_HOLD] + c->cnt[ST_HOLD_AFTER_BWD] == c->ntensors;
+}
+
+/* ---- chunk operations (chunk.py, manager.py) -------------------------------------------- */
+
+/* Chunk.shard_move to the GPU or the host. */
+static void shard_move(gem *g, int ci, int to_cuda, int force, int async, double not_before) {
+    gch *c = &g->ch[ci];
+    hctx *x = g->x;
+    if (to_cuda) {
+        if (!c->optim_sync) {
+            /* __paired_shard_move: the fp32 master shard goes up and is cast on the GPU */
+            point(g, (double)c->shard * 4.0 + shard_mem(g, c));
+            double b = (double)c->shard * 4.0;
+            hx_move(x, g->rec, ci, AP_MOVE_H2D_FP32, 2, b);
+            double end = ht_span(x, ENG_H2D, b / ht_h2d_bps(x, g->h->pin_memory), not_before,
+                                 !async);
+            if (async) c->ready_at = end;
+            c->cuda_shard = 1;
+            if (!g->h->pin_memory) c->cpu_shard = 0;
+            c->optim_sync = 1;
+            return;
+        }
+        if (c->cuda_shard) return;
+        point(g, shard_mem(g, c));
+        hx_move(x, g->rec, ci, AP_MOVE_H2D, g->what, shard_mem(g, c));
+        double end = ht_span(x, ENG_H2D, shard_mem(g, c) / ht_h2d_bps(x, g->h->pin_memory),
+                             not_before, !async);
+        if (async) c->ready_at = end;
+        c->cuda_shard = 1;
+        if (!g->h->pin_memory) c->cpu_shard = 0;
+        return;
+    }
+    if (!c->cuda_shard) return;
+    int copy = !g->h->pin_memory || force || !c->cpu_vis;
+    if (copy) {
+        hx_move(x, g->rec, ci, AP_MOVE_D2H, g->what, shard_mem(g, c));
+        ht_span(x, ENG_D2H, shard_mem(g, c) / ht_d2h_bps(x, g->h->pin_memory), not_before, !async);
+    }
+    c->cpu_shard = 1;
+    c->cpu_vis = 1;
+    c->cuda_shard = 0;
+}
+
+/* Chunk.__gather: all-gather the shards into the global chunk. */
+static void gather(gem *g, int ci, int async) {
+    gch *c = &g->ch[ci];
+    if (c->gathered) return;
+    point(g, chunk_mem(g, c)); /* global allocated while the shard lives */
+    hctx *x = g->x;
+    double dur = ht_collective_s(x, chunk_mem(g, c));
+    if (x->Z > 1) hx_move(x, g->rec, ci, AP_MOVE_GATHER, 0, chunk_mem(g, c) * (x->Z - 1) / x->Z);
+    double end = ht_span(x, ENG_COLL, dur, async ? c->ready_at : 0, !async);
+    if (async) c->ready_at = end;
+    c->gathered = 1;
+    c->cuda_shard = 0;
+}
+
+/* Chunk.__scatter: keep this rank's shard, free the global chunk (a GPU copy). */
+static void scatter(gem *g, int ci) {
+    gch *c = &g->ch[ci];
+    if (c->keep || !c->gathered) return;
+    point(g, shard_mem(g, c));
+    c->cuda_shard = 1;
+    c->gathered = 0;
+}
+
+/* ChunkManager.access_chunk */
+static void access_chunk(gem *g, int ci, int async) {
+    gch *c = &g->ch[ci];
+    if (c->accessed) return;
+    sub_usage(g, c);
+    if (!device_cuda(c)) shard_move(g, ci, 1, 0, async, 0);
+    gather(g, ci, async);
+    c->accessed = 1;
+    if (async) {
+        c->inflight = 1;
+        g->nasync++;
+    }
+    add_usage(g, c);
+}
+
+/* ChunkManager.release_chunk */
+static void release_chunk(gem *g, int ci) {
+    gch *c = &g->ch[ci];
+    if (!c->accessed || !can_release(c)) return;
+    sub_usage(g, c);
+    scatter(g, ci);
+    c->accessed = 0;
+    add_usage(g, c);
+}
+
+/* ChunkManager.move_chunk */
+static void move_chunk(gem *g, int ci, int to_cuda, int force, int async, double not_before) {
+    gch *c = &g->ch[ci];
+    if (c->keep || c->gathered || device_cuda(c) == to_cuda) return;
+    sub_usage(g, c);
+    shard_move(g, ci, to_cuda, force, async, not_before);
+    add_usage(g, c);
+}
+
+/* The gradient chunk's shard to the optimizer's device (move_chunk on grad_chunk). */
+static void move_grad_chunk(gem *g, int ci, int to_cuda, int async, double not_before) {
+    gch *c = &g->ch[ci];
+    if (c->keep || c->g_gathered) return;
+    int on_cuda = c->g_cuda_shard;
+    if (on_cuda == to_cuda) return;
+    sub_usage(g, c);
+    hctx *x = g->x;
+    if (to_cuda) {
+        hx_move(x, g->rec, ci, AP_MOVE_H2D, 1, shard_mem(g, c));
+        ht_span(x, ENG_H2D, shard_mem(g, c) / ht_h2d_bps(x, g->h->pin_memory), not_before, !async);
+        c->g_cuda_shard = 1;
+        if (!g->h->pin_memory) c->g_cpu_shard = 0;
+    } else {
+        hx_move(x, g->rec, ci, AP_MOVE_D2H, 1, shard_mem(g, c)); /* force_copy=True */
+        ht_span(x, ENG_D2H, shard_mem(g, c) / ht_d2h_bps(x, g->h->pin_memory), not_before, !async);
+        c->g_cpu_shard = 1;
+        c->g_cuda_shard = 0;
+    }
+    add_usage(g, c);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static ap_status setup(gem *g, ap_err *err) {
+    hctx *x = g->x;
+    const ap_plan_hetero *h = g->h;
+    int n = x->nparams;
+    int64_t *sizes = malloc((size_t)n * sizeof *sizes);
+    int64_t *celems = malloc((size_t)n * sizeof *celems);
+    g->chunk_of = malloc((size_t)n * sizeof *g->chunk_of);
+    g->pst = malloc((size_t)n);
+    g->gst = malloc((size_t)n);
+    if (!sizes || !celems || !g->chunk_of || !g->pst || !g->gst) {
+        free(sizes);
+        free(celems);
+        return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+    }
+    for (int i = 0; i < n; i++) sizes[i] = x->params[i].numel;
+    /* init_chunk_manager: search_interval = hidden_dim or 1024 (chunk/utils.py) */
+    int64_t interval = h->hidden_dim > 0 ? h->hidden_dim : 1024;
+    ap_status st = ap_gemini_chunk_search(sizes, n, x->Z, h->search_range_m, interval,
+                                          h->min_chunk_size_m, &x->sum.chunks, err);
+    if (st != AP_OK) {
+        free(sizes);
+        free(celems);
+        return st;
+    }
+    g->nch = ap_gemini_chunk_layout(sizes, n, &x->sum.chunks, x->Z, g->chunk_of, celems);
+    x->sum.nchunks = g->nch;
+    g->ch = calloc((size_t)g->nch, sizeof *g->ch);
+    g->tmp = malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
+    g->tmp2 = malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
+    g->nextuse = malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
+    if (!g->ch || !g->tmp || !g->tmp2 || !g->nextuse) {
+        free(sizes);
+        free(celems);
+        return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+    }
+    for (int i = 0; i < g->nch; i++) {
+        gch *c = &g->ch[i];
+        c->elems = celems[i];
+        c->keep = (int8_t)x->sum.chunks.keep_gathered;
+        c->shard = c->keep ? c->elems : c->elems / x->Z;
+    }
+    for (int i = 0; i < n; i++) {
+        gch *c = &g->ch[g->chunk_of[i]];
+        c->utilized += sizes[i];
+        c->ntensors++;
+        c->cnt[ST_HOLD]++;
+        g->pst[i] = ST_HOLD;
+        g->gst[i] = ST_HOLD;
+    }
+    free(sizes);
+    free(celems);
+    /* rank 0's shard: [0, shard) of the chunk, valid up to utilized (Chunk.close_chunk) */
+    for (int i = 0; i < g->nch; i++) {
+        gch *c = &g->ch[i];
+        c->valid = c->keep ? c->utilized : (c->utilized < c->shard ? c->utilized : c->shard);
+    }
+    /* GeminiDDP._init_chunks: cpu_offload = not (static and offload_param_frac == 0); a closed
+       chunk keeps a host shard when pinned or offloaded, and its CUDA shard only when not
+       offloaded (Chunk.close_chunk); keep_gathered chunks stay gathered */
+    int cpu_offload = !(h->placement == AP_GEMINI_STATIC && h->offload_param_frac == 0);
+    /* setup_grads_device: static offloads optimizer chunks until offload_optim_frac of
+       total_chunk_mem, summed per parameter (sum(get_chunk(p).chunk_mem for p in params)),
+       over the set of chunks (creation order assumed); auto offloads all but kept chunks */
+    double total_chunk_mem = 0, real_total = 0, off_mem = 0;
+    for (int i = 0; i < n; i++) total_chunk_mem += chunk_mem(g, &g->ch[g->chunk_of[i]]);
+    for (int i = 0; i < g->nch; i++) real_total += chunk_mem(g, &g->ch[i]);
+    double target = total_chunk_mem * h->offload_optim_frac, offloaded = 0;
+    for (int i = 0; i < g->nch; i++) {
+        gch *c = &g->ch[i];
+        if (h->placement == AP_GEMINI_AUTO) {
+            c->grad_cuda = c->keep;
+        } else if (c->keep || offloaded >= target) {
+            c->grad_cuda = 1;
+        } else {
+            c->grad_cuda = 0;
+            offloaded += chunk_mem(g, c);
+        }
+        if (!c->grad_cuda) off_mem += chunk_mem(g, c);
+        if (c->keep) {
+            c->gathered = 1;
+            c->accessed = 0;
+        } else {
+            c->cpu_shard = (int8_t)(h->pin_memory || cpu_offload);
+            c->cpu_vis = c->cpu_shard;
+            c->cuda_shard = (int8_t)!cpu_offload;
+            /* the fp32 chunk starts like the fp16 one, then moves to its grads device */
+            c->f32_cuda = (int8_t)c->grad_cuda;
+            c->f32_cpu = (int8_t)(h->pin_memory || !c->grad_cuda);
+        }
+        c->optim_sync = 1;
+        add_usage(g, c);
+    }
+    x->sum.offload_optim_frac_effective = real_total > 0 ? off_mem / real_total : 0;
+    g->keep_gathered_mem = total_chunk_mem * (1.0 - h->shard_param_frac);
+    g->keep_cuda_mem = total_chunk_mem * (1.0 - h->offload_param_frac);
+    g->reuse = !g->ga; /* master_weights=True (GeminiPlugin default) */
+    g->warmup = 1;
+    g->cl_off = calloc((size_t)x->nops + 1, sizeof *g->cl_off);
+    g->cl = malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *g->cl);
+    g->lc_warm = calloc((size_t)x->nops + 1, sizeof *g->lc_warm);
+    g->lc_steady = calloc((size_t)x->nops + 1, sizeof *g->lc_steady);
+    if (!g->cl_off || !g->cl || !g->lc_warm || !g->lc_steady)
+        return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+    return AP_OK;
+}
+
+/* ---- placement policies (placement_policy.py) -------------------------------------------- */
+
+/* GeminiManager._get_layout_info: CUDA demand of the operator's chunks and the evictable
+ * chunks (ChunkManager.get_cuda_movable_chunks: accessed and releasable, by count_id). */
+static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
+    lcache *lc = g->warmup ? &g->lc_warm[g->compute_idx] : &g->lc_steady[g->compute_idx];
+    if (lc->valid) return lc;
+    double demand = 0;
+    for (int i = 0; i < nc; i++) {
+        const gch *c = &g->ch[chunks[i]];
+        if (device_cuda(c)) demand += c->gathered ? 0 : chunk_mem(g, c) - shard_mem(g, c);
+        else demand += chunk_mem(g, c);
+    }
+    lc->evict = malloc((size_t)(g->nch + 1) * sizeof *lc->evict);
+    if (!lc->evict) {
+        ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+        return NULL;
+    }
+    lc->nevict = 0;
+    for (int i = 0; i < g->nch; i++)
+        if (g->ch[i].accessed && can_release(&g->ch[i])) lc->evict[lc->nevict++] = i;
+    lc->demand = demand;
+    lc->valid = 1;
+    return lc;
+}
+
+static void static_evict(gem *g, const int32_t *ev, int ne) {
+    double can_shard = 0;
+    for (int i = 0; i < ne; i++) can_shard += chunk_mem(g, &g->ch[ev[i]]);
+    double can_offload = can_shard;
+    for (int i = 0; i < ne; i++) {
+        if (can_shard <= g->keep_gathered_mem) break;
+        release_chunk(g, ev[i]);
+        can_shard -= chunk_mem(g, &g->ch[ev[i]]);
+    }
+    for (int i = 0; i < ne; i++) {
+        if (can_offload <= g->keep_cuda_mem) break;
+        move_chunk(g, ev[i], 0, 0, 0, 0);
+        can_offload -= chunk_mem(g, &g->ch[ev[i]]);
+    }
+}
+
+/* AutoPlacementPolicy._sort_can_evict_chunks: next use after compute_idx (len(compute_list)
+ * when none), furthest first; Python's sort is stable. */
+static void sort_by_next_use(gem *g, int32_t *ev, int ne) {
+    int nops = g->x->nops;
+    for (int i = 0; i < ne; i++) g->nextuse[ev[i]] = nops;
+    for (int k = nops - 1; k > g->compute_idx; k--)
+        for (int j = g->cl_off[k]; j < g->cl_off[k + 1]; j++) g->nextuse[g->cl[j]] = k;
+    /* stable insertion sort, descending */
+    for (int i = 1; i < ne; i++) {
+        int32_t v = ev[i];
+        int j = i - 1;
+        while (j >= 0 && g->nextuse[ev[j]] < g->nextuse[v]) {
+            ev[j + 1] = ev[j];
+            j--;
+        }
+        ev[j + 1] = v;
+    }
+}
+
+static int auto_evict(gem *g, const int32_t *ev_in, int ne, double demand) {
+    const ap_plan_hetero *h = g->h;
+    double cap = g->x->capacity_bytes; /* colo_device_memory_capacity: total x fraction 1.0 */
+    double max_nmd;
+    if (g->warmup) {
+        max_nmd = cap * h->warmup_non_model_data_ratio;
+    } else {
+        /* next_period_non_model_data_usage: the warm-up's list, one entry per call */
+        max_nmd = g->nnmd > 0 ? g->nmd[g->step_idx] : 0;
+        g->step_idx = g->nnmd > 0 ? (g->step_idx + 1) % g->nnmd : 0;
+        cap *= h->steady_cuda_cap_ratio;
+    }
+    double avail = cap - max_nmd - g->md, freed = 0;
+    if (avail < demand) {
+        double to_free = demand - avail;
+        int32_t *ev = g->tmp2;
+        memcpy(ev, ev_in, (size_t)ne * sizeof *ev);
+        if (!g->warmup) sort_by_next_use(g, ev, ne);
+        for (int i = 0; i < ne; i++) {
+            if (freed >= to_free) break;
+            release_chunk(g, ev[i]);
+            move_chunk(g, ev[i], 0, 0, 0, 0);
+            freed += chunk_mem(g, &g->ch[ev[i]]);
+        }
+        if (freed < to_free) {
+            char a[32], b[32];
+            snprintf(g->x->sum.failure, sizeof g->x->sum.failure,
+                     "Gemini auto placement: \"Adjust layout failed! No enough CUDA memory!\" "
+                     "(need %s more for model data, freed %s)",
+                     ap_fmt_bytes(to_free, a, sizeof a), ap_fmt_bytes(freed, b, sizeof b));
+            return -1;
+        }
+    }
+    g->avail_prefetch = avail + freed;
+    return 0;
+}
+
+/* PlacementPolicy.get_prefetch_chunks (static and auto; none during warm-up). */
+static int prefetch_list(gem *g, int32_t *out) {
+    if (g->warmup || g->h->max_prefetch <= 0 || !g->cl_have) return 0;
+    int can = g->h->max_prefetch - g->nasync, n = 0;
+    double mem = 0;
+    for (int k = g->compute_idx + 1; k < g->x->nops && n < can; k++) {
+        int brk = 0;
+        for (int j = g->cl_off[k]; j < g->cl_off[k + 1]; j++) {
+            int ci = g->cl[j];
+            const gch *c = &g->ch[ci];
+            if (n >= can || (g->h->placement == AP_GEMINI_AUTO &&
+                             mem + chunk_mem(g, c) > g->avail_prefetch)) {
+                brk = 1;
+                break;
+            }
+            int dup = 0;
+            for (int i = 0; i < n; i++) dup |= out[i] == ci;
+            if (!dup && !c->accessed) {
+                mem += chunk_mem(g, c);
+                out[n++] = ci;
+            }
+        }
+        if (brk) break;
+    }
+    return n;
+}
+
+/* ---- one operator ------------------------------------------------------------------------- */
+
+static void set_state(gem *g, int8_t *st, int *cnt, int p, int to) {
+    static const int ok[ST_N][ST_N] = {
+        /* STATE_TRANS of chunk.py */
+        [ST_FREE] = {[ST_HOLD] = 1, [ST_COMPUTE] = 1},
+        [ST_HOLD] = {[ST_FREE] = 1, [ST_COMPUTE] = 1},
+        [ST_COMPUTE] = {[ST_HOLD] = 1, [ST_HOLD_AFTER_BWD] = 1},
+        [ST_HOLD_AFTER_BWD] = {[ST_COMPUTE] = 1, [ST_READY] = 1},
+        [ST_READY] = {[ST_HOLD] = 1}};
+    (void)g;
+    if (!ok[st[p]][to]) return;
+    cnt[st[p]]--;
+    st[p] = (int8_t)to;
+    cnt[to]++;
+}
+
+static void grad_handle(gem *g, int p) {
+    hctx *x = g->x;
+    int ci = g->chunk_of[p];
+    gch *c = &g->ch[ci];
+    int async = g->h->enable_async_reduce;
+    if (!g->reuse) {
+        sub_usage(g, c);
+        if (!g->accumulating || !c->g_exists) {
+            /* init_grad_chunk: a gathered gradient chunk on the GPU (pinned host shard) */
+            if (!c->g_exists) {
+                c->g_exists = 1;
+                for (int i = 0; i < x->nparams; i++)
+                    if (g->chunk_of[i] == ci) g->gst[i] = ST_HOLD;
+                c->gcnt[ST_HOLD] = c->ntensors;
+                for (int s = 0; s < ST_N; s++)
+                    if (s != ST_HOLD) c->gcnt[s] = 0;
+                c->g_cpu_shard = (int8_t)g->h->pin_memory;
+            }
+            if (!c->g_gathered) point(g, chunk_mem(g, c));
+            c->g_cuda_shard = 0;
+            c->g_gathered = 1;
+            c->g_accessed = 1;
+        } else if (!c->g_accessed) {
+            /* rearrange_accumulated_grad_chunk: the accumulated shard back to the GPU (H2D
+               when it sits on the host), a fresh gathered chunk, the shard added in */
+            point(g, chunk_mem(g, c) + shard_mem(g, c));
+            if (!c->g_cuda_shard) {
+                hx_move(x, g->rec, ci, AP_MOVE_H2D, 1, shard_mem(g, c));
+                ht_sync(x, ENG_H2D, shard_mem(g, c), ht_h2d_bps(x, g->h->pin_memory));
+            }
+            c->g_cuda_shard = 0;
+            c->g_gathered = 1;
+            c->g_accessed = 1;
+        }
+        add_usage(g, c);
+        set_state(g, g->gst, c->gcnt, p, ST_COMPUTE);
+        set_state(g, g->gst, c->gcnt, p, ST_HOLD_AFTER_BWD);
+        set_state(g, g->pst, c->cnt, p, ST_READY);
+        set_state(g, g->pst, c->cnt, p, ST_HOLD);
+        set_state(g, g->gst, c->gcnt, p, ST_READY);
+        if (c->gcnt[ST_READY] != c->ntensors) return;
+    } else {
+        set_state(g, g->pst, c->cnt, p, ST_READY);
+        if (c->cnt[ST_READY] != c->ntensors) return;
+    }
+    /* reduce_chunk: all tensors READY_FOR_REDUCE; pg_size 1 scatters, keep_gathered
+       all-reduces, otherwise reduce-scatter into a new CUDA shard (chunk.py Chunk.reduce) */
+    sub_usage(g, c);
+    double bytes = chunk_mem(g, c);
+    double dur = c->keep ? 2.0 * ht_collective_s(x, bytes) : ht_collective_s(x, bytes);
+    if (x->Z > 1) hx_move(x, g->rec, ci, AP_MOVE_REDUCE, 1, bytes * (x->Z - 1) / x->Z);
+    double rend = ht_span(x, ENG_COLL, dur, 0, !async);
+    if (g->reuse) {
+        if (!c->keep) {
+            point(g, shard_mem(g, c));
+            c->gathered = 0;
+            c->cuda_shard = 1;
+        }
+        for (int i = 0; i < x->nparams; i++)
+            if (g->chunk_of[i] == ci && g->pst[i] == ST_READY) {
+                c->cnt[ST_READY]--;
+                c->cnt[ST_HOLD]++;
+                g->pst[i] = ST_HOLD;
+            }
+        c->accessed = 0;
+        add_usage(g, c);
+        /* move_chunk(grad_chunk = chunk, grads_device, force_copy=True) */
+        g->what = 1;
+        if (!c->grad_cuda) move_chunk(g, ci, 0, 1, async, rend);
+        g->what = 0;
+    } else {
+        if (!c->keep) {
+            point(g, shard_mem(g, c));
+            c->g_gathered = 0;
+            c->g_cuda_shard = 1;
+        }
+        for (int i = 0; i < x->nparams; i++)
+            if (g->chunk_of[i] == ci && g->gst[i] == ST_READY) {
+                c->gcnt[ST_READY]--;
+                c->gcnt[ST_HOLD]++;
+                g->gst[i] = ST_HOLD;
+            }
+        c->g_accessed = 0;
+        add_usage(g, c);
+        release_chunk(g, ci);
+        if (!c->grad_cuda) move_grad_chunk(g, ci, 0, async, rend);
+        /* "if not master_weights or enable_gradient_accumulation": the fp16 chunk follows */
+        g->what = 0;
+        if (!c->grad_cuda) move_chunk(g, ci, 0, 1, async, rend);
+    }
+}
+
+/* Warm-up sampling (memstats_collector.py sample_overall_data): close the window. */
+static void sample(gem *g) {
+    if (!g->warmup) return;
+    if (g->have_window) {
+        if (g->nnmd == g->capnmd) {
+            int nc = g->capnmd ? g->capnmd * 2 : 256;
+            double *q = realloc(g->nmd, (size_t)nc * sizeof *q);
+            if (!q) {
+                g->x->nomem = 1;
+                return;
+            }
+            g->nmd = q;
+            g->capnmd = nc;
+        }
+        g->nmd[g->nnmd++] = g->win_peak - g->md_recorded;
+    }
+    g->have_window = 1;
+    g->win_peak = g->md + g->cur_nmd;
+}
+
+static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
+    hctx *x = g->x;
+    const hop *o = &x->ops[k];
+    g->rec = hx_rec(x, o->module, o->phase, o->layer, mb);
+    g->cur_nmd = (double)o->nmd_start;
+    /* pre_op: the operator's chunks, in parameter order */
+    int nc = 0;
+    int32_t *chunks = g->tmp;
+    for (int i = 0; i < o->nparams; i++) {
+        int ci = g->chunk_of[o->params[i]];
+        int dup = 0;
+        for (int j = 0; j < nc; j++) dup |= chunks[j] == ci;
+        if (!dup) chunks[nc++] = ci;
+    }
+    /* wait_chunks: prefetched chunks are waited for, the rest fetched below */
+    for (int i = 0; i < nc; i++) {
+        gch *c = &g->ch[chunks[i]];
+        if (c->inflight) {
+            ht_wait(x, c->ready_at);
+            c->inflight = 0;
+            g->nasync--;
+        }
+    }
+    for (int i = 0; i < o->nparams; i++) {
+        gch *c = &g->ch[g->chunk_of[o->params[i]]];
+        set_state(g, g->pst, c->cnt, o->params[i], ST_COMPUTE);
+    }
+    sample(g);
+    /* adjust_layout */
+    g->compute_idx++;
+    if (g->warmup) {
+        g->cl_off[g->compute_idx + 1] = g->cl_off[g->compute_idx] + nc;
+        memcpy(&g->cl[g->cl_off[g->compute_idx]], chunks, (size_t)nc * sizeof *chunks);
+    }
+    lcache *lc = layout_info(g, chunks, nc, err);
+    if (!lc) return -1;
+    int ne = 0;
+    int32_t *ev = malloc((size_t)(lc->nevict + 1) * sizeof *ev);
+    if (!ev) {
+        ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < lc->nevict; i++)
+        if (!g->ch[lc->evict[i]].inflight) ev[ne++] = lc->evict[i];
+    int rc = 0;
+    if (g->h->placement == AP_GEMINI_STATIC) static_evict(g, ev, ne);
+    else rc = auto_evict(g, ev, ne, lc->demand);
+    free(ev);
+    if (rc < 0) {
+        g->failed = 1;
+        hx_gpu_point(x, g->rec, g->md + lc->demand, g->cur_nmd);
+        return 0;
+    }
+    for (int i = 0; i < nc; i++) access_chunk(g, chunks[i], 0);
+    int32_t pf[1024];
+    int npf = prefetch_list(g, pf);
+    for (int i = 0; i < npf; i++) access_chunk(g, pf[i], 1);
+    g->md_recorded = g->md; /* record_model_data_volume */
+    /* the operator runs: its non-model data on top of the model data */
+    g->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;
+    point(g, 0);
+    x->tl.t += o->compute_s;
+    /* post_op and the gradient hooks */
+    for (int i = 0; i < o->nparams; i++) {
+        gch *c = &g->ch[g->chunk_of[o->params[i]]];
+        set_state(g, g->pst, c->cnt, o->params[i], o->phase == AP_PHASE_FWD ? ST_HOLD
+                                                                            : ST_HOLD_AFTER_BWD);
+    }
+    for (int i = 0; i < o->nhooks; i++) grad_handle(g, o->hooks[i]);
+    return 0;
+}
+
+/* ---- the optimizer step ------------------------------------------------------------------- */
+
+static void optimizer_step(gem *g) {
+    hctx *x = g->x;
+    const ap_plan_hetero *h = g->h;
+    int rec = hx_rec(x, -1, 3, -1, -1);
+    g->rec = rec;
+    g->cur_nmd = 0;
+    if (!g->moved_fp32) {
+        g->moved_fp32 = 1;
+        /* GeminiOptimizer._maybe_move_fp32_params: auto placement with gpu_margin_mem_ratio >
+           0 and HybridAdam (num_fp32_shards_per_param = 4 >= 2) moves fp32 chunks (and their
+           fp16 chunks, now holding gradients) to the GPU within margin * ratio / 4 */
+        if (h->placement == AP_GEMINI_AUTO && h->gpu_margin_mem_ratio > 0) {
+            double margin = x->capacity_bytes - g->max_overall;
+            double avail = margin * h->gpu_margin_mem_ratio / 4.0, used = 0;
+            for (int i = 0; i < g->nch; i++) {
+                gch *c = &g->ch[i];
+                if (c->keep || c->grad_cuda) continue;
+                double pm = (double)c->shard * 4.0;
+                if (used + pm < avail) {
+                    sub_usage(g, c);
+                    c->f32_cuda = 1;
+                    if (!h->pin_memory) c->f32_cpu = 0;
+                    hx_move(x, rec, i, AP_MOVE_H2D_FP32, 2, pm);
+                    add_usage(g, c);
+                    move_chunk(g, i, 1, 0, 0, 0);
+                    sub_usage(g, c);
+                    c->grad_cuda = 1;
+                    add_usage(g, c);
+                    used += pm;
+                }
+            }
+        }
+    }
+    /* HybridAdam.step: cpu_adam_op on the host partitions (fp16 gradients: reads fp32 param,
+       m, v and the 16-bit gradient, writes param, m, v: 4+4+4+2 + 4+4+4 = 26 bytes per
+       element; bf16 gradients take torch_adam_update, a chain of PyTorch ops: grad.to(fp32) 6,
+       weight decay 8, m 20, v 20, denominator 24, update 16 = 94 bytes, cpu_adam.py);
+       multi_tensor_adam on the GPU ones (26 bytes) plus optim_update's fp32 -> fp16 copy (6) */
+    double ncpu = 0, ngpu = 0;
+    for (int i = 0; i < g->nch; i++) {
+        const gch *c = &g->ch[i];
+        if (c->keep) ngpu += (double)c->utilized;
+        else if (c->grad_cuda) ngpu += (double)c->valid;
+        else ncpu += (double)c->valid;
+    }
+    double cpu_bpe = x->p->dtype == AP_DTYPE_BF16 ? 94.0 : 26.0;
+    x->sum.cpu_adam_s = ht_cpu_adam_s(x, ncpu, cpu_bpe);
+    x->sum.gpu_adam_s = ht_gpu_pass_s(x, ngpu * 32.0);
+    x->tl.t += x->sum.cpu_adam_s + x->sum.gpu_adam_s;
+    if (!g->states_exist) {
+        /* _register_states: the Adam states now count as model data */
+        for (int i = 0; i < g->nch; i++) sub_usage(g, &g->ch[i]);
+        g->states_exist = 1;
+        for (int i = 0; i < g->nch; i++) add_usage(g, &g->ch[i]);
+    }
+    point(g, 0);
+    /* _update_fp16_params -> Chunk.optim_update */
+    for (int i = 0; i < g->nch; i++) {
+        gch *c = &g->ch[i];
+        if (c->keep || c->gathered) continue;
+        if (device_cuda(c) && c->f32_cuda) {
+            c->optim_sync = 1;
+            c->cpu_vis = 0;
+        } else {
+            c->optim_sync = 0;
+            c->cpu_vis = 0;
+        }
+    }
+    g->accumulating = 0;
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+static void backward_end(gem *g) {
+    hctx *x = g->x;
+    /* _post_backward: async_reduce_stream.synchronize(); accessed_mem must be 0 */
+    double w = x->tl.coll_free > x->tl.d2h_free ? x->tl.coll_free : x->tl.d2h_free;
+    ht_wait(x, w);
+    g->cur_nmd = 0;
+    sample(g); /* post_iter: finish_collection samples once more */
+    if (g->warmup) g->have_window = 0;
+    if (g->warmup) g->cl_have = 1;
+    g->warmup = 0;
+    g->compute_idx = -1;
+    if (g->ga && !g->accumulating) g->accumulating = 1;
+    for (int i = 0; i < g->nch; i++) g->ch[i].g_accessed = 0;
+}
+
+ap_status ap_gemini_sim(hctx *x, ap_err *err) {
+    gem gg, *g = &gg;
+    memset(g, 0, sizeof *g);
+    g->x = x;
+    g->h = &x->p->hetero;
+    g->ga = x->mb > 1;
+    g->compute_idx = -1;
+    snprintf(x->sum.name, sizeof x->sum.name, "gemini-%s",
+             ap_gemini_placement_name(g->h->placement));
+    x->sum.kind = AP_HETERO_GEMINI;
+    ap_status st = setup(g, err);
+    int steps = x->o->steps;
+    for (int s = 0; st == AP_OK && s < steps && !g->failed; s++) {
+        int last = s == steps - 1;
+        x->recording = last && x->o->record;
+        if (last) {
+            /* the reported step: fresh clocks and traffic counters */
+            ht_reset(&x->tl);
+            x->sum.h2d_bytes = x->sum.d2h_bytes = x->sum.gather_bytes = x->sum.reduce_bytes = 0;
+            x->sum.gpu_peak_bytes = x->sum.gpu_model_peak_bytes = 0;
+            x->sum.first_over_op = -1;
+            x->sum.over_bytes = 0;
+            x->recording = 1;
+        }
+        for (int32_t mb = 0; mb < x->mb && !g->failed && st == AP_OK; mb++) {
+            for (int k = 0; k < x->nops && !g->failed; k++)
+                if (run_op(g, k, mb, err) < 0) st = AP_ERR_NOMEM;
+            if (!g->failed) backward_end(g);
+        }
+        if (st == AP_OK && !g->failed) optimizer_step(g);
+    }
+    if (st == AP_OK) {
+        x->sum.compute_s = x->mb * (x->fwd_s + x->bwd_s);
+        x->sum.h2d_s = x->tl.h2d_busy;
+        x->sum.d2h_s = x->tl.d2h_busy;
+        x->sum.transfer_exposed_s = x->tl.exposed;
+        x->sum.collective_exposed_s = x->tl.coll_exposed;
+        x->sum.overhead_s = x->step_overhead_s;
+        x->sum.step_s = x->tl.t + x->step_overhead_s;
+    }
+    for (int i = 0; i <= x->nops; i++) {
+        if (g->lc_warm) free(g->lc_warm[i].evict);
+        if (g->lc_steady) free(g->lc_steady[i].evict);
+    }
+    free(g->lc_warm);
+    free(g->lc_steady);
+    free(g->ch);
+    free(g->chunk_of);
+    free(g->pst);
+    free(g->gst);
+    free(g->nmd);
+    free(g->cl);
+    free(g->cl_off);
+    free(g->tmp);
+    free(g->tmp2);
+    free(g->nextuse);
+    return st;
+}

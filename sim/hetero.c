@@ -1,0 +1,653 @@
+/*
+ * hetero.c - heterogeneous-memory training runs (hetero.h): the trainers' option defaults and
+ * their validation, the model's parameters in registration order, the operator template of one
+ * micro-batch, and ap_hetero_run, which assembles them and hands over to the trainer's
+ * simulator (gemini.c, zero_infinity.c).
+ *
+ * The operator template: one operator per module call that touches parameters, in execution
+ * order (forward, the recomputed forward before each layer's backward, backward). Its
+ * non-model data is the event simulator's (sim/nonmodel.c, periods between such calls), its
+ * compute time the cost model's per-micro-batch forward and backward time split by FLOPs.
+ * Splitting an event-simulator period into several modules (q, k, v; gate, up) gives each the
+ * period's peak: the outputs of q, k and v are one tensor there.
+ *
+ * Not here: what moves (the trainers' files), the report (hetero_report.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hetero_int.h"
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+void ap_plan_hetero_init(ap_plan_hetero *h) {
+    memset(h, 0, sizeof *h);
+    /* GeminiPlugin.__init__ (colossalai/booster/plugin/gemini_plugin.py) */
+    h->placement = AP_GEMINI_OFF;
+    h->shard_param_frac = 1.0;
+    h->offload_optim_frac = 0.0;
+    h->offload_param_frac = 0.0;
+    h->warmup_non_model_data_ratio = 0.8;
+    h->steady_cuda_cap_ratio = 0.9;
+    h->gpu_margin_mem_ratio = 0.0;
+    h->enable_async_reduce = 1;
+    h->pin_memory = 1; /* "enable_async_reduce sets pin_memory=True" (same constructor) */
+    h->max_prefetch = 0;
+    h->search_range_m = 32;
+    h->min_chunk_size_m = 32;
+    h->hidden_dim = 0;
+    /* DeepSpeedZeroOffloadParamConfig / DeepSpeedZeroOffloadOptimizerConfig
+       (deepspeed/runtime/zero/offload_config.py) and DeepSpeedZeroConfig (zero/config.py) */
+    h->ds_optimizer = AP_OFFLOAD_DEV_NONE;
+    h->ds_params = AP_OFFLOAD_DEV_NONE;
+    h->ds_optimizer_pin = 1;
+    h->ds_param_pin = 1;
+    h->ds_param_buffer_count = 5;
+    h->ds_param_buffer_size = 100000000;
+    h->ds_max_in_cpu = 1000000000;
+    h->ds_optimizer_buffer_count = 4;
+    h->ds_sub_group_size = 1000000000;
+    h->ds_reduce_bucket_size = 500000000;
+    h->ds_prefetch_bucket_size = 50000000;
+    h->ds_param_persistence_threshold = 100000;
+    h->ds_max_live_parameters = 1000000000;
+    h->ds_max_reuse_distance = 1000000000;
+}
+
+const char *ap_gemini_placement_name(ap_gemini_placement p) {
+    return p == AP_GEMINI_STATIC ? "static" : p == AP_GEMINI_AUTO ? "auto" : "off";
+}
+
+const char *ap_offload_device_name(ap_offload_device d) {
+    return d == AP_OFFLOAD_DEV_CPU ? "cpu" : d == AP_OFFLOAD_DEV_NVME ? "nvme" : "none";
+}
+
+ap_status ap_offload_device_parse(const char *s, const char *what, ap_offload_device *out,
+                                  ap_err *err) {
+    if (s && !strcasecmp(s, "none")) return (*out = AP_OFFLOAD_DEV_NONE), AP_OK;
+    if (s && !strcasecmp(s, "cpu")) return (*out = AP_OFFLOAD_DEV_CPU), AP_OK;
+    if (s && !strcasecmp(s, "nvme")) return (*out = AP_OFFLOAD_DEV_NVME), AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is not an offload device (none, cpu or nvme)",
+                      what, s ? s : "");
+}
+
+ap_status ap_gemini_placement_parse(const char *s, const char *what, ap_gemini_placement *out,
+                                    ap_err *err) {
+    if (s && !strcasecmp(s, "static")) return (*out = AP_GEMINI_STATIC), AP_OK;
+    if (s && !strcasecmp(s, "auto")) return (*out = AP_GEMINI_AUTO), AP_OK;
+    if (s && !strcasecmp(s, "off")) return (*out = AP_GEMINI_OFF), AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is not a Gemini placement (static or auto)",
+                      what, s ? s : "");
+}
+
+static int frac_ok(double v) { return isfinite(v) && v >= 0 && v <= 1; }
+
+ap_status ap_plan_hetero_validate(const ap_plan *p, const ap_cluster *c, const char *where,
+                                  ap_err *err) {
+    const ap_plan_hetero *h = &p->hetero;
+    if (!where) where = "plan";
+    if (h->placement != AP_GEMINI_OFF) {
+        static const struct { const char *name; size_t off; } fr[] = {
+            {"shard_param_frac", offsetof(ap_plan_hetero, shard_param_frac)},
+            {"offload_optim_frac", offsetof(ap_plan_hetero, offload_optim_frac)},
+            {"offload_param_frac", offsetof(ap_plan_hetero, offload_param_frac)},
+            {"warmup_non_model_data_ratio", offsetof(ap_plan_hetero, warmup_non_model_data_ratio)},
+            {"steady_cuda_cap_ratio", offsetof(ap_plan_hetero, steady_cuda_cap_ratio)},
+            {"gpu_margin_mem_ratio", offsetof(ap_plan_hetero, gpu_margin_mem_ratio)}};
+        for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) {
+            double v = *(const double *)((const char *)h + fr[i].off);
+            if (!frac_ok(v))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: %s must be a fraction in [0, 1], got %g",
+                                  where, fr[i].name, v);
+        }
+        if (p->trainer != AP_TRAINER_COLOSSALAI)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: Gemini placement is Colossal-AI's "
+                              "(GeminiPlugin); the trainer is %s", where,
+                              ap_trainer_name(p->trainer));
+        if (h->placement == AP_GEMINI_STATIC && h->offload_param_frac > 0 &&
+            (h->shard_param_frac != 1.0 || h->offload_optim_frac != 1.0))
+            /* placement_policy.py StaticPlacementPolicy.__init__ warns and sets it to 0 */
+            return ap_err_set(err, AP_ERR_INPUT, "%s: offload_param_frac %g is ignored by "
+                              "Colossal-AI unless shard_param_frac = offload_optim_frac = 1.0 "
+                              "(got %g and %g); set both to 1.0 or offload_param_frac to 0",
+                              where, h->offload_param_frac, h->shard_param_frac,
+                              h->offload_optim_frac);
+        if (h->steady_cuda_cap_ratio <= 0)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: steady_cuda_cap_ratio must be above 0",
+                              where);
+        if (h->max_prefetch < 0 || h->max_prefetch > 1024)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: max_prefetch must be in [0, 1024], got %d",
+                              where, h->max_prefetch);
+        if (!(h->search_range_m >= 0 && h->search_range_m <= 65536) ||
+            !(h->min_chunk_size_m >= 0 && h->min_chunk_size_m <= 65536))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: search_range_m and min_chunk_size_m must be "
+                              "in [0, 65536] (units of 2^20 elements)", where);
+        if (h->hidden_dim < 0 || h->hidden_dim > 1000000000)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: hidden_dim must be in [0, 1e9]", where);
+    }
+    if (h->ds_optimizer != AP_OFFLOAD_DEV_NONE || h->ds_params != AP_OFFLOAD_DEV_NONE) {
+        if (p->trainer != AP_TRAINER_DEEPSPEED)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: offload_optimizer/offload_param devices are "
+                              "DeepSpeed's; the trainer is %s", where, ap_trainer_name(p->trainer));
+        if (h->ds_params != AP_OFFLOAD_DEV_NONE && p->zero != 3)
+            /* offload_config.py: "Valid only with stage 3" */
+            return ap_err_set(err, AP_ERR_INPUT, "%s: offload_param needs ZeRO stage 3 (got %d)",
+                              where, p->zero);
+        if (h->ds_optimizer != AP_OFFLOAD_DEV_NONE && p->zero < 1)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: offload_optimizer needs ZeRO stage 1-3",
+                              where);
+        if (h->ds_optimizer == AP_OFFLOAD_DEV_NVME && p->zero != 3)
+            /* stage_1_and_2.py handles only cpu_offload; NVMe swapping is stage3.py's */
+            return ap_err_set(err, AP_ERR_INPUT, "%s: offload_optimizer device nvme needs ZeRO "
+                              "stage 3 (ZeRO-Infinity); stages 1-2 offload to cpu only", where);
+        static const struct { const char *name; size_t off; int64_t lo; } iv[] = {
+            {"buffer_count (offload_param)", offsetof(ap_plan_hetero, ds_param_buffer_count), 1},
+            {"buffer_size (offload_param)", offsetof(ap_plan_hetero, ds_param_buffer_size), 1},
+            {"max_in_cpu", offsetof(ap_plan_hetero, ds_max_in_cpu), 0},
+            {"buffer_count (offload_optimizer)", offsetof(ap_plan_hetero, ds_optimizer_buffer_count), 1},
+            {"sub_group_size", offsetof(ap_plan_hetero, ds_sub_group_size), 1},
+            {"reduce_bucket_size", offsetof(ap_plan_hetero, ds_reduce_bucket_size), 1},
+            {"stage3_prefetch_bucket_size", offsetof(ap_plan_hetero, ds_prefetch_bucket_size), 0},
+            {"stage3_param_persistence_threshold",
+             offsetof(ap_plan_hetero, ds_param_persistence_threshold), 0},
+            {"stage3_max_live_parameters", offsetof(ap_plan_hetero, ds_max_live_parameters), 0},
+            {"stage3_max_reuse_distance", offsetof(ap_plan_hetero, ds_max_reuse_distance), 0}};
+        for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++) {
+            int64_t v = *(const int64_t *)((const char *)h + iv[i].off);
+            if (v < iv[i].lo || v > (int64_t)1e13)
+                return ap_err_set(err, AP_ERR_INPUT, "%s: %s must be in [%lld, 1e13], got %lld",
+                                  where, iv[i].name, (long long)iv[i].lo, (long long)v);
+        }
+        if (c && (h->ds_optimizer == AP_OFFLOAD_DEV_NVME || h->ds_params == AP_OFFLOAD_DEV_NVME) &&
+            !(c->nvme_bytes > 0))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: NVMe offload needs the cluster's NVMe: "
+                              "--nvme SIZE with --nvme-bw BW (or 'nvme' and 'nvme_bw' in the "
+                              "cluster file)", where);
+    }
+    return AP_OK;
+}
+
+int ap_hetero_applies(const ap_plan *p) {
+    if (p->trainer == AP_TRAINER_COLOSSALAI && p->hetero.placement != AP_GEMINI_OFF) return 1;
+    if (p->trainer == AP_TRAINER_DEEPSPEED &&
+        (p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
+         p->hetero.ds_params != AP_OFFLOAD_DEV_NONE))
+        return 1;
+    return 0;
+}
+
+void ap_hetero_opts_init(ap_hetero_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->headroom_bytes = 2.0 * 1073741824.0;
+    o->steps = 3;
+    o->record = 1;
+}
+
+/* ---- parameters ----------------------------------------------------------------------------- */
+
+static const char *const hmod_names[AP_HMOD_COUNT] = {
+    "embed_tokens", "embed_positions", "input_layernorm", "q_proj", "k_proj", "v_proj",
+    "qkv_proj", "o_proj", "post_attention_layernorm", "gate_proj", "up_proj", "down_proj",
+    "fc1", "fc2", "final_norm", "lm_head"};
+
+const char *ap_hmod_name(int mod) {
+    return mod >= 0 && mod < AP_HMOD_COUNT ? hmod_names[mod] : "optimizer";
+}
+
+/* Registration orders of the Hugging Face implementations (modeling_*.py __init__): */
+typedef enum {
+    ARCH_LLAMA = 0, /* LlamaDecoderLayer: self_attn (q,k,v,o), mlp, input_layernorm,
+                       post_attention_layernorm; model: embed_tokens, layers, norm; lm_head */
+    ARCH_GPT2,      /* GPT2Block: ln_1, attn (c_attn, c_proj), ln_2, mlp (c_fc, c_proj); GPT2Model:
+                       wte, wpe, h, ln_f; lm_head tied */
+    ARCH_OPT,       /* OPTDecoderLayer: self_attn (k,v,q,out), self_attn_layer_norm, fc1, fc2,
+                       final_layer_norm; OPTDecoder: embed_tokens, embed_positions,
+                       final_layer_norm, layers; lm_head tied */
+    ARCH_FUSED      /* fused query_key_value (GPT-NeoX, BLOOM, Falcon): GPT-2's order */
+} arch_kind;
+
+static arch_kind arch_of(const ap_model *m) {
+    if (!strcmp(m->model_type, "gpt2")) return ARCH_GPT2;
+    if (!strcmp(m->model_type, "opt")) return ARCH_OPT;
+    if (!strcmp(m->model_type, "gpt_neox") || !strcmp(m->model_type, "bloom") ||
+        !strcmp(m->model_type, "falcon"))
+        return ARCH_FUSED;
+    return ARCH_LLAMA;
+}
+
+static int64_t cdiv64(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+
+typedef struct plist {
+    ap_hparam *v;
+    int n, cap;
+    int nomem;
+} plist;
+
+static void padd(plist *l, int64_t numel, int32_t layer, int module, int is_bias) {
+    if (numel <= 0 || l->nomem) return;
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 256;
+        ap_hparam *q = realloc(l->v, (size_t)nc * sizeof *q);
+        if (!q) {
+            l->nomem = 1;
+            return;
+        }
+        l->v = q;
+        l->cap = nc;
+    }
+    l->v[l->n++] = (ap_hparam){numel, layer, (int8_t)module, (int8_t)is_bias};
+}
+
+/* A norm of width h: weight (+ bias for LayerNorm). */
+static void pnorm(plist *l, int64_t per_norm, int64_t h, int32_t layer, int module) {
+    if (per_norm <= 0) return;
+    padd(l, h, layer, module, 0);
+    if (per_norm > h) padd(l, per_norm - h, layer, module, 1);
+}
+
+/* One layer's parameters, in its registration order. */
+static void layer_params(const ap_model *m, arch_kind ak, int64_t t, int32_t i, plist *l,
+                         int64_t *sum_t1) {
+    ap_layer_info li;
+    ap_model_layer(m, i, &li);
+    int64_t h = m->hidden, a = m->heads, kv = m->kv_heads, d = m->head_dim;
+    int64_t f = li.mlp_ffn;
+    int qb = m->bias || m->qkv_bias, ob = m->bias;
+    int64_t per_norm = m->norms_per_layer > 0 ? li.norm_params / m->norms_per_layer : 0;
+    /* column-parallel outputs split by t (replicated KV heads when t > kv: one head each) */
+    int64_t qo = cdiv64(a * d, t), ko = cdiv64(kv, t) * d;
+    int swi = m->act == AP_ACT_SWIGLU;
+    int64_t ft = cdiv64(f, t);
+    int ln2 = m->norms_per_layer >= 2;
+    int64_t norms_extra = m->norms_per_layer > 2 ? (m->norms_per_layer - 2) * per_norm : 0;
+#define ATTN_SEPARATE(order_kvq)                                                                 \
+    do {                                                                                         \
+        if (order_kvq) {                                                                         \
+            padd(l, ko * h, i, AP_HMOD_K, 0); padd(l, qb ? ko : 0, i, AP_HMOD_K, 1);             \
+            padd(l, ko * h, i, AP_HMOD_V, 0); padd(l, qb ? ko : 0, i, AP_HMOD_V, 1);             \
+            padd(l, qo * h, i, AP_HMOD_Q, 0); padd(l, qb ? qo : 0, i, AP_HMOD_Q, 1);             \
+        } else {                                                                                 \
+            padd(l, qo * h, i, AP_HMOD_Q, 0); padd(l, qb ? qo : 0, i, AP_HMOD_Q, 1);             \
+            padd(l, ko * h, i, AP_HMOD_K, 0); padd(l, qb ? ko : 0, i, AP_HMOD_K, 1);             \
+            padd(l, ko * h, i, AP_HMOD_V, 0); padd(l, qb ? ko : 0, i, AP_HMOD_V, 1);             \
+        }                                                                                        \
+        padd(l, cdiv64(a * d, t) * h, i, AP_HMOD_O, 0); padd(l, ob ? h : 0, i, AP_HMOD_O, 1);    \
+    } while (0)
+#define MLP()                                                                                    \
+    do {                                                                                         \
+        if (swi) {                                                                               \
+            padd(l, ft * h, i, AP_HMOD_GATE, 0); padd(l, ob ? ft : 0, i, AP_HMOD_GATE, 1);       \
+            padd(l, ft * h, i, AP_HMOD_UP, 0); padd(l, ob ? ft : 0, i, AP_HMOD_UP, 1);           \
+            padd(l, ft * h, i, AP_HMOD_DOWN, 0); padd(l, ob ? h : 0, i, AP_HMOD_DOWN, 1);        \
+        } else {                                                                                 \
+            padd(l, ft * h, i, AP_HMOD_FC1, 0); padd(l, ob ? ft : 0, i, AP_HMOD_FC1, 1);         \
+            padd(l, ft * h, i, AP_HMOD_FC2, 0); padd(l, ob ? h : 0, i, AP_HMOD_FC2, 1);          \
+        }                                                                                        \
+    } while (0)
+    switch (ak) {
+    case ARCH_LLAMA:
+        ATTN_SEPARATE(0);
+        MLP();
+        pnorm(l, per_norm, h, i, AP_HMOD_LN1);
+        if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
+        break;
+    case ARCH_OPT:
+        ATTN_SEPARATE(1);
+        pnorm(l, per_norm, h, i, AP_HMOD_LN1);
+        if (swi) {
+            MLP();
+        } else {
+            padd(l, ft * h, i, AP_HMOD_FC1, 0); padd(l, ob ? ft : 0, i, AP_HMOD_FC1, 1);
+            padd(l, ft * h, i, AP_HMOD_FC2, 0); padd(l, ob ? h : 0, i, AP_HMOD_FC2, 1);
+        }
+        if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
+        break;
+    case ARCH_GPT2:
+    case ARCH_FUSED:
+        pnorm(l, per_norm, h, i, AP_HMOD_LN1);
+        padd(l, (2 * ko + qo) * h, i, AP_HMOD_QKV, 0);
+        padd(l, qb ? 2 * ko + qo : 0, i, AP_HMOD_QKV, 1);
+        padd(l, cdiv64(a * d, t) * h, i, AP_HMOD_O, 0); padd(l, ob ? h : 0, i, AP_HMOD_O, 1);
+        if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
+        MLP();
+        break;
+    }
+#undef ATTN_SEPARATE
+#undef MLP
+    /* the same layer at t = 1, to check the layout against the model's own count */
+    int64_t s1 = (a * d + 2 * kv * d) * h + (qb ? a * d + 2 * kv * d : 0) + a * d * h + (ob ? h : 0) +
+                 (swi ? 3 * f * h + (ob ? 2 * f + h : 0) : 2 * f * h + (ob ? f + h : 0)) +
+                 m->norms_per_layer * per_norm;
+    *sum_t1 += s1 - li.total_params;
+}
+
+ap_status ap_hetero_params(const ap_model *m, int t, ap_hparam **out, int *n, ap_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (t < 1) return ap_err_set(err, AP_ERR_INPUT, "hetero: tensor-parallel degree must be >= 1");
+    if (m->moe.experts > 0 || m->mla.kv_lora_rank > 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: the heterogeneous-memory simulation covers "
+                          "dense models (no MoE experts or latent attention)", m->name);
+    if (m->layers > 100000)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: %lld layers are too many to list parameter by "
+                          "parameter", m->name, (long long)m->layers);
+    arch_kind ak = arch_of(m);
+    int64_t h = m->hidden, V = m->vocab;
+    plist l = {0};
+    int64_t mismatch = 0;
+    int64_t emb_norm = ap_model_embedding_params(m) - V * h - m->learned_pos * h;
+    int64_t final_norm = ap_model_head_params(m) - (m->tied_embeddings ? 0 : V * h);
+    /* embeddings (vocabulary-parallel), learned positions, BLOOM's embedding norm */
+    padd(&l, cdiv64(V, t) * h, -1, AP_HMOD_EMBED, 0);
+    padd(&l, m->learned_pos * h, -1, AP_HMOD_POS, 0);
+    if (emb_norm > 0) pnorm(&l, emb_norm, h, -1, AP_HMOD_EMBED);
+    if (ak == ARCH_OPT) pnorm(&l, final_norm, h, -1, AP_HMOD_FINAL_NORM);
+    for (int64_t i = 0; i < m->layers; i++) layer_params(m, ak, t, (int32_t)i, &l, &mismatch);
+    if (ak != ARCH_OPT) pnorm(&l, final_norm, h, -1, AP_HMOD_FINAL_NORM);
+    if (!m->tied_embeddings) padd(&l, cdiv64(V, t) * h, -1, AP_HMOD_HEAD, 0);
+    if (l.nomem) {
+        free(l.v);
+        return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory listing parameters");
+    }
+    if (mismatch != 0) {
+        free(l.v);
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: the parameter layout of model_type '%s' "
+                          "differs from the model's count by %lld per model; the "
+                          "heterogeneous-memory simulation does not know it",
+                          m->name, m->model_type, (long long)mismatch);
+    }
+    *out = l.v;
+    *n = l.n;
+    return AP_OK;
+}
+
+/* ---- the operator template -------------------------------------------------------------- */
+
+/* Modules of an event-simulator period, in forward order. */
+static int period_modules(const ap_model *m, int kind, int mods[4]) {
+    arch_kind ak = arch_of(m);
+    int swi = m->act == AP_ACT_SWIGLU;
+    switch (kind) {
+    case AP_PERIOD_EMBED:
+        mods[0] = AP_HMOD_EMBED;
+        if (m->learned_pos > 0) return mods[1] = AP_HMOD_POS, 2;
+        return 1;
+    case AP_PERIOD_LN1: return mods[0] = AP_HMOD_LN1, 1;
+    case AP_PERIOD_QKV:
+        if (ak == ARCH_GPT2 || ak == ARCH_FUSED) return mods[0] = AP_HMOD_QKV, 1;
+        mods[0] = AP_HMOD_Q, mods[1] = AP_HMOD_K, mods[2] = AP_HMOD_V;
+        return 3;
+    case AP_PERIOD_PROJ: return mods[0] = AP_HMOD_O, 1;
+    case AP_PERIOD_LN2: return m->norms_per_layer >= 2 ? (mods[0] = AP_HMOD_LN2, 1) : 0;
+    case AP_PERIOD_FC1:
+        if (swi) return mods[0] = AP_HMOD_GATE, mods[1] = AP_HMOD_UP, 2;
+        return mods[0] = AP_HMOD_FC1, 1;
+    case AP_PERIOD_FC2: return mods[0] = swi ? AP_HMOD_DOWN : AP_HMOD_FC2, 1;
+    case AP_PERIOD_FINAL_NORM: return m->final_norm ? (mods[0] = AP_HMOD_FINAL_NORM, 1) : 0;
+    case AP_PERIOD_HEAD: return mods[0] = AP_HMOD_HEAD, 1;
+    }
+    return 0;
+}
+
+/* Parameters of (layer, module): the tied head uses the token embedding. */
+static int module_params(const hctx *x, const int32_t *first_of_layer, int32_t layer, int module,
+                         int32_t *out) {
+    int n = 0;
+    int32_t lo = 0, hi = x->nparams;
+    if (layer >= 0) {
+        lo = first_of_layer[layer];
+        hi = first_of_layer[layer + 1];
+    }
+    int want = module;
+    if (module == AP_HMOD_HEAD && x->m->tied_embeddings) want = AP_HMOD_EMBED;
+    for (int32_t i = lo; i < hi && n < HOP_MAXP; i++) {
+        const ap_hparam *pr = &x->params[i];
+        if (pr->layer != layer || pr->module != want) continue;
+        if (module == AP_HMOD_HEAD && x->m->tied_embeddings && pr->is_bias) continue;
+        out[n++] = i;
+    }
+    return n;
+}
+
+static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *err) {
+    const ap_model *m = x->m;
+    int64_t L = m->layers;
+    int32_t *first = malloc((size_t)(L + 2) * sizeof *first);
+    x->ops = calloc((size_t)nper * 4 + 4, sizeof *x->ops);
+    if (!first || !x->ops) {
+        free(first);
+        return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    }
+    /* first parameter index of each layer (layers are contiguous in every order above) */
+    for (int64_t i = 0; i <= L + 1; i++) first[i] = x->nparams;
+    for (int32_t i = x->nparams - 1; i >= 0; i--)
+        if (x->params[i].layer >= 0) first[x->params[i].layer] = i;
+    for (int64_t i = L - 1; i >= 0; i--)
+        if (first[i] > first[i + 1]) first[i] = first[i + 1];
+    /* FLOPs of one micro-batch on this rank: 2 per weight element per token (x2 backward),
+       attention scores and values 2*b*a/t*s*s*(d_qk + d_v) in the query-key-value period
+       (Narayanan et al. 2021 Eq. 3 convention, README "Throughput definitions") */
+    const ap_plan *p = x->p;
+    double tokens = (double)p->mbs * (double)p->seq;
+    double attn = 2.0 * (double)p->mbs * ((double)m->heads / p->tp) * (double)p->seq *
+                  (double)p->seq * 2.0 * (double)m->head_dim;
+    int n = 0;
+    for (int k = 0; k < nper; k++) {
+        const ap_sim_period *q = &per[k];
+        int mods[4];
+        int nm = period_modules(m, q->kind, mods);
+        int32_t layer = q->kind == AP_PERIOD_EMBED || q->kind == AP_PERIOD_FINAL_NORM ||
+                                q->kind == AP_PERIOD_HEAD
+                            ? -1
+                            : q->layer;
+        if (nm == 0) {
+            /* no parameters here (a shared norm): its data belongs to the running operator */
+            if (n > 0 && q->peak_bytes > x->ops[n - 1].nmd_peak) x->ops[n - 1].nmd_peak = q->peak_bytes;
+            continue;
+        }
+        for (int j = 0; j < nm; j++) {
+            int mod = mods[q->phase == AP_PHASE_BWD ? nm - 1 - j : j];
+            hop *o = &x->ops[n];
+            memset(o, 0, sizeof *o);
+            o->module = (int8_t)mod;
+            o->phase = q->phase;
+            o->layer = layer;
+            o->nparams = (int8_t)module_params(x, first, layer, mod, o->params);
+            o->nmd_start = q->start_bytes;
+            o->nmd_peak = q->peak_bytes;
+            double w = 0;
+            for (int i = 0; i < o->nparams; i++)
+                if (!x->params[o->params[i]].is_bias && mod != AP_HMOD_EMBED && mod != AP_HMOD_POS &&
+                    mod != AP_HMOD_LN1 && mod != AP_HMOD_LN2 && mod != AP_HMOD_FINAL_NORM)
+                    w += 2.0 * tokens * (double)x->params[o->params[i]].numel;
+            if (q->kind == AP_PERIOD_QKV && j == nm - 1) w += attn;
+            o->flops = q->phase == AP_PHASE_BWD ? 2.0 * w : w;
+            if (q->phase == AP_PHASE_BWD)
+                for (int i = 0; i < o->nparams; i++)
+                    o->wgrad_bytes += (int64_t)(x->elt * (double)x->params[o->params[i]].numel);
+            if (o->nparams > 0) n++;
+        }
+    }
+    x->nops = n;
+    /* gradient hooks: after the last backward use of each parameter (AccumulateGrad fires once
+       the whole gradient is summed: the tied embedding after the embedding's backward) */
+    int32_t *last = malloc((size_t)(x->nparams > 0 ? x->nparams : 1) * sizeof *last);
+    if (!last) {
+        free(first);
+        return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    }
+    for (int i = 0; i < x->nparams; i++) last[i] = -1;
+    for (int k = 0; k < n; k++)
+        if (x->ops[k].phase == AP_PHASE_BWD)
+            for (int i = 0; i < x->ops[k].nparams; i++) last[x->ops[k].params[i]] = k;
+    for (int i = 0; i < x->nparams; i++)
+        if (last[i] >= 0) {
+            hop *o = &x->ops[last[i]];
+            if (o->nhooks < HOP_MAXP) o->hooks[o->nhooks++] = i;
+        }
+    /* a tied head's weight gradient waits in autograd from the head's backward to the
+       embedding's: non-model data in between */
+    if (m->tied_embeddings) {
+        int k0 = -1, k1 = -1;
+        for (int k = 0; k < n; k++)
+            if (x->ops[k].phase == AP_PHASE_BWD) {
+                if (x->ops[k].module == AP_HMOD_HEAD && k0 < 0) k0 = k;
+                if (x->ops[k].module == AP_HMOD_EMBED) k1 = k;
+            }
+        if (k0 >= 0 && k1 > k0) {
+            int64_t g = (int64_t)(x->elt * (double)cdiv64(m->vocab, p->tp) * (double)m->hidden);
+            for (int k = k0 + 1; k <= k1; k++) {
+                x->ops[k].nmd_start += g;
+                x->ops[k].nmd_peak += g;
+            }
+        }
+    }
+    free(last);
+    free(first);
+    /* compute time: the cost model's forward / backward of a micro-batch split by FLOPs */
+    double ff = 0, fb = 0;
+    for (int k = 0; k < n; k++) {
+        if (x->ops[k].phase == AP_PHASE_FWD) ff += x->ops[k].flops;
+        else fb += x->ops[k].flops;
+    }
+    for (int k = 0; k < n; k++) {
+        hop *o = &x->ops[k];
+        double tot = o->phase == AP_PHASE_FWD ? ff : fb;
+        o->compute_s = tot > 0 ? (o->phase == AP_PHASE_FWD ? x->fwd_s : x->bwd_s) * o->flops / tot
+                               : 0;
+    }
+    return AP_OK;
+}
+
+/* Non-model data and compute time from the event simulator and the cost model, on a plan that
+ * keeps every model state resident (ZeRO 0, no offload): the hetero trainers handle those. */
+static ap_status template_of(hctx *x, ap_err *err) {
+    ap_plan q = *x->p;
+    memset(&q.hetero, 0, sizeof q.hetero);
+    q.zero = 0;
+    q.offload_optimizer = q.offload_params = 0;
+    q.grad_accum = 1;
+    q.gbs = q.mbs * q.dp;
+    ap_estimate_opts eo;
+    ap_estimate_opts_init(&eo);
+    eo.calib = x->o->calib;
+    ap_estimate e;
+    ap_status st = ap_estimate_plan(x->m, x->c, &q, &eo, &e, err);
+    if (st != AP_OK) return st;
+    x->fwd_s = e.time.stage_fwd_s[0];
+    x->bwd_s = e.time.stage_bwd_s[0];
+    x->step_overhead_s = e.time.overhead_s;
+    x->model_flops_step = e.tp.model_flops_per_step / (double)q.gbs * (double)x->p->gbs;
+    ap_sim_opts so;
+    ap_sim_opts_init(&so);
+    so.record_curves = 1;
+    so.capacity_bytes = 0;
+    ap_sim *s = NULL;
+    st = ap_sim_run(x->m, NULL, &q, &so, &s, err);
+    if (st != AP_OK) return st;
+    x->overhead_bytes = ap_sim_overhead_bytes(s);
+    ap_sim_period *per = NULL;
+    int nper = 0;
+    st = ap_sim_periods(s, 0, &per, &nper, err);
+    ap_sim_free(s);
+    if (st != AP_OK) return st;
+    st = build_ops(x, per, nper, err);
+    free(per);
+    return st;
+}
+
+ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
+                        const ap_hetero_opts *opts, ap_hetero **out, ap_err *err) {
+    *out = NULL;
+    ap_hetero_opts dflt;
+    if (!opts) {
+        ap_hetero_opts_init(&dflt);
+        opts = &dflt;
+    }
+    if (opts->steps < 1 || opts->steps > 100)
+        return ap_err_set(err, AP_ERR_INPUT, "hetero: steps must be in [1, 100]");
+    if (!ap_hetero_applies(pin))
+        return ap_err_set(err, AP_ERR_INPUT, "hetero: the plan uses no Gemini placement and no "
+                          "DeepSpeed offload device");
+    ap_plan pl = *pin;
+    if (pl.dp < 1 && pl.tp > 0 && pl.pp > 0 && pl.cp > 0) pl.dp = c->gpus / (pl.tp * pl.pp * pl.cp);
+    if (pl.mbs > 0 && pl.dp > 0 && pl.gbs % (pl.mbs * pl.dp) == 0)
+        pl.grad_accum = pl.gbs / (pl.mbs * pl.dp);
+    if (pl.pp != 1 || pl.cp != 1 || pl.vp != 1)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no pipeline or context parallelism with "
+                          "%s (pp, cp and vp must be 1)", ap_trainer_get(pl.trainer)->display,
+                          pl.trainer == AP_TRAINER_COLOSSALAI ? "GeminiPlugin"
+                                                              : "ZeRO offload");
+    ap_status st = ap_plan_check(&pl, m, c, 1, err);
+    if (st != AP_OK) return st;
+    if ((st = ap_plan_hetero_validate(&pl, c, "plan", err)) != AP_OK) return st;
+    if (pl.trainer == AP_TRAINER_COLOSSALAI && pl.zero != 3)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "GeminiPlugin is ZeRO-3 (zero must be 3, got %d)",
+                          pl.zero);
+    hctx *x = calloc(1, sizeof *x);
+    if (!x) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    x->m = m;
+    x->c = c;
+    x->o = opts;
+    ap_plan *pp = malloc(sizeof *pp);
+    if (!pp) {
+        free(x);
+        return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    }
+    *pp = pl;
+    x->p = pp;
+    if (opts->calib) x->cal = *opts->calib;
+    else ap_calib_default(&c->gpu, &x->cal);
+    x->Z = pl.dp;
+    x->mb = (int)(pl.grad_accum > 0 ? pl.grad_accum : 1);
+    x->elt = pl.dtype == AP_DTYPE_FP32 ? 4.0 : 2.0;
+    x->capacity_bytes = c->gpu.mem_bytes;
+    x->gpus_per_node = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
+    x->sum.first_over_op = -1;
+    x->sum.zero_size = x->Z;
+    x->sum.micro_batches = x->mb;
+    x->sum.gpu_capacity_bytes = x->capacity_bytes;
+    x->sum.headroom_bytes = opts->headroom_bytes;
+    x->sum.host_capacity_bytes = c->cpu_mem_bytes;
+    x->sum.nvme_capacity_bytes = c->nvme_bytes;
+    st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
+    if (st == AP_OK) st = template_of(x, err);
+    if (st == AP_OK)
+        st = pl.trainer == AP_TRAINER_COLOSSALAI ? ap_gemini_sim(x, err) : ap_zero_offload_sim(x, err);
+    if (st == AP_OK && x->nomem) st = ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    if (st != AP_OK) {
+        ap_hetero_free((ap_hetero *)x);
+        return st;
+    }
+    /* the verdict */
+    ap_hetero_summary *s = &x->sum;
+    s->tokens_per_s = s->step_s > 0 ? (double)pl.gbs * (double)pl.seq / s->step_s : 0;
+    double ref = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
+                                                      : c->gpu.peak_flops[AP_DTYPE_FP16];
+    s->mfu = s->step_s > 0 && ref > 0 ? x->model_flops_step / s->step_s / c->gpus / ref : 0;
+    s->host_bytes_per_node = s->host_peak_bytes * x->gpus_per_node;
+    int gpu_ok = s->failure[0] == '\0' &&
+                 s->gpu_peak_bytes + opts->headroom_bytes <= s->gpu_capacity_bytes;
+    /* the host keeps 10% for the OS and the data loader (the estimate's host_fits rule) */
+    int host_ok = s->host_bytes_per_node <= 0.9 * s->host_capacity_bytes;
+    int nvme_ok = s->nvme_bytes_per_node <= 0 || s->nvme_bytes_per_node <= s->nvme_capacity_bytes;
+    s->fits = gpu_ok && host_ok && nvme_ok;
+    s->binding = !gpu_ok ? AP_BIND_GPU : !host_ok ? AP_BIND_HOST : !nvme_ok ? AP_BIND_NVME
+                                                                           : AP_BIND_NONE;
+    *out = (ap_hetero *)x;
+    return AP_OK;
+}
+
+void ap_hetero_free(ap_hetero *h) {
+    hctx *x = (hctx *)h;
+    if (!x) return;
+    free(x->params);
+    free(x->ops);
+    free(x->recs);
+    free(x->moves);
+    free((void *)x->p);
+    free(x);
+}

@@ -1,0 +1,110 @@
+/*
+ * hetero_int.h - internals shared by the heterogeneous-memory simulators: sim/hetero.c (the
+ * parameter list, the operator template of one micro-batch, the run and its report),
+ * sim/hetero_time.c (links, CPU Adam, the step timeline), sim/gemini.c and
+ * sim/zero_infinity.c (the trainers). Not a public header: callers use hetero.h.
+ */
+#ifndef AP_HETERO_INT_H
+#define AP_HETERO_INT_H
+
+#include "autoplan/hetero.h"
+
+#define HOP_MAXP 4
+
+/* One module call of one micro-batch: the operator template every micro-batch repeats. */
+typedef struct hop {
+    int8_t module;              /* ap_hmod */
+    int8_t phase;               /* AP_PHASE_FWD / RECOMPUTE / BWD */
+    int8_t nparams;
+    int8_t nhooks;              /* bwd: parameters whose gradient hook fires after it */
+    int32_t layer;
+    int32_t params[HOP_MAXP];   /* indices into the parameter list */
+    int32_t hooks[HOP_MAXP];
+    int64_t nmd_start;          /* non-model bytes live when its hooks fire (event simulator) */
+    int64_t nmd_peak;           /* highest non-model bytes in its period */
+    int64_t wgrad_bytes;        /* bwd: its weight gradients, produced by autograd before the
+                                   gradient hooks copy them into the trainer's buffers */
+    double flops;               /* its share of the micro-batch's FLOPs (compute split) */
+    double compute_s;           /* its compute time */
+} hop;
+
+/* Link state of the step timeline (hetero_time.c): one clock per engine. */
+typedef struct tline {
+    double t;                   /* compute stream */
+    double h2d_free, d2h_free;  /* PCIe copy engines, one per direction */
+    double nvme_free;           /* NVMe queue (reads and writes share the drives) */
+    double coll_free;           /* communication stream (async reduce) */
+    double h2d_busy, d2h_busy, nvme_busy;
+    double exposed;             /* transfer time the compute stream waited for */
+    double coll_exposed;        /* collective time on the compute stream */
+} tline;
+
+typedef struct hctx {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    const ap_hetero_opts *o;
+    ap_calib cal;
+    ap_hparam *params;
+    int nparams;
+    hop *ops;                   /* one micro-batch, execution order */
+    int nops;
+    int Z;                      /* ranks sharding model states (dp) */
+    int mb;                     /* micro-batches per step */
+    double elt;                 /* bytes per element of the 16-bit copies */
+    double overhead_bytes;      /* CUDA context, cuBLAS and NCCL buffers */
+    double capacity_bytes;      /* device memory */
+    double fwd_s, bwd_s;        /* compute of one micro-batch (bwd includes recompute) */
+    double step_overhead_s;     /* the cost model's fixed per-step overhead */
+    double model_flops_step;    /* for MFU */
+    int gpus_per_node;          /* GPUs sharing one host */
+    /* the report */
+    ap_hetero_summary sum;
+    int recording;              /* inside the reported step */
+    ap_hetero_oprec *recs;
+    int nrecs, caprecs;
+    ap_hetero_move *moves;
+    int nmoves, capmoves;
+    int nomem;
+    tline tl;
+} hctx;
+
+/* ---- hetero.c ---------------------------------------------------------------------------- */
+/* Append an operator record / a movement while recording (no-ops otherwise); -1 / nothing on
+ * allocation failure (ctx->nomem set). */
+int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb);
+void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
+/* GPU verdict at an operator: device bytes = model + non-model + overhead; records the peak
+ * and the first overflow (capacity - headroom). */
+void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes);
+void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
+
+/* ---- hetero_time.c ----------------------------------------------------------------------- */
+double ht_h2d_bps(const hctx *x, int pinned);   /* bytes/s of one rank's host-to-GPU copies */
+double ht_d2h_bps(const hctx *x, int pinned);
+double ht_nvme_read_bps(const hctx *x);         /* one rank's share of the node's drives */
+double ht_nvme_write_bps(const hctx *x);
+/* Ring all-gather or reduce-scatter of `bytes` (the full buffer) across the ZeRO group. */
+double ht_collective_s(const hctx *x, double bytes);
+/* CPU Adam over n elements moving bytes_per_elem through host DRAM, the node's GPUs sharing
+ * it (every rank steps at the same time). */
+double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem);
+/* Memory-bound GPU pass over `bytes` of HBM traffic. */
+double ht_gpu_pass_s(const hctx *x, double bytes);
+void ht_reset(tline *t);
+/* An engine busy for dur_s, starting when it and the compute stream are free and not before
+ * not_before; with sync the compute stream waits for it (exposed time). Returns its end. */
+double ht_span(hctx *x, int eng, double dur_s, double not_before, int sync);
+/* A transfer the compute stream waits for (synchronous copy): returns its end. */
+double ht_sync(hctx *x, int engine, double bytes, double bps);
+/* A transfer queued behind the compute stream's present (async copy): returns its end. */
+double ht_async(hctx *x, int engine, double bytes, double bps);
+/* The compute stream waits until `when`. */
+void ht_wait(hctx *x, double when);
+enum { ENG_H2D = 0, ENG_D2H, ENG_NVME, ENG_COLL };
+
+/* ---- the trainers ------------------------------------------------------------------------ */
+ap_status ap_gemini_sim(hctx *x, ap_err *err);
+ap_status ap_zero_offload_sim(hctx *x, ap_err *err);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * hetero_time.c - what the heterogeneous-memory simulators charge for a byte moved: PCIe copies
+ * (pinned or pageable), NVMe reads and writes, ZeRO collectives, CPU Adam over host DRAM and
+ * memory-bound GPU passes; and the step timeline, one clock per engine (compute stream, the two
+ * PCIe copy directions, the NVMe queue, the communication stream), so a transfer is charged
+ * only for the time the compute stream waits for it.
+ *
+ * Every rate is a physical number of the cluster (hw.h) times a cited efficiency; none is fitted
+ * to a run. Not here: which bytes move (gemini.c, zero_infinity.c).
+ */
+#include <math.h>
+
+#include "hetero_int.h"
+
+/* Pinned cudaMemcpy reaches about 80% of the nominal per-direction PCIe rate (NVIDIA's
+ * bandwidthTest: ~12-13 GB/s of 16 on Gen3 x16, ~26 of 32 on Gen4 x16); the GPUs behind one
+ * switch share its uplink. The same 0.8 and the same sharing as the cost model's offload time
+ * (costmodel/estimate.c). */
+#define PCIE_EFF 0.8
+/* Host DRAM streams at about 70% of its peak (STREAM triad on two-socket servers, McCalpin;
+ * the cost model's CPU Adam uses the same factor). */
+#define HOST_STREAM_EFF 0.7
+
+static int share_of(const hctx *x) {
+    int s = x->c->gpus_per_pcie_switch > 0 ? x->c->gpus_per_pcie_switch : 1;
+    return s < x->gpus_per_node ? s : x->gpus_per_node;
+}
+
+/* Host DRAM bandwidth one rank gets while every rank of the node streams at once. */
+static double host_bps(const hctx *x) {
+    double bw = x->c->host_mem_bytes_per_s > 0 ? x->c->host_mem_bytes_per_s : 100e9;
+    return HOST_STREAM_EFF * bw / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
+}
+
+static double pcie_bps(const hctx *x) { return x->c->pcie_bytes_per_s * PCIE_EFF / share_of(x); }
+
+/* A pageable copy goes through the driver's pinned staging buffer (CUDA C++ Best Practices
+ * Guide, "Pinned Memory"): the PCIe leg and a host memcpy (read + write of DRAM) in series. */
+static double pageable(const hctx *x, double pcie) {
+    double host_copy = host_bps(x) / 2.0;
+    return 1.0 / (1.0 / pcie + 1.0 / host_copy);
+}
+
+double ht_h2d_bps(const hctx *x, int pinned) {
+    return pinned ? pcie_bps(x) : pageable(x, pcie_bps(x));
+}
+
+double ht_d2h_bps(const hctx *x, int pinned) {
+    return pinned ? pcie_bps(x) : pageable(x, pcie_bps(x));
+}
+
+/* The node's drives are shared by its ranks (DeepSpeed's aio reads each rank's own swap files
+ * on the same local drives: deepspeed/runtime/swap_tensor/partitioned_param_swapper.py). */
+double ht_nvme_read_bps(const hctx *x) {
+    return x->c->nvme_read_bytes_per_s / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
+}
+
+double ht_nvme_write_bps(const hctx *x) {
+    return x->c->nvme_write_bytes_per_s / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
+}
+
+double ht_collective_s(const hctx *x, double bytes) {
+    int Z = x->Z;
+    if (Z <= 1 || bytes <= 0) return 0;
+    /* ring: each rank moves (Z-1)/Z of the buffer (NCCL all-gather / reduce-scatter); the group
+       has stride tp, so a domain holds domain/tp of its ranks; across domains the node's NICs
+       are shared by those ranks; 2 log2(Z) latency steps as the cost model counts them */
+    const ap_cluster *c = x->c;
+    int dom = c->nvlink_domain > 0 ? c->nvlink_domain : 1;
+    int k = dom / (x->p->tp > 0 ? x->p->tp : 1);
+    if (k < 1) k = 1;
+    double link = c->gpu.link == AP_LINK_NONE || c->link_bytes_per_s <= 0
+                      ? c->pcie_bytes_per_s * PCIE_EFF
+                      : c->link_bytes_per_s * x->cal.link_eff;
+    double bw = link;
+    if (Z > k) {
+        double net = c->net_bytes_per_s * x->cal.net_eff * (double)k;
+        if (net < bw) bw = net;
+    }
+    return (double)(Z - 1) / Z * bytes / bw + ceil(log2((double)Z)) * x->cal.coll_latency_s;
+}
+
+double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem) {
+    return n > 0 ? n * bytes_per_elem / host_bps(x) : 0;
+}
+
+double ht_gpu_pass_s(const hctx *x, double bytes) {
+    return bytes > 0 ? bytes / (x->c->gpu.hbm_bytes_per_s * x->cal.mem_bound_eff) : 0;
+}
+
+/* ---- the timeline ------------------------------------------------------------------------ */
+
+void ht_reset(tline *t) { *t = (tline){0}; }
+
+static double *engine(hctx *x, int eng) {
+    switch (eng) {
+    case ENG_H2D: return &x->tl.h2d_free;
+    case ENG_D2H: return &x->tl.d2h_free;
+    case ENG_NVME: return &x->tl.nvme_free;
+    default: return &x->tl.coll_free;
+    }
+}
+
+static void busy(hctx *x, int eng, double d) {
+    if (eng == ENG_H2D) x->tl.h2d_busy += d;
+    else if (eng == ENG_D2H) x->tl.d2h_busy += d;
+    else if (eng == ENG_NVME) x->tl.nvme_busy += d;
+}
+
+double ht_span(hctx *x, int eng, double dur_s, double not_before, int sync) {
+    double *f = engine(x, eng);
+    double start = *f > x->tl.t ? *f : x->tl.t;
+    if (not_before > start) start = not_before;
+    if (dur_s <= 0) dur_s = 0;
+    *f = start + dur_s;
+    busy(x, eng, dur_s);
+    if (sync && *f > x->tl.t) {
+        if (eng == ENG_COLL) x->tl.coll_exposed += *f - x->tl.t;
+        else x->tl.exposed += *f - x->tl.t;
+        x->tl.t = *f;
+    }
+    return *f;
+}
+
+double ht_async(hctx *x, int eng, double bytes, double bps) {
+    return ht_span(x, eng, bytes > 0 && bps > 0 ? bytes / bps : 0, 0, 0);
+}
+
+double ht_sync(hctx *x, int eng, double bytes, double bps) {
+    return ht_span(x, eng, bytes > 0 && bps > 0 ? bytes / bps : 0, 0, 1);
+}
+
+void ht_wait(hctx *x, double when) {
+    if (when > x->tl.t) {
+        x->tl.exposed += when - x->tl.t;
+        x->tl.t = when;
+    }
+}
