@@ -94,6 +94,7 @@ typedef struct gem {
     int32_t *tmp, *tmp2;     /* scratch lists of chunks */
     int64_t *nextuse;
     double avail_prefetch;
+    double reserved_nmd;     /* non-model data the auto policy reserved at this operator */
     int failed;
     int rec;                 /* current operator record */
     int nasync;              /* prefetches in flight */
@@ -462,6 +463,7 @@ static int auto_evict(gem *g, const int32_t *ev_in, int ne, double demand) {
     } else {
         /* next_period_non_model_data_usage: the warm-up's list, one entry per call */
         max_nmd = g->nnmd > 0 ? g->nmd[g->step_idx] : 0;
+        g->reserved_nmd = max_nmd;
         g->step_idx = g->nnmd > 0 ? (g->step_idx + 1) % g->nnmd : 0;
         cap *= h->steady_cuda_cap_ratio;
     }
@@ -704,6 +706,12 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     int npf = prefetch_list(g, pf);
     for (int i = 0; i < npf; i++) access_chunk(g, pf[i], 1);
     g->md_recorded = g->md; /* record_model_data_volume */
+    if (g->rec >= 0) {
+        double res = g->h->placement == AP_GEMINI_AUTO && !g->warmup
+                         ? g->reserved_nmd
+                         : (double)o->nmd_peak + (double)o->wgrad_bytes;
+        x->recs[g->rec].planned_bytes = (int64_t)(g->md + res);
+    }
     /* the operator runs: its non-model data on top of the model data */
     g->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;
     point(g, 0);

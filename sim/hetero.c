@@ -529,6 +529,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
     memset(&q.hetero, 0, sizeof q.hetero);
     q.zero = 0;
     q.offload_optimizer = q.offload_params = 0;
+    q.overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
     q.grad_accum = 1;
     q.gbs = q.mbs * q.dp;
     ap_estimate_opts eo;
@@ -610,7 +611,9 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.zero_size = x->Z;
     x->sum.micro_batches = x->mb;
     x->sum.gpu_capacity_bytes = x->capacity_bytes;
-    x->sum.headroom_bytes = opts->headroom_bytes;
+    /* Gemini auto sizes its model data from the device's capacity and keeps its own 10%
+       steady-state margin (steady_cuda_cap_ratio): the physical capacity is its limit */
+    x->sum.headroom_bytes = pl.hetero.placement == AP_GEMINI_AUTO ? 0 : opts->headroom_bytes;
     x->sum.host_capacity_bytes = c->cpu_mem_bytes;
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
@@ -630,7 +633,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     s->mfu = s->step_s > 0 && ref > 0 ? x->model_flops_step / s->step_s / c->gpus / ref : 0;
     s->host_bytes_per_node = s->host_peak_bytes * x->gpus_per_node;
     int gpu_ok = s->failure[0] == '\0' &&
-                 s->gpu_peak_bytes + opts->headroom_bytes <= s->gpu_capacity_bytes;
+                 s->gpu_peak_bytes + s->headroom_bytes <= s->gpu_capacity_bytes;
     /* the host keeps 10% for the OS and the data loader (the estimate's host_fits rule) */
     int host_ok = s->host_bytes_per_node <= 0.9 * s->host_capacity_bytes;
     int nvme_ok = s->nvme_bytes_per_node <= 0 || s->nvme_bytes_per_node <= s->nvme_capacity_bytes;

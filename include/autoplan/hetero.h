@@ -147,7 +147,9 @@ const char *ap_binding_name(ap_binding b); /* "none" "gpu" "host" "nvme" "throug
 int ap_hetero_applies(const ap_plan *p);
 
 typedef struct ap_hetero_opts {
-    double headroom_bytes;    /* fits = device peak + headroom <= capacity; default 2 GiB */
+    double headroom_bytes;    /* fits = device peak + headroom <= capacity; default 2 GiB.
+                                 Gemini auto ignores it: it sizes its model data from the
+                                 device's capacity with its own 10% margin */
     const ap_calib *calib;    /* NULL = built-in calibration of the cluster's GPU */
     int steps;                /* optimizer steps simulated, the last one reported; default 3 */
     int record;               /* keep per-operator records and movements; default 1 */
@@ -183,6 +185,9 @@ typedef struct ap_hetero_oprec {
     int64_t gpu_model_bytes;  /* chunks / parameters / gradients / optimizer on the GPU */
     int64_t gpu_nonmodel_bytes; /* non-model peak of its period (+ transient weight gradients) */
     int64_t gpu_bytes;        /* model + non-model + device overhead */
+    int64_t planned_bytes;    /* the trainer's own account after its fetch: model data plus
+                                 the non-model data it reserved (Gemini auto: the warm-up's
+                                 measurement for this operator) */
     int64_t host_bytes;       /* this rank's host memory */
     int64_t h2d_bytes, d2h_bytes, nvme_read_bytes, nvme_write_bytes;
     double start_s, end_s;    /* on the compute stream, from the start of the step */

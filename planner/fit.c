@@ -1,0 +1,399 @@
+/*
+ * fit.c - the largest model of a family each strategy can train on the given GPUs and host
+ * (fit.h). For one strategy and one model, ap_fit_eval builds the strategy's plan (one GPU
+ * group, data parallel over all GPUs, the requested micro-batch, sequence, recompute) and asks
+ * the verdict of the part of autoplan that knows it: the cost model (estimate.h) for plain data
+ * parallelism and ZeRO-2/3, the heterogeneous-memory simulation (hetero.h) for ZeRO-Offload,
+ * ZeRO-Infinity and Gemini, the search (search.h) over every trainer for "best". ap_fit bisects
+ * the family's ladder for the boundary between a size that trains and the next that does not.
+ *
+ * Not here: printing (cli/cmd_fit.c), the families (costmodel/family.c).
+ */
+#include "autoplan/fit.h"
+#include "autoplan/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[AP_FIT_NSTRATEGIES] = {
+    "ddp", "zero-2", "zero-3", "zero-offload", "zero-infinity-cpu", "zero-infinity-nvme",
+    "gemini-static", "gemini-auto", "best"};
+
+const char *ap_fit_strategy_name(int s) {
+    return s >= 0 && s < AP_FIT_NSTRATEGIES ? names[s] : "?";
+}
+
+ap_status ap_fit_strategy_parse(const char *name, int *out, ap_err *err) {
+    for (int i = 0; i < AP_FIT_NSTRATEGIES; i++)
+        if (name && !strcmp(name, names[i])) return (*out = i), AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "--strategies: unknown strategy '%s' (ddp, zero-2, "
+                      "zero-3, zero-offload, zero-infinity-cpu, zero-infinity-nvme, gemini-static, "
+                      "gemini-auto, best)", name ? name : "");
+}
+
+void ap_fit_opts_init(ap_fit_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->mbs = 1;
+    o->recompute = AP_RECOMPUTE_FULL;
+    o->headroom_bytes = 2.0 * 1073741824.0;
+}
+
+/* ---- one evaluation ----------------------------------------------------------------------- */
+
+static ap_dtype dtype_of(const ap_fit_opts *o) {
+    if (o->dtype_set) return o->dtype;
+    return o->cluster.gpu.peak_flops[AP_DTYPE_BF16] > 0 ? AP_DTYPE_BF16 : AP_DTYPE_FP16;
+}
+
+static ap_status batch_of(const ap_fit_opts *o, const ap_model *m, int64_t *seq, int64_t *gbs,
+                          ap_err *err) {
+    int dp = o->cluster.gpus;
+    *seq = o->seq > 0 ? o->seq : m->seq_len;
+    if (*seq < 1) return ap_err_set(err, AP_ERR_INPUT, "--seq: the family has no sequence length");
+    int64_t one = o->mbs * dp;
+    if (o->tokens_per_step > 0) {
+        double seqs = o->tokens_per_step / (double)*seq;
+        int64_t g = (int64_t)llround(seqs / (double)one) * one;
+        if (g < one) g = one;
+        *gbs = g;
+    } else {
+        *gbs = one;
+    }
+    return AP_OK;
+}
+
+static void plan_of(const ap_fit_opts *o, int s, const ap_model *m, int64_t seq, int64_t gbs,
+                    ap_plan *p) {
+    ap_plan_init(p);
+    p->tp = p->pp = p->cp = p->ep = p->etp = p->vp = 1;
+    p->dp = o->cluster.gpus;
+    p->mbs = o->mbs;
+    p->gbs = gbs;
+    p->grad_accum = gbs / (o->mbs * p->dp);
+    p->seq = seq;
+    p->recompute = o->recompute;
+    p->dtype = dtype_of(o);
+    p->flash_attn = 1;
+    p->overlap_grad = p->overlap_param = 1;
+    ap_plan_hetero_init(&p->hetero);
+    p->trainer = s == AP_FIT_GEMINI_STATIC || s == AP_FIT_GEMINI_AUTO ? AP_TRAINER_COLOSSALAI
+                                                                       : AP_TRAINER_DEEPSPEED;
+    switch (s) {
+    case AP_FIT_DDP: p->zero = 0; break;
+    case AP_FIT_ZERO2: p->zero = 2; break;
+    case AP_FIT_ZERO3: p->zero = 3; break;
+    case AP_FIT_ZERO_OFFLOAD:
+        /* ZeRO-Offload: ZeRO-2 with the optimizer on the host (Ren et al. 2021 Sec. 4) */
+        p->zero = 2;
+        p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
+        break;
+    case AP_FIT_ZERO_INF_CPU:
+        p->zero = 3;
+        p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_CPU;
+        break;
+    case AP_FIT_ZERO_INF_NVME:
+        p->zero = 3;
+        p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
+        break;
+    case AP_FIT_GEMINI_STATIC:
+        /* the most memory-saving static placement: everything sharded and on the host */
+        p->zero = 3;
+        p->hetero.placement = AP_GEMINI_STATIC;
+        p->hetero.shard_param_frac = p->hetero.offload_optim_frac = 1.0;
+        p->hetero.offload_param_frac = 1.0;
+        p->hetero.hidden_dim = m->hidden; /* Colossal-AI's examples pass hidden_dim=n_embd */
+        break;
+    case AP_FIT_GEMINI_AUTO:
+        p->zero = 3;
+        p->hetero.placement = AP_GEMINI_AUTO;
+        p->hetero.hidden_dim = m->hidden;
+        break;
+    }
+    /* overlap the parameter gather only where the trainer offers it for this stage */
+    if (!((ap_trainer_get(p->trainer)->overlap_param_zero_mask >> p->zero) & 1u))
+        p->overlap_param = 0;
+}
+
+static void gib(double b, char *buf, size_t n) { ap_fmt_bytes(b, buf, n); }
+
+static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan *p,
+                               ap_fit_verdict *v, ap_err *err) {
+    ap_estimate_opts eo;
+    ap_estimate_opts_init(&eo);
+    eo.headroom_bytes = o->headroom_bytes;
+    ap_estimate e;
+    ap_status st = ap_estimate_plan(m, &o->cluster, p, &eo, &e, err);
+    if (st == AP_ERR_INFEASIBLE) {
+        v->fits = 0;
+        v->binding = AP_BIND_GPU;
+        snprintf(v->detail, sizeof v->detail, "the trainer cannot run it: %.200s", err->msg);
+        return AP_OK;
+    }
+    if (st != AP_OK) return st;
+    v->fits = e.fits;
+    v->step_s = e.time.step_s;
+    v->tokens_per_s = e.tp.tokens_per_s;
+    v->gpu_peak_bytes = e.device_peak_bytes;
+    v->host_bytes_per_node = e.host_bytes_per_node;
+    char a[32], b[32];
+    if (!e.fits) {
+        int host = !e.host_fits && e.device_peak_bytes + e.headroom_bytes <= e.capacity_bytes;
+        v->binding = host ? AP_BIND_HOST : AP_BIND_GPU;
+        if (host) {
+            gib(e.host_bytes_per_node, a, sizeof a);
+            gib(e.host_capacity_bytes, b, sizeof b);
+            snprintf(v->detail, sizeof v->detail, "host %s per node of %s (90%% usable)", a, b);
+        } else {
+            gib(e.device_peak_bytes + e.headroom_bytes, a, sizeof a);
+            gib(e.capacity_bytes, b, sizeof b);
+            snprintf(v->detail, sizeof v->detail, "GPU %s with headroom of %s", a, b);
+        }
+    }
+    return AP_OK;
+}
+
+static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p,
+                             ap_fit_verdict *v, ap_err *err) {
+    ap_hetero_opts ho;
+    ap_hetero_opts_init(&ho);
+    ho.headroom_bytes = o->headroom_bytes; /* Gemini auto ignores it (hetero.h) */
+    ho.record = 0;
+    ho.steps = 3;
+    ap_hetero *h = NULL;
+    ap_status st = ap_hetero_run(m, &o->cluster, p, &ho, &h, err);
+    if (st == AP_ERR_INFEASIBLE) {
+        v->fits = 0;
+        v->binding = AP_BIND_GPU;
+        snprintf(v->detail, sizeof v->detail, "%.250s", err->msg);
+        return AP_OK;
+    }
+    if (st != AP_OK) return st;
+    const ap_hetero_summary *s = ap_hetero_summary_of(h);
+    v->fits = s->fits;
+    v->binding = s->binding;
+    v->step_s = s->step_s;
+    v->tokens_per_s = s->tokens_per_s;
+    v->gpu_peak_bytes = s->gpu_peak_bytes;
+    v->host_bytes_per_node = s->host_bytes_per_node;
+    v->nvme_bytes_per_node = s->nvme_bytes_per_node;
+    char a[32], b[32];
+    if (s->binding == AP_BIND_GPU) {
+        if (s->failure[0]) {
+            snprintf(v->detail, sizeof v->detail, "%s", s->failure);
+        } else {
+            gib(s->gpu_peak_bytes + s->headroom_bytes, a, sizeof a);
+            gib(s->gpu_capacity_bytes, b, sizeof b);
+            snprintf(v->detail, sizeof v->detail, "GPU %s with headroom of %s, first at %s", a, b,
+                     s->over_op);
+        }
+    } else if (s->binding == AP_BIND_HOST) {
+        gib(s->host_bytes_per_node, a, sizeof a);
+        gib(s->host_capacity_bytes, b, sizeof b);
+        snprintf(v->detail, sizeof v->detail, "host %s per node of %s (90%% usable)", a, b);
+    } else if (s->binding == AP_BIND_NVME) {
+        gib(s->nvme_bytes_per_node, a, sizeof a);
+        gib(s->nvme_capacity_bytes, b, sizeof b);
+        snprintf(v->detail, sizeof v->detail, "NVMe %s per node of %s", a, b);
+    }
+    ap_hetero_free(h);
+    return AP_OK;
+}
+
+static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
+                           ap_fit_verdict *v, ap_err *err) {
+    int have = 0;
+    ap_estimate best;
+    ap_estimate closest;
+    int have_closest = 0;
+    for (int t = 0; t < AP_TRAINER_COUNT; t++) {
+        ap_search_opts so;
+        ap_search_opts_init(&so);
+        so.fixed.trainer = (ap_trainer_id)t;
+        so.fixed.seq = seq;
+        so.fixed.dtype = dtype_of(o);
+        so.fix_dtype = 1;
+        so.gbs = gbs;
+        so.top_k = 1;
+        so.est.headroom_bytes = o->headroom_bytes;
+        ap_search_result r;
+        memset(&r, 0, sizeof r);
+        ap_model mm = *m;
+        mm.seq_len = seq;
+        ap_status st = ap_search(&mm, &o->cluster, &so, &r, err);
+        if (st != AP_OK) {
+            ap_search_result_free(&r);
+            if (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT) continue;
+            return st;
+        }
+        if (r.ntop > 0 && (!have || ap_estimate_better(&r.top[0], &best))) {
+            best = r.top[0];
+            have = 1;
+        }
+        if (r.ntop == 0 && r.have_closest &&
+            (!have_closest || r.closest.device_peak_bytes < closest.device_peak_bytes)) {
+            closest = r.closest;
+            have_closest = 1;
+        }
+        ap_search_result_free(&r);
+    }
+    if (have) {
+        v->fits = 1;
+        v->plan = best.plan;
+        v->step_s = best.time.step_s;
+        v->tokens_per_s = best.tp.tokens_per_s;
+        v->gpu_peak_bytes = best.device_peak_bytes;
+        v->host_bytes_per_node = best.host_bytes_per_node;
+        return AP_OK;
+    }
+    v->fits = 0;
+    v->binding = AP_BIND_GPU;
+    if (have_closest) {
+        char a[32], b[32], l[96];
+        v->binding = closest.host_fits ? AP_BIND_GPU : AP_BIND_HOST;
+        gib(closest.device_peak_bytes + closest.headroom_bytes, a, sizeof a);
+        gib(closest.capacity_bytes, b, sizeof b);
+        snprintf(v->detail, sizeof v->detail, "no trainer's plan fits; closest %s (%s): GPU %s "
+                 "with headroom of %s%s", ap_plan_label(&closest.plan, l, sizeof l),
+                 ap_trainer_name(closest.plan.trainer), a, b,
+                 closest.host_fits ? "" : ", host memory short too");
+        v->plan = closest.plan;
+    } else {
+        snprintf(v->detail, sizeof v->detail, "no trainer can run this model on these GPUs");
+    }
+    return AP_OK;
+}
+
+ap_status ap_fit_eval(const ap_fit_opts *o, int s, const ap_model *m, ap_fit_verdict *v,
+                      ap_err *err) {
+    memset(v, 0, sizeof *v);
+    int64_t seq = 0, gbs = 0;
+    ap_status st = batch_of(o, m, &seq, &gbs, err);
+    if (st != AP_OK) return st;
+    if (s == AP_FIT_BEST) {
+        st = eval_best(o, m, seq, gbs, v, err);
+    } else {
+        plan_of(o, s, m, seq, gbs, &v->plan);
+        if (s <= AP_FIT_ZERO3) st = eval_estimate(o, m, &v->plan, v, err);
+        else st = eval_hetero(o, m, &v->plan, v, err);
+    }
+    if (st != AP_OK) return st;
+    if (v->fits && o->min_tokens_per_s > 0 && v->tokens_per_s < o->min_tokens_per_s) {
+        v->fits = 0;
+        v->binding = AP_BIND_THROUGHPUT;
+        snprintf(v->detail, sizeof v->detail, "%.0f tokens/s, below the floor of %.0f",
+                 v->tokens_per_s, o->min_tokens_per_s);
+    }
+    return AP_OK;
+}
+
+/* ---- the bisection ------------------------------------------------------------------------ */
+
+static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r,
+                           ap_fit_verdict *v, char *name, size_t nn, ap_err *err) {
+    ap_model m;
+    ap_status st = ap_family_model(o->family, r, &m, err);
+    if (st != AP_OK) return st;
+    if (name) snprintf(name, nn, "%s", m.name);
+    return ap_fit_eval(o, s, &m, v, err);
+}
+
+static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rungs, int n,
+                         ap_fit_entry *e, ap_err *err) {
+    ap_fit_verdict v;
+    ap_status st;
+    char nm[128];
+    e->nrungs = n;
+    e->rung = -1;
+    /* the smallest size: when it fails, nothing trains */
+    if ((st = eval_rung(o, s, &rungs[0], &v, nm, sizeof nm, err)) != AP_OK) return st;
+    e->evaluations++;
+    if (!v.fits) {
+        e->found = 0;
+        e->next = v;
+        e->binding = v.binding;
+        e->have_next = 1;
+        e->next_params = rungs[0].params;
+        snprintf(e->next_model, sizeof e->next_model, "%s", nm);
+        return AP_OK;
+    }
+    int lo = 0, hi = n; /* fits(lo), !fits(hi) (hi == n: past the ladder) */
+    ap_fit_verdict vlo = v, vhi;
+    memset(&vhi, 0, sizeof vhi);
+    if ((st = eval_rung(o, s, &rungs[n - 1], &v, NULL, 0, err)) != AP_OK) return st;
+    e->evaluations++;
+    if (v.fits) {
+        lo = n - 1;
+        vlo = v;
+    } else {
+        hi = n - 1;
+        vhi = v;
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if ((st = eval_rung(o, s, &rungs[mid], &v, NULL, 0, err)) != AP_OK) return st;
+            e->evaluations++;
+            if (v.fits) {
+                lo = mid;
+                vlo = v;
+            } else {
+                hi = mid;
+                vhi = v;
+            }
+        }
+    }
+    e->found = 1;
+    e->rung = lo;
+    e->largest_params = rungs[lo].params;
+    e->at = vlo;
+    ap_model m;
+    if ((st = ap_family_model(o->family, &rungs[lo], &m, err)) != AP_OK) return st;
+    snprintf(e->model, sizeof e->model, "%s", m.name);
+    if (hi < n) {
+        e->have_next = 1;
+        e->next = vhi;
+        e->next_params = rungs[hi].params;
+        e->binding = vhi.binding;
+        if ((st = ap_family_model(o->family, &rungs[hi], &m, err)) != AP_OK) return st;
+        snprintf(e->next_model, sizeof e->next_model, "%s", m.name);
+    } else {
+        e->binding = AP_BIND_NONE;
+    }
+    return AP_OK;
+}
+
+ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
+    memset(r, 0, sizeof *r);
+    if (!o->family) return ap_err_set(err, AP_ERR_INPUT, "fit: no family");
+    if (o->mbs < 1 || o->mbs > 1 << 20)
+        return ap_err_set(err, AP_ERR_INPUT, "--mbs: must be in [1, 2^20], got %lld",
+                          (long long)o->mbs);
+    if (!(o->headroom_bytes >= 0) || !isfinite(o->headroom_bytes))
+        return ap_err_set(err, AP_ERR_INPUT, "--headroom: must be >= 0");
+    if (!(o->min_tokens_per_s >= 0) || !isfinite(o->min_tokens_per_s))
+        return ap_err_set(err, AP_ERR_INPUT, "--min-tokens-per-s: must be >= 0");
+    ap_status st = ap_cluster_validate(&o->cluster, "cluster", err);
+    if (st != AP_OK) return st;
+    ap_family_rung *rungs = NULL;
+    int n = 0;
+    if ((st = ap_family_ladder(o->family, &rungs, &n, err)) != AP_OK) return st;
+    r->nrungs = n;
+    r->smallest_params = rungs[0].params;
+    r->largest_rung_params = rungs[n - 1].params;
+    for (int s = 0; s < AP_FIT_NSTRATEGIES && st == AP_OK; s++) {
+        if (o->strategies && !(o->strategies & (1u << s))) continue;
+        ap_fit_entry *e = &r->e[r->n++];
+        e->strategy = s;
+        snprintf(e->name, sizeof e->name, "%s", names[s]);
+        e->available = 1;
+        if (s == AP_FIT_ZERO_INF_NVME && !(o->cluster.nvme_bytes > 0)) {
+            e->available = 0;
+            snprintf(e->why_unavailable, sizeof e->why_unavailable,
+                     "no NVMe (--nvme SIZE --nvme-bw BW)");
+            continue;
+        }
+        st = fit_one(o, s, rungs, n, e, err);
+    }
+    free(rungs);
+    return st;
+}

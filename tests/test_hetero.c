@@ -1,0 +1,787 @@
+/*
+ * test_hetero.c - heterogeneous memory (hetero.h, family.h, fit.h): Colossal-AI Gemini and
+ * DeepSpeed ZeRO-Offload / ZeRO-Infinity simulated operator by operator, and `autoplan fit`.
+ *
+ * References:
+ *  - the chunk-size search against an exhaustive scan that packs the parameters chunk by chunk
+ *    (an independent implementation of ChunkManager.register_tensor's tail waste), and against
+ *    hand-worked size lists;
+ *  - the parameter lists against the models' own counts (tests/test_model.c holds those exact);
+ *  - traffic and host memory worked by hand from the trainers' rules (cited in sim/gemini.c and
+ *    sim/zero_infinity.c): e.g. Gemini auto with room to spare moves each chunk's fp32 master
+ *    up once per step (4 B/element, Chunk.__paired_shard_move) and its gradients down once
+ *    (2 B/element, grad_handle move_chunk force_copy); the host holds 2 + 4 pinned + 8 B per
+ *    element;
+ *  - invariants of the issue: auto's own account never above 90% of the device in steady
+ *    state; its H2D never above the fully offloaded static policy's; static without offload
+ *    equals the ZeRO-3 model states (less the gradient buffer Gemini does not keep);
+ *  - fit: the largest size fits, the next does not, and the bisection equals a scan;
+ *  - bad input: fractions, the ignored offload_param_frac, NVMe without bandwidth.
+ */
+#include "testlib.h"
+
+#include "autoplan/fit.h"
+#include "autoplan/hetero.h"
+#include "autoplan/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static ap_model load(const char *rel) {
+    ap_model m;
+    ap_err err;
+    if (ap_model_load(tl_path(rel), &m, &err) != AP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    return m;
+}
+
+/* ---- chunk search --------------------------------------------------------------------------- */
+
+/* Pack sizes into chunks of cs in order; waste = the unused tail of every chunk (a parameter
+ * that does not fit the space left starts a new chunk). */
+static int64_t pack_waste(const int64_t *s, int n, int64_t cs) {
+    int64_t waste = 0, used = -1;
+    for (int i = 0; i < n; i++) {
+        if (used < 0 || used + s[i] > cs) {
+            if (used >= 0) waste += cs - used;
+            used = 0;
+        }
+        used += s[i];
+    }
+    return used >= 0 ? waste + cs - used : 0;
+}
+
+/* The search done by brute force: drop sizes above mean + 3 std, scan every multiple of the
+ * interval in the range, least waste, first on ties, rounded up to the group. */
+static void brute_search(const int64_t *s, int n, int Z, double range_m, int64_t interval,
+                         double min_m, int64_t *best_out, int64_t *waste_out) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += (double)s[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += ((double)s[i] - mean) * ((double)s[i] - mean);
+    double up = mean + 3 * sqrt(var / n);
+    int64_t *k = malloc((size_t)n * sizeof *k);
+    int nk = 0;
+    int64_t mx = (int64_t)(min_m * 1048576.0);
+    for (int i = 0; i < n; i++)
+        if ((double)s[i] <= up) {
+            k[nk++] = s[i];
+            if (s[i] > mx) mx = s[i];
+        }
+    int64_t start = ((mx + interval - 1) / interval) * interval;
+    int64_t range = (int64_t)(range_m * 1048576.0);
+    int64_t best = -1, bw = -1;
+    for (int64_t cs = start; cs <= start + range; cs++) {
+        if ((cs - start) % interval) continue;
+        int64_t w = pack_waste(k, nk, cs);
+        if (bw < 0 || w < bw) bw = w, best = cs;
+    }
+    free(k);
+    if (best % Z) best += Z - best % Z;
+    *best_out = best;
+    *waste_out = bw;
+}
+
+static void test_chunk_search(void) {
+    ap_err err;
+    ap_chunk_config c;
+    /* hand-worked: five parameters of 3, 3, 3, 5, 5 elements, interval 1, no minimum, range 4:
+       sizes 5..9 waste 5:5 (3|3|3|5|5 -> 2+2+2+0+0=6? no: 3+... packs 3,3 into... see below) */
+    int64_t s1[] = {3, 3, 3, 5, 5};
+    /* cs 5: [3][3][3][5][5] tails 2,2,2,0,0 = 6; cs 6: [3,3][3][5][5] 0,3,1,1 = 5;
+       cs 7: [3,3][3][5][5] 1,4,2,2 = 9; cs 8: [3,3][3,5][5] 2,0,3 = 5; cs 9: [3,3,3][5][5] 0,4,4
+       = 8 -> 6 (first of the two 5s) */
+    CHECK(ap_gemini_chunk_search(s1, 5, 1, 4.0 / 1048576.0, 1, 0, &c, &err) == AP_OK);
+    CHECK_INT(c.chunk_elems, 6);
+    CHECK_INT(c.waste_elems, 5);
+    CHECK_INT(ap_gemini_unused_elems(s1, 5, 8), 5);
+    CHECK_INT(ap_gemini_unused_elems(s1, 5, 9), 8);
+    /* rounded up to the zero group: 6 -> 8 with 4 ranks */
+    CHECK(ap_gemini_chunk_search(s1, 5, 4, 4.0 / 1048576.0, 1, 0, &c, &err) == AP_OK);
+    CHECK_INT(c.chunk_elems, 8);
+    /* a small group stays gathered in one chunk of its size */
+    CHECK(ap_gemini_chunk_search(s1, 5, 2, 32, 1024, 32, &c, &err) == AP_OK);
+    CHECK(c.keep_gathered);
+    CHECK_INT(c.chunk_elems, 19);
+
+    /* pseudo-random lists against the brute force (sizes 1..5000, one outlier) */
+    uint64_t x = 88172645463325252ull;
+    for (int t = 0; t < 30; t++) {
+        int n = 20 + t * 7;
+        int64_t *s = malloc((size_t)n * sizeof *s);
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            s[i] = 1 + (int64_t)(x % 5000);
+        }
+        s[t % n] = 400000; /* an embedding-like outlier, filtered out */
+        int Z = 1 + t % 4;
+        int64_t interval = 1 + t % 13;
+        double range_m = (2000.0 + 100 * t) / 1048576.0, min_m = (t % 3) * 1000.0 / 1048576.0;
+        CHECK(ap_gemini_chunk_search(s, n, Z, range_m, interval, min_m, &c, &err) == AP_OK);
+        int64_t best, bw;
+        brute_search(s, n, Z, range_m, interval, min_m, &best, &bw);
+        CHECK_INT(c.chunk_elems, best);
+        CHECK_INT(c.waste_elems, bw);
+        CHECK(c.nfiltered >= 1);
+        /* the layout: every parameter in a chunk big enough; an outlier in its own chunk */
+        int32_t *of = malloc((size_t)n * sizeof *of);
+        int64_t *ce = malloc((size_t)n * sizeof *ce);
+        int nc = ap_gemini_chunk_layout(s, n, &c, Z, of, ce);
+        CHECK(nc >= 1);
+        int64_t *used = calloc((size_t)nc, sizeof *used);
+        for (int i = 0; i < n; i++) {
+            used[of[i]] += s[i];
+            if (i > 0) CHECK(of[i] == of[i - 1] || of[i] == of[i - 1] + 1);
+        }
+        for (int k = 0; k < nc; k++) {
+            CHECK(used[k] <= ce[k]);
+            CHECK(ce[k] % Z == 0);
+        }
+        free(used);
+        free(of);
+        free(ce);
+        free(s);
+    }
+    /* a real model: GPT-2 (124M) with Colossal-AI's defaults: the embedding (38.6M) is the
+       outlier, the search starts at the 32 Mi minimum and takes 43313152 */
+    ap_model m = load("examples/models/gpt2.json");
+    ap_hparam *ps;
+    int np;
+    CHECK(ap_hetero_params(&m, 1, &ps, &np, &err) == AP_OK);
+    int64_t *sz = malloc((size_t)np * sizeof *sz);
+    for (int i = 0; i < np; i++) sz[i] = ps[i].numel;
+    CHECK(ap_gemini_chunk_search(sz, np, 1, 32, 1024, 32, &c, &err) == AP_OK);
+    int64_t best, bw;
+    brute_search(sz, np, 1, 32, 1024, 32, &best, &bw);
+    CHECK_INT(c.chunk_elems, best);
+    CHECK_INT(c.waste_elems, bw);
+    CHECK_INT(c.search_start, 33554432);
+    CHECK_INT(c.nfiltered, 1);
+    free(sz);
+    free(ps);
+    /* bad input */
+    CHECK(ap_gemini_chunk_search(s1, 0, 1, 32, 1024, 32, &c, &err) == AP_ERR_INPUT);
+    CHECK(ap_gemini_chunk_search(s1, 5, 0, 32, 1024, 32, &c, &err) == AP_ERR_INPUT);
+    CHECK(ap_gemini_chunk_search(s1, 5, 1, -1, 1024, 32, &c, &err) == AP_ERR_INPUT);
+    CHECK(ap_gemini_chunk_search(s1, 5, 1, 32, 0, 32, &c, &err) == AP_ERR_INPUT);
+}
+
+/* ---- parameters and periods ------------------------------------------------------------------ */
+
+static void test_params(void) {
+    static const char *models[] = {"examples/models/gpt2.json", "examples/models/opt-1.3b.json",
+                                   "examples/models/llama-2-7b.json",
+                                   "examples/models/llama-3-8b.json",
+                                   "examples/models/qwen2-7b.json", "examples/models/tiny-gpt.json"};
+    ap_err err;
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        ap_model m = load(models[k]);
+        ap_hparam *ps;
+        int np;
+        CHECK(ap_hetero_params(&m, 1, &ps, &np, &err) == AP_OK);
+        int64_t sum = 0;
+        for (int i = 0; i < np; i++) sum += ps[i].numel;
+        CHECK_INT(sum, ap_model_total_params(&m));
+        free(ps);
+        /* tensor parallel: each rank holds at least 1/t of the model, replicated norms more */
+        CHECK(ap_hetero_params(&m, 2, &ps, &np, &err) == AP_OK);
+        int64_t s2 = 0;
+        for (int i = 0; i < np; i++) s2 += ps[i].numel;
+        CHECK(s2 >= sum / 2 && s2 < sum);
+        free(ps);
+    }
+    ap_model moe = load("examples/models/mixtral-8x7b.json");
+    ap_hparam *ps;
+    int np;
+    CHECK(ap_hetero_params(&moe, 1, &ps, &np, &err) == AP_ERR_INFEASIBLE);
+}
+
+static void test_periods(void) {
+    /* tiny-gpt, full recompute: embedding + 6 per layer + final norm + head forward; the same
+       with recomputed forwards and backwards; peaks never below their start */
+    ap_model m = load("examples/models/tiny-gpt.json");
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_COLOSSALAI;
+    p.seq = 512;
+    p.mbs = 2;
+    p.gbs = 2;
+    p.recompute = AP_RECOMPUTE_FULL;
+    ap_sim_opts so;
+    ap_sim_opts_init(&so);
+    ap_sim *s;
+    ap_err err;
+    CHECK(ap_sim_run(&m, NULL, &p, &so, &s, &err) == AP_OK);
+    ap_sim_period *per;
+    int n;
+    CHECK(ap_sim_periods(s, 0, &per, &n, &err) == AP_OK);
+    int64_t L = m.layers;
+    int f = 0, r = 0, b = 0;
+    for (int i = 0; i < n; i++) {
+        if (per[i].phase == AP_PHASE_FWD) f++;
+        else if (per[i].phase == AP_PHASE_RECOMPUTE) r++;
+        else b++;
+        CHECK(per[i].peak_bytes >= per[i].start_bytes);
+        CHECK(per[i].ev_end >= per[i].ev_begin);
+        if (i > 0) CHECK(per[i].ev_begin >= per[i - 1].ev_end);
+    }
+    CHECK_INT(f, 1 + 6 * L + 2);
+    CHECK_INT(r, 6 * L);
+    CHECK_INT(b, 1 + 6 * L + 2);
+    /* the first backward period is the head's, the last the embedding's */
+    CHECK_INT(per[f].kind, AP_PERIOD_HEAD);
+    CHECK_INT(per[n - 1].kind, AP_PERIOD_EMBED);
+    free(per);
+    ap_sim_free(s);
+    /* without events kept, no periods */
+    so.record_curves = 0;
+    CHECK(ap_sim_run(&m, NULL, &p, &so, &s, &err) == AP_OK);
+    CHECK(ap_sim_periods(s, 0, &per, &n, &err) == AP_ERR_INPUT);
+    ap_sim_free(s);
+}
+
+/* ---- Gemini ------------------------------------------------------------------------------- */
+
+static ap_cluster one_gpu(const char *gpu, double cpu_gib) {
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find(gpu), 1, &c);
+    c.cpu_mem_bytes = cpu_gib * GIB;
+    return c;
+}
+
+static ap_plan gemini_plan(ap_gemini_placement pl, double optim, double param, int64_t mbs,
+                           int64_t ga, int64_t seq) {
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_COLOSSALAI;
+    p.zero = 3;
+    p.mbs = mbs;
+    p.gbs = mbs * ga;
+    p.grad_accum = ga;
+    p.seq = seq;
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.dtype = AP_DTYPE_FP16;
+    ap_plan_hetero_init(&p.hetero);
+    p.hetero.placement = pl;
+    p.hetero.offload_optim_frac = optim;
+    p.hetero.offload_param_frac = param;
+    return p;
+}
+
+static const ap_hetero_summary *run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                                    ap_hetero **h) {
+    ap_err err;
+    ap_hetero_opts o;
+    ap_hetero_opts_init(&o);
+    o.headroom_bytes = 0;
+    ap_status st = ap_hetero_run(m, c, p, &o, h, &err);
+    if (st != AP_OK) {
+        fprintf(stderr, "hetero run: %s\n", err.msg);
+        CHECK(st == AP_OK);
+        return NULL;
+    }
+    return ap_hetero_summary_of(*h);
+}
+
+/* Sum of chunk elements of a model with Colossal-AI's default search (Z ranks). */
+static int64_t chunk_elems_total(const ap_model *m, int Z, int64_t interval) {
+    ap_hparam *ps;
+    int np;
+    ap_err err;
+    if (ap_hetero_params(m, 1, &ps, &np, &err) != AP_OK) return -1;
+    int64_t *sz = malloc((size_t)np * sizeof *sz), *ce = malloc((size_t)np * sizeof *ce);
+    int32_t *of = malloc((size_t)np * sizeof *of);
+    for (int i = 0; i < np; i++) sz[i] = ps[i].numel;
+    ap_chunk_config c;
+    ap_gemini_chunk_search(sz, np, Z, 32, interval, 32, &c, &err);
+    int nc = ap_gemini_chunk_layout(sz, np, &c, Z, of, ce);
+    int64_t t = 0;
+    for (int k = 0; k < nc; k++) t += ce[k];
+    free(sz);
+    free(ce);
+    free(of);
+    free(ps);
+    return t;
+}
+
+static void test_gemini_hand(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster big = one_gpu("h200", 1024);
+    double E = (double)chunk_elems_total(&m, 1, 1024);
+    double P = (double)ap_model_total_params(&m);
+    ap_hetero *h;
+    /* auto with room to spare: nothing is evicted; every step each chunk's fp32 master comes up
+       once (4 B) and its gradient goes down once (2 B); host: fp16 and fp32 shards pinned
+       (2 + 4) and Adam's m and v (8 per valid element) */
+    ap_plan p = gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 1, 1024);
+    const ap_hetero_summary *s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->h2d_bytes, 4.0 * E, 1e-12);
+        CHECK_NEAR(s->d2h_bytes, 2.0 * E, 1e-12);
+        CHECK_NEAR(s->host_peak_bytes, 6.0 * E + 8.0 * P, 1e-12);
+        CHECK_NEAR(s->host_pinned_bytes, 6.0 * E, 1e-12);
+        CHECK(s->fits);
+        CHECK_INT(s->binding, AP_BIND_NONE);
+        CHECK_NEAR(s->offload_optim_frac_effective, 1.0, 1e-12);
+        /* the step: compute, the exposed fetches, CPU Adam at 26 B/element over 70% of the
+           host's DRAM bandwidth, the fixed overhead */
+        double adam = P * 26.0 / (0.7 * big.host_mem_bytes_per_s);
+        CHECK_NEAR(s->cpu_adam_s, adam, 1e-9);
+        CHECK_NEAR(s->step_s, s->compute_s + s->transfer_exposed_s + adam + s->overhead_s, 1e-9);
+        CHECK(s->transfer_exposed_s >= 4.0 * E / (0.8 * big.pcie_bytes_per_s) - 1e-9);
+    }
+    ap_hetero_free(h);
+    /* static, optimizer on the host, parameters on the GPU: the same traffic */
+    p = gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 1, 1024);
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->h2d_bytes, 4.0 * E, 1e-12);
+        CHECK_NEAR(s->d2h_bytes, 2.0 * E, 1e-12);
+    }
+    ap_hetero_free(h);
+    /* static without offload: nothing crosses PCIe; the model data at the optimizer step is
+       2 + 4 + 8 B per element, ZeRO-3's 16 less the gradient buffer Gemini does without (the
+       gradients are written into the fp16 chunk, reuse_fp16_chunk) */
+    p = gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 1, 1024);
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->h2d_bytes + s->d2h_bytes, 0, 1e-12);
+        int n;
+        const ap_hetero_oprec *r = ap_hetero_ops(h, &n);
+        CHECK(n > 0 && r[n - 1].phase == 3);
+        double md = (double)r[n - 1].gpu_model_bytes;
+        CHECK_NEAR(md, 6.0 * E + 8.0 * P, 1e-9);
+        double w, g, o;
+        ap_plan z3 = p;
+        z3.hetero.placement = AP_GEMINI_OFF;
+        ap_mem_model_states(&z3, P, 1, &w, &g, &o);
+        /* equal up to the chunk padding (E - P elements of fp16 + fp32) */
+        CHECK_NEAR(md, w + g + o - g + 6.0 * (E - P), 1e-9);
+        /* host: the pinned copies only (pin_memory, the default with async reduce) */
+        CHECK_NEAR(s->host_peak_bytes, 6.0 * E, 1e-12);
+    }
+    ap_hetero_free(h);
+    /* gradient accumulation: a gradient chunk per chunk, +2 B per element on the GPU */
+    ap_plan pa = gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 2, 1024);
+    s = run(&m, &big, &pa, &h);
+    if (s) {
+        int n;
+        const ap_hetero_oprec *r = ap_hetero_ops(h, &n);
+        CHECK_NEAR((double)r[n - 1].gpu_model_bytes, 8.0 * E + 8.0 * P, 1e-9);
+        CHECK_INT(s->micro_batches, 2);
+    }
+    ap_hetero_free(h);
+    /* the fully offloaded static policy fetches each chunk at least once per pass */
+    p = gemini_plan(AP_GEMINI_STATIC, 1, 1, 1, 1, 1024);
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK(s->h2d_bytes >= 4.0 * E);
+        CHECK(s->d2h_bytes >= 2.0 * E);
+        int n;
+        const ap_hetero_move *mv = ap_hetero_moves(h, &n);
+        double grads = 0;
+        for (int i = 0; i < n; i++)
+            if (mv[i].kind == AP_MOVE_D2H && mv[i].what == 1) grads += (double)mv[i].bytes;
+        CHECK_NEAR(grads, 2.0 * E, 1e-12);
+    }
+    ap_hetero_free(h);
+}
+
+/* Colossal-AI computes the static fractions over a per-parameter sum of chunk sizes, so a small
+ * offload_optim_frac already moves every chunk's optimizer to the host (setup_grads_device). */
+static void test_gemini_static_fraction_sum(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster big = one_gpu("h200", 1024);
+    ap_hetero *h;
+    ap_plan p = gemini_plan(AP_GEMINI_STATIC, 0.05, 0, 1, 1, 1024);
+    const ap_hetero_summary *s = run(&m, &big, &p, &h);
+    /* GPT-2 packs ~50 parameters per chunk: 5% of the per-parameter sum exceeds one chunk */
+    if (s) CHECK(s->offload_optim_frac_effective > 0.3);
+    ap_hetero_free(h);
+    p = gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 1, 1024);
+    s = run(&m, &big, &p, &h);
+    if (s) CHECK_NEAR(s->offload_optim_frac_effective, 0, 1e-12);
+    ap_hetero_free(h);
+}
+
+static void test_gemini_auto_invariants(void) {
+    /* GPT-2 XL (1.56B, 3.1 GB of fp16 chunks) on GPUs too small to keep it: auto evicts */
+    ap_family f;
+    ap_err err;
+    CHECK(ap_family_get("gpt2-colossalai", &f, &err) == AP_OK);
+    ap_family_rung xl = {1, 48, 0};
+    ap_model m;
+    CHECK(ap_family_model(&f, &xl, &m, &err) == AP_OK);
+    int evicted = 0;
+    for (int k = 0; k < 6; k++) {
+        ap_cluster c = one_gpu("rtx-2060", 64);
+        c.gpu.mem_bytes = (1.0 + 0.5 * k) * GIB;
+        ap_plan pa = gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 1 + k % 2, 1024);
+        ap_plan ps = gemini_plan(AP_GEMINI_STATIC, 1, 1, 1, 1 + k % 2, 1024);
+        ap_hetero *ha, *hs;
+        const ap_hetero_summary *sa = run(&m, &c, &pa, &ha);
+        const ap_hetero_summary *ss = run(&m, &c, &ps, &hs);
+        if (sa && ss) {
+            if (!sa->failure[0]) {
+                int n;
+                const ap_hetero_oprec *r = ap_hetero_ops(ha, &n);
+                for (int i = 0; i < n; i++)
+                    if (r[i].phase != 3) CHECK((double)r[i].planned_bytes <= 0.9 * c.gpu.mem_bytes);
+            }
+            CHECK(sa->h2d_bytes <= ss->h2d_bytes);
+            /* the fp32 masters come up once (4 B per element); more means evictions */
+            if (sa->h2d_bytes > 4.1 * (double)ap_model_total_params(&m)) evicted++;
+        }
+        ap_hetero_free(ha);
+        ap_hetero_free(hs);
+    }
+    CHECK(evicted >= 3);
+    /* too small for one operator's chunks in the warm-up (20% for model data): Gemini's own
+       failure, named, GPU binding */
+    m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("rtx-2060", 64);
+    c.gpu.mem_bytes = 0.5 * GIB;
+    ap_plan pa = gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 1, 512);
+    ap_hetero *h;
+    const ap_hetero_summary *s = run(&m, &c, &pa, &h);
+    if (s) {
+        CHECK(!s->fits);
+        CHECK_INT(s->binding, AP_BIND_GPU);
+        CHECK_CONTAINS(s->failure, "Adjust layout failed");
+    }
+    ap_hetero_free(h);
+    /* host memory binds when the pinned copies and Adam states exceed it */
+    c = one_gpu("h200", 1);
+    s = run(&m, &c, &pa, &h);
+    if (s) {
+        CHECK(!s->fits);
+        CHECK_INT(s->binding, AP_BIND_HOST);
+    }
+    ap_hetero_free(h);
+}
+
+/* ---- DeepSpeed ------------------------------------------------------------------------------ */
+
+static ap_plan ds_plan(int zero, ap_offload_device opt, ap_offload_device par, int64_t ga) {
+    ap_plan p;
+    ap_plan_init(&p);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.zero = zero;
+    p.mbs = 1;
+    p.gbs = ga;
+    p.grad_accum = ga;
+    p.seq = 1024;
+    p.dtype = AP_DTYPE_FP16;
+    p.recompute = AP_RECOMPUTE_NONE;
+    ap_plan_hetero_init(&p.hetero);
+    p.hetero.ds_optimizer = opt;
+    p.hetero.ds_params = par;
+    return p;
+}
+
+static void test_zero_hand(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster big = one_gpu("h200", 1024);
+    double P = (double)ap_model_total_params(&m);
+    int64_t largest = m.vocab * m.hidden;
+    ap_hetero *h;
+    /* ZeRO-Offload (stage 2), one GPU, one micro-batch: the fp32 gradient partition down (4 B,
+       async_inplace_copy_grad_to_fp32_buffer_from_gpu), the 16-bit parameters up (2 B); host:
+       fp32 4 + fp32 gradient 4 + m, v 8 + bit16 buffer 2, and the largest parameter's staging
+       buffer (2 B) */
+    ap_plan p = ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 1);
+    const ap_hetero_summary *s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->d2h_bytes, 4.0 * P, 1e-12);
+        CHECK_NEAR(s->h2d_bytes, 2.0 * P, 1e-12);
+        CHECK_NEAR(s->host_peak_bytes, 18.0 * P + 2.0 * (double)largest, 1e-12);
+        CHECK_NEAR(s->host_pinned_bytes, 10.0 * P + 2.0 * (double)largest, 1e-12);
+        CHECK_NEAR(s->cpu_adam_s, P * 34.0 / (0.7 * big.host_mem_bytes_per_s), 1e-9);
+    }
+    ap_hetero_free(h);
+    /* with two micro-batches: the 16-bit gradients accumulate on the host (down every
+       micro-batch, up from the second) and the boundary copies fp32 down */
+    p = ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2);
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->d2h_bytes, 2.0 * 2.0 * P + 4.0 * P, 1e-12);
+        CHECK_NEAR(s->h2d_bytes, 2.0 * P + 2.0 * P, 1e-12);
+        CHECK_NEAR(s->host_peak_bytes, 20.0 * P + 2.0 * (double)largest, 1e-12);
+    }
+    ap_hetero_free(h);
+    /* ZeRO-Infinity on the host, nothing persistent, nothing kept for reuse, no prefetch: the
+       16-bit partitions come up for the forward and the backward (2 + 2; the tied embedding
+       twice more, as the LM head); each gradient partition goes down, back up, and at the
+       boundary down in fp32 (partition_grads) */
+    p = ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 1);
+    p.hetero.ds_param_persistence_threshold = 0;
+    p.hetero.ds_max_reuse_distance = 0;
+    p.hetero.ds_prefetch_bucket_size = 0;
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        double tied = 2.0 * (double)largest;
+        CHECK_NEAR(s->h2d_bytes, 2.0 * (2.0 * P + tied) + 2.0 * P, 1e-12);
+        CHECK_NEAR(s->d2h_bytes, 2.0 * P + 4.0 * P, 1e-12);
+        CHECK_NEAR(s->nvme_read_bytes + s->nvme_write_bytes, 0, 1e-12);
+    }
+    ap_hetero_free(h);
+    /* keeping parameters for reuse only lowers the traffic */
+    ap_plan p2 = ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 1);
+    s = run(&m, &big, &p2, &h);
+    if (s) CHECK(s->h2d_bytes <= 6.0 * P);
+    ap_hetero_free(h);
+    /* NVMe: a partition larger than the swap buffer is DeepSpeed's assertion */
+    ap_cluster nv = big;
+    nv.nvme_bytes = 3.84e12;
+    nv.nvme_read_bytes_per_s = nv.nvme_write_bytes_per_s = 6e9;
+    p = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 1);
+    p.hetero.ds_max_in_cpu = 0;
+    p.hetero.ds_param_buffer_size = 1000000;
+    ap_err err;
+    ap_hetero_opts o;
+    ap_hetero_opts_init(&o);
+    CHECK(ap_hetero_run(&m, &nv, &p, &o, &h, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "buffer_size");
+    /* with big enough buffers: the optimizer's sub-groups swap 16 B in and 12 B out, and the
+       parameters beyond max_in_cpu are read from NVMe */
+    p.hetero.ds_param_buffer_size = 100000000;
+    s = run(&m, &nv, &p, &h);
+    if (s) {
+        CHECK(s->nvme_read_bytes >= 16.0 * P);
+        CHECK(s->nvme_write_bytes >= 12.0 * P);
+        CHECK(s->nvme_bytes_per_node >= 16.0 * P);
+    }
+    ap_hetero_free(h);
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+static void test_validation(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("rtx-3090", 128);
+    ap_err err;
+    ap_plan p = gemini_plan(AP_GEMINI_STATIC, 1.5, 0, 1, 1, 1024);
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "offload_optim_frac");
+    p = gemini_plan(AP_GEMINI_STATIC, 0.5, 0.5, 1, 1, 1024);
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "ignored by Colossal-AI");
+    p = gemini_plan(AP_GEMINI_STATIC, 1, 0.5, 1, 1, 1024);
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_OK);
+    p.hetero.shard_param_frac = NAN;
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    p = ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 1);
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "ZeRO stage 3");
+    p = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NONE, 1);
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "NVMe");
+    p = ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 1);
+    p.hetero.ds_param_buffer_count = 0;
+    CHECK(ap_plan_hetero_validate(&p, &c, "plan", &err) == AP_ERR_INPUT);
+    /* a plan the simulators do not take */
+    ap_plan q;
+    ap_plan_init(&q);
+    ap_hetero *h;
+    CHECK(ap_hetero_run(&m, &c, &q, NULL, &h, &err) == AP_ERR_INPUT);
+    /* GeminiPlugin is ZeRO-3 without pipelines */
+    p = gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 1, 1024);
+    p.zero = 2;
+    CHECK(ap_hetero_run(&m, &c, &p, NULL, &h, &err) == AP_ERR_INFEASIBLE);
+    /* cluster files: NVMe needs both capacity and bandwidth */
+    ap_cluster cc;
+    const char *bad1 = "{\"gpu\": \"rtx-3090\", \"gpus\": 1, \"nvme\": \"2TB\"}";
+    CHECK(ap_cluster_parse(bad1, strlen(bad1), "nv.json", &cc, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "nv.json: field 'nvme_bw'");
+    const char *bad2 = "{\"gpu\": \"rtx-3090\", \"gpus\": 1, \"nvme_bw\": \"6GB/s\"}";
+    CHECK(ap_cluster_parse(bad2, strlen(bad2), "nv.json", &cc, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "field 'nvme'");
+    const char *bad3 = "{\"gpu\": \"rtx-3090\", \"gpus\": 1, \"nvme\": 3}";
+    CHECK(ap_cluster_parse(bad3, strlen(bad3), "nv.json", &cc, &err) == AP_ERR_INPUT);
+    const char *ok = "{\"gpu\": \"rtx-3090\", \"gpus\": 1, \"nvme\": \"2TB\", \"nvme_read_bw\": "
+                     "\"7GB/s\", \"nvme_write_bw\": \"5GB/s\"}";
+    CHECK(ap_cluster_parse(ok, strlen(ok), "nv.json", &cc, &err) == AP_OK);
+    CHECK_NEAR(cc.nvme_bytes, 2e12, 1e-12);
+    CHECK_NEAR(cc.nvme_read_bytes_per_s, 7e9, 1e-12);
+    CHECK_NEAR(cc.nvme_write_bytes_per_s, 5e9, 1e-12);
+    /* NVMe changes the fingerprint; no NVMe keeps the old one */
+    ap_cluster c0 = one_gpu("rtx-3090", 128), c1 = c0;
+    uint64_t f0 = ap_cluster_fingerprint(&c0);
+    c1.nvme_bytes = 1e12;
+    c1.nvme_read_bytes_per_s = c1.nvme_write_bytes_per_s = 1e9;
+    CHECK(ap_cluster_fingerprint(&c1) != f0);
+}
+
+/* ---- families and fit ----------------------------------------------------------------------- */
+
+static void test_families(void) {
+    ap_err err;
+    ap_family f;
+    static const char *fams[] = {"gpt", "llama", "llama3", "gpt2-colossalai"};
+    for (size_t k = 0; k < 4; k++) {
+        CHECK(ap_family_get(fams[k], &f, &err) == AP_OK);
+        ap_family_rung *r;
+        int n;
+        CHECK(ap_family_ladder(&f, &r, &n, &err) == AP_OK);
+        CHECK(n > 10);
+        for (int i = 1; i < n; i++) CHECK(r[i].params > r[i - 1].params);
+        /* every published shape is a rung, with its own parameter count */
+        for (int s = 0; s < f.nshapes; s++) {
+            int seen = 0;
+            for (int i = 0; i < n; i++) seen |= r[i].shape == s && r[i].layers == f.shapes[s].layers;
+            CHECK(seen);
+        }
+        ap_model m;
+        CHECK(ap_family_model(&f, &r[n / 2], &m, &err) == AP_OK);
+        CHECK_INT(ap_model_total_params(&m), r[n / 2].params);
+        free(r);
+    }
+    /* GPT-3 13B as published (d 5120, 40 layers): 12.85e9 parameters with the 2048-row
+       position table and tied embeddings */
+    CHECK(ap_family_get("gpt", &f, &err) == AP_OK);
+    ap_family_rung r13 = {6, 40, 0};
+    ap_model m;
+    CHECK(ap_family_model(&f, &r13, &m, &err) == AP_OK);
+    CHECK_NEAR((double)ap_model_total_params(&m), 12.85e9, 0.002);
+    CHECK(ap_family_get("nope", &f, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "unknown family");
+    /* a family file */
+    const char *dir = tl_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/fam.json", dir);
+    tl_write(path, "{\"name\": \"mini\", \"model\": {\"layers\": 2, \"hidden\": 256, \"heads\": 4, "
+                   "\"vocab\": 1000, \"seq_len\": 256}, \"shapes\": [{\"layers\": 4, \"hidden\": "
+                   "512, \"heads\": 8, \"ffn_hidden\": 2048}, {\"layers\": 2, \"hidden\": 256, "
+                   "\"heads\": 4, \"ffn_hidden\": 1024}]}");
+    CHECK(ap_family_get(path, &f, &err) == AP_OK);
+    CHECK_INT(f.nshapes, 2);
+    CHECK_INT(f.shapes[0].hidden, 256); /* sorted by size */
+    tl_write(path, "{\"name\": \"mini\", \"model\": {\"layers\": 2, \"hidden\": 256, \"heads\": 4, "
+                   "\"vocab\": 1000}, \"shapes\": [{\"layers\": 4, \"hidden\": 512, \"heads\": 8, "
+                   "\"kv_heads\": 3, \"ffn_hidden\": 2048}]}");
+    CHECK(ap_family_get(path, &f, &err) == AP_ERR_INPUT);
+    tl_write(path, "{\"name\": \"mini\", \"shapez\": []}");
+    CHECK(ap_family_get(path, &f, &err) == AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "shapez");
+}
+
+static void test_fit_boundary(void) {
+    ap_err err;
+    ap_family f;
+    CHECK(ap_family_get("gpt2-colossalai", &f, &err) == AP_OK);
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find("rtx-3090"), 1, &o.cluster);
+    o.cluster.cpu_mem_bytes = 256 * GIB;
+    o.family = &f;
+    o.strategies = (1u << AP_FIT_ZERO3) | (1u << AP_FIT_ZERO_OFFLOAD) |
+                   (1u << AP_FIT_GEMINI_AUTO) | (1u << AP_FIT_GEMINI_STATIC) |
+                   (1u << AP_FIT_ZERO_INF_NVME);
+    ap_fit_result r;
+    CHECK(ap_fit(&o, &r, &err) == AP_OK);
+    CHECK_INT(r.n, 5);
+    ap_family_rung *rungs;
+    int n;
+    CHECK(ap_family_ladder(&f, &rungs, &n, &err) == AP_OK);
+    for (int i = 0; i < r.n; i++) {
+        const ap_fit_entry *e = &r.e[i];
+        if (e->strategy == AP_FIT_ZERO_INF_NVME) {
+            CHECK(!e->available);
+            continue;
+        }
+        CHECK(e->found);
+        if (!e->found) continue;
+        ap_model m;
+        ap_fit_verdict v;
+        /* the largest size fits, the next does not */
+        CHECK(ap_family_model(&f, &rungs[e->rung], &m, &err) == AP_OK);
+        CHECK(ap_fit_eval(&o, e->strategy, &m, &v, &err) == AP_OK);
+        CHECK(v.fits);
+        CHECK(e->have_next);
+        CHECK(ap_family_model(&f, &rungs[e->rung + 1], &m, &err) == AP_OK);
+        CHECK(ap_fit_eval(&o, e->strategy, &m, &v, &err) == AP_OK);
+        CHECK(!v.fits);
+        CHECK(v.binding != AP_BIND_NONE);
+        CHECK_INT(e->binding, v.binding);
+        CHECK(e->evaluations < 20);
+    }
+    /* the host binds Gemini at 256 GiB (14 B per parameter, 90% usable): about 16-17B */
+    for (int i = 0; i < r.n; i++)
+        if (r.e[i].strategy == AP_FIT_GEMINI_AUTO) {
+            CHECK_INT(r.e[i].binding, AP_BIND_HOST);
+            CHECK(r.e[i].largest_params > 14e9 && r.e[i].largest_params < 18e9);
+        }
+    free(rungs);
+}
+
+/* The bisection against a scan of every rung, on a small family and a small GPU. */
+static void test_fit_scan(void) {
+    ap_err err;
+    ap_family f;
+    const char *dir = tl_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/fam.json", dir);
+    tl_write(path, "{\"name\": \"mini\", \"model\": {\"layers\": 2, \"hidden\": 512, \"heads\": 8, "
+                   "\"vocab\": 32000, \"seq_len\": 512, \"activation\": \"swiglu\", \"norm\": "
+                   "\"rmsnorm\"}, \"shapes\": [{\"layers\": 4, \"hidden\": 512, \"heads\": 8, "
+                   "\"ffn_hidden\": 1536}, {\"layers\": 8, \"hidden\": 1024, \"heads\": 16, "
+                   "\"ffn_hidden\": 3072}]}");
+    CHECK(ap_family_get(path, &f, &err) == AP_OK);
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find("rtx-2060"), 1, &o.cluster);
+    o.cluster.gpu.mem_bytes = 1.2 * GIB;
+    o.headroom_bytes = 0;
+    o.cluster.cpu_mem_bytes = 8 * GIB;
+    o.family = &f;
+    o.strategies = (1u << AP_FIT_ZERO3) | (1u << AP_FIT_GEMINI_AUTO) | (1u << AP_FIT_ZERO_OFFLOAD);
+    ap_fit_result r;
+    CHECK(ap_fit(&o, &r, &err) == AP_OK);
+    ap_family_rung *rungs;
+    int n;
+    CHECK(ap_family_ladder(&f, &rungs, &n, &err) == AP_OK);
+    for (int i = 0; i < r.n; i++) {
+        const ap_fit_entry *e = &r.e[i];
+        int last_fit = -1;
+        for (int k = 0; k < n; k++) {
+            ap_model m;
+            ap_fit_verdict v;
+            ap_family_model(&f, &rungs[k], &m, &err);
+            CHECK(ap_fit_eval(&o, e->strategy, &m, &v, &err) == AP_OK);
+            if (v.fits) last_fit = k;
+        }
+        CHECK_INT(e->found ? e->rung : -1, last_fit);
+    }
+    free(rungs);
+    /* a throughput floor binds before memory */
+    o.min_tokens_per_s = 1e12;
+    o.strategies = 1u << AP_FIT_GEMINI_AUTO;
+    CHECK(ap_fit(&o, &r, &err) == AP_OK);
+    CHECK(!r.e[0].found);
+    CHECK_INT(r.e[0].binding, AP_BIND_THROUGHPUT);
+    /* bad options */
+    o.mbs = 0;
+    CHECK(ap_fit(&o, &r, &err) == AP_ERR_INPUT);
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    test_chunk_search();
+    test_params();
+    test_periods();
+    test_gemini_hand();
+    test_gemini_static_fraction_sum();
+    test_gemini_auto_invariants();
+    test_zero_hand();
+    test_validation();
+    test_families();
+    test_fit_boundary();
+    test_fit_scan();
+    return tl_finish();
+}
