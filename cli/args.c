@@ -174,6 +174,13 @@ void ap_cli_cluster_flags(ap_flags *fl) {
                  "peer-link (NVLink) bandwidth per GPU per direction, e.g. 300GB/s");
     ap_flags_add(fl, "pcie-bw", AP_FLAG_VALUE, "BW", "host PCIe bandwidth per GPU, e.g. 32GB/s");
     ap_flags_add(fl, "cpu-mem", AP_FLAG_VALUE, "SIZE", "host memory per node, e.g. 1TiB");
+    ap_flags_add(fl, "nvme", AP_FLAG_VALUE, "SIZE",
+                 "local NVMe per node for ZeRO-Infinity, e.g. 3.84TB (needs --nvme-bw)");
+    ap_flags_add(fl, "nvme-bw", AP_FLAG_VALUE, "BW",
+                 "NVMe bandwidth per node, each direction, e.g. 6GB/s (or --nvme-read-bw and "
+                 "--nvme-write-bw)");
+    ap_flags_add(fl, "nvme-read-bw", AP_FLAG_VALUE, "BW", "NVMe read bandwidth per node");
+    ap_flags_add(fl, "nvme-write-bw", AP_FLAG_VALUE, "BW", "NVMe write bandwidth per node");
     ap_flags_add(fl, "cluster", AP_FLAG_VALUE, "FILE",
                  "cluster description (JSON, see docs/hardware.md); flags above override it");
     ap_flags_add(fl, "allow-cross-node-tp", AP_FLAG_BOOL, NULL,
@@ -272,21 +279,47 @@ static ap_status int_flag(ap_flags *fl, const char *name, int64_t lo, int64_t hi
     return st;
 }
 
-static ap_status load_cluster(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
+/* --nvme SIZE with --nvme-bw BW (or the read and write bandwidths): all or nothing, named. */
+static ap_status nvme_flags(ap_flags *fl, ap_cluster *c, ap_err *err) {
+    ap_status st;
+    int any_bw = ap_flags_isset(fl, "nvme-bw") || ap_flags_isset(fl, "nvme-read-bw") ||
+                 ap_flags_isset(fl, "nvme-write-bw");
+    if ((st = ap_flag_bytes(fl, "nvme", &c->nvme_bytes, err)) != AP_OK) return st;
+    if (ap_flags_isset(fl, "nvme") && !(c->nvme_bytes > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "--nvme: must be positive");
+    if (ap_flags_isset(fl, "nvme-bw")) {
+        double bw = 0;
+        if ((st = ap_flag_bw(fl, "nvme-bw", &bw, err)) != AP_OK) return st;
+        c->nvme_read_bytes_per_s = c->nvme_write_bytes_per_s = bw;
+    }
+    if ((st = ap_flag_bw(fl, "nvme-read-bw", &c->nvme_read_bytes_per_s, err)) != AP_OK) return st;
+    if ((st = ap_flag_bw(fl, "nvme-write-bw", &c->nvme_write_bytes_per_s, err)) != AP_OK)
+        return st;
+    if (c->nvme_bytes > 0 && (c->nvme_read_bytes_per_s <= 0 || c->nvme_write_bytes_per_s <= 0))
+        return ap_err_set(err, AP_ERR_INPUT, "--nvme-bw: --nvme %s needs the NVMe bandwidth "
+                          "(--nvme-bw, or --nvme-read-bw and --nvme-write-bw)",
+                          ap_flags_value(fl, "nvme") ? ap_flags_value(fl, "nvme") : "");
+    if (any_bw && !(c->nvme_bytes > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "--nvme: an NVMe bandwidth was given without its "
+                          "capacity (--nvme SIZE, e.g. 3.84TB)");
+    return AP_OK;
+}
+
+ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err) {
     ap_status st;
     const char *cfile = ap_flags_value(fl, "cluster");
     int64_t gpus = 0;
     if ((st = ap_flag_int(fl, "gpus", 1, 1 << 20, &gpus, err)) != AP_OK) return st;
     if (cfile) {
-        if ((st = ap_cluster_load(cfile, &ctx->cluster, err)) != AP_OK) return st;
+        if ((st = ap_cluster_load(cfile, c, err)) != AP_OK) return st;
         if (ap_flags_isset(fl, "gpu")) {
             const ap_gpu *g = ap_gpu_find(ap_flags_value(fl, "gpu"));
-            if (!g || strcmp(g->name, ctx->cluster.gpu.name) != 0)
+            if (!g || strcmp(g->name, c->gpu.name) != 0)
                 return ap_err_set(err, AP_ERR_INPUT, "--gpu %s conflicts with %s (gpu %s); mixed "
                                   "GPU types are not supported yet", ap_flags_value(fl, "gpu"),
-                                  cfile, ctx->cluster.gpu.name);
+                                  cfile, c->gpu.name);
         }
-        if (gpus > 0) ctx->cluster.gpus = (int)gpus;
+        if (gpus > 0) c->gpus = (int)gpus;
     } else {
         const char *gname = ap_flags_value(fl, "gpu");
         const ap_gpu *g;
@@ -298,9 +331,8 @@ static ap_status load_cluster(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_e
                                   "--gpus 8)");
             gpus = 1;
         }
-        ap_cluster_from_gpu(g, (int)gpus, &ctx->cluster);
+        ap_cluster_from_gpu(g, (int)gpus, c);
     }
-    ap_cluster *c = &ctx->cluster;
     int64_t v;
     if (ap_flags_isset(fl, "gpus-per-node")) {
         v = 0;
@@ -315,6 +347,7 @@ static ap_status load_cluster(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_e
     if ((st = ap_flag_bytes(fl, "cpu-mem", &c->cpu_mem_bytes, err)) != AP_OK) return st;
     if (ap_flags_isset(fl, "cpu-mem") && c->cpu_mem_bytes <= 0)
         return ap_err_set(err, AP_ERR_INPUT, "--cpu-mem: must be positive");
+    if ((st = nvme_flags(fl, c, err)) != AP_OK) return st;
     return ap_cluster_validate(c, cfile ? cfile : "cluster flags", err);
 }
 
@@ -421,7 +454,7 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
                           "or an autoplan model file)");
     ctx->model_path = fl->pos[0];
     if ((st = ap_model_load(ctx->model_path, &ctx->model, err)) != AP_OK) return st;
-    if ((st = load_cluster(fl, need_gpus, ctx, err)) != AP_OK) return st;
+    if ((st = ap_cli_load_cluster(fl, need_gpus, &ctx->cluster, err)) != AP_OK) return st;
     ctx->allow_cross_node_tp = ap_flags_isset(fl, "allow-cross-node-tp");
 
     ap_plan *p = &ctx->plan;

@@ -116,6 +116,10 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
 ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note, size_t n,
                             ap_err *err);
 
+/* The cluster alone from the cluster flags (`fit` has no model): --cluster, --gpu, --gpus, the
+ * links, --cpu-mem and --nvme/--nvme-bw, validated. */
+ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err);
+
 /* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
 ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
 
@@ -134,6 +138,7 @@ int ap_cmd_compare(int argc, char **argv);
 int ap_cmd_emit(int argc, char **argv);
 int ap_cmd_db(int argc, char **argv);
 int ap_cmd_profile(int argc, char **argv);
+int ap_cmd_fit(int argc, char **argv);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

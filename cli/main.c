@@ -31,6 +31,7 @@ static const command commands[] = {
     {"compare", ap_cmd_compare, "compare strategies: report.html with charts, report.md, plans.csv"},
     {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
     {"profile", ap_cmd_profile, "kernel profiles: the tables in use, measure a GPU, share, check"},
+    {"fit", ap_cmd_fit, "the largest model a GPU and its host can train, per strategy"},
 };
 
 static void usage(FILE *f) {

@@ -51,6 +51,13 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     if (p->offload_params > 0 && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " off-par%.0f%%",
                               100 * p->offload_params);
+    /* heterogeneous memory (issue 18): Gemini's placement, DeepSpeed's NVMe */
+    if (p->hetero.placement != AP_GEMINI_OFF && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " gemini-%s",
+                              p->hetero.placement == AP_GEMINI_AUTO ? "auto" : "static");
+    if ((p->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME ||
+         p->hetero.ds_params == AP_OFFLOAD_DEV_NVME) && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " nvme");
     char rcs[24];
     if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
         snprintf(rcs, sizeof rcs, " full%d", p->recompute_layers);

@@ -5,6 +5,7 @@
  * vary. Only the top K fitting estimates are kept, so memory stays O(K).
  */
 #include "autoplan/search.h"
+#include "autoplan/hetero.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,65 @@ typedef struct {
     int cap;
     ap_estimate scratch;
     double best_overshoot;
+    ap_hetero_cache chunk_cache; /* Gemini's chunk search, shared by a group's plans */
 } search_state;
+
+/* The cost model, or for Gemini placements and DeepSpeed offload devices the operator-by-
+ * operator simulation (hetero.h). */
+static ap_status estimate(search_state *s, const ap_plan *p, ap_estimate *e) {
+    if (ap_hetero_applies(p))
+        return ap_hetero_estimate(s->m, s->c, p, &s->o->est, &s->chunk_cache, e, NULL);
+    return ap_estimate_plan(s->m, s->c, p, &s->o->est, e, NULL);
+}
+
+/* Heterogeneous-memory variants of an offload level (issue 18): Colossal-AI ZeRO-3 is
+ * GeminiPlugin, static with the level's fractions (a parameter fraction without the other two
+ * at 1.0 is skipped: Colossal-AI ignores it) or, as the extra level, auto placement; DeepSpeed
+ * offload goes to the CPU, and as the extra level under ZeRO-3 with the cluster's NVMe, both
+ * states to NVMe (ZeRO-Infinity). Returns 0 when the variant does not exist. */
+static int extra_levels(const ap_trainer_caps *tr, const ap_cluster *c, const ap_plan *fx, int z) {
+    (void)tr;
+    if (fx->trainer == AP_TRAINER_COLOSSALAI && z == 3 &&
+        fx->hetero.placement != AP_GEMINI_STATIC)
+        return 1;
+    if (fx->trainer == AP_TRAINER_DEEPSPEED && z == 3 && c->nvme_bytes > 0 &&
+        fx->hetero.ds_optimizer != AP_OFFLOAD_DEV_CPU)
+        return 1;
+    return 0;
+}
+
+static int hetero_place(ap_plan *p, const ap_cluster *c, const ap_plan *fx, int extra, int ipp) {
+    if (p->trainer == AP_TRAINER_COLOSSALAI && p->zero == 3 && p->pp == 1) {
+        ap_plan_hetero_init(&p->hetero);
+        if (extra) {
+            if (ipp != 0) return 0;
+            p->hetero.placement = AP_GEMINI_AUTO;
+            p->offload_optimizer = p->offload_params = 0;
+            return 1;
+        }
+        if (fx->hetero.placement == AP_GEMINI_AUTO) return 0;
+        if (p->offload_params > 0 && p->offload_optimizer < 1.0) return 0;
+        p->hetero.placement = AP_GEMINI_STATIC;
+        p->hetero.offload_optim_frac = p->offload_optimizer;
+        p->hetero.offload_param_frac = p->offload_params;
+        return 1;
+    }
+    if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
+        (extra || p->offload_optimizer > 0 || p->offload_params > 0)) {
+        ap_plan_hetero_init(&p->hetero);
+        if (extra) {
+            if (ipp != 0 || !(c->nvme_bytes > 0)) return 0;
+            p->offload_optimizer = p->offload_params = 1.0;
+            p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
+            return 1;
+        }
+        if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
+        if (p->offload_optimizer > 0) p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
+        if (p->offload_params > 0) p->hetero.ds_params = AP_OFFLOAD_DEV_CPU;
+        return 1;
+    }
+    return !extra;
+}
 
 int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
     if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
@@ -99,7 +158,7 @@ static int eval(search_state *s, const ap_plan *p) {
         r->capped = 1;
         return -1;
     }
-    if (ap_estimate_plan(s->m, s->c, p, &s->o->est, &s->scratch, NULL) != AP_OK) return -1;
+    if (estimate(s, p, &s->scratch) != AP_OK) return -1;
     r->evaluated++;
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     if (s->scratch.fits) {
@@ -134,7 +193,7 @@ static int group_cannot_fit(search_state *s, const ap_plan *base, const rc_level
     q.recompute = lv[most].rc;
     q.recompute_layers = lv[most].layers;
     if (ap_plan_check(&q, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return 0;
-    if (ap_estimate_plan(s->m, s->c, &q, &s->o->est, &s->scratch, NULL) != AP_OK) return 0;
+    if (estimate(s, &q, &s->scratch) != AP_OK) return 0;
     if (s->scratch.fits) return 0;
     consider_closest(s, &s->scratch);
     return 1;
@@ -160,6 +219,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     s->o = o;
     s->r = r;
     s->best_overshoot = 0;
+    memset(&s->chunk_cache, 0, sizeof s->chunk_cache);
     const ap_plan *fx = &o->fixed;
     const ap_trainer_caps *tr = ap_trainer_get(fx->trainer);
     const int N = c->gpus;
@@ -217,7 +277,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                             }
                             /* offload levels: none, and where the trainer offers it half and
                              * all of the optimizer states; all parameters under ZeRO-3 */
-                            double offo[3] = {0, 0.5, 1}, offp[2] = {0, 1};
+                            double offo[4] = {0, 0.5, 1, 0}, offp[2] = {0, 1};
                             int noo = 1, nop = 1;
                             if (tr->offload_optimizer && (tr->offload_optimizer_zero_mask & (1u << z)))
                                 noo = 3;
@@ -228,7 +288,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                             if (fx->offload_optimizer < 0) noo = 1;
                             if (fx->offload_params > 0) { offp[0] = fx->offload_params; nop = 1; }
                             if (fx->offload_params < 0) nop = 1;
-                            for (int io = 0; io < noo; io++) {
+                            int nextra = extra_levels(tr, c, fx, z);
+                            for (int io = 0; io < noo + nextra; io++) {
                                 for (int ipp = 0; ipp < nop; ipp++) {
                                     if (tr->offload_together && (offo[io] > 0) != (offp[ipp] > 0))
                                         continue;
@@ -249,8 +310,9 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                     p.overlap_param = tr->overlap_param && !o->no_overlap &&
                                                       (tr->overlap_param_zero_mask & (1u << z));
                                     p.overlap_tp = p.sp && tr->overlap_tp && !o->no_overlap;
-                                    p.offload_optimizer = offo[io];
+                                    p.offload_optimizer = offo[io < noo ? io : 3];
                                     p.offload_params = offp[ipp];
+                                    if (!hetero_place(&p, c, fx, io >= noo, ipp)) continue;
                                     /* recompute levels */
                                     rc_level lv[8];
                                     int nl = 0;

@@ -304,8 +304,23 @@ static ap_status setup(gem *g, ap_err *err) {
     for (int i = 0; i < n; i++) sizes[i] = x->params[i].numel;
     /* init_chunk_manager: search_interval = hidden_dim or 1024 (chunk/utils.py) */
     int64_t interval = h->hidden_dim > 0 ? h->hidden_dim : 1024;
-    ap_status st = ap_gemini_chunk_search(sizes, n, x->Z, h->search_range_m, interval,
-                                          h->min_chunk_size_m, &x->sum.chunks, err);
+    ap_status st = AP_OK;
+    ap_hetero_cache *cache = x->o->cache;
+    uint64_t key = ap_hash64(sizes, (size_t)n * sizeof *sizes, (uint64_t)x->Z);
+    key = ap_hash64(&h->search_range_m, sizeof h->search_range_m, key);
+    key = ap_hash64(&interval, sizeof interval, key);
+    key = ap_hash64(&h->min_chunk_size_m, sizeof h->min_chunk_size_m, key);
+    if (cache && cache->valid && cache->key == key) {
+        x->sum.chunks = cache->cfg;
+    } else {
+        st = ap_gemini_chunk_search(sizes, n, x->Z, h->search_range_m, interval,
+                                    h->min_chunk_size_m, &x->sum.chunks, err);
+        if (st == AP_OK && cache) {
+            cache->key = key;
+            cache->cfg = x->sum.chunks;
+            cache->valid = 1;
+        }
+    }
     if (st != AP_OK) {
         free(sizes);
         free(celems);
@@ -840,10 +855,17 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
             x->sum.over_bytes = 0;
             x->recording = 1;
         }
+        hsnap s1a, s1b;
         for (int32_t mb = 0; mb < x->mb && !g->failed && st == AP_OK; mb++) {
+            if (hx_skipped(mb, x->mb)) {
+                if (mb == 2) hx_repeat(x, &s1a, &s1b, x->mb - 3);
+                continue;
+            }
+            if (mb == 1) hx_snap(x, &s1a);
             for (int k = 0; k < x->nops && !g->failed; k++)
                 if (run_op(g, k, mb, err) < 0) st = AP_ERR_NOMEM;
             if (!g->failed) backward_end(g);
+            if (mb == 1) hx_snap(x, &s1b);
         }
         if (st == AP_OK && !g->failed) optimizer_step(g);
     }

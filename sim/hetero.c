@@ -654,3 +654,73 @@ void ap_hetero_free(ap_hetero *h) {
     free((void *)x->p);
     free(x);
 }
+
+/* ---- the run as an estimate ------------------------------------------------------------- */
+
+ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, ap_hetero_cache *cache,
+                             ap_estimate *out, ap_err *err) {
+    ap_estimate_opts dflt;
+    if (!opts) {
+        ap_estimate_opts_init(&dflt);
+        opts = &dflt;
+    }
+    /* the shape: the same plan with every state resident */
+    ap_plan q = *p;
+    memset(&q.hetero, 0, sizeof q.hetero);
+    q.offload_optimizer = q.offload_params = 0;
+    ap_status st = ap_estimate_plan(m, c, &q, opts, out, err);
+    if (st != AP_OK) return st;
+    ap_hetero_opts ho;
+    ap_hetero_opts_init(&ho);
+    ho.headroom_bytes = opts->headroom_bytes;
+    ho.calib = opts->calib;
+    ho.record = 0;
+    ho.cache = cache;
+    ap_hetero *h = NULL;
+    if ((st = ap_hetero_run(m, c, p, &ho, &h, err)) != AP_OK) return st;
+    const ap_hetero_summary *s = ap_hetero_summary_of(h);
+    const hctx *x = (const hctx *)h;
+    ap_estimate *e = out;
+    e->plan = *x->p;
+    /* memory: one stage (no pipeline), the simulation's peak */
+    ap_stage_mem *sm = &e->stages[0];
+    double model = s->gpu_peak_bytes - s->gpu_nonmodel_at_peak_bytes - x->overhead_bytes;
+    sm->params_bytes = model > 0 ? model : 0;
+    sm->grads_bytes = sm->optimizer_bytes = 0;
+    sm->activations_bytes = s->gpu_nonmodel_at_peak_bytes;
+    sm->other_bytes = 0;
+    sm->allocated_bytes = sm->params_bytes + sm->activations_bytes;
+    sm->reserved_bytes = sm->allocated_bytes;
+    sm->device_bytes = s->gpu_peak_bytes;
+    sm->host_bytes = s->host_peak_bytes;
+    e->allocated_peak_bytes = e->reserved_peak_bytes = sm->allocated_bytes;
+    e->device_peak_bytes = e->peak_bytes = s->gpu_peak_bytes;
+    e->headroom_bytes = s->headroom_bytes;
+    e->host_bytes_per_node = s->host_bytes_per_node;
+    e->host_capacity_bytes = s->host_capacity_bytes;
+    e->host_fits = s->binding != AP_BIND_HOST;
+    e->fits = s->fits;
+    /* time: the simulation's step with the cost model's parts of the compute */
+    ap_time *t = &e->time;
+    t->dp_comm_s = s->collective_exposed_s;
+    t->dp_comm_total_s = s->collective_exposed_s;
+    t->offload_s = s->transfer_exposed_s;
+    t->optimizer_s = s->cpu_adam_s + s->gpu_adam_s + s->nvme_optimizer_s;
+    t->overhead_s = s->overhead_s;
+    t->bubble_s = t->pp_comm_s = 0;
+    t->step_s = s->step_s;
+    double sum = t->compute_s + t->recompute_s + t->tp_comm_s + t->cp_comm_s + t->ep_comm_s +
+                 t->dp_comm_s + t->offload_s + t->optimizer_s + t->overhead_s;
+    t->compute_s += t->step_s - sum;
+    ap_throughput *th = &e->tp;
+    double scale = th->tokens_per_s > 0 && s->tokens_per_s > 0 ? s->tokens_per_s / th->tokens_per_s
+                                                                : 0;
+    th->tokens_per_s = s->tokens_per_s;
+    th->model_tflops_per_gpu *= scale;
+    th->hw_tflops_per_gpu *= scale;
+    th->mfu *= scale;
+    th->hfu *= scale;
+    ap_hetero_free(h);
+    return AP_OK;
+}

@@ -79,6 +79,18 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
 void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes);
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
 
+/* Micro-batches between the second and the last of a step repeat the second exactly (each ends
+ * with the trainers' stream synchronisation and leaves the same state), so the simulators run
+ * the first two and the last and count the second (m - 3) more times. */
+typedef struct hsnap {
+    double t, h2d_busy, d2h_busy, nvme_busy, exposed, coll_exposed;
+    double h2d, d2h, nvme_r, nvme_w, gather, reduce;
+} hsnap;
+void hx_snap(const hctx *x, hsnap *s);
+void hx_repeat(hctx *x, const hsnap *before, const hsnap *after, double times);
+/* Whether micro-batch mb of m is one the repetition stands for (not simulated). */
+static inline int hx_skipped(int mb, int m) { return m > 3 && mb >= 2 && mb <= m - 2; }
+
 /* ---- hetero_time.c ----------------------------------------------------------------------- */
 double ht_h2d_bps(const hctx *x, int pinned);   /* bytes/s of one rank's host-to-GPU copies */
 double ht_d2h_bps(const hctx *x, int pinned);

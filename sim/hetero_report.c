@@ -110,6 +110,43 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
         x->recs[rec].host_bytes = (int64_t)host_bytes;
 }
 
+void hx_snap(const hctx *x, hsnap *s) {
+    s->t = x->tl.t;
+    s->h2d_busy = x->tl.h2d_busy;
+    s->d2h_busy = x->tl.d2h_busy;
+    s->nvme_busy = x->tl.nvme_busy;
+    s->exposed = x->tl.exposed;
+    s->coll_exposed = x->tl.coll_exposed;
+    s->h2d = x->sum.h2d_bytes;
+    s->d2h = x->sum.d2h_bytes;
+    s->nvme_r = x->sum.nvme_read_bytes;
+    s->nvme_w = x->sum.nvme_write_bytes;
+    s->gather = x->sum.gather_bytes;
+    s->reduce = x->sum.reduce_bytes;
+}
+
+void hx_repeat(hctx *x, const hsnap *a, const hsnap *b, double times) {
+    if (times <= 0) return;
+    double dt = (b->t - a->t) * times;
+    x->tl.t += dt;
+    /* the engines were drained at the micro-batch's end: move them with the clock */
+    if (x->tl.h2d_free < x->tl.t) x->tl.h2d_free += dt;
+    if (x->tl.d2h_free < x->tl.t) x->tl.d2h_free += dt;
+    if (x->tl.nvme_free < x->tl.t) x->tl.nvme_free += dt;
+    if (x->tl.coll_free < x->tl.t) x->tl.coll_free += dt;
+    x->tl.h2d_busy += (b->h2d_busy - a->h2d_busy) * times;
+    x->tl.d2h_busy += (b->d2h_busy - a->d2h_busy) * times;
+    x->tl.nvme_busy += (b->nvme_busy - a->nvme_busy) * times;
+    x->tl.exposed += (b->exposed - a->exposed) * times;
+    x->tl.coll_exposed += (b->coll_exposed - a->coll_exposed) * times;
+    x->sum.h2d_bytes += (b->h2d - a->h2d) * times;
+    x->sum.d2h_bytes += (b->d2h - a->d2h) * times;
+    x->sum.nvme_read_bytes += (b->nvme_r - a->nvme_r) * times;
+    x->sum.nvme_write_bytes += (b->nvme_w - a->nvme_w) * times;
+    x->sum.gather_bytes += (b->gather - a->gather) * times;
+    x->sum.reduce_bytes += (b->reduce - a->reduce) * times;
+}
+
 /* ---- accessors ------------------------------------------------------------------------------ */
 
 const ap_hetero_summary *ap_hetero_summary_of(const ap_hetero *h) { return &((const hctx *)h)->sum; }

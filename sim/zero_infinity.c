@@ -57,6 +57,7 @@ typedef struct zs {
     int nbucket;
     int micro;              /* micro-batch of the step */
     int traced;             /* trace complete: prefetch and reuse distance active */
+    int8_t *reuse;          /* per operator slot: used again within max_reuse_distance */
     double cur_nmd;
 } zs;
 
@@ -264,19 +265,31 @@ static void fetch_param(zs *z, int i, int prefetch) {
 }
 
 /* __params_to_release: not when used again within max_reuse_distance elements of the trace. */
-static int reused_soon(const zs *z, int k, int p) {
+static ap_status reuse_table(zs *z, ap_err *err) {
     const hctx *x = z->x;
-    if (!z->traced) return 0;
-    int64_t traversed = 0;
-    for (int j = k + 1; j < x->nops; j++) {
-        if (traversed >= z->h->ds_max_reuse_distance) break;
-        const hop *o = &x->ops[j];
-        for (int i = 0; i < o->nparams; i++) {
-            if (o->params[i] == p) return 1;
-            traversed += x->params[o->params[i]].numel;
+    z->reuse = calloc((size_t)x->nops * HOP_MAXP + 1, 1);
+    if (!z->reuse) return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
+    for (int k = 0; k < x->nops; k++)
+        for (int i = 0; i < x->ops[k].nparams; i++) {
+            int p = x->ops[k].params[i];
+            int64_t traversed = 0;
+            for (int j = k + 1; j < x->nops && !z->reuse[k * HOP_MAXP + i]; j++) {
+                if (traversed >= z->h->ds_max_reuse_distance) break;
+                const hop *o = &x->ops[j];
+                for (int q = 0; q < o->nparams; q++) {
+                    if (o->params[q] == p) {
+                        z->reuse[k * HOP_MAXP + i] = 1;
+                        break;
+                    }
+                    traversed += x->params[o->params[q]].numel;
+                }
+            }
         }
-    }
-    return 0;
+    return AP_OK;
+}
+
+static int reused_soon(const zs *z, int k, int slot) {
+    return z->traced && z->reuse[k * HOP_MAXP + slot];
 }
 
 static void release_after(zs *z, int k) {
@@ -284,7 +297,7 @@ static void release_after(zs *z, int k) {
     const hop *o = &x->ops[k];
     for (int i = 0; i < o->nparams; i++) {
         int p = o->params[i];
-        if (z->persist[p] || !z->avail[p] || reused_soon(z, k, p)) continue;
+        if (z->persist[p] || !z->avail[p] || reused_soon(z, k, i)) continue;
         z->avail[p] = 0;
         z->gathered -= (double)x->params[p].numel * x->elt;
     }
@@ -507,6 +520,7 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         snprintf(x->sum.name, sizeof x->sum.name, "zero-offload");
     }
     ap_status st = layout(z, err);
+    if (st == AP_OK && z->stage == 3) st = reuse_table(z, err);
     for (int s = 0; st == AP_OK && s < x->o->steps; s++) {
         int last = s == x->o->steps - 1;
         z->traced = s > 0; /* the first step records the trace */
@@ -516,7 +530,16 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
             x->sum.h2d_bytes = x->sum.d2h_bytes = x->sum.nvme_read_bytes = 0;
             x->sum.nvme_write_bytes = x->sum.gather_bytes = x->sum.reduce_bytes = 0;
         }
-        for (int mb = 0; mb < x->mb; mb++) run_micro(z, mb, mb == x->mb - 1);
+        hsnap s1a, s1b;
+        for (int mb = 0; mb < x->mb; mb++) {
+            if (hx_skipped(mb, x->mb)) {
+                if (mb == 2) hx_repeat(x, &s1a, &s1b, x->mb - 3);
+                continue;
+            }
+            if (mb == 1) hx_snap(x, &s1a);
+            run_micro(z, mb, mb == x->mb - 1);
+            if (mb == 1) hx_snap(x, &s1b);
+        }
         optimizer_step(z);
     }
     if (st == AP_OK) {
@@ -538,5 +561,6 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
     free(z->sub_elems);
     free(z->sub_nvme_opt);
     free(z->sub_cpu_opt);
+    free(z->reuse);
     return st;
 }

@@ -515,6 +515,18 @@ static void test_zero_hand(void) {
         CHECK_NEAR(s->host_peak_bytes, 20.0 * P + 2.0 * (double)largest, 1e-12);
     }
     ap_hetero_free(h);
+    /* six micro-batches (the middle ones stand in for each other: simulated once, counted
+       three times): down 2 B each and 4 B at the boundary, up from the second on */
+    p = ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 6);
+    s = run(&m, &big, &p, &h);
+    if (s) {
+        CHECK_NEAR(s->d2h_bytes, 6.0 * 2.0 * P + 4.0 * P, 1e-12);
+        CHECK_NEAR(s->h2d_bytes, 5.0 * 2.0 * P + 2.0 * P, 1e-12);
+        /* the step is six micro-batches of compute plus what is exposed */
+        CHECK(s->step_s > 6.0 * (s->compute_s / 6.0));
+        CHECK_NEAR(s->compute_s / 6.0, s->compute_s / s->micro_batches, 1e-12);
+    }
+    ap_hetero_free(h);
     /* ZeRO-Infinity on the host, nothing persistent, nothing kept for reuse, no prefetch: the
        16-bit partitions come up for the forward and the backward (2 + 2; the tied embedding
        twice more, as the LM head); each gradient partition goes down, back up, and at the

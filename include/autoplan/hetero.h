@@ -146,6 +146,15 @@ const char *ap_binding_name(ap_binding b); /* "none" "gpu" "host" "nvme" "throug
  * ds_optimizer/ds_params not none (zero 1-3), pp = 1, dense models. */
 int ap_hetero_applies(const ap_plan *p);
 
+/* Caller-owned memo of the last chunk-size search (the search's scan dominates a run: Colossal-AI
+ * scans search_range / interval sizes over every parameter). Reused when the parameter sizes,
+ * the zero group and the search options are the same. Zero it before first use. */
+typedef struct ap_hetero_cache {
+    uint64_t key;
+    int valid;
+    ap_chunk_config cfg;
+} ap_hetero_cache;
+
 typedef struct ap_hetero_opts {
     double headroom_bytes;    /* fits = device peak + headroom <= capacity; default 2 GiB.
                                  Gemini auto ignores it: it sizes its model data from the
@@ -153,6 +162,7 @@ typedef struct ap_hetero_opts {
     const ap_calib *calib;    /* NULL = built-in calibration of the cluster's GPU */
     int steps;                /* optimizer steps simulated, the last one reported; default 3 */
     int record;               /* keep per-operator records and movements; default 1 */
+    ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
 } ap_hetero_opts;
 void ap_hetero_opts_init(ap_hetero_opts *o);
 
@@ -243,6 +253,17 @@ const ap_hetero_oprec *ap_hetero_ops(const ap_hetero *h, int *n);
 const ap_hetero_move *ap_hetero_moves(const ap_hetero *h, int *n);
 /* "backward of fc1, layer 23, micro-batch 0" */
 char *ap_hetero_op_describe(const ap_hetero_oprec *r, char *buf, size_t n);
+
+/* The run as an estimate (estimate.h), so the search, `estimate` and the reports treat Gemini
+ * and DeepSpeed offload plans like any other: the cost model's estimate of the same plan without
+ * offload gives the shape (stages, compute, TP communication); the simulation replaces memory
+ * (stage 0: model data at the peak as params, non-model data as activations, the device peak,
+ * host per node, the verdict) and time (offload_s = exposed transfers, optimizer_s = CPU/GPU Adam
+ * and NVMe swapping, dp_comm_s = exposed ZeRO collectives; compute absorbs the rest so the parts
+ * sum to step_s). `cache` may be NULL. */
+ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, ap_hetero_cache *cache,
+                             ap_estimate *out, ap_err *err);
 
 /* JSON: the summary (traffic, times, memory, verdict) and, with curves, GPU and host memory per
  * operator and the PCIe traffic (at most max_points points, each the maximum over its run).
