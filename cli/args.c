@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "autoplan/db.h"
 #include "autoplan/kernels.h"
+#include "autoplan/hetero.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -216,6 +217,14 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "fraction in [0,1] of optimizer states and master weights kept in CPU memory");
     ap_flags_add(fl, "offload-params", AP_FLAG_VALUE, "F",
                  "fraction in [0,1] of parameters kept in CPU memory (ZeRO-3)");
+    ap_flags_add(fl, "gemini", AP_FLAG_VALUE, "P",
+                 "Colossal-AI GeminiPlugin placement: static|auto (ZeRO-3; static takes "
+                 "--offload-optimizer, --offload-params and --shard-param-frac as its fractions)");
+    ap_flags_add(fl, "shard-param-frac", AP_FLAG_VALUE, "F",
+                 "Gemini static: fraction in [0,1] of chunk memory sharded (default 1)");
+    ap_flags_add(fl, "offload-device", AP_FLAG_VALUE, "D",
+                 "DeepSpeed: cpu|nvme for the offloaded optimizer states and parameters "
+                 "(ZeRO-Offload / ZeRO-Infinity, simulated operator by operator)");
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");
@@ -446,6 +455,50 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     return AP_OK;
 }
 
+/* --gemini, --shard-param-frac, --offload-device: the plan's heterogeneous placement (plan.h
+ * ap_plan_hetero). Gemini static takes the offload fractions; DeepSpeed puts the offloaded
+ * states on the device. The trainer rules are checked in ap_cli_finish_plan. */
+static ap_status hetero_flags(ap_flags *fl, ap_plan *p, ap_err *err) {
+    ap_status st;
+    const char *g = ap_flags_value(fl, "gemini");
+    const char *d = ap_flags_value(fl, "offload-device");
+    int shard = ap_flags_isset(fl, "shard-param-frac");
+    if (!g && !d && !shard) return AP_OK;
+    ap_plan_hetero_init(&p->hetero);
+    if (shard && !g)
+        return ap_err_set(err, AP_ERR_INPUT, "--shard-param-frac: a Gemini static fraction; "
+                          "give --gemini static");
+    if (g && d)
+        return ap_err_set(err, AP_ERR_INPUT, "--offload-device is DeepSpeed's and --gemini "
+                          "Colossal-AI's; give one");
+    if (g) {
+        if ((st = ap_gemini_placement_parse(g, "--gemini", &p->hetero.placement, err)) != AP_OK)
+            return st;
+        if (p->hetero.placement == AP_GEMINI_OFF)
+            return ap_err_set(err, AP_ERR_INPUT, "--gemini: 'off' is not a placement (static or "
+                              "auto)");
+        if ((st = ap_flag_real(fl, "shard-param-frac", 0, 1, &p->hetero.shard_param_frac, err)) !=
+            AP_OK)
+            return st;
+        if (p->hetero.placement == AP_GEMINI_AUTO &&
+            (shard || p->offload_optimizer > 0 || p->offload_params > 0))
+            return ap_err_set(err, AP_ERR_INPUT, "--gemini auto places chunks itself; "
+                              "--offload-optimizer, --offload-params and --shard-param-frac are "
+                              "static placement's fractions");
+        p->hetero.offload_optim_frac = p->offload_optimizer;
+        p->hetero.offload_param_frac = p->offload_params;
+        return AP_OK;
+    }
+    ap_offload_device dev;
+    if ((st = ap_offload_device_parse(d, "--offload-device", &dev, err)) != AP_OK) return st;
+    if (dev == AP_OFFLOAD_DEV_NONE || !(p->offload_optimizer > 0 || p->offload_params > 0))
+        return ap_err_set(err, AP_ERR_INPUT, "--offload-device %s needs --offload-optimizer or "
+                          "--offload-params above 0", d);
+    if (p->offload_optimizer > 0) p->hetero.ds_optimizer = dev;
+    if (p->offload_params > 0) p->hetero.ds_params = dev;
+    return AP_OK;
+}
+
 ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
     ap_status st;
     memset(ctx, 0, sizeof *ctx);
@@ -506,6 +559,7 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
         return st;
     if ((st = ap_flag_real(fl, "offload-params", 0, 1, &p->offload_params, err)) != AP_OK)
         return st;
+    if ((st = hetero_flags(fl, p, err)) != AP_OK) return st;
     const char *dt = ap_flags_value(fl, "dtype");
     if (dt) {
         if (ap_dtype_parse(dt, &p->dtype) != AP_OK ||
@@ -550,7 +604,7 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
     if (p->etp == 0) p->etp = 1;
     if (p->vp == 0) p->vp = 1;
     if (p->mbs == 0) p->mbs = 1;
-    if (p->zero < 0) p->zero = 0;
+    if (p->zero < 0) p->zero = p->hetero.placement != AP_GEMINI_OFF ? 3 : 0; /* GeminiPlugin */
     /* --overlap: overlap whatever this trainer can overlap at this ZeRO stage */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
     p->overlap_tp = p->overlap_grad && tc->overlap_tp && p->sp && p->tp > 1;
@@ -571,6 +625,9 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
     if (p->nchunks && p->nchunks != p->pp * p->vp)
         return ap_err_set(err, AP_ERR_INPUT, "--stage-layers has %d entries, expected pp*vp = %d",
                           p->nchunks, p->pp * p->vp);
+    if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
+        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE)
+        return ap_plan_hetero_validate(p, &ctx->cluster, "flags", err);
     return AP_OK;
 }
 

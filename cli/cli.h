@@ -139,6 +139,9 @@ int ap_cmd_emit(int argc, char **argv);
 int ap_cmd_db(int argc, char **argv);
 int ap_cmd_profile(int argc, char **argv);
 int ap_cmd_fit(int argc, char **argv);
+/* `simulate` of a plan with a Gemini placement or DeepSpeed offload devices (print_hetero.c):
+ * traffic, time, GPU and host memory per operator; returns the exit code. */
+int ap_cli_simulate_hetero(const ap_cli_ctx *ctx, const char *trace, int json);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

@@ -4,6 +4,7 @@
  * not fit exits 0 with fits false.
  */
 #include "cli.h"
+#include "autoplan/hetero.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,12 @@ int ap_cmd_estimate(int argc, char **argv) {
                             &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
     static ap_estimate e;
-    if ((st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &err)) != AP_OK)
-        return ap_cli_fail(st, &err);
+    /* Gemini placements and DeepSpeed offload devices: the operator-by-operator simulation */
+    if (ap_hetero_applies(&ctx.plan))
+        st = ap_hetero_estimate(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, NULL, &e, &err);
+    else
+        st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &err);
+    if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
     if (ap_flags_isset(&fl, "json")) {
         ap_json *j = ap_estimate_to_json(&e, &ctx.model);
         if (j && ctx.profile_name[0]) ap_json_add_string(j, "kernel_profile", ctx.profile_name);

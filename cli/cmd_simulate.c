@@ -10,6 +10,7 @@
  * including a plan that does not fit (fits false).
  */
 #include "cli.h"
+#include "autoplan/hetero.h"
 #include "autoplan/planio.h"
 #include "autoplan/sim.h"
 
@@ -355,6 +356,11 @@ int ap_cmd_simulate(int argc, char **argv) {
     if ((st = ap_plan_check(&ctx.plan, &ctx.model, &ctx.cluster, ctx.allow_cross_node_tp,
                             &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
+    /* Gemini placements and DeepSpeed offload devices: GPU and host memory over the iteration
+       and the PCIe traffic, operator by operator (hetero.h) */
+    if (ap_hetero_applies(&ctx.plan))
+        return ap_cli_simulate_hetero(&ctx, ap_flags_value(&fl, "trace"),
+                                      ap_flags_isset(&fl, "json"));
     if (ap_flags_isset(&fl, "allocator") &&
         (st = ap_alloc_mode_parse(ap_flags_value(&fl, "allocator"), &so.allocator, &err)) != AP_OK)
         return ap_cli_fail(st, &err);

@@ -24,6 +24,20 @@ int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     int ok = 1;
     /* offload fractions only on GeminiPlugin and no expert parallelism there are trainer-table
        rules (offload_fraction_zero_mask, ep_zero_mask) */
+    /* LOCAL RULE: StaticPlacementPolicy.__init__ (colossalai/zero/gemini/placement_policy.py)
+       warns and zeroes offload_param_frac unless shard_param_frac = offload_optim_frac = 1.0;
+       a config that asks for it would not do what the plan assumes */
+    if (q->zero == 3) {
+        double sh = q->hetero.placement == AP_GEMINI_STATIC ? q->hetero.shard_param_frac : 1.0;
+        if (q->hetero.placement != AP_GEMINI_AUTO && q->offload_params > 0 &&
+            (sh != 1.0 || q->offload_optimizer != 1.0)) {
+            emit_why(why, "colossalai: GeminiPlugin ignores offload_param_frac %g unless "
+                          "shard_param_frac = offload_optim_frac = 1.0 (got %g and %g)",
+                     q->offload_params, sh, q->offload_optimizer);
+            ok = 0;
+            if (fix) q->offload_optimizer = 1.0;
+        }
+    }
     /* LOCAL RULE: without pipeline parallelism the recompute switch is the HF model's
        gradient_checkpointing_enable(): all layers or none, no per-layer counts. */
     if (q->pp == 1 && q->recompute == AP_RECOMPUTE_FULL &&
@@ -100,19 +114,44 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
               (long long)loader_batch);
     sb_printf(&b, "plugin = %s(\n", plugin);
     if (p->zero == 3) {
+        /* the placement the simulation ran (plan.hetero); a ZeRO-3 plan without one is static
+           with the plan's offload fractions */
+        const ap_plan_hetero *h = &p->hetero;
+        int aut = h->placement == AP_GEMINI_AUTO;
         sb_printf(&b, "    precision=\"%s\",\n", prec);
-        sb_printf(&b, "    placement_policy=\"static\",\n");
-        sb_printf(&b, "    shard_param_frac=1.0,\n");
-        sb_printf(&b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
-        sb_printf(&b, "    offload_param_frac=%g,\n", p->offload_params);
+        sb_printf(&b, "    placement_policy=\"%s\",\n", aut ? "auto" : "static");
+        if (aut) {
+            sb_printf(&b, "    warmup_non_model_data_ratio=%g,\n", h->warmup_non_model_data_ratio);
+            sb_printf(&b, "    steady_cuda_cap_ratio=%g,\n", h->steady_cuda_cap_ratio);
+            if (h->gpu_margin_mem_ratio > 0)
+                sb_printf(&b, "    gpu_margin_mem_ratio=%g,\n", h->gpu_margin_mem_ratio);
+        } else {
+            if (h->placement == AP_GEMINI_STATIC)
+                sb_printf(&b, "    shard_param_frac=%g,\n", h->shard_param_frac);
+            else
+                sb_printf(&b, "    shard_param_frac=1.0,\n");
+            sb_printf(&b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
+            sb_printf(&b, "    offload_param_frac=%g,\n", p->offload_params);
+        }
+        if (h->placement != AP_GEMINI_OFF) {
+            /* the chunk search the simulation reproduced (chunk/search_utils.py) */
+            sb_printf(&b, "    search_range_m=%g,\n", h->search_range_m);
+            sb_printf(&b, "    min_chunk_size_m=%g,\n", h->min_chunk_size_m);
+            if (h->hidden_dim > 0) sb_printf(&b, "    hidden_dim=%lld,\n", (long long)h->hidden_dim);
+        }
+        /* enable_async_reduce (on below) sets pin_memory=True anyway (gemini_plugin.py) */
         sb_printf(&b, "    pin_memory=%s,\n",
-                  p->offload_optimizer > 0 || p->offload_params > 0 ? "True" : "False");
+                  h->placement != AP_GEMINI_OFF ? (h->pin_memory ? "True" : "False")
+                  : p->offload_optimizer > 0 || p->offload_params > 0 ? "True" : "False");
         sb_printf(&b, "    tp_size=%d,\n", p->tp);
         sb_printf(&b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
         sb_printf(&b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
         sb_printf(&b, "    enable_gradient_accumulation=%s,\n", p->grad_accum > 1 ? "True" : "False");
-        sb_printf(&b, "    enable_async_reduce=%s,\n", p->overlap_grad ? "True" : "False");
-        sb_printf(&b, "    max_prefetch=%d,\n", p->overlap_param ? 1 : 0);
+        sb_printf(&b, "    enable_async_reduce=%s,\n",
+                  h->placement != AP_GEMINI_OFF ? (h->enable_async_reduce ? "True" : "False")
+                  : p->overlap_grad ? "True" : "False");
+        sb_printf(&b, "    max_prefetch=%d,\n",
+                  h->placement != AP_GEMINI_OFF ? h->max_prefetch : p->overlap_param ? 1 : 0);
         sb_printf(&b, "    max_norm=1.0,\n");
     } else if (!strcmp(plugin, "LowLevelZeroPlugin")) {
         sb_printf(&b, "    stage=%d,\n", p->zero);

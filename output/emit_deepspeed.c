@@ -31,6 +31,8 @@
 #define DS_PREFETCH_BUCKET 50000000
 #define DS_PERSISTENCE_THRESHOLD 100000
 #define DS_MAX_LIVE 1000000000
+/* where ZeRO-Infinity swaps: a placeholder the launch script's comment asks to change */
+#define DS_NVME_PATH "/local_nvme"
 
 int ds_hf_expressible(const ap_plan *p, char *why, size_t n) {
     /* LOCAL RULE (flavour, not in the trainer table): the HF Trainer / Accelerate path has no
@@ -127,39 +129,62 @@ ap_status ds_render_config(const emit_ctx *x, int hf, sb *b) {
         if (f) jbool(f, "enabled", 1, &bad);
     }
     ap_json *z = jobj(root, "zero_optimization", &bad);
+    /* offload devices, buffers and pinning as the simulation ran them (plan.hetero,
+       deepspeed/runtime/zero/offload_config.py and zero/config.py); without them, cpu and
+       pinned (the analytical offload) with DeepSpeed's defaults */
+    const ap_plan_hetero *h = &p->hetero;
+    int het = h->ds_optimizer != AP_OFFLOAD_DEV_NONE || h->ds_params != AP_OFFLOAD_DEV_NONE;
     if (z) {
         jnum(z, "stage", p->zero, &bad);
         if (p->zero >= 1) {
             jbool(z, "overlap_comm", p->overlap_grad, &bad);
             jbool(z, "contiguous_gradients", 1, &bad);
             jbool(z, "reduce_scatter", 1, &bad);
-            jnum(z, "reduce_bucket_size", DS_BUCKET, &bad);
+            jnum(z, "reduce_bucket_size", het ? (double)h->ds_reduce_bucket_size : DS_BUCKET, &bad);
         }
+        if (het) jnum(z, "sub_group_size", (double)h->ds_sub_group_size, &bad);
         if (p->zero == 1 || p->zero == 2) {
             jbool(z, "allgather_partitions", 1, &bad);
             jnum(z, "allgather_bucket_size", DS_BUCKET, &bad);
         }
         if (p->zero == 3) {
             /* a zero prefetch bucket turns parameter prefetching (overlap) off */
-            jnum(z, "stage3_prefetch_bucket_size", p->overlap_param ? DS_PREFETCH_BUCKET : 0, &bad);
-            jnum(z, "stage3_param_persistence_threshold", DS_PERSISTENCE_THRESHOLD, &bad);
-            jnum(z, "stage3_max_live_parameters", DS_MAX_LIVE, &bad);
-            jnum(z, "stage3_max_reuse_distance", DS_MAX_LIVE, &bad);
+            jnum(z, "stage3_prefetch_bucket_size",
+                 !p->overlap_param ? 0 : het ? (double)h->ds_prefetch_bucket_size
+                                             : DS_PREFETCH_BUCKET, &bad);
+            jnum(z, "stage3_param_persistence_threshold",
+                 het ? (double)h->ds_param_persistence_threshold : DS_PERSISTENCE_THRESHOLD, &bad);
+            jnum(z, "stage3_max_live_parameters",
+                 het ? (double)h->ds_max_live_parameters : DS_MAX_LIVE, &bad);
+            jnum(z, "stage3_max_reuse_distance",
+                 het ? (double)h->ds_max_reuse_distance : DS_MAX_LIVE, &bad);
             jbool(z, "stage3_gather_16bit_weights_on_model_save", 1, &bad);
         }
         if (p->offload_optimizer > 0) {
             ap_json *o = jobj(z, "offload_optimizer", &bad);
             if (o) {
-                jstr(o, "device", "cpu", &bad);
-                jbool(o, "pin_memory", 1, &bad);
+                int nvme = het && h->ds_optimizer == AP_OFFLOAD_DEV_NVME;
+                jstr(o, "device", nvme ? "nvme" : "cpu", &bad);
+                if (nvme) {
+                    jstr(o, "nvme_path", DS_NVME_PATH, &bad);
+                    jnum(o, "buffer_count", (double)h->ds_optimizer_buffer_count, &bad);
+                }
+                jbool(o, "pin_memory", het ? h->ds_optimizer_pin : 1, &bad);
                 if (p->offload_optimizer < 1) jnum(o, "ratio", p->offload_optimizer, &bad);
             }
         }
         if (p->offload_params > 0) {
             ap_json *o = jobj(z, "offload_param", &bad);
             if (o) {
-                jstr(o, "device", "cpu", &bad);
-                jbool(o, "pin_memory", 1, &bad);
+                int nvme = het && h->ds_params == AP_OFFLOAD_DEV_NVME;
+                jstr(o, "device", nvme ? "nvme" : "cpu", &bad);
+                if (nvme) {
+                    jstr(o, "nvme_path", DS_NVME_PATH, &bad);
+                    jnum(o, "buffer_count", (double)h->ds_param_buffer_count, &bad);
+                    jnum(o, "buffer_size", (double)h->ds_param_buffer_size, &bad);
+                    jnum(o, "max_in_cpu", (double)h->ds_max_in_cpu, &bad);
+                }
+                jbool(o, "pin_memory", het ? h->ds_param_pin : 1, &bad);
             }
         }
     }

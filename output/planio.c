@@ -15,6 +15,7 @@
  * Not done here: choosing or estimating plans, emitting trainer configs (emit*.c).
  */
 #include "autoplan/planio.h"
+#include "autoplan/hetero.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -193,8 +194,52 @@ static void build_cluster(jb *b, ap_json *o, const ap_cluster *c) {
     num(b, o, "cpu_mem_bytes", c->cpu_mem_bytes);
     num(b, o, "cpu_cores", c->cpu_cores);
     num(b, o, "host_mem_bytes_per_s", c->host_mem_bytes_per_s);
+    if (c->nvme_bytes > 0) { /* issue 18: written only when the cluster has NVMe */
+        num(b, o, "nvme_bytes", c->nvme_bytes);
+        num(b, o, "nvme_read_bytes_per_s", c->nvme_read_bytes_per_s);
+        num(b, o, "nvme_write_bytes_per_s", c->nvme_write_bytes_per_s);
+    }
     hex64(ap_cluster_fingerprint(c), fp);
     str(b, o, "fingerprint", fp);
+}
+
+/* Heterogeneous placement (issue 18), written only when used: "hetero": {"gemini": {...}} or
+ * {"deepspeed": {...}} with the trainer's own option names (docs/plan-json.md). */
+static void build_hetero(jb *b, ap_json *o, const ap_plan_hetero *h) {
+    if (h->placement != AP_GEMINI_OFF) {
+        ap_json *g = sub(b, sub(b, o, "hetero", ap_json_new_object()), "gemini",
+                         ap_json_new_object());
+        str(b, g, "placement_policy", ap_gemini_placement_name(h->placement));
+        num(b, g, "shard_param_frac", h->shard_param_frac);
+        num(b, g, "offload_optim_frac", h->offload_optim_frac);
+        num(b, g, "offload_param_frac", h->offload_param_frac);
+        num(b, g, "warmup_non_model_data_ratio", h->warmup_non_model_data_ratio);
+        num(b, g, "steady_cuda_cap_ratio", h->steady_cuda_cap_ratio);
+        num(b, g, "gpu_margin_mem_ratio", h->gpu_margin_mem_ratio);
+        boo(b, g, "pin_memory", h->pin_memory);
+        boo(b, g, "enable_async_reduce", h->enable_async_reduce);
+        num(b, g, "max_prefetch", h->max_prefetch);
+        num(b, g, "search_range_m", h->search_range_m);
+        num(b, g, "min_chunk_size_m", h->min_chunk_size_m);
+        num(b, g, "hidden_dim", (double)h->hidden_dim);
+    } else if (h->ds_optimizer != AP_OFFLOAD_DEV_NONE || h->ds_params != AP_OFFLOAD_DEV_NONE) {
+        ap_json *d = sub(b, sub(b, o, "hetero", ap_json_new_object()), "deepspeed",
+                         ap_json_new_object());
+        str(b, d, "offload_optimizer_device", ap_offload_device_name(h->ds_optimizer));
+        str(b, d, "offload_param_device", ap_offload_device_name(h->ds_params));
+        boo(b, d, "optimizer_pin_memory", h->ds_optimizer_pin);
+        boo(b, d, "param_pin_memory", h->ds_param_pin);
+        num(b, d, "param_buffer_count", (double)h->ds_param_buffer_count);
+        num(b, d, "param_buffer_size", (double)h->ds_param_buffer_size);
+        num(b, d, "max_in_cpu", (double)h->ds_max_in_cpu);
+        num(b, d, "optimizer_buffer_count", (double)h->ds_optimizer_buffer_count);
+        num(b, d, "sub_group_size", (double)h->ds_sub_group_size);
+        num(b, d, "reduce_bucket_size", (double)h->ds_reduce_bucket_size);
+        num(b, d, "prefetch_bucket_size", (double)h->ds_prefetch_bucket_size);
+        num(b, d, "param_persistence_threshold", (double)h->ds_param_persistence_threshold);
+        num(b, d, "max_live_parameters", (double)h->ds_max_live_parameters);
+        num(b, d, "max_reuse_distance", (double)h->ds_max_reuse_distance);
+    }
 }
 
 static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
@@ -230,6 +275,7 @@ static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
     ap_json *sl = sub(b, o, "stage_layers", ap_json_new_array());
     for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++)
         push_num(b, sl, ap_plan_chunk_layers(p, m->layers, c));
+    build_hetero(b, o, &p->hetero);
 }
 
 ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -515,6 +561,12 @@ static ap_status read_cluster(const ap_json *o, const char *where, int same_vers
     TRY(get_int(o, "cpu_cores", 0, MAX_DEGREE, &c->cpu_cores, where, err));
     TRY(ap_json_get_real(o, "host_mem_bytes_per_s", 0, 1e15, &c->host_mem_bytes_per_s, NULL,
                          where, err));
+    int nv = 0; /* optional: written only for clusters with NVMe */
+    TRY(ap_json_get_real(o, "nvme_bytes", 0, 1e18, &c->nvme_bytes, &nv, where, err));
+    TRY(ap_json_get_real(o, "nvme_read_bytes_per_s", 0, 1e15, &c->nvme_read_bytes_per_s, &nv,
+                         where, err));
+    TRY(ap_json_get_real(o, "nvme_write_bytes_per_s", 0, 1e15, &c->nvme_write_bytes_per_s, &nv,
+                         where, err));
     TRY(ap_cluster_validate(c, where, err));
     return check_fingerprint(o, ap_cluster_fingerprint(c), same_version, where, err);
 }
@@ -541,6 +593,74 @@ static ap_status get_int_array(const ap_json *o, const char *k, int n, int lo, i
         out[i] = (int)d;
     }
     return AP_OK;
+}
+
+/* The optional "hetero" object (build_hetero), validated like the flags. */
+static ap_status read_hetero(const ap_json *o, const char *where, const ap_cluster *c, ap_plan *p,
+                             ap_err *err) {
+    ap_json *h = ap_json_get(o, "hetero");
+    if (!h || ap_json_is_null(h)) return AP_OK;
+    char w2[600], buf[32];
+    snprintf(w2, sizeof w2, "%s.hetero", where);
+    if (!ap_json_is_object(h))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: must be an object", w2);
+    ap_plan_hetero *x = &p->hetero;
+    ap_plan_hetero_init(x);
+    ap_json *g = ap_json_get(h, "gemini"), *d = ap_json_get(h, "deepspeed");
+    if (g && d) return ap_err_set(err, AP_ERR_INPUT, "%s: gemini or deepspeed, not both", w2);
+    if (g) {
+        snprintf(w2, sizeof w2, "%s.hetero.gemini", where);
+        if (!ap_json_is_object(g)) return ap_err_set(err, AP_ERR_INPUT, "%s: must be an object", w2);
+        TRY(ap_json_get_str(g, "placement_policy", buf, sizeof buf, NULL, w2, err));
+        char what[640];
+        snprintf(what, sizeof what, "%s: field 'placement_policy'", w2);
+        TRY(ap_gemini_placement_parse(buf, what, &x->placement, err));
+        TRY(ap_json_get_real(g, "shard_param_frac", -1e9, 1e9, &x->shard_param_frac, NULL, w2, err));
+        TRY(ap_json_get_real(g, "offload_optim_frac", -1e9, 1e9, &x->offload_optim_frac, NULL, w2,
+                             err));
+        TRY(ap_json_get_real(g, "offload_param_frac", -1e9, 1e9, &x->offload_param_frac, NULL, w2,
+                             err));
+        TRY(ap_json_get_real(g, "warmup_non_model_data_ratio", -1e9, 1e9,
+                             &x->warmup_non_model_data_ratio, NULL, w2, err));
+        TRY(ap_json_get_real(g, "steady_cuda_cap_ratio", -1e9, 1e9, &x->steady_cuda_cap_ratio, NULL,
+                             w2, err));
+        TRY(ap_json_get_real(g, "gpu_margin_mem_ratio", -1e9, 1e9, &x->gpu_margin_mem_ratio, NULL,
+                             w2, err));
+        TRY(ap_json_get_bool(g, "pin_memory", &x->pin_memory, NULL, w2, err));
+        TRY(ap_json_get_bool(g, "enable_async_reduce", &x->enable_async_reduce, NULL, w2, err));
+        TRY(get_int(g, "max_prefetch", 0, 1024, &x->max_prefetch, w2, err));
+        TRY(ap_json_get_real(g, "search_range_m", -1e9, 1e9, &x->search_range_m, NULL, w2, err));
+        TRY(ap_json_get_real(g, "min_chunk_size_m", -1e9, 1e9, &x->min_chunk_size_m, NULL, w2, err));
+        TRY(get_i64(g, "hidden_dim", 0, 1000000000, &x->hidden_dim, w2, err));
+    } else if (d) {
+        snprintf(w2, sizeof w2, "%s.hetero.deepspeed", where);
+        if (!ap_json_is_object(d)) return ap_err_set(err, AP_ERR_INPUT, "%s: must be an object", w2);
+        char what[640];
+        TRY(ap_json_get_str(d, "offload_optimizer_device", buf, sizeof buf, NULL, w2, err));
+        snprintf(what, sizeof what, "%s: field 'offload_optimizer_device'", w2);
+        TRY(ap_offload_device_parse(buf, what, &x->ds_optimizer, err));
+        TRY(ap_json_get_str(d, "offload_param_device", buf, sizeof buf, NULL, w2, err));
+        snprintf(what, sizeof what, "%s: field 'offload_param_device'", w2);
+        TRY(ap_offload_device_parse(buf, what, &x->ds_params, err));
+        TRY(ap_json_get_bool(d, "optimizer_pin_memory", &x->ds_optimizer_pin, NULL, w2, err));
+        TRY(ap_json_get_bool(d, "param_pin_memory", &x->ds_param_pin, NULL, w2, err));
+        const int64_t big = (int64_t)1e13;
+        TRY(get_i64(d, "param_buffer_count", 0, big, &x->ds_param_buffer_count, w2, err));
+        TRY(get_i64(d, "param_buffer_size", 0, big, &x->ds_param_buffer_size, w2, err));
+        TRY(get_i64(d, "max_in_cpu", 0, big, &x->ds_max_in_cpu, w2, err));
+        TRY(get_i64(d, "optimizer_buffer_count", 0, big, &x->ds_optimizer_buffer_count, w2, err));
+        TRY(get_i64(d, "sub_group_size", 0, big, &x->ds_sub_group_size, w2, err));
+        TRY(get_i64(d, "reduce_bucket_size", 0, big, &x->ds_reduce_bucket_size, w2, err));
+        TRY(get_i64(d, "prefetch_bucket_size", 0, big, &x->ds_prefetch_bucket_size, w2, err));
+        TRY(get_i64(d, "param_persistence_threshold", 0, big, &x->ds_param_persistence_threshold,
+                    w2, err));
+        TRY(get_i64(d, "max_live_parameters", 0, big, &x->ds_max_live_parameters, w2, err));
+        TRY(get_i64(d, "max_reuse_distance", 0, big, &x->ds_max_reuse_distance, w2, err));
+    } else {
+        return ap_err_set(err, AP_ERR_INPUT, "%s: needs 'gemini' or 'deepspeed'", w2);
+    }
+    snprintf(w2, sizeof w2, "%s.hetero", where);
+    return ap_plan_hetero_validate(p, c, w2, err);
 }
 
 static ap_status read_plan(const ap_json *o, const char *where, const ap_model *m,
@@ -630,7 +750,7 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
         p->stage_recompute[i] = per_stage[i];
     }
     if (!uniform || custom_rc) p->nchunks = (int)nch;
-    return AP_OK;
+    return read_hetero(o, where, c, p, err);
 }
 
 ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,

@@ -66,6 +66,7 @@ typedef struct hctx {
     ap_hetero_move *moves;
     int nmoves, capmoves;
     int nomem;
+    double host_now;            /* this rank's host memory now */
     tline tl;
 } hctx;
 

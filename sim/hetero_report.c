@@ -34,6 +34,7 @@ int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
     r->layer = layer;
     r->mb = mb;
     r->start_s = x->tl.t;
+    r->host_bytes = (int64_t)x->host_now;
     if (i > 0) x->recs[i - 1].end_s = x->tl.t;
     return i;
 }
@@ -101,6 +102,7 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
 
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
     ap_hetero_summary *s = &x->sum;
+    x->host_now = host_bytes;
     /* host memory is charged in every step: buffers created once stay */
     if (host_bytes > s->host_peak_bytes) {
         s->host_peak_bytes = host_bytes;

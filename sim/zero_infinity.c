@@ -395,7 +395,8 @@ static void run_micro(zs *z, int mb, int boundary) {
             for (int i = 0; i < o->nparams; i++) fetch_param(z, o->params[i], 0);
             /* prefetch the next modules' parameters up to stage3_prefetch_bucket_size elements
                (and max_live_parameters) once the trace is known (fetch_sub_module) */
-            if (z->traced && h->ds_prefetch_bucket_size > 0) {
+            /* the emitted config turns prefetching off (bucket 0) without parameter overlap */
+            if (z->traced && h->ds_prefetch_bucket_size > 0 && x->p->overlap_param) {
                 double budget = (double)h->ds_prefetch_bucket_size;
                 double live_left = (double)h->ds_max_live_parameters - z->gathered / x->elt;
                 if (live_left < budget) budget = live_left;
