@@ -198,6 +198,21 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
             ap_json_push(sug, ap_json_new_string(line));
         }
     }
+    /* more host memory (offload, Gemini and ZeRO-Infinity keep model states there): the
+       search's best plan with twice, four and eight times the host memory per node */
+    for (int mult = 2; mult <= 8; mult *= 2) {
+        ap_cluster c2 = *c;
+        c2.cpu_mem_bytes = c->cpu_mem_bytes * mult;
+        if (try_variant(pc, &c2, pc->so.fixed.trainer, &best)) {
+            snprintf(line, sizeof line, "more host memory: with --cpu-mem %.0fGiB (per node) "
+                     "%s fits (host %.1f GiB per node, GPU %.1f GiB of %.1f GiB)",
+                     c2.cpu_mem_bytes / GiB,
+                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.host_bytes_per_node / GiB,
+                     best.device_peak_bytes / GiB, best.capacity_bytes / GiB);
+            ap_json_push(sug, ap_json_new_string(line));
+            break;
+        }
+    }
     /* a GPU with more memory */
     const char *bigger[] = {"h200", "b200", "mi300x"};
     for (size_t i = 0; i < sizeof bigger / sizeof bigger[0]; i++) {
@@ -304,6 +319,12 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
             ap_json_add_number(cl, "overshoot_bytes", r.closest.device_peak_bytes +
                                                           r.closest.headroom_bytes -
                                                           r.closest.capacity_bytes);
+            /* what binds it: GPU memory, host memory, or both (issue 18) */
+            int gpu_over = r.closest.device_peak_bytes + r.closest.headroom_bytes >
+                           r.closest.capacity_bytes;
+            ap_json_add_string(cl, "binding", gpu_over && !r.closest.host_fits ? "gpu+host"
+                                              : !r.closest.host_fits         ? "host"
+                                                                             : "gpu");
             ap_json_add(out, "closest", cl);
         }
         add_suggestions(pc, c, out);
@@ -388,6 +409,12 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
                    jnum(cl, "memory", "worst_stage"), jnum(cl, "memory", "capacity_bytes") / GiB,
                    jnum(cl, "memory", "headroom_bytes") / GiB,
                    jnum(cl, "overshoot_bytes", NULL) / GiB);
+            const char *bind = ap_json_string(ap_json_get(cl, "binding"));
+            if (bind && strcmp(bind, "gpu") != 0)
+                printf("host memory binds%s: %.1f GiB per node of %.1f GiB (90%% usable)\n",
+                       strcmp(bind, "host") ? " too" : "",
+                       jnum(cl, "memory", "host_bytes_per_node") / GiB,
+                       jnum(cl, "memory", "host_capacity_bytes") / GiB);
         } else {
             printf("no plan is legal for this model, GPU count and global batch with this trainer\n");
         }

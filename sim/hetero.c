@@ -699,7 +699,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     e->headroom_bytes = s->headroom_bytes;
     e->host_bytes_per_node = s->host_bytes_per_node;
     e->host_capacity_bytes = s->host_capacity_bytes;
-    e->host_fits = s->binding != AP_BIND_HOST;
+    e->host_fits = s->host_bytes_per_node <= 0.9 * s->host_capacity_bytes;
     e->fits = s->fits;
     /* time: the simulation's step with the cost model's parts of the compute */
     ap_time *t = &e->time;

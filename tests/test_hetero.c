@@ -20,6 +20,7 @@
  */
 #include "testlib.h"
 
+#include "autoplan/emit.h"
 #include "autoplan/fit.h"
 #include "autoplan/hetero.h"
 #include "autoplan/json.h"
@@ -782,6 +783,264 @@ static void test_fit_scan(void) {
     CHECK(ap_fit(&o, &r, &err) == AP_ERR_INPUT);
 }
 
+
+/* ---- the seeds' claims (tests/data/hetero_claims.json, docs/heterogeneous.md) ------------------ */
+
+static double jnum(const ap_json *o, const char *k, double dflt) {
+    ap_json *v = ap_json_get(o, k);
+    return v && ap_json_is_number(v) ? ap_json_number(v) : dflt;
+}
+
+static void test_claims(void) {
+    ap_err err;
+    ap_json *root = ap_json_parse_file(tl_path("tests/data/hetero_claims.json"), &err);
+    CHECK(root != NULL);
+    if (!root) return;
+    char *doc = tl_read(tl_path("docs/heterogeneous.md"));
+    CHECK(doc != NULL);
+    ap_json *arr = ap_json_get(root, "claims");
+    CHECK(ap_json_size(arr) >= 6);
+    for (int i = 0; i < ap_json_size(arr); i++) {
+        ap_json *c = ap_json_at(arr, i);
+        const char *id = ap_json_string(ap_json_get(c, "id"));
+        ap_family f;
+        CHECK(ap_family_get(ap_json_string(ap_json_get(c, "family")), &f, &err) == AP_OK);
+        ap_family_rung r = {(int)jnum(c, "shape", 0), (int64_t)jnum(c, "layers", 1), 0};
+        ap_model m;
+        CHECK(ap_family_model(&f, &r, &m, &err) == AP_OK);
+        ap_fit_opts o;
+        ap_fit_opts_init(&o);
+        int gpus = (int)jnum(c, "gpus", 1);
+        ap_cluster_from_gpu(ap_gpu_find(ap_json_string(ap_json_get(c, "gpu"))), gpus, &o.cluster);
+        if (jnum(c, "gpus_per_node", 0) > 0)
+            ap_cluster_set_gpus_per_node(&o.cluster, (int)jnum(c, "gpus_per_node", 0));
+        if (jnum(c, "cpu_mem_gib", 0) > 0) o.cluster.cpu_mem_bytes = jnum(c, "cpu_mem_gib", 0) * GIB;
+        if (jnum(c, "nvme_tb", 0) > 0) {
+            o.cluster.nvme_bytes = jnum(c, "nvme_tb", 0) * 1e12;
+            o.cluster.nvme_read_bytes_per_s = o.cluster.nvme_write_bytes_per_s =
+                jnum(c, "nvme_gbps", 0) * 1e9;
+        }
+        o.family = &f;
+        o.seq = (int64_t)jnum(c, "seq", 0);
+        o.mbs = (int64_t)jnum(c, "mbs", 1);
+        o.tokens_per_step = jnum(c, "tokens_per_step", 0);
+        ap_json *dt = ap_json_get(c, "dtype");
+        if (dt) {
+            CHECK(ap_dtype_parse(ap_json_string(dt), &o.dtype) == AP_OK);
+            o.dtype_set = 1;
+        }
+        int strat;
+        CHECK(ap_fit_strategy_parse(ap_json_string(ap_json_get(c, "strategy")), &strat, &err) ==
+              AP_OK);
+        ap_fit_verdict v;
+        CHECK(ap_fit_eval(&o, strat, &m, &v, &err) == AP_OK);
+        ap_json *e = ap_json_get(c, "expect");
+        fprintf(stderr, "claim %s: fits %d binding %s host %.2f GiB gpu %.2f GiB %.1f tokens/s\n",
+                id, v.fits, ap_binding_name(v.binding), v.host_bytes_per_node / GIB,
+                v.gpu_peak_bytes / GIB, v.tokens_per_s);
+        CHECK_INT(v.fits, ap_json_bool(ap_json_get(e, "fits")));
+        CHECK_STR(ap_binding_name(v.binding), ap_json_string(ap_json_get(e, "binding")));
+        CHECK_NEAR(v.host_bytes_per_node / GIB, jnum(e, "host_gib", 0), 0.01);
+        CHECK_NEAR(v.gpu_peak_bytes / GIB, jnum(e, "gpu_gib", 0), 0.01);
+        CHECK_NEAR(v.tokens_per_s, jnum(e, "tokens_per_s", 0), 0.01);
+        /* the docs' table carries every claim */
+        if (doc) CHECK_CONTAINS(doc, id);
+    }
+    free(doc);
+    ap_json_free(root);
+}
+
+/* ---- configs and the command line ---------------------------------------------------------- */
+
+/* Every "name=" argument of the plugin call is GeminiPlugin's (colossalai_plugin_args.txt). */
+static void check_plugin_args(const char *py) {
+    char *keys = tl_read(tl_path("tests/data/trainers/colossalai_plugin_args.txt"));
+    CHECK(keys != NULL);
+    if (!keys) return;
+    const char *p = strstr(py, "GeminiPlugin(");
+    CHECK(p != NULL);
+    for (p = p ? strchr(p, '\n') : NULL; p && p[1] == ' '; p = strchr(p + 1, '\n')) {
+        const char *q = p + 1;
+        while (*q == ' ') q++;
+        const char *eq = strchr(q, '=');
+        if (!eq) break;
+        char want[96];
+        snprintf(want, sizeof want, "\nGeminiPlugin.%.*s\n", (int)(eq - q), q);
+        CHECK_CONTAINS(keys, want);
+    }
+    free(keys);
+}
+
+static void test_emit(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("rtx-3090", 128);
+    ap_err err;
+    ap_emit_out out;
+    /* Gemini auto: the placement, its ratios and the chunk search */
+    ap_plan p = gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 1, 1024);
+    p.hetero.hidden_dim = 768;
+    p.dp = 1;
+    CHECK(ap_emit_render(AP_EMIT_COLOSSALAI, &m, &c, &p, NULL, &out, &err) == AP_OK);
+    const char *py = out.nfiles > 0 ? out.files[0].text : "";
+    CHECK_CONTAINS(py, "placement_policy=\"auto\"");
+    CHECK_CONTAINS(py, "steady_cuda_cap_ratio=0.9");
+    CHECK_CONTAINS(py, "hidden_dim=768");
+    CHECK(strstr(py, "offload_optim_frac") == NULL);
+    check_plugin_args(py);
+    ap_emit_out_free(&out);
+    /* static with its fractions */
+    p = gemini_plan(AP_GEMINI_STATIC, 1.0, 0.5, 1, 1, 1024);
+    p.dp = 1;
+    CHECK(ap_emit_render(AP_EMIT_COLOSSALAI, &m, &c, &p, NULL, &out, &err) == AP_OK);
+    py = out.nfiles > 0 ? out.files[0].text : "";
+    CHECK_CONTAINS(py, "placement_policy=\"static\"");
+    CHECK_CONTAINS(py, "offload_optim_frac=1,");
+    CHECK_CONTAINS(py, "offload_param_frac=0.5,");
+    check_plugin_args(py);
+    ap_emit_out_free(&out);
+    /* a combination Colossal-AI ignores is refused, naming the rule */
+    ap_plan q;
+    ap_plan_init(&q);
+    q.trainer = AP_TRAINER_COLOSSALAI;
+    q.zero = 3;
+    q.mbs = q.gbs = q.grad_accum = 1;
+    q.seq = 1024;
+    q.offload_optimizer = 0.5;
+    q.offload_params = 0.5;
+    CHECK(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &q, NULL, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "ignores offload_param_frac");
+    /* DeepSpeed ZeRO-Infinity on NVMe: device, path, buffers, pinning */
+    ap_cluster nv = c;
+    nv.nvme_bytes = 2e12;
+    nv.nvme_read_bytes_per_s = nv.nvme_write_bytes_per_s = 6e9;
+    ap_plan d = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 1);
+    d.dp = 1;
+    d.offload_optimizer = d.offload_params = 1;
+    d.hetero.ds_param_buffer_count = 7;
+    CHECK(ap_emit_render(AP_EMIT_DEEPSPEED, &m, &nv, &d, NULL, &out, &err) == AP_OK);
+    ap_json *cfg = NULL;
+    for (int i = 0; i < out.nfiles; i++)
+        if (!strcmp(out.files[i].name, "ds_config.json"))
+            cfg = ap_json_parse(out.files[i].text, out.files[i].len, "ds_config.json", &err);
+    CHECK(cfg != NULL);
+    if (cfg) {
+        ap_json *z = ap_json_get(cfg, "zero_optimization");
+        ap_json *op = ap_json_get(z, "offload_param"), *oo = ap_json_get(z, "offload_optimizer");
+        CHECK_STR(ap_json_string(ap_json_get(op, "device")), "nvme");
+        CHECK_STR(ap_json_string(ap_json_get(oo, "device")), "nvme");
+        CHECK_NEAR(ap_json_number(ap_json_get(op, "buffer_count")), 7, 0);
+        CHECK_NEAR(ap_json_number(ap_json_get(op, "max_in_cpu")), 1e9, 0);
+        CHECK(ap_json_bool(ap_json_get(op, "pin_memory")));
+        CHECK(ap_json_get(op, "nvme_path") != NULL);
+        CHECK_NEAR(ap_json_number(ap_json_get(z, "sub_group_size")), 1e9, 0);
+        /* every key is one DeepSpeed reads (deepspeed_keys.txt) */
+        char *keys = tl_read(tl_path("tests/data/trainers/deepspeed_keys.txt"));
+        static const char *paths[] = {"zero_optimization.offload_param.nvme_path",
+                                      "zero_optimization.offload_param.buffer_size",
+                                      "zero_optimization.offload_param.max_in_cpu",
+                                      "zero_optimization.offload_optimizer.buffer_count",
+                                      "zero_optimization.sub_group_size"};
+        for (size_t k = 0; keys && k < sizeof paths / sizeof paths[0]; k++)
+            CHECK_CONTAINS(keys, paths[k]);
+        free(keys);
+        ap_json_free(cfg);
+    }
+    ap_emit_out_free(&out);
+}
+
+static void test_cli(void) {
+    char *out, *err;
+    /* fit --json: the schema the issue names */
+    int rc = tl_run("fit --gpu rtx-3090 --cpu-mem 256GiB --family gpt2-colossalai --seq 1024 "
+                    "--strategies zero-offload,gemini-auto,zero-infinity-nvme --json",
+                    &out, &err);
+    CHECK_INT(rc, 0);
+    ap_err e;
+    ap_json *j = ap_json_parse(out, strlen(out), "fit", &e);
+    CHECK(j != NULL);
+    if (j) {
+        ap_json *st = ap_json_get(j, "strategies");
+        CHECK_INT(ap_json_size(st), 3);
+        for (int i = 0; i < ap_json_size(st); i++) {
+            ap_json *x = ap_json_at(st, i);
+            CHECK(ap_json_get(x, "name") && ap_json_get(x, "largest_params") &&
+                  ap_json_get(x, "binding") && ap_json_get(x, "step_s") &&
+                  ap_json_get(x, "tokens_per_s"));
+        }
+        /* in the strategies' order: zero-offload, zero-infinity-nvme, gemini-auto */
+        CHECK_STR(ap_json_string(ap_json_get(ap_json_at(st, 2), "name")), "gemini-auto");
+        CHECK_STR(ap_json_string(ap_json_get(ap_json_at(st, 2), "binding")), "host");
+        CHECK(ap_json_number(ap_json_get(ap_json_at(st, 2), "largest_params")) > 14e9);
+        CHECK(!ap_json_bool(ap_json_get(ap_json_at(st, 1), "available")));
+        ap_json_free(j);
+    }
+    free(out);
+    free(err);
+    /* the table */
+    rc = tl_run("fit --gpu rtx-2060 --family gpt2-colossalai --strategies gemini-auto", &out, &err);
+    CHECK_INT(rc, 0);
+    CHECK_CONTAINS(out, "gemini-auto");
+    CHECK_CONTAINS(out, "binding");
+    free(out);
+    free(err);
+    /* simulate a Gemini plan: memory over the iteration and PCIe traffic */
+    rc = tl_run("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer colossalai "
+                "--gemini static --offload-optimizer 1 --offload-params 1 --recompute full",
+                &out, &err);
+    CHECK_INT(rc, 0);
+    CHECK_CONTAINS(out, "PCIe      per step");
+    CHECK_CONTAINS(out, "host      ");
+    CHECK_CONTAINS(out, "GPU and host memory over the step");
+    free(out);
+    free(err);
+    rc = tl_run("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer deepspeed "
+                "--zero 3 --offload-optimizer 1 --offload-params 1 --offload-device nvme --nvme 2TB "
+                "--nvme-bw 3GB/s --json", &out, &err);
+    CHECK_INT(rc, 0);
+    j = ap_json_parse(out, strlen(out), "simulate", &e);
+    CHECK(j != NULL);
+    if (j) {
+        CHECK_STR(ap_json_string(ap_json_get(j, "strategy")), "zero-infinity-nvme");
+        CHECK(ap_json_number(ap_json_get(ap_json_get(j, "traffic"), "nvme_read_bytes")) > 0);
+        CHECK(ap_json_size(ap_json_get(j, "curve")) > 10);
+        ap_json_free(j);
+    }
+    free(out);
+    free(err);
+    /* bad input: one line, exit 2 */
+    static const char *bad[][2] = {
+        {"fit --gpu rtx-3090 --nvme 2TB", "--nvme-bw"},
+        {"fit --gpu rtx-3090 --nvme-bw 3GB/s", "--nvme"},
+        {"fit --gpu rtx-3090 --cpu-mem 12", "--cpu-mem"},
+        {"fit --gpu rtx-3090 --family nope", "unknown family"},
+        {"fit --gpu rtx-3090 --strategies gemini", "unknown strategy"},
+        {"fit --gpu rtx-3090 --mbs 0", "--mbs"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer colossalai --gemini static "
+         "--offload-optimizer 1.5", "--offload-optimizer"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer colossalai --gemini static "
+         "--offload-optimizer 0.5 --offload-params 0.5", "ignored by Colossal-AI"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer colossalai --gemini static "
+         "--shard-param-frac -0.1", "--shard-param-frac"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer colossalai --gemini sometimes",
+         "--gemini"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer deepspeed --zero 3 "
+         "--offload-optimizer 1 --offload-device nvme", "NVMe"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer deepspeed --zero 3 "
+         "--offload-device cpu", "--offload-device"},
+        {"estimate examples/models/gpt2.json --gpus 1 --trainer megatron --gemini auto",
+         "Colossal-AI"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = tl_run(bad[i][0], &out, &err);
+        CHECK_INT(rc, 2);
+        CHECK_CONTAINS(err, bad[i][1]);
+        /* one line */
+        CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+        free(out);
+        free(err);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -795,5 +1054,8 @@ int main(int argc, char **argv) {
     test_families();
     test_fit_boundary();
     test_fit_scan();
+    test_claims();
+    test_emit();
+    test_cli();
     return tl_finish();
 }
