@@ -148,7 +148,7 @@ static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan 
         } else {
             gib(e.device_peak_bytes + e.headroom_bytes, a, sizeof a);
             gib(e.capacity_bytes, b, sizeof b);
-            snprintf(v->detail, sizeof v->detail, "GPU %s with headroom of %s", a, b);
+            snprintf(v->detail, sizeof v->detail, "GPU needs %s (peak + headroom) of %s", a, b);
         }
     }
     return AP_OK;
@@ -185,8 +185,8 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
         } else {
             gib(s->gpu_peak_bytes + s->headroom_bytes, a, sizeof a);
             gib(s->gpu_capacity_bytes, b, sizeof b);
-            snprintf(v->detail, sizeof v->detail, "GPU %s with headroom of %s, first at %s", a, b,
-                     s->over_op);
+            snprintf(v->detail, sizeof v->detail,
+                     "GPU needs %s (peak + headroom) of %s, first over at %s", a, b, s->over_op);
         }
     } else if (s->binding == AP_BIND_HOST) {
         gib(s->host_bytes_per_node, a, sizeof a);
@@ -254,8 +254,8 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         v->binding = closest.host_fits ? AP_BIND_GPU : AP_BIND_HOST;
         gib(closest.device_peak_bytes + closest.headroom_bytes, a, sizeof a);
         gib(closest.capacity_bytes, b, sizeof b);
-        snprintf(v->detail, sizeof v->detail, "no trainer's plan fits; closest %s (%s): GPU %s "
-                 "with headroom of %s%s", ap_plan_label(&closest.plan, l, sizeof l),
+        snprintf(v->detail, sizeof v->detail, "no trainer's plan fits; closest %s (%s): GPU needs "
+                 "%s (peak + headroom) of %s%s", ap_plan_label(&closest.plan, l, sizeof l),
                  ap_trainer_name(closest.plan.trainer), a, b,
                  closest.host_fits ? "" : ", host memory short too");
         v->plan = closest.plan;

@@ -24,6 +24,7 @@
 #include "autoplan/fit.h"
 #include "autoplan/hetero.h"
 #include "autoplan/json.h"
+#include "autoplan/planio.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1041,6 +1042,46 @@ static void test_cli(void) {
     }
 }
 
+/* plan.json keeps the placement and the NVMe; a tampered fraction is refused. */
+static void test_planfile(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("rtx-3090", 128);
+    c.nvme_bytes = 2e12;
+    c.nvme_read_bytes_per_s = 7e9;
+    c.nvme_write_bytes_per_s = 5e9;
+    ap_err err;
+    ap_plan ps[2];
+    ps[0] = gemini_plan(AP_GEMINI_STATIC, 1.0, 0.5, 1, 1, 1024);
+    ps[0].offload_optimizer = 1.0;
+    ps[0].offload_params = 0.5;
+    ps[0].hetero.max_prefetch = 2;
+    ps[1] = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_CPU, 1);
+    ps[1].offload_optimizer = ps[1].offload_params = 1;
+    ps[1].hetero.ds_param_buffer_size = 12345678;
+    for (int k = 0; k < 2; k++) {
+        ps[k].dp = 1;
+        ap_json *j = ap_planfile_to_json(&m, &c, &ps[k], NULL);
+        CHECK(j != NULL);
+        ap_model m2;
+        ap_cluster c2;
+        ap_plan p2;
+        CHECK(ap_planfile_from_json(j, "plan.json", &m2, &c2, &p2, NULL, &err) == AP_OK);
+        CHECK(memcmp(&p2.hetero, &ps[k].hetero, sizeof p2.hetero) == 0);
+        CHECK_NEAR(c2.nvme_bytes, 2e12, 0);
+        CHECK_NEAR(c2.nvme_write_bytes_per_s, 5e9, 0);
+        if (k == 0) {
+            /* Colossal-AI would ignore this parameter fraction: refused on reading */
+            ap_json *g = ap_json_get(ap_json_get(ap_json_get(j, "plan"), "hetero"), "gemini");
+            ap_json_free(ap_json_detach(g, "offload_optim_frac"));
+            ap_json_add_number(g, "offload_optim_frac", 0.5);
+            CHECK(ap_planfile_from_json(j, "plan.json", &m2, &c2, &p2, NULL, &err) == AP_ERR_INPUT);
+            CHECK_CONTAINS(err.msg, "plan.json");
+            CHECK_CONTAINS(err.msg, "ignored by Colossal-AI");
+        }
+        ap_json_free(j);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -1054,6 +1095,7 @@ int main(int argc, char **argv) {
     test_families();
     test_fit_boundary();
     test_fit_scan();
+    test_planfile();
     test_claims();
     test_emit();
     test_cli();
