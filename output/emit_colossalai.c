@@ -25,23 +25,29 @@ int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     /* offload fractions only on GeminiPlugin and no expert parallelism there are trainer-table
        rules (offload_fraction_zero_mask, ep_zero_mask) */
     /* LOCAL RULE: StaticPlacementPolicy.__init__ (colossalai/zero/gemini/placement_policy.py)
-       warns and zeroes offload_param_frac unless shard_param_frac = offload_optim_frac = 1.0;
-       a config that asks for it would not do what the plan assumes */
-    if (q->zero == 3 && q->hetero.placement != AP_GEMINI_AUTO) {
-        int st = q->hetero.placement == AP_GEMINI_STATIC;
-        double sh = st ? q->hetero.shard_param_frac : 1.0;
-        double oo = st ? q->hetero.offload_optim_frac : q->offload_optimizer;
-        double op = st ? q->hetero.offload_param_frac : q->offload_params;
-        if (op > 0 && (sh != 1.0 || oo != 1.0)) {
-            emit_why(why, "colossalai: GeminiPlugin ignores offload_param_frac %g unless "
-                          "shard_param_frac = offload_optim_frac = 1.0 (got %g and %g)",
-                     op, sh, oo);
-            ok = 0;
-            if (fix) {
-                q->offload_optimizer = 1.0;
-                if (st) q->hetero.offload_optim_frac = q->hetero.shard_param_frac = 1.0;
-            }
+       zeroes offload_param_frac unless shard_param_frac = offload_optim_frac = 1.0; the
+       optimizer half is the trainer table's offload_params_needs_full_optimizer, the sharding
+       half a Gemini placement's own fraction */
+    /* a repair of the plan's offload fractions (fix_caps) moves the static placement's copy */
+    if (q->hetero.placement == AP_GEMINI_STATIC &&
+        (q->hetero.offload_optim_frac != q->offload_optimizer ||
+         q->hetero.offload_param_frac != q->offload_params)) {
+        emit_why(why, "colossalai: the static placement's fractions (%g, %g) differ from the "
+                      "plan's offload fractions (%g, %g)", q->hetero.offload_optim_frac,
+                 q->hetero.offload_param_frac, q->offload_optimizer, q->offload_params);
+        ok = 0;
+        if (fix) {
+            q->hetero.offload_optim_frac = q->offload_optimizer;
+            q->hetero.offload_param_frac = q->offload_params;
         }
+    }
+    if (q->zero == 3 && q->hetero.placement == AP_GEMINI_STATIC &&
+        q->hetero.offload_param_frac > 0 && q->hetero.shard_param_frac != 1.0) {
+        emit_why(why, "colossalai: GeminiPlugin ignores offload_param_frac %g unless "
+                      "shard_param_frac = 1.0 (got %g)",
+                 q->hetero.offload_param_frac, q->hetero.shard_param_frac);
+        ok = 0;
+        if (fix) q->hetero.shard_param_frac = 1.0;
     }
     /* LOCAL RULE: without pipeline parallelism the recompute switch is the HF model's
        gradient_checkpointing_enable(): all layers or none, no per-layer counts. */
@@ -135,11 +141,9 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
                 sb_printf(&b, "    shard_param_frac=%g,\n", h->shard_param_frac);
             else
                 sb_printf(&b, "    shard_param_frac=1.0,\n");
-            int st = h->placement == AP_GEMINI_STATIC;
-            sb_printf(&b, "    offload_optim_frac=%g,\n",
-                      st ? h->offload_optim_frac : p->offload_optimizer);
-            sb_printf(&b, "    offload_param_frac=%g,\n",
-                      st ? h->offload_param_frac : p->offload_params);
+            /* a static placement's fractions equal the plan's (ap_plan_hetero_validate) */
+            sb_printf(&b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
+            sb_printf(&b, "    offload_param_frac=%g,\n", p->offload_params);
         }
         if (h->placement != AP_GEMINI_OFF) {
             /* the chunk search the simulation reproduced (chunk/search_utils.py) */

@@ -103,6 +103,7 @@ static void plan_of(const ap_fit_opts *o, int s, const ap_model *m, int64_t seq,
         p->hetero.placement = AP_GEMINI_STATIC;
         p->hetero.shard_param_frac = p->hetero.offload_optim_frac = 1.0;
         p->hetero.offload_param_frac = 1.0;
+        p->offload_optimizer = p->offload_params = 1.0; /* the plan's copy of the fractions */
         p->hetero.hidden_dim = m->hidden; /* Colossal-AI's examples pass hidden_dim=n_embd */
         break;
     case AP_FIT_GEMINI_AUTO:

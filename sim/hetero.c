@@ -107,6 +107,15 @@ ap_status ap_plan_hetero_validate(const ap_plan *p, const ap_cluster *c, const c
             return ap_err_set(err, AP_ERR_INPUT, "%s: Gemini placement is Colossal-AI's "
                               "(GeminiPlugin); the trainer is %s", where,
                               ap_trainer_name(p->trainer));
+        /* a static placement's two offload fractions are the plan's offload fractions (the
+           same GeminiPlugin arguments; the trainer table and the memory model read the plan's) */
+        if (h->placement == AP_GEMINI_STATIC && (h->offload_optim_frac != p->offload_optimizer ||
+                                                 h->offload_param_frac != p->offload_params))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: the static placement's offload_optim_frac "
+                              "%g and offload_param_frac %g differ from the plan's offload "
+                              "optimizer %g and params %g; they are the same GeminiPlugin "
+                              "arguments", where, h->offload_optim_frac, h->offload_param_frac,
+                              p->offload_optimizer, p->offload_params);
         if (h->placement == AP_GEMINI_STATIC && h->offload_param_frac > 0 &&
             (h->shard_param_frac != 1.0 || h->offload_optim_frac != 1.0))
             /* placement_policy.py StaticPlacementPolicy.__init__ warns and sets it to 0 */

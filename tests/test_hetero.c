@@ -273,6 +273,11 @@ static ap_plan gemini_plan(ap_gemini_placement pl, double optim, double param, i
     p.hetero.placement = pl;
     p.hetero.offload_optim_frac = optim;
     p.hetero.offload_param_frac = param;
+    if (pl == AP_GEMINI_STATIC) {
+        /* the plan's copy of the static fractions (ap_plan_hetero_validate) */
+        p.offload_optimizer = optim;
+        p.offload_params = param;
+    }
     return p;
 }
 
@@ -909,7 +914,22 @@ static void test_emit(void) {
     q.offload_optimizer = 0.5;
     q.offload_params = 0.5;
     CHECK(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &q, NULL, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "only with all optimizer states offloaded");
+    /* and a static placement that shards less than everything */
+    q = gemini_plan(AP_GEMINI_STATIC, 1.0, 0.5, 1, 1, 1024);
+    q.offload_optimizer = 1.0;
+    q.offload_params = 0.5;
+    q.hetero.shard_param_frac = 0.5;
+    q.dp = 1;
+    CHECK(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &q, NULL, &err) == AP_ERR_INFEASIBLE);
     CHECK_CONTAINS(err.msg, "ignores offload_param_frac");
+    /* a placement whose fractions disagree with the plan's: the config would not be what was
+       simulated */
+    q = gemini_plan(AP_GEMINI_STATIC, 1.0, 0.0, 1, 1, 1024);
+    q.offload_optimizer = 0.25;
+    q.dp = 1;
+    CHECK(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &q, NULL, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "differ from the plan's offload fractions");
     /* DeepSpeed ZeRO-Infinity on NVMe: device, path, buffers, pinning */
     ap_cluster nv = c;
     nv.nvme_bytes = 2e12;
@@ -949,6 +969,22 @@ static void test_emit(void) {
     ap_emit_out_free(&out);
 }
 
+
+/* tl_run with "examples/" resolved against the source directory (ctest runs in the build tree) */
+static int run_src(const char *args, char **out, char **err) {
+    char cmd[2048];
+    size_t n = 0;
+    const char *root = tl_path("");
+    for (const char *a = args; *a && n + 1 < sizeof cmd;) {
+        if (!strncmp(a, "examples/", 9)) {
+            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s", root);
+            if (n >= sizeof cmd) return -2;
+        }
+        cmd[n++] = *a++;
+    }
+    cmd[n] = 0;
+    return tl_run(cmd, out, err);
+}
 static void test_cli(void) {
     char *out, *err;
     /* fit --json: the schema the issue names */
@@ -985,7 +1021,7 @@ static void test_cli(void) {
     free(out);
     free(err);
     /* simulate a Gemini plan: memory over the iteration and PCIe traffic */
-    rc = tl_run("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer colossalai "
+    rc = run_src("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer colossalai "
                 "--gemini static --offload-optimizer 1 --offload-params 1 --recompute full",
                 &out, &err);
     CHECK_INT(rc, 0);
@@ -994,7 +1030,7 @@ static void test_cli(void) {
     CHECK_CONTAINS(out, "GPU and host memory over the step");
     free(out);
     free(err);
-    rc = tl_run("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer deepspeed "
+    rc = run_src("simulate examples/models/gpt2.json --gpus 1 --gpu rtx-3090 --trainer deepspeed "
                 "--zero 3 --offload-optimizer 1 --offload-params 1 --offload-device nvme --nvme 2TB "
                 "--nvme-bw 3GB/s --json", &out, &err);
     CHECK_INT(rc, 0);
@@ -1032,7 +1068,7 @@ static void test_cli(void) {
          "Colossal-AI"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rc = tl_run(bad[i][0], &out, &err);
+        rc = run_src(bad[i][0], &out, &err);
         CHECK_INT(rc, 2);
         CHECK_CONTAINS(err, bad[i][1]);
         /* one line */
@@ -1072,11 +1108,18 @@ static void test_planfile(void) {
         if (k == 0) {
             /* Colossal-AI would ignore this parameter fraction: refused on reading */
             ap_json *g = ap_json_get(ap_json_get(ap_json_get(j, "plan"), "hetero"), "gemini");
-            ap_json_free(ap_json_detach(g, "offload_optim_frac"));
-            ap_json_add_number(g, "offload_optim_frac", 0.5);
+            ap_json_free(ap_json_detach(g, "shard_param_frac"));
+            ap_json_add_number(g, "shard_param_frac", 0.5);
             CHECK(ap_planfile_from_json(j, "plan.json", &m2, &c2, &p2, NULL, &err) == AP_ERR_INPUT);
             CHECK_CONTAINS(err.msg, "plan.json");
             CHECK_CONTAINS(err.msg, "ignored by Colossal-AI");
+            /* and a placement fraction that disagrees with the plan's offload fraction */
+            ap_json_free(ap_json_detach(g, "shard_param_frac"));
+            ap_json_add_number(g, "shard_param_frac", 1.0);
+            ap_json_free(ap_json_detach(g, "offload_optim_frac"));
+            ap_json_add_number(g, "offload_optim_frac", 0.5);
+            CHECK(ap_planfile_from_json(j, "plan.json", &m2, &c2, &p2, NULL, &err) == AP_ERR_INPUT);
+            CHECK_CONTAINS(err.msg, "same GeminiPlugin arguments");
         }
         ap_json_free(j);
     }
