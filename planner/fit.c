@@ -104,12 +104,16 @@ static void plan_of(const ap_fit_opts *o, int s, const ap_model *m, int64_t seq,
         p->hetero.shard_param_frac = p->hetero.offload_optim_frac = 1.0;
         p->hetero.offload_param_frac = 1.0;
         p->offload_optimizer = p->offload_params = 1.0; /* the plan's copy of the fractions */
-        p->hetero.hidden_dim = m->hidden; /* Colossal-AI's examples pass hidden_dim=n_embd */
+        p->hetero.hidden_dim = m->hidden; /* the example's chunk search (below) */
+        p->hetero.search_range_m = 128;
         break;
     case AP_FIT_GEMINI_AUTO:
         p->zero = 3;
         p->hetero.placement = AP_GEMINI_AUTO;
+        /* Colossal-AI's GPT example, examples/language/gpt/gemini/train_gpt_demo.py, builds
+           GeminiPlugin(search_range_m=128, hidden_dim=model.config.n_embd) */
         p->hetero.hidden_dim = m->hidden;
+        p->hetero.search_range_m = 128;
         break;
     }
     /* overlap the parameter gather only where the trainer offers it for this stage */
