@@ -132,6 +132,12 @@ static double coll_s(const ctx *x, ap_coll_op op, double bytes, int n, int k) {
     return ap_kernels_coll_s(x->k, op, bytes, n, domains, bw, nvlink) + x->cal.coll_latency_s;
 }
 
+double ap_estimate_coll_s(const ap_cluster *c, const ap_calib *cal, const ap_kernels *k,
+                          int op, double bytes, int n, int k_per_domain) {
+    ctx x = {.c = c, .cal = *cal, .k = k, .net_scale = 1.0};
+    return coll_s(&x, (ap_coll_op)op, bytes, n, k_per_domain);
+}
+
 static double allreduce_s(const ctx *x, double bytes, int n, int k) {
     return coll_s(x, AP_COLL_ALLREDUCE_OP, bytes, n, k);
 }

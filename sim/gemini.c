@@ -212,7 +212,7 @@ static void gather(gem *g, int ci, int async) {
     if (c->gathered) return;
     point(g, chunk_mem(g, c)); /* global allocated while the shard lives */
     hctx *x = g->x;
-    double dur = ht_collective_s(x, chunk_mem(g, c));
+    double dur = ht_collective_s(x, AP_COLL_ALLGATHER_OP, chunk_mem(g, c));
     if (x->Z > 1) hx_move(x, g->rec, ci, AP_MOVE_GATHER, 0, chunk_mem(g, c) * (x->Z - 1) / x->Z);
     double end = ht_span(x, ENG_COLL, dur, async ? c->ready_at : 0, !async);
     if (async) c->ready_at = end;
@@ -600,7 +600,7 @@ static void grad_handle(gem *g, int p) {
        all-reduces, otherwise reduce-scatter into a new CUDA shard (chunk.py Chunk.reduce) */
     sub_usage(g, c);
     double bytes = chunk_mem(g, c);
-    double dur = c->keep ? 2.0 * ht_collective_s(x, bytes) : ht_collective_s(x, bytes);
+    double dur = ht_collective_s(x, c->keep ? AP_COLL_ALLREDUCE_OP : AP_COLL_REDUCESCATTER_OP, bytes);
     if (x->Z > 1) hx_move(x, g->rec, ci, AP_MOVE_REDUCE, 1, bytes * (x->Z - 1) / x->Z);
     double rend = ht_span(x, ENG_COLL, dur, 0, !async);
     if (g->reuse) {

@@ -257,6 +257,12 @@ static void pnorm(plist *l, int64_t per_norm, int64_t h, int32_t layer, int modu
     if (per_norm > h) padd(l, per_norm - h, layer, module, 1);
 }
 
+/* A linear layer: weight out x in, then its bias of out when it has one. */
+static void plin(plist *l, int64_t out, int64_t in, int32_t layer, int module, int has_bias) {
+    padd(l, out * in, layer, module, 0);
+    if (has_bias) padd(l, out, layer, module, 1);
+}
+
 /* One layer's parameters, in its registration order. */
 static void layer_params(const ap_model *m, arch_kind ak, int64_t t, int32_t i, plist *l,
                          int64_t *sum_t1) {
@@ -272,60 +278,39 @@ static void layer_params(const ap_model *m, arch_kind ak, int64_t t, int32_t i, 
     int64_t ft = cdiv64(f, t);
     int ln2 = m->norms_per_layer >= 2;
     int64_t norms_extra = m->norms_per_layer > 2 ? (m->norms_per_layer - 2) * per_norm : 0;
-#define ATTN_SEPARATE(order_kvq)                                                                 \
-    do {                                                                                         \
-        if (order_kvq) {                                                                         \
-            padd(l, ko * h, i, AP_HMOD_K, 0); padd(l, qb ? ko : 0, i, AP_HMOD_K, 1);             \
-            padd(l, ko * h, i, AP_HMOD_V, 0); padd(l, qb ? ko : 0, i, AP_HMOD_V, 1);             \
-            padd(l, qo * h, i, AP_HMOD_Q, 0); padd(l, qb ? qo : 0, i, AP_HMOD_Q, 1);             \
-        } else {                                                                                 \
-            padd(l, qo * h, i, AP_HMOD_Q, 0); padd(l, qb ? qo : 0, i, AP_HMOD_Q, 1);             \
-            padd(l, ko * h, i, AP_HMOD_K, 0); padd(l, qb ? ko : 0, i, AP_HMOD_K, 1);             \
-            padd(l, ko * h, i, AP_HMOD_V, 0); padd(l, qb ? ko : 0, i, AP_HMOD_V, 1);             \
-        }                                                                                        \
-        padd(l, cdiv64(a * d, t) * h, i, AP_HMOD_O, 0); padd(l, ob ? h : 0, i, AP_HMOD_O, 1);    \
-    } while (0)
-#define MLP()                                                                                    \
-    do {                                                                                         \
-        if (swi) {                                                                               \
-            padd(l, ft * h, i, AP_HMOD_GATE, 0); padd(l, ob ? ft : 0, i, AP_HMOD_GATE, 1);       \
-            padd(l, ft * h, i, AP_HMOD_UP, 0); padd(l, ob ? ft : 0, i, AP_HMOD_UP, 1);           \
-            padd(l, ft * h, i, AP_HMOD_DOWN, 0); padd(l, ob ? h : 0, i, AP_HMOD_DOWN, 1);        \
-        } else {                                                                                 \
-            padd(l, ft * h, i, AP_HMOD_FC1, 0); padd(l, ob ? ft : 0, i, AP_HMOD_FC1, 1);         \
-            padd(l, ft * h, i, AP_HMOD_FC2, 0); padd(l, ob ? h : 0, i, AP_HMOD_FC2, 1);          \
-        }                                                                                        \
-    } while (0)
+    /* separate q, k, v projections (OPT registers k, v, q), then the output projection */
+    const int64_t po[3] = {qo, ko, ko};
+    const int mods[3] = {AP_HMOD_Q, AP_HMOD_K, AP_HMOD_V};
+    const int kvq[3] = {1, 2, 0}, qkv[3] = {0, 1, 2};
+    const int *ord = ak == ARCH_OPT ? kvq : qkv;
     switch (ak) {
     case ARCH_LLAMA:
-        ATTN_SEPARATE(0);
-        MLP();
-        pnorm(l, per_norm, h, i, AP_HMOD_LN1);
-        if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
-        break;
     case ARCH_OPT:
-        ATTN_SEPARATE(1);
-        pnorm(l, per_norm, h, i, AP_HMOD_LN1);
-        if (swi) {
-            MLP();
-        } else {
-            padd(l, ft * h, i, AP_HMOD_FC1, 0); padd(l, ob ? ft : 0, i, AP_HMOD_FC1, 1);
-            padd(l, ft * h, i, AP_HMOD_FC2, 0); padd(l, ob ? h : 0, i, AP_HMOD_FC2, 1);
-        }
-        if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
+        for (int k = 0; k < 3; k++) plin(l, po[ord[k]], h, i, mods[ord[k]], qb);
+        plin(l, h, qo, i, AP_HMOD_O, ob);
+        if (ak == ARCH_OPT) pnorm(l, per_norm, h, i, AP_HMOD_LN1);
         break;
     case ARCH_GPT2:
     case ARCH_FUSED:
         pnorm(l, per_norm, h, i, AP_HMOD_LN1);
-        padd(l, (2 * ko + qo) * h, i, AP_HMOD_QKV, 0);
-        padd(l, qb ? 2 * ko + qo : 0, i, AP_HMOD_QKV, 1);
-        padd(l, cdiv64(a * d, t) * h, i, AP_HMOD_O, 0); padd(l, ob ? h : 0, i, AP_HMOD_O, 1);
+        plin(l, 2 * ko + qo, h, i, AP_HMOD_QKV, qb);
+        plin(l, h, qo, i, AP_HMOD_O, ob);
         if (ln2) pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
-        MLP();
         break;
     }
-#undef ATTN_SEPARATE
-#undef MLP
+    /* the MLP: gate, up, down (SwiGLU) or fc1, fc2 */
+    if (swi) {
+        plin(l, ft, h, i, AP_HMOD_GATE, ob);
+        plin(l, ft, h, i, AP_HMOD_UP, ob);
+        plin(l, h, ft, i, AP_HMOD_DOWN, ob);
+    } else {
+        plin(l, ft, h, i, AP_HMOD_FC1, ob);
+        plin(l, h, ft, i, AP_HMOD_FC2, ob);
+    }
+    /* the norms after the MLP: Llama's two, OPT's final_layer_norm */
+    if (ak == ARCH_LLAMA) pnorm(l, per_norm, h, i, AP_HMOD_LN1);
+    if (ak != ARCH_GPT2 && ak != ARCH_FUSED && ln2)
+        pnorm(l, per_norm + norms_extra, h, i, AP_HMOD_LN2);
     /* the same layer at t = 1, to check the layout against the model's own count */
     int64_t s1 = (a * d + 2 * kv * d) * h + (qb ? a * d + 2 * kv * d : 0) + a * d * h + (ob ? h : 0) +
                  (swi ? 3 * f * h + (ob ? 2 * f + h : 0) : 2 * f * h + (ob ? f + h : 0)) +
@@ -544,6 +529,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.calib = x->o->calib;
+    eo.kernels = x->k;
     ap_estimate e;
     ap_status st = ap_estimate_plan(x->m, x->c, &q, &eo, &e, err);
     if (st != AP_OK) return st;
@@ -611,6 +597,19 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->p = pp;
     if (opts->calib) x->cal = *opts->calib;
     else ap_calib_default(&c->gpu, &x->cal);
+    /* the kernel tables, resolved as ap_estimate_plan resolves them */
+    x->k = opts->kernels;
+    if (!x->k && !opts->profile) x->k = ap_kernels_published(&c->gpu);
+    if (!x->k) {
+        x->k_built = malloc(sizeof *x->k_built);
+        st = x->k_built ? ap_kernels_build(&c->gpu, opts->profile, x->k_built, err)
+                        : ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+        if (st != AP_OK) {
+            ap_hetero_free((ap_hetero *)x);
+            return st;
+        }
+        x->k = x->k_built;
+    }
     x->Z = pl.dp;
     x->mb = (int)(pl.grad_accum > 0 ? pl.grad_accum : 1);
     x->elt = pl.dtype == AP_DTYPE_FP32 ? 4.0 : 2.0;
@@ -660,6 +659,7 @@ void ap_hetero_free(ap_hetero *h) {
     free(x->ops);
     free(x->recs);
     free(x->moves);
+    free(x->k_built);
     free((void *)x->p);
     free(x);
 }
@@ -684,6 +684,8 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ap_hetero_opts_init(&ho);
     ho.headroom_bytes = opts->headroom_bytes;
     ho.calib = opts->calib;
+    ho.profile = opts->profile;
+    ho.kernels = opts->kernels;
     ho.record = 0;
     ho.cache = cache;
     ap_hetero *h = NULL;

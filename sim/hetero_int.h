@@ -8,6 +8,7 @@
 #define AP_HETERO_INT_H
 
 #include "autoplan/hetero.h"
+#include "autoplan/kernels.h"
 
 #define HOP_MAXP 4
 
@@ -45,6 +46,8 @@ typedef struct hctx {
     const ap_plan *p;
     const ap_hetero_opts *o;
     ap_calib cal;
+    const ap_kernels *k;        /* the kernel tables the estimate prices with */
+    ap_kernels *k_built;        /* owned when built here from opts->profile */
     ap_hparam *params;
     int nparams;
     hop *ops;                   /* one micro-batch, execution order */
@@ -97,8 +100,9 @@ double ht_h2d_bps(const hctx *x, int pinned);   /* bytes/s of one rank's host-to
 double ht_d2h_bps(const hctx *x, int pinned);
 double ht_nvme_read_bps(const hctx *x);         /* one rank's share of the node's drives */
 double ht_nvme_write_bps(const hctx *x);
-/* Ring all-gather or reduce-scatter of `bytes` (the full buffer) across the ZeRO group. */
-double ht_collective_s(const hctx *x, double bytes);
+/* One collective (an ap_coll_op) of `bytes` (the full buffer, nccl-tests size) across the ZeRO
+ * group, priced as the estimate prices its own (ap_estimate_coll_s). */
+double ht_collective_s(const hctx *x, ap_coll_op op, double bytes);
 /* CPU Adam over n elements moving bytes_per_elem through host DRAM, the node's GPUs sharing
  * it (every rank steps at the same time). */
 double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem);

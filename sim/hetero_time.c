@@ -12,11 +12,10 @@
 
 #include "hetero_int.h"
 
-/* Pinned cudaMemcpy reaches about 80% of the nominal per-direction PCIe rate (NVIDIA's
- * bandwidthTest: ~12-13 GB/s of 16 on Gen3 x16, ~26 of 32 on Gen4 x16); the GPUs behind one
- * switch share its uplink. The same 0.8 and the same sharing as the cost model's offload time
+/* Pinned copies run at the kernel table's PCIe efficiency (kernels.c pcie_eff: a measured or
+ * published bandwidthTest figure over the nominal per-direction rate); the GPUs behind one
+ * switch share its uplink. The same rate and sharing as the cost model's offload time
  * (costmodel/estimate.c). */
-#define PCIE_EFF 0.8
 /* Host DRAM streams at about 70% of its peak (STREAM triad on two-socket servers, McCalpin;
  * the cost model's CPU Adam uses the same factor). */
 #define HOST_STREAM_EFF 0.7
@@ -32,7 +31,7 @@ static double host_bps(const hctx *x) {
     return HOST_STREAM_EFF * bw / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
 }
 
-static double pcie_bps(const hctx *x) { return x->c->pcie_bytes_per_s * PCIE_EFF / share_of(x); }
+static double pcie_bps(const hctx *x) { return x->c->pcie_bytes_per_s * x->k->pcie_eff / share_of(x); }
 
 /* A pageable copy goes through the driver's pinned staging buffer (CUDA C++ Best Practices
  * Guide, "Pinned Memory"): the PCIe leg and a host memcpy (read + write of DRAM) in series. */
@@ -59,25 +58,13 @@ double ht_nvme_write_bps(const hctx *x) {
     return x->c->nvme_write_bytes_per_s / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
 }
 
-double ht_collective_s(const hctx *x, double bytes) {
+double ht_collective_s(const hctx *x, ap_coll_op op, double bytes) {
     int Z = x->Z;
     if (Z <= 1 || bytes <= 0) return 0;
-    /* ring: each rank moves (Z-1)/Z of the buffer (NCCL all-gather / reduce-scatter); the group
-       has stride tp, so a domain holds domain/tp of its ranks; across domains the node's NICs
-       are shared by those ranks; 2 log2(Z) latency steps as the cost model counts them */
-    const ap_cluster *c = x->c;
-    int dom = c->nvlink_domain > 0 ? c->nvlink_domain : 1;
+    /* the group has stride tp, so an NVLink domain holds domain / tp of its ranks */
+    int dom = x->c->nvlink_domain > 0 ? x->c->nvlink_domain : 1;
     int k = dom / (x->p->tp > 0 ? x->p->tp : 1);
-    if (k < 1) k = 1;
-    double link = c->gpu.link == AP_LINK_NONE || c->link_bytes_per_s <= 0
-                      ? c->pcie_bytes_per_s * PCIE_EFF
-                      : c->link_bytes_per_s * x->cal.link_eff;
-    double bw = link;
-    if (Z > k) {
-        double net = c->net_bytes_per_s * x->cal.net_eff * (double)k;
-        if (net < bw) bw = net;
-    }
-    return (double)(Z - 1) / Z * bytes / bw + ceil(log2((double)Z)) * x->cal.coll_latency_s;
+    return ap_estimate_coll_s(x->c, &x->cal, x->k, op, bytes, Z, k < 1 ? 1 : k);
 }
 
 double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem) {

@@ -259,7 +259,7 @@ static void fetch_param(zs *z, int i, int prefetch) {
     }
     point(z, full); /* the gathered buffer is allocated while the partition copy lives */
     if (x->Z > 1) hx_move(x, z->rec, i, AP_MOVE_GATHER, 0, full * (x->Z - 1) / x->Z);
-    ht_span(x, ENG_COLL, ht_collective_s(x, full), ready, !prefetch);
+    ht_span(x, ENG_COLL, ht_collective_s(x, AP_COLL_ALLGATHER_OP, full), ready, !prefetch);
     z->avail[i] = 1;
     z->gathered += full;
 }
@@ -315,7 +315,7 @@ static void flush_bucket(zs *z, int boundary) {
     /* average_tensor / __avg_scatter_grads: reduce-scatter in the ZeRO group (stage 1 and the
        partition-less stage 2 reduce the same volume) */
     if (x->Z > 1) hx_move(x, z->rec, -1, AP_MOVE_REDUCE, 1, bytes * (x->Z - 1) / x->Z);
-    double rend = ht_span(x, ENG_COLL, ht_collective_s(x, bytes), 0, 0);
+    double rend = ht_span(x, ENG_COLL, ht_collective_s(x, AP_COLL_REDUCESCATTER_OP, bytes), 0, 0);
     double pe = 0; /* this rank's partition elements of the bucket */
     for (int j = 0; j < z->nbucket; j++) {
         int p = z->bucket_params[j];
@@ -491,7 +491,7 @@ static void optimizer_step(zs *z) {
         /* all_gather_dp_groups: the updated 16-bit partitions */
         double full = cpu_n * e * x->Z;
         hx_move(x, rec, -1, AP_MOVE_GATHER, 0, full * (x->Z - 1) / x->Z);
-        ht_span(x, ENG_COLL, ht_collective_s(x, full), 0, 1);
+        ht_span(x, ENG_COLL, ht_collective_s(x, AP_COLL_ALLGATHER_OP, full), 0, 1);
     }
     /* ZeRO-3 after the step: nothing stays gathered but the persistent parameters */
     if (z->stage == 3)

@@ -24,6 +24,7 @@
 #include "autoplan/fit.h"
 #include "autoplan/hetero.h"
 #include "autoplan/json.h"
+#include "autoplan/kernels.h"
 #include "autoplan/planio.h"
 
 #include <math.h>
@@ -1125,6 +1126,61 @@ static void test_planfile(void) {
     }
 }
 
+/* The rates come from the cost model's kernel tables: a pinned copy moves at PCIe x pcie_eff
+ * (one GPU, no switch sharing), so halving pcie_eff doubles the busy time of the same bytes;
+ * a collective costs what ap_estimate_coll_s says, so a slower peer link slows the ZeRO group. */
+static void test_kernel_rates(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("rtx-3090", 128);
+    ap_plan p = gemini_plan(AP_GEMINI_STATIC, 1.0, 1.0, 1, 1, 1024);
+    p.dp = 1;
+    ap_hetero_opts o;
+    ap_hetero_opts_init(&o);
+    o.headroom_bytes = 0;
+    ap_err err;
+    const ap_kernels *pub = ap_kernels_published(&c.gpu);
+    CHECK(pub != NULL);
+    if (!pub) return;
+    ap_kernels slow = *pub;
+    slow.pcie_eff = pub->pcie_eff / 2;
+    ap_hetero *h1 = NULL, *h2 = NULL;
+    CHECK(ap_hetero_run(&m, &c, &p, &o, &h1, &err) == AP_OK);
+    o.kernels = &slow;
+    CHECK(ap_hetero_run(&m, &c, &p, &o, &h2, &err) == AP_OK);
+    if (h1 && h2) {
+        const ap_hetero_summary *a = ap_hetero_summary_of(h1), *b = ap_hetero_summary_of(h2);
+        CHECK(a->h2d_bytes > 0);
+        CHECK_NEAR(a->h2d_s, a->h2d_bytes / (c.pcie_bytes_per_s * pub->pcie_eff), 1e-9);
+        CHECK_NEAR(b->h2d_bytes, a->h2d_bytes, 1e-12);
+        CHECK_NEAR(b->h2d_s, 2 * a->h2d_s, 1e-9);
+        CHECK_NEAR(b->d2h_s, 2 * a->d2h_s, 1e-9);
+        CHECK(b->step_s > a->step_s);
+    }
+    ap_hetero_free(h1);
+    ap_hetero_free(h2);
+    /* eight GPUs in a ZeRO group: the exposed collectives follow the tables' link efficiency */
+    ap_cluster c8;
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 8, &c8);
+    ap_plan q = gemini_plan(AP_GEMINI_STATIC, 0.0, 0.0, 1, 1, 1024);
+    q.dp = 8;
+    q.gbs = 8;
+    ap_kernels k8 = *ap_kernels_published(&c8.gpu), k8s = k8;
+    k8s.coll_eff[AP_LEVEL_NVLINK] = k8.coll_eff[AP_LEVEL_NVLINK] / 4;
+    o.kernels = &k8;
+    h1 = h2 = NULL;
+    CHECK(ap_hetero_run(&m, &c8, &q, &o, &h1, &err) == AP_OK);
+    o.kernels = &k8s;
+    CHECK(ap_hetero_run(&m, &c8, &q, &o, &h2, &err) == AP_OK);
+    if (h1 && h2) {
+        const ap_hetero_summary *a = ap_hetero_summary_of(h1), *b = ap_hetero_summary_of(h2);
+        CHECK_NEAR(b->gather_bytes, a->gather_bytes, 1e-12);
+        CHECK(a->gather_bytes > 0);
+        CHECK(b->collective_exposed_s > a->collective_exposed_s);
+    }
+    ap_hetero_free(h1);
+    ap_hetero_free(h2);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -1134,6 +1190,7 @@ int main(int argc, char **argv) {
     test_gemini_static_fraction_sum();
     test_gemini_auto_invariants();
     test_zero_hand();
+    test_kernel_rates();
     test_validation();
     test_families();
     test_fit_boundary();

@@ -109,6 +109,13 @@ typedef struct ap_estimate {
 ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                            const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
+/* One NCCL collective (op: an ap_coll_op of kernels.h) moving `bytes` (nccl-tests size) over
+ * n ranks, k of them per NVLink domain, priced as the estimate prices its own: the group's bus
+ * bandwidth from the kernel tables and the calibration, NCCL's algorithm choice, plus the host
+ * cost of a call. For simulators that place their own collectives (sim/hetero). */
+double ap_estimate_coll_s(const ap_cluster *c, const ap_calib *cal, const struct ap_kernels *k,
+                          int op, double bytes, int n, int k_per_domain);
+
 /* Built-in calibration for a GPU (by catalog name; generic defaults otherwise). */
 void ap_calib_default(const ap_gpu *gpu, ap_calib *out);
 

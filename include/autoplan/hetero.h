@@ -163,6 +163,10 @@ typedef struct ap_hetero_opts {
     int steps;                /* optimizer steps simulated, the last one reported; default 3 */
     int record;               /* keep per-operator records and movements; default 1 */
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
+    /* kernel figures, as ap_estimate_opts: a measured profile over the published tables, or
+       prebuilt tables (which win); both NULL: the GPU's published tables. Borrowed. */
+    const struct ap_profile *profile;
+    const struct ap_kernels *kernels;
 } ap_hetero_opts;
 void ap_hetero_opts_init(ap_hetero_opts *o);
 
