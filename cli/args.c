@@ -626,8 +626,14 @@ ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
         return ap_err_set(err, AP_ERR_INPUT, "--stage-layers has %d entries, expected pp*vp = %d",
                           p->nchunks, p->pp * p->vp);
     if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
-        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE)
-        return ap_plan_hetero_validate(p, &ctx->cluster, "flags", err);
+        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE) {
+        ap_status st = ap_plan_hetero_validate(p, &ctx->cluster, "flags", err);
+        /* no flag sets the NVMe swap buffers: size them to the largest parameter partition
+           (a model the simulation does not take, e.g. MoE, is refused by the run itself) */
+        ap_err ignored;
+        if (st == AP_OK) (void)ap_hetero_size_param_buffers(&ctx->model, p, &ignored);
+        return st;
+    }
     return AP_OK;
 }
 

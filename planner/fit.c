@@ -167,7 +167,9 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     ho.record = 0;
     ho.steps = 3;
     ap_hetero *h = NULL;
-    ap_status st = ap_hetero_run(m, &o->cluster, p, &ho, &h, err);
+    /* the parameter swap buffers a user of this model sets (DeepSpeed asserts otherwise) */
+    ap_status st = ap_hetero_size_param_buffers(m, p, err);
+    if (st == AP_OK) st = ap_hetero_run(m, &o->cluster, p, &ho, &h, err);
     if (st == AP_ERR_INFEASIBLE) {
         v->fits = 0;
         v->binding = AP_BIND_GPU;

@@ -83,7 +83,8 @@ static int extra_levels(const ap_trainer_caps *tr, const ap_cluster *c, const ap
     return 0;
 }
 
-static int hetero_place(ap_plan *p, const ap_cluster *c, const ap_plan *fx, int extra, int ipp) {
+static int hetero_place(ap_plan *p, const ap_model *m, const ap_cluster *c, const ap_plan *fx,
+                        int extra, int ipp) {
     if (p->trainer == AP_TRAINER_COLOSSALAI && p->zero == 3 && p->pp == 1) {
         ap_plan_hetero_init(&p->hetero);
         if (extra) {
@@ -106,7 +107,8 @@ static int hetero_place(ap_plan *p, const ap_cluster *c, const ap_plan *fx, int 
             if (ipp != 0 || !(c->nvme_bytes > 0)) return 0;
             p->offload_optimizer = p->offload_params = 1.0;
             p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
-            return 1;
+            /* swap buffers that hold the largest partition (DeepSpeed asserts otherwise) */
+            return ap_hetero_size_param_buffers(m, p, NULL) == AP_OK;
         }
         if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
         if (p->offload_optimizer > 0) p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
@@ -312,7 +314,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                                     p.overlap_tp = p.sp && tr->overlap_tp && !o->no_overlap;
                                     p.offload_optimizer = offo[io < noo ? io : 3];
                                     p.offload_params = offp[ipp];
-                                    if (!hetero_place(&p, c, fx, io >= noo, ipp)) continue;
+                                    if (!hetero_place(&p, m, c, fx, io >= noo, ipp)) continue;
                                     /* recompute levels */
                                     rc_level lv[8];
                                     int nl = 0;

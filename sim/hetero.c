@@ -188,6 +188,24 @@ int ap_hetero_applies(const ap_plan *p) {
     return 0;
 }
 
+ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *err) {
+    if (p->trainer != AP_TRAINER_DEEPSPEED || p->zero != 3 ||
+        p->hetero.ds_params != AP_OFFLOAD_DEV_NVME)
+        return AP_OK;
+    ap_hparam *v = NULL;
+    int n = 0;
+    ap_status st = ap_hetero_params(m, p->tp > 0 ? p->tp : 1, &v, &n, err);
+    if (st != AP_OK) return st;
+    int64_t largest = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i].numel > largest) largest = v[i].numel;
+    free(v);
+    int64_t Z = p->dp > 0 ? p->dp : 1;
+    int64_t part = (largest + Z - 1) / Z; /* stage 3 partitions: ceil(numel / world) */
+    if (part > p->hetero.ds_param_buffer_size) p->hetero.ds_param_buffer_size = part;
+    return AP_OK;
+}
+
 void ap_hetero_opts_init(ap_hetero_opts *o) {
     memset(o, 0, sizeof *o);
     o->headroom_bytes = 2.0 * 1073741824.0;

@@ -1181,6 +1181,47 @@ static void test_kernel_rates(void) {
     ap_hetero_free(h2);
 }
 
+/* NVMe swap buffers sized to the largest partition: GPT-3 13B's embedding is 50257 x 5120 =
+ * 257,315,840 elements, past DeepSpeed's default buffer_size of 1e8 on one GPU (it would
+ * assert); on four GPUs its partition, ceil(257315840 / 4) = 64,328,960, fits the default. */
+static void test_param_buffers(void) {
+    ap_err err;
+    ap_family f;
+    CHECK(ap_family_get("gpt", &f, &err) == AP_OK);
+    ap_family_rung r = {6, 40, 0};
+    ap_model m;
+    CHECK(ap_family_model(&f, &r, &m, &err) == AP_OK);
+    ap_plan p = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 1);
+    p.offload_optimizer = p.offload_params = 1;
+    p.dp = 1;
+    CHECK(ap_hetero_size_param_buffers(&m, &p, &err) == AP_OK);
+    CHECK_INT(p.hetero.ds_param_buffer_size, 257315840);
+    p.hetero.ds_param_buffer_size = 100000000;
+    p.dp = 4;
+    CHECK(ap_hetero_size_param_buffers(&m, &p, &err) == AP_OK);
+    CHECK_INT(p.hetero.ds_param_buffer_size, 100000000);
+    /* parameters on the CPU use no swap buffers: left alone */
+    p = ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_CPU, 1);
+    p.dp = 1;
+    CHECK(ap_hetero_size_param_buffers(&m, &p, &err) == AP_OK);
+    CHECK_INT(p.hetero.ds_param_buffer_size, 100000000);
+    /* fit evaluates ZeRO-Infinity on one V100 with the buffers a user would set */
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find("v100-sxm2-32g"), 1, &o.cluster);
+    o.cluster.cpu_mem_bytes = 1536 * GIB;
+    o.cluster.nvme_bytes = 30.72e12;
+    o.cluster.nvme_read_bytes_per_s = o.cluster.nvme_write_bytes_per_s = 6e9;
+    o.family = &f;
+    int s;
+    CHECK(ap_fit_strategy_parse("zero-infinity-nvme", &s, &err) == AP_OK);
+    ap_fit_verdict v;
+    CHECK(ap_fit_eval(&o, s, &m, &v, &err) == AP_OK);
+    CHECK(strstr(v.detail, "buffer_size") == NULL);
+    CHECK_INT(v.plan.hetero.ds_param_buffer_size, 257315840);
+    CHECK(v.step_s > 0);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -1191,6 +1232,7 @@ int main(int argc, char **argv) {
     test_gemini_auto_invariants();
     test_zero_hand();
     test_kernel_rates();
+    test_param_buffers();
     test_validation();
     test_families();
     test_fit_boundary();

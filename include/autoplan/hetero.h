@@ -146,6 +146,13 @@ const char *ap_binding_name(ap_binding b); /* "none" "gpu" "host" "nvme" "throug
  * ds_optimizer/ds_params not none (zero 1-3), pp = 1, dense models. */
 int ap_hetero_applies(const ap_plan *p);
 
+/* DeepSpeed asserts that offload_param.buffer_size holds every parameter partition swapped
+ * from NVMe (partitioned_param_swapper.py get_buffer: "More elements than buffer size"); a large
+ * vocabulary on few GPUs passes the default 1e8. Raise p->hetero.ds_param_buffer_size to the
+ * largest partition (ceil(numel / dp) of the largest parameter) when the plan puts ZeRO-3
+ * parameters on NVMe, as a user must; otherwise leave it. */
+ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *err);
+
 /* Caller-owned memo of the last chunk-size search (the search's scan dominates a run: Colossal-AI
  * scans search_range / interval sizes over every parameter). Reused when the parameter sizes,
  * the zero group and the search options are the same. Zero it before first use. */

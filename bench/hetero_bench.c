@@ -1,0 +1,184 @@
+/*
+ * hetero_bench.c - time of the heterogeneous-memory simulation (issue 18): one Gemini or
+ * DeepSpeed offload run operator by operator (sim/gemini.c, sim/zero_infinity.c), with and
+ * without the per-operator records the CLI prints, and one `autoplan fit` ladder. The search
+ * runs the same simulation for every Colossal-AI ZeRO-3 and DeepSpeed offload candidate, so a
+ * run should stay in the milliseconds.
+ *
+ * Cases (the claims of docs/heterogeneous.md): Gemini auto on gpt2_xl / RTX 2060; Gemini static
+ * on an 18B GPT-2 / RTX 3090; ZeRO-Infinity (params and optimizer on NVMe) on GPT-3 13B / one
+ * V100 with 16 micro-batches per step (micro-batches 2..m-2 are counted, not re-simulated); and
+ * fit over the gpt2-colossalai ladder on an RTX 3090 (every strategy but the search's best).
+ * Prints best and median of N runs, wall and thread CPU time. Usage: hetero_bench [runs]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "autoplan/family.h"
+#include "autoplan/fit.h"
+#include "autoplan/hetero.h"
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *label, double *t, double *c, int runs, const char *what) {
+    qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    qsort(c, (size_t)runs, sizeof *c, cmp_d);
+    printf("%-48s wall best %8.2f ms median %8.2f ms | cpu best %8.2f ms median %8.2f ms  %s\n",
+           label, t[0] * 1e3, t[runs / 2] * 1e3, c[0] * 1e3, c[runs / 2] * 1e3, what);
+}
+
+/* The plan fit evaluates for this strategy and model (its defaults: one sequence, full
+   recompute, the claim's dtype). */
+static int plan_of(const char *family, int shape, int64_t layers, const char *gpu, int gpus,
+                   double cpu_gib, double nvme_tb, int64_t mbs, double tokens, const char *strat,
+                   ap_model *m, ap_cluster *c, ap_plan *p) {
+    ap_err err = {{0}};
+    ap_family f;
+    if (ap_family_get(family, &f, &err) != AP_OK) goto bad;
+    ap_family_rung r = {shape, layers, 0};
+    if (ap_family_model(&f, &r, m, &err) != AP_OK) goto bad;
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find(gpu), gpus, &o.cluster);
+    if (cpu_gib > 0) o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
+    if (nvme_tb > 0) {
+        o.cluster.nvme_bytes = nvme_tb * 1e12;
+        o.cluster.nvme_read_bytes_per_s = o.cluster.nvme_write_bytes_per_s = 6e9;
+    }
+    o.family = &f;
+    o.mbs = mbs;
+    o.tokens_per_step = tokens;
+    o.dtype = AP_DTYPE_FP16;
+    o.dtype_set = 1;
+    int s;
+    if (ap_fit_strategy_parse(strat, &s, &err) != AP_OK) goto bad;
+    ap_fit_verdict v;
+    if (ap_fit_eval(&o, s, m, &v, &err) != AP_OK) goto bad;
+    *c = o.cluster;
+    *p = v.plan;
+    return 0;
+bad:
+    fprintf(stderr, "hetero_bench: %s\n", err.msg);
+    return 1;
+}
+
+static int bench_run(const char *label, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                     int record, int runs) {
+    double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
+    if (!t || !cp) {
+        free(t);
+        free(cp);
+        return 1;
+    }
+    ap_hetero_opts o;
+    ap_hetero_opts_init(&o);
+    o.record = record;
+    char what[160] = "";
+    for (int i = 0; i < runs; i++) {
+        ap_hetero *h = NULL;
+        ap_err err = {{0}};
+        double t0 = ap_now_s(), c0 = cpu_s();
+        ap_status st = ap_hetero_run(m, c, p, &o, &h, &err);
+        t[i] = ap_now_s() - t0;
+        cp[i] = cpu_s() - c0;
+        if (st != AP_OK) {
+            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
+            free(t);
+            free(cp);
+            return 1;
+        }
+        const ap_hetero_summary *s = ap_hetero_summary_of(h);
+        snprintf(what, sizeof what, "(%.2fB params, %d micro-batches, step %.2f s)",
+                 (double)ap_model_total_params(m) / 1e9, s->micro_batches, s->step_s);
+        ap_hetero_free(h);
+    }
+    report(label, t, cp, runs, what);
+    free(t);
+    free(cp);
+    return 0;
+}
+
+static int bench_fit(const char *label, const char *gpu, double cpu_gib, int runs) {
+    double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
+    ap_fit_result *r = malloc(sizeof *r);
+    if (!t || !cp || !r) {
+        free(t);
+        free(cp);
+        free(r);
+        return 1;
+    }
+    ap_err err = {{0}};
+    ap_family f;
+    if (ap_family_get("gpt2-colossalai", &f, &err) != AP_OK) {
+        fprintf(stderr, "hetero_bench: %s\n", err.msg);
+        free(t);
+        free(cp);
+        free(r);
+        return 1;
+    }
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find(gpu), 1, &o.cluster);
+    o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
+    o.family = &f;
+    o.dtype = AP_DTYPE_FP16;
+    o.dtype_set = 1;
+    o.strategies = ((1u << AP_FIT_NSTRATEGIES) - 1u) & ~(1u << AP_FIT_BEST);
+    int evals = 0;
+    for (int i = 0; i < runs; i++) {
+        double t0 = ap_now_s(), c0 = cpu_s();
+        ap_status st = ap_fit(&o, r, &err);
+        t[i] = ap_now_s() - t0;
+        cp[i] = cpu_s() - c0;
+        if (st != AP_OK) {
+            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
+            free(t);
+            free(cp);
+            free(r);
+            return 1;
+        }
+        evals = 0;
+        for (int k = 0; k < r->n; k++) evals += r->e[k].evaluations;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "(%d strategies, %d evaluations)", r->n, evals);
+    report(label, t, cp, runs, what);
+    free(t);
+    free(cp);
+    free(r);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int runs = argc > 1 ? atoi(argv[1]) : 5;
+    if (runs < 1) runs = 1;
+    printf("hetero_bench: %d runs each\n", runs);
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    int rc = 0;
+    if (plan_of("gpt2-colossalai", 1, 48, "rtx-2060", 1, 0, 0, 1, 0, "gemini-auto", &m, &c, &p))
+        return 1;
+    rc |= bench_run("gemini auto, gpt2_xl, rtx-2060, records", &m, &c, &p, 1, runs);
+    rc |= bench_run("gemini auto, gpt2_xl, rtx-2060, no records", &m, &c, &p, 0, runs);
+    if (plan_of("gpt2-colossalai", 3, 89, "rtx-3090", 1, 384, 0, 1, 0, "gemini-static", &m, &c,
+                &p))
+        return 1;
+    rc |= bench_run("gemini static, 18B, rtx-3090, no records", &m, &c, &p, 0, runs);
+    if (plan_of("gpt", 6, 40, "v100-sxm2-32g", 1, 1536, 30.72, 2, 32768, "zero-infinity-nvme",
+                &m, &c, &p))
+        return 1;
+    rc |= bench_run("zero-infinity nvme, GPT-3 13B, v100, no records", &m, &c, &p, 0, runs);
+    rc |= bench_fit("fit, gpt2-colossalai, rtx-3090 128 GiB", "rtx-3090", 128, runs > 3 ? 3 : runs);
+    return rc;
+}
