@@ -455,6 +455,10 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     return AP_OK;
 }
 
+ap_status ap_cli_load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
+    return load_profile(fl, ctx, err);
+}
+
 /* --gemini, --shard-param-frac, --offload-device: the plan's heterogeneous placement (plan.h
  * ap_plan_hetero). Gemini static takes the offload fractions; DeepSpeed puts the offloaded
  * states on the device. The trainer rules are checked in ap_cli_finish_plan. */

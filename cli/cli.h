@@ -120,6 +120,10 @@ ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note,
  * links, --cpu-mem and --nvme/--nvme-bw, validated. */
 ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err);
 
+/* --profile for ctx->cluster's GPU (`fit` has no model): sets ctx->opts.profile/kernels and
+ * ctx->profile_note as ap_cli_load does; ctx->opts must be initialised. */
+ap_status ap_cli_load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err);
+
 /* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
 ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
 

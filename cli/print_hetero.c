@@ -109,6 +109,8 @@ int ap_cli_simulate_hetero(const ap_cli_ctx *ctx, const char *trace, int json) {
     ap_hetero_opts o;
     ap_hetero_opts_init(&o);
     o.headroom_bytes = ctx->opts.headroom_bytes;
+    o.profile = ctx->opts.profile; /* --profile: the kernel tables the estimate uses */
+    o.kernels = ctx->opts.kernels;
     ap_hetero *h = NULL;
     ap_status st = ap_hetero_run(&ctx->model, &ctx->cluster, &ctx->plan, &o, &h, &err);
     if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);

@@ -128,6 +128,8 @@ static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan 
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.headroom_bytes = o->headroom_bytes;
+    eo.profile = o->profile;
+    eo.kernels = o->kernels;
     ap_estimate e;
     ap_status st = ap_estimate_plan(m, &o->cluster, p, &eo, &e, err);
     if (st == AP_ERR_INFEASIBLE) {
@@ -164,6 +166,8 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     ap_hetero_opts ho;
     ap_hetero_opts_init(&ho);
     ho.headroom_bytes = o->headroom_bytes; /* Gemini auto ignores it (hetero.h) */
+    ho.profile = o->profile;
+    ho.kernels = o->kernels;
     ho.record = 0;
     ho.steps = 3;
     ap_hetero *h = NULL;
@@ -224,6 +228,8 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.gbs = gbs;
         so.top_k = 1;
         so.est.headroom_bytes = o->headroom_bytes;
+        so.est.profile = o->profile;
+        so.est.kernels = o->kernels;
         ap_search_result r;
         memset(&r, 0, sizeof r);
         ap_model mm = *m;

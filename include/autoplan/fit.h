@@ -45,6 +45,9 @@ typedef struct ap_fit_opts {
     double headroom_bytes;   /* default 2 GiB; Gemini auto sizes itself (10% margin) */
     double min_tokens_per_s; /* throughput floor, 0 = none */
     unsigned strategies;     /* bit (1 << ap_fit_strategy); 0 = all */
+    /* kernel figures, as ap_estimate_opts (NULL, NULL: the GPU's published tables); borrowed */
+    const struct ap_profile *profile;
+    const struct ap_kernels *kernels;
 } ap_fit_opts;
 
 void ap_fit_opts_init(ap_fit_opts *o);
