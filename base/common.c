@@ -132,13 +132,13 @@ double ap_now_s(void) {
 
 ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err) {
     size_t n = strlen(path);
-    char *tmp = malloc(n + 32);
+    char *tmp = ap_malloc(n + 32);
     if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
     snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         ap_status st = ap_err_set(err, AP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        free(tmp);
+        ap_free(tmp);
         return st;
     }
     const char *p = data;
@@ -150,7 +150,7 @@ ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, a
             int e = errno;
             close(fd);
             unlink(tmp);
-            free(tmp);
+            ap_free(tmp);
             return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
         }
         p += w;
@@ -159,16 +159,16 @@ ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, a
     if (fsync(fd) != 0 || close(fd) != 0) {
         int e = errno;
         unlink(tmp);
-        free(tmp);
+        ap_free(tmp);
         return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        free(tmp);
+        ap_free(tmp);
         return ap_err_set(err, AP_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
     }
-    free(tmp);
+    ap_free(tmp);
     return AP_OK;
 }
 
@@ -184,7 +184,7 @@ ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *o
     FILE *f = fopen(path, "rb");
     if (!f) return ap_err_set(err, AP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
+    char *buf = ap_malloc(cap);
     if (!buf) {
         fclose(f);
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
@@ -192,15 +192,15 @@ ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *o
     for (;;) {
         if (n + 65536 + 1 > cap) {
             if (cap > max_bytes + 65536) {
-                free(buf);
+                ap_free(buf);
                 fclose(f);
                 return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
                                   max_bytes);
             }
             cap *= 2;
-            char *nb = realloc(buf, cap);
+            char *nb = ap_realloc(buf, cap);
             if (!nb) {
-                free(buf);
+                ap_free(buf);
                 fclose(f);
                 return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
             }
@@ -213,11 +213,11 @@ ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *o
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        free(buf);
+        ap_free(buf);
         return ap_err_set(err, AP_ERR_INPUT, "%s: read error", path);
     }
     if (n > max_bytes) {
-        free(buf);
+        ap_free(buf);
         return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
                           max_bytes);
     }

@@ -1,7 +1,8 @@
 /*
  * json.c - the one file that includes cJSON.h (see json.h). ap_json is cJSON itself behind an
  * opaque name; this file adds error positions, validating field readers, and a printer with
- * stable two-space indentation and round-trip number formatting.
+ * stable two-space indentation and round-trip number formatting. cJSON allocates through the
+ * library's hook (ap_malloc / ap_free, common.h), installed before the first cJSON call.
  */
 #include "autoplan/json.h"
 #include "autoplan/strbuf.h"
@@ -15,15 +16,30 @@
 #define J(x) ((cJSON *)(x))
 #define CJ(x) ((const cJSON *)(x))
 
-ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *err) {
-    if (!text) {
-        ap_err_set(err, AP_ERR_INPUT, "%s: no data", where);
-        return NULL;
-    }
+/* cJSON's allocations go through ap_malloc / ap_free. Installed by every function that can
+ * create a cJSON value, before it does (nothing else creates one). With hooks other than
+ * malloc/free cJSON grows buffers by malloc + copy instead of realloc (cJSON.c, ensure()): it
+ * only prints through that path, and this file has its own printer. */
+static void hooks(void) {
+    static int installed;
+    if (installed) return;
+    cJSON_Hooks h = {ap_malloc, ap_free};
+    cJSON_InitHooks(&h);
+    installed = 1;
+}
+
+ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_json **out,
+                         ap_err *err) {
+    *out = NULL;
+    if (!text) return ap_err_set(err, AP_ERR_INPUT, "%s: no data", where);
+    hooks();
     /* cJSON stops at NUL; a NUL inside the text is an error at that byte. */
     size_t nul = strnlen(text, len);
     const char *end = NULL;
+    unsigned long failures = ap_heap_failures();
     cJSON *j = cJSON_ParseWithLengthOpts(text, nul, &end, 0);
+    if (!j && ap_heap_failures() != failures) /* cJSON's NULL means either */
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory while parsing JSON", where);
     if (j && nul < len) {
         cJSON_Delete(j);
         j = NULL;
@@ -36,7 +52,7 @@ ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *
          * truncated document and a bad last byte look alike. Parse again with one space
          * appended: running out now points past the original text. */
         if (nul > 0 && off == nul - 1) {
-            char *pad = malloc(nul + 1);
+            char *pad = ap_malloc(nul + 1);
             if (pad) {
                 memcpy(pad, text, nul);
                 pad[nul] = ' ';
@@ -44,7 +60,7 @@ ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *
                 cJSON *j2 = cJSON_ParseWithLengthOpts(pad, nul + 1, &end2, 0);
                 if (!j2 && end2 && (size_t)(end2 - pad) >= nul) off = nul;
                 cJSON_Delete(j2);
-                free(pad);
+                ap_free(pad);
             }
         }
         size_t line = 1, col = 1;
@@ -52,12 +68,10 @@ ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *
             if (text[i] == '\n') { line++; col = 1; } else col++;
         }
         if (nul == 0 || off >= nul)
-            ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected end of input at line %zu, "
-                       "column %zu (byte %zu)", where, line, col, off);
-        else
-            ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON at line %zu, column %zu (byte %zu)",
-                       where, line, col, off);
-        return NULL;
+            return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected end of input at "
+                              "line %zu, column %zu (byte %zu)", where, line, col, off);
+        return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON at line %zu, column %zu (byte %zu)",
+                          where, line, col, off);
     }
     /* trailing garbage after the value */
     const char *p = end;
@@ -68,19 +82,33 @@ ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *
             if (text[i] == '\n') { line++; col = 1; } else col++;
         }
         cJSON_Delete(j);
-        ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected data after the value at line "
-                   "%zu, column %zu (byte %zu)", where, line, col, off);
-        return NULL;
+        return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected data after the value "
+                          "at line %zu, column %zu (byte %zu)", where, line, col, off);
     }
-    return (ap_json *)j;
+    *out = (ap_json *)j;
+    return AP_OK;
+}
+
+ap_status ap_json_decode_file(const char *path, ap_json **out, ap_err *err) {
+    char *buf;
+    size_t n;
+    *out = NULL;
+    ap_status st = ap_read_file(path, (size_t)64 << 20, &buf, &n, err);
+    if (st != AP_OK) return st;
+    st = ap_json_decode(buf, n, path, out, err);
+    ap_free(buf);
+    return st;
+}
+
+ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *err) {
+    ap_json *j = NULL;
+    ap_json_decode(text, len, where, &j, err);
+    return j;
 }
 
 ap_json *ap_json_parse_file(const char *path, ap_err *err) {
-    char *buf;
-    size_t n;
-    if (ap_read_file(path, (size_t)64 << 20, &buf, &n, err) != AP_OK) return NULL;
-    ap_json *j = ap_json_parse(buf, n, path, err);
-    free(buf);
+    ap_json *j = NULL;
+    ap_json_decode_file(path, &j, err);
     return j;
 }
 
@@ -207,14 +235,30 @@ ap_status ap_json_get_str(const ap_json *obj, const char *key, char *buf, size_t
     return AP_OK;
 }
 
-ap_json *ap_json_new_object(void) { return (ap_json *)cJSON_CreateObject(); }
-ap_json *ap_json_new_array(void) { return (ap_json *)cJSON_CreateArray(); }
+ap_json *ap_json_new_object(void) {
+    hooks();
+    return (ap_json *)cJSON_CreateObject();
+}
+ap_json *ap_json_new_array(void) {
+    hooks();
+    return (ap_json *)cJSON_CreateArray();
+}
 ap_json *ap_json_new_number(double v) {
+    hooks();
     return isfinite(v) ? (ap_json *)cJSON_CreateNumber(v) : (ap_json *)cJSON_CreateNull();
 }
-ap_json *ap_json_new_string(const char *s) { return (ap_json *)cJSON_CreateString(s ? s : ""); }
-ap_json *ap_json_new_bool(int v) { return (ap_json *)cJSON_CreateBool(v ? 1 : 0); }
-ap_json *ap_json_new_null(void) { return (ap_json *)cJSON_CreateNull(); }
+ap_json *ap_json_new_string(const char *s) {
+    hooks();
+    return (ap_json *)cJSON_CreateString(s ? s : "");
+}
+ap_json *ap_json_new_bool(int v) {
+    hooks();
+    return (ap_json *)cJSON_CreateBool(v ? 1 : 0);
+}
+ap_json *ap_json_new_null(void) {
+    hooks();
+    return (ap_json *)cJSON_CreateNull();
+}
 
 ap_status ap_json_add(ap_json *obj, const char *key, ap_json *item) {
     if (!obj || !item) {
@@ -338,9 +382,9 @@ char *ap_json_print(const ap_json *j, int pretty) {
     sbuf b = {0};
     if (!j) return NULL;
     put_value(&b, CJ(j), pretty, 0);
-    if (b.failed) { free(b.buf); return NULL; }
+    if (b.failed) { ap_free(b.buf); return NULL; }
     if (!b.buf) {
-        b.buf = malloc(1);
+        b.buf = ap_malloc(1);
         if (b.buf) b.buf[0] = '\0';
     }
     return b.buf;

@@ -2,6 +2,7 @@
  * strbuf.c - the growable text buffer (strbuf.h): doubling growth, one allocation-failure flag.
  */
 #include "autoplan/strbuf.h"
+#include "autoplan/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@ static int grow(ap_strbuf *b, size_t need) {
     if (b->len + need + 1 <= b->cap) return 1;
     size_t cap = b->cap ? b->cap : 1024;
     while (cap < b->len + need + 1) cap *= 2;
-    char *nb = realloc(b->buf, cap);
+    char *nb = ap_realloc(b->buf, cap);
     if (!nb) {
         b->failed = 1;
         return 0;
@@ -54,6 +55,6 @@ void ap_strbuf_printf(ap_strbuf *b, const char *fmt, ...) {
 }
 
 void ap_strbuf_free(ap_strbuf *b) {
-    free(b->buf);
+    ap_free(b->buf);
     memset(b, 0, sizeof *b);
 }

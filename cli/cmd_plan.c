@@ -292,8 +292,13 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_er
     ap_search_result r;
     ap_status st = ap_search(&pc->ctx.model, c, &pc->so, &r, err);
     if (st != AP_OK) return NULL;
-    int repartitioned = pc->partition ? ap_partition_top(&pc->ctx.model, c, &pc->so, pc->solver, &r)
-                                       : 0;
+    int repartitioned = 0;
+    if (pc->partition &&
+        ap_partition_top(&pc->ctx.model, c, &pc->so, pc->solver, &r, &repartitioned, err) !=
+            AP_OK) {
+        ap_search_result_free(&r);
+        return NULL;
+    }
     ap_json *out = ap_json_new_object();
     ap_json *srch = ap_json_new_object();
     ap_json *plans = ap_json_new_array();

@@ -131,16 +131,15 @@ static ap_json *over_json(const ap_sim *s, const ap_sim_rank *r) {
              ap_json_add_number(o, "inflight_microbatches", inflight) == AP_OK;
     for (int c = 0; ok && c < AP_SIM_NCAT; c++)
         ok = ap_json_add_number(cj, ap_sim_category_name(c), (double)cat[c]) == AP_OK;
-    if (!ok || ap_json_add(o, "live", cj) != AP_OK) {
-        ap_json_free(cj);
+    if (!ok) ap_json_free(cj);
+    if (!ok || ap_json_add(o, "live", cj) != AP_OK) { /* a failed add frees cj */
         ap_json_free(o);
         return NULL;
     }
     char sug[6][200];
     int ns = suggest(ap_sim_plan(s), r, r->over_event, ap_sim_nranks(s), sug, 6);
     ap_json *arr = ap_json_new_array();
-    if (!arr || ap_json_add(o, "suggestions", arr) != AP_OK) {
-        ap_json_free(arr);
+    if (ap_json_add(o, "suggestions", arr) != AP_OK) {
         ap_json_free(o);
         return NULL;
     }
@@ -401,9 +400,7 @@ int ap_cmd_simulate(int argc, char **argv) {
                  ap_json_add_number(j, "estimate_device_peak_bytes", e.device_peak_bytes) == AP_OK;
         const ap_sim_rank *o = first_over(s);
         if (ok && o) {
-            ap_json *oj = over_json(s, o);
-            ok = oj && ap_json_add(j, "first_over_budget", oj) == AP_OK;
-            if (!ok) ap_json_free(oj);
+            ok = ap_json_add(j, "first_over_budget", over_json(s, o)) == AP_OK;
         }
         char *text = ok ? ap_json_print(j, 1) : NULL;
         ap_json_free(j);

@@ -419,12 +419,13 @@ static void one_line(ap_err *err) {
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
                            ap_err *err) {
     if (!where) where = "cluster";
-    ap_json *root = ap_json_parse(text, len, where, err);
-    if (!root) {
+    ap_json *root = NULL;
+    ap_status st = ap_json_decode(text, len, where, &root, err);
+    if (st != AP_OK) {
         one_line(err);
-        return AP_ERR_INPUT;
+        return st;
     }
-    ap_status st = parse_root(root, where, out, err);
+    st = parse_root(root, where, out, err);
     ap_json_free(root);
     if (st != AP_OK) one_line(err);
     return st;
@@ -437,7 +438,7 @@ ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err) {
     ap_status st = ap_read_file(path, MAX_CLUSTER_FILE_BYTES, &text, &n, err);
     if (st != AP_OK) return st;
     st = ap_cluster_parse(text, n, path, out, err);
-    free(text);
+    ap_free(text);
     return st;
 }
 

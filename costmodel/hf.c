@@ -1292,9 +1292,9 @@ ap_status ap_model_parse(const char *text, size_t len, const char *where, ap_mod
     if (!where) where = "model";
     ap_model m;
     ap_model_init(&m);
-    ap_json *j = ap_json_parse(text, len, where, err);
-    if (!j) return AP_ERR_INPUT;
-    ap_status st;
+    ap_json *j = NULL;
+    ap_status st = ap_json_decode(text, len, where, &j, err);
+    if (st != AP_OK) return st;
     if (!ap_json_is_object(j)) {
         st = ap_err_set(err, AP_ERR_INPUT, "%s: a model file must be a JSON object, got %s", where,
                         ap_json_type_name(j));
@@ -1318,11 +1318,11 @@ ap_status ap_model_load(const char *path, ap_model *out, ap_err *err) {
     char *file = NULL;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         size_t n = strlen(path) + sizeof "/config.json";
-        file = malloc(n);
+        file = ap_malloc(n);
         if (!file) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
         snprintf(file, n, "%s%sconfig.json", path, path[strlen(path) - 1] == '/' ? "" : "/");
         if (stat(file, &sb) != 0) {
-            free(file);
+            ap_free(file);
             return ap_err_set(err, AP_ERR_INPUT, "%s: directory has no config.json", path);
         }
     }
@@ -1331,7 +1331,7 @@ ap_status ap_model_load(const char *path, ap_model *out, ap_err *err) {
     size_t len = 0;
     ap_status st = ap_read_file(f, (size_t)16 << 20, &text, &len, err);
     if (st == AP_OK) st = ap_model_parse(text, len, f, out, err);
-    free(text);
-    free(file);
+    ap_free(text);
+    ap_free(file);
     return st;
 }

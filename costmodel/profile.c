@@ -330,7 +330,7 @@ void ap_profile_init(ap_profile *p) { memset(p, 0, sizeof *p); }
 
 void ap_profile_free(ap_profile *p) {
     if (!p) return;
-    free(p->rows);
+    ap_free(p->rows);
     memset(p, 0, sizeof *p);
 }
 
@@ -339,7 +339,7 @@ ap_status ap_profile_add(ap_profile *p, const ap_profile_row *r, ap_err *err) {
     if (st != AP_OK) return st;
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 64;
-        ap_profile_row *nr = realloc(p->rows, cap * sizeof *nr);
+        ap_profile_row *nr = ap_realloc(p->rows, cap * sizeof *nr);
         if (!nr) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %zu profile rows", cap);
         p->rows = nr;
         p->cap = cap;

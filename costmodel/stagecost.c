@@ -65,11 +65,11 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
         return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d cannot hold layers [%d, %d) of %d",
                           r, p->pp, first, first + n, L);
     /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
-    ap_plan *q = malloc(sizeof *q);
-    ap_estimate *e = malloc(sizeof *e);
+    ap_plan *q = ap_malloc(sizeof *q);
+    ap_estimate *e = ap_malloc(sizeof *e);
     if (!q || !e) {
-        free(q);
-        free(e);
+        ap_free(q);
+        ap_free(e);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
     }
     *q = *p;
@@ -116,8 +116,8 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
         int host_ok = host_node <= 0 || host_node <= 0.9 * c->cpu_mem_bytes;
         out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
     }
-    free(q);
-    free(e);
+    ap_free(q);
+    ap_free(e);
     return st;
 }
 
@@ -135,6 +135,7 @@ struct ap_stage_table {
     ap_stage_cost **cost;  /* [rc + 1][r][nd][nm], rc = -1 (the plan's), 1..L; allocated on use */
     unsigned char **done;
     long evals;
+    ap_status failed;      /* status of the last failed ap_stage_table_get */
 };
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -144,7 +145,7 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
         return ap_err_set(err, AP_ERR_INPUT, "pp %d outside 1..%d", p->pp, AP_MAX_STAGES);
     if (m->layers < 1 || m->layers > AP_MODEL_MAX_LAYERS)
         return ap_err_set(err, AP_ERR_INPUT, "model has %lld layers", (long long)m->layers);
-    ap_stage_table *t = calloc(1, sizeof *t);
+    ap_stage_table *t = ap_calloc(1, sizeof *t);
     if (!t) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
     t->m = *m;
     t->c = *c;
@@ -155,9 +156,9 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     }
     t->pp = p->pp;
     int L = (int)m->layers;
-    t->moe_prefix = malloc(sizeof(int) * (size_t)(L + 1));
-    t->cost = calloc((size_t)L + 1, sizeof *t->cost);
-    t->done = calloc((size_t)L + 1, sizeof *t->done);
+    t->moe_prefix = ap_malloc(sizeof(int) * (size_t)(L + 1));
+    t->cost = ap_calloc((size_t)L + 1, sizeof *t->cost);
+    t->done = ap_calloc((size_t)L + 1, sizeof *t->done);
     if (!t->moe_prefix || !t->cost || !t->done) {
         ap_stage_table_free(t);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
@@ -176,34 +177,34 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
 void ap_stage_table_free(ap_stage_table *t) {
     if (!t) return;
     int L = (int)t->m.layers;
-    for (int i = 0; i <= L && t->cost; i++) free(t->cost[i]);
-    for (int i = 0; i <= L && t->done; i++) free(t->done[i]);
-    free(t->cost);
-    free(t->done);
-    free(t->moe_prefix);
-    free(t);
+    for (int i = 0; i <= L && t->cost; i++) ap_free(t->cost[i]);
+    for (int i = 0; i <= L && t->done; i++) ap_free(t->done[i]);
+    ap_free(t->cost);
+    ap_free(t->done);
+    ap_free(t->moe_prefix);
+    ap_free(t);
 }
 
 const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
                                         ap_err *err) {
     int L = (int)t->m.layers;
     if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) {
-        ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r, first,
-                   first + n);
+        t->failed = ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range",
+                               r, first, first + n);
         return NULL;
     }
     /* the cost model recomputes min(count, n) layers of the stage (estimate.c n_rc_full) */
     int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
     int slot = rc > 0 ? rc : 0;
     if (!t->cost[slot]) {
-        t->cost[slot] = malloc(t->cells * sizeof **t->cost);
-        t->done[slot] = calloc(t->cells, 1);
+        t->cost[slot] = ap_malloc(t->cells * sizeof **t->cost);
+        t->done[slot] = ap_calloc(t->cells, 1);
         if (!t->cost[slot] || !t->done[slot]) {
-            free(t->cost[slot]);
-            free(t->done[slot]);
+            ap_free(t->cost[slot]);
+            ap_free(t->done[slot]);
             t->cost[slot] = NULL;
             t->done[slot] = NULL;
-            ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+            t->failed = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
             return NULL;
         }
     }
@@ -212,9 +213,12 @@ const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int
     size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
                (size_t)nm;
     if (!t->done[slot][k]) {
-        if (ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r, first, n,
-                               rc, &t->cost[slot][k], err) != AP_OK)
+        ap_status st = ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r,
+                                          first, n, rc, &t->cost[slot][k], err);
+        if (st != AP_OK) {
+            t->failed = st;
             return NULL;
+        }
         t->done[slot][k] = 1;
         t->evals++;
     }
@@ -222,3 +226,7 @@ const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int
 }
 
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
+
+ap_status ap_stage_table_failure(const ap_stage_table *t) {
+    return t->failed == AP_ERR_NOMEM ? AP_ERR_NOMEM : AP_ERR_INFEASIBLE;
+}

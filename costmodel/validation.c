@@ -25,8 +25,8 @@ typedef ap_vshown vshown;
 typedef ap_vset vset;
 typedef ap_verr errstat;
 
-ap_vset *ap_vset_new(void) { return calloc(1, sizeof(ap_vset)); }
-void ap_vset_free(ap_vset *vs) { free(vs); }
+ap_vset *ap_vset_new(void) { return ap_calloc(1, sizeof(ap_vset)); }
+void ap_vset_free(ap_vset *vs) { ap_free(vs); }
 
 /* The model of a row: native fields (or an HF config) parsed by the model reader; the row may
  * name it (an HF config has no name of its own). */
@@ -37,7 +37,7 @@ static ap_status read_model(const ap_json *r, const char *where, vrow *v, ap_err
     char mwhere[4224];
     snprintf(mwhere, sizeof mwhere, "%s.model", where);
     ap_status st = ap_model_parse(mtext, strlen(mtext), mwhere, &v->model, err);
-    free(mtext);
+    ap_free(mtext);
     if (st != AP_OK) return st;
     size_t nl = strnlen(v->model.name, sizeof v->model_name - 1);
     memcpy(v->model_name, v->model.name, nl);
@@ -236,11 +236,11 @@ static int add_source(vset *vs, const char *source) {
 }
 
 ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_err *err) {
-    ap_json *root = ap_json_parse_file(path, err);
-    if (!root) return AP_ERR_INPUT;
+    ap_json *root = NULL;
+    ap_status st = ap_json_decode_file(path, &root, err);
+    if (st != AP_OK) return st;
     vs->n = vs->nsources = vs->nshown = 0;
     const ap_json *rows = ap_json_get(root, key);
-    ap_status st = AP_OK;
     char where[4160];
     if (!rows && strcmp(key, "rows") != 0) {
         ap_json_free(root);
@@ -286,7 +286,7 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
     ap_estimate_opts_init(&o);
     o.calib = cal;
     o.profile = profile;
-    ap_estimate *e = malloc(sizeof *e);
+    ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_status st = AP_OK;
     if (!strcmp(v->metric, "layer_s")) {
@@ -315,7 +315,7 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
         else if (v->is_oom) v->predicted = e->fits ? 0.0 : 1.0;
         else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
     }
-    free(e);
+    ap_free(e);
     return st;
 }
 

@@ -64,11 +64,11 @@ static ap_status export_plans(ap_db *db, ap_json *arr, ap_err *err) {
         st = add_num(o, "created_at", (double)rows[i].created_at, st);
         st = add_num(o, "used_at", (double)rows[i].used_at, st);
         st = add_str(o, "result_json", json ? json : "", st);
-        free(json);
+        ap_free(json);
         if (st == AP_OK) st = ap_json_push(arr, o);
         else ap_json_free(o);
     }
-    free(rows);
+    ap_free(rows);
     if (st == AP_ERR_NOMEM) ap_err_set(err, st, "%s: out of memory", ap_db_path(db));
     return st;
 }
@@ -150,7 +150,7 @@ static ap_status export_runs(ap_db *db, ap_json *arr, ap_err *err) {
             ap_json *kj = rank_json(&ranks[k]);
             st = kj ? ap_json_push(pr, kj) : AP_ERR_NOMEM;
         }
-        free(ranks);
+        ap_free(ranks);
         if (st == AP_OK) {
             st = ap_json_add(o, "per_rank", pr);
             pr = NULL;
@@ -184,7 +184,7 @@ ap_status ap_db_export_json(ap_db *db, char **out, ap_err *err) {
             ap_json *o = profile_json(&rows[i]);
             st = o ? ap_json_push(profiles, o) : AP_ERR_NOMEM;
         }
-        free(rows);
+        ap_free(rows);
     }
     if (st == AP_OK) st = export_runs(db, runs, err);
     if (st == AP_OK) {
@@ -258,7 +258,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
             csv_int(&b, r[i].used_at, 0);
             csv_int(&b, r[i].json_bytes, 1);
         }
-        free(r);
+        ap_free(r);
     } else if (!strcmp(table, "profiles")) {
         ap_db_profile *r = NULL;
         size_t n = 0;
@@ -298,7 +298,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
             csv_str(&b, p->source_run, 0);
             csv_int(&b, p->created_at, 1);
         }
-        free(r);
+        ap_free(r);
     } else if (!strcmp(table, "runs")) {
         ap_db_run *r = NULL;
         size_t n = 0;
@@ -327,7 +327,7 @@ ap_status ap_db_export_csv(ap_db *db, const char *table, char **out, ap_err *err
     }
     if (st == AP_OK && b.failed) st = ap_err_set(err, AP_ERR_NOMEM, "CSV export: out of memory");
     if (st != AP_OK) {
-        free(b.buf);
+        ap_free(b.buf);
         return st;
     }
     *out = b.buf;
@@ -357,10 +357,10 @@ typedef struct {
 } import_set;
 
 static void import_free(import_set *s) {
-    free(s->plans);
-    free(s->profiles);
-    for (size_t i = 0; i < s->nruns; i++) free(s->runs[i].ranks);
-    free(s->runs);
+    ap_free(s->plans);
+    ap_free(s->profiles);
+    for (size_t i = 0; i < s->nruns; i++) ap_free(s->runs[i].ranks);
+    ap_free(s->runs);
 }
 
 /* Refuse members not in `known` (a typo would otherwise be silently dropped). */
@@ -523,7 +523,7 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
         st = ap_err_set(err, AP_ERR_INPUT, "%s: 'per_rank' has %d rows for %lld ranks", w, n,
                         (long long)r->ranks);
     if (st == AP_OK && n > 0) {
-        rr->ranks = calloc((size_t)n, sizeof *rr->ranks);
+        rr->ranks = ap_calloc((size_t)n, sizeof *rr->ranks);
         if (!rr->ranks) st = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", w);
     }
     for (int i = 0; st == AP_OK && i < n; i++) {
@@ -586,9 +586,9 @@ static ap_status validate(const ap_json *root, const char *where, import_set *s,
     if (st != AP_OK) return st;
     size_t np = (size_t)ap_json_size(plans), nf = (size_t)ap_json_size(profiles),
            nr = (size_t)ap_json_size(runs);
-    s->plans = np ? calloc(np, sizeof *s->plans) : NULL;
-    s->profiles = nf ? calloc(nf, sizeof *s->profiles) : NULL;
-    s->runs = nr ? calloc(nr, sizeof *s->runs) : NULL;
+    s->plans = np ? ap_calloc(np, sizeof *s->plans) : NULL;
+    s->profiles = nf ? ap_calloc(nf, sizeof *s->profiles) : NULL;
+    s->runs = nr ? ap_calloc(nr, sizeof *s->runs) : NULL;
     if ((np && !s->plans) || (nf && !s->profiles) || (nr && !s->runs))
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", where);
     char w[300];
@@ -615,11 +615,12 @@ ap_status ap_db_import_json(ap_db *db, const char *text, size_t len, const char 
     ap_db_import_counts c;
     memset(&c, 0, sizeof c);
     if (counts) *counts = c;
-    ap_json *root = ap_json_parse(text, len, where, err);
-    if (!root) return AP_ERR_INPUT;
+    ap_json *root = NULL;
+    ap_status st = ap_json_decode(text, len, where, &root, err);
+    if (st != AP_OK) return st;
     import_set s;
     memset(&s, 0, sizeof s);
-    ap_status st = validate(root, where, &s, err);
+    st = validate(root, where, &s, err);
     int64_t runs_before = 0, runs_after = 0;
     if (st == AP_OK) st = ap_db_begin(db, err);
     if (st == AP_OK) {

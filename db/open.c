@@ -89,12 +89,12 @@ static int apply_sections(ap_db *db, int from, int *to, char *failed_sql, size_t
         const char *next = strstr(body, marker);
         size_t len = next ? (size_t)(next - body) : strlen(body);
         if (ver > from) {
-            char *sql = malloc(len + 1);
+            char *sql = ap_malloc(len + 1);
             if (!sql) return AP_SQL_NOMEM;
             memcpy(sql, body, len);
             sql[len] = '\0';
             int rc = ap_sql_exec(db, sql);
-            free(sql);
+            ap_free(sql);
             if (rc != AP_SQL_OK) {
                 snprintf(failed_sql, n, "version %d", ver);
                 return rc;
@@ -289,7 +289,7 @@ static char *immutable_uri(const char *path) {
     snprintf(side, sizeof side, "%s-shm", path);
     if (stat(side, &sb) == 0) return NULL;
     size_t n = strlen(path);
-    char *uri = malloc(3 * n + 32);
+    char *uri = ap_malloc(3 * n + 32);
     if (!uri) return NULL;
     char *q = uri + sprintf(uri, "file:");
     for (const char *p = path; *p; p++) {
@@ -320,9 +320,9 @@ ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
     ap_status st = check_path(path, o->readonly, &exists, err);
     if (st != AP_OK) return st;
 
-    ap_db *db = calloc(1, sizeof *db);
-    if (!db || !(db->path = strdup(path))) {
-        free(db);
+    ap_db *db = ap_calloc(1, sizeof *db);
+    if (!db || !(db->path = ap_strdup(path))) {
+        ap_free(db);
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
     }
     db->readonly = o->readonly;
@@ -331,7 +331,7 @@ ap_status ap_db_open_opts(const ap_db_opts *o, ap_db **out, ap_err *err) {
     db->hook_arg = o->hook_arg;
     char *uri = o->readonly ? immutable_uri(path) : NULL;
     int rc = ap_sql_connect(db, uri ? uri : path, o->readonly, uri != NULL, o->vfs);
-    free(uri);
+    ap_free(uri);
     if (rc != AP_SQL_OK) {
         st = ap_db_fail(db, rc, "cannot open", err);
         ap_db_close(db);
@@ -389,8 +389,8 @@ ap_status ap_db_open(const char *path, int readonly, ap_db **out, ap_err *err) {
 void ap_db_close(ap_db *db) {
     if (!db) return;
     ap_sql_disconnect(db);
-    free(db->path);
-    free(db);
+    ap_free(db->path);
+    ap_free(db);
 }
 
 const char *ap_db_path(const ap_db *db) { return db ? db->path : ""; }

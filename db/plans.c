@@ -61,7 +61,7 @@ ap_status ap_db_plan_get(ap_db *db, const char *key, char **json_out, double *se
     }
     ap_sql_finalize(st);
     if (rc != AP_SQL_DONE && rc != AP_SQL_OK) {
-        free(*json_out);
+        ap_free(*json_out);
         *json_out = NULL;
         return ap_db_fail(db, rc, "reading the plan cache", err);
     }
@@ -145,7 +145,7 @@ ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err 
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
-            ap_db_plan_info *nr = realloc(*rows, cap * sizeof **rows);
+            ap_db_plan_info *nr = ap_realloc(*rows, cap * sizeof **rows);
             if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
             *rows = nr;
         }
@@ -163,7 +163,7 @@ ap_status ap_db_plans_list(ap_db *db, ap_db_plan_info **rows, size_t *n, ap_err 
     if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "listing plans", err);
     ap_sql_finalize(st);
     if (s != AP_OK) {
-        free(*rows);
+        ap_free(*rows);
         *rows = NULL;
         *n = 0;
     }

@@ -137,7 +137,7 @@ ap_status ap_db_profiles_list(ap_db *db, const char *gpu, ap_db_profile **rows, 
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
-            ap_db_profile *nr = realloc(*rows, cap * sizeof **rows);
+            ap_db_profile *nr = ap_realloc(*rows, cap * sizeof **rows);
             if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
             *rows = nr;
         }
@@ -147,7 +147,7 @@ ap_status ap_db_profiles_list(ap_db *db, const char *gpu, ap_db_profile **rows, 
     if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "listing profiles", err);
     ap_sql_finalize(st);
     if (s != AP_OK) {
-        free(*rows);
+        ap_free(*rows);
         *rows = NULL;
         *n = 0;
     }

@@ -68,13 +68,13 @@ ap_status ap_db_run_insert(ap_db *db, const ap_db_run *run, const ap_db_run_rank
     /* uid: the run's identity, so importing the same run twice stores it once. */
     size_t ilen = strlen(run->host) + strlen(run->backend) + strlen(run->plan_key) +
                   strlen(run->plan_json) + 64;
-    char *ident = malloc(ilen);
+    char *ident = ap_malloc(ilen);
     if (!ident) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path);
     int il = snprintf(ident, ilen, "run/1\n%s\n%s\n%lld\n%s\n%s", run->host, run->backend,
                       (long long)started, run->plan_key, run->plan_json);
     char uid[AP_DB_KEY_HEX + 1];
     ap_db_key_of(ident, (size_t)il, uid);
-    free(ident);
+    ap_free(ident);
 
     const char *doing = "storing a run";
     s = ap_db_wbegin(db, doing, err);
@@ -134,8 +134,8 @@ ap_status ap_db_run_insert(ap_db *db, const ap_db_run *run, const ap_db_run_rank
 
 void ap_db_runs_free(ap_db_run *rows, size_t n) {
     if (!rows) return;
-    for (size_t i = 0; i < n; i++) free(rows[i].plan_json);
-    free(rows);
+    for (size_t i = 0; i < n; i++) ap_free(rows[i].plan_json);
+    ap_free(rows);
 }
 
 ap_status ap_db_runs_list(ap_db *db, ap_db_run **rows, size_t *n, ap_err *err) {
@@ -151,7 +151,7 @@ ap_status ap_db_runs_list(ap_db *db, ap_db_run **rows, size_t *n, ap_err *err) {
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
-            ap_db_run *nr = realloc(*rows, cap * sizeof **rows);
+            ap_db_run *nr = ap_realloc(*rows, cap * sizeof **rows);
             if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
             *rows = nr;
         }
@@ -197,7 +197,7 @@ ap_status ap_db_run_ranks(ap_db *db, int64_t run_id, ap_db_run_rank **ranks, siz
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
-            ap_db_run_rank *nr = realloc(*ranks, cap * sizeof **ranks);
+            ap_db_run_rank *nr = ap_realloc(*ranks, cap * sizeof **ranks);
             if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
             *ranks = nr;
         }
@@ -212,7 +212,7 @@ ap_status ap_db_run_ranks(ap_db *db, int64_t run_id, ap_db_run_rank **ranks, siz
     if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "reading run ranks", err);
     ap_sql_finalize(st);
     if (s != AP_OK) {
-        free(*ranks);
+        ap_free(*ranks);
         *ranks = NULL;
         *n = 0;
     }

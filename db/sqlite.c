@@ -2,8 +2,9 @@
  * sqlite.c - the one file that includes sqlite3.h: a thin wrapper over connections and
  * prepared statements for the rest of db/ (declared in db/db_int.h).
  *
- * Structure: error text for a result code, the connection (open, close, flags), statements
- * (prepare, bind, step, columns), one-row queries.
+ * Structure: SQLite's allocator (onto the library's hook, ap_malloc), error text for a result
+ * code, the connection (open, close, flags), statements (prepare, bind, step, columns), one-row
+ * queries.
  *
  * What it does not do: SQL. Every statement is written in the per-table files with bound
  * parameters; nothing here formats values into SQL text.
@@ -20,6 +21,52 @@ _Static_assert(AP_SQL_OK == SQLITE_OK && AP_SQL_ERROR == SQLITE_ERROR &&
                AP_SQL_LOCKED == SQLITE_LOCKED && AP_SQL_NOMEM == SQLITE_NOMEM &&
                AP_SQL_ROW == SQLITE_ROW && AP_SQL_DONE == SQLITE_DONE,
                "db_int.h result codes must equal SQLite's");
+
+/* ---- memory ----------------------------------------------------------------------------------- */
+
+/* SQLite allocates through the library's hook (common.h), so a failing allocation can be
+ * injected into SQLite too. sqlite3_mem_methods needs the size of a live allocation: kept in an
+ * 8-byte header, as SQLite's own default allocator does without malloc_usable_size (SQLite
+ * source, mem1.c). SQLite asks for 8-byte alignment; malloc gives at least that. */
+#define HDR 8
+
+static void *mem_malloc(int n) {
+    if (n <= 0) return NULL;
+    int64_t *p = ap_malloc((size_t)n + HDR);
+    if (!p) return NULL;
+    p[0] = n;
+    return p + 1;
+}
+
+static void mem_free(void *p) {
+    if (p) ap_free((int64_t *)p - 1);
+}
+
+static void *mem_realloc(void *p, int n) {
+    if (!p) return mem_malloc(n);
+    if (n <= 0) return NULL;
+    int64_t *q = ap_realloc((int64_t *)p - 1, (size_t)n + HDR);
+    if (!q) return NULL;
+    q[0] = n;
+    return q + 1;
+}
+
+static int mem_size(void *p) { return p ? (int)((int64_t *)p)[-1] : 0; }
+static int mem_roundup(int n) { return (n + 7) & ~7; }
+static int mem_init(void *arg) { (void)arg; return SQLITE_OK; }
+static void mem_shutdown(void *arg) { (void)arg; }
+
+/* Must run before SQLite initialises itself, i.e. before the first connection: called by
+ * ap_sql_connect, the only place this library starts SQLite. A program that started SQLite
+ * earlier keeps SQLite's own allocator (sqlite3_config answers SQLITE_MISUSE). */
+static void install_allocator(void) {
+    static int done;
+    if (done) return;
+    static const sqlite3_mem_methods m = {mem_malloc, mem_free, mem_realloc, mem_size,
+                                          mem_roundup, mem_init, mem_shutdown, NULL};
+    sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
+    done = 1;
+}
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
@@ -54,6 +101,7 @@ int ap_sql_is_busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) ==
 /* ---- the connection ----------------------------------------------------------------------------- */
 
 int ap_sql_connect(ap_db *db, const char *name, int readonly, int uri, const char *vfs) {
+    install_allocator();
     int flags = readonly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (uri) flags |= SQLITE_OPEN_URI;
     int rc = sqlite3_open_v2(name, &db->h, flags | SQLITE_OPEN_NOMUTEX, vfs);
@@ -115,7 +163,7 @@ void ap_sql_col_copy(ap_sql_stmt *st, int col, char *buf, size_t n) {
 char *ap_sql_col_dup(ap_sql_stmt *st, int col) {
     const unsigned char *t = sqlite3_column_text(st, col);
     int len = sqlite3_column_bytes(st, col);
-    char *s = malloc((size_t)len + 1);
+    char *s = ap_malloc((size_t)len + 1);
     if (!s) return NULL;
     if (len > 0) memcpy(s, t, (size_t)len);
     s[len] = '\0';

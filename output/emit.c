@@ -52,7 +52,7 @@ ap_status emit_take(ap_emit_out *out, const char *name, sb *b, ap_err *err) {
 }
 
 void ap_emit_out_free(ap_emit_out *o) {
-    for (int i = 0; i < o->nfiles; i++) free(o->files[i].text);
+    for (int i = 0; i < o->nfiles; i++) ap_free(o->files[i].text);
     memset(o, 0, sizeof *o);
 }
 
@@ -361,7 +361,13 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
         found = 0;
         snprintf(e2.msg, sizeof e2.msg, "%s", scratch.buf ? scratch.buf : "local rule");
     }
+    int oom = why.failed || scratch.failed; /* the reasons could not be written */
     sb_free(&scratch);
+    if (oom) {
+        sb_free(&why);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory explaining why the plan cannot "
+                          "be expressed", targets[t].name);
+    }
     char label[160];
     char cl[600];
     if (found) {
@@ -377,7 +383,7 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     }
     ap_status st = ap_err_set(err, AP_ERR_INFEASIBLE,
                               "%s: cannot express this plan: %s; closest expressible plan: %s%s",
-                              targets[t].name, why.failed ? "(out of memory)" : why.buf, cl,
+                              targets[t].name, why.buf ? why.buf : "", cl,
                               found ? " (re-estimate it before use)" : "");
     sb_free(&why);
     return st;

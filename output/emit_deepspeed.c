@@ -93,8 +93,7 @@ static void jstr(ap_json *o, const char *k, const char *v, int *bad) {
 }
 static ap_json *jobj(ap_json *o, const char *k, int *bad) {
     ap_json *c = ap_json_new_object();
-    if (!c || ap_json_add(o, k, c) != AP_OK) {
-        ap_json_free(c);
+    if (ap_json_add(o, k, c) != AP_OK) {
         *bad = 1;
         return NULL;
     }
@@ -206,7 +205,7 @@ ap_status ds_render_config(const emit_ctx *x, int hf, sb *b) {
     ap_json_free(root);
     if (!text) return AP_ERR_NOMEM;
     sb_printf(b, "%s\n", text);
-    free(text);
+    ap_free(text);
     return b->failed ? AP_ERR_NOMEM : AP_OK;
 }
 

@@ -84,24 +84,14 @@ static void boo(jb *b, ap_json *o, const char *k, int v) {
 }
 /* Add child (takes ownership, frees it on failure); returns child or NULL. */
 static ap_json *sub(jb *b, ap_json *o, const char *k, ap_json *child) {
-    if (!child || !o) {
-        ap_json_free(child);
-        b->failed = 1;
-        return NULL;
-    }
     if (ap_json_add(o, k, child) != AP_OK) {
-        ap_json_free(child);
         b->failed = 1;
         return NULL;
     }
     return child;
 }
 static void push_num(jb *b, ap_json *arr, double v) {
-    ap_json *n = ap_json_new_number(v);
-    if (!arr || !n || ap_json_push(arr, n) != AP_OK) {
-        ap_json_free(n);
-        b->failed = 1;
-    }
+    if (ap_json_push(arr, ap_json_new_number(v)) != AP_OK) b->failed = 1;
 }
 
 static const char *const gate_names[] = {"silu", "gelu", "swiglu_oai"};
@@ -306,17 +296,17 @@ ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluste
     if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory printing plan.json", path);
     size_t n = strlen(text);
     /* end the file with a newline, as text files should */
-    char *withnl = malloc(n + 2);
+    char *withnl = ap_malloc(n + 2);
     if (!withnl) {
-        free(text);
+        ap_free(text);
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(withnl, text, n);
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
-    free(text);
+    ap_free(text);
     ap_status st = ap_write_file_atomic(path, withnl, n + 1, err);
-    free(withnl);
+    ap_free(withnl);
     return st;
 }
 
@@ -804,9 +794,10 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
 ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
                            ap_json **estimate_out, ap_err *err) {
     if (estimate_out) *estimate_out = NULL;
-    ap_json *root = ap_json_parse_file(path, err);
-    if (!root) return AP_ERR_INPUT;
-    ap_status st = ap_planfile_from_json(root, path, m, c, p, estimate_out, err);
+    ap_json *root = NULL;
+    ap_status st = ap_json_decode_file(path, &root, err);
+    if (st != AP_OK) return st;
+    st = ap_planfile_from_json(root, path, m, c, p, estimate_out, err);
     ap_json_free(root);
     return st;
 }

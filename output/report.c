@@ -59,7 +59,7 @@ void rb_md(rbuf *b, const char *s) {
 
 static ap_status rb_finish(rbuf *b, char **out, size_t *len, ap_err *err) {
     if (b->failed || !b->buf) {
-        free(b->buf);
+        ap_free(b->buf);
         *out = NULL;
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory building the report");
     }
@@ -169,7 +169,7 @@ static void heap_push(collect_state *cs, const ap_report_row *row) {
     if (cs->n == cs->cap) {
         int64_t cap = cs->cap ? cs->cap * 2 : 4096;
         if (cap > AP_REPORT_MAX_ROWS) cap = AP_REPORT_MAX_ROWS;
-        ap_report_row *q = realloc(cs->heap, (size_t)cap * sizeof *q);
+        ap_report_row *q = ap_realloc(cs->heap, (size_t)cap * sizeof *q);
         if (!q) {
             cs->oom = 1;
             return;
@@ -223,7 +223,7 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
 ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                               ap_report *r, ap_err *err) {
     collect_state cs = {r, NULL, 0, 0, 0};
-    free(r->rows);
+    ap_free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
     r->fit = 0;
@@ -231,7 +231,7 @@ ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_s
                                        &r->evaluated, &r->eval_capped, err);
     if (st == AP_OK && cs.oom) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
     if (st != AP_OK) {
-        free(cs.heap);
+        ap_free(cs.heap);
         return st;
     }
     if (cs.n > 0) qsort(cs.heap, (size_t)cs.n, sizeof *cs.heap, row_cmp);
@@ -257,9 +257,9 @@ int ap_report_pick_best(const ap_report *r) {
 }
 
 void ap_report_free(ap_report *r) {
-    free(r->strat);
-    free(r->rows);
-    free(r->sweep);
+    ap_free(r->strat);
+    ap_free(r->rows);
+    ap_free(r->sweep);
     ap_sim_free(r->sim);
     r->strat = NULL;
     r->rows = NULL;
@@ -533,8 +533,9 @@ static void chart_time(rbuf *b, const ap_report *r) {
               "strategy, stacked by part, seconds; whiskers show the validated error of "
               "&#177;%.0f%%</title>", W, H, W, H, 100 * AP_VALIDATED_TIME_ERROR);
     svg_patterns(b, "t", time_parts, NTIME);
-    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    free(leg.buf);
+    if (leg.failed) b->failed = 1; /* the chart is incomplete: the document fails */
+    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    ap_free(leg.buf);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "step time (s)", 1);
     char x1[32], x2[32], x3[32];
@@ -599,8 +600,9 @@ static void chart_memory(rbuf *b, const ap_report *r) {
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
               W, H, W, H);
     svg_patterns(b, "m", mem_parts, NMEM);
-    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    free(leg.buf);
+    if (leg.failed) b->failed = 1; /* the chart is incomplete: the document fails */
+    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    ap_free(leg.buf);
     double yb = top + RH * r->nstrat;
     svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
     char x1[32], x2[32], x3[32];
@@ -685,23 +687,23 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
     if (!(xmax > 0)) xmax = GiB;
     if (!(ymax > 0)) ymax = 1;
     /* Pareto front: sort by memory, keep each plan faster than every plan with less memory */
-    int64_t *idx = r->nrows ? malloc((size_t)r->nrows * sizeof *idx) : NULL;
-    char *front = r->nrows ? calloc((size_t)r->nrows, 1) : NULL;
+    int64_t *idx = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *idx) : NULL;
+    char *front = r->nrows ? ap_calloc((size_t)r->nrows, 1) : NULL;
     int64_t nfront = 0;
     if (r->nrows && (!idx || !front)) {
         b->failed = 1;
-        free(idx);
-        free(front);
+        ap_free(idx);
+        ap_free(front);
         return;
     }
     for (int64_t i = 0; i < r->nrows; i++) idx[i] = i;
     /* insertion by memory would be quadratic; a small merge sort on indices instead */
     {
-        int64_t *tmp = r->nrows ? malloc((size_t)r->nrows * sizeof *tmp) : NULL;
+        int64_t *tmp = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *tmp) : NULL;
         if (r->nrows && !tmp) {
             b->failed = 1;
-            free(idx);
-            free(front);
+            ap_free(idx);
+            ap_free(front);
             return;
         }
         for (int64_t w = 1; w < r->nrows; w *= 2) {
@@ -723,7 +725,7 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
             }
             memcpy(idx, tmp, (size_t)r->nrows * sizeof *idx);
         }
-        free(tmp);
+        ap_free(tmp);
     }
     double best_y = -1;
     for (int64_t i = 0; i < r->nrows; i++) {
@@ -787,8 +789,8 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
                       Y0 + PH - PH * q->tokens_per_s / ymax - 3);
     }
     rb_puts(b, "</g>");
-    free(idx);
-    free(front);
+    ap_free(idx);
+    ap_free(front);
     /* capacity line */
     double cap = r->cluster->gpu.mem_bytes;
     for (int i = 0; i < r->nstrat; i++)

@@ -67,10 +67,10 @@ typedef struct {
 
 /* per-operation maxima of the allocated and reserved curves of rank k (malloc'd; NULL = OOM) */
 static int op_values(const ap_sim_rank *k, int64_t **alloc_out, int64_t **res_out) {
-    int64_t *a = malloc((size_t)k->nops * sizeof *a), *rs = malloc((size_t)k->nops * sizeof *rs);
+    int64_t *a = ap_malloc((size_t)k->nops * sizeof *a), *rs = ap_malloc((size_t)k->nops * sizeof *rs);
     if (!a || !rs) {
-        free(a);
-        free(rs);
+        ap_free(a);
+        ap_free(rs);
         return -1;
     }
     int64_t pa = 0, pr = 0;
@@ -242,8 +242,8 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
     rb_html(b, desc);
     rb_puts(b, "</text></g>");
     rb_puts(b, "</svg>\n");
-    free(av);
-    free(rv);
+    ap_free(av);
+    ap_free(rv);
 #undef XOP
 #undef YB
     /* the numbers */

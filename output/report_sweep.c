@@ -28,12 +28,12 @@
 ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
                           const ap_search_opts *so, int solver, double train_tokens,
                           ap_report *r, ap_err *err) {
-    free(r->sweep);
+    ap_free(r->sweep);
     r->sweep = NULL;
     r->nsweep = 0;
     r->train_tokens = train_tokens > 0 ? train_tokens : 0;
     if (n <= 0) return AP_OK;
-    ap_report_sweep_point *pts = calloc((size_t)n, sizeof *pts);
+    ap_report_sweep_point *pts = ap_calloc((size_t)n, sizeof *pts);
     if (!pts) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the GPU-count sweep");
     ap_search_opts o = *so;
     o.visit = NULL;
@@ -45,10 +45,16 @@ ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
         ap_status st = ap_search(m, c, &o, &res, err);
         if (st != AP_OK) {
             ap_err_prefix(err, "--gpus %d", c->gpus);
-            free(pts);
+            ap_free(pts);
             return st;
         }
-        if (solver >= 0) ap_partition_top(m, c, &o, (ap_solver)solver, &res);
+        if (solver >= 0) st = ap_partition_top(m, c, &o, (ap_solver)solver, &res, NULL, err);
+        if (st != AP_OK) {
+            ap_err_prefix(err, "--gpus %d", c->gpus);
+            ap_search_result_free(&res);
+            ap_free(pts);
+            return st;
+        }
         ap_report_sweep_point *pt = &pts[i];
         pt->gpus = c->gpus;
         if (res.ntop > 0) {
@@ -100,7 +106,7 @@ static double xpos(const xscale *s, int gpus) {
 
 /* indices of the points in increasing GPU count (the polyline order) */
 static int *by_gpus(const ap_report *r) {
-    int *idx = malloc((size_t)r->nsweep * sizeof *idx);
+    int *idx = ap_malloc((size_t)r->nsweep * sizeof *idx);
     if (!idx) return NULL;
     for (int i = 0; i < r->nsweep; i++) {
         int j = i;
@@ -244,7 +250,7 @@ void rep_sweep_html(rbuf *b, const ap_report *r) {
         rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">time to train: needs --tokens N"
                   "</text>", X0, H - 4);
     rb_puts(b, "</svg>\n");
-    free(idx);
+    ap_free(idx);
     /* the numbers as a table */
     char a[32];
     rb_puts(b, "<div class=\"scroll\"><table id=\"sweep\"><thead><tr><th>GPUs</th><th>best plan</th>"

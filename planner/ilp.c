@@ -86,12 +86,12 @@ typedef struct {
 } ilp_mem;
 
 static void ilp_mem_free(ilp_mem *mm) {
-    free(mm->vars);
-    free(mm->ia);
-    free(mm->ja);
-    free(mm->ar);
-    free(mm->ind);
-    free(mm->val);
+    ap_free(mm->vars);
+    ap_free(mm->ia);
+    ap_free(mm->ja);
+    ap_free(mm->ar);
+    ap_free(mm->ind);
+    ap_free(mm->val);
 }
 
 /* the split of the current MIP solution; returns the layers it covers */
@@ -148,7 +148,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
         for (int r = 0; r < p; r++)
             for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
                 cap += ((size_t)(L - a) + 1) * (variants[q].per_stage_rc ? (size_t)(L - a) : 1);
-    mm.vars = malloc((cap ? cap : 1) * sizeof *mm.vars);
+    mm.vars = ap_malloc((cap ? cap : 1) * sizeof *mm.vars);
     if (!mm.vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     int nv = 0;
     for (int q = 0; q < nvar; q++) {
@@ -165,7 +165,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
                             ap_stage_table_get(vq->tab, r, a, n, rc_eff, err);
                         if (!sc) {
                             ilp_mem_free(&mm);
-                            return AP_ERR_INFEASIBLE;
+                            return ap_stage_table_failure(vq->tab);
                         }
                         double t = sc->fwd_s + sc->bwd_s;
                         if (!sc->fits) continue;
@@ -187,11 +187,11 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     /* nonzeros: each y_s in at most two flow rows, one max row and one link row; M in p max
      * rows; z_q in p link rows and the choice row */
     size_t nz = (size_t)nv * 4 + (size_t)p + 1 + (size_t)nvar * ((size_t)p + 1);
-    mm.ia = malloc(nz * sizeof *mm.ia);
-    mm.ja = malloc(nz * sizeof *mm.ja);
-    mm.ar = malloc(nz * sizeof *mm.ar);
-    mm.ind = malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.ind);
-    mm.val = malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.val);
+    mm.ia = ap_malloc(nz * sizeof *mm.ia);
+    mm.ja = ap_malloc(nz * sizeof *mm.ja);
+    mm.ar = ap_malloc(nz * sizeof *mm.ar);
+    mm.ind = ap_malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.ind);
+    mm.val = ap_malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.val);
     if (!mm.ia || !mm.ja || !mm.ar || !mm.ind || !mm.val) {
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
@@ -204,7 +204,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     const int colZ0 = colM + 1;                           /* z_q: colZ0 + q */
     const int cols = joint ? colM + nvar : colM;
 
-    glpk_guard *g = calloc(1, sizeof *g);
+    glpk_guard *g = ap_calloc(1, sizeof *g);
     if (!g) {
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
@@ -214,7 +214,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
         glp_free_env();
         ap_status st = ap_err_set(err, AP_ERR_SOLVER, "GLPK error: %.160s (%.120s)",
                                   g->prev2[0] ? g->prev2 : "(no message)", g->prev);
-        free(g);
+        ap_free(g);
         ilp_mem_free(&mm);
         return st;
     }
@@ -393,7 +393,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);
     glp_free_env();
-    free(g);
+    ap_free(g);
     ilp_mem_free(&mm);
     return st;
 }

@@ -83,11 +83,11 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
                           p->pp, v, AP_MAX_STAGES, AP_MAX_CHUNKS);
     if (v > 1 && rc)
         return ap_err_set(err, AP_ERR_INPUT, "per-stage recompute counts need vp 1");
-    ap_plan *q = malloc(sizeof *q);
-    ap_estimate *e = malloc(sizeof *e);
+    ap_plan *q = ap_malloc(sizeof *q);
+    ap_estimate *e = ap_malloc(sizeof *e);
     if (!q || !e) {
-        free(q);
-        free(e);
+        ap_free(q);
+        ap_free(e);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a split");
     }
     const int nch = p->pp * v;
@@ -130,8 +130,8 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
         out->fits = e->fits;
         out->evals = 1;
     }
-    free(q);
-    free(e);
+    ap_free(q);
+    ap_free(e);
     return st;
 }
 
@@ -188,24 +188,24 @@ static ap_status fill_seg(dp_ctx *d, ap_stage_table *tab, int r, int a, int n, a
         /* memory falls as the count grows (estimate.c: fewer layers keep their activations),
          * so the least count that fits is found by bisection; none fits if n does not */
         sc = ap_stage_table_get(tab, r, a, n, n, err);
-        if (!sc) return AP_ERR_INFEASIBLE;
+        if (!sc) return ap_stage_table_failure(tab);
         rc = n;
         if (sc->fits) {
             int lo = 1, hi = n;
             while (lo < hi) {
                 int mid = lo + (hi - lo) / 2;
                 const ap_stage_cost *x = ap_stage_table_get(tab, r, a, n, mid, err);
-                if (!x) return AP_ERR_INFEASIBLE;
+                if (!x) return ap_stage_table_failure(tab);
                 if (x->fits) hi = mid;
                 else lo = mid + 1;
             }
             rc = lo;
             sc = ap_stage_table_get(tab, r, a, n, rc, err);
-            if (!sc) return AP_ERR_INFEASIBLE;
+            if (!sc) return ap_stage_table_failure(tab);
         }
     } else {
         sc = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, err);
-        if (!sc) return AP_ERR_INFEASIBLE;
+        if (!sc) return ap_stage_table_failure(tab);
     }
     d->t[k] = sc->fwd_s + sc->bwd_s;
     d->mem[k] = sc->device_bytes;
@@ -325,17 +325,17 @@ static double split_T(const dp_ctx *d, const int *split, double *mx_out) {
 
 /* The DP proper: the optimal split into best[]; returns 1 when a fitting split exists. */
 static int dp_solve(dp_ctx *d, int *best) {
-    int *tmp = malloc(sizeof(int) * (size_t)d->p);
+    int *tmp = ap_malloc(sizeof(int) * (size_t)d->p);
     /* candidate bounds: the times of all fitting stages */
     size_t ncand = 0;
     for (int r = 0; r < d->p; r++)
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
             for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
                 if (usable(d, seg(d, r, a, n))) ncand++;
-    double *cand = malloc(sizeof(double) * (ncand ? ncand : 1));
+    double *cand = ap_malloc(sizeof(double) * (ncand ? ncand : 1));
     if (!tmp || !cand) {
-        free(tmp);
-        free(cand);
+        ap_free(tmp);
+        ap_free(cand);
         return -1;
     }
     size_t k = 0;
@@ -381,8 +381,8 @@ static int dp_solve(dp_ctx *d, int *best) {
             split_T(d, tmp, NULL) <= best_T * (1 + 1e-12))
             memcpy(best, tmp, sizeof(int) * (size_t)d->p);
     }
-    free(tmp);
-    free(cand);
+    ap_free(tmp);
+    ap_free(cand);
     return found;
 }
 
@@ -395,7 +395,7 @@ static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, in
                                   int *best, int *fits, char *note, size_t note_n) {
     int have_fit = 0;
     double best_T = INFINITY, best_peak = INFINITY;
-    int *s = malloc(sizeof(int) * (size_t)d->p);
+    int *s = ap_malloc(sizeof(int) * (size_t)d->p);
     if (!s) return AP_ERR_NOMEM;
     /* candidates: uniform, or (first f, middle k each, last l) */
     int kmax = first_last && d->p >= 3 ? d->L : 0;
@@ -433,7 +433,7 @@ static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, in
             }
         }
     }
-    free(s);
+    ap_free(s);
     *fits = have_fit;
     snprintf(note, note_n, "%s: %s", tr->name,
              kmax ? "only the first and last stage may differ" : "uniform stages only");
@@ -473,12 +473,12 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     d.w = (double)d.m * d.v - 1.0;
     d.per_stage_rc = per_stage_rc;
     d.fixed_rc = fixed_rc;
-    d.t = malloc(cells * sizeof *d.t);
-    d.mem = malloc(cells * sizeof *d.mem);
-    d.ok = calloc(cells, 1);
-    d.rc = malloc(cells * sizeof *d.rc);
-    d.f = malloc(sizeof(double) * (size_t)(p->pp + 1) * (size_t)(L + 1));
-    d.choice = calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
+    d.t = ap_malloc(cells * sizeof *d.t);
+    d.mem = ap_malloc(cells * sizeof *d.mem);
+    d.ok = ap_calloc(cells, 1);
+    d.rc = ap_malloc(cells * sizeof *d.rc);
+    d.f = ap_malloc(sizeof(double) * (size_t)(p->pp + 1) * (size_t)(L + 1));
+    d.choice = ap_calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
     int *split = so->split;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     int first_last = tr->uneven_stages && d.v == 1 &&
@@ -561,12 +561,12 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     so->evals = ap_stage_table_evals(tab);
     st = AP_OK;
 done:
-    free(d.t);
-    free(d.mem);
-    free(d.ok);
-    free(d.rc);
-    free(d.f);
-    free(d.choice);
+    ap_free(d.t);
+    ap_free(d.mem);
+    ap_free(d.ok);
+    ap_free(d.rc);
+    ap_free(d.f);
+    ap_free(d.choice);
     return st;
 }
 
@@ -592,19 +592,19 @@ typedef struct {
  * the variant (its table: ZeRO stage, fractions, offload together). */
 static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_plan *q,
                                const ap_estimate_opts *est, double *extra_s, ap_err *err) {
-    ap_estimate *e = malloc(sizeof *e);
-    ap_plan *u = malloc(sizeof *u);
+    ap_estimate *e = ap_malloc(sizeof *e);
+    ap_plan *u = ap_malloc(sizeof *u);
     if (!e || !u) {
-        free(e);
-        free(u);
+        ap_free(e);
+        ap_free(u);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a variant");
     }
     *u = *q;
     u->nchunks = 0;
     ap_status st = ap_stage_estimate(m, c, u, est, e, err);
     if (st == AP_OK) *extra_s = e->time.optimizer_s + e->time.offload_s;
-    free(e);
-    free(u);
+    ap_free(e);
+    ap_free(u);
     return st;
 }
 
@@ -669,7 +669,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     const int nfo = o->choose_offload ? nfr : 1;
     const int nfp = o->choose_offload && tr->offload_params ? nfr : 1;
     const int ntab_max = nmodes * nfo * nfp;
-    ap_stage_table **tabs = calloc((size_t)ntab_max, sizeof *tabs);
+    ap_stage_table **tabs = ap_calloc((size_t)ntab_max, sizeof *tabs);
     int ntab = 0, nvar = 0, cap = 0;
     variant *vars = NULL;
     ap_ilp_variant *iv = NULL;
@@ -723,7 +723,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                 for (int k = 0; k <= kmax; k++) {
                     if (nvar == cap) {
                         cap = cap ? 2 * cap : 16;
-                        variant *nv_ = realloc(vars, (size_t)cap * sizeof *vars);
+                        variant *nv_ = ap_realloc(vars, (size_t)cap * sizeof *vars);
                         if (!nv_) {
                             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the variants");
                             break;
@@ -766,10 +766,10 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     int joint = o->solver == AP_SOLVER_ILP && !(nvar == 1 && ntab_max == 1 && vars[0].fixed_rc < 0)
                 && !vars[best].so.restricted;
     if (joint) {
-        iv = malloc((size_t)nvar * sizeof *iv);
-        int *map = malloc((size_t)nvar * sizeof *map);
+        iv = ap_malloc((size_t)nvar * sizeof *iv);
+        int *map = ap_malloc((size_t)nvar * sizeof *map);
         if (!iv || !map) {
-            free(map);
+            ap_free(map);
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP variants");
             goto done;
         }
@@ -807,7 +807,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                      ierr.msg);
             ap_log(AP_LOG_WARN, "partition: %s", x->so.note);
         }
-        free(map);
+        ap_free(map);
     }
     for (int i = 0; i < ntab; i++) evals += ap_stage_table_evals(tabs[i]);
 
@@ -835,28 +835,30 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     }
 done:
     for (int i = 0; i < ntab; i++) ap_stage_table_free(tabs[i]);
-    free(tabs);
-    free(vars);
-    free(iv);
+    ap_free(tabs);
+    ap_free(vars);
+    ap_free(iv);
     return st;
 }
 
 /* ---- the plans a search returned ---------------------------------------------------------- */
 
-int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                     ap_solver solver, ap_search_result *r) {
+ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                           ap_solver solver, ap_search_result *r, int *changed, ap_err *err) {
+    if (changed) *changed = 0;
     const ap_trainer_caps *tr = ap_trainer_get(so->fixed.trainer);
-    if (!tr->uneven_stages) return 0;
+    if (!tr->uneven_stages) return AP_OK;
     ap_partition_opts po;
     ap_partition_opts_init(&po);
     po.solver = solver;
     po.est = so->est;
-    int changed = 0;
-    ap_estimate *e = malloc(sizeof *e);
-    if (!e) return 0;
+    int nchanged = 0;
+    ap_status st = AP_OK;
+    ap_estimate *e = ap_malloc(sizeof *e);
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting the plans");
     ap_log_level lvl = ap_log_get_level();
     ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
-    for (int i = -1; i < r->ntop; i++) {
+    for (int i = -1; i < r->ntop && st == AP_OK; i++) {
         ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
                                  : &r->top[i];
         if (!cur || cur->plan.pp < 2) continue;
@@ -870,9 +872,11 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
             po1.choose_offload = 1;
         }
         ap_partition_result pr;
-        if (ap_partition_solve(m, c, &cur->plan, &po1, &pr, NULL) != AP_OK &&
-            (i >= 0 || ap_partition_solve(m, c, &cur->plan, &po, &pr, NULL) != AP_OK))
-            continue;
+        ap_status ps = ap_partition_solve(m, c, &cur->plan, &po1, &pr, err);
+        if (ps != AP_OK && ps != AP_ERR_NOMEM && i < 0)
+            ps = ap_partition_solve(m, c, &cur->plan, &po, &pr, err);
+        if (ps == AP_ERR_NOMEM) st = ps;
+        if (ps != AP_OK) continue; /* refused: the plan keeps its split */
         ap_plan q = cur->plan;
         ap_partition_apply(&pr, &q);
         if (ap_plan_check(&q, m, c, so->allow_cross_node_tp, NULL) != AP_OK) continue;
@@ -881,7 +885,7 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
                        (e->fits == cur->fits && ap_estimate_better(e, cur));
         if (!improves) continue;
         *cur = *e;
-        changed++;
+        nchanged++;
     }
     ap_log_set_level(lvl);
     /* the closest plan now fits: it is the answer */
@@ -897,6 +901,7 @@ int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opt
             r->top[j] = r->top[j - 1];
             r->top[j - 1] = *e;
         }
-    free(e);
-    return changed;
+    ap_free(e);
+    if (changed) *changed = nchanged;
+    return st;
 }

@@ -24,7 +24,7 @@ void ap_search_opts_init(ap_search_opts *o) {
 }
 
 void ap_search_result_free(ap_search_result *r) {
-    free(r->top);
+    ap_free(r->top);
     r->top = NULL;
     r->ntop = 0;
 }
@@ -208,11 +208,11 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (o->top_k < 1 || o->top_k > 10000)
         return ap_err_set(err, AP_ERR_INPUT, "--top must be in [1, 10000]");
     if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
-    r->top = calloc((size_t)o->top_k, sizeof *r->top);
+    r->top = ap_calloc((size_t)o->top_k, sizeof *r->top);
     if (!r->top) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %d plans", o->top_k);
-    search_state *s = malloc(sizeof *s);
+    search_state *s = ap_malloc(sizeof *s);
     if (!s) {
-        free(r->top);
+        ap_free(r->top);
         r->top = NULL;
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     }
@@ -394,7 +394,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
             }
         }
     }
-    free(s);
+    ap_free(s);
     r->search_s = ap_now_s() - t0;
     return AP_OK;
 }

@@ -186,7 +186,7 @@ static void heap_remove(blk *b, fclass *c, int i) {
 
 static int fset_grow_spare(fset *f) {
     int nc = f->capspare ? f->capspare * 2 : 16;
-    fclass *ns = realloc(f->spare, (size_t)nc * sizeof *ns);
+    fclass *ns = ap_realloc(f->spare, (size_t)nc * sizeof *ns);
     if (!ns) return 0;
     f->spare = ns;
     f->capspare = nc;
@@ -202,7 +202,7 @@ static int fset_insert(blk *b, fset *f, int32_t id) {
     if (!existed) {
         if (f->n == f->cap) {
             int nc = f->cap ? f->cap * 2 : 32;
-            fclass *nv = realloc(f->c, (size_t)nc * sizeof *nv);
+            fclass *nv = ap_realloc(f->c, (size_t)nc * sizeof *nv);
             if (!nv) return -1;
             f->c = nv;
             f->cap = nc;
@@ -220,7 +220,7 @@ static int fset_insert(blk *b, fset *f, int32_t id) {
     if (existed && c->n == 0) f->nempty--; /* an emptied class reused */
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
-        fent *nv = realloc(c->v, (size_t)nc * sizeof *nv);
+        fent *nv = ap_realloc(c->v, (size_t)nc * sizeof *nv);
         if (!nv) return -1;
         c->v = nv;
         c->cap = nc;
@@ -244,7 +244,7 @@ static void fset_class_emptied(fset *f) {
         } else if (f->nspare < f->capspare || fset_grow_spare(f)) {
             f->spare[f->nspare++] = f->c[i];
         } else {
-            free(f->c[i].v);
+            ap_free(f->c[i].v);
         }
     }
     f->n = w;
@@ -277,10 +277,10 @@ static int32_t fset_take(blk *b, fset *f, int64_t size) {
 }
 
 static void fset_free(fset *f) {
-    for (int i = 0; i < f->n; i++) free(f->c[i].v);
-    for (int i = 0; i < f->nspare; i++) free(f->spare[i].v);
-    free(f->c);
-    free(f->spare);
+    for (int i = 0; i < f->n; i++) ap_free(f->c[i].v);
+    for (int i = 0; i < f->nspare; i++) ap_free(f->spare[i].v);
+    ap_free(f->c);
+    ap_free(f->spare);
 }
 
 /* ---- block slots ----------------------------------------------------------------------- */
@@ -289,7 +289,7 @@ static int32_t blk_new(ap_alloc *a) {
     if (a->nids > 0) return a->ids[--a->nids];
     if (a->nb == a->capb) {
         int nc = a->capb ? a->capb * 2 : 256;
-        blk *nb = realloc(a->b, (size_t)nc * sizeof *nb);
+        blk *nb = ap_realloc(a->b, (size_t)nc * sizeof *nb);
         if (!nb) return -1;
         a->b = nb;
         a->capb = nc;
@@ -297,11 +297,13 @@ static int32_t blk_new(ap_alloc *a) {
     return a->nb++;
 }
 
+/* Out of memory for the recycling list only costs the slot (it is not reused); callers ignore
+ * the -1. */
 static int blk_drop(ap_alloc *a, int32_t id) {
     a->b[id].in_use = 0;
     if (a->nids == a->capids) {
         int nc = a->capids ? a->capids * 2 : 256;
-        int32_t *ni = realloc(a->ids, (size_t)nc * sizeof *ni);
+        int32_t *ni = ap_realloc(a->ids, (size_t)nc * sizeof *ni);
         if (!ni) return -1;
         a->ids = ni;
         a->capids = nc;
@@ -311,7 +313,7 @@ static int blk_drop(ap_alloc *a, int32_t id) {
 }
 
 ap_alloc *ap_alloc_new(const ap_alloc_opts *o) {
-    ap_alloc *a = calloc(1, sizeof *a);
+    ap_alloc *a = ap_calloc(1, sizeof *a);
     if (!a) return NULL;
     if (o)
         a->o = *o;
@@ -329,11 +331,11 @@ ap_alloc *ap_alloc_new(const ap_alloc_opts *o) {
 
 void ap_alloc_free(ap_alloc *a) {
     if (!a) return;
-    free(a->b);
-    free(a->ids);
+    ap_free(a->b);
+    ap_free(a->ids);
     fset_free(&a->pools[0]);
     fset_free(&a->pools[1]);
-    free(a);
+    ap_free(a);
 }
 
 static int single_segment(const ap_alloc *a) {

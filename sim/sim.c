@@ -68,7 +68,7 @@ double ap_sim_device_overhead_bytes(const ap_plan *p) {
 /* Grow a per-op or per-event array in step with its capacity. */
 static int grow(void **p, size_t elem, int oldcap, int newcap) {
     if (!*p && oldcap > 0) return 0; /* not recorded */
-    void *n = realloc(*p, (size_t)newcap * elem);
+    void *n = ap_realloc(*p, (size_t)newcap * elem);
     if (!n) return -1;
     *p = n;
     return 0;
@@ -84,7 +84,7 @@ static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
             return;
         }
         int nc = g->capops ? g->capops * 2 : 1024;
-        ap_sim_op *n = realloc(g->ops, (size_t)nc * sizeof *n);
+        ap_sim_op *n = ap_realloc(g->ops, (size_t)nc * sizeof *n);
         if (!n || (g->record && (grow((void **)&g->opk_ev, sizeof *g->opk_ev, g->capops, nc) ||
                                  grow((void **)&g->opk_cat, AP_SIM_NCAT * sizeof *g->opk_cat,
                                       g->capops, nc) ||
@@ -168,9 +168,9 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
             return -1;
         }
         int nc = g->capts ? g->capts * 2 : 4096;
-        ap_sim_tensor *n = realloc(g->ts, (size_t)nc * sizeof *n);
+        ap_sim_tensor *n = ap_realloc(g->ts, (size_t)nc * sizeof *n);
         if (n) g->ts = n;
-        int32_t *nb = n ? realloc(g->blk, (size_t)nc * sizeof *nb) : NULL;
+        int32_t *nb = n ? ap_realloc(g->blk, (size_t)nc * sizeof *nb) : NULL;
         if (nb) g->blk = nb;
         if (!n || !nb) {
             g->nomem = 1;
@@ -203,8 +203,11 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
 void ap_simg_free(gen *g, int32_t id) {
     if (id < 0 || g->nomem) return;
     ap_sim_tensor *t = &g->ts[id];
-    if (t->free_ev >= 0 || ap_alloc_release(g->al, g->blk[id]) != AP_OK) {
-        g->bad_free = 1;
+    ap_status st = t->free_ev >= 0 ? AP_ERR_INPUT : ap_alloc_release(g->al, g->blk[id]);
+    if (st != AP_OK) {
+        /* the allocator model's bookkeeping may need memory to take a block back */
+        if (st == AP_ERR_NOMEM) g->nomem = 1;
+        else g->bad_free = 1;
         return;
     }
     t->free_ev = g->nev;
@@ -574,10 +577,10 @@ static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
     int peak_ev = r->peak_event, nlive = 0;
     memset(r->peak_cat_bytes, 0, sizeof r->peak_cat_bytes);
     int64_t mbs = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
-    rs->live = malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *rs->live);
-    uint8_t *mbseen = calloc((size_t)mbs, 1);
+    rs->live = ap_malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *rs->live);
+    uint8_t *mbseen = ap_calloc((size_t)mbs, 1);
     if (!rs->live || !mbseen) {
-        free(mbseen);
+        ap_free(mbseen);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     int inflight = 0;
@@ -593,9 +596,9 @@ static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
             }
         }
     }
-    free(mbseen);
+    ap_free(mbseen);
     r->inflight_at_peak = inflight;
-    live_ent *le = malloc((size_t)(nlive > 0 ? nlive : 1) * sizeof *le);
+    live_ent *le = ap_malloc((size_t)(nlive > 0 ? nlive : 1) * sizeof *le);
     if (!le) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     for (int i = 0; i < nlive; i++) {
         le[i].bytes = rs->ts[rs->live[i]].bytes;
@@ -603,7 +606,7 @@ static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
     }
     qsort(le, (size_t)nlive, sizeof *le, cmp_live);
     for (int i = 0; i < nlive; i++) rs->live[i] = le[i].id;
-    free(le);
+    ap_free(le);
     r->live_at_peak = rs->live;
     r->nlive_at_peak = nlive;
     return AP_OK;
@@ -667,16 +670,16 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     g.grads_sharded = p->zero >= 2;
     g.reduce_per_mb = (g.caps->grad_reduce_per_mb_zero_mask >> p->zero) & 1u;
 
-    g.sz = calloc((size_t)(g.nloc > 0 ? g.nloc : 1), sizeof *g.sz);
-    g.units = calloc((size_t)g.nunits, sizeof *g.units);
-    g.saved = malloc((size_t)g.mbs_n * (size_t)(g.nloc > 0 ? g.nloc : 1) * AP_SIM_NKINDS *
+    g.sz = ap_calloc((size_t)(g.nloc > 0 ? g.nloc : 1), sizeof *g.sz);
+    g.units = ap_calloc((size_t)g.nunits, sizeof *g.units);
+    g.saved = ap_malloc((size_t)g.mbs_n * (size_t)(g.nloc > 0 ? g.nloc : 1) * AP_SIM_NKINDS *
                      sizeof *g.saved);
-    g.ends = malloc((size_t)g.mbs_n * 4 * sizeof *g.ends);
+    g.ends = ap_malloc((size_t)g.mbs_n * 4 * sizeof *g.ends);
     if (!g.sz || !g.units || !g.saved || !g.ends) {
-        free(g.sz);
-        free(g.units);
-        free(g.saved);
-        free(g.ends);
+        ap_free(g.sz);
+        ap_free(g.units);
+        ap_free(g.saved);
+        ap_free(g.ends);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     memset(g.saved, 0xff, (size_t)g.mbs_n * (size_t)(g.nloc > 0 ? g.nloc : 1) * AP_SIM_NKINDS *
@@ -736,17 +739,17 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     g.capts = (int)(est / 2);
     g.capops = (int)(((int64_t)g.nloc + 4) * g.mbs_n * 3 + 256);
     g.record = s->o.record_curves;
-    g.ts = malloc((size_t)g.capts * sizeof *g.ts);
-    g.blk = malloc((size_t)g.capts * sizeof *g.blk);
-    g.ops = malloc((size_t)g.capops * sizeof *g.ops);
+    g.ts = ap_malloc((size_t)g.capts * sizeof *g.ts);
+    g.blk = ap_malloc((size_t)g.capts * sizeof *g.blk);
+    g.ops = ap_malloc((size_t)g.capops * sizeof *g.ops);
     if (!g.ts || !g.blk || !g.ops) g.nomem = 1;
     if (g.record) {
-        g.ev = malloc((size_t)g.capev * sizeof *g.ev);
-        g.acurve = malloc((size_t)g.capev * sizeof *g.acurve);
-        g.rcurve = malloc((size_t)g.capev * sizeof *g.rcurve);
-        g.opk_ev = malloc((size_t)g.capops * sizeof *g.opk_ev);
-        g.opk_cat = malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.opk_cat);
-        g.ope_cat = malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.ope_cat);
+        g.ev = ap_malloc((size_t)g.capev * sizeof *g.ev);
+        g.acurve = ap_malloc((size_t)g.capev * sizeof *g.acurve);
+        g.rcurve = ap_malloc((size_t)g.capev * sizeof *g.rcurve);
+        g.opk_ev = ap_malloc((size_t)g.capops * sizeof *g.opk_ev);
+        g.opk_cat = ap_malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.opk_cat);
+        g.ope_cat = ap_malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.ope_cat);
         if (!g.ev || !g.acurve || !g.rcurve || !g.opk_ev || !g.opk_cat || !g.ope_cat)
             g.nomem = 1;
     }
@@ -776,11 +779,11 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         if (g.record)
             memcpy(&g.ope_cat[(int64_t)(g.nops - 1) * AP_SIM_NCAT], g.cat, sizeof g.cat);
     }
-    free(g.sz);
-    free(g.units);
-    free(g.saved);
-    free(g.ends);
-    free(g.blk);
+    ap_free(g.sz);
+    ap_free(g.units);
+    ap_free(g.saved);
+    ap_free(g.ends);
+    ap_free(g.blk);
     rs->ops = g.ops;
     rs->ts = g.ts;
     rs->ev = g.ev;
@@ -854,7 +857,7 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
         if (ap_plan_chunk_layers(p, m->layers, ch) < 0)
             return ap_err_set(err, AP_ERR_INPUT, "simulator: chunk %d has a negative layer count",
                               ch);
-    ap_sim *s = calloc(1, sizeof *s);
+    ap_sim *s = ap_calloc(1, sizeof *s);
     if (!s) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     s->m = *m;
     s->p = *p;
@@ -871,9 +874,9 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                                                         : ap_sim_device_overhead_bytes(p);
     s->budget_bytes = s->capacity_bytes > 0 ? s->capacity_bytes - s->o.headroom_bytes : 0;
     if (s->capacity_bytes > 0 && s->budget_bytes <= 0) s->budget_bytes = 1;
-    s->ranks = calloc((size_t)p->pp, sizeof *s->ranks);
+    s->ranks = ap_calloc((size_t)p->pp, sizeof *s->ranks);
     if (!s->ranks) {
-        free(s);
+        ap_free(s);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     s->nranks = p->pp;

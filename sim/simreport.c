@@ -65,18 +65,18 @@ void ap_sim_free(ap_sim *s) {
     if (!s) return;
     for (int i = 0; i < s->nranks; i++) {
         rank_store *rs = &s->ranks[i];
-        free(rs->ops);
-        free(rs->ts);
-        free(rs->ev);
-        free(rs->acurve);
-        free(rs->rcurve);
-        free(rs->opk_cat);
-        free(rs->ope_cat);
-        free(rs->opk_ev);
-        free(rs->live);
+        ap_free(rs->ops);
+        ap_free(rs->ts);
+        ap_free(rs->ev);
+        ap_free(rs->acurve);
+        ap_free(rs->rcurve);
+        ap_free(rs->opk_cat);
+        ap_free(rs->ope_cat);
+        ap_free(rs->opk_ev);
+        ap_free(rs->live);
     }
-    free(s->ranks);
-    free(s);
+    ap_free(s->ranks);
+    ap_free(s);
 }
 
 /* ---- descriptions and JSON -------------------------------------------------------------- */
@@ -145,13 +145,10 @@ static ap_json *cats_json(const int64_t *cat) {
 
 static ap_json *curve_json(const ap_sim_rank *r, double overhead) {
     ap_json *o = ap_json_new_object();
-    ap_json *al = ap_json_new_array(), *re = ap_json_new_array(), *dv = ap_json_new_array();
-    if (!o || !al || !re || !dv || ap_json_add(o, "allocated", al) != AP_OK) goto fail;
-    al = NULL;
-    if (ap_json_add(o, "reserved", re) != AP_OK) goto fail;
-    re = NULL;
-    if (ap_json_add(o, "device", dv) != AP_OK) goto fail;
-    dv = NULL;
+    if (ap_json_add(o, "allocated", ap_json_new_array()) != AP_OK ||
+        ap_json_add(o, "reserved", ap_json_new_array()) != AP_OK ||
+        ap_json_add(o, "device", ap_json_new_array()) != AP_OK)
+        goto fail;
     int n = r->nevents, pts = n < AP_SIM_CURVE_POINTS ? n : AP_SIM_CURVE_POINTS;
     if (ap_json_add_number(o, "events_per_point", pts > 0 ? (double)n / pts : 0) != AP_OK)
         goto fail;
@@ -171,9 +168,6 @@ static ap_json *curve_json(const ap_sim_rank *r, double overhead) {
     }
     return o;
 fail:
-    ap_json_free(al);
-    ap_json_free(re);
-    ap_json_free(dv);
     ap_json_free(o);
     return NULL;
 }
@@ -201,14 +195,11 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
     J(ap_json_add_bool(root, "fits", fits));
     J(ap_json_add_number(root, "worst_stage", w));
     stages = ap_json_new_array();
-    if (!stages) goto fail;
+    if (ap_json_add(root, "stages", stages) != AP_OK) goto fail;
     for (int i = 0; i < s->nranks; i++) {
         const ap_sim_rank *r = &s->ranks[i].r;
         ap_json *st = ap_json_new_object();
-        if (!st || ap_json_push(stages, st) != AP_OK) {
-            ap_json_free(st);
-            goto fail;
-        }
+        if (ap_json_push(stages, st) != AP_OK) goto fail;
         char buf[256];
         J(ap_json_add_number(st, "stage", r->stage));
         J(ap_json_add_number(st, "layers", r->layers));
@@ -221,26 +212,16 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
         J(ap_json_add_number(st, "ops", r->nops));
         J(ap_json_add_number(st, "events", r->nevents));
         J(ap_json_add_string(st, "peak_op", ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf)));
-        ap_json *cj = cats_json(r->peak_cat_bytes);
-        if (!cj || ap_json_add(st, "breakdown", cj) != AP_OK) {
-            ap_json_free(cj);
-            goto fail;
-        }
+        if (ap_json_add(st, "breakdown", cats_json(r->peak_cat_bytes)) != AP_OK) goto fail;
         if (r->over_op >= 0)
             J(ap_json_add_string(st, "first_over_budget_op",
                                  ap_sim_op_describe(s, r, r->over_op, buf, sizeof buf)));
         ap_json *live = ap_json_new_array();
-        if (!live || ap_json_add(st, "live_at_peak", live) != AP_OK) {
-            ap_json_free(live);
-            goto fail;
-        }
+        if (ap_json_add(st, "live_at_peak", live) != AP_OK) goto fail;
         for (int k = 0; k < r->nlive_at_peak && k < max_live; k++) {
             const ap_sim_tensor *t = &r->tensors[r->live_at_peak[k]];
             ap_json *tj = ap_json_new_object();
-            if (!tj || ap_json_push(live, tj) != AP_OK) {
-                ap_json_free(tj);
-                goto fail;
-            }
+            if (ap_json_push(live, tj) != AP_OK) goto fail;
             J(ap_json_add_string(tj, "name", ap_sim_tensor_describe(t, s->m.layers, buf,
                                                                     sizeof buf)));
             J(ap_json_add_string(tj, "kind", ap_sim_kind_name(t->kind)));
@@ -252,17 +233,11 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
         }
         J(ap_json_add_number(st, "live_tensors_at_peak", r->nlive_at_peak));
         if (r->allocated_curve) {
-            ap_json *cv = curve_json(r, s->overhead_bytes);
-            if (!cv || ap_json_add(st, "curve", cv) != AP_OK) {
-                ap_json_free(cv);
-                goto fail;
-            }
+            if (ap_json_add(st, "curve", curve_json(r, s->overhead_bytes)) != AP_OK) goto fail;
         }
     }
-    if (ap_json_add(root, "stages", stages) != AP_OK) goto fail;
     return root;
 fail:
-    if (stages && !ap_json_get(root, "stages")) ap_json_free(stages);
     ap_json_free(root);
     return NULL;
 }

@@ -26,11 +26,7 @@
 static ap_json *event(ap_json *arr, const char *name, const char *ph, double ts, int pid,
                       int tid) {
     ap_json *e = ap_json_new_object();
-    if (!e) return NULL;
-    if (ap_json_push(arr, e) != AP_OK) {
-        ap_json_free(e);
-        return NULL;
-    }
+    if (ap_json_push(arr, e) != AP_OK) return NULL;
     if (ap_json_add_string(e, "name", name) != AP_OK || ap_json_add_string(e, "ph", ph) != AP_OK ||
         ap_json_add_number(e, "ts", ts) != AP_OK || ap_json_add_number(e, "pid", pid) != AP_OK ||
         ap_json_add_number(e, "tid", tid) != AP_OK)
@@ -43,10 +39,7 @@ static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, const int6
     ap_json *e = event(arr, "live bytes by category", "C", ev, pid, 0);
     if (!e) return AP_ERR_NOMEM;
     ap_json *args = ap_json_new_object();
-    if (!args || ap_json_add(e, "args", args) != AP_OK) {
-        ap_json_free(args);
-        return AP_ERR_NOMEM;
-    }
+    if (ap_json_add(e, "args", args) != AP_OK) return AP_ERR_NOMEM;
     for (int c = 0; c < AP_SIM_NCAT; c++)
         if (ap_json_add_number(args, ap_sim_category_name(c),
                                (double)cat[c]) != AP_OK)
@@ -54,10 +47,7 @@ static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, const int6
     e = event(arr, "allocator bytes", "C", ev, pid, 0);
     if (!e) return AP_ERR_NOMEM;
     args = ap_json_new_object();
-    if (!args || ap_json_add(e, "args", args) != AP_OK) {
-        ap_json_free(args);
-        return AP_ERR_NOMEM;
-    }
+    if (ap_json_add(e, "args", args) != AP_OK) return AP_ERR_NOMEM;
     if (ap_json_add_number(args, "allocated", (double)r->allocated_curve[ev]) != AP_OK ||
         ap_json_add_number(args, "reserved", (double)r->reserved_curve[ev]) != AP_OK)
         return AP_ERR_NOMEM;
@@ -67,8 +57,7 @@ static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, const int6
 ap_json *ap_sim_trace_json(const ap_sim *s) {
     ap_json *root = ap_json_new_object();
     ap_json *arr = ap_json_new_array();
-    if (!root || !arr || ap_json_add(root, "traceEvents", arr) != AP_OK) {
-        ap_json_free(arr);
+    if (ap_json_add(root, "traceEvents", arr) != AP_OK) {
         ap_json_free(root);
         return NULL;
     }
@@ -79,18 +68,14 @@ ap_json *ap_sim_trace_json(const ap_sim *s) {
         char name[256];
         snprintf(name, sizeof name, "stage %d", r->stage);
         ap_json *e = event(arr, "process_name", "M", 0, r->stage, 0);
+        if (!e) goto fail;
         ap_json *args = ap_json_new_object();
-        if (!e || !args || ap_json_add(e, "args", args) != AP_OK) {
-            ap_json_free(args);
-            goto fail;
-        }
+        if (ap_json_add(e, "args", args) != AP_OK) goto fail;
         CHK(ap_json_add_string(args, "name", name));
         e = event(arr, "thread_name", "M", 0, r->stage, 1);
+        if (!e) goto fail;
         args = ap_json_new_object();
-        if (!e || !args || ap_json_add(e, "args", args) != AP_OK) {
-            ap_json_free(args);
-            goto fail;
-        }
+        if (ap_json_add(e, "args", args) != AP_OK) goto fail;
         CHK(ap_json_add_string(args, "name", "operations"));
         for (int o = 0; o < r->nops; o++) {
             const ap_sim_op *op = &r->ops[o];
@@ -101,10 +86,7 @@ ap_json *ap_sim_trace_json(const ap_sim *s) {
             CHK(ap_json_add_number(e, "dur", dur > 0 ? dur : 0.5));
             CHK(ap_json_add_string(e, "cat", ap_sim_op_name(op->type)));
             args = ap_json_new_object();
-            if (!args || ap_json_add(e, "args", args) != AP_OK) {
-                ap_json_free(args);
-                goto fail;
-            }
+            if (ap_json_add(e, "args", args) != AP_OK) goto fail;
             CHK(ap_json_add_number(args, "layer", op->layer));
             CHK(ap_json_add_number(args, "microbatch", op->mb));
             CHK(ap_json_add_number(args, "events", dur));
@@ -141,6 +123,6 @@ ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err) {
     ap_json_free(j);
     if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory printing the trace", path);
     ap_status st = ap_write_file_atomic(path, text, strlen(text), err);
-    free(text);
+    ap_free(text);
     return st;
 }

@@ -107,4 +107,25 @@ ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, a
 ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,
                        ap_err *err);
 
+/* ---- memory (base/heap.c) ----------------------------------------------------------------
+ * The one allocation hook of the library: every allocation of the library goes through these,
+ * SQLite's and cJSON's too. The memory is ordinary C heap memory: free() and ap_free() are
+ * interchangeable. GLPK allocates on its own and aborts on failure, by design. A request for 0
+ * bytes allocates 1, so NULL always means out of memory. */
+void *ap_malloc(size_t n);
+void *ap_calloc(size_t n, size_t size);
+void *ap_realloc(void *p, size_t n);
+char *ap_strdup(const char *s);
+void ap_free(void *p);
+/* Allocations that returned NULL since the program started (real or injected): compare it
+ * before and after a call to tell "out of memory" from another failure. */
+unsigned long ap_heap_failures(void);
+/* Test hook (tests/test_faults.c): the nth allocation from now (n >= 1) fails, and with
+ * persistent = 1 every later one too; n = 0 stops injecting. It also restarts the count that
+ * ap_heap_count returns (allocations since this call); ap_heap_injected says whether an
+ * injected failure has happened since. Not thread-safe. */
+void ap_heap_fail_at(long n, int persistent);
+long ap_heap_count(void);
+int ap_heap_injected(void);
+
 #endif

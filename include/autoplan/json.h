@@ -15,10 +15,16 @@
 
 typedef struct ap_json ap_json;
 
-/* Parse text (need not be NUL-terminated). On failure returns NULL and err says
- * "<where>: invalid JSON at line L, column C (byte B)". `where` names the file. */
+/* Parse text (need not be NUL-terminated) into *out (caller frees with ap_json_free; NULL on
+ * failure). AP_ERR_INPUT with "<where>: invalid JSON at line L, column C (byte B)", or
+ * AP_ERR_NOMEM when memory ran out. `where` names the file. */
+ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_json **out,
+                         ap_err *err);
+/* Read and parse a file (max 64 MiB): ap_read_file's statuses, then ap_json_decode's. */
+ap_status ap_json_decode_file(const char *path, ap_json **out, ap_err *err);
+/* The same two returning the tree, NULL on any failure (err says why), for callers that treat
+ * every failure alike. */
 ap_json *ap_json_parse(const char *text, size_t len, const char *where, ap_err *err);
-/* Read and parse a file (max 64 MiB). */
 ap_json *ap_json_parse_file(const char *path, ap_err *err);
 void ap_json_free(ap_json *j);
 
@@ -59,8 +65,10 @@ ap_status ap_json_get_bool(const ap_json *obj, const char *key, int *out, int *p
 ap_status ap_json_get_str(const ap_json *obj, const char *key, char *buf, size_t n, int *present,
                           const char *where, ap_err *err);
 
-/* Building. Adders return AP_ERR_NOMEM on failure; the item is owned by the container after a
- * successful add. Non-finite numbers are written as null. */
+/* Building. ap_json_add and ap_json_push always take the item: the container owns it after a
+ * successful add, and a failed add (AP_ERR_NOMEM; also for a NULL container or item) frees it,
+ * so `ap_json_push(arr, ap_json_new_number(x))` is safe and a caller never frees an item it
+ * passed. Non-finite numbers are written as null. */
 ap_json *ap_json_new_object(void);
 ap_json *ap_json_new_array(void);
 ap_json *ap_json_new_number(double v);

@@ -139,8 +139,9 @@ typedef struct ap_partition_result {
  * peak memory and the call still returns AP_OK ("no split fits" is a result). `o` may be NULL.
  * Returns AP_ERR_INPUT for pp * vp * min_layers > L, vp > 1 with mixed layer kinds or with
  * the recompute choice; the cost model's status otherwise.
- * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails or
- * finds nothing within the time limit. Not thread-safe when the ILP runs (GLPK is not). */
+ * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails,
+ * finds nothing within the time limit, or memory for the integer program runs out (GLPK's own
+ * allocations abort the process instead: GLPK's design). Not thread-safe when the ILP runs (GLPK is not). */
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err);
 
@@ -161,9 +162,11 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
  * memory); a closest plan that comes to fit becomes r->top[0]; r->top stays sorted. This is
  * what `autoplan plan` does to its answer (and `autoplan compare` to each GPU count of a
  * sweep). Runs on the returned plans only. Solver fallbacks are not logged (the partition
- * command reports them). Returns the number of plans changed. */
-int ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                     ap_solver solver, ap_search_result *r);
+ * command reports them); a plan the partitioner refuses keeps its split. *changed (may be
+ * NULL) = the number of plans changed. AP_ERR_NOMEM when memory runs out: r then holds the
+ * plans re-split so far, still sorted. */
+ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                           ap_solver solver, ap_search_result *r, int *changed, ap_err *err);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
  * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage

@@ -62,6 +62,10 @@ void ap_stage_table_free(ap_stage_table *t);
 const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
                                         ap_err *err);
 
+/* Why the last ap_stage_table_get returned NULL, as the solvers report it: AP_ERR_NOMEM when
+ * memory ran out, else AP_ERR_INFEASIBLE (the cost model refuses that stage). */
+ap_status ap_stage_table_failure(const ap_stage_table *t);
+
 /* Number of ap_estimate_plan calls the table made (for benchmarks and tests). */
 long ap_stage_table_evals(const ap_stage_table *t);
 
