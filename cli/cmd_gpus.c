@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GIB 1073741824.0
 
 /* Speed of one reference NIC in Gb/s: the per-GPU share times GPUs, spread over the NICs. */
 static double nic_gbps(const ap_gpu *g) {
@@ -136,7 +135,7 @@ static int print_table(void) {
         const char *al = ap_gpu_aliases(i);
         snprintf(row[0], 48, "%s", g->name);
         snprintf(row[1], 48, "%s", *al ? al : "-");
-        snprintf(row[2], 48, "%.1f", g->mem_bytes / GIB);
+        snprintf(row[2], 48, "%.1f", g->mem_bytes / AP_GIB);
         double bf = g->peak_flops[AP_DTYPE_BF16];
         if (bf > 0) fmt_tflops(bf, row[3], 48);
         else /* no bf16: show the fp16 peak, in parentheses */

@@ -19,7 +19,6 @@
 #include "autoplan/planio.h"
 #include "autoplan/search.h"
 
-#define GiB 1073741824.0
 
 typedef struct {
     ap_flags fl;
@@ -169,8 +168,8 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
             if (try_variant(free_pc, c, keep.trainer, &best)) {
                 snprintf(line, sizeof line, "drop the pinned options (--fix, --tp, --mbs, "
                          "--recompute, ...): %s fits (%.1f GiB of %.1f GiB)",
-                         ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / GiB,
-                         best.capacity_bytes / GiB);
+                         ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / AP_GIB,
+                         best.capacity_bytes / AP_GIB);
                 ap_json_push(sug, ap_json_new_string(line));
             }
             free(free_pc);
@@ -182,8 +181,8 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
         c2.gpus = c->gpus * mult;
         if (try_variant(pc, &c2, pc->so.fixed.trainer, &best)) {
             snprintf(line, sizeof line, "use %d GPUs: %s fits (%.1f GiB of %.1f GiB)", c2.gpus,
-                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / GiB,
-                     best.capacity_bytes / GiB);
+                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / AP_GIB,
+                     best.capacity_bytes / AP_GIB);
             ap_json_push(sug, ap_json_new_string(line));
             break;
         }
@@ -194,7 +193,7 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
         if (try_variant(pc, c, (ap_trainer_id)t, &best)) {
             snprintf(line, sizeof line, "use --trainer %s: %s fits (%.1f GiB of %.1f GiB)",
                      ap_trainer_name((ap_trainer_id)t), ap_plan_label(&best.plan, lbl, sizeof lbl),
-                     best.device_peak_bytes / GiB, best.capacity_bytes / GiB);
+                     best.device_peak_bytes / AP_GIB, best.capacity_bytes / AP_GIB);
             ap_json_push(sug, ap_json_new_string(line));
         }
     }
@@ -206,9 +205,9 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
         if (try_variant(pc, &c2, pc->so.fixed.trainer, &best)) {
             snprintf(line, sizeof line, "more host memory: with --cpu-mem %.0fGiB (per node) "
                      "%s fits (host %.1f GiB per node, GPU %.1f GiB of %.1f GiB)",
-                     c2.cpu_mem_bytes / GiB,
-                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.host_bytes_per_node / GiB,
-                     best.device_peak_bytes / GiB, best.capacity_bytes / GiB);
+                     c2.cpu_mem_bytes / AP_GIB,
+                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.host_bytes_per_node / AP_GIB,
+                     best.device_peak_bytes / AP_GIB, best.capacity_bytes / AP_GIB);
             ap_json_push(sug, ap_json_new_string(line));
             break;
         }
@@ -222,8 +221,8 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
         ap_cluster_from_gpu(g, c->gpus, &c2);
         if (try_variant(pc, &c2, pc->so.fixed.trainer, &best)) {
             snprintf(line, sizeof line, "use --gpu %s: %s fits (%.1f GiB of %.1f GiB)", g->name,
-                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / GiB,
-                     best.capacity_bytes / GiB);
+                     ap_plan_label(&best.plan, lbl, sizeof lbl), best.device_peak_bytes / AP_GIB,
+                     best.capacity_bytes / AP_GIB);
             ap_json_push(sug, ap_json_new_string(line));
             break;
         }
@@ -389,8 +388,8 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
                    ap_json_string(ap_json_get(e, "label")),
                    ap_fmt_seconds(jnum(e, "time", "step_s"), step, sizeof step),
                    jnum(e, "throughput", "tokens_per_s"), 100 * jnum(e, "throughput", "mfu"),
-                   jnum(e, "memory", "device_peak_bytes") / GiB,
-                   jnum(e, "memory", "capacity_bytes") / GiB,
+                   jnum(e, "memory", "device_peak_bytes") / AP_GIB,
+                   jnum(e, "memory", "capacity_bytes") / AP_GIB,
                    ap_json_string(ap_json_get(e, "confidence")), lc, 100 * share);
         }
         const ap_json *rb = ap_json_get(res, "robustness");
@@ -410,16 +409,16 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
             printf("closest: %s needs %.1f GiB on its worst GPU (stage %.0f) of %.1f GiB with "
                    "%.1f GiB headroom: %.1f GiB over\n",
                    ap_json_string(ap_json_get(cl, "label")),
-                   jnum(cl, "memory", "device_peak_bytes") / GiB,
-                   jnum(cl, "memory", "worst_stage"), jnum(cl, "memory", "capacity_bytes") / GiB,
-                   jnum(cl, "memory", "headroom_bytes") / GiB,
-                   jnum(cl, "overshoot_bytes", NULL) / GiB);
+                   jnum(cl, "memory", "device_peak_bytes") / AP_GIB,
+                   jnum(cl, "memory", "worst_stage"), jnum(cl, "memory", "capacity_bytes") / AP_GIB,
+                   jnum(cl, "memory", "headroom_bytes") / AP_GIB,
+                   jnum(cl, "overshoot_bytes", NULL) / AP_GIB);
             const char *bind = ap_json_string(ap_json_get(cl, "binding"));
             if (bind && strcmp(bind, "gpu") != 0)
                 printf("host memory binds%s: %.1f GiB per node of %.1f GiB (90%% usable)\n",
                        strcmp(bind, "host") ? " too" : "",
-                       jnum(cl, "memory", "host_bytes_per_node") / GiB,
-                       jnum(cl, "memory", "host_capacity_bytes") / GiB);
+                       jnum(cl, "memory", "host_bytes_per_node") / AP_GIB,
+                       jnum(cl, "memory", "host_capacity_bytes") / AP_GIB);
         } else {
             printf("no plan is legal for this model, GPU count and global batch with this trainer\n");
         }

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* Live bytes per category and micro-batches with saved activations at event ev of rank r. */
 static void live_at(const ap_sim_rank *r, int ev, int64_t cat[AP_SIM_NCAT], int *inflight,
@@ -70,7 +69,7 @@ static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, 
         snprintf(out[n++], 200,
                  "the last stage holds %.2f GiB of logits for one micro-batch: give it fewer "
                  "layers (--stage-layers) or raise --tp (the vocabulary is split by tp)",
-                 logits / GIB);
+                 logits / AP_GIB);
     /* both remedies when both parts matter, the larger part's first */
     for (int pass = 0; pass < 2; pass++) {
         int do_act = (pass == 0) == (act >= states);
@@ -101,7 +100,7 @@ static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, 
                 snprintf(out[n++], 200,
                          "--zero 1: shard the optimizer states over data parallel (%.2f GiB of "
                          "model states here)",
-                         states / GIB);
+                         states / AP_GIB);
             if (p->zero < 3 && p->dp * p->cp > 1 && caps && (caps->zero_mask & 8u) &&
                 (p->pp == 1 || (caps->zero_mask_with_pp & 8u)) && n < max)
                 snprintf(out[n++], 200, "--zero 3: shard parameters and gradients too");

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 
-#define GiB 1073741824.0
 
 static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
@@ -38,9 +37,9 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
     for (int i = 0; i < e->nstages; i++) {
         const ap_stage_mem *s = &e->stages[i];
         printf("  stage %-3d %3d layers %7.2f %7.2f %7.2f %7.2f %7.2f %10.2f %7.2f%s\n", s->stage,
-               s->layers, s->params_bytes / GiB, s->grads_bytes / GiB, s->optimizer_bytes / GiB,
-               s->activations_bytes / GiB, s->other_bytes / GiB, s->allocated_bytes / GiB,
-               s->device_bytes / GiB, i == e->worst_stage ? "  <- peak" : "");
+               s->layers, s->params_bytes / AP_GIB, s->grads_bytes / AP_GIB, s->optimizer_bytes / AP_GIB,
+               s->activations_bytes / AP_GIB, s->other_bytes / AP_GIB, s->allocated_bytes / AP_GIB,
+               s->device_bytes / AP_GIB, i == e->worst_stage ? "  <- peak" : "");
     }
     printf("peak      %s device of %s (headroom %s): %s\n",
            ap_fmt_bytes(e->device_peak_bytes, b1, sizeof b1),

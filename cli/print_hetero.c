@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GIB 1073741824.0
 
-static void gib(double b, char *buf, size_t n) { snprintf(buf, n, "%.2f", b / GIB); }
+static void gib(double b, char *buf, size_t n) { snprintf(buf, n, "%.2f", b / AP_GIB); }
 
 static void print_summary(const ap_hetero *h, const ap_cli_ctx *ctx) {
     const ap_hetero_summary *s = ap_hetero_summary_of(h);
@@ -55,7 +54,7 @@ static void print_summary(const ap_hetero *h, const ap_cli_ctx *ctx) {
     gib(s->gpu_model_peak_bytes, c, sizeof c);
     gib(s->gpu_nonmodel_at_peak_bytes, d, sizeof d);
     printf("GPU       peak %s GiB of %s GiB (headroom %.2f GiB); model data up to %s GiB, "
-           "non-model %s GiB at the peak\n", a, b, s->headroom_bytes / GIB, c, d);
+           "non-model %s GiB at the peak\n", a, b, s->headroom_bytes / AP_GIB, c, d);
     gib(s->host_peak_bytes, a, sizeof a);
     gib(s->host_pinned_bytes, b, sizeof b);
     gib(s->host_bytes_per_node, c, sizeof c);
@@ -98,8 +97,8 @@ static void print_curve(const ap_hetero *h, int rows) {
         }
         char d[128];
         printf("  %-52.52s %8.2f %8.2f %8.2f %8.2f %9.1f %9.1f\n",
-               ap_hetero_op_describe(&mx, d, sizeof d), mx.gpu_model_bytes / GIB,
-               mx.gpu_nonmodel_bytes / GIB, mx.gpu_bytes / GIB, mx.host_bytes / GIB, h2d / 1e6,
+               ap_hetero_op_describe(&mx, d, sizeof d), mx.gpu_model_bytes / AP_GIB,
+               mx.gpu_nonmodel_bytes / AP_GIB, mx.gpu_bytes / AP_GIB, mx.host_bytes / AP_GIB, h2d / 1e6,
                d2h / 1e6);
     }
 }

@@ -26,8 +26,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#define MIB 1048576.0
-#define GIB 1073741824.0
 #define TIB 1099511627776.0
 #define TFLOPS 1e12
 #define GBPS 1e9 /* GB/s, bytes */
@@ -46,7 +44,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "v100-sxm2-16g",
         .vendor = "nvidia",
-        .mem_bytes = 16160 * MIB,
+        .mem_bytes = 16160 * AP_MIB,
         /* V100 SXM2 datasheet: FP32 15.7 TFLOPS, Tensor (fp16, fp32 acc) 125 TFLOPS; no tf32,
          * bf16 or fp8 on Volta (sm_70). */
         .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
@@ -64,7 +62,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 8,
         .ref_nics_per_node = 4,
         .ref_net_bytes_per_s = 4 * 100e9 / 8.0 / 8,
-        .ref_cpu_mem_bytes = 512 * GIB,
+        .ref_cpu_mem_bytes = 512 * AP_GIB,
         .ref_gpus_per_pcie_switch = 2,
         .ref_cpu_cores = 40,
         .ref_host_mem_bytes_per_s = DRAM_BPS(2, 4, 2133),
@@ -76,7 +74,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "v100-sxm2-32g",
         .vendor = "nvidia",
-        .mem_bytes = 32510 * MIB,
+        .mem_bytes = 32510 * AP_MIB,
         .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
         .hbm_bytes_per_s = 900 * GBPS,
         .sm_count = 80,
@@ -88,7 +86,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 8,
         .ref_nics_per_node = 4,
         .ref_net_bytes_per_s = 4 * 100e9 / 8.0 / 8,
-        .ref_cpu_mem_bytes = 512 * GIB,
+        .ref_cpu_mem_bytes = 512 * AP_GIB,
         .ref_gpus_per_pcie_switch = 2,
         .ref_cpu_cores = 40,
         .ref_host_mem_bytes_per_s = DRAM_BPS(2, 4, 2133),
@@ -100,7 +98,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "a100-sxm4-40g",
         .vendor = "nvidia",
-        .mem_bytes = 40536 * MIB,
+        .mem_bytes = 40536 * AP_MIB,
         /* A100 datasheet: FP32 19.5, TF32 156, BF16 312, FP16 312 TFLOPS (dense); no fp8. */
         .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
@@ -129,7 +127,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "a100-sxm4-80g",
         .vendor = "nvidia",
-        .mem_bytes = 81920 * MIB,
+        .mem_bytes = 81920 * AP_MIB,
         .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
         .hbm_bytes_per_s = 2039 * GBPS,
@@ -154,7 +152,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "a100-pcie-80g",
         .vendor = "nvidia",
-        .mem_bytes = 81920 * MIB,
+        .mem_bytes = 81920 * AP_MIB,
         .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
         .hbm_bytes_per_s = 1935 * GBPS,
@@ -182,7 +180,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "h100-sxm",
         .vendor = "nvidia",
-        .mem_bytes = 81559 * MIB,
+        .mem_bytes = 81559 * AP_MIB,
         /* H100 whitepaper (SXM5): FP32 66.9, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOPS
          * dense (the datasheet quotes twice these "with sparsity"). */
         .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
@@ -214,7 +212,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "h100-pcie",
         .vendor = "nvidia",
-        .mem_bytes = 81559 * MIB,
+        .mem_bytes = 81559 * AP_MIB,
         /* H100 PCIe datasheet: FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026* TFLOPS where *
          * is with sparsity; dense is half. */
         .peak_flops = {[AP_DTYPE_FP32] = 51 * TFLOPS, [AP_DTYPE_TF32] = 378 * TFLOPS,
@@ -244,7 +242,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "h200",
         .vendor = "nvidia",
-        .mem_bytes = 143771 * MIB,
+        .mem_bytes = 143771 * AP_MIB,
         /* H200 datasheet (SXM): same tensor cores and clocks as H100 SXM: FP32 67, TF32 989*,
          * BF16 1,979*, FP8 3,958* TFLOPS (* with sparsity). */
         .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
@@ -273,7 +271,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "b200",
         .vendor = "nvidia",
-        .mem_bytes = 183359 * MIB,
+        .mem_bytes = 183359 * AP_MIB,
         /* HGX B200 datasheet, individual GPU: FP32 75 TFLOPS, TF32 2.2 PF*, FP16/BF16 4.5 PF*,
          * FP8 9 PF* (* with sparsity) -> dense: 75 / 1100 / 2250 / 4500 TFLOPS. */
         .peak_flops = {[AP_DTYPE_FP32] = 75 * TFLOPS, [AP_DTYPE_TF32] = 1100 * TFLOPS,
@@ -309,7 +307,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "l40s",
         .vendor = "nvidia",
-        .mem_bytes = 46068 * MIB,
+        .mem_bytes = 46068 * AP_MIB,
         /* L40S datasheet: FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*), FP8 733
          * (1,466*) TFLOPS; * = with sparsity. */
         .peak_flops = {[AP_DTYPE_FP32] = 91.6 * TFLOPS, [AP_DTYPE_TF32] = 183 * TFLOPS,
@@ -340,7 +338,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "rtx-2060",
         .vendor = "nvidia",
-        .mem_bytes = 5931 * MIB,
+        .mem_bytes = 5931 * AP_MIB,
         /* TU106: 1920 CUDA cores x 2 x 1.68 GHz boost = 6.45 TFLOPS fp32. 240 tensor cores x 64
          * fp16 FMA/clk x 2 x 1.68 GHz = 51.6 TFLOPS with fp16 accumulate; GeForce Turing runs
          * fp32 accumulate at half rate (Turing whitepaper, Appendix A, RTX 2080 Ti: 53.8 vs
@@ -356,7 +354,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 1,
         .ref_nics_per_node = 1,
         .ref_net_bytes_per_s = 1e9 / 8.0,
-        .ref_cpu_mem_bytes = 32 * GIB,
+        .ref_cpu_mem_bytes = 32 * AP_GIB,
         .ref_gpus_per_pcie_switch = 1,
         .ref_cpu_cores = 8,
         .ref_host_mem_bytes_per_s = DRAM_BPS(1, 2, 3200),
@@ -368,7 +366,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "rtx-3090",
         .vendor = "nvidia",
-        .mem_bytes = 24576 * MIB,
+        .mem_bytes = 24576 * AP_MIB,
         /* GA102 whitepaper, Table (RTX 3090): FP32 35.6; FP16 and BF16 tensor with fp32
          * accumulate 71 (142 with sparsity); TF32 35.6. No fp8 on Ampere (sm_86). */
         .peak_flops = {[AP_DTYPE_FP32] = 35.6 * TFLOPS, [AP_DTYPE_TF32] = 35.6 * TFLOPS,
@@ -385,7 +383,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 2,
         .ref_nics_per_node = 1,
         .ref_net_bytes_per_s = 10e9 / 8.0 / 2,
-        .ref_cpu_mem_bytes = 128 * GIB,
+        .ref_cpu_mem_bytes = 128 * AP_GIB,
         .ref_gpus_per_pcie_switch = 1,
         .ref_cpu_cores = 16,
         .ref_host_mem_bytes_per_s = DRAM_BPS(1, 4, 3200),
@@ -397,7 +395,7 @@ static const ap_gpu catalog[] = {
     {
         .name = "rtx-4090",
         .vendor = "nvidia",
-        .mem_bytes = 24564 * MIB,
+        .mem_bytes = 24564 * AP_MIB,
         /* Ada whitepaper, Appendix (RTX 4090): FP32 82.6; FP16/BF16 tensor with fp32 accumulate
          * 165.2 (330.4*); FP8 with fp32 accumulate 330.3 (660.6*); TF32 82.6 (165.2*). */
         .peak_flops = {[AP_DTYPE_FP32] = 82.6 * TFLOPS, [AP_DTYPE_TF32] = 82.6 * TFLOPS,
@@ -414,7 +412,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 4,
         .ref_nics_per_node = 1,
         .ref_net_bytes_per_s = 10e9 / 8.0 / 4,
-        .ref_cpu_mem_bytes = 256 * GIB,
+        .ref_cpu_mem_bytes = 256 * AP_GIB,
         .ref_gpus_per_pcie_switch = 1,
         .ref_cpu_cores = 32,
         .ref_host_mem_bytes_per_s = DRAM_BPS(1, 8, 3200),

@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GiB 1073741824.0
-#define MiB 1048576.0
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
@@ -709,6 +707,28 @@ static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
 
 /* ---- chapter 6: temporaries, allocator and device overheads of one rank --------------------- */
 
+/* CUDA context with lazy module loading: ~500 MiB on A100/H100 as reported by nvidia-smi for an
+ * idle PyTorch process (CUDA_MODULE_LOADING=LAZY, CUDA 11.7+). cuBLAS workspace: 32 MiB per
+ * handle on Hopper (cuBLAS docs, "cublasSetWorkspace": 32 MiB recommended for sm90); one handle
+ * per stream, two streams (compute, communication). NCCL: NCCL_BUFFSIZE = 4 MiB per channel and
+ * peer connection (NCCL docs, environment variables); a ring has two connections, 16 channels on
+ * NVLink: 2 x 16 x 4 MiB = 128 MiB per communicator (tp, pp, the dp x cp reduction, cp, ep).
+ * Measured for comparison (NVIDIA/nccl issue 964, PyTorch on 4 x A100 NVLink, NCCL 2.18): 544 MB
+ * per 2-rank communicator, 688 MB above; this model counts the SIMPLE protocol's buffers only
+ * and is low by the LL/LL128 buffers and extra channels NCCL opens there. It replaced the
+ * estimate's own 0.5 GiB + 64 MiB per communicator + 32 MiB, which was further from that
+ * measurement (issue 13: one model of one thing). */
+double ap_mem_device_overhead_bytes(const ap_plan *p) {
+    double b = 500.0 * AP_MIB + 2 * 32.0 * AP_MIB;
+    int comms = 0;
+    if (p->tp > 1) comms++;
+    if (p->pp > 1) comms++;
+    if (p->dp * p->cp > 1) comms++;
+    if (p->cp > 1) comms++;
+    if (p->ep > 1) comms++;
+    return b + comms * 128.0 * AP_MIB;
+}
+
 static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
     const ap_plan *p = E->x.p;
     const ap_trainer_caps *tr = E->x.tr;
@@ -747,11 +767,8 @@ static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
     double frag = E->opts->allocator_expandable ? 0.03 : 0.08;
     sm->reserved_bytes = sm->allocated_bytes + 0.01 * (sm->params_bytes + sm->grads_bytes +
                                                        sm->optimizer_bytes) + frag * dyn;
-    /* device: CUDA context (~0.5 GiB with lazy module loading, CUDA 12), NCCL buffers
-     * (NCCL_BUFFSIZE 4 MiB x channels per communicator, ~64 MiB each for tp/dp/pp/cp/ep groups
-     * in use), cuBLAS workspaces (32 MiB on Hopper, 4 MiB x streams otherwise) */
-    int comms = 1 + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
-    sm->device_bytes = sm->reserved_bytes + 0.5 * GiB + comms * 64.0 * MiB + 32.0 * MiB;
+    /* device: the fixed overhead outside the allocator (context, cuBLAS, NCCL) */
+    sm->device_bytes = sm->reserved_bytes + ap_mem_device_overhead_bytes(p);
 
     if (sm->device_bytes > E->worst_dev) {
         E->worst_dev = sm->device_bytes;

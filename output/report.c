@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GiB 1073741824.0
 
 /* ---- growable text buffer ------------------------------------------------------------------ */
 
@@ -72,7 +71,7 @@ static ap_status rb_finish(rbuf *b, char **out, size_t *len, ap_err *err) {
 
 char *rep_fmt_s(double s, char *buf, size_t n) { snprintf(buf, n, "%.3f", s); return buf; }
 char *rep_fmt_gib(double bytes, char *buf, size_t n) {
-    snprintf(buf, n, "%.2f", bytes / GiB);
+    snprintf(buf, n, "%.2f", bytes / AP_GIB);
     return buf;
 }
 char *rep_fmt_pct(double frac, char *buf, size_t n) {
@@ -589,7 +588,7 @@ static void chart_memory(rbuf *b, const ap_report *r) {
         if (e->capacity_bytes > hi) hi = e->capacity_bytes;
         if (e->device_peak_bytes > hi) hi = e->device_peak_bytes;
     }
-    double step = rep_nice_step(hi / GiB) * GiB;
+    double step = rep_nice_step(hi / AP_GIB) * AP_GIB;
     hi = step * ceil(hi / step * 1.02);
     rbuf leg = {0};
     double lh = svg_legend(&leg, "m", mem_parts, NMEM, 10, 10, W - 20);
@@ -604,7 +603,7 @@ static void chart_memory(rbuf *b, const ap_report *r) {
     else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
     ap_free(leg.buf);
     double yb = top + RH * r->nstrat;
-    svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
+    svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", AP_GIB);
     char x1[32], x2[32], x3[32];
     double cap = 0, head = 0;
     for (int i = 0; i < r->nstrat; i++) {
@@ -681,10 +680,10 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
         if (e->capacity_bytes > xmax) xmax = e->capacity_bytes;
         if (e->tp.tokens_per_s > ymax) ymax = e->tp.tokens_per_s;
     }
-    double xs = rep_nice_step(xmax / GiB) * GiB, ys = rep_nice_step(ymax);
+    double xs = rep_nice_step(xmax / AP_GIB) * AP_GIB, ys = rep_nice_step(ymax);
     xmax = xs * ceil(xmax / xs * 1.02);
     ymax = ys * ceil(ymax / ys * 1.02);
-    if (!(xmax > 0)) xmax = GiB;
+    if (!(xmax > 0)) xmax = AP_GIB;
     if (!(ymax > 0)) ymax = 1;
     /* Pareto front: sort by memory, keep each plan faster than every plan with less memory */
     int64_t *idx = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *idx) : NULL;
@@ -750,7 +749,7 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
         double x = X0 + PW * v / xmax;
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  x, Y0, x, Y0 + PH, x, Y0 + PH + 14, v / GiB);
+                  x, Y0, x, Y0 + PH, x, Y0 + PH + 14, v / AP_GIB);
     }
     for (double v = 0; v <= ymax * (1 + 1e-9); v += ys) {
         double y = Y0 + PH - PH * v / ymax;

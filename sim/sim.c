@@ -33,34 +33,15 @@
 #define T ap_simg_tensor
 #define F ap_simg_free
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
-#define MIB (1024.0 * 1024.0)
 
 /* ---- options and device overhead -------------------------------------------------------- */
 
 void ap_sim_opts_init(ap_sim_opts *o) {
     memset(o, 0, sizeof *o);
     o->allocator = AP_ALLOC_CACHING;
-    o->headroom_bytes = 2.0 * GIB;
+    o->headroom_bytes = 2.0 * AP_GIB;
     o->device_overhead_bytes = -1;
     o->record_curves = 1;
-}
-
-double ap_sim_device_overhead_bytes(const ap_plan *p) {
-    /* CUDA context with lazy module loading: ~500 MiB on A100/H100 as reported by nvidia-smi for
-     * an idle PyTorch process (CUDA_MODULE_LOADING=LAZY, CUDA 11.7+). cuBLAS workspace: 32 MiB
-     * per handle on Hopper (cuBLAS docs, "cublasSetWorkspace": 32 MiB recommended for sm90);
-     * one handle per stream, two streams (compute, communication). NCCL: NCCL_BUFFSIZE = 4 MiB
-     * per channel and peer connection (NCCL docs, environment variables); a ring has two
-     * connections, 16 channels on NVLink: 2 x 16 x 4 MiB = 128 MiB per communicator. */
-    double b = 500.0 * MIB + 2 * 32.0 * MIB;
-    int comms = 0;
-    if (p->tp > 1) comms++;
-    if (p->pp > 1) comms++;
-    if (p->dp * p->cp > 1) comms++;
-    if (p->cp > 1) comms++;
-    if (p->ep > 1) comms++;
-    return b + comms * 128.0 * MIB;
 }
 
 /* ---- events and their replay ----------------------------------------------------------- */
@@ -871,7 +852,7 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                         : c                     ? c->gpu.mem_bytes
                                                 : 0;
     s->overhead_bytes = s->o.device_overhead_bytes >= 0 ? s->o.device_overhead_bytes
-                                                        : ap_sim_device_overhead_bytes(p);
+                                                        : ap_mem_device_overhead_bytes(p);
     s->budget_bytes = s->capacity_bytes > 0 ? s->capacity_bytes - s->o.headroom_bytes : 0;
     if (s->capacity_bytes > 0 && s->budget_bytes <= 0) s->budget_bytes = 1;
     s->ranks = ap_calloc((size_t)p->pp, sizeof *s->ranks);

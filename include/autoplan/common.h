@@ -64,6 +64,11 @@ void ap_log(ap_log_level lvl, const char *fmt, ...)
 #endif
     ;
 
+/* Binary size units in bytes (IEC 80000-13: 1 GiB = 2^30 bytes). */
+#define AP_KIB 1024.0
+#define AP_MIB 1048576.0
+#define AP_GIB 1073741824.0
+
 /* ---- units (base/units.c) ----------------------------------------------------------
  * Every parser takes the text a user typed and refuses bare numbers with a hint.
  *   sizes:      "80GiB" "512GB" "1.5TiB" "2048MiB" "4096B" (SI = 1000^n, IEC = 1024^n)

@@ -136,6 +136,11 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
 void ap_mem_model_states(const ap_plan *p, double n_params, int shard_dp, double *weights,
                          double *grads, double *optim);
 
+/* Device memory outside the allocator for plan p, bytes: CUDA context, cuBLAS workspaces and
+ * NCCL buffers per communicator the plan uses (costmodel/estimate.c cites each term). The one
+ * fixed overhead both the estimate and the simulator add to their reserved bytes. */
+double ap_mem_device_overhead_bytes(const ap_plan *p);
+
 /* Cost-model version (part of cache keys). */
 const char *ap_costmodel_version(void);
 

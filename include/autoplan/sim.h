@@ -7,7 +7,9 @@
  *
  * The simulator is derived independently of the analytical estimate (estimate.h): it never
  * calls the cost model's memory functions; tensor sizes come from the model shapes
- * (ap_model_layer) and the trainer's bytes per parameter (ap_trainer_get) only.
+ * (ap_model_layer) and the trainer's bytes per parameter (ap_trainer_get) only. The one
+ * exception is the fixed device overhead outside the allocator (CUDA context, cuBLAS, NCCL:
+ * ap_mem_device_overhead_bytes), which neither derives and both add.
  *
  * Ownership: ap_sim_run returns an ap_sim the caller frees with ap_sim_free. Every pointer in an
  * ap_sim_rank (ops, tensors, events, curves, live set) borrows into the ap_sim and stays valid
@@ -212,7 +214,7 @@ typedef struct ap_sim_opts {
     int expandable_segments;
     double capacity_bytes;         /* device memory; 0 = the cluster GPU's (unlimited if none) */
     double headroom_bytes;         /* budget = capacity - headroom; default 2 GiB */
-    double device_overhead_bytes;  /* < 0 = ap_sim_device_overhead_bytes(plan) */
+    double device_overhead_bytes;  /* < 0 = ap_mem_device_overhead_bytes(plan) */
     int record_curves;             /* keep events and per-event curves (trace, tests);
                                       default 1; the search leaves it 0 (faster) */
 } ap_sim_opts;
@@ -241,9 +243,6 @@ double ap_sim_overhead_bytes(const ap_sim *s); /* device overhead added to reser
 const ap_plan *ap_sim_plan(const ap_sim *s);
 const ap_model *ap_sim_model(const ap_sim *s);
 const ap_sim_opts *ap_sim_options(const ap_sim *s);
-
-/* CUDA context + cuBLAS workspace + NCCL buffers per communicator the plan uses. */
-double ap_sim_device_overhead_bytes(const ap_plan *p);
 
 const char *ap_sim_category_name(int cat);  /* "params", "grads", "optimizer", ... */
 const char *ap_sim_kind_name(int kind);     /* "qkv", "fc1_out", ... */
