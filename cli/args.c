@@ -544,14 +544,7 @@ ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err)
     if ((st = int_flag(fl, "zero", 0, 3, &p->zero, err)) != AP_OK) return st;
     const char *rc = ap_flags_value(fl, "recompute");
     p->recompute = AP_RECOMPUTE_NONE;
-    if (rc) {
-        if (!strcmp(rc, "none")) p->recompute = AP_RECOMPUTE_NONE;
-        else if (!strcmp(rc, "selective")) p->recompute = AP_RECOMPUTE_SELECTIVE;
-        else if (!strcmp(rc, "full")) p->recompute = AP_RECOMPUTE_FULL;
-        else
-            return ap_err_set(err, AP_ERR_INPUT, "--recompute: '%s' is not one of none, selective, "
-                              "full", rc);
-    }
+    if (rc && (st = ap_recompute_parse(rc, "--recompute", &p->recompute, err)) != AP_OK) return st;
     if ((st = int_flag(fl, "recompute-layers", 0, 100000, &p->recompute_layers, err)) != AP_OK)
         return st;
     if (ap_flags_isset(fl, "recompute-layers") && p->recompute != AP_RECOMPUTE_FULL)

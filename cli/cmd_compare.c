@@ -98,7 +98,6 @@ static int plain_word(const char *s) {
 
 /* argv for `autoplan estimate` (without the command name) reproducing plan p */
 static int estimate_argv(compare_cmd *cc, const ap_plan *p, argbuf *a) {
-    static const char *rc[] = {"none", "selective", "full"};
     int bad = 0;
     a->used = 0;
     a->argc = 0;
@@ -120,7 +119,7 @@ static int estimate_argv(compare_cmd *cc, const ap_plan *p, argbuf *a) {
     if (p->vp > 1) bad |= arg_addf(a, "--vp", "%.0f", p->vp);
     bad |= arg_addf(a, "--mbs", "%.0f", (double)p->mbs) | arg_addf(a, "--gbs", "%.0f", (double)p->gbs);
     bad |= arg_addf(a, "--seq", "%.0f", (double)p->seq) | arg_addf(a, "--zero", "%.0f", p->zero);
-    bad |= arg_add(a, "--recompute") | arg_add(a, rc[p->recompute]);
+    bad |= arg_add(a, "--recompute") | arg_add(a, ap_recompute_name(p->recompute));
     if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
         bad |= arg_addf(a, "--recompute-layers", "%.0f", p->recompute_layers);
     if (p->sp) bad |= arg_add(a, "--sp");
@@ -194,10 +193,7 @@ static ap_status parse_kv(const char *tok, strat_spec *sp, ap_err *err) {
     int64_t x;
     ap_status st;
     if (!strcmp(k, "recompute")) {
-        if (!strcmp(v, "none")) f->recompute = AP_RECOMPUTE_NONE;
-        else if (!strcmp(v, "selective")) f->recompute = AP_RECOMPUTE_SELECTIVE;
-        else if (!strcmp(v, "full")) f->recompute = AP_RECOMPUTE_FULL;
-        else return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is not none, selective or full", what, v);
+        if ((st = ap_recompute_parse(v, what, &f->recompute, err)) != AP_OK) return st;
         sp->so.fix_recompute = 1;
         return AP_OK;
     }

@@ -125,8 +125,7 @@ int ap_cmd_partition(int argc, char **argv) {
            opt.evals, ap_fmt_seconds(opt.solve_s, b1, sizeof b1));
     if (opt.note[0]) printf("note      %s\n", opt.note);
     if (o.choose_recompute) {
-        static const char *gn[3] = {"none", "selective", "full"};
-        printf("recompute %s", gn[opt.recompute]);
+        printf("recompute %s", ap_recompute_name(opt.recompute));
         if (opt.recompute == AP_RECOMPUTE_FULL) {
             if (opt.stage_recompute[0] > 0) {
                 printf(", layers per stage ");
@@ -202,8 +201,7 @@ int ap_cmd_partition(int argc, char **argv) {
     printf("\n");
     print_split("--stage-layers", &opt);
     if (o.choose_recompute) {
-        static const char *gn[3] = {"none", "selective", "full"};
-        printf("--recompute %s\n", gn[opt.recompute]);
+        printf("--recompute %s\n", ap_recompute_name(opt.recompute));
     }
     if (o.choose_recompute && opt.recompute == AP_RECOMPUTE_FULL && opt.stage_recompute[0] <= 0 &&
         opt.recompute_layers > 0)

@@ -57,11 +57,8 @@ static ap_status parse_fix(const char *s, ap_search_opts *so, ap_err *err) {
         int64_t x;
         ap_status st;
         if (!strcmp(k, "recompute")) {
-            if (!strcmp(v, "none")) so->fixed.recompute = AP_RECOMPUTE_NONE;
-            else if (!strcmp(v, "selective")) so->fixed.recompute = AP_RECOMPUTE_SELECTIVE;
-            else if (!strcmp(v, "full")) so->fixed.recompute = AP_RECOMPUTE_FULL;
-            else return ap_err_set(err, AP_ERR_INPUT, "--fix recompute: '%s' is not none, selective "
-                                   "or full", v);
+            if ((st = ap_recompute_parse(v, "--fix recompute", &so->fixed.recompute, err)) != AP_OK)
+                return st;
             so->fix_recompute = 1;
             continue;
         }
@@ -640,8 +637,8 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     p.grad_accum = (int64_t)jnum(pj, "grad_accum", NULL); p.seq = (int64_t)jnum(pj, "seq", NULL);
     p.zero = (int)jnum(pj, "zero", NULL);
     const char *rc = ap_json_string(ap_json_get(pj, "recompute"));
-    p.recompute = rc && !strcmp(rc, "full") ? AP_RECOMPUTE_FULL
-                  : rc && !strcmp(rc, "selective") ? AP_RECOMPUTE_SELECTIVE : AP_RECOMPUTE_NONE;
+    if (ap_recompute_parse(rc, "plan.recompute", &p.recompute, NULL) != AP_OK)
+        p.recompute = AP_RECOMPUTE_NONE;
     p.recompute_layers = (int)jnum(pj, "recompute_layers", NULL);
     p.sp = ap_json_bool(ap_json_get(pj, "sp"));
     p.overlap_grad = ap_json_bool(ap_json_get(pj, "overlap_grad"));

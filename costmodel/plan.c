@@ -21,6 +21,22 @@ void ap_plan_init(ap_plan *p) {
     p->flash_attn = 1;
 }
 
+static const char *const recompute_names[AP_RECOMPUTE_COUNT] = {"none", "selective", "full"};
+
+const char *ap_recompute_name(ap_recompute r) {
+    return (unsigned)r < AP_RECOMPUTE_COUNT ? recompute_names[r] : recompute_names[0];
+}
+
+ap_status ap_recompute_parse(const char *s, const char *what, ap_recompute *out, ap_err *err) {
+    for (int i = 0; s && i < AP_RECOMPUTE_COUNT; i++)
+        if (!strcmp(s, recompute_names[i])) {
+            *out = (ap_recompute)i;
+            return AP_OK;
+        }
+    return ap_err_set(err, AP_ERR_INPUT, "%s: '%s' is not one of none, selective, full", what,
+                      s ? s : "");
+}
+
 int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c) {
     int n = p->pp * p->vp;
     if (p->nchunks == n && n > 0) return p->stage_layers[c];
@@ -110,7 +126,7 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
                           "sharded (ZeRO 2/3, FSDP), not replicated", tn);
     if (!(t->recompute_mask & (1u << p->recompute)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not offer %s recomputation", tn,
-                          p->recompute == AP_RECOMPUTE_SELECTIVE ? "selective" : "full");
+                          ap_recompute_name(p->recompute));
     if (p->recompute_layers > 0 && !t->recompute_partial)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s recomputes all layers or none (no "
                           "recompute layer count)", tn);

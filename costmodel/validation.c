@@ -142,8 +142,9 @@ static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err
         (st = ap_json_get_int(pj, "seq", 1, 1 << 24, &x, &seq_given, where, err)) ||
         (st = ap_json_get_str(pj, "trainer", trn, sizeof trn, &trn_given, where, err)))
         return st;
-    p->recompute = !strcmp(rc, "full") ? AP_RECOMPUTE_FULL
-                   : !strcmp(rc, "selective") ? AP_RECOMPUTE_SELECTIVE : AP_RECOMPUTE_NONE;
+    char what[4300];
+    snprintf(what, sizeof what, "%s: field 'recompute'", where);
+    if ((st = ap_recompute_parse(rc, what, &p->recompute, err)) != AP_OK) return st;
     if (ap_dtype_parse(dt, &p->dtype) != AP_OK)
         return ap_err_set(err, AP_ERR_INPUT, "%s: unknown dtype '%s'", where, dt);
     p->sp = sp;

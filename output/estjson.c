@@ -5,9 +5,6 @@
  */
 #include "autoplan/planio.h"
 
-static const char *rc_name(ap_recompute r) {
-    return r == AP_RECOMPUTE_FULL ? "full" : r == AP_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
 
 ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
     const ap_plan *p = &e->plan;
@@ -31,7 +28,7 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
     NUM(pl, "ep", p->ep); NUM(pl, "etp", p->etp); NUM(pl, "vp", p->vp); NUM(pl, "mbs", p->mbs);
     NUM(pl, "gbs", p->gbs); NUM(pl, "grad_accum", p->grad_accum); NUM(pl, "seq", p->seq);
     NUM(pl, "zero", p->zero);
-    st |= ap_json_add_string(pl, "recompute", rc_name(p->recompute));
+    st |= ap_json_add_string(pl, "recompute", ap_recompute_name(p->recompute));
     NUM(pl, "recompute_layers", p->recompute_layers);
     st |= ap_json_add_bool(pl, "sp", p->sp);
     st |= ap_json_add_bool(pl, "overlap", p->overlap_grad || p->overlap_param);

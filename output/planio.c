@@ -28,14 +28,6 @@
 
 /* ---- names ------------------------------------------------------------------------------ */
 
-static const char *recompute_name(ap_recompute r) {
-    switch (r) {
-    case AP_RECOMPUTE_NONE: return "none";
-    case AP_RECOMPUTE_SELECTIVE: return "selective";
-    case AP_RECOMPUTE_FULL: return "full";
-    }
-    return "none";
-}
 
 static const char *act_name(ap_activation a) {
     switch (a) {
@@ -247,7 +239,7 @@ static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
     num(b, o, "seq", (double)p->seq);
     num(b, o, "zero", p->zero);
     ap_json *rc = sub(b, o, "recompute", ap_json_new_object());
-    str(b, rc, "granularity", recompute_name(p->recompute));
+    str(b, rc, "granularity", ap_recompute_name(p->recompute));
     num(b, rc, "layers", p->recompute_layers);
     ap_json *ps = sub(b, rc, "per_stage", ap_json_new_array());
     for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++) push_num(b, ps, p->stage_recompute[c]);
@@ -655,7 +647,8 @@ static ap_status read_hetero(const ap_json *o, const char *where, const ap_clust
 
 static ap_status read_plan(const ap_json *o, const char *where, const ap_model *m,
                            const ap_cluster *c, ap_plan *p, ap_err *err) {
-    static const char *const rcs[] = {"none", "selective", "full"};
+    const char *rcs[AP_RECOMPUTE_COUNT];
+    for (int i = 0; i < AP_RECOMPUTE_COUNT; i++) rcs[i] = ap_recompute_name((ap_recompute)i);
     int e = 0;
     char buf[32];
     TRY(get_int(o, "tp", 1, MAX_DEGREE, &p->tp, where, err));
@@ -690,7 +683,7 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
     char w2[600];
     TRY(get_obj(o, "recompute", where, &rc, err));
     snprintf(w2, sizeof w2, "%s.recompute", where);
-    TRY(get_enum(rc, "granularity", rcs, 3, &e, w2, err));
+    TRY(get_enum(rc, "granularity", rcs, AP_RECOMPUTE_COUNT, &e, w2, err));
     p->recompute = (ap_recompute)e;
     TRY(get_int(rc, "layers", 0, m->layers, &p->recompute_layers, w2, err));
     int per_stage[AP_MAX_CHUNKS];

@@ -328,9 +328,7 @@ static double overshoot_bytes(const ap_report_row *r) {
     return r->device_peak_bytes + r->headroom_bytes - r->capacity_bytes;
 }
 
-static const char *rc_name(int rc) {
-    return rc == AP_RECOMPUTE_FULL ? "full" : rc == AP_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
+static const char *rc_name(int rc) { return ap_recompute_name((ap_recompute)rc); }
 
 static const char *status_text(const ap_report_strategy *s) {
     return s->status == AP_REPORT_OK ? "yes" : s->status == AP_REPORT_NOFIT ? "no" : "illegal";

@@ -25,6 +25,14 @@ typedef enum {
 } ap_trainer_id;
 
 typedef enum { AP_RECOMPUTE_NONE = 0, AP_RECOMPUTE_SELECTIVE, AP_RECOMPUTE_FULL } ap_recompute;
+#define AP_RECOMPUTE_COUNT 3
+
+/* The one spelling of each granularity, used by every flag, file and report: "none",
+ * "selective", "full" (static strings; "none" for an out-of-range value). */
+const char *ap_recompute_name(ap_recompute r);
+/* The granularity named s. AP_ERR_INPUT "<what>: 's' is not one of none, selective, full"
+ * otherwise (s NULL included). */
+ap_status ap_recompute_parse(const char *s, const char *what, ap_recompute *out, ap_err *err);
 
 /* Attention kernel of the plan (the identifiers of docs/profiles.md): AUTO = the trainer's
  * default for the GPU, dtype and model (ap_attn_default); UNFUSED = scores materialised
