@@ -49,9 +49,9 @@ static size_t unit_len(const char *u) {
 static double size_mult(const char *u, size_t n, int *ok) {
     static const struct { const char *s; double m; } t[] = {
         {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
-        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+        {"KiB", AP_KIB}, {"MiB", AP_MIB}, {"GiB", AP_GIB},
         {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0},
-        {"kB", 1e3}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}, {"T", 1099511627776.0}};
+        {"kB", 1e3}, {"K", AP_KIB}, {"M", AP_MIB}, {"G", AP_GIB}, {"T", 1099511627776.0}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (unit_eq(u, n, t[i].s)) { *ok = 1; return t[i].m; }
     *ok = 0;
@@ -120,8 +120,8 @@ ap_status ap_parse_bandwidth(const char *text, const char *what, double *out, ap
     else if (!strcmp(pre, "G")) m = 1e9;
     else if (!strcmp(pre, "T")) m = 1e12;
     else if (!strcmp(pre, "Ki")) m = 1024.0;
-    else if (!strcmp(pre, "Mi")) m = 1048576.0;
-    else if (!strcmp(pre, "Gi")) m = 1073741824.0;
+    else if (!strcmp(pre, "Mi")) m = AP_MIB;
+    else if (!strcmp(pre, "Gi")) m = AP_GIB;
     else if (!strcmp(pre, "Ti")) m = 1099511627776.0;
     else goto bad;
     if (v <= 0) return ap_err_set(err, AP_ERR_INPUT, "%s: bandwidth must be positive", what);
@@ -217,8 +217,8 @@ ap_status ap_parse_real(const char *text, const char *what, double lo, double hi
 char *ap_fmt_bytes(double bytes, char *buf, size_t n) {
     double a = fabs(bytes);
     if (a >= 1099511627776.0) snprintf(buf, n, "%.2f TiB", bytes / 1099511627776.0);
-    else if (a >= 1073741824.0) snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
-    else if (a >= 1048576.0) snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+    else if (a >= AP_GIB) snprintf(buf, n, "%.2f GiB", bytes / AP_GIB);
+    else if (a >= AP_MIB) snprintf(buf, n, "%.1f MiB", bytes / AP_MIB);
     else if (a >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
     else snprintf(buf, n, "%.0f B", bytes);
     return buf;

@@ -111,7 +111,7 @@ static void print_rows(const vresult *r) {
            "predicted", "measured", "error");
     for (int i = 0; i < vs->n; i++) {
         const vrow *v = &vs->rows[i];
-        double scale = v->is_time ? 1.0 : 1073741824.0;
+        double scale = v->is_time ? 1.0 : AP_GIB;
         printf("%-24s %-14.14s %-34.34s %-18s %12.4g %12.4g %6.1f%%%s\n", v->source, v->model_name,
                v->plan_label, v->metric, v->predicted / scale, v->measured / scale,
                100 * fabs(v->predicted - v->measured) / v->measured,

@@ -13,6 +13,28 @@
 
 #include "autoplan/strbuf.h"
 
+/* The emitters' short names for the library symbols below (exported names carry the module
+ * prefix; these files keep the short ones). */
+#define emit_why ap_emit_why
+#define emit_header ap_emit_header
+#define emit_take ap_emit_take
+#define emit_chunk_layers ap_emit_chunk_layers
+#define emit_uniform_split ap_emit_uniform_split
+#define emit_chunk_recompute ap_emit_chunk_recompute
+#define emit_has_per_stage_recompute ap_emit_has_per_stage_recompute
+#define ds_hf_expressible ap_emit_ds_hf_expressible
+#define ds_render_config ap_emit_ds_render_config
+#define emit_deepspeed_local ap_emit_deepspeed_local
+#define emit_deepspeed_render ap_emit_deepspeed_render
+#define emit_megatron_local ap_emit_megatron_local
+#define emit_megatron_render ap_emit_megatron_render
+#define emit_colossalai_local ap_emit_colossalai_local
+#define emit_colossalai_render ap_emit_colossalai_render
+#define emit_torchtitan_local ap_emit_torchtitan_local
+#define emit_torchtitan_render ap_emit_torchtitan_render
+#define emit_accelerate_local ap_emit_accelerate_local
+#define emit_accelerate_render ap_emit_accelerate_render
+
 /* the emitters' text buffer is the shared one (strbuf.h) */
 typedef ap_strbuf sb;
 #define sb_printf ap_strbuf_printf

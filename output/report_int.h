@@ -16,7 +16,20 @@
 #include "autoplan/report.h"
 #include "autoplan/strbuf.h"
 
-#define REP_GiB 1073741824.0
+/* The renderers' short names for the library symbols below (exported names carry the module
+ * prefix; these files keep the short ones). */
+#define rb_puts ap_report_puts
+#define rb_html ap_report_put_html
+#define rb_md ap_report_put_md
+#define rep_fmt_s ap_report_fmt_s
+#define rep_fmt_gib ap_report_fmt_gib
+#define rep_fmt_pct ap_report_fmt_pct
+#define rep_fmt_tps ap_report_fmt_tps
+#define rep_nice_step ap_report_nice_step
+#define rep_sweep_html ap_report_sweep_html
+#define rep_sweep_md ap_report_sweep_md
+#define rep_sim_html ap_report_sim_html
+#define rep_sim_md ap_report_sim_md
 
 /* the report's text buffer is the shared one (strbuf.h) */
 typedef ap_strbuf rbuf;

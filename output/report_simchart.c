@@ -143,9 +143,9 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
     double ymax = (double)k->reserved_peak_bytes;
     if ((double)k->allocated_peak_bytes > ymax) ymax = (double)k->allocated_peak_bytes;
     if (cap > ymax) ymax = cap;
-    double ys = rep_nice_step(ymax / REP_GiB) * REP_GiB;
+    double ys = rep_nice_step(ymax / AP_GIB) * AP_GIB;
     ymax = ys * ceil(ymax / ys * 1.02);
-    if (!(ymax > 0)) ymax = REP_GiB;
+    if (!(ymax > 0)) ymax = AP_GIB;
     int n = k->nops, nb = n < MAX_POINTS ? n : MAX_POINTS;
 #define XOP(op) (X0 + PW * ((double)(op) + 0.5) / (double)n)
 #define YB(v) (Y0 + PH - PH * (double)(v) / ymax)
@@ -162,7 +162,7 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
     for (double v = 0; v <= ymax * (1 + 1e-9); v += ys)
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                  X0, YB(v), X0 + PW, YB(v), X0 - 5, YB(v) + 4, v / REP_GiB);
+                  X0, YB(v), X0 + PW, YB(v), X0 - 5, YB(v) + 4, v / AP_GIB);
     double xstep = rep_nice_step((double)n);
     for (double v = 0; v <= (double)n; v += xstep) {
         double x = X0 + PW * v / (double)n;

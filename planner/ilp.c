@@ -330,7 +330,7 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
                 int colP = glp_add_cols(lp, 1);
                 glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
                 for (int v = 1; v < colP; v++) glp_set_obj_coef(lp, v, 0.0);
-                glp_set_obj_coef(lp, colP, 1.0 / 1073741824.0); /* GiB: a well-scaled objective */
+                glp_set_obj_coef(lp, colP, 1.0 / AP_GIB); /* GiB: a well-scaled objective */
                 int row = glp_add_rows(lp, p + 1);
                 for (int r = 0; r < p; r++) {
                     int n = 0;
@@ -338,11 +338,11 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
                         if (mm.vars[v].r == r) {
                             n++;
                             mm.ind[n] = v + 1;
-                            mm.val[n] = -mm.vars[v].mem_bytes / 1073741824.0;
+                            mm.val[n] = -mm.vars[v].mem_bytes / AP_GIB;
                         }
                     n++;
                     mm.ind[n] = colP;
-                    mm.val[n] = 1.0 / 1073741824.0;
+                    mm.val[n] = 1.0 / AP_GIB;
                     glp_set_mat_row(lp, row + r, n, mm.ind, mm.val);
                     glp_set_row_bnds(lp, row + r, GLP_LO, 0.0, 0.0);
                 }

@@ -32,6 +32,27 @@ if command -v nm >/dev/null 2>&1; then
     fi
 fi
 
+# 2b. every symbol the library exports carries the ap_ prefix (public: ap_<module>_<verb>;
+#     shared internals too, so they cannot collide with a caller's names)
+if command -v nm >/dev/null 2>&1; then
+    bare=$(nm -A "$lib" 2>/dev/null | awk '$2 ~ /^[TDBRC]$/ && $3 !~ /^ap_/ {print}')
+    if [ -n "$bare" ]; then
+        echo "library symbols without the ap_ prefix (make them static or prefix them):"
+        echo "$bare"
+        fail=1
+    fi
+fi
+
+# 2c. every library allocation goes through the hook in base/heap.c (ap_malloc & co.), so the
+#     fault-injection test reaches it
+raw=$(grep -rnE '(^|[^_a-zA-Z0-9.>])(malloc|calloc|realloc|strdup|free)[[:space:]]*\(' --include='*.c' $dirs |
+      grep -v '^base/heap\.c:' | grep -vE ':[[:space:]]*(\*|/\*|//)')
+if [ -n "$raw" ]; then
+    echo "library code allocates around the hook (use ap_malloc, ap_calloc, ap_realloc, ap_strdup, ap_free):"
+    echo "$raw"
+    fail=1
+fi
+
 # 3. one wrapper file per third-party library
 check_one() { # header allowed-path-regex
     users=$(grep -rlE "#include[[:space:]]*[<\"]$1" --include='*.c' --include='*.h' --include='*.cu' \
