@@ -626,42 +626,11 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     }
     /* rebuild the plan from the result (works for cached results too) */
     ap_plan p;
-    ap_plan_init(&p);
-    const ap_json *pj = ap_json_get(best, "plan");
-    p.trainer = pc->so.fixed.trainer;
-    p.tp = (int)jnum(pj, "tp", NULL); p.pp = (int)jnum(pj, "pp", NULL);
-    p.dp = (int)jnum(pj, "dp", NULL); p.cp = (int)jnum(pj, "cp", NULL);
-    p.ep = (int)jnum(pj, "ep", NULL); p.etp = (int)jnum(pj, "etp", NULL);
-    p.vp = (int)jnum(pj, "vp", NULL);
-    p.mbs = (int64_t)jnum(pj, "mbs", NULL); p.gbs = (int64_t)jnum(pj, "gbs", NULL);
-    p.grad_accum = (int64_t)jnum(pj, "grad_accum", NULL); p.seq = (int64_t)jnum(pj, "seq", NULL);
-    p.zero = (int)jnum(pj, "zero", NULL);
-    const char *rc = ap_json_string(ap_json_get(pj, "recompute"));
-    if (ap_recompute_parse(rc, "plan.recompute", &p.recompute, NULL) != AP_OK)
-        p.recompute = AP_RECOMPUTE_NONE;
-    p.recompute_layers = (int)jnum(pj, "recompute_layers", NULL);
-    p.sp = ap_json_bool(ap_json_get(pj, "sp"));
-    p.overlap_grad = ap_json_bool(ap_json_get(pj, "overlap_grad"));
-    p.overlap_param = ap_json_bool(ap_json_get(pj, "overlap_param"));
-    p.overlap_tp = ap_json_bool(ap_json_get(pj, "overlap_tp"));
-    p.offload_optimizer = jnum(pj, "offload", "optimizer");
-    p.offload_params = jnum(pj, "offload", "params");
-    p.dtype = pc->so.fixed.dtype;
-    p.flash_attn = ap_json_bool(ap_json_get(pj, "flash_attn"));
-    const char *impl = ap_json_string(ap_json_get(pj, "attn_impl"));
-    if (impl && ap_attn_impl_parse(impl, "cached plan", &p.attn_impl, NULL) != AP_OK)
-        p.attn_impl = AP_ATTN_AUTO;
-    const ap_json *sl = ap_json_get(pj, "stage_layers");
-    int nsl = ap_json_size(sl), uneven = 0;
-    for (int i = 0; i < nsl && i < AP_MAX_CHUNKS; i++) {
-        p.stage_layers[i] = (int)ap_json_number(ap_json_at(sl, i));
-        if (p.stage_layers[i] != p.stage_layers[0]) uneven = 1;
-    }
-    p.nchunks = uneven && nsl == p.pp * p.vp ? nsl : 0;
-    for (int c2 = 0; c2 < AP_MAX_CHUNKS; c2++) p.stage_recompute[c2] = -1;
+    ap_status st = ap_estimate_plan_from_json(best, "search result", &p, err);
+    if (st != AP_OK) return st;
     char path[4096];
     snprintf(path, sizeof path, "%s/plan.json", dir);
-    ap_status st = ap_planfile_write(path, &pc->ctx.model, c, &p, best, err);
+    st = ap_planfile_write(path, &pc->ctx.model, c, &p, best, err);
     if (st != AP_OK) return st;
     if (!pc->json) printf("wrote %s\n", path);
     const char *em = ap_flags_value(&pc->fl, "emit");

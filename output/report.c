@@ -19,6 +19,7 @@
  * output/report_sweep.c and output/report_simchart.c, sharing the buffer and formats through
  * report_int.h. Not here: choosing the strategies (cli/cmd_compare.c).
  */
+#include "autoplan/planio.h"
 #include "autoplan/report.h"
 #include "report_int.h"
 
@@ -82,35 +83,18 @@ char *rep_fmt_tps(double tps, char *buf, size_t n) { snprintf(buf, n, "%.0f", tp
 
 /* ---- rows ------------------------------------------------------------------------------ */
 
+/* Every column of the estimate's field table (planio.h), stored by its kind. */
 void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
-    const ap_plan *p = &e->plan;
-    const ap_time *t = &e->time;
-    const ap_stage_mem *w = &e->stages[e->worst_stage];
     memset(r, 0, sizeof *r);
-    r->trainer = (int)p->trainer;
-    r->tp = p->tp; r->pp = p->pp; r->dp = p->dp; r->cp = p->cp; r->ep = p->ep; r->etp = p->etp;
-    r->vp = p->vp; r->zero = p->zero; r->recompute = (int)p->recompute;
-    r->recompute_layers = p->recompute_layers; r->sp = p->sp;
-    r->overlap = p->overlap_grad || p->overlap_param;
-    r->dtype = (int)p->dtype; r->flash_attn = p->flash_attn;
-    r->mbs = p->mbs; r->gbs = p->gbs; r->grad_accum = p->grad_accum; r->seq = p->seq;
-    r->offload_optimizer = p->offload_optimizer; r->offload_params = p->offload_params;
-    r->step_s = t->step_s; r->compute_s = t->compute_s; r->recompute_s = t->recompute_s;
-    r->tp_comm_s = t->tp_comm_s; r->cp_comm_s = t->cp_comm_s; r->ep_comm_s = t->ep_comm_s;
-    r->pp_comm_s = t->pp_comm_s; r->dp_comm_s = t->dp_comm_s; r->bubble_s = t->bubble_s;
-    r->offload_s = t->offload_s; r->optimizer_s = t->optimizer_s; r->overhead_s = t->overhead_s;
-    r->tokens_per_s = e->tp.tokens_per_s; r->model_tflops_per_gpu = e->tp.model_tflops_per_gpu;
-    r->hw_tflops_per_gpu = e->tp.hw_tflops_per_gpu; r->mfu = e->tp.mfu; r->hfu = e->tp.hfu;
-    r->peak_bytes = e->peak_bytes; r->capacity_bytes = e->capacity_bytes;
-    r->headroom_bytes = e->headroom_bytes; r->params_bytes = w->params_bytes;
-    r->grads_bytes = w->grads_bytes; r->optimizer_bytes = w->optimizer_bytes;
-    r->activations_bytes = w->activations_bytes; r->other_bytes = w->other_bytes;
-    r->allocated_peak_bytes = e->allocated_peak_bytes;
-    r->reserved_peak_bytes = e->reserved_peak_bytes;
-    r->device_peak_bytes = e->device_peak_bytes;
-    r->host_bytes_per_node = e->host_bytes_per_node;
-    r->host_capacity_bytes = e->host_capacity_bytes;
-    r->fits = e->fits; r->worst_stage = e->worst_stage; r->host_fits = e->host_fits;
+    for (int i = 0; i < ap_estimate_field_count(); i++) {
+        const ap_estimate_field *f = ap_estimate_field_at(i);
+        if (f->row_off == AP_FIELD_NO_ROW) continue;
+        void *dst = (char *)r + f->row_off;
+        double v = ap_estimate_field_value(f, e);
+        if (f->kind == AP_FIELD_REAL) *(double *)dst = v;
+        else if (f->kind == AP_FIELD_I64) *(int64_t *)dst = (int64_t)v;
+        else *(int *)dst = (int)v;
+    }
 }
 
 static void row_plan(const ap_report_row *r, ap_plan *p) {
@@ -328,7 +312,6 @@ static double overshoot_bytes(const ap_report_row *r) {
     return r->device_peak_bytes + r->headroom_bytes - r->capacity_bytes;
 }
 
-static const char *rc_name(int rc) { return ap_recompute_name((ap_recompute)rc); }
 
 static const char *status_text(const ap_report_strategy *s) {
     return s->status == AP_REPORT_OK ? "yes" : s->status == AP_REPORT_NOFIT ? "no" : "illegal";
@@ -1141,58 +1124,15 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
 
 /* ---- CSV ------------------------------------------------------------------------------------- */
 
-typedef enum { C_INT, C_I64, C_DBL, C_BOOL, C_TRAINER, C_RC, C_DTYPE } col_kind;
-typedef struct {
-    const char *name; /* the estimate --json path */
-    col_kind kind;
-    size_t off;
-} csv_col;
-
-static const csv_col csv_cols[] = {
-    {"plan.trainer", C_TRAINER, ROWF(trainer)}, {"plan.tp", C_INT, ROWF(tp)},
-    {"plan.pp", C_INT, ROWF(pp)}, {"plan.dp", C_INT, ROWF(dp)}, {"plan.cp", C_INT, ROWF(cp)},
-    {"plan.ep", C_INT, ROWF(ep)}, {"plan.etp", C_INT, ROWF(etp)}, {"plan.vp", C_INT, ROWF(vp)},
-    {"plan.mbs", C_I64, ROWF(mbs)}, {"plan.gbs", C_I64, ROWF(gbs)},
-    {"plan.grad_accum", C_I64, ROWF(grad_accum)}, {"plan.seq", C_I64, ROWF(seq)},
-    {"plan.zero", C_INT, ROWF(zero)}, {"plan.recompute", C_RC, ROWF(recompute)},
-    {"plan.recompute_layers", C_INT, ROWF(recompute_layers)}, {"plan.sp", C_BOOL, ROWF(sp)},
-    {"plan.overlap", C_BOOL, ROWF(overlap)},
-    {"plan.offload.optimizer", C_DBL, ROWF(offload_optimizer)},
-    {"plan.offload.params", C_DBL, ROWF(offload_params)}, {"plan.dtype", C_DTYPE, ROWF(dtype)},
-    {"plan.flash_attn", C_BOOL, ROWF(flash_attn)},
-    {"time.step_s", C_DBL, ROWF(step_s)}, {"time.compute_s", C_DBL, ROWF(compute_s)},
-    {"time.recompute_s", C_DBL, ROWF(recompute_s)}, {"time.tp_comm_s", C_DBL, ROWF(tp_comm_s)},
-    {"time.cp_comm_s", C_DBL, ROWF(cp_comm_s)}, {"time.ep_comm_s", C_DBL, ROWF(ep_comm_s)},
-    {"time.pp_comm_s", C_DBL, ROWF(pp_comm_s)}, {"time.dp_comm_s", C_DBL, ROWF(dp_comm_s)},
-    {"time.bubble_s", C_DBL, ROWF(bubble_s)}, {"time.offload_s", C_DBL, ROWF(offload_s)},
-    {"time.optimizer_s", C_DBL, ROWF(optimizer_s)}, {"time.overhead_s", C_DBL, ROWF(overhead_s)},
-    {"throughput.tokens_per_s", C_DBL, ROWF(tokens_per_s)},
-    {"throughput.model_tflops_per_gpu", C_DBL, ROWF(model_tflops_per_gpu)},
-    {"throughput.hw_tflops_per_gpu", C_DBL, ROWF(hw_tflops_per_gpu)},
-    {"throughput.mfu", C_DBL, ROWF(mfu)}, {"throughput.hfu", C_DBL, ROWF(hfu)},
-    {"memory.peak_bytes", C_DBL, ROWF(peak_bytes)},
-    {"memory.capacity_bytes", C_DBL, ROWF(capacity_bytes)},
-    {"memory.headroom_bytes", C_DBL, ROWF(headroom_bytes)},
-    {"memory.params_bytes", C_DBL, ROWF(params_bytes)},
-    {"memory.grads_bytes", C_DBL, ROWF(grads_bytes)},
-    {"memory.optimizer_bytes", C_DBL, ROWF(optimizer_bytes)},
-    {"memory.activations_bytes", C_DBL, ROWF(activations_bytes)},
-    {"memory.other_bytes", C_DBL, ROWF(other_bytes)}, {"memory.fits", C_BOOL, ROWF(fits)},
-    {"memory.allocated_peak_bytes", C_DBL, ROWF(allocated_peak_bytes)},
-    {"memory.reserved_peak_bytes", C_DBL, ROWF(reserved_peak_bytes)},
-    {"memory.device_peak_bytes", C_DBL, ROWF(device_peak_bytes)},
-    {"memory.worst_stage", C_INT, ROWF(worst_stage)},
-    {"memory.host_bytes_per_node", C_DBL, ROWF(host_bytes_per_node)},
-    {"memory.host_capacity_bytes", C_DBL, ROWF(host_capacity_bytes)},
-    {"memory.host_fits", C_BOOL, ROWF(host_fits)},
-};
-
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
     rbuf b = {0};
-    const size_t nc = sizeof csv_cols / sizeof csv_cols[0];
+    const int nf = ap_estimate_field_count();
     char lbl[160];
+    /* the columns: the estimate's fields that are report-row fields, named by JSON path */
     rb_puts(&b, "label");
-    for (size_t k = 0; k < nc; k++) rb_printf(&b, ",%s", csv_cols[k].name);
+    for (int k = 0; k < nf; k++)
+        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW)
+            rb_printf(&b, ",%s", ap_estimate_field_at(k)->path);
     rb_puts(&b, "\n");
     for (int64_t i = 0; i < r->nrows && !b.failed; i++) {
         const ap_report_row *q = &r->rows[i];
@@ -1200,17 +1140,17 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
         ap_plan p;
         row_plan(q, &p);
         rb_printf(&b, "\"%s\"", ap_plan_label(&p, lbl, sizeof lbl));
-        for (size_t k = 0; k < nc; k++) {
-            const csv_col *cc = &csv_cols[k];
-            int iv = cc->kind == C_I64 || cc->kind == C_DBL ? 0 : *(const int *)(base + cc->off);
-            switch (cc->kind) {
-            case C_INT: rb_printf(&b, ",%d", iv); break;
-            case C_I64: rb_printf(&b, ",%lld", (long long)*(const int64_t *)(base + cc->off)); break;
-            case C_DBL: rb_printf(&b, ",%.17g", *(const double *)(base + cc->off)); break;
-            case C_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
-            case C_TRAINER: rb_printf(&b, ",%s", ap_trainer_name((ap_trainer_id)iv)); break;
-            case C_RC: rb_printf(&b, ",%s", rc_name(iv)); break;
-            case C_DTYPE: rb_printf(&b, ",%s", ap_dtype_name((ap_dtype)iv)); break;
+        for (int k = 0; k < nf; k++) {
+            const ap_estimate_field *f = ap_estimate_field_at(k);
+            if (f->row_off == AP_FIELD_NO_ROW) continue;
+            const void *v = base + f->row_off;
+            int iv = f->kind == AP_FIELD_I64 || f->kind == AP_FIELD_REAL ? 0 : *(const int *)v;
+            switch (f->kind) {
+            case AP_FIELD_INT: rb_printf(&b, ",%d", iv); break;
+            case AP_FIELD_I64: rb_printf(&b, ",%lld", (long long)*(const int64_t *)v); break;
+            case AP_FIELD_REAL: rb_printf(&b, ",%.17g", *(const double *)v); break;
+            case AP_FIELD_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
+            default: rb_printf(&b, ",%s", ap_estimate_field_name(f, iv)); break;
             }
         }
         rb_puts(&b, "\n");

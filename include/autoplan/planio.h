@@ -46,4 +46,39 @@ ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan
  * with ap_json_free. NULL on allocation failure. */
 ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m);
 
+/* The plan of an estimate JSON (ap_estimate_to_json's "plan" object, e.g. a cached search
+ * result): every plan field validated, the split kept when it is not the uniform one.
+ * AP_ERR_INPUT "<where>: field 'plan.tp': ..." for a missing or malformed field. */
+ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_plan *p,
+                                     ap_err *err);
+
+/* ---- the scalar fields of an estimate (output/estjson.c) ---------------------------------
+ * One table, in `estimate --json` order, drives ap_estimate_to_json, ap_estimate_plan_from_json,
+ * the report's rows (ap_report_row_from_estimate) and the columns of plans.csv. A field is
+ * added there once. The per-stage arrays (plan.stage_layers, memory.stages) are not in it. */
+typedef enum {
+    AP_FIELD_INT, AP_FIELD_I64, AP_FIELD_REAL, AP_FIELD_BOOL,
+    AP_FIELD_TRAINER, AP_FIELD_RECOMPUTE, AP_FIELD_DTYPE, AP_FIELD_ATTN_IMPL /* as names */
+} ap_field_kind;
+
+#define AP_FIELD_NO_ROW ((size_t)-1)
+
+typedef struct ap_estimate_field {
+    const char *group; /* JSON object: "plan", "plan.offload", "time", "throughput", "memory" */
+    const char *key;   /* "step_s" */
+    const char *path;  /* "time.step_s": the plans.csv column name */
+    ap_field_kind kind;
+    int from;          /* internal: where the value lives in ap_estimate */
+    size_t off;        /* internal */
+    size_t row_off;    /* offset in ap_report_row (report.h), AP_FIELD_NO_ROW when not a column */
+} ap_estimate_field;
+
+int ap_estimate_field_count(void);
+const ap_estimate_field *ap_estimate_field_at(int i); /* static; NULL out of range */
+/* The field's value in e as a number (bools 0/1, the enums as their value). */
+double ap_estimate_field_value(const ap_estimate_field *f, const ap_estimate *e);
+/* The name of enum value v of an enum-kind field ("megatron", "full", "bf16"); NULL for the
+ * other kinds. */
+const char *ap_estimate_field_name(const ap_estimate_field *f, int v);
+
 #endif
