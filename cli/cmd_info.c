@@ -68,9 +68,6 @@ static void compute(const ap_model *m, int64_t s, info *in) {
 static const char *act_name(ap_activation a) {
     return a == AP_ACT_SWIGLU ? "gated (SwiGLU/GeGLU)" : a == AP_ACT_RELU ? "relu" : "gelu";
 }
-static const char *pos_name(ap_posemb p) {
-    return p == AP_POS_LEARNED ? "learned" : p == AP_POS_ALIBI ? "alibi" : "rotary";
-}
 
 /* "6.74 B", "124.4 M" */
 static const char *human_count(double v, char *buf, size_t n) {
@@ -90,7 +87,7 @@ static void print_text(const ap_model *m, const char *path, const info *in) {
            (long long)m->kv_heads, (long long)m->head_dim, (long long)m->ffn_hidden,
            act_name(m->act), (long long)m->vocab);
     printf("  %s, %s positions, %s LM head, %s\n",
-           m->norm == AP_NORM_RMSNORM ? "rmsnorm" : "layernorm", pos_name(m->pos),
+           ap_norm_name(m->norm), ap_posemb_name(m->pos),
            m->tied_embeddings ? "tied" : "untied",
            m->bias ? "biases" : m->qkv_bias ? "q/k/v biases" : "no biases");
     if (m->mla.kv_lora_rank > 0)

@@ -1209,27 +1209,25 @@ static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, 
     TRY(opt_int(r, "seq_len", 1, AP_MODEL_MAX_SEQ, 2048, &m->seq_len));
 
     char act[16], norm[16], pos[16], cb[48];
-    TRY(opt_str(r, "activation", "gelu", act, sizeof act));
-    if (!strcmp(act, "gelu")) m->act = AP_ACT_GELU;
-    else if (!strcmp(act, "swiglu")) m->act = AP_ACT_SWIGLU;
-    else if (!strcmp(act, "relu")) m->act = AP_ACT_RELU;
-    else
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'activation' = '%s' is not one of gelu, "
-                          "swiglu, relu", where, clean(act, cb, sizeof cb));
+    TRY(opt_str(r, "activation", ap_activation_name(AP_ACT_GELU), act, sizeof act));
+    int e = ap_activation_lookup(act);
+    if (e < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'activation' = '%s' is not one of %s",
+                          where, clean(act, cb, sizeof cb), ap_activation_names);
+    m->act = (ap_activation)e;
     int gpt = m->act != AP_ACT_SWIGLU; /* GPT-style defaults for gelu/relu, Llama-style else */
-    TRY(opt_str(r, "norm", gpt ? "layernorm" : "rmsnorm", norm, sizeof norm));
-    if (!strcmp(norm, "layernorm")) m->norm = AP_NORM_LAYERNORM;
-    else if (!strcmp(norm, "rmsnorm")) m->norm = AP_NORM_RMSNORM;
-    else
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'norm' = '%s' is not one of layernorm, "
-                          "rmsnorm", where, clean(norm, cb, sizeof cb));
-    TRY(opt_str(r, "position", gpt ? "learned" : "rotary", pos, sizeof pos));
-    if (!strcmp(pos, "learned")) m->pos = AP_POS_LEARNED;
-    else if (!strcmp(pos, "rotary")) m->pos = AP_POS_ROTARY;
-    else if (!strcmp(pos, "alibi")) m->pos = AP_POS_ALIBI;
-    else
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'position' = '%s' is not one of learned, "
-                          "rotary, alibi", where, clean(pos, cb, sizeof cb));
+    TRY(opt_str(r, "norm", ap_norm_name(gpt ? AP_NORM_LAYERNORM : AP_NORM_RMSNORM), norm,
+                sizeof norm));
+    if ((e = ap_norm_lookup(norm)) < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'norm' = '%s' is not one of %s", where,
+                          clean(norm, cb, sizeof cb), ap_norm_names);
+    m->norm = (ap_norm)e;
+    TRY(opt_str(r, "position", ap_posemb_name(gpt ? AP_POS_LEARNED : AP_POS_ROTARY), pos,
+                sizeof pos));
+    if ((e = ap_posemb_lookup(pos)) < 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'position' = '%s' is not one of %s",
+                          where, clean(pos, cb, sizeof cb), ap_posemb_names);
+    m->pos = (ap_posemb)e;
     m->learned_pos = 0;
     if (m->pos == AP_POS_LEARNED) {
         TRY(opt_int(r, "learned_positions", 1, AP_MODEL_MAX_POSITIONS, m->seq_len,

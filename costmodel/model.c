@@ -12,10 +12,14 @@
  * comments); the totals are checked exactly against published checkpoints in tests/test_model.c.
  * It does not count buffers that are not trained parameters (rotary inv_freq, causal masks) nor
  * DeepSeek-V3's multi-token-prediction module (num_nextn_predict_layers; not part of the 671B).
+ *
+ * At the end: the enum names and the one table of ap_model's fields, which writes and reads the
+ * complete JSON shape of a model (plan.json's "model"; the native reader in hf.c uses the names).
  */
 #include "autoplan/model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -437,4 +441,199 @@ ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
         return ap_err_set(err, AP_ERR_INPUT, "%s: sizes give about %.3g parameters, more than the "
                           "%.0e this tool accepts", where, bound, AP_MODEL_MAX_PARAMS);
     return AP_OK;
+}
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+/* in enum order */
+static const char *const act_names[] = {"gelu", "swiglu", "relu"};
+static const char *const norm_names[] = {"layernorm", "rmsnorm"};
+static const char *const pos_names[] = {"rotary", "learned", "alibi"};
+const char ap_activation_names[] = "gelu, swiglu, relu";
+const char ap_norm_names[] = "layernorm, rmsnorm";
+const char ap_posemb_names[] = "rotary, learned, alibi";
+
+#define NAMEOF(tab, v) ((unsigned)(v) < sizeof tab / sizeof tab[0] ? tab[v] : tab[0])
+
+static int lookup(const char *s, const char *const *names, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *ap_activation_name(ap_activation a) { return NAMEOF(act_names, a); }
+const char *ap_norm_name(ap_norm n) { return NAMEOF(norm_names, n); }
+const char *ap_posemb_name(ap_posemb p) { return NAMEOF(pos_names, p); }
+int ap_activation_lookup(const char *s) { return lookup(s, act_names, 3); }
+int ap_norm_lookup(const char *s) { return lookup(s, norm_names, 2); }
+int ap_posemb_lookup(const char *s) { return lookup(s, pos_names, 3); }
+
+/* the enums added for today's families (model.h), in enum order */
+static const char *const gate_names[] = {"silu", "gelu", "swiglu_oai"};
+static const char *const qk_names[] = {"none", "head", "full", "l2"};
+static const char *const order_names[] = {"pre", "post", "sandwich"};
+static const char *const router_names[] = {"softmax", "sigmoid"};
+
+/* ---- the complete JSON shape ------------------------------------------------------------- */
+
+typedef enum { F_STR, F_I64, F_INT, F_BOOL, F_REAL, F_ENUM } fkind;
+typedef struct {
+    const char *group;         /* "" (the model object), "moe", "mla", "arch" */
+    const char *key;
+    fkind kind;
+    size_t off;
+    double lo, hi;             /* numbers: the accepted range; strings: hi = the buffer size */
+    const char *const *names;  /* F_ENUM: the spellings in enum order */
+    int nnames;
+} mfield;
+
+#define M(f) offsetof(ap_model, f)
+#define BIG 1099511627776.0 /* 2^40: beyond any model; ap_model_validate has the real limits */
+#define I64(g, k, f, lo) {g, k, F_I64, M(f), lo, BIG, NULL, 0}
+#define BOOL(g, k, f) {g, k, F_BOOL, M(f), 0, 1, NULL, 0}
+#define REAL(g, k, f, hi) {g, k, F_REAL, M(f), 0, hi, NULL, 0}
+#define ENUM(g, k, f, t) {g, k, F_ENUM, M(f), 0, 0, t, (int)(sizeof t / sizeof t[0])}
+#define STR(g, k, f) {g, k, F_STR, M(f), 0, sizeof ((ap_model *)0)->f, NULL, 0}
+
+/* plan.json's order (docs/plan-json.md) */
+static const mfield model_fields[] = {
+    STR("", "name", name), STR("", "model_type", model_type),
+    I64("", "layers", layers, 1), I64("", "hidden", hidden, 1), I64("", "heads", heads, 1),
+    I64("", "kv_heads", kv_heads, 1), I64("", "head_dim", head_dim, 1),
+    I64("", "ffn_hidden", ffn_hidden, 0), I64("", "vocab", vocab, 1),
+    I64("", "seq_len", seq_len, 1), I64("", "max_positions", max_positions, 0),
+    I64("", "learned_pos", learned_pos, 0),
+    ENUM("", "activation", act, act_names), ENUM("", "norm", norm, norm_names),
+    ENUM("", "position", pos, pos_names),
+    BOOL("", "tied_embeddings", tied_embeddings), BOOL("", "bias", bias),
+    BOOL("", "qkv_bias", qkv_bias), {"", "norms_per_layer", F_INT, M(norms_per_layer), 0, 16, NULL, 0},
+    BOOL("", "parallel_attn", parallel_attn), BOOL("", "embed_norm", embed_norm),
+    BOOL("", "final_norm", final_norm), BOOL("", "dropout", dropout),
+
+    I64("moe", "experts", moe.experts, 0), I64("moe", "top_k", moe.top_k, 0),
+    I64("moe", "ffn_hidden", moe.ffn_hidden, 0), I64("moe", "shared_experts", moe.shared_experts, 0),
+    I64("moe", "shared_ffn_hidden", moe.shared_ffn_hidden, 0),
+    I64("moe", "first_dense_layers", moe.first_dense_layers, 0),
+    I64("moe", "layer_freq", moe.layer_freq, 0),
+    BOOL("moe", "shared_expert_gate", moe.shared_expert_gate),
+    BOOL("moe", "router_bias", moe.router_bias), REAL("moe", "capacity_factor", moe.capacity_factor, 1e6),
+
+    I64("mla", "q_lora_rank", mla.q_lora_rank, 0), I64("mla", "kv_lora_rank", mla.kv_lora_rank, 0),
+    I64("mla", "qk_nope_head_dim", mla.qk_nope_head_dim, 0),
+    I64("mla", "qk_rope_head_dim", mla.qk_rope_head_dim, 0),
+    I64("mla", "v_head_dim", mla.v_head_dim, 0),
+
+    /* the architecture fields added for today's families (model.h, after mla) */
+    ENUM("arch", "gate_act", gate_act, gate_names), BOOL("arch", "attn_bias", attn_bias),
+    BOOL("arch", "mlp_bias", mlp_bias), BOOL("arch", "lm_head_bias", lm_head_bias),
+    BOOL("arch", "norm_no_bias", norm_no_bias), ENUM("arch", "qk_norm", qk_norm, qk_names),
+    ENUM("arch", "norm_order", norm_order, order_names), I64("arch", "window", window, 0),
+    I64("arch", "window_period", window_period, 0), BOOL("arch", "window_chunked", window_chunked),
+    BOOL("arch", "nope_global", nope_global), BOOL("arch", "attn_sinks", attn_sinks),
+    REAL("arch", "attn_softcap", attn_softcap, 1e9), REAL("arch", "final_softcap", final_softcap, 1e9),
+    REAL("arch", "rope_theta", rope_theta, 1e12), REAL("arch", "rotary_pct", rotary_pct, 1),
+    STR("arch", "rope_scaling", rope_scaling), REAL("arch", "rope_factor", rope_factor, 1e6),
+    I64("arch", "rope_orig_positions", rope_orig_positions, 0),
+    ENUM("arch", "router_act", router_act, router_names),
+    BOOL("arch", "router_linear_bias", router_linear_bias),
+    BOOL("arch", "text_of_multimodal", text_of_multimodal),
+};
+#define NFIELDS ((int)(sizeof model_fields / sizeof model_fields[0]))
+
+static ap_status put_field(ap_json *o, const mfield *f, const ap_model *m) {
+    const char *p = (const char *)m + f->off;
+    switch (f->kind) {
+    case F_STR: return ap_json_add_string(o, f->key, p);
+    case F_I64: return ap_json_add_number(o, f->key, (double)*(const int64_t *)p);
+    case F_INT: return ap_json_add_number(o, f->key, *(const int *)p);
+    case F_BOOL: return ap_json_add_bool(o, f->key, *(const int *)p);
+    case F_REAL: return ap_json_add_number(o, f->key, *(const double *)p);
+    case F_ENUM: { /* the model's enums are int-sized */
+        int v = *(const int *)p;
+        return ap_json_add_string(o, f->key, f->names[v >= 0 && v < f->nnames ? v : 0]);
+    }
+    }
+    return AP_ERR_INTERNAL;
+}
+
+ap_status ap_model_to_json(const ap_model *m, ap_json *obj) {
+    ap_status st = obj ? AP_OK : AP_ERR_NOMEM;
+    ap_json *o = obj;
+    for (int i = 0; st == AP_OK && i < NFIELDS; i++) {
+        const mfield *f = &model_fields[i];
+        if (f->group[0] && (i == 0 || strcmp(f->group, model_fields[i - 1].group) != 0)) {
+            o = ap_json_new_object(); /* a nested object starts */
+            st = ap_json_add(obj, f->group, o);
+        }
+        if (!f->group[0]) o = obj;
+        if (st == AP_OK) st = put_field(o, f, m);
+    }
+    return st;
+}
+
+static ap_status get_enum(const ap_json *o, const mfield *f, const char *where, int *out,
+                          ap_err *err) {
+    char buf[64], list[256] = "";
+    ap_status st = ap_json_get_str(o, f->key, buf, sizeof buf, NULL, where, err);
+    if (st != AP_OK) return st;
+    int v = lookup(buf, f->names, f->nnames);
+    if (v >= 0) {
+        *out = v;
+        return AP_OK;
+    }
+    for (int j = 0; j < f->nnames; j++) {
+        strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, f->names[j], sizeof list - strlen(list) - 1);
+    }
+    return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = \"%s\" is not one of %s", where,
+                      f->key, buf, list);
+}
+
+static ap_status get_field(const ap_json *o, const mfield *f, const char *where, ap_model *m,
+                           ap_err *err) {
+    char *p = (char *)m + f->off;
+    int64_t v = 0;
+    int e = 0;
+    ap_status st = AP_OK;
+    switch (f->kind) {
+    case F_STR: return ap_json_get_str(o, f->key, p, (size_t)f->hi, NULL, where, err);
+    case F_I64:
+        return ap_json_get_int(o, f->key, (int64_t)f->lo, (int64_t)f->hi, (int64_t *)p, NULL,
+                               where, err);
+    case F_INT:
+        st = ap_json_get_int(o, f->key, (int64_t)f->lo, (int64_t)f->hi, &v, NULL, where, err);
+        if (st == AP_OK) *(int *)p = (int)v;
+        return st;
+    case F_BOOL: return ap_json_get_bool(o, f->key, (int *)p, NULL, where, err);
+    case F_REAL: return ap_json_get_real(o, f->key, f->lo, f->hi, (double *)p, NULL, where, err);
+    case F_ENUM:
+        st = get_enum(o, f, where, &e, err);
+        if (st == AP_OK) *(int *)p = e; /* the model's enums are int-sized */
+        return st;
+    }
+    return AP_ERR_INTERNAL;
+}
+
+ap_status ap_model_from_json(const ap_json *obj, const char *where, ap_model *m, ap_err *err) {
+    ap_model_init(m);
+    ap_status st = AP_OK;
+    char w2[600];
+    for (int i = 0; st == AP_OK && i < NFIELDS; i++) {
+        const mfield *f = &model_fields[i];
+        const ap_json *o = obj;
+        const char *w = where;
+        if (f->group[0]) {
+            o = ap_json_get(obj, f->group);
+            if (!o)
+                return ap_err_set(err, AP_ERR_INPUT, "%s: missing field '%s'", where, f->group);
+            if (!ap_json_is_object(o))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an object, got %s",
+                                  where, f->group, ap_json_type_name(o));
+            snprintf(w2, sizeof w2, "%s.%s", where, f->group);
+            w = w2;
+        }
+        st = get_field(o, f, w, m, err);
+    }
+    if (st == AP_OK) st = ap_model_validate(m, where, err);
+    return st;
 }

@@ -34,6 +34,8 @@
 #define emit_torchtitan_render ap_emit_torchtitan_render
 #define emit_accelerate_local ap_emit_accelerate_local
 #define emit_accelerate_render ap_emit_accelerate_render
+#define emit_megatron_model_why ap_emit_megatron_model_why
+#define emit_gpu_has_flash ap_emit_gpu_has_flash
 
 /* the emitters' text buffer is the shared one (strbuf.h) */
 typedef ap_strbuf sb;

@@ -29,26 +29,6 @@
 /* ---- names ------------------------------------------------------------------------------ */
 
 
-static const char *act_name(ap_activation a) {
-    switch (a) {
-    case AP_ACT_GELU: return "gelu";
-    case AP_ACT_SWIGLU: return "swiglu";
-    case AP_ACT_RELU: return "relu";
-    }
-    return "gelu";
-}
-
-static const char *norm_name(ap_norm n) { return n == AP_NORM_RMSNORM ? "rmsnorm" : "layernorm"; }
-
-static const char *pos_name(ap_posemb p) {
-    switch (p) {
-    case AP_POS_ROTARY: return "rotary";
-    case AP_POS_LEARNED: return "learned";
-    case AP_POS_ALIBI: return "alibi";
-    }
-    return "rotary";
-}
-
 /* Map a string to an enum value through a table; -1 when unknown. */
 static int lookup(const char *s, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
@@ -86,77 +66,9 @@ static void push_num(jb *b, ap_json *arr, double v) {
     if (ap_json_push(arr, ap_json_new_number(v)) != AP_OK) b->failed = 1;
 }
 
-static const char *const gate_names[] = {"silu", "gelu", "swiglu_oai"};
-static const char *const qk_names[] = {"none", "head", "full", "l2"};
-static const char *const order_names[] = {"pre", "post", "sandwich"};
-static const char *const router_names[] = {"softmax", "sigmoid"};
-
 static void build_model(jb *b, ap_json *o, const ap_model *m) {
     char fp[17];
-    str(b, o, "name", m->name);
-    str(b, o, "model_type", m->model_type);
-    num(b, o, "layers", (double)m->layers);
-    num(b, o, "hidden", (double)m->hidden);
-    num(b, o, "heads", (double)m->heads);
-    num(b, o, "kv_heads", (double)m->kv_heads);
-    num(b, o, "head_dim", (double)m->head_dim);
-    num(b, o, "ffn_hidden", (double)m->ffn_hidden);
-    num(b, o, "vocab", (double)m->vocab);
-    num(b, o, "seq_len", (double)m->seq_len);
-    num(b, o, "max_positions", (double)m->max_positions);
-    num(b, o, "learned_pos", (double)m->learned_pos);
-    str(b, o, "activation", act_name(m->act));
-    str(b, o, "norm", norm_name(m->norm));
-    str(b, o, "position", pos_name(m->pos));
-    boo(b, o, "tied_embeddings", m->tied_embeddings);
-    boo(b, o, "bias", m->bias);
-    boo(b, o, "qkv_bias", m->qkv_bias);
-    num(b, o, "norms_per_layer", m->norms_per_layer);
-    boo(b, o, "parallel_attn", m->parallel_attn);
-    boo(b, o, "embed_norm", m->embed_norm);
-    boo(b, o, "final_norm", m->final_norm);
-    boo(b, o, "dropout", m->dropout);
-    ap_json *moe = sub(b, o, "moe", ap_json_new_object());
-    num(b, moe, "experts", (double)m->moe.experts);
-    num(b, moe, "top_k", (double)m->moe.top_k);
-    num(b, moe, "ffn_hidden", (double)m->moe.ffn_hidden);
-    num(b, moe, "shared_experts", (double)m->moe.shared_experts);
-    num(b, moe, "shared_ffn_hidden", (double)m->moe.shared_ffn_hidden);
-    num(b, moe, "first_dense_layers", (double)m->moe.first_dense_layers);
-    num(b, moe, "layer_freq", (double)m->moe.layer_freq);
-    boo(b, moe, "shared_expert_gate", m->moe.shared_expert_gate);
-    boo(b, moe, "router_bias", m->moe.router_bias);
-    num(b, moe, "capacity_factor", m->moe.capacity_factor);
-    ap_json *mla = sub(b, o, "mla", ap_json_new_object());
-    num(b, mla, "q_lora_rank", (double)m->mla.q_lora_rank);
-    num(b, mla, "kv_lora_rank", (double)m->mla.kv_lora_rank);
-    num(b, mla, "qk_nope_head_dim", (double)m->mla.qk_nope_head_dim);
-    num(b, mla, "qk_rope_head_dim", (double)m->mla.qk_rope_head_dim);
-    num(b, mla, "v_head_dim", (double)m->mla.v_head_dim);
-    /* the architecture fields added for today's families (model.h, after mla) */
-    ap_json *ar = sub(b, o, "arch", ap_json_new_object());
-    str(b, ar, "gate_act", gate_names[m->gate_act]);
-    boo(b, ar, "attn_bias", m->attn_bias);
-    boo(b, ar, "mlp_bias", m->mlp_bias);
-    boo(b, ar, "lm_head_bias", m->lm_head_bias);
-    boo(b, ar, "norm_no_bias", m->norm_no_bias);
-    str(b, ar, "qk_norm", qk_names[m->qk_norm]);
-    str(b, ar, "norm_order", order_names[m->norm_order]);
-    num(b, ar, "window", (double)m->window);
-    num(b, ar, "window_period", (double)m->window_period);
-    boo(b, ar, "window_chunked", m->window_chunked);
-    boo(b, ar, "nope_global", m->nope_global);
-    boo(b, ar, "attn_sinks", m->attn_sinks);
-    num(b, ar, "attn_softcap", m->attn_softcap);
-    num(b, ar, "final_softcap", m->final_softcap);
-    num(b, ar, "rope_theta", m->rope_theta);
-    num(b, ar, "rotary_pct", m->rotary_pct);
-    str(b, ar, "rope_scaling", m->rope_scaling);
-    num(b, ar, "rope_factor", m->rope_factor);
-    num(b, ar, "rope_orig_positions", (double)m->rope_orig_positions);
-    str(b, ar, "router_act", router_names[m->router_act]);
-    boo(b, ar, "router_linear_bias", m->router_linear_bias);
-    boo(b, ar, "text_of_multimodal", m->text_of_multimodal);
+    if (ap_model_to_json(m, o) != AP_OK) b->failed = 1;
     hex64(ap_model_fingerprint(m), fp);
     str(b, o, "fingerprint", fp);
 }
@@ -417,100 +329,9 @@ static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_ver
 }
 
 /* The "arch" object: the architecture fields added for today's families. */
-static ap_status read_arch(const ap_json *o, const char *where, ap_model *m, ap_err *err) {
-    ap_json *ar;
-    TRY(get_obj(o, "arch", where, &ar, err));
-    char w[600];
-    snprintf(w, sizeof w, "%s.arch", where);
-    const int64_t big = (int64_t)1 << 40;
-    int e = 0;
-    TRY(get_enum(ar, "gate_act", gate_names, 3, &e, w, err));
-    m->gate_act = (ap_gate_act)e;
-    TRY(get_enum(ar, "qk_norm", qk_names, 4, &e, w, err));
-    m->qk_norm = (ap_qk_norm)e;
-    TRY(get_enum(ar, "norm_order", order_names, 3, &e, w, err));
-    m->norm_order = (ap_norm_order)e;
-    TRY(get_enum(ar, "router_act", router_names, 2, &e, w, err));
-    m->router_act = (ap_router_act)e;
-    TRY(ap_json_get_bool(ar, "attn_bias", &m->attn_bias, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "mlp_bias", &m->mlp_bias, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "lm_head_bias", &m->lm_head_bias, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "norm_no_bias", &m->norm_no_bias, NULL, w, err));
-    TRY(get_i64(ar, "window", 0, big, &m->window, w, err));
-    TRY(get_i64(ar, "window_period", 0, big, &m->window_period, w, err));
-    TRY(ap_json_get_bool(ar, "window_chunked", &m->window_chunked, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "nope_global", &m->nope_global, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "attn_sinks", &m->attn_sinks, NULL, w, err));
-    TRY(ap_json_get_real(ar, "attn_softcap", 0, 1e9, &m->attn_softcap, NULL, w, err));
-    TRY(ap_json_get_real(ar, "final_softcap", 0, 1e9, &m->final_softcap, NULL, w, err));
-    TRY(ap_json_get_real(ar, "rope_theta", 0, 1e12, &m->rope_theta, NULL, w, err));
-    TRY(ap_json_get_real(ar, "rotary_pct", 0, 1, &m->rotary_pct, NULL, w, err));
-    TRY(ap_json_get_str(ar, "rope_scaling", m->rope_scaling, sizeof m->rope_scaling, NULL, w, err));
-    TRY(ap_json_get_real(ar, "rope_factor", 0, 1e6, &m->rope_factor, NULL, w, err));
-    TRY(get_i64(ar, "rope_orig_positions", 0, big, &m->rope_orig_positions, w, err));
-    TRY(ap_json_get_bool(ar, "router_linear_bias", &m->router_linear_bias, NULL, w, err));
-    TRY(ap_json_get_bool(ar, "text_of_multimodal", &m->text_of_multimodal, NULL, w, err));
-    return AP_OK;
-}
-
 static ap_status read_model(const ap_json *o, const char *where, int same_version, ap_model *m,
                             ap_err *err) {
-    static const char *const acts[] = {"gelu", "swiglu", "relu"};
-    static const char *const norms[] = {"layernorm", "rmsnorm"};
-    static const char *const poss[] = {"rotary", "learned", "alibi"};
-    const int64_t big = (int64_t)1 << 40;
-    int e = 0;
-    ap_model_init(m);
-    TRY(ap_json_get_str(o, "name", m->name, sizeof m->name, NULL, where, err));
-    TRY(ap_json_get_str(o, "model_type", m->model_type, sizeof m->model_type, NULL, where, err));
-    TRY(get_i64(o, "layers", 1, big, &m->layers, where, err));
-    TRY(get_i64(o, "hidden", 1, big, &m->hidden, where, err));
-    TRY(get_i64(o, "heads", 1, big, &m->heads, where, err));
-    TRY(get_i64(o, "kv_heads", 1, big, &m->kv_heads, where, err));
-    TRY(get_i64(o, "head_dim", 1, big, &m->head_dim, where, err));
-    TRY(get_i64(o, "ffn_hidden", 0, big, &m->ffn_hidden, where, err));
-    TRY(get_i64(o, "vocab", 1, big, &m->vocab, where, err));
-    TRY(get_i64(o, "seq_len", 1, big, &m->seq_len, where, err));
-    TRY(get_i64(o, "max_positions", 0, big, &m->max_positions, where, err));
-    TRY(get_i64(o, "learned_pos", 0, big, &m->learned_pos, where, err));
-    TRY(get_enum(o, "activation", acts, 3, &e, where, err));
-    m->act = (ap_activation)e;
-    TRY(get_enum(o, "norm", norms, 2, &e, where, err));
-    m->norm = (ap_norm)e;
-    TRY(get_enum(o, "position", poss, 3, &e, where, err));
-    m->pos = (ap_posemb)e;
-    TRY(ap_json_get_bool(o, "tied_embeddings", &m->tied_embeddings, NULL, where, err));
-    TRY(ap_json_get_bool(o, "bias", &m->bias, NULL, where, err));
-    TRY(ap_json_get_bool(o, "qkv_bias", &m->qkv_bias, NULL, where, err));
-    TRY(get_int(o, "norms_per_layer", 0, 16, &m->norms_per_layer, where, err));
-    TRY(ap_json_get_bool(o, "parallel_attn", &m->parallel_attn, NULL, where, err));
-    TRY(ap_json_get_bool(o, "embed_norm", &m->embed_norm, NULL, where, err));
-    TRY(ap_json_get_bool(o, "final_norm", &m->final_norm, NULL, where, err));
-    TRY(ap_json_get_bool(o, "dropout", &m->dropout, NULL, where, err));
-
-    char w2[600];
-    ap_json *moe, *mla;
-    TRY(get_obj(o, "moe", where, &moe, err));
-    snprintf(w2, sizeof w2, "%s.moe", where);
-    TRY(get_i64(moe, "experts", 0, big, &m->moe.experts, w2, err));
-    TRY(get_i64(moe, "top_k", 0, big, &m->moe.top_k, w2, err));
-    TRY(get_i64(moe, "ffn_hidden", 0, big, &m->moe.ffn_hidden, w2, err));
-    TRY(get_i64(moe, "shared_experts", 0, big, &m->moe.shared_experts, w2, err));
-    TRY(get_i64(moe, "shared_ffn_hidden", 0, big, &m->moe.shared_ffn_hidden, w2, err));
-    TRY(get_i64(moe, "first_dense_layers", 0, big, &m->moe.first_dense_layers, w2, err));
-    TRY(get_i64(moe, "layer_freq", 0, big, &m->moe.layer_freq, w2, err));
-    TRY(ap_json_get_bool(moe, "shared_expert_gate", &m->moe.shared_expert_gate, NULL, w2, err));
-    TRY(ap_json_get_bool(moe, "router_bias", &m->moe.router_bias, NULL, w2, err));
-    TRY(ap_json_get_real(moe, "capacity_factor", 0, 1e6, &m->moe.capacity_factor, NULL, w2, err));
-    TRY(get_obj(o, "mla", where, &mla, err));
-    snprintf(w2, sizeof w2, "%s.mla", where);
-    TRY(get_i64(mla, "q_lora_rank", 0, big, &m->mla.q_lora_rank, w2, err));
-    TRY(get_i64(mla, "kv_lora_rank", 0, big, &m->mla.kv_lora_rank, w2, err));
-    TRY(get_i64(mla, "qk_nope_head_dim", 0, big, &m->mla.qk_nope_head_dim, w2, err));
-    TRY(get_i64(mla, "qk_rope_head_dim", 0, big, &m->mla.qk_rope_head_dim, w2, err));
-    TRY(get_i64(mla, "v_head_dim", 0, big, &m->mla.v_head_dim, w2, err));
-    TRY(read_arch(o, where, m, err));
-    TRY(ap_model_validate(m, where, err));
+    TRY(ap_model_from_json(o, where, m, err));
     return check_fingerprint(o, ap_model_fingerprint(m), same_version, where, err);
 }
 

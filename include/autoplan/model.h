@@ -12,6 +12,7 @@
 #define AP_MODEL_H
 
 #include "autoplan/common.h"
+#include "autoplan/json.h"
 
 typedef enum { AP_ACT_GELU = 0, AP_ACT_SWIGLU, AP_ACT_RELU } ap_activation; /* SWIGLU: 3 mats */
 typedef enum { AP_NORM_LAYERNORM = 0, AP_NORM_RMSNORM } ap_norm;
@@ -179,5 +180,24 @@ double ap_model_fwd_flops_per_token(const ap_model *m, int64_t s);
 
 /* Stable fingerprint of everything that affects cost (not the name). */
 uint64_t ap_model_fingerprint(const ap_model *m);
+
+/* ---- names and the complete JSON shape (costmodel/model.c) ---------------------------------
+ * One spelling per enum value, shared by the native reader (hf.c), plan.json and reports. The
+ * lookups return the enum value, or -1 for an unknown name; *_names is the list for messages
+ * ("gelu, swiglu, relu"). */
+const char *ap_activation_name(ap_activation a);
+const char *ap_norm_name(ap_norm n);
+const char *ap_posemb_name(ap_posemb p);
+int ap_activation_lookup(const char *s);
+int ap_norm_lookup(const char *s);
+int ap_posemb_lookup(const char *s);
+extern const char ap_activation_names[], ap_norm_names[], ap_posemb_names[];
+
+/* Every ap_model field into the JSON object obj, from one field table (plan.json's "model":
+ * the complete shape, nothing defaulted). AP_ERR_NOMEM when building fails. */
+ap_status ap_model_to_json(const ap_model *m, ap_json *obj);
+/* Read that shape: every field required and range-checked, then ap_model_validate. AP_ERR_INPUT
+ * "<where>: field 'layers' ..." (where.moe / where.mla for the nested objects). */
+ap_status ap_model_from_json(const ap_json *obj, const char *where, ap_model *m, ap_err *err);
 
 #endif
