@@ -10,8 +10,8 @@
  * main() exits.
  *
  * The cluster and plan flags are common to estimate, plan, simulate and compare:
- * ap_cli_common_flags() appends them, ap_cli_load() turns them into a model, cluster, plan and
- * estimate options.
+ * ap_cli_cluster_flags() and ap_cli_plan_flags() append them, ap_cli_load() turns them into a
+ * model, cluster, plan and estimate options.
  */
 #ifndef AP_CLI_H
 #define AP_CLI_H

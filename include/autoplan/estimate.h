@@ -1,7 +1,8 @@
 /*
  * estimate.h - the cost model: per-GPU memory per pipeline stage and the time of one training
- * step for a (model, cluster, plan), every term traceable to a cited formula (costmodel/mem.c,
- * costmodel/time.c). Plain value structs; no allocation.
+ * step for a (model, cluster, plan), every term traceable to a cited formula
+ * (costmodel/estimate.c, activations.c for the per-layer activations). Plain value structs; no
+ * allocation.
  */
 #ifndef AP_ESTIMATE_H
 #define AP_ESTIMATE_H
