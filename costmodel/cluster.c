@@ -251,20 +251,21 @@ static ap_status add_gpu_type(const char *name, const char *what, const ap_gpu *
     return AP_OK;
 }
 
-static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *out, ap_err *err) {
+/* The GPU counts a cluster file gives: "gpus" and "gpus_per_node", or a "nodes" list. */
+typedef struct {
+    int64_t gpus, gpn;
+    int have_gpus, have_gpn;
+} node_counts;
+
+/* "gpu": a catalog name, or an array of names of one type. */
+static ap_status read_gpu_type(const ap_json *root, const char *where, const ap_gpu **g,
+                               ap_err *err) {
     ap_status st;
     char what[300];
-    if (!ap_json_is_object(root))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: a cluster file must be a JSON object, got %s",
-                          where, ap_json_type_name(root));
-    if ((st = check_fields(root, where, err)) != AP_OK) return st;
-
-    /* --- GPU type: "gpu" (string or array of one type) and/or "nodes" --------------------- */
-    const ap_gpu *g = NULL;
     ap_json *jg = ap_json_get(root, "gpu");
     if (jg && ap_json_is_string(jg)) {
         snprintf(what, sizeof what, "%s: field 'gpu'", where);
-        if ((st = add_gpu_type(ap_json_string(jg), what, &g, where, err)) != AP_OK) return st;
+        if ((st = add_gpu_type(ap_json_string(jg), what, g, where, err)) != AP_OK) return st;
     } else if (jg && ap_json_is_array(jg)) {
         if (ap_json_size(jg) == 0)
             return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': empty list", where);
@@ -274,18 +275,22 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
                 return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu[%d]': must be a GPU name, "
                                   "got %s", where, i, ap_json_type_name(e));
             snprintf(what, sizeof what, "%s: field 'gpu[%d]'", where, i);
-            if ((st = add_gpu_type(ap_json_string(e), what, &g, where, err)) != AP_OK) return st;
+            if ((st = add_gpu_type(ap_json_string(e), what, g, where, err)) != AP_OK) return st;
         }
     } else if (jg && !ap_json_is_null(jg)) {
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': must be a GPU name such as "
                           "\"a100-sxm4-80g\", got %s", where, ap_json_type_name(jg));
     }
+    return AP_OK;
+}
 
-    int64_t gpus = 0, gpn = 0;
-    int have_gpus = 0, have_gpn = 0;
+/* "nodes": a per-node list, accepted only when every node is the same GPU type and count. */
+static ap_status read_nodes(const ap_json *root, const char *where, const ap_gpu **g,
+                            node_counts *cnt, ap_err *err) {
+    ap_status st;
+    char what[300];
     ap_json *jn = ap_json_get(root, "nodes");
     if (jn && !ap_json_is_null(jn)) {
-        /* Per-node list: accepted only when every node is the same GPU type and count. */
         if (!ap_json_is_array(jn) || ap_json_size(jn) == 0)
             return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nodes': must be a non-empty list of "
                               "{\"gpu\": NAME, \"gpus\": N} objects, got %s", where,
@@ -302,7 +307,7 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
             if ((st = ap_json_get_str(e, "gpu", name, sizeof name, NULL, w, err)) != AP_OK)
                 return st;
             snprintf(what, sizeof what, "%s: field 'gpu'", w);
-            if ((st = add_gpu_type(name, what, &g, where, err)) != AP_OK) return st;
+            if ((st = add_gpu_type(name, what, g, where, err)) != AP_OK) return st;
             int64_t n;
             if ((st = ap_json_get_int(e, "gpus", 1, MAX_GPUS_PER_NODE, &n, NULL, w, err)) != AP_OK)
                 return st;
@@ -313,88 +318,92 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
             per = n;
             total += n;
         }
-        gpus = total;
-        gpn = per;
-        have_gpus = have_gpn = 1;
+        cnt->gpus = total;
+        cnt->gpn = per;
+        cnt->have_gpus = cnt->have_gpn = 1;
     }
-    if (!g)
-        return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'gpu' (a catalog name; `autoplan "
-                          "gpus` lists them)", where);
+    return AP_OK;
+}
 
+/* "gpus" and "gpus_per_node", which must agree with "nodes" when both are given. */
+static ap_status read_counts(const ap_json *root, const char *where, node_counts *cnt,
+                             ap_err *err) {
+    ap_status st;
     int present;
     int64_t v;
     if ((st = ap_json_get_int(root, "gpus", 1, MAX_GPUS, &v, &present, where, err)) != AP_OK)
         return st;
     if (present) {
-        if (have_gpus && v != gpus)
+        if (cnt->have_gpus && v != cnt->gpus)
             return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus': %lld disagrees with the %lld "
-                              "GPUs listed in 'nodes'", where, (long long)v, (long long)gpus);
-        gpus = v;
-        have_gpus = 1;
+                              "GPUs listed in 'nodes'", where, (long long)v, (long long)cnt->gpus);
+        cnt->gpus = v;
+        cnt->have_gpus = 1;
     }
-    if (!have_gpus)
+    if (!cnt->have_gpus)
         return ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'gpus' (total number of GPUs)",
                           where);
     if ((st = ap_json_get_int(root, "gpus_per_node", 1, MAX_GPUS_PER_NODE, &v, &present, where,
                               err)) != AP_OK)
         return st;
     if (present) {
-        if (have_gpn && v != gpn)
+        if (cnt->have_gpn && v != cnt->gpn)
             return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpus_per_node': %lld disagrees with "
                               "the %lld GPUs per node listed in 'nodes'", where, (long long)v,
-                              (long long)gpn);
-        gpn = v;
-        have_gpn = 1;
+                              (long long)cnt->gpn);
+        cnt->gpn = v;
+        cnt->have_gpn = 1;
     }
+    return AP_OK;
+}
 
-    ap_cluster c;
-    ap_cluster_from_gpu(g, (int)gpus, &c);
-    if (have_gpn) {
-        if (gpus < gpn)
-            ap_log(AP_LOG_INFO, "%s: %lld GPUs use part of one node of %lld", where,
-                   (long long)gpus, (long long)gpn);
-        ap_cluster_set_gpus_per_node(&c, (int)gpn);
-    }
+/* The optional fields over the catalog's reference node: links, bandwidths, memory, name. */
+static ap_status read_options(const ap_json *root, const char *where, ap_cluster *c,
+                              ap_err *err) {
+    ap_status st;
+    int present;
+    int64_t v;
     if ((st = ap_json_get_int(root, "nvlink_domain", 1, MAX_GPUS_PER_NODE, &v, &present, where,
                               err)) != AP_OK)
         return st;
-    if (present) c.nvlink_domain = (int)v;
+    if (present) c->nvlink_domain = (int)v;
     if ((st = ap_json_get_int(root, "gpus_per_pcie_switch", 1, MAX_GPUS_PER_NODE, &v, &present,
                               where, err)) != AP_OK)
         return st;
-    if (present) c.gpus_per_pcie_switch = (int)v;
+    if (present) c->gpus_per_pcie_switch = (int)v;
     if ((st = ap_json_get_int(root, "cpu_cores", 1, MAX_CPU_CORES, &v, &present, where, err)) !=
         AP_OK)
         return st;
-    if (present) c.cpu_cores = (int)v;
+    if (present) c->cpu_cores = (int)v;
 
     double q;
     if ((st = get_quantity(root, "network_bw", 1, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.net_bytes_per_s = q;
+    if (present) c->net_bytes_per_s = q;
     if ((st = get_quantity(root, "link_bw", 1, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.link_bytes_per_s = q;
+    if (present) c->link_bytes_per_s = q;
     if ((st = get_quantity(root, "pcie_bw", 1, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.pcie_bytes_per_s = q;
+    if (present) c->pcie_bytes_per_s = q;
     if ((st = get_quantity(root, "host_mem_bw", 1, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.host_mem_bytes_per_s = q;
+    if (present) c->host_mem_bytes_per_s = q;
     if ((st = get_quantity(root, "cpu_mem", 0, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.cpu_mem_bytes = q;
+    if (present) c->cpu_mem_bytes = q;
     if ((st = get_quantity(root, "gpu_mem", 0, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.gpu.mem_bytes = q;
+    if (present) c->gpu.mem_bytes = q;
     /* NVMe for ZeRO-Infinity: "nvme" capacity per node, "nvme_bw" both directions or
        "nvme_read_bw" / "nvme_write_bw" (which win over "nvme_bw") */
     if ((st = get_quantity(root, "nvme", 0, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.nvme_bytes = q;
+    if (present) c->nvme_bytes = q;
     if ((st = get_quantity(root, "nvme_bw", 1, &q, &present, where, err)) != AP_OK) return st;
-    if (present) c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = q;
+    if (present) c->nvme_read_bytes_per_s = c->nvme_write_bytes_per_s = q;
     if ((st = get_quantity(root, "nvme_read_bw", 1, &q, &present, where, err)) != AP_OK)
         return st;
-    if (present) c.nvme_read_bytes_per_s = q;
+    if (present) c->nvme_read_bytes_per_s = q;
     if ((st = get_quantity(root, "nvme_write_bw", 1, &q, &present, where, err)) != AP_OK)
         return st;
-    if (present) c.nvme_write_bytes_per_s = q;
+    if (present) c->nvme_write_bytes_per_s = q;
 
-    if ((st = ap_json_get_str(root, "name", c.name, sizeof c.name, &present, where, err)) != AP_OK)
+    if ((st = ap_json_get_str(root, "name", c->name, sizeof c->name, &present, where, err)) !=
+        AP_OK)
         return st;
     static const char *const text_fields[] = {"comment", "description"};
     for (size_t i = 0; i < 2; i++) {
@@ -403,7 +412,33 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
             return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s': must be a string, got %s", where,
                               text_fields[i], ap_json_type_name(t));
     }
+    return AP_OK;
+}
 
+static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *out, ap_err *err) {
+    if (!ap_json_is_object(root))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: a cluster file must be a JSON object, got %s",
+                          where, ap_json_type_name(root));
+    const ap_gpu *g = NULL;
+    node_counts n = {0, 0, 0, 0};
+    ap_status st = check_fields(root, where, err);
+    if (st == AP_OK) st = read_gpu_type(root, where, &g, err);
+    if (st == AP_OK) st = read_nodes(root, where, &g, &n, err);
+    if (st == AP_OK && !g)
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: missing field 'gpu' (a catalog name; `autoplan "
+                        "gpus` lists them)", where);
+    if (st == AP_OK) st = read_counts(root, where, &n, err);
+    if (st != AP_OK) return st;
+
+    ap_cluster c;
+    ap_cluster_from_gpu(g, (int)n.gpus, &c);
+    if (n.have_gpn) {
+        if (n.gpus < n.gpn)
+            ap_log(AP_LOG_INFO, "%s: %lld GPUs use part of one node of %lld", where,
+                   (long long)n.gpus, (long long)n.gpn);
+        ap_cluster_set_gpus_per_node(&c, (int)n.gpn);
+    }
+    if ((st = read_options(root, where, &c, err)) != AP_OK) return st;
     if ((st = ap_cluster_validate(&c, where, err)) != AP_OK) return st;
     *out = c;
     return AP_OK;

@@ -87,10 +87,8 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     return buf;
 }
 
-ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,
-                        int allow_cross_node_tp, ap_err *err) {
-    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
-    const char *tn = t->name;
+/* Degrees and batch sizes positive; the degrees multiply to the GPU count. */
+static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *err) {
     if (p->tp < 1 || p->pp < 1 || p->dp < 1 || p->cp < 1 || p->ep < 1 || p->etp < 1 || p->vp < 1)
         return ap_err_set(err, AP_ERR_INPUT, "degrees must be >= 1");
     if (p->mbs < 1 || p->gbs < 1 || p->seq < 1)
@@ -98,6 +96,14 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "tp*pp*cp*dp = %lld does not equal the %d GPUs",
                           (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
+    return AP_OK;
+}
+
+/* The trainer offers every dimension, ZeRO stage, recompute granularity and dtype the plan
+ * uses (trainer.c, each rule cited there); the GPU has the tensor cores for the dtype. */
+static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, const ap_cluster *c,
+                                ap_err *err) {
+    const char *tn = t->name;
     /* trainer support of each dimension */
     if (p->tp > 1 && !t->tp)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no tensor parallelism (tp must be 1)", tn);
@@ -139,6 +145,12 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     if (c->gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no %s tensor cores", c->gpu.name,
                           ap_dtype_name(p->dtype));
+    return AP_OK;
+}
+
+/* CPU offload of optimizer states and parameters as the trainer can express it. */
+static ap_status check_offload(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+    const char *tn = t->name;
     if (p->offload_optimizer > 0) {
         if (!t->offload_optimizer)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot offload optimizer states", tn);
@@ -164,6 +176,13 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
         if (p->offload_params < 1 && !t->offload_params_fraction)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s offloads all parameters or none", tn);
     }
+    return AP_OK;
+}
+
+/* Overlap options and the combinations the trainer refuses. */
+static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                                    ap_err *err) {
+    const char *tn = t->name;
     if (p->overlap_grad && !t->overlap_grad)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap gradient reduction", tn);
     if (p->overlap_param && !t->overlap_param)
@@ -206,8 +225,14 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
                           "covers all layers or none", tn);
+    return AP_OK;
+}
 
-    /* model shape rules */
+/* The model's shape against the degrees: heads, kv heads, NVLink domain, layers per chunk and
+ * the split, sequence for cp, experts for ep, the batch. */
+static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                             const ap_cluster *c, int allow_cross_node_tp, ap_err *err) {
+    const char *tn = t->name;
     if (m->heads % p->tp != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "heads (%lld) are not divisible by tp %d",
                           (long long)m->heads, p->tp);
@@ -285,4 +310,15 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     if (p->recompute_layers < 0 || (p->recompute_layers > 0 && p->recompute != AP_RECOMPUTE_FULL))
         return ap_err_set(err, AP_ERR_INPUT, "a recompute layer count needs full recomputation");
     return AP_OK;
+}
+
+ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,
+                        int allow_cross_node_tp, ap_err *err) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    ap_status st = check_degrees(p, c, err);
+    if (st == AP_OK) st = check_features(t, p, c, err);
+    if (st == AP_OK) st = check_offload(t, p, err);
+    if (st == AP_OK) st = check_combinations(t, p, m, err);
+    if (st == AP_OK) st = check_shape(t, p, m, c, allow_cross_node_tp, err);
+    return st;
 }
