@@ -515,7 +515,9 @@ static ap_status attn_window(rd *r, ll_kind kind, ap_model *m) {
     return read_layer_types(r, w, period, m);
 }
 
-static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
+/* The shape, vocabulary, positions, rotary base, MLP activation, tying, dropout and attention
+ * window of a Llama-family config. */
+static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
     ll_traits t = traits_of(kind);
     TRY(req_int(r, "hidden_size", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
     TRY(req_int(r, "num_hidden_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
@@ -557,8 +559,11 @@ static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
     static const char *const drop[] = {"attention_dropout", NULL};
     TRY(dropout_of(r, drop, 0.0, &m->dropout));
     TRY(attn_window(r, kind, m));
+    return AP_OK;
+}
 
-    /* biases */
+/* Which linear layers carry biases, per family (each family's modeling_*.py). */
+static ap_status ll_biases(rd *r, ap_model *m, ll_kind kind) {
     int attn_bias = 0, mlp_bias = 0;
     switch (kind) {
     case LL_LLAMA:
@@ -590,8 +595,12 @@ static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
      * StableLM use_qkv_bias (default False) */
     if (kind == LL_QWEN2 || kind == LL_QWEN2_MOE) m->qkv_bias = 1;
     if (kind == LL_STABLELM) TRY(opt_bool(r, "use_qkv_bias", 0, &m->qkv_bias));
+    return AP_OK;
+}
 
-    /* norms */
+/* The norms of a layer (count, kind, order, q/k norms) and the other per-family extras:
+ * logit soft-capping, LM-head bias, attention sinks. */
+static ap_status ll_norms(rd *r, ap_model *m, ll_kind kind) {
     m->norms_per_layer = 2;
     switch (kind) {
     case LL_GEMMA2: case LL_GEMMA3:
@@ -653,8 +662,11 @@ static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
         m->attn_sinks = 1;
         m->router_linear_bias = 1;
     }
+    return AP_OK;
+}
 
-    /* experts */
+/* The mixture-of-experts block, per family. */
+static ap_status ll_experts(rd *r, ap_model *m, ll_kind kind) {
     switch (kind) {
     case LL_MIXTRAL: TRY(moe_every_layer(r, "num_local_experts", 8, 2, m)); break;
     case LL_PHIMOE: TRY(moe_every_layer(r, "num_local_experts", 16, 2, m)); break;
@@ -672,6 +684,14 @@ static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
     case LL_LLAMA4: TRY(moe_llama4(r, m)); break;
     default: break;
     }
+    return AP_OK;
+}
+
+static ap_status read_llama_family(rd *r, ap_model *m, ll_kind kind) {
+    TRY(ll_core(r, m, kind));
+    TRY(ll_biases(r, m, kind));
+    TRY(ll_norms(r, m, kind));
+    TRY(ll_experts(r, m, kind));
     return AP_OK;
 }
 
