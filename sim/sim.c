@@ -595,108 +595,114 @@ static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
 
 /* ---- one rank --------------------------------------------------------------------------- */
 
-static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+/* The rank's share of the plan: its chunks and layers (with each chunk's recompute count),
+ * the sharding factors of dense and expert states, and the trainer's memory behaviours. */
+static void gen_layout(gen *g, const ap_sim *s, int stage) {
     const ap_model *m = &s->m;
     const ap_plan *p = &s->p;
-    gen g;
-    memset(&g, 0, sizeof g);
-    g.m = m;
-    g.p = p;
-    g.caps = ap_trainer_get(p->trainer);
-    g.stage = stage;
-    g.pp = p->pp;
-    g.vp = p->vp > 0 ? p->vp : 1;
-    g.L = m->layers;
-    g.mbs_n = p->grad_accum > 0 ? p->grad_accum : 1;
-    for (int k = 0; k < g.vp; k++) {
-        int c = k * g.pp + stage;
-        g.ck_first[k] = ap_plan_chunk_first_layer(p, g.L, c);
-        g.ck_n[k] = ap_plan_chunk_layers(p, g.L, c);
-        g.ck_base[k] = g.nloc;
-        g.nloc += g.ck_n[k];
+    g->m = m;
+    g->p = p;
+    g->caps = ap_trainer_get(p->trainer);
+    g->stage = stage;
+    g->pp = p->pp;
+    g->vp = p->vp > 0 ? p->vp : 1;
+    g->L = m->layers;
+    g->mbs_n = p->grad_accum > 0 ? p->grad_accum : 1;
+    for (int k = 0; k < g->vp; k++) {
+        int c = k * g->pp + stage;
+        g->ck_first[k] = ap_plan_chunk_first_layer(p, g->L, c);
+        g->ck_n[k] = ap_plan_chunk_layers(p, g->L, c);
+        g->ck_base[k] = g->nloc;
+        g->nloc += g->ck_n[k];
         int K = p->recompute_layers;
-        if (p->nchunks == g.pp * g.vp && p->stage_recompute[c] >= 0 &&
+        if (p->nchunks == g->pp * g->vp && p->stage_recompute[c] >= 0 &&
             p->stage_recompute[c] != 0)
             K = p->stage_recompute[c];
-        g.ck_rc[k] = K;
+        g->ck_rc[k] = K;
     }
-    g.nunits = g.nloc + 2;
-    g.u_embed = g.nloc;
-    g.u_head = g.nloc + 1;
+    g->nunits = g->nloc + 2;
+    g->u_embed = g->nloc;
+    g->u_head = g->nloc + 1;
     int t = p->tp > 0 ? p->tp : 1;
     double dd = (double)p->dp * (p->cp > 0 ? p->cp : 1);
-    g.D_dense = dd > 0 ? dd : 1;
+    g->D_dense = dd > 0 ? dd : 1;
     /* experts are sharded over the expert-data-parallel group: tp*cp*dp / (ep*etp) ranks
        (Megatron MoE "parallel folding") */
     double de = (double)t * dd / ((p->ep > 0 ? p->ep : 1) * (p->etp > 0 ? p->etp : 1));
-    g.D_expert = de >= 1 ? de : 1;
-    g.lazy_grads = p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN;
+    g->D_expert = de >= 1 ? de : 1;
+    g->lazy_grads = p->trainer == AP_TRAINER_FSDP || p->trainer == AP_TRAINER_TORCHTITAN;
     /* Megatron-LM computes the loss with its fused vocab-parallel cross entropy, in place on
        the fp32 logits; the other trainers run torch/Hugging Face models whose loss is
        F.cross_entropy(logits.float()) = log_softmax + nll_loss, each with its own output */
-    g.torch_loss = p->trainer != AP_TRAINER_MEGATRON;
-    g.foreach_adam = p->trainer == AP_TRAINER_FSDP;
+    g->torch_loss = p->trainer != AP_TRAINER_MEGATRON;
+    g->foreach_adam = p->trainer == AP_TRAINER_FSDP;
     /* 16-bit working copies: ZeRO-3 gathers per layer and reshards after each pass; FSDP
        SHARD_GRAD_OP keeps the gathered copy from forward to backward; trainers whose
        parameters are fp32 (master_bytes 0) without sharding cast a 16-bit copy per layer that
        lives from its first forward to its last backward (FSDP MixedPrecision) */
-    g.gather_keep = (p->zero == 2 && g.caps->zero2_keeps_gathered) ||
-                    (p->zero < 2 && g.caps->master_bytes == 0);
-    g.gather_mode = p->zero == 3 || g.gather_keep;
+    g->gather_keep = (p->zero == 2 && g->caps->zero2_keeps_gathered) ||
+                     (p->zero < 2 && g->caps->master_bytes == 0);
+    g->gather_mode = p->zero == 3 || g->gather_keep;
     /* with parameter overlap the next layer's all-gather is issued before this layer computes,
        so two gathered layers are live (FSDP forward/backward prefetch, DeepSpeed
        stage3_prefetch_bucket_size) */
-    g.prefetch = p->zero == 3 && !g.gather_keep && p->overlap_param;
-    g.fetch_frac_mode = !g.gather_mode && p->offload_params > 0;
-    g.grads_sharded = p->zero >= 2;
-    g.reduce_per_mb = (g.caps->grad_reduce_per_mb_zero_mask >> p->zero) & 1u;
+    g->prefetch = p->zero == 3 && !g->gather_keep && p->overlap_param;
+    g->fetch_frac_mode = !g->gather_mode && p->offload_params > 0;
+    g->grads_sharded = p->zero >= 2;
+    g->reduce_per_mb = (g->caps->grad_reduce_per_mb_zero_mask >> p->zero) & 1u;
+}
 
-    g.sz = ap_calloc((size_t)(g.nloc > 0 ? g.nloc : 1), sizeof *g.sz);
-    g.units = ap_calloc((size_t)g.nunits, sizeof *g.units);
-    g.saved = ap_malloc((size_t)g.mbs_n * (size_t)(g.nloc > 0 ? g.nloc : 1) * AP_SIM_NKINDS *
-                     sizeof *g.saved);
-    g.ends = ap_malloc((size_t)g.mbs_n * 4 * sizeof *g.ends);
-    if (!g.sz || !g.units || !g.saved || !g.ends) {
-        ap_free(g.sz);
-        ap_free(g.units);
-        ap_free(g.saved);
-        ap_free(g.ends);
+/* Per-layer tensor sizes (computed once per layer kind), the model-state units of the rank's
+ * layers and of the embedding / head, and the replay's bookkeeping arrays. */
+static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
+    const ap_model *m = &s->m;
+    const ap_plan *p = &s->p;
+    int t = p->tp > 0 ? p->tp : 1;
+    g->sz = ap_calloc((size_t)(g->nloc > 0 ? g->nloc : 1), sizeof *g->sz);
+    g->units = ap_calloc((size_t)g->nunits, sizeof *g->units);
+    size_t nsaved = (size_t)g->mbs_n * (size_t)(g->nloc > 0 ? g->nloc : 1) * AP_SIM_NKINDS;
+    g->saved = ap_malloc(nsaved * sizeof *g->saved);
+    g->ends = ap_malloc((size_t)g->mbs_n * 4 * sizeof *g->ends);
+    if (!g->sz || !g->units || !g->saved || !g->ends) {
+        ap_free(g->sz);
+        ap_free(g->units);
+        ap_free(g->saved);
+        ap_free(g->ends);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
-    memset(g.saved, 0xff, (size_t)g.mbs_n * (size_t)(g.nloc > 0 ? g.nloc : 1) * AP_SIM_NKINDS *
-                              sizeof *g.saved);
-    memset(g.ends, 0xff, (size_t)g.mbs_n * 4 * sizeof *g.ends);
+    memset(g->saved, 0xff, nsaved * sizeof *g->saved);
+    memset(g->ends, 0xff, (size_t)g->mbs_n * 4 * sizeof *g->ends);
     /* layers of a kind share sizes: compute the dense and MoE shapes once */
     lsz dense_sz, moe_sz;
     int have_dense = 0, have_moe = 0;
-    for (int k = 0; k < g.vp; k++)
-        for (int i = 0; i < g.ck_n[k]; i++) {
-            int64_t layer = g.ck_first[k] + i;
+    for (int k = 0; k < g->vp; k++)
+        for (int i = 0; i < g->ck_n[k]; i++) {
+            int64_t layer = g->ck_first[k] + i;
             int moe = ap_model_layer_is_moe(m, layer);
             if (moe && !have_moe) {
-                ap_simg_layer_sizes(&g, layer, &moe_sz);
+                ap_simg_layer_sizes(g, layer, &moe_sz);
                 have_moe = 1;
             } else if (!moe && !have_dense) {
-                ap_simg_layer_sizes(&g, layer, &dense_sz);
+                ap_simg_layer_sizes(g, layer, &dense_sz);
                 have_dense = 1;
             }
-            int loc = g.ck_base[k] + i;
-            g.sz[loc] = moe ? moe_sz : dense_sz;
-            unit *u = &g.units[loc];
+            int loc = g->ck_base[k] + i;
+            g->sz[loc] = moe ? moe_sz : dense_sz;
+            unit *u = &g->units[loc];
             u->layer = (int32_t)layer;
-            u->p_dense = g.sz[loc].p_dense;
-            u->p_expert = g.sz[loc].p_expert;
-            u->p_linear = g.sz[loc].p_linear;
+            u->p_dense = g->sz[loc].p_dense;
+            u->p_expert = g->sz[loc].p_expert;
+            u->p_linear = g->sz[loc].p_linear;
         }
-    if (g.nloc == 0) ap_simg_layer_sizes(&g, 0, &g.sz[0]);
+    if (g->nloc == 0) ap_simg_layer_sizes(g, 0, &g->sz[0]);
     int64_t V = m->vocab, h = m->hidden;
-    g.xb = g.sz[0].x;
-    g.hmask_b = m->dropout ? g.sz[0].x / 2 : 0;
+    g->xb = g->sz[0].x;
+    g->hmask_b = m->dropout ? g->sz[0].x / 2 : 0;
     /* logits: [s/cp * b, V/t] in the compute dtype (vocab-parallel head, Megatron) */
-    g.logits_b = cdiv(p->seq, p->cp > 0 ? p->cp : 1) * p->mbs * cdiv(V, t) * 2;
-    unit *ue = &g.units[g.u_embed], *uh = &g.units[g.u_head];
+    g->logits_b = cdiv(p->seq, p->cp > 0 ? p->cp : 1) * p->mbs * cdiv(V, t) * 2;
+    unit *ue = &g->units[g->u_embed], *uh = &g->units[g->u_head];
     ue->layer = AP_SIM_LAYER_EMBED;
-    uh->layer = (int32_t)g.L;
+    uh->layer = (int32_t)g->L;
     if (stage == 0) {
         int64_t emb = ap_model_embedding_params(m);
         ue->p_dense = emb - V * h + cdiv(V, t) * h;
@@ -709,30 +715,35 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         uh->p_dense = head;
         uh->p_linear = (!m->tied_embeddings || p->pp > 1) ? cdiv(V, t) * h : 0;
     }
-    for (int i = 0; i < g.nunits; i++) {
-        g.units[i].t_weight = g.units[i].t_grad = g.units[i].t_gathered = g.units[i].t_accum = -1;
+    for (int i = 0; i < g->nunits; i++) {
+        g->units[i].t_weight = g->units[i].t_grad = g->units[i].t_gathered = g->units[i].t_accum = -1;
     }
+    return AP_OK;
+}
 
+/* The event, tensor and operation arrays, sized from the schedule once, and the allocator
+ * model (out of memory sets g->nomem). */
+static void gen_buffers(gen *g, const ap_sim *s) {
     /* size the arrays from the schedule once (about 70 events per layer and micro-batch)
        instead of growing them by doubling */
-    int64_t est = ((int64_t)g.nloc + 2) * g.mbs_n * 72 + 4096;
-    g.capev = (int)est;
-    g.capts = (int)(est / 2);
-    g.capops = (int)(((int64_t)g.nloc + 4) * g.mbs_n * 3 + 256);
-    g.record = s->o.record_curves;
-    g.ts = ap_malloc((size_t)g.capts * sizeof *g.ts);
-    g.blk = ap_malloc((size_t)g.capts * sizeof *g.blk);
-    g.ops = ap_malloc((size_t)g.capops * sizeof *g.ops);
-    if (!g.ts || !g.blk || !g.ops) g.nomem = 1;
-    if (g.record) {
-        g.ev = ap_malloc((size_t)g.capev * sizeof *g.ev);
-        g.acurve = ap_malloc((size_t)g.capev * sizeof *g.acurve);
-        g.rcurve = ap_malloc((size_t)g.capev * sizeof *g.rcurve);
-        g.opk_ev = ap_malloc((size_t)g.capops * sizeof *g.opk_ev);
-        g.opk_cat = ap_malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.opk_cat);
-        g.ope_cat = ap_malloc((size_t)g.capops * AP_SIM_NCAT * sizeof *g.ope_cat);
-        if (!g.ev || !g.acurve || !g.rcurve || !g.opk_ev || !g.opk_cat || !g.ope_cat)
-            g.nomem = 1;
+    int64_t est = ((int64_t)g->nloc + 2) * g->mbs_n * 72 + 4096;
+    g->capev = (int)est;
+    g->capts = (int)(est / 2);
+    g->capops = (int)(((int64_t)g->nloc + 4) * g->mbs_n * 3 + 256);
+    g->record = s->o.record_curves;
+    g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);
+    g->blk = ap_malloc((size_t)g->capts * sizeof *g->blk);
+    g->ops = ap_malloc((size_t)g->capops * sizeof *g->ops);
+    if (!g->ts || !g->blk || !g->ops) g->nomem = 1;
+    if (g->record) {
+        g->ev = ap_malloc((size_t)g->capev * sizeof *g->ev);
+        g->acurve = ap_malloc((size_t)g->capev * sizeof *g->acurve);
+        g->rcurve = ap_malloc((size_t)g->capev * sizeof *g->rcurve);
+        g->opk_ev = ap_malloc((size_t)g->capops * sizeof *g->opk_ev);
+        g->opk_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->opk_cat);
+        g->ope_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->ope_cat);
+        if (!g->ev || !g->acurve || !g->rcurve || !g->opk_ev || !g->opk_cat || !g->ope_cat)
+            g->nomem = 1;
     }
     ap_alloc_opts ao;
     ap_alloc_opts_init(&ao);
@@ -743,13 +754,71 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         double lim = s->capacity_bytes - s->overhead_bytes;
         ao.limit_bytes = lim > 0 ? (int64_t)lim : 1;
     }
-    g.al = ap_alloc_new(&ao);
-    if (!g.al) g.nomem = 1;
-    g.apeak = -1;
-    g.peak_ev = g.peak_op = g.over_ev = g.over_op = -1;
-    g.budget = s->budget_bytes;
-    g.overhead = s->overhead_bytes;
+    g->al = ap_alloc_new(&ao);
+    if (!g->al) g->nomem = 1;
+    g->apeak = -1;
+    g->peak_ev = g->peak_op = g->over_ev = g->over_op = -1;
+    g->budget = s->budget_bytes;
+    g->overhead = s->overhead_bytes;
+}
 
+/* Hand the arrays to the rank, free the rest, and fill its public summary. */
+static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+    ap_free(g->sz);
+    ap_free(g->units);
+    ap_free(g->saved);
+    ap_free(g->ends);
+    ap_free(g->blk);
+    rs->ops = g->ops;
+    rs->ts = g->ts;
+    rs->ev = g->ev;
+    rs->acurve = g->acurve;
+    rs->rcurve = g->rcurve;
+    rs->opk_ev = g->opk_ev;
+    rs->opk_cat = g->opk_cat;
+    rs->ope_cat = g->ope_cat;
+    ap_sim_rank *r = &rs->r;
+    if (g->al) ap_alloc_get_stats(g->al, &r->alloc);
+    ap_alloc_free(g->al);
+    if (g->nomem) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    if (g->bad_free)
+        return ap_err_set(err, AP_ERR_INTERNAL,
+                          "simulator: stage %d frees a tensor that is not allocated", stage);
+    r->stage = stage;
+    r->layers = g->nloc;
+    r->nops = g->nops;
+    r->ntensors = g->nts;
+    r->nevents = g->nev;
+    r->ops = g->ops;
+    r->tensors = g->ts;
+    r->events = g->ev;
+    r->allocated_curve = g->acurve;
+    r->reserved_curve = g->rcurve;
+    r->op_peak_event = g->opk_ev;
+    r->op_peak_cat = g->opk_cat;
+    r->op_end_cat = g->ope_cat;
+    r->baseline_bytes = g->baseline;
+    r->end_bytes = g->live;
+    r->allocated_peak_bytes = g->apeak < 0 ? 0 : g->apeak;
+    r->reserved_peak_bytes = g->rpeak;
+    r->device_peak_bytes = g->rpeak + (int64_t)s->overhead_bytes;
+    r->peak_event = g->peak_ev;
+    r->peak_op = g->peak_op;
+    r->over_event = g->over_ev;
+    r->over_op = g->over_op;
+    r->fragmentation = g->rpeak > 0 ? 1.0 - (double)g->alloc_at_rpeak / (double)g->rpeak : 0;
+    ap_status st = live_set(s, rs, err);
+    return st;
+}
+
+static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+    gen g;
+    memset(&g, 0, sizeof g);
+    gen_layout(&g, s, stage);
+    ap_status st = gen_sizes(&g, s, stage, err);
+    if (st != AP_OK) return st;
+    gen_buffers(&g, s);
+    /* the replay: persistent states, the pipeline schedule, the optimizer step */
     if (!g.nomem) {
         setup_states(&g);
         schedule(&g);
@@ -760,51 +829,7 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
         if (g.record)
             memcpy(&g.ope_cat[(int64_t)(g.nops - 1) * AP_SIM_NCAT], g.cat, sizeof g.cat);
     }
-    ap_free(g.sz);
-    ap_free(g.units);
-    ap_free(g.saved);
-    ap_free(g.ends);
-    ap_free(g.blk);
-    rs->ops = g.ops;
-    rs->ts = g.ts;
-    rs->ev = g.ev;
-    rs->acurve = g.acurve;
-    rs->rcurve = g.rcurve;
-    rs->opk_ev = g.opk_ev;
-    rs->opk_cat = g.opk_cat;
-    rs->ope_cat = g.ope_cat;
-    ap_sim_rank *r = &rs->r;
-    if (g.al) ap_alloc_get_stats(g.al, &r->alloc);
-    ap_alloc_free(g.al);
-    if (g.nomem) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
-    if (g.bad_free)
-        return ap_err_set(err, AP_ERR_INTERNAL,
-                          "simulator: stage %d frees a tensor that is not allocated", stage);
-    r->stage = stage;
-    r->layers = g.nloc;
-    r->nops = g.nops;
-    r->ntensors = g.nts;
-    r->nevents = g.nev;
-    r->ops = g.ops;
-    r->tensors = g.ts;
-    r->events = g.ev;
-    r->allocated_curve = g.acurve;
-    r->reserved_curve = g.rcurve;
-    r->op_peak_event = g.opk_ev;
-    r->op_peak_cat = g.opk_cat;
-    r->op_end_cat = g.ope_cat;
-    r->baseline_bytes = g.baseline;
-    r->end_bytes = g.live;
-    r->allocated_peak_bytes = g.apeak < 0 ? 0 : g.apeak;
-    r->reserved_peak_bytes = g.rpeak;
-    r->device_peak_bytes = g.rpeak + (int64_t)s->overhead_bytes;
-    r->peak_event = g.peak_ev;
-    r->peak_op = g.peak_op;
-    r->over_event = g.over_ev;
-    r->over_op = g.over_op;
-    r->fragmentation = g.rpeak > 0 ? 1.0 - (double)g.alloc_at_rpeak / (double)g.rpeak : 0;
-    ap_status st = live_set(s, rs, err);
-    return st;
+    return rank_result(&g, s, stage, rs, err);
 }
 
 ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
