@@ -716,7 +716,8 @@ static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
         uh->p_linear = (!m->tied_embeddings || p->pp > 1) ? cdiv(V, t) * h : 0;
     }
     for (int i = 0; i < g->nunits; i++) {
-        g->units[i].t_weight = g->units[i].t_grad = g->units[i].t_gathered = g->units[i].t_accum = -1;
+        unit *u = &g->units[i];
+        u->t_weight = u->t_grad = u->t_gathered = u->t_accum = -1;
     }
     return AP_OK;
 }
@@ -780,7 +781,8 @@ static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_er
     ap_sim_rank *r = &rs->r;
     if (g->al) ap_alloc_get_stats(g->al, &r->alloc);
     ap_alloc_free(g->al);
-    if (g->nomem) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    if (g->nomem)
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
     if (g->bad_free)
         return ap_err_set(err, AP_ERR_INTERNAL,
                           "simulator: stage %d frees a tensor that is not allocated", stage);
