@@ -646,46 +646,46 @@ static void chart_memory(rbuf *b, const ap_report *r) {
     rb_puts(b, "</svg>\n");
 }
 
-/* (3) memory vs throughput of the feasible evaluated plans */
-static void chart_scatter(rbuf *b, const ap_report *r) {
-    const double W = 980, H = 520, X0 = 90, Y0 = 30, PW = 700, PH = 400;
-    double xmax = 0, ymax = 0;
+/* ---- (3) memory vs throughput of the feasible evaluated plans ---- */
+
+/* The scatter's geometry: the SVG size, the plot area and the axis ranges and steps. */
+typedef struct {
+    double W, H, X0, Y0, PW, PH;
+    double xmax, ymax, xs, ys; /* bytes, tokens/s */
+} scatter_geom;
+
+/* Axis ranges covering the feasible plans and the compared strategies, on "nice" steps. */
+static void scatter_scale(const ap_report *r, scatter_geom *g) {
+    g->xmax = g->ymax = 0;
     for (int64_t i = 0; i < r->nrows; i++) {
-        if (r->rows[i].device_peak_bytes > xmax) xmax = r->rows[i].device_peak_bytes;
-        if (r->rows[i].tokens_per_s > ymax) ymax = r->rows[i].tokens_per_s;
+        if (r->rows[i].device_peak_bytes > g->xmax) g->xmax = r->rows[i].device_peak_bytes;
+        if (r->rows[i].tokens_per_s > g->ymax) g->ymax = r->rows[i].tokens_per_s;
     }
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         const ap_estimate *e = &r->strat[i].est;
-        if (e->device_peak_bytes > xmax) xmax = e->device_peak_bytes;
-        if (e->capacity_bytes > xmax) xmax = e->capacity_bytes;
-        if (e->tp.tokens_per_s > ymax) ymax = e->tp.tokens_per_s;
+        if (e->device_peak_bytes > g->xmax) g->xmax = e->device_peak_bytes;
+        if (e->capacity_bytes > g->xmax) g->xmax = e->capacity_bytes;
+        if (e->tp.tokens_per_s > g->ymax) g->ymax = e->tp.tokens_per_s;
     }
-    double xs = rep_nice_step(xmax / AP_GIB) * AP_GIB, ys = rep_nice_step(ymax);
-    xmax = xs * ceil(xmax / xs * 1.02);
-    ymax = ys * ceil(ymax / ys * 1.02);
-    if (!(xmax > 0)) xmax = AP_GIB;
-    if (!(ymax > 0)) ymax = 1;
-    /* Pareto front: sort by memory, keep each plan faster than every plan with less memory */
-    int64_t *idx = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *idx) : NULL;
-    char *front = r->nrows ? ap_calloc((size_t)r->nrows, 1) : NULL;
+    g->xs = rep_nice_step(g->xmax / AP_GIB) * AP_GIB;
+    g->ys = rep_nice_step(g->ymax);
+    g->xmax = g->xs * ceil(g->xmax / g->xs * 1.02);
+    g->ymax = g->ys * ceil(g->ymax / g->ys * 1.02);
+    if (!(g->xmax > 0)) g->xmax = AP_GIB;
+    if (!(g->ymax > 0)) g->ymax = 1;
+}
+
+/* The Pareto front of the feasible plans (memory against throughput): idx = the rows by
+ * memory, then throughput; front[i] = 1 for a row faster than every row with less memory.
+ * Returns the front's size, or -1 when out of memory. */
+static int64_t pareto_front(const ap_report *r, int64_t *idx, char *front) {
     int64_t nfront = 0;
-    if (r->nrows && (!idx || !front)) {
-        b->failed = 1;
-        ap_free(idx);
-        ap_free(front);
-        return;
-    }
     for (int64_t i = 0; i < r->nrows; i++) idx[i] = i;
     /* insertion by memory would be quadratic; a small merge sort on indices instead */
     {
         int64_t *tmp = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *tmp) : NULL;
-        if (r->nrows && !tmp) {
-            b->failed = 1;
-            ap_free(idx);
-            ap_free(front);
-            return;
-        }
+        if (r->nrows && !tmp) return -1;
         for (int64_t w = 1; w < r->nrows; w *= 2) {
             for (int64_t lo = 0; lo < r->nrows; lo += 2 * w) {
                 int64_t mid = lo + w < r->nrows ? lo + w : r->nrows;
@@ -716,33 +716,32 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
             nfront++;
         }
     }
-    int64_t nrest = r->nrows - nfront;
-    int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
-    rb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
-              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
-              "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
-              "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
-              "memory (GiB) against throughput (tokens/s) of the feasible evaluated plans</title>",
-              W, H, W, H, (long long)r->evaluated, (long long)r->fit, (long long)nfront,
-              (long long)nsample);
-    /* axes */
-    for (double v = 0; v <= xmax * (1 + 1e-9); v += xs) {
-        double x = X0 + PW * v / xmax;
+    return nfront;
+}
+
+/* Grid, ticks and axis titles. */
+static void scatter_axes(rbuf *b, const scatter_geom *g) {
+    for (double v = 0; v <= g->xmax * (1 + 1e-9); v += g->xs) {
+        double x = g->X0 + g->PW * v / g->xmax;
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  x, Y0, x, Y0 + PH, x, Y0 + PH + 14, v / AP_GIB);
+                  x, g->Y0, x, g->Y0 + g->PH, x, g->Y0 + g->PH + 14, v / AP_GIB);
     }
-    for (double v = 0; v <= ymax * (1 + 1e-9); v += ys) {
-        double y = Y0 + PH - PH * v / ymax;
+    for (double v = 0; v <= g->ymax * (1 + 1e-9); v += g->ys) {
+        double y = g->Y0 + g->PH - g->PH * v / g->ymax;
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                  X0, y, X0 + PW, y, X0 - 4, y + 4, v);
+                  g->X0, y, g->X0 + g->PW, y, g->X0 - 4, y + 4, v);
     }
     rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device "
-              "memory per GPU, worst stage (GiB)</text>", X0 + PW / 2, Y0 + PH + 34);
+              "memory per GPU, worst stage (GiB)</text>", g->X0 + g->PW / 2, g->Y0 + g->PH + 34);
     rb_printf(b, "<text class=\"axis-title\" transform=\"translate(18 %.1f) rotate(-90)\" "
-              "text-anchor=\"middle\">throughput (tokens/s)</text>", Y0 + PH / 2);
-    /* sampled points: every k-th non-front plan in step-time order */
+              "text-anchor=\"middle\">throughput (tokens/s)</text>", g->Y0 + g->PH / 2);
+}
+
+/* Sampled plans (every k-th plan off the front, in step-time order) and the front itself. */
+static void scatter_points(rbuf *b, const ap_report *r, const scatter_geom *g, const int64_t *idx,
+                           const char *front, int64_t nrest, int64_t nsample) {
     rb_puts(b, "<g class=\"samples\">");
     int64_t seen = 0, drawn = 0;
     for (int64_t i = 0; i < r->nrows && drawn < nsample; i++) {
@@ -750,43 +749,44 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
         if (seen++ * nsample / (nrest ? nrest : 1) < drawn) continue;
         const ap_report_row *q = &r->rows[i];
         rb_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>",
-                  X0 + PW * q->device_peak_bytes / xmax, Y0 + PH - PH * q->tokens_per_s / ymax);
+                  g->X0 + g->PW * q->device_peak_bytes / g->xmax, g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax);
         drawn++;
     }
     rb_puts(b, "</g><polyline class=\"front\" points=\"");
     for (int64_t i = 0; i < r->nrows; i++) {
         const ap_report_row *q = &r->rows[idx[i]];
         if (front[idx[i]])
-            rb_printf(b, "%.1f,%.1f ", X0 + PW * q->device_peak_bytes / xmax,
-                      Y0 + PH - PH * q->tokens_per_s / ymax);
+            rb_printf(b, "%.1f,%.1f ", g->X0 + g->PW * q->device_peak_bytes / g->xmax,
+                      g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax);
     }
     rb_puts(b, "\"/><g class=\"fronts\">");
     for (int64_t i = 0; i < r->nrows; i++) {
         const ap_report_row *q = &r->rows[idx[i]];
         if (front[idx[i]])
             rb_printf(b, "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>",
-                      X0 + PW * q->device_peak_bytes / xmax - 3,
-                      Y0 + PH - PH * q->tokens_per_s / ymax - 3);
+                      g->X0 + g->PW * q->device_peak_bytes / g->xmax - 3,
+                      g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax - 3);
     }
     rb_puts(b, "</g>");
-    ap_free(idx);
-    ap_free(front);
-    /* capacity line */
+}
+
+/* The capacity line and the compared strategies, labelled by name. */
+static void scatter_strategies(rbuf *b, const ap_report *r, const scatter_geom *g) {
     double cap = r->cluster->gpu.mem_bytes;
     for (int i = 0; i < r->nstrat; i++)
         if (r->strat[i].status != AP_REPORT_ILLEGAL) cap = r->strat[i].est.capacity_bytes;
     char x1[32];
-    double xc = X0 + PW * cap / xmax;
+    double xc = g->X0 + g->PW * cap / g->xmax;
     rb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
               "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
-              xc, Y0, xc, Y0 + PH, xc - 3, Y0 - 6, rep_fmt_gib(cap, x1, sizeof x1));
-    /* compared strategies, labelled by name (labels staggered so coincident ones stay legible) */
+              xc, g->Y0, xc, g->Y0 + g->PH, xc - 3, g->Y0 - 6, rep_fmt_gib(cap, x1, sizeof x1));
+    /* labels staggered so coincident ones stay legible */
     int k = 0;
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (s->status == AP_REPORT_ILLEGAL) continue;
-        double x = X0 + PW * s->est.device_peak_bytes / xmax;
-        double y = Y0 + PH - PH * s->est.tp.tokens_per_s / ymax;
+        double x = g->X0 + g->PW * s->est.device_peak_bytes / g->xmax;
+        double y = g->Y0 + g->PH - g->PH * s->est.tp.tokens_per_s / g->ymax;
         double ly = y - 8 - 13.0 * (k % 6);
         rb_printf(b, "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>"
                   "<line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
@@ -796,8 +796,12 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
         rb_puts(b, s->status == AP_REPORT_NOFIT ? " (does not fit)</text></g>" : "</text></g>");
         k++;
     }
-    /* key */
-    double kx = X0 + PW + 14;
+}
+
+/* The key with the counts behind the chart. */
+static void scatter_key(rbuf *b, const ap_report *r, const scatter_geom *g, int64_t nfront,
+                        int64_t nsample) {
+    double kx = g->X0 + g->PW + 14;
     rb_printf(b, "<g class=\"key\"><circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>"
               "<text x=\"%.1f\" y=\"%.1f\">sampled plan</text>"
               "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>"
@@ -808,10 +812,41 @@ static void chart_scatter(rbuf *b, const ap_report *r) {
               "<text x=\"%.1f\" y=\"%.1f\">%lld feasible</text>"
               "<text x=\"%.1f\" y=\"%.1f\">%lld on the front</text>"
               "<text x=\"%.1f\" y=\"%.1f\">%lld sampled</text></g>",
-              kx + 4, Y0 + 10, kx + 14, Y0 + 14, kx + 1, Y0 + 27, kx + 14, Y0 + 34, kx + 4,
-              Y0 + 50, kx + 14, Y0 + 54, kx, Y0 + 80, (long long)r->evaluated, kx, Y0 + 96,
-              (long long)r->fit, kx, Y0 + 112, (long long)nfront, kx, Y0 + 128,
+              kx + 4, g->Y0 + 10, kx + 14, g->Y0 + 14, kx + 1, g->Y0 + 27, kx + 14, g->Y0 + 34, kx + 4,
+              g->Y0 + 50, kx + 14, g->Y0 + 54, kx, g->Y0 + 80, (long long)r->evaluated, kx, g->Y0 + 96,
+              (long long)r->fit, kx, g->Y0 + 112, (long long)nfront, kx, g->Y0 + 128,
               (long long)nsample);
+}
+
+/* (3) device memory against throughput of every feasible plan: the Pareto front, at most
+ * AP_REPORT_MAX_POINTS sampled others, the compared strategies and the capacity */
+static void chart_scatter(rbuf *b, const ap_report *r) {
+    scatter_geom g = {980, 520, 90, 30, 700, 400, 0, 0, 0, 0};
+    scatter_scale(r, &g);
+    int64_t *idx = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *idx) : NULL;
+    char *front = r->nrows ? ap_calloc((size_t)r->nrows, 1) : NULL;
+    int64_t nfront = r->nrows && (!idx || !front) ? -1 : pareto_front(r, idx, front);
+    if (nfront < 0) {
+        b->failed = 1;
+        ap_free(idx);
+        ap_free(front);
+        return;
+    }
+    int64_t nrest = r->nrows - nfront;
+    int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
+    rb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
+              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+              "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
+              "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
+              "memory (GiB) against throughput (tokens/s) of the feasible evaluated plans</title>",
+              g.W, g.H, g.W, g.H, (long long)r->evaluated, (long long)r->fit, (long long)nfront,
+              (long long)nsample);
+    scatter_axes(b, &g);
+    scatter_points(b, r, &g, idx, front, nrest, nsample);
+    ap_free(idx);
+    ap_free(front);
+    scatter_strategies(b, r, &g);
+    scatter_key(b, r, &g, nfront, nsample);
     rb_puts(b, "</svg>\n");
 }
 
@@ -889,127 +924,156 @@ static void html_num_row(rbuf *b, const ap_report *r, int i) {
     rb_printf(b, "<td>%s</td></tr>\n", status_text(s));
 }
 
-ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    rbuf b = {0};
+/* The document head, style sheet, title and the introduction. */
+static void html_head(rbuf *b, const ap_report *r) {
     const ap_cluster *c = r->cluster;
-    char a[32], lbl[160];
-    rb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    rb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                 "<meta name=\"color-scheme\" content=\"light dark\"><title>autoplan compare: ");
-    rb_html(&b, r->model->name);
-    rb_printf(&b, "</title>\n<style>\n%s</style></head><body>\n", css);
-    rb_puts(&b, "<h1>Strategy comparison: ");
-    rb_html(&b, r->model->name);
-    rb_printf(&b, " on %d &#215; ", c->gpus);
-    rb_html(&b, c->gpu.name);
-    rb_printf(&b, "</h1>\n<p>Trainer %s, global batch %lld sequences &#215; %lld tokens. Times are "
+    rb_html(b, r->model->name);
+    rb_printf(b, "</title>\n<style>\n%s</style></head><body>\n", css);
+    rb_puts(b, "<h1>Strategy comparison: ");
+    rb_html(b, r->model->name);
+    rb_printf(b, " on %d &#215; ", c->gpus);
+    rb_html(b, c->gpu.name);
+    rb_printf(b, "</h1>\n<p>Trainer %s, global batch %lld sequences &#215; %lld tokens. Times are "
               "predictions of the autoplan cost model %s; the validated time error is %.0f%% "
               "(differences below it are ties). Every number is an <code>autoplan estimate "
               "--json</code> field of that plan; the commands are at the end.</p>\n",
               ap_trainer_name((ap_trainer_id)r->trainer), (long long)r->gbs, (long long)r->seq,
               ap_costmodel_version(), 100 * AP_VALIDATED_TIME_ERROR);
+}
 
-    rb_puts(&b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
+/* The compared plans table and each strategy's description. */
+static void html_plans(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
                 "<th>trainer</th><th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
                 "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
                 "<th>largest non-compute part</th><th>overshoot (GiB)</th><th>fits</th></tr></thead>"
                 "<tbody>\n");
-    for (int i = 0; i < r->nstrat; i++) html_num_row(&b, r, i);
-    rb_puts(&b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
+    for (int i = 0; i < r->nstrat; i++) html_num_row(b, r, i);
+    rb_puts(b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
                 "headroom_bytes &#8722; capacity_bytes, for plans that do not fit.</p>\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (!s->desc[0] && !s->note[0]) continue;
-        rb_puts(&b, "<p class=\"note\"><b>");
-        rb_html(&b, s->name);
-        rb_puts(&b, "</b>: ");
-        rb_html(&b, s->desc);
+        rb_puts(b, "<p class=\"note\"><b>");
+        rb_html(b, s->name);
+        rb_puts(b, "</b>: ");
+        rb_html(b, s->desc);
         if (s->note[0]) {
-            rb_puts(&b, " ");
-            rb_html(&b, s->note);
+            rb_puts(b, " ");
+            rb_html(b, s->note);
         }
-        rb_puts(&b, "</p>\n");
+        rb_puts(b, "</p>\n");
     }
+}
 
-    rb_puts(&b, "<h2>Why the best plan wins</h2>\n");
+/* Why the best plan wins: one line per other strategy, then the bottleneck. */
+static void html_why(rbuf *b, const ap_report *r) {
+    char lbl[160];
+    rb_puts(b, "<h2>Why the best plan wins</h2>\n");
     if (r->best < 0) {
-        rb_puts(&b, "<p>None of the compared strategies fits.</p>\n");
+        rb_puts(b, "<p>None of the compared strategies fits.</p>\n");
     } else {
         line_buf lb;
-        rb_puts(&b, "<p>Best: <b>");
-        rb_html(&b, r->strat[r->best].name);
-        rb_puts(&b, "</b> (");
-        rb_html(&b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
-        rb_puts(&b, ").</p>\n<ul id=\"explain\">\n");
+        rb_puts(b, "<p>Best: <b>");
+        rb_html(b, r->strat[r->best].name);
+        rb_puts(b, "</b> (");
+        rb_html(b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
+        rb_puts(b, ").</p>\n<ul id=\"explain\">\n");
         for (int i = 0; i < r->nstrat; i++) {
             if (i == r->best) continue;
             explain(r, i, &lb);
-            rb_puts(&b, "<li><b>");
-            rb_html(&b, r->strat[i].name);
-            rb_puts(&b, "</b>: ");
-            rb_html(&b, lb.text);
-            rb_puts(&b, "</li>\n");
+            rb_puts(b, "<li><b>");
+            rb_html(b, r->strat[i].name);
+            rb_puts(b, "</b>: ");
+            rb_html(b, lb.text);
+            rb_puts(b, "</li>\n");
         }
         bottleneck(r, &lb);
-        rb_puts(&b, "</ul>\n<p id=\"bottleneck\">Bottleneck: ");
-        rb_html(&b, lb.text);
-        rb_puts(&b, "</p>\n");
+        rb_puts(b, "</ul>\n<p id=\"bottleneck\">Bottleneck: ");
+        rb_html(b, lb.text);
+        rb_puts(b, "</p>\n");
     }
+}
 
-    rb_puts(&b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
+/* Chart 1 and its table of exposed time parts. */
+static void html_time(rbuf *b, const ap_report *r) {
+    char a[32];
+    rb_puts(b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
                 "the legend's order; the whiskers mark &#177;");
-    rb_printf(&b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
-    chart_time(&b, r);
-    rb_puts(&b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
-    for (int j = 0; j < NTIME; j++) rb_printf(&b, "<th>%s (s)</th>", time_parts[j].key);
-    rb_puts(&b, "<th>step_s (s)</th></tr></thead><tbody>\n");
+    rb_printf(b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
+    chart_time(b, r);
+    rb_puts(b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
+    for (int j = 0; j < NTIME; j++) rb_printf(b, "<th>%s (s)</th>", time_parts[j].key);
+    rb_puts(b, "<th>step_s (s)</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
-        rb_puts(&b, "<tr><td>");
-        rb_html(&b, r->strat[i].name);
-        rb_puts(&b, "</td>");
+        rb_puts(b, "<tr><td>");
+        rb_html(b, r->strat[i].name);
+        rb_puts(b, "</td>");
         for (int j = 0; j < NTIME; j++)
-            rb_printf(&b, "<td>%s</td>", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
-        rb_printf(&b, "<td>%s</td></tr>\n", rep_fmt_s(o.step_s, a, sizeof a));
+            rb_printf(b, "<td>%s</td>", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        rb_printf(b, "<td>%s</td></tr>\n", rep_fmt_s(o.step_s, a, sizeof a));
     }
-    rb_puts(&b, "</tbody></table></div>\n");
+    rb_puts(b, "</tbody></table></div>\n");
+}
 
-    rb_puts(&b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
+/* Chart 2. */
+static void html_memory(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>2. Device memory per GPU (worst stage)</h2>\n<p>Bars stack the worst "
                 "pipeline stage's memory; \"allocator &amp; runtime\" is device_peak_bytes minus "
                 "the five allocated categories (allocator rounding, CUDA context, workspaces). "
                 "The solid line is the capacity, the dotted line capacity minus headroom; "
                 "plans over it are outlined and say by how much.</p>\n");
-    chart_memory(&b, r);
+    chart_memory(b, r);
+}
 
-    rb_puts(&b, "<h2>3. Memory against throughput</h2>\n");
-    rb_printf(&b, "<p>The search space of the %s trainer (as <code>autoplan plan</code> searches "
+/* Chart 3 with the size of the space it shows. */
+static void html_scatter(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>3. Memory against throughput</h2>\n");
+    rb_printf(b, "<p>The search space of the %s trainer (as <code>autoplan plan</code> searches "
               "it): %lld plans evaluated, %lld feasible", ap_trainer_name((ap_trainer_id)r->trainer),
               (long long)r->evaluated, (long long)r->fit);
-    if (r->fit > r->nrows) rb_printf(&b, " (the %lld fastest kept)", (long long)r->nrows);
+    if (r->fit > r->nrows) rb_printf(b, " (the %lld fastest kept)", (long long)r->nrows);
     if (r->eval_capped)
-        rb_printf(&b, "; the enumeration stopped at its bound of %d evaluations",
+        rb_printf(b, "; the enumeration stopped at its bound of %d evaluations",
                   AP_REPORT_MAX_EVALS);
-    rb_printf(&b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
+    rb_printf(b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
               "other plans sampled evenly in step-time order.</p>\n", AP_REPORT_MAX_POINTS);
-    chart_scatter(&b, r);
+    chart_scatter(b, r);
+}
 
-    rep_sweep_html(&b, r);
-    rep_sim_html(&b, r);
-
-    rb_puts(&b, "<h2>Reproduce</h2>\n<table id=\"reproduce\"><thead><tr><th>strategy</th>"
+/* The estimate command of each strategy, and the document end. */
+static void html_reproduce(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>Reproduce</h2>\n<table id=\"reproduce\"><thead><tr><th>strategy</th>"
                 "<th>command</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        rb_puts(&b, "<tr><td>");
-        rb_html(&b, r->strat[i].name);
-        rb_puts(&b, "</td><td class=\"l\"><code>autoplan estimate ");
-        rb_html(&b, r->strat[i].estimate_args);
-        rb_puts(&b, "</code></td></tr>\n");
+        rb_puts(b, "<tr><td>");
+        rb_html(b, r->strat[i].name);
+        rb_puts(b, "</td><td class=\"l\"><code>autoplan estimate ");
+        rb_html(b, r->strat[i].estimate_args);
+        rb_puts(b, "</code></td></tr>\n");
     }
-    rb_puts(&b, "</tbody></table>\n<p class=\"note\">plans.csv lists the feasible plans with every "
+    rb_puts(b, "</tbody></table>\n<p class=\"note\">plans.csv lists the feasible plans with every "
                 "scalar field of <code>estimate --json</code>.</p>\n</body></html>\n");
+}
+
+ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *err) {
+    rbuf b = {0};
+    html_head(&b, r);
+    html_plans(&b, r);
+    html_why(&b, r);
+    html_time(&b, r);
+    html_memory(&b, r);
+    html_scatter(&b, r);
+    rep_sweep_html(&b, r);
+    rep_sim_html(&b, r);
+    html_reproduce(&b, r);
     return rb_finish(&b, out, len, err);
 }
 

@@ -103,28 +103,21 @@ static void absent(rbuf *b, const char *why) {
     rb_puts(b, ".</p>\n");
 }
 
-void rep_sim_html(rbuf *b, const ap_report *r) {
-    rb_puts(b, "<h2>5. Memory over one iteration (simulator)</h2>\n");
-    const ap_sim *s = r->sim;
-    if (!s) {
-        absent(b, r->sim_note[0] ? r->sim_note : "the best plan was not simulated");
-        return;
-    }
-    int w = ap_sim_worst_rank(s);
-    const ap_sim_rank *k = ap_sim_rank_at(s, w);
-    if (!k || !k->allocated_curve || k->nops <= 0 || k->nevents <= 0) {
-        absent(b, "the simulation recorded no memory curve");
-        return;
-    }
-    int64_t *av = NULL, *rv = NULL;
-    if (op_values(k, &av, &rv) != 0) {
-        b->failed = 1;
-        return;
-    }
+/* The chart's geometry: the SVG, the plot area, the y range (bytes) and the operations. */
+typedef struct {
+    double W, H, X0, PW, Y0, PH, ymax, ys;
+    int n, nb; /* operations, points drawn */
+} sim_geom;
+
+static double xop(const sim_geom *g, int op) {
+    return g->X0 + g->PW * ((double)op + 0.5) / (double)g->n;
+}
+static double yb(const sim_geom *g, double v) { return g->Y0 + g->PH - g->PH * v / g->ymax; }
+
+/* The paragraph that says what the chart shows. */
+static void sim_intro(rbuf *b, const ap_report *r, const ap_sim *s, const ap_sim_rank *k) {
     const ap_report_strategy *bs = &r->strat[r->best];
-    char lbl[160], g1[32], g2[32], g3[32], desc[256];
-    double cap = ap_sim_capacity_bytes(s), budget = ap_sim_budget_bytes(s);
-    double over = ap_sim_overhead_bytes(s), limit = budget > 0 ? budget - over : 0;
+    char lbl[160], g1[32];
     rb_puts(b, "<p>One training iteration of the best plan, <b>");
     rb_html(b, bs->name);
     rb_puts(b, "</b> (");
@@ -136,81 +129,83 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
               "under the dotted limit (capacity &#8722; headroom &#8722; that overhead). The "
               "numbers are <code>autoplan simulate --json</code> fields (command below).</p>\n",
               ap_alloc_mode_name(ap_sim_options(s)->allocator), k->stage, k->nops, k->nevents,
-              rep_fmt_gib(over, g1, sizeof g1));
+              rep_fmt_gib(ap_sim_overhead_bytes(s), g1, sizeof g1));
+}
 
-    const double W = 1000, X0 = 90, PW = 720, Y0 = 50, PH = 320;
-    double H = Y0 + PH + 56;
-    double ymax = (double)k->reserved_peak_bytes;
-    if ((double)k->allocated_peak_bytes > ymax) ymax = (double)k->allocated_peak_bytes;
-    if (cap > ymax) ymax = cap;
-    double ys = rep_nice_step(ymax / AP_GIB) * AP_GIB;
-    ymax = ys * ceil(ymax / ys * 1.02);
-    if (!(ymax > 0)) ymax = AP_GIB;
-    int n = k->nops, nb = n < MAX_POINTS ? n : MAX_POINTS;
-#define XOP(op) (X0 + PW * ((double)(op) + 0.5) / (double)n)
-#define YB(v) (Y0 + PH - PH * (double)(v) / ymax)
+/* The svg element, grid, ticks, axis titles, and the capacity and reserved-limit lines. */
+static void sim_axes(rbuf *b, const sim_geom *g, const ap_sim_rank *k, double cap, double limit) {
     rb_printf(b, "<svg id=\"chart-sim\" class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
               "height=\"%.0f\" role=\"img\" aria-labelledby=\"chart-sim-title\" data-stage=\"%d\" "
               "data-ops=\"%d\" data-points=\"%d\" data-allocated-peak-bytes=\"%lld\" "
               "data-reserved-peak-bytes=\"%lld\" data-capacity-bytes=\"%.17g\" "
               "data-peak-op=\"%d\"><title id=\"chart-sim-title\">Allocated and reserved device "
               "memory (GiB) of stage %d over the operations of one iteration, against the GPU "
-              "capacity</title>", W, H, W, H, k->stage, n, nb,
+              "capacity</title>", g->W, g->H, g->W, g->H, k->stage, g->n, g->nb,
               (long long)k->allocated_peak_bytes, (long long)k->reserved_peak_bytes, cap,
               k->peak_op, k->stage);
-    /* axes */
-    for (double v = 0; v <= ymax * (1 + 1e-9); v += ys)
+    for (double v = 0; v <= g->ymax * (1 + 1e-9); v += g->ys)
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                  X0, YB(v), X0 + PW, YB(v), X0 - 5, YB(v) + 4, v / AP_GIB);
-    double xstep = rep_nice_step((double)n);
-    for (double v = 0; v <= (double)n; v += xstep) {
-        double x = X0 + PW * v / (double)n;
+                  g->X0, yb(g, v), g->X0 + g->PW, yb(g, v), g->X0 - 5, yb(g, v) + 4, v / AP_GIB);
+    double xstep = rep_nice_step((double)g->n);
+    for (double v = 0; v <= (double)g->n; v += xstep) {
+        double x = g->X0 + g->PW * v / (double)g->n;
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
                   "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  x, Y0, x, Y0 + PH + 4, x, Y0 + PH + 16, v);
+                  x, g->Y0, x, g->Y0 + g->PH + 4, x, g->Y0 + g->PH + 16, v);
     }
     rb_printf(b, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
-              X0, Y0 + PH, X0 + PW, Y0 + PH);
+              g->X0, g->Y0 + g->PH, g->X0 + g->PW, g->Y0 + g->PH);
     rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">"
               "operation of one iteration on stage %d, in execution order (count)</text>",
-              X0 + PW / 2, Y0 + PH + 34, k->stage);
+              g->X0 + g->PW / 2, g->Y0 + g->PH + 34, k->stage);
     rb_printf(b, "<text class=\"axis-title\" transform=\"translate(22 %.1f) rotate(-90)\" "
-              "text-anchor=\"middle\">device memory (GiB)</text>", Y0 + PH / 2);
-    /* capacity and the reserved limit (their labels go with the series names, below) */
+              "text-anchor=\"middle\">device memory (GiB)</text>", g->Y0 + g->PH / 2);
+    /* capacity and the reserved limit (their labels go with the series names, sim_labels) */
     if (cap > 0)
         rb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
-                  X0, YB(cap), X0 + PW, YB(cap));
+                  g->X0, yb(g, cap), g->X0 + g->PW, yb(g, cap));
     if (limit > 0)
         rb_printf(b, "<line class=\"usable\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
-                  X0, YB(limit), X0 + PW, YB(limit));
-    /* the two curves, each run of operations at its maximum */
-    double yend[2] = {0, 0};
+                  g->X0, yb(g, limit), g->X0 + g->PW, yb(g, limit));
+}
+
+/* The reserved and allocated curves, each run of operations at its maximum; yend[] = the y of
+ * each curve's last point. */
+static void sim_curves(rbuf *b, const sim_geom *g, const int64_t *rv, const int64_t *av,
+                       double yend[2]) {
     for (int c = 0; c < 2; c++) {
         const int64_t *v = c == 0 ? rv : av;
         rb_printf(b, "<polyline class=\"%s\" points=\"", c == 0 ? "sim-res" : "sim-alloc");
-        for (int j = 0; j < nb; j++) {
-            int lo = (int)((int64_t)j * n / nb), hi = (int)((int64_t)(j + 1) * n / nb), at = lo;
+        for (int j = 0; j < g->nb; j++) {
+            int lo = (int)((int64_t)j * g->n / g->nb), hi = (int)((int64_t)(j + 1) * g->n / g->nb);
+            int at = lo;
             for (int i = lo; i < hi; i++)
                 if (v[i] > v[at]) at = i;
-            rb_printf(b, "%.1f,%.1f ", XOP(at), YB(v[at]));
-            yend[c] = YB(v[at]);
+            rb_printf(b, "%.1f,%.1f ", xop(g, at), yb(g, (double)v[at]));
+            yend[c] = yb(g, (double)v[at]);
         }
         rb_puts(b, "\"/>");
     }
-    /* right of the plot: the series names at their curves' ends and the two lines' values,
-     * top to bottom, pushed apart so none overlaps */
+}
+
+/* Right of the plot: the series names at their curves' ends and the two lines' values, top to
+ * bottom, pushed apart so none overlaps. */
+static void sim_labels(rbuf *b, const sim_geom *g, double cap, double limit,
+                       const double yend[2]) {
     side_label lab[4];
+    char g1[32];
     int nl = 0;
     if (cap > 0) {
-        lab[nl].y = YB(cap) + 4;
-        snprintf(lab[nl].text, sizeof lab[nl].text, "capacity %s GiB", rep_fmt_gib(cap, g1, sizeof g1));
+        lab[nl].y = yb(g, cap) + 4;
+        snprintf(lab[nl].text, sizeof lab[nl].text, "capacity %s GiB",
+                 rep_fmt_gib(cap, g1, sizeof g1));
         lab[nl++].cls = "tick";
     }
     if (limit > 0) {
-        lab[nl].y = YB(limit) + 4;
+        lab[nl].y = yb(g, limit) + 4;
         snprintf(lab[nl].text, sizeof lab[nl].text, "reserved limit %s GiB",
-                 rep_fmt_gib(limit, g2, sizeof g2));
+                 rep_fmt_gib(limit, g1, sizeof g1));
         lab[nl++].cls = "tick";
     }
     lab[nl].y = yend[0] + 4;
@@ -229,24 +224,28 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
         if (lab[i].y < lab[i - 1].y + 13) lab[i].y = lab[i - 1].y + 13;
     for (int i = 0; i < nl; i++)
         rb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>", lab[i].cls,
-                  X0 + PW + 6, lab[i].y, lab[i].text);
-    /* the allocated peak */
-    double px = XOP(k->peak_op), py = YB(k->allocated_peak_bytes);
-    ap_sim_op_describe(s, k, k->peak_op, desc, sizeof desc);
-    int right = px > X0 + PW / 2;
+                  g->X0 + g->PW + 6, lab[i].y, lab[i].text);
+}
+
+/* The allocated peak, marked and labelled with its operation (desc). */
+static void sim_peak(rbuf *b, const sim_geom *g, const ap_sim_rank *k, const char *desc) {
+    char g3[32];
+    double px = xop(g, k->peak_op), py = yb(g, (double)k->allocated_peak_bytes);
+    int right = px > g->X0 + g->PW / 2;
     rb_printf(b, "<g class=\"sim-peak-mark\"><circle class=\"sim-peak\" cx=\"%.1f\" cy=\"%.1f\" "
               "r=\"6\"/><line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
               "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">peak %s GiB "
-              "allocated: ", px, py, px, py - 6, px, Y0 - 16, px + (right ? 4 : -4), Y0 - 20,
-              right ? "end" : "start", rep_fmt_gib((double)k->allocated_peak_bytes, g3, sizeof g3));
+              "allocated: ", px, py, px, py - 6, px, g->Y0 - 16, px + (right ? 4 : -4),
+              g->Y0 - 20, right ? "end" : "start",
+              rep_fmt_gib((double)k->allocated_peak_bytes, g3, sizeof g3));
     rb_html(b, desc);
     rb_puts(b, "</text></g>");
-    rb_puts(b, "</svg>\n");
-    ap_free(av);
-    ap_free(rv);
-#undef XOP
-#undef YB
-    /* the numbers */
+}
+
+/* The numbers of the worst stage and the command that reproduces them. */
+static void sim_table(rbuf *b, const ap_report *r, const ap_sim_rank *k, double cap,
+                      const char *desc) {
+    char g1[32], g2[32], g3[32], g4[32];
     rb_puts(b, "<div class=\"scroll\"><table id=\"sim\"><thead><tr><th>stage</th>"
                "<th>allocated_peak_bytes</th><th>reserved_peak_bytes</th>"
                "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
@@ -257,13 +256,55 @@ void rep_sim_html(rbuf *b, const ap_report *r) {
               (long long)k->reserved_peak_bytes,
               rep_fmt_gib((double)k->reserved_peak_bytes, g2, sizeof g2),
               rep_fmt_gib((double)k->device_peak_bytes, g3, sizeof g3),
-              rep_fmt_gib(cap, lbl, sizeof lbl));
+              rep_fmt_gib(cap, g4, sizeof g4));
     rb_html(b, desc);
     rb_puts(b, "</td></tr>\n</tbody></table></div>\n<p class=\"note\">Reproduce: <code>autoplan "
                "simulate ");
-    rb_html(b, bs->estimate_args);
+    rb_html(b, r->strat[r->best].estimate_args);
     rb_puts(b, "</code> (stages[].allocated_peak_bytes, reserved_peak_bytes, device_peak_bytes, "
                "peak_op of the worst_stage).</p>\n");
+}
+
+void rep_sim_html(rbuf *b, const ap_report *r) {
+    rb_puts(b, "<h2>5. Memory over one iteration (simulator)</h2>\n");
+    const ap_sim *s = r->sim;
+    if (!s) {
+        absent(b, r->sim_note[0] ? r->sim_note : "the best plan was not simulated");
+        return;
+    }
+    const ap_sim_rank *k = ap_sim_rank_at(s, ap_sim_worst_rank(s));
+    if (!k || !k->allocated_curve || k->nops <= 0 || k->nevents <= 0) {
+        absent(b, "the simulation recorded no memory curve");
+        return;
+    }
+    int64_t *av = NULL, *rv = NULL;
+    if (op_values(k, &av, &rv) != 0) {
+        b->failed = 1;
+        return;
+    }
+    sim_intro(b, r, s, k);
+    double cap = ap_sim_capacity_bytes(s), budget = ap_sim_budget_bytes(s);
+    double limit = budget > 0 ? budget - ap_sim_overhead_bytes(s) : 0;
+    sim_geom g = {1000, 0, 90, 720, 50, 320, 0, 0, k->nops, 0};
+    g.H = g.Y0 + g.PH + 56;
+    g.ymax = (double)k->reserved_peak_bytes;
+    if ((double)k->allocated_peak_bytes > g.ymax) g.ymax = (double)k->allocated_peak_bytes;
+    if (cap > g.ymax) g.ymax = cap;
+    g.ys = rep_nice_step(g.ymax / AP_GIB) * AP_GIB;
+    g.ymax = g.ys * ceil(g.ymax / g.ys * 1.02);
+    if (!(g.ymax > 0)) g.ymax = AP_GIB;
+    g.nb = g.n < MAX_POINTS ? g.n : MAX_POINTS;
+    char desc[256];
+    ap_sim_op_describe(s, k, k->peak_op, desc, sizeof desc);
+    double yend[2] = {0, 0};
+    sim_axes(b, &g, k, cap, limit);
+    sim_curves(b, &g, rv, av, yend);
+    sim_labels(b, &g, cap, limit, yend);
+    sim_peak(b, &g, k, desc);
+    rb_puts(b, "</svg>\n");
+    ap_free(av);
+    ap_free(rv);
+    sim_table(b, r, k, cap, desc);
 }
 
 void rep_sim_md(rbuf *b, const ap_report *r) {
