@@ -82,13 +82,15 @@ void ap_sql_bind_real(ap_sql_stmt *st, int i, double v);
 int ap_sql_col_count(ap_sql_stmt *st);
 int64_t ap_sql_col_int(ap_sql_stmt *st, int col);
 double ap_sql_col_real(ap_sql_stmt *st, int col);
-/* 1 when the value in col is text; then ap_sql_col_text gives its bytes and length. */
-int ap_sql_col_is_text(ap_sql_stmt *st, int col);
-const void *ap_sql_col_text(ap_sql_stmt *st, int col, size_t *len);
 /* Copy the text of col into buf (cut to n - 1 bytes; NULL reads as ""). */
 void ap_sql_col_copy(ap_sql_stmt *st, int col, char *buf, size_t n);
 /* The text of col as a new string (caller frees); NULL when out of memory. */
 char *ap_sql_col_dup(ap_sql_stmt *st, int col);
+/* FNV-1a (ap_hash64) of the first ncol values of the current row, continuing from h: a text
+ * value's bytes, a number's IEEE-754 bits little-endian (-0.0 as 0.0), each followed by 0x1f.
+ * The same bytes on every machine; one call per row (the profile fingerprint is on the path of
+ * every cache hit). */
+uint64_t ap_sql_hash_row(ap_sql_stmt *st, int ncol, uint64_t h);
 /* One integer (text) from a one-row query such as a PRAGMA; no row: 0 (""). */
 int ap_sql_query_int(ap_db *db, const char *sql, int64_t *out);
 int ap_sql_query_text(ap_db *db, const char *sql, char *buf, size_t n);

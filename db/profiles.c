@@ -168,24 +168,7 @@ ap_status ap_db_profiles_fingerprint(ap_db *db, const char *gpu, uint64_t *fp, a
     int ncol = rc == AP_SQL_OK ? ap_sql_col_count(st) - 1 : 0; /* without created_at */
     uint64_t rows = 0;
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
-        for (int c = 0; c < ncol; c++) {
-            if (ap_sql_col_is_text(st, c)) {
-                size_t len = 0;
-                const void *text = ap_sql_col_text(st, c, &len);
-                h = ap_hash64(text, len, h);
-            } else {
-                /* The IEEE-754 bits, little-endian, so every machine hashes the same bytes
-                 * (formatting with %.17g cost 10x more and made this the slowest step of a
-                 * cache hit). */
-                double v = ap_sql_col_real(st, c) + 0.0; /* -0.0 -> 0.0 */
-                uint64_t bits;
-                unsigned char le[8];
-                memcpy(&bits, &v, sizeof bits);
-                for (int i = 0; i < 8; i++) le[i] = (unsigned char)(bits >> (8 * i));
-                h = ap_hash64(le, sizeof le, h);
-            }
-            h = ap_hash64("\x1f", 1, h);
-        }
+        h = ap_sql_hash_row(st, ncol, h);
         h = ap_hash64("\x1e", 1, h);
         rows++;
         rc = AP_SQL_OK;
