@@ -33,9 +33,10 @@ if command -v nm >/dev/null 2>&1; then
 fi
 
 # 2b. every symbol the library exports carries the ap_ prefix (public: ap_<module>_<verb>;
-#     shared internals too, so they cannot collide with a caller's names)
+#     shared internals too, so they cannot collide with a caller's names; "__" names are the
+#     compiler's, e.g. AddressSanitizer's __odr_asan.*)
 if command -v nm >/dev/null 2>&1; then
-    bare=$(nm -A "$lib" 2>/dev/null | awk '$2 ~ /^[TDBRC]$/ && $3 !~ /^ap_/ {print}')
+    bare=$(nm -A "$lib" 2>/dev/null | awk '$2 ~ /^[TDBRC]$/ && $3 !~ /^(ap_|__)/ {print}')
     if [ -n "$bare" ]; then
         echo "library symbols without the ap_ prefix (make them static or prefix them):"
         echo "$bare"
