@@ -1152,10 +1152,10 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     ap_kernels *built = NULL;
     if (!k && !opts->profile) k = ap_kernels_published(&c->gpu);
     if (!k) {
-        built = malloc(sizeof *built);
+        built = ap_malloc(sizeof *built);
         if (!built) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for kernel tables");
         if ((st = ap_kernels_build(&c->gpu, opts->profile, built, err)) != AP_OK) {
-            free(built);
+            ap_free(built);
             return st;
         }
         k = built;
@@ -1163,7 +1163,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     est E;
     st = setup(&E, m, c, &e->plan, opts, k, e, err);
     if (st != AP_OK) {
-        free(built);
+        ap_free(built);
         return st;
     }
     e->plan.attn_impl = E.x.attn;
@@ -1183,6 +1183,6 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     step_total(&E);
     throughput(&E);
     verdict(&E);
-    free(built);
+    ap_free(built);
     return AP_OK;
 }
