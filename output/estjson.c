@@ -148,24 +148,24 @@ const char *ap_estimate_field_name(const ap_estimate_field *f, int v) {
 
 /* ---- writer ---------------------------------------------------------------------------------- */
 
-/* The object at dotted path `group` under root ("plan.offload"), created (in table order) on
- * first use. NULL when out of memory. */
-static ap_json *group_obj(ap_json *root, const char *group) {
-    ap_json *o = root;
+/* Walk dotted path from o ("plan.offload"), one member per part; with create, a missing part
+ * becomes a new object (so groups appear in table order). NULL when a part is missing (or, with
+ * create, when out of memory). */
+static ap_json *walk(const ap_json *o, const char *path, int create) {
+    ap_json *cur = (ap_json *)o;
     char part[32];
-    for (const char *g = group; o && *g;) {
+    for (const char *g = path; cur && *g;) {
         size_t n = strcspn(g, ".");
         snprintf(part, sizeof part, "%.*s", (int)n, g);
-        ap_json *c = ap_json_get(o, part);
-        if (!c) {
-            c = ap_json_new_object();
-            if (ap_json_add(o, part, c) != AP_OK) return NULL;
-        }
-        o = c;
+        ap_json *c = ap_json_get(cur, part);
+        if (!c && create && ap_json_add(cur, part, c = ap_json_new_object()) != AP_OK) c = NULL;
+        cur = c;
         g += n + (g[n] == '.');
     }
-    return o;
+    return cur;
 }
+
+static ap_json *group_obj(ap_json *root, const char *group) { return walk(root, group, 1); }
 
 static ap_status add_field(ap_json *root, const ap_estimate_field *f, const ap_estimate *e) {
     ap_json *o = group_obj(root, f->group);
@@ -230,16 +230,7 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
 /* ---- reader ---------------------------------------------------------------------------------- */
 
 /* The value at dotted path `path` of an estimate object, or NULL. */
-static const ap_json *at_path(const ap_json *o, const char *path) {
-    char part[32];
-    for (const char *g = path; o && *g;) {
-        size_t n = strcspn(g, ".");
-        snprintf(part, sizeof part, "%.*s", (int)n, g);
-        o = ap_json_get(o, part);
-        g += n + (g[n] == '.');
-    }
-    return o;
-}
+static const ap_json *at_path(const ap_json *o, const char *path) { return walk(o, path, 0); }
 
 static ap_status read_field(const ap_estimate_field *f, const ap_json *v, ap_estimate *e,
                             const char *where, ap_err *err) {

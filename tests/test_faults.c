@@ -107,17 +107,26 @@ static ap_status sc_load(digest *d, ap_err *err) {
     return st;
 }
 
+/* Estimate plan p of llama on c8 and build its JSON into *est (caller frees). */
+static ap_status estimate_json(const ap_plan *p, ap_json **est, ap_err *err) {
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
+    *est = NULL;
+    ap_estimate *e = malloc(sizeof *e);
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "test: out of memory");
+    ap_status st = ap_estimate_plan(&llama, &c8, p, &o, e, err);
+    if (st == AP_OK && !(*est = ap_estimate_to_json(e, &llama)))
+        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory building the estimate");
+    free(e);
+    return st;
+}
+
 static ap_status sc_estimate(digest *d, ap_err *err) {
     ap_plan p;
     plan_pp(&llama, &p);
-    ap_estimate_opts o;
-    ap_estimate_opts_init(&o);
-    ap_estimate *e = malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "test: out of memory");
-    ap_status st = ap_estimate_plan(&llama, &c8, &p, &o, e, err);
-    if (st == AP_OK) st = d_json(d, ap_estimate_to_json(e, &llama), err);
-    free(e);
-    return st;
+    ap_json *est = NULL;
+    ap_status st = estimate_json(&p, &est, err);
+    return st == AP_OK ? d_json(d, est, err) : st;
 }
 
 static ap_status sc_search(digest *d, ap_err *err) {
@@ -350,15 +359,8 @@ static ap_status sc_db_tables(digest *d, ap_err *err) {
 static ap_status sc_emit(digest *d, ap_err *err) {
     ap_plan p;
     plan_pp(&llama, &p);
-    ap_estimate_opts o;
-    ap_estimate_opts_init(&o);
-    ap_estimate *e = malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "test: out of memory");
-    ap_status st = ap_estimate_plan(&llama, &c8, &p, &o, e, err);
     ap_json *est = NULL;
-    if (st == AP_OK && !(est = ap_estimate_to_json(e, &llama)))
-        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory building the estimate");
-    free(e);
+    ap_status st = estimate_json(&p, &est, err);
     for (int t = 0; st == AP_OK && t < AP_EMIT_COUNT; t++) {
         ap_emit_out out;
         memset(&out, 0, sizeof out);
