@@ -134,6 +134,7 @@ static ap_status sc_search(digest *d, ap_err *err) {
     ap_search_opts_init(&o);
     o.gbs = 64;
     o.top_k = 5;
+    o.fixed.pp = 2; /* a small space, and pipelined plans for the re-split */
     ap_search_result r;
     memset(&r, 0, sizeof r);
     ap_status st = ap_search(&llama, &c8, &o, &r, err);
@@ -194,13 +195,17 @@ static ap_status sc_partition_ilp_fallback(digest *d, ap_err *err) {
 
 /* The simulation of a 2-layer model on 2 stages with 2 micro-batches: every kind of
  * operation, few events (the renderings allocate per event). what: 0 the run, 1 its JSON, 2 the
- * Chrome trace. */
+ * Chrome trace (of one stage: its code is the same for every stage, and it allocates most). */
 static ap_status simulate(digest *d, int what, ap_err *err) {
     ap_model m = tiny;
     m.layers = 2;
     ap_plan p;
     plan_pp(&m, &p);
     p.gbs = 4;
+    if (what == 2) {
+        p.pp = 1;
+        p.dp = 4;
+    }
     p.grad_accum = p.gbs / (p.mbs * p.dp);
     ap_sim_opts o;
     ap_sim_opts_init(&o);
@@ -235,7 +240,7 @@ static void db_remove(const char *path) {
     unlink(side);
 }
 
-static ap_status db_fill(ap_db *db, digest *d, ap_err *err) {
+static ap_status db_plans(ap_db *db, digest *d, ap_err *err) {
     char key[AP_DB_KEY_HEX + 1];
     ap_db_plan_key("model=tiny\ncluster=8\n", key);
     ap_status st = ap_db_plan_put(db, key, "tiny on 8", "{\"plans\": [1, 2, 3]}", 0.25, err);
@@ -247,6 +252,10 @@ static ap_status db_fill(ap_db *db, digest *d, ap_err *err) {
         d_num(d, search_s);
     }
     free(json);
+    return st;
+}
+
+static ap_status db_profiles(ap_db *db, digest *d, ap_err *err) {
     ap_db_profile rows[2];
     memset(rows, 0, sizeof rows);
     for (int i = 0; i < 2; i++) {
@@ -259,11 +268,15 @@ static ap_status db_fill(ap_db *db, digest *d, ap_err *err) {
         rows[i].created_at = 1700000000;
     }
     size_t added = 0;
-    if (st == AP_OK) st = ap_db_profiles_insert(db, rows, 2, &added, err);
+    ap_status st = ap_db_profiles_insert(db, rows, 2, &added, err);
     if (st == AP_OK) d_int(d, (int64_t)added);
     uint64_t fp = 0;
     if (st == AP_OK) st = ap_db_profiles_fingerprint(db, "a100-sxm4-80g", &fp, err);
     if (st == AP_OK) d_int(d, (int64_t)fp);
+    return st;
+}
+
+static ap_status db_runs(ap_db *db, digest *d, ap_err *err) {
     ap_db_run run;
     memset(&run, 0, sizeof run);
     run.plan_json = "{\"plan\": {}}";
@@ -274,7 +287,7 @@ static ap_status db_fill(ap_db *db, digest *d, ap_err *err) {
     run.predicted_step_s = run.measured_step_s = 1.5;
     ap_db_run_rank ranks[2] = {{0, 1.5, 1.4, 1e9, 1.1e9}, {1, 1.5, 1.6, 1e9, 0.9e9}};
     int64_t id = 0;
-    if (st == AP_OK) st = ap_db_run_insert(db, &run, ranks, 2, &id, err);
+    ap_status st = ap_db_run_insert(db, &run, ranks, 2, &id, err);
     ap_db_run *runs = NULL;
     size_t nruns = 0;
     if (st == AP_OK) st = ap_db_runs_list(db, &runs, &nruns, err);
@@ -283,6 +296,27 @@ static ap_status db_fill(ap_db *db, digest *d, ap_err *err) {
         if (nruns) d_str(d, runs[0].uid);
     }
     ap_db_runs_free(runs, nruns);
+    return st;
+}
+
+/* Export the database as JSON and CSV and import that JSON again: every row is validated,
+ * written and found already stored. */
+static ap_status db_export(ap_db *db, digest *d, ap_err *err) {
+    char *exported = NULL, *csv = NULL;
+    ap_status st = ap_db_export_json(db, &exported, err);
+    if (st == AP_OK) st = ap_db_export_csv(db, "profiles", &csv, err);
+    if (st == AP_OK) d_str(d, csv);
+    ap_db_import_counts counts;
+    memset(&counts, 0, sizeof counts);
+    if (st == AP_OK) st = ap_db_import_json(db, exported, strlen(exported), "export.json",
+                                            &counts, err);
+    if (st == AP_OK) {
+        d_int(d, (int64_t)(counts.plans + counts.profiles + counts.runs));
+        d_int(d, (int64_t)(counts.plans_new + counts.profiles_new + counts.runs_new));
+        st = ap_db_integrity_check(db, err);
+    }
+    ap_free(exported);
+    ap_free(csv);
     return st;
 }
 
@@ -301,7 +335,7 @@ static ap_status sc_db_create(digest *d, ap_err *err) {
     return st;
 }
 
-/* Copy the database made once by make_template() (plain stdio: not the code under test). */
+/* Copy a database made once by make_templates() (plain stdio: not the code under test). */
 static int copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
     char buf[8192];
@@ -313,47 +347,50 @@ static int copy_file(const char *from, const char *to) {
     return ok ? 0 : -1;
 }
 
-static int make_template(void) {
-    char t[4200];
-    snprintf(t, sizeof t, "%s/template.db", dbdir);
-    ap_db *db = NULL;
-    ap_err err;
-    if (ap_db_open(t, 0, &db, &err) != AP_OK) {
-        fprintf(stderr, "template database: %s\n", err.msg);
-        return -1;
-    }
-    ap_db_close(db); /* the last connection checkpoints the WAL into the file */
-    return 0;
-}
-
-/* Every table on an existing database: the plan cache, profiles, runs, export and import. */
-static ap_status sc_db_tables(digest *d, ap_err *err) {
+/* Open a fresh copy of template `name` (an empty database, or one holding the rows of
+ * db_plans, db_profiles and db_runs) and run step on it. */
+static ap_status on_copy(const char *name, ap_status (*step)(ap_db *, digest *, ap_err *),
+                         digest *d, ap_err *err) {
     char t[4200], a[4200];
-    snprintf(t, sizeof t, "%s/template.db", dbdir);
+    snprintf(t, sizeof t, "%s/%s", dbdir, name);
     snprintf(a, sizeof a, "%s/a.db", dbdir);
     db_remove(a);
     if (copy_file(t, a) != 0) return ap_err_set(err, AP_ERR_IO, "test: cannot copy %s", t);
     ap_db *db = NULL;
-    char *exported = NULL, *csv = NULL;
     ap_status st = ap_db_open(a, 0, &db, err);
-    if (st == AP_OK) st = db_fill(db, d, err);
-    if (st == AP_OK) st = ap_db_export_json(db, &exported, err);
-    if (st == AP_OK) st = ap_db_export_csv(db, "profiles", &csv, err);
-    if (st == AP_OK) d_str(d, csv);
-    ap_db_import_counts counts;
-    memset(&counts, 0, sizeof counts);
-    /* importing what it holds: every row is validated, written and found already stored */
-    if (st == AP_OK) st = ap_db_import_json(db, exported, strlen(exported), "export.json",
-                                            &counts, err);
-    if (st == AP_OK) {
-        d_int(d, (int64_t)(counts.plans + counts.profiles + counts.runs));
-        d_int(d, (int64_t)(counts.plans_new + counts.profiles_new + counts.runs_new));
-        st = ap_db_integrity_check(db, err);
-    }
-    ap_free(exported);
-    ap_free(csv);
+    if (st == AP_OK) st = step(db, d, err);
     ap_db_close(db);
     return st;
+}
+
+static int make_templates(void) {
+    char t[4200];
+    ap_db *db = NULL;
+    ap_err err;
+    digest d = {0};
+    snprintf(t, sizeof t, "%s/empty.db", dbdir);
+    ap_status st = ap_db_open(t, 0, &db, &err);
+    ap_db_close(db); /* the last connection checkpoints the WAL into the file */
+    db = NULL;
+    snprintf(t, sizeof t, "%s/filled.db", dbdir);
+    if (st == AP_OK) st = ap_db_open(t, 0, &db, &err);
+    if (st == AP_OK) st = db_plans(db, &d, &err);
+    if (st == AP_OK) st = db_profiles(db, &d, &err);
+    if (st == AP_OK) st = db_runs(db, &d, &err);
+    ap_db_close(db);
+    if (st != AP_OK) fprintf(stderr, "template databases: %s\n", err.msg);
+    return st == AP_OK ? 0 : -1;
+}
+
+static ap_status sc_db_plans(digest *d, ap_err *err) {
+    return on_copy("empty.db", db_plans, d, err);
+}
+static ap_status sc_db_profiles(digest *d, ap_err *err) {
+    return on_copy("empty.db", db_profiles, d, err);
+}
+static ap_status sc_db_runs(digest *d, ap_err *err) { return on_copy("empty.db", db_runs, d, err); }
+static ap_status sc_db_export(digest *d, ap_err *err) {
+    return on_copy("filled.db", db_export, d, err);
 }
 
 static ap_status sc_emit(digest *d, ap_err *err) {
@@ -475,7 +512,10 @@ static const scenario scenarios[] = {
     {"simulate: JSON", sc_simulate_json, 0, NULL},
     {"simulate: trace", sc_simulate_trace, 0, NULL},
     {"database: create", sc_db_create, 1, NULL},
-    {"database: tables", sc_db_tables, 1, NULL},
+    {"database: plans", sc_db_plans, 1, NULL},
+    {"database: profiles", sc_db_profiles, 1, NULL},
+    {"database: runs", sc_db_runs, 1, NULL},
+    {"database: export, import", sc_db_export, 1, NULL},
     {"plan.json + trainer configs", sc_emit, 0, NULL},
     {"report", sc_report, 0, NULL},
 };
@@ -567,8 +607,8 @@ int main(int argc, char **argv) {
         return tl_finish();
     }
     snprintf(dbdir, sizeof dbdir, "%s", dir);
-    if (make_template() != 0) {
-        CHECK(!"template database");
+    if (make_templates() != 0) {
+        CHECK(!"template databases");
         return tl_finish();
     }
     const char *only = getenv("AP_FAULTS_ONLY"); /* a scenario name prefix, for debugging */
