@@ -203,7 +203,7 @@ ap_status ap_db_profile_names(ap_db *db, const char *gpu, ap_db_profile_info **o
     while (rc == AP_SQL_OK && (rc = ap_sql_step(st)) == AP_SQL_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
-            ap_db_profile_info *nr = realloc(*out, cap * sizeof **out);
+            ap_db_profile_info *nr = ap_realloc(*out, cap * sizeof **out);
             if (!nr) { s = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", db->path); break; }
             *out = nr;
         }
@@ -225,7 +225,7 @@ ap_status ap_db_profile_names(ap_db *db, const char *gpu, ap_db_profile_info **o
     if (s == AP_OK && rc != AP_SQL_DONE) s = ap_db_fail(db, rc, "listing profiles", err);
     ap_sql_finalize(st);
     if (s != AP_OK) {
-        free(*out);
+        ap_free(*out);
         *out = NULL;
         *n = 0;
     }

@@ -87,7 +87,7 @@ static void child(const ap_attach_opts *o, const char *lib, const char *trace, i
     const char *pre = getenv("LD_PRELOAD");
     if (pre && pre[0]) {
         size_t l = strlen(lib) + strlen(pre) + 2;
-        char *both = malloc(l);
+        char *both = ap_malloc(l);
         if (both) {
             snprintf(both, l, "%s:%s", lib, pre);
             setenv("LD_PRELOAD", both, 1);

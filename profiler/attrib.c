@@ -48,14 +48,14 @@ static uint64_t mix(uint64_t z) {
 static int map_init(map64 *m, size_t entries) {
     m->cap = 64;
     while (m->cap < 2 * entries + 16) m->cap *= 2;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->vals = calloc(m->cap, sizeof *m->vals);
+    m->keys = ap_calloc(m->cap, sizeof *m->keys);
+    m->vals = ap_calloc(m->cap, sizeof *m->vals);
     return m->keys && m->vals;
 }
 
 static void map_free(map64 *m) {
-    free(m->keys);
-    free(m->vals);
+    ap_free(m->keys);
+    ap_free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
@@ -107,9 +107,9 @@ typedef struct {
 } work;
 
 static void work_free(work *w) {
-    free(w->iv);
-    free(w->ln);
-    free(w->nodes);
+    ap_free(w->iv);
+    ap_free(w->ln);
+    ap_free(w->nodes);
     memset(w, 0, sizeof *w);
 }
 
@@ -137,7 +137,7 @@ static ap_status pair_ranges(const ap_trace *t, work *w, ap_err *err) {
         uint64_t e = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
         if (e > w->trace_end) w->trace_end = e;
     }
-    w->iv = starts ? malloc(starts * sizeof *w->iv) : NULL;
+    w->iv = starts ? ap_malloc(starts * sizeof *w->iv) : NULL;
     map64 byid = {0};
     if ((starts && !w->iv) || !map_init(&byid, starts)) {
         map_free(&byid);
@@ -183,7 +183,7 @@ static ap_status find_launches(const ap_trace *t, work *w, ap_err *err) {
     }
     if (t->n > UINT32_MAX) return ap_err_set(err, AP_ERR_INPUT, "trace of %zu records: too many", t->n);
     map64 api = {0};
-    w->ln = nk ? malloc(nk * sizeof *w->ln) : NULL;
+    w->ln = nk ? ap_malloc(nk * sizeof *w->ln) : NULL;
     if ((nk && !w->ln) || !map_init(&api, napi)) {
         map_free(&api);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %zu kernels", nk);
@@ -237,11 +237,11 @@ static uint32_t add_node(work *w, map64 *nodes_by_key, uint32_t parent_node, uin
 static ap_status nest(work *w, ap_err *err) {
     if (w->niv > 1) qsort(w->iv, w->niv, sizeof *w->iv, cmp_iv);
     if (w->nln > 1) qsort(w->ln, w->nln, sizeof *w->ln, cmp_ln);
-    w->nodes = malloc((w->niv + 1) * sizeof *w->nodes);
-    uint32_t *stack = malloc((w->niv + 1) * sizeof *stack);
+    w->nodes = ap_malloc((w->niv + 1) * sizeof *w->nodes);
+    uint32_t *stack = ap_malloc((w->niv + 1) * sizeof *stack);
     map64 nodes_by_key = {0};
     if (!w->nodes || !stack || !map_init(&nodes_by_key, w->niv + 1)) {
-        free(stack);
+        ap_free(stack);
         map_free(&nodes_by_key);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory nesting %zu ranges", w->niv);
     }
@@ -281,7 +281,7 @@ static ap_status nest(work *w, ap_err *err) {
             j++;
         }
     }
-    free(stack);
+    ap_free(stack);
     map_free(&nodes_by_key);
     return AP_OK;
 }
@@ -302,10 +302,10 @@ static double ns_s(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) * 1e
 static ap_status sum_kernels(const ap_trace *t, const work *w, ap_trace_summary *s, ap_err *err) {
     map64 byk = {0};
     /* node of every kernel record; kernels whose launch is unknown stay at the root */
-    uint32_t *node_of = calloc(t->n ? t->n : 1, sizeof *node_of);
-    s->kernels = malloc((w->kernels + 1) * sizeof *s->kernels);
+    uint32_t *node_of = ap_calloc(t->n ? t->n : 1, sizeof *node_of);
+    s->kernels = ap_malloc((w->kernels + 1) * sizeof *s->kernels);
     if (!node_of || !s->kernels || !map_init(&byk, w->kernels + 1)) {
-        free(node_of);
+        ap_free(node_of);
         map_free(&byk);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for kernel statistics");
     }
@@ -339,7 +339,7 @@ static ap_status sum_kernels(const ap_trace *t, const work *w, ap_trace_summary 
         if (!s->first_ns || r->start_ns < s->first_ns) s->first_ns = r->start_ns;
         if (r->end_ns > s->last_ns) s->last_ns = r->end_ns;
     }
-    free(node_of);
+    ap_free(node_of);
     map_free(&byk);
     /* inclusive times: a node's parent was created before it, so one backward pass */
     for (size_t n = 0; n < s->nnodes; n++) s->nodes[n].kernel_incl_s = s->nodes[n].kernel_s;
@@ -388,13 +388,13 @@ static ap_status memory_timeline(const ap_trace *t, ap_trace_summary *s, ap_err 
         uint32_t k = t->recs[i].kind;
         nev += k == AP_REC_ALLOC || k == AP_REC_FREE || k == AP_REC_POOL;
     }
-    uint32_t *ev = malloc((nev + 1) * sizeof *ev);
-    double *bytes = malloc((nev + 1) * sizeof *bytes);
-    uint32_t *dev_of = malloc((nev + 1) * sizeof *dev_of);
-    s->timeline = malloc((nev + 1) * sizeof *s->timeline);
+    uint32_t *ev = ap_malloc((nev + 1) * sizeof *ev);
+    double *bytes = ap_malloc((nev + 1) * sizeof *bytes);
+    uint32_t *dev_of = ap_malloc((nev + 1) * sizeof *dev_of);
+    s->timeline = ap_malloc((nev + 1) * sizeof *s->timeline);
     map64 live = {0};
     if (!ev || !bytes || !dev_of || !s->timeline || !map_init(&live, nev)) {
-        free(ev), free(bytes), free(dev_of), map_free(&live);
+        ap_free(ev), ap_free(bytes), ap_free(dev_of), map_free(&live);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the memory timeline");
     }
     nev = 0;
@@ -452,7 +452,7 @@ static ap_status memory_timeline(const ap_trace *t, ap_trace_summary *s, ap_err 
     }
     for (int d = 0; d < AP_TRACE_MAX_DEVICES; d++)
         if (alloc[d] + pools[d] > s->end_reserved_bytes) s->end_reserved_bytes = alloc[d] + pools[d];
-    free(ev), free(bytes), free(dev_of), map_free(&live);
+    ap_free(ev), ap_free(bytes), ap_free(dev_of), map_free(&live);
     return AP_OK;
 }
 
@@ -497,7 +497,7 @@ static ap_status iterations(const ap_trace *t, const work *w, const ap_summary_o
     snprintf(s->step_range, sizeof s->step_range, "%s", ap_trace_name(t, name));
     size_t n = 0;
     for (size_t i = 0; i < w->niv; i++) n += w->iv[i].name == name;
-    s->iters = calloc(n ? n : 1, sizeof *s->iters);
+    s->iters = ap_calloc(n ? n : 1, sizeof *s->iters);
     if (!s->iters) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for iterations");
     for (size_t i = 0; i < w->niv; i++)
         if (w->iv[i].name == name && !has_same_name_ancestor(w, i)) {
@@ -510,10 +510,10 @@ static ap_status iterations(const ap_trace *t, const work *w, const ap_summary_o
         s->iters[k].wall_s = k + 1 < s->niters ? ns_s(s->iters[k].start_ns, s->iters[k + 1].start_ns)
                                                : ns_s(s->iters[k].start_ns, s->iters[k].end_ns);
     /* kernels by launch time: the last iteration starting at or before it, if still open */
-    uint64_t *first = calloc(s->niters ? s->niters : 1, sizeof *first);
-    uint64_t *last = calloc(s->niters ? s->niters : 1, sizeof *last);
+    uint64_t *first = ap_calloc(s->niters ? s->niters : 1, sizeof *first);
+    uint64_t *last = ap_calloc(s->niters ? s->niters : 1, sizeof *last);
     if (!first || !last) {
-        free(first), free(last);
+        ap_free(first), ap_free(last);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for iterations");
     }
     for (size_t j = 0; j < w->nln; j++) {
@@ -549,7 +549,7 @@ static ap_status iterations(const ap_trace *t, const work *w, const ap_summary_o
             peak = fmax(peak, s->timeline[q].reserved_bytes);
         it->peak_reserved_bytes = peak;
     }
-    free(first), free(last);
+    ap_free(first), ap_free(last);
     return AP_OK;
 }
 
@@ -583,10 +583,10 @@ ap_status ap_trace_summarize(const ap_trace *t, const ap_summary_opts *opts,
 
 void ap_trace_summary_free(ap_trace_summary *s) {
     if (!s) return;
-    free(s->nodes);
-    free(s->kernels);
-    free(s->timeline);
-    free(s->iters);
+    ap_free(s->nodes);
+    ap_free(s->kernels);
+    ap_free(s->timeline);
+    ap_free(s->iters);
     memset(s, 0, sizeof *s);
 }
 
@@ -618,12 +618,12 @@ static int cmp_double(const void *a, const void *b) {
 double ap_trace_step_s(const ap_trace_summary *s, size_t skip) {
     if (s->niters <= skip) return 0;
     size_t n = s->niters - skip;
-    double *v = malloc(n * sizeof *v);
+    double *v = ap_malloc(n * sizeof *v);
     if (!v) return 0;
     for (size_t k = 0; k < n; k++) v[k] = s->iters[skip + k].wall_s;
     qsort(v, n, sizeof *v, cmp_double);
     double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    free(v);
+    ap_free(v);
     return med;
 }
 
@@ -711,9 +711,9 @@ ap_status ap_trace_profile_rows(const ap_trace *t, const ap_profile_row *tmpl, i
     work w;
     ap_status st = build(t, &w, err);
     if (st != AP_OK) return st;
-    double *incl = calloc(w.niv + 1, sizeof *incl);
-    int32_t *row_of = malloc((w.niv + 1) * sizeof *row_of);
-    row_acc *rows = calloc(w.niv + 1, sizeof *rows);
+    double *incl = ap_calloc(w.niv + 1, sizeof *incl);
+    int32_t *row_of = ap_malloc((w.niv + 1) * sizeof *row_of);
+    row_acc *rows = ap_calloc(w.niv + 1, sizeof *rows);
     size_t nr = 0;
     map64 byname = {0}, kern = {0};
     double *ktime = NULL;
@@ -740,7 +740,7 @@ ap_status ap_trace_profile_rows(const ap_trace *t, const ap_profile_row *tmpl, i
     size_t pairs = 0;
     for (size_t j = 0; j < w.nln; j++)
         for (uint32_t p = w.ln[j].iv; p; p = w.iv[p - 1].parent) pairs += row_of[p - 1] >= 0;
-    if (!map_init(&kern, pairs) || !(ktime = calloc(pairs + 1, sizeof *ktime))) {
+    if (!map_init(&kern, pairs) || !(ktime = ap_calloc(pairs + 1, sizeof *ktime))) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for profile rows");
         goto done;
     }
@@ -766,7 +766,7 @@ ap_status ap_trace_profile_rows(const ap_trace *t, const ap_profile_row *tmpl, i
         }
     }
     /* per row name, the occurrences in start order (intervals are sorted by thread, start) */
-    size_t *order = malloc((w.niv + 1) * sizeof *order);
+    size_t *order = ap_malloc((w.niv + 1) * sizeof *order);
     if (!order) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for profile rows");
         goto done;
@@ -783,13 +783,13 @@ ap_status ap_trace_profile_rows(const ap_trace *t, const ap_profile_row *tmpl, i
     for (size_t a = 0; a < no; a++) {
         row_acc *ra = &rows[row_of[order[a]]];
         if (ra->seen++ < (size_t)(skip > 0 ? skip : 0) || incl[order[a]] <= 0) continue;
-        if (!ra->times && !(ra->times = malloc(ra->total * sizeof *ra->times))) {
+        if (!ra->times && !(ra->times = ap_malloc(ra->total * sizeof *ra->times))) {
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for profile rows");
             break;
         }
         ra->times[ra->ntimes++] = incl[order[a]];
     }
-    free(order);
+    ap_free(order);
     for (size_t r = 0; st == AP_OK && r < nr; r++) {
         if (!rows[r].ntimes) continue;
         const char *nm = ap_trace_name(t, rows[r].name);
@@ -805,8 +805,8 @@ ap_status ap_trace_profile_rows(const ap_trace *t, const ap_profile_row *tmpl, i
         else if (nrows) (*nrows)++;
     }
 done:
-    for (size_t r = 0; rows && r < nr; r++) free(rows[r].times);
-    free(rows), free(incl), free(row_of), free(ktime);
+    for (size_t r = 0; rows && r < nr; r++) ap_free(rows[r].times);
+    ap_free(rows), ap_free(incl), ap_free(row_of), ap_free(ktime);
     map_free(&byname), map_free(&kern);
     work_free(&w);
     return st;

@@ -51,11 +51,11 @@ ap_status ap_profile_compare(const ap_profile *a, const ap_profile *b, ap_profil
     *out = NULL;
     *n = 0;
     size_t cap = a->n + b->n + 1;
-    ap_profile_cmp *g = malloc(cap * sizeof *g);
-    double *ratios = malloc(cap * sizeof *ratios);
-    char *matched_b = calloc(b->n + 1, 1);
+    ap_profile_cmp *g = ap_malloc(cap * sizeof *g);
+    double *ratios = ap_malloc(cap * sizeof *ratios);
+    char *matched_b = ap_calloc(b->n + 1, 1);
     if (!g || !ratios || !matched_b) {
-        free(g), free(ratios), free(matched_b);
+        ap_free(g), ap_free(ratios), ap_free(matched_b);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory comparing profiles");
     }
     size_t ng = 0;
@@ -95,8 +95,8 @@ ap_status ap_profile_compare(const ap_profile *a, const ap_profile *b, ap_profil
             c->median_ratio = nr % 2 ? ratios[nr / 2] : 0.5 * (ratios[nr / 2 - 1] + ratios[nr / 2]);
         }
     }
-    free(ratios);
-    free(matched_b);
+    ap_free(ratios);
+    ap_free(matched_b);
     *out = g;
     *n = ng;
     return AP_OK;

@@ -73,10 +73,10 @@ static void *pool_main(void *a) {
  * pthread_create leaves fewer workers, with a warning). */
 static ap_status pool_open(pool *p, int want, ap_err *err) {
     memset(p, 0, sizeof *p);
-    p->threads = malloc((size_t)want * sizeof *p->threads);
-    p->seats = malloc((size_t)want * sizeof *p->seats);
+    p->threads = ap_malloc((size_t)want * sizeof *p->threads);
+    p->seats = ap_malloc((size_t)want * sizeof *p->seats);
     if (!p->threads || !p->seats) {
-        free(p->threads), free(p->seats);
+        ap_free(p->threads), ap_free(p->seats);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %d threads", want);
     }
     pthread_mutex_init(&p->lock, NULL);
@@ -119,8 +119,8 @@ static void pool_close(pool *p) {
     pthread_barrier_destroy(&p->done);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
-    free(p->threads);
-    free(p->seats);
+    ap_free(p->threads);
+    ap_free(p->seats);
     memset(p, 0, sizeof *p);
 }
 
@@ -177,9 +177,9 @@ ap_status ap_hostbench_membw(const ap_hostbench_opts *o, const ap_profile_row *t
                                     "small (at least 8 KiB)", bytes);
     stream_ctx s = {0};
     s.n = n;
-    s.a = malloc(n * sizeof(double));
-    s.b = malloc(n * sizeof(double));
-    s.c = malloc(n * sizeof(double));
+    s.a = ap_malloc(n * sizeof(double));
+    s.b = ap_malloc(n * sizeof(double));
+    s.c = ap_malloc(n * sizeof(double));
     pool p;
     ap_status st = s.a && s.b && s.c ? AP_OK
                  : ap_err_set(err, AP_ERR_NOMEM, "out of memory for 3 x %.0f bytes", bytes);
@@ -202,7 +202,7 @@ ap_status ap_hostbench_membw(const ap_hostbench_opts *o, const ap_profile_row *t
         }
         pool_close(&p);
     }
-    free(s.a), free(s.b), free(s.c);
+    ap_free(s.a), ap_free(s.b), ap_free(s.c);
     return st;
 }
 
@@ -267,10 +267,10 @@ ap_status ap_hostbench_adam(const ap_hostbench_opts *o, const ap_profile_row *tm
                           params);
     adam_ctx a = {0};
     a.n = (size_t)params;
-    a.p = malloc(a.n * sizeof(float));
-    a.g = malloc(a.n * sizeof(float));
-    a.m = malloc(a.n * sizeof(float));
-    a.v = malloc(a.n * sizeof(float));
+    a.p = ap_malloc(a.n * sizeof(float));
+    a.g = ap_malloc(a.n * sizeof(float));
+    a.m = ap_malloc(a.n * sizeof(float));
+    a.v = ap_malloc(a.n * sizeof(float));
     pool pl;
     ap_status st = a.p && a.g && a.m && a.v ? AP_OK
                  : ap_err_set(err, AP_ERR_NOMEM, "out of memory for 4 x %.0f fp32 values", params);
@@ -291,6 +291,6 @@ ap_status ap_hostbench_adam(const ap_hostbench_opts *o, const ap_profile_row *tm
         }
         pool_close(&pl);
     }
-    free(a.p), free(a.g), free(a.m), free(a.v);
+    ap_free(a.p), ap_free(a.g), ap_free(a.m), ap_free(a.v);
     return st;
 }

@@ -137,7 +137,7 @@ int ap_profile_predict_kernels(const ap_profile_row *const *rows, size_t n,
     ap_err e;
     for (size_t i = 0; i < n; i++)
         if (ap_profile_add(&p, rows[i], &e) != AP_OK) break;
-    ap_kernels *k = malloc(sizeof *k);
+    ap_kernels *k = ap_malloc(sizeof *k);
     int ok = k && ap_kernels_build(g, &p, k, &e) == AP_OK;
     double eff = 0;
     if (ok) {
@@ -145,7 +145,7 @@ int ap_profile_predict_kernels(const ap_profile_row *const *rows, size_t n,
         ap_calib_default(g, &cal);
         eff = ap_kernels_gemm_eff(k, dt, d[0], d[1], d[2], cal.gemm_half_flops);
     }
-    free(k);
+    ap_free(k);
     ap_profile_free(&p);
     if (!(eff > 0)) return 0;
     *time_s = 2.0 * d[0] * d[1] * d[2] / (g->peak_flops[dt] * eff);
@@ -161,11 +161,11 @@ ap_status ap_profile_loo(const ap_profile *p, const char *op, const char *dtype,
                          ap_profile_predict_fn fn, void *arg, ap_loo_result *out, ap_err *err) {
     memset(out, 0, sizeof *out);
     if (!fn) fn = ap_profile_predict_default;
-    const ap_profile_row **sel = malloc((p->n + 1) * sizeof *sel);
-    const ap_profile_row **rest = malloc((p->n + 1) * sizeof *rest);
-    double *errs = malloc((p->n + 1) * sizeof *errs);
+    const ap_profile_row **sel = ap_malloc((p->n + 1) * sizeof *sel);
+    const ap_profile_row **rest = ap_malloc((p->n + 1) * sizeof *rest);
+    double *errs = ap_malloc((p->n + 1) * sizeof *errs);
     if (!sel || !rest || !errs) {
-        free(sel), free(rest), free(errs);
+        ap_free(sel), ap_free(rest), ap_free(errs);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %zu rows", p->n);
     }
     size_t ns = 0;
@@ -193,6 +193,6 @@ ap_status ap_profile_loo(const ap_profile *p, const char *op, const char *dtype,
         out->median_abs_err = k % 2 ? errs[k / 2] : 0.5 * (errs[k / 2 - 1] + errs[k / 2]);
         out->mean_abs_err = sum / (double)k;
     }
-    free(sel), free(rest), free(errs);
+    ap_free(sel), ap_free(rest), ap_free(errs);
     return AP_OK;
 }

@@ -32,7 +32,7 @@ static ap_status push(shape_list *l, int64_t m, int64_t n, int64_t k, const char
         if (l->v[i].m == m && l->v[i].n == n && l->v[i].k == k) return AP_OK;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
-        ap_gemm_shape *nv = realloc(l->v, cap * sizeof *nv);
+        ap_gemm_shape *nv = ap_realloc(l->v, cap * sizeof *nv);
         if (!nv) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %zu GEMM shapes", cap);
         l->v = nv;
         l->cap = cap;
@@ -53,7 +53,7 @@ ap_status ap_gemm_grid(ap_gemm_shape **out, size_t *n, ap_err *err) {
             for (int64_t k = 512; k <= 16384 && st == AP_OK; k *= 2)
                 st = push(&l, m, nn, k, "grid", err);
     if (st != AP_OK) {
-        free(l.v);
+        ap_free(l.v);
         return st;
     }
     *out = l.v;

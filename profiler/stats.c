@@ -39,17 +39,17 @@ ap_status ap_bench_repeat(ap_bench_fn fn, void *arg, int warmup, int reps, ap_be
     if (reps > AP_BENCH_MAX_REPS) reps = AP_BENCH_MAX_REPS;
     for (int i = 0; i < warmup; i++)
         if (fn(arg, err) < 0) return AP_ERR_INTERNAL;
-    double *s = malloc((size_t)reps * sizeof *s);
+    double *s = ap_malloc((size_t)reps * sizeof *s);
     if (!s) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %d samples", reps);
     for (int i = 0; i < reps; i++) {
         s[i] = fn(arg, err);
         if (s[i] < 0) {
-            free(s);
+            ap_free(s);
             return AP_ERR_INTERNAL;
         }
     }
     ap_bench_stats_of(s, reps, out);
-    free(s);
+    ap_free(s);
     return AP_OK;
 }
 

@@ -30,9 +30,9 @@ void ap_trace_init(ap_trace *t) { memset(t, 0, sizeof *t); }
 
 void ap_trace_free(ap_trace *t) {
     if (!t) return;
-    free(t->recs);
-    free(t->names);
-    free(t->slots);
+    ap_free(t->recs);
+    ap_free(t->names);
+    ap_free(t->slots);
     memset(t, 0, sizeof *t);
 }
 
@@ -45,7 +45,7 @@ static uint64_t name_hash(const char *s, size_t n) { return ap_hash64(s, n, 0); 
 
 /* Rebuild the slot table with `cap` slots (a power of two) from the names. */
 static int rehash(ap_trace *t, size_t cap) {
-    uint32_t *slots = calloc(cap, sizeof *slots);
+    uint32_t *slots = ap_calloc(cap, sizeof *slots);
     if (!slots) return 0;
     for (size_t at = 1; at < t->names_len;) {
         size_t l = strlen(t->names + at);
@@ -54,7 +54,7 @@ static int rehash(ap_trace *t, size_t cap) {
         slots[h] = (uint32_t)at;
         at += l + 1;
     }
-    free(t->slots);
+    ap_free(t->slots);
     t->slots = slots;
     t->nslots = cap;
     return 1;
@@ -65,7 +65,7 @@ uint32_t ap_trace_intern(ap_trace *t, const char *name, ap_status *st) {
     if (!name || !name[0]) return 0;
     size_t l = strnlen(name, NAME_MAX_BYTES);
     if (!t->names) { /* index 0 is the empty name */
-        t->names = malloc(4096);
+        t->names = ap_malloc(4096);
         if (!t->names) { *st = AP_ERR_NOMEM; return 0; }
         t->names[0] = '\0';
         t->names_len = 1;
@@ -82,7 +82,7 @@ uint32_t ap_trace_intern(ap_trace *t, const char *name, ap_status *st) {
     if (t->names_len + l + 1 > t->names_cap) {
         size_t cap = t->names_cap;
         while (cap < t->names_len + l + 1) cap *= 2;
-        char *nn = realloc(t->names, cap);
+        char *nn = ap_realloc(t->names, cap);
         if (!nn) { *st = AP_ERR_NOMEM; return 0; }
         t->names = nn;
         t->names_cap = cap;
@@ -110,7 +110,7 @@ ap_status ap_trace_add(ap_trace *t, const ap_trace_rec *rec, const char *name, a
     }
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 4096;
-        ap_trace_rec *nr = realloc(t->recs, cap * sizeof *nr);
+        ap_trace_rec *nr = ap_realloc(t->recs, cap * sizeof *nr);
         if (!nr) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %zu trace records", cap);
         t->recs = nr;
         t->cap = cap;
@@ -147,14 +147,14 @@ ap_status ap_trace_write(const ap_trace *t, const char *path, ap_err *err) {
     h.dropped = t->dropped;
     snprintf(h.status, sizeof h.status, "%s", t->status);
     size_t total = sizeof h + t->n * sizeof(ap_trace_rec) + (size_t)h.names_len;
-    char *buf = malloc(total);
+    char *buf = ap_malloc(total);
     if (!buf) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory for %zu bytes", path, total);
     memcpy(buf, &h, sizeof h);
     if (t->n) memcpy(buf + sizeof h, t->recs, t->n * sizeof(ap_trace_rec));
     if (t->names) memcpy(buf + sizeof h + t->n * sizeof(ap_trace_rec), t->names, t->names_len);
     else buf[total - 1] = '\0';
     ap_status st = ap_write_file_atomic(path, buf, total, err);
-    free(buf);
+    ap_free(buf);
     return st;
 }
 
@@ -206,8 +206,8 @@ ap_status ap_trace_parse(const void *data, size_t len, const char *where, ap_tra
             return ap_err_set(err, AP_ERR_INPUT, "%s: record %llu: name index %u is not a name",
                               where, (unsigned long long)i, r.name);
     }
-    t->recs = h.nrecs ? malloc((size_t)h.nrecs * sizeof *t->recs) : NULL;
-    t->names = malloc((size_t)h.names_len);
+    t->recs = h.nrecs ? ap_malloc((size_t)h.nrecs * sizeof *t->recs) : NULL;
+    t->names = ap_malloc((size_t)h.names_len);
     if ((h.nrecs && !t->recs) || !t->names) {
         ap_trace_free(t);
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory reading the trace", where);
@@ -235,6 +235,6 @@ ap_status ap_trace_read(const char *path, ap_trace *t, ap_err *err) {
     ap_status st = ap_read_file(path, (size_t)16 << 30, &data, &len, err);
     if (st != AP_OK) return st;
     st = ap_trace_parse(data, len, path, t, err);
-    free(data);
+    ap_free(data);
     return st;
 }
