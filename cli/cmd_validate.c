@@ -177,7 +177,7 @@ static void print_oos_row(const vrow *v) {
                v->predicted >= 0.5 ? "predicted not to fit" : "PREDICTED TO FIT");
         return;
     }
-    double scale = v->is_time ? 1.0 : 1073741824.0;
+    double scale = v->is_time ? 1.0 : AP_GIB;
     const char *unit = v->is_time ? "s  " : "GiB";
     printf("%-24s %-10.10s %-13s %-38.38s %8.3f %s %8.3f %s %+6.1f%%%s\n", v->source,
            v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted / scale, unit,

@@ -142,15 +142,15 @@ ap_status ap_family_ladder(const ap_family *f, ap_family_rung **out, int *n, ap_
     *n = 0;
     if (f->nshapes < 1) return ap_err_set(err, AP_ERR_INPUT, "family %s: no shapes", f->name);
     int cap = 1024, k = 0;
-    ap_family_rung *v = malloc((size_t)cap * sizeof *v);
+    ap_family_rung *v = ap_malloc((size_t)cap * sizeof *v);
     if (!v) return ap_err_set(err, AP_ERR_NOMEM, "family: out of memory");
 #define PUSH(sh, L)                                                                                \
     do {                                                                                           \
         if (k == cap) {                                                                            \
             cap *= 2;                                                                              \
-            ap_family_rung *q = realloc(v, (size_t)cap * sizeof *q);                               \
+            ap_family_rung *q = ap_realloc(v, (size_t)cap * sizeof *q);                               \
             if (!q) {                                                                              \
-                free(v);                                                                           \
+                ap_free(v);                                                                           \
                 return ap_err_set(err, AP_ERR_NOMEM, "family: out of memory");                     \
             }                                                                                      \
             v = q;                                                                                 \
@@ -272,7 +272,7 @@ static ap_status read_file(const char *path, ap_family *f, ap_err *err) {
     }
     sort_shapes(f);
 done:
-    free(text);
+    ap_free(text);
     ap_json_free(root);
     return st;
 }

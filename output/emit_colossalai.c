@@ -81,6 +81,97 @@ static void int_list(sb *b, const emit_ctx *x, int ckpt) {
     sb_printf(b, "]");
 }
 
+/* GeminiPlugin arguments: the placement the simulation ran, its chunk search, overlap. */
+static void gemini_args(sb *b, const emit_ctx *x, const char *prec) {
+    const ap_plan *p = x->p;
+    /* the placement the simulation ran (plan.hetero); a ZeRO-3 plan without one is static
+       with the plan's offload fractions */
+    const ap_plan_hetero *h = &p->hetero;
+    int aut = h->placement == AP_GEMINI_AUTO;
+    sb_printf(b, "    precision=\"%s\",\n", prec);
+    sb_printf(b, "    placement_policy=\"%s\",\n", aut ? "auto" : "static");
+    if (aut) {
+        sb_printf(b, "    warmup_non_model_data_ratio=%g,\n", h->warmup_non_model_data_ratio);
+        sb_printf(b, "    steady_cuda_cap_ratio=%g,\n", h->steady_cuda_cap_ratio);
+        if (h->gpu_margin_mem_ratio > 0)
+            sb_printf(b, "    gpu_margin_mem_ratio=%g,\n", h->gpu_margin_mem_ratio);
+    } else {
+        if (h->placement == AP_GEMINI_STATIC)
+            sb_printf(b, "    shard_param_frac=%g,\n", h->shard_param_frac);
+        else
+            sb_printf(b, "    shard_param_frac=1.0,\n");
+        /* a static placement's fractions equal the plan's (ap_plan_hetero_validate) */
+        sb_printf(b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
+        sb_printf(b, "    offload_param_frac=%g,\n", p->offload_params);
+    }
+    if (h->placement != AP_GEMINI_OFF) {
+        /* the chunk search the simulation reproduced (chunk/search_utils.py) */
+        sb_printf(b, "    search_range_m=%g,\n", h->search_range_m);
+        sb_printf(b, "    min_chunk_size_m=%g,\n", h->min_chunk_size_m);
+        if (h->hidden_dim > 0) sb_printf(b, "    hidden_dim=%lld,\n", (long long)h->hidden_dim);
+    }
+    /* enable_async_reduce (on below) sets pin_memory=True anyway (gemini_plugin.py) */
+    sb_printf(b, "    pin_memory=%s,\n",
+             h->placement != AP_GEMINI_OFF ? (h->pin_memory ? "True" : "False")
+             : p->offload_optimizer > 0 || p->offload_params > 0 ? "True" : "False");
+    sb_printf(b, "    tp_size=%d,\n", p->tp);
+    sb_printf(b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
+    sb_printf(b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
+    sb_printf(b, "    enable_gradient_accumulation=%s,\n", p->grad_accum > 1 ? "True" : "False");
+    sb_printf(b, "    enable_async_reduce=%s,\n",
+             h->placement != AP_GEMINI_OFF ? (h->enable_async_reduce ? "True" : "False")
+             : p->overlap_grad ? "True" : "False");
+    sb_printf(b, "    max_prefetch=%d,\n",
+             h->placement != AP_GEMINI_OFF ? h->max_prefetch : p->overlap_param ? 1 : 0);
+    sb_printf(b, "    max_norm=1.0,\n");
+}
+
+/* LowLevelZeroPlugin arguments (ZeRO 1-2 without model parallelism). */
+static void low_level_zero_args(sb *b, const ap_plan *p, const char *prec) {
+    sb_printf(b, "    stage=%d,\n", p->zero);
+    sb_printf(b, "    precision=\"%s\",\n", prec);
+    sb_printf(b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
+    sb_printf(b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
+    sb_printf(b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
+    sb_printf(b, "    max_norm=1.0,\n");
+}
+
+/* HybridParallelPlugin / MoeHybridParallelPlugin arguments: degrees, pipeline schedule and
+ * split, recomputed layers, ZeRO overlap. */
+static void hybrid_args(sb *b, const emit_ctx *x, const char *prec, int ckpt_cfg) {
+    const ap_plan *p = x->p;
+    sb_printf(b, "    tp_size=%d,\n", p->tp);
+    sb_printf(b, "    pp_size=%d,\n", p->pp);
+    if (p->ep > 1) sb_printf(b, "    ep_size=%d,\n", p->ep);
+    sb_printf(b, "    zero_stage=%d,\n", p->zero);
+    sb_printf(b, "    precision=\"%s\",\n", prec);
+    sb_printf(b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
+    sb_printf(b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
+    if (p->sp) sb_printf(b, "    sequence_parallelism_mode=\"split_gather\",\n");
+    if (p->pp > 1) {
+        sb_printf(b, "    microbatch_size=%lld,\n", (long long)p->mbs);
+        sb_printf(b, "    pp_style=\"%s\",\n", p->vp > 1 ? "interleaved" : "1f1b");
+        sb_printf(b, "    num_model_chunks=%d,\n", p->vp);
+        if (!emit_uniform_split(x)) {
+            sb_printf(b, "    num_layers_per_stage=");
+            int_list(b, x, 0);
+            sb_printf(b, ",\n");
+        }
+        if (ckpt_cfg) {
+            sb_printf(b, "    gradient_checkpoint_config=PipelineGradientCheckpointConfig(\n"
+                         "        num_ckpt_layers_per_stage=");
+            int_list(b, x, 1);
+            sb_printf(b, ",\n    ),\n");
+        }
+    }
+    if (p->zero >= 1) {
+        sb_printf(b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
+        sb_printf(b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
+        sb_printf(b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
+    }
+    sb_printf(b, "    max_norm=1.0,\n");
+}
+
 ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *err) {
     const ap_plan *p = x->p;
     const char *prec = p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16";
@@ -125,84 +216,11 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
               (long long)loader_batch);
     sb_printf(&b, "plugin = %s(\n", plugin);
     if (p->zero == 3) {
-        /* the placement the simulation ran (plan.hetero); a ZeRO-3 plan without one is static
-           with the plan's offload fractions */
-        const ap_plan_hetero *h = &p->hetero;
-        int aut = h->placement == AP_GEMINI_AUTO;
-        sb_printf(&b, "    precision=\"%s\",\n", prec);
-        sb_printf(&b, "    placement_policy=\"%s\",\n", aut ? "auto" : "static");
-        if (aut) {
-            sb_printf(&b, "    warmup_non_model_data_ratio=%g,\n", h->warmup_non_model_data_ratio);
-            sb_printf(&b, "    steady_cuda_cap_ratio=%g,\n", h->steady_cuda_cap_ratio);
-            if (h->gpu_margin_mem_ratio > 0)
-                sb_printf(&b, "    gpu_margin_mem_ratio=%g,\n", h->gpu_margin_mem_ratio);
-        } else {
-            if (h->placement == AP_GEMINI_STATIC)
-                sb_printf(&b, "    shard_param_frac=%g,\n", h->shard_param_frac);
-            else
-                sb_printf(&b, "    shard_param_frac=1.0,\n");
-            /* a static placement's fractions equal the plan's (ap_plan_hetero_validate) */
-            sb_printf(&b, "    offload_optim_frac=%g,\n", p->offload_optimizer);
-            sb_printf(&b, "    offload_param_frac=%g,\n", p->offload_params);
-        }
-        if (h->placement != AP_GEMINI_OFF) {
-            /* the chunk search the simulation reproduced (chunk/search_utils.py) */
-            sb_printf(&b, "    search_range_m=%g,\n", h->search_range_m);
-            sb_printf(&b, "    min_chunk_size_m=%g,\n", h->min_chunk_size_m);
-            if (h->hidden_dim > 0) sb_printf(&b, "    hidden_dim=%lld,\n", (long long)h->hidden_dim);
-        }
-        /* enable_async_reduce (on below) sets pin_memory=True anyway (gemini_plugin.py) */
-        sb_printf(&b, "    pin_memory=%s,\n",
-                  h->placement != AP_GEMINI_OFF ? (h->pin_memory ? "True" : "False")
-                  : p->offload_optimizer > 0 || p->offload_params > 0 ? "True" : "False");
-        sb_printf(&b, "    tp_size=%d,\n", p->tp);
-        sb_printf(&b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
-        sb_printf(&b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
-        sb_printf(&b, "    enable_gradient_accumulation=%s,\n", p->grad_accum > 1 ? "True" : "False");
-        sb_printf(&b, "    enable_async_reduce=%s,\n",
-                  h->placement != AP_GEMINI_OFF ? (h->enable_async_reduce ? "True" : "False")
-                  : p->overlap_grad ? "True" : "False");
-        sb_printf(&b, "    max_prefetch=%d,\n",
-                  h->placement != AP_GEMINI_OFF ? h->max_prefetch : p->overlap_param ? 1 : 0);
-        sb_printf(&b, "    max_norm=1.0,\n");
+        gemini_args(&b, x, prec);
     } else if (!strcmp(plugin, "LowLevelZeroPlugin")) {
-        sb_printf(&b, "    stage=%d,\n", p->zero);
-        sb_printf(&b, "    precision=\"%s\",\n", prec);
-        sb_printf(&b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
-        sb_printf(&b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
-        sb_printf(&b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
-        sb_printf(&b, "    max_norm=1.0,\n");
+        low_level_zero_args(&b, p, prec);
     } else {
-        sb_printf(&b, "    tp_size=%d,\n", p->tp);
-        sb_printf(&b, "    pp_size=%d,\n", p->pp);
-        if (p->ep > 1) sb_printf(&b, "    ep_size=%d,\n", p->ep);
-        sb_printf(&b, "    zero_stage=%d,\n", p->zero);
-        sb_printf(&b, "    precision=\"%s\",\n", prec);
-        sb_printf(&b, "    enable_flash_attention=%s,\n", p->flash_attn ? "True" : "False");
-        sb_printf(&b, "    enable_sequence_parallelism=%s,\n", p->sp ? "True" : "False");
-        if (p->sp) sb_printf(&b, "    sequence_parallelism_mode=\"split_gather\",\n");
-        if (p->pp > 1) {
-            sb_printf(&b, "    microbatch_size=%lld,\n", (long long)p->mbs);
-            sb_printf(&b, "    pp_style=\"%s\",\n", p->vp > 1 ? "interleaved" : "1f1b");
-            sb_printf(&b, "    num_model_chunks=%d,\n", p->vp);
-            if (!emit_uniform_split(x)) {
-                sb_printf(&b, "    num_layers_per_stage=");
-                int_list(&b, x, 0);
-                sb_printf(&b, ",\n");
-            }
-            if (ckpt_cfg) {
-                sb_printf(&b, "    gradient_checkpoint_config=PipelineGradientCheckpointConfig(\n"
-                              "        num_ckpt_layers_per_stage=");
-                int_list(&b, x, 1);
-                sb_printf(&b, ",\n    ),\n");
-            }
-        }
-        if (p->zero >= 1) {
-            sb_printf(&b, "    overlap_communication=%s,\n", p->overlap_grad ? "True" : "False");
-            sb_printf(&b, "    overlap_allgather=%s,\n", p->overlap_param ? "True" : "False");
-            sb_printf(&b, "    cpu_offload=%s,\n", p->offload_optimizer > 0 ? "True" : "False");
-        }
-        sb_printf(&b, "    max_norm=1.0,\n");
+        hybrid_args(&b, x, prec, ckpt_cfg);
     }
     sb_printf(&b, ")\nbooster = Booster(plugin=plugin)\n");
     return emit_take(out, "colossalai_booster.py", &b, err);

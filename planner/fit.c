@@ -37,7 +37,7 @@ void ap_fit_opts_init(ap_fit_opts *o) {
     memset(o, 0, sizeof *o);
     o->mbs = 1;
     o->recompute = AP_RECOMPUTE_FULL;
-    o->headroom_bytes = 2.0 * 1073741824.0;
+    o->headroom_bytes = 2.0 * AP_GIB;
 }
 
 /* ---- one evaluation ----------------------------------------------------------------------- */
@@ -407,6 +407,6 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
         }
         st = fit_one(o, s, rungs, n, e, err);
     }
-    free(rungs);
+    ap_free(rungs);
     return st;
 }

@@ -54,8 +54,8 @@ ap_status ap_gemini_chunk_search(const int64_t *sizes, int n, int zero_size,
         return ap_err_set(err, AP_ERR_INPUT, "chunk search: the search interval must be >= 1");
     /* search_range = round(search_range_m * 1024**2); min_chunk_size likewise (Python's round
        is to nearest even on .5; the products here are whole for the usual inputs) */
-    int64_t search_range = (int64_t)nearbyint(search_range_m * 1048576.0);
-    int64_t min_chunk = (int64_t)nearbyint(min_chunk_size_m * 1048576.0);
+    int64_t search_range = (int64_t)nearbyint(search_range_m * AP_MIB);
+    int64_t min_chunk = (int64_t)nearbyint(min_chunk_size_m * AP_MIB);
     if (search_range / interval > 100000000)
         return ap_err_set(err, AP_ERR_INPUT, "chunk search: %lld sizes to scan (search range / "
                           "interval) is too many", (long long)(search_range / interval));
@@ -80,7 +80,7 @@ ap_status ap_gemini_chunk_search(const int64_t *sizes, int n, int zero_size,
     mean /= n;
     for (int i = 0; i < n; i++) var += ((double)sizes[i] - mean) * ((double)sizes[i] - mean);
     double upper = mean + 3.0 * sqrt(var / n);
-    int64_t *kept = malloc((size_t)n * sizeof *kept);
+    int64_t *kept = ap_malloc((size_t)n * sizeof *kept);
     if (!kept) return ap_err_set(err, AP_ERR_NOMEM, "chunk search: out of memory");
     int nk = 0;
     int64_t max_size = min_chunk;
@@ -100,7 +100,7 @@ ap_status ap_gemini_chunk_search(const int64_t *sizes, int n, int zero_size,
             best = cs;
         }
     }
-    free(kept);
+    ap_free(kept);
     out->search_start = start;
     out->search_end = start + search_range / interval * interval;
     out->waste_elems = best_waste;

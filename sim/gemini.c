@@ -291,14 +291,14 @@ static ap_status setup(gem *g, ap_err *err) {
     hctx *x = g->x;
     const ap_plan_hetero *h = g->h;
     int n = x->nparams;
-    int64_t *sizes = malloc((size_t)n * sizeof *sizes);
-    int64_t *celems = malloc((size_t)n * sizeof *celems);
-    g->chunk_of = malloc((size_t)n * sizeof *g->chunk_of);
-    g->pst = malloc((size_t)n);
-    g->gst = malloc((size_t)n);
+    int64_t *sizes = ap_malloc((size_t)n * sizeof *sizes);
+    int64_t *celems = ap_malloc((size_t)n * sizeof *celems);
+    g->chunk_of = ap_malloc((size_t)n * sizeof *g->chunk_of);
+    g->pst = ap_malloc((size_t)n);
+    g->gst = ap_malloc((size_t)n);
     if (!sizes || !celems || !g->chunk_of || !g->pst || !g->gst) {
-        free(sizes);
-        free(celems);
+        ap_free(sizes);
+        ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
     }
     for (int i = 0; i < n; i++) sizes[i] = x->params[i].numel;
@@ -322,19 +322,19 @@ static ap_status setup(gem *g, ap_err *err) {
         }
     }
     if (st != AP_OK) {
-        free(sizes);
-        free(celems);
+        ap_free(sizes);
+        ap_free(celems);
         return st;
     }
     g->nch = ap_gemini_chunk_layout(sizes, n, &x->sum.chunks, x->Z, g->chunk_of, celems);
     x->sum.nchunks = g->nch;
-    g->ch = calloc((size_t)g->nch, sizeof *g->ch);
-    g->tmp = malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
-    g->tmp2 = malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
-    g->nextuse = malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
+    g->ch = ap_calloc((size_t)g->nch, sizeof *g->ch);
+    g->tmp = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
+    g->tmp2 = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
+    g->nextuse = ap_malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
     if (!g->ch || !g->tmp || !g->tmp2 || !g->nextuse) {
-        free(sizes);
-        free(celems);
+        ap_free(sizes);
+        ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
     }
     for (int i = 0; i < g->nch; i++) {
@@ -351,8 +351,8 @@ static ap_status setup(gem *g, ap_err *err) {
         g->pst[i] = ST_HOLD;
         g->gst[i] = ST_HOLD;
     }
-    free(sizes);
-    free(celems);
+    ap_free(sizes);
+    ap_free(celems);
     /* rank 0's shard: [0, shard) of the chunk, valid up to utilized (Chunk.close_chunk) */
     for (int i = 0; i < g->nch; i++) {
         gch *c = &g->ch[i];
@@ -399,10 +399,10 @@ static ap_status setup(gem *g, ap_err *err) {
     g->keep_cuda_mem = total_chunk_mem * (1.0 - h->offload_param_frac);
     g->reuse = !g->ga; /* master_weights=True (GeminiPlugin default) */
     g->warmup = 1;
-    g->cl_off = calloc((size_t)x->nops + 1, sizeof *g->cl_off);
-    g->cl = malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *g->cl);
-    g->lc_warm = calloc((size_t)x->nops + 1, sizeof *g->lc_warm);
-    g->lc_steady = calloc((size_t)x->nops + 1, sizeof *g->lc_steady);
+    g->cl_off = ap_calloc((size_t)x->nops + 1, sizeof *g->cl_off);
+    g->cl = ap_malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *g->cl);
+    g->lc_warm = ap_calloc((size_t)x->nops + 1, sizeof *g->lc_warm);
+    g->lc_steady = ap_calloc((size_t)x->nops + 1, sizeof *g->lc_steady);
     if (!g->cl_off || !g->cl || !g->lc_warm || !g->lc_steady)
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
     return AP_OK;
@@ -421,7 +421,7 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
         if (device_cuda(c)) demand += c->gathered ? 0 : chunk_mem(g, c) - shard_mem(g, c);
         else demand += chunk_mem(g, c);
     }
-    lc->evict = malloc((size_t)(g->nch + 1) * sizeof *lc->evict);
+    lc->evict = ap_malloc((size_t)(g->nch + 1) * sizeof *lc->evict);
     if (!lc->evict) {
         ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
         return NULL;
@@ -649,7 +649,7 @@ static void sample(gem *g) {
     if (g->have_window) {
         if (g->nnmd == g->capnmd) {
             int nc = g->capnmd ? g->capnmd * 2 : 256;
-            double *q = realloc(g->nmd, (size_t)nc * sizeof *q);
+            double *q = ap_realloc(g->nmd, (size_t)nc * sizeof *q);
             if (!q) {
                 g->x->nomem = 1;
                 return;
@@ -700,7 +700,7 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     lcache *lc = layout_info(g, chunks, nc, err);
     if (!lc) return -1;
     int ne = 0;
-    int32_t *ev = malloc((size_t)(lc->nevict + 1) * sizeof *ev);
+    int32_t *ev = ap_malloc((size_t)(lc->nevict + 1) * sizeof *ev);
     if (!ev) {
         ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
         return -1;
@@ -710,7 +710,7 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     int rc = 0;
     if (g->h->placement == AP_GEMINI_STATIC) static_evict(g, ev, ne);
     else rc = auto_evict(g, ev, ne, lc->demand);
-    free(ev);
+    ap_free(ev);
     if (rc < 0) {
         g->failed = 1;
         hx_gpu_point(x, g->rec, g->md + lc->demand, g->cur_nmd);
@@ -879,20 +879,20 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
         x->sum.step_s = x->tl.t + x->step_overhead_s;
     }
     for (int i = 0; i <= x->nops; i++) {
-        if (g->lc_warm) free(g->lc_warm[i].evict);
-        if (g->lc_steady) free(g->lc_steady[i].evict);
+        if (g->lc_warm) ap_free(g->lc_warm[i].evict);
+        if (g->lc_steady) ap_free(g->lc_steady[i].evict);
     }
-    free(g->lc_warm);
-    free(g->lc_steady);
-    free(g->ch);
-    free(g->chunk_of);
-    free(g->pst);
-    free(g->gst);
-    free(g->nmd);
-    free(g->cl);
-    free(g->cl_off);
-    free(g->tmp);
-    free(g->tmp2);
-    free(g->nextuse);
+    ap_free(g->lc_warm);
+    ap_free(g->lc_steady);
+    ap_free(g->ch);
+    ap_free(g->chunk_of);
+    ap_free(g->pst);
+    ap_free(g->gst);
+    ap_free(g->nmd);
+    ap_free(g->cl);
+    ap_free(g->cl_off);
+    ap_free(g->tmp);
+    ap_free(g->tmp2);
+    ap_free(g->nextuse);
     return st;
 }

@@ -199,7 +199,7 @@ ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *er
     int64_t largest = 0;
     for (int i = 0; i < n; i++)
         if (v[i].numel > largest) largest = v[i].numel;
-    free(v);
+    ap_free(v);
     int64_t Z = p->dp > 0 ? p->dp : 1;
     int64_t part = (largest + Z - 1) / Z; /* stage 3 partitions: ceil(numel / world) */
     if (part > p->hetero.ds_param_buffer_size) p->hetero.ds_param_buffer_size = part;
@@ -208,7 +208,7 @@ ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *er
 
 void ap_hetero_opts_init(ap_hetero_opts *o) {
     memset(o, 0, sizeof *o);
-    o->headroom_bytes = 2.0 * 1073741824.0;
+    o->headroom_bytes = 2.0 * AP_GIB;
     o->steps = 3;
     o->record = 1;
 }
@@ -257,7 +257,7 @@ static void padd(plist *l, int64_t numel, int32_t layer, int module, int is_bias
     if (numel <= 0 || l->nomem) return;
     if (l->n == l->cap) {
         int nc = l->cap ? l->cap * 2 : 256;
-        ap_hparam *q = realloc(l->v, (size_t)nc * sizeof *q);
+        ap_hparam *q = ap_realloc(l->v, (size_t)nc * sizeof *q);
         if (!q) {
             l->nomem = 1;
             return;
@@ -361,11 +361,11 @@ ap_status ap_hetero_params(const ap_model *m, int t, ap_hparam **out, int *n, ap
     if (ak != ARCH_OPT) pnorm(&l, final_norm, h, -1, AP_HMOD_FINAL_NORM);
     if (!m->tied_embeddings) padd(&l, cdiv64(V, t) * h, -1, AP_HMOD_HEAD, 0);
     if (l.nomem) {
-        free(l.v);
+        ap_free(l.v);
         return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory listing parameters");
     }
     if (mismatch != 0) {
-        free(l.v);
+        ap_free(l.v);
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: the parameter layout of model_type '%s' "
                           "differs from the model's count by %lld per model; the "
                           "heterogeneous-memory simulation does not know it",
@@ -427,10 +427,10 @@ static int module_params(const hctx *x, const int32_t *first_of_layer, int32_t l
 static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *err) {
     const ap_model *m = x->m;
     int64_t L = m->layers;
-    int32_t *first = malloc((size_t)(L + 2) * sizeof *first);
-    x->ops = calloc((size_t)nper * 4 + 4, sizeof *x->ops);
+    int32_t *first = ap_malloc((size_t)(L + 2) * sizeof *first);
+    x->ops = ap_calloc((size_t)nper * 4 + 4, sizeof *x->ops);
     if (!first || !x->ops) {
-        free(first);
+        ap_free(first);
         return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     }
     /* first parameter index of each layer (layers are contiguous in every order above) */
@@ -486,9 +486,9 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     x->nops = n;
     /* gradient hooks: after the last backward use of each parameter (AccumulateGrad fires once
        the whole gradient is summed: the tied embedding after the embedding's backward) */
-    int32_t *last = malloc((size_t)(x->nparams > 0 ? x->nparams : 1) * sizeof *last);
+    int32_t *last = ap_malloc((size_t)(x->nparams > 0 ? x->nparams : 1) * sizeof *last);
     if (!last) {
-        free(first);
+        ap_free(first);
         return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     }
     for (int i = 0; i < x->nparams; i++) last[i] = -1;
@@ -517,8 +517,8 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
             }
         }
     }
-    free(last);
-    free(first);
+    ap_free(last);
+    ap_free(first);
     /* compute time: the cost model's forward / backward of a micro-batch split by FLOPs */
     double ff = 0, fb = 0;
     for (int k = 0; k < n; k++) {
@@ -569,7 +569,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
     ap_sim_free(s);
     if (st != AP_OK) return st;
     st = build_ops(x, per, nper, err);
-    free(per);
+    ap_free(per);
     return st;
 }
 
@@ -601,14 +601,14 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     if (pl.trainer == AP_TRAINER_COLOSSALAI && pl.zero != 3)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "GeminiPlugin is ZeRO-3 (zero must be 3, got %d)",
                           pl.zero);
-    hctx *x = calloc(1, sizeof *x);
+    hctx *x = ap_calloc(1, sizeof *x);
     if (!x) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     x->m = m;
     x->c = c;
     x->o = opts;
-    ap_plan *pp = malloc(sizeof *pp);
+    ap_plan *pp = ap_malloc(sizeof *pp);
     if (!pp) {
-        free(x);
+        ap_free(x);
         return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     }
     *pp = pl;
@@ -619,7 +619,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->k = opts->kernels;
     if (!x->k && !opts->profile) x->k = ap_kernels_published(&c->gpu);
     if (!x->k) {
-        x->k_built = malloc(sizeof *x->k_built);
+        x->k_built = ap_malloc(sizeof *x->k_built);
         st = x->k_built ? ap_kernels_build(&c->gpu, opts->profile, x->k_built, err)
                         : ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
         if (st != AP_OK) {
@@ -673,13 +673,13 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
 void ap_hetero_free(ap_hetero *h) {
     hctx *x = (hctx *)h;
     if (!x) return;
-    free(x->params);
-    free(x->ops);
-    free(x->recs);
-    free(x->moves);
-    free(x->k_built);
-    free((void *)x->p);
-    free(x);
+    ap_free(x->params);
+    ap_free(x->ops);
+    ap_free(x->recs);
+    ap_free(x->moves);
+    ap_free(x->k_built);
+    ap_free((void *)x->p);
+    ap_free(x);
 }
 
 /* ---- the run as an estimate ------------------------------------------------------------- */

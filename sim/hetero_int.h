@@ -10,6 +10,27 @@
 #include "autoplan/hetero.h"
 #include "autoplan/kernels.h"
 
+/* The short names of the functions below; the exported names carry the module prefix. */
+#define ht_async ap_ht_async
+#define ht_collective_s ap_ht_collective_s
+#define ht_cpu_adam_s ap_ht_cpu_adam_s
+#define ht_d2h_bps ap_ht_d2h_bps
+#define ht_gpu_pass_s ap_ht_gpu_pass_s
+#define ht_h2d_bps ap_ht_h2d_bps
+#define ht_nvme_read_bps ap_ht_nvme_read_bps
+#define ht_nvme_write_bps ap_ht_nvme_write_bps
+#define ht_reset ap_ht_reset
+#define ht_span ap_ht_span
+#define ht_sync ap_ht_sync
+#define ht_wait ap_ht_wait
+#define hx_gpu_point ap_hx_gpu_point
+#define hx_host_point ap_hx_host_point
+#define hx_move ap_hx_move
+#define hx_rec ap_hx_rec
+#define hx_repeat ap_hx_repeat
+#define hx_skipped ap_hx_skipped
+#define hx_snap ap_hx_snap
+
 #define HOP_MAXP 4
 
 /* One module call of one micro-batch: the operator template every micro-batch repeats. */

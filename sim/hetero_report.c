@@ -18,7 +18,7 @@ int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
     if (!x->recording || x->nomem) return -1;
     if (x->nrecs == x->caprecs) {
         int nc = x->caprecs ? x->caprecs * 2 : 1024;
-        ap_hetero_oprec *q = realloc(x->recs, (size_t)nc * sizeof *q);
+        ap_hetero_oprec *q = ap_realloc(x->recs, (size_t)nc * sizeof *q);
         if (!q) {
             x->nomem = 1;
             return -1;
@@ -61,7 +61,7 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes) 
     if (!x->o->record || x->nomem) return;
     if (x->nmoves == x->capmoves) {
         int nc = x->capmoves ? x->capmoves * 2 : 1024;
-        ap_hetero_move *q = realloc(x->moves, (size_t)nc * sizeof *q);
+        ap_hetero_move *q = ap_realloc(x->moves, (size_t)nc * sizeof *q);
         if (!q) {
             x->nomem = 1;
             return;

@@ -74,7 +74,7 @@ ap_status ap_sim_periods(const ap_sim *s, int rank, ap_sim_period **out, int *n,
     if (!r->events)
         return ap_err_set(err, AP_ERR_INPUT, "simulator: the run kept no events (record_curves)");
     int cap = 256, np = 0;
-    ap_sim_period *v = malloc((size_t)cap * sizeof *v);
+    ap_sim_period *v = ap_malloc((size_t)cap * sizeof *v);
     if (!v) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     int64_t live = 0;
     int cur = -1, prev_op = -1;
@@ -91,9 +91,9 @@ ap_status ap_sim_periods(const ap_sim *s, int rank, ap_sim_period **out, int *n,
             if (cur >= 0) v[cur].ev_end = e;
             if (np == cap) {
                 cap *= 2;
-                ap_sim_period *q = realloc(v, (size_t)cap * sizeof *q);
+                ap_sim_period *q = ap_realloc(v, (size_t)cap * sizeof *q);
                 if (!q) {
-                    free(v);
+                    ap_free(v);
                     return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
                 }
                 v = q;

@@ -67,23 +67,28 @@ static void point(zs *z, double extra) {
 
 /* ---- layout ------------------------------------------------------------------------------- */
 
-static ap_status layout(zs *z, ap_err *err) {
-    hctx *x = z->x;
-    const ap_plan_hetero *h = z->h;
-    int n = x->nparams, Z = x->Z;
-    double e = x->elt;
-    z->part = calloc((size_t)n, sizeof *z->part);
-    z->persist = calloc((size_t)n, 1);
-    z->loc = calloc((size_t)n, 1);
-    z->avail = calloc((size_t)n, 1);
-    z->sub_of = calloc((size_t)n, sizeof *z->sub_of);
-    z->bucket_params = malloc((size_t)(n + 1) * sizeof *z->bucket_params);
-    z->sub_elems = calloc((size_t)n + 1, sizeof *z->sub_elems);
-    z->sub_nvme_opt = calloc((size_t)n + 1, 1);
-    z->sub_cpu_opt = calloc((size_t)n + 1, 1);
+/* The per-parameter and per-sub-group arrays of the layout. */
+static ap_status layout_alloc(zs *z, int n, ap_err *err) {
+    z->part = ap_calloc((size_t)n, sizeof *z->part);
+    z->persist = ap_calloc((size_t)n, 1);
+    z->loc = ap_calloc((size_t)n, 1);
+    z->avail = ap_calloc((size_t)n, 1);
+    z->sub_of = ap_calloc((size_t)n, sizeof *z->sub_of);
+    z->bucket_params = ap_malloc((size_t)(n + 1) * sizeof *z->bucket_params);
+    z->sub_elems = ap_calloc((size_t)n + 1, sizeof *z->sub_elems);
+    z->sub_nvme_opt = ap_calloc((size_t)n + 1, 1);
+    z->sub_cpu_opt = ap_calloc((size_t)n + 1, 1);
     if (!z->part || !z->persist || !z->loc || !z->avail || !z->sub_of || !z->bucket_params ||
         !z->sub_elems || !z->sub_nvme_opt || !z->sub_cpu_opt)
         return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
+    return AP_OK;
+}
+
+/* Partition sizes and persistence of each parameter, and the optimizer sub-groups. */
+static void layout_partitions(zs *z, int64_t *total_part_out, int64_t *largest_out) {
+    hctx *x = z->x;
+    const ap_plan_hetero *h = z->h;
+    int n = x->nparams, Z = x->Z;
     int64_t total_part = 0, largest = 0;
     for (int i = 0; i < n; i++) {
         int64_t numel = x->params[i].numel;
@@ -108,6 +113,24 @@ static ap_status layout(zs *z, ap_err *err) {
             acc = 0;
         }
     }
+    *total_part_out = total_part;
+    *largest_out = largest;
+}
+
+/* What the placement decides: the host buffer of 16-bit partitions and the 16-bit bytes on
+ * the host and on NVMe. */
+typedef struct {
+    int64_t cpu_buf;
+    double fp16_host, fp16_nvme;
+} zplace;
+
+/* Where each 16-bit partition lives and on which device each sub-group's optimizer states
+ * are; refuses a partition larger than DeepSpeed's swap buffer. */
+static ap_status layout_placement(zs *z, int64_t total_part, zplace *pl, ap_err *err) {
+    hctx *x = z->x;
+    const ap_plan_hetero *h = z->h;
+    int n = x->nparams;
+    double e = x->elt;
     /* where 16-bit partitions live (stage 3): the GPU without offload_param; with nvme the
        first max_in_cpu elements by whole sub-groups in a pinned host buffer
        (_create_param_groups_fp16_flat_cpu_memory), the rest on NVMe when a partition is at
@@ -116,7 +139,7 @@ static ap_status layout(zs *z, ap_err *err) {
     if (h->ds_params == AP_OFFLOAD_DEV_NVME && total_part > h->ds_max_in_cpu)
         cpu_buf = h->ds_max_in_cpu;
     int64_t off = 0;
-    int8_t *sub_in_cpu = calloc((size_t)z->nsub + 1, 1);
+    int8_t *sub_in_cpu = ap_calloc((size_t)z->nsub + 1, 1);
     if (!sub_in_cpu) return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
     for (int s = 0; s < z->nsub; s++) {
         sub_in_cpu[s] = (int8_t)(off + z->sub_elems[s] <= cpu_buf);
@@ -128,7 +151,7 @@ static ap_status layout(zs *z, ap_err *err) {
         if (z->stage < 3 || z->persist[i] || h->ds_params == AP_OFFLOAD_DEV_NONE) {
             z->loc[i] = LOC_GPU;
         } else if (h->ds_params == AP_OFFLOAD_DEV_CPU || sub_in_cpu[z->sub_of[i]] ||
-                   (double)z->part[i] * e < 1048576.0) {
+                   (double)z->part[i] * e < AP_MIB) {
             z->loc[i] = LOC_CPU;
         } else {
             z->loc[i] = LOC_NVME;
@@ -137,7 +160,7 @@ static ap_status layout(zs *z, ap_err *err) {
         if (z->loc[i] == LOC_CPU) fp16_host += (double)z->part[i] * e;
         if (z->loc[i] == LOC_NVME) fp16_nvme += (double)z->part[i] * e;
     }
-    free(sub_in_cpu);
+    ap_free(sub_in_cpu);
     if (largest_nvme_part > h->ds_param_buffer_size)
         /* AsyncPartitionedParameterSwapper.get_buffer: "More elements than buffer size" */
         return ap_err_set(err, AP_ERR_INFEASIBLE, "DeepSpeed offload_param: buffer_size %lld "
@@ -150,93 +173,139 @@ static ap_status layout(zs *z, ap_err *err) {
         int on_host = h->ds_optimizer != AP_OFFLOAD_DEV_NONE;
         z->sub_cpu_opt[s] = (int8_t)on_host;
         z->sub_nvme_opt[s] = (int8_t)(h->ds_optimizer == AP_OFFLOAD_DEV_NVME &&
-                                      (double)z->sub_elems[s] * 4.0 >= 1048576.0);
+                                      (double)z->sub_elems[s] * 4.0 >= AP_MIB);
     }
-    /* ---- resident memory ---- */
+    pl->cpu_buf = cpu_buf;
+    pl->fp16_host = fp16_host;
+    pl->fp16_nvme = fp16_nvme;
+    return AP_OK;
+}
+
+/* Resident bytes on the GPU, the host (and how much of it pinned) and NVMe. */
+typedef struct {
+    double gpu, host, pinned, nvme;
+} zmem;
+
+/* Stages 1 and 2: whole 16-bit parameters on the GPU, the optimizer partition offloaded. */
+static void resident_stage12(const zs *z, int64_t largest, zmem *r) {
+    const hctx *x = z->x;
+    const ap_plan_hetero *h = z->h;
+    int n = x->nparams, Z = x->Z;
+    double e = x->elt;
+    double gpu = 0, host = 0, pinned = 0;
+    int opin = h->ds_optimizer_pin;
+    /* 16-bit parameters whole on the GPU; host: fp32 partition (pinned), its fp32 gradient
+       (pinned), Adam m and v (DeepSpeedCPUAdam zeros_like, pageable), the pinned bit16
+       buffer (stage_1_and_2.py __init__ and initialize_optimizer_states) */
+    int64_t P = 0;
+    for (int i = 0; i < n; i++) P += x->params[i].numel;
+    double Pr = ceil((double)P / Z);
+    gpu += (double)P * e;
+    host += Pr * (4.0 + 4.0 + 8.0 + e);
+    if (opin) pinned += Pr * (4.0 + 4.0 + e);
+    /* temp_grad_buffer_for_cpu_offload: the largest parameter, on the host (pinned) and
+       temp_grad_buffer_for_gpu_offload on the GPU */
+    host += (double)largest * e;
+    if (opin) pinned += (double)largest * e;
+    gpu += (double)largest * e;
+    /* accumulated_grads_in_cpu: 16-bit, whole parameters of this partition, when gradients
+       accumulate over micro-batches (pinned) */
+    if (x->mb > 1 || z->stage == 1) {
+        host += Pr * e;
+        if (opin) pinned += Pr * e;
+    }
+    /* IPG bucket (contiguous_gradients forced on with cpu_offload) */
+    gpu += (double)h->ds_reduce_bucket_size * e;
+    /* stage 1 keeps whole gradients on the GPU until the boundary reduction */
+    if (z->stage == 1) gpu += (double)P * e;
+    r->gpu += gpu;
+    r->host += host;
+    r->pinned += pinned;
+}
+
+/* Stage 3: partitions where the placement put them, swap buffers, the optimizer states per
+ * sub-group on their devices. */
+static void resident_stage3(const zs *z, int64_t total_part, const zplace *pl, zmem *r) {
+    const hctx *x = z->x;
+    const ap_plan_hetero *h = z->h;
+    int n = x->nparams, Z = x->Z;
+    double e = x->elt;
     double gpu = 0, host = 0, pinned = 0, nvme = 0;
     int opin = h->ds_optimizer_pin, ppin = h->ds_param_pin;
     int64_t largest_sub = 0;
     for (int s = 0; s < z->nsub; s++)
         if (z->sub_elems[s] > largest_sub) largest_sub = z->sub_elems[s];
-    if (z->stage < 3) {
-        /* 16-bit parameters whole on the GPU; host: fp32 partition (pinned), its fp32 gradient
-           (pinned), Adam m and v (DeepSpeedCPUAdam zeros_like, pageable), the pinned bit16
-           buffer (stage_1_and_2.py __init__ and initialize_optimizer_states) */
-        int64_t P = 0;
-        for (int i = 0; i < n; i++) P += x->params[i].numel;
-        double Pr = ceil((double)P / Z);
-        gpu += (double)P * e;
-        host += Pr * (4.0 + 4.0 + 8.0 + e);
-        if (opin) pinned += Pr * (4.0 + 4.0 + e);
-        /* temp_grad_buffer_for_cpu_offload: the largest parameter, on the host (pinned) and
-           temp_grad_buffer_for_gpu_offload on the GPU */
-        host += (double)largest * e;
-        if (opin) pinned += (double)largest * e;
-        gpu += (double)largest * e;
-        /* accumulated_grads_in_cpu: 16-bit, whole parameters of this partition, when gradients
-           accumulate over micro-batches (pinned) */
-        if (x->mb > 1 || z->stage == 1) {
-            host += Pr * e;
-            if (opin) pinned += Pr * e;
-        }
-        /* IPG bucket (contiguous_gradients forced on with cpu_offload) */
-        gpu += (double)h->ds_reduce_bucket_size * e;
-        /* stage 1 keeps whole gradients on the GPU until the boundary reduction */
-        if (z->stage == 1) gpu += (double)P * e;
+    double fp16_host = pl->fp16_host, fp16_nvme = pl->fp16_nvme;
+    int64_t cpu_buf = pl->cpu_buf;
+    for (int i = 0; i < n; i++) {
+        if (z->persist[i]) gpu += (double)x->params[i].numel * e;
+        else if (z->loc[i] == LOC_GPU) gpu += (double)z->part[i] * e;
+    }
+    host += fp16_host;
+    if (ppin) pinned += fp16_host;
+    nvme += fp16_nvme;
+    if (fp16_nvme > 0) {
+        /* the pinned CPU flat buffer is allocated at max_in_cpu even when the sub-groups
+           do not fit it; swap buffers buffer_count x buffer_size; the partitioned swap
+           buffer for the largest sub-group (reserve_partitioned_swap_space) */
+        double buf = (double)cpu_buf * e - fp16_host;
+        if (buf > 0) host += buf, pinned += buf;
+        double sw = (double)h->ds_param_buffer_count * (double)h->ds_param_buffer_size * e;
+        host += sw;
+        pinned += sw;
+        host += (double)largest_sub * Z * e;
+        pinned += (double)largest_sub * Z * e;
+    }
+    gpu += (double)h->ds_reduce_bucket_size * e; /* IPG bucket (stage3.py __init__) */
+    /* grad_partitions_flat_buffer: on the optimizer's device (pinned host with offload) */
+    double gp = (double)total_part * e;
+    if (h->ds_optimizer != AP_OFFLOAD_DEV_NONE) {
+        host += gp;
+        if (opin) pinned += gp;
     } else {
-        for (int i = 0; i < n; i++) {
-            if (z->persist[i]) gpu += (double)x->params[i].numel * e;
-            else if (z->loc[i] == LOC_GPU) gpu += (double)z->part[i] * e;
-        }
-        host += fp16_host;
-        if (ppin) pinned += fp16_host;
-        nvme += fp16_nvme;
-        if (fp16_nvme > 0) {
-            /* the pinned CPU flat buffer is allocated at max_in_cpu even when the sub-groups
-               do not fit it; swap buffers buffer_count x buffer_size; the partitioned swap
-               buffer for the largest sub-group (reserve_partitioned_swap_space) */
-            double buf = (double)cpu_buf * e - fp16_host;
-            if (buf > 0) host += buf, pinned += buf;
-            double sw = (double)h->ds_param_buffer_count * (double)h->ds_param_buffer_size * e;
-            host += sw;
-            pinned += sw;
-            host += (double)largest_sub * Z * e;
-            pinned += (double)largest_sub * Z * e;
-        }
-        gpu += (double)h->ds_reduce_bucket_size * e; /* IPG bucket (stage3.py __init__) */
-        /* grad_partitions_flat_buffer: on the optimizer's device (pinned host with offload) */
-        double gp = (double)total_part * e;
-        if (h->ds_optimizer != AP_OFFLOAD_DEV_NONE) {
-            host += gp;
-            if (opin) pinned += gp;
+        gpu += gp;
+    }
+    for (int s = 0; s < z->nsub; s++) {
+        double ne = (double)z->sub_elems[s];
+        if (z->sub_nvme_opt[s]) {
+            nvme += ne * 16.0; /* fp32 parameters, momentum, variance, fp32 gradient */
+        } else if (z->sub_cpu_opt[s]) {
+            host += ne * 16.0;
+            if (opin) pinned += ne * 8.0; /* fp32 parameters and their gradient buffer */
         } else {
-            gpu += gp;
-        }
-        for (int s = 0; s < z->nsub; s++) {
-            double ne = (double)z->sub_elems[s];
-            if (z->sub_nvme_opt[s]) {
-                nvme += ne * 16.0; /* fp32 parameters, momentum, variance, fp32 gradient */
-            } else if (z->sub_cpu_opt[s]) {
-                host += ne * 16.0;
-                if (opin) pinned += ne * 8.0; /* fp32 parameters and their gradient buffer */
-            } else {
-                gpu += ne * 12.0; /* fp32 parameters, momentum, variance */
-            }
-        }
-        if (h->ds_optimizer == AP_OFFLOAD_DEV_NVME) {
-            /* PartitionedOptimizerSwapper: buffer_count pinned buffers of the largest
-               sub-group (fp32), and the pageable gradient buffer of the same size */
-            double ob = (double)h->ds_optimizer_buffer_count * (double)largest_sub * 4.0;
-            host += ob + (double)largest_sub * 4.0;
-            pinned += ob;
+            gpu += ne * 12.0; /* fp32 parameters, momentum, variance */
         }
     }
-    z->fixed_gpu = gpu;
-    z->host = host;
-    z->pinned = pinned;
-    z->nvme = nvme;
-    x->sum.nvme_bytes_per_node = nvme * x->gpus_per_node;
-    hx_host_point(x, -1, host, pinned);
+    if (h->ds_optimizer == AP_OFFLOAD_DEV_NVME) {
+        /* PartitionedOptimizerSwapper: buffer_count pinned buffers of the largest
+           sub-group (fp32), and the pageable gradient buffer of the same size */
+        double ob = (double)h->ds_optimizer_buffer_count * (double)largest_sub * 4.0;
+        host += ob + (double)largest_sub * 4.0;
+        pinned += ob;
+    }
+    r->gpu += gpu;
+    r->host += host;
+    r->pinned += pinned;
+    r->nvme += nvme;
+}
+
+static ap_status layout(zs *z, ap_err *err) {
+    hctx *x = z->x;
+    int64_t total_part = 0, largest = 0;
+    zplace pl = {0, 0, 0};
+    zmem r = {0, 0, 0, 0};
+    ap_status st = layout_alloc(z, x->nparams, err);
+    if (st != AP_OK) return st;
+    layout_partitions(z, &total_part, &largest);
+    if ((st = layout_placement(z, total_part, &pl, err)) != AP_OK) return st;
+    if (z->stage < 3) resident_stage12(z, largest, &r);
+    else resident_stage3(z, total_part, &pl, &r);
+    z->fixed_gpu = r.gpu;
+    z->host = r.host;
+    z->pinned = r.pinned;
+    z->nvme = r.nvme;
+    x->sum.nvme_bytes_per_node = r.nvme * x->gpus_per_node;
+    hx_host_point(x, -1, r.host, r.pinned);
     return AP_OK;
 }
 
@@ -267,7 +336,7 @@ static void fetch_param(zs *z, int i, int prefetch) {
 /* __params_to_release: not when used again within max_reuse_distance elements of the trace. */
 static ap_status reuse_table(zs *z, ap_err *err) {
     const hctx *x = z->x;
-    z->reuse = calloc((size_t)x->nops * HOP_MAXP + 1, 1);
+    z->reuse = ap_calloc((size_t)x->nops * HOP_MAXP + 1, 1);
     if (!z->reuse) return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
     for (int k = 0; k < x->nops; k++)
         for (int i = 0; i < x->ops[k].nparams; i++) {
@@ -553,15 +622,15 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         x->sum.overhead_s = x->step_overhead_s;
         x->sum.step_s = x->tl.t + x->step_overhead_s;
     }
-    free(z->part);
-    free(z->persist);
-    free(z->loc);
-    free(z->avail);
-    free(z->sub_of);
-    free(z->bucket_params);
-    free(z->sub_elems);
-    free(z->sub_nvme_opt);
-    free(z->sub_cpu_opt);
-    free(z->reuse);
+    ap_free(z->part);
+    ap_free(z->persist);
+    ap_free(z->loc);
+    ap_free(z->avail);
+    ap_free(z->sub_of);
+    ap_free(z->bucket_params);
+    ap_free(z->sub_elems);
+    ap_free(z->sub_nvme_opt);
+    ap_free(z->sub_cpu_opt);
+    ap_free(z->reuse);
     return st;
 }
