@@ -203,7 +203,9 @@ ap_status ap_json_get_real(const ap_json *obj, const char *key, double lo, doubl
     if (!isfinite(d) || d < lo || d > hi)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = %g is out of range [%g, %g]",
                           where, key, d, lo, hi);
-    *out = d;
+    /* -0 reads as 0: the writer prints both as "0", so a value read, written and read again
+     * keeps its bits (found by fuzz_profile_import: "spread": -0). */
+    *out = d == 0 ? 0.0 : d;
     return AP_OK;
 }
 
