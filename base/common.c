@@ -3,6 +3,7 @@
  * Nothing here knows about models or plans.
  */
 #include "autoplan/common.h"
+#include "autoplan/text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +16,43 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Fit text into out[n] keeping its end: a message ends with its reason, and what makes it too
+ * long is a path or a value the user gave. The longest word is cut in its middle ("/very/lo...
+ * /model.json") until the text fits; only then is the end cut. */
+static void fit_message(char *text, char *out, size_t n) {
+    size_t len = strlen(text);
+    while (len >= n) {
+        size_t best = 0, best_len = 0;
+        for (size_t i = 0; i < len;) {
+            size_t j = i;
+            while (j < len && text[j] != ' ') j++;
+            if (j - i > best_len) { best = i; best_len = j - i; }
+            i = j + 1;
+        }
+        size_t over = len - (n - 1);
+        if (best_len < 16 || best_len - 3 < over + 8) break;
+        /* keep both ends of the word, drop over + 3 bytes from its middle for "..." */
+        size_t drop = over + 3, head = (best_len - drop) / 2;
+        size_t at = best + head;
+        /* cut on UTF-8 character boundaries */
+        while (at > best && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+        size_t end = at + drop;
+        while (end < len && ((unsigned char)text[end] & 0xC0) == 0x80) end++;
+        memcpy(text + at, "...", 3);
+        memmove(text + at + 3, text + end, len - end + 1);
+        len = strlen(text);
+    }
+    ap_text_copy(out, n, text);
+}
+
 ap_status ap_err_set(ap_err *err, ap_status st, const char *fmt, ...) {
     if (!err) return st;
+    char big[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(big, sizeof big, fmt, ap);
     va_end(ap);
+    fit_message(big, err->msg, sizeof err->msg);
     return st;
 }
 
@@ -32,15 +64,10 @@ void ap_err_prefix(ap_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    size_t np = strlen(pre);
-    if (np > sizeof err->msg - 3) np = sizeof err->msg - 3;
-    memcpy(err->msg, pre, np);
-    err->msg[np] = ':';
-    err->msg[np + 1] = ' ';
-    size_t room = sizeof err->msg - np - 3;
-    size_t no = strnlen(old, room);
-    memcpy(err->msg + np + 2, old, no);
-    err->msg[np + 2 + no] = '\0';
+    old[sizeof old - 1] = '\0';
+    char big[sizeof pre + sizeof old + 4];
+    snprintf(big, sizeof big, "%s: %s", pre, old);
+    fit_message(big, err->msg, sizeof err->msg);
 }
 
 const char *ap_status_str(ap_status st) {

@@ -6,6 +6,7 @@
  */
 #include "autoplan/json.h"
 #include "autoplan/strbuf.h"
+#include "autoplan/text.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -26,6 +27,77 @@ static void hooks(void) {
     cJSON_Hooks h = {ap_malloc, ap_free};
     cJSON_InitHooks(&h);
     installed = 1;
+}
+
+/* Deepest nesting of [ and { before byte `off` (outside strings): cJSON gives up at
+ * CJSON_NESTING_LIMIT levels with the same error as a syntax error. */
+static int depth_before(const char *text, size_t off) {
+    int depth = 0, max = 0, in_str = 0;
+    for (size_t i = 0; i < off; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max) max = depth;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key of object j that appears twice, or NULL: pairwise for small objects, sorted above 32
+ * members (a 10^5-member object costs a sort, not 10^10 comparisons). */
+static const char *duplicate_in(const cJSON *j) {
+    int n = 0;
+    for (const cJSON *c = j->child; c; c = c->next) n++;
+    const char **keys = n > 32 ? ap_malloc((size_t)n * sizeof *keys) : NULL;
+    if (!keys) {
+        for (const cJSON *c = j->child; c; c = c->next)
+            for (const cJSON *d = j->child; d != c; d = d->next)
+                if (c->string && d->string && strcmp(d->string, c->string) == 0) return c->string;
+        return NULL;
+    }
+    int k = 0;
+    for (const cJSON *c = j->child; c; c = c->next) keys[k++] = c->string ? c->string : "";
+    qsort(keys, (size_t)k, sizeof *keys, cmp_key);
+    const char *dup = NULL;
+    for (int i = 1; i < k && !dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) dup = keys[i];
+    ap_free(keys);
+    return dup;
+}
+
+/* The first key that appears twice in one object, depth first; *path gets where ("model.moe").
+ * cJSON keeps both members and its lookups return the first, so a duplicate would be silently
+ * ignored: refused instead (RFC 8259 section 4: names SHOULD be unique). */
+static const char *duplicate_key(const cJSON *j, char *path, size_t n) {
+    if (!j || !(cJSON_IsObject(j) || cJSON_IsArray(j))) return NULL;
+    size_t base = strlen(path);
+    if (cJSON_IsObject(j)) {
+        const char *k = duplicate_in(j);
+        if (k) return k;
+    }
+    int idx = 0;
+    for (const cJSON *c = j->child; c; c = c->next, idx++) {
+        if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+            if (cJSON_IsObject(j))
+                snprintf(path + base, n - base, "%s%s", base ? "." : "", c->string ? c->string : "");
+            else
+                snprintf(path + base, n - base, "[%d]", idx);
+            const char *k = duplicate_key(c, path, n);
+            if (k) return k;
+            path[base] = '\0';
+        }
+    }
+    return NULL;
 }
 
 ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_json **out,
@@ -67,6 +139,10 @@ ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_jso
         for (size_t i = 0; i < off; i++) {
             if (text[i] == '\n') { line++; col = 1; } else col++;
         }
+        if (depth_before(text, off < nul ? off + 1 : nul) >= CJSON_NESTING_LIMIT)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: JSON nested deeper than %d levels at line "
+                              "%zu, column %zu (byte %zu)", where, CJSON_NESTING_LIMIT, line, col,
+                              off);
         if (nul == 0 || off >= nul)
             return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected end of input at "
                               "line %zu, column %zu (byte %zu)", where, line, col, off);
@@ -84,6 +160,16 @@ ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_jso
         cJSON_Delete(j);
         return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON: unexpected data after the value "
                           "at line %zu, column %zu (byte %zu)", where, line, col, off);
+    }
+    char path[256] = "";
+    const char *dup = duplicate_key(j, path, sizeof path);
+    if (dup) {
+        char shown[64];
+        ap_text_line(shown, sizeof shown, dup, 40);
+        ap_err_set(err, AP_ERR_INPUT, "%s: key '%s' appears twice in %s%s", where, shown,
+                   path[0] ? "object " : "the top-level object", path);
+        cJSON_Delete(j);
+        return AP_ERR_INPUT;
     }
     *out = (ap_json *)j;
     return AP_OK;
@@ -306,29 +392,9 @@ typedef ap_strbuf sbuf;
 #define sb_put ap_strbuf_put
 static void sb_s(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
-static void put_string(sbuf *b, const char *s) {
-    sb_s(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        switch (*p) {
-        case '"': sb_s(b, "\\\""); break;
-        case '\\': sb_s(b, "\\\\"); break;
-        case '\n': sb_s(b, "\\n"); break;
-        case '\r': sb_s(b, "\\r"); break;
-        case '\t': sb_s(b, "\\t"); break;
-        case '\b': sb_s(b, "\\b"); break;
-        case '\f': sb_s(b, "\\f"); break;
-        default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                sb_s(b, esc);
-            } else {
-                sb_put(b, (const char *)p, 1);
-            }
-        }
-    }
-    sb_s(b, "\"");
-}
+/* Strings are written by the one escaper (text.h): same output for valid text, U+FFFD for
+ * bytes that are not UTF-8 so the document stays valid. */
+static void put_string(sbuf *b, const char *s) { ap_text_escape(b, AP_TEXT_JSON, s); }
 
 static void put_number(sbuf *b, double d) {
     char num[40];

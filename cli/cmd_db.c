@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "autoplan/text.h"
 #include "autoplan/db.h"
 
 #define IMPORT_MAX_BYTES ((size_t)1 << 30) /* 1 GiB: far above any real export */
@@ -88,11 +89,7 @@ ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err)
 }
 
 const char *ap_cli_shown(const char *s, char *buf, size_t n) {
-    size_t i = 0;
-    for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-    buf[i] = '\0';
-    if (s[i] && n > 4) memcpy(buf + n - 4, "...", 4);
-    return buf;
+    return ap_text_line(buf, n, s, 0); /* the one sanitiser (text.h) */
 }
 
 /* ---- path ------------------------------------------------------------------------------------- */

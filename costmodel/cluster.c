@@ -14,6 +14,7 @@
  */
 #include "autoplan/hw.h"
 #include "autoplan/json.h"
+#include "autoplan/text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -447,8 +448,9 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
 /* Messages quote the user's text (keys, names, values); keep them on one line. */
 static void one_line(ap_err *err) {
     if (!err) return;
-    for (char *p = err->msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    char tmp[sizeof err->msg];
+    ap_text_line(tmp, sizeof tmp, err->msg, 0);
+    memcpy(err->msg, tmp, sizeof tmp);
 }
 
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,

@@ -22,6 +22,7 @@
 
 #include "autoplan/json.h"
 #include "autoplan/model.h"
+#include "autoplan/text.h"
 
 #define TRY(x)                          \
     do {                                \
@@ -32,19 +33,6 @@
 /* Default training sequence for HF models: min(max_position_embeddings, 4096). 4096 is the
  * Llama-2 pretraining context (Touvron et al. 2023, Table 1), a common fine-tuning length. */
 #define HF_DEFAULT_SEQ 4096
-
-/* A user string made safe for a one-line message: at most 40 characters, control characters
- * and quotes replaced by '?'. Returns buf. */
-static const char *clean(const char *s, char *buf, size_t n) {
-    size_t i = 0;
-    for (; s && s[i] && i + 1 < n && i < 40; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[i] = (c < 0x20 || c == 0x7f || c == '\'') ? '?' : (char)c;
-    }
-    buf[i] = '\0';
-    if (s && s[i] && i + 4 < n) snprintf(buf + i, n - i, "...");
-    return buf;
-}
 
 typedef struct {
     const ap_json *j;
@@ -147,7 +135,7 @@ static ap_status plain_act(rd *r, const char *key, const char *def, ap_model *m)
     else if (!strncmp(act, "gelu", 4)) m->act = AP_ACT_GELU;
     else
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported (gelu*, "
-                          "relu)", r->where, key, clean(act, cb, sizeof cb));
+                          "relu)", r->where, key, ap_text_line(cb, sizeof cb, act, 40));
     return AP_OK;
 }
 
@@ -377,7 +365,7 @@ static ap_status moe_deepseek(rd *r, ap_model *m, int v3) {
     else if (!strcmp(sf, "softmax")) m->router_act = AP_ROUTER_SOFTMAX;
     else
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'scoring_func' = '%s' is not supported "
-                          "(softmax, sigmoid)", r->where, clean(sf, cb, sizeof cb));
+                          "(softmax, sigmoid)", r->where, ap_text_line(cb, sizeof cb, sf, 40));
     e->router_bias = !strcmp(tm, "noaux_tc");
     return AP_OK;
 }
@@ -548,7 +536,7 @@ static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
         else
             return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'hidden_act' = '%s' is not "
                               "supported for a gated MLP (silu, gelu*)", r->where,
-                              clean(act, cb, sizeof cb));
+                              ap_text_line(cb, sizeof cb, act, 40));
         if (kind == LL_GPT_OSS) m->gate_act = AP_GATE_SWIGLU_OAI;
     } else {
         TRY(plain_act(r, "hidden_act", t.act, m));
@@ -1126,7 +1114,7 @@ static ap_status unsupported(const char *where, const char *field, const char *t
     char cb[48];
     return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported (supported: %s; "
                       "multimodal configs through the text_config of one of these)", where,
-                      field, clean(type, cb, sizeof cb), list);
+                      field, ap_text_line(cb, sizeof cb, type, 40), list);
 }
 
 /* The language model of a multimodal config: its text_config, with the outer
@@ -1146,7 +1134,8 @@ static ap_status text_config_of(const ap_json *j, const char *outer, const char 
     char cb[48];
     if (!inner)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'text_config' has no 'model_type' and "
-                          "'%s' names no known language model", where, clean(outer, cb, sizeof cb));
+                          "'%s' names no known language model", where,
+                          ap_text_line(cb, sizeof cb, outer, 40));
     char w[300];
     snprintf(w, sizeof w, "%s: text_config", where);
     if (!(*hr = find_reader(inner))) return unsupported(w, "model_type", inner, err);
@@ -1204,7 +1193,7 @@ static ap_status known_keys(const ap_json *obj, const char *const *keys, const c
         char cb[48];
         if (!ok)
             return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%s%s' (see docs/models.md)",
-                              where, prefix, clean(k, cb, sizeof cb));
+                              where, prefix, ap_text_line(cb, sizeof cb, k, 40));
     }
     return AP_OK;
 }
@@ -1233,20 +1222,20 @@ static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, 
     int e = ap_activation_lookup(act);
     if (e < 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'activation' = '%s' is not one of %s",
-                          where, clean(act, cb, sizeof cb), ap_activation_names);
+                          where, ap_text_line(cb, sizeof cb, act, 40), ap_activation_names);
     m->act = (ap_activation)e;
     int gpt = m->act != AP_ACT_SWIGLU; /* GPT-style defaults for gelu/relu, Llama-style else */
     TRY(opt_str(r, "norm", ap_norm_name(gpt ? AP_NORM_LAYERNORM : AP_NORM_RMSNORM), norm,
                 sizeof norm));
     if ((e = ap_norm_lookup(norm)) < 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'norm' = '%s' is not one of %s", where,
-                          clean(norm, cb, sizeof cb), ap_norm_names);
+                          ap_text_line(cb, sizeof cb, norm, 40), ap_norm_names);
     m->norm = (ap_norm)e;
     TRY(opt_str(r, "position", ap_posemb_name(gpt ? AP_POS_LEARNED : AP_POS_ROTARY), pos,
                 sizeof pos));
     if ((e = ap_posemb_lookup(pos)) < 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'position' = '%s' is not one of %s",
-                          where, clean(pos, cb, sizeof cb), ap_posemb_names);
+                          where, ap_text_line(cb, sizeof cb, pos, 40), ap_posemb_names);
     m->pos = (ap_posemb)e;
     m->learned_pos = 0;
     if (m->pos == AP_POS_LEARNED) {
