@@ -26,16 +26,6 @@
 #define MAX_DEGREE ((int64_t)1 << 20)
 #define MAX_BATCH ((int64_t)1 << 40)
 
-/* ---- names ------------------------------------------------------------------------------ */
-
-
-/* Map a string to an enum value through a table; -1 when unknown. */
-static int lookup(const char *s, const char *const *names, int n) {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(s, names[i])) return i;
-    return -1;
-}
-
 static void hex64(uint64_t v, char buf[17]) { snprintf(buf, 17, "%016" PRIx64, v); }
 
 /* ---- writing ---------------------------------------------------------------------------- */
@@ -62,10 +52,6 @@ static ap_json *sub(jb *b, ap_json *o, const char *k, ap_json *child) {
     }
     return child;
 }
-static void push_num(jb *b, ap_json *arr, double v) {
-    if (ap_json_push(arr, ap_json_new_number(v)) != AP_OK) b->failed = 1;
-}
-
 static void build_model(jb *b, ap_json *o, const ap_model *m) {
     char fp[17];
     if (ap_model_to_json(m, o) != AP_OK) b->failed = 1;
@@ -136,39 +122,21 @@ static void build_hetero(jb *b, ap_json *o, const ap_plan_hetero *h) {
     }
 }
 
+/* The plan section: every row of the plan's field table with a JSON path (plan.h), the stage
+ * arrays written out for all pp x vp chunks, then the optional placement. */
 static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
+    static ap_plan q; /* 4 KiB of chunk arrays: not on the stack of every caller */
+    q = *p;
     int nch = p->pp * p->vp;
-    num(b, o, "tp", p->tp);
-    num(b, o, "pp", p->pp);
-    num(b, o, "dp", p->dp);
-    num(b, o, "cp", p->cp);
-    num(b, o, "ep", p->ep);
-    num(b, o, "etp", p->etp);
-    num(b, o, "vp", p->vp);
-    num(b, o, "mbs", (double)p->mbs);
-    num(b, o, "gbs", (double)p->gbs);
-    num(b, o, "grad_accum", (double)p->grad_accum);
-    num(b, o, "seq", (double)p->seq);
-    num(b, o, "zero", p->zero);
-    ap_json *rc = sub(b, o, "recompute", ap_json_new_object());
-    str(b, rc, "granularity", ap_recompute_name(p->recompute));
-    num(b, rc, "layers", p->recompute_layers);
-    ap_json *ps = sub(b, rc, "per_stage", ap_json_new_array());
-    for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++) push_num(b, ps, p->stage_recompute[c]);
-    boo(b, o, "sp", p->sp);
-    ap_json *ov = sub(b, o, "overlap", ap_json_new_object());
-    boo(b, ov, "grad", p->overlap_grad);
-    boo(b, ov, "param", p->overlap_param);
-    boo(b, ov, "tp", p->overlap_tp);
-    ap_json *off = sub(b, o, "offload", ap_json_new_object());
-    num(b, off, "optimizer", p->offload_optimizer);
-    num(b, off, "params", p->offload_params);
-    str(b, o, "dtype", ap_dtype_name(p->dtype));
-    boo(b, o, "flash_attn", p->flash_attn);
-    str(b, o, "attn_impl", ap_attn_impl_name(p->attn_impl));
-    ap_json *sl = sub(b, o, "stage_layers", ap_json_new_array());
-    for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++)
-        push_num(b, sl, ap_plan_chunk_layers(p, m->layers, c));
+    if (nch > AP_MAX_CHUNKS) nch = AP_MAX_CHUNKS;
+    for (int c = 0; c < nch; c++) q.stage_layers[c] = ap_plan_chunk_layers(p, m->layers, c);
+    q.nchunks = nch;
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    for (int i = 0; i < n && o; i++)
+        if (t[i].json && !(t[i].flags & AP_FIELD_ROOT) && ap_field_write_json(&t[i], o, &q) != AP_OK)
+            b->failed = 1;
+    if (!o) b->failed = 1;
     build_hetero(b, o, &p->hetero);
 }
 
@@ -181,7 +149,10 @@ ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_pl
     str(&b, root, "autoplan_version", AP_VERSION);
     build_model(&b, sub(&b, root, "model", ap_json_new_object()), m);
     build_cluster(&b, sub(&b, root, "cluster", ap_json_new_object()), c);
-    str(&b, root, "trainer", ap_trainer_name(p->trainer));
+    int nf;
+    const ap_field *t = ap_plan_fields(&nf);
+    for (int i = 0; i < nf; i++)
+        if ((t[i].flags & AP_FIELD_ROOT) && ap_field_write_json(&t[i], root, p) != AP_OK) b.failed = 1;
     build_plan(&b, sub(&b, root, "plan", ap_json_new_object()), p, m);
     if (estimate) sub(&b, root, "estimate", ap_json_duplicate(estimate));
     if (b.failed) {
@@ -239,26 +210,6 @@ static ap_status get_int(const ap_json *o, const char *k, int64_t lo, int64_t hi
     ap_status st = ap_json_get_int(o, k, lo, hi, &v, NULL, where, err);
     if (st == AP_OK) *out = (int)v;
     return st;
-}
-
-/* A required string that must be one of names[]; *out gets its index. */
-static ap_status get_enum(const ap_json *o, const char *k, const char *const *names, int n,
-                          int *out, const char *where, ap_err *err) {
-    char buf[64];
-    ap_status st = ap_json_get_str(o, k, buf, sizeof buf, NULL, where, err);
-    if (st != AP_OK) return st;
-    int i = lookup(buf, names, n);
-    if (i < 0) {
-        char list[256] = "";
-        for (int j = 0; j < n; j++) {
-            strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
-            strncat(list, names[j], sizeof list - strlen(list) - 1);
-        }
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = \"%s\" is not one of %s", where, k,
-                          buf, list);
-    }
-    *out = i;
-    return AP_OK;
 }
 
 #define TRY(x)                                                                                 \
@@ -374,30 +325,6 @@ static ap_status read_cluster(const ap_json *o, const char *where, int same_vers
     return check_fingerprint(o, ap_cluster_fingerprint(c), same_version, where, err);
 }
 
-/* An array of exactly n integers in [lo, hi]. */
-static ap_status get_int_array(const ap_json *o, const char *k, int n, int lo, int hi, int *out,
-                               const char *where, ap_err *err) {
-    ap_json *a = ap_json_get(o, k);
-    if (!a) return ap_err_set(err, AP_ERR_INPUT, "%s: missing field '%s'", where, k);
-    if (!ap_json_is_array(a))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array, got %s", where, k,
-                          ap_json_type_name(a));
-    if (ap_json_size(a) != n)
-        return ap_err_set(err, AP_ERR_INPUT,
-                          "%s: field '%s' has %d entries, want pp x vp = %d", where, k,
-                          ap_json_size(a), n);
-    for (int i = 0; i < n; i++) {
-        ap_json *v = ap_json_at(a, i);
-        double d = ap_json_number(v);
-        if (!ap_json_is_number(v) || d != floor(d) || d < lo || d > hi)
-            return ap_err_set(err, AP_ERR_INPUT,
-                              "%s: field '%s'[%d] must be an integer in [%d, %d]", where, k, i, lo,
-                              hi);
-        out[i] = (int)d;
-    }
-    return AP_OK;
-}
-
 /* The optional "hetero" object (build_hetero), validated like the flags. */
 static ap_status read_hetero(const ap_json *o, const char *where, const ap_cluster *c, ap_plan *p,
                              ap_err *err) {
@@ -466,94 +393,70 @@ static ap_status read_hetero(const ap_json *o, const char *where, const ap_clust
     return ap_plan_hetero_validate(p, c, w2, err);
 }
 
-static ap_status read_plan(const ap_json *o, const char *where, const ap_model *m,
-                           const ap_cluster *c, ap_plan *p, ap_err *err) {
-    const char *rcs[AP_RECOMPUTE_COUNT];
-    for (int i = 0; i < AP_RECOMPUTE_COUNT; i++) rcs[i] = ap_recompute_name((ap_recompute)i);
-    int e = 0;
-    char buf[32];
-    TRY(get_int(o, "tp", 1, MAX_DEGREE, &p->tp, where, err));
-    TRY(get_int(o, "pp", 1, MAX_DEGREE, &p->pp, where, err));
-    TRY(get_int(o, "dp", 1, MAX_DEGREE, &p->dp, where, err));
-    TRY(get_int(o, "cp", 1, MAX_DEGREE, &p->cp, where, err));
-    TRY(get_int(o, "ep", 1, MAX_DEGREE, &p->ep, where, err));
-    TRY(get_int(o, "etp", 1, MAX_DEGREE, &p->etp, where, err));
-    TRY(get_int(o, "vp", 1, MAX_DEGREE, &p->vp, where, err));
-    TRY(get_i64(o, "mbs", 1, MAX_BATCH, &p->mbs, where, err));
-    TRY(get_i64(o, "gbs", 1, MAX_BATCH, &p->gbs, where, err));
-    TRY(get_i64(o, "grad_accum", 1, MAX_BATCH, &p->grad_accum, where, err));
-    TRY(get_i64(o, "seq", 1, (int64_t)1 << 30, &p->seq, where, err));
-    TRY(get_int(o, "zero", 0, 3, &p->zero, where, err));
-    if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
+/* a * b * c * d, or -1 when it does not fit in int64 */
+static int64_t product(int64_t a, int64_t b, int64_t c, int64_t d) {
+    if ((double)a * (double)b * (double)c * (double)d > 9.0e18) return -1;
+    return a * b * c * d;
+}
+
+/* The shape rules between fields: GPUs, batch, model chunks. */
+static ap_status check_shape(const ap_plan *p, const ap_model *m, const ap_cluster *c,
+                             const char *where, ap_err *err) {
+    if (product(p->tp, p->pp, p->cp, p->dp) != c->gpus)
         return ap_err_set(err, AP_ERR_INPUT,
-                          "%s: tp x pp x cp x dp = %d x %d x %d x %d = %lld, but the cluster has "
+                          "%s: tp x pp x cp x dp = %d x %d x %d x %d = %.0f, but the cluster has "
                           "%d GPUs", where, p->tp, p->pp, p->cp, p->dp,
-                          (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
-    if (p->gbs != p->mbs * p->dp * p->grad_accum)
+                          (double)p->tp * p->pp * p->cp * p->dp, c->gpus);
+    if (product(p->mbs, p->dp, p->grad_accum, 1) != p->gbs)
         return ap_err_set(err, AP_ERR_INPUT,
                           "%s: field 'gbs' = %lld must equal mbs x dp x grad_accum = %lld x %d x "
-                          "%lld = %lld", where, (long long)p->gbs, (long long)p->mbs, p->dp,
-                          (long long)p->grad_accum, (long long)(p->mbs * p->dp * p->grad_accum));
+                          "%lld = %.0f", where, (long long)p->gbs, (long long)p->mbs, p->dp,
+                          (long long)p->grad_accum, (double)p->mbs * p->dp * (double)p->grad_accum);
     int64_t nch = (int64_t)p->pp * p->vp;
     if (nch > AP_MAX_CHUNKS || nch > m->layers)
         return ap_err_set(err, AP_ERR_INPUT,
                           "%s: pp x vp = %lld model chunks, more than the %lld layers (or the "
                           "limit %d)", where, (long long)nch, (long long)m->layers, AP_MAX_CHUNKS);
+    if (p->recompute_layers > m->layers)
+        return ap_err_set(err, AP_ERR_INPUT, "%s.recompute: field 'layers' = %d is more than the "
+                          "model's %lld layers", where, p->recompute_layers, (long long)m->layers);
+    return AP_OK;
+}
 
-    ap_json *rc, *ov, *off;
-    char w2[600];
-    TRY(get_obj(o, "recompute", where, &rc, err));
-    snprintf(w2, sizeof w2, "%s.recompute", where);
-    TRY(get_enum(rc, "granularity", rcs, AP_RECOMPUTE_COUNT, &e, w2, err));
-    p->recompute = (ap_recompute)e;
-    TRY(get_int(rc, "layers", 0, m->layers, &p->recompute_layers, w2, err));
-    int per_stage[AP_MAX_CHUNKS];
-    TRY(get_int_array(rc, "per_stage", (int)nch, -1, (int)m->layers, per_stage, w2, err));
-    TRY(ap_json_get_bool(o, "sp", &p->sp, NULL, where, err));
-    TRY(get_obj(o, "overlap", where, &ov, err));
-    snprintf(w2, sizeof w2, "%s.overlap", where);
-    TRY(ap_json_get_bool(ov, "grad", &p->overlap_grad, NULL, w2, err));
-    TRY(ap_json_get_bool(ov, "param", &p->overlap_param, NULL, w2, err));
-    TRY(ap_json_get_bool(ov, "tp", &p->overlap_tp, NULL, w2, err));
-    TRY(get_obj(o, "offload", where, &off, err));
-    snprintf(w2, sizeof w2, "%s.offload", where);
-    TRY(ap_json_get_real(off, "optimizer", 0, 1, &p->offload_optimizer, NULL, w2, err));
-    TRY(ap_json_get_real(off, "params", 0, 1, &p->offload_params, NULL, w2, err));
-    TRY(ap_json_get_str(o, "dtype", buf, sizeof buf, NULL, where, err));
-    if (ap_dtype_parse(buf, &p->dtype) != AP_OK)
-        return ap_err_set(err, AP_ERR_INPUT,
-                          "%s: field 'dtype' = \"%s\" is not one of bf16, fp16, fp8, fp32, tf32",
-                          where, buf);
-    TRY(ap_json_get_bool(o, "flash_attn", &p->flash_attn, NULL, where, err));
-    {
-        char impl[32];
-        TRY(ap_json_get_str(o, "attn_impl", impl, sizeof impl, NULL, where, err));
-        char wf[640];
-        snprintf(wf, sizeof wf, "%s: field 'attn_impl'", where);
-        TRY(ap_attn_impl_parse(impl, wf, &p->attn_impl, err));
-    }
-
-    int layers[AP_MAX_CHUNKS];
-    TRY(get_int_array(o, "stage_layers", (int)nch, 0, (int)m->layers, layers, where, err));
+/* The plan section: the scalar rows of the plan's field table, the shape rules, the stage
+ * arrays (pp x vp entries each), then the optional placement. */
+static ap_status read_plan(const ap_json *o, const char *where, const ap_model *m,
+                           const ap_cluster *c, ap_plan *p, ap_err *err) {
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    for (int i = 0; i < n; i++)
+        if (t[i].json && !(t[i].flags & AP_FIELD_ROOT) && t[i].kind != AP_FT_CHUNKS)
+            TRY(ap_field_read_json(&t[i], o, p, where, err));
+    TRY(check_shape(p, m, c, where, err));
+    int nch = p->pp * p->vp;
+    p->nchunks = nch;
+    for (int i = 0; i < n; i++)
+        if (t[i].json && t[i].kind == AP_FT_CHUNKS) TRY(ap_field_read_json(&t[i], o, p, where, err));
+    for (int i = 0; i < nch; i++)
+        if (p->stage_recompute[i] > m->layers)
+            return ap_err_set(err, AP_ERR_INPUT, "%s.recompute: field 'per_stage'[%d] = %d is more "
+                              "than the model's %lld layers", where, i, p->stage_recompute[i],
+                              (long long)m->layers);
     int64_t sum = 0;
-    for (int i = 0; i < nch; i++) sum += layers[i];
+    for (int i = 0; i < nch; i++) sum += p->stage_layers[i];
     if (sum != m->layers)
         return ap_err_set(err, AP_ERR_INPUT,
                           "%s: field 'stage_layers' sums to %lld layers, the model has %lld",
                           where, (long long)sum, (long long)m->layers);
     /* An explicit split is kept only when it differs from the uniform one or per-stage
      * recompute counts are given, so a uniform plan reads back exactly as it was written. */
-    p->nchunks = 0;
     int uniform = 1, custom_rc = 0;
+    p->nchunks = 0;
     for (int i = 0; i < nch; i++) {
-        if (layers[i] != ap_plan_chunk_layers(p, m->layers, i)) uniform = 0;
-        if (per_stage[i] != -1) custom_rc = 1;
+        if (p->stage_layers[i] != ap_plan_chunk_layers(p, m->layers, i)) uniform = 0;
+        if (p->stage_recompute[i] != -1) custom_rc = 1;
     }
-    for (int i = 0; i < nch; i++) {
-        p->stage_layers[i] = layers[i];
-        p->stage_recompute[i] = per_stage[i];
-    }
-    if (!uniform || custom_rc) p->nchunks = (int)nch;
+    if (!uniform || custom_rc) p->nchunks = nch;
     return read_hetero(o, where, c, p, err);
 }
 
@@ -577,13 +480,11 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
     snprintf(w, sizeof w, "%s: cluster", where);
     TRY(read_cluster(jc, w, same, c, err));
 
-    char tname[32];
     ap_plan_init(p);
-    TRY(ap_json_get_str(root, "trainer", tname, sizeof tname, NULL, where, err));
-    if (ap_trainer_parse(tname, &p->trainer, err) != AP_OK) {
-        ap_err_prefix(err, "%s: field 'trainer'", where);
-        return AP_ERR_INPUT;
-    }
+    int nf;
+    const ap_field *t = ap_plan_fields(&nf);
+    for (int i = 0; i < nf; i++)
+        if (t[i].flags & AP_FIELD_ROOT) TRY(ap_field_read_json(&t[i], root, p, where, err));
     TRY(get_obj(root, "plan", where, &jp, err));
     snprintf(w, sizeof w, "%s: plan", where);
     TRY(read_plan(jp, w, m, c, p, err));

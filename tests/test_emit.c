@@ -1410,7 +1410,7 @@ static void test_planfile_bad(void) {
         {"stage_layers string", mu_slstr, "field 'stage_layers' must be an array"},
         {"granularity", mu_gran, "is not one of none, selective, full"},
         {"dtype", mu_dtype, "field 'dtype' = \"fp64\""},
-        {"trainer", mu_trainer, "unknown trainer 'horovod'"},
+        {"trainer", mu_trainer, "field 'trainer' = \"horovod\" is not one of megatron"},
         {"layers -1", mu_layers, "field 'layers' = -1 is out of range"},
         {"gpu", mu_gpu, "is not in the GPU catalog"},
         {"fingerprint", mu_fp, "field 'fingerprint'"},

@@ -10,6 +10,7 @@
 #define AP_PLAN_H
 
 #include "autoplan/common.h"
+#include "autoplan/fields.h"
 #include "autoplan/hw.h"
 #include "autoplan/model.h"
 
@@ -142,6 +143,11 @@ int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c);
 
 /* Short human label: "tp2 pp4 dp8 mbs1 z1 sel sp". buf returned. */
 char *ap_plan_label(const ap_plan *p, char *buf, size_t n);
+
+/* The field table of ap_plan (costmodel/planfields.c, fields.h): every member once, with its
+ * plan.json path, its flag and its accepted values; *n rows. plan.json I/O, the plan flags and
+ * the plan-cache key walk it. */
+const ap_field *ap_plan_fields(int *n);
 
 /* ---- trainer capabilities --------------------------------------------------------------- */
 
