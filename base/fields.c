@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "autoplan/text.h"
 
@@ -59,10 +60,11 @@ static void enum_list(const ap_field *f, char *buf, size_t n) {
     }
 }
 
+/* The value named s (names compare without case: "BF16" is bf16), -1 when none. */
 static int enum_value(const ap_field *f, const char *s) {
     for (int v = 0; v < f->nvalues; v++) {
         const char *nm = f->enum_name(v);
-        if (nm && !strcmp(nm, s)) return v;
+        if (nm && !strcasecmp(nm, s)) return v;
     }
     return -1;
 }
@@ -133,6 +135,26 @@ ap_status ap_field_parse(const ap_field *f, const char *text, const char *what, 
     case AP_FT_CHUNKS: return parse_chunks(f, text, what, obj, err);
     }
     return ap_err_set(err, AP_ERR_INTERNAL, "%s: unknown field kind", what);
+}
+
+ap_status ap_field_check(const ap_field *f, const void *obj, const char *where, ap_err *err) {
+    double v = ap_field_get(f, obj);
+    int ok;
+    switch (f->kind) {
+    case AP_FT_BOOL: ok = v == 0 || v == 1; break;
+    case AP_FT_ENUM: ok = v >= 0 && v < f->nvalues && f->enum_name((int)v) != NULL; break;
+    case AP_FT_CHUNKS:
+        ok = v >= 0 && v <= f->nvalues;
+        for (int i = 0; ok && i < (int)v; i++) {
+            int c = CAT(obj, f->offset, int)[i];
+            ok = c >= f->lo && c <= f->hi;
+        }
+        break;
+    default: ok = isfinite(v) && v >= f->lo && v <= f->hi;
+    }
+    if (ok) return AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' = %.17g is not an accepted value", where,
+                      f->json ? f->json : f->name, v);
 }
 
 /* Walk a JSON path "a.b.c" to the parent of its leaf: *parent and *leaf; where2 gets "where.a.b".

@@ -8,8 +8,9 @@
 #include "autoplan/db.h"
 #include "autoplan/kernels.h"
 #include "autoplan/hetero.h"
+#include "autoplan/partition.h"
+#include "autoplan/text.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,108 +281,182 @@ ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int 
     return AP_OK;
 }
 
-static ap_status int_flag(ap_flags *fl, const char *name, int64_t lo, int64_t hi, int *out,
-                          ap_err *err) {
-    int64_t v = *out;
-    ap_status st = ap_flag_int(fl, name, lo, hi, &v, err);
-    if (st == AP_OK) *out = (int)v;
-    return st;
-}
+/* ---- flags -> request ---------------------------------------------------------------------- */
 
-/* --nvme SIZE with --nvme-bw BW (or the read and write bandwidths): all or nothing, named. */
-static ap_status nvme_flags(ap_flags *fl, ap_cluster *c, ap_err *err) {
-    ap_status st;
-    int any_bw = ap_flags_isset(fl, "nvme-bw") || ap_flags_isset(fl, "nvme-read-bw") ||
-                 ap_flags_isset(fl, "nvme-write-bw");
-    if ((st = ap_flag_bytes(fl, "nvme", &c->nvme_bytes, err)) != AP_OK) return st;
-    if (ap_flags_isset(fl, "nvme") && !(c->nvme_bytes > 0))
-        return ap_err_set(err, AP_ERR_INPUT, "--nvme: must be positive");
-    if (ap_flags_isset(fl, "nvme-bw")) {
-        double bw = 0;
-        if ((st = ap_flag_bw(fl, "nvme-bw", &bw, err)) != AP_OK) return st;
-        c->nvme_read_bytes_per_s = c->nvme_write_bytes_per_s = bw;
+/* --fix tp=8,pp=4: pins of the search by plan member (tp pp dp cp ep vp mbs zero recompute),
+ * each at most once. */
+static ap_status parse_fix(const char *s, ap_request *rq, ap_err *err) {
+    static const char *const keys[] = {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "zero",
+                                       "recompute"};
+    char buf[256], shown[64];
+    if (strlen(s) >= sizeof buf) return ap_err_set(err, AP_ERR_INPUT, "--fix: too long");
+    strcpy(buf, s);
+    if (!*buf || buf[strlen(buf) - 1] == ',' || buf[0] == ',' || strstr(buf, ",,"))
+        return ap_err_set(err, AP_ERR_INPUT, "--fix: '%s' has an empty item (write tp=8,pp=4)",
+                          ap_text_line(shown, sizeof shown, s, 40));
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return ap_err_set(err, AP_ERR_INPUT, "--fix: '%s' is not key=value (e.g. tp=8,pp=4)",
+                              ap_text_line(shown, sizeof shown, tok, 40));
+        *eq = '\0';
+        const ap_field *f = NULL;
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (!strcmp(tok, keys[k])) f = ap_field_find(t, n, keys[k]);
+        if (!f)
+            return ap_err_set(err, AP_ERR_INPUT, "--fix: unknown key '%s' (tp, pp, dp, cp, ep, vp, "
+                              "mbs, zero, recompute)", ap_text_line(shown, sizeof shown, tok, 40));
+        int row = (int)(f - t);
+        if ((rq->fix_given >> row) & 1)
+            return ap_err_set(err, AP_ERR_INPUT, "--fix: %s is given twice", tok);
+        char what[64];
+        snprintf(what, sizeof what, "--fix %s", tok);
+        ap_status st = ap_field_parse(f, eq + 1, what, &rq->fix, err);
+        if (st != AP_OK) return st;
+        ap_request_give(&rq->fix_given, row);
     }
-    if ((st = ap_flag_bw(fl, "nvme-read-bw", &c->nvme_read_bytes_per_s, err)) != AP_OK) return st;
-    if ((st = ap_flag_bw(fl, "nvme-write-bw", &c->nvme_write_bytes_per_s, err)) != AP_OK)
-        return st;
-    if (c->nvme_bytes > 0 && (c->nvme_read_bytes_per_s <= 0 || c->nvme_write_bytes_per_s <= 0))
-        return ap_err_set(err, AP_ERR_INPUT, "--nvme-bw: --nvme %s needs the NVMe bandwidth "
-                          "(--nvme-bw, or --nvme-read-bw and --nvme-write-bw)",
-                          ap_flags_value(fl, "nvme") ? ap_flags_value(fl, "nvme") : "");
-    if (any_bw && !(c->nvme_bytes > 0))
-        return ap_err_set(err, AP_ERR_INPUT, "--nvme: an NVMe bandwidth was given without its "
-                          "capacity (--nvme SIZE, e.g. 3.84TB)");
     return AP_OK;
 }
 
-ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err) {
-    ap_status st;
-    const char *cfile = ap_flags_value(fl, "cluster");
-    int64_t gpus = 0;
-    if ((st = ap_flag_int(fl, "gpus", 1, 1 << 20, &gpus, err)) != AP_OK) return st;
-    if (cfile) {
-        if ((st = ap_cluster_load(cfile, c, err)) != AP_OK) return st;
-        if (ap_flags_isset(fl, "gpu")) {
-            const ap_gpu *g = ap_gpu_find(ap_flags_value(fl, "gpu"));
-            if (!g || strcmp(g->name, c->gpu.name) != 0)
-                return ap_err_set(err, AP_ERR_INPUT, "--gpu %s conflicts with %s (gpu %s); mixed "
-                                  "GPU types are not supported yet", ap_flags_value(fl, "gpu"),
-                                  cfile, c->gpu.name);
+/* The plan flags the command defines, through the plan's field table. */
+static ap_status plan_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    for (int i = 0; i < n; i++) {
+        const ap_field *f = &t[i];
+        if (!f->flag || !ap_flags_isset(fl, f->flag)) continue;
+        if (f->kind == AP_FT_BOOL) {
+            ap_field_put(f, &rq->plan, (f->flags & AP_FIELD_NEGATED) ? 0 : 1);
+        } else {
+            char what[64];
+            snprintf(what, sizeof what, "--%s", f->flag);
+            ap_status st = ap_field_parse(f, ap_flags_value(fl, f->flag), what, &rq->plan, err);
+            if (st != AP_OK) return st;
         }
-        if (gpus > 0) c->gpus = (int)gpus;
-    } else {
-        const char *gname = ap_flags_value(fl, "gpu");
-        const ap_gpu *g;
-        if ((st = ap_gpu_lookup(gname ? gname : "a100-sxm4-80g", "--gpu", &g, err)) != AP_OK)
+        ap_request_give(&rq->plan_given, i);
+    }
+    return AP_OK;
+}
+
+static ap_status opt_int(ap_flags *fl, const char *name, int64_t lo, int64_t hi, ap_opt_int *o,
+                         ap_err *err) {
+    if (!ap_flags_isset(fl, name)) return AP_OK;
+    o->given = 1;
+    return ap_flag_int(fl, name, lo, hi, &o->v, err);
+}
+
+static ap_status opt_bw(ap_flags *fl, const char *name, ap_opt_real *o, ap_err *err) {
+    if (!ap_flags_isset(fl, name)) return AP_OK;
+    o->given = 1;
+    return ap_flag_bw(fl, name, &o->v, err);
+}
+
+static ap_status opt_bytes(ap_flags *fl, const char *name, ap_opt_real *o, ap_err *err) {
+    if (!ap_flags_isset(fl, name)) return AP_OK;
+    o->given = 1;
+    return ap_flag_bytes(fl, name, &o->v, err);
+}
+
+/* The cluster flags: --gpus as one count, or (counts not NULL) a count, sweep or list. */
+static ap_status cluster_flags(ap_flags *fl, ap_request *rq, int *counts, int *ncounts,
+                               ap_err *err) {
+    ap_status st;
+    const char *gv = ap_flags_value(fl, "gpus");
+    if (counts) *ncounts = 0;
+    if (gv && counts) {
+        if ((st = ap_parse_gpu_counts(gv, counts, ncounts, err)) != AP_OK) return st;
+        rq->gpus.given = 1;
+        rq->gpus.v = counts[0];
+    } else if ((st = opt_int(fl, "gpus", 1, 1 << 20, &rq->gpus, err)) != AP_OK) {
+        return st;
+    }
+    rq->cluster_file = ap_flags_value(fl, "cluster");
+    rq->gpu = ap_flags_value(fl, "gpu");
+    if ((st = opt_int(fl, "gpus-per-node", 1, 1024, &rq->gpus_per_node, err)) != AP_OK ||
+        (st = opt_int(fl, "nvlink-domain", 1, 1 << 20, &rq->nvlink_domain, err)) != AP_OK ||
+        (st = opt_bw(fl, "network-bw", &rq->network_bw, err)) != AP_OK ||
+        (st = opt_bw(fl, "link-bw", &rq->link_bw, err)) != AP_OK ||
+        (st = opt_bw(fl, "pcie-bw", &rq->pcie_bw, err)) != AP_OK ||
+        (st = opt_bytes(fl, "cpu-mem", &rq->cpu_mem, err)) != AP_OK ||
+        (st = opt_bytes(fl, "nvme", &rq->nvme, err)) != AP_OK ||
+        (st = opt_bw(fl, "nvme-bw", &rq->nvme_bw, err)) != AP_OK ||
+        (st = opt_bw(fl, "nvme-read-bw", &rq->nvme_read_bw, err)) != AP_OK ||
+        (st = opt_bw(fl, "nvme-write-bw", &rq->nvme_write_bw, err)) != AP_OK)
+        return st;
+    rq->allow_cross_node_tp = ap_flags_isset(fl, "allow-cross-node-tp");
+    return AP_OK;
+}
+
+/* --gemini static|auto, --shard-param-frac F, --offload-device cpu|nvme (the request resolves
+ * how they combine with the offload fractions). */
+static ap_status hetero_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
+    ap_status st;
+    const char *g = ap_flags_value(fl, "gemini"), *d = ap_flags_value(fl, "offload-device");
+    if (g) {
+        ap_gemini_placement pl;
+        if ((st = ap_gemini_placement_parse(g, "--gemini", &pl, err)) != AP_OK) return st;
+        rq->gemini.given = 1;
+        rq->gemini.v = pl;
+    }
+    if (d) {
+        ap_offload_device dev;
+        if ((st = ap_offload_device_parse(d, "--offload-device", &dev, err)) != AP_OK) return st;
+        rq->offload_device.given = 1;
+        rq->offload_device.v = dev;
+    }
+    if (!ap_flags_isset(fl, "shard-param-frac")) return AP_OK;
+    rq->shard_param_frac.given = 1;
+    return ap_flag_real(fl, "shard-param-frac", 0, 1, &rq->shard_param_frac.v, err);
+}
+
+/* The search flags the command defines. */
+static ap_status search_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
+    ap_status st;
+    const char *fx = ap_flags_value(fl, "fix");
+    if (fx && (st = parse_fix(fx, rq, err)) != AP_OK) return st;
+    const char *tv = ap_flags_value(fl, "tokens-per-step");
+    if (tv) {
+        rq->tokens_per_step.given = 1;
+        if ((st = ap_parse_count(tv, "--tokens-per-step", &rq->tokens_per_step.v, err)) != AP_OK)
             return st;
-        if (gpus == 0) {
-            if (need_gpus)
-                return ap_err_set(err, AP_ERR_INPUT, "--gpus is required (number of GPUs, e.g. "
-                                  "--gpus 8)");
-            gpus = 1;
+    }
+    if ((st = opt_int(fl, "top", 1, 1000, &rq->top, err)) != AP_OK) return st;
+    rq->no_prune = ap_flags_isset(fl, "no-prune");
+    rq->no_sp = ap_flags_isset(fl, "no-sp");
+    rq->no_overlap = ap_flags_isset(fl, "no-overlap");
+    const char *sv = ap_flags_value(fl, "solver");
+    if (sv && !strcmp(sv, "off")) {
+        rq->no_partition = 1;
+    } else if (sv) {
+        ap_solver s;
+        if ((st = ap_solver_parse(sv, &s, err)) != AP_OK) {
+            ap_err_prefix(err, "--solver");
+            return st;
         }
-        ap_cluster_from_gpu(g, (int)gpus, c);
+        rq->solver.given = 1;
+        rq->solver.v = s;
     }
-    int64_t v;
-    if (ap_flags_isset(fl, "gpus-per-node")) {
-        v = 0;
-        if ((st = ap_flag_int(fl, "gpus-per-node", 1, 1024, &v, err)) != AP_OK) return st;
-        ap_cluster_set_gpus_per_node(c, (int)v);
-    }
-    if ((st = int_flag(fl, "nvlink-domain", 1, 1 << 20, &c->nvlink_domain, err)) != AP_OK)
-        return st;
-    if ((st = ap_flag_bw(fl, "network-bw", &c->net_bytes_per_s, err)) != AP_OK) return st;
-    if ((st = ap_flag_bw(fl, "link-bw", &c->link_bytes_per_s, err)) != AP_OK) return st;
-    if ((st = ap_flag_bw(fl, "pcie-bw", &c->pcie_bytes_per_s, err)) != AP_OK) return st;
-    if ((st = ap_flag_bytes(fl, "cpu-mem", &c->cpu_mem_bytes, err)) != AP_OK) return st;
-    if (ap_flags_isset(fl, "cpu-mem") && c->cpu_mem_bytes <= 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--cpu-mem: must be positive");
-    if ((st = nvme_flags(fl, c, err)) != AP_OK) return st;
-    return ap_cluster_validate(c, cfile ? cfile : "cluster flags", err);
-}
-
-static ap_status parse_stage_layers(const char *s, ap_plan *p, ap_err *err) {
-    int n = 0;
-    const char *q = s;
-    while (*q) {
-        char *end;
-        long v = strtol(q, &end, 10);
-        if (end == q || v < 0 || v > 100000)
-            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: '%s' is not a comma-separated "
-                              "list of layer counts", s);
-        if (n >= AP_MAX_CHUNKS)
-            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: more than %d entries",
-                              AP_MAX_CHUNKS);
-        p->stage_layers[n++] = (int)v;
-        q = end;
-        if (*q == ',') q++;
-        else if (*q)
-            return ap_err_set(err, AP_ERR_INPUT, "--stage-layers: '%s' is not a comma-separated "
-                              "list of layer counts", s);
-    }
-    p->nchunks = n;
     return AP_OK;
 }
+
+ap_status ap_cli_request(ap_flags *fl, ap_request *rq, int *counts, int *ncounts, ap_err *err) {
+    ap_status st;
+    ap_request_init(rq);
+    if (fl->npos < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "missing MODEL (a config.json, a model directory "
+                          "or an autoplan model file)");
+    rq->model = fl->pos[0];
+    if ((st = cluster_flags(fl, rq, counts, ncounts, err)) != AP_OK) return st;
+    if ((st = plan_flags(fl, rq, err)) != AP_OK) return st;
+    if ((st = hetero_flags(fl, rq, err)) != AP_OK) return st;
+    if ((st = opt_bytes(fl, "headroom", &rq->headroom, err)) != AP_OK) return st;
+    return search_flags(fl, rq, err);
+}
+
+/* ---- the kernel profile ------------------------------------------------------------------- */
 
 /* The profile in use, kept for the whole run (estimates borrow it); loaded once per name; and
  * the kernel tables built from it. */
@@ -389,24 +464,19 @@ static ap_profile g_profile;
 static ap_kernels g_kernels;
 static const ap_profile *g_kernels_of;
 
-static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
-    const char *want = ap_flags_value(fl, "profile");
-    const char *gpu = ctx->cluster.gpu.name;
-    if (want && !strcmp(want, "none")) {
-        snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: published "
-                 "(--profile none)");
-        return AP_OK;
-    }
-    ap_status st = want ? ap_db_profile_check_name(want, "--profile", err) : AP_OK;
-    if (st != AP_OK) return st;
+/* The measured profile `want` (NULL: the newest of gpu) from the database into g_profile;
+ * name gets its name ("" when the database has none). */
+static ap_status fetch_profile(ap_flags *fl, const char *want, const char *gpu, char name[64],
+                               char note[320], ap_err *err) {
     char path[4096];
+    ap_status st;
+    name[0] = '\0';
     const char *dbp = ap_flags_get(fl, "db") ? ap_flags_value(fl, "db") : NULL;
     if (!dbp) {
         if ((st = ap_db_default_path(path, sizeof path, 0, err)) != AP_OK) return want ? st : AP_OK;
         dbp = path;
     }
-    snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: published (no measured "
-             "%s profile in the database)", gpu);
+    snprintf(note, 320, "kernel tables: published (no measured %s profile in the database)", gpu);
     struct stat sb;
     if (stat(dbp, &sb) != 0) {
         if (want)
@@ -415,10 +485,9 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     }
     ap_db *db = NULL;
     ap_err e;
-    char name[64];
     if ((st = ap_db_open(dbp, 1, &db, &e)) == AP_OK && !want)
         st = ap_db_profile_newest(db, gpu, name, &e);
-    if (st == AP_OK && want) snprintf(name, sizeof name, "%s", want);
+    if (st == AP_OK && want) snprintf(name, 64, "%s", want);
     if (st == AP_OK && name[0] && strcmp(g_profile.name, name)) {
         ap_profile_free(&g_profile);
         g_kernels_of = NULL;
@@ -426,244 +495,65 @@ static ap_status load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     }
     ap_db_close(db);
     if (st != AP_OK) {
+        name[0] = '\0';
         if (want) return ap_err_set(err, st, "--profile %s: %s", want, e.msg);
         ap_log(AP_LOG_WARN, "%s; estimating with the published tables", e.msg);
         return AP_OK;
     }
-    if (!name[0]) return AP_OK;
-    if (g_profile.n == 0)
+    if (name[0] && g_profile.n == 0)
         return ap_err_set(err, AP_ERR_INPUT, "--profile %s: no such profile in %s (`autoplan "
                           "profile list` shows them)", name, dbp);
+    return AP_OK;
+}
+
+ap_status ap_cli_profile(ap_flags *fl, ap_resolved *r, char name[64], char note[320],
+                         ap_err *err) {
+    const char *want = ap_flags_value(fl, "profile");
+    const char *gpu = r->cluster.gpu.name;
+    name[0] = '\0';
+    if (want && !strcmp(want, "none")) {
+        snprintf(note, 320, "kernel tables: published (--profile none)");
+        return AP_OK;
+    }
+    ap_status st = want ? ap_db_profile_check_name(want, "--profile", err) : AP_OK;
+    if (st == AP_OK) st = fetch_profile(fl, want, gpu, name, note, err);
+    if (st != AP_OK || !name[0]) return st;
     if (strcmp(g_profile.gpu, gpu))
         return ap_err_set(err, AP_ERR_INPUT, "--profile %s: it was measured on %s, the cluster's "
                           "GPU is %s", name, g_profile.gpu, gpu);
-    snprintf(ctx->profile_name, sizeof ctx->profile_name, "%s", name);
-    snprintf(ctx->profile_note, sizeof ctx->profile_note, "kernel tables: measured profile '%s' "
-             "(%zu rows, %s on %.32s) over the published ones%s", name, g_profile.n,
+    snprintf(note, 320, "kernel tables: measured profile '%s' (%zu rows, %s on %.32s) over the "
+             "published ones%s", name, g_profile.n,
              g_profile.rows[0].driver_version[0] ? g_profile.rows[0].driver_version : "driver ?",
              g_profile.rows[0].host[0] ? g_profile.rows[0].host : "?",
              want ? "" : " (the newest; --profile none for published only)");
-    ctx->opts.profile = &g_profile;
     /* built once: a search estimates thousands of plans (estimate.c rebuilds them for a
      * variant on another GPU) */
     if (strcmp(g_kernels.gpu, gpu) || g_kernels_of != &g_profile) {
-        if ((st = ap_kernels_build(&ctx->cluster.gpu, &g_profile, &g_kernels, err)) != AP_OK)
+        if ((st = ap_kernels_build(&r->cluster.gpu, &g_profile, &g_kernels, err)) != AP_OK)
             return st;
         g_kernels_of = &g_profile;
     }
-    ctx->opts.kernels = &g_kernels;
+    r->est.profile = r->search.est.profile = &g_profile;
+    r->est.kernels = r->search.est.kernels = &g_kernels;
     return AP_OK;
 }
 
-ap_status ap_cli_load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
-    return load_profile(fl, ctx, err);
-}
-
-/* --gemini, --shard-param-frac, --offload-device: the plan's heterogeneous placement (plan.h
- * ap_plan_hetero). Gemini static takes the offload fractions; DeepSpeed puts the offloaded
- * states on the device. The trainer rules are checked in ap_cli_finish_plan. */
-static ap_status hetero_flags(ap_flags *fl, ap_plan *p, ap_err *err) {
-    ap_status st;
-    const char *g = ap_flags_value(fl, "gemini");
-    const char *d = ap_flags_value(fl, "offload-device");
-    int shard = ap_flags_isset(fl, "shard-param-frac");
-    if (!g && !d && !shard) return AP_OK;
-    ap_plan_hetero_init(&p->hetero);
-    if (shard && !g)
-        return ap_err_set(err, AP_ERR_INPUT, "--shard-param-frac: a Gemini static fraction; "
-                          "give --gemini static");
-    if (g && d)
-        return ap_err_set(err, AP_ERR_INPUT, "--offload-device is DeepSpeed's and --gemini "
-                          "Colossal-AI's; give one");
-    if (g) {
-        if ((st = ap_gemini_placement_parse(g, "--gemini", &p->hetero.placement, err)) != AP_OK)
-            return st;
-        if (p->hetero.placement == AP_GEMINI_OFF)
-            return ap_err_set(err, AP_ERR_INPUT, "--gemini: 'off' is not a placement (static or "
-                              "auto)");
-        if ((st = ap_flag_real(fl, "shard-param-frac", 0, 1, &p->hetero.shard_param_frac, err)) !=
-            AP_OK)
-            return st;
-        if (p->hetero.placement == AP_GEMINI_AUTO &&
-            (shard || p->offload_optimizer > 0 || p->offload_params > 0))
-            return ap_err_set(err, AP_ERR_INPUT, "--gemini auto places chunks itself; "
-                              "--offload-optimizer, --offload-params and --shard-param-frac are "
-                              "static placement's fractions");
-        p->hetero.offload_optim_frac = p->offload_optimizer;
-        p->hetero.offload_param_frac = p->offload_params;
-        return AP_OK;
+ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err) {
+    static ap_request rq;
+    ap_request_init(&rq);
+    ap_status st = cluster_flags(fl, &rq, NULL, NULL, err);
+    if (st != AP_OK) return st;
+    if (!need_gpus && !rq.gpus.given && !rq.cluster_file) {
+        rq.gpus.given = 1;
+        rq.gpus.v = 1;
     }
-    ap_offload_device dev;
-    if ((st = ap_offload_device_parse(d, "--offload-device", &dev, err)) != AP_OK) return st;
-    if (dev == AP_OFFLOAD_DEV_NONE || !(p->offload_optimizer > 0 || p->offload_params > 0))
-        return ap_err_set(err, AP_ERR_INPUT, "--offload-device %s needs --offload-optimizer or "
-                          "--offload-params above 0", d);
-    if (p->offload_optimizer > 0) p->hetero.ds_optimizer = dev;
-    if (p->offload_params > 0) p->hetero.ds_params = dev;
-    return AP_OK;
-}
-
-ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err) {
-    ap_status st;
-    memset(ctx, 0, sizeof *ctx);
-    if (fl->npos < 1)
-        return ap_err_set(err, AP_ERR_INPUT, "missing MODEL (a config.json, a model directory "
-                          "or an autoplan model file)");
-    ctx->model_path = fl->pos[0];
-    if ((st = ap_model_load(ctx->model_path, &ctx->model, err)) != AP_OK) return st;
-    if ((st = ap_cli_load_cluster(fl, need_gpus, &ctx->cluster, err)) != AP_OK) return st;
-    ctx->allow_cross_node_tp = ap_flags_isset(fl, "allow-cross-node-tp");
-
-    ap_plan *p = &ctx->plan;
-    ap_plan_init(p);
-    p->tp = p->pp = p->cp = p->ep = p->vp = 0; /* 0 = not given */
-    p->mbs = 0;
-    const char *t = ap_flags_value(fl, "trainer");
-    if (t && (st = ap_trainer_parse(t, &p->trainer, err)) != AP_OK) {
-        ap_err_prefix(err, "--trainer");
-        return st;
-    }
-    if ((st = int_flag(fl, "tp", 1, 4096, &p->tp, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "pp", 1, 4096, &p->pp, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "cp", 1, 4096, &p->cp, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "ep", 1, 4096, &p->ep, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "etp", 1, 4096, &p->etp, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "vp", 1, 4096, &p->vp, err)) != AP_OK) return st;
-    if ((st = ap_flag_int(fl, "mbs", 1, 1 << 20, &p->mbs, err)) != AP_OK) return st;
-    p->gbs = 0;
-    if ((st = ap_flag_int(fl, "gbs", 1, (int64_t)1 << 32, &p->gbs, err)) != AP_OK) return st;
-    p->seq = ctx->model.seq_len;
-    if (ap_flags_isset(fl, "seq")) {
-        if ((st = ap_flag_int(fl, "seq", 1, 1 << 24, &p->seq, err)) != AP_OK) return st;
-        ctx->seq_given = 1;
-    } else {
-        ap_log(AP_LOG_INFO, "sequence length %lld (the model's training length; --seq to change)",
-               (long long)p->seq);
-    }
-    p->zero = -1;
-    if ((st = int_flag(fl, "zero", 0, 3, &p->zero, err)) != AP_OK) return st;
-    const char *rc = ap_flags_value(fl, "recompute");
-    p->recompute = AP_RECOMPUTE_NONE;
-    if (rc && (st = ap_recompute_parse(rc, "--recompute", &p->recompute, err)) != AP_OK) return st;
-    if ((st = int_flag(fl, "recompute-layers", 0, 100000, &p->recompute_layers, err)) != AP_OK)
-        return st;
-    if (ap_flags_isset(fl, "recompute-layers") && p->recompute != AP_RECOMPUTE_FULL)
-        return ap_err_set(err, AP_ERR_INPUT, "--recompute-layers needs --recompute full");
-    p->sp = ap_flags_isset(fl, "sp");
-    int ov = ap_flags_isset(fl, "overlap");
-    p->overlap_grad = p->overlap_param = ov;
-    if ((st = ap_flag_real(fl, "offload-optimizer", 0, 1, &p->offload_optimizer, err)) != AP_OK)
-        return st;
-    if ((st = ap_flag_real(fl, "offload-params", 0, 1, &p->offload_params, err)) != AP_OK)
-        return st;
-    if ((st = hetero_flags(fl, p, err)) != AP_OK) return st;
-    const char *dt = ap_flags_value(fl, "dtype");
-    if (dt) {
-        if (ap_dtype_parse(dt, &p->dtype) != AP_OK ||
-            !(p->dtype == AP_DTYPE_BF16 || p->dtype == AP_DTYPE_FP16 || p->dtype == AP_DTYPE_FP8))
-            return ap_err_set(err, AP_ERR_INPUT, "--dtype: '%s' is not one of bf16, fp16, fp8", dt);
-        if (ctx->cluster.gpu.peak_flops[p->dtype] <= 0)
-            return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores", dt,
-                              ctx->cluster.gpu.name, dt);
-    } else if (ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] <= 0) {
-        p->dtype = AP_DTYPE_FP16; /* V100, Turing: no bf16 */
-    }
-    /* FlashAttention needs compute capability 8.0+: the catalog GPUs without bf16 tensor cores
-       (V100, Turing) run the unfused attention, in the estimate and in the emitted configs */
-    p->flash_attn = !ap_flags_isset(fl, "no-flash-attn") &&
-                    ctx->cluster.gpu.peak_flops[AP_DTYPE_BF16] > 0;
-    const char *impl = ap_flags_value(fl, "attn-impl");
-    if (impl && (st = ap_attn_impl_parse(impl, "--attn-impl", &p->attn_impl, err)) != AP_OK)
-        return st;
-    if (impl && p->attn_impl != AP_ATTN_AUTO && p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
-        if (ap_flags_isset(fl, "no-flash-attn"))
-            return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: contradicts --no-flash-attn",
-                              impl);
-        return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: %s runs attention unfused "
-                          "(FlashAttention needs compute capability 8.0); use unfused or auto",
-                          impl,
-                          ctx->cluster.gpu.name);
-    }
-    const char *sl = ap_flags_value(fl, "stage-layers");
-    if (sl && (st = parse_stage_layers(sl, p, err)) != AP_OK) return st;
-
-    ap_estimate_opts_init(&ctx->opts);
-    if ((st = ap_flag_bytes(fl, "headroom", &ctx->opts.headroom_bytes, err)) != AP_OK) return st;
-    return load_profile(fl, ctx, err);
-}
-
-ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err) {
-    ap_plan *p = &ctx->plan;
-    if (p->tp == 0) p->tp = 1;
-    if (p->pp == 0) p->pp = 1;
-    if (p->cp == 0) p->cp = 1;
-    if (p->ep == 0) p->ep = 1;
-    if (p->etp == 0) p->etp = 1;
-    if (p->vp == 0) p->vp = 1;
-    if (p->mbs == 0) p->mbs = 1;
-    if (p->zero < 0) p->zero = p->hetero.placement != AP_GEMINI_OFF ? 3 : 0; /* GeminiPlugin */
-    /* --overlap: overlap whatever this trainer can overlap at this ZeRO stage */
-    const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
-    p->overlap_tp = p->overlap_grad && tc->overlap_tp && p->sp && p->tp > 1;
-    p->overlap_grad = p->overlap_grad && tc->overlap_grad;
-    p->overlap_param = p->overlap_param && tc->overlap_param &&
-                       (tc->overlap_param_zero_mask & (1u << p->zero)) &&
-                       (!tc->overlap_param_needs_grad || p->overlap_grad);
-    int64_t per = (int64_t)p->tp * p->pp * p->cp;
-    if (ctx->cluster.gpus % per != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--gpus %d is not divisible by tp*pp*cp = %lld",
-                          ctx->cluster.gpus, (long long)per);
-    p->dp = (int)(ctx->cluster.gpus / per);
-    if (p->gbs == 0) p->gbs = p->mbs * p->dp;
-    if (p->gbs % (p->mbs * p->dp) != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--gbs %lld is not divisible by mbs*dp = %lld",
-                          (long long)p->gbs, (long long)(p->mbs * p->dp));
-    p->grad_accum = p->gbs / (p->mbs * p->dp);
-    if (p->nchunks && p->nchunks != p->pp * p->vp)
-        return ap_err_set(err, AP_ERR_INPUT, "--stage-layers has %d entries, expected pp*vp = %d",
-                          p->nchunks, p->pp * p->vp);
-    if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
-        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE) {
-        ap_status st = ap_plan_hetero_validate(p, &ctx->cluster, "flags", err);
-        /* no flag sets the NVMe swap buffers: size them to the largest parameter partition
-           (a model the simulation does not take, e.g. MoE, is refused by the run itself) */
-        ap_err ignored;
-        if (st == AP_OK) (void)ap_hetero_size_param_buffers(&ctx->model, p, &ignored);
-        return st;
-    }
-    return AP_OK;
+    return ap_request_cluster(&rq, c, err);
 }
 
 int ap_cli_fail(ap_status st, const ap_err *err) {
     /* one line, whatever the user typed: control characters in echoed input become '?' */
     char msg[sizeof err->msg];
-    const char *src = err && err->msg[0] ? err->msg : ap_status_str(st);
-    size_t n = 0;
-    for (; src[n] && n < sizeof msg - 1; n++)
-        msg[n] = ((unsigned char)src[n] < 0x20 || src[n] == 0x7f) ? '?' : src[n];
-    msg[n] = '\0';
+    ap_text_line(msg, sizeof msg, err && err->msg[0] ? err->msg : ap_status_str(st), 0);
     fprintf(stderr, "autoplan: %s\n", msg);
     return ap_status_exit_code(st);
-}
-
-ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note, size_t n,
-                            ap_err *err) {
-    /* One meaning of "4M": the count parser's (4,000,000), for the default too. The batch in
-     * sequences is rounded to the nearest multiple of 2^(floor(log2 b) - 3) (four binary digits
-     * kept: 976.6 -> 960 = 15 x 64), so that it divides across data-parallel ranks and
-     * micro-batches instead of being a prime such as 977; the note says how. */
-    double tps = 4e6;
-    const char *tv = ap_flags_value(fl, "tokens-per-step");
-    ap_status st;
-    if (tv && (st = ap_parse_count(tv, "--tokens-per-step", &tps, err)) != AP_OK) return st;
-    if (seq < 1) seq = 1;
-    double exact = tps / (double)seq;
-    int64_t unit = 1;
-    while ((double)(unit * 16) <= exact) unit *= 2;
-    *gbs = (int64_t)llround(exact / (double)unit) * unit;
-    if (*gbs < 1) *gbs = 1;
-    snprintf(note, n, "%s: %.0f tokens / %lld = %.1f sequences, rounded to a multiple of %lld",
-             tv ? "from --tokens-per-step" : "default 4M tokens per step", tps, (long long)seq,
-             exact, (long long)unit);
-    return AP_OK;
 }

@@ -9,9 +9,9 @@
  * names the flag. Commands return a process exit code (0 ok, 1 internal, 2 bad input); only
  * main() exits.
  *
- * The cluster and plan flags are common to estimate, plan, simulate and compare:
- * ap_cli_cluster_flags() and ap_cli_plan_flags() append them, ap_cli_load() turns them into a
- * model, cluster, plan and estimate options.
+ * The cluster and plan flags are common to estimate, plan, simulate, partition and compare:
+ * ap_cli_cluster_flags() and ap_cli_plan_flags() append them, ap_cli_request() turns them into
+ * an ap_request (request.h), which the library resolves into a model, cluster, plan and options.
  */
 #ifndef AP_CLI_H
 #define AP_CLI_H
@@ -20,6 +20,7 @@
 #include "autoplan/estimate.h"
 #include "autoplan/json.h"
 #include "autoplan/planio.h"
+#include "autoplan/request.h"
 
 typedef enum {
     AP_FLAG_BOOL = 0,  /* --x (no value) */
@@ -86,46 +87,17 @@ void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --et
                                               --offload-params --dtype --no-flash-attn
                                               --stage-layers --headroom */
 
-/* Everything the common flags describe. */
-typedef struct ap_cli_ctx {
-    const char *model_path;
-    ap_model model;
-    ap_cluster cluster;
-    ap_plan plan;             /* degrees from flags (0 = not given, for the search) */
-    ap_estimate_opts opts;
-    int seq_given;
-    int allow_cross_node_tp;
-    /* the kernel profile the estimates use (--profile, cli/args.c): its name, "" for the
-       published tables only; opts.profile points at the rows (kept by args.c for the run) */
-    char profile_name[64];
-    char profile_note[320];  /* one line saying which tables are in use and why */
-} ap_cli_ctx;
+/* The request the common flags describe (request.h): MODEL (positional 0), the cluster flags,
+ * the plan flags (through the plan's field table, plan.h) and, where the command defines
+ * them, --headroom --fix --tokens-per-step --top --no-prune --no-sp --no-overlap --solver.
+ * counts NULL: --gpus is one count; else --gpus may be a sweep or a list (ap_parse_gpu_counts)
+ * into counts[0..*ncounts) and rq->gpus is the first. Errors name the flag. */
+ap_status ap_cli_request(ap_flags *fl, ap_request *rq, int *counts, int *ncounts, ap_err *err);
 
-/* Load the model (positional 0), the cluster, the kernel profile and the plan flags. The
- * profile: --profile NAME (a measured profile in the database: --db when the command has it,
- * else the default path; it must be of the cluster's GPU), --profile none (published tables
- * only), or by default the newest measured profile of the cluster's GPU when the database has
- * one (a database that cannot be read is then a warning, not an error). `need_gpus`: --gpus (or a
- * cluster file) required. Degrees not given are left 0 in ctx->plan (the caller decides:
- * estimate defaults them to 1, plan searches them). The sequence length defaults to the
- * model's (logged at info level). */
-ap_status ap_cli_load(ap_flags *fl, int need_gpus, ap_cli_ctx *ctx, ap_err *err);
-
-/* The global batch in sequences from --tokens-per-step (default 4M = 4,000,000 tokens) at
- * sequence length seq, rounded to a size that divides well; note says how (plan and compare). */
-ap_status ap_cli_tokens_gbs(ap_flags *fl, int64_t seq, int64_t *gbs, char *note, size_t n,
-                            ap_err *err);
-
-/* The cluster alone from the cluster flags (`fit` has no model): --cluster, --gpu, --gpus, the
- * links, --cpu-mem and --nvme/--nvme-bw, validated. */
+/* The cluster alone from the cluster flags (`fit` has no model): --cluster, --gpu, --gpus
+ * (default 1 unless need_gpus), the links, --cpu-mem and --nvme/--nvme-bw, validated
+ * (ap_request_cluster). */
 ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err *err);
-
-/* --profile for ctx->cluster's GPU (`fit` has no model): sets ctx->opts.profile/kernels and
- * ctx->profile_note as ap_cli_load does; ctx->opts must be initialised. */
-ap_status ap_cli_load_profile(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err);
-
-/* Fill in the defaults estimate uses: degrees 0 -> 1 (dp derived), grad_accum. */
-ap_status ap_cli_finish_plan(ap_cli_ctx *ctx, ap_err *err);
 
 /* Human-readable breakdown to stdout. */
 void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c);
@@ -145,7 +117,17 @@ int ap_cmd_profile(int argc, char **argv);
 int ap_cmd_fit(int argc, char **argv);
 /* `simulate` of a plan with a Gemini placement or DeepSpeed offload devices (print_hetero.c):
  * traffic, time, GPU and host memory per operator; returns the exit code. */
-int ap_cli_simulate_hetero(const ap_cli_ctx *ctx, const char *trace, int json);
+int ap_cli_simulate_hetero(const ap_resolved *ctx, const char *trace, int json);
+
+/* The kernel profile the estimates use (--profile, cli/args.c), applied to a resolved request:
+ * --profile NAME (a measured profile in the database: --db when the command has it, else the
+ * default path; it must be of the cluster's GPU), --profile none (published tables only), or by
+ * default the newest measured profile of the cluster's GPU when the database has one (a
+ * database that cannot be read is then a warning, not an error). Sets r->est and r->search.est
+ * (profile and kernel tables, kept by args.c for the run); name gets the profile's name ("" for
+ * the published tables), note one line saying which tables are in use and why. */
+ap_status ap_cli_profile(ap_flags *fl, ap_resolved *r, char name[64], char note[320],
+                         ap_err *err);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */
@@ -161,11 +143,10 @@ int ap_cli_subparse(ap_flags *fl, int argc, char **argv, int max_pos, const char
 /* Open --db (or the default) for reading. *missing = 1 (and AP_OK with *db NULL, err saying
  * so) when there is no file yet. */
 ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err);
-/* A user string fit for a one-line message: control characters become '?', long strings are
- * cut with "...". Returns buf. */
+/* A user string fit for a one-line message (ap_text_line, text.h). Returns buf. */
 const char *ap_cli_shown(const char *s, char *buf, size_t n);
-/* Write text to path atomically, or to standard output when path is NULL (`what` names the
- * command in the error). */
+/* Write text to path atomically, or to standard output when path is NULL or "-" (`what` names
+ * the command in the error). */
 ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const char *what,
                            ap_err *err);
 /* "2025-11-21 04:40" (UTC) or "-" into buf. */

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "autoplan/text.h"
 #include "autoplan/partition.h"
 #include "autoplan/report.h"
 
@@ -42,12 +43,11 @@
 
 typedef struct {
     ap_flags fl;
-    ap_cli_ctx ctx;
-    ap_search_opts so; /* the base search: trainer, batch, sequence, dtype, estimate options */
-    const char *model_arg;
+    ap_request rq;                 /* the flags as values */
+    ap_resolved r;                 /* model, cluster of the compared count, the base search:
+                                      trainer, batch, sequence, dtype, estimate options */
     int counts[AP_MAX_GPU_COUNTS]; /* --gpus: the compared count first, then the sweep */
     int ncounts;
-    char first[16];                /* --gpus rewritten to the first count */
     double tokens;                 /* --tokens, 0 = not given */
 } compare_cmd;
 
@@ -60,168 +60,73 @@ typedef struct {
     char note[192];
 } strat_spec;
 
-static const char *cluster_flag_names[] = {"gpus", "gpu", "gpus-per-node", "nvlink-domain",
-                                           "network-bw", "link-bw", "pcie-bw", "cpu-mem",
-                                           "cluster"};
+/* ---- the estimate that reproduces a plan ---------------------------------------------------- */
 
-/* ---- the estimate command that reproduces a plan ---------------------------------------- */
-
-typedef struct {
-    char store[2048];
-    size_t used;
-    char *argv[96];
-    int argc;
-} argbuf;
-
-static int arg_add(argbuf *a, const char *s) {
-    size_t n = strlen(s) + 1;
-    if (a->argc >= (int)(sizeof a->argv / sizeof a->argv[0]) || a->used + n > sizeof a->store)
-        return -1;
-    memcpy(a->store + a->used, s, n);
-    a->argv[a->argc++] = a->store + a->used;
-    a->used += n;
-    return 0;
-}
-
-static int arg_addf(argbuf *a, const char *flag, const char *fmt, double v) {
-    char buf[64];
-    snprintf(buf, sizeof buf, fmt, v);
-    return arg_add(a, flag) | arg_add(a, buf);
-}
-
-static int plain_word(const char *s) {
-    for (; *s; s++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/:=+-,", *s))
-            return 0;
-    return 1;
-}
-
-/* argv for `autoplan estimate` (without the command name) reproducing plan p */
-static int estimate_argv(compare_cmd *cc, const ap_plan *p, argbuf *a) {
-    int bad = 0;
-    a->used = 0;
-    a->argc = 0;
-    bad |= arg_add(a, cc->model_arg);
-    for (size_t i = 0; i < sizeof cluster_flag_names / sizeof cluster_flag_names[0]; i++) {
-        const char *v = ap_flags_value(&cc->fl, cluster_flag_names[i]);
-        if (!v) continue;
-        char f[64];
-        snprintf(f, sizeof f, "--%s", cluster_flag_names[i]);
-        bad |= arg_add(a, f) | arg_add(a, v);
-    }
-    if (ap_flags_isset(&cc->fl, "allow-cross-node-tp")) bad |= arg_add(a, "--allow-cross-node-tp");
-    const char *hr = ap_flags_value(&cc->fl, "headroom");
-    if (hr) bad |= arg_add(a, "--headroom") | arg_add(a, hr);
-    bad |= arg_add(a, "--trainer") | arg_add(a, ap_trainer_name(p->trainer));
-    bad |= arg_addf(a, "--tp", "%.0f", p->tp) | arg_addf(a, "--pp", "%.0f", p->pp);
-    bad |= arg_addf(a, "--cp", "%.0f", p->cp);
-    if (p->ep > 1) bad |= arg_addf(a, "--ep", "%.0f", p->ep);
-    if (p->vp > 1) bad |= arg_addf(a, "--vp", "%.0f", p->vp);
-    bad |= arg_addf(a, "--mbs", "%.0f", (double)p->mbs) | arg_addf(a, "--gbs", "%.0f", (double)p->gbs);
-    bad |= arg_addf(a, "--seq", "%.0f", (double)p->seq) | arg_addf(a, "--zero", "%.0f", p->zero);
-    bad |= arg_add(a, "--recompute") | arg_add(a, ap_recompute_name(p->recompute));
-    if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
-        bad |= arg_addf(a, "--recompute-layers", "%.0f", p->recompute_layers);
-    if (p->sp) bad |= arg_add(a, "--sp");
-    if (p->overlap_grad || p->overlap_param) bad |= arg_add(a, "--overlap");
-    if (p->offload_optimizer > 0) bad |= arg_addf(a, "--offload-optimizer", "%.17g", p->offload_optimizer);
-    if (p->offload_params > 0) bad |= arg_addf(a, "--offload-params", "%.17g", p->offload_params);
-    bad |= arg_add(a, "--dtype") | arg_add(a, ap_dtype_name(p->dtype));
-    if (!p->flash_attn) bad |= arg_add(a, "--no-flash-attn");
-    return bad ? -1 : 0;
-}
-
-static void join_args(const argbuf *a, char *out, size_t n) {
-    size_t k = 0;
-    out[0] = '\0';
-    for (int i = 0; i < a->argc && k < n; i++) {
-        const char *q = plain_word(a->argv[i]) ? "" : "'";
-        k += (size_t)snprintf(out + k, n - k, "%s%s%s%s ", q, a->argv[i], q, "");
-    }
-    if (k < n) snprintf(out + k, n - k, "--json");
-}
-
-/* Estimate plan p exactly as `autoplan estimate <args>` does (same parser, same defaults),
- * so the report's numbers are that command's. */
+/* Estimate plan p exactly as `autoplan estimate` does from the request the report prints
+ * (ap_request_for_plan: same resolution, same defaults), so the report's numbers are that
+ * command's. */
 static ap_status estimate_as_cli(compare_cmd *cc, const ap_plan *p, ap_report_strategy *s,
                                  ap_err *err) {
-    argbuf *a = malloc(sizeof *a);
-    ap_flags *fl = malloc(sizeof *fl);
-    ap_cli_ctx *ctx = malloc(sizeof *ctx);
+    ap_request *rq = malloc(sizeof *rq);
+    ap_resolved *r = malloc(sizeof *r);
+    ap_strbuf args = {0};
     ap_status st = AP_OK;
-    if (!a || !fl || !ctx) {
+    if (!rq || !r) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (estimate_argv(cc, p, a) != 0) {
+    ap_request_for_plan(&cc->rq, p, rq);
+    ap_request_format(rq, &args);
+    ap_strbuf_puts(&args, " --json");
+    if (args.failed || args.len >= sizeof s->estimate_args) {
         st = ap_err_set(err, AP_ERR_INTERNAL, "estimate command line too long");
         goto done;
     }
-    join_args(a, s->estimate_args, sizeof s->estimate_args);
-    fl->n = 0;
-    ap_cli_cluster_flags(fl);
-    ap_cli_plan_flags(fl);
-    int help = 0;
-    if ((st = ap_flags_parse(fl, a->argc, a->argv, 1, &help, err)) != AP_OK) goto done;
-    if ((st = ap_cli_load(fl, 1, ctx, err)) != AP_OK) goto done;
-    if ((st = ap_cli_finish_plan(ctx, err)) != AP_OK) goto done;
-    if ((st = ap_plan_check(&ctx->plan, &ctx->model, &ctx->cluster, ctx->allow_cross_node_tp,
-                            err)) != AP_OK)
+    memcpy(s->estimate_args, args.buf, args.len + 1);
+    if ((st = ap_request_resolve(rq, AP_REQUEST_ESTIMATE, r, err)) != AP_OK) goto done;
+    r->est.profile = cc->r.est.profile; /* the kernel tables of the compared cluster */
+    r->est.kernels = cc->r.est.kernels;
+    if ((st = ap_plan_check(&r->plan, &r->model, &r->cluster, r->allow_cross_node_tp, err)) !=
+        AP_OK)
         goto done;
-    st = ap_estimate_plan(&ctx->model, &ctx->cluster, &ctx->plan, &ctx->opts, &s->est, err);
+    st = ap_estimate_plan(&r->model, &r->cluster, &r->plan, &r->est, &s->est, err);
 done:
-    free(a);
-    free(fl);
-    free(ctx);
+    ap_strbuf_free(&args);
+    free(rq);
+    free(r);
     return st;
 }
 
 /* ---- strategies ---------------------------------------------------------------------------- */
 
+/* One K=V pin of a strategy: a plan member by name (tp pp cp dp ep vp mbs zero recompute
+ * trainer), or offload = the optimizer offload fraction (0 pins "none"). */
 static ap_status parse_kv(const char *tok, strat_spec *sp, ap_err *err) {
-    char k[32], v[64];
+    static const char *const keys[] = {"tp", "pp", "cp", "dp", "ep", "vp", "mbs", "zero",
+                                       "recompute", "trainer", "offload"};
+    char k[32], what[64], shown[64];
     const char *eq = strchr(tok, '=');
     size_t kl = eq ? (size_t)(eq - tok) : 0;
-    if (!eq || kl == 0 || kl >= sizeof k || strlen(eq + 1) >= sizeof v || !eq[1])
-        return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' is not key=value", tok);
+    if (!eq || kl == 0 || kl >= sizeof k || !eq[1])
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' is not key=value",
+                          ap_text_line(shown, sizeof shown, tok, 40));
     memcpy(k, tok, kl);
     k[kl] = '\0';
-    strcpy(v, eq + 1);
-    ap_plan *f = &sp->so.fixed;
-    char what[64];
     snprintf(what, sizeof what, "--strategies %s", k);
-    int64_t x;
-    ap_status st;
-    if (!strcmp(k, "recompute")) {
-        if ((st = ap_recompute_parse(v, what, &f->recompute, err)) != AP_OK) return st;
-        sp->so.fix_recompute = 1;
-        return AP_OK;
-    }
-    if (!strcmp(k, "trainer")) {
-        if ((st = ap_trainer_parse(v, &f->trainer, err)) != AP_OK) ap_err_prefix(err, "%s", what);
-        return st;
-    }
-    if (!strcmp(k, "offload")) {
-        double fr;
-        if ((st = ap_parse_real(v, what, 0, 1, &fr, err)) != AP_OK) return st;
-        f->offload_optimizer = fr > 0 ? fr : -1;
-        return AP_OK;
-    }
-    if ((st = ap_parse_int(v, what, !strcmp(k, "zero") ? 0 : 1, 1 << 20, &x, err)) != AP_OK)
-        return st;
-    if (!strcmp(k, "tp")) f->tp = (int)x;
-    else if (!strcmp(k, "pp")) f->pp = (int)x;
-    else if (!strcmp(k, "cp")) f->cp = (int)x;
-    else if (!strcmp(k, "dp")) f->dp = (int)x;
-    else if (!strcmp(k, "ep")) f->ep = (int)x;
-    else if (!strcmp(k, "vp")) f->vp = (int)x;
-    else if (!strcmp(k, "mbs")) f->mbs = x;
-    else if (!strcmp(k, "zero")) {
-        if (x > 3) return ap_err_set(err, AP_ERR_INPUT, "%s: must be 0-3", what);
-        f->zero = (int)x;
-    } else
+    int known = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) known |= !strcmp(k, keys[i]);
+    if (!known)
         return ap_err_set(err, AP_ERR_INPUT, "--strategies: unknown key '%s' (tp, pp, cp, dp, ep, "
-                          "vp, mbs, zero, recompute, offload, trainer)", k);
+                          "vp, mbs, zero, recompute, offload, trainer)",
+                          ap_text_line(shown, sizeof shown, k, 40));
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    ap_plan *f = &sp->so.fixed;
+    ap_status st = ap_field_parse(ap_field_find(t, n, strcmp(k, "offload") ? k : "offload_optimizer"),
+                                  eq + 1, what, f, err);
+    if (st != AP_OK) return st;
+    if (!strcmp(k, "recompute")) sp->so.fix_recompute = 1;
+    if (!strcmp(k, "offload") && f->offload_optimizer == 0) f->offload_optimizer = -1;
     return AP_OK;
 }
 
@@ -239,7 +144,7 @@ static ap_trainer_id trainer_for(ap_trainer_id want, int z, int off, ap_trainer_
 
 static ap_status named(compare_cmd *cc, const char *nm, strat_spec *sp, ap_err *err) {
     ap_plan *f = &sp->so.fixed;
-    const ap_cluster *c = &cc->ctx.cluster;
+    const ap_cluster *c = &cc->r.cluster;
     snprintf(sp->name, sizeof sp->name, "%s", nm);
     if (!strcmp(nm, "ddp")) {
         f->tp = f->pp = f->cp = 1;
@@ -316,7 +221,7 @@ static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec 
                     return ap_err_set(err, AP_ERR_INPUT, "--strategies: at most %d", MAX_STRATEGIES);
                 strat_spec *sp = &out[(*n)++];
                 memset(sp, 0, sizeof *sp);
-                sp->so = cc->so;
+                sp->so = cc->r.search;
                 sp->so.top_k = 1;
                 if (!kv) {
                     ap_status st = named(cc, t, sp, err);
@@ -380,7 +285,7 @@ static void pick_visit(void *ctx, const ap_estimate *e) {
 /* the rule that refuses the simplest plan with these pins */
 static void illegal_reason(compare_cmd *cc, const ap_search_opts *so, char *out, size_t n) {
     const ap_plan *f = &so->fixed;
-    const ap_cluster *c = &cc->ctx.cluster;
+    const ap_cluster *c = &cc->r.cluster;
     ap_plan p;
     ap_plan_init(&p);
     p.trainer = f->trainer;
@@ -413,7 +318,7 @@ static void illegal_reason(compare_cmd *cc, const ap_search_opts *so, char *out,
     }
     p.grad_accum = p.gbs / (p.mbs * p.dp);
     ap_err e = {{0}};
-    if (ap_plan_check(&p, &cc->ctx.model, c, so->allow_cross_node_tp, &e) != AP_OK) {
+    if (ap_plan_check(&p, &cc->r.model, c, so->allow_cross_node_tp, &e) != AP_OK) {
         snprintf(out, n, "%s", e.msg);
         return;
     }
@@ -425,10 +330,10 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
                          int cap, ap_err *err) {
     ap_status st;
     if (sp->top > 0) {
-        ap_search_opts so = cc->so;
+        ap_search_opts so = cc->r.search;
         so.top_k = sp->top;
         ap_search_result r;
-        if ((st = ap_search(&cc->ctx.model, &cc->ctx.cluster, &so, &r, err)) != AP_OK) return st;
+        if ((st = ap_search(&cc->r.model, &cc->r.cluster, &so, &r, err)) != AP_OK) return st;
         for (int i = 0; i < r.ntop && *nout < cap; i++) {
             ap_report_strategy *s = &out[(*nout)++];
             memset(s, 0, sizeof *s);
@@ -469,7 +374,7 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
     }
     int64_t nev;
     int capped;
-    st = ap_report_each_plan(&cc->ctx.model, &cc->ctx.cluster, &sp->so, AP_REPORT_MAX_EVALS,
+    st = ap_report_each_plan(&cc->r.model, &cc->r.cluster, &sp->so, AP_REPORT_MAX_EVALS,
                              pick_visit, &ps, &nev, &capped, err);
     if (st == AP_OK) {
         const ap_estimate *e = ps.have_best ? ps.best : ps.have_closest ? ps.closest : NULL;
@@ -519,44 +424,19 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     ap_status st;
     if (!ap_flags_isset(fl, "out"))
         return ap_err_set(err, AP_ERR_INPUT, "--out DIR is required (where the report goes)");
-    /* as `autoplan plan`: the cluster is loaded for the first count; each count of a sweep
-     * gets its own cluster later (sweep_clusters) */
-    const char *gv = ap_flags_value(fl, "gpus");
-    cc->ncounts = 0;
-    if (gv) {
-        if ((st = ap_parse_gpu_counts(gv, cc->counts, &cc->ncounts, err)) != AP_OK) return st;
-        snprintf(cc->first, sizeof cc->first, "%d", cc->counts[0]);
-        ap_flags_get(fl, "gpus")->value = cc->first;
-    }
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &cc->tokens, err)) != AP_OK) return st;
-    if ((st = ap_cli_load(fl, 1, &cc->ctx, err)) != AP_OK) return st;
-    if (!gv) {
-        cc->counts[0] = cc->ctx.cluster.gpus;
+    /* as `autoplan plan`: the strategies are compared on the first count; each count of a sweep
+     * gets its own cluster later (run_sweep) */
+    if ((st = ap_cli_request(fl, &cc->rq, cc->counts, &cc->ncounts, err)) != AP_OK) return st;
+    if ((st = ap_request_resolve(&cc->rq, AP_REQUEST_SEARCH, &cc->r, err)) != AP_OK) return st;
+    char profile[64], note[320];
+    if ((st = ap_cli_profile(fl, &cc->r, profile, note, err)) != AP_OK) return st;
+    if (cc->ncounts == 0) {
+        cc->counts[0] = cc->r.cluster.gpus;
         cc->ncounts = 1;
     }
-    cc->model_arg = cc->ctx.model_path;
-    ap_search_opts *so = &cc->so;
-    ap_search_opts_init(so);
-    so->fixed.trainer = cc->ctx.plan.trainer;
-    so->fixed.seq = cc->ctx.plan.seq;
-    so->fixed.dtype = cc->ctx.plan.dtype;
-    so->fixed.flash_attn = cc->ctx.plan.flash_attn;
-    so->allow_cross_node_tp = cc->ctx.allow_cross_node_tp;
-    so->est = cc->ctx.opts;
-    if (ap_flags_isset(fl, "gbs") && ap_flags_isset(fl, "tokens-per-step"))
-        return ap_err_set(err, AP_ERR_INPUT, "give --gbs or --tokens-per-step, not both");
-    if (cc->ctx.plan.gbs > 0) {
-        so->gbs = cc->ctx.plan.gbs;
-    } else {
-        /* as `autoplan plan`: the same default and rounding */
-        char note[200];
-        if ((st = ap_cli_tokens_gbs(fl, so->fixed.seq, &so->gbs, note, sizeof note, err)) != AP_OK)
-            return st;
-        fprintf(stderr, "autoplan: global batch %lld sequences x %lld tokens = %.2fM tokens "
-                "(%s; --gbs to set it)\n", (long long)so->gbs, (long long)so->fixed.seq,
-                (double)so->gbs * (double)so->fixed.seq / 1e6, note);
-    }
+    if (cc->r.note[0]) fprintf(stderr, "autoplan: %s\n", cc->r.note);
     return AP_OK;
 }
 
@@ -570,33 +450,83 @@ static ap_status write_one(const char *dir, const char *name, const char *data, 
     return st;
 }
 
-/* The sweep: for each count the cluster `autoplan plan --gpus <count>` loads from the same
- * flags, then the best plan per count (ap_report_sweep, with plan's default solver). */
+/* The sweep: for each count the cluster `autoplan plan --gpus <count>` resolves from the same
+ * request, then the best plan per count (ap_report_sweep, with plan's default solver). */
 static ap_status run_sweep(compare_cmd *cc, ap_report *rep, ap_err *err) {
     if (cc->ncounts < 2 && cc->tokens <= 0) return AP_OK; /* no sweep asked (as `plan`) */
     ap_cluster *cl = calloc((size_t)cc->ncounts, sizeof *cl);
-    ap_flags *fl = malloc(sizeof *fl);
-    ap_cli_ctx *ctx = malloc(sizeof *ctx);
+    if (!cl) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     ap_status st = AP_OK;
-    if (!cl || !fl || !ctx) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory");
-    char num[16];
     for (int i = 0; i < cc->ncounts && st == AP_OK; i++) {
-        *fl = cc->fl;
-        snprintf(num, sizeof num, "%d", cc->counts[i]);
-        ap_flag *g = ap_flags_get(fl, "gpus");
-        g->value = num;
-        g->set = 1;
-        memset(ctx, 0, sizeof *ctx);
-        if ((st = ap_cli_load(fl, 1, ctx, err)) == AP_OK) cl[i] = ctx->cluster;
-        else ap_err_prefix(err, "--gpus %d", cc->counts[i]);
+        ap_request rq = cc->rq;
+        rq.gpus.given = 1;
+        rq.gpus.v = cc->counts[i];
+        if ((st = ap_request_cluster(&rq, &cl[i], err)) != AP_OK)
+            ap_err_prefix(err, "--gpus %d", cc->counts[i]);
     }
     if (st == AP_OK)
-        st = ap_report_sweep(&cc->ctx.model, cl, cc->ncounts, &cc->so, (int)AP_SOLVER_AUTO,
+        st = ap_report_sweep(&cc->r.model, cl, cc->ncounts, &cc->r.search, (int)AP_SOLVER_AUTO,
                              cc->tokens, rep, err);
     free(cl);
-    free(fl);
-    free(ctx);
     return st;
+}
+
+/* Resolve the strategies, enumerate the space, simulate the best, sweep: the report's data. */
+static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_report *rep,
+                              ap_err *err) {
+    rep->model = &cc->r.model;
+    rep->cluster = &cc->r.cluster;
+    rep->model_arg = cc->rq.model;
+    rep->gbs = cc->r.search.gbs;
+    rep->seq = cc->r.search.fixed.seq;
+    rep->trainer = (int)cc->r.search.fixed.trainer;
+    rep->strat = calloc(MAX_STRATEGIES, sizeof *rep->strat);
+    if (!rep->strat) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    ap_status st = AP_OK;
+    for (int i = 0; i < nspec && st == AP_OK; i++)
+        st = resolve(cc, &specs[i], rep->strat, &rep->nstrat, MAX_STRATEGIES, err);
+    if (st == AP_OK) st = ap_report_enumerate(rep->model, rep->cluster, &cc->r.search, rep, err);
+    if (st == AP_OK) {
+        rep->best = ap_report_pick_best(rep);
+        st = ap_report_simulate(rep, NULL, err);
+    }
+    if (st == AP_OK) st = run_sweep(cc, rep, err);
+    return st;
+}
+
+/* report.html, report.md and plans.csv into --out. */
+static ap_status write_report(const char *dir, const ap_report *rep, ap_err *err) {
+    char *html = NULL, *md = NULL, *csv = NULL;
+    size_t lh = 0, lm = 0, lc = 0;
+    struct stat sb;
+    ap_status st;
+    if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--out: cannot create directory %s: %s", dir,
+                          strerror(errno));
+    if ((st = ap_report_html(rep, &html, &lh, err)) == AP_OK &&
+        (st = ap_report_markdown(rep, &md, &lm, err)) == AP_OK &&
+        (st = ap_report_csv(rep, &csv, &lc, err)) == AP_OK &&
+        (st = write_one(dir, "report.html", html, lh, err)) == AP_OK &&
+        (st = write_one(dir, "report.md", md, lm, err)) == AP_OK)
+        st = write_one(dir, "plans.csv", csv, lc, err);
+    free(html);
+    free(md);
+    free(csv);
+    return st;
+}
+
+static void print_summary(const ap_report *rep) {
+    if (rep->best >= 0) {
+        char lbl[160];
+        const ap_report_strategy *b = &rep->strat[rep->best];
+        printf("best: %s (%s), %.3f s per step, %.0f tokens/s; %lld plans evaluated, %lld "
+               "feasible\n", b->name, ap_plan_label(&b->est.plan, lbl, sizeof lbl),
+               b->est.time.step_s, b->est.tp.tokens_per_s, (long long)rep->evaluated,
+               (long long)rep->fit);
+    } else {
+        printf("none of the compared strategies fits; %lld plans evaluated, %lld feasible\n",
+               (long long)rep->evaluated, (long long)rep->fit);
+    }
 }
 
 int ap_cmd_compare(int argc, char **argv) {
@@ -605,10 +535,7 @@ int ap_cmd_compare(int argc, char **argv) {
     ap_report rep;
     memset(&rep, 0, sizeof rep);
     ap_err err = {{0}};
-    int help = 0, rc = 0;
-    char *html = NULL, *md = NULL, *csv = NULL;
-    size_t lh = 0, lm = 0, lc = 0;
-    ap_status st = AP_OK;
+    int help = 0, rc = 0, nspec = 0;
     if (!cc || !specs) {
         free(cc);
         free(specs);
@@ -616,7 +543,7 @@ int ap_cmd_compare(int argc, char **argv) {
         return 1;
     }
     add_flags(&cc->fl);
-    st = ap_flags_parse(&cc->fl, argc, argv, 1, &help, &err);
+    ap_status st = ap_flags_parse(&cc->fl, argc, argv, 1, &help, &err);
     if (help) {
         ap_flags_print_help(&cc->fl, "autoplan compare MODEL --gpus N|A..B|A,B,C --out DIR [flags]",
                             "Compare parallel strategies for one model and cluster: the search's "
@@ -626,69 +553,15 @@ int ap_cmd_compare(int argc, char **argv) {
         goto out;
     }
     if (st == AP_OK) st = setup(cc, &err);
-    int nspec = 0;
     if (st == AP_OK) {
         const char *list = ap_flags_value(&cc->fl, "strategies");
         st = parse_strategies(cc, list ? list : DEFAULT_STRATEGIES, specs, &nspec, &err);
     }
-    if (st != AP_OK) {
-        rc = ap_cli_fail(st, &err);
-        goto out;
-    }
-    rep.model = &cc->ctx.model;
-    rep.cluster = &cc->ctx.cluster;
-    rep.model_arg = cc->model_arg;
-    rep.gbs = cc->so.gbs;
-    rep.seq = cc->so.fixed.seq;
-    rep.trainer = (int)cc->so.fixed.trainer;
-    rep.strat = calloc(MAX_STRATEGIES, sizeof *rep.strat);
-    if (!rep.strat) {
-        st = ap_err_set(&err, AP_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < nspec && st == AP_OK; i++)
-        st = resolve(cc, &specs[i], rep.strat, &rep.nstrat, MAX_STRATEGIES, &err);
-    if (st == AP_OK) st = ap_report_enumerate(rep.model, rep.cluster, &cc->so, &rep, &err);
-    if (st == AP_OK) {
-        rep.best = ap_report_pick_best(&rep);
-        st = ap_report_simulate(&rep, NULL, &err);
-    }
-    if (st == AP_OK) st = run_sweep(cc, &rep, &err);
-    if (st != AP_OK) {
-        rc = ap_cli_fail(st, &err);
-        goto out;
-    }
-    const char *dir = ap_flags_value(&cc->fl, "out");
-    struct stat sb;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0) {
-        rc = ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--out: cannot create directory %s: %s",
-                                    dir, strerror(errno)), &err);
-        goto out;
-    }
-    if ((st = ap_report_html(&rep, &html, &lh, &err)) == AP_OK &&
-        (st = ap_report_markdown(&rep, &md, &lm, &err)) == AP_OK &&
-        (st = ap_report_csv(&rep, &csv, &lc, &err)) == AP_OK &&
-        (st = write_one(dir, "report.html", html, lh, &err)) == AP_OK &&
-        (st = write_one(dir, "report.md", md, lm, &err)) == AP_OK)
-        st = write_one(dir, "plans.csv", csv, lc, &err);
-    if (st != AP_OK) {
-        rc = ap_cli_fail(st, &err);
-        goto out;
-    }
-    if (rep.best >= 0) {
-        char lbl[160];
-        const ap_report_strategy *b = &rep.strat[rep.best];
-        printf("best: %s (%s), %.3f s per step, %.0f tokens/s; %lld plans evaluated, %lld "
-               "feasible\n", b->name, ap_plan_label(&b->est.plan, lbl, sizeof lbl),
-               b->est.time.step_s, b->est.tp.tokens_per_s, (long long)rep.evaluated,
-               (long long)rep.fit);
-    } else {
-        printf("none of the compared strategies fits; %lld plans evaluated, %lld feasible\n",
-               (long long)rep.evaluated, (long long)rep.fit);
-    }
+    if (st == AP_OK) st = build_report(cc, specs, nspec, &rep, &err);
+    if (st == AP_OK) st = write_report(ap_flags_value(&cc->fl, "out"), &rep, &err);
+    if (st != AP_OK) rc = ap_cli_fail(st, &err);
+    else print_summary(&rep);
 out:
-    free(html);
-    free(md);
-    free(csv);
     ap_report_free(&rep);
     free(specs);
     free(cc);

@@ -25,22 +25,26 @@ int ap_cmd_estimate(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
-    static ap_cli_ctx ctx;
-    if ((st = ap_cli_load(&fl, 1, &ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
-    if ((st = ap_cli_finish_plan(&ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    static ap_request rq;
+    static ap_resolved ctx;
+    char profile[64], note[320];
+    if ((st = ap_cli_request(&fl, &rq, NULL, NULL, &err)) != AP_OK ||
+        (st = ap_request_resolve(&rq, AP_REQUEST_ESTIMATE, &ctx, &err)) != AP_OK ||
+        (st = ap_cli_profile(&fl, &ctx, profile, note, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
     if ((st = ap_plan_check(&ctx.plan, &ctx.model, &ctx.cluster, ctx.allow_cross_node_tp,
                             &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
     static ap_estimate e;
     /* Gemini placements and DeepSpeed offload devices: the operator-by-operator simulation */
     if (ap_hetero_applies(&ctx.plan))
-        st = ap_hetero_estimate(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, NULL, &e, &err);
+        st = ap_hetero_estimate(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, NULL, &e, &err);
     else
-        st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &err);
+        st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &err);
     if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
     if (ap_flags_isset(&fl, "json")) {
         ap_json *j = ap_estimate_to_json(&e, &ctx.model);
-        if (j && ctx.profile_name[0]) ap_json_add_string(j, "kernel_profile", ctx.profile_name);
+        if (j && profile[0]) ap_json_add_string(j, "kernel_profile", profile);
         char *s = j ? ap_json_print(j, 1) : NULL;
         ap_json_free(j);
         if (!s) {
@@ -51,7 +55,7 @@ int ap_cmd_estimate(int argc, char **argv) {
         free(s);
     } else {
         ap_estimate_print(&e, &ctx.model, &ctx.cluster);
-        printf("%s\n", ctx.profile_note);
+        printf("%s\n", note);
     }
     return 0;
 }

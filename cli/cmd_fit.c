@@ -58,17 +58,18 @@ static ap_status parse_strategies(const char *s, unsigned *mask, ap_err *err) {
 
 /* --profile: the kernel tables every estimate and simulation of the run uses, and the note
    saying which */
-static ap_cli_ctx g_prof;
+static ap_resolved g_prof;
+static char g_prof_name[64], g_prof_note[320];
 
 static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_err *err) {
     ap_status st;
     if ((st = ap_cli_load_cluster(fl, 0, &o->cluster, err)) != AP_OK) return st;
     memset(&g_prof, 0, sizeof g_prof);
     g_prof.cluster = o->cluster;
-    ap_estimate_opts_init(&g_prof.opts);
-    if ((st = ap_cli_load_profile(fl, &g_prof, err)) != AP_OK) return st;
-    o->profile = g_prof.opts.profile;
-    o->kernels = g_prof.opts.kernels;
+    ap_estimate_opts_init(&g_prof.est);
+    if ((st = ap_cli_profile(fl, &g_prof, g_prof_name, g_prof_note, err)) != AP_OK) return st;
+    o->profile = g_prof.est.profile;
+    o->kernels = g_prof.est.kernels;
     const char *f = ap_flags_value(fl, "family");
     if ((st = ap_family_get(f ? f : "gpt", fam, err)) != AP_OK) return st;
     o->family = fam;
@@ -117,7 +118,7 @@ static ap_json *to_json(const ap_fit_opts *o, const ap_fit_result *r) {
     ap_json_add_string(root, "family", o->family->name);
     ap_json_add_number(root, "mbs", (double)o->mbs);
     ap_json_add_number(root, "tokens_per_step", o->tokens_per_step);
-    if (g_prof.profile_name[0]) ap_json_add_string(root, "kernel_profile", g_prof.profile_name);
+    if (g_prof_name[0]) ap_json_add_string(root, "kernel_profile", g_prof_name);
     ap_json *arr = ap_json_new_array();
     for (int i = 0; i < r->n; i++) {
         const ap_fit_entry *e = &r->e[i];
@@ -150,7 +151,7 @@ static void print_table(const ap_fit_opts *o, const ap_fit_result *r) {
     if (cl->nvme_bytes > 0)
         printf(", NVMe %s at %s", ap_fmt_bytes(cl->nvme_bytes, c, sizeof c),
                ap_fmt_bandwidth(cl->nvme_read_bytes_per_s, a, sizeof a));
-    if (g_prof.profile_note[0]) printf("\n%s", g_prof.profile_note);
+    if (g_prof_note[0]) printf("\n%s", g_prof_note);
     printf("\nfamily %s (%d sizes, %.2fB to %.0fB): %s\n\n", o->family->name, r->nrungs,
            r->smallest_params / 1e9, r->largest_rung_params / 1e9, o->family->cite);
     printf("  %-19s %-24s %9s  %-10s %11s %10s   %s\n", "strategy", "largest model", "params",

@@ -320,29 +320,29 @@ int ap_cmd_profile_check(int argc, char **argv) {
         ap_err_set(&err, AP_ERR_INPUT, "profile check: put the training program after --");
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
-    ap_flag *gpus = ap_flags_get(&fl, "gpus");
-    if (gpus && !gpus->set && !ap_flags_isset(&fl, "cluster")) {
-        gpus->set = 1;
-        gpus->value = "1";
+    static ap_request rq;
+    static ap_resolved ctx;
+    ap_status st = ap_cli_request(&fl, &rq, NULL, NULL, &err);
+    /* one GPU, the one the step runs on, unless told otherwise (request values, not flags) */
+    if (!rq.gpus.given && !rq.cluster_file) {
+        rq.gpus.given = 1;
+        rq.gpus.v = 1;
     }
-    ap_flag *gpu = ap_flags_get(&fl, "gpu");
-    ap_profile_row id;
+    static ap_profile_row id;
     memset(&id, 0, sizeof id);
     const ap_gpubench_api *api = NULL;
-    if (gpu && !gpu->set && !ap_flags_isset(&fl, "cluster") && ap_gpubench_load(&api, &err) == AP_OK &&
-        api->identify(0, NULL, &id, &err) == AP_OK) { /* the GPU the step runs on */
-        gpu->set = 1;
-        gpu->value = id.gpu;
-    }
-    static ap_cli_ctx ctx;
-    ap_status st = ap_cli_load(&fl, 1, &ctx, &err);
-    if (st == AP_OK) st = ap_cli_finish_plan(&ctx, &err);
+    if (st == AP_OK && !rq.gpu && !rq.cluster_file && ap_gpubench_load(&api, &err) == AP_OK &&
+        api->identify(0, NULL, &id, &err) == AP_OK)
+        rq.gpu = id.gpu;
+    char profile[64], note[320];
+    if (st == AP_OK) st = ap_request_resolve(&rq, AP_REQUEST_ESTIMATE, &ctx, &err);
+    if (st == AP_OK) st = ap_cli_profile(&fl, &ctx, profile, note, &err);
     if (st == AP_OK) {
         st = ap_plan_check(&ctx.plan, &ctx.model, &ctx.cluster, ctx.allow_cross_node_tp, &err);
         if (st == AP_ERR_INFEASIBLE) st = AP_ERR_INPUT;
     }
     static ap_estimate e;
-    if (st == AP_OK) st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &err);
+    if (st == AP_OK) st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &err);
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char lbl[160];
     printf("predicted: %s on %d x %s: step %.3f s, reserved peak %.2f GiB\n",

@@ -289,6 +289,42 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
     for (int i = 0; i < ns; i++) printf("  - %s\n", sug[i]);
 }
 
+/* The model, cluster and plan: from --plan plan.json (nothing else may describe them then), or
+ * from MODEL and the plan flags. */
+static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
+    ap_status st;
+    const char *planfile = ap_flags_value(fl, "plan");
+    if (!planfile) {
+        static ap_request rq;
+        char profile[64], note[320];
+        if ((st = ap_cli_request(fl, &rq, NULL, NULL, err)) != AP_OK ||
+            (st = ap_request_resolve(&rq, AP_REQUEST_ESTIMATE, ctx, err)) != AP_OK)
+            return st;
+        return ap_cli_profile(fl, ctx, profile, note, err);
+    }
+    static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs",
+                                      "seq", "zero", "recompute", "recompute-layers", "sp",
+                                      "overlap", "offload-optimizer", "offload-params",
+                                      "dtype", "no-flash-attn", "stage-layers", "trainer",
+                                      "gpus", "gpu", "cluster", "gpus-per-node", "nvlink-domain",
+                                      "network-bw", "link-bw", "pcie-bw", "cpu-mem",
+                                      "allow-cross-node-tp"};
+    for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
+        if (ap_flags_isset(fl, plan_only[i]))
+            return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds the "
+                              "plan and cluster)", plan_only[i]);
+    if (fl->npos > 0)
+        return ap_err_set(err, AP_ERR_INPUT, "give MODEL or --plan, not both (plan.json holds the "
+                          "model)");
+    if ((st = ap_planfile_read(planfile, &ctx->model, &ctx->cluster, &ctx->plan, NULL, err)) !=
+        AP_OK)
+        return st;
+    ap_estimate_opts_init(&ctx->est);
+    if ((st = ap_flag_bytes(fl, "headroom", &ctx->est.headroom_bytes, err)) != AP_OK) return st;
+    ctx->allow_cross_node_tp = 1; /* the plan was accepted when it was written */
+    return AP_OK;
+}
+
 int ap_cmd_simulate(int argc, char **argv) {
     static ap_flags fl;
     ap_err err = {{0}};
@@ -317,40 +353,11 @@ int ap_cmd_simulate(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
-    static ap_cli_ctx ctx;
+    static ap_resolved ctx;
     memset(&ctx, 0, sizeof ctx);
     ap_sim_opts so;
     ap_sim_opts_init(&so);
-    const char *planfile = ap_flags_value(&fl, "plan");
-    if (planfile) {
-        static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs",
-                                          "seq", "zero", "recompute", "recompute-layers", "sp",
-                                          "overlap", "offload-optimizer", "offload-params",
-                                          "dtype", "no-flash-attn", "stage-layers", "trainer",
-                                          "gpus", "gpu", "cluster"};
-        for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
-            if (ap_flags_isset(&fl, plan_only[i]))
-                return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
-                                              "--%s: not with --plan (the plan file holds the "
-                                              "plan and cluster)",
-                                              plan_only[i]),
-                                   &err);
-        if (fl.npos > 0)
-            return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
-                                          "give MODEL or --plan, not both (plan.json holds the "
-                                          "model)"),
-                               &err);
-        if ((st = ap_planfile_read(planfile, &ctx.model, &ctx.cluster, &ctx.plan, NULL, &err)) !=
-            AP_OK)
-            return ap_cli_fail(st, &err);
-        ap_estimate_opts_init(&ctx.opts);
-        if ((st = ap_flag_bytes(&fl, "headroom", &ctx.opts.headroom_bytes, &err)) != AP_OK)
-            return ap_cli_fail(st, &err);
-        ctx.allow_cross_node_tp = 1; /* the plan was accepted when it was written */
-    } else {
-        if ((st = ap_cli_load(&fl, 1, &ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
-        if ((st = ap_cli_finish_plan(&ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
-    }
+    if ((st = load_inputs(&fl, &ctx, &err)) != AP_OK) return ap_cli_fail(st, &err);
     if ((st = ap_plan_check(&ctx.plan, &ctx.model, &ctx.cluster, ctx.allow_cross_node_tp,
                             &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
@@ -367,8 +374,8 @@ int ap_cmd_simulate(int argc, char **argv) {
         return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
                                       "--expandable-segments: only with --allocator caching"),
                            &err);
-    ctx.opts.allocator_expandable = so.expandable_segments;
-    so.headroom_bytes = ctx.opts.headroom_bytes;
+    ctx.est.allocator_expandable = so.expandable_segments;
+    so.headroom_bytes = ctx.est.headroom_bytes;
     int64_t top = 10;
     if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK)
         return ap_cli_fail(st, &err);
@@ -380,7 +387,7 @@ int ap_cmd_simulate(int argc, char **argv) {
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
     static ap_estimate e;
     ap_err eerr = {{0}};
-    int have_est = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.opts, &e, &eerr) ==
+    int have_est = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &eerr) ==
                    AP_OK;
     if (trace && (st = ap_sim_trace_write(s, trace, &err)) != AP_OK) {
         ap_sim_free(s);

@@ -14,7 +14,7 @@
 
 static void gib(double b, char *buf, size_t n) { snprintf(buf, n, "%.2f", b / AP_GIB); }
 
-static void print_summary(const ap_hetero *h, const ap_cli_ctx *ctx) {
+static void print_summary(const ap_hetero *h, const ap_resolved *ctx) {
     const ap_hetero_summary *s = ap_hetero_summary_of(h);
     char a[32], b[32], c[32], d[32], l[128];
     printf("%s: %s on %d x %s (ZeRO group %d), %d micro-batch%s per step\n", s->name,
@@ -103,13 +103,13 @@ static void print_curve(const ap_hetero *h, int rows) {
     }
 }
 
-int ap_cli_simulate_hetero(const ap_cli_ctx *ctx, const char *trace, int json) {
+int ap_cli_simulate_hetero(const ap_resolved *ctx, const char *trace, int json) {
     ap_err err = {{0}};
     ap_hetero_opts o;
     ap_hetero_opts_init(&o);
-    o.headroom_bytes = ctx->opts.headroom_bytes;
-    o.profile = ctx->opts.profile; /* --profile: the kernel tables the estimate uses */
-    o.kernels = ctx->opts.kernels;
+    o.headroom_bytes = ctx->est.headroom_bytes;
+    o.profile = ctx->est.profile; /* --profile: the kernel tables the estimate uses */
+    o.kernels = ctx->est.kernels;
     ap_hetero *h = NULL;
     ap_status st = ap_hetero_run(&ctx->model, &ctx->cluster, &ctx->plan, &o, &h, &err);
     if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);

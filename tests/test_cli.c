@@ -358,7 +358,7 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --headroom -1GiB", "--headroom");
     bad("estimate '%s' --gpus 8 --tpp 2", "did you mean --tp");
     bad("estimate '%s' --gpus 8 --tp 2 --tp 4", "given twice");
-    bad("estimate '%s' --gpus 8 --trainer jax", "unknown trainer");
+    bad("estimate '%s' --gpus 8 --trainer jax", "--trainer: 'jax' is not one of megatron");
     bad("estimate '%s' --gpus 8 --gpu a200", "unknown GPU");
     bad("estimate '%s' --gpus 8 --dtype fp8", "fp8");
     bad("estimate '%s' --gpus 8 --dtype int4", "--dtype");

@@ -59,6 +59,11 @@ const ap_field *ap_field_find(const ap_field *t, int n, const char *name);
 ap_status ap_field_parse(const ap_field *f, const char *text, const char *what, void *obj,
                          ap_err *err);
 
+/* AP_OK when the member holds an accepted value (range, enum name, 0/1, chunk elements);
+ * otherwise AP_ERR_INPUT "<where>: field '<json path>' = <v> is not an accepted value". For
+ * values that came from elsewhere than ap_field_parse / ap_field_read_json. */
+ap_status ap_field_check(const ap_field *f, const void *obj, const char *where, ap_err *err);
+
 /* Read the member from its JSON path under section `o` (required, typed, in range); messages
  * "<where>[.<parent>]: field '<leaf>' ...". CHUNKS: an array of exactly *count_offset
  * integers. */
