@@ -295,3 +295,15 @@ int ap_text_is_safe_line(const char *str) {
     }
     return 1;
 }
+
+void ap_text_cut_utf8(char *s) {
+    size_t len = strlen(s);
+    size_t lead = len;
+    /* the last lead byte within 3 bytes of the end */
+    while (lead > 0 && len - lead < 4 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80) lead--;
+    if (lead == 0) return;
+    uint32_t cp;
+    unsigned char c = (unsigned char)s[lead - 1];
+    if (c < 0x80) return;
+    if (utf8_next((const unsigned char *)s + lead - 1, &cp) == 0) s[lead - 1] = '\0';
+}

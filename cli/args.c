@@ -550,6 +550,14 @@ ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err
     return ap_request_cluster(&rq, c, err);
 }
 
+const char *ap_cli_safe(const char *s) {
+    static char bufs[8][512];
+    static int next;
+    char *b = bufs[next];
+    next = (next + 1) % 8;
+    return ap_text_line(b, sizeof bufs[0], s ? s : "", 0);
+}
+
 int ap_cli_fail(ap_status st, const ap_err *err) {
     /* one line, whatever the user typed: control characters in echoed input become '?' */
     char msg[sizeof err->msg];

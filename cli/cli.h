@@ -128,6 +128,10 @@ int ap_cli_simulate_hetero(const ap_resolved *ctx, const char *trace, int json);
  * the published tables), note one line saying which tables are in use and why. */
 ap_status ap_cli_profile(ap_flags *fl, ap_resolved *r, char name[64], char note[320],
                          ap_err *err);
+/* User text (a model name, a label read back from the cache) fit for the terminal: one line,
+ * control and escape characters shown as '?' (ap_text_line). The result lives in one of 8
+ * rotating static buffers of 512 bytes: valid until 8 more calls. */
+const char *ap_cli_safe(const char *s);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

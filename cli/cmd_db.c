@@ -128,7 +128,7 @@ static ap_status list_plans(ap_db *db, ap_err *err) {
         printf("  %-10s %-12.12s %10s %-16s %10s  %s\n", id, r[i].key,
                ap_fmt_seconds(r[i].search_s, s, sizeof s),
                ap_cli_fmt_time(r[i].used_at, t, sizeof t), ap_fmt_bytes((double)r[i].json_bytes, b,
-                                                                 sizeof b), r[i].summary);
+                                                                 sizeof b), ap_cli_safe(r[i].summary));
     }
     free(r);
     return AP_OK;
@@ -239,7 +239,7 @@ static ap_status show_plan(ap_db *db, const char *id_text, int64_t id, ap_err *e
         char t1[32], t2[32], s[32];
         printf("id:         plan:%lld\nkey:        %s\nsummary:    %s\nsearch:     %s\n"
                "created:    %s UTC\nlast used:  %s UTC (to the hour)\nresult:\n%s\n",
-               (long long)hit->id, hit->key, hit->summary,
+               (long long)hit->id, hit->key, ap_cli_safe(hit->summary),
                ap_fmt_seconds(hit->search_s, s, sizeof s), ap_cli_fmt_time(hit->created_at, t1, sizeof t1),
                ap_cli_fmt_time(hit->used_at, t2, sizeof t2), json ? json : "");
     }

@@ -81,7 +81,8 @@ static const char *human_count(double v, char *buf, size_t n) {
 
 static void print_text(const ap_model *m, const char *path, const info *in) {
     char b1[32], b2[32], b3[32];
-    printf("%s  (%s, from %s)\n", m->name, m->model_type, path);
+    printf("%s  (%s, from %s)\n", ap_cli_safe(m->name), ap_cli_safe(m->model_type),
+           ap_cli_safe(path));
     printf("  layers %lld, hidden %lld, heads %lld (kv heads %lld, head dim %lld), ffn %lld %s, "
            "vocab %lld\n", (long long)m->layers, (long long)m->hidden, (long long)m->heads,
            (long long)m->kv_heads, (long long)m->head_dim, (long long)m->ffn_hidden,

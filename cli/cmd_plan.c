@@ -249,8 +249,10 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_err *err) {
     return out;
 }
 
-/* The cached result for key, or NULL (a miss, or a row that is not usable: warned). */
-static ap_json *cache_get(plan_cmd *pc, const char *key) {
+/* The cached result for key, or NULL: a miss, or a row that is not what this search would
+ * answer (too large, unreadable, or failing ap_result_check: the checks of a fresh plan and an
+ * estimate again), which is a warning and searched again. */
+static ap_json *cache_get(plan_cmd *pc, const ap_cluster *c, const char *key) {
     if (!pc->db) return NULL;
     char *js = NULL;
     ap_err e2;
@@ -258,9 +260,20 @@ static ap_json *cache_get(plan_cmd *pc, const char *key) {
     if (gs != AP_OK)
         fprintf(stderr, "autoplan: warning: plan cache lookup failed, searching: %s\n", e2.msg);
     if (gs != AP_OK || !js) return NULL;
-    ap_json *j = ap_json_parse(js, strlen(js), "plan cache", &e2);
+    size_t len = strlen(js);
+    ap_json *j = NULL;
+    if (len > ap_result_max_bytes(&pc->r.search))
+        ap_err_set(&e2, AP_ERR_INPUT, "%zu bytes, more than a result of %d plans", len,
+                   pc->r.search.top_k);
+    else if ((j = ap_json_parse(js, len, "plan cache", &e2)) != NULL &&
+             ap_result_check(j, &pc->r.model, c, &pc->r.search, &e2) != AP_OK) {
+        ap_json_free(j);
+        j = NULL;
+    }
     free(js);
-    if (!j) ap_log(AP_LOG_WARN, "ignoring an unreadable cached result: %s", e2.msg);
+    if (!j)
+        fprintf(stderr, "autoplan: warning: cached result %.12s not used (%s); searching again\n",
+                key, ap_cli_safe(e2.msg));
     return j;
 }
 
@@ -279,7 +292,7 @@ static void cache_put(plan_cmd *pc, const ap_cluster *c, const char *key, const 
 static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_err *err) {
     char key[AP_DB_KEY_HEX + 1];
     cache_key(pc, c, key);
-    ap_json *j = cache_get(pc, key);
+    ap_json *j = cache_get(pc, c, key);
     *cached = j != NULL;
     if (j) return j;
     ap_json *out = search_fresh(pc, c, err);
@@ -310,8 +323,8 @@ static void print_result(const ap_json *res, int cached) {
     const ap_json *plans = ap_json_get(res, "plans");
     int n = ap_json_size(plans);
     printf("%s on %d x %s, trainer %s, global batch %.0f x %.0f tokens\n",
-           ap_json_string(ap_json_get(res, "model")), (int)jnum(res, "gpus", NULL),
-           ap_json_string(ap_json_get(res, "gpu")), ap_json_string(ap_json_get(res, "trainer")),
+           ap_cli_safe(ap_json_string(ap_json_get(res, "model"))), (int)jnum(res, "gpus", NULL),
+           ap_cli_safe(ap_json_string(ap_json_get(res, "gpu"))), ap_cli_safe(ap_json_string(ap_json_get(res, "trainer"))),
            jnum(res, "gbs", NULL), jnum(res, "seq", NULL));
     if (n > 0) {
         printf("\n  #  %-48s %9s %11s %6s %17s  %-6s %s\n", "plan", "step", "tokens/s", "MFU",
@@ -322,12 +335,12 @@ static void print_result(const ap_json *res, int cached) {
             double share;
             const char *lc = largest_cost(e, &share);
             printf(" %2d  %-48s %9s %11.0f %5.1f%% %7.1f/%5.1f GiB  %-6s %s %.0f%%\n", i + 1,
-                   ap_json_string(ap_json_get(e, "label")),
+                   ap_cli_safe(ap_json_string(ap_json_get(e, "label"))),
                    ap_fmt_seconds(jnum(e, "time", "step_s"), step, sizeof step),
                    jnum(e, "throughput", "tokens_per_s"), 100 * jnum(e, "throughput", "mfu"),
                    jnum(e, "memory", "device_peak_bytes") / AP_GIB,
                    jnum(e, "memory", "capacity_bytes") / AP_GIB,
-                   ap_json_string(ap_json_get(e, "confidence")), lc, 100 * share);
+                   ap_cli_safe(ap_json_string(ap_json_get(e, "confidence"))), lc, 100 * share);
         }
         const ap_json *rb = ap_json_get(res, "robustness");
         if (rb) {
@@ -337,7 +350,7 @@ static void print_result(const ap_json *res, int cached) {
             else
                 printf("\nnot robust: with -20%% network bandwidth and -10%% GEMM efficiency plan "
                        "%.0f (%s) wins\n", jnum(rb, "best_under_stress_rank", NULL),
-                       ap_json_string(ap_json_get(rb, "best_under_stress")));
+                       ap_cli_safe(ap_json_string(ap_json_get(rb, "best_under_stress"))));
         }
     } else {
         printf("\nnothing fits.\n");
@@ -345,7 +358,7 @@ static void print_result(const ap_json *res, int cached) {
         if (cl) {
             printf("closest: %s needs %.1f GiB on its worst GPU (stage %.0f) of %.1f GiB with "
                    "%.1f GiB headroom: %.1f GiB over\n",
-                   ap_json_string(ap_json_get(cl, "label")),
+                   ap_cli_safe(ap_json_string(ap_json_get(cl, "label"))),
                    jnum(cl, "memory", "device_peak_bytes") / AP_GIB,
                    jnum(cl, "memory", "worst_stage"), jnum(cl, "memory", "capacity_bytes") / AP_GIB,
                    jnum(cl, "memory", "headroom_bytes") / AP_GIB,
@@ -361,7 +374,7 @@ static void print_result(const ap_json *res, int cached) {
         }
         const ap_json *sug = ap_json_get(res, "suggestions");
         for (int i = 0; i < ap_json_size(sug); i++)
-            printf("  - %s\n", ap_json_string(ap_json_at(sug, i)));
+            printf("  - %s\n", ap_cli_safe(ap_json_string(ap_json_at(sug, i))));
     }
     const ap_json *s = ap_json_get(res, "search");
     if (jnum(s, "repartitioned", NULL) > 0)
@@ -522,7 +535,9 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     if (st != AP_OK) return st;
     /* the plan from the result (cached results too) */
     ap_plan p;
-    if ((st = ap_result_plan_decode(best, &pc->r.model, &p, "plans[0]", err)) != AP_OK) return st;
+    if ((st = ap_result_plan_decode(best, &pc->r.model, &p, "plans[0]", err)) != AP_OK ||
+        (st = ap_plan_check(&p, &pc->r.model, c, 1, err)) != AP_OK)
+        return st == AP_ERR_NOMEM ? st : AP_ERR_INTERNAL;
     char path[4096];
     snprintf(path, sizeof path, "%s/plan.json", dir);
     if ((st = ap_planfile_write(path, &pc->r.model, c, &p, best, err)) != AP_OK) return st;
@@ -534,7 +549,7 @@ static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
 
 static void sweep_header(const plan_cmd *pc) {
     if (pc->json) return;
-    printf("%s, trainer %s, global batch %lld x %lld tokens, %s\n", pc->r.model.name,
+    printf("%s, trainer %s, global batch %lld x %lld tokens, %s\n", ap_cli_safe(pc->r.model.name),
            ap_trainer_name(pc->r.search.fixed.trainer), (long long)pc->r.search.gbs,
            (long long)pc->r.search.fixed.seq, pc->r.cluster.gpu.name);
     printf("\n %6s  %-48s %9s %12s %6s %8s", "GPUs", "best plan", "step", "tokens/s", "MFU",
@@ -595,7 +610,7 @@ static void sweep_row(const plan_cmd *pc, const ap_cluster *c, const ap_json *re
     if (pc->json) return;
     char step[32], tt[32];
     printf(" %6d  %-48s %9s %12.0f %5.1f%% %7.1f%%", c->gpus,
-           ap_json_string(ap_json_get(best, "label")),
+           ap_cli_safe(ap_json_string(ap_json_get(best, "label"))),
            ap_fmt_seconds(jnum(best, "time", "step_s"), step, sizeof step), tps,
            100 * jnum(best, "throughput", "mfu"), 100 * scaling);
     if (pc->tokens > 0) printf(" %12s %12.0f", ap_fmt_seconds(ttt, tt, sizeof tt), gh);

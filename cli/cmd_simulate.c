@@ -161,7 +161,7 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
     const ap_plan *p = ap_sim_plan(s);
     const ap_model *m = ap_sim_model(s);
     char b1[32], b2[32], b3[32], b4[32], lbl[128], buf[256];
-    printf("simulate: %s  %s  (%s schedule, %lld micro-batches per step)\n", m->name,
+    printf("simulate: %s  %s  (%s schedule, %lld micro-batches per step)\n", ap_cli_safe(m->name),
            ap_plan_label(p, lbl, sizeof lbl), p->vp > 1 ? "interleaved 1F1B" : "1F1B",
            (long long)p->grad_accum);
     const ap_sim_opts *so = ap_sim_options(s);

@@ -1179,6 +1179,7 @@ static ap_status parse_hf(const ap_json *j, const char *where, ap_model *m, ap_e
     } else {
         name_from_where(where, m->name, sizeof m->name);
     }
+    ap_text_cut_utf8(m->name); /* a long name cut by bytes ends on a whole character */
     return AP_OK;
 }
 

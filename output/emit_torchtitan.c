@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "emit_int.h"
+#include "autoplan/text.h"
 
 int emit_torchtitan_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     int ok = 1;
@@ -77,8 +78,10 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
               "# use Python configs); v0.2.2 rejects unknown keys.\n"
               "# Run: torchrun --nproc_per_node %d -m torchtitan.train --job.config_file "
               "torchtitan.toml \\\n"
-              "#        --model.name <llama3|...> --model.flavor <matching %s>\n",
-              x->c->gpus < x->c->gpus_per_node ? x->c->gpus : x->c->gpus_per_node, x->m->name);
+              "#        --model.name <llama3|...> --model.flavor <matching ",
+              x->c->gpus < x->c->gpus_per_node ? x->c->gpus : x->c->gpus_per_node);
+    ap_text_escape(&b, AP_TEXT_LINE, x->m->name); /* user text in a comment line */
+    sb_printf(&b, ">\n");
     if (p->overlap_grad == 0 || p->overlap_param == 0)
         sb_printf(&b, "# Note: FSDP2 always overlaps gradient reduction and parameter gathering; "
                       "the plan's overlap flags are not expressible here.\n");

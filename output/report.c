@@ -22,6 +22,7 @@
 #include "autoplan/planio.h"
 #include "autoplan/report.h"
 #include "report_int.h"
+#include "autoplan/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -35,26 +36,17 @@
 
 void rb_puts(rbuf *b, const char *s) { rb_printf(b, "%s", s); }
 
-/* text escaped for HTML/SVG content and attribute values */
-void rb_html(rbuf *b, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': rb_puts(b, "&amp;"); break;
-        case '<': rb_puts(b, "&lt;"); break;
-        case '>': rb_puts(b, "&gt;"); break;
-        case '"': rb_puts(b, "&quot;"); break;
-        default: rb_printf(b, "%c", *s);
-        }
-    }
-}
+/* user text in the report: the one escaper (text.h) */
+void rb_html(rbuf *b, const char *s) { ap_text_escape(b, AP_TEXT_HTML, s); }
+void rb_md(rbuf *b, const char *s) { ap_text_escape(b, AP_TEXT_MD, s); }
 
-/* text escaped for a Markdown table cell */
-void rb_md(rbuf *b, const char *s) {
-    for (; *s; s++) {
-        if (*s == '|') rb_puts(b, "\\|");
-        else if (*s == '\n') rb_puts(b, " ");
-        else rb_printf(b, "%c", *s);
-    }
+/* "`autoplan <command> <args>`" as a Markdown code span that a table cell cannot break */
+void rb_md_command(rbuf *b, const char *command, const char *args) {
+    ap_strbuf t = {0};
+    ap_strbuf_printf(&t, "autoplan %s %s", command, args);
+    if (t.failed) b->failed = 1;
+    else ap_text_escape(b, AP_TEXT_MD_CODE, t.buf);
+    ap_strbuf_free(&t);
 }
 
 static ap_status rb_finish(rbuf *b, char **out, size_t *len, ap_err *err) {
@@ -1082,8 +1074,9 @@ ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *er
 ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err *err) {
     rbuf b = {0};
     char a[32], lbl[160];
-    rb_printf(&b, "# Strategy comparison: %s on %d x %s\n\n", r->model->name, r->cluster->gpus,
-              r->cluster->gpu.name);
+    rb_puts(&b, "# Strategy comparison: ");
+    rb_md(&b, r->model->name);
+    rb_printf(&b, " on %d x %s\n\n", r->cluster->gpus, r->cluster->gpu.name);
     rb_printf(&b, "Trainer %s, global batch %lld sequences x %lld tokens, cost model %s. Validated "
               "time error %.0f%%: smaller differences are ties. Every number below is an "
               "`autoplan estimate --json` field of that plan (commands at the end), except the "
@@ -1122,7 +1115,9 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (!s->desc[0] && !s->note[0]) continue;
-        rb_printf(&b, "- **%s**: %s%s%s\n", s->name, s->desc, s->note[0] ? " " : "", s->note);
+        rb_puts(&b, "- **");
+        rb_md(&b, s->name);
+        rb_printf(&b, "**: %s%s%s\n", s->desc, s->note[0] ? " " : "", s->note);
     }
     rb_puts(&b, "\n## Step time parts (s)\n\n| strategy |");
     for (int j = 0; j < NTIME; j++) rb_printf(&b, " %s |", time_parts[j].key);
@@ -1179,9 +1174,11 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
     rb_puts(&b, "\n## Reproduce\n\n| strategy | command |\n|---|---|\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        rb_printf(&b, "| %s | `autoplan estimate ", r->strat[i].name);
-        rb_md(&b, r->strat[i].estimate_args);
-        rb_puts(&b, "` |\n");
+        rb_puts(&b, "| ");
+        rb_md(&b, r->strat[i].name);
+        rb_puts(&b, " | ");
+        rb_md_command(&b, "estimate", r->strat[i].estimate_args);
+        rb_puts(&b, " |\n");
     }
     return rb_finish(&b, out, len, err);
 }

@@ -21,6 +21,7 @@
 #define rb_puts ap_report_puts
 #define rb_html ap_report_put_html
 #define rb_md ap_report_put_md
+#define rb_md_command ap_report_md_command
 #define rep_fmt_s ap_report_fmt_s
 #define rep_fmt_gib ap_report_fmt_gib
 #define rep_fmt_pct ap_report_fmt_pct
@@ -36,7 +37,9 @@ typedef ap_strbuf rbuf;
 #define rb_printf ap_strbuf_printf
 void rb_puts(rbuf *b, const char *s);
 void rb_html(rbuf *b, const char *s); /* escaped for HTML/SVG text and attribute values */
-void rb_md(rbuf *b, const char *s);   /* escaped for a Markdown table cell */
+void rb_md(rbuf *b, const char *s);   /* escaped for Markdown text, table cells included */
+/* "autoplan COMMAND ARGS" as a Markdown code span (table-cell safe) */
+void rb_md_command(rbuf *b, const char *command, const char *args);
 
 /* Formats into buf (returned): seconds "%.3f", GiB "%.2f" of bytes / 2^30, percent "%.1f" of a
  * fraction, tokens/s "%.0f". */

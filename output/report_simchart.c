@@ -318,13 +318,14 @@ void rep_sim_md(rbuf *b, const ap_report *r) {
     }
     const ap_report_strategy *bs = &r->strat[r->best];
     char lbl[160], g1[32], g2[32], g3[32], g4[32], desc[256];
-    rb_printf(b, "The best plan, **%s** (%s), replayed by the simulator (%s allocator) on its "
-              "worst stage; every number below is a field (stages[worst_stage]) of the JSON of "
-              "`autoplan simulate ",
-              bs->name, ap_plan_label(&bs->est.plan, lbl, sizeof lbl),
+    rb_puts(b, "The best plan, **");
+    rb_md(b, bs->name);
+    rb_printf(b, "** (%s), replayed by the simulator (%s allocator) on its worst stage; every "
+              "number below is a field (stages[worst_stage]) of the JSON of ",
+              ap_plan_label(&bs->est.plan, lbl, sizeof lbl),
               ap_alloc_mode_name(ap_sim_options(s)->allocator));
-    rb_md(b, bs->estimate_args);
-    rb_puts(b, "`.\n\n| worst_stage | allocated_peak_bytes | allocated (GiB) | reserved_peak_bytes "
+    rb_md_command(b, "simulate", bs->estimate_args);
+    rb_puts(b, ".\n\n| worst_stage | allocated_peak_bytes | allocated (GiB) | reserved_peak_bytes "
                "| reserved (GiB) | device_peak_bytes (GiB) | capacity_bytes (GiB) | peak_op |\n"
                "|--:|--:|--:|--:|--:|--:|--:|---|\n");
     rb_printf(b, "| %d | %lld | %s | %lld | %s | %s | %s | ", k->stage,

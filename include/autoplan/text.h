@@ -48,6 +48,10 @@ char *ap_text_line(char *dst, size_t n, const char *s, size_t max_chars);
  * character), for fixed-size name fields. Returns 1 when all of s fit. */
 int ap_text_copy(char *dst, size_t n, const char *s);
 
+/* Cut an incomplete UTF-8 character off the end of s (what a byte-counted copy such as
+ * snprintf leaves when it truncates). */
+void ap_text_cut_utf8(char *s);
+
 /* 1 when s is valid UTF-8 with no unsafe character (what ap_text_line would leave as is). */
 int ap_text_is_safe_line(const char *s);
 

@@ -1,0 +1,487 @@
+/*
+ * test_trust.c - answers a user can trust (issue 14): one test per item, each of which failed on
+ * the code before its fix (run this test with an older autoplan binary as the second argument to
+ * see it). The library halves (the escaper, the result check) are tested here too.
+ *
+ *   item01_cache_key            a cached answer is never one for other inputs
+ *   item02_cached_results       cached/imported rows are checked as a fresh plan, bad ones searched
+ *   item03_hostile_names        user text cannot escape its place in a generated file or terminal
+ *   item04_non_regular_targets  FIFOs, symlinks and devices are refused as outputs; '-' is stdout
+ *   item05_output_sets          the files of one run land together; no temporary files survive
+ *   item06_stdout_errors        a failed write to stdout is exit 1
+ *   item07_out_with_sweeps      --out with a sweep writes DIR/gpus-N/ per count
+ *   item11_event_bound          the simulator refuses a run over its event budget
+ *   item12_undefined_behaviour  overflow and float-to-int cases are refused, not wrapped
+ *   item13_silent_inputs        inputs accepted silently before are refused with one line
+ *   item14_exit_codes           one exit-code rule for the same mistake in every command
+ *   item15_messages             the messages of item 15
+ * The cache items (8, 9, 10) are in test_db.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "autoplan/json.h"
+#include "autoplan/text.h"
+#include "testlib.h"
+
+static char tmp[512]; /* this run's scratch directory */
+
+static const char *in_tmp(const char *name) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ % 4];
+    snprintf(b, sizeof bufs[0], "%s/%s", tmp, name);
+    return b;
+}
+
+static int run(const char *args, char **out, char **err) {
+    char *o = NULL, *e = NULL;
+    int rc = tl_run(args, &o, &e);
+    if (out) *out = o; else free(o);
+    if (err) *err = e; else free(e);
+    return rc;
+}
+
+static int runf(char **out, char **err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int runf(char **out, char **err, const char *fmt, ...) {
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return run(args, out, err);
+}
+
+/* 1 when text has a byte a terminal would act on: controls but newline, DEL, ESC, C1 (UTF-8
+ * C2 80-9F). */
+static int has_control(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f) return 1;
+        if (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) return 1;
+    }
+    return 0;
+}
+
+static const char *LLAMA = "examples/models/llama-2-7b.json";
+
+/* ---- item 1: the cache key ------------------------------------------------------------------ */
+
+static void item01_cache_key(void) {
+    char *out = NULL, *err = NULL;
+    const char *db = in_tmp("key.db");
+    const char *m = tl_path(LLAMA);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --db '%s'", m, db), 0);
+    /* --offload-optimizer 0 pins no offload: not the default run's off-opt100% answer */
+    CHECK_INT(runf(&out, &err, "'%s' --gpus 8 --offload-optimizer 0 --db '%s' --json", m, db), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+    CHECK(j != NULL);
+    CHECK(!ap_json_bool(ap_json_get(j, "cached")));
+    const ap_json *plans = ap_json_get(j, "plans");
+    CHECK(ap_json_size(plans) > 0);
+    for (int i = 0; i < ap_json_size(plans); i++)
+        CHECK(ap_json_number(ap_json_get(ap_json_get(ap_json_get(ap_json_at(plans, i), "plan"),
+                                                     "offload"), "optimizer")) == 0);
+    ap_json_free(j);
+    free(out);
+    free(err);
+    CHECK_INT(runf(&out, NULL, "'%s' --gpus 8 --offload-params 0 --db '%s'", m, db), 0);
+    CHECK(out && !strstr(out, "answered from the cache"));
+    free(out);
+    /* --recompute-layers 2 after --recompute full */
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --recompute full --db '%s'", m, db), 0);
+    CHECK_INT(runf(&out, NULL, "'%s' --gpus 8 --recompute full --recompute-layers 2 --db '%s'", m,
+                   db), 0);
+    CHECK(out && !strstr(out, "answered from the cache"));
+    free(out);
+    /* and the same request again is a hit */
+    CHECK_INT(runf(&out, NULL, "'%s' --gpus 8 --recompute full --recompute-layers 2 --db '%s'", m,
+                   db), 0);
+    CHECK(out && strstr(out, "answered from the cache"));
+    free(out);
+}
+
+/* ---- item 2: cached and imported results are checked ------------------------------------------- */
+
+/* The export of a database with one row, its result replaced by `result` (a JSON value). */
+static char *export_with(const char *export_text, const ap_json *result) {
+    ap_err e;
+    ap_json *x = ap_json_parse(export_text, strlen(export_text), "export", &e);
+    if (!x) return NULL;
+    ap_json *row = ap_json_at(ap_json_get(x, "plans"), 0);
+    char *text = ap_json_print(result, 0);
+    ap_json_free(ap_json_detach(row, "result_json"));
+    ap_json_add_string(row, "result_json", text ? text : "");
+    free(text);
+    char *s = ap_json_print(x, 1);
+    ap_json_free(x);
+    return s;
+}
+
+/* Plant `result` as the cached answer of `args` in a fresh database; run args and return the
+ * exit code, stdout and stderr. */
+static int with_planted(const char *export_text, const ap_json *result, const char *args,
+                        char **out, char **err) {
+    static int k;
+    char name[64];
+    snprintf(name, sizeof name, "planted%d.db", k);
+    char *db = strdup(in_tmp(name));
+    snprintf(name, sizeof name, "planted%d.json", k++);
+    const char *file = in_tmp(name);
+    char *text = export_with(export_text, result);
+    CHECK(text && tl_write(file, text) == 0);
+    free(text);
+    CHECK_INT(runf(NULL, NULL, "db import '%s' --db '%s'", file, db), 0);
+    int rc = runf(out, err, "%s --db '%s'", args, db);
+    free(db);
+    return rc;
+}
+
+static ap_json *field_path(ap_json *o, const char *a, const char *b, const char *c) {
+    o = ap_json_get(o, a);
+    if (b) o = ap_json_get(o, b);
+    if (c) o = ap_json_get(o, c);
+    return o;
+}
+
+static void set_number(ap_json *obj, const char *key, double v) {
+    ap_json_free(ap_json_detach(obj, key));
+    ap_json_add_number(obj, key, v);
+}
+
+static void item02_cached_results(void) {
+    const char *m = tl_path(LLAMA);
+    const char *db = in_tmp("fresh.db");
+    char *fresh = NULL, *exported = NULL, *out = NULL, *err = NULL, args[2048];
+    snprintf(args, sizeof args, "'%s' --gpus 8 --top 3", m);
+    CHECK_INT(runf(&fresh, NULL, "%s --db '%s'", args, db), 0);
+    CHECK_INT(runf(&exported, NULL, "db export --db '%s'", db), 0);
+    ap_err e;
+    ap_json *x = exported ? ap_json_parse(exported, strlen(exported), "export", &e) : NULL;
+    CHECK(x != NULL);
+    const char *rj = ap_json_string(ap_json_get(ap_json_at(ap_json_get(x, "plans"), 0),
+                                                "result_json"));
+    ap_json *good = rj ? ap_json_parse(rj, strlen(rj), "result", &e) : NULL;
+    CHECK(good != NULL);
+    if (!good || !fresh) goto done;
+    /* the ranking: from plan 1 to the blank line after the table */
+    char fresh_table[4096] = "";
+    const char *t1 = strstr(fresh, "\n  1  ");
+    const char *t2 = t1 ? strstr(t1 + 1, "\n\n") : NULL;
+    if (t1 && t2 && (size_t)(t2 - t1) < sizeof fresh_table)
+        memcpy(fresh_table, t1, (size_t)(t2 - t1));
+    CHECK(fresh_table[0] != '\0');
+    /* each variant: a warning, the fresh answer, exit 0, and the row repaired */
+    for (int v = 0; v < 6; v++) {
+        ap_json *bad = ap_json_duplicate(good);
+        ap_json *p0 = ap_json_at(ap_json_get(bad, "plans"), 0);
+        const char *what = "";
+        switch (v) {
+        case 0: set_number(ap_json_get(p0, "plan"), "tp", -2147483648.0); what = "tp INT_MIN"; break;
+        case 1: set_number(ap_json_get(p0, "plan"), "dp", 0); what = "dp 0"; break;
+        case 2:
+            ap_json_free(ap_json_detach(p0, "label"));
+            ap_json_add_string(p0, "label", "\x1b[2J\x1b[Hcleared");
+            what = "escape sequence label";
+            break;
+        case 3: set_number(field_path(p0, "time", NULL, NULL), "step_s", 1.0); what = "forged time"; break;
+        case 4: {
+            ap_json *plans = ap_json_get(bad, "plans");
+            for (int i = 0; i < 2000; i++) ap_json_push(plans, ap_json_duplicate(p0));
+            what = "2000 plans for --top 3";
+            break;
+        }
+        case 5: set_number(ap_json_get(p0, "plan"), "mbs", 3); what = "mbs not dividing"; break;
+        }
+        int rc = with_planted(exported, bad, args, &out, &err);
+        if (rc != 0 || !out || !strstr(out, fresh_table))
+            fprintf(stderr, "item 2 variant '%s': rc %d\nstdout:\n%s\nstderr:\n%s\n", what, rc,
+                    out ? out : "", err ? err : "");
+        CHECK_INT(rc, 0);
+        CHECK(out && strstr(out, fresh_table) != NULL); /* the fresh ranking */
+        CHECK(out && !strstr(out, "answered from the cache"));
+        CHECK(err && strstr(err, "not used"));
+        CHECK(out && !has_control(out));
+        free(out);
+        free(err);
+        ap_json_free(bad);
+    }
+    /* a planted row is replaced by the fresh result: the next run is a hit again */
+    {
+        ap_json *bad = ap_json_duplicate(good);
+        set_number(ap_json_get(ap_json_at(ap_json_get(bad, "plans"), 0), "plan"), "tp", 0);
+        const char *pdb = in_tmp("planted-repair.db");
+        const char *file = in_tmp("planted-repair.json");
+        char *text = export_with(exported, bad);
+        CHECK(text && tl_write(file, text) == 0);
+        free(text);
+        CHECK_INT(runf(NULL, NULL, "db import '%s' --db '%s'", file, pdb), 0);
+        /* plan.json and configs from a planted row: never a division by zero or tp 0 */
+        CHECK_INT(runf(NULL, &err, "%s --db '%s' --out '%s' --emit all", args, pdb,
+                       in_tmp("planted-out")), 0);
+        free(err);
+        char *pj = tl_read(in_tmp("planted-out/plan.json"));
+        CHECK(pj && !strstr(pj, "\"tp\": 0") && !strstr(pj, "-2147483648"));
+        free(pj);
+        CHECK_INT(runf(&out, NULL, "%s --db '%s'", args, pdb), 0);
+        CHECK(out && strstr(out, "answered from the cache"));
+        free(out);
+        ap_json_free(bad);
+    }
+done:
+    ap_json_free(good);
+    ap_json_free(x);
+    free(fresh);
+    free(exported);
+}
+
+/* ---- item 3: hostile names ------------------------------------------------------------------ */
+
+static const char *const hostile[] = {
+    "x\ntouch PWNED\n#",
+    "q\"uo'te\\",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "*/ --> </script><script>alert(1)</script><!--",
+    "nul\\u0000after", /* JSON escape: the string ends at the NUL */
+    "esc\\u001b[2J\\u001b]0;title\\u0007\\u009b31m\\r",
+    "line\\u2028sep\\u2029par\\u0085nel\\u202ertl",
+};
+
+/* JSON text of a name: the entries above are JSON string bodies except the first five, which
+ * need their quotes and backslashes escaped. */
+static void json_name(int i, char *buf, size_t n) {
+    if (i >= 5) {
+        snprintf(buf, n, "\"%s\"", hostile[i]);
+        return;
+    }
+    ap_strbuf b = {0};
+    ap_text_escape(&b, AP_TEXT_JSON, hostile[i]);
+    snprintf(buf, n, "%s", b.buf ? b.buf : "\"\"");
+    ap_strbuf_free(&b);
+}
+
+/* A tiny native model named by JSON text `name`. */
+static void write_model(const char *path, const char *name) {
+    char text[4096];
+    snprintf(text, sizeof text, "{\"name\": %s, \"layers\": 4, \"hidden\": 256, \"heads\": 8, "
+             "\"vocab\": 1024, \"seq_len\": 512, \"activation\": \"gelu\", \"norm\": "
+             "\"layernorm\", \"bias\": true, \"tied_embeddings\": true}", name);
+    CHECK(tl_write(path, text) == 0);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Parse a generated file with its language's own parser. */
+static int parses(const char *path) {
+    const char *ext = strrchr(path, '.');
+    char cmd[2048];
+    if (!ext) return 0;
+    if (!strcmp(ext, ".sh")) snprintf(cmd, sizeof cmd, "bash -n '%s' 2>/dev/null", path);
+    else if (!strcmp(ext, ".py"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import ast,sys; ast.parse(open(sys.argv[1], "
+                 "encoding=\"utf-8\").read())' '%s' 2>/dev/null", path);
+    else if (!strcmp(ext, ".yaml"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import yaml,sys; yaml.safe_load(open(sys.argv[1], "
+                 "encoding=\"utf-8\"))' '%s' 2>/dev/null", path);
+    else if (!strcmp(ext, ".toml"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import tomllib,sys; tomllib.load(open(sys.argv[1], "
+                 "\"rb\"))' '%s' 2>/dev/null", path);
+    else if (!strcmp(ext, ".json"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; json.load(open(sys.argv[1], "
+                 "encoding=\"utf-8\"))' '%s' 2>/dev/null", path);
+    else if (!strcmp(ext, ".md") || !strcmp(ext, ".html") || !strcmp(ext, ".csv"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import sys; open(sys.argv[1], "
+                 "encoding=\"utf-8\").read()' '%s' 2>/dev/null", path);
+    else return 0;
+    return system(cmd) == 0;
+}
+
+static const char *const generated[] = {
+    "plan.json", "megatron.sh", "deepspeed_launch.sh", "ds_config.json", "ds_config_hf.json",
+    "colossalai_booster.py", "torchtitan.toml", "accelerate.yaml", "accelerate_ds_config.json",
+};
+
+/* Every file of a run with a hostile name parses, has as many lines as with a benign name, and
+ * running the launch scripts' header creates nothing. */
+static void check_outputs(const char *dir, const char *benign_dir, const char *what) {
+    char path[1024], bpath[1024];
+    for (size_t f = 0; f < sizeof generated / sizeof generated[0]; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, generated[f]);
+        snprintf(bpath, sizeof bpath, "%s/%s", benign_dir, generated[f]);
+        char *t = tl_read(path), *b = tl_read(bpath);
+        CHECK((t == NULL) == (b == NULL));
+        if (t && b) {
+            int ok = parses(path);
+            if (!ok) fprintf(stderr, "%s: %s does not parse\n", what, path);
+            CHECK(ok);
+            if (count_lines(t) != count_lines(b))
+                fprintf(stderr, "%s: %s has %d lines, %d with a benign name\n", what, path,
+                        count_lines(t), count_lines(b));
+            CHECK_INT(count_lines(t), count_lines(b));
+            CHECK(strlen(t) == strnlen(t, strlen(t) + 1)); /* no NUL inside */
+        }
+        free(t);
+        free(b);
+    }
+    /* the headers of the scripts, run as the issue did (head -7 megatron.sh | bash) */
+    for (int s = 0; s < 2; s++) {
+        char cmd[2048], script[1100];
+        snprintf(script, sizeof script, "%s/%s", dir, s ? "deepspeed_launch.sh" : "megatron.sh");
+        if (access(script, F_OK) != 0) continue;
+        snprintf(cmd, sizeof cmd, "cd '%s' && head -12 '%s' | bash >/dev/null 2>&1; test ! -e "
+                 "PWNED", dir, script);
+        int ok = system(cmd) == 0;
+        if (!ok) fprintf(stderr, "%s: running the header of a script created PWNED\n", what);
+        CHECK(ok);
+    }
+}
+
+static void item03_hostile_names(void) {
+    char name[512], mpath[1024], dir[1024], bench[1024], cmpdir[1024];
+    const char *benign = in_tmp("benign.json");
+    write_model(benign, "\"benign\"");
+    snprintf(bench, sizeof bench, "%s", in_tmp("benign-out"));
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit all", benign, bench), 0);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        json_name((int)i, name, sizeof name);
+        snprintf(mpath, sizeof mpath, "%s/hostile%zu.json", tmp, i);
+        write_model(mpath, name);
+        snprintf(dir, sizeof dir, "%s/hostile%zu-out", tmp, i);
+        char *out = NULL, *err = NULL;
+        int rc = runf(&out, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit all", mpath, dir);
+        CHECK_INT(rc, 0);
+        CHECK(!has_control(out));
+        CHECK(!has_control(err));
+        free(out);
+        free(err);
+        check_outputs(dir, bench, hostile[i]);
+        /* the terminal: info, estimate, simulate, the cache listing */
+        const char *cmds[] = {"info '%s'", "estimate '%s' --gpus 8", "simulate '%s' --gpus 8",
+                              "'%s' --gpus 8 --db '%s'"};
+        for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+            char fmt[256];
+            snprintf(fmt, sizeof fmt, "%s", cmds[k]);
+            rc = runf(&out, &err, fmt, mpath, in_tmp("hostile-names.db"));
+            CHECK_INT(rc, 0);
+            CHECK(!has_control(out));
+            CHECK(!has_control(err));
+            free(out);
+            free(err);
+        }
+        rc = runf(&out, NULL, "db list --db '%s'", in_tmp("hostile-names.db"));
+        CHECK(!has_control(out));
+        free(out);
+        /* the comparison report: HTML and Markdown */
+        snprintf(cmpdir, sizeof cmpdir, "%s/hostile%zu-cmp", tmp, i);
+        CHECK_INT(runf(NULL, NULL, "compare '%s' --gpus 8 --strategies top1,ddp --out '%s'", mpath,
+                       cmpdir), 0);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/report.html", cmpdir);
+        char *html = tl_read(path);
+        CHECK(html && !strstr(html, "<script>") && !strstr(html, "alert(1)</") &&
+              !has_control(html));
+        free(html);
+        snprintf(path, sizeof path, "%s/report.md", cmpdir);
+        char *md = tl_read(path);
+        CHECK(md && !strstr(md, "<script>") && !strstr(md, "\ntouch PWNED") && !has_control(md));
+        CHECK(md && strncmp(md, "# Strategy comparison: ", 23) == 0 && strchr(md, '\n') &&
+              strstr(md, " on 8 x ") < strchr(md, '\n')); /* the heading stays one line */
+        free(md);
+        CHECK(parses(path));
+    }
+    /* the directory name of a Hugging Face model, and a long UTF-8 name cut in a character */
+    char hfdir[1024];
+    snprintf(hfdir, sizeof hfdir, "%s/x\ntouch PWNED\n#", tmp);
+    CHECK(mkdir(hfdir, 0755) == 0);
+    char cfg[1200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", hfdir);
+    CHECK(tl_write(cfg, "{\"model_type\": \"llama\", \"hidden_size\": 512, \"intermediate_size\": "
+                        "1376, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+                        "\"vocab_size\": 32000, \"max_position_embeddings\": 1024}") == 0);
+    snprintf(dir, sizeof dir, "%s/hfdir-out", tmp);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron", cfg, dir), 0);
+    char sh[1100];
+    snprintf(sh, sizeof sh, "%s/megatron.sh", dir);
+    CHECK(parses(sh));
+    ap_strbuf longname = {0};
+    ap_strbuf_puts(&longname, "\"a");
+    for (int k = 0; k < 200; k++) ap_strbuf_puts(&longname, "\xc3\xa9"); /* U+00E9, 2 bytes */
+    ap_strbuf_puts(&longname, "\"");
+    snprintf(mpath, sizeof mpath, "%s/long.json", tmp);
+    write_model(mpath, longname.buf);
+    ap_strbuf_free(&longname);
+    snprintf(dir, sizeof dir, "%s/long-out", tmp);
+    char *err = NULL;
+    int rc = runf(NULL, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit all", mpath, dir);
+    /* too long for a name: refused in one line, or accepted and every file valid */
+    CHECK(rc == 0 || (rc == 2 && err && count_lines(err) == 1));
+    if (rc == 0) check_outputs(dir, bench, "long UTF-8 name");
+    free(err);
+}
+
+/* The escaper itself, language by language, with the hostile names (text.h). */
+static void item03_escaper(void) {
+    struct { ap_text_lang lang; const char *in, *want; } cases[] = {
+        {AP_TEXT_LINE, "x\ntouch PWNED\n#", "x?touch PWNED?#"},
+        {AP_TEXT_LINE, "esc\x1b[2J\xc2\x9b" "31m", "esc?[2J?31m"},
+        {AP_TEXT_LINE, "bad\xff\xc3", "bad??"},
+        {AP_TEXT_LINE, "caf\xc3\xa9 \xe2\x80\xae", "caf\xc3\xa9 ?"},
+        {AP_TEXT_SH, "it's", "'it'\\''s'"},
+        {AP_TEXT_SH, "$(x)`y`", "'$(x)`y`'"},
+        {AP_TEXT_SH, "a\nb'", "$'a\\x0ab\\''"},
+        {AP_TEXT_PY, "a\"b\\c\nd\x1b", "\"a\\\"b\\\\c\\x0ad\\x1b\""},
+        {AP_TEXT_YAML, "a\"\n\xe2\x80\xa8\xc2\x85", "\"a\\\"\\x0a\\L\\N\""},
+        {AP_TEXT_TOML, "a\"\\\n\x7f", "\"a\\\"\\\\\\u000a\\u007f\""},
+        {AP_TEXT_JSON, "a\"\n\x01\xff", "\"a\\\"\\n\\u0001\\ufffd\""},
+        {AP_TEXT_HTML, "</script><b a='1'>&", "&lt;/script&gt;&lt;b a=&#39;1&#39;&gt;&amp;"},
+        {AP_TEXT_HTML, "--> */", "--&gt; */"},
+        {AP_TEXT_MD, "*x* [l](u) | <i>\n`c`", "\\*x\\* \\[l\\](u) \\| \\<i\\> \\`c\\`"},
+        {AP_TEXT_MD_CODE, "a|b", "`a\\|b`"},
+        {AP_TEXT_MD_CODE, "a`b", "`` a`b ``"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_strbuf b = {0};
+        ap_text_escape(&b, cases[i].lang, cases[i].in);
+        CHECK_STR(b.buf ? b.buf : "", cases[i].want);
+        ap_strbuf_free(&b);
+    }
+    char buf[16];
+    CHECK_STR(ap_text_line(buf, sizeof buf, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 0),
+              "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9...");
+    CHECK_STR(ap_text_line(buf, sizeof buf, "abcdefgh", 5), "ab...");
+    char cut[8] = "ab\xc3";
+    ap_text_cut_utf8(cut);
+    CHECK_STR(cut, "ab");
+}
+
+int main(int argc, char **argv) {
+    tl_init(argc, argv);
+    const char *t = tl_tmpdir();
+    if (!t) return 1;
+    snprintf(tmp, sizeof tmp, "%s", t);
+    setenv("XDG_CACHE_HOME", in_tmp("xdg"), 1);
+    const char *only = getenv("AP_TRUST_ONLY");
+#define ITEM(f) if (!only || strstr(#f, only)) f()
+    ITEM(item01_cache_key);
+    ITEM(item02_cached_results);
+    ITEM(item03_escaper);
+    ITEM(item03_hostile_names);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return tl_finish();
+}
