@@ -3,6 +3,7 @@
  * Nothing here knows about models or plans.
  */
 #include "autoplan/common.h"
+#include "autoplan/files.h"
 #include "autoplan/text.h"
 
 #include <errno.h>
@@ -158,6 +159,11 @@ double ap_now_s(void) {
 }
 
 ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err) {
+    /* a FIFO, symlink or device at path is refused, not replaced; temporary files of killed
+     * runs beside it are removed (files.h) */
+    ap_status cst = ap_files_check_target(path, err);
+    if (cst != AP_OK) return cst;
+    ap_files_remove_stale(path);
     size_t n = strlen(path);
     char *tmp = ap_malloc(n + 32);
     if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);

@@ -8,6 +8,7 @@
 #include "autoplan/db.h"
 #include "autoplan/kernels.h"
 #include "autoplan/hetero.h"
+#include "autoplan/emit.h"
 #include "autoplan/partition.h"
 #include "autoplan/text.h"
 
@@ -548,6 +549,20 @@ ap_status ap_cli_load_cluster(ap_flags *fl, int need_gpus, ap_cluster *c, ap_err
         rq.gpus.v = 1;
     }
     return ap_request_cluster(&rq, c, err);
+}
+
+/* The exit code of the configs asked for (README "Exit status"): a target named in --emit that
+ * cannot express the plan is 2 (the others are still written); with "all", 2 only when none
+ * could be written. */
+int ap_cli_emit_exit(const char *which, const ap_emit_report *rep) {
+    int all = which && strstr(which, "all") != NULL, written = 0, refused = 0;
+    for (int t = 0; t < AP_EMIT_COUNT; t++) {
+        if (!rep->requested[t]) continue;
+        if (rep->status[t] == AP_OK) written++;
+        else refused++;
+    }
+    if (!refused) return 0;
+    return all && written ? 0 : 2;
 }
 
 const char *ap_cli_safe(const char *s) {

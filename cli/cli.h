@@ -133,6 +133,11 @@ ap_status ap_cli_profile(ap_flags *fl, ap_resolved *r, char name[64], char note[
  * rotating static buffers of 512 bytes: valid until 8 more calls. */
 const char *ap_cli_safe(const char *s);
 
+/* The exit code of an emit (plan --emit, emit): 0 when every target named was written (with
+ * "all": at least one), 2 when a named target refused the plan. */
+struct ap_emit_report;
+int ap_cli_emit_exit(const char *which, const struct ap_emit_report *rep);
+
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */
 int ap_cli_fail(ap_status st, const ap_err *err);

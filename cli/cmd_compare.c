@@ -35,6 +35,7 @@
 
 #include "cli.h"
 #include "autoplan/text.h"
+#include "autoplan/files.h"
 #include "autoplan/partition.h"
 #include "autoplan/report.h"
 
@@ -440,16 +441,6 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     return AP_OK;
 }
 
-static ap_status write_one(const char *dir, const char *name, const char *data, size_t len,
-                           ap_err *err) {
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
-        return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
-    ap_status st = ap_write_file_atomic(path, data, len, err);
-    if (st == AP_OK) printf("wrote %s\n", path);
-    return st;
-}
-
 /* The sweep: for each count the cluster `autoplan plan --gpus <count>` resolves from the same
  * request, then the best plan per count (ap_report_sweep, with plan's default solver). */
 static ap_status run_sweep(compare_cmd *cc, ap_report *rep, ap_err *err) {
@@ -494,24 +485,23 @@ static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_
     return st;
 }
 
-/* report.html, report.md and plans.csv into --out. */
+/* report.html, report.md and plans.csv into --out: one output set (files.h). */
 static ap_status write_report(const char *dir, const ap_report *rep, ap_err *err) {
-    char *html = NULL, *md = NULL, *csv = NULL;
-    size_t lh = 0, lm = 0, lc = 0;
-    struct stat sb;
-    ap_status st;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0755) != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--out: cannot create directory %s: %s", dir,
-                          strerror(errno));
-    if ((st = ap_report_html(rep, &html, &lh, err)) == AP_OK &&
-        (st = ap_report_markdown(rep, &md, &lm, err)) == AP_OK &&
-        (st = ap_report_csv(rep, &csv, &lc, err)) == AP_OK &&
-        (st = write_one(dir, "report.html", html, lh, err)) == AP_OK &&
-        (st = write_one(dir, "report.md", md, lm, err)) == AP_OK)
-        st = write_one(dir, "plans.csv", csv, lc, err);
-    free(html);
-    free(md);
-    free(csv);
+    static const char *const family[] = {"report.html", "report.md", "plans.csv", NULL};
+    char *text[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    ap_outset *set = NULL;
+    ap_status st = ap_report_html(rep, &text[0], &len[0], err);
+    if (st == AP_OK) st = ap_report_markdown(rep, &text[1], &len[1], err);
+    if (st == AP_OK) st = ap_report_csv(rep, &text[2], &len[2], err);
+    if (st == AP_OK) st = ap_outset_begin(dir, family, &set, err);
+    for (int i = 0; i < 3 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
+    if (st == AP_OK) st = ap_outset_commit(set, err);
+    else ap_outset_abort(set);
+    for (int i = 0; i < 3; i++) {
+        if (st == AP_OK) printf("wrote %s/%s\n", ap_cli_safe(dir), family[i]);
+        free(text[i]);
+    }
     return st;
 }
 
@@ -520,7 +510,7 @@ static void print_summary(const ap_report *rep) {
         char lbl[160];
         const ap_report_strategy *b = &rep->strat[rep->best];
         printf("best: %s (%s), %.3f s per step, %.0f tokens/s; %lld plans evaluated, %lld "
-               "feasible\n", b->name, ap_plan_label(&b->est.plan, lbl, sizeof lbl),
+               "feasible\n", ap_cli_safe(b->name), ap_plan_label(&b->est.plan, lbl, sizeof lbl),
                b->est.time.step_s, b->est.tp.tokens_per_s, (long long)rep->evaluated,
                (long long)rep->fit);
     } else {

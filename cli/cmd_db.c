@@ -64,7 +64,7 @@ char *ap_cli_fmt_time(int64_t t, char *buf, size_t n) {
 
 ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const char *what,
                            ap_err *err) {
-    if (path) return ap_write_file_atomic(path, text, len, err);
+    if (path && strcmp(path, "-") != 0) return ap_write_file_atomic(path, text, len, err);
     if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
         return ap_err_set(err, AP_ERR_IO, "%s: writing standard output failed", what);
     return AP_OK;
@@ -386,7 +386,8 @@ static int cmd_export(int argc, char **argv) {
     ap_flags_add(&fl, "table", AP_FLAG_VALUE, "NAME",
                  "table for --csv: plans, profiles (default) or runs");
     ap_flags_add(&fl, "output", AP_FLAG_VALUE, "FILE",
-                 "write to FILE (atomically) instead of standard output");
+                 "write to FILE (atomically; a FIFO or device is refused) instead of standard "
+                 "output; - is standard output");
     int rc = ap_cli_subparse(&fl, argc, argv, 0, "autoplan db export [--json|--csv [--table NAME]] "
                    "[--output FILE] [--db PATH]",
                    "Export the database. The JSON is what `autoplan db import` reads (format in "

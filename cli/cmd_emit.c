@@ -3,8 +3,9 @@
  * saved plan (plan.json holds the model, cluster and estimate, so nothing else is needed).
  *
  * Prints one line per file written to stdout and one line per refused target to stderr (the
- * reason and the closest plan that target can express). Exit 0 when at least one requested
- * target was written, 2 when none was (or on bad input), 1 on an I/O failure.
+ * reason and the closest plan that target can express). Exit status (README): 0 when every
+ * target named was written (with "all": at least one), 2 when a named target refused the plan
+ * (the others are written) or on bad input, 1 on an I/O failure.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,8 +22,8 @@ int ap_cmd_emit(int argc, char **argv) {
         "(megatron.sh), colossalai (colossalai_booster.py), torchtitan (torchtitan.toml, v0.2.2)\n"
         "and accelerate (accelerate.yaml), or all. A target that cannot express the plan is\n"
         "skipped with the reason and the closest plan it can express; the others are written.\n"
-        "Exit status: 0 if at least one target was written, 2 if none (or bad input), 1 on I/O\n"
-        "failure.";
+        "Exit status: 0 if every target named was written (with all: at least one), 2 if a named\n"
+        "target refused the plan (the others are written) or on bad input, 1 on I/O failure.";
     ap_flags fl;
     memset(&fl, 0, sizeof fl);
     ap_flags_add(&fl, "plan", AP_FLAG_VALUE, "FILE", "plan.json written by `autoplan plan --out`");
@@ -56,22 +57,20 @@ int ap_cmd_emit(int argc, char **argv) {
     ap_emit_report rep;
     st = ap_emit_files_ex(out, which, &m, &c, &p, est, &rep, &err);
     ap_json_free(est);
-    int written = 0, failed_io = 0, requested = 0;
+    int requested = 0;
+    for (int t = 0; t < AP_EMIT_COUNT; t++) requested += rep.requested[t];
+    if (!requested || (st != AP_OK && st != AP_ERR_INFEASIBLE))
+        return ap_cli_fail(st, &err); /* the list, the directory or a file was refused */
     for (int t = 0; t < AP_EMIT_COUNT; t++) {
         if (!rep.requested[t]) continue;
-        requested++;
         if (rep.status[t] == AP_OK) {
-            written++;
             printf("%s: wrote %s in %s\n", ap_emit_target_name((ap_emit_target)t), rep.files[t],
-                   out);
+                   ap_cli_safe(out));
             if (rep.msg[t][0]) printf("%s: note: %s\n", ap_emit_target_name((ap_emit_target)t),
-                                      rep.msg[t]);
+                                      ap_cli_safe(rep.msg[t]));
         } else {
-            if (rep.status[t] != AP_ERR_INFEASIBLE) failed_io = 1;
-            fprintf(stderr, "autoplan: %s\n", rep.msg[t]);
+            fprintf(stderr, "autoplan: %s\n", ap_cli_safe(rep.msg[t]));
         }
     }
-    if (!requested) return ap_cli_fail(st, &err); /* the list or the directory was refused */
-    if (failed_io) return 1;
-    return written ? 0 : 2;
+    return ap_cli_emit_exit(which, &rep);
 }

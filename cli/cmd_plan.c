@@ -20,6 +20,7 @@
 #include "autoplan/text.h"
 #include "autoplan/db.h"
 #include "autoplan/emit.h"
+#include "autoplan/files.h"
 #include "autoplan/partition.h"
 #include "autoplan/planio.h"
 #include "autoplan/result.h"
@@ -484,65 +485,51 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     return AP_OK;
 }
 
-/* mkdir -p dir */
-static ap_status make_dirs(const char *dir, ap_err *err) {
-    char part[4096];
-    size_t dl = strlen(dir);
-    if (dl >= sizeof part) return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
-    for (size_t i = 1; i <= dl; i++) {
-        if (dir[i] != '/' && dir[i] != '\0') continue;
-        memcpy(part, dir, i);
-        part[i] = '\0';
-        struct stat sb;
-        if (stat(part, &sb) == 0) {
-            if (!S_ISDIR(sb.st_mode))
-                return ap_err_set(err, AP_ERR_INPUT, "--out: %s exists and is not a directory", part);
-            continue;
-        }
-        if (mkdir(part, 0755) != 0)
-            return ap_err_set(err, AP_ERR_INPUT, "--out: cannot create directory %s: %s", part,
-                              strerror(errno));
-    }
-    return AP_OK;
-}
-
-static ap_status write_emit(plan_cmd *pc, const char *dir, const ap_cluster *c, const ap_plan *p,
-                            const ap_json *best, ap_err *err) {
-    const char *em = ap_flags_value(&pc->fl, "emit");
-    if (!em) return AP_OK;
-    ap_emit_report rep;
-    ap_status st = ap_emit_files_ex(dir, em, &pc->r.model, c, p, best, &rep, err);
-    for (int t = 0; t < AP_EMIT_COUNT; t++) {
-        if (!rep.requested[t]) continue;
-        if (rep.status[t] == AP_OK) {
-            if (!pc->json) printf("wrote %s/%s\n", dir, rep.files[t]);
-        } else {
-            fprintf(stderr, "autoplan: %s\n", rep.msg[t]);
-        }
-    }
-    return st == AP_ERR_INFEASIBLE ? AP_OK : st; /* refusals reported, other files written */
-}
-
-static ap_status write_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json *res, ap_err *err) {
-    const char *dir = ap_flags_value(&pc->fl, "out");
-    if (!dir) return AP_OK;
+/* plan.json and the --emit configs of the best plan of `res`, one output set in dir. *rc gets
+ * the exit code of the configs (ap_cli_emit_exit). */
+static ap_status write_outputs(plan_cmd *pc, const char *dir, const ap_cluster *c,
+                               const ap_json *res, int *rc, ap_err *err) {
     const ap_json *best = ap_json_at(ap_json_get(res, "plans"), 0);
+    *rc = 0;
     if (!best) {
-        ap_log(AP_LOG_WARN, "nothing fits: no plan.json written to %s", dir);
+        ap_log(AP_LOG_WARN, "nothing fits on %d GPUs: no plan.json written to %s", c->gpus, dir);
         return AP_OK;
     }
-    ap_status st = make_dirs(dir, err);
-    if (st != AP_OK) return st;
-    /* the plan from the result (cached results too) */
+    /* the plan from the result (checked again: a cached result was, a fresh one is valid) */
     ap_plan p;
-    if ((st = ap_result_plan_decode(best, &pc->r.model, &p, "plans[0]", err)) != AP_OK ||
-        (st = ap_plan_check(&p, &pc->r.model, c, 1, err)) != AP_OK)
-        return st == AP_ERR_NOMEM ? st : AP_ERR_INTERNAL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plan.json", dir);
-    if ((st = ap_planfile_write(path, &pc->r.model, c, &p, best, err)) != AP_OK) return st;
-    if (!pc->json) printf("wrote %s\n", path);
-    return write_emit(pc, dir, c, &p, best, err);
+    ap_status st = ap_result_plan_decode(best, &pc->r.model, &p, "plans[0]", err);
+    if (st == AP_OK) st = ap_plan_check(&p, &pc->r.model, c, 1, err);
+    if (st != AP_OK) return st == AP_ERR_NOMEM ? st : AP_ERR_INTERNAL;
+    static const char *family[16];
+    const char *const *ef = ap_emit_file_family();
+    family[0] = "plan.json";
+    for (int i = 0; ef[i] && i < 14; i++) family[i + 1] = ef[i];
+    ap_outset *set;
+    if ((st = ap_outset_begin(dir, family, &set, err)) != AP_OK) return st;
+    char *text = ap_planfile_print(&pc->r.model, c, &p, best);
+    st = text ? ap_outset_add(set, "plan.json", text, strlen(text), err)
+              : ap_err_set(err, AP_ERR_NOMEM, "out of memory building plan.json");
+    free(text);
+    const char *em = ap_flags_value(&pc->fl, "emit");
+    static ap_emit_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (st == AP_OK && em) {
+        st = ap_emit_into(set, em, &pc->r.model, c, &p, best, &rep, err);
+        if (st == AP_ERR_INFEASIBLE) st = AP_OK; /* refusals reported below */
+    }
+    if (st != AP_OK) {
+        ap_outset_abort(set);
+        return st;
+    }
+    if ((st = ap_outset_commit(set, err)) != AP_OK) return st;
+    if (!pc->json) printf("wrote %s/plan.json\n", ap_cli_safe(dir));
+    for (int t = 0; em && t < AP_EMIT_COUNT; t++) {
+        if (!rep.requested[t]) continue;
+        if (rep.status[t] == AP_OK && !pc->json) printf("wrote %s/%s\n", ap_cli_safe(dir), rep.files[t]);
+        if (rep.status[t] != AP_OK) fprintf(stderr, "autoplan: %s\n", ap_cli_safe(rep.msg[t]));
+    }
+    *rc = em ? ap_cli_emit_exit(em, &rep) : 0;
+    return AP_OK;
 }
 
 /* ---- sweeps ---- */
@@ -646,14 +633,27 @@ static void sweep_footer(const plan_cmd *pc, ap_json *all, const sweep_state *ss
     }
 }
 
+/* --out of one count of a sweep: DIR itself for one count, DIR/gpus-N for several. */
+static ap_status sweep_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json *res, int *rc,
+                               ap_err *err) {
+    const char *dir = ap_flags_value(&pc->fl, "out");
+    *rc = 0;
+    if (!dir) return AP_OK;
+    char sub[4200];
+    if (pc->ncounts > 1) snprintf(sub, sizeof sub, "%s/gpus-%d", dir, c->gpus);
+    else snprintf(sub, sizeof sub, "%s", dir);
+    return write_outputs(pc, sub, c, res, rc, err);
+}
+
 static int sweep(plan_cmd *pc) {
     ap_err err = {{0}};
     ap_json *all = ap_json_new_array();
     sweep_state ss = {0, 0};
+    int rc = 0;
     sweep_header(pc);
     for (int i = 0; i < pc->ncounts; i++) {
         ap_cluster c;
-        int cached;
+        int cached, orc = 0;
         ap_status st = sweep_cluster(pc, i, &c, &err);
         ap_json *res = st == AP_OK ? run_search(pc, &c, &cached, &err) : NULL;
         if (!res) {
@@ -663,10 +663,16 @@ static int sweep(plan_cmd *pc) {
         ap_json *row = ap_json_new_object();
         sweep_row(pc, &c, res, row, &ss);
         ap_json_push(all, row);
+        st = sweep_outputs(pc, &c, res, &orc, &err);
         ap_json_free(res);
+        if (st != AP_OK) {
+            ap_json_free(all);
+            return ap_cli_fail(st, &err);
+        }
+        if (orc > rc) rc = orc;
     }
     sweep_footer(pc, all, &ss);
-    return 0;
+    return rc;
 }
 
 /* One count: the table (or JSON) and the outputs. */
@@ -683,9 +689,11 @@ static int single(plan_cmd *pc) {
     } else {
         print_result(res, cached);
     }
-    ap_status st = write_outputs(pc, &pc->r.cluster, res, &err);
+    const char *dir = ap_flags_value(&pc->fl, "out");
+    int rc = 0;
+    ap_status st = dir ? write_outputs(pc, dir, &pc->r.cluster, res, &rc, &err) : AP_OK;
     ap_json_free(res);
-    return st != AP_OK ? ap_cli_fail(st, &err) : 0;
+    return st != AP_OK ? ap_cli_fail(st, &err) : rc;
 }
 
 int ap_cmd_plan(int argc, char **argv) {

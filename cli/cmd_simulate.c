@@ -339,7 +339,8 @@ int ap_cmd_simulate(int argc, char **argv) {
     ap_flags_add(&fl, "expandable-segments", AP_FLAG_BOOL, NULL,
                  "model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (caching allocator)");
     ap_flags_add(&fl, "trace", AP_FLAG_VALUE, "FILE",
-                 "write a Chrome/Perfetto trace (counters per category, a slice per operation)");
+                 "write a Chrome/Perfetto trace (counters per category, a slice per operation); "
+                 "- writes it to standard output instead of the summary");
     ap_flags_add(&fl, "top", AP_FLAG_VALUE, "N", "live tensors listed at the peak (default 10)");
     ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print the result as JSON");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
@@ -389,6 +390,18 @@ int ap_cmd_simulate(int argc, char **argv) {
     ap_err eerr = {{0}};
     int have_est = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &eerr) ==
                    AP_OK;
+    if (trace && !strcmp(trace, "-")) {
+        /* the trace is the output */
+        ap_json *j = ap_sim_trace_json(s);
+        char *text = j ? ap_json_print(j, 0) : NULL;
+        ap_json_free(j);
+        ap_sim_free(s);
+        if (!text) return ap_cli_fail(ap_err_set(&err, AP_ERR_NOMEM, "out of memory building the "
+                                                 "trace"), &err);
+        printf("%s\n", text);
+        free(text);
+        return 0;
+    }
     if (trace && (st = ap_sim_trace_write(s, trace, &err)) != AP_OK) {
         ap_sim_free(s);
         return ap_cli_fail(st, &err);
@@ -419,7 +432,7 @@ int ap_cmd_simulate(int argc, char **argv) {
         free(text);
     } else {
         print_text(s, &e, have_est, (int)top);
-        if (trace) printf("\ntrace written to %s (open in ui.perfetto.dev)\n", trace);
+        if (trace) printf("\ntrace written to %s (open in ui.perfetto.dev)\n", ap_cli_safe(trace));
     }
     ap_sim_free(s);
     return 0;

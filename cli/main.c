@@ -3,6 +3,7 @@
  * default command is `plan` (`autoplan MODEL --gpus N`). This is the only file with main(); the
  * commands live in cli/cmd_*.c and return exit codes (0 ok, 1 internal, 2 bad input).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +51,21 @@ static void usage(FILE *f) {
                "autoplan model file (see README.md).\n");
 }
 
-int main(int argc, char **argv) {
+/* Every result goes to stdout: a write that failed there (a full disk, a closed pipe the shell
+ * did not turn into SIGPIPE) is a failure, exit 1, however the command ended. */
+static int finish(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "autoplan: writing standard output failed: %s\n", strerror(errno));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv);
+
+int main(int argc, char **argv) { return finish(dispatch(argc, argv)); }
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "autoplan/files.h"
 #include "autoplan/json.h"
 #include "autoplan/text.h"
 
@@ -417,26 +418,65 @@ ap_status ap_emit_render(ap_emit_target t, const ap_model *m, const ap_cluster *
     return st;
 }
 
-/* mkdir -p */
-static ap_status make_dir(const char *dir, ap_err *err) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return ap_err_set(err, AP_ERR_INPUT, "--out: path too long");
-    for (char *s = path + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            return ap_err_set(err, AP_ERR_IO, "%s: cannot create directory: %s", path,
-                              strerror(errno));
-        *s = '/';
+/* Every file name a target writes (emit_<target>.c, emit_take), so that a new set of configs
+ * replaces all of an earlier run's (files.h). tests/test_trust.c checks each rendered file is
+ * listed. */
+static const char *const emit_family[] = {
+    "ds_config.json", "ds_config_hf.json", "deepspeed_launch.sh", "megatron.sh",
+    "colossalai_booster.py", "torchtitan.toml", "accelerate.yaml", "accelerate_ds_config.json",
+    NULL,
+};
+
+const char *const *ap_emit_file_family(void) { return emit_family; }
+
+/* Render one target into the set; report its outcome. A refusal is the target's result; an
+ * error adding a file (I/O, a target that is not a regular file) is returned. */
+static ap_status emit_one(ap_outset *set, ap_emit_target t, const ap_model *m,
+                          const ap_cluster *c, const ap_plan *p, const ap_json *estimate,
+                          ap_emit_report *rep) {
+    ap_emit_out out;
+    ap_err e;
+    rep->requested[t] = 1;
+    ap_status st = ap_emit_render(t, m, c, p, estimate, &out, &e);
+    if (st == AP_OK) {
+        for (int i = 0; st == AP_OK && i < out.nfiles; i++) {
+            st = ap_outset_add(set, out.files[i].name, out.files[i].text, out.files[i].len, &e);
+            size_t l = strlen(rep->files[t]);
+            if (st == AP_OK)
+                snprintf(rep->files[t] + l, sizeof rep->files[t] - l, "%s%s", l ? ", " : "",
+                         out.files[i].name);
+        }
+        if (st == AP_OK && out.note[0]) snprintf(rep->msg[t], sizeof rep->msg[t], "%s", out.note);
+        ap_emit_out_free(&out);
     }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return ap_err_set(err, AP_ERR_IO, "%s: cannot create directory: %s", path,
-                          strerror(errno));
-    struct stat stt;
-    if (stat(path, &stt) != 0 || !S_ISDIR(stt.st_mode))
-        return ap_err_set(err, AP_ERR_IO, "%s: not a directory", path);
-    return AP_OK;
+    rep->status[t] = st;
+    if (st != AP_OK) snprintf(rep->msg[t], sizeof rep->msg[t], "%s", e.msg);
+    return st;
+}
+
+ap_status ap_emit_into(ap_outset *set, const char *which, const ap_model *m, const ap_cluster *c,
+                       const ap_plan *p, const ap_json *estimate, ap_emit_report *rep,
+                       ap_err *err) {
+    unsigned mask;
+    memset(rep, 0, sizeof *rep);
+    ap_status st = ap_emit_parse_list(which, &mask, err);
+    if (st != AP_OK) return st;
+    ap_status result = AP_OK;
+    for (int t = 0; t < AP_EMIT_COUNT; t++) {
+        if (!(mask & (1u << t))) continue;
+        st = emit_one(set, (ap_emit_target)t, m, c, p, estimate, rep);
+        if (st == AP_OK) continue;
+        if (st != AP_ERR_INFEASIBLE) {
+            /* the set cannot be completed: nothing of it is moved in */
+            if (err) ap_err_set(err, st, "%s", rep->msg[t]);
+            return st;
+        }
+        if (result == AP_OK) {
+            result = st;
+            if (err) ap_err_set(err, st, "%s", rep->msg[t]);
+        }
+    }
+    return result;
 }
 
 ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m,
@@ -448,41 +488,23 @@ ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m
     memset(rep, 0, sizeof *rep);
     ap_status st = ap_emit_parse_list(which, &mask, err);
     if (st != AP_OK) return st;
-    st = make_dir(dir, err);
-    if (st != AP_OK) return st;
-    ap_status result = AP_OK;
-    ap_err first;
-    first.msg[0] = '\0';
-    for (int t = 0; t < AP_EMIT_COUNT; t++) {
-        if (!(mask & (1u << t))) continue;
-        rep->requested[t] = 1;
-        ap_emit_out out;
-        ap_err e;
-        st = ap_emit_render((ap_emit_target)t, m, c, p, estimate, &out, &e);
-        int rendered = st == AP_OK;
-        for (int i = 0; st == AP_OK && i < out.nfiles; i++) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, out.files[i].name);
-            st = ap_write_file_atomic(path, out.files[i].text, out.files[i].len, &e);
-            if (st == AP_OK) {
-                size_t l = strlen(rep->files[t]);
-                snprintf(rep->files[t] + l, sizeof rep->files[t] - l, "%s%s", l ? ", " : "",
-                         out.files[i].name);
-            }
-        }
-        if (st == AP_OK && out.note[0]) snprintf(rep->msg[t], sizeof rep->msg[t], "%s", out.note);
-        if (rendered) ap_emit_out_free(&out);
-        rep->status[t] = st;
-        if (st != AP_OK) {
-            snprintf(rep->msg[t], sizeof rep->msg[t], "%s", e.msg);
-            if (result == AP_OK || (result == AP_ERR_INFEASIBLE && st != AP_ERR_INFEASIBLE)) {
-                result = st;
-                first = e;
-            }
-            if (!report) ap_log(AP_LOG_WARN, "%s", e.msg);
-        }
+    ap_outset *set;
+    if ((st = ap_outset_begin(dir, emit_family, &set, err)) != AP_OK) return st;
+    ap_status result = ap_emit_into(set, which, m, c, p, estimate, rep, err);
+    int written = 0;
+    for (int t = 0; t < AP_EMIT_COUNT; t++) written += rep->requested[t] && rep->status[t] == AP_OK;
+    if ((result != AP_OK && result != AP_ERR_INFEASIBLE) || !written) {
+        ap_outset_abort(set); /* nothing to move in: the directory stays as it was */
+        return result;
     }
-    if (result != AP_OK && err) *err = first;
+    ap_err e2;
+    if ((st = ap_outset_commit(set, &e2)) != AP_OK) {
+        if (err) *err = e2;
+        return st;
+    }
+    if (!report)
+        for (int t = 0; t < AP_EMIT_COUNT; t++)
+            if (rep->requested[t] && rep->status[t] != AP_OK) ap_log(AP_LOG_WARN, "%s", rep->msg[t]);
     return result;
 }
 

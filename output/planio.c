@@ -162,26 +162,30 @@ ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_pl
     return root;
 }
 
-ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,
-                            const ap_plan *p, const ap_json *estimate, ap_err *err) {
+char *ap_planfile_print(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                        const ap_json *estimate) {
     ap_json *root = ap_planfile_to_json(m, c, p, estimate);
-    if (!root) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory building plan.json", path);
-    char *text = ap_json_print(root, 1);
+    char *text = root ? ap_json_print(root, 1) : NULL;
     ap_json_free(root);
-    if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory printing plan.json", path);
+    if (!text) return NULL;
     size_t n = strlen(text);
     /* end the file with a newline, as text files should */
-    char *withnl = ap_malloc(n + 2);
+    char *withnl = ap_realloc(text, n + 2);
     if (!withnl) {
         ap_free(text);
-        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+        return NULL;
     }
-    memcpy(withnl, text, n);
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
+    return withnl;
+}
+
+ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,
+                            const ap_plan *p, const ap_json *estimate, ap_err *err) {
+    char *text = ap_planfile_print(m, c, p, estimate);
+    if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory building plan.json", path);
+    ap_status st = ap_write_file_atomic(path, text, strlen(text), err);
     ap_free(text);
-    ap_status st = ap_write_file_atomic(path, withnl, n + 1, err);
-    ap_free(withnl);
     return st;
 }
 

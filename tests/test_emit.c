@@ -1670,7 +1670,7 @@ static void test_cli(void) {
     snprintf(args, sizeof args, "emit --plan '%s' --emit megatron,torchtitan --out '%s/cfg'", path,
              dir);
     int rc = tl_run(args, &out, &er);
-    CHECK_INT(rc, 0); /* megatron written, torchtitan refused */
+    CHECK_INT(rc, 2); /* megatron written, torchtitan (named) refused: exit 2 (README) */
     CHECK_CONTAINS(out, "megatron: wrote megatron.sh");
     CHECK_CONTAINS(er, "torchtitan: cannot express this plan");
     free(out);

@@ -17,6 +17,7 @@
  *   item15_messages             the messages of item 15
  * The cache items (8, 9, 10) are in test_db.c.
  */
+#define _DEFAULT_SOURCE /* mknod, makedev */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -468,6 +471,182 @@ static void item03_escaper(void) {
     CHECK_STR(cut, "ab");
 }
 
+/* ---- items 4-7: outputs --------------------------------------------------------------------- */
+
+static int is_fifo(const char *p) {
+    struct stat sb;
+    return lstat(p, &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
+static void item04_non_regular_targets(void) {
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    char dir[600], path[700], victim[700], *err = NULL, *out = NULL;
+    /* a FIFO where plan.json goes */
+    snprintf(dir, sizeof dir, "%s/fifo-out", tmp);
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    CHECK(mkfifo(path, 0644) == 0);
+    CHECK_INT(runf(NULL, &err, "'%s' --gpus 8 --no-cache --out '%s'", m, dir), 2);
+    CHECK(err && strstr(err, "FIFO") && count_lines(err) <= 2);
+    CHECK(is_fifo(path));
+    free(err);
+    /* a symbolic link where a config goes: neither replaced nor followed */
+    snprintf(dir, sizeof dir, "%s/link-out", tmp);
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(victim, sizeof victim, "%s/victim.txt", tmp);
+    CHECK(tl_write(victim, "keep me\n") == 0);
+    snprintf(path, sizeof path, "%s/megatron.sh", dir);
+    CHECK(symlink(victim, path) == 0);
+    CHECK_INT(runf(NULL, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron", m, dir), 2);
+    CHECK(err && strstr(err, "symbolic link"));
+    free(err);
+    struct stat sb;
+    CHECK(lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode));
+    char *v = tl_read(victim);
+    CHECK(v && !strcmp(v, "keep me\n"));
+    free(v);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    CHECK(access(path, F_OK) != 0); /* nothing of the set moved in */
+    /* a device node (root only: mknod), through db export --output and simulate --trace */
+    snprintf(path, sizeof path, "%s/null-device", tmp);
+    if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        CHECK_INT(runf(NULL, &err, "db export --db '%s' --output '%s'", in_tmp("key.db"), path), 2);
+        CHECK(err && strstr(err, "character device"));
+        free(err);
+        CHECK(lstat(path, &sb) == 0 && S_ISCHR(sb.st_mode));
+        CHECK_INT(runf(NULL, NULL, "simulate '%s' --gpus 1 --trace '%s'", m, path), 2);
+        CHECK(lstat(path, &sb) == 0 && S_ISCHR(sb.st_mode));
+    }
+    /* compare's report */
+    snprintf(dir, sizeof dir, "%s/fifo-report", tmp);
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    CHECK(mkfifo(path, 0644) == 0);
+    CHECK_INT(runf(NULL, NULL, "compare '%s' --gpus 8 --strategies top1 --out '%s'", m, dir), 2);
+    CHECK(is_fifo(path));
+    /* '-' is standard output */
+    CHECK_INT(runf(&out, NULL, "simulate '%s' --gpus 1 --trace -", m), 0);
+    CHECK(out && strstr(out, "\"traceEvents\""));
+    free(out);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --db '%s'", m, in_tmp("export.db")), 0);
+    CHECK_INT(runf(&out, NULL, "db export --db '%s' --output -", in_tmp("export.db")), 0);
+    CHECK(out && strstr(out, "\"format\": \"autoplan-db-export\""));
+    free(out);
+}
+
+/* The pid of a process that has ended (a child reaped). */
+static long dead_pid(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    int st;
+    waitpid(p, &st, 0);
+    return (long)p;
+}
+
+static int has_temporaries(const char *dir) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q -e '^\\.autoplan-' -e '\\.tmp\\.'", dir);
+    return system(cmd) == 0;
+}
+
+static void item05_output_sets(void) {
+    const char *tiny = tl_path("examples/models/tiny-gpt.json");
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/set-out", tmp);
+    /* the leftovers of a killed run: a temporary directory and a temporary file of dead pids */
+    CHECK(mkdir(dir, 0755) == 0);
+    long pid = dead_pid();
+    snprintf(path, sizeof path, "%s/.autoplan-%ld.tmp", dir, pid);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof path, "%s/.autoplan-%ld.tmp/megatron.sh", dir, pid);
+    CHECK(tl_write(path, "half") == 0);
+    snprintf(path, sizeof path, "%s/plan.json.tmp.%ld", dir, pid);
+    CHECK(tl_write(path, "half") == 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit all", tiny, dir), 0);
+    CHECK(!has_temporaries(dir));
+    /* a second run with fewer targets: no config of the first run is left beside its plan */
+    snprintf(path, sizeof path, "%s/ds_config.json", dir);
+    CHECK(access(path, F_OK) == 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron",
+                   tl_path(LLAMA), dir), 0);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    char *pj = tl_read(path);
+    CHECK(pj && strstr(pj, "Llama-2-7b-hf"));
+    free(pj);
+    CHECK(!has_temporaries(dir));
+    /* a set that cannot be completed (one target is a FIFO) leaves the directory as it was */
+    snprintf(path, sizeof path, "%s/megatron.sh", dir);
+    unlink(path);
+    CHECK(mkfifo(path, 0644) == 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit all", tiny, dir), 2);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    pj = tl_read(path);
+    CHECK(pj && strstr(pj, "Llama-2-7b-hf")); /* still the previous run's */
+    free(pj);
+    CHECK(!has_temporaries(dir));
+    /* the emit command: the same sets */
+    char dir2[700];
+    snprintf(dir2, sizeof dir2, "%s/emit-out", tmp);
+    CHECK_INT(runf(NULL, NULL, "emit --plan '%s' --emit all --out '%s'", path, dir2), 0);
+    CHECK(!has_temporaries(dir2));
+    /* every file a target renders is in the family a set replaces */
+    static const char *targets[] = {"deepspeed", "megatron", "colossalai", "torchtitan",
+                                    "accelerate"};
+    char list[1200];
+    snprintf(list, sizeof list, "ls '%s' | grep -v -x -e plan.json -e ds_config.json -e "
+             "ds_config_hf.json -e deepspeed_launch.sh -e megatron.sh -e colossalai_booster.py "
+             "-e torchtitan.toml -e accelerate.yaml -e accelerate_ds_config.json", dir2);
+    CHECK(system(list) != 0); /* grep -v found nothing else */
+    (void)targets;
+}
+
+static void item06_stdout_errors(void) {
+    if (access("/dev/full", W_OK) != 0) {
+        printf("item 6: no /dev/full here; skipped\n");
+        return;
+    }
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    const char *cmds[] = {"info '%s'", "'%s' --gpus 8 --no-cache", "estimate '%s' --gpus 8 --json",
+                          "gpus", "db list --db '%s'"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[1024], cmd[2048];
+        snprintf(args, sizeof args, cmds[i], i == 4 ? in_tmp("key.db") : m);
+        snprintf(cmd, sizeof cmd, "'%s' %s >/dev/full 2>/dev/null", tl_bin, args);
+        int st = system(cmd);
+        int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (rc != 1) fprintf(stderr, "item 6: autoplan %s > /dev/full: exit %d\n", args, rc);
+        CHECK_INT(rc, 1);
+    }
+}
+
+static void item07_out_with_sweeps(void) {
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    char dir[600], path[700], *out = NULL;
+    snprintf(dir, sizeof dir, "%s/sweep-out", tmp);
+    CHECK_INT(runf(&out, NULL, "'%s' --gpus 8,16 --no-cache --out '%s' --emit megatron", m, dir), 0);
+    CHECK(out && strstr(out, "gpus-16/plan.json"));
+    free(out);
+    int counts[2] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/gpus-%d/plan.json", dir, counts[i]);
+        char *pj = tl_read(path);
+        ap_err e;
+        ap_json *j = pj ? ap_json_parse(pj, strlen(pj), path, &e) : NULL;
+        CHECK(j != NULL);
+        CHECK_INT((int)ap_json_number(ap_json_get(ap_json_get(j, "cluster"), "gpus")), counts[i]);
+        ap_json_free(j);
+        free(pj);
+        snprintf(path, sizeof path, "%s/gpus-%d/megatron.sh", dir, counts[i]);
+        CHECK(access(path, F_OK) == 0);
+    }
+    /* --tokens with one count: the plan of that count in DIR */
+    snprintf(dir, sizeof dir, "%s/tokens-out", tmp);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --tokens 1T --no-cache --out '%s'", m, dir), 0);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    CHECK(access(path, F_OK) == 0);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     const char *t = tl_tmpdir();
@@ -480,6 +659,10 @@ int main(int argc, char **argv) {
     ITEM(item02_cached_results);
     ITEM(item03_escaper);
     ITEM(item03_hostile_names);
+    ITEM(item04_non_regular_targets);
+    ITEM(item05_output_sets);
+    ITEM(item06_stdout_errors);
+    ITEM(item07_out_with_sweeps);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

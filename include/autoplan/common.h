@@ -104,7 +104,8 @@ uint64_t ap_hash64(const void *data, size_t n, uint64_t seed);
 double ap_now_s(void);
 
 /* Write `len` bytes to `path` atomically: a temporary file in the same directory, fsync, rename.
- * Never leaves a half-written `path`. */
+ * Never leaves a half-written `path`. A path that exists and is not a regular file (FIFO,
+ * symlink, device) is refused with AP_ERR_INPUT (files.h). */
 ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err);
 
 /* Read a whole file (NUL-terminated, *out_len without the NUL). Caller frees *out. Files over

@@ -12,8 +12,9 @@
  *
  * What each trainer can express comes from the trainer table (ap_trainer_get). A plan a trainer
  * cannot express is refused for that trainer with the reason and the closest plan it can
- * express; the other targets are still written. Every file is written with
- * ap_write_file_atomic.
+ * express; the other targets are still written. The files of one call are one output set
+ * (files.h): all written, then moved in together, replacing every config an earlier run left in
+ * the directory.
  */
 #ifndef AP_EMIT_H
 #define AP_EMIT_H
@@ -78,6 +79,19 @@ typedef struct ap_emit_report {
     char msg[AP_EMIT_COUNT][512];   /* refusal or failure reason, "" when written */
     char files[AP_EMIT_COUNT][256]; /* names written, comma-separated */
 } ap_emit_report;
+
+/* The names of every file the targets write (NULL-terminated, static). */
+const char *const *ap_emit_file_family(void);
+
+typedef struct ap_outset ap_outset; /* files.h */
+
+/* Render the targets named by `which` into an output set (files.h), filling *report (required).
+ * AP_OK when every target was added, AP_ERR_INFEASIBLE when some refused the plan (err: the
+ * first refusal; the others were added), or the error that stopped adding a file (the set
+ * should then be aborted). */
+ap_status ap_emit_into(ap_outset *set, const char *which, const ap_model *m, const ap_cluster *c,
+                       const ap_plan *p, const ap_json *estimate, ap_emit_report *report,
+                       ap_err *err);
 
 /* Write the configs named by `which` ("deepspeed,megatron,...|all") into directory `dir`
  * (created when missing). Targets that cannot express the plan are skipped with their reason;

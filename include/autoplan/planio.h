@@ -32,6 +32,11 @@ ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_pl
 ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,
                                 ap_cluster *c, ap_plan *p, ap_json **estimate_out, ap_err *err);
 
+/* The text of plan.json (pretty-printed, ending with a newline); caller frees. NULL when out of
+ * memory. */
+char *ap_planfile_print(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                        const ap_json *estimate);
+
 /* Write plan.json to `path` atomically (temporary file + rename, ap_write_file_atomic).
  * `estimate` may be NULL (borrowed). */
 ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,

@@ -1,0 +1,237 @@
+/*
+ * files.c - output files that never hurt the user (files.h): the regular-file check, stale
+ * temporary files of dead processes, mkdir -p, and the output set (a temporary directory
+ * moved in file by file after every file is written).
+ *
+ * POSIX only: rename(2) within one directory tree is atomic per file; a process is dead when
+ * kill(pid, 0) fails with ESRCH (a live process of another user answers EPERM and is left
+ * alone).
+ */
+#define _DEFAULT_SOURCE /* DT_DIR in dirent.h */
+#include "autoplan/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SET 16
+
+struct ap_outset {
+    char dir[4096];
+    char tmp[4200];           /* dir/.autoplan-<pid>.tmp */
+    const char *const *family;
+    char names[MAX_SET][64];
+    int n;
+};
+
+static const char *kind_of(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISLNK(m)) return "a symbolic link";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISDIR(m)) return "a directory";
+    return "not a regular file";
+}
+
+ap_status ap_files_check_target(const char *path, ap_err *err) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return AP_OK; /* absent: it will be created */
+    if (S_ISREG(sb.st_mode)) return AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "%s: exists and is %s, not a regular file; not replaced "
+                      "(write to a new path, or '-' for standard output where the flag takes it)",
+                      path, kind_of(sb.st_mode));
+}
+
+static int dead(long pid) { return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH; }
+
+/* Remove the regular files in dir and dir itself. */
+static void remove_tree1(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+void ap_files_remove_stale(const char *path) {
+    char dir[4096], base[512];
+    struct stat sb;
+    int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    if (is_dir) {
+        snprintf(dir, sizeof dir, "%s", path);
+        base[0] = '\0';
+    } else {
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        if (slash && slash == path) snprintf(dir, sizeof dir, "/");
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : path);
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    size_t bl = strlen(base);
+    char p[4700];
+    while ((e = readdir(d)) != NULL) {
+        long pid = 0;
+        char tail[8];
+        const char *nm = e->d_name;
+        if (is_dir && sscanf(nm, ".autoplan-%ld.tm%1s", &pid, tail) == 2 && !strcmp(tail, "p") &&
+            dead(pid)) {
+            snprintf(p, sizeof p, "%s/%s", dir, nm);
+            remove_tree1(p);
+        } else if (is_dir ? strstr(nm, ".tmp.") != NULL
+                          : bl && !strncmp(nm, base, bl) && !strncmp(nm + bl, ".tmp.", 5)) {
+            /* "<file>.tmp.<pid>" of ap_write_file_atomic (in a directory: of any file) */
+            const char *num = is_dir ? strrchr(nm, '.') + 1 : nm + bl + 5;
+            char *end;
+            pid = strtol(num, &end, 10);
+            if (end != num && *end == '\0' && (is_dir ? !strncmp(num - 5, ".tmp.", 5) : 1) &&
+                dead(pid)) {
+                snprintf(p, sizeof p, "%s/%s", dir, nm);
+                unlink(p);
+            }
+        }
+    }
+    closedir(d);
+}
+
+ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
+    char part[4096];
+    size_t dl = strlen(dir);
+    if (dl == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", what);
+    if (dl >= sizeof part) return ap_err_set(err, AP_ERR_INPUT, "%s: path too long", what);
+    for (size_t i = 1; i <= dl; i++) {
+        if (dir[i] != '/' && dir[i] != '\0') continue;
+        memcpy(part, dir, i);
+        part[i] = '\0';
+        struct stat sb;
+        if (stat(part, &sb) == 0) {
+            if (!S_ISDIR(sb.st_mode))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: %s exists and is not a directory", what,
+                                  part);
+            continue;
+        }
+        if (mkdir(part, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            return ap_err_set(err, e == EACCES || e == EROFS || e == ENOENT || e == ENOTDIR
+                                       ? AP_ERR_INPUT : AP_ERR_IO,
+                              "%s: cannot create directory %s: %s", what, part, strerror(e));
+        }
+    }
+    return AP_OK;
+}
+
+/* ---- the output set --------------------------------------------------------------------------- */
+
+ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset **out,
+                          ap_err *err) {
+    *out = NULL;
+    ap_status st = ap_files_make_dir(dir, "--out", err);
+    if (st != AP_OK) return st;
+    ap_files_remove_stale(dir);
+    ap_outset *s = ap_calloc(1, sizeof *s);
+    if (!s) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", dir);
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->tmp, sizeof s->tmp, "%s/.autoplan-%ld.tmp", dir, (long)getpid());
+    s->family = family;
+    remove_tree1(s->tmp); /* ours from an earlier set of this process */
+    if (mkdir(s->tmp, 0700) != 0) {
+        int e = errno;
+        ap_free(s);
+        return ap_err_set(err, e == EACCES || e == EROFS ? AP_ERR_INPUT : AP_ERR_IO,
+                          "--out: cannot write in %s: %s", dir, strerror(e));
+    }
+    *out = s;
+    return AP_OK;
+}
+
+const char *ap_outset_dir(const ap_outset *s) { return s->dir; }
+
+static ap_status write_all(const char *path, const void *data, size_t len, ap_err *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return ap_err_set(err, AP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            int e = errno;
+            close(fd);
+            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0)
+        return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return AP_OK;
+}
+
+ap_status ap_outset_add(ap_outset *s, const char *name, const void *data, size_t len,
+                        ap_err *err) {
+    char target[4200], tmp[4300];
+    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+        strlen(name) >= sizeof s->names[0])
+        return ap_err_set(err, AP_ERR_INTERNAL, "output file name '%s' is not a plain name", name);
+    if (s->n >= MAX_SET) return ap_err_set(err, AP_ERR_INTERNAL, "more than %d output files", MAX_SET);
+    snprintf(target, sizeof target, "%s/%s", s->dir, name);
+    ap_status st = ap_files_check_target(target, err);
+    if (st != AP_OK) return st;
+    snprintf(tmp, sizeof tmp, "%s/%s", s->tmp, name);
+    if ((st = write_all(tmp, data, len, err)) != AP_OK) {
+        unlink(tmp);
+        ap_err_prefix(err, "%s", target);
+        return st;
+    }
+    snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
+    return AP_OK;
+}
+
+/* Remove dir/name when it is a regular file (an earlier run's). */
+static void remove_regular(const char *dir, const char *name) {
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(p);
+}
+
+ap_status ap_outset_commit(ap_outset *s, ap_err *err) {
+    ap_status st = AP_OK;
+    /* the earlier run's files first: a kill from here on leaves part of this set, not a mix */
+    for (int i = 0; s->family && s->family[i]; i++) remove_regular(s->dir, s->family[i]);
+    for (int i = 0; i < s->n; i++) remove_regular(s->dir, s->names[i]);
+    for (int i = 0; i < s->n && st == AP_OK; i++) {
+        char from[4300], to[4200];
+        snprintf(from, sizeof from, "%s/%s", s->tmp, s->names[i]);
+        snprintf(to, sizeof to, "%s/%s", s->dir, s->names[i]);
+        if ((st = ap_files_check_target(to, err)) == AP_OK && rename(from, to) != 0)
+            st = ap_err_set(err, AP_ERR_IO, "%s: cannot move into place: %s", to, strerror(errno));
+    }
+    int fd = open(s->dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd); /* the renames are durable */
+        close(fd);
+    }
+    remove_tree1(s->tmp);
+    ap_free(s);
+    return st;
+}
+
+void ap_outset_abort(ap_outset *s) {
+    if (!s) return;
+    remove_tree1(s->tmp);
+    ap_free(s);
+}
