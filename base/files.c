@@ -134,6 +134,23 @@ ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
     return AP_OK;
 }
 
+ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err) {
+    char part[4096];
+    size_t dl = strlen(dir);
+    if (dl == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", what);
+    if (dl >= sizeof part) return ap_err_set(err, AP_ERR_INPUT, "%s: path too long", what);
+    for (size_t i = 1; i <= dl; i++) {
+        if (dir[i] != '/' && dir[i] != '\0') continue;
+        memcpy(part, dir, i);
+        part[i] = '\0';
+        struct stat sb;
+        if (stat(part, &sb) != 0) return AP_OK; /* made later */
+        if (!S_ISDIR(sb.st_mode))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: %s exists and is not a directory", what, part);
+    }
+    return AP_OK;
+}
+
 /* ---- the output set --------------------------------------------------------------------------- */
 
 ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset **out,

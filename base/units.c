@@ -226,7 +226,8 @@ char *ap_fmt_bytes(double bytes, char *buf, size_t n) {
 
 char *ap_fmt_seconds(double s, char *buf, size_t n) {
     double a = fabs(s);
-    if (a >= 86400.0 * 2) snprintf(buf, n, "%.1f days", s / 86400.0);
+    if (a >= 86400.0 * 1e6 || !isfinite(s)) snprintf(buf, n, "%.3g days", s / 86400.0);
+    else if (a >= 86400.0 * 2) snprintf(buf, n, "%.1f days", s / 86400.0);
     else if (a >= 3600.0 * 2) snprintf(buf, n, "%.1f h", s / 3600.0);
     else if (a >= 1.0) snprintf(buf, n, "%.3f s", s);
     else if (a >= 1e-3) snprintf(buf, n, "%.1f ms", s * 1e3);

@@ -425,6 +425,7 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     ap_status st;
     if (!ap_flags_isset(fl, "out"))
         return ap_err_set(err, AP_ERR_INPUT, "--out DIR is required (where the report goes)");
+    if ((st = ap_files_check_dir(ap_flags_value(fl, "out"), "--out", err)) != AP_OK) return st;
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &cc->tokens, err)) != AP_OK) return st;
     /* as `autoplan plan`: the strategies are compared on the first count; each count of a sweep

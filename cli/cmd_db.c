@@ -196,11 +196,8 @@ static int cmd_list(int argc, char **argv) {
     ap_db *db = NULL;
     int missing = 0;
     ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
+    if (st == AP_OK && missing) st = AP_ERR_INPUT; /* README "Exit status": the path given */
     if (st != AP_OK) return ap_cli_fail(st, &err);
-    if (missing) {
-        fprintf(stderr, "autoplan: %s\n", err.msg);
-        return 0;
-    }
     if (st == AP_OK && (all || !strcmp(what, "plans"))) st = list_plans(db, &err);
     if (st == AP_OK && (all || !strcmp(what, "profiles")))
         st = list_profiles(db, ap_flags_value(&fl, "gpu"), &err);
@@ -414,7 +411,7 @@ static int cmd_export(int argc, char **argv) {
     ap_db *db = NULL;
     int missing = 0;
     ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
-    if (st == AP_OK && missing) st = AP_ERR_IO;
+    if (st == AP_OK && missing) st = AP_ERR_INPUT;
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char *text = NULL;
     st = csv ? ap_db_export_csv(db, table, &text, &err) : ap_db_export_json(db, &text, &err);
@@ -480,6 +477,9 @@ static int cmd_gc(int argc, char **argv) {
     }
     double older_s = 0;
     ap_status st = ap_parse_duration(d, "--older-than", &older_s, &err);
+    /* time_t arithmetic must not overflow: 10000 years is older than any row */
+    if (st == AP_OK && older_s > 3.15e11)
+        st = ap_err_set(&err, AP_ERR_INPUT, "--older-than: %s is more than 10000 years", d);
     if (st != AP_OK) return ap_cli_fail(st, &err);
     /* Do not create a database just to find it empty. */
     ap_db *db = NULL;

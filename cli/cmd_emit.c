@@ -15,7 +15,7 @@
 #include "autoplan/planio.h"
 
 int ap_cmd_emit(int argc, char **argv) {
-    static const char usage[] = "usage: autoplan emit --plan plan.json --emit LIST --out DIR";
+    static const char usage[] = "autoplan emit --plan plan.json --emit LIST --out DIR";
     static const char description[] =
         "Write trainer configuration files for a saved plan. LIST is a comma-separated subset of\n"
         "deepspeed (ds_config.json, ds_config_hf.json, deepspeed_launch.sh), megatron\n"

@@ -436,12 +436,12 @@ static ap_status setup_extras(plan_cmd *pc, ap_err *err) {
         return ap_err_set(err, AP_ERR_INPUT, "--gpu-hour-price needs --tokens");
     if (ap_flags_isset(fl, "emit") && !ap_flags_isset(fl, "out"))
         return ap_err_set(err, AP_ERR_INPUT, "--emit needs --out DIR");
+    const char *out = ap_flags_value(fl, "out");
+    if (out && (st = ap_files_check_dir(out, "--out", err)) != AP_OK) return st;
     if (ap_flags_isset(fl, "emit")) {
         unsigned mask;
-        if ((st = ap_emit_parse_list(ap_flags_value(fl, "emit"), &mask, err)) != AP_OK) {
-            ap_err_prefix(err, "--emit");
-            return st;
-        }
+        if ((st = ap_emit_parse_list(ap_flags_value(fl, "emit"), &mask, err)) != AP_OK)
+            return st; /* the message names --emit */
     }
     pc->json = ap_flags_isset(fl, "json");
     return AP_OK;

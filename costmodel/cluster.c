@@ -183,6 +183,14 @@ ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *er
     if (c->nvme_bytes <= 0 && (c->nvme_read_bytes_per_s > 0 || c->nvme_write_bytes_per_s > 0))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'nvme': NVMe bandwidth given without a "
                           "capacity (nvme, e.g. \"3.84TB\")", where);
+    /* below 1 MB/s a bandwidth is a unit typo, not a link (and gives step times of 1e300 s) */
+    const struct { const char *field; double v; } bw[] = {
+        {"link_bw", c->link_bytes_per_s}, {"network_bw", c->net_bytes_per_s},
+        {"pcie_bw", c->pcie_bytes_per_s}, {"host_mem_bw", c->host_mem_bytes_per_s}};
+    for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++)
+        if (bw[i].v > 0 && bw[i].v < AP_MIN_BYTES_PER_S)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s': %.3g bytes/s is below 1 MB/s",
+                              where, bw[i].field, bw[i].v);
     return AP_OK;
 }
 

@@ -130,6 +130,13 @@ ap_status ap_request_cluster(const ap_request *rq, ap_cluster *c, ap_err *err) {
     if (rq->gpus.given && (rq->gpus.v < 1 || rq->gpus.v > (1 << 20)))
         return ap_err_set(err, AP_ERR_INPUT, "--gpus: %lld is out of range [1, 1048576]",
                           (long long)rq->gpus.v);
+    const struct { const char *flag; const ap_opt_real *o; } bw[] = {
+        {"--network-bw", &rq->network_bw}, {"--link-bw", &rq->link_bw}, {"--pcie-bw", &rq->pcie_bw}};
+    for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++)
+        if (bw[i].o->given && (!(bw[i].o->v >= AP_MIN_BYTES_PER_S) || bw[i].o->v > 1e15) &&
+            !(bw[i].o->v == 0 && i == 0))
+            return ap_err_set(err, AP_ERR_INPUT, "%s: %.3g bytes/s is not a bandwidth between 1 MB/s "
+                              "and 1 PB/s", bw[i].flag, bw[i].o->v);
     if (rq->gpus_per_node.given) ap_cluster_set_gpus_per_node(c, (int)rq->gpus_per_node.v);
     if (rq->nvlink_domain.given) c->nvlink_domain = (int)rq->nvlink_domain.v;
     if (rq->network_bw.given) c->net_bytes_per_s = rq->network_bw.v;

@@ -1485,8 +1485,9 @@ static void test_cli(const char *dir) {
     CHECK_INT(run_cli("db path --db '%s'", db, "", &out, &err), 0);
     CHECK_CONTAINS(out, db);
     free(out), free(err);
-    /* list on a missing database: a note, nothing created */
-    CHECK_INT(run_cli("db list --db '%s'", db, "", &out, &err), 0);
+    /* list on a missing database: exit 2 as show and export (README "Exit status"), nothing
+     * created */
+    CHECK_INT(run_cli("db list --db '%s'", db, "", &out, &err), 2);
     CHECK_CONTAINS(err, "no database there yet");
     CHECK(access(db, F_OK) != 0);
     free(out), free(err);

@@ -288,29 +288,46 @@ static int count_lines(const char *s) {
     return n;
 }
 
-/* Parse a generated file with its language's own parser. */
-static int parses(const char *path) {
-    const char *ext = strrchr(path, '.');
-    char cmd[2048];
-    if (!ext) return 0;
-    if (!strcmp(ext, ".sh")) snprintf(cmd, sizeof cmd, "bash -n '%s' 2>/dev/null", path);
-    else if (!strcmp(ext, ".py"))
-        snprintf(cmd, sizeof cmd, "python3 -c 'import ast,sys; ast.parse(open(sys.argv[1], "
-                 "encoding=\"utf-8\").read())' '%s' 2>/dev/null", path);
-    else if (!strcmp(ext, ".yaml"))
-        snprintf(cmd, sizeof cmd, "python3 -c 'import yaml,sys; yaml.safe_load(open(sys.argv[1], "
-                 "encoding=\"utf-8\"))' '%s' 2>/dev/null", path);
-    else if (!strcmp(ext, ".toml"))
-        snprintf(cmd, sizeof cmd, "python3 -c 'import tomllib,sys; tomllib.load(open(sys.argv[1], "
-                 "\"rb\"))' '%s' 2>/dev/null", path);
-    else if (!strcmp(ext, ".json"))
-        snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; json.load(open(sys.argv[1], "
-                 "encoding=\"utf-8\"))' '%s' 2>/dev/null", path);
-    else if (!strcmp(ext, ".md") || !strcmp(ext, ".html") || !strcmp(ext, ".csv"))
-        snprintf(cmd, sizeof cmd, "python3 -c 'import sys; open(sys.argv[1], "
-                 "encoding=\"utf-8\").read()' '%s' 2>/dev/null", path);
-    else return 0;
-    return system(cmd) == 0;
+/* Generated files to parse with their languages' own parsers, all in one python3 run at the
+ * end of the item (a python start costs about 0.3 s). */
+static char parse_list[256][1300];
+static int nparse;
+
+static void to_parse(const char *path) {
+    if (nparse < 256) snprintf(parse_list[nparse++], sizeof parse_list[0], "%s", path);
+}
+
+/* Parse every listed file: bash -n, ast, yaml.safe_load, tomllib, json, strict UTF-8 for the
+ * rest. Each file that does not parse is a failure naming it. */
+static void parse_all(void) {
+    static const char script[] =
+        "import ast, json, subprocess, sys, tomllib, yaml\n"
+        "bad = 0\n"
+        "for p in sys.argv[1:]:\n"
+        "    try:\n"
+        "        if p.endswith('.sh'):\n"
+        "            subprocess.run(['bash', '-n', p], check=True, capture_output=True)\n"
+        "        elif p.endswith('.py'): ast.parse(open(p, encoding='utf-8').read())\n"
+        "        elif p.endswith('.yaml'): yaml.safe_load(open(p, encoding='utf-8'))\n"
+        "        elif p.endswith('.toml'): tomllib.load(open(p, 'rb'))\n"
+        "        elif p.endswith('.json'): json.load(open(p, encoding='utf-8'))\n"
+        "        else: open(p, encoding='utf-8').read()\n"
+        "    except Exception as e:\n"
+        "        bad += 1\n"
+        "        print('does not parse:', repr(p), type(e).__name__, file=sys.stderr)\n"
+        "sys.exit(1 if bad else 0)\n";
+    const char *py = in_tmp("parse.py");
+    CHECK(tl_write(py, script) == 0);
+    ap_strbuf cmd = {0};
+    ap_strbuf_printf(&cmd, "python3 '%s'", py);
+    for (int i = 0; i < nparse; i++) {
+        ap_strbuf_puts(&cmd, " ");
+        ap_text_escape(&cmd, AP_TEXT_SH, parse_list[i]);
+    }
+    int ok = cmd.buf && system(cmd.buf) == 0;
+    CHECK(ok);
+    ap_strbuf_free(&cmd);
+    nparse = 0;
 }
 
 static const char *const generated[] = {
@@ -328,9 +345,7 @@ static void check_outputs(const char *dir, const char *benign_dir, const char *w
         char *t = tl_read(path), *b = tl_read(bpath);
         CHECK((t == NULL) == (b == NULL));
         if (t && b) {
-            int ok = parses(path);
-            if (!ok) fprintf(stderr, "%s: %s does not parse\n", what, path);
-            CHECK(ok);
+            to_parse(path);
             if (count_lines(t) != count_lines(b))
                 fprintf(stderr, "%s: %s has %d lines, %d with a benign name\n", what, path,
                         count_lines(t), count_lines(b));
@@ -404,7 +419,7 @@ static void item03_hostile_names(void) {
         CHECK(md && strncmp(md, "# Strategy comparison: ", 23) == 0 && strchr(md, '\n') &&
               strstr(md, " on 8 x ") < strchr(md, '\n')); /* the heading stays one line */
         free(md);
-        CHECK(parses(path));
+        to_parse(path);
     }
     /* the directory name of a Hugging Face model, and a long UTF-8 name cut in a character */
     char hfdir[1024];
@@ -419,7 +434,7 @@ static void item03_hostile_names(void) {
     CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron", cfg, dir), 0);
     char sh[1100];
     snprintf(sh, sizeof sh, "%s/megatron.sh", dir);
-    CHECK(parses(sh));
+    to_parse(sh);
     ap_strbuf longname = {0};
     ap_strbuf_puts(&longname, "\"a");
     for (int k = 0; k < 200; k++) ap_strbuf_puts(&longname, "\xc3\xa9"); /* U+00E9, 2 bytes */
@@ -434,6 +449,7 @@ static void item03_hostile_names(void) {
     CHECK(rc == 0 || (rc == 2 && err && count_lines(err) == 1));
     if (rc == 0) check_outputs(dir, bench, "long UTF-8 name");
     free(err);
+    parse_all();
 }
 
 /* The escaper itself, language by language, with the hostile names (text.h). */
@@ -550,7 +566,8 @@ static int has_temporaries(const char *dir) {
 }
 
 static void item05_output_sets(void) {
-    const char *tiny = tl_path("examples/models/tiny-gpt.json");
+    char tiny[1024]; /* tl_path returns one static buffer */
+    snprintf(tiny, sizeof tiny, "%s", tl_path("examples/models/tiny-gpt.json"));
     char dir[600], path[700];
     snprintf(dir, sizeof dir, "%s/set-out", tmp);
     /* the leftovers of a killed run: a temporary directory and a temporary file of dead pids */
@@ -647,6 +664,219 @@ static void item07_out_with_sweeps(void) {
     CHECK(access(path, F_OK) == 0);
 }
 
+/* ---- items 11-15: bounds, undefined behaviour, silent inputs, exit codes, messages ---------- */
+
+/* exit 2 with exactly one line on stderr containing needle */
+static void refused(const char *needle, const char *fmt, const char *a, const char *b) {
+    char *out = NULL, *err = NULL;
+    int rc = runf(&out, &err, fmt, a, b);
+    if (rc != 2 || !err || !strstr(err, needle) || count_lines(err) != 1)
+        fprintf(stderr, "expected exit 2 and one line with \"%s\" from: ", needle),
+            fprintf(stderr, fmt, a, b), fprintf(stderr, "\n  got exit %d, stderr: %s\n", rc, err);
+    CHECK_INT(rc, 2);
+    CHECK(err && strstr(err, needle) != NULL);
+    CHECK_INT(count_lines(err), 1);
+    free(out);
+    free(err);
+}
+
+static void item11_event_bound(void) {
+    refused("too large to simulate", "simulate '%s' --gpus 1 --gbs 2000000%s",
+            tl_path("examples/models/tiny-gpt.json"), "");
+}
+
+/* A plan.json made by `plan --out`, with `key` of the plan section set to the JSON `value`
+ * (and key2 to value2 when key2 is not NULL, ...). */
+static const char *plan_file_with3(const char *name, const char *section, const char *key,
+                                   const char *value, const char *key2, const char *value2,
+                                   const char *key3, const char *value3);
+static const char *plan_file_with(const char *name, const char *section, const char *key,
+                                  const char *value) {
+    return plan_file_with3(name, section, key, value, NULL, NULL, NULL, NULL);
+}
+
+static const char *plan_file_with3(const char *name, const char *section, const char *key,
+                                   const char *value, const char *key2, const char *value2,
+                                   const char *key3, const char *value3) {
+    static char path[700];
+    const char *good = in_tmp("good-plan/plan.json");
+    if (access(good, F_OK) != 0)
+        CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s'",
+                       tl_path("examples/models/tiny-gpt.json"), in_tmp("good-plan")), 0);
+    char *text = tl_read(good);
+    ap_err e;
+    ap_json *j = text ? ap_json_parse(text, strlen(text), good, &e) : NULL;
+    free(text);
+    CHECK(j != NULL);
+    if (!j) return good;
+    ap_json *sec = section ? ap_json_get(j, section) : j;
+    const char *keys[3] = {key, key2, key3}, *values[3] = {value, value2, value3};
+    for (int i = 0; i < 3 && keys[i]; i++) {
+        ap_json *v = ap_json_parse(values[i], strlen(values[i]), "value", &e);
+        ap_json_free(ap_json_detach(sec, keys[i]));
+        ap_json_add(sec, keys[i], v);
+    }
+    char *out = ap_json_print(j, 1);
+    ap_json_free(j);
+    snprintf(path, sizeof path, "%s", in_tmp(name));
+    CHECK(out && tl_write(path, out) == 0);
+    free(out);
+    return path;
+}
+
+static void item12_undefined_behaviour(void) {
+    /* mbs x dp x grad_accum = 2^37 x 8 x (2^24 + 1) = 2^64 + 2^40 wraps in int64 to 2^40, which
+     * equals gbs: refused (mbs out of range), never accepted */
+    const char *p = plan_file_with3("wrap.json", "plan", "mbs", "137438953472", "grad_accum",
+                                    "16777217", "gbs", "1099511627776");
+    refused("field 'mbs'", "emit --plan '%s' --out '%s'", p, in_tmp("wrap-out"));
+    /* within the ranges, a product past int64 is compared without overflow */
+    p = plan_file_with3("wrap2.json", "plan", "mbs", "1048576", "grad_accum", "4294967296", "gbs",
+                        "4294967296");
+    refused("must equal mbs x dp x grad_accum", "emit --plan '%s' --out '%s'", p,
+            in_tmp("wrap-out"));
+    /* a duration of 1e300 weeks is not converted to a time */
+    refused("--older-than", "db gc --older-than 1e300w --db '%s'%s", in_tmp("key.db"), "");
+    /* a cached plan with mbs 1e300 is not converted to an integer: searched again */
+    char *exported = NULL, *out = NULL, *err = NULL;
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --db '%s'", m, in_tmp("ub.db")), 0);
+    CHECK_INT(runf(&exported, NULL, "db export --db '%s'", in_tmp("ub.db")), 0);
+    ap_err e;
+    ap_json *x = exported ? ap_json_parse(exported, strlen(exported), "x", &e) : NULL;
+    const char *rj = ap_json_string(ap_json_get(ap_json_at(ap_json_get(x, "plans"), 0),
+                                                "result_json"));
+    ap_json *res = rj ? ap_json_parse(rj, strlen(rj), "r", &e) : NULL;
+    CHECK(res != NULL);
+    if (res) {
+        set_number(ap_json_get(ap_json_at(ap_json_get(res, "plans"), 0), "plan"), "mbs", 1e300);
+        char args[1200];
+        snprintf(args, sizeof args, "'%s' --gpus 8 --out '%s'", m, in_tmp("ub-out"));
+        CHECK_INT(with_planted(exported, res, args, &out, &err), 0);
+        CHECK(err && strstr(err, "not used"));
+        free(out);
+        free(err);
+    }
+    ap_json_free(res);
+    ap_json_free(x);
+    free(exported);
+}
+
+static void item13_silent_inputs(void) {
+    char tiny[1024], llama[1024]; /* tl_path returns one static buffer */
+    snprintf(tiny, sizeof tiny, "%s", tl_path("examples/models/tiny-gpt.json"));
+    snprintf(llama, sizeof llama, "%s", tl_path(LLAMA));
+    /* duplicate keys in a model file and in a plan file */
+    const char *dup = in_tmp("dup-model.json");
+    CHECK(tl_write(dup, "{\"name\": \"d\", \"layers\": 4, \"layers\": 8, \"hidden\": 256, "
+                        "\"heads\": 8, \"vocab\": 1024, \"seq_len\": 512}") == 0);
+    refused("key 'layers' appears twice", "info '%s'%s", dup, "");
+    char *good = tl_read(in_tmp("good-plan/plan.json"));
+    if (good) {
+        char *pos = strstr(good, "\"tp\": 1,");
+        CHECK(pos != NULL);
+        if (pos) {
+            ap_strbuf b = {0};
+            ap_strbuf_put(&b, good, (size_t)(pos - good));
+            ap_strbuf_puts(&b, "\"tp\": 1, \"tp\": 8,");
+            ap_strbuf_puts(&b, pos + strlen("\"tp\": 1,"));
+            const char *pd = in_tmp("dup-plan.json");
+            CHECK(tl_write(pd, b.buf) == 0);
+            ap_strbuf_free(&b);
+            refused("key 'tp' appears twice", "emit --plan '%s' --out '%s'", pd, in_tmp("dup-out"));
+        }
+    }
+    free(good);
+    refused("--fix: tp is given twice", "'%s' --gpus 8 --no-cache --fix tp=8,tp=2%s", llama, "");
+    refused("--recompute-layers: 99 is more than the model's 32 layers",
+            "estimate '%s' --gpus 8 --recompute full --recompute-layers 99%s", llama, "");
+    refused("--offload-fractions needs --choose-offload",
+            "partition '%s' --gpus 8 --pp 2 --offload-fractions 0,1%s", llama, "");
+    refused("--stage-layers", "estimate '%s' --gpus 8 --pp 2 --stage-layers 16,16,%s", llama, "");
+    const char *p = plan_file_with("seq.json", "plan", "seq", "1073741824");
+    refused("field 'seq'", "emit --plan '%s' --out '%s'", p, in_tmp("seq-out"));
+    p = plan_file_with("fp32.json", "plan", "dtype", "\"fp32\"");
+    refused("field 'dtype' = \"fp32\" is not one of", "emit --plan '%s' --out '%s'", p,
+            in_tmp("fp32-out"));
+    refused("--network-bw", "estimate '%s' --gpus 16 --network-bw 1e-300GB/s%s", tiny, "");
+    const char *cl = in_tmp("slow-cluster.json");
+    CHECK(tl_write(cl, "{\"gpu\": \"a100\", \"gpus\": 16, \"network_bw\": \"1e-300GB/s\"}") == 0);
+    refused("below 1 MB/s", "estimate '%s' --cluster '%s'", tiny, cl);
+    /* flags that describe the cluster cannot be given beside --plan, which holds it */
+    refused("not with --plan", "simulate --plan '%s' --network-bw 10GB/s%s",
+            in_tmp("good-plan/plan.json"), "");
+}
+
+static void item14_exit_codes(void) {
+    const char *tiny = tl_path("examples/models/tiny-gpt.json");
+    const char *file = in_tmp("a-file");
+    CHECK(tl_write(file, "x") == 0);
+    /* --out at a file: 2 everywhere */
+    refused("not a directory", "'%s' --gpus 8 --no-cache --out '%s'", tiny, file);
+    refused("not a directory", "compare '%s' --gpus 8 --strategies top1 --out '%s'", tiny, file);
+    refused("not a directory", "emit --plan '%s' --out '%s'", in_tmp("good-plan/plan.json"), file);
+    /* a missing database: 2 for list, show and export */
+    const char *none = in_tmp("no-such.db");
+    refused("no database there", "db list --db '%s'%s", none, "");
+    refused("no database there", "db show plan:1 --db '%s'%s", none, "");
+    refused("no database there", "db export --db '%s'%s", none, "");
+    /* a named trainer that cannot express the plan: 2 from plan --emit and from emit, the
+     * others written; with all: 0 when one was written */
+    char *err = NULL;
+    CHECK_INT(runf(NULL, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron,torchtitan",
+                   tiny, in_tmp("named-out")), 2);
+    CHECK(err && strstr(err, "torchtitan: cannot express"));
+    free(err);
+    CHECK(access(in_tmp("named-out/megatron.sh"), F_OK) == 0);
+    CHECK_INT(runf(NULL, NULL, "emit --plan '%s' --emit megatron,torchtitan --out '%s'",
+                   in_tmp("named-out/plan.json"), in_tmp("named-out2")), 2);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit all", tiny,
+                   in_tmp("all-out")), 0);
+    CHECK_INT(runf(NULL, NULL, "emit --plan '%s' --emit all --out '%s'",
+                   in_tmp("named-out/plan.json"), in_tmp("all-out2")), 0);
+    /* the rule is written down */
+    char *readme = tl_read(tl_path("README.md"));
+    CHECK(readme && strstr(readme, "## Exit status"));
+    free(readme);
+}
+
+static void item15_messages(void) {
+    const char *tiny = tl_path("examples/models/tiny-gpt.json");
+    char *out = NULL, *err = NULL;
+    CHECK_INT(runf(NULL, &err, "'%s' --gpus 8 --out '%s' --emit bogus", tiny, in_tmp("m")), 2);
+    CHECK(err && strstr(err, "--emit: unknown target") && !strstr(err, "--emit: --emit"));
+    free(err);
+    CHECK_INT(runf(&out, NULL, "emit --help%s", ""), 0);
+    CHECK(out && !strstr(out, "usage: usage:"));
+    free(out);
+    CHECK_INT(runf(NULL, &err, "emit --out '%s'", in_tmp("m")), 2);
+    CHECK(err && !strstr(err, "usage: usage:"));
+    free(err);
+    /* step times print in a few digits however slow the network */
+    CHECK_INT(runf(&out, NULL, "estimate '%s' --gpus 16 --network-bw 1MB/s --tp 1", tiny), 0);
+    const char *st = out ? strstr(out, "step time ") : NULL;
+    CHECK(st && strchr(st, '\n') - st < 100);
+    free(out);
+    /* a long path keeps the reason at the end of the message */
+    char longpath[1600];
+    snprintf(longpath, sizeof longpath, "%s/", tmp);
+    for (int i = 0; i < 70; i++) strcat(longpath, "a-long-directory/");
+    strcat(longpath, "model.json");
+    CHECK_INT(runf(NULL, &err, "info '%s'", longpath), 2);
+    CHECK(err && strstr(err, "No such file or directory") && strstr(err, "model.json") &&
+          count_lines(err) == 1);
+    free(err);
+    /* a pinned degree that cannot divide the GPUs is named */
+    refused("tp = 3", "'%s' --gpus 8 --no-cache --tp 3%s", tl_path(LLAMA), "");
+    /* nesting depth is named as such */
+    ap_strbuf deep = {0};
+    for (int i = 0; i < 1200; i++) ap_strbuf_puts(&deep, "[");
+    for (int i = 0; i < 1200; i++) ap_strbuf_puts(&deep, "]");
+    CHECK(tl_write(in_tmp("deep.json"), deep.buf) == 0);
+    ap_strbuf_free(&deep);
+    refused("nested deeper than 1000 levels", "info '%s'%s", in_tmp("deep.json"), "");
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     const char *t = tl_tmpdir();
@@ -663,6 +893,11 @@ int main(int argc, char **argv) {
     ITEM(item05_output_sets);
     ITEM(item06_stdout_errors);
     ITEM(item07_out_with_sweeps);
+    ITEM(item11_event_bound);
+    ITEM(item12_undefined_behaviour);
+    ITEM(item13_silent_inputs);
+    ITEM(item14_exit_codes);
+    ITEM(item15_messages);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

@@ -37,6 +37,10 @@ void ap_files_remove_stale(const char *path);
  * ("--out"). */
 ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err);
 
+/* What ap_files_make_dir would refuse without making anything: a part of dir that exists and
+ * is not a directory (AP_ERR_INPUT). For checking --out before a long computation. */
+ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err);
+
 typedef struct ap_outset ap_outset;
 
 /* Start a set in directory dir (made when missing). family: NULL-terminated names of the files

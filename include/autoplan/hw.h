@@ -100,6 +100,9 @@ ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err);
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
                            ap_err *err);
 /* Consistency: gpus >= 1, gpus_per_node >= 1, nvlink_domain divides... */
+/* The slowest bandwidth a cluster may have (1 MB/s): below it a value is a unit typo. */
+#define AP_MIN_BYTES_PER_S 1e6
+
 ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *err);
 
 uint64_t ap_cluster_fingerprint(const ap_cluster *c);

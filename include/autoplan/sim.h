@@ -259,6 +259,10 @@ char *ap_sim_tensor_describe(const ap_sim_tensor *t, int64_t L, char *buf, size_
  * the live tensors listed per stage. */
 ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 
+/* The most events ap_sim_run replays in one simulation, all pipeline ranks together (about
+ * 27 bytes each with the curves recorded: 1 GB); larger runs are refused with AP_ERR_INPUT. */
+#define AP_SIM_MAX_EVENTS 3.0e7
+
 /* ---- trace (sim/trace.c) ------------------------------------------------------------ */
 
 /* Chrome trace event JSON (chrome://tracing, ui.perfetto.dev): one process per pipeline rank,
