@@ -43,7 +43,8 @@ static void fit_message(char *text, char *out, size_t n) {
         memmove(text + at + 3, text + end, len - end + 1);
         len = strlen(text);
     }
-    ap_text_copy(out, n, text);
+    /* a message is one line whatever user text it quotes (text.h) */
+    ap_text_line(out, n, text, 0);
 }
 
 ap_status ap_err_set(ap_err *err, ap_status st, const char *fmt, ...) {

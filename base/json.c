@@ -149,6 +149,18 @@ ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_jso
         return ap_err_set(err, AP_ERR_INPUT, "%s: invalid JSON at line %zu, column %zu (byte %zu)",
                           where, line, col, off);
     }
+    /* JSON text is UTF-8 (RFC 8259 section 8.1): other bytes would reach names and files */
+    size_t bad = 0;
+    if (!ap_text_utf8_valid(text, nul, &bad)) {
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < bad; i++) {
+            if (text[i] == '\n') { line++; col = 1; } else col++;
+        }
+        cJSON_Delete(j);
+        ap_err_set(err, AP_ERR_INPUT, "%s: not UTF-8 at line %zu, column %zu (byte %zu)", where,
+                   line, col, bad);
+        return NULL;
+    }
     /* trailing garbage after the value */
     const char *p = end;
     while (p && p < text + nul && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;

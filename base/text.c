@@ -307,3 +307,24 @@ void ap_text_cut_utf8(char *s) {
     if (c < 0x80) return;
     if (utf8_next((const unsigned char *)s + lead - 1, &cp) == 0) s[lead - 1] = '\0';
 }
+
+int ap_text_utf8_valid(const char *str, size_t n, size_t *bad) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] < 0x80) { i++; continue; }
+        uint32_t cp;
+        /* utf8_next reads at most 4 bytes and stops at a byte that is not a continuation, so a
+         * sequence cut by the end of the buffer is caught by the length check */
+        int k = 0;
+        unsigned char tmp[5] = {0, 0, 0, 0, 0};
+        for (; k < 4 && i + (size_t)k < n; k++) tmp[k] = s[i + (size_t)k];
+        int len = utf8_next(tmp, &cp);
+        if (len == 0) {
+            if (bad) *bad = i;
+            return 0;
+        }
+        i += (size_t)len;
+    }
+    return 1;
+}

@@ -52,6 +52,10 @@ int ap_text_copy(char *dst, size_t n, const char *s);
  * snprintf leaves when it truncates). */
 void ap_text_cut_utf8(char *s);
 
+/* 1 when the n bytes at s are UTF-8 (RFC 3629); otherwise 0 and *bad = the offset of the
+ * first byte that is not. */
+int ap_text_utf8_valid(const char *s, size_t n, size_t *bad);
+
 /* 1 when s is valid UTF-8 with no unsafe character (what ap_text_line would leave as is). */
 int ap_text_is_safe_line(const char *s);
 
