@@ -157,9 +157,8 @@ ap_status ap_json_decode(const char *text, size_t len, const char *where, ap_jso
             if (text[i] == '\n') { line++; col = 1; } else col++;
         }
         cJSON_Delete(j);
-        ap_err_set(err, AP_ERR_INPUT, "%s: not UTF-8 at line %zu, column %zu (byte %zu)", where,
-                   line, col, bad);
-        return NULL;
+        return ap_err_set(err, AP_ERR_INPUT, "%s: not UTF-8 at line %zu, column %zu (byte %zu)",
+                          where, line, col, bad);
     }
     /* trailing garbage after the value */
     const char *p = end;

@@ -267,7 +267,7 @@ static ap_json *cache_get(plan_cmd *pc, const ap_cluster *c, const char *key) {
         ap_err_set(&e2, AP_ERR_INPUT, "%zu bytes, more than a result of %d plans", len,
                    pc->r.search.top_k);
     else if ((j = ap_json_parse(js, len, "plan cache", &e2)) != NULL &&
-             ap_result_check(j, &pc->r.model, c, &pc->r.search, &e2) != AP_OK) {
+             ap_result_check(j, &pc->r.model, c, &pc->r.search, 0, &e2) != AP_OK) {
         ap_json_free(j);
         j = NULL;
     }

@@ -4,6 +4,7 @@
  * commands live in cli/cmd_*.c and return exit codes (0 ok, 1 internal, 2 bad input).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,7 +64,13 @@ static int finish(int rc) {
 
 static int dispatch(int argc, char **argv);
 
-int main(int argc, char **argv) { return finish(dispatch(argc, argv)); }
+int main(int argc, char **argv) {
+    /* A file size limit (ulimit -f) kills a writer with SIGXFSZ by default; ignored, the write
+     * fails with EFBIG instead: the cache is then a warning (unusable, like a full disk) and an
+     * output file an I/O error, never a killed process with nothing printed. */
+    signal(SIGXFSZ, SIG_IGN);
+    return finish(dispatch(argc, argv));
+}
 
 static int dispatch(int argc, char **argv) {
     if (argc < 2) {

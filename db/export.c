@@ -21,6 +21,7 @@
 #include "autoplan/strbuf.h"
 #include "autoplan/json.h"
 #include "db_int.h"
+#include "autoplan/text.h"
 
 #define EXPORT_FORMAT "autoplan-db-export"
 #define EXPORT_VERSION 1
@@ -28,14 +29,9 @@
 #define BIG_INT 9007199254740991LL
 #define BIG_REAL 1e300
 
-/* A user string fit for a one-line message: control characters become '?', long strings are
- * cut with "...". Returns buf. */
+/* A user string fit for a one-line message (ap_text_line). Returns buf. */
 const char *ap_db_json_shown(const char *s, char *buf, size_t n) {
-    size_t i = 0;
-    for (; s[i] && i + 1 < n; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-    buf[i] = '\0';
-    if (s[i] && n > 4) memcpy(buf + n - 4, "...", 4);
-    return buf;
+    return ap_text_line(buf, n, s, 0); /* the one sanitiser (text.h) */
 }
 
 /* ---- export ----------------------------------------------------------------------------------- */
@@ -500,7 +496,7 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
     if (st == AP_OK && (!r->host[0] || !r->backend[0]))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: fields 'host' and 'backend' must not be empty", w);
     if (st == AP_OK) st = ap_json_get_int(o, "started_at", 1, BIG_INT, &r->started_at, NULL, w, err);
-    if (st == AP_OK) st = ap_json_get_int(o, "ranks", 1, 1 << 24, &r->ranks, NULL, w, err);
+    if (st == AP_OK) st = ap_json_get_int(o, "ranks", 1, AP_DB_MAX_RANKS, &r->ranks, NULL, w, err);
     if (st == AP_OK)
         st = ap_json_get_real(o, "predicted_step_s", 0, BIG_REAL, &r->predicted_step_s, NULL, w, err);
     if (st == AP_OK)

@@ -92,7 +92,11 @@ ap_status ap_db_plan_put(ap_db *db, const char *key, const char *summary, const 
     if (!json) return ap_err_set(err, AP_ERR_INTERNAL, "%s: no plan result to store", db->path);
     if (!isfinite(search_s) || search_s < 0) search_s = 0;
     const char *doing = "storing the plan in the cache";
-    ap_status s = ap_db_wbegin(db, doing, err);
+    /* the stored results of a large file are checked here, not at open (a store follows a
+     * search, which takes longer than the check) */
+    ap_status s = ap_db_quick_check(db, 1, err);
+    if (s != AP_OK) return s;
+    s = ap_db_wbegin(db, doing, err);
     if (s != AP_OK) return s;
     ap_sql_stmt *st = NULL;
     int rc = ap_sql_prepare(db,
@@ -221,8 +225,10 @@ ap_status ap_db_plan_import(ap_db *db, const ap_db_plan_info *info, const char *
 
 ap_status ap_db_plans_gc(ap_db *db, double older_than_s, int64_t *deleted, ap_err *err) {
     *deleted = 0;
-    if (!isfinite(older_than_s) || older_than_s < 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--older-than: must be a positive duration");
+    /* the cut-off is a time_t: a duration past 10000 years would overflow the conversion */
+    if (!isfinite(older_than_s) || older_than_s < 0 || older_than_s > 3.15e11)
+        return ap_err_set(err, AP_ERR_INPUT, "--older-than: must be a positive duration of at "
+                          "most 10000 years");
     const char *doing = "collecting old plans";
     ap_status s = ap_db_wbegin(db, doing, err);
     if (s != AP_OK) return s;

@@ -23,9 +23,9 @@ static ap_status run_check(const ap_db_run *r, const ap_db_run_rank *ranks, size
         (r->plan_key[0] && !ap_db_valid_key(r->plan_key)))
         return ap_err_set(err, AP_ERR_INPUT, "run.plan_key: must be empty or %d hex digits",
                           AP_DB_KEY_HEX);
-    if (r->ranks < 1 || r->ranks > (1 << 24))
-        return ap_err_set(err, AP_ERR_INPUT, "run.ranks: must be in [1, 16777216], got %lld",
-                          (long long)r->ranks);
+    if (r->ranks < 1 || r->ranks > AP_DB_MAX_RANKS)
+        return ap_err_set(err, AP_ERR_INPUT, "run.ranks: must be in [1, %d], got %lld",
+                          AP_DB_MAX_RANKS, (long long)r->ranks);
     if (nranks > (size_t)r->ranks)
         return ap_err_set(err, AP_ERR_INPUT, "run: %zu per-rank rows for %lld ranks", nranks,
                           (long long)r->ranks);

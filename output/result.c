@@ -7,14 +7,19 @@
  * against the plan's field table (plan.h); ap_result_check is a driver over the header, the
  * search counts, each entry (decoded, checked, estimated again, compared) and the strings.
  *
- * Why estimate again: a cached result is only as good as the cost model, trainer table and
- * options it was made with. Those are in the cache key, but the row itself may come from an
- * import, an older build or a damaged file; re-estimating ten plans costs microseconds and turns
- * "trust the row" into "the row says what the model says".
+ * The cost model, trainer table and options a row was made with are in the cache key, but the
+ * row itself may come from an import or a damaged file. Every plan in it is decoded and checked
+ * as a fresh plan (ap_plan_check), its label recomputed, and its numbers must agree with each
+ * other and with the request (tokens/s = batch / step time, the cluster's capacity, the
+ * options' headroom, fits and confidence from the memory, the search's ranking). Estimating the
+ * plans again as well (reestimate) also catches numbers forged consistently; it needs the
+ * kernel tables (about 12 ms to build once per process), so the CLI's cache hit, which must
+ * answer in 20 ms, does not ask for it.
  */
 #include "autoplan/result.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,10 +166,46 @@ static ap_status check_header(const ap_json *res, const ap_model *m, const ap_cl
     return AP_OK;
 }
 
-/* Decode, check and estimate one entry again; compare what the user will read. */
+/* The stored numbers of an entry agree with each other and with the request: tokens/s is the
+ * batch over the step time, capacity and headroom are the cluster's and the options', "fits"
+ * and the confidence class follow from the memory (ap_estimate_confidence). Fills the parts of
+ * *e the ranking and the overshoot need. */
+static ap_status check_numbers(const ap_json *entry, const char *where, const ap_plan *p,
+                               const ap_cluster *c, const ap_search_opts *so, ap_estimate *e,
+                               ap_err *err) {
+    double step = num_at(entry, "time", "step_s"), tps = num_at(entry, "throughput", "tokens_per_s");
+    const ap_json *mem = ap_json_get(entry, "memory");
+    memset(e, 0, offsetof(ap_estimate, stages));
+    e->plan = *p;
+    e->time.step_s = step;
+    e->device_peak_bytes = num_at(mem, "device_peak_bytes", NULL);
+    e->capacity_bytes = num_at(mem, "capacity_bytes", NULL);
+    e->headroom_bytes = num_at(mem, "headroom_bytes", NULL);
+    e->host_bytes_per_node = num_at(mem, "host_bytes_per_node", NULL);
+    e->host_fits = ap_json_bool(ap_json_get(mem, "host_fits"));
+    e->fits = ap_json_bool(ap_json_get(mem, "fits"));
+    if (!(step > 0 && step <= 1e15) || !same(tps, (double)p->gbs * (double)p->seq / step))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: step time and tokens/s disagree", where);
+    if (!(e->device_peak_bytes >= 0 && e->device_peak_bytes <= 1e18) ||
+        e->capacity_bytes != c->gpu.mem_bytes || e->headroom_bytes != so->est.headroom_bytes ||
+        !(e->host_bytes_per_node >= 0 && e->host_bytes_per_node <= 1e21))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: the stored memory is not this cluster's or "
+                          "options'", where);
+    int fits = e->device_peak_bytes + e->headroom_bytes <= e->capacity_bytes && e->host_fits;
+    if (fits != e->fits || ap_json_get(mem, "fits") == NULL)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: 'fits' does not follow from the memory", where);
+    const char *conf = str_at(entry, "confidence");
+    if (!conf || strcmp(conf, ap_confidence_name(ap_estimate_confidence(e))) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: the confidence does not follow from the memory",
+                          where);
+    return AP_OK;
+}
+
+/* Decode one entry, run the checks a fresh plan passes (ap_plan_check), then the numbers: by
+ * their consistency, or (reestimate) by estimating the plan again. */
 static ap_status check_entry(const ap_json *entry, const char *where, const ap_model *m,
-                             const ap_cluster *c, const ap_search_opts *so, ap_estimate *e,
-                             ap_err *err) {
+                             const ap_cluster *c, const ap_search_opts *so, int reestimate,
+                             ap_estimate *e, ap_err *err) {
     ap_plan p;
     ap_status st = ap_result_plan_decode(entry, m, &p, where, err);
     if (st != AP_OK) return st;
@@ -175,27 +216,25 @@ static ap_status check_entry(const ap_json *entry, const char *where, const ap_m
         ap_err_prefix(err, "%s", where);
         return AP_ERR_INPUT;
     }
+    char lbl[160];
+    const char *label = str_at(entry, "label");
+    if (!label || strcmp(label, ap_plan_label(&p, lbl, sizeof lbl)) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: the stored label is not the plan's", where);
+    if ((st = check_numbers(entry, where, &p, c, so, e, err)) != AP_OK || !reestimate) return st;
+    double step = e->time.step_s, peak = e->device_peak_bytes;
     if ((st = ap_estimate_plan(m, c, &p, &so->est, e, err)) != AP_OK) {
         ap_err_prefix(err, "%s", where);
         return st == AP_ERR_NOMEM ? st : AP_ERR_INPUT;
     }
-    char lbl[160];
-    const char *label = str_at(entry, "label"), *conf = str_at(entry, "confidence");
-    if (!same(num_at(entry, "time", "step_s"), e->time.step_s) ||
-        !same(num_at(entry, "memory", "device_peak_bytes"), e->device_peak_bytes) ||
-        !same(num_at(entry, "throughput", "tokens_per_s"), e->tp.tokens_per_s) ||
-        ap_json_bool(ap_json_get(ap_json_get(entry, "memory"), "fits")) != e->fits)
+    if (!same(step, e->time.step_s) || !same(peak, e->device_peak_bytes))
         return ap_err_set(err, AP_ERR_INPUT, "%s: the stored step time or memory is not what "
                           "the cost model gives", where);
-    if (!label || strcmp(label, ap_plan_label(&p, lbl, sizeof lbl)) != 0 || !conf ||
-        strcmp(conf, ap_confidence_name(ap_estimate_confidence(e))) != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "%s: the stored label or confidence is not the "
-                          "plan's", where);
     return AP_OK;
 }
 
 static ap_status check_plans(const ap_json *res, const ap_model *m, const ap_cluster *c,
-                             const ap_search_opts *so, ap_estimate *e, ap_err *err) {
+                             const ap_search_opts *so, int reestimate, ap_estimate *e,
+                             ap_err *err) {
     const ap_json *plans = ap_json_get(res, "plans");
     if (!ap_json_is_array(plans))
         return ap_err_set(err, AP_ERR_INPUT, "field 'plans' is not an array");
@@ -204,16 +243,23 @@ static ap_status check_plans(const ap_json *res, const ap_model *m, const ap_clu
         return ap_err_set(err, AP_ERR_INPUT, "%d plans stored, the request keeps %d", n,
                           so->top_k);
     char where[32];
+    double prev_step = 0, prev_peak = 0;
     for (int i = 0; i < n; i++) {
         snprintf(where, sizeof where, "plans[%d]", i);
-        ap_status st = check_entry(ap_json_at(plans, i), where, m, c, so, e, err);
+        ap_status st = check_entry(ap_json_at(plans, i), where, m, c, so, reestimate, e, err);
         if (st != AP_OK) return st;
         if (!e->fits) return ap_err_set(err, AP_ERR_INPUT, "%s does not fit", where);
+        /* ranked as the search ranks (ap_estimate_better): step time, then device memory */
+        if (i > 0 && (e->time.step_s < prev_step ||
+                      (e->time.step_s == prev_step && e->device_peak_bytes < prev_peak)))
+            return ap_err_set(err, AP_ERR_INPUT, "%s is ranked above a slower plan", where);
+        prev_step = e->time.step_s;
+        prev_peak = e->device_peak_bytes;
     }
     const ap_json *cl = ap_json_get(res, "closest");
     if (cl) {
         if (n > 0) return ap_err_set(err, AP_ERR_INPUT, "field 'closest' beside fitting plans");
-        ap_status st = check_entry(cl, "closest", m, c, so, e, err);
+        ap_status st = check_entry(cl, "closest", m, c, so, reestimate, e, err);
         if (st != AP_OK) return st;
         if (!same(num_at(cl, "overshoot_bytes", NULL),
                   e->device_peak_bytes + e->headroom_bytes - e->capacity_bytes))
@@ -248,12 +294,12 @@ static ap_status check_strings(const ap_json *res, ap_err *err) {
 }
 
 ap_status ap_result_check(const ap_json *res, const ap_model *m, const ap_cluster *c,
-                          const ap_search_opts *so, ap_err *err) {
+                          const ap_search_opts *so, int reestimate, ap_err *err) {
     ap_status st = check_header(res, m, c, so, err);
     if (st != AP_OK) return st;
     ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory checking a stored result");
-    st = check_plans(res, m, c, so, e, err);
+    st = check_plans(res, m, c, so, reestimate, e, err);
     ap_free(e);
     if (st != AP_OK) return st;
     return check_strings(res, err);

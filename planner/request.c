@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "autoplan/hetero.h"
+#include "autoplan/profile.h"
 #include "autoplan/text.h"
 
 /* Default global batch of a search: 4M tokens per step, the batch of Llama 2 pretraining
@@ -645,6 +646,19 @@ static const ap_field calib_fields[] = {
     C(net_eff), C(coll_latency_s), C(step_overhead_s), C(mem_bound_eff),
 };
 
+/* A measured profile by content (the figures the kernel tables are built from). */
+static uint64_t profile_fp(const ap_profile *pr) {
+    uint64_t h = ap_hash64(pr->gpu, strlen(pr->gpu), 0x7072);
+    for (size_t i = 0; i < pr->n; i++) {
+        const ap_profile_row *w = &pr->rows[i];
+        const char *text[] = {w->gpu, w->op, w->shape, w->dtype};
+        for (int k = 0; k < 4; k++) h = ap_hash64(text[k], strlen(text[k]) + 1, h);
+        const double v[] = {w->time_s, w->flops_per_s, w->bytes_per_s, w->bytes};
+        h = ap_hash64(v, sizeof v, h);
+    }
+    return h;
+}
+
 void ap_search_key_text(const ap_resolved *r, const ap_cluster *c, uint64_t profiles_fp,
                         ap_strbuf *out) {
     ap_calib cal;
@@ -665,5 +679,9 @@ void ap_search_key_text(const ap_resolved *r, const ap_cluster *c, uint64_t prof
     ap_fields_canonical(t, n, r, "", out);
     ap_fields_canonical(calib_fields, (int)(sizeof calib_fields / sizeof calib_fields[0]), &cal,
                         "calib.", out);
-    ap_strbuf_printf(out, "profiles=%016llx\n", (unsigned long long)profiles_fp);
+    /* a measured profile in the options, by content; prebuilt kernel tables come from it */
+    const ap_profile *pr = r->search.est.profile;
+    ap_strbuf_printf(out, "profiles=%016llx\nest.profile=%016llx\nest.kernels=%d\n",
+                     (unsigned long long)profiles_fp, (unsigned long long)(pr ? profile_fp(pr) : 0),
+                     r->search.est.kernels != NULL);
 }

@@ -1421,7 +1421,7 @@ static void test_planfile_bad(void) {
         {"no moe", mu_nomoe, "missing field 'moe'"},
         {"per_stage number", mu_perstage, "field 'per_stage' must be an array"},
         {"deepspeed pp + zero3", mu_ds_pp_z3, "cannot be combined with pipeline"},
-        {"attn_impl fa9", mu_impl, "field 'attn_impl' = \"fa9\" is not one of auto"},
+        {"attn_impl fa9", mu_impl, "field 'attn_impl' = \"fa9\" is not one of auto, unfused"},
     };
     int nb = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < nb; i++) {

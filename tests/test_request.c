@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoplan/profile.h"
 #include "autoplan/request.h"
 #include "testlib.h"
 
@@ -59,7 +60,7 @@ static void test_search_defaults(void) {
     base_request(&rq);
     ap_err err = {{0}};
     CHECK_INT(ap_request_resolve(&rq, AP_REQUEST_SEARCH, &R, &err), AP_OK);
-    CHECK_INT(R.search.gbs, 1024); /* 4194304 tokens / 4096 */
+    CHECK_INT(R.search.gbs, 960); /* 4,000,000 tokens / 4096 = 976.6, to a multiple of 64 */
     CHECK_CONTAINS(R.note, "default 4M tokens per step");
     CHECK_INT(R.search.fixed.tp, 0);
     CHECK_INT(R.search.fixed.zero, -1);
@@ -226,6 +227,14 @@ static void test_key_covers_every_field(void) {
     r.search.est.calib = &cal;
     key_of(&r, k1, sizeof k1);
     CHECK(strcmp(k0, k1) != 0);
+    /* a measured profile in the options, by content */
+    static ap_profile prof;
+    ap_profile_init(&prof);
+    snprintf(prof.gpu, sizeof prof.gpu, "%s", R.cluster.gpu.name);
+    r = R;
+    r.search.est.profile = &prof;
+    key_of(&r, k1, sizeof k1);
+    CHECK(strcmp(k0, k1) != 0);
     ap_strbuf b = {0};
     ap_search_key_text(&R, &R.cluster, 8, &b);
     CHECK(strcmp(k0, b.buf) != 0);
@@ -278,6 +287,9 @@ static void test_tables_cover_the_structs(void) {
     memset(cov + so + offsetof(ap_search_opts, visit), 1, sizeof(void *) * 2);
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, calib), 1,
            sizeof(void *));
+    /* the measured profile and the kernel tables built from it: keyed by the profile's content */
+    memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, profile), 1,
+           sizeof(void *) * 2);
     CHECK(uncovered_is_padding(cov + so, sizeof(ap_search_opts), "ap_search_opts"));
 }
 

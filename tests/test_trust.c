@@ -664,6 +664,106 @@ static void item07_out_with_sweeps(void) {
     CHECK(access(path, F_OK) == 0);
 }
 
+/* ---- items 8-10: the cache ------------------------------------------------------------------ */
+
+static int has_side_files(const char *db) {
+    char p[1100];
+    snprintf(p, sizeof p, "%s-wal", db);
+    if (access(p, F_OK) == 0) return 1;
+    snprintf(p, sizeof p, "%s-shm", db);
+    return access(p, F_OK) == 0;
+}
+
+static void item08_readers_leave_no_files(void) {
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    char db[800];
+    snprintf(db, sizeof db, "%s", in_tmp("ro.db"));
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --db '%s'", m, db), 0);
+    CHECK(!has_side_files(db));
+    /* a read-only file: planning answers from it, db list and export read it; no side files */
+    CHECK(chmod(db, 0444) == 0);
+    char *out = NULL;
+    CHECK_INT(runf(&out, NULL, "'%s' --gpus 8 --db '%s'", m, db), 0);
+    CHECK(out && strstr(out, "answered from the cache"));
+    free(out);
+    CHECK_INT(runf(NULL, NULL, "db list --db '%s'", db), 0);
+    CHECK_INT(runf(NULL, NULL, "db export --db '%s'", db), 0);
+    CHECK(!has_side_files(db));
+    CHECK(chmod(db, 0644) == 0);
+    /* a refused database (another program's SQLite file) gains nothing either */
+    const char *other = in_tmp("other.db");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "python3 -c \"import sqlite3; c=sqlite3.connect('%s'); "
+             "c.execute('pragma journal_mode=wal'); c.execute('create table t(x)'); c.commit()\"",
+             other);
+    if (system(cmd) == 0) {
+        char *err = NULL;
+        CHECK_INT(runf(NULL, &err, "'%s' --gpus 8 --db '%s'", m, other), 0);
+        CHECK(err && strstr(err, "another program"));
+        free(err);
+        CHECK_INT(runf(NULL, NULL, "db list --db '%s'", other), 1);
+        CHECK(!has_side_files(other));
+    }
+    /* a reader without write permission in a shared directory does not lock its owner out */
+    if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+        printf("item 8: not root or no setpriv: the two-user case skipped\n");
+        return;
+    }
+    char shared[700], sdb[800], bin[600];
+    snprintf(shared, sizeof shared, "%s/shared", tmp);
+    CHECK(chmod(tmp, 0711) == 0 && mkdir(shared, 0777) == 0 && chmod(shared, 01777) == 0);
+    snprintf(sdb, sizeof sdb, "%s/c.db", shared);
+    snprintf(bin, sizeof bin, "%s", tl_bin);
+    const char *as_owner = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+    const char *as_reader = "setpriv --reuid=12345 --regid=12345 --clear-groups";
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --gpus 8 --db '%s' >/dev/null 2>&1", as_owner, bin, m,
+             sdb);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --gpus 8 --db '%s' >/dev/null 2>&1", as_reader, bin,
+             m, sdb);
+    CHECK(system(cmd) == 0);
+    CHECK(!has_side_files(sdb));
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' --gpus 16 --db '%s' 2>&1 >/dev/null | grep -q "
+             "warning", as_owner, bin, m, sdb);
+    CHECK(system(cmd) != 0); /* the owner stores his next plan without a warning */
+}
+
+static void item09_file_size_limit(void) {
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ulimit -f 8; '%s' '%s' --gpus 8 --db '%s' >'%s' 2>'%s'", tl_bin, m,
+             in_tmp("limit.db"), in_tmp("limit.out"), in_tmp("limit.err"));
+    int st = system(cmd);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    CHECK_INT(rc, 0);
+    char *out = tl_read(in_tmp("limit.out")), *err = tl_read(in_tmp("limit.err"));
+    CHECK(out && strstr(out, "  1  tp"));             /* the plans were printed */
+    CHECK(err && strstr(err, "warning: plan cache")); /* the cache is a warning */
+    free(out);
+    free(err);
+}
+
+static void item10_quick_check(void) {
+    const char *m = tl_path("examples/models/tiny-gpt.json");
+    const char *db = in_tmp("corrupt.db");
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --db '%s'", m, db), 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 16 --db '%s'", m, db), 0);
+    /* damage a page a cache hit does not read: the used_at index */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "python3 -c \"import sqlite3; c=sqlite3.connect('%s'); "
+             "r=c.execute(\\\"select rootpage from sqlite_schema where name='plans_used_at'\\\")"
+             ".fetchone()[0]; ps=c.execute('pragma page_size').fetchone()[0]; c.close(); "
+             "f=open('%s','r+b'); f.seek((r-1)*ps+8); f.write(b'\\\\xff'*64); f.close()\"", db,
+             db);
+    CHECK(system(cmd) == 0);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(runf(&out, &err, "'%s' --gpus 8 --db '%s'", m, db), 0);
+    CHECK(err && strstr(err, "corrupt"));
+    CHECK(out && !strstr(out, "answered from the cache") && strstr(out, "  1  tp"));
+    free(out);
+    free(err);
+}
+
 /* ---- items 11-15: bounds, undefined behaviour, silent inputs, exit codes, messages ---------- */
 
 /* exit 2 with exactly one line on stderr containing needle */
@@ -802,6 +902,17 @@ static void item13_silent_inputs(void) {
     const char *cl = in_tmp("slow-cluster.json");
     CHECK(tl_write(cl, "{\"gpu\": \"a100\", \"gpus\": 16, \"network_bw\": \"1e-300GB/s\"}") == 0);
     refused("below 1 MB/s", "estimate '%s' --cluster '%s'", tiny, cl);
+    /* an imported run with 16,777,216 ranks (more GPUs than a cluster may have) */
+    const char *imp = in_tmp("ranks.json");
+    CHECK(tl_write(imp, "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
+                        "\"autoplan_version\": \"0.1.0\", \"schema_version\": 1, "
+                        "\"exported_at\": 1, \"plans\": [], \"profiles\": [], \"runs\": "
+                        "[{\"plan_key\": \"\", \"host\": \"h\", \"backend\": \"cpu\", "
+                        "\"started_at\": 1, \"ranks\": 16777216, \"predicted_step_s\": 1, "
+                        "\"measured_step_s\": 1, \"predicted_peak_bytes\": 1, "
+                        "\"measured_peak_bytes\": 1, \"plan_json\": \"{}\", "
+                        "\"per_rank\": []}]}") == 0);
+    refused("ranks", "db import '%s' --db '%s'", imp, in_tmp("ranks.db"));
     /* flags that describe the cluster cannot be given beside --plan, which holds it */
     refused("not with --plan", "simulate --plan '%s' --network-bw 10GB/s%s",
             in_tmp("good-plan/plan.json"), "");
@@ -867,7 +978,8 @@ static void item15_messages(void) {
           count_lines(err) == 1);
     free(err);
     /* a pinned degree that cannot divide the GPUs is named */
-    refused("tp = 3", "'%s' --gpus 8 --no-cache --tp 3%s", tl_path(LLAMA), "");
+    refused("--tp 3 does not divide --gpus 8", "'%s' --gpus 8 --no-cache --tp 3%s", tl_path(LLAMA),
+            "");
     /* nesting depth is named as such */
     ap_strbuf deep = {0};
     for (int i = 0; i < 1200; i++) ap_strbuf_puts(&deep, "[");
@@ -893,6 +1005,9 @@ int main(int argc, char **argv) {
     ITEM(item05_output_sets);
     ITEM(item06_stdout_errors);
     ITEM(item07_out_with_sweeps);
+    ITEM(item08_readers_leave_no_files);
+    ITEM(item09_file_size_limit);
+    ITEM(item10_quick_check);
     ITEM(item11_event_bound);
     ITEM(item12_undefined_behaviour);
     ITEM(item13_silent_inputs);

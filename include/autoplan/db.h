@@ -58,6 +58,8 @@
 #define AP_DB_SCHEMA_VERSION 2
 /* PRAGMA application_id of an autoplan database: "APLN". */
 #define AP_DB_APPLICATION_ID 0x41504C4E
+/* Most ranks of a stored run: the most GPUs a cluster may have (ap_cluster_validate, 2^20). */
+#define AP_DB_MAX_RANKS (1 << 20)
 /* Length of a plan key in hex digits (128 bits). */
 #define AP_DB_KEY_HEX 32
 
@@ -91,7 +93,8 @@ void ap_db_opts_init(ap_db_opts *o);
 /* Open (creating and migrating as needed, unless readonly). On success *out is a handle the
  * caller closes with ap_db_close. On failure *out is NULL, err names the path and the reason,
  * and the file at the path is not modified. Refused with AP_ERR_DB: a file that is not SQLite
- * or is corrupt, a SQLite database of another program, a schema version newer than
+ * or is corrupt (a quick check of the tables on every open, ap_db_quick_check), a SQLite
+ * database of another program, a schema version newer than
  * AP_DB_SCHEMA_VERSION, a missing directory (for an explicit path), an unwritable directory or
  * a read-only file (when readonly = 0). A read-only open of a path with no file: AP_ERR_IO; in
  * a directory it cannot write (where no -shm can be made) it opens the file as immutable. A
@@ -119,6 +122,15 @@ int ap_db_is_readonly(const ap_db *db);
 int ap_db_schema_version(const ap_db *db);
 /* Rows in one table: "plans", "plan_results", "profiles", "runs" or "run_ranks". */
 ap_status ap_db_count(ap_db *db, const char *table, int64_t *n, ap_err *err);
+/* Files up to this size get their stored results quick-checked on every open; larger ones
+ * before each store (ap_db_quick_check). */
+#define AP_DB_QUICK_CHECK_BYTES (4.0 * 1048576.0)
+
+/* PRAGMA quick_check of the tables (ap_db_open_opts runs it on every open): the plans index,
+ * profiles and runs always, the stored results when results = 1 or the file is at most
+ * AP_DB_QUICK_CHECK_BYTES. AP_ERR_DB "<path>: database file is corrupt (...)" otherwise. */
+ap_status ap_db_quick_check(ap_db *db, int results, ap_err *err);
+
 /* Run PRAGMA integrity_check: AP_OK when it answers "ok", else AP_ERR_DB with its first line. */
 ap_status ap_db_integrity_check(ap_db *db, ap_err *err);
 

@@ -118,7 +118,9 @@ const ap_field *ap_search_fields(int *n);
 
 /* The canonical text of everything a search of r on cluster c depends on (versions, model and
  * cluster fingerprints, every plan row of r->search.fixed, every ap_search_fields row, the
- * calibration, profiles_fp): its hash is the plan-cache key. */
+ * calibration, profiles_fp, a measured profile in r->search.est by content): its hash is the
+ * plan-cache key. Prebuilt kernel tables (est.kernels) are keyed through the profile they were
+ * built from, which the caller passes beside them. */
 void ap_search_key_text(const ap_resolved *r, const ap_cluster *c, uint64_t profiles_fp,
                         ap_strbuf *out);
 

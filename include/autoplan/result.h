@@ -32,11 +32,13 @@ ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, ap_plan
 size_t ap_result_max_bytes(const ap_search_opts *so);
 
 /* Check result `res` (the whole object printed by `plan --json`) against the search it claims to
- * answer: model m on cluster c with options so (so->est for the estimates). Every plan and the
- * closest plan must decode, pass ap_plan_check and estimate again to the stored step time,
- * device memory, fit, label and confidence; at most so->top_k plans; the header fields must be
- * the request's; the strings must be bounded. AP_ERR_INPUT with the first difference. */
+ * answer: model m on cluster c with options so. Every plan and the closest plan must decode,
+ * pass ap_plan_check, carry its own label, and have numbers that agree with each other and with
+ * the request (output/result.c says which); at most so->top_k plans, ranked; the header fields
+ * must be the request's; the strings bounded and one line. reestimate = 1 also estimates every
+ * plan again (so->est) and compares step time and memory. AP_ERR_INPUT with the first
+ * difference. */
 ap_status ap_result_check(const ap_json *res, const ap_model *m, const ap_cluster *c,
-                          const ap_search_opts *so, ap_err *err);
+                          const ap_search_opts *so, int reestimate, ap_err *err);
 
 #endif

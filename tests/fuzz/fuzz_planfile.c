@@ -98,7 +98,7 @@ static void result_check(const ap_json *root) {
         ready = 1;
     }
     ap_err err = {{0}};
-    ap_status st = ap_result_check(root, &m, &c, &so, &err);
+    ap_status st = ap_result_check(root, &m, &c, &so, 1, &err);
     if (st != AP_OK) one_line(st, &err);
 }
 
