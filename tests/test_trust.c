@@ -162,10 +162,10 @@ static void set_number(ap_json *obj, const char *key, double v) {
 }
 
 static void item02_cached_results(void) {
-    const char *m = tl_path(LLAMA);
+    const char *m = tl_path("examples/models/tiny-gpt.json");
     const char *db = in_tmp("fresh.db");
     char *fresh = NULL, *exported = NULL, *out = NULL, *err = NULL, args[2048];
-    snprintf(args, sizeof args, "'%s' --gpus 8 --top 3", m);
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --top 3", m);
     CHECK_INT(runf(&fresh, NULL, "%s --db '%s'", args, db), 0);
     CHECK_INT(runf(&exported, NULL, "db export --db '%s'", db), 0);
     ap_err e;
@@ -373,14 +373,14 @@ static void item03_hostile_names(void) {
     const char *benign = in_tmp("benign.json");
     write_model(benign, "\"benign\"");
     snprintf(bench, sizeof bench, "%s", in_tmp("benign-out"));
-    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit all", benign, bench), 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --gbs 64 --no-cache --out '%s' --emit all", benign, bench), 0);
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
         json_name((int)i, name, sizeof name);
         snprintf(mpath, sizeof mpath, "%s/hostile%zu.json", tmp, i);
         write_model(mpath, name);
         snprintf(dir, sizeof dir, "%s/hostile%zu-out", tmp, i);
         char *out = NULL, *err = NULL;
-        int rc = runf(&out, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit all", mpath, dir);
+        int rc = runf(&out, &err, "'%s' --gpus 8 --gbs 64 --no-cache --out '%s' --emit all", mpath, dir);
         CHECK_INT(rc, 0);
         CHECK(!has_control(out));
         CHECK(!has_control(err));
@@ -389,7 +389,7 @@ static void item03_hostile_names(void) {
         check_outputs(dir, bench, hostile[i]);
         /* the terminal: info, estimate, simulate, the cache listing */
         const char *cmds[] = {"info '%s'", "estimate '%s' --gpus 8", "simulate '%s' --gpus 8",
-                              "'%s' --gpus 8 --db '%s'"};
+                              "'%s' --gpus 8 --gbs 64 --db '%s'"};
         for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
             char fmt[256];
             snprintf(fmt, sizeof fmt, "%s", cmds[k]);
@@ -403,9 +403,11 @@ static void item03_hostile_names(void) {
         rc = runf(&out, NULL, "db list --db '%s'", in_tmp("hostile-names.db"));
         CHECK(!has_control(out));
         free(out);
-        /* the comparison report: HTML and Markdown */
+        /* the comparison report, HTML and Markdown (for three of the names: the escapers are
+         * pinned language by language in item03_escaper) */
+        if (i != 0 && i != 4 && i != 6) continue;
         snprintf(cmpdir, sizeof cmpdir, "%s/hostile%zu-cmp", tmp, i);
-        CHECK_INT(runf(NULL, NULL, "compare '%s' --gpus 8 --strategies top1,ddp --out '%s'", mpath,
+        CHECK_INT(runf(NULL, NULL, "compare '%s' --gpus 8 --gbs 64 --strategies top1,ddp --out '%s'", mpath,
                        cmpdir), 0);
         char path[1200];
         snprintf(path, sizeof path, "%s/report.html", cmpdir);
@@ -431,7 +433,8 @@ static void item03_hostile_names(void) {
                         "1376, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
                         "\"vocab_size\": 32000, \"max_position_embeddings\": 1024}") == 0);
     snprintf(dir, sizeof dir, "%s/hfdir-out", tmp);
-    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --no-cache --out '%s' --emit megatron", cfg, dir), 0);
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 8 --gbs 64 --no-cache --out '%s' --emit megatron", cfg,
+                   dir), 0);
     char sh[1100];
     snprintf(sh, sizeof sh, "%s/megatron.sh", dir);
     to_parse(sh);
@@ -444,7 +447,7 @@ static void item03_hostile_names(void) {
     ap_strbuf_free(&longname);
     snprintf(dir, sizeof dir, "%s/long-out", tmp);
     char *err = NULL;
-    int rc = runf(NULL, &err, "'%s' --gpus 8 --no-cache --out '%s' --emit all", mpath, dir);
+    int rc = runf(NULL, &err, "'%s' --gpus 8 --gbs 64 --no-cache --out '%s' --emit all", mpath, dir);
     /* too long for a name: refused in one line, or accepted and every file valid */
     CHECK(rc == 0 || (rc == 2 && err && count_lines(err) == 1));
     if (rc == 0) check_outputs(dir, bench, "long UTF-8 name");
