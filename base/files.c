@@ -108,7 +108,9 @@ void ap_files_remove_stale(const char *path) {
     closedir(d);
 }
 
-ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
+/* Walk the prefixes of dir: each that exists must be a directory; the others are made
+ * (create) or the walk stops there (they would be made later). */
+static ap_status walk_dir(const char *dir, const char *what, int create, ap_err *err) {
     char part[4096];
     size_t dl = strlen(dir);
     if (dl == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", what);
@@ -124,6 +126,7 @@ ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
                                   part);
             continue;
         }
+        if (!create) return AP_OK;
         if (mkdir(part, 0755) != 0 && errno != EEXIST) {
             int e = errno;
             return ap_err_set(err, e == EACCES || e == EROFS || e == ENOENT || e == ENOTDIR
@@ -134,21 +137,12 @@ ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
     return AP_OK;
 }
 
+ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
+    return walk_dir(dir, what, 1, err);
+}
+
 ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err) {
-    char part[4096];
-    size_t dl = strlen(dir);
-    if (dl == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", what);
-    if (dl >= sizeof part) return ap_err_set(err, AP_ERR_INPUT, "%s: path too long", what);
-    for (size_t i = 1; i <= dl; i++) {
-        if (dir[i] != '/' && dir[i] != '\0') continue;
-        memcpy(part, dir, i);
-        part[i] = '\0';
-        struct stat sb;
-        if (stat(part, &sb) != 0) return AP_OK; /* made later */
-        if (!S_ISDIR(sb.st_mode))
-            return ap_err_set(err, AP_ERR_INPUT, "%s: %s exists and is not a directory", what, part);
-    }
-    return AP_OK;
+    return walk_dir(dir, what, 0, err);
 }
 
 /* ---- the output set --------------------------------------------------------------------------- */
