@@ -497,7 +497,7 @@ static ap_status write_outputs(plan_cmd *pc, const char *dir, const ap_cluster *
     }
     /* the plan from the result (checked again: a cached result was, a fresh one is valid) */
     ap_plan p;
-    ap_status st = ap_result_plan_decode(best, &pc->r.model, &p, "plans[0]", err);
+    ap_status st = ap_result_plan_decode(best, &pc->r.model, c, &p, "plans[0]", err);
     if (st == AP_OK) st = ap_plan_check(&p, &pc->r.model, c, 1, err);
     if (st != AP_OK) return st == AP_ERR_NOMEM ? st : AP_ERR_INTERNAL;
     static const char *family[16];

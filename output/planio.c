@@ -140,6 +140,12 @@ static void build_plan(jb *b, ap_json *o, const ap_plan *p, const ap_model *m) {
     build_hetero(b, o, &p->hetero);
 }
 
+ap_status ap_planfile_hetero_to_json(ap_json *plan_obj, const ap_plan *p) {
+    jb b = {0};
+    build_hetero(&b, plan_obj, &p->hetero);
+    return b.failed ? AP_ERR_NOMEM : AP_OK;
+}
+
 ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_json *estimate) {
     jb b = {0};
@@ -395,6 +401,11 @@ static ap_status read_hetero(const ap_json *o, const char *where, const ap_clust
     }
     snprintf(w2, sizeof w2, "%s.hetero", where);
     return ap_plan_hetero_validate(p, c, w2, err);
+}
+
+ap_status ap_planfile_hetero_from_json(const ap_json *plan_obj, const char *where,
+                                       const ap_cluster *c, ap_plan *p, ap_err *err) {
+    return read_hetero(plan_obj, where, c, p, err);
 }
 
 /* a * b * c * d, or -1 when it does not fit in int64 */

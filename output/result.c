@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoplan/hetero.h"
 #include "autoplan/planio.h"
 #include "autoplan/text.h"
 
@@ -41,6 +42,7 @@ ap_json *ap_result_plan_json(const ap_estimate *e, const ap_model *m) {
     if (st == AP_OK)
         st = ap_json_add_string(j, "confidence", ap_confidence_name(ap_estimate_confidence(e)));
     const ap_plan *p = &e->plan;
+    if (st == AP_OK) st = ap_planfile_hetero_to_json(ap_json_get(j, "plan"), p);
     if (st == AP_OK && p->nchunks == p->pp * p->vp && p->nchunks > 0) {
         ap_json *a = ap_json_new_array();
         st = a ? ap_json_add(ap_json_get(j, "plan"), "stage_recompute", a) : AP_ERR_NOMEM;
@@ -98,8 +100,8 @@ static ap_status decode_stages(const ap_json *pj, const ap_model *m, ap_plan *p,
     return AP_OK;
 }
 
-ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, ap_plan *p,
-                                const char *where, ap_err *err) {
+ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, const ap_cluster *c,
+                                ap_plan *p, const char *where, ap_err *err) {
     const ap_json *pj = ap_json_get(entry, "plan");
     if (!ap_json_is_object(entry) || !ap_json_is_object(pj))
         return ap_err_set(err, AP_ERR_INPUT, "%s: not a plan entry (no \"plan\" object)", where);
@@ -113,7 +115,8 @@ ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, ap_plan
     if (p->recompute_layers > m->layers)
         return ap_err_set(err, AP_ERR_INPUT, "%s: recompute_layers is more than the model's "
                           "layers", where);
-    return decode_stages(pj, m, p, where, err);
+    st = decode_stages(pj, m, p, where, err);
+    return st == AP_OK ? ap_planfile_hetero_from_json(pj, where, c, p, err) : st;
 }
 
 size_t ap_result_max_bytes(const ap_search_opts *so) {
@@ -207,7 +210,7 @@ static ap_status check_entry(const ap_json *entry, const char *where, const ap_m
                              const ap_cluster *c, const ap_search_opts *so, int reestimate,
                              ap_estimate *e, ap_err *err) {
     ap_plan p;
-    ap_status st = ap_result_plan_decode(entry, m, &p, where, err);
+    ap_status st = ap_result_plan_decode(entry, m, c, &p, where, err);
     if (st != AP_OK) return st;
     if (p.trainer != so->fixed.trainer || p.seq != so->fixed.seq || p.gbs != so->gbs)
         return ap_err_set(err, AP_ERR_INPUT, "%s: trainer, sequence or batch is not the "
@@ -222,7 +225,10 @@ static ap_status check_entry(const ap_json *entry, const char *where, const ap_m
         return ap_err_set(err, AP_ERR_INPUT, "%s: the stored label is not the plan's", where);
     if ((st = check_numbers(entry, where, &p, c, so, e, err)) != AP_OK || !reestimate) return st;
     double step = e->time.step_s, peak = e->device_peak_bytes;
-    if ((st = ap_estimate_plan(m, c, &p, &so->est, e, err)) != AP_OK) {
+    /* the search's estimate: Gemini placements and offload devices are simulated (hetero.h) */
+    st = ap_hetero_applies(&p) ? ap_hetero_estimate(m, c, &p, &so->est, NULL, e, err)
+                               : ap_estimate_plan(m, c, &p, &so->est, e, err);
+    if (st != AP_OK) {
         ap_err_prefix(err, "%s", where);
         return st == AP_ERR_NOMEM ? st : AP_ERR_INPUT;
     }

@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "autoplan/profile.h"
+#include "autoplan/hetero.h"
 #include "autoplan/request.h"
+#include "autoplan/result.h"
 #include "testlib.h"
 
 static ap_resolved R; /* large: not on the stack */
@@ -293,6 +295,36 @@ static void test_tables_cover_the_structs(void) {
     CHECK(uncovered_is_padding(cov + so, sizeof(ap_search_opts), "ap_search_opts"));
 }
 
+/* A plan with a heterogeneous placement keeps it through its result entry (result.h), so a
+ * cached Gemini or ZeRO-Infinity plan decodes to the plan that was searched. */
+static void test_result_entry_keeps_placement(void) {
+    ap_request rq;
+    base_request(&rq);
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    set_pin(&rq, "trainer", AP_TRAINER_COLOSSALAI);
+    set_pin(&rq, "zero", 3);
+    set_pin(&rq, "offload_optimizer", 1);
+    rq.gemini.given = 1;
+    rq.gemini.v = AP_GEMINI_STATIC;
+    ap_err err = {{0}};
+    CHECK_INT(ap_request_resolve(&rq, AP_REQUEST_ESTIMATE, &R, &err), AP_OK);
+    CHECK(ap_hetero_applies(&R.plan));
+    static ap_estimate e;
+    CHECK_INT(ap_hetero_estimate(&R.model, &R.cluster, &R.plan, &R.est, NULL, &e, &err), AP_OK);
+    ap_json *j = ap_result_plan_json(&e, &R.model);
+    CHECK(j != NULL);
+    ap_plan p;
+    CHECK_INT(ap_result_plan_decode(j, &R.model, &R.cluster, &p, "entry", &err), AP_OK);
+    CHECK_INT(p.hetero.placement, AP_GEMINI_STATIC);
+    CHECK(p.hetero.offload_optim_frac == e.plan.hetero.offload_optim_frac);
+    char a[160], b[160];
+    CHECK_STR(ap_plan_label(&p, a, sizeof a), ap_plan_label(&e.plan, b, sizeof b));
+    ap_json_free(j);
+    (void)t;
+    (void)n;
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     ap_log_set_level(AP_LOG_ERROR);
@@ -302,5 +334,6 @@ int main(int argc, char **argv) {
     test_for_plan();
     test_key_covers_every_field();
     test_tables_cover_the_structs();
+    test_result_entry_keeps_placement();
     return tl_finish();
 }

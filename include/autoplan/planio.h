@@ -47,6 +47,14 @@ ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluste
 ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
                            ap_json **estimate_out, ap_err *err);
 
+/* The plan's heterogeneous placement (Gemini, DeepSpeed offload devices) as plan.json's plan
+ * section holds it: an optional "hetero" object under plan_obj, written only when the plan uses
+ * one; read back and validated (ap_plan_hetero_validate) on cluster c. The plan JSON of a
+ * search result carries it the same way (result.h). */
+ap_status ap_planfile_hetero_to_json(ap_json *plan_obj, const ap_plan *p);
+ap_status ap_planfile_hetero_from_json(const ap_json *plan_obj, const char *where,
+                                       const ap_cluster *c, ap_plan *p, ap_err *err);
+
 /* JSON of an estimate, with the schema documented in README ("estimate --json"). Caller frees
  * with ap_json_free. NULL on allocation failure. */
 ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m);

@@ -17,15 +17,16 @@
 #include "autoplan/json.h"
 #include "autoplan/search.h"
 
-/* One plan of a result: ap_estimate_to_json plus "label", "confidence" and, when the plan has
- * per-chunk recompute counts, "plan.stage_recompute". Caller frees; NULL when out of memory. */
+/* One plan of a result: ap_estimate_to_json plus "label", "confidence", when the plan has
+ * per-chunk recompute counts "plan.stage_recompute", and when it has a heterogeneous placement
+ * "plan.hetero" (planio.h). Caller frees; NULL when out of memory. */
 ap_json *ap_result_plan_json(const ap_estimate *e, const ap_model *m);
 
 /* The plan of an entry made by ap_result_plan_json, validated member by member (types and the
- * ranges of the plan's field table) and against model m (stage layers). `where` names the entry
- * in messages. Does not run ap_plan_check. */
-ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, ap_plan *p,
-                                const char *where, ap_err *err);
+ * ranges of the plan's field table) and against model m (stage layers) and cluster c (the
+ * placement). `where` names the entry in messages. Does not run ap_plan_check. */
+ap_status ap_result_plan_decode(const ap_json *entry, const ap_model *m, const ap_cluster *c,
+                                ap_plan *p, const char *where, ap_err *err);
 
 /* Most plans a result may hold for so->top_k, and the most bytes of its text: a stored result
  * larger than this is refused before it is parsed. */
