@@ -157,6 +157,34 @@ static const ap_sim_rank *first_over(const ap_sim *s) {
     return NULL;
 }
 
+/* The iteration of rank r in 64 columns, each the maximum of its events, in ten levels from
+ * the persistent baseline (' ') to the reserved peak ('@'). */
+static void print_curve(const ap_sim_rank *r) {
+    char b1[32], b2[32];
+    if (!r->allocated_curve || r->nevents <= 0) return;
+    static const char lv[] = " .:-=+*#%@";
+    char al[65], re[65];
+    int n = r->nevents, cols = n < 64 ? n : 64;
+    double top = (double)r->reserved_peak_bytes, base = (double)r->baseline_bytes;
+    double span = top - base > 1 ? top - base : 1;
+    for (int k = 0; k < cols; k++) {
+        int b = (int)((int64_t)k * n / cols), e = (int)((int64_t)(k + 1) * n / cols);
+        int64_t amax = 0, rmax = 0;
+        for (int i = b; i < e; i++) {
+            if (r->allocated_curve[i] > amax) amax = r->allocated_curve[i];
+            if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
+        }
+        double fa = ((double)amax - base) / span, fr = ((double)rmax - base) / span;
+        al[k] = lv[fa <= 0 ? 0 : fa >= 1 ? 9 : (int)(9.0 * fa + 0.5)];
+        re[k] = lv[fr <= 0 ? 0 : fr >= 1 ? 9 : (int)(9.0 * fr + 0.5)];
+    }
+    al[cols] = re[cols] = 0;
+    printf("\nstage %d over the iteration, setup to optimizer step (' ' = model states %s, "
+           "'@' = %s):\n",
+           r->stage, ap_fmt_bytes(base, b2, sizeof b2), ap_fmt_bytes(top, b1, sizeof b1));
+    printf("  allocated |%s|\n  reserved  |%s|\n", al, re);
+}
+
 static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int top) {
     const ap_plan *p = ap_sim_plan(s);
     const ap_model *m = ap_sim_model(s);
@@ -181,31 +209,7 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
     }
     int w = ap_sim_worst_rank(s);
     const ap_sim_rank *r = ap_sim_rank_at(s, w);
-    if (r->allocated_curve && r->nevents > 0) {
-        /* the iteration of the worst stage in 64 columns, each the maximum of its events, in
-           ten levels from the persistent baseline (' ') to the reserved peak ('@') */
-        static const char lv[] = " .:-=+*#%@";
-        char al[65], re[65];
-        int n = r->nevents, cols = n < 64 ? n : 64;
-        double top = (double)r->reserved_peak_bytes, base = (double)r->baseline_bytes;
-        double span = top - base > 1 ? top - base : 1;
-        for (int k = 0; k < cols; k++) {
-            int b = (int)((int64_t)k * n / cols), e = (int)((int64_t)(k + 1) * n / cols);
-            int64_t amax = 0, rmax = 0;
-            for (int i = b; i < e; i++) {
-                if (r->allocated_curve[i] > amax) amax = r->allocated_curve[i];
-                if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
-            }
-            double fa = ((double)amax - base) / span, fr = ((double)rmax - base) / span;
-            al[k] = lv[fa <= 0 ? 0 : fa >= 1 ? 9 : (int)(9.0 * fa + 0.5)];
-            re[k] = lv[fr <= 0 ? 0 : fr >= 1 ? 9 : (int)(9.0 * fr + 0.5)];
-        }
-        al[cols] = re[cols] = 0;
-        printf("\nstage %d over the iteration, setup to optimizer step (' ' = model states %s, "
-               "'@' = %s):\n",
-               r->stage, ap_fmt_bytes(base, b2, sizeof b2), ap_fmt_bytes(top, b1, sizeof b1));
-        printf("  allocated |%s|\n  reserved  |%s|\n", al, re);
-    }
+    print_curve(r);
     printf("\nworst stage %d at its allocated peak (%s):\n", r->stage,
            ap_sim_op_describe(s, r, r->peak_op, buf, sizeof buf));
     for (int c = 0; c < AP_SIM_NCAT; c++)
