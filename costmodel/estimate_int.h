@@ -1,0 +1,90 @@
+/*
+ * estimate_int.h - internals shared by the cost model's three files: costmodel/estimate.c (the
+ * estimate's chapters: model states, the stages, the pipeline schedule, the data-parallel
+ * reduction, the optimizer, the step), costmodel/layer_cost.c (one transformer layer priced:
+ * GEMMs, attention, memory-bound kernels and its TP/CP/EP communication) and
+ * costmodel/collectives.c (collectives and pipeline sends on the cluster's links). Not a public
+ * header: callers use estimate.h.
+ */
+#ifndef AP_ESTIMATE_INT_H
+#define AP_ESTIMATE_INT_H
+
+#include "autoplan/estimate.h"
+#include "autoplan/kernels.h"
+
+/* The short names of the functions below; the exported names carry the module prefix. */
+#define allreduce_s ap_est_allreduce_s
+#define alltoall_s ap_est_alltoall_s
+#define coll_s ap_est_coll_s
+#define gather_s ap_est_gather_s
+#define gemm_at ap_est_gemm_at
+#define group_busbw ap_est_group_busbw
+#define in_domain ap_est_in_domain
+#define p2p_send_s ap_est_p2p_send_s
+#define price_layer ap_est_price_layer
+
+/* What pricing a layer or a collective needs of one estimate: the model, cluster and plan, the
+ * calibration, the peaks and the kernel tables. */
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    const ap_trainer_caps *tr;
+    ap_calib cal;
+    double peak;        /* dense FLOP/s of the GEMMs in the plan's dtype */
+    double peak16;      /* 16-bit peak: attention runs in bf16/fp16 even in fp8 plans
+                           (Transformer Engine's fp8 recipe quantises the linear layers) */
+    double hbm;         /* effective HBM bytes/s */
+    double gemm_scale;
+    double net_scale;
+    int sms;
+    const ap_kernels *k; /* kernel tables of the GPU: a measured profile over the published */
+    ap_attn_impl attn;   /* the attention kernel the plan runs (ap_attn_default) */
+    ap_dtype dt16;       /* the 16-bit dtype of attention and the output layer */
+} ctx;
+
+/* One layer of one kind (dense or MoE) on one rank, one micro-batch. */
+typedef struct {
+    double params_rank;   /* non-expert parameters of the layer on one GPU */
+    double expert_rank;   /* expert parameters on one GPU */
+    double act[3];        /* bytes per micro-batch for none/selective/full recompute */
+    double fwd_compute_s; /* GEMMs + attention + elementwise, one micro-batch */
+    double bwd_compute_s;
+    double attn_fwd_s;    /* attention core forward (selective recompute redoes it) */
+    double attn_core_s;   /* of that, the QK^T and PV matmuls (CP hides its ring behind it) */
+    double tp_s;          /* exposed TP communication, forward (backward the same) */
+    double tp_total_s;    /* TP communication before overlap */
+    double cp_s;          /* exposed CP ring exchange, forward */
+    double ep_s;          /* EP all-to-all, forward */
+    double model_flops;   /* forward FLOPs per micro-batch counted for MFU (matmul params) */
+    double attn_flops;    /* forward attention FLOPs (not halved) */
+} layer_cost;
+
+/* ---- costmodel/layer_cost.c ---- */
+
+/* Seconds of a GEMM (M x K) * (K x N) in dtype dt at the kernel table's efficiency. */
+double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K);
+
+/* Price layer `idx` (its kind stands for every layer of that kind): parameters on one GPU,
+ * activations per recompute level, forward/backward compute and communication, model FLOPs. */
+void price_layer(const ctx *x, int64_t idx, layer_cost *lc);
+
+/* ---- costmodel/collectives.c ---- */
+
+/* Bus bandwidth of a group of n ranks, k per NVLink domain; *domains gets the domains it
+ * spans. */
+double group_busbw(const ctx *x, int n, int k, int *domains);
+
+/* One collective call of `bytes` (nccl-tests size) over n ranks, k per domain, seconds. */
+double coll_s(const ctx *x, ap_coll_op op, double bytes, int n, int k);
+double allreduce_s(const ctx *x, double bytes, int n, int k);
+double gather_s(const ctx *x, double bytes, int n, int k);
+double alltoall_s(const ctx *x, double bytes, int n, int k);
+
+/* Ranks of a group with stride `inner` that share one NVLink domain. */
+int in_domain(const ctx *x, int n, int inner);
+
+/* One pipeline send of `bytes` between adjacent stages, seconds. */
+double p2p_send_s(const ctx *x, double bytes);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * layer_cost.c - one transformer layer priced on one rank for one micro-batch: its parameters
+ * on the GPU (split by tp, KV heads replicated past their count), its activations under each
+ * recompute level (activations.c), and its forward/backward time split into GEMMs (the kernel
+ * tables' efficiency for each shape), the attention core (flash kernels by implementation,
+ * length and head dim, or materialised scores), memory-bound kernels at HBM bandwidth, and its
+ * TP (with overlap), CP ring and EP all-to-all communication (collectives.c).
+ *
+ * What it does not do: count layers per stage, schedule micro-batches or reduce gradients
+ * (estimate.c). The estimate prices one layer of each kind once per plan.
+ */
+#include "estimate_int.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Time of a GEMM (M x K) * (K x N) in dtype dt: the kernel table's efficiency for its size
+ * and wave quantisation (kernels.c: published large-GEMM ceiling x F / (F + gemm_half_flops),
+ * or a measured curve) times the calibrated sustained fraction gemm_eff_max. */
+double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    /* gemm_half_flops stands for a fixed per-GEMM time at the 16-bit rate: a faster dtype
+     * (fp8: twice the peak) needs proportionally more FLOPs to hide it */
+    double peak = x->c->gpu.peak_flops[dt], p16 = x->c->gpu.peak_flops[x->dt16];
+    double half = x->cal.gemm_half_flops * (p16 > 0 && peak > 0 ? peak / p16 : 1.0);
+    double eff = x->cal.gemm_eff_max * x->gemm_scale * ap_kernels_gemm_eff(x->k, dt, M, N, K, half);
+    return eff > 0 && peak > 0 ? 2.0 * M * N * K / (peak * eff) : 0;
+}
+
+/* A GEMM of a transformer layer in the plan's dtype. In fp8 (Transformer Engine's recipe) the
+ * 16-bit input is quantised first: read 2 bytes, write 1 byte per element of the M x K input,
+ * a memory-bound pass before every fp8 GEMM (Micikevicius et al. 2022, "FP8 formats for deep
+ * learning"; TE casts activations per GEMM with per-tensor scales). */
+static double gemm_s(const ctx *x, double M, double N, double K) {
+    double t = gemm_at(x, x->p->dtype, M, N, K);
+    if (x->p->dtype == AP_DTYPE_FP8 && t > 0) t += 3.0 * M * K / x->hbm;
+    return t;
+}
+
+/* The shapes one layer's kernels see on this rank (Korthikanti et al. 2022 notation). */
+typedef struct {
+    ap_layer_info li;
+    double t;      /* tensor-parallel degree */
+    double h;      /* hidden size */
+    double sl;     /* local sequence s / cp */
+    double T;      /* tokens through each GEMM on this rank: b * s / cp */
+    double a_loc;  /* query heads on this rank */
+    double out_t;  /* split of the tensors outside the tp region: t with sp, else 1 */
+    double kvf;    /* kv heads on this rank (replicated when tp > kv heads) */
+} layer_shape;
+
+static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    ap_model_layer(m, idx, &ls->li);
+    ls->t = p->tp;
+    ls->h = (double)m->hidden;
+    ls->sl = (double)p->seq / p->cp;
+    ls->T = (double)p->mbs * ls->sl;
+    ls->a_loc = (double)m->heads / ls->t;
+    ls->out_t = p->sp ? ls->t : 1.0;
+    ls->kvf = m->kv_heads >= p->tp ? (double)(m->kv_heads / p->tp) : 1.0;
+}
+
+/* Parameters of the layer on one GPU: matrices split by tp, KV replicated when tp > kv heads
+ * (Megatron replicates the kv heads across the extra tp ranks); activations per recompute
+ * level from activations.c. */
+static void layer_params(const ctx *x, int64_t idx, const layer_shape *ls, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const ap_layer_info *li = &ls->li;
+    double kv_params = 0;
+    if (m->mla.kv_lora_rank == 0) {
+        kv_params = 2.0 * ls->h * (double)(m->kv_heads * m->head_dim);
+        if (m->bias || m->qkv_bias) kv_params += 2.0 * (double)(m->kv_heads * m->head_dim);
+    }
+    double kv_split = m->kv_heads >= p->tp ? ls->t : (double)m->kv_heads;
+    lc->params_rank = ((double)li->attn_params - kv_params) / ls->t + kv_params / kv_split +
+                      (double)li->mlp_params / ls->t + (double)li->norm_params +
+                      (double)li->router_params + (double)li->shared_params / ls->t;
+    if (li->is_moe)
+        lc->expert_rank = (double)li->expert_params * (double)(m->moe.experts / p->ep) / p->etp;
+    for (int r = 0; r < 3; r++)
+        lc->act[r] = ap_mem_layer_activation_bytes(m, p, idx, (ap_recompute)r);
+}
+
+/* GEMM time of the attention projections, forward: MLA's low-rank projections (DeepSeek-V2,
+ * Liu et al. 2024, Sec. 2.1) or fused q,k,v and the output projection. */
+static double attention_gemms_s(const ctx *x, const layer_shape *ls) {
+    const ap_model *m = x->m;
+    const double T = ls->T, h = ls->h, a_loc = ls->a_loc;
+    double g = 0;
+    if (m->mla.kv_lora_rank > 0) {
+        const ap_mla *ml = &m->mla;
+        double qk = (double)(ml->qk_nope_head_dim + ml->qk_rope_head_dim);
+        if (ml->q_lora_rank > 0) {
+            g += gemm_s(x, T, (double)ml->q_lora_rank, h);
+            g += gemm_s(x, T, a_loc * qk, (double)ml->q_lora_rank);
+        } else {
+            g += gemm_s(x, T, a_loc * qk, h);
+        }
+        g += gemm_s(x, T, (double)(ml->kv_lora_rank + ml->qk_rope_head_dim), h);
+        g += gemm_s(x, T, a_loc * (double)(ml->qk_nope_head_dim + ml->v_head_dim),
+                    (double)ml->kv_lora_rank);
+        g += gemm_s(x, T, h, a_loc * (double)ml->v_head_dim);
+    } else {
+        double qkv_n = a_loc * (double)m->head_dim + 2.0 * ls->kvf * (double)m->head_dim;
+        g += gemm_s(x, T, qkv_n, h);
+        g += gemm_s(x, T, h, a_loc * (double)m->head_dim);
+    }
+    return g;
+}
+
+/* GEMM time of the MLP, forward, added to g (the layer's GEMM time so far, kept in one running
+ * sum): the dense MLP, or the router, the local experts at their share of the routed tokens and
+ * the shared experts. *ffn_elem_bytes gets the activation function's memory traffic (SwiGLU
+ * reads 2f and writes f, 2 bytes each: 6f per token; GELU reads and writes f: 4f). */
+static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double *ffn_elem_bytes) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h, t = ls->t;
+    const double act_bytes = m->act == AP_ACT_SWIGLU ? 6.0 : 4.0;
+    if (ls->li.is_moe) {
+        const ap_moe *mo = &m->moe;
+        double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
+        double local_experts = (double)(mo->experts / p->ep);
+        double routed = (T / ls->out_t) * (double)mo->top_k * cf * ls->out_t; /* tokens of the
+                                                    tp group land on this ep rank */
+        double per_expert = routed / local_experts;
+        double f = (double)mo->ffn_hidden / p->etp;
+        double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
+        g += gemm_s(x, T, (double)mo->experts, h); /* router */
+        g += local_experts * (gemm_s(x, per_expert, up, h) + gemm_s(x, per_expert, h, f));
+        *ffn_elem_bytes += routed * act_bytes * f;
+        if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0) {
+            double fs = (double)mo->shared_ffn_hidden / t;
+            double ups = m->act == AP_ACT_SWIGLU ? 2.0 * fs : fs;
+            g += gemm_s(x, T, ups, h) + gemm_s(x, T, h, fs);
+            *ffn_elem_bytes += T * act_bytes * fs;
+        }
+    } else {
+        double f = (double)m->ffn_hidden / t;
+        double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
+        g += gemm_s(x, T, up, h) + gemm_s(x, T, h, f);
+        *ffn_elem_bytes += T * act_bytes * f;
+    }
+    return g;
+}
+
+/* Attended query-key pairs per sequence and head of a causal decoder (FlashAttention-2 paper's
+ * count, Dao 2023 Sec. 4.1): s^2/2, or s W - W^2/2 with a sliding window of W < s keys, or
+ * (s / W) W^2 / 2 = s W / 2 when attention stays inside chunks of W tokens (Llama 4). */
+static double causal_pairs(double s, double W, int chunked) {
+    if (!(W > 0 && W < s)) return 0.5 * s * s;
+    return chunked ? 0.5 * s * W : s * W - 0.5 * W * W;
+}
+
+/* A fused (flash) attention kernel over this rank's queries with keys limited to a window of
+ * W (0: none; chunked: chunks of W), forward and backward seconds. Context parallelism runs the ring as cp steps of
+ * (s/cp) x (s/cp) blocks (Megatron/TE ring attention, load-balanced): one causal block on the
+ * diagonal and full blocks for the rest, each at the kernel table's efficiency for that block
+ * length and head dim; a window shorter than the block runs like a sequence of its width.
+ * Efficiencies are the FlashAttention papers' microbenchmarks (kernels.c) times the calibrated
+ * sustained fraction (the same as the GEMMs') and the wave quantisation of b x heads x
+ * ceil(block / 128) query tiles over the SMs. */
+static void flash_s(const ctx *x, const layer_shape *ls, double W, int chunked, double *fwd_s,
+                    double *bwd_s) {
+    const ap_plan *p = x->p;
+    const double s = (double)p->seq, cp = (double)p->cp, L = ls->sl;
+    const double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+    const double per_pair = 2.0 * (double)p->mbs * ls->a_loc * (dqk + dv);
+    const double rate = x->peak16 * x->cal.gemm_eff_max * x->gemm_scale *
+                        ap_kernels_wave(x->sms, (double)p->mbs * ls->a_loc * 128.0, L);
+    double pairs = causal_pairs(s, W, chunked) / cp;
+    double cf, cb, ff, fb; /* causal and full efficiencies, forward and backward */
+    if (W > 0 && W < L) {
+        ap_kernels_attn_eff(x->k, x->attn, 1, dqk, W, &cf, &cb);
+        *fwd_s = cf > 0 ? per_pair * pairs / (rate * cf) : 0;
+        *bwd_s = cb > 0 ? 2.5 * per_pair * pairs / (rate * cb) : 0;
+        return;
+    }
+    ap_kernels_attn_eff(x->k, x->attn, 1, dqk, L, &cf, &cb);
+    ap_kernels_attn_eff(x->k, x->attn, 0, dqk, L, &ff, &fb);
+    double diag = fmin(pairs, 0.5 * L * L), rest = pairs - diag;
+    *fwd_s = cf > 0 && ff > 0 ? per_pair * (diag / cf + rest / ff) / rate : 0;
+    *bwd_s = cb > 0 && fb > 0 ? 2.5 * per_pair * (diag / cb + rest / fb) / rate : 0;
+}
+
+/* The attention core of one micro-batch on this rank: QK^T and PV (2 b a s_q s_k (d_qk + d_v)
+ * FLOPs over every pair). Unfused (the scores materialised: Megatron's fused softmax between
+ * batched GEMMs, or eager PyTorch) computes every pair, masked or not, at the calibrated
+ * attn_eff, backward twice the forward; a flash kernel skips the masked half (flash_s), and a
+ * model with local layers (sliding or chunked windows: Mistral, Gemma 2/3, gpt-oss, Llama 4)
+ * averages its local and global layers. */
+static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s, double *bwd_s) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    if (x->attn == AP_ATTN_UNFUSED) {
+        double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+        double f = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
+        *fwd_s = f / (x->peak16 * x->cal.attn_eff * x->gemm_scale);
+        *bwd_s = 2.0 * *fwd_s;
+        return;
+    }
+    double ff, fb;
+    flash_s(x, ls, 0, 0, &ff, &fb);
+    *fwd_s = ff;
+    *bwd_s = fb;
+    double W = (double)m->window;
+    if (W > 0 && W < (double)p->seq) {
+        double wf, wb, share = (double)ap_model_local_layers(m) / (double)m->layers;
+        flash_s(x, ls, W, m->window_chunked, &wf, &wb);
+        *fwd_s = share * wf + (1.0 - share) * ff;
+        *bwd_s = share * wb + (1.0 - share) * fb;
+    }
+}
+
+/* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
+ * (attention_core_s) and the memory-bound kernels at HBM bandwidth. Returns the GEMM time (TP
+ * overlap hides communication behind it). */
+static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h;
+    double ffn_elem = 0; /* activation-function bytes */
+    double g = mlp_gemms_s(x, ls, attention_gemms_s(x, ls), &ffn_elem);
+
+    double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+    double attn_full = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
+    double attn_f, attn_b;
+    attention_core_s(x, ls, &attn_f, &attn_b);
+    int unfused = x->attn == AP_ATTN_UNFUSED;
+
+    /* elementwise bytes per token: two norms (read 2h, write 2h each) and two residual adds
+     * (read 4h, write 2h each), with dropout fused into them (Megatron's bias-dropout-add: +1h
+     * mask each); outside the tp region, so split only with sp */
+    double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
+    double in_elem = ffn_elem;
+    double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
+    if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
+        in_elem += scores * (m->dropout ? 9.0 : 4.0);
+    double elem_s = (out_elem + in_elem) / x->hbm;
+    double attn_elem_s = unfused ? scores * (m->dropout ? 9.0 : 4.0) / x->hbm : 0;
+
+    lc->fwd_compute_s = g + attn_f + elem_s;
+    /* backward: two GEMMs per forward GEMM; the attention core's own backward; elementwise
+     * about twice the traffic */
+    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s;
+    lc->attn_fwd_s = attn_f + attn_elem_s;
+    lc->attn_core_s = attn_f;
+    lc->attn_flops = attn_full;
+    return g;
+}
+
+/* Communication of one micro-batch through the layer, forward: TP (with its overlap), the CP
+ * ring and the EP all-to-alls. */
+static void layer_comm(const ctx *x, const layer_shape *ls, double gemm_s_fwd, layer_cost *lc) {
+    const ap_model *m = x->m;
+    const ap_plan *p = x->p;
+    const double T = ls->T, h = ls->h;
+    int k_tp = in_domain(x, p->tp, 1);
+    double act_bytes = T * h * 2.0;
+    /* Megatron TP: two all-reduces per layer forward (attention and MLP outputs); with sp an
+     * all-gather + reduce-scatter pair moves the same bytes (Korthikanti 2022 Sec. 4.2.2) */
+    lc->tp_total_s = 2.0 * allreduce_s(x, act_bytes, p->tp, k_tp);
+    lc->tp_s = lc->tp_total_s;
+    if (p->overlap_tp && p->tp > 1) {
+        /* Transformer Engine's userbuffer overlap (Megatron --tp-comm-overlap) and torch's
+         * async TP split each all-gather / reduce-scatter into tp chunks pipelined against the
+         * GEMM that consumes or produces them (Wang et al. 2022, "Overlap communication with
+         * dependent computation via decomposition"): what the layer's GEMMs cannot hide stays
+         * exposed, and the first chunk never hides */
+        double hide = lc->tp_total_s - gemm_s_fwd;
+        double first = lc->tp_total_s / p->tp;
+        lc->tp_s = hide > first ? hide : first;
+    }
+    if (p->cp > 1) {
+        /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
+         * of the previous chunk (Megatron/TE context parallelism) */
+        double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+        double kvf = m->mla.kv_lora_rank > 0 ? ls->a_loc * (dqk + dv)
+                                              : 2.0 * ls->kvf * (double)m->head_dim;
+        double chunk = (double)p->mbs * ls->sl * kvf * 2.0;
+        int k_cp = in_domain(x, p->cp, p->tp);
+        double step = coll_s(x, AP_COLL_SENDRECV_OP, chunk, p->cp, k_cp);
+        double per_step_attn = lc->attn_core_s / p->cp;
+        lc->cp_s = (p->cp - 1) * fmax(0.0, step - per_step_attn);
+    }
+    if (ls->li.is_moe && p->ep > 1) {
+        /* dispatch and combine all-to-alls of every routed token copy */
+        double cf = m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1.0;
+        double bytes = (T / ls->out_t) * (double)m->moe.top_k * cf * h * 2.0;
+        int k_ep = in_domain(x, p->ep, p->etp);
+        lc->ep_s = 2.0 * alltoall_s(x, bytes, p->ep, k_ep);
+    }
+}
+
+void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
+    memset(lc, 0, sizeof *lc);
+    layer_shape ls;
+    layer_shape_of(x, idx, &ls);
+    layer_params(x, idx, &ls, lc);
+    double g = layer_compute(x, &ls, lc);
+    layer_comm(x, &ls, g, lc);
+    /* model FLOPs (forward, one micro-batch on this rank): 2 x active matmul params x tokens
+     * + attention (not halved for causal: Megatron's convention, Narayanan 2021 Eq. 3) */
+    double active_matmul = (double)(ls.li.active_params - ls.li.norm_params);
+    lc->model_flops = 2.0 * active_matmul / ls.t * ls.T;
+}
