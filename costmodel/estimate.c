@@ -615,12 +615,22 @@ static void dp_reduction(est *E) {
     }
     double red_exp = red, ag_exp = ag;
     int w = E->e->worst_stage;
+    /* the compute a once-per-step reduction can hide, in micro-batch passes of the rank: its
+     * last micro-batch's backward (gradient sync is off for the others: Megatron-core
+     * schedules.py enables it in the last backward pass, torch DDP no_sync); under the
+     * interleaved schedule each of the v model chunks starts its reduction at its own last
+     * backward (is_last_microbatch_for_model_chunk), and after chunk k's last backward k x p
+     * chunk passes of t/v remain, so from the first chunk's to the end ((v - 1) p + 1) / v
+     * passes; the parameter all-gather of each chunk likewise overlaps the forward of the
+     * chunks before it in the next step (distributed optimizer, --overlap-param-gather) */
+    double v = p->vp > 1 ? (double)p->vp : 1.0;
+    double window = fmin(((v - 1.0) * p->pp + 1.0) / v, mb);
     if (red > 0 && p->overlap_grad && tr->overlap_grad) {
-        double hide = (per_mb ? mb : 1.0) * tm->stage_bwd_s[w];
+        double hide = (per_mb ? mb : window) * tm->stage_bwd_s[w];
         red_exp = fmax(red - hide, red / (buckets * (per_mb ? mb : 1.0)));
     }
     if (ag > 0 && p->overlap_param && tr->param_gather_next_fwd)
-        ag_exp = fmax(ag - tm->stage_fwd_s[w], ag / buckets);
+        ag_exp = fmax(ag - window * tm->stage_fwd_s[w], ag / buckets);
     tm->dp_comm_total_s = red + ag + E->z3_total + E->z3_step;
     tm->dp_comm_s = red_exp + ag_exp + E->z3_total + E->z3_step;
 }
