@@ -215,6 +215,10 @@ ap_status ap_field_read_json(const ap_field *f, const ap_json *o, void *obj, con
     char w[640], buf[64], list[160];
     ap_status st = json_parent(o, f->json, &parent, &k, w, sizeof w, where, err);
     if (st != AP_OK) return st;
+    if (f->flags & AP_FIELD_OPTIONAL) {
+        const ap_json *v = ap_json_get(parent, k);
+        if (!v || ap_json_is_null(v)) return AP_OK;
+    }
     int64_t i;
     double d;
     int b;

@@ -66,7 +66,9 @@ static const ap_field plan_fields[] = {
     E(dtype, "dtype", "dtype", compute_dtype_name, AP_DTYPE_COUNT, 0),
     {"flash_attn", "flash_attn", "no-flash-attn", AP_FT_BOOL, offsetof(ap_plan, flash_attn), 0, 1,
      NULL, 0, 0, AP_FIELD_NEGATED},
-    E(attn_impl, "attn_impl", "attn-impl", attn_impl_name, AP_ATTN_COUNT, 0),
+    /* optional: plan.json files written before the kernel tables have none and read as
+     * "auto", the trainer's default kernel (docs/plan-json.md) */
+    E(attn_impl, "attn_impl", "attn-impl", attn_impl_name, AP_ATTN_COUNT, AP_FIELD_OPTIONAL),
     F(nchunks, NULL, NULL, AP_FT_INT, 0, AP_MAX_CHUNKS),
     CH(stage_layers, "stage_layers", "stage-layers", 0),
     /* set by the validation rows of published runs (costmodel/validation.c), not by users:

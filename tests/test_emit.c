@@ -1316,8 +1316,12 @@ static void mu_ds_pp_z3(ap_json *r) {
     ap_json_add(sec(sec(r, "plan"), "recompute"), "per_stage", b);
 }
 
-/* Every member of a valid plan.json (outside "estimate") is required and typed: removing it,
- * or giving it a value of another type, must be refused with a message naming it. */
+/* Every member of a valid plan.json (outside "estimate") is typed, and every one but the
+ * optional ones is required: removing it, or giving it a value of another type, must be refused
+ * with a message naming it. Optional: "attn_impl" (added with the kernel tables; absent reads as
+ * "auto", test_planfile_before_attn_impl). */
+static int optional_member(const char *key) { return !strcmp(key, "attn_impl"); }
+
 static int planfile_refuses(const ap_json *root, const char *key) {
     ap_model m2;
     ap_cluster c2;
@@ -1344,7 +1348,7 @@ static void walk_members(ap_json *root, ap_json *obj, int *n) {
         if (ap_json_is_object(it)) walk_members(root, it, n);
         ap_json *copy = ap_json_detach(obj, key);
         /* removed */
-        CHECK(planfile_refuses(root, key));
+        if (!optional_member(key)) CHECK(planfile_refuses(root, key));
         /* a value of another type */
         ap_json *wrong = ap_json_is_string(copy) ? ap_json_new_number(7)
                        : ap_json_is_number(copy) || ap_json_is_bool(copy) ? ap_json_new_string("x")
@@ -1379,6 +1383,60 @@ static void test_planfile_every_field(void) {
     CHECK_INT(ap_planfile_from_json(root, "sys.json", &m2, &c2, &p2, NULL, &err), AP_OK);
     ap_json_free(root);
     printf("plan.json: %d members each refused when missing or mistyped\n", n);
+}
+
+/* A plan.json written before "attn_impl" existed (by autoplan at the parent of commit df18298:
+ * `autoplan plan examples/models/llama-3-8b.json --gpus 16 --gpu a100-sxm4-80g --out DIR`)
+ * still reads, with the trainer's default kernel ("auto"), and estimates like the same plan
+ * given "auto" explicitly; a present but unknown kernel name is still refused. */
+static void test_planfile_before_attn_impl(void) {
+    const char *path = tl_path("tests/data/plan-v1-before-attn-impl.json");
+    char *text = tl_read(path);
+    CHECK(text != NULL);
+    if (!text) return;
+    CHECK(strstr(text, "attn_impl") == NULL);
+    free(text);
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    ap_err err;
+    err.msg[0] = '\0';
+    ap_status st = ap_planfile_read(path, &m, &c, &p, NULL, &err);
+    if (st != AP_OK) fprintf(stderr, "  %s\n", err.msg);
+    CHECK_INT(st, AP_OK);
+    if (st != AP_OK) return;
+    CHECK_INT(p.attn_impl, AP_ATTN_AUTO);
+    CHECK_INT(p.tp * p.pp * p.cp * p.dp, c.gpus);
+    ap_estimate *e1 = calloc(1, sizeof *e1), *e2 = calloc(1, sizeof *e2);
+    CHECK(e1 && e2);
+    if (e1 && e2) {
+        CHECK_INT(ap_estimate_plan(&m, &c, &p, NULL, e1, &err), AP_OK);
+        /* "auto" resolves to a concrete kernel (FA2 for Megatron on A100 bf16), and the plan
+         * naming that kernel explicitly is priced the same */
+        CHECK_INT(e1->plan.attn_impl, AP_ATTN_FA2);
+        ap_plan q = p;
+        q.attn_impl = e1->plan.attn_impl;
+        CHECK_INT(ap_estimate_plan(&m, &c, &q, NULL, e2, &err), AP_OK);
+        CHECK(e1->time.step_s > 0);
+        CHECK_NEAR(e1->time.step_s, e2->time.step_s, 1e-12);
+    }
+    free(e1);
+    free(e2);
+    /* the same tree with an explicit "auto" reads the same; an unknown name is refused */
+    ap_json *root = ap_planfile_to_json(&m, &c, &p, NULL);
+    CHECK(root != NULL);
+    if (!root) return;
+    ap_plan p2;
+    ap_model m2;
+    ap_cluster c2;
+    CHECK_INT(ap_planfile_from_json(root, "t.json", &m2, &c2, &p2, NULL, &err), AP_OK);
+    CHECK_INT(p2.attn_impl, AP_ATTN_AUTO);
+    ap_json *pl = ap_json_get(root, "plan");
+    ap_json_free(ap_json_detach(pl, "attn_impl"));
+    ap_json_add(pl, "attn_impl", ap_json_new_string("fa4"));
+    CHECK_INT(ap_planfile_from_json(root, "t.json", &m2, &c2, &p2, NULL, &err), AP_ERR_INPUT);
+    CHECK(strstr(err.msg, "'attn_impl'") != NULL);
+    ap_json_free(root);
 }
 
 static void test_planfile_bad(void) {
@@ -1924,6 +1982,7 @@ int main(int argc, char **argv) {
     test_planfile_roundtrip();
     test_planfile_bad();
     test_planfile_every_field();
+    test_planfile_before_attn_impl();
     test_roundtrip();
     test_refusals();
     test_golden();

@@ -29,6 +29,7 @@ typedef enum {
 
 #define AP_FIELD_ROOT 1u    /* plan.json writes it beside its section, not inside (trainer) */
 #define AP_FIELD_NEGATED 2u /* the flag turns it off (--no-flash-attn) */
+#define AP_FIELD_OPTIONAL 4u /* JSON may omit it (or give null): the member keeps its value */
 
 typedef struct ap_field {
     const char *name;    /* the C member: "offload_optimizer" */
@@ -40,7 +41,7 @@ typedef struct ap_field {
     const char *(*enum_name)(int v); /* ENUM: name of value v, NULL when v is not accepted */
     int nvalues;         /* ENUM: values 0..nvalues-1 are tried; CHUNKS: capacity */
     size_t count_offset; /* CHUNKS: offsetof the int member holding the length */
-    unsigned flags;      /* AP_FIELD_ROOT, AP_FIELD_NEGATED */
+    unsigned flags;      /* AP_FIELD_ROOT, AP_FIELD_NEGATED, AP_FIELD_OPTIONAL */
 } ap_field;
 
 /* The value as a number (BOOL 0/1, ENUM its value, CHUNKS its length). */
@@ -64,7 +65,8 @@ ap_status ap_field_parse(const ap_field *f, const char *text, const char *what, 
  * values that came from elsewhere than ap_field_parse / ap_field_read_json. */
 ap_status ap_field_check(const ap_field *f, const void *obj, const char *where, ap_err *err);
 
-/* Read the member from its JSON path under section `o` (required, typed, in range); messages
+/* Read the member from its JSON path under section `o` (required unless AP_FIELD_OPTIONAL,
+ * typed, in range); messages
  * "<where>[.<parent>]: field '<leaf>' ...". CHUNKS: an array of exactly *count_offset
  * integers. */
 ap_status ap_field_read_json(const ap_field *f, const ap_json *o, void *obj, const char *where,
