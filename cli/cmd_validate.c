@@ -207,6 +207,13 @@ static void print_oos(const vset *oos) {
                100 * oa.mem_max);
     printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
            oa.oom_rows);
+    int ran = 0, nofit = 0;
+    for (int i = 0; i < oos->n; i++) {
+        if (!oos->rows[i].is_time) continue;
+        ran++;
+        nofit += !oos->rows[i].fits;
+    }
+    printf("runs that ran predicted not to fit: %d of %d\n", nofit, ran);
 }
 
 /* Predict every row of a set with calibration cal (NULL: each row's GPU's built-in one); err

@@ -80,6 +80,7 @@ typedef struct {
     int max_stage_layers;         /* transformer layers on the rank holding most parameters */
     double grad_reduce_bytes;     /* bytes per gradient element in the DP reduction */
     double gather_bytes;          /* bytes per parameter of a ZeRO-3 / FSDP all-gather */
+    double loss_bytes;            /* bytes per logit element the loss keeps at its peak */
     double z3_step;               /* exposed ZeRO-3 traffic paid once per step (under PP) */
     /* the step */
     double pipe, p2p, z3_total, local_params;
@@ -184,6 +185,8 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
         x->tr->bf16_optimizer_bytes > 0)
         E->grad_reduce_bytes = x->tr->bf16_optimizer_bytes; /* BF16_Optimizer's fp32 buffer */
     E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes : x->tr->gathered_weight_bytes;
+    E->loss_bytes = p->loss_bytes_per_logit > 0 ? p->loss_bytes_per_logit
+                                                : x->tr->loss_bytes_per_logit;
     E->dense_shard = p->dp * p->cp;
     E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
     if (E->expert_shard < 1) E->expert_shard = 1;
@@ -308,8 +311,8 @@ static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
     if (p->recompute == AP_RECOMPUTE_FULL && S->n_rc_full > 0)
         transient += S->nm > 0 ? mo->act[AP_RECOMPUTE_NONE] : d->act[AP_RECOMPUTE_NONE];
     if (S->last) {
-        /* the loss of one micro-batch: the trainer's bytes per logit element s*b*V/t */
-        double loss = E->x.tr->loss_bytes_per_logit * T * E->V / E->t;
+        /* the loss of one micro-batch: the loss kernel's bytes per logit element s*b*V/t */
+        double loss = E->loss_bytes * T * E->V / E->t;
         if (loss > transient) transient = loss;
     }
     sm->activations_bytes = inflight * act_mb + transient;
@@ -407,7 +410,7 @@ static void stage_compute(const est *E, stage *S) {
         /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
         double head_f = gemm_at(x, x->dt16, T, V / t, h);
         /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
-        double loss_bytes = T * V / t * (2.0 + x->tr->loss_bytes_per_logit);
+        double loss_bytes = T * V / t * (2.0 + E->loss_bytes);
         S->fwd_c += head_f + loss_bytes / x->hbm;
         S->bwd_c += 2.0 * head_f + loss_bytes / x->hbm;
         if (p->tp > 1) S->tp_f += allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));

@@ -82,8 +82,9 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
 /* What a row may say about kernels and collectives beyond the common plan fields: the
  * attention kernel ("attn_impl"), the gradient-reduction and parameter-gather dtypes ("grad_
  * reduce", "gather": FSDP MixedPrecision), TP overlap ("overlap_tp", default: as "overlap"),
- * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), and an
- * explicit stage split ("stage_layers"). */
+ * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), an
+ * explicit stage split ("stage_layers") and the cross-entropy kernel ("loss": "torch", the
+ * trainer's default; "fused" or "fused_inplace", flash-attn's CrossEntropyLoss, plan.h). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
                                    ap_err *err) {
     char impl[32];
@@ -94,6 +95,14 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     if ((st = dtype_bytes(pj, "grad_reduce", where, &p->grad_reduce_bytes, err)) ||
         (st = dtype_bytes(pj, "gather", where, &p->gather_bytes, err)))
         return st;
+    char loss[32];
+    if ((st = ap_json_get_str(pj, "loss", loss, sizeof loss, &given, where, err))) return st;
+    if (given && !strcmp(loss, "fused")) p->loss_bytes_per_logit = AP_LOSS_FUSED_BYTES;
+    else if (given && !strcmp(loss, "fused_inplace"))
+        p->loss_bytes_per_logit = AP_LOSS_FUSED_INPLACE_BYTES;
+    else if (given && strcmp(loss, "torch"))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'loss' = '%s' is not one of torch, "
+                          "fused, fused_inplace", where, loss);
     int p2p = 1;
     if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
     p->no_p2p_overlap = given && !p2p;

@@ -258,6 +258,16 @@ static void test_validate_targets(void) {
                      &n) == 2);
         CHECK(n >= 1 && hit == n);
     }
+    /* runs that ran, predicted not to fit with the 2 GiB planning headroom (README
+     * "Validation": torchtitan's six 8B rows, which ran on 96 GB parts, and seven llm-foundry
+     * rows that fit with 1 GiB) */
+    const char *ran = out ? strstr(out, "runs that ran predicted not to fit: ") : NULL;
+    CHECK(ran != NULL);
+    if (ran) {
+        int nofit = -1, n = -2;
+        CHECK(sscanf(ran, "runs that ran predicted not to fit: %d of %d", &nofit, &n) == 2);
+        CHECK(n >= 200 && nofit >= 0 && nofit <= 13);
+    }
     free(out);
     free(err);
     /* an H100 bf16 run outside the fit (NeMo AutoModel, Llama-3-70B FSDP2, 18.90 s per step)

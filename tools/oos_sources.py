@@ -272,7 +272,10 @@ def foundry_rows():
                 "zero": 3 if shard == "z3" else 2, "dtype": "fp8" if prec == "amp_fp8" else "bf16",
                 "overlap": True, "flash_attn": True,
                 "attn_impl": "fa2" if gpu == "h100_80gb" else "fa1",
-                "grad_reduce": "bf16", "gather": "fp32" if mp == "DEFAULT" else "bf16"}
+                "grad_reduce": "bf16", "gather": "fp32" if mp == "DEFAULT" else "bf16",
+                # the loss: ComposerMPTCausalLM's default loss_fn "fused_crossentropy",
+                # flash-attn's CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py)
+                "loss": "fused"}
         out.append({"source": "llm-foundry-fsdp",
                     "cite": "%s: mpt-%s %s seq %d, %d GPUs, %s %s, %d tokens/s/GPU" % (
                         FOUNDRY, size, gpu, seq, gpus, prec, mp, tok),
@@ -324,11 +327,14 @@ def flashattn_rows():
                               "dropout": True},
                     # PyTorch Lightning DDP (ZeRO-1 via ZeroRedundancyOptimizer for the larger
                     # configs), fp32 parameters under autocast: fp32 gradients all-reduced;
-                    # FlashAttention 1 (Nov 2022), no activation checkpointing
+                    # FlashAttention 1 (Nov 2022), no activation checkpointing; the loss is
+                    # apex's fused cross-entropy with inplace_backward (configs/experiment/
+                    # {owt,pile}/base.yaml, train.loss_fn)
                     "plan": {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": 8, "cp": 1, "vp": 1,
                              "mbs": b, "gbs": gbs, "seq": s, "recompute": "none", "sp": False,
                              "zero": 0, "dtype": dt, "overlap": True, "flash_attn": True,
-                             "attn_impl": "fa1", "grad_reduce": "fp32"},
+                             "attn_impl": "fa1", "grad_reduce": "fp32",
+                             "loss": "fused_inplace"},
                     "gpu": "a100-sxm4-80g", "gpus": 8, "gpus_per_node": 8,
                     "network_bw": "200Gb/s", "metric": "step_s", "measured": step,
                     "how": "Megatron model FLOPs (Narayanan 2021 Eq. 3 x 3/4) / (TFLOP/s x 8)"})

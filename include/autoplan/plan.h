@@ -16,6 +16,16 @@
 
 #define AP_MAX_CHUNKS 512 /* pp * vp model chunks */
 
+/* Bytes per logit element a fused cross-entropy keeps at its peak (ap_plan.loss_bytes_per_logit).
+ * flash-attn's CrossEntropyLoss (flash_attn/losses/cross_entropy.py; llm-foundry's default
+ * loss_fn "fused_crossentropy", ComposerMPTCausalLM) saves the 16-bit logits, not an fp32 copy,
+ * plus one fp32 log-sum-exp per row, and its backward writes a new 16-bit gradient: 2 + 2 bytes.
+ * With inplace_backward the gradient overwrites the logits: 2 bytes (apex's xentropy
+ * CrossEntropyLossApex as flash-attention's GPT configs run it, training/configs/experiment/
+ * {owt,pile}/base.yaml train.loss_fn; flash-attn's own kernel offers the same flag). */
+#define AP_LOSS_FUSED_BYTES 4.0
+#define AP_LOSS_FUSED_INPLACE_BYTES 2.0
+
 typedef enum {
     AP_TRAINER_MEGATRON = 0,
     AP_TRAINER_DEEPSPEED,
@@ -125,6 +135,10 @@ typedef struct ap_plan {
                                         --grad-reduce-in-bf16); 0 = the trainer's default */
     double gather_bytes;             /* bytes per parameter of the ZeRO-3 / FSDP all-gather
                                         (MixedPrecision param_dtype); 0 = the trainer's */
+    double loss_bytes_per_logit;     /* bytes per logit element the cross-entropy keeps at its
+                                        peak: 0 = the trainer's (PyTorch's upcast loss);
+                                        AP_LOSS_FUSED_BYTES / AP_LOSS_FUSED_INPLACE_BYTES for
+                                        the fused kernels (validation rows' "loss") */
     int no_p2p_overlap;              /* pipeline P2P sends never overlap compute, even where
                                         the trainer can (Megatron-LM before its
                                         --overlap-p2p-communication, 2021-22 runs) */
