@@ -30,7 +30,10 @@
  *   - context parallelism: every term uses the local sequence s/cp; the score matrix is
  *     (s/cp) x s per rank.
  * Recompute: selective = Megatron's core-attention recompute (drops the score terms, and the
- * flash log-sum-exp); full = only the layer input, 2sbh (/t with sp).
+ * flash log-sum-exp); full = only the layer input, 2sbh (/t with sp). A trainer whose
+ * "selective" is per-op checkpointing (torchtitan's "op" policy, sac_layer_bytes) keeps the
+ * block input, the outputs of the 1st, 3rd, 5th... matmul of the block, the attention output
+ * with its log-sum-exp and the reduce-scatter outputs, and recomputes everything else.
  */
 #include "autoplan/estimate.h"
 
@@ -57,6 +60,40 @@ static double kv_features(const ap_model *m, int tp, int64_t head_dim) {
     return (double)head_dim; /* tp % kv_heads == 0: one KV head per rank, replicated */
 }
 
+/* Per-op selective checkpointing of a dense block (torchtitan parallelize_llama.py: the policy
+ * saves the outputs of mm, SDPA and reduce_scatter ops except every second mm, its mm count
+ * starting afresh in each block). The block's matmuls in call order: wq, wk, wv, wo, then w1,
+ * w3, w2 (SwiGLU: w2(silu(w1(x)) * w3(x))) or fc1, fc2; the odd ones are kept, 16-bit, per
+ * rank (column-parallel outputs split by t, the row-parallel outputs whole before their
+ * reduction). */
+static double sac_layer_bytes(const ap_model *m, const ap_plan *p) {
+    const double t = p->tp, s = (double)p->seq / p->cp, b = (double)p->mbs;
+    const double T = s * b, h = (double)m->hidden, d = (double)m->head_dim;
+    const double a_loc = (double)m->heads / t, f = (double)m->ffn_hidden / t;
+    const double out_t = p->sp ? t : 1.0;
+    double mm[7];
+    int n = 0;
+    mm[n++] = a_loc * d;                        /* wq */
+    mm[n++] = kv_features(m, p->tp, m->head_dim); /* wk */
+    mm[n++] = kv_features(m, p->tp, m->head_dim); /* wv */
+    mm[n++] = h;                                /* wo */
+    mm[n++] = f;                                /* w1 / fc1 */
+    if (m->act == AP_ACT_SWIGLU) mm[n++] = f;   /* w3 */
+    mm[n++] = h;                                /* w2 / fc2 */
+    double bytes = 2.0 * T * h / out_t;         /* the block input */
+    for (int i = 0; i < n; i += 2) bytes += 2.0 * T * mm[i];
+    bytes += 2.0 * T * a_loc * d + 4.0 * T * a_loc; /* SDPA output and log-sum-exp */
+    if (p->tp > 1 && p->sp) bytes += 2.0 * 2.0 * T * h / t; /* the two reduce-scatters */
+    return bytes;
+}
+
+int ap_mem_op_sac(const ap_model *m, const ap_plan *p, int64_t layer) {
+    ap_layer_info li;
+    ap_model_layer(m, layer, &li);
+    return ap_trainer_get(p->trainer)->selective_op_sac && p->flash_attn && !li.is_moe &&
+           m->mla.kv_lora_rank == 0 && !m->parallel_attn;
+}
+
 double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
                                      ap_recompute rc) {
     const double t = p->tp;
@@ -71,6 +108,7 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
     double sbh_out = s * b * h / out_t; /* a 16-bit sbh tensor outside the tp region: x 2 bytes */
 
     if (rc == AP_RECOMPUTE_FULL) return 2.0 * sbh_out;
+    if (rc == AP_RECOMPUTE_SELECTIVE && ap_mem_op_sac(m, p, layer)) return sac_layer_bytes(m, p);
 
     ap_layer_info li;
     ap_model_layer(m, layer, &li);

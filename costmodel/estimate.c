@@ -426,7 +426,8 @@ static void stage_compute(const est *E, stage *S) {
 }
 
 /* Recompute: the fraction of layers recomputed in full runs its forward again with its TP and
- * EP communication; selective recompute redoes the attention core (Korthikanti 2022 Sec. 5). */
+ * EP communication; selective recompute redoes the attention core (Korthikanti 2022 Sec. 5),
+ * or under a trainer's per-op checkpointing the matmuls and kernels it does not keep. */
 static void stage_recompute(const est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const layer_cost *d = &E->dense, *mo = &E->moe;
@@ -438,7 +439,9 @@ static void stage_recompute(const est *E, stage *S) {
         S->rec = S->n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep);
         S->rec = fmax(S->rec, S->n_rc_full * E->x.tr->launches_per_layer * E->x.k->launch_s);
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
-        S->rec = S->nd * d->attn_fwd_s + S->nm * mo->attn_fwd_s;
+        /* Megatron's core attention, or the trainer's per-op checkpointing (layer_cost.c) */
+        S->rec = S->nd * (d->sac_rec_s > 0 ? d->sac_rec_s : d->attn_fwd_s) +
+                 S->nm * mo->attn_fwd_s;
     }
 }
 
@@ -529,7 +532,8 @@ static void stage_flops(est *E, const stage *S) {
                            (S->layers > 0 ? S->layers : 1);
         E->hfu_extra_flops += S->n_rc_full * per_layer;
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
-        E->hfu_extra_flops += S->nd * d->attn_flops + S->nm * mo->attn_flops;
+        E->hfu_extra_flops += S->nd * (d->sac_rec_s > 0 ? d->sac_rec_flops : d->attn_flops) +
+                              S->nm * mo->attn_flops;
     }
 }
 

@@ -58,6 +58,9 @@ typedef struct {
     double ep_s;          /* EP all-to-all, forward */
     double model_flops;   /* forward FLOPs per micro-batch counted for MFU (matmul params) */
     double attn_flops;    /* forward attention FLOPs (not halved) */
+    double sac_rec_s;     /* per-op selective checkpointing (torchtitan): forward recompute of
+                             the matmuls it does not keep and of the memory-bound kernels */
+    double sac_rec_flops; /* the FLOPs of those matmuls */
 } layer_cost;
 
 /* ---- costmodel/layer_cost.c ---- */

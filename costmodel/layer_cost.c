@@ -40,6 +40,7 @@ static double gemm_s(const ctx *x, double M, double N, double K) {
 /* The shapes one layer's kernels see on this rank (Korthikanti et al. 2022 notation). */
 typedef struct {
     ap_layer_info li;
+    int64_t idx;   /* the layer's index in the model */
     double t;      /* tensor-parallel degree */
     double h;      /* hidden size */
     double sl;     /* local sequence s / cp */
@@ -53,6 +54,7 @@ static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     ap_model_layer(m, idx, &ls->li);
+    ls->idx = idx;
     ls->t = p->tp;
     ls->h = (double)m->hidden;
     ls->sl = (double)p->seq / p->cp;
@@ -249,6 +251,17 @@ static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc)
     lc->attn_fwd_s = attn_f + attn_elem_s;
     lc->attn_core_s = attn_f;
     lc->attn_flops = attn_full;
+    if (ap_mem_op_sac(m, p, ls->idx)) {
+        /* per-op checkpointing recomputes the even matmuls of the block (wk, wo and w3, or
+         * wk, wo and fc2: activations.c) and every memory-bound kernel, not the attention */
+        double d = (double)m->head_dim, f = (double)m->ffn_hidden / ls->t;
+        double kv = ls->kvf * d, ao = ls->a_loc * d;
+        double last = m->act == AP_ACT_SWIGLU ? f : h; /* w3 (out f, in h) or fc2 (out h, in f) */
+        double last_k = m->act == AP_ACT_SWIGLU ? h : f;
+        lc->sac_rec_s = gemm_s(x, T, kv, h) + gemm_s(x, T, h, ao) + gemm_s(x, T, last, last_k) +
+                        elem_s - attn_elem_s;
+        lc->sac_rec_flops = 2.0 * T * (kv * h + h * ao + last * last_k);
+    }
     return g;
 }
 

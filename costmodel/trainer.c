@@ -197,6 +197,11 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 1,
+        /* activation_checkpoint.mode "selective" with selective_ac_option "op", the default of
+         * its Llama configs (train_configs/llama3_8b.toml): torch.utils.checkpoint selective
+         * checkpointing that saves mm, SDPA and reduce_scatter outputs except every second mm
+         * of a block (parallelize_llama.py _save_list / _custom_policy) */
+        .selective_op_sac = 1,
         /* torchtitan v0.2.2 parallel_dims: cp > 1 folds the cp ranks into the FSDP mesh
          * (dp_shard_cp), so parameters are sharded; the DeepSeek-V3 flavours use flex
          * attention, which its context parallelism refuses */

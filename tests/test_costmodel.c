@@ -309,6 +309,42 @@ static void test_pipeline_memory(void) {
                2.0 * 2048.0 * 51200.0 / 8.0 + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
 }
 
+/* torchtitan's selective recompute is per-op checkpointing (parallelize_llama.py: the outputs of
+ * mm, SDPA and reduce_scatter kept, except every second mm of a block). Llama-3-8B (h 4096, 32
+ * heads of 128, 8 KV heads, f 14336), 2 x 8192 tokens, by hand: the block input 2h, wq 2 x 4096,
+ * wv 2 x 1024, w1 2 x 14336, w2 2 x 4096, the SDPA output 2 x 4096 and its fp32 log-sum-exp
+ * 4 x 32: 63616 bytes per token; with tp 8 + sp: input 2h/8, wq 2 x 512, wv 2 x 128 (one KV
+ * head), w1 2 x 1792, w2 2h (before its reduce-scatter), SDPA 2 x 512 + 4 x 4, the two
+ * reduce-scatter outputs 2 x 2h/8: 17168 bytes per token. It recomputes wk, wo and w3 instead of
+ * the attention, so it costs time over no recompute, and Megatron's selective keeps more. */
+static void test_op_sac(void) {
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_cluster c = cluster("h100-sxm", 8);
+    ap_err err;
+    static ap_estimate e0, e1;
+    ap_plan p = mkplan(1, 1, 8, 2, 16, 3, AP_RECOMPUTE_SELECTIVE, 0, 1);
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    p.seq = 8192;
+    CHECK(ap_mem_op_sac(&m, &p, 0));
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_SELECTIVE),
+               63616.0 * 16384.0, 1e-12);
+    ap_plan q = mkplan(8, 1, 1, 2, 2, 3, AP_RECOMPUTE_SELECTIVE, 1, 1);
+    q.trainer = AP_TRAINER_TORCHTITAN;
+    q.seq = 8192;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &q, 0, AP_RECOMPUTE_SELECTIVE),
+               17168.0 * 16384.0, 1e-12);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e1, &err) == AP_OK);
+    p.recompute = AP_RECOMPUTE_NONE;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e0, &err) == AP_OK);
+    CHECK(e1.time.step_s > e0.time.step_s);
+    CHECK(e1.stages[0].layer_activations_bytes < e0.stages[0].layer_activations_bytes);
+    p.recompute = AP_RECOMPUTE_SELECTIVE;
+    p.trainer = AP_TRAINER_MEGATRON;
+    p.zero = 1;
+    CHECK(!ap_mem_op_sac(&m, &p, 0));
+    CHECK(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_SELECTIVE) > 63616.0 * 16384.0);
+}
+
 /* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
  * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
 static void test_offload(void) {
@@ -401,6 +437,7 @@ int main(int argc, char **argv) {
     test_properties();
     test_pipeline_memory();
     test_offload();
+    test_op_sac();
     test_tp_overlap();
     test_refusals();
     return tl_finish();

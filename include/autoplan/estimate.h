@@ -132,6 +132,11 @@ double ap_mem_korthikanti_layer_bytes(double s, double b, double h, double a, do
 double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
                                      ap_recompute rc);
 
+/* 1 when plan p's selective recompute of `layer` is per-op checkpointing (the trainer's
+ * selective_op_sac, for a dense non-MLA block with a flash kernel), 0 when it is Megatron's
+ * core-attention recompute. */
+int ap_mem_op_sac(const ap_model *m, const ap_plan *p, int64_t layer);
+
 /* Model states in bytes per GPU for n_params parameters under plan p's trainer/ZeRO/dp
  * (weights, grads, master+optimizer), before offload. */
 void ap_mem_model_states(const ap_plan *p, double n_params, int shard_dp, double *weights,

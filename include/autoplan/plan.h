@@ -260,6 +260,10 @@ typedef struct ap_trainer_caps {
     int p2p_split_tp;            /* pipeline sends split across the tp ranks (Megatron's
                                     scatter/gather, or sequence-parallel activations); 0: every
                                     tp rank sends the whole activation (DeepSpeed's engine) */
+    int selective_op_sac;        /* "selective" is per-op activation checkpointing that keeps
+                                    every other matmul output of a block and the attention
+                                    output (torchtitan selective_ac_option "op"), not
+                                    Megatron's core-attention recompute (activations.c) */
 } ap_trainer_caps;
 
 /* The attention kernel plan p runs on GPU g for model m: p->attn_impl unless AUTO; UNFUSED
