@@ -1,8 +1,8 @@
 /*
  * report.c - the data behind `autoplan compare` and its three renderers (report.h).
  *
- * Structure: a bounded enumeration of the search space (the same loops as planner/search.c,
- * visiting every legal estimated plan instead of keeping a top K), compact rows for the
+ * Structure: a bounded enumeration of the search space (ap_search itself, unpruned, walking
+ * the plan space of planner/space.c and visiting every legal estimated plan), compact rows for the
  * feasible plans, then report.html (inline SVG charts, CSS for light, dark and print schemes,
  * no scripts and nothing fetched), report.md and plans.csv, all built in one growable buffer.
  *

@@ -60,6 +60,57 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                     ap_search_result *res, ap_err *err);
 void ap_search_result_free(ap_search_result *res);
 
+/* ---- the plan space (planner/space.c) ---------------------------------------------------------
+ * The space above as a table of dimensions walked by an odometer: a point fixes the degrees
+ * (tp, cp, pp and so dp, ep, vp), the ZeRO stage and the offload fractions, i.e. the model
+ * states of a group of plans; the group's members are its recompute levels x micro-batch
+ * sizes. ap_search walks it (pruning a group by its least-memory member), and so does the
+ * report's enumeration, through ap_search. Points come in the search's evaluation order. */
+#define AP_SPACE_DIMS 8
+
+typedef struct ap_space_point {
+    int tp, cp, pp, dp, ep, vp, zero;
+    double offload_optimizer, offload_params;
+    int hetero_extra;         /* the extra heterogeneous-memory level (Gemini auto placement,
+                                 ZeRO-Infinity on NVMe: see space.c) */
+} ap_space_point;
+
+/* The members of one point: the base plan (degrees, ZeRO, offload, sp and overlap as the
+ * search sets them; recompute and micro-batch unset), nrc recompute levels in evaluation order
+ * (most_rc: the one with the least activation memory) and nmbs micro-batch sizes, ascending. */
+typedef struct ap_plan_group {
+    ap_plan base;
+    int nrc, most_rc;
+    ap_recompute rc[8];
+    int rc_layers[8];
+    int nmbs;
+    int64_t mbs[64];
+} ap_plan_group;
+
+/* The iterator; a plain value (no allocation), borrowing m, c and o for its lifetime. */
+typedef struct ap_space {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_search_opts *o;
+    const ap_trainer_caps *tr;
+    int started, done;
+    int n[AP_SPACE_DIMS], i[AP_SPACE_DIMS]; /* values listed / chosen per dimension */
+    double v[AP_SPACE_DIMS][256];
+    ap_space_point pt;
+    ap_plan_group scratch;    /* the group of the point being tested */
+} ap_space;
+
+
+void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap_search_opts *o);
+/* The next point with at least one member: 1, or 0 when the space is exhausted. */
+int ap_space_next(ap_space *s, ap_space_point *pt);
+/* The group of a point (one returned by ap_space_next: then the result is 1); 0 when the point
+ * has no member (no recompute level or micro-batch, or a heterogeneous variant that does not
+ * exist). */
+int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g);
+/* Set plan p (a copy of g->base) to member (recompute level rc, micro-batch index mb). */
+void ap_plan_group_member(const ap_plan_group *g, int rc, int mb, ap_plan *p);
+
 /* Memory error the confidence classes use, as a fraction: the validated readings agree within
  * 1.97% (Korthikanti Figure 1, README "Validation") and the event simulator within 3% at the
  * allocated level (docs/simulator.md), but allocator fragmentation at the reserved level is not

@@ -1,0 +1,363 @@
+/*
+ * space.c - the plan space ap_search enumerates, as a table of dimensions (search.h).
+ *
+ * Structure: eight dimensions, outermost first: tp, cp, pp (which fixes dp), ep, vp, ZeRO stage,
+ * optimizer offload, parameter offload. Each dimension is one function that lists its legal
+ * values given the choices of the dimensions outside it (the trainer's table, the user's pins,
+ * divisibility); an odometer walks the product, refilling a dimension's list whenever an outer
+ * choice changes. A choice of all eight is a point: the model states of a group of plans. The
+ * group's members, the recompute levels and micro-batch sizes, are listed by ap_space_group, so
+ * the search can bound a whole group by its least-memory member before estimating any of it.
+ *
+ * Not here: estimating, pruning and ranking (search.c). The order of the points is the
+ * search's evaluation order; the pruning rules and the report's enumeration rely on it only
+ * through ap_search.
+ */
+#include "autoplan/search.h"
+#include "autoplan/hetero.h"
+
+#include <string.h>
+
+enum { D_TP, D_CP, D_PP, D_EP, D_VP, D_ZERO, D_OFFO, D_OFFP };
+
+/* Divisors of n up to max, ascending, at most cap of them. */
+static int divisors(int64_t n, int64_t max, double *out, int cap) {
+    int k = 0;
+    for (int64_t d = 1; d <= n && d <= max && k < cap; d++)
+        if (n % d == 0) out[k++] = (double)d;
+    return k;
+}
+
+/* Keep the values that pass `ok`; returns the new count. */
+#define KEEP_IF(v, n, ok)                                                                       \
+    do {                                                                                        \
+        int kept_ = 0;                                                                          \
+        for (int i_ = 0; i_ < (n); i_++) {                                                      \
+            double x = (v)[i_];                                                                 \
+            if (ok) (v)[kept_++] = x;                                                           \
+        }                                                                                       \
+        (n) = kept_;                                                                            \
+    } while (0)
+
+/* ---- the dimensions: legal values given the outer choices in pt --------------------------- */
+
+static int tp_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    (void)pt;
+    const ap_trainer_caps *tr = s->tr;
+    int64_t max = tr->tp ? (s->o->allow_cross_node_tp ? s->c->gpus : s->c->nvlink_domain) : 1;
+    int n = divisors(s->c->gpus, max, v, 64);
+    int fx = s->o->fixed.tp;
+    KEEP_IF(v, n, !fx || (int)x == fx);
+    return n;
+}
+
+static int cp_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    int n = divisors(s->c->gpus / pt->tp, s->tr->cp ? 64 : 1, v, 64);
+    int fx = s->o->fixed.cp;
+    int64_t seq = s->o->fixed.seq;
+    KEEP_IF(v, n, (!fx || (int)x == fx) && ((int)x == 1 || seq % (2 * (int64_t)x) == 0));
+    return n;
+}
+
+static int pp_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    const int64_t L = s->m->layers;
+    int rest = s->c->gpus / (pt->tp * pt->cp);
+    int n = divisors(rest, s->tr->pp ? (L < 256 ? L : 256) : 1, v, 256);
+    int fx = s->o->fixed.pp, fdp = s->o->fixed.dp;
+    KEEP_IF(v, n, (!fx || (int)x == fx) && (!fdp || rest / (int)x == fdp) &&
+                      s->o->gbs % (rest / (int)x) == 0);
+    return n;
+}
+
+static int ep_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    int64_t group = (int64_t)pt->tp * pt->dp * pt->cp;
+    int n = 1;
+    v[0] = 1;
+    if (s->m->moe.experts > 0 && s->tr->ep) n = divisors(s->m->moe.experts, group, v, 64);
+    int fx = s->o->fixed.ep;
+    KEEP_IF(v, n, (!fx || (int)x == fx) && group % (int64_t)x == 0);
+    return n;
+}
+
+static int vp_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    const int64_t L = s->m->layers;
+    int n = 1;
+    v[0] = 1;
+    if (pt->pp > 1 && s->tr->vp) n = divisors(L / pt->pp, 64, v, 64);
+    int fx = s->o->fixed.vp;
+    KEEP_IF(v, n, (!fx || (int)x == fx) && ((int)x == 1 || L % ((int64_t)pt->pp * (int)x) == 0));
+    return n;
+}
+
+/* ZeRO stages of the trainer (or the pinned one). Without data parallelism a stage shards
+ * nothing: it is the same plan as a lower one unless it unlocks another offload option. */
+static int zero_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    const ap_trainer_caps *tr = s->tr;
+    const int fz = s->o->fixed.zero;
+    unsigned seen_offload = 0;
+    int n = 0, zany = 0;
+    for (int z = 0; z <= 3; z++) {
+        if (!(tr->zero_mask & (1u << z))) continue;
+        if (fz >= 0 && z != fz) continue;
+        if (pt->dp * pt->cp == 1 && fz < 0) {
+            if (pt->pp > 1 && !(tr->zero_mask_with_pp & (1u << z))) continue;
+            unsigned off = ((tr->offload_optimizer_zero_mask >> z) & 1u) |
+                           (((tr->offload_params_zero_mask >> z) & 1u) << 1) |
+                           (((tr->offload_fraction_zero_mask >> z) & 1u) << 2);
+            if (zany && (seen_offload | off) == seen_offload) continue;
+            seen_offload |= off;
+            zany = 1;
+        }
+        v[n++] = z;
+    }
+    return n;
+}
+
+/* Heterogeneous-memory variants (issue 18, hetero.h): an extra offload level beyond the
+ * fractions, Colossal-AI ZeRO-3's Gemini auto placement, or DeepSpeed ZeRO-3 with the cluster's
+ * NVMe (ZeRO-Infinity: both states on NVMe), unless the user pinned the other kind. */
+static int hetero_extra_level(const ap_space *s, int z) {
+    const ap_plan *fx = &s->o->fixed;
+    if (fx->trainer == AP_TRAINER_COLOSSALAI && z == 3 && fx->hetero.placement != AP_GEMINI_STATIC)
+        return 1;
+    if (fx->trainer == AP_TRAINER_DEEPSPEED && z == 3 && s->c->nvme_bytes > 0 &&
+        fx->hetero.ds_optimizer != AP_OFFLOAD_DEV_CPU)
+        return 1;
+    return 0;
+}
+
+/* Optimizer offload: none, and where the trainer offers it under this ZeRO stage half and all
+ * of the optimizer states; a pinned fraction is the only level (< 0 pins "none"); then the
+ * heterogeneous level where it exists (value -1). */
+static int offo_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    const ap_trainer_caps *tr = s->tr;
+    double fx = s->o->fixed.offload_optimizer;
+    v[0] = 0;
+    v[1] = 0.5;
+    v[2] = 1;
+    int n = tr->offload_optimizer && (tr->offload_optimizer_zero_mask & (1u << pt->zero)) ? 3 : 1;
+    if (fx > 0) {
+        v[0] = fx;
+        n = 1;
+    }
+    if (fx < 0) n = 1;
+    if (hetero_extra_level(s, pt->zero)) v[n++] = -1; /* the extra heterogeneous level */
+    return n;
+}
+
+/* Parameter offload: none or all (ZeRO-3 trainers), or the pinned fraction; trainers that move
+ * parameters and optimizer states together take both or neither. */
+static int offp_values(const ap_space *s, const ap_space_point *pt, double *v) {
+    const ap_trainer_caps *tr = s->tr;
+    double fx = s->o->fixed.offload_params;
+    v[0] = 0;
+    v[1] = 1;
+    int n = tr->offload_params && (tr->offload_params_zero_mask & (1u << pt->zero)) ? 2 : 1;
+    if (fx > 0) {
+        v[0] = fx;
+        n = 1;
+    }
+    if (fx < 0) n = 1;
+    if (pt->hetero_extra) n = 1; /* the heterogeneous level goes with the first */
+    double oo = pt->offload_optimizer;
+    KEEP_IF(v, n, !tr->offload_together || (oo > 0) == (x > 0));
+    return n;
+}
+
+static void set_value(ap_space *s, ap_space_point *pt, int d, double x) {
+    switch (d) {
+    case D_TP: pt->tp = (int)x; break;
+    case D_CP: pt->cp = (int)x; break;
+    case D_PP:
+        pt->pp = (int)x;
+        pt->dp = s->c->gpus / (pt->tp * pt->cp * pt->pp);
+        break;
+    case D_EP: pt->ep = (int)x; break;
+    case D_VP: pt->vp = (int)x; break;
+    case D_ZERO: pt->zero = (int)x; break;
+    case D_OFFO:
+        pt->hetero_extra = x < 0;
+        pt->offload_optimizer = x < 0 ? 0 : x;
+        break;
+    default: pt->offload_params = x; break;
+    }
+}
+
+typedef int (*values_fn)(const ap_space *, const ap_space_point *, double *);
+static const values_fn dim_values[AP_SPACE_DIMS] = {
+    tp_values, cp_values, pp_values, ep_values, vp_values, zero_values, offo_values, offp_values,
+};
+
+/* ---- the odometer ------------------------------------------------------------------------- */
+
+void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap_search_opts *o) {
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->c = c;
+    s->o = o;
+    s->tr = ap_trainer_get(o->fixed.trainer);
+}
+
+/* Micro-batch sizes of a point: divisors of the per-replica batch (or the pinned size). */
+static int mbs_values(const ap_space *s, int dp, int64_t *out) {
+    double v[64];
+    int64_t per_dp = s->o->gbs / dp;
+    int n = divisors(per_dp, s->o->max_mbs, v, 64);
+    int64_t fx = s->o->fixed.mbs;
+    KEEP_IF(v, n, !fx || (int64_t)x == fx);
+    for (int i = 0; i < n; i++) out[i] = (int64_t)v[i];
+    return n;
+}
+
+/* Recompute levels of a point: none / selective / full (the trainer's, or the pinned one) and,
+ * where the trainer recomputes part of a chunk, 3/4, 1/2 and 1/4 of its layers. */
+static int rc_values(const ap_space *s, const ap_space_point *pt, ap_recompute *rc, int *layers) {
+    const ap_trainer_caps *tr = s->tr;
+    const ap_plan *fx = &s->o->fixed;
+    int chunk = (int)(s->m->layers / ((int64_t)pt->pp * pt->vp));
+    int n = 0;
+    for (int g = 0; g < 3; g++) {
+        if (!(tr->recompute_mask & (1u << g))) continue;
+        if (s->o->fix_recompute && g != (int)fx->recompute) continue;
+        rc[n] = (ap_recompute)g;
+        layers[n++] = 0;
+        if (g == AP_RECOMPUTE_FULL && tr->recompute_partial && !fx->recompute_layers &&
+            chunk >= 4) {
+            int fr[3] = {chunk * 3 / 4, chunk / 2, chunk / 4};
+            for (int q = 0; q < 3; q++)
+                if (fr[q] >= 1 && fr[q] < chunk && (q == 0 || fr[q] != fr[q - 1])) {
+                    rc[n] = AP_RECOMPUTE_FULL;
+                    layers[n++] = fr[q];
+                }
+        }
+        if (g == AP_RECOMPUTE_FULL && fx->recompute_layers) layers[n - 1] = fx->recompute_layers;
+    }
+    return n;
+}
+
+/* The heterogeneous-memory placement of a base plan (hetero.h), from its offload level:
+ * Colossal-AI ZeRO-3 is GeminiPlugin, static with the level's fractions (a parameter fraction
+ * without the optimizer's at 1.0 does not exist: Colossal-AI ignores it) or, as the extra level,
+ * auto placement; DeepSpeed offload goes to the CPU, and as the extra level with the cluster's
+ * NVMe both states to NVMe (ZeRO-Infinity), with swap buffers that hold the largest partition.
+ * Returns 0 when the variant does not exist. */
+static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
+    const ap_plan *fx = &s->o->fixed;
+    if (p->trainer == AP_TRAINER_COLOSSALAI && p->zero == 3 && p->pp == 1) {
+        ap_plan_hetero_init(&p->hetero);
+        if (extra) {
+            p->hetero.placement = AP_GEMINI_AUTO;
+            p->offload_optimizer = p->offload_params = 0;
+            return 1;
+        }
+        if (fx->hetero.placement == AP_GEMINI_AUTO) return 0;
+        if (p->offload_params > 0 && p->offload_optimizer < 1.0) return 0;
+        p->hetero.placement = AP_GEMINI_STATIC;
+        p->hetero.offload_optim_frac = p->offload_optimizer;
+        p->hetero.offload_param_frac = p->offload_params;
+        return 1;
+    }
+    if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
+        (extra || p->offload_optimizer > 0 || p->offload_params > 0)) {
+        ap_plan_hetero_init(&p->hetero);
+        if (extra) {
+            if (!(s->c->nvme_bytes > 0)) return 0;
+            p->offload_optimizer = p->offload_params = 1.0;
+            p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
+            /* swap buffers that hold the largest partition (DeepSpeed asserts otherwise) */
+            return ap_hetero_size_param_buffers(s->m, p, NULL) == AP_OK;
+        }
+        if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
+        if (p->offload_optimizer > 0) p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
+        if (p->offload_params > 0) p->hetero.ds_params = AP_OFFLOAD_DEV_CPU;
+        return 1;
+    }
+    return !extra;
+}
+
+int ap_space_next(ap_space *s, ap_space_point *pt) {
+    int d;
+    if (!s->started) {
+        s->started = 1;
+        d = 0;
+        s->n[0] = dim_values[0](s, &s->pt, s->v[0]);
+        s->i[0] = 0;
+    } else {
+        if (s->done) return 0;
+        d = AP_SPACE_DIMS - 1;
+        s->i[d]++;
+    }
+    for (;;) {
+        if (s->i[d] >= s->n[d]) {
+            if (d == 0) {
+                s->done = 1;
+                return 0;
+            }
+            s->i[--d]++;
+            continue;
+        }
+        set_value(s, &s->pt, d, s->v[d][s->i[d]]);
+        if (d == AP_SPACE_DIMS - 1) {
+            if (ap_space_group(s, &s->pt, &s->scratch)) {
+                *pt = s->pt;
+                return 1;
+            }
+            s->i[d]++;
+            continue;
+        }
+        d++;
+        s->n[d] = dim_values[d](s, &s->pt, s->v[d]);
+        s->i[d] = 0;
+    }
+}
+
+/* ---- a point's group ------------------------------------------------------------------------ */
+
+int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g) {
+    const ap_trainer_caps *tr = s->tr;
+    const ap_search_opts *o = s->o;
+    const ap_plan *fx = &o->fixed;
+    ap_plan *p = &g->base;
+    ap_plan_init(p);
+    p->trainer = fx->trainer;
+    p->tp = pt->tp; p->cp = pt->cp; p->pp = pt->pp; p->dp = pt->dp; p->ep = pt->ep;
+    p->etp = 1; p->vp = pt->vp;
+    p->gbs = o->gbs; p->seq = fx->seq;
+    p->zero = pt->zero;
+    p->dtype = fx->dtype;
+    p->flash_attn = fx->flash_attn;
+    p->attn_impl = fx->attn_impl;
+    p->grad_reduce_bytes = fx->grad_reduce_bytes;
+    p->gather_bytes = fx->gather_bytes;
+    /* dominated in the cost model (search.h): sequence parallelism and overlap when offered */
+    p->sp = (pt->tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
+    p->overlap_grad = tr->overlap_grad && !o->no_overlap;
+    p->overlap_param = tr->overlap_param && !o->no_overlap &&
+                       (tr->overlap_param_zero_mask & (1u << pt->zero));
+    p->overlap_tp = p->sp && tr->overlap_tp && !o->no_overlap;
+    p->offload_optimizer = pt->offload_optimizer;
+    p->offload_params = pt->offload_params;
+    if (!hetero_place(s, p, pt->hetero_extra)) return 0;
+    g->nrc = rc_values(s, pt, g->rc, g->rc_layers);
+    g->nmbs = mbs_values(s, pt->dp, g->mbs);
+    /* the least activation memory: full beats selective beats none; among full, all layers
+     * (0) beats a count, and a larger count beats a smaller one */
+    int most = 0;
+    for (int i = 1; i < g->nrc; i++) {
+        if (g->rc[i] != g->rc[most]) {
+            if (g->rc[i] > g->rc[most]) most = i;
+        } else if (g->rc_layers[most] != 0 &&
+                   (g->rc_layers[i] == 0 || g->rc_layers[i] > g->rc_layers[most])) {
+            most = i;
+        }
+    }
+    g->most_rc = most;
+    return g->nrc > 0 && g->nmbs > 0;
+}
+
+void ap_plan_group_member(const ap_plan_group *g, int rc, int mb, ap_plan *p) {
+    p->recompute = g->rc[rc];
+    p->recompute_layers = g->rc_layers[rc];
+    p->mbs = g->mbs[mb];
+    p->grad_accum = p->gbs / (p->mbs * p->dp);
+}
