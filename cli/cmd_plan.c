@@ -198,14 +198,14 @@ static void cache_key(const plan_cmd *pc, const ap_cluster *c, char key[AP_DB_KE
     ap_strbuf_free(&text);
 }
 
-/* A fresh search of cluster c as result JSON; NULL with err on failure. */
-static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_err *err) {
+/* A fresh search of cluster c as result JSON; NULL with *stp and err on failure. */
+static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_status *stp, ap_err *err) {
     const ap_model *m = &pc->r.model;
     ap_search_result r;
-    if (ap_search(m, c, &pc->r.search, &r, err) != AP_OK) return NULL;
+    if ((*stp = ap_search(m, c, &pc->r.search, &r, err)) != AP_OK) return NULL;
     int repartitioned = 0;
-    if (pc->r.partition && ap_partition_top(m, c, &pc->r.search, pc->r.solver, &r, &repartitioned,
-                                            err) != AP_OK) {
+    if (pc->r.partition && (*stp = ap_partition_top(m, c, &pc->r.search, pc->r.solver, &r,
+                                                    &repartitioned, err)) != AP_OK) {
         ap_search_result_free(&r);
         return NULL;
     }
@@ -290,13 +290,16 @@ static void cache_put(plan_cmd *pc, const ap_cluster *c, const char *key, const 
     free(js);
 }
 
-static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_err *err) {
+/* The result for cluster c, cached or fresh; NULL with *stp and err on failure. */
+static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_status *stp,
+                           ap_err *err) {
     char key[AP_DB_KEY_HEX + 1];
+    *stp = AP_OK;
     cache_key(pc, c, key);
     ap_json *j = cache_get(pc, c, key);
     *cached = j != NULL;
     if (j) return j;
-    ap_json *out = search_fresh(pc, c, err);
+    ap_json *out = search_fresh(pc, c, stp, err);
     if (out) cache_put(pc, c, key, out);
     return out;
 }
@@ -655,10 +658,10 @@ static int sweep(plan_cmd *pc) {
         ap_cluster c;
         int cached, orc = 0;
         ap_status st = sweep_cluster(pc, i, &c, &err);
-        ap_json *res = st == AP_OK ? run_search(pc, &c, &cached, &err) : NULL;
+        ap_json *res = st == AP_OK ? run_search(pc, &c, &cached, &st, &err) : NULL;
         if (!res) {
             ap_json_free(all);
-            return ap_cli_fail(st != AP_OK ? st : AP_ERR_INPUT, &err);
+            return ap_cli_fail(st, &err);
         }
         ap_json *row = ap_json_new_object();
         sweep_row(pc, &c, res, row, &ss);
@@ -679,8 +682,9 @@ static int sweep(plan_cmd *pc) {
 static int single(plan_cmd *pc) {
     ap_err err = {{0}};
     int cached;
-    ap_json *res = run_search(pc, &pc->r.cluster, &cached, &err);
-    if (!res) return ap_cli_fail(AP_ERR_INPUT, &err);
+    ap_status st;
+    ap_json *res = run_search(pc, &pc->r.cluster, &cached, &st, &err);
+    if (!res) return ap_cli_fail(st, &err);
     if (pc->json) {
         ap_json_add_bool(res, "cached", cached);
         char *s = ap_json_print(res, 1);
@@ -691,7 +695,7 @@ static int single(plan_cmd *pc) {
     }
     const char *dir = ap_flags_value(&pc->fl, "out");
     int rc = 0;
-    ap_status st = dir ? write_outputs(pc, dir, &pc->r.cluster, res, &rc, &err) : AP_OK;
+    st = dir ? write_outputs(pc, dir, &pc->r.cluster, res, &rc, &err) : AP_OK;
     ap_json_free(res);
     return st != AP_OK ? ap_cli_fail(st, &err) : rc;
 }

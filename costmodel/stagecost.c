@@ -135,7 +135,6 @@ struct ap_stage_table {
     ap_stage_cost **cost;  /* [rc + 1][r][nd][nm], rc = -1 (the plan's), 1..L; allocated on use */
     unsigned char **done;
     long evals;
-    ap_status failed;      /* status of the last failed ap_stage_table_get */
 };
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -185,14 +184,13 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t);
 }
 
-const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
-                                        ap_err *err) {
+ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
+                              const ap_stage_cost **out, ap_err *err) {
+    *out = NULL;
     int L = (int)t->m.layers;
-    if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) {
-        t->failed = ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range",
-                               r, first, first + n);
-        return NULL;
-    }
+    if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L)
+        return ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r,
+                          first, first + n);
     /* the cost model recomputes min(count, n) layers of the stage (estimate.c n_rc_full) */
     int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
     int slot = rc > 0 ? rc : 0;
@@ -204,8 +202,7 @@ const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int
             ap_free(t->done[slot]);
             t->cost[slot] = NULL;
             t->done[slot] = NULL;
-            t->failed = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
-            return NULL;
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
         }
     }
     int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
@@ -215,18 +212,12 @@ const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int
     if (!t->done[slot][k]) {
         ap_status st = ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r,
                                           first, n, rc, &t->cost[slot][k], err);
-        if (st != AP_OK) {
-            t->failed = st;
-            return NULL;
-        }
+        if (st != AP_OK) return st;
         t->done[slot][k] = 1;
         t->evals++;
     }
-    return &t->cost[slot][k];
+    *out = &t->cost[slot][k];
+    return AP_OK;
 }
 
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
-
-ap_status ap_stage_table_failure(const ap_stage_table *t) {
-    return t->failed == AP_ERR_NOMEM ? AP_ERR_NOMEM : AP_ERR_INFEASIBLE;
-}

@@ -128,6 +128,256 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
     return ap_partition_ilp_joint(&v, 1, L, pp, m, o, upper_s, out, &chosen, err);
 }
 
+/* The variables: legal, fitting stages (and their recompute counts) of every variant that can
+ * be in a split better than upper_s (objective >= m t + extra). Fills mm->vars, *nv. */
+static ap_status collect_vars(const ap_ilp_variant *variants, int nvar, int L, int p, int lo,
+                              int64_t m, double upper_s, ilp_mem *mm, int *nv, ap_err *err) {
+    size_t cap = 0;
+    for (int q = 0; q < nvar; q++)
+        for (int r = 0; r < p; r++)
+            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
+                cap += ((size_t)(L - a) + 1) * (variants[q].per_stage_rc ? (size_t)(L - a) : 1);
+    mm->vars = ap_malloc((cap ? cap : 1) * sizeof *mm->vars);
+    if (!mm->vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    int k = 0;
+    for (int q = 0; q < nvar; q++) {
+        const ap_ilp_variant *vq = &variants[q];
+        for (int r = 0; r < p; r++)
+            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
+                int n0 = r == p - 1 ? L - a : lo;
+                int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
+                for (int n = n0; n <= n1; n++)
+                    for (int rc = vq->per_stage_rc ? 1 : -1; rc <= (vq->per_stage_rc ? n : -1);
+                         rc++) {
+                        int rc_eff = vq->per_stage_rc ? rc : (vq->fixed_rc > 0 ? vq->fixed_rc : -1);
+                        const ap_stage_cost *sc;
+                        ap_status st = ap_stage_table_get(vq->tab, r, a, n, rc_eff, &sc, err);
+                        if (st != AP_OK) return st;
+                        double t = sc->fwd_s + sc->bwd_s;
+                        if (!sc->fits) continue;
+                        if (upper_s > 0 && (double)m * t + vq->extra_s > upper_s * (1.0 + 1e-9))
+                            continue;
+                        mm->vars[k++] = (stage_var){r, a, n, rc, q, t, sc->device_bytes};
+                    }
+            }
+    }
+    *nv = k;
+    if (k == 0)
+        return ap_err_set(err, AP_ERR_SOLVER, "no stage fits memory: the integer program is "
+                          "empty");
+    return AP_OK;
+}
+
+/* Rows and columns of the program (see the top of the file). */
+typedef struct {
+    int p, L, nv, nvar, joint;
+    int64_t m;
+    int flow_rows, link_row0, choice_row, rows, colM, colZ0, cols;
+} ilp_shape;
+
+static ilp_shape shape_of(int p, int L, int nv, int nvar, int64_t m) {
+    ilp_shape sh;
+    sh.p = p;
+    sh.L = L;
+    sh.nv = nv;
+    sh.nvar = nvar;
+    sh.m = m;
+    /* with several variants: one binary z_q each, sum z = 1, and on every rank the chosen
+     * stage belongs to the chosen variant (sum of rank r's y of variant q = z_q) */
+    sh.joint = nvar > 1;
+    sh.flow_rows = 1 + (p - 1) * (L + 1);
+    sh.link_row0 = sh.flow_rows + p + 1;             /* (q, r): link_row0 + q * p + r */
+    sh.choice_row = sh.link_row0 + nvar * p;
+    sh.rows = sh.joint ? sh.choice_row : sh.flow_rows + p;
+    sh.colM = nv + 1;
+    sh.colZ0 = sh.colM + 1;                          /* z_q: colZ0 + q */
+    sh.cols = sh.joint ? sh.colM + nvar : sh.colM;
+    return sh;
+}
+
+/* The triplets of one stage binary: out of its node, into the next, its rank's max row, its
+ * variant's link row. */
+static size_t stage_column(const ilp_shape *sh, const stage_var *s, int col, ilp_mem *mm,
+                           size_t k) {
+    k++;
+    mm->ia[k] = s->r == 0 ? 1 : node_row(sh->L, s->r, s->a);
+    mm->ja[k] = col;
+    mm->ar[k] = 1.0;
+    if (s->r < sh->p - 1) {
+        k++;
+        mm->ia[k] = node_row(sh->L, s->r + 1, s->a + s->n);
+        mm->ja[k] = col;
+        mm->ar[k] = -1.0;
+    }
+    k++;
+    mm->ia[k] = sh->flow_rows + 1 + s->r;
+    mm->ja[k] = col;
+    mm->ar[k] = -s->t_s;
+    if (sh->joint) {
+        k++;
+        mm->ia[k] = sh->link_row0 + s->var * sh->p + s->r;
+        mm->ja[k] = col;
+        mm->ar[k] = 1.0;
+    }
+    return k;
+}
+
+/* Load the program into lp (GLPK errors longjmp to the caller's guard). */
+static void build_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
+                          ilp_mem *mm, int fault) {
+    const int p = sh->p;
+    glp_set_prob_name(lp, "autoplan_partition");
+    glp_set_obj_dir(lp, GLP_MIN);
+    glp_add_rows(lp, sh->rows);
+    glp_set_row_bnds(lp, 1, GLP_FX, 1.0, 1.0);
+    for (int i = 2; i <= sh->flow_rows; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
+    for (int r = 0; r < p; r++) glp_set_row_bnds(lp, sh->flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
+    if (sh->joint) {
+        for (int i = sh->link_row0; i < sh->choice_row; i++)
+            glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
+        glp_set_row_bnds(lp, sh->choice_row, GLP_FX, 1.0, 1.0);
+    }
+    glp_add_cols(lp, sh->cols);
+    size_t k = 0;
+    for (int v = 0; v < sh->nv; v++) {
+        glp_set_col_kind(lp, v + 1, GLP_BV);
+        glp_set_obj_coef(lp, v + 1, mm->vars[v].t_s);
+        k = stage_column(sh, &mm->vars[v], v + 1, mm, k);
+    }
+    glp_set_col_bnds(lp, sh->colM, GLP_LO, 0.0, 0.0);
+    glp_set_obj_coef(lp, sh->colM, (double)(sh->m - 1));
+    for (int r = 0; r < p; r++) {
+        k++;
+        mm->ia[k] = sh->flow_rows + 1 + r;
+        mm->ja[k] = sh->colM;
+        mm->ar[k] = 1.0;
+    }
+    if (sh->joint)
+        for (int q = 0; q < sh->nvar; q++) {
+            int col = sh->colZ0 + q;
+            glp_set_col_kind(lp, col, GLP_BV);
+            glp_set_obj_coef(lp, col, variants[q].extra_s);
+            for (int r = 0; r < p; r++) {
+                k++;
+                mm->ia[k] = sh->link_row0 + q * p + r;
+                mm->ja[k] = col;
+                mm->ar[k] = -1.0;
+            }
+            k++;
+            mm->ia[k] = sh->choice_row;
+            mm->ja[k] = col;
+            mm->ar[k] = 1.0;
+        }
+    if (fault) glp_set_col_kind(lp, sh->cols + 1, GLP_BV); /* out of range: GLPK error */
+    glp_load_matrix(lp, (int)k, mm->ia, mm->ja, mm->ar);
+}
+
+/* Second phase: many splits share the optimal objective J; among them the least peak memory
+ * (P >= memory of each rank's stage, J <= J*). Kept only when its exact J is no worse (GLPK's
+ * row tolerance could let it slip) than J* up to the rounding of summing stage times in another
+ * order (1e-12 relative). */
+static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
+                             ilp_mem *mm, glp_iocp *parm, double left_s,
+                             ap_partition_result *out, int *var_out) {
+    const int p = sh->p, nv = sh->nv;
+    double J1 = out->pipe_s + variants[*var_out].extra_s;
+    int colP = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
+    for (int v = 1; v < colP; v++) glp_set_obj_coef(lp, v, 0.0);
+    glp_set_obj_coef(lp, colP, 1.0 / AP_GIB); /* GiB: a well-scaled objective */
+    int row = glp_add_rows(lp, p + 1);
+    for (int r = 0; r < p; r++) {
+        int n = 0;
+        for (int v = 0; v < nv; v++)
+            if (mm->vars[v].r == r) {
+                n++;
+                mm->ind[n] = v + 1;
+                mm->val[n] = -mm->vars[v].mem_bytes / AP_GIB;
+            }
+        n++;
+        mm->ind[n] = colP;
+        mm->val[n] = 1.0 / AP_GIB;
+        glp_set_mat_row(lp, row + r, n, mm->ind, mm->val);
+        glp_set_row_bnds(lp, row + r, GLP_LO, 0.0, 0.0);
+    }
+    for (int v = 0; v < nv; v++) {
+        mm->ind[v + 1] = v + 1;
+        mm->val[v + 1] = mm->vars[v].t_s;
+    }
+    int n = nv + 1;
+    mm->ind[n] = sh->colM;
+    mm->val[n] = (double)(sh->m - 1);
+    if (sh->joint)
+        for (int q = 0; q < sh->nvar; q++) {
+            n++;
+            mm->ind[n] = sh->colZ0 + q;
+            mm->val[n] = variants[q].extra_s;
+        }
+    glp_set_mat_row(lp, row + p, n, mm->ind, mm->val);
+    glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, J1);
+    parm->tm_lim = (int)(left_s * 1000.0);
+    int ret2 = glp_intopt(lp, parm);
+    int status2 = glp_mip_status(lp);
+    ap_partition_result o2 = *out;
+    int var2 = -1;
+    if ((status2 == GLP_OPT || status2 == GLP_FEAS) &&
+        read_split(lp, mm, nv, sh->m, &o2, &var2) == sh->L && var2 >= 0 &&
+        o2.pipe_s + variants[var2].extra_s <= J1 * (1 + 1e-12)) {
+        *out = o2;
+        *var_out = var2;
+        if (status2 != GLP_OPT || ret2 != 0)
+            snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least peak among "
+                     "equal objectives not proven (time limit)", nv);
+    } else {
+        ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)", ret2,
+               status2);
+    }
+}
+
+/* Solve the loaded program and read the answer (then the least-peak phase); the status says
+ * why there is none. */
+static ap_status solve_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
+                               ilp_mem *mm, double lim_s, double t0, ap_partition_result *out,
+                               int *var_out, ap_err *err) {
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = ap_log_get_level() <= AP_LOG_DEBUG ? GLP_MSG_ALL : GLP_MSG_OFF;
+    parm.tm_lim = lim_s * 1000.0 > 2e9 ? 2000000000 : (int)(lim_s * 1000.0);
+    int ret = glp_intopt(lp, &parm);
+    int status = glp_mip_status(lp);
+    if (status == GLP_OPT || status == GLP_FEAS) {
+        int var = -1;
+        int j = read_split(lp, mm, sh->nv, sh->m, out, &var);
+        if (j != sh->L || var < 0)
+            return ap_err_set(err, AP_ERR_SOLVER, "GLPK returned a split of %d layers, not %d",
+                              j, sh->L);
+        out->pp = sh->p;
+        out->micro_batches = sh->m;
+        out->fits = 1;
+        out->solver = AP_SOLVER_ILP;
+        *var_out = var;
+        /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
+         * stopped early (time limit) with an integer solution that may not be optimal */
+        out->optimal = status == GLP_OPT && ret == 0;
+        snprintf(out->note, sizeof out->note, "ILP: %d binaries%s, %s%s",
+                 sh->nv + (sh->joint ? sh->nvar : 0), sh->joint ? " (joint choice)" : "",
+                 out->optimal ? "optimal" : "feasible, not proven optimal",
+                 ret == GLP_ETMLIM ? " (time limit)" : "");
+        double left_s = lim_s - (ap_now_s() - t0);
+        if (out->optimal && left_s > 0.001)
+            least_peak_phase(lp, sh, variants, mm, &parm, left_s, out, var_out);
+        return AP_OK;
+    }
+    if (ret == GLP_ETMLIM)
+        return ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its %.3g s time limit without an "
+                          "integer solution", lim_s);
+    if (status == GLP_NOFEAS || ret == GLP_ENOPFS)
+        return ap_err_set(err, AP_ERR_SOLVER, "no split fits memory (integer program infeasible)");
+    return ap_err_set(err, AP_ERR_SOLVER, "GLPK glp_intopt returned %d, MIP status %d", ret,
+                      status);
+}
+
 ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L, int pp,
                                  int64_t m, const ap_partition_opts *o, double upper_s,
                                  ap_partition_result *out, int *var_out, ap_err *err) {
@@ -140,50 +390,13 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     if (nvar < 1) return ap_err_set(err, AP_ERR_INPUT, "no variant to choose from");
     ilp_mem mm;
     memset(&mm, 0, sizeof mm);
-
-    /* the variables: legal, fitting stages (and their recompute counts) of every variant that
-     * can be in a split better than upper_s */
-    size_t cap = 0;
-    for (int q = 0; q < nvar; q++)
-        for (int r = 0; r < p; r++)
-            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
-                cap += ((size_t)(L - a) + 1) * (variants[q].per_stage_rc ? (size_t)(L - a) : 1);
-    mm.vars = ap_malloc((cap ? cap : 1) * sizeof *mm.vars);
-    if (!mm.vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     int nv = 0;
-    for (int q = 0; q < nvar; q++) {
-        const ap_ilp_variant *vq = &variants[q];
-        for (int r = 0; r < p; r++)
-            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
-                int n0 = r == p - 1 ? L - a : lo;
-                int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
-                for (int n = n0; n <= n1; n++)
-                    for (int rc = vq->per_stage_rc ? 1 : -1; rc <= (vq->per_stage_rc ? n : -1);
-                         rc++) {
-                        int rc_eff = vq->per_stage_rc ? rc : (vq->fixed_rc > 0 ? vq->fixed_rc : -1);
-                        const ap_stage_cost *sc =
-                            ap_stage_table_get(vq->tab, r, a, n, rc_eff, err);
-                        if (!sc) {
-                            ilp_mem_free(&mm);
-                            return ap_stage_table_failure(vq->tab);
-                        }
-                        double t = sc->fwd_s + sc->bwd_s;
-                        if (!sc->fits) continue;
-                        /* objective >= m t + extra: such a stage cannot beat upper_s */
-                        if (upper_s > 0 && (double)m * t + vq->extra_s > upper_s * (1.0 + 1e-9))
-                            continue;
-                        mm.vars[nv++] = (stage_var){r, a, n, rc, q, t, sc->device_bytes};
-                    }
-            }
-    }
-    if (nv == 0) {
+    ap_status st = collect_vars(variants, nvar, L, p, lo, m, upper_s, &mm, &nv, err);
+    if (st != AP_OK) {
         ilp_mem_free(&mm);
-        return ap_err_set(err, AP_ERR_SOLVER, "no stage fits memory: the integer program is "
-                          "empty");
+        return st;
     }
-    /* with several variants: one binary z_q each, sum z = 1, and on every rank the chosen
-     * stage belongs to the chosen variant (sum of rank r's y of variant q = z_q) */
-    const int joint = nvar > 1;
+    const ilp_shape sh = shape_of(p, L, nv, nvar, m);
     /* nonzeros: each y_s in at most two flow rows, one max row and one link row; M in p max
      * rows; z_q in p link rows and the choice row */
     size_t nz = (size_t)nv * 4 + (size_t)p + 1 + (size_t)nvar * ((size_t)p + 1);
@@ -192,28 +405,17 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     mm.ar = ap_malloc(nz * sizeof *mm.ar);
     mm.ind = ap_malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.ind);
     mm.val = ap_malloc(((size_t)nv + (size_t)nvar + 3) * sizeof *mm.val);
-    if (!mm.ia || !mm.ja || !mm.ar || !mm.ind || !mm.val) {
-        ilp_mem_free(&mm);
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
-    }
-    const int flow_rows = 1 + (p - 1) * (L + 1);
-    const int link_row0 = flow_rows + p + 1;              /* (q, r): link_row0 + q * p + r */
-    const int choice_row = link_row0 + nvar * p;
-    const int rows = joint ? choice_row : flow_rows + p;
-    const int colM = nv + 1;
-    const int colZ0 = colM + 1;                           /* z_q: colZ0 + q */
-    const int cols = joint ? colM + nvar : colM;
-
     glpk_guard *g = ap_calloc(1, sizeof *g);
-    if (!g) {
+    if (!mm.ia || !mm.ja || !mm.ar || !mm.ind || !mm.val || !g) {
+        ap_free(g);
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     }
     if (setjmp(g->jb)) {
         /* GLPK raised an error: everything it allocated goes with its environment */
         glp_free_env();
-        ap_status st = ap_err_set(err, AP_ERR_SOLVER, "GLPK error: %.160s (%.120s)",
-                                  g->prev2[0] ? g->prev2 : "(no message)", g->prev);
+        st = ap_err_set(err, AP_ERR_SOLVER, "GLPK error: %.160s (%.120s)",
+                        g->prev2[0] ? g->prev2 : "(no message)", g->prev);
         ap_free(g);
         ilp_mem_free(&mm);
         return st;
@@ -221,174 +423,10 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     glp_error_hook(on_glpk_error, g);
     glp_term_hook(on_glpk_term, g);
     glp_term_out(ap_log_get_level() <= AP_LOG_DEBUG ? GLP_ON : GLP_OFF);
-
     glp_prob *lp = glp_create_prob();
-    glp_set_prob_name(lp, "autoplan_partition");
-    glp_set_obj_dir(lp, GLP_MIN);
-    glp_add_rows(lp, rows);
-    glp_set_row_bnds(lp, 1, GLP_FX, 1.0, 1.0);
-    for (int i = 2; i <= flow_rows; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
-    for (int r = 0; r < p; r++) glp_set_row_bnds(lp, flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
-    if (joint) {
-        for (int i = link_row0; i < choice_row; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
-        glp_set_row_bnds(lp, choice_row, GLP_FX, 1.0, 1.0);
-    }
-    glp_add_cols(lp, cols);
-    size_t k = 0;
-    for (int v = 0; v < nv; v++) {
-        const stage_var *s = &mm.vars[v];
-        int col = v + 1;
-        glp_set_col_kind(lp, col, GLP_BV);
-        glp_set_obj_coef(lp, col, s->t_s);
-        /* out of node (r, a): stage 0 from the start row, else from the node row */
-        k++;
-        mm.ia[k] = s->r == 0 ? 1 : node_row(L, s->r, s->a);
-        mm.ja[k] = col;
-        mm.ar[k] = 1.0;
-        /* into node (r + 1, a + n) */
-        if (s->r < p - 1) {
-            k++;
-            mm.ia[k] = node_row(L, s->r + 1, s->a + s->n);
-            mm.ja[k] = col;
-            mm.ar[k] = -1.0;
-        }
-        k++;
-        mm.ia[k] = flow_rows + 1 + s->r;
-        mm.ja[k] = col;
-        mm.ar[k] = -s->t_s;
-        if (joint) {
-            k++;
-            mm.ia[k] = link_row0 + s->var * p + s->r;
-            mm.ja[k] = col;
-            mm.ar[k] = 1.0;
-        }
-    }
-    glp_set_col_bnds(lp, colM, GLP_LO, 0.0, 0.0);
-    glp_set_obj_coef(lp, colM, (double)(m - 1));
-    for (int r = 0; r < p; r++) {
-        k++;
-        mm.ia[k] = flow_rows + 1 + r;
-        mm.ja[k] = colM;
-        mm.ar[k] = 1.0;
-    }
-    if (joint)
-        for (int q = 0; q < nvar; q++) {
-            int col = colZ0 + q;
-            glp_set_col_kind(lp, col, GLP_BV);
-            glp_set_obj_coef(lp, col, variants[q].extra_s);
-            for (int r = 0; r < p; r++) {
-                k++;
-                mm.ia[k] = link_row0 + q * p + r;
-                mm.ja[k] = col;
-                mm.ar[k] = -1.0;
-            }
-            k++;
-            mm.ia[k] = choice_row;
-            mm.ja[k] = col;
-            mm.ar[k] = 1.0;
-        }
-    if (o->ilp_fault) glp_set_col_kind(lp, cols + 1, GLP_BV); /* out of range: GLPK error */
-    glp_load_matrix(lp, (int)k, mm.ia, mm.ja, mm.ar);
-
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.presolve = GLP_ON;
-    parm.msg_lev = ap_log_get_level() <= AP_LOG_DEBUG ? GLP_MSG_ALL : GLP_MSG_OFF;
+    build_problem(lp, &sh, variants, &mm, o->ilp_fault);
     double lim_s = o->ilp_time_limit_s > 0 ? o->ilp_time_limit_s : 10.0;
-    parm.tm_lim = lim_s * 1000.0 > 2e9 ? 2000000000 : (int)(lim_s * 1000.0);
-    int ret = glp_intopt(lp, &parm);
-    int status = glp_mip_status(lp);
-
-    ap_status st = AP_OK;
-    if (status == GLP_OPT || status == GLP_FEAS) {
-        int var = -1;
-        int j = read_split(lp, &mm, nv, m, out, &var);
-        if (j != L || var < 0) {
-            st = ap_err_set(err, AP_ERR_SOLVER, "GLPK returned a split of %d layers, not %d", j,
-                            L);
-        } else {
-            out->pp = p;
-            out->micro_batches = m;
-            out->fits = 1;
-            out->solver = AP_SOLVER_ILP;
-            *var_out = var;
-            /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
-             * stopped early (time limit) with an integer solution that may not be optimal */
-            out->optimal = status == GLP_OPT && ret == 0;
-            snprintf(out->note, sizeof out->note, "ILP: %d binaries%s, %s%s", nv + (joint ? nvar : 0),
-                     joint ? " (joint choice)" : "",
-                     out->optimal ? "optimal" : "feasible, not proven optimal",
-                     ret == GLP_ETMLIM ? " (time limit)" : "");
-            double left_s = lim_s - (ap_now_s() - t0);
-            if (out->optimal && left_s > 0.001) {
-                /* second phase: many splits share the optimal objective J; among them the
-                 * least peak memory (P >= memory of each rank's stage, J <= J*). Kept only
-                 * when its exact J is no worse (GLPK's row tolerance could let it slip) than
-                 * J* up to the rounding of summing stage times in another order (1e-12
-                 * relative). */
-                double J1 = out->pipe_s + variants[var].extra_s;
-                int colP = glp_add_cols(lp, 1);
-                glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
-                for (int v = 1; v < colP; v++) glp_set_obj_coef(lp, v, 0.0);
-                glp_set_obj_coef(lp, colP, 1.0 / AP_GIB); /* GiB: a well-scaled objective */
-                int row = glp_add_rows(lp, p + 1);
-                for (int r = 0; r < p; r++) {
-                    int n = 0;
-                    for (int v = 0; v < nv; v++)
-                        if (mm.vars[v].r == r) {
-                            n++;
-                            mm.ind[n] = v + 1;
-                            mm.val[n] = -mm.vars[v].mem_bytes / AP_GIB;
-                        }
-                    n++;
-                    mm.ind[n] = colP;
-                    mm.val[n] = 1.0 / AP_GIB;
-                    glp_set_mat_row(lp, row + r, n, mm.ind, mm.val);
-                    glp_set_row_bnds(lp, row + r, GLP_LO, 0.0, 0.0);
-                }
-                for (int v = 0; v < nv; v++) {
-                    mm.ind[v + 1] = v + 1;
-                    mm.val[v + 1] = mm.vars[v].t_s;
-                }
-                int n = nv + 1;
-                mm.ind[n] = colM;
-                mm.val[n] = (double)(m - 1);
-                if (joint)
-                    for (int q = 0; q < nvar; q++) {
-                        n++;
-                        mm.ind[n] = colZ0 + q;
-                        mm.val[n] = variants[q].extra_s;
-                    }
-                glp_set_mat_row(lp, row + p, n, mm.ind, mm.val);
-                glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, J1);
-                parm.tm_lim = (int)(left_s * 1000.0);
-                int ret2 = glp_intopt(lp, &parm);
-                int status2 = glp_mip_status(lp);
-                ap_partition_result o2 = *out;
-                int var2 = -1;
-                if ((status2 == GLP_OPT || status2 == GLP_FEAS) &&
-                    read_split(lp, &mm, nv, m, &o2, &var2) == L && var2 >= 0 &&
-                    o2.pipe_s + variants[var2].extra_s <= J1 * (1 + 1e-12)) {
-                    *out = o2;
-                    *var_out = var2;
-                    if (status2 != GLP_OPT || ret2 != 0)
-                        snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least "
-                                 "peak among equal objectives not proven (time limit)", nv);
-                } else {
-                    ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)",
-                           ret2, status2);
-                }
-            }
-        }
-    } else if (ret == GLP_ETMLIM) {
-        st = ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its %.3g s time limit without an "
-                        "integer solution", lim_s);
-    } else if (status == GLP_NOFEAS || ret == GLP_ENOPFS) {
-        st = ap_err_set(err, AP_ERR_SOLVER, "no split fits memory (integer program infeasible)");
-    } else {
-        st = ap_err_set(err, AP_ERR_SOLVER, "GLPK glp_intopt returned %d, MIP status %d", ret,
-                        status);
-    }
+    st = solve_problem(lp, &sh, variants, &mm, lim_s, t0, out, var_out, err);
     glp_delete_prob(lp);
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);

@@ -187,25 +187,25 @@ static ap_status fill_seg(dp_ctx *d, ap_stage_table *tab, int r, int a, int n, a
     if (d->per_stage_rc) {
         /* memory falls as the count grows (estimate.c: fewer layers keep their activations),
          * so the least count that fits is found by bisection; none fits if n does not */
-        sc = ap_stage_table_get(tab, r, a, n, n, err);
-        if (!sc) return ap_stage_table_failure(tab);
+        ap_status st = ap_stage_table_get(tab, r, a, n, n, &sc, err);
+        if (st != AP_OK) return st;
         rc = n;
         if (sc->fits) {
             int lo = 1, hi = n;
             while (lo < hi) {
                 int mid = lo + (hi - lo) / 2;
-                const ap_stage_cost *x = ap_stage_table_get(tab, r, a, n, mid, err);
-                if (!x) return ap_stage_table_failure(tab);
+                const ap_stage_cost *x;
+                if ((st = ap_stage_table_get(tab, r, a, n, mid, &x, err)) != AP_OK) return st;
                 if (x->fits) hi = mid;
                 else lo = mid + 1;
             }
             rc = lo;
-            sc = ap_stage_table_get(tab, r, a, n, rc, err);
-            if (!sc) return ap_stage_table_failure(tab);
+            if ((st = ap_stage_table_get(tab, r, a, n, rc, &sc, err)) != AP_OK) return st;
         }
     } else {
-        sc = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, err);
-        if (!sc) return ap_stage_table_failure(tab);
+        ap_status st = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, &sc,
+                                          err);
+        if (st != AP_OK) return st;
     }
     d->t[k] = sc->fwd_s + sc->bwd_s;
     d->mem[k] = sc->device_bytes;
@@ -613,15 +613,9 @@ static int variant_better(const variant *a, const variant *b) {
     return a->so.fits ? a->J < b->J : a->so.peak < b->so.peak;
 }
 
-ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                             const ap_partition_opts *o, ap_partition_result *out, ap_err *err) {
-    ap_partition_opts dflt;
-    if (!o) {
-        ap_partition_opts_init(&dflt);
-        o = &dflt;
-    }
-    double t0 = ap_now_s();
-    memset(out, 0, sizeof *out);
+/* The inputs the solver refuses (partition.h). */
+static ap_status check_input(const ap_model *m, const ap_plan *p, const ap_partition_opts *o,
+                             ap_err *err) {
     const int L = (int)m->layers;
     const int lo = o->min_layers > 0 ? o->min_layers : 1;
     const int v = p->vp > 1 ? p->vp : 1;
@@ -642,220 +636,326 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     if ((size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1) > ((size_t)1 << 26))
         return ap_err_set(err, AP_ERR_INPUT, "%d layers on %d stages: too large for the "
                           "partition table", L, p->pp);
-    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     if (o->choose_recompute && !o->choose_mode && p->recompute != AP_RECOMPUTE_FULL)
         return ap_err_set(err, AP_ERR_INPUT, "choosing recomputed layers needs a plan with full "
                           "recomputation (or the granularity choice)");
-    const int counts = o->choose_recompute || o->choose_mode;
-    const int partial_ok = !(tr->recompute_partial_needs_pp && p->pp == 1);
+    return AP_OK;
+}
 
-    /* the plan-wide choices: granularities (trainer's recompute_mask) x offload fractions */
-    ap_recompute modes[3];
-    int nmodes = 0;
+/* One ap_partition_solve: the plan-wide choices, their stage tables and variants. */
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    const ap_partition_opts *o;
+    const ap_trainer_caps *tr;
+    int L, lo;
+    int counts;             /* choose recomputed-layer counts */
+    int partial_ok;         /* the trainer takes a count at this pp */
+    ap_recompute modes[3];  /* granularities to try */
+    int nmodes;
+    double fr[8];           /* offload fractions to try */
+    int nfr, nfo, nfp, ntab_max;
+    ap_stage_table **tabs;
+    int ntab;
+    variant *vars;
+    int nvar, cap, best;
+    ap_status refused;      /* a variant the trainer refused, and why */
+    ap_err rerr;
+} psolve;
+
+/* The plan-wide choices: granularities (the trainer's recompute_mask) x offload fractions. */
+static ap_status list_choices(psolve *ps, ap_err *err) {
+    const ap_partition_opts *o = ps->o;
     if (o->choose_mode) {
         for (int g = AP_RECOMPUTE_NONE; g <= AP_RECOMPUTE_FULL; g++)
-            if (tr->recompute_mask & (1u << g)) modes[nmodes++] = (ap_recompute)g;
+            if (ps->tr->recompute_mask & (1u << g)) ps->modes[ps->nmodes++] = (ap_recompute)g;
     } else {
-        modes[nmodes++] = p->recompute;
+        ps->modes[ps->nmodes++] = ps->p->recompute;
     }
-    double fr[8];
-    int nfr = 0;
     if (o->choose_offload) {
         for (int i = 0; i < o->noffload_fracs && i < 8; i++)
-            if (o->offload_fracs[i] >= 0 && o->offload_fracs[i] <= 1) fr[nfr++] = o->offload_fracs[i];
-        if (nfr == 0)
+            if (o->offload_fracs[i] >= 0 && o->offload_fracs[i] <= 1)
+                ps->fr[ps->nfr++] = o->offload_fracs[i];
+        if (ps->nfr == 0)
             return ap_err_set(err, AP_ERR_INPUT, "no offload fraction in [0, 1] to choose from");
     }
-    const int nfo = o->choose_offload ? nfr : 1;
-    const int nfp = o->choose_offload && tr->offload_params ? nfr : 1;
-    const int ntab_max = nmodes * nfo * nfp;
-    ap_stage_table **tabs = ap_calloc((size_t)ntab_max, sizeof *tabs);
-    int ntab = 0, nvar = 0, cap = 0;
-    variant *vars = NULL;
-    ap_ilp_variant *iv = NULL;
-    ap_status st = AP_OK, refused = AP_OK;
-    ap_err rerr = {{0}};
-    int best = -1;
-    long evals = 0;
-    if (!tabs) {
-        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
-        goto done;
-    }
-    for (int gi = 0; gi < nmodes && st == AP_OK; gi++)
-        for (int oi = 0; oi < nfo && st == AP_OK; oi++)
-            for (int pi = 0; pi < nfp && st == AP_OK; pi++) {
-                ap_plan q = *p;
-                q.recompute = modes[gi];
-                if (o->choose_offload) {
-                    q.offload_optimizer = fr[oi];
-                    q.offload_params = tr->offload_params ? fr[pi] : 0.0;
-                }
-                int full = q.recompute == AP_RECOMPUTE_FULL;
-                int per_stage_rc = counts && full && tr->per_stage_recompute && partial_ok;
-                int one_count = counts && full && !per_stage_rc && tr->recompute_partial &&
-                                partial_ok;
-                if (counts) {
-                    q.recompute_layers = 0;
-                    for (int i = 0; i < AP_MAX_CHUNKS; i++) q.stage_recompute[i] = -1;
-                }
-                if (!full) q.recompute_layers = 0;
-                /* X only matters between variants of different granularity or offload; with
-                 * one table it is a constant left out (and an interleaved plan's uniform
-                 * layout may not even be one the trainer accepts) */
-                double extra = 0;
-                ap_err verr = {{0}};
-                ap_status vs = ntab_max > 1 ? variant_extra(m, c, &q, &o->est, &extra, &verr)
-                                            : AP_OK;
-                if (vs == AP_ERR_INFEASIBLE) {
-                    /* the trainer cannot run this variant: not a candidate */
-                    if (refused == AP_OK) rerr = verr;
-                    refused = vs;
-                    continue;
-                }
-                if (vs != AP_OK) {
-                    st = vs;
-                    *err = verr;
-                    break;
-                }
-                if ((st = ap_stage_table_new(m, c, &q, &o->est, &tabs[ntab], err)) != AP_OK) break;
-                int kmax = one_count ? L - (p->pp - 1) * lo : 0;
-                int single = ntab_max == 1 && !one_count;
-                for (int k = 0; k <= kmax; k++) {
-                    if (nvar == cap) {
-                        cap = cap ? 2 * cap : 16;
-                        variant *nv_ = ap_realloc(vars, (size_t)cap * sizeof *vars);
-                        if (!nv_) {
-                            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the variants");
-                            break;
-                        }
-                        vars = nv_;
-                    }
-                    variant *x = &vars[nvar];
-                    x->q = q;
-                    x->q.recompute_layers = one_count ? k : q.recompute_layers;
-                    x->table = ntab;
-                    x->per_stage_rc = per_stage_rc;
-                    x->fixed_rc = one_count ? k : -1;
-                    x->extra_s = extra;
-                    /* one variant without choices: the ILP (when asked) runs inside, as before;
-                     * otherwise the joint ILP below sees every variant */
-                    st = solve_once(m, c, &x->q, o, tabs[ntab], per_stage_rc, x->fixed_rc,
-                                    single, !single, &x->so, err);
-                    if (st != AP_OK) break;
-                    x->J = x->so.T + extra;
-                    x->lb = single ? x->J : x->so.T_nomem + extra;
-                    if (x->so.restricted) x->lb = x->J; /* exact already */
-                    nvar++;
-                    if (best < 0 || variant_better(x, &vars[best])) best = nvar - 1;
-                    /* Megatron's one count: every range's time grows with K, so the least T
-                     * ignoring memory grows with K: once it reaches the best objective, no
-                     * larger K can do better */
-                    if (k > 0 && vars[best].so.fits && x->lb >= vars[best].J * (1 - 1e-12)) break;
-                }
-                ntab++;
-            }
-    if (st != AP_OK) goto done;
-    if (nvar == 0) {
-        st = refused != AP_OK ? refused : AP_ERR_INPUT;
-        *err = rerr;
-        if (refused == AP_OK) ap_err_set(err, AP_ERR_INPUT, "no variant to solve");
-        goto done;
-    }
+    ps->nfo = o->choose_offload ? ps->nfr : 1;
+    ps->nfp = o->choose_offload && ps->tr->offload_params ? ps->nfr : 1;
+    ps->ntab_max = ps->nmodes * ps->nfo * ps->nfp;
+    ps->tabs = ap_calloc((size_t)ps->ntab_max, sizeof *ps->tabs);
+    if (!ps->tabs) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
+    return AP_OK;
+}
 
-    /* the joint integer program over every variant that could beat the DP's best */
-    int joint = o->solver == AP_SOLVER_ILP && !(nvar == 1 && ntab_max == 1 && vars[0].fixed_rc < 0)
-                && !vars[best].so.restricted;
-    if (joint) {
-        iv = ap_malloc((size_t)nvar * sizeof *iv);
-        int *map = ap_malloc((size_t)nvar * sizeof *map);
-        if (!iv || !map) {
-            ap_free(map);
-            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP variants");
-            goto done;
+/* A new variant slot at ps->vars[ps->nvar] (not yet counted). */
+static variant *new_variant(psolve *ps, ap_err *err) {
+    if (ps->nvar == ps->cap) {
+        int cap = ps->cap ? 2 * ps->cap : 16;
+        variant *nv = ap_realloc(ps->vars, (size_t)cap * sizeof *ps->vars);
+        if (!nv) {
+            ap_err_set(err, AP_ERR_NOMEM, "out of memory for the variants");
+            return NULL;
         }
-        int ni = 0;
-        double upper = vars[best].so.fits ? vars[best].J : 0;
-        for (int i = 0; i < nvar; i++) {
-            if (upper > 0 && vars[i].lb > upper * (1 + 1e-9)) continue;
-            iv[ni] = (ap_ilp_variant){tabs[vars[i].table], vars[i].per_stage_rc,
-                                      vars[i].fixed_rc, vars[i].extra_s};
-            map[ni++] = i;
-        }
-        ap_partition_result ir;
-        ap_err ierr = {{0}};
-        int chosen = -1;
-        ap_partition_opts oi = *o;
-        oi.min_layers = lo;
-        ap_status is = ap_partition_ilp_joint(iv, ni, L, p->pp, micro_batches(p, c), &oi, upper,
-                                              &ir, &chosen, &ierr);
-        if (is == AP_OK && chosen >= 0 && chosen < ni) {
-            variant *x = &vars[map[chosen]];
-            memcpy(x->so.split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
-            memcpy(x->so.rc, ir.stage_recompute, sizeof(int) * (size_t)p->pp);
-            x->so.solver = AP_SOLVER_ILP;
-            x->so.optimal = ir.optimal;
-            x->so.fits = 1;
-            x->so.T = ir.pipe_s;
-            x->J = ir.pipe_s + x->extra_s;
-            snprintf(x->so.note, sizeof x->so.note, "%.200s, %d of %d variants", ir.note, ni,
-                     nvar);
-            best = map[chosen];
-        } else {
-            variant *x = &vars[best];
-            x->so.fell_back = 1;
-            snprintf(x->so.note, sizeof x->so.note, "ILP failed (%.200s); using the DP answer",
-                     ierr.msg);
-            ap_log(AP_LOG_WARN, "partition: %s", x->so.note);
-        }
+        ps->vars = nv;
+        ps->cap = cap;
+    }
+    return &ps->vars[ps->nvar];
+}
+
+/* The variants of one (granularity, offload fractions) choice: its stage table, and with
+ * Megatron's one count one variant per count K, each solved by the DP. A choice the trainer
+ * refuses is skipped (ps->refused keeps the first reason). */
+static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
+    const ap_partition_opts *o = ps->o;
+    ap_plan q = *ps->p;
+    q.recompute = ps->modes[gi];
+    if (o->choose_offload) {
+        q.offload_optimizer = ps->fr[oi];
+        q.offload_params = ps->tr->offload_params ? ps->fr[pi] : 0.0;
+    }
+    int full = q.recompute == AP_RECOMPUTE_FULL;
+    int per_stage_rc = ps->counts && full && ps->tr->per_stage_recompute && ps->partial_ok;
+    int one_count = ps->counts && full && !per_stage_rc && ps->tr->recompute_partial &&
+                    ps->partial_ok;
+    if (ps->counts) {
+        q.recompute_layers = 0;
+        for (int i = 0; i < AP_MAX_CHUNKS; i++) q.stage_recompute[i] = -1;
+    }
+    if (!full) q.recompute_layers = 0;
+    /* X only matters between variants of different granularity or offload; with one table it
+     * is a constant left out (and an interleaved plan's uniform layout may not even be one the
+     * trainer accepts) */
+    double extra = 0;
+    ap_err verr = {{0}};
+    ap_status vs = ps->ntab_max > 1 ? variant_extra(ps->m, ps->c, &q, &o->est, &extra, &verr)
+                                    : AP_OK;
+    if (vs == AP_ERR_INFEASIBLE) {
+        /* the trainer cannot run this variant: not a candidate */
+        if (ps->refused == AP_OK) ps->rerr = verr;
+        ps->refused = vs;
+        return AP_OK;
+    }
+    if (vs != AP_OK) {
+        *err = verr;
+        return vs;
+    }
+    ap_status st = ap_stage_table_new(ps->m, ps->c, &q, &o->est, &ps->tabs[ps->ntab], err);
+    if (st != AP_OK) return st;
+    const int tab = ps->ntab++;
+    int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
+    int single = ps->ntab_max == 1 && !one_count;
+    for (int k = 0; k <= kmax; k++) {
+        variant *x = new_variant(ps, err);
+        if (!x) return AP_ERR_NOMEM;
+        x->q = q;
+        x->q.recompute_layers = one_count ? k : q.recompute_layers;
+        x->table = tab;
+        x->per_stage_rc = per_stage_rc;
+        x->fixed_rc = one_count ? k : -1;
+        x->extra_s = extra;
+        /* one variant without choices: the ILP (when asked) runs inside, as before; otherwise
+         * the joint ILP sees every variant */
+        st = solve_once(ps->m, ps->c, &x->q, o, ps->tabs[tab], per_stage_rc, x->fixed_rc, single,
+                        !single, &x->so, err);
+        if (st != AP_OK) return st;
+        x->J = x->so.T + extra;
+        x->lb = single ? x->J : x->so.T_nomem + extra;
+        if (x->so.restricted) x->lb = x->J; /* exact already */
+        ps->nvar++;
+        if (ps->best < 0 || variant_better(x, &ps->vars[ps->best])) ps->best = ps->nvar - 1;
+        /* Megatron's one count: every range's time grows with K, so the least T ignoring
+         * memory grows with K: once it reaches the best objective, no larger K can do better */
+        const variant *b = &ps->vars[ps->best];
+        if (k > 0 && b->so.fits && x->lb >= b->J * (1 - 1e-12)) break;
+    }
+    return AP_OK;
+}
+
+/* The joint integer program over every variant that could beat the DP's best; when GLPK fails
+ * the DP's answer stands (its note says why). */
+static ap_status solve_joint(psolve *ps, ap_err *err) {
+    ap_ilp_variant *iv = ap_malloc((size_t)ps->nvar * sizeof *iv);
+    int *map = ap_malloc((size_t)ps->nvar * sizeof *map);
+    if (!iv || !map) {
+        ap_free(iv);
         ap_free(map);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP variants");
     }
-    for (int i = 0; i < ntab; i++) evals += ap_stage_table_evals(tabs[i]);
-
-    /* the reported figures come from the cost model on the whole plan, not the table; ranks
-     * of an interleaved plan spread their layers over their chunks as the table priced them */
-    {
-        const variant *b = &vars[best];
-        int chunks[AP_MAX_CHUNKS];
-        for (int r = 0; r < p->pp; r++)
-            for (int k = 0; k < v; k++)
-                chunks[r + k * p->pp] = ap_stage_chunk_layers(b->so.split[r], v, k);
-        if ((st = ap_partition_eval(m, c, &b->q, &o->est, chunks,
-                                    b->per_stage_rc ? b->so.rc : NULL, out, err)) != AP_OK)
-            goto done;
-        out->solver = b->so.solver;
-        out->optimal = b->so.optimal;
-        out->fell_back = b->so.fell_back;
-        out->restricted = b->so.restricted;
-        out->extra_s = b->extra_s;
-        out->objective_s = out->pipe_s + b->extra_s;
-        out->variants = nvar;
-        snprintf(out->note, sizeof out->note, "%s", b->so.note);
-        out->evals = evals + 1 + ntab;
-        out->solve_s = ap_now_s() - t0;
+    int ni = 0;
+    double upper = ps->vars[ps->best].so.fits ? ps->vars[ps->best].J : 0;
+    for (int i = 0; i < ps->nvar; i++) {
+        if (upper > 0 && ps->vars[i].lb > upper * (1 + 1e-9)) continue;
+        iv[ni] = (ap_ilp_variant){ps->tabs[ps->vars[i].table], ps->vars[i].per_stage_rc,
+                                  ps->vars[i].fixed_rc, ps->vars[i].extra_s};
+        map[ni++] = i;
     }
-done:
-    for (int i = 0; i < ntab; i++) ap_stage_table_free(tabs[i]);
-    ap_free(tabs);
-    ap_free(vars);
+    ap_partition_result *ir = ap_malloc(sizeof *ir);
+    ap_err ierr = {{0}};
+    int chosen = -1;
+    ap_partition_opts oi = *ps->o;
+    oi.min_layers = ps->lo;
+    ap_status is = ir ? ap_partition_ilp_joint(iv, ni, ps->L, ps->p->pp,
+                                               micro_batches(ps->p, ps->c), &oi, upper, ir,
+                                               &chosen, &ierr)
+                      : ap_err_set(&ierr, AP_ERR_NOMEM, "out of memory for the ILP result");
+    if (is == AP_OK && chosen >= 0 && chosen < ni) {
+        variant *x = &ps->vars[map[chosen]];
+        memcpy(x->so.split, ir->stage_layers, sizeof(int) * (size_t)ps->p->pp);
+        memcpy(x->so.rc, ir->stage_recompute, sizeof(int) * (size_t)ps->p->pp);
+        x->so.solver = AP_SOLVER_ILP;
+        x->so.optimal = ir->optimal;
+        x->so.fits = 1;
+        x->so.T = ir->pipe_s;
+        x->J = ir->pipe_s + x->extra_s;
+        snprintf(x->so.note, sizeof x->so.note, "%.200s, %d of %d variants", ir->note, ni,
+                 ps->nvar);
+        ps->best = map[chosen];
+    } else {
+        variant *x = &ps->vars[ps->best];
+        x->so.fell_back = 1;
+        snprintf(x->so.note, sizeof x->so.note, "ILP failed (%.200s); using the DP answer",
+                 ierr.msg);
+        ap_log(AP_LOG_WARN, "partition: %s", x->so.note);
+    }
+    ap_free(ir);
     ap_free(iv);
+    ap_free(map);
+    return AP_OK;
+}
+
+/* The reported figures come from the cost model on the whole plan, not the table; ranks of an
+ * interleaved plan spread their layers over their chunks as the table priced them. */
+static ap_status fill_result(const psolve *ps, double t0, ap_partition_result *out, ap_err *err) {
+    const variant *b = &ps->vars[ps->best];
+    const int v = ps->p->vp > 1 ? ps->p->vp : 1;
+    int chunks[AP_MAX_CHUNKS];
+    for (int r = 0; r < ps->p->pp; r++)
+        for (int k = 0; k < v; k++)
+            chunks[r + k * ps->p->pp] = ap_stage_chunk_layers(b->so.split[r], v, k);
+    ap_status st = ap_partition_eval(ps->m, ps->c, &b->q, &ps->o->est, chunks,
+                                     b->per_stage_rc ? b->so.rc : NULL, out, err);
+    if (st != AP_OK) return st;
+    long evals = 0;
+    for (int i = 0; i < ps->ntab; i++) evals += ap_stage_table_evals(ps->tabs[i]);
+    out->solver = b->so.solver;
+    out->optimal = b->so.optimal;
+    out->fell_back = b->so.fell_back;
+    out->restricted = b->so.restricted;
+    out->extra_s = b->extra_s;
+    out->objective_s = out->pipe_s + b->extra_s;
+    out->variants = ps->nvar;
+    snprintf(out->note, sizeof out->note, "%s", b->so.note);
+    out->evals = evals + 1 + ps->ntab;
+    out->solve_s = ap_now_s() - t0;
+    return AP_OK;
+}
+
+ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_partition_opts *o, ap_partition_result *out, ap_err *err) {
+    ap_partition_opts dflt;
+    if (!o) {
+        ap_partition_opts_init(&dflt);
+        o = &dflt;
+    }
+    double t0 = ap_now_s();
+    memset(out, 0, sizeof *out);
+    ap_status st = check_input(m, p, o, err);
+    if (st != AP_OK) return st;
+    psolve ps;
+    memset(&ps, 0, sizeof ps);
+    ps.m = m;
+    ps.c = c;
+    ps.p = p;
+    ps.o = o;
+    ps.tr = ap_trainer_get(p->trainer);
+    ps.L = (int)m->layers;
+    ps.lo = o->min_layers > 0 ? o->min_layers : 1;
+    ps.counts = o->choose_recompute || o->choose_mode;
+    ps.partial_ok = !(ps.tr->recompute_partial_needs_pp && p->pp == 1);
+    ps.best = -1;
+    ps.refused = AP_OK;
+    st = list_choices(&ps, err);
+    for (int gi = 0; gi < ps.nmodes && st == AP_OK; gi++)
+        for (int oi = 0; oi < ps.nfo && st == AP_OK; oi++)
+            for (int pi = 0; pi < ps.nfp && st == AP_OK; pi++) st = add_choice(&ps, gi, oi, pi, err);
+    if (st == AP_OK && ps.nvar == 0) {
+        st = ps.refused != AP_OK ? ps.refused : AP_ERR_INPUT;
+        *err = ps.rerr;
+        if (ps.refused == AP_OK) ap_err_set(err, AP_ERR_INPUT, "no variant to solve");
+    }
+    /* the joint integer program when a choice is open (one plain variant runs it inside) */
+    if (st == AP_OK && o->solver == AP_SOLVER_ILP &&
+        !(ps.nvar == 1 && ps.ntab_max == 1 && ps.vars[0].fixed_rc < 0) &&
+        !ps.vars[ps.best].so.restricted)
+        st = solve_joint(&ps, err);
+    if (st == AP_OK) st = fill_result(&ps, t0, out, err);
+    for (int i = 0; i < ps.ntab; i++) ap_stage_table_free(ps.tabs[i]);
+    ap_free(ps.tabs);
+    ap_free(ps.vars);
     return st;
 }
 
 /* ---- the plans a search returned ---------------------------------------------------------- */
 
+/* Re-split one returned plan (the closest one also with the joint recompute / offload choice,
+ * or without it where that choice does not apply); *e receives the re-split plan's estimate and
+ * *improves says whether it ranks before cur. */
+static ap_status resplit_one(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                             const ap_partition_opts *po, int joint, const ap_estimate *cur,
+                             ap_estimate *e, int *improves, ap_err *err) {
+    *improves = 0;
+    ap_partition_opts po1 = *po;
+    po1.choose_mode = po1.choose_recompute = po1.choose_offload = joint;
+    ap_err ierr;
+    if (check_input(m, &cur->plan, &po1, &ierr) != AP_OK) {
+        if (!joint || check_input(m, &cur->plan, po, &ierr) != AP_OK)
+            return AP_OK; /* a plan this solver does not split (too large, mixed layers) */
+        po1 = *po;
+    }
+    ap_partition_result *pr = ap_malloc(sizeof *pr);
+    ap_plan *q = ap_malloc(sizeof *q);
+    ap_status st = pr && q ? AP_OK : ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting");
+    if (st == AP_OK) {
+        st = ap_partition_solve(m, c, &cur->plan, &po1, pr, err);
+        /* every variant of the joint choice refused: the plain split */
+        if (joint && (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT))
+            st = ap_partition_solve(m, c, &cur->plan, po, pr, err);
+    }
+    if (st == AP_OK) {
+        *q = cur->plan;
+        ap_partition_apply(pr, q);
+        /* a split the trainer's table refuses is not an answer */
+        if (ap_plan_check(q, m, c, so->allow_cross_node_tp, NULL) == AP_OK) {
+            st = ap_estimate_plan(m, c, q, &so->est, e, err);
+            if (st == AP_OK)
+                *improves = (e->fits && !cur->fits) ||
+                            (e->fits == cur->fits && ap_estimate_better(e, cur));
+        }
+    }
+    if (st != AP_OK) {
+        char lbl[160];
+        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&cur->plan, lbl, sizeof lbl));
+    }
+    ap_free(pr);
+    ap_free(q);
+    return st;
+}
+
 ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                            ap_solver solver, ap_search_result *r, int *changed, ap_err *err) {
-    if (changed) *changed = 0;
+    int nchanged;
+    if (!changed) changed = &nchanged;
+    *changed = 0;
     const ap_trainer_caps *tr = ap_trainer_get(so->fixed.trainer);
     if (!tr->uneven_stages) return AP_OK;
     ap_partition_opts po;
     ap_partition_opts_init(&po);
     po.solver = solver;
     po.est = so->est;
-    int nchanged = 0;
-    ap_status st = AP_OK;
     ap_estimate *e = ap_malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting the plans");
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting");
+    ap_status st = AP_OK;
     ap_log_level lvl = ap_log_get_level();
     ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
     for (int i = -1; i < r->ntop && st == AP_OK; i++) {
@@ -865,27 +965,12 @@ ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_sear
         /* the closest plan of a search where nothing fits also gets the joint choice of
          * recompute granularity, recomputed layers and offload fractions with its split (the
          * ILP of issue 8, on this one candidate); the fitting plans are re-split only */
-        ap_partition_opts po1 = po;
-        if (i < 0) {
-            po1.choose_mode = 1;
-            po1.choose_recompute = 1;
-            po1.choose_offload = 1;
+        int improves;
+        st = resplit_one(m, c, so, &po, i < 0, cur, e, &improves, err);
+        if (st == AP_OK && improves) {
+            *cur = *e;
+            (*changed)++;
         }
-        ap_partition_result pr;
-        ap_status ps = ap_partition_solve(m, c, &cur->plan, &po1, &pr, err);
-        if (ps != AP_OK && ps != AP_ERR_NOMEM && i < 0)
-            ps = ap_partition_solve(m, c, &cur->plan, &po, &pr, err);
-        if (ps == AP_ERR_NOMEM) st = ps;
-        if (ps != AP_OK) continue; /* refused: the plan keeps its split */
-        ap_plan q = cur->plan;
-        ap_partition_apply(&pr, &q);
-        if (ap_plan_check(&q, m, c, so->allow_cross_node_tp, NULL) != AP_OK) continue;
-        if (ap_estimate_plan(m, c, &q, &so->est, e, NULL) != AP_OK) continue;
-        int improves = (e->fits && !cur->fits) ||
-                       (e->fits == cur->fits && ap_estimate_better(e, cur));
-        if (!improves) continue;
-        *cur = *e;
-        nchanged++;
     }
     ap_log_set_level(lvl);
     /* the closest plan now fits: it is the answer */
@@ -902,6 +987,5 @@ ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_sear
             r->top[j - 1] = *e;
         }
     ap_free(e);
-    if (changed) *changed = nchanged;
     return st;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autoplan/json.h"
+#include "autoplan/partition.h"
 #include "autoplan/search.h"
 #include "autoplan/hetero.h"
 #include "testlib.h"
@@ -376,6 +377,30 @@ static void test_partition_in_search(void) {
     free(out); free(er);
 }
 
+/* Errors are not swallowed on the way up: a cost model that prices stages at infinity (a GPU
+ * with no memory bandwidth, built here by hand: the catalog and cluster files refuse it) makes
+ * the stage re-split fail, and ap_partition_top returns that error with the plan named. */
+static void test_errors_propagate(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 16);
+    c.gpu.hbm_bytes_per_s = 0;
+    ap_err err = {{0}};
+    ap_search_opts o;
+    ap_search_opts_init(&o);
+    o.fixed.seq = 4096;
+    o.gbs = 64;
+    o.fixed.pp = 2;
+    ap_search_result r;
+    CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+    CHECK(r.ntop > 0 || r.have_closest);
+    int changed = -1;
+    ap_status st = ap_partition_top(&m, &c, &o, AP_SOLVER_DP, &r, &changed, &err);
+    CHECK_INT(st, AP_ERR_INTERNAL);
+    CHECK_CONTAINS(err.msg, "re-splitting tp");
+    CHECK_CONTAINS(err.msg, "non-finite");
+    ap_search_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_cases();
@@ -384,5 +409,6 @@ int main(int argc, char **argv) {
     test_fix_and_sweep();
     test_cache();
     test_partition_in_search();
+    test_errors_propagate();
     return tl_finish();
 }

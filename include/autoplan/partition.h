@@ -161,10 +161,10 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
  * keeping a new split only when it fits where the old one did not, or is faster (then less
  * memory); a closest plan that comes to fit becomes r->top[0]; r->top stays sorted. This is
  * what `autoplan plan` does to its answer (and `autoplan compare` to each GPU count of a
- * sweep). Runs on the returned plans only. Solver fallbacks are not logged (the partition
- * command reports them); a plan the partitioner refuses keeps its split. *changed (may be
- * NULL) = the number of plans changed. AP_ERR_NOMEM when memory runs out: r then holds the
- * plans re-split so far, still sorted. */
+ * sweep). Runs on the returned plans only; plans the solver does not take (partition_solve's
+ * AP_ERR_INPUT cases) keep their split. *changed (may be NULL): the number of plans changed. Solver
+ * fallbacks are not logged (the partition command reports them). Returns the first error of
+ * the solver or the cost model, with the plan named (r stays valid, partly re-split). */
 ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                            ap_solver solver, ap_search_result *r, int *changed, ap_err *err);
 

@@ -56,15 +56,11 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
 void ap_stage_table_free(ap_stage_table *t);
 
 /* The cost of rank r holding [first, first + n) with rc_layers as in ap_stage_cost_eval (the
- * memo is keyed by the effective count min(rc_layers, n)): evaluated on first use, then
- * memoised. The pointer stays valid until ap_stage_table_free. NULL (err set) when the cost
- * model refuses. */
-const ap_stage_cost *ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
-                                        ap_err *err);
-
-/* Why the last ap_stage_table_get returned NULL, as the solvers report it: AP_ERR_NOMEM when
- * memory ran out, else AP_ERR_INFEASIBLE (the cost model refuses that stage). */
-ap_status ap_stage_table_failure(const ap_stage_table *t);
+ * memo is keyed by the effective count min(rc_layers, n)) into *out: evaluated on first use,
+ * then memoised. The pointer stays valid until ap_stage_table_free. On failure *out is NULL and
+ * the cost model's status is returned (err says why). */
+ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
+                              const ap_stage_cost **out, ap_err *err);
 
 /* Number of ap_estimate_plan calls the table made (for benchmarks and tests). */
 long ap_stage_table_evals(const ap_stage_table *t);
