@@ -35,7 +35,7 @@
  * ap_partition_top applies the solve to the plans a search returned (`autoplan plan`'s answer,
  * each count of `autoplan compare`'s GPU sweep).
  */
-#include "autoplan/partition.h"
+#include "partition_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -147,305 +147,13 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q) {
     }
 }
 
-/* ---- the DP over prefixes ------------------------------------------------------------------ */
-
-typedef struct {
-    int L, p, lo;          /* lo: layers per rank at least (v x min_layers) */
-    int64_t m;
-    int v;                 /* chunks per rank */
-    double w;              /* weight of the max: m v - 1 (T = (S + w M) / v) */
-    /* per (r, a, n): stage time, device bytes, fits; index ((r * (L+1)) + a) * (L+1) + n */
-    double *t, *mem;
-    unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: illegal */
-    int *rc;               /* recomputed layers chosen for the range (-1: the plan's) */
-    int per_stage_rc;      /* choose rc per range */
-    int ignore_mem;        /* treat every legal range as fitting (a lower bound on T) */
-    int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
-                              recompute_layers, read from the shared per-stage memo) */
-    double *f;             /* (p+1) x (L+1) */
-    int *choice;           /* (p+1) x (L+1): n of the last stage */
-} dp_ctx;
-
-static size_t seg(const dp_ctx *d, int r, int a, int n) {
-    return ((size_t)r * (size_t)(d->L + 1) + (size_t)a) * (size_t)(d->L + 1) + (size_t)n;
-}
-
-/* legal start and lengths of stage r's range */
-static int a_lo(const dp_ctx *d, int r) { return r * d->lo; }
-static int a_hi(const dp_ctx *d, int r) { return r == 0 ? 0 : d->L - (d->p - r) * d->lo; }
-static int n_hi(const dp_ctx *d, int r, int a) {
-    return r == d->p - 1 ? d->L - a : d->L - a - (d->p - 1 - r) * d->lo;
-}
-static int n_lo(const dp_ctx *d, int r, int a) { return r == d->p - 1 ? d->L - a : d->lo; }
-
-/* one range: the plan's recompute, or with per_stage_rc the least count that fits (all
- * layers when none fits: the least memory) */
-static ap_status fill_seg(dp_ctx *d, ap_stage_table *tab, int r, int a, int n, ap_err *err) {
-    size_t k = seg(d, r, a, n);
-    const ap_stage_cost *sc = NULL;
-    int rc = -1;
-    if (d->per_stage_rc) {
-        /* memory falls as the count grows (estimate.c: fewer layers keep their activations),
-         * so the least count that fits is found by bisection; none fits if n does not */
-        ap_status st = ap_stage_table_get(tab, r, a, n, n, &sc, err);
-        if (st != AP_OK) return st;
-        rc = n;
-        if (sc->fits) {
-            int lo = 1, hi = n;
-            while (lo < hi) {
-                int mid = lo + (hi - lo) / 2;
-                const ap_stage_cost *x;
-                if ((st = ap_stage_table_get(tab, r, a, n, mid, &x, err)) != AP_OK) return st;
-                if (x->fits) hi = mid;
-                else lo = mid + 1;
-            }
-            rc = lo;
-            if ((st = ap_stage_table_get(tab, r, a, n, rc, &sc, err)) != AP_OK) return st;
-        }
-    } else {
-        ap_status st = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, &sc,
-                                          err);
-        if (st != AP_OK) return st;
-    }
-    d->t[k] = sc->fwd_s + sc->bwd_s;
-    d->mem[k] = sc->device_bytes;
-    d->ok[k] = sc->fits ? 1 : 2;
-    d->rc[k] = rc;
-    return AP_OK;
-}
-
-static ap_status fill_table(dp_ctx *d, ap_stage_table *tab, ap_err *err) {
-    for (int r = 0; r < d->p; r++)
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
-            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
-                ap_status st = fill_seg(d, tab, r, a, n, err);
-                if (st != AP_OK) return st;
-            }
-    return AP_OK;
-}
-
-/* a range the DP may use: legal and fitting (or any legal one when memory is ignored) */
-static int usable(const dp_ctx *d, size_t k) {
-    return d->ok[k] == 1 || (d->ok[k] && d->ignore_mem);
-}
-
-/* least sum with every stage <= bound (and fitting); writes the split; returns its sum or
- * INFINITY */
-static double dp_min_sum(dp_ctx *d, double bound, int *split) {
-    const int L = d->L, p = d->p;
-    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
-    d->f[0] = 0;
-    for (int r = 0; r < p; r++) {
-        double *fr = d->f + (size_t)r * (size_t)(L + 1);
-        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
-        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
-            if (fr[a] == INFINITY) continue;
-            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
-                size_t k = seg(d, r, a, n);
-                if (!usable(d, k) || d->t[k] > bound) continue;
-                double v = fr[a] + d->t[k];
-                if (v < fn[a + n]) {
-                    fn[a + n] = v;
-                    cn[a + n] = n;
-                }
-            }
-        }
-    }
-    double best = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
-    if (best == INFINITY) return best;
-    int j = L;
-    for (int r = p; r > 0; r--) {
-        int n = d->choice[(size_t)r * (size_t)(L + 1) + (size_t)j];
-        split[r - 1] = n;
-        j -= n;
-    }
-    return best;
-}
-
-/* least peak memory over legal splits (all of them, or only fitting stages of time <= bound
- * when only_fit); returns the peak, INFINITY when no split qualifies */
-static double dp_min_peak(dp_ctx *d, int only_fit, double bound, int *split) {
-    const int L = d->L, p = d->p;
-    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
-    d->f[0] = 0;
-    for (int r = 0; r < p; r++) {
-        double *fr = d->f + (size_t)r * (size_t)(L + 1);
-        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
-        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
-            if (fr[a] == INFINITY) continue;
-            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++) {
-                size_t k = seg(d, r, a, n);
-                if (!d->ok[k] || (only_fit && (d->ok[k] != 1 || d->t[k] > bound))) continue;
-                double v = fmax(fr[a], d->mem[k]);
-                if (v < fn[a + n]) {
-                    fn[a + n] = v;
-                    cn[a + n] = n;
-                }
-            }
-        }
-    }
-    double peak = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
-    if (peak == INFINITY) return peak;
-    int j = L;
-    for (int r = p; r > 0; r--) {
-        int n = d->choice[(size_t)r * (size_t)(L + 1) + (size_t)j];
-        split[r - 1] = n;
-        j -= n;
-    }
-    return peak;
-}
-
-static double split_peak(const dp_ctx *d, const int *split) {
-    double pk = 0;
-    for (int r = 0, a = 0; r < d->p; a += split[r], r++)
-        pk = fmax(pk, d->mem[seg(d, r, a, split[r])]);
-    return pk;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* pipeline time of a split from the table */
-static double split_T(const dp_ctx *d, const int *split, double *mx_out) {
-    double s = 0, mx = 0;
-    int a = 0;
-    for (int r = 0; r < d->p; r++) {
-        double t = d->t[seg(d, r, a, split[r])];
-        s += t;
-        if (t > mx) mx = t;
-        a += split[r];
-    }
-    if (mx_out) *mx_out = mx;
-    return (s + d->w * mx) / d->v;
-}
-
-/* The DP proper: the optimal split into best[]; returns 1 when a fitting split exists. */
-static int dp_solve(dp_ctx *d, int *best) {
-    int *tmp = ap_malloc(sizeof(int) * (size_t)d->p);
-    /* candidate bounds: the times of all fitting stages */
-    size_t ncand = 0;
-    for (int r = 0; r < d->p; r++)
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
-            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
-                if (usable(d, seg(d, r, a, n))) ncand++;
-    double *cand = ap_malloc(sizeof(double) * (ncand ? ncand : 1));
-    if (!tmp || !cand) {
-        ap_free(tmp);
-        ap_free(cand);
-        return -1;
-    }
-    size_t k = 0;
-    for (int r = 0; r < d->p; r++)
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++)
-            for (int n = n_lo(d, r, a); n <= n_hi(d, r, a); n++)
-                if (usable(d, seg(d, r, a, n))) cand[k++] = d->t[seg(d, r, a, n)];
-    qsort(cand, ncand, sizeof *cand, cmp_double);
-    size_t u = 0;
-    for (size_t i = 0; i < ncand; i++)
-        if (u == 0 || cand[i] != cand[u - 1]) cand[u++] = cand[i];
-    ncand = u;
-
-    int found = 0;
-    double s_min = dp_min_sum(d, INFINITY, best);
-    if (s_min < INFINITY) {
-        found = 1;
-        double best_T = split_T(d, best, NULL);
-        if (d->w > 0) {
-            /* smallest feasible bound by bisection */
-            size_t lo = 0, hi = ncand - 1;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (dp_min_sum(d, cand[mid], tmp) < INFINITY) hi = mid;
-                else lo = mid + 1;
-            }
-            for (size_t i = lo; i < ncand; i++) {
-                if ((d->w * cand[i] + s_min) / d->v >= best_T) break;
-                if (dp_min_sum(d, cand[i], tmp) == INFINITY) continue;
-                double T = split_T(d, tmp, NULL);
-                if (T < best_T) {
-                    best_T = T;
-                    memcpy(best, tmp, sizeof(int) * (size_t)d->p);
-                }
-            }
-        }
-        /* ties: many splits share the optimal T (the sum of stage times barely depends on the
-         * split); among those with the same max, prefer the least peak memory. "Same T" up to
-         * the rounding of summing the same stage times in another order (1e-12 relative). */
-        double mx;
-        split_T(d, best, &mx);
-        if (dp_min_peak(d, 1, mx, tmp) < split_peak(d, best) &&
-            split_T(d, tmp, NULL) <= best_T * (1 + 1e-12))
-            memcpy(best, tmp, sizeof(int) * (size_t)d->p);
-    }
-    ap_free(tmp);
-    ap_free(cand);
-    return found;
-}
-
-/* ---- restricted trainers --------------------------------------------------------------------- */
-
-/* Enumerate the splits a restricted trainer can express; keep the best fitting (least T) or,
- * when none fits, the least peak. */
-static ap_status restricted_solve(const dp_ctx *d, const ap_trainer_caps *tr, int first_last,
-                                  const int *uniform,
-                                  int *best, int *fits, char *note, size_t note_n) {
-    int have_fit = 0;
-    double best_T = INFINITY, best_peak = INFINITY;
-    int *s = ap_malloc(sizeof(int) * (size_t)d->p);
-    if (!s) return AP_ERR_NOMEM;
-    /* candidates: uniform, or (first f, middle k each, last l) */
-    int kmax = first_last && d->p >= 3 ? d->L : 0;
-    for (int k = 0; k <= kmax; k++) {
-        int fmax_ = kmax ? d->L : 0;
-        for (int f = 0; f <= fmax_; f++) {
-            if (!kmax) {
-                memcpy(s, uniform, sizeof(int) * (size_t)d->p);
-            } else {
-                int l = d->L - f - (d->p - 2) * k;
-                if (k < d->lo || f < d->lo || l < d->lo) continue;
-                s[0] = f;
-                for (int r = 1; r < d->p - 1; r++) s[r] = k;
-                s[d->p - 1] = l;
-            }
-            int a = 0, all_fit = 1, legal = 1;
-            double peak = 0;
-            for (int r = 0; r < d->p; r++) {
-                if (s[r] < n_lo(d, r, a) || s[r] > n_hi(d, r, a)) legal = 0;
-                if (!legal) break;
-                size_t q = seg(d, r, a, s[r]);
-                if (d->ok[q] != 1) all_fit = 0;
-                if (d->mem[q] > peak) peak = d->mem[q];
-                a += s[r];
-            }
-            if (!legal) continue;
-            double T = split_T(d, s, NULL);
-            if (all_fit && (!have_fit || T < best_T)) {
-                have_fit = 1;
-                best_T = T;
-                memcpy(best, s, sizeof(int) * (size_t)d->p);
-            } else if (!have_fit && peak < best_peak) {
-                best_peak = peak;
-                memcpy(best, s, sizeof(int) * (size_t)d->p);
-            }
-        }
-    }
-    ap_free(s);
-    *fits = have_fit;
-    snprintf(note, note_n, "%s: %s", tr->name,
-             kmax ? "only the first and last stage may differ" : "uniform stages only");
-    return AP_OK;
-}
-
 /* ---- one solve: fixed plan-wide recompute ---------------------------------------------------- */
 
 typedef struct {
     int split[AP_MAX_STAGES];
     int rc[AP_MAX_STAGES];
     int fits, optimal, restricted, fell_back;
+    int capped;       /* no fitting split beats the upper bound given (T, peak infinite) */
     ap_solver solver;
     double T, peak;   /* from the table */
     double T_nomem;   /* least T with memory ignored (want_bound only) */
@@ -457,79 +165,81 @@ typedef struct {
  * in dp_ctx; use_ilp: run the ILP when the options ask for it */
 static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_partition_opts *o, ap_stage_table *tab, int per_stage_rc,
-                            int fixed_rc, int use_ilp, int want_bound, solve_out *so,
-                            ap_err *err) {
+                            int fixed_rc, int use_ilp, int want_bound, double upper_s,
+                            solve_out *so, ap_err *err) {
     const int L = (int)m->layers;
-    size_t cells = (size_t)p->pp * (size_t)(L + 1) * (size_t)(L + 1);
     memset(so, 0, sizeof *so);
-    ap_status st = AP_OK;
-    dp_ctx d;
-    memset(&d, 0, sizeof d);
-    d.L = L;
-    d.p = p->pp;
-    d.v = p->vp > 1 ? p->vp : 1;
-    d.lo = (o->min_layers > 0 ? o->min_layers : 1) * d.v;
-    d.m = micro_batches(p, c);
-    d.w = (double)d.m * d.v - 1.0;
-    d.per_stage_rc = per_stage_rc;
-    d.fixed_rc = fixed_rc;
-    d.t = ap_malloc(cells * sizeof *d.t);
-    d.mem = ap_malloc(cells * sizeof *d.mem);
-    d.ok = ap_calloc(cells, 1);
-    d.rc = ap_malloc(cells * sizeof *d.rc);
-    d.f = ap_malloc(sizeof(double) * (size_t)(p->pp + 1) * (size_t)(L + 1));
-    d.choice = ap_calloc((size_t)(p->pp + 1) * (size_t)(L + 1), sizeof(int));
+    const int v = p->vp > 1 ? p->vp : 1;
+    pdp d;
+    ap_status st = pdp_init(&d, m, p->pp, v, (o->min_layers > 0 ? o->min_layers : 1) * v,
+                            micro_batches(p, c), per_stage_rc, fixed_rc, err);
     int *split = so->split;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     int first_last = tr->uneven_stages && d.v == 1 &&
                      (tr->uneven_first_last_only || o->first_last_only);
     int restricted = !tr->uneven_stages || (first_last && p->pp >= 3);
-    if (!d.t || !d.mem || !d.ok || !d.rc || !d.f || !d.choice) {
-        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
-        goto done;
-    }
-    if (restricted && !tr->uneven_stages) {
-        /* only the uniform split can be evaluated (the cost model refuses others) */
+    if (st != AP_OK) goto done;
+    /* the uniform split (per-rank totals of the plan's chunks) */
+    int uniform[AP_MAX_STAGES];
+    {
         ap_plan u = *p;
         u.nchunks = 0;
         for (int r = 0; r < p->pp; r++) {
-            split[r] = 0;
-            for (int k = 0; k < d.v; k++) split[r] += ap_plan_chunk_layers(&u, L, r + k * p->pp);
+            uniform[r] = 0;
+            for (int k = 0; k < d.v; k++) uniform[r] += ap_plan_chunk_layers(&u, L, r + k * p->pp);
         }
-        for (int r = 0, a = 0; r < p->pp; a += split[r], r++)
-            if ((st = fill_seg(&d, tab, r, a, split[r], err)) != AP_OK) goto done;
-    } else if ((st = fill_table(&d, tab, err)) != AP_OK) {
-        goto done;
     }
+    memcpy(split, uniform, sizeof(int) * (size_t)p->pp);
+    if (restricted && !tr->uneven_stages) {
+        /* only the uniform split can be evaluated (the cost model refuses others) */
+        st = pdp_fill_split(&d, tab, split, err);
+    } else {
+        /* only splits better than the uniform one (when it fits) or than upper_s matter:
+         * ranges that alone would make T exceed that are not priced (pdp_fill) */
+        double U = upper_s > 0 ? upper_s : INFINITY;
+        if (!restricted && (st = pdp_fill_split(&d, tab, uniform, err)) == AP_OK &&
+            pdp_split_fits(&d, uniform))
+            U = fmin(U, pdp_split_T(&d, uniform, NULL));
+        if (st == AP_OK) st = pdp_fill(&d, tab, restricted || U == INFINITY ? INFINITY
+                                                    : U / (double)d.m * (1 + 1e-9), err);
+    }
+    if (st != AP_OK) goto done;
 
     int fits;
     if (restricted) {
-        int uniform[AP_MAX_STAGES];
-        memcpy(uniform, split, sizeof(int) * (size_t)p->pp);
-        if ((st = restricted_solve(&d, tr, first_last, uniform, split, &fits, so->note,
-                                   sizeof so->note)) != AP_OK) {
+        if ((st = pdp_restricted(&d, tr, first_last, uniform, split, &fits, so->note,
+                                 sizeof so->note)) != AP_OK) {
             st = ap_err_set(err, st, "out of memory enumerating splits");
             goto done;
         }
         so->restricted = 1;
     } else {
-        fits = dp_solve(&d, split);
+        fits = pdp_solve(&d, split);
         if (fits < 0) {
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
             goto done;
         }
-        if (!fits) dp_min_peak(&d, 0, INFINITY, split);
+        if (!fits && upper_s > 0) {
+            /* no split beats upper_s: nothing the caller wants (the uniform split, T and peak
+             * unknown) */
+            memcpy(split, uniform, sizeof(int) * (size_t)p->pp);
+            so->capped = 1;
+        } else if (!fits) {
+            /* none fits: the least peak over every legal split */
+            if ((st = pdp_fill(&d, tab, INFINITY, err)) != AP_OK) goto done;
+            pdp_min_peak(&d, 0, INFINITY, split);
+        }
     }
     so->solver = AP_SOLVER_DP;
     so->optimal = fits;
     so->fits = fits;
-    for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d.rc[seg(&d, r, a, split[r])];
+    for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d.rc[pdp_seg(&d, r, a, split[r])];
 
     if (use_ilp && o->solver == AP_SOLVER_ILP && !restricted) {
         ap_partition_result ir;
         ap_err ierr = {{0}};
         /* the ILP works in units of v T: S + (m v - 1) M, rank minimum v x min_layers */
-        double dp_T = fits ? split_T(&d, split, NULL) * d.v : 0;
+        double dp_T = fits ? pdp_split_T(&d, split, NULL) * d.v : 0;
         ap_partition_opts oi = *o;
         oi.min_layers = d.lo;
         ap_status is = ap_partition_ilp(tab, L, p->pp, d.m * d.v, per_stage_rc, fixed_rc, &oi,
@@ -548,25 +258,23 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
             ap_log(AP_LOG_WARN, "partition: %s", so->note);
         }
     }
-    if (so->solver == AP_SOLVER_DP) so->T = split_T(&d, split, NULL);
+    if (so->solver == AP_SOLVER_DP) so->T = so->capped ? INFINITY : pdp_split_T(&d, split, NULL);
     if (want_bound && !restricted) {
         int tmp[AP_MAX_STAGES];
         d.ignore_mem = 1;
-        so->T_nomem = dp_solve(&d, tmp) > 0 ? split_T(&d, tmp, NULL) : INFINITY;
+        so->T_nomem = pdp_solve(&d, tmp) > 0 ? pdp_split_T(&d, tmp, NULL) : INFINITY;
+        /* with a cap, no split below it: the cap is the bound */
+        if (so->T_nomem == INFINITY && upper_s > 0) so->T_nomem = upper_s;
         d.ignore_mem = 0;
     } else {
         so->T_nomem = 0;
     }
-    so->peak = split_peak(&d, split);
+    /* with a cap, an infinite T_nomem means: at least the cap (no split below it) */
+    so->peak = so->capped ? INFINITY : pdp_split_peak(&d, split);
     so->evals = ap_stage_table_evals(tab);
     st = AP_OK;
 done:
-    ap_free(d.t);
-    ap_free(d.mem);
-    ap_free(d.ok);
-    ap_free(d.rc);
-    ap_free(d.f);
-    ap_free(d.choice);
+    pdp_free(&d);
     return st;
 }
 
@@ -660,6 +368,8 @@ typedef struct {
     int ntab;
     variant *vars;
     int nvar, cap, best;
+    double tnomem[3];       /* per granularity: the least T with memory ignored so far */
+    int skipped;            /* choices not solved (they cannot beat the best objective) */
     ap_status refused;      /* a variant the trainer refused, and why */
     ap_err rerr;
 } psolve;
@@ -740,12 +450,30 @@ static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
         *err = verr;
         return vs;
     }
+    /* A choice that cannot beat the best objective found is not solved: its T is at least the
+     * least T of its granularity with memory ignored, since its stage times are those of the
+     * granularity's other offload choices (offload changes the memory of a stage, not its
+     * time: estimate.c puts offload in the step, not the stage); not with counts chosen per
+     * stage, which depend on the memory. */
+    const variant *b0 = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
+    double lb_T = 0; /* the known lower bounds of lighter granularities hold too */
+    for (int g = 0; g <= gi; g++)
+        if (ps->tnomem[g] < INFINITY && ps->tnomem[g] > lb_T) lb_T = ps->tnomem[g];
+    if (b0 && b0->so.fits && !per_stage_rc && lb_T > 0 && lb_T + extra >= b0->J * (1 - 1e-12)) {
+        ps->skipped++;
+        return AP_OK;
+    }
     ap_status st = ap_stage_table_new(ps->m, ps->c, &q, &o->est, &ps->tabs[ps->ntab], err);
     if (st != AP_OK) return st;
     const int tab = ps->ntab++;
     int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
     int single = ps->ntab_max == 1 && !one_count;
     for (int k = 0; k <= kmax; k++) {
+        /* only splits whose objective beats the best one found matter */
+        const variant *bb = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
+        int capped = bb && bb->so.fits && !single;
+        double upper = capped ? bb->J * (1 + 1e-9) - extra : 0;
+        if (capped && upper <= 0) break;
         variant *x = new_variant(ps, err);
         if (!x) return AP_ERR_NOMEM;
         x->q = q;
@@ -757,17 +485,23 @@ static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
         /* one variant without choices: the ILP (when asked) runs inside, as before; otherwise
          * the joint ILP sees every variant */
         st = solve_once(ps->m, ps->c, &x->q, o, ps->tabs[tab], per_stage_rc, x->fixed_rc, single,
-                        !single, &x->so, err);
+                        !single, upper, &x->so, err);
         if (st != AP_OK) return st;
         x->J = x->so.T + extra;
         x->lb = single ? x->J : x->so.T_nomem + extra;
         if (x->so.restricted) x->lb = x->J; /* exact already */
+        if (!single && !x->so.restricted && x->so.T_nomem < ps->tnomem[gi])
+            ps->tnomem[gi] = x->so.T_nomem;
         ps->nvar++;
         if (ps->best < 0 || variant_better(x, &ps->vars[ps->best])) ps->best = ps->nvar - 1;
         /* Megatron's one count: every range's time grows with K, so the least T ignoring
          * memory grows with K: once it reaches the best objective, no larger K can do better */
         const variant *b = &ps->vars[ps->best];
         if (k > 0 && b->so.fits && x->lb >= b->J * (1 - 1e-12)) break;
+        /* all layers recomputed (K = 0) is the least memory of every count (memory falls as
+         * the count grows): when no split of it fits, no count's does, and each has a larger
+         * peak */
+        if (one_count && k == 0 && !x->so.fits && !x->so.capped) break;
     }
     return AP_OK;
 }
@@ -844,7 +578,7 @@ static ap_status fill_result(const psolve *ps, double t0, ap_partition_result *o
     out->restricted = b->so.restricted;
     out->extra_s = b->extra_s;
     out->objective_s = out->pipe_s + b->extra_s;
-    out->variants = ps->nvar;
+    out->variants = ps->nvar + ps->skipped;
     snprintf(out->note, sizeof out->note, "%s", b->so.note);
     out->evals = evals + 1 + ps->ntab;
     out->solve_s = ap_now_s() - t0;
@@ -875,6 +609,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     ps.partial_ok = !(ps.tr->recompute_partial_needs_pp && p->pp == 1);
     ps.best = -1;
     ps.refused = AP_OK;
+    for (int g = 0; g < 3; g++) ps.tnomem[g] = INFINITY;
     st = list_choices(&ps, err);
     for (int gi = 0; gi < ps.nmodes && st == AP_OK; gi++)
         for (int oi = 0; oi < ps.nfo && st == AP_OK; oi++)

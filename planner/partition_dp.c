@@ -1,0 +1,383 @@
+/*
+ * partition_dp.c - the optimal split of consecutive layers onto pipeline stages by dynamic
+ * programming over prefixes (partition.h; the table layout in partition_int.h).
+ *
+ * Objective T = (S + w M) / v with S the sum and M the max of the stage times, w = m v - 1. A DP
+ * over prefixes minimises S exactly but not the max term, so the max is fixed from outside (the
+ * bound enumeration of Alpa's stage DP, Zheng et al. 2022 Sec. 5.2): for a bound B, f_B(r, j) =
+ * least S of the first j layers on the first r stages with every stage time <= B and every
+ * stage fitting memory,
+ *     f_B(r + 1, a + n) = min_a f_B(r, a) + t(r, a, n),
+ * and T* = min over candidate B of (S_B + w B) / v, the candidates being the stage times
+ * themselves (the optimum's max is one of them). Only few candidates can matter: the smallest
+ * feasible bound B* is the least possible max, found by one minimax pass
+ *     g(r + 1, a + n) = min_a max(g(r, a), t(r, a, n)),
+ * and a bound B can only beat the best T found so far when (w B + S_min) / v < T, S_min being
+ * the unbounded least sum (every split with max >= B costs at least that). So the candidates
+ * are the stage times in [B*, (v T - S_min) / w], sorted once, scanned upwards until that test
+ * fails. Each pass is O(p L^2) table reads.
+ *
+ * Ties: many splits share the optimal T; among those with the same max, the least peak memory
+ * (a minimax pass on memory). When no split fits, the minimax pass on memory over all legal
+ * ranges gives the split with the least peak. Restricted trainers (no uneven stages; first/last
+ * only) are solved by enumerating what they can express.
+ */
+#include "partition_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_mb,
+                   int per_stage_rc, int fixed_rc, ap_err *err) {
+    memset(d, 0, sizeof *d);
+    const int L = (int)m->layers;
+    d->L = L;
+    d->p = pp;
+    d->v = v;
+    d->lo = lo;
+    d->m = m_mb;
+    d->w = (double)m_mb * v - 1.0;
+    d->per_stage_rc = per_stage_rc;
+    d->fixed_rc = fixed_rc;
+    /* kinds of range: (dense layers, MoE layers) */
+    int *pre = ap_malloc(sizeof(int) * (size_t)(L + 1));
+    d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
+    if (!pre || !d->key) {
+        ap_free(pre);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+    }
+    pre[0] = 0;
+    for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
+    const int nm_max = pre[L], nd_max = L - nm_max;
+    d->nkeys = (nd_max + 1) * (nm_max + 1);
+    for (int a = 0; a <= L; a++)
+        for (int n = 0; a + n <= L; n++) {
+            int nm = pre[a + n] - pre[a];
+            d->key[a * (L + 1) + n] = (n - nm) * (nm_max + 1) + nm;
+        }
+    ap_free(pre);
+    size_t cells = (size_t)pp * (size_t)d->nkeys;
+    d->t = ap_malloc(cells * sizeof *d->t);
+    d->mem = ap_malloc(cells * sizeof *d->mem);
+    d->ok = ap_calloc(cells, 1);
+    d->rc = ap_malloc(cells * sizeof *d->rc);
+    d->f = ap_malloc(sizeof(double) * (size_t)(pp + 1) * (size_t)(L + 1));
+    d->choice = ap_calloc((size_t)(pp + 1) * (size_t)(L + 1), sizeof(int));
+    d->tmp = ap_malloc(sizeof(int) * (size_t)pp);
+    d->cand = ap_malloc(cells * sizeof *d->cand);
+    d->vv = ap_malloc(cells * sizeof *d->vv);
+    d->nmax = ap_malloc(sizeof(int) * (size_t)pp * (size_t)(L + 1));
+    if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->choice || !d->tmp || !d->cand ||
+        !d->vv || !d->nmax)
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+    return AP_OK;
+}
+
+void pdp_free(pdp *d) {
+    ap_free(d->key);
+    ap_free(d->t);
+    ap_free(d->mem);
+    ap_free(d->ok);
+    ap_free(d->rc);
+    ap_free(d->f);
+    ap_free(d->choice);
+    ap_free(d->tmp);
+    ap_free(d->cand);
+    ap_free(d->vv);
+    ap_free(d->nmax);
+    memset(d, 0, sizeof *d);
+}
+
+/* legal start and lengths of stage r's range */
+static int a_lo(const pdp *d, int r) { return r * d->lo; }
+static int a_hi(const pdp *d, int r) { return r == 0 ? 0 : d->L - (d->p - r) * d->lo; }
+static int n_hi(const pdp *d, int r, int a) {
+    return r == d->p - 1 ? d->L - a : d->L - a - (d->p - 1 - r) * d->lo;
+}
+static int n_lo(const pdp *d, int r, int a) { return r == d->p - 1 ? d->L - a : d->lo; }
+
+/* ---- filling the table ----------------------------------------------------------------------- */
+
+/* one range: the plan's recompute, or with per_stage_rc the least count that fits (all
+ * layers when none fits: the least memory) */
+static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_err *err) {
+    size_t k = pdp_seg(d, r, a, n);
+    if (d->ok[k]) return AP_OK; /* a range of the same kind on this rank: the same entry */
+    const ap_stage_cost *sc = NULL;
+    int rc = -1;
+    ap_status st;
+    if (d->per_stage_rc) {
+        /* memory falls as the count grows (estimate.c: fewer layers keep their activations),
+         * so the least count that fits is found by bisection; none fits if n does not */
+        if ((st = ap_stage_table_get(tab, r, a, n, n, &sc, err)) != AP_OK) return st;
+        rc = n;
+        if (sc->fits) {
+            int lo = 1, hi = n;
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                const ap_stage_cost *x;
+                if ((st = ap_stage_table_get(tab, r, a, n, mid, &x, err)) != AP_OK) return st;
+                if (x->fits) hi = mid;
+                else lo = mid + 1;
+            }
+            rc = lo;
+            if ((st = ap_stage_table_get(tab, r, a, n, rc, &sc, err)) != AP_OK) return st;
+        }
+    } else {
+        st = ap_stage_table_get(tab, r, a, n, d->fixed_rc > 0 ? d->fixed_rc : -1, &sc, err);
+        if (st != AP_OK) return st;
+    }
+    d->t[k] = sc->fwd_s + sc->bwd_s;
+    d->mem[k] = sc->device_bytes;
+    d->ok[k] = sc->fits ? 1 : 2;
+    d->rc[k] = rc;
+    return AP_OK;
+}
+
+ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
+    const int L = d->L;
+    for (int r = 0; r < d->p; r++)
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) d->nmax[r * (L + 1) + a] = n_lo(d, r, a) - 1;
+    for (int r = 0; r < d->p; r++) {
+        if (r == d->p - 1) {
+            /* the last rank ends at layer L: its lengths grow as its start falls */
+            for (int a = a_hi(d, r); a >= a_lo(d, r); a--) {
+                ap_status st = fill_seg(d, tab, r, a, L - a, err);
+                if (st != AP_OK) return st;
+                d->nmax[r * (L + 1) + a] = L - a;
+                if (d->t[pdp_seg(d, r, a, L - a)] > tcap) break;
+            }
+            continue;
+        }
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+            int n = n_lo(d, r, a);
+            for (; n <= n_hi(d, r, a); n++) {
+                ap_status st = fill_seg(d, tab, r, a, n, err);
+                if (st != AP_OK) return st;
+                if (d->t[pdp_seg(d, r, a, n)] > tcap) break;
+            }
+            d->nmax[r * (L + 1) + a] = n <= n_hi(d, r, a) ? n : n_hi(d, r, a);
+        }
+    }
+    return AP_OK;
+}
+
+ap_status pdp_fill_split(pdp *d, ap_stage_table *tab, const int *split, ap_err *err) {
+    for (int r = 0, a = 0; r < d->p; a += split[r], r++) {
+        ap_status st = fill_seg(d, tab, r, a, split[r], err);
+        if (st != AP_OK) return st;
+    }
+    return AP_OK;
+}
+
+int pdp_split_fits(const pdp *d, const int *split) {
+    for (int r = 0, a = 0; r < d->p; a += split[r], r++)
+        if (split[r] < n_lo(d, r, a) || split[r] > n_hi(d, r, a) ||
+            d->ok[pdp_seg(d, r, a, split[r])] != 1)
+            return 0;
+    return 1;
+}
+
+/* ---- the passes ------------------------------------------------------------------------------ */
+
+/* a range the DP may use: legal and fitting (or any legal one when memory is ignored) */
+static int usable(const pdp *d, size_t k) {
+    return d->ok[k] == 1 || (d->ok[k] && d->ignore_mem);
+}
+
+/* the split ending at layer L, read back from the choices */
+static void read_back(const pdp *d, int *split) {
+    int j = d->L;
+    for (int r = d->p; r > 0; r--) {
+        int n = d->choice[(size_t)r * (size_t)(d->L + 1) + (size_t)j];
+        split[r - 1] = n;
+        j -= n;
+    }
+}
+
+enum { P_SUM, P_MAX };
+
+/* One pass over the prefixes with the per-range values d->vv (INFINITY: range not allowed):
+ * f(r + 1, a + n) = min_a f(r, a) (+ or max) vv(r, a, n). Writes the split; returns the value
+ * of the whole model, INFINITY when no split qualifies. */
+static double pass(pdp *d, int op, int *split) {
+    const int L = d->L, p = d->p;
+    const double *vv = d->vv;
+    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
+    d->f[0] = 0;
+    for (int r = 0; r < p; r++) {
+        const double *fr = d->f + (size_t)r * (size_t)(L + 1);
+        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
+        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
+        const double *vr = vv + (size_t)r * (size_t)d->nkeys;
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+            const double fa = fr[a];
+            if (fa == INFINITY) continue;
+            const int *ka = d->key + a * (L + 1);
+            const int n1 = d->nmax[r * (L + 1) + a];
+            for (int n = n_lo(d, r, a); n <= n1; n++) {
+                double x = vr[ka[n]];
+                double v = op == P_SUM ? fa + x : (fa > x ? fa : x);
+                if (v < fn[a + n]) {
+                    fn[a + n] = v;
+                    cn[a + n] = n;
+                }
+            }
+        }
+    }
+    double best = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
+    if (best < INFINITY) read_back(d, split);
+    return best;
+}
+
+/* least sum with every stage <= bound (and usable); writes the split; returns its sum or
+ * INFINITY */
+static double min_sum(pdp *d, double bound, int *split) {
+    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
+    for (size_t k = 0; k < cells; k++)
+        d->vv[k] = usable(d, k) && d->t[k] <= bound ? d->t[k] : INFINITY;
+    return pass(d, P_SUM, split);
+}
+
+enum { MM_TIME_USABLE, MM_MEM_LEGAL, MM_MEM_FIT_BOUND };
+
+/* least max over a split (minimax): of the stage time over usable ranges (the least feasible
+ * bound), of the memory over all legal ranges, or over fitting ranges of time <= bound; returns
+ * it, INFINITY when no split qualifies */
+static double minimax(pdp *d, int mode, double bound, int *split) {
+    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
+    for (size_t k = 0; k < cells; k++) {
+        int allow = mode == MM_TIME_USABLE ? usable(d, k)
+                    : mode == MM_MEM_LEGAL ? d->ok[k] != 0
+                                           : d->ok[k] == 1 && d->t[k] <= bound;
+        d->vv[k] = !allow ? INFINITY : mode == MM_TIME_USABLE ? d->t[k] : d->mem[k];
+    }
+    return pass(d, P_MAX, split);
+}
+
+double pdp_min_peak(pdp *d, int only_fit, double bound, int *split) {
+    return minimax(d, only_fit ? MM_MEM_FIT_BOUND : MM_MEM_LEGAL, bound, split);
+}
+
+double pdp_split_peak(const pdp *d, const int *split) {
+    double pk = 0;
+    for (int r = 0, a = 0; r < d->p; a += split[r], r++)
+        pk = fmax(pk, d->mem[pdp_seg(d, r, a, split[r])]);
+    return pk;
+}
+
+double pdp_split_T(const pdp *d, const int *split, double *mx_out) {
+    double s = 0, mx = 0;
+    int a = 0;
+    for (int r = 0; r < d->p; r++) {
+        double t = d->t[pdp_seg(d, r, a, split[r])];
+        s += t;
+        if (t > mx) mx = t;
+        a += split[r];
+    }
+    if (mx_out) *mx_out = mx;
+    return (s + d->w * mx) / d->v;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The usable stage times in [lo, hi], ascending, without repeats, into d->cand. */
+static size_t candidates(pdp *d, double lo, double hi) {
+    size_t n = 0;
+    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
+    for (size_t k = 0; k < cells; k++)
+        if (usable(d, k) && d->t[k] >= lo && d->t[k] <= hi) d->cand[n++] = d->t[k];
+    qsort(d->cand, n, sizeof *d->cand, cmp_double);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || d->cand[i] != d->cand[u - 1]) d->cand[u++] = d->cand[i];
+    return u;
+}
+
+int pdp_solve(pdp *d, int *best) {
+    int *tmp = d->tmp;
+    double s_min = min_sum(d, INFINITY, best);
+    if (s_min == INFINITY) return 0;
+    double best_T = pdp_split_T(d, best, NULL);
+    if (d->w > 0) {
+        /* the least feasible bound, then the bounds that could still beat best_T (a margin
+         * for the rounding of the division; the scan's own test is exact) */
+        double b_star = minimax(d, MM_TIME_USABLE, INFINITY, tmp);
+        double b_hi = (d->v * best_T - s_min) / d->w;
+        size_t ncand = candidates(d, b_star, b_hi + fabs(b_hi) * 1e-9);
+        for (size_t i = 0; i < ncand; i++) {
+            if ((d->w * d->cand[i] + s_min) / d->v >= best_T) break;
+            if (min_sum(d, d->cand[i], tmp) == INFINITY) continue;
+            double T = pdp_split_T(d, tmp, NULL);
+            if (T < best_T) {
+                best_T = T;
+                memcpy(best, tmp, sizeof(int) * (size_t)d->p);
+            }
+        }
+    }
+    /* ties: many splits share the optimal T (the sum of stage times barely depends on the
+     * split); among those with the same max, prefer the least peak memory. "Same T" up to the
+     * rounding of summing the same stage times in another order (1e-12 relative). */
+    double mx;
+    pdp_split_T(d, best, &mx);
+    if (pdp_min_peak(d, 1, mx, tmp) < pdp_split_peak(d, best) &&
+        pdp_split_T(d, tmp, NULL) <= best_T * (1 + 1e-12))
+        memcpy(best, tmp, sizeof(int) * (size_t)d->p);
+    return 1;
+}
+
+/* ---- restricted trainers --------------------------------------------------------------------- */
+
+ap_status pdp_restricted(const pdp *d, const ap_trainer_caps *tr, int first_last,
+                         const int *uniform, int *best, int *fits, char *note, size_t note_n) {
+    int have_fit = 0;
+    double best_T = INFINITY, best_peak = INFINITY;
+    int *s = ap_malloc(sizeof(int) * (size_t)d->p);
+    if (!s) return AP_ERR_NOMEM;
+    /* candidates: uniform, or (first f, middle k each, last l) */
+    int kmax = first_last && d->p >= 3 ? d->L : 0;
+    for (int k = 0; k <= kmax; k++) {
+        int fmax_ = kmax ? d->L : 0;
+        for (int f = 0; f <= fmax_; f++) {
+            if (!kmax) {
+                memcpy(s, uniform, sizeof(int) * (size_t)d->p);
+            } else {
+                int l = d->L - f - (d->p - 2) * k;
+                if (k < d->lo || f < d->lo || l < d->lo) continue;
+                s[0] = f;
+                for (int r = 1; r < d->p - 1; r++) s[r] = k;
+                s[d->p - 1] = l;
+            }
+            int a = 0, all_fit = 1, legal = 1;
+            double peak = 0;
+            for (int r = 0; r < d->p; r++) {
+                if (s[r] < n_lo(d, r, a) || s[r] > n_hi(d, r, a)) legal = 0;
+                if (!legal) break;
+                size_t q = pdp_seg(d, r, a, s[r]);
+                if (d->ok[q] != 1) all_fit = 0;
+                if (d->mem[q] > peak) peak = d->mem[q];
+                a += s[r];
+            }
+            if (!legal) continue;
+            double T = pdp_split_T(d, s, NULL);
+            if (all_fit && (!have_fit || T < best_T)) {
+                have_fit = 1;
+                best_T = T;
+                memcpy(best, s, sizeof(int) * (size_t)d->p);
+            } else if (!have_fit && peak < best_peak) {
+                best_peak = peak;
+                memcpy(best, s, sizeof(int) * (size_t)d->p);
+            }
+        }
+    }
+    ap_free(s);
+    *fits = have_fit;
+    snprintf(note, note_n, "%s: %s", tr->name,
+             kmax ? "only the first and last stage may differ" : "uniform stages only");
+    return AP_OK;
+}

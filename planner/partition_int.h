@@ -1,0 +1,80 @@
+/*
+ * partition_int.h - internals of the stage partitioner shared by planner/partition.c (variants,
+ * the entry point), planner/partition_dp.c (the DP over prefixes) and planner/resplit.c (the
+ * search's re-split); not a public header.
+ *
+ * The DP table holds one entry per (rank, kind of range): a range of consecutive layers is
+ * priced by the cost model from its rank and its numbers of dense and MoE layers only
+ * (stagecost.h), so ranges with the same counts share an entry. `key` maps a range (first
+ * layer a, n layers) to its kind; a dense model has L + 1 kinds (n), so the table is p x (L + 1)
+ * whatever the start, and every DP pass reads it through the key.
+ */
+#ifndef AP_PARTITION_INT_H
+#define AP_PARTITION_INT_H
+
+#include "autoplan/partition.h"
+
+typedef struct pdp {
+    int L, p, lo;          /* lo: layers per rank at least (v x min_layers) */
+    int64_t m;
+    int v;                 /* chunks per rank */
+    double w;              /* weight of the max: m v - 1 (T = (S + w M) / v) */
+    int nkeys;             /* kinds of range per rank */
+    int *key;              /* key[a * (L + 1) + n]: the kind of range [a, a + n) */
+    /* per (r, kind), index r * nkeys + kind: stage time, device bytes, verdict, count */
+    double *t, *mem;
+    unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: not
+                              filled (no legal range of this kind on this rank) */
+    int *rc;               /* recomputed layers chosen for the range (-1: the plan's) */
+    int per_stage_rc;      /* choose rc per range */
+    int ignore_mem;        /* treat every legal range as fitting (a lower bound on T) */
+    int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
+                              recompute_layers, read from the shared per-stage memo) */
+    double *f;             /* (p+1) x (L+1) */
+    int *choice;           /* (p+1) x (L+1): n of the last stage */
+    int *tmp;              /* p: scratch split */
+    double *cand;          /* candidate bounds (p x nkeys) */
+    double *vv;            /* per (r, kind): the value a pass reads (p x nkeys) */
+    int *nmax;             /* per (r, a), index r * (L + 1) + a: the longest range from a that
+                              the passes read (pdp_fill) */
+} pdp;
+
+/* Allocate the DP for model m on pp ranks of v chunks each (at least lo layers per rank),
+ * m_mb micro-batches. AP_ERR_NOMEM on failure (pdp_free is safe after a failed init). */
+ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_mb,
+                   int per_stage_rc, int fixed_rc, ap_err *err);
+void pdp_free(pdp *d);
+
+/* Index of range [a, a + n) on rank r. */
+static inline size_t pdp_seg(const pdp *d, int r, int a, int n) {
+    return (size_t)r * (size_t)d->nkeys + (size_t)d->key[a * (d->L + 1) + n];
+}
+
+/* Price the legal ranges from the stage table, each start's lengths in increasing order up to
+ * the first whose stage time exceeds tcap (INFINITY: all of them). A stage of time t makes
+ * T >= m t (T = (S + (m v - 1) M) / v >= m M), so with tcap = U / m every split of T below U
+ * is made of priced ranges, given that a stage's time grows with its layers (the cost model
+ * adds each layer's time; tests/test_partition.c checks it). The passes read ranges up to the
+ * last one priced. Calling it again with a larger tcap prices the rest. */
+ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err);
+/* Price only the ranges of one split (restricted trainers: no passes). */
+ap_status pdp_fill_split(pdp *d, ap_stage_table *tab, const int *split, ap_err *err);
+/* 1 when every range of the split is priced and fits. */
+int pdp_split_fits(const pdp *d, const int *split);
+
+/* The optimal split into best[]: 1 when a fitting split exists, 0 when none does (best is
+ * then unset), -1 out of memory. */
+int pdp_solve(pdp *d, int *best);
+/* Least peak memory over legal splits (all of them, or only fitting stages of time <= bound
+ * when only_fit); the peak, INFINITY when no split qualifies. */
+double pdp_min_peak(pdp *d, int only_fit, double bound, int *split);
+/* Pipeline time of a split from the table: (S + w M) / v; *mx_out the max stage time. */
+double pdp_split_T(const pdp *d, const int *split, double *mx_out);
+double pdp_split_peak(const pdp *d, const int *split);
+
+/* Restricted trainers: enumerate the splits the trainer can express (uniform, or first/last
+ * differing); the best fitting (least T), or when none fits the least peak. */
+ap_status pdp_restricted(const pdp *d, const ap_trainer_caps *tr, int first_last,
+                         const int *uniform, int *best, int *fits, char *note, size_t note_n);
+
+#endif
