@@ -416,6 +416,8 @@ static void add_flags(ap_flags *fl) {
                  "such as tp=2,pp=4 (';' between two)");
     ap_flags_add(fl, "tokens", AP_FLAG_VALUE, "N", "training tokens (e.g. 2T) for the time to "
                  "train in the GPU-count chart");
+    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the searches (default: "
+                 "one per core; the report does not depend on it)");
     ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR",
                  "directory for report.html, report.md and plans.csv (created if missing)");
 }
@@ -439,6 +441,9 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
         cc->ncounts = 1;
     }
     if (cc->r.note[0]) fprintf(stderr, "autoplan: %s\n", cc->r.note);
+    /* the strategies are compared on uniform stages, as `estimate` prices them; the sweep
+     * re-splits as `plan` does (ap_report_sweep) */
+    cc->r.search.resplit = 0;
     return AP_OK;
 }
 

@@ -55,6 +55,7 @@ static int try_variant(const ap_model *m, const ap_search_opts *base, const ap_c
     ap_search_opts so = *base;
     so.fixed.trainer = tr;
     so.top_k = 1;
+    so.resplit = 0; /* whether it fits, as the uniform search finds it */
     if (tr != base->fixed.trainer && !ap_trainer_get(tr)->fp16 && so.fixed.dtype == AP_DTYPE_FP16)
         so.fixed.dtype = AP_DTYPE_BF16;
     ap_search_result r;
@@ -204,11 +205,8 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_status *stp, 
     ap_search_result r;
     if ((*stp = ap_search(m, c, &pc->r.search, &r, err)) != AP_OK) return NULL;
     int repartitioned = 0;
-    if (pc->r.partition && (*stp = ap_partition_top(m, c, &pc->r.search, pc->r.solver, &r,
-                                                    &repartitioned, err)) != AP_OK) {
-        ap_search_result_free(&r);
-        return NULL;
-    }
+    for (int i = 0; i < r.ntop; i++) repartitioned += r.top[i].plan.nchunks > 0;
+    if (r.ntop == 0 && r.have_closest) repartitioned += r.closest.plan.nchunks > 0;
     ap_json *out = ap_json_new_object();
     ap_json *srch = ap_json_new_object();
     ap_json *plans = ap_json_new_array();
@@ -225,6 +223,9 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_status *stp, 
     ap_json_add_number(srch, "fit", (double)r.fit);
     ap_json_add_number(srch, "search_s", r.search_s);
     ap_json_add_number(srch, "repartitioned", repartitioned);
+    ap_json_add_number(srch, "resplit_candidates", (double)r.candidates);
+    ap_json_add_number(srch, "resplit", (double)r.resplit);
+    ap_json_add_number(srch, "joint", (double)r.joint);
     ap_json_add(out, "search", srch);
     for (int i = 0; i < r.ntop; i++) ap_json_push(plans, ap_result_plan_json(&r.top[i], m));
     ap_json_add(out, "plans", plans);
@@ -423,6 +424,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "db", AP_FLAG_VALUE, "PATH", "plan cache database (default "
                  "$XDG_CACHE_HOME/autoplan/autoplan.db)");
     ap_flags_add(fl, "no-cache", AP_FLAG_BOOL, NULL, "neither read nor write the plan cache");
+    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the search (default: one "
+                 "per core; the answer does not depend on it)");
 }
 
 

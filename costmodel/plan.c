@@ -48,6 +48,14 @@ int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c) {
 }
 
 int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c) {
+    int n = p->pp * p->vp;
+    if (n > 0 && p->nchunks != n) {
+        /* the uniform split in closed form: c chunks of base layers, plus one for each of the
+         * middle chunks (ap_plan_chunk_layers) before c */
+        int base = (int)(L / n), rem = (int)(L % n), start = (n - rem) / 2;
+        int extra = c <= start ? 0 : c - start < rem ? c - start : rem;
+        return c * base + extra;
+    }
     int first = 0;
     for (int i = 0; i < c; i++) first += ap_plan_chunk_layers(p, L, i);
     return first;

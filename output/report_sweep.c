@@ -1,7 +1,7 @@
 /*
  * report_sweep.c - the GPU-count sweep of `autoplan compare --gpus 64..1024` (report.h): the best
- * plan at each count, found exactly as `autoplan plan --gpus <count>` finds it (ap_search, then
- * ap_partition_top), and its renderings: chart 4 of report.html (tokens/s and time to train
+ * plan at each count, found exactly as `autoplan plan --gpus <count>` finds it (ap_search with
+ * its re-split), and its renderings: chart 4 of report.html (tokens/s and time to train
  * against GPUs, inline SVG) and the sweep table of report.md.
  *
  * Chart: the x axis is logarithmic in the GPU count (base 2; a tick labelled with each count
@@ -39,19 +39,14 @@ ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
     o.visit = NULL;
     o.visit_ctx = NULL;
     o.max_evals = 0;
+    o.resplit = solver >= 0;
+    o.resplit_solver = solver >= 0 ? solver : AP_SOLVER_DP;
     for (int i = 0; i < n; i++) {
         const ap_cluster *c = &clusters[i];
         ap_search_result res;
         ap_status st = ap_search(m, c, &o, &res, err);
         if (st != AP_OK) {
             ap_err_prefix(err, "--gpus %d", c->gpus);
-            ap_free(pts);
-            return st;
-        }
-        if (solver >= 0) st = ap_partition_top(m, c, &o, (ap_solver)solver, &res, NULL, err);
-        if (st != AP_OK) {
-            ap_err_prefix(err, "--gpus %d", c->gpus);
-            ap_search_result_free(&res);
             ap_free(pts);
             return st;
         }

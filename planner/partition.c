@@ -263,8 +263,9 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         int tmp[AP_MAX_STAGES];
         d.ignore_mem = 1;
         so->T_nomem = pdp_solve(&d, tmp) > 0 ? pdp_split_T(&d, tmp, NULL) : INFINITY;
-        /* with a cap, no split below it: the cap is the bound */
-        if (so->T_nomem == INFINITY && upper_s > 0) so->T_nomem = upper_s;
+        /* with a cap, splits using a range not priced take longer than the cap, so the least
+         * T is at least the smaller of the cap and the best split of priced ranges */
+        if (upper_s > 0 && so->T_nomem > upper_s) so->T_nomem = upper_s;
         d.ignore_mem = 0;
     } else {
         so->T_nomem = 0;
@@ -299,7 +300,8 @@ typedef struct {
  * parameters, which the partition does not optimise. AP_ERR_INFEASIBLE when the trainer refuses
  * the variant (its table: ZeRO stage, fractions, offload together). */
 static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_plan *q,
-                               const ap_estimate_opts *est, double *extra_s, ap_err *err) {
+                               const ap_estimate_opts *est, double *extra_s, int *ufits,
+                               double *ustep_s, ap_err *err) {
     ap_estimate *e = ap_malloc(sizeof *e);
     ap_plan *u = ap_malloc(sizeof *u);
     if (!e || !u) {
@@ -310,7 +312,11 @@ static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_
     *u = *q;
     u->nchunks = 0;
     ap_status st = ap_stage_estimate(m, c, u, est, e, err);
-    if (st == AP_OK) *extra_s = e->time.optimizer_s + e->time.offload_s;
+    if (st == AP_OK) {
+        *extra_s = e->time.optimizer_s + e->time.offload_s;
+        *ufits = e->fits;
+        *ustep_s = e->time.step_s;
+    }
     ap_free(e);
     ap_free(u);
     return st;
@@ -321,8 +327,7 @@ static int variant_better(const variant *a, const variant *b) {
     return a->so.fits ? a->J < b->J : a->so.peak < b->so.peak;
 }
 
-/* The inputs the solver refuses (partition.h). */
-static ap_status check_input(const ap_model *m, const ap_plan *p, const ap_partition_opts *o,
+ap_status pt_check_input(const ap_model *m, const ap_plan *p, const ap_partition_opts *o,
                              ap_err *err) {
     const int L = (int)m->layers;
     const int lo = o->min_layers > 0 ? o->min_layers : 1;
@@ -370,6 +375,7 @@ typedef struct {
     int nvar, cap, best;
     double tnomem[3];       /* per granularity: the least T with memory ignored so far */
     int skipped;            /* choices not solved (they cannot beat the best objective) */
+    int cut;                /* choices not solved: nothing of theirs can beat opts.upper_s */
     ap_status refused;      /* a variant the trainer refused, and why */
     ap_err rerr;
 } psolve;
@@ -413,43 +419,80 @@ static variant *new_variant(psolve *ps, ap_err *err) {
     return &ps->vars[ps->nvar];
 }
 
-/* The variants of one (granularity, offload fractions) choice: its stage table, and with
- * Megatron's one count one variant per count K, each solved by the DP. A choice the trainer
- * refuses is skipped (ps->refused keeps the first reason). */
-static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
+/* One (granularity, offload fractions) choice: its plan, how its counts are chosen, its X and
+ * how its uniform split does (the order in which choices are solved). */
+typedef struct {
+    int gi, oi, pi;
+    ap_plan q;
+    int per_stage_rc, one_count;
+    double extra;
+    int ufits;          /* its uniform split fits */
+    double ustep_s;     /* the uniform split's step time */
+    int order;          /* index in the natural order */
+} choice;
+
+/* Build choice (gi, oi, pi) into *ch; *refused = 1 when the trainer cannot run it (ps->refused
+ * keeps the first reason). */
+static ap_status probe_choice(psolve *ps, int gi, int oi, int pi, choice *ch, int *refused,
+                              ap_err *err) {
     const ap_partition_opts *o = ps->o;
-    ap_plan q = *ps->p;
-    q.recompute = ps->modes[gi];
+    *refused = 0;
+    ch->gi = gi;
+    ch->oi = oi;
+    ch->pi = pi;
+    ap_plan *q = &ch->q;
+    *q = *ps->p;
+    q->recompute = ps->modes[gi];
     if (o->choose_offload) {
-        q.offload_optimizer = ps->fr[oi];
-        q.offload_params = ps->tr->offload_params ? ps->fr[pi] : 0.0;
+        q->offload_optimizer = ps->fr[oi];
+        q->offload_params = ps->tr->offload_params ? ps->fr[pi] : 0.0;
     }
-    int full = q.recompute == AP_RECOMPUTE_FULL;
-    int per_stage_rc = ps->counts && full && ps->tr->per_stage_recompute && ps->partial_ok;
-    int one_count = ps->counts && full && !per_stage_rc && ps->tr->recompute_partial &&
+    int full = q->recompute == AP_RECOMPUTE_FULL;
+    ch->per_stage_rc = ps->counts && full && ps->tr->per_stage_recompute && ps->partial_ok;
+    ch->one_count = ps->counts && full && !ch->per_stage_rc && ps->tr->recompute_partial &&
                     ps->partial_ok;
     if (ps->counts) {
-        q.recompute_layers = 0;
-        for (int i = 0; i < AP_MAX_CHUNKS; i++) q.stage_recompute[i] = -1;
+        q->recompute_layers = 0;
+        for (int i = 0; i < AP_MAX_CHUNKS; i++) q->stage_recompute[i] = -1;
     }
-    if (!full) q.recompute_layers = 0;
+    if (!full) q->recompute_layers = 0;
     /* X only matters between variants of different granularity or offload; with one table it
      * is a constant left out (and an interleaved plan's uniform layout may not even be one the
      * trainer accepts) */
-    double extra = 0;
+    ch->extra = 0;
+    ch->ufits = 0;
+    ch->ustep_s = INFINITY;
+    if (ps->ntab_max == 1) return AP_OK;
     ap_err verr = {{0}};
-    ap_status vs = ps->ntab_max > 1 ? variant_extra(ps->m, ps->c, &q, &o->est, &extra, &verr)
-                                    : AP_OK;
+    ap_status vs = variant_extra(ps->m, ps->c, q, &o->est, &ch->extra, &ch->ufits, &ch->ustep_s,
+                                 &verr);
     if (vs == AP_ERR_INFEASIBLE) {
         /* the trainer cannot run this variant: not a candidate */
         if (ps->refused == AP_OK) ps->rerr = verr;
         ps->refused = vs;
+        *refused = 1;
         return AP_OK;
     }
-    if (vs != AP_OK) {
-        *err = verr;
-        return vs;
-    }
+    if (vs != AP_OK) *err = verr;
+    return vs;
+}
+
+/* Solve order: choices whose uniform split fits first, fastest first (a fitting answer early
+ * bounds the others, whose ranges beyond it are then never priced), then the rest as listed. */
+static int choice_first(const void *x, const void *y) {
+    const choice *a = x, *b = y;
+    if (a->ufits != b->ufits) return a->ufits ? -1 : 1;
+    if (a->ufits && a->ustep_s != b->ustep_s) return a->ustep_s < b->ustep_s ? -1 : 1;
+    return a->order - b->order;
+}
+
+/* The variants of one choice: its stage table, and with Megatron's one count one variant per
+ * count K, each solved by the DP. */
+static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
+    const ap_partition_opts *o = ps->o;
+    const int gi = ch->gi, per_stage_rc = ch->per_stage_rc, one_count = ch->one_count;
+    const double extra = ch->extra;
+    const ap_plan *qp = &ch->q;
     /* A choice that cannot beat the best objective found is not solved: its T is at least the
      * least T of its granularity with memory ignored, since its stage times are those of the
      * granularity's other offload choices (offload changes the memory of a stage, not its
@@ -463,7 +506,7 @@ static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
         ps->skipped++;
         return AP_OK;
     }
-    ap_status st = ap_stage_table_new(ps->m, ps->c, &q, &o->est, &ps->tabs[ps->ntab], err);
+    ap_status st = ap_stage_table_new(ps->m, ps->c, qp, &o->est, &ps->tabs[ps->ntab], err);
     if (st != AP_OK) return st;
     const int tab = ps->ntab++;
     int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
@@ -473,11 +516,22 @@ static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
         const variant *bb = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
         int capped = bb && bb->so.fits && !single;
         double upper = capped ? bb->J * (1 + 1e-9) - extra : 0;
-        if (capped && upper <= 0) break;
+        if (o->upper_s > 0 && (!capped || o->upper_s - extra < upper)) {
+            upper = o->upper_s - extra;
+            capped = 1;
+        }
+        if (o->upper_pipe_s > 0 && (!capped || o->upper_pipe_s < upper)) {
+            upper = o->upper_pipe_s;
+            capped = 1;
+        }
+        if (capped && upper <= 0) {
+            ps->cut++;
+            break;
+        }
         variant *x = new_variant(ps, err);
         if (!x) return AP_ERR_NOMEM;
-        x->q = q;
-        x->q.recompute_layers = one_count ? k : q.recompute_layers;
+        x->q = *qp;
+        x->q.recompute_layers = one_count ? k : qp->recompute_layers;
         x->table = tab;
         x->per_stage_rc = per_stage_rc;
         x->fixed_rc = one_count ? k : -1;
@@ -498,6 +552,8 @@ static ap_status add_choice(psolve *ps, int gi, int oi, int pi, ap_err *err) {
          * memory grows with K: once it reaches the best objective, no larger K can do better */
         const variant *b = &ps->vars[ps->best];
         if (k > 0 && b->so.fits && x->lb >= b->J * (1 - 1e-12)) break;
+        /* nor once it reaches the cap: no split of a larger K is below it */
+        if (k > 0 && capped && x->so.T_nomem >= upper * (1 - 1e-12)) break;
         /* all layers recomputed (K = 0) is the least memory of every count (memory falls as
          * the count grows): when no split of it fits, no count's does, and each has a larger
          * peak */
@@ -575,6 +631,7 @@ static ap_status fill_result(const psolve *ps, double t0, ap_partition_result *o
     out->solver = b->so.solver;
     out->optimal = b->so.optimal;
     out->fell_back = b->so.fell_back;
+    out->capped = b->so.capped;
     out->restricted = b->so.restricted;
     out->extra_s = b->extra_s;
     out->objective_s = out->pipe_s + b->extra_s;
@@ -594,7 +651,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     }
     double t0 = ap_now_s();
     memset(out, 0, sizeof *out);
-    ap_status st = check_input(m, p, o, err);
+    ap_status st = pt_check_input(m, p, o, err);
     if (st != AP_OK) return st;
     psolve ps;
     memset(&ps, 0, sizeof ps);
@@ -611,9 +668,30 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     ps.refused = AP_OK;
     for (int g = 0; g < 3; g++) ps.tnomem[g] = INFINITY;
     st = list_choices(&ps, err);
+    choice *ch = st == AP_OK ? ap_malloc((size_t)ps.ntab_max * sizeof *ch) : NULL;
+    if (st == AP_OK && !ch) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the choices");
+    int nch = 0;
     for (int gi = 0; gi < ps.nmodes && st == AP_OK; gi++)
         for (int oi = 0; oi < ps.nfo && st == AP_OK; oi++)
-            for (int pi = 0; pi < ps.nfp && st == AP_OK; pi++) st = add_choice(&ps, gi, oi, pi, err);
+            for (int pi = 0; pi < ps.nfp && st == AP_OK; pi++) {
+                int refused;
+                st = probe_choice(&ps, gi, oi, pi, &ch[nch], &refused, err);
+                if (st == AP_OK && !refused) ch[nch].order = nch, nch++;
+            }
+    if (st == AP_OK) qsort(ch, (size_t)nch, sizeof *ch, choice_first);
+    for (int i = 0; i < nch && st == AP_OK; i++) st = solve_choice(&ps, &ch[i], err);
+    ap_free(ch);
+    if (st == AP_OK && ps.nvar == 0 && ps.cut > 0) {
+        /* nothing can beat upper_s: the uniform split, capped */
+        int u[AP_MAX_CHUNKS];
+        ap_plan up = *p;
+        up.nchunks = 0;
+        for (int i = 0; i < p->pp * (p->vp > 1 ? p->vp : 1); i++)
+            u[i] = ap_plan_chunk_layers(&up, ps.L, i);
+        st = ap_partition_eval(m, c, p, &o->est, u, NULL, out, err);
+        out->capped = 1;
+        goto free_all;
+    }
     if (st == AP_OK && ps.nvar == 0) {
         st = ps.refused != AP_OK ? ps.refused : AP_ERR_INPUT;
         *err = ps.rerr;
@@ -625,102 +703,9 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
         !ps.vars[ps.best].so.restricted)
         st = solve_joint(&ps, err);
     if (st == AP_OK) st = fill_result(&ps, t0, out, err);
+free_all:
     for (int i = 0; i < ps.ntab; i++) ap_stage_table_free(ps.tabs[i]);
     ap_free(ps.tabs);
     ap_free(ps.vars);
-    return st;
-}
-
-/* ---- the plans a search returned ---------------------------------------------------------- */
-
-/* Re-split one returned plan (the closest one also with the joint recompute / offload choice,
- * or without it where that choice does not apply); *e receives the re-split plan's estimate and
- * *improves says whether it ranks before cur. */
-static ap_status resplit_one(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                             const ap_partition_opts *po, int joint, const ap_estimate *cur,
-                             ap_estimate *e, int *improves, ap_err *err) {
-    *improves = 0;
-    ap_partition_opts po1 = *po;
-    po1.choose_mode = po1.choose_recompute = po1.choose_offload = joint;
-    ap_err ierr;
-    if (check_input(m, &cur->plan, &po1, &ierr) != AP_OK) {
-        if (!joint || check_input(m, &cur->plan, po, &ierr) != AP_OK)
-            return AP_OK; /* a plan this solver does not split (too large, mixed layers) */
-        po1 = *po;
-    }
-    ap_partition_result *pr = ap_malloc(sizeof *pr);
-    ap_plan *q = ap_malloc(sizeof *q);
-    ap_status st = pr && q ? AP_OK : ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting");
-    if (st == AP_OK) {
-        st = ap_partition_solve(m, c, &cur->plan, &po1, pr, err);
-        /* every variant of the joint choice refused: the plain split */
-        if (joint && (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT))
-            st = ap_partition_solve(m, c, &cur->plan, po, pr, err);
-    }
-    if (st == AP_OK) {
-        *q = cur->plan;
-        ap_partition_apply(pr, q);
-        /* a split the trainer's table refuses is not an answer */
-        if (ap_plan_check(q, m, c, so->allow_cross_node_tp, NULL) == AP_OK) {
-            st = ap_estimate_plan(m, c, q, &so->est, e, err);
-            if (st == AP_OK)
-                *improves = (e->fits && !cur->fits) ||
-                            (e->fits == cur->fits && ap_estimate_better(e, cur));
-        }
-    }
-    if (st != AP_OK) {
-        char lbl[160];
-        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&cur->plan, lbl, sizeof lbl));
-    }
-    ap_free(pr);
-    ap_free(q);
-    return st;
-}
-
-ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                           ap_solver solver, ap_search_result *r, int *changed, ap_err *err) {
-    int nchanged;
-    if (!changed) changed = &nchanged;
-    *changed = 0;
-    const ap_trainer_caps *tr = ap_trainer_get(so->fixed.trainer);
-    if (!tr->uneven_stages) return AP_OK;
-    ap_partition_opts po;
-    ap_partition_opts_init(&po);
-    po.solver = solver;
-    po.est = so->est;
-    ap_estimate *e = ap_malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory re-splitting");
-    ap_status st = AP_OK;
-    ap_log_level lvl = ap_log_get_level();
-    ap_log_set_level(AP_LOG_ERROR); /* solver fallbacks are reported by the partition command */
-    for (int i = -1; i < r->ntop && st == AP_OK; i++) {
-        ap_estimate *cur = i < 0 ? (r->ntop == 0 && r->have_closest ? &r->closest : NULL)
-                                 : &r->top[i];
-        if (!cur || cur->plan.pp < 2) continue;
-        /* the closest plan of a search where nothing fits also gets the joint choice of
-         * recompute granularity, recomputed layers and offload fractions with its split (the
-         * ILP of issue 8, on this one candidate); the fitting plans are re-split only */
-        int improves;
-        st = resplit_one(m, c, so, &po, i < 0, cur, e, &improves, err);
-        if (st == AP_OK && improves) {
-            *cur = *e;
-            (*changed)++;
-        }
-    }
-    ap_log_set_level(lvl);
-    /* the closest plan now fits: it is the answer */
-    if (r->ntop == 0 && r->have_closest && r->closest.fits && r->top) {
-        r->top[0] = r->closest;
-        r->ntop = 1;
-        r->have_closest = 0;
-    }
-    /* keep the ranking sorted */
-    for (int i = 1; i < r->ntop; i++)
-        for (int j = i; j > 0 && ap_estimate_better(&r->top[j], &r->top[j - 1]); j--) {
-            *e = r->top[j];
-            r->top[j] = r->top[j - 1];
-            r->top[j - 1] = *e;
-        }
-    ap_free(e);
     return st;
 }

@@ -77,4 +77,9 @@ double pdp_split_peak(const pdp *d, const int *split);
 ap_status pdp_restricted(const pdp *d, const ap_trainer_caps *tr, int first_last,
                          const int *uniform, int *best, int *fits, char *note, size_t note_n);
 
+/* The inputs ap_partition_solve refuses with AP_ERR_INPUT before solving (partition.h): stage
+ * and chunk counts, tables too large, interleaving with mixed layer kinds or with choices. */
+ap_status pt_check_input(const ap_model *m, const ap_plan *p, const ap_partition_opts *o,
+                         ap_err *err);
+
 #endif

@@ -436,6 +436,13 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
         return ap_err_set(err, AP_ERR_INPUT, "--top: %d is out of range [1, 1000]", so->top_k);
     r->partition = !rq->no_partition;
     r->solver = (ap_solver)rq->solver.v;
+    /* the re-split is part of the search (search.h "Re-split") */
+    so->resplit = r->partition;
+    so->resplit_solver = (int)r->solver;
+    so->threads = rq->threads.given ? (int)rq->threads.v : 0;
+    if (so->threads < 0 || so->threads > 1024)
+        return ap_err_set(err, AP_ERR_INPUT, "--threads: %d is out of range [1, 1024]",
+                          so->threads);
     return search_batch(rq, r, err);
 }
 
@@ -614,7 +621,9 @@ static const char *solver_name(int v) {
 #define R(nm, k) {#nm, NULL, NULL, k, offsetof(ap_resolved, nm), 0, 0, NULL, 0, 0, 0}
 
 /* Every member of ap_search_opts but `fixed` (the plan table), `visit`/`visit_ctx` (callbacks,
- * not inputs) and `est.calib` (keyed by value, calib_fields); the stage re-split of `plan`. */
+ * not inputs), `est.calib` (keyed by value, calib_fields) and `threads` (the answer does not
+ * depend on it: tests/test_search.c); the stage re-split of `plan`, whose algorithm is keyed by
+ * ap_search_version(). */
 static const ap_field search_fields[] = {
     R(search.fix_recompute, AP_FT_BOOL),
     R(search.fix_dtype, AP_FT_BOOL),
@@ -630,6 +639,8 @@ static const ap_field search_fields[] = {
     R(search.est.gemm_eff_scale, AP_FT_REAL),
     R(search.est.net_bw_scale, AP_FT_REAL),
     R(search.max_evals, AP_FT_I64),
+    R(search.resplit, AP_FT_BOOL),
+    R(search.resplit_solver, AP_FT_INT),
     R(partition, AP_FT_BOOL),
     {"solver", NULL, NULL, AP_FT_ENUM, offsetof(ap_resolved, solver), 0, 0, solver_name,
      AP_SOLVER_AUTO + 1, 0, 0},
@@ -664,8 +675,9 @@ void ap_search_key_text(const ap_resolved *r, const ap_cluster *c, uint64_t prof
     ap_calib cal;
     if (r->search.est.calib) cal = *r->search.est.calib;
     else ap_calib_default(&c->gpu, &cal);
-    ap_strbuf_printf(out, "autoplan-plan/2\nversion=%s\ncostmodel=%s\ncatalog=%s\n", AP_VERSION,
-                     ap_costmodel_version(), ap_gpu_catalog_version());
+    ap_strbuf_printf(out, "autoplan-plan/2\nversion=%s\ncostmodel=%s\nsearch=%s\ncatalog=%s\n",
+                     AP_VERSION, ap_costmodel_version(), ap_search_version(),
+                     ap_gpu_catalog_version());
     /* the model's name is printed with the result, so it is part of the answer */
     ap_strbuf_puts(out, "model.name=");
     ap_text_escape(out, AP_TEXT_JSON, r->model.name);

@@ -5,15 +5,26 @@
  * Only the top K fitting estimates are kept, so memory stays O(K).
  *
  * Structure: eval() estimates one plan and keeps it; search_group() applies the two pruning
- * rules to one group; ap_search() drives the walk. A cost-model error on a plan the trainer's
- * rules accept stops the search and is returned with the plan named (a plan the heterogeneous
- * simulation finds it cannot run, AP_ERR_INFEASIBLE, is only not evaluated).
+ * rules to one group; a chunk is CHUNK_POINTS consecutive points searched into its own result;
+ * ap_search() runs the chunks on worker threads and merges their results in chunk order, then
+ * (resplit) hands the pipelined candidates to resplit.c. A cost-model error on a plan the
+ * trainer's rules accept stops the search and is returned with the plan named (a plan the
+ * heterogeneous simulation finds it cannot run, AP_ERR_INFEASIBLE, is only not evaluated).
+ *
+ * Determinism: the chunks are fixed by the space, not by the threads, and a chunk's result
+ * (its top K, closest plan, counters and candidates) is folded into the answer only after
+ * every chunk before it, so the answer is the same bit for bit whatever the thread count. At
+ * most WINDOW chunks per thread are in flight, so memory stays O(threads x K).
  */
-#include "autoplan/search.h"
+#include "search_int.h"
 #include "autoplan/hetero.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+const char *ap_search_version(void) { return "search-2"; }
 
 void ap_search_opts_init(ap_search_opts *o) {
     memset(o, 0, sizeof *o);
@@ -29,6 +40,7 @@ void ap_search_opts_init(ap_search_opts *o) {
 }
 
 void ap_search_result_free(ap_search_result *r) {
+    if (!r) return;
     ap_free(r->top);
     r->top = NULL;
     r->ntop = 0;
@@ -46,13 +58,73 @@ const char *ap_confidence_name(ap_confidence c) {
     return c == AP_CONF_FITS ? "fits" : c == AP_CONF_TIGHT ? "tight" : "oom";
 }
 
+int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
+    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
+    return a->device_peak_bytes < b->device_peak_bytes;
+}
+
+int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
+    int k = t->k;
+    if (t->n == k && !ap_estimate_better(e, &t->e[k - 1])) return 0;
+    if (t->n == t->cap && t->cap < k) {
+        int cap = t->cap ? 2 * t->cap : 8;
+        if (cap > k) cap = k;
+        ap_estimate *ne = ap_realloc(t->e, (size_t)cap * sizeof *ne);
+        if (ne) t->e = ne;
+        int64_t *ni = ne ? ap_realloc(t->id, (size_t)cap * sizeof *ni) : NULL;
+        if (ni) t->id = ni;
+        if (!ne || !ni) return -1;
+        t->cap = cap;
+    }
+    int pos = t->n < k ? t->n : k - 1;
+    while (pos > 0 && ap_estimate_better(e, &t->e[pos - 1])) pos--;
+    int last = t->n < k ? t->n : k - 1;
+    memmove(&t->e[pos + 1], &t->e[pos], (size_t)(last - pos) * sizeof *t->e);
+    memmove(&t->id[pos + 1], &t->id[pos], (size_t)(last - pos) * sizeof *t->id);
+    t->e[pos] = *e;
+    t->id[pos] = id;
+    if (t->n < k) t->n++;
+    return 1;
+}
+
+void topk_remove(topk *t, int i) {
+    memmove(&t->e[i], &t->e[i + 1], (size_t)(t->n - i - 1) * sizeof *t->e);
+    memmove(&t->id[i], &t->id[i + 1], (size_t)(t->n - i - 1) * sizeof *t->id);
+    t->n--;
+}
+
+/* ---- one chunk -------------------------------------------------------------------------------- */
+
+/* Points per chunk: the unit of work of a thread and of the ordered merge. */
+#define CHUNK_POINTS 16
+/* Chunks in flight per thread (finished ones wait for those before them to merge). */
+#define WINDOW 4
+
+/* What a chunk found: the search's counters, its top K (ids: indices into its candidates),
+ * its closest plan and its candidates. */
+typedef struct {
+    ap_search_result r;       /* counters, closest; r.top unused */
+    topk top;
+    double best_overshoot;
+    rs_cand *cands;
+    int64_t ncand, capc;
+    ap_status st;
+    ap_err err;
+} chunk_out;
+
+/* A worker's scratch and the chunk it writes. */
 typedef struct {
     const ap_model *m;
     const ap_cluster *c;
     const ap_search_opts *o;
-    ap_search_result *r;
+    const ap_space *space;
+    chunk_out *out;
     ap_estimate scratch;
-    double best_overshoot;
+    ap_plan_group g;
+    ap_plan p;
+    rs_scratch rs;
+    const ap_space_point *pt; /* the point being searched */
+    int resplit;
     ap_hetero_cache chunk_cache; /* Gemini's chunk search, shared by a group's plans */
 } search_state;
 
@@ -64,42 +136,48 @@ static ap_status estimate(search_state *s, const ap_plan *p, ap_estimate *e, ap_
     return ap_estimate_plan(s->m, s->c, p, &s->o->est, e, err);
 }
 
-int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
-    if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
-    return a->device_peak_bytes < b->device_peak_bytes;
-}
-
-static void keep(search_state *s, const ap_estimate *e) {
-    ap_search_result *r = s->r;
-    int k = s->o->top_k;
-    if (r->ntop == k && !ap_estimate_better(e, &r->top[k - 1])) return;
-    int pos = r->ntop < k ? r->ntop : k - 1;
-    while (pos > 0 && ap_estimate_better(e, &r->top[pos - 1])) pos--;
-    int last = r->ntop < k ? r->ntop : k - 1;
-    memmove(&r->top[pos + 1], &r->top[pos], (size_t)(last - pos) * sizeof *r->top);
-    r->top[pos] = *e;
-    if (r->ntop < k) r->ntop++;
-}
-
-static void consider_closest(search_state *s, const ap_estimate *e) {
+static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
     double over = (e->device_peak_bytes + e->headroom_bytes - e->capacity_bytes) /
                   e->capacity_bytes;
     if (!e->host_fits && e->host_capacity_bytes > 0) {
         double h = (e->host_bytes_per_node - 0.9 * e->host_capacity_bytes) / e->host_capacity_bytes;
         if (h > over) over = h;
     }
-    if (!s->r->have_closest || over < s->best_overshoot ||
-        (over == s->best_overshoot && ap_estimate_better(e, &s->r->closest))) {
-        s->r->closest = *e;
-        s->r->have_closest = 1;
-        s->best_overshoot = over;
+    if (!r->have_closest || over < *best_overshoot ||
+        (over == *best_overshoot && ap_estimate_better(e, &r->closest))) {
+        r->closest = *e;
+        r->have_closest = 1;
+        *best_overshoot = over;
     }
 }
 
-/* Evaluate one legal-or-not plan: *verdict 1 = fits, 0 = legal but does not fit, -1 = illegal
- * (or past max_evals). A cost-model failure on a legal plan is an error. */
-static ap_status eval(search_state *s, const ap_plan *p, int *verdict, ap_err *err) {
-    ap_search_result *r = s->r;
+/* A fitting pipelined plan: a candidate for the re-split, with its lower bound. */
+static ap_status add_candidate(search_state *s, int il, int im, ap_err *err) {
+    chunk_out *o = s->out;
+    if (o->ncand == o->capc) {
+        int64_t cap = o->capc ? 2 * o->capc : 64;
+        rs_cand *nc = ap_realloc(o->cands, (size_t)cap * sizeof *nc);
+        if (!nc) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split candidates");
+        o->cands = nc;
+        o->capc = cap;
+    }
+    rs_cand *x = &o->cands[o->ncand];
+    x->pt = *s->pt;
+    x->rc = il;
+    x->mb = im;
+    x->step_s = s->scratch.time.step_s;
+    x->fixed_s = s->scratch.time.pp_comm_s + s->scratch.time.overhead_s;
+    ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->scratch, &s->rs, x, err);
+    if (st != AP_OK) return st;
+    o->ncand++;
+    return AP_OK;
+}
+
+/* Evaluate one plan (member il, im of the group): *verdict 1 = fits, 0 = legal but does not
+ * fit, -1 = illegal (or past max_evals). A cost-model failure on a legal plan is an error. */
+static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err) {
+    ap_search_result *r = &s->out->r;
+    const ap_plan *p = &s->p;
     *verdict = -1;
     r->enumerated++;
     if (ap_plan_check(p, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return AP_OK;
@@ -117,26 +195,29 @@ static ap_status eval(search_state *s, const ap_plan *p, int *verdict, ap_err *e
     }
     r->evaluated++;
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
-    if (s->scratch.fits) {
-        r->fit++;
-        keep(s, &s->scratch);
-        *verdict = 1;
+    if (!s->scratch.fits) {
+        consider_closest(r, &s->out->best_overshoot, &s->scratch);
+        *verdict = 0;
         return AP_OK;
     }
-    consider_closest(s, &s->scratch);
-    *verdict = 0;
+    r->fit++;
+    *verdict = 1;
+    int cand = s->resplit && p->pp > 1;
+    if (cand && (st = add_candidate(s, il, im, err)) != AP_OK) return st;
+    if (topk_offer(&s->out->top, &s->scratch, cand ? s->out->ncand - 1 : -1) < 0)
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     return AP_OK;
 }
 
-/* Count members [rc, mb_from..) x levels as enumerated and, when legal, pruned (not estimated). */
-static void count_pruned(search_state *s, const ap_plan_group *g, ap_plan *p, int rc0, int rc1,
-                         int mb_from) {
-    ap_search_result *r = s->r;
+/* Count members [rc0, rc1) x [mb_from, nmbs) as enumerated and, when legal, pruned (not
+ * estimated). */
+static void count_pruned(search_state *s, int rc0, int rc1, int mb_from) {
+    ap_search_result *r = &s->out->r;
     for (int il = rc0; il < rc1; il++)
-        for (int im = mb_from; im < g->nmbs; im++) {
-            ap_plan_group_member(g, il, im, p);
+        for (int im = mb_from; im < s->g.nmbs; im++) {
+            ap_plan_group_member(&s->g, il, im, &s->p);
             r->enumerated++;
-            if (ap_plan_check(p, s->m, s->c, s->o->allow_cross_node_tp, NULL) == AP_OK) {
+            if (ap_plan_check(&s->p, s->m, s->c, s->o->allow_cross_node_tp, NULL) == AP_OK) {
                 r->legal++;
                 r->pruned++;
             }
@@ -146,49 +227,245 @@ static void count_pruned(search_state *s, const ap_plan_group *g, ap_plan *p, in
 /* Group bound (search.h): the least-memory member (the smallest micro-batch, the most
  * recomputation) does not fit, so no member does. It is estimated outside the counters; when
  * it is legal and does not fit it is still a candidate for the closest plan. */
-static ap_status group_cannot_fit(search_state *s, const ap_plan_group *g, ap_plan *q,
-                                  int *cannot, ap_err *err) {
+static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     *cannot = 0;
-    ap_plan_group_member(g, g->most_rc, 0, q);
-    if (ap_plan_check(q, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return AP_OK;
-    ap_status st = estimate(s, q, &s->scratch, err);
+    ap_plan_group_member(&s->g, s->g.most_rc, 0, &s->p);
+    if (ap_plan_check(&s->p, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return AP_OK;
+    ap_status st = estimate(s, &s->p, &s->scratch, err);
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
         char lbl[160];
-        ap_err_prefix(err, "estimating %s", ap_plan_label(q, lbl, sizeof lbl));
+        ap_err_prefix(err, "estimating %s", ap_plan_label(&s->p, lbl, sizeof lbl));
         return st;
     }
     if (s->scratch.fits) return AP_OK;
-    consider_closest(s, &s->scratch);
+    consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
     return AP_OK;
 }
 
-/* One group: skipped whole when its least-memory member does not fit; within a recompute level
- * the micro-batch loop stops at the first size that does not fit (larger ones only use more
- * memory). Pruned members are counted, not estimated. p is scratch for the member plans. */
-static ap_status search_group(search_state *s, const ap_plan_group *g, ap_plan *p, ap_err *err) {
+/* One group (s->g): skipped whole when its least-memory member does not fit; within a
+ * recompute level the micro-batch loop stops at the first size that does not fit (larger ones
+ * only use more memory). Pruned members are counted, not estimated. */
+static ap_status search_group(search_state *s, ap_err *err) {
     const int prune = s->o->prune;
     ap_status st;
-    *p = g->base;
+    s->p = s->g.base;
     if (prune) {
         int cannot;
-        if ((st = group_cannot_fit(s, g, p, &cannot, err)) != AP_OK) return st;
+        if ((st = group_cannot_fit(s, &cannot, err)) != AP_OK) return st;
         if (cannot) {
-            count_pruned(s, g, p, 0, g->nrc, 0);
+            count_pruned(s, 0, s->g.nrc, 0);
             return AP_OK;
         }
     }
-    for (int il = 0; il < g->nrc; il++)
-        for (int im = 0; im < g->nmbs; im++) {
-            ap_plan_group_member(g, il, im, p);
+    for (int il = 0; il < s->g.nrc; il++)
+        for (int im = 0; im < s->g.nmbs; im++) {
+            ap_plan_group_member(&s->g, il, im, &s->p);
             int v;
-            if ((st = eval(s, p, &v, err)) != AP_OK) return st;
+            if ((st = eval(s, il, im, &v, err)) != AP_OK) return st;
             if (v == 0 && prune) {
-                count_pruned(s, g, p, il, il + 1, im + 1);
+                count_pruned(s, il, il + 1, im + 1);
                 break;
             }
         }
+    return AP_OK;
+}
+
+/* Search the n points of one chunk into s->out (reset first). */
+static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
+    chunk_out *o = s->out;
+    o->top.n = 0;
+    o->ncand = 0;
+    memset(&o->r, 0, sizeof o->r);
+    o->best_overshoot = 0;
+    o->st = AP_OK;
+    for (int i = 0; i < n && o->st == AP_OK; i++) {
+        s->pt = &pts[i];
+        ap_space_group(s->space, &pts[i], &s->g);
+        o->st = search_group(s, &o->err);
+    }
+}
+
+/* ---- threads and the ordered merge -------------------------------------------------------- */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_search_opts *o;
+    ap_space space;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t next;             /* next chunk to claim */
+    int64_t merged;           /* chunks merged so far */
+    int exhausted;            /* the space has no more points */
+    int nslots;
+    chunk_out *slots;         /* chunk i in slots[i % nslots] */
+    ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
+    int *npts;                /* points of each slot's chunk; -1: not finished */
+    /* the answer */
+    ap_search_result *r;
+    topk top;
+    double best_overshoot;
+    rs_cand *cands;
+    int64_t ncand, capc;
+    ap_status st;
+    ap_err err;
+} search_run;
+
+/* Fold chunk slot `k` into the answer (run->mu held). */
+static void merge_chunk(search_run *run, chunk_out *o) {
+    ap_search_result *r = run->r;
+    if (run->st != AP_OK) return;
+    if (o->st != AP_OK) {
+        run->st = o->st;
+        run->err = o->err;
+        return;
+    }
+    r->enumerated += o->r.enumerated;
+    r->legal += o->r.legal;
+    r->evaluated += o->r.evaluated;
+    r->fit += o->r.fit;
+    r->pruned += o->r.pruned;
+    r->capped |= o->r.capped;
+    if (o->ncand > 0) {
+        if (run->ncand + o->ncand > run->capc) {
+            int64_t cap = run->capc ? run->capc : 256;
+            while (cap < run->ncand + o->ncand) cap *= 2;
+            rs_cand *nc = ap_realloc(run->cands, (size_t)cap * sizeof *nc);
+            if (!nc) {
+                run->st = ap_err_set(&run->err, AP_ERR_NOMEM, "out of memory for the re-split "
+                                     "candidates");
+                return;
+            }
+            run->cands = nc;
+            run->capc = cap;
+        }
+        memcpy(run->cands + run->ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
+    }
+    for (int i = 0; i < o->top.n; i++)
+        topk_offer(&run->top, &o->top.e[i], o->top.id[i] < 0 ? -1 : run->ncand + o->top.id[i]);
+    /* (the answer's ranking is allocated whole: the offer cannot fail) */
+    run->ncand += o->ncand;
+    if (o->r.have_closest) consider_closest(r, &run->best_overshoot, &o->r.closest);
+}
+
+/* Claim the next chunk: its points into its slot; -1 when there is none (run->mu held). */
+static int64_t claim(search_run *run) {
+    while (!run->exhausted && run->st == AP_OK && run->next >= run->merged + run->nslots)
+        pthread_cond_wait(&run->cv, &run->mu);
+    if (run->exhausted || run->st != AP_OK) return -1;
+    int64_t i = run->next;
+    int k = (int)(i % run->nslots);
+    ap_space_point *pts = run->pts + (size_t)k * CHUNK_POINTS;
+    int n = 0;
+    while (n < CHUNK_POINTS && ap_space_next(&run->space, &pts[n])) n++;
+    if (n == 0) {
+        run->exhausted = 1;
+        pthread_cond_broadcast(&run->cv);
+        return -1;
+    }
+    if (n < CHUNK_POINTS) run->exhausted = 1;
+    run->npts[k] = -n - 1; /* claimed, not finished */
+    run->next++;
+    return i;
+}
+
+static void *worker(void *arg) {
+    search_run *run = ((void **)arg)[0];
+    search_state *s = ((void **)arg)[1];
+    pthread_mutex_lock(&run->mu);
+    for (;;) {
+        int64_t i = claim(run);
+        if (i < 0) break;
+        int k = (int)(i % run->nslots);
+        int n = -run->npts[k] - 1;
+        s->out = &run->slots[k];
+        pthread_mutex_unlock(&run->mu);
+        search_chunk(s, run->pts + (size_t)k * CHUNK_POINTS, n);
+        pthread_mutex_lock(&run->mu);
+        run->npts[k] = n;
+        /* fold every finished chunk that is next in order */
+        while (run->merged < run->next && run->npts[run->merged % run->nslots] >= 0) {
+            int km = (int)(run->merged % run->nslots);
+            merge_chunk(run, &run->slots[km]);
+            run->npts[km] = -1;
+            run->merged++;
+        }
+        pthread_cond_broadcast(&run->cv);
+    }
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+static int threads_of(const ap_search_opts *o) {
+    if (o->visit || o->max_evals > 0) return 1;
+    int n = o->threads;
+    if (n <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores > 0 ? (int)cores : 1;
+    }
+    return n > 256 ? 256 : n;
+}
+
+/* Allocate the run's slots and answer; AP_ERR_NOMEM on failure (free_run is safe after). */
+static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err) {
+    run->nslots = nthreads * WINDOW;
+    run->slots = ap_calloc((size_t)run->nslots, sizeof *run->slots);
+    run->pts = ap_malloc((size_t)run->nslots * CHUNK_POINTS * sizeof *run->pts);
+    run->npts = ap_malloc((size_t)run->nslots * sizeof *run->npts);
+    run->top.k = run->top.cap = top_k;
+    run->top.e = ap_calloc((size_t)top_k, sizeof *run->top.e);
+    run->top.id = ap_calloc((size_t)top_k, sizeof *run->top.id);
+    if (!run->slots || !run->pts || !run->npts || !run->top.e || !run->top.id)
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
+    for (int k = 0; k < run->nslots; k++) {
+        run->npts[k] = -1;
+        run->slots[k].top.k = top_k; /* grown on demand (topk_offer) */
+    }
+    return AP_OK;
+}
+
+static void free_run(search_run *run) {
+    for (int k = 0; run->slots && k < run->nslots; k++) {
+        ap_free(run->slots[k].top.e);
+        ap_free(run->slots[k].top.id);
+        ap_free(run->slots[k].cands);
+    }
+    ap_free(run->slots);
+    ap_free(run->pts);
+    ap_free(run->npts);
+    ap_free(run->top.id);
+    ap_free(run->cands);
+}
+
+/* Run the enumeration on nthreads workers (the calling thread is one of them). */
+static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
+    search_state *st = ap_calloc((size_t)nthreads, sizeof *st);
+    void **args = ap_calloc((size_t)nthreads * 2, sizeof *args);
+    pthread_t *tid = ap_calloc((size_t)nthreads, sizeof *tid);
+    if (!st || !args || !tid) {
+        ap_free(st);
+        ap_free(args);
+        ap_free(tid);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search threads");
+    }
+    char *started = ap_calloc((size_t)nthreads, 1);
+    for (int i = 0; i < nthreads; i++) {
+        st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
+                               .resplit = run->o->resplit && rs_applies(run->o)};
+        args[2 * i] = run;
+        args[2 * i + 1] = &st[i];
+        /* a thread that cannot start leaves its share to the others */
+        if (i > 0 && started) started[i] = pthread_create(&tid[i], NULL, worker, &args[2 * i]) == 0;
+    }
+    worker(&args[0]);
+    for (int i = 1; i < nthreads; i++)
+        if (started && started[i]) pthread_join(tid[i], NULL);
+    ap_free(started);
+    ap_free(st);
+    ap_free(args);
+    ap_free(tid);
     return AP_OK;
 }
 
@@ -199,34 +476,36 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (o->top_k < 1 || o->top_k > 10000)
         return ap_err_set(err, AP_ERR_INPUT, "--top must be in [1, 10000]");
     if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
-    r->top = ap_calloc((size_t)o->top_k, sizeof *r->top);
-    search_state *s = ap_malloc(sizeof *s);
-    ap_space *sp = ap_malloc(sizeof *sp);
-    ap_plan_group *g = ap_malloc(sizeof *g);
-    ap_plan *p = ap_malloc(sizeof *p);
-    ap_status st = AP_OK;
-    if (!r->top || !s || !sp || !g || !p) {
-        st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
-        goto done;
+    const int nthreads = threads_of(o);
+    search_run *run = ap_calloc(1, sizeof *run);
+    if (!run) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
+    run->m = m;
+    run->c = c;
+    run->o = o;
+    run->r = r;
+    ap_space_init(&run->space, m, c, o);
+    ap_status st = init_run(run, nthreads, o->top_k, err);
+    if (st == AP_OK) {
+        pthread_mutex_init(&run->mu, NULL);
+        pthread_cond_init(&run->cv, NULL);
+        st = enumerate(run, nthreads, err);
+        pthread_cond_destroy(&run->cv);
+        pthread_mutex_destroy(&run->mu);
     }
-    s->m = m;
-    s->c = c;
-    s->o = o;
-    s->r = r;
-    s->best_overshoot = 0;
-    memset(&s->chunk_cache, 0, sizeof s->chunk_cache);
-    ap_space_init(sp, m, c, o);
-    ap_space_point pt;
-    while (st == AP_OK && ap_space_next(sp, &pt)) {
-        ap_space_group(sp, &pt, g);
-        st = search_group(s, g, p, err);
+    if (st == AP_OK && run->st != AP_OK) {
+        st = run->st;
+        *err = run->err;
     }
-done:
+    r->candidates = run->ncand;
+    if (st == AP_OK && rs_applies(o))
+        st = rs_rank(m, c, o, run->cands, run->ncand, &run->top, r, err);
+    r->top = run->top.e;
+    r->ntop = run->top.n;
+    run->top.e = NULL;
+    r->threads = nthreads;
+    free_run(run);
+    ap_free(run);
     if (st != AP_OK) ap_search_result_free(r);
-    ap_free(s);
-    ap_free(sp);
-    ap_free(g);
-    ap_free(p);
     r->search_s = ap_now_s() - t0;
     return st;
 }

@@ -10,6 +10,7 @@
 
 #include "autoplan/json.h"
 #include "autoplan/partition.h"
+#include "../planner/search_int.h" /* white box: the re-split bounds */
 #include "autoplan/search.h"
 #include "autoplan/hetero.h"
 #include "testlib.h"
@@ -379,7 +380,7 @@ static void test_partition_in_search(void) {
 
 /* Errors are not swallowed on the way up: a cost model that prices stages at infinity (a GPU
  * with no memory bandwidth, built here by hand: the catalog and cluster files refuse it) makes
- * the stage re-split fail, and ap_partition_top returns that error with the plan named. */
+ * the stage re-split fail, and ap_search returns that error with the plan named. */
 static void test_errors_propagate(void) {
     ap_model m = load("examples/models/llama-2-7b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 16);
@@ -393,12 +394,286 @@ static void test_errors_propagate(void) {
     ap_search_result r;
     CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
     CHECK(r.ntop > 0 || r.have_closest);
-    int changed = -1;
-    ap_status st = ap_partition_top(&m, &c, &o, AP_SOLVER_DP, &r, &changed, &err);
+    ap_search_result_free(&r);
+    o.resplit = 1;
+    ap_status st = ap_search(&m, &c, &o, &r, &err);
     CHECK_INT(st, AP_ERR_INTERNAL);
     CHECK_CONTAINS(err.msg, "re-splitting tp");
     CHECK_CONTAINS(err.msg, "non-finite");
+    CHECK(r.top == NULL && r.ntop == 0);
+}
+
+/* ---- the re-split ranking against brute force ------------------------------------------------ */
+
+/* Every fitting plan of a search (visitor, unpruned): kept with its estimate. */
+typedef struct {
+    ap_estimate *e;
+    int n, cap;
+} plan_list;
+
+static void collect_fit(void *ctx, const ap_estimate *e) {
+    plan_list *l = ctx;
+    if (!e->fits) return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->e = realloc(l->e, (size_t)l->cap * sizeof *l->e);
+    }
+    l->e[l->n++] = *e;
+}
+
+static int same_plan_t(const ap_plan *a, const ap_plan *b) {
+    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
+           a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
+           a->recompute == b->recompute && a->recompute_layers == b->recompute_layers &&
+           a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
+}
+
+/* Add e to the brute-force list: one entry per plan (up to its split), the better one. */
+static void add_best(plan_list *l, const ap_estimate *e) {
+    for (int i = 0; i < l->n; i++)
+        if (same_plan_t(&l->e[i].plan, &e->plan)) {
+            if (ap_estimate_better(e, &l->e[i])) l->e[i] = *e;
+            return;
+        }
+    collect_fit(l, e);
+}
+
+/* Split plan p with opts po (no caps): the re-split estimate into *out; 0 when the solver does
+ * not take the plan or the split does not fit. */
+static int resplit_brute(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                         const ap_plan *p, const ap_partition_opts *po, ap_estimate *out) {
+    static ap_partition_result pr;
+    static ap_plan q;
+    ap_err err;
+    if (ap_partition_solve(m, c, p, po, &pr, &err) != AP_OK || !pr.fits) return 0;
+    q = *p;
+    ap_partition_apply(&pr, &q);
+    if (ap_plan_check(&q, m, c, o->allow_cross_node_tp, NULL) != AP_OK) return 0;
+    CHECK(ap_estimate_plan(m, c, &q, &o->est, out, &err) == AP_OK);
+    return out->fits;
+}
+
+/* The search with its re-split returns the k best of: every fitting plan with its uniform or
+ * optimal split (its own recompute and offload), and for every degree combination with a
+ * fitting pipelined plan the joint choice of recompute and offload with the split. The brute
+ * force solves all of them (no bounds, no caps); the bounds the search prunes with are checked
+ * below every value they bound. */
+static void check_resplit(const char *what, const ap_model *m, const ap_cluster *c,
+                          ap_search_opts o) {
+    ap_err err = {{0}};
+    ap_search_result r;
+    o.resplit = 1;
+    CHECK(ap_search(m, c, &o, &r, &err) == AP_OK);
+    plan_list all = {0}, best = {0};
+    ap_search_opts ou = o;
+    ou.resplit = 0;
+    ou.prune = 0;
+    ou.top_k = 1;
+    ou.visit = collect_fit;
+    ou.visit_ctx = &all;
+    ap_search_result ur;
+    CHECK(ap_search(m, c, &ou, &ur, &err) == AP_OK);
+    ap_search_result_free(&ur);
+    ap_partition_opts pf, pj;
+    ap_partition_opts_init(&pf);
+    pf.est = o.est;
+    pj = pf;
+    pj.choose_mode = pj.choose_recompute = pj.choose_offload = 1;
+    rs_scratch *sc = calloc(1, sizeof *sc);
+    static ap_estimate e;
+    int nbound = 0, bad = 0;
+    /* the joint choice once per degree combination (the first plan of it met) */
+    ap_plan *combo = calloc((size_t)all.n + 1, sizeof *combo);
+    double *combo_s = calloc((size_t)all.n + 1, sizeof *combo_s);
+    int ncombo = 0;
+    for (int i = 0; i < all.n; i++) {
+        ap_estimate u = all.e[i];
+        add_best(&best, &u);
+        if (u.plan.pp < 2 || !ap_trainer_get(u.plan.trainer)->uneven_stages) continue;
+        rs_cand x;
+        CHECK(rs_lower_bound(m, c, &o, &u, sc, &x, &err) == AP_OK);
+        double own = rs_bound(&x, x.own_s, INFINITY), cb = rs_bound(&x, x.combo_s, INFINITY);
+        double vals[3] = {u.time.step_s, INFINITY, INFINITY};
+        if (resplit_brute(m, c, &o, &u.plan, &pf, &e)) {
+            add_best(&best, &e);
+            vals[1] = e.time.step_s;
+        }
+        int j = 0;
+        for (; j < ncombo; j++) {
+            const ap_plan *a = &combo[j], *b = &u.plan;
+            if (a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
+                a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero)
+                break;
+        }
+        if (j == ncombo) {
+            combo[ncombo] = u.plan;
+            combo_s[ncombo] = INFINITY;
+            if (resplit_brute(m, c, &o, &u.plan, &pj, &e)) {
+                add_best(&best, &e);
+                combo_s[ncombo] = e.time.step_s;
+            }
+            ncombo++;
+        }
+        vals[2] = combo_s[j];
+        /* the bounds: own below its own splits, combo below every variant's */
+        for (int k = 0; k < 3; k++) {
+            if (vals[k] == INFINITY) continue;
+            nbound++;
+            double kth_s = vals[k] * (1 + 1e-9);
+            if (k < 2 && rs_bound(&x, x.own_s, kth_s) > vals[k]) bad++;
+            if (rs_bound(&x, x.combo_s, kth_s) > vals[k]) bad++;
+            if (k < 2 && own > vals[k]) bad++;
+            if (cb > vals[k]) bad++;
+        }
+    }
+    fprintf(stderr, "%s: %d fitting plans, %d combinations, search split %lld + %lld joint\n", what,
+            all.n, ncombo, (long long)r.resplit, (long long)r.joint);
+    free(combo);
+    free(combo_s);
+    CHECK(nbound > 0);
+    CHECK_INT(bad, 0);
+    if (bad) fprintf(stderr, "%s: %d bounds above the value they bound\n", what, bad);
+    /* the k best, stable */
+    for (int i = 1; i < best.n; i++)
+        for (int j = i; j > 0 && ap_estimate_better(&best.e[j], &best.e[j - 1]); j--) {
+            e = best.e[j];
+            best.e[j] = best.e[j - 1];
+            best.e[j - 1] = e;
+        }
+    int k = best.n < o.top_k ? best.n : o.top_k;
+    CHECK_INT(r.ntop, k);
+    for (int i = 0; i < k && i < r.ntop; i++) {
+        CHECK_NEAR(r.top[i].time.step_s, best.e[i].time.step_s, 1e-12);
+        if (fabs(r.top[i].time.step_s - best.e[i].time.step_s) > 1e-12 * best.e[i].time.step_s) {
+            char a[160], b[160];
+            fprintf(stderr, "%s rank %d: search %s %.9g, brute force %s %.9g\n", what, i + 1,
+                    ap_plan_label(&r.top[i].plan, a, sizeof a), r.top[i].time.step_s,
+                    ap_plan_label(&best.e[i].plan, b, sizeof b), best.e[i].time.step_s);
+        }
+    }
+    if (k > 0) CHECK(same_plan_t(&r.top[0].plan, &best.e[0].plan));
+    /* the bounds prune: not every candidate is split */
+    CHECK(r.resplit <= r.candidates);
+    free(sc);
+    free(all.e);
+    free(best.e);
     ap_search_result_free(&r);
+}
+
+static void test_resplit_brute_force(void) {
+    /* small layer counts and pinned degrees keep the brute force (every plan split, every
+     * combination's joint choice, no bounds) to seconds; the cases cover Megatron (one count,
+     * offload fractions, interleaving), torchtitan (ZeRO-3 with pipelines), Colossal-AI
+     * (per-stage counts), an MoE model and one mixing dense and MoE layers */
+    struct { const char *model, *gpu; int layers, n; int64_t gbs, seq; ap_trainer_id tr;
+             double headroom_gib; int tp, pp, ep; } cases[] = {
+        {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 16, 8, 32, 4096, AP_TRAINER_MEGATRON, 20, 2, 4, 0},
+        {"examples/models/llama-3-70b.json", "a100-sxm4-40g", 16, 16, 32, 4096, AP_TRAINER_MEGATRON, 2, 8, 2, 0},
+        {"examples/models/llama-3-8b.json", "h100-sxm", 12, 8, 32, 8192, AP_TRAINER_TORCHTITAN, 40, 0, 4, 0},
+        {"examples/models/gpt2.json", "a100-sxm4-40g", 12, 8, 64, 1024, AP_TRAINER_COLOSSALAI, 36, 0, 2, 0},
+        {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 8, 16, 32, 4096, AP_TRAINER_MEGATRON, 2, 2, 2, 8},
+        {"examples/models/deepseek-v3.json", "h100-sxm", 8, 64, 64, 4096, AP_TRAINER_MEGATRON, 2, 8, 4, 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m = load(cases[i].model);
+        m.layers = cases[i].layers;
+        ap_cluster c = cluster(cases[i].gpu, cases[i].n);
+        ap_search_opts o;
+        ap_search_opts_init(&o);
+        o.fixed.trainer = cases[i].tr;
+        o.fixed.seq = cases[i].seq;
+        o.fixed.tp = cases[i].tp;
+        o.fixed.pp = cases[i].pp;
+        o.fixed.ep = cases[i].ep;
+        o.gbs = cases[i].gbs;
+        o.top_k = 5;
+        o.max_mbs = 4;
+        o.est.headroom_bytes = cases[i].headroom_gib * 1073741824.0;
+        char what[160];
+        snprintf(what, sizeof what, "%s (%d layers) %s x%d %s", cases[i].model, cases[i].layers,
+                 cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
+        check_resplit(what, &m, &c, o);
+    }
+}
+
+/* The answer does not depend on the thread count: the same plans, estimates and counters with
+ * 1 and 3 threads (library) and the same JSON from the command (only search_s differs). */
+static void same_answer(const ap_search_result *a, const ap_search_result *b) {
+    CHECK_INT(a->ntop, b->ntop);
+    CHECK_INT(a->enumerated, b->enumerated);
+    CHECK_INT(a->legal, b->legal);
+    CHECK_INT(a->evaluated, b->evaluated);
+    CHECK_INT(a->fit, b->fit);
+    CHECK_INT(a->pruned, b->pruned);
+    CHECK_INT(a->candidates, b->candidates);
+    CHECK_INT(a->resplit, b->resplit);
+    CHECK_INT(a->joint, b->joint);
+    CHECK_INT(a->have_closest, b->have_closest);
+    for (int i = 0; i < a->ntop && i < b->ntop; i++) {
+        CHECK(memcmp(&a->top[i].plan, &b->top[i].plan, sizeof(ap_plan)) == 0);
+        CHECK(a->top[i].time.step_s == b->top[i].time.step_s);
+        CHECK(a->top[i].device_peak_bytes == b->top[i].device_peak_bytes);
+    }
+    if (a->have_closest && b->have_closest)
+        CHECK(memcmp(&a->closest.plan, &b->closest.plan, sizeof(ap_plan)) == 0);
+}
+
+static char *strip_search_s(char *s) {
+    char *p = s ? strstr(s, "\"search_s\":") : NULL;
+    if (p) {
+        char *e = p + 11;
+        while (*e && *e != ',' && *e != '\n') e++;
+        memmove(p, e, strlen(e) + 1);
+    }
+    return s;
+}
+
+static void test_threads(void) {
+    struct { const char *model, *gpu; int n; int64_t gbs; ap_trainer_id tr; int resplit; } cases[] = {
+        {"examples/models/llama-3-70b.json", "h100-sxm", 64, 256, AP_TRAINER_MEGATRON, 1},
+        {"examples/models/llama-3-70b.json", "h100-sxm", 64, 256, AP_TRAINER_MEGATRON, 0},
+        {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 16, 128, AP_TRAINER_MEGATRON, 1},
+        {"examples/models/llama-3-8b.json", "h100-sxm", 16, 128, AP_TRAINER_TORCHTITAN, 1},
+        {"examples/models/gpt2.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_COLOSSALAI, 1},
+        {"examples/models/llama-3.1-405b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_MEGATRON, 1},
+    };
+    ap_err err;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m = load(cases[i].model);
+        ap_cluster c = cluster(cases[i].gpu, cases[i].n);
+        ap_search_opts o;
+        ap_search_opts_init(&o);
+        o.fixed.trainer = cases[i].tr;
+        o.fixed.seq = cases[i].tr == AP_TRAINER_COLOSSALAI ? 1024 : m.seq_len;
+        o.gbs = cases[i].gbs;
+        o.resplit = cases[i].resplit;
+        ap_search_result a, b;
+        o.threads = 1;
+        CHECK(ap_search(&m, &c, &o, &a, &err) == AP_OK);
+        o.threads = 3;
+        CHECK(ap_search(&m, &c, &o, &b, &err) == AP_OK);
+        CHECK_INT(a.threads, 1);
+        CHECK_INT(b.threads, 3);
+        same_answer(&a, &b);
+        ap_search_result_free(&a);
+        ap_search_result_free(&b);
+    }
+    const char *runs[] = {"'%s' --gpus 64 --gbs 256 --json --no-cache --threads %d",
+                          "'%s' --gpus 64..256 --gbs 256 --json --no-cache --threads %d"};
+    for (int k = 0; k < 2; k++) {
+        char args[1024], *out[2] = {NULL, NULL}, *er[2] = {NULL, NULL};
+        for (int t = 0; t < 2; t++) {
+            snprintf(args, sizeof args, runs[k], tl_path("examples/models/llama-3-70b.json"),
+                     t ? 4 : 1);
+            CHECK_INT(tl_run(args, &out[t], &er[t]), 0);
+            strip_search_s(out[t]);
+        }
+        CHECK(out[0] && out[1] && strcmp(out[0], out[1]) == 0);
+        for (int t = 0; t < 2; t++) {
+            free(out[t]);
+            free(er[t]);
+        }
+    }
 }
 
 int main(int argc, char **argv) {
@@ -410,5 +685,7 @@ int main(int argc, char **argv) {
     test_cache();
     test_partition_in_search();
     test_errors_propagate();
+    test_resplit_brute_force();
+    test_threads();
     return tl_finish();
 }

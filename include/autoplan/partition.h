@@ -89,6 +89,13 @@ typedef struct ap_partition_opts {
     double offload_fracs[8]; /* the discrete fractions tried; default 0, .25, .5, .75, 1 */
     int ilp_fault;           /* test hook: 1 = make GLPK raise an error while the model is built
                                 (exercises glp_error_hook and the fallback); default 0 */
+    double upper_s;          /* > 0: only a split whose objective is below this is wanted (the
+                                search passes what its k-th plan allows): stage costs that alone
+                                would exceed it are not evaluated, and when no fitting split
+                                beats it the answer is the plan's uniform split with capped = 1;
+                                default 0 (none) */
+    double upper_pipe_s;     /* > 0: the same for the pipeline time T of every variant (a cap
+                                that holds whatever X); default 0 */
     ap_estimate_opts est;    /* headroom, calibration */
 } ap_partition_opts;
 
@@ -127,6 +134,8 @@ typedef struct ap_partition_result {
                                             stopped at its time limit with a feasible answer */
     ap_solver solver;                    /* who produced the answer (DP after a fallback) */
     int fell_back;                       /* ILP asked, failed; this is the DP answer */
+    int capped;                          /* no fitting split beats opts.upper_s or
+                                            upper_pipe_s (the uniform split is returned) */
     int restricted;                      /* the trainer restricts the split (uniform, or
                                             first/last only) */
     long evals;                          /* cost-model evaluations used */
@@ -155,18 +164,6 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
 /* Copy the split into plan q: nchunks = pp, stage_layers, stage_recompute, recompute_layers,
  * recompute and the offload fractions. */
 void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
-
-/* Re-split the layers of the pipelined plans a search returned (r->top, or r->closest when
- * nothing fits) optimally with `solver`, where so->fixed.trainer can express uneven stages,
- * keeping a new split only when it fits where the old one did not, or is faster (then less
- * memory); a closest plan that comes to fit becomes r->top[0]; r->top stays sorted. This is
- * what `autoplan plan` does to its answer (and `autoplan compare` to each GPU count of a
- * sweep). Runs on the returned plans only; plans the solver does not take (partition_solve's
- * AP_ERR_INPUT cases) keep their split. *changed (may be NULL): the number of plans changed. Solver
- * fallbacks are not logged (the partition command reports them). Returns the first error of
- * the solver or the cost model, with the plan named (r stays valid, partly re-split). */
-ap_status ap_partition_top(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                           ap_solver solver, ap_search_result *r, int *changed, ap_err *err);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
  * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage

@@ -123,7 +123,7 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
 
 /* The best plan at each of the n GPU counts, clusters[i] being the cluster `autoplan plan
  * --gpus <count>` builds for count i (same flags): ap_search with `so` (top_k as plan's
- * default) then, unless solver < 0, ap_partition_top with `solver`, so each point is plan's
+ * default) re-splitting with `solver` unless solver < 0 (search.h resplit), so each point is plan's
  * answer. train_tokens > 0 adds the time to train. Replaces r->sweep. A count where nothing
  * fits is a point with fits = 0. */
 ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,

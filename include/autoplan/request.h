@@ -60,6 +60,8 @@ typedef struct ap_request {
     int no_prune, no_sp, no_overlap;
     int no_partition;           /* --solver off */
     ap_opt_int solver;          /* ap_solver for the stage re-split (default AUTO) */
+    ap_opt_int threads;         /* search worker threads, 1..1024 (default one per core; the
+                                   answer does not depend on it, so the cache key leaves it out) */
 } ap_request;
 
 /* Nothing given (model NULL, solver AUTO). */

@@ -13,6 +13,17 @@
  * when its least-memory member (micro-batch 1, full recompute) does not fit; within a group the
  * micro-batch loop stops at the first size that does not fit for a recompute level. Both rest
  * on memory growing with micro-batch and falling with recompute, which tests check.
+ *
+ * Re-split (resplit = 1, trainers that take uneven stages; planner/resplit.c): every fitting
+ * pipelined plan is ranked with its optimal stage split (partition.h, its own recompute and
+ * offload), and every degree combination (tp, cp, pp, dp, ep, vp, micro-batch, ZeRO) with a
+ * fitting pipelined plan with the granularity, recomputed-layer counts and offload fractions
+ * chosen jointly with the split; each plan (up to its split) appears once, with its best split.
+ * The answer is the top K of all of these, as splitting every one of them would give
+ * (tests/test_search.c checks it by brute force); a lower bound on each plan's step time under
+ * any split, recompute and offload lets the search split only those that could still enter the
+ * ranking. Plans that fit only with an uneven split and whose uniform members all overshoot are
+ * not candidates, except the closest plan when nothing fits, which gets the joint choice.
  */
 #ifndef AP_SEARCH_H
 #define AP_SEARCH_H
@@ -36,6 +47,16 @@ typedef struct ap_search_opts {
     void (*visit)(void *ctx, const ap_estimate *e);
     void *visit_ctx;
     int64_t max_evals;
+    /* 1: rank every fitting pipelined plan with its optimal stage split and the best degree
+     * combinations with the joint recompute / offload choice (see "Re-split" above), when the
+     * trainer takes uneven stages; default 0 (uniform stages) */
+    int resplit;
+    int resplit_solver;       /* AP_SOLVER_* (partition.h) of the final split of the answers:
+                                 DP (default) or ILP */
+    /* worker threads over the space; 0 = one per online core (default). The answer does not
+     * depend on it: the space is cut into fixed chunks merged in order. With visit or
+     * max_evals the search runs on the calling thread. */
+    int threads;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
@@ -51,6 +72,10 @@ typedef struct ap_search_result {
     int64_t fit;              /* evaluated and fitting */
     int64_t pruned;           /* legal combinations skipped by pruning */
     int capped;               /* stopped at opts->max_evals */
+    int64_t candidates;       /* resplit: fitting pipelined plans ranked with their split */
+    int64_t resplit;          /* of those, split optimally (the others' bounds could not win) */
+    int64_t joint;            /* degree combinations given the joint recompute/offload choice */
+    int threads;              /* worker threads used */
     double search_s;
 } ap_search_result;
 
@@ -110,6 +135,10 @@ int ap_space_next(ap_space *s, ap_space_point *pt);
 int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g);
 /* Set plan p (a copy of g->base) to member (recompute level rc, micro-batch index mb). */
 void ap_plan_group_member(const ap_plan_group *g, int rc, int mb, ap_plan *p);
+
+/* Version of the search's answer (part of cache keys): bump it with every change that can
+ * change which plans the search returns for the same inputs. */
+const char *ap_search_version(void);
 
 /* Memory error the confidence classes use, as a fraction: the validated readings agree within
  * 1.97% (Korthikanti Figure 1, README "Validation") and the event simulator within 3% at the

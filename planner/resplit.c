@@ -1,0 +1,482 @@
+/*
+ * resplit.c - the search's pipelined candidates ranked with their optimal stage split and the
+ * joint recompute/offload choice (search.h "Re-split"), by branch and bound.
+ *
+ * The exact value of a candidate is its estimate after ap_partition_solve (partition.h) splits
+ * it optimally: first with its own recompute and offload, then, for its degree combination
+ * (tp, cp, pp, dp, ep, vp, micro-batch, ZeRO), with the granularity, recomputed-layer counts
+ * and offload fractions chosen jointly with the split. Both are far dearer than an estimate, so
+ * each candidate carries a lower bound on the step time of ANY split, recompute and offload of
+ * its combination (rs_lower_bound), and the candidates are taken in increasing bound: once a
+ * bound cannot beat the k-th plan of the ranking, no later candidate can either.
+ *
+ * The bound: a "sibling" of the candidate with no recomputation, no offload and ZeRO at most 2
+ * has stage times no larger than any variant's for the same layers (recomputation and ZeRO-3
+ * gathers only add to a stage's time; offload moves states, not stage time: estimate.c), and
+ * they are linear in the layers a stage holds, plus a constant on the first and the last rank
+ * (estimate.c prices one dense and one MoE layer per plan, the embedding on the first stage and
+ * the head and loss on the last). So the sum S of the stage times is the same for every split,
+ * and the slowest stage M is at least S / p and at least the least M for which the ranks can
+ * hold the layers, floor((M - c_r) / alpha) each (alpha the per-layer time, c_r the rank's
+ * constant; models with one layer kind). The step time is at least the pipeline time
+ * (S + (m v - 1) M) / v plus the point-to-point time and the fixed overhead, which no split
+ * changes; every other part of the step is non-negative. tests/test_search.c checks the bound
+ * against the exact value of every candidate of several searches, and the ranking against
+ * re-splitting every candidate.
+ *
+ * Not here: the enumeration (search.c), the DP and the ILP (partition*.c, ilp.c).
+ */
+#include "search_int.h"
+#include "partition_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rs_applies(const ap_search_opts *o) {
+    return o->resplit && ap_trainer_get(o->fixed.trainer)->uneven_stages;
+}
+
+/* ---- the lower bound --------------------------------------------------------------------------- */
+
+static int single_kind(const ap_model *m) {
+    if (m->moe.experts <= 0) return 1;
+    int first = ap_model_layer_is_moe(m, 0);
+    for (int64_t i = 1; i < m->layers; i++)
+        if (ap_model_layer_is_moe(m, i) != first) return 0;
+    return 1;
+}
+
+/* The sibling of plan p (no recomputation or offload, ZeRO at most 2) that the trainer runs;
+ * 0 when none does. */
+static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                   const ap_plan *p, ap_plan *q) {
+    static const int zs[4][3] = {{0, -1, -1}, {1, 0, -1}, {2, 0, 1}, {2, 0, 1}};
+    for (int i = 0; i < 3; i++) {
+        int z = zs[p->zero < 0 ? 0 : p->zero > 3 ? 3 : p->zero][i];
+        if (z < 0) break;
+        *q = *p;
+        q->recompute = AP_RECOMPUTE_NONE;
+        q->recompute_layers = 0;
+        q->offload_optimizer = q->offload_params = 0;
+        q->zero = z;
+        const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
+        q->overlap_param = p->overlap_param && (tr->overlap_param_zero_mask & (1u << z));
+        if (ap_plan_check(q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) return 1;
+    }
+    return 0;
+}
+
+/* Least M with every rank r holding at least lo and together all L layers, rank r holding
+ * floor((M - c_r) / alpha) at most (c_r = 0 but on the first and the last); a value at or just
+ * below the exact one (bisection from below; each step counts the three kinds of rank). */
+static double least_max(int p, int L, int lo, double alpha, double c_first, double c_last) {
+    double lo_m = 0, hi_m = fmax(c_first, c_last) + alpha * L;
+    for (int it = 0; it < 100 && hi_m - lo_m > 1e-15 * hi_m; it++) {
+        double M = 0.5 * (lo_m + hi_m);
+        /* a margin against rounding: a capacity counted high only lowers the bound */
+        double kf = floor((M - c_first) / alpha + 1e-9), kl = floor((M - c_last) / alpha + 1e-9);
+        double km = floor(M / alpha + 1e-9);
+        int ok = kf >= lo && kl >= lo && km >= lo;
+        double held = fmin(kf, L) + fmin(kl, L) + (p - 2) * fmin(km, L);
+        if (ok && held >= L) hi_m = M;
+        else lo_m = M;
+    }
+    return lo_m;
+}
+
+/* Least max over splits of a per-rank quantity that is alpha per layer plus c_first / c_last on
+ * the first / last rank, read off a uniform layout (x[r] for n[r] layers); INFINITY-free: falls
+ * back to the mean when the layout has no middle rank or layers of two kinds. */
+static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
+    double sum = 0;
+    for (int r = 0; r < pp; r++) sum += x[r];
+    double mx = sum / pp;
+    if (pp < 3 || !single_kind(m)) return mx;
+    double alpha = INFINITY;
+    for (int r = 1; r < pp - 1; r++)
+        if (n[r] > 0 && x[r] / n[r] < alpha) alpha = x[r] / n[r];
+    if (!(alpha > 0) || alpha == INFINITY) return mx;
+    return fmax(mx, least_max(pp, (int)m->layers, v, alpha, fmax(0.0, x[0] - alpha * n[0]),
+                              fmax(0.0, x[pp - 1] - alpha * n[pp - 1])));
+}
+
+/* Per-rank layers of plan q's uniform layout (all chunks of a rank). */
+static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
+    const int v = q->vp > 1 ? q->vp : 1;
+    for (int r = 0; r < q->pp; r++) {
+        n[r] = 0;
+        for (int k = 0; k < v; k++) n[r] += ap_plan_chunk_layers(q, m->layers, r + k * q->pp);
+    }
+}
+
+/* What a split adds beyond the pipeline, bounded below: the data-parallel reduction and the
+ * optimizer step grow with the parameters of the stage that holds the most (estimate.c; a
+ * collective is a bandwidth term proportional to its bytes plus a latency), so any split pays at
+ * least the uniform split's times scaled by rho = (least possible max stage parameters) / (the
+ * uniform's). Of the reduction, overlap hides at most the backward of one stage (estimate.c:
+ * of the stage with the most memory), which for a split that could enter the ranking is below
+ * its pipeline time / m < k-th step / m, and at least an eighth of one reduction stays exposed
+ * (estimate.c, the last bucket); without overlap all of it. Dense models below ZeRO-3 only (MoE
+ * stages shard their expert states differently; ZeRO-3 mixes its gathers into the stage time):
+ * 0 otherwise. *opt_s: the optimizer part. */
+static void rest_bound(const ap_model *m, const ap_estimate *e, rs_cand *x, double *opt_s) {
+    const ap_plan *p = &e->plan;
+    x->dp_s = x->dp_floor_s = x->inv_m = 0;
+    *opt_s = 0;
+    if (m->moe.experts > 0 || p->zero >= 3) return;
+    double b[AP_MAX_STAGES], bmax = 0;
+    int n[AP_MAX_STAGES];
+    rank_layers(m, p, n);
+    for (int r = 0; r < p->pp; r++) {
+        b[r] = e->stages[r].params_bytes;
+        bmax = fmax(bmax, b[r]);
+    }
+    if (!(bmax > 0)) return;
+    double rho = fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n) / bmax);
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    x->dp_s = rho * e->time.dp_comm_total_s;
+    x->dp_floor_s = x->dp_s;
+    if (p->overlap_grad && tr->overlap_grad) {
+        x->dp_floor_s = x->dp_s / (8.0 * (p->zero == 2 ? (double)p->grad_accum : 1.0));
+        /* ZeRO-2 reducing every micro-batch hides up to m backwards: only the floor holds */
+        if (!(p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u)))
+            x->inv_m = 1.0 / (double)(p->grad_accum > 0 ? p->grad_accum : 1);
+    }
+    *opt_s = rho * e->time.optimizer_s;
+}
+
+double rs_bound(const rs_cand *x, double base_s, double kth_s) {
+    double dp = x->dp_floor_s;
+    if (x->inv_m > 0 && kth_s < INFINITY) dp = fmax(dp, x->dp_s - kth_s * x->inv_m);
+    return (base_s + dp) * (1 - 1e-9);
+}
+
+/* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
+ * layers (see the top of the file): (S + (m v - 1) M) / v. */
+static double pipe_bound(const ap_model *m, const ap_estimate *e) {
+    const ap_plan *q = &e->plan;
+    const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
+    const double w = (double)q->grad_accum * v - 1.0;
+    double S = 0, t[AP_MAX_STAGES];
+    int n[AP_MAX_STAGES];
+    rank_layers(m, q, n);
+    for (int r = 0; r < pp; r++) {
+        t[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
+        S += t[r];
+    }
+    return (S + w * least_max_of(m, pp, v, t, n)) / v;
+}
+
+/* A plan whose stage times are linear in its layers: no partial recomputation, no ZeRO-3. */
+static int linear_stages(const ap_plan *p) {
+    return p->zero < 3 && !(p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0);
+}
+
+ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                         const ap_estimate *e, rs_scratch *sc, rs_cand *x, ap_err *err) {
+    x->own_s = x->combo_s = x->opt_s = 0;
+    double opt_s;
+    rest_bound(m, e, x, &opt_s);
+    const double fixed = e->time.pp_comm_s + e->time.overhead_s;
+    if (!sibling(m, c, o, &e->plan, &sc->q)) {
+        x->dp_s = x->dp_floor_s = x->inv_m = 0;
+        return AP_OK;
+    }
+    const ap_plan *q = &sc->q;
+    unsigned h = ((unsigned)q->tp * 31u + (unsigned)q->cp * 17u + (unsigned)q->pp * 131u +
+                  (unsigned)q->dp * 7u + (unsigned)q->ep * 5u + (unsigned)q->vp * 3u +
+                  (unsigned)q->zero * 11u + (unsigned)q->mbs * 13u) % RS_MEMO;
+    rs_memo *mm = &sc->memo[h];
+    if (!(mm->valid && mm->tp == q->tp && mm->cp == q->cp && mm->pp == q->pp &&
+          mm->dp == q->dp && mm->ep == q->ep && mm->vp == q->vp && mm->zero == q->zero &&
+          mm->mbs == q->mbs)) {
+        ap_status st = ap_estimate_plan(m, c, q, &o->est, &sc->e, err);
+        if (st != AP_OK) {
+            char lbl[160];
+            ap_err_prefix(err, "estimating %s", ap_plan_label(q, lbl, sizeof lbl));
+            return st;
+        }
+        mm->valid = 1;
+        mm->tp = q->tp, mm->cp = q->cp, mm->pp = q->pp, mm->dp = q->dp, mm->ep = q->ep;
+        mm->vp = q->vp, mm->zero = q->zero, mm->mbs = q->mbs;
+        mm->pipe_s = pipe_bound(m, &sc->e);
+    }
+    const double sib = mm->pipe_s;
+    x->combo_s = sib + fixed;
+    x->opt_s = opt_s;
+    x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e) : sib) + fixed + opt_s;
+    return AP_OK;
+}
+
+/* ---- the branch and bound ---------------------------------------------------------------------- */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_search_opts *o;
+    rs_cand *cands;
+    int64_t n;
+    topk *top;
+    ap_space space;
+    ap_plan_group g;
+    ap_plan p;
+    ap_estimate e;
+    ap_partition_result pr;
+} ranker;
+
+/* An entry of the order in which candidates (or degree combinations) are taken: increasing
+ * bound, then index (the enumeration order), so the order is deterministic. */
+typedef struct {
+    double lb_s;
+    int64_t i;
+} ordered;
+
+static int by_bound(const void *x, const void *y) {
+    const ordered *a = x, *b = y;
+    if (a->lb_s != b->lb_s) return a->lb_s < b->lb_s ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* the k-th step time of the ranking (INFINITY while it is not full) */
+static double kth(const topk *t) { return t->n == t->k ? t->e[t->k - 1].time.step_s : INFINITY; }
+
+/* plan of candidate i into rk->p */
+static void cand_plan(ranker *rk, const rs_cand *x) {
+    ap_space_group(&rk->space, &x->pt, &rk->g);
+    rk->p = rk->g.base;
+    ap_plan_group_member(&rk->g, x->rc, x->mb, &rk->p);
+}
+
+/* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. The ranking
+ * holds each such plan once, with the best split found. */
+static int same_plan(const ap_plan *a, const ap_plan *b) {
+    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
+           a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
+           a->recompute == b->recompute && a->recompute_layers == b->recompute_layers &&
+           a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
+}
+
+/* An explicit layout that is the uniform one, with the plan's recompute on every chunk, is the
+ * uniform plan (nchunks 0): the way the search and the trainers' flags say it. */
+static void normalise(ap_plan *p, int64_t L) {
+    if (p->nchunks == 0) return;
+    ap_plan u = *p;
+    u.nchunks = 0;
+    for (int i = 0; i < p->nchunks; i++)
+        if (p->stage_layers[i] != ap_plan_chunk_layers(&u, L, i) || p->stage_recompute[i] > 0)
+            return;
+    p->nchunks = 0;
+    for (int i = 0; i < AP_MAX_CHUNKS; i++) p->stage_recompute[i] = 0;
+}
+
+/* Offer the estimate of a re-split plan (rk->e), found from candidate id (fixed: its own
+ * recompute and offload; joint: its degrees' joint choice): it replaces the entry of the same
+ * plan when it ranks before it, else it is dropped. */
+static void offer(ranker *rk, int64_t id, int joint) {
+    topk *t = rk->top;
+    for (int i = 0; i < t->n; i++) {
+        if (!same_plan(&t->e[i].plan, &rk->e.plan)) continue;
+        if (!ap_estimate_better(&rk->e, &t->e[i])) return;
+        topk_remove(t, i);
+        break;
+    }
+    topk_offer(t, &rk->e, joint ? -2 - id : id);
+}
+
+/* Split plan rk->p with opts po; on a fitting answer the re-split plan's estimate in rk->e and
+ * 1 in *got. Plans the solver does not take are left as they are. */
+static ap_status split_plan(ranker *rk, const ap_partition_opts *po, int *got, ap_err *err) {
+    *got = 0;
+    ap_err ierr;
+    if (pt_check_input(rk->m, &rk->p, po, &ierr) != AP_OK) return AP_OK;
+    ap_status st = ap_partition_solve(rk->m, rk->c, &rk->p, po, &rk->pr, err);
+    if (st == AP_OK && rk->pr.fits && !rk->pr.capped) {
+        ap_partition_apply(&rk->pr, &rk->p);
+        normalise(&rk->p, rk->m->layers);
+        /* a split the trainer's table refuses is not an answer */
+        if (ap_plan_check(&rk->p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
+            return AP_OK;
+        st = ap_estimate_plan(rk->m, rk->c, &rk->p, &rk->o->est, &rk->e, err);
+        *got = st == AP_OK && rk->e.fits;
+    }
+    if (st != AP_OK) {
+        char lbl[160];
+        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&rk->p, lbl, sizeof lbl));
+    }
+    return st;
+}
+
+/* Phase 1: every candidate whose bound can beat the k-th plan, split with its own recompute
+ * and offload. */
+static ap_status fixed_phase(ranker *rk, const ordered *ord, ap_search_result *r, ap_err *err) {
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = AP_SOLVER_DP;
+    po.est = rk->o->est;
+    for (int64_t i = 0; i < rk->n; i++) {
+        const rs_cand *x = &rk->cands[ord[i].i];
+        double kt = kth(rk->top);
+        if (ord[i].lb_s > kt) break;
+        if (rs_bound(x, x->own_s, kt) > kt) continue;
+        r->resplit++;
+        cand_plan(rk, x);
+        /* the step is at least the pipeline time plus what no split changes and the bounds
+         * of the rest: splits whose pipeline time reaches the k-th step minus those cannot
+         * enter */
+        po.upper_s = kt < INFINITY
+                         ? kt * (1 + 1e-12) - x->fixed_s - x->opt_s - rs_bound(x, 0, kt)
+                         : 0;
+        if (kt < INFINITY && po.upper_s <= 0) continue;
+        int got;
+        ap_status st = split_plan(rk, &po, &got, err);
+        if (st != AP_OK) return st;
+        if (got) offer(rk, ord[i].i, 0);
+    }
+    return AP_OK;
+}
+
+static int same_combo(const rs_cand *a, const rs_cand *b) {
+    return a->pt.tp == b->pt.tp && a->pt.cp == b->pt.cp && a->pt.pp == b->pt.pp &&
+           a->pt.dp == b->pt.dp && a->pt.ep == b->pt.ep && a->pt.vp == b->pt.vp &&
+           a->pt.zero == b->pt.zero && a->mb == b->mb;
+}
+
+/* Phase 2: every degree combination (its first candidate) whose bound can beat the k-th plan,
+ * split with the granularity, counts and offload chosen jointly. The candidates of one
+ * combination share their bound (their sibling is the same plan). */
+static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_err *err) {
+    /* one entry per combination: its first candidate in the enumeration order */
+    int64_t nc = 0;
+    for (int64_t i = 0; i < rk->n; i++) {
+        int64_t j = 0;
+        for (; j < nc; j++)
+            if (same_combo(&rk->cands[ord[j].i], &rk->cands[i])) break;
+        if (j == nc) ord[nc++] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
+    }
+    qsort(ord, (size_t)nc, sizeof *ord, by_bound);
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = AP_SOLVER_DP;
+    po.est = rk->o->est;
+    po.choose_mode = po.choose_recompute = po.choose_offload = 1;
+    for (int64_t i = 0; i < nc; i++) {
+        const rs_cand *x = &rk->cands[ord[i].i];
+        double kt = kth(rk->top);
+        if (ord[i].lb_s > kt) break;
+        if (rs_bound(x, x->combo_s, kt) > kt) continue;
+        r->joint++;
+        cand_plan(rk, x);
+        /* whatever the variant's X, its pipeline time must stay below this to enter */
+        po.upper_pipe_s = kt < INFINITY ? kt * (1 + 1e-12) - x->fixed_s - rs_bound(x, 0, kt) : 0;
+        if (kt < INFINITY && po.upper_pipe_s <= 0) continue;
+        int got;
+        ap_status st = split_plan(rk, &po, &got, err);
+        if (st != AP_OK) return st;
+        if (got) offer(rk, ord[i].i, 1);
+    }
+    return AP_OK;
+}
+
+/* Nothing fits: the closest plan gets the joint choice with its split (or the plain split where
+ * the choice does not apply); it becomes the answer when it comes to fit, else it replaces the
+ * closest plan when it overshoots less. */
+static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
+    ap_estimate *cur = &r->closest;
+    if (cur->plan.pp < 2) return AP_OK;
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = rk->o->resplit_solver == AP_SOLVER_ILP ? AP_SOLVER_ILP : AP_SOLVER_DP;
+    po.est = rk->o->est;
+    po.choose_mode = po.choose_recompute = po.choose_offload = 1;
+    ap_err ierr;
+    if (pt_check_input(rk->m, &cur->plan, &po, &ierr) != AP_OK)
+        po.choose_mode = po.choose_recompute = po.choose_offload = 0;
+    if (pt_check_input(rk->m, &cur->plan, &po, &ierr) != AP_OK) return AP_OK;
+    rk->p = cur->plan;
+    ap_status st = ap_partition_solve(rk->m, rk->c, &rk->p, &po, &rk->pr, err);
+    /* every variant of the joint choice refused: the plain split */
+    if (po.choose_mode && (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT)) {
+        po.choose_mode = po.choose_recompute = po.choose_offload = 0;
+        st = ap_partition_solve(rk->m, rk->c, &rk->p, &po, &rk->pr, err);
+    }
+    if (st == AP_OK) {
+        ap_partition_apply(&rk->pr, &rk->p);
+        if (ap_plan_check(&rk->p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
+            return AP_OK;
+        st = ap_estimate_plan(rk->m, rk->c, &rk->p, &rk->o->est, &rk->e, err);
+    }
+    if (st != AP_OK) {
+        char lbl[160];
+        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&cur->plan, lbl, sizeof lbl));
+        return st;
+    }
+    r->joint++;
+    if (rk->e.fits) {
+        topk_offer(rk->top, &rk->e, -1);
+        r->have_closest = 0;
+    } else if (ap_estimate_better(&rk->e, cur)) {
+        *cur = rk->e;
+    }
+    return AP_OK;
+}
+
+/* --solver ilp: the answers' splits come from GLPK (the DP's optimum is the ILP's; ties may
+ * split differently): each re-split answer is solved again from its candidate with the ILP
+ * and the same choices, and kept when it ranks no worse. */
+static ap_status ilp_phase(ranker *rk, ap_err *err) {
+    topk *t = rk->top;
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = AP_SOLVER_ILP;
+    po.est = rk->o->est;
+    for (int i = 0; i < t->n; i++) {
+        int64_t id = t->id[i];
+        if (id == -1 || t->e[i].plan.nchunks == 0) continue;
+        int joint = id <= -2;
+        cand_plan(rk, &rk->cands[joint ? -2 - id : id]);
+        po.choose_mode = po.choose_recompute = po.choose_offload = joint;
+        int got;
+        ap_status st = split_plan(rk, &po, &got, err);
+        if (st != AP_OK) return st;
+        if (got && !ap_estimate_better(&t->e[i], &rk->e)) t->e[i] = rk->e;
+    }
+    /* keep the ranking sorted (insertion: stable) */
+    for (int i = 1; i < t->n; i++)
+        for (int j = i; j > 0 && ap_estimate_better(&t->e[j], &t->e[j - 1]); j--) {
+            rk->e = t->e[j];
+            t->e[j] = t->e[j - 1];
+            t->e[j - 1] = rk->e;
+            int64_t x = t->id[j];
+            t->id[j] = t->id[j - 1];
+            t->id[j - 1] = x;
+        }
+    return AP_OK;
+}
+
+ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *o, rs_cand *cands,
+                  int64_t n, topk *top, ap_search_result *r, ap_err *err) {
+    ranker *rk = ap_malloc(sizeof *rk);
+    ordered *ord = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
+    if (!rk || !ord) {
+        ap_free(rk);
+        ap_free(ord);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory ranking the re-split candidates");
+    }
+    rk->m = m;
+    rk->c = c;
+    rk->o = o;
+    rk->cands = cands;
+    rk->n = n;
+    rk->top = top;
+    ap_space_init(&rk->space, m, c, o);
+    for (int64_t i = 0; i < n; i++) ord[i] = (ordered){rs_bound(&cands[i], cands[i].own_s, INFINITY), i};
+    qsort(ord, (size_t)n, sizeof *ord, by_bound);
+    ap_status st = fixed_phase(rk, ord, r, err);
+    if (st == AP_OK) st = joint_phase(rk, ord, r, err);
+    if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
+    if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
+    ap_free(rk);
+    ap_free(ord);
+    return st;
+}
