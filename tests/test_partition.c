@@ -1308,9 +1308,105 @@ static void test_cli(void) {
 
 }
 
+/* The properties of the cost model the solvers' shortcuts rest on (partition_int.h,
+ * planner/partition.c, planner/resplit.c), checked on the stage tables of several trainers:
+ * a stage's time grows with its layers (ranges beyond a cap are not priced); offload moves a
+ * stage's memory, not its time (offload choices bounded by another's least T); more
+ * recomputation never makes a stage faster (lighter granularities bound heavier ones); a larger
+ * recomputed count never uses more memory (Megatron's K = all is the least memory); and the
+ * closed-form first layer of a uniform chunk is the sum of the chunks before it. */
+static void test_cost_properties(void) {
+    ap_model m;
+    ap_err err = {{0}};
+    CHECK(ap_model_load(tl_path("examples/models/llama-3-8b.json"), &m, &err) == AP_OK);
+    m.layers = 12;
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find("h100"), 32, &c);
+    ap_trainer_id trs[3] = {AP_TRAINER_MEGATRON, AP_TRAINER_TORCHTITAN, AP_TRAINER_COLOSSALAI};
+    int zeros[3] = {1, 3, 3};
+    /* offload (optimizer, parameters) choices; those the trainer refuses are skipped */
+    const double offs[4][2] = {{0, 0}, {0.5, 0}, {1, 0}, {1, 1}};
+    int bad_mono = 0, bad_off = 0, bad_rc = 0, bad_mem = 0, n = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        ap_plan p;
+        small_plan(&p, 4, 2, 8);
+        p.trainer = trs[ti];
+        p.dp = 4;
+        p.gbs = 32;
+        p.zero = zeros[ti];
+        ap_stage_table *t[3][4] = {{NULL}}; /* granularity x offload; NULL: refused */
+        for (int g = 0; g < 3; g++)
+            for (int f = 0; f < 4; f++) {
+                ap_plan q = p;
+                q.recompute = (ap_recompute)g;
+                q.offload_optimizer = offs[f][0];
+                q.offload_params = offs[f][1];
+                if (ap_plan_check(&q, &m, &c, 1, NULL) != AP_OK) continue;
+                CHECK(ap_stage_table_new(&m, &c, &q, NULL, &t[g][f], &err) == AP_OK);
+            }
+        for (int r = 0; r < p.pp; r++) {
+            int a = r == 0 ? 0 : r;
+            for (int len = 1; a + len <= (int)m.layers; len++) {
+                if (r == p.pp - 1 && a + len != (int)m.layers) continue;
+                if (r < p.pp - 1 && a + len > (int)m.layers - (p.pp - 1 - r)) break;
+                double tprev = -1; /* time of the next lighter granularity, offload 0 */
+                for (int g = 0; g < 3; g++) {
+                    double tg = -1;
+                    for (int f = 0; f < 4; f++) {
+                        if (!t[g][f]) continue;
+                        const ap_stage_cost *x, *y;
+                        CHECK(ap_stage_table_get(t[g][f], r, a, len, -1, &x, &err) == AP_OK);
+                        n++;
+                        double tx = x->fwd_s + x->bwd_s;
+                        if (tg < 0) tg = tx;
+                        else if (tx != tg) bad_off++;
+                        if (r < p.pp - 1 && a + len + 1 <= (int)m.layers - (p.pp - 1 - r)) {
+                            CHECK(ap_stage_table_get(t[g][f], r, a, len + 1, -1, &y, &err) == AP_OK);
+                            if (y->fwd_s + y->bwd_s < tx) bad_mono++;
+                        }
+                    }
+                    if (tg >= 0 && tprev >= 0 && tg < tprev) bad_rc++;
+                    if (tg >= 0) tprev = tg;
+                }
+                /* recomputed counts: memory falls as the count grows */
+                double prev = INFINITY;
+                for (int k = 1; k <= len && t[2][0]; k++) {
+                    const ap_stage_cost *y;
+                    CHECK(ap_stage_table_get(t[2][0], r, a, len, k, &y, &err) == AP_OK);
+                    if (y->device_bytes > prev) bad_mem++;
+                    prev = y->device_bytes;
+                }
+            }
+        }
+        for (int g = 0; g < 3; g++)
+            for (int f = 0; f < 4; f++) ap_stage_table_free(t[g][f]);
+    }
+    CHECK(n > 100);
+    CHECK_INT(bad_mono, 0);
+    CHECK_INT(bad_off, 0);
+    CHECK_INT(bad_rc, 0);
+    CHECK_INT(bad_mem, 0);
+    int bad_first = 0;
+    for (int pp = 1; pp <= 12; pp++)
+        for (int vp = 1; vp <= 4; vp++)
+            for (int L = pp * vp; L <= 70; L++) {
+                ap_plan q;
+                ap_plan_init(&q);
+                q.pp = pp;
+                q.vp = vp;
+                int first = 0;
+                for (int ch = 0; ch < pp * vp; ch++) {
+                    if (ap_plan_chunk_first_layer(&q, L, ch) != first) bad_first++;
+                    first += ap_plan_chunk_layers(&q, L, ch);
+                }
+            }
+    CHECK_INT(bad_first, 0);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_stage_table();
+    test_cost_properties();
     test_dp_brute_force_ilp();
     test_llama70b();
     test_recompute_choice();
