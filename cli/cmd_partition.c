@@ -85,8 +85,9 @@ static void add_flags(ap_flags *fl) {
                  "dp: dynamic programming; ilp: GLPK integer program (falls back to dp); auto: dp, "
                  "exact here also with the recompute and offload choices, which every trainer "
                  "makes plan-wide (default auto)");
-    ap_flags_add(fl, "time-limit", AP_FLAG_VALUE, "DURATION",
-                 "time limit of one ILP solve, e.g. 10s (default 10s)");
+    ap_flags_add(fl, "node-limit", AP_FLAG_VALUE, "N",
+                 "branch-and-bound nodes of one ILP solve (default 20000; a count, not a time, "
+                 "so the answer does not depend on the machine)");
     ap_flags_add(fl, "min-layers", AP_FLAG_VALUE, "N", "layers per stage at least (default 1)");
     ap_flags_add(fl, "choose-recompute", AP_FLAG_BOOL, NULL,
                  "also choose the recompute granularity (none, selective, full: those the trainer "
@@ -137,10 +138,9 @@ static ap_status partition_opts(ap_flags *fl, const ap_estimate_opts *est, ap_pa
         ap_err_prefix(err, "--solver");
         return st;
     }
-    if (ap_flags_isset(fl, "time-limit") &&
-        (st = ap_parse_duration(ap_flags_value(fl, "time-limit"), "--time-limit",
-                                &o->ilp_time_limit_s, err)) != AP_OK)
-        return st;
+    int64_t nodes = o->ilp_node_limit;
+    if ((st = ap_flag_int(fl, "node-limit", 1, 1000000000, &nodes, err)) != AP_OK) return st;
+    o->ilp_node_limit = (long)nodes;
     int64_t ml = 1;
     if ((st = ap_flag_int(fl, "min-layers", 1, 100000, &ml, err)) != AP_OK) return st;
     o->min_layers = (int)ml;

@@ -20,23 +20,29 @@
  * With a known achievable T (the DP's) the stages with m t_s > T are dropped: they cannot be
  * in a better split (T >= sum + (m - 1) max >= m t_s). Many splits share the optimal T; a second
  * solve on the same problem minimises the peak stage memory P subject to T <= T* (lexicographic
- * objective), within what is left of the time limit.
+ * objective), under the same node limit.
  *
  * GLPK hygiene (GLPK 5.0 reference manual, Sec. 6.1 "glp_error_hook", Sec. 2.8 "glp_intopt"):
  * an error hook longjmps out of GLPK and the environment is freed (the problem object is never
- * reused after a failure); a time limit (tm_lim) per solve; glp_mip_status is checked after
- * glp_intopt (0 does not mean optimal: GLP_FEAS after the time limit is only feasible);
+ * reused after a failure); a limit on branch-and-bound nodes per solve (a callback counts them
+ * and calls glp_ios_terminate: deterministic, unlike tm_lim); glp_mip_status is checked after
+ * glp_intopt (0 does not mean optimal: GLP_FEAS after the node limit is only feasible);
  * terminal output is off and GLPK's own messages (errors force it on) go to the debug log
- * through a terminal hook. GLPK keeps global state: one solve at a time.
+ * through a terminal hook. GLPK keeps global state and is not thread-safe: a process-wide mutex
+ * makes solves from several threads (the search's workers, sweep points) take turns.
  */
 #include "autoplan/partition.h"
 
 #include <glpk.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* GLPK's global state: one solve at a time in the process */
+static pthread_mutex_t glpk_mu = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
     jmp_buf jb;
@@ -45,6 +51,25 @@ typedef struct {
     char prev2[256];    /* "Error detected in file ... at line ..." (GLPK 5.0 env/error.c) */
     size_t len;
 } glpk_guard;
+
+/* The deterministic limit: GLPK calls this at every point of its branch and bound; once the
+ * subproblems created pass the limit, the search stops (glp_intopt returns GLP_ESTOP) with the
+ * best integer solution found, if any. A count of nodes, not wall time, so the answer does not
+ * depend on the machine or its load. */
+typedef struct {
+    long node_limit;
+    int stopped;
+} node_guard;
+
+static void on_glpk_node(glp_tree *tree, void *info) {
+    node_guard *ng = info;
+    int active, current, total;
+    glp_ios_tree_size(tree, &active, &current, &total);
+    if (total > ng->node_limit) {
+        ng->stopped = 1;
+        glp_ios_terminate(tree);
+    }
+}
 
 static void on_glpk_error(void *info) {
     glpk_guard *g = info;
@@ -128,39 +153,113 @@ ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int pe
     return ap_partition_ilp_joint(&v, 1, L, pp, m, o, upper_s, out, &chosen, err);
 }
 
-/* The variables: legal, fitting stages (and their recompute counts) of every variant that can
- * be in a split better than upper_s (objective >= m t + extra). Fills mm->vars, *nv. */
+/* The stage of range (r, a, n) of variant vq, with per-stage counts the least count that fits
+ * (it is best for time and fits: memory falls and time grows with the count, the DP's rule; the
+ * other counts are dominated); *sc NULL when no count fits. */
+static ap_status range_cost(const ap_ilp_variant *vq, int r, int a, int n, const ap_stage_cost **sc,
+                            int *rc, ap_err *err) {
+    ap_status st;
+    if (!vq->per_stage_rc) {
+        *rc = -1;
+        return ap_stage_table_get(vq->tab, r, a, n, vq->fixed_rc > 0 ? vq->fixed_rc : -1, sc, err);
+    }
+    if ((st = ap_stage_table_get(vq->tab, r, a, n, n, sc, err)) != AP_OK) return st;
+    *rc = n;
+    if (!(*sc)->fits) return AP_OK;
+    int lo = 1, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const ap_stage_cost *x;
+        if ((st = ap_stage_table_get(vq->tab, r, a, n, mid, &x, err)) != AP_OK) return st;
+        if (x->fits) hi = mid;
+        else lo = mid + 1;
+    }
+    *rc = lo;
+    return ap_stage_table_get(vq->tab, r, a, n, lo, sc, err);
+}
+
+/* Drop the stages of one variant (vars[i0..i1), in rank order) that no split better than upper
+ * can use: a split through stage s = (r, a, n) has a sum of stage times at least the least sum
+ * of the ranks before it to layer a, plus t_s, plus the least sum of the ranks after it from
+ * layer a + n, and a slowest stage at least the largest of t_s and the least possible slowest
+ * stage before and after it (the DP's prefix and suffix passes, over the variant's fitting
+ * stages). Returns the new end. */
+static int prune_dominated(stage_var *vars, int i0, int i1, int L, int p, int64_t m,
+                           double extra_s, double upper_s, double *f) {
+    const size_t W = (size_t)(L + 1);
+    double *pre = f, *premax = f + (size_t)(p + 1) * W, *suf = f + 2 * (size_t)(p + 1) * W,
+           *sufmax = f + 3 * (size_t)(p + 1) * W;
+    for (size_t i = 0; i < 4 * (size_t)(p + 1) * W; i++) f[i] = INFINITY;
+    pre[0] = premax[0] = 0;
+    suf[(size_t)p * W + (size_t)L] = sufmax[(size_t)p * W + (size_t)L] = 0;
+    for (int i = i0; i < i1; i++) { /* forward: ranks in increasing order */
+        const stage_var *s = &vars[i];
+        size_t from = (size_t)s->r * W + (size_t)s->a, to = (size_t)(s->r + 1) * W + (size_t)(s->a + s->n);
+        if (pre[from] + s->t_s < pre[to]) pre[to] = pre[from] + s->t_s;
+        double mx = fmax(premax[from], s->t_s);
+        if (mx < premax[to]) premax[to] = mx;
+    }
+    for (int i = i1 - 1; i >= i0; i--) { /* backward */
+        const stage_var *s = &vars[i];
+        size_t at = (size_t)s->r * W + (size_t)s->a, next = (size_t)(s->r + 1) * W + (size_t)(s->a + s->n);
+        if (suf[next] + s->t_s < suf[at]) suf[at] = suf[next] + s->t_s;
+        double mx = fmax(sufmax[next], s->t_s);
+        if (mx < sufmax[at]) sufmax[at] = mx;
+    }
+    int k = i0;
+    for (int i = i0; i < i1; i++) {
+        const stage_var *s = &vars[i];
+        size_t from = (size_t)s->r * W + (size_t)s->a, to = (size_t)(s->r + 1) * W + (size_t)(s->a + s->n);
+        double S = pre[from] + s->t_s + suf[to];
+        double M = fmax(s->t_s, fmax(premax[from], sufmax[to]));
+        if (S + (double)(m - 1) * M + extra_s > upper_s * (1.0 + 1e-9)) continue;
+        vars[k++] = *s;
+    }
+    return k;
+}
+
+/* The variables: fitting stages of every variant that can be in a split better than upper_s
+ * (objective >= m t + extra, and the prefix/suffix bound of prune_dominated), the least fitting
+ * count per range with per-stage counts. Ranges are priced in increasing length and stop at the
+ * first one that alone exceeds upper_s (a stage's time grows with its layers). Fills mm->vars,
+ * *nv. */
 static ap_status collect_vars(const ap_ilp_variant *variants, int nvar, int L, int p, int lo,
                               int64_t m, double upper_s, ilp_mem *mm, int *nv, ap_err *err) {
     size_t cap = 0;
-    for (int q = 0; q < nvar; q++)
-        for (int r = 0; r < p; r++)
-            for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++)
-                cap += ((size_t)(L - a) + 1) * (variants[q].per_stage_rc ? (size_t)(L - a) : 1);
+    for (int r = 0; r < p; r++)
+        for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) cap += (size_t)(L - a) + 1;
+    cap *= (size_t)nvar;
     mm->vars = ap_malloc((cap ? cap : 1) * sizeof *mm->vars);
-    if (!mm->vars) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    double *f = ap_malloc(4 * (size_t)(p + 1) * (size_t)(L + 1) * sizeof *f);
+    if (!mm->vars || !f) {
+        ap_free(f);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
+    }
     int k = 0;
     for (int q = 0; q < nvar; q++) {
         const ap_ilp_variant *vq = &variants[q];
+        const int k0 = k;
         for (int r = 0; r < p; r++)
             for (int a = r * lo; a <= (r == 0 ? 0 : L - (p - r) * lo); a++) {
                 int n0 = r == p - 1 ? L - a : lo;
                 int n1 = r == p - 1 ? L - a : L - a - (p - 1 - r) * lo;
-                for (int n = n0; n <= n1; n++)
-                    for (int rc = vq->per_stage_rc ? 1 : -1; rc <= (vq->per_stage_rc ? n : -1);
-                         rc++) {
-                        int rc_eff = vq->per_stage_rc ? rc : (vq->fixed_rc > 0 ? vq->fixed_rc : -1);
-                        const ap_stage_cost *sc;
-                        ap_status st = ap_stage_table_get(vq->tab, r, a, n, rc_eff, &sc, err);
-                        if (st != AP_OK) return st;
-                        double t = sc->fwd_s + sc->bwd_s;
-                        if (!sc->fits) continue;
-                        if (upper_s > 0 && (double)m * t + vq->extra_s > upper_s * (1.0 + 1e-9))
-                            continue;
-                        mm->vars[k++] = (stage_var){r, a, n, rc, q, t, sc->device_bytes};
+                for (int n = n0; n <= n1; n++) {
+                    const ap_stage_cost *sc;
+                    int rc;
+                    ap_status st = range_cost(vq, r, a, n, &sc, &rc, err);
+                    if (st != AP_OK) {
+                        ap_free(f);
+                        return st;
                     }
+                    double t = sc->fwd_s + sc->bwd_s;
+                    if (upper_s > 0 && (double)m * t + vq->extra_s > upper_s * (1.0 + 1e-9))
+                        break;
+                    if (sc->fits) mm->vars[k++] = (stage_var){r, a, n, rc, q, t, sc->device_bytes};
+                }
             }
+        if (upper_s > 0) k = prune_dominated(mm->vars, k0, k, L, p, m, vq->extra_s, upper_s, f);
     }
+    ap_free(f);
     *nv = k;
     if (k == 0)
         return ap_err_set(err, AP_ERR_SOLVER, "no stage fits memory: the integer program is "
@@ -277,7 +376,7 @@ static void build_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_varian
  * row tolerance could let it slip) than J* up to the rounding of summing stage times in another
  * order (1e-12 relative). */
 static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
-                             ilp_mem *mm, glp_iocp *parm, double left_s,
+                             ilp_mem *mm, glp_iocp *parm, node_guard *ng,
                              ap_partition_result *out, int *var_out) {
     const int p = sh->p, nv = sh->nv;
     double J1 = out->pipe_s + variants[*var_out].extra_s;
@@ -315,7 +414,7 @@ static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_var
         }
     glp_set_mat_row(lp, row + p, n, mm->ind, mm->val);
     glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, J1);
-    parm->tm_lim = (int)(left_s * 1000.0);
+    ng->stopped = 0;
     int ret2 = glp_intopt(lp, parm);
     int status2 = glp_mip_status(lp);
     ap_partition_result o2 = *out;
@@ -327,7 +426,7 @@ static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_var
         *var_out = var2;
         if (status2 != GLP_OPT || ret2 != 0)
             snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least peak among "
-                     "equal objectives not proven (time limit)", nv);
+                     "equal objectives not proven (node limit)", nv);
     } else {
         ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)", ret2,
                status2);
@@ -337,13 +436,15 @@ static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_var
 /* Solve the loaded program and read the answer (then the least-peak phase); the status says
  * why there is none. */
 static ap_status solve_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
-                               ilp_mem *mm, double lim_s, double t0, ap_partition_result *out,
+                               ilp_mem *mm, long node_limit, ap_partition_result *out,
                                int *var_out, ap_err *err) {
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.presolve = GLP_ON;
     parm.msg_lev = ap_log_get_level() <= AP_LOG_DEBUG ? GLP_MSG_ALL : GLP_MSG_OFF;
-    parm.tm_lim = lim_s * 1000.0 > 2e9 ? 2000000000 : (int)(lim_s * 1000.0);
+    node_guard ng = {node_limit, 0};
+    parm.cb_func = on_glpk_node;
+    parm.cb_info = &ng;
     int ret = glp_intopt(lp, &parm);
     int status = glp_mip_status(lp);
     if (status == GLP_OPT || status == GLP_FEAS) {
@@ -358,20 +459,18 @@ static ap_status solve_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_v
         out->solver = AP_SOLVER_ILP;
         *var_out = var;
         /* GLP_OPT after a normal return is proven optimal (mip_gap 0); GLP_FEAS means GLPK
-         * stopped early (time limit) with an integer solution that may not be optimal */
+         * stopped early (node limit) with an integer solution that may not be optimal */
         out->optimal = status == GLP_OPT && ret == 0;
         snprintf(out->note, sizeof out->note, "ILP: %d binaries%s, %s%s",
                  sh->nv + (sh->joint ? sh->nvar : 0), sh->joint ? " (joint choice)" : "",
                  out->optimal ? "optimal" : "feasible, not proven optimal",
-                 ret == GLP_ETMLIM ? " (time limit)" : "");
-        double left_s = lim_s - (ap_now_s() - t0);
-        if (out->optimal && left_s > 0.001)
-            least_peak_phase(lp, sh, variants, mm, &parm, left_s, out, var_out);
+                 ng.stopped ? " (node limit)" : "");
+        if (out->optimal) least_peak_phase(lp, sh, variants, mm, &parm, &ng, out, var_out);
         return AP_OK;
     }
-    if (ret == GLP_ETMLIM)
-        return ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its %.3g s time limit without an "
-                          "integer solution", lim_s);
+    if (ng.stopped)
+        return ap_err_set(err, AP_ERR_SOLVER, "GLPK reached its limit of %ld branch-and-bound "
+                          "nodes without an integer solution", node_limit);
     if (status == GLP_NOFEAS || ret == GLP_ENOPFS)
         return ap_err_set(err, AP_ERR_SOLVER, "no split fits memory (integer program infeasible)");
     return ap_err_set(err, AP_ERR_SOLVER, "GLPK glp_intopt returned %d, MIP status %d", ret,
@@ -381,7 +480,6 @@ static ap_status solve_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_v
 ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L, int pp,
                                  int64_t m, const ap_partition_opts *o, double upper_s,
                                  ap_partition_result *out, int *var_out, ap_err *err) {
-    const double t0 = ap_now_s();
     const int p = pp, lo = o->min_layers > 0 ? o->min_layers : 1;
     memset(out, 0, sizeof *out);
     *var_out = -1;
@@ -411,9 +509,11 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
         ilp_mem_free(&mm);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ILP");
     }
+    pthread_mutex_lock(&glpk_mu);
     if (setjmp(g->jb)) {
         /* GLPK raised an error: everything it allocated goes with its environment */
         glp_free_env();
+        pthread_mutex_unlock(&glpk_mu);
         st = ap_err_set(err, AP_ERR_SOLVER, "GLPK error: %.160s (%.120s)",
                         g->prev2[0] ? g->prev2 : "(no message)", g->prev);
         ap_free(g);
@@ -425,12 +525,13 @@ ap_status ap_partition_ilp_joint(const ap_ilp_variant *variants, int nvar, int L
     glp_term_out(ap_log_get_level() <= AP_LOG_DEBUG ? GLP_ON : GLP_OFF);
     glp_prob *lp = glp_create_prob();
     build_problem(lp, &sh, variants, &mm, o->ilp_fault);
-    double lim_s = o->ilp_time_limit_s > 0 ? o->ilp_time_limit_s : 10.0;
-    st = solve_problem(lp, &sh, variants, &mm, lim_s, t0, out, var_out, err);
+    st = solve_problem(lp, &sh, variants, &mm, o->ilp_node_limit > 0 ? o->ilp_node_limit : 20000,
+                       out, var_out, err);
     glp_delete_prob(lp);
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);
     glp_free_env();
+    pthread_mutex_unlock(&glpk_mu);
     ap_free(g);
     ilp_mem_free(&mm);
     return st;

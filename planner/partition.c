@@ -46,7 +46,7 @@ void ap_partition_opts_init(ap_partition_opts *o) {
     memset(o, 0, sizeof *o);
     o->min_layers = 1;
     o->solver = AP_SOLVER_AUTO;
-    o->ilp_time_limit_s = 10.0;
+    o->ilp_node_limit = 20000;
     o->noffload_fracs = 5;
     for (int i = 0; i < 5; i++) o->offload_fracs[i] = 0.25 * i;
     ap_estimate_opts_init(&o->est);

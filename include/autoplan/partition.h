@@ -71,7 +71,8 @@ typedef enum { AP_SOLVER_DP = 0, AP_SOLVER_ILP, AP_SOLVER_AUTO } ap_solver;
 typedef struct ap_partition_opts {
     int min_layers;          /* layers per stage at least; default 1 */
     ap_solver solver;        /* default AUTO (= DP for this partition-only problem) */
-    double ilp_time_limit_s; /* GLPK tm_lim; default 10 s */
+    long ilp_node_limit;     /* branch-and-bound nodes per GLPK solve (a count: deterministic,
+                                unlike GLPK's wall-time tm_lim); default 20000 */
     int first_last_only;     /* 1: only the first and last stage may differ from the others
                                 (Megatron's --decoder-first/last-pipeline-num-layers; the
                                 baseline of issue 8); default 0 */
@@ -131,7 +132,7 @@ typedef struct ap_partition_result {
     double peak_device_bytes;
     int fits;                            /* every stage fits */
     int optimal;                         /* 1: proven optimal (DP, or GLPK GLP_OPT); 0: the ILP
-                                            stopped at its time limit with a feasible answer */
+                                            stopped at its node limit with a feasible answer */
     ap_solver solver;                    /* who produced the answer (DP after a fallback) */
     int fell_back;                       /* ILP asked, failed; this is the DP answer */
     int capped;                          /* no fitting split beats opts.upper_s or
@@ -148,9 +149,8 @@ typedef struct ap_partition_result {
  * peak memory and the call still returns AP_OK ("no split fits" is a result). `o` may be NULL.
  * Returns AP_ERR_INPUT for pp * vp * min_layers > L, vp > 1 with mixed layer kinds or with
  * the recompute choice; the cost model's status otherwise.
- * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails,
- * finds nothing within the time limit, or memory for the integer program runs out (GLPK's own
- * allocations abort the process instead: GLPK's design). Not thread-safe when the ILP runs (GLPK is not). */
+ * The ILP solver falls back to the DP answer (out->fell_back, out->note) when GLPK fails or
+ * finds nothing within the node limit. Thread-safe: GLPK solves take turns (ilp.c). */
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err);
 
@@ -167,14 +167,16 @@ void ap_partition_apply(const ap_partition_result *r, ap_plan *q);
 
 /* The GLPK integer program for the same problem (planner/ilp.c): L layers onto pp stages,
  * m micro-batches, stage costs from `tab` (built for the plan); with per_stage_rc every stage
- * also picks its recomputed layers (one binary per range and count); fixed_rc > 0 makes every
- * stage recompute min(fixed_rc, n) layers (Megatron's one count). `upper_s` > 0 is a known
- * achievable T (e.g. the DP's): stages that alone would exceed it are left out of the model (a
- * stage of time t makes T >= m t, so they cannot be in a better split). Fills the split,
- * pipe_s, max_stage_s, fits = 1 and optimal (1 for GLP_OPT, 0 for GLP_FEAS after the time
- * limit). Returns AP_ERR_SOLVER (err says why) when GLPK raises an error, stops without an
- * integer solution, or proves that no split fits. Solver output goes to the debug log only.
- * GLPK is not thread-safe: one solve at a time. */
+ * also picks its recomputed layers (a binary per range with its least fitting count: more
+ * recomputation is slower and only needed to fit, so the other counts are dominated);
+ * fixed_rc > 0 makes every stage recompute min(fixed_rc, n) layers (Megatron's one count).
+ * `upper_s` > 0 is a known achievable T (e.g. the DP's): a stage is left out of the model when
+ * no split through it can beat that (alone: T >= m t; with the least sums and slowest stages
+ * the DP's prefix and suffix passes give before and after it), and ranges longer than one that
+ * alone exceeds it are not priced. Fills the split, pipe_s, max_stage_s, fits = 1 and optimal
+ * (1 for GLP_OPT, 0 for GLP_FEAS after the node limit). Returns AP_ERR_SOLVER (err says why)
+ * when GLPK raises an error, stops without an integer solution, or proves that no split fits.
+ * Solver output goes to the debug log only. Solves from several threads take turns. */
 ap_status ap_partition_ilp(ap_stage_table *tab, int L, int pp, int64_t m, int per_stage_rc,
                            int fixed_rc, const ap_partition_opts *o, double upper_s,
                            ap_partition_result *out, ap_err *err);
