@@ -159,51 +159,101 @@ double ap_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err) {
+struct ap_file_out {
+    char *path, *tmp;
+    int fd;
+};
+
+ap_status ap_file_out_open(const char *path, ap_file_out **out, ap_err *err) {
+    *out = NULL;
     /* a FIFO, symlink or device at path is refused, not replaced; temporary files of killed
      * runs beside it are removed (files.h) */
     ap_status cst = ap_files_check_target(path, err);
     if (cst != AP_OK) return cst;
     ap_files_remove_stale(path);
     size_t n = strlen(path);
-    char *tmp = ap_malloc(n + 32);
-    if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+    ap_file_out *f = ap_calloc(1, sizeof *f);
+    char *tmp = ap_malloc(n + 32), *dup = ap_malloc(n + 1);
+    if (!f || !tmp || !dup) {
+        ap_free(f);
+        ap_free(tmp);
+        ap_free(dup);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(dup, path, n + 1);
     snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         ap_status st = ap_err_set(err, AP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        ap_free(f);
         ap_free(tmp);
+        ap_free(dup);
         return st;
     }
+    f->path = dup;
+    f->tmp = tmp;
+    f->fd = fd;
+    *out = f;
+    return AP_OK;
+}
+
+void ap_file_out_abort(ap_file_out *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    unlink(f->tmp);
+    ap_free(f->tmp);
+    ap_free(f->path);
+    ap_free(f);
+}
+
+ap_status ap_file_out_write(ap_file_out *f, const void *data, size_t len, ap_err *err) {
     const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
+    while (len > 0) {
+        ssize_t w = write(f->fd, p, len);
         if (w < 0) {
             if (errno == EINTR) continue;
             int e = errno;
-            close(fd);
-            unlink(tmp);
-            ap_free(tmp);
-            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
+            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", f->path, strerror(e));
         }
         p += w;
-        left -= (size_t)w;
+        len -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        ap_free(tmp);
-        return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        ap_free(tmp);
-        return ap_err_set(err, AP_ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    ap_free(tmp);
     return AP_OK;
+}
+
+ap_status ap_file_out_commit(ap_file_out *f, ap_err *err) {
+    ap_status st = AP_OK;
+    int fd = f->fd;
+    f->fd = -1;
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        st = ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", f->path, strerror(e));
+    } else if (close(fd) != 0) {
+        st = ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
+    } else if (rename(f->tmp, f->path) != 0) {
+        st = ap_err_set(err, AP_ERR_IO, "%s: cannot rename into place: %s", f->path,
+                        strerror(errno));
+    }
+    if (st != AP_OK) {
+        ap_file_out_abort(f);
+        return st;
+    }
+    ap_free(f->tmp);
+    ap_free(f->path);
+    ap_free(f);
+    return AP_OK;
+}
+
+ap_status ap_write_file_atomic(const char *path, const void *data, size_t len, ap_err *err) {
+    ap_file_out *f;
+    ap_status st = ap_file_out_open(path, &f, err);
+    if (st != AP_OK) return st;
+    if ((st = ap_file_out_write(f, data, len, err)) != AP_OK) {
+        ap_file_out_abort(f);
+        return st;
+    }
+    return ap_file_out_commit(f, err);
 }
 
 ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,

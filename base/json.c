@@ -411,7 +411,18 @@ static void put_number(sbuf *b, double d) {
     char num[40];
     if (!isfinite(d)) { sb_s(b, "null"); return; }
     if (d == floor(d) && fabs(d) < 9007199254740992.0) {
-        snprintf(num, sizeof num, "%.0f", d);
+        /* what %.0f writes, without printf */
+        int64_t v = (int64_t)d;
+        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        char *p = num + sizeof num - 1;
+        *p = '\0';
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0) *--p = '-';
+        sb_s(b, p);
+        return;
     } else {
         /* shortest of %.15g/%.17g that round-trips */
         snprintf(num, sizeof num, "%.15g", d);
@@ -420,6 +431,9 @@ static void put_number(sbuf *b, double d) {
     if (strcmp(num, "-0") == 0) strcpy(num, "0");
     sb_s(b, num);
 }
+
+void ap_json_put_string(struct ap_strbuf *b, const char *s) { put_string(b, s); }
+void ap_json_put_number(struct ap_strbuf *b, double d) { put_number(b, d); }
 
 static void indent(sbuf *b, int pretty, int depth) {
     if (!pretty) return;

@@ -34,16 +34,24 @@ void ap_strbuf_puts(ap_strbuf *b, const char *s) { ap_strbuf_put(b, s, strlen(s)
 
 void ap_strbuf_vprintf(ap_strbuf *b, const char *fmt, va_list ap) {
     if (b->failed) return;
+    /* format once into the room left; only text that does not fit is formatted again */
+    if (!grow(b, 64)) return;
     va_list cp;
     va_copy(cp, ap);
-    int n = vsnprintf(NULL, 0, fmt, cp);
+    int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, cp);
     va_end(cp);
     if (n < 0) {
         b->failed = 1;
+        b->buf[b->len] = '\0';
         return;
     }
-    if (!grow(b, (size_t)n)) return;
-    vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+    if ((size_t)n >= b->cap - b->len) {
+        if (!grow(b, (size_t)n)) {
+            b->buf[b->len] = '\0';
+            return;
+        }
+        vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+    }
     b->len += (size_t)n;
 }
 

@@ -329,6 +329,14 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
     return AP_OK;
 }
 
+/* `--trace -`: the trace is the output */
+static ap_status stdout_sink(void *ctx, const char *data, size_t len, ap_err *err) {
+    (void)ctx;
+    if (fwrite(data, 1, len, stdout) != len)
+        return ap_err_set(err, AP_ERR_IO, "standard output: write failed");
+    return AP_OK;
+}
+
 int ap_cmd_simulate(int argc, char **argv) {
     static ap_flags fl;
     ap_err err = {{0}};
@@ -396,14 +404,10 @@ int ap_cmd_simulate(int argc, char **argv) {
                    AP_OK;
     if (trace && !strcmp(trace, "-")) {
         /* the trace is the output */
-        ap_json *j = ap_sim_trace_json(s);
-        char *text = j ? ap_json_print(j, 0) : NULL;
-        ap_json_free(j);
+        st = ap_sim_trace_stream(s, stdout_sink, NULL, &err);
         ap_sim_free(s);
-        if (!text) return ap_cli_fail(ap_err_set(&err, AP_ERR_NOMEM, "out of memory building the "
-                                                 "trace"), &err);
-        printf("%s\n", text);
-        free(text);
+        if (st != AP_OK) return ap_cli_fail(st, &err);
+        printf("\n");
         return 0;
     }
     if (trace && (st = ap_sim_trace_write(s, trace, &err)) != AP_OK) {

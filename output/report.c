@@ -34,7 +34,7 @@
 
 /* ---- growable text buffer ------------------------------------------------------------------ */
 
-void rb_puts(rbuf *b, const char *s) { rb_printf(b, "%s", s); }
+void rb_puts(rbuf *b, const char *s) { ap_strbuf_puts(b, s); }
 
 /* user text in the report: the one escaper (text.h) */
 void rb_html(rbuf *b, const char *s) { ap_text_escape(b, AP_TEXT_HTML, s); }
@@ -1185,6 +1185,19 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
 
 /* ---- CSV ------------------------------------------------------------------------------------- */
 
+/* ",<v>" in decimal */
+static void put_int(rbuf *b, int64_t v) {
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    *--p = ',';
+    ap_strbuf_put(b, p, (size_t)(buf + sizeof buf - p));
+}
+
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
     rbuf b = {0};
     const int nf = ap_estimate_field_count();
@@ -1206,10 +1219,16 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
             if (f->row_off == AP_FIELD_NO_ROW) continue;
             const void *v = base + f->row_off;
             int iv = f->kind == AP_FIELD_I64 || f->kind == AP_FIELD_REAL ? 0 : *(const int *)v;
+            char num[40];
             switch (f->kind) {
-            case AP_FIELD_INT: rb_printf(&b, ",%d", iv); break;
-            case AP_FIELD_I64: rb_printf(&b, ",%lld", (long long)*(const int64_t *)v); break;
-            case AP_FIELD_REAL: rb_printf(&b, ",%.17g", *(const double *)v); break;
+            case AP_FIELD_INT: put_int(&b, iv); break;
+            case AP_FIELD_I64: put_int(&b, *(const int64_t *)v); break;
+            case AP_FIELD_REAL:
+                /* %.17g, byte for byte (ap_fmt_g17), without printf's slow path */
+                num[0] = ',';
+                ap_fmt_g17(*(const double *)v, num + 1);
+                rb_puts(&b, num);
+                break;
             case AP_FIELD_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
             default: rb_printf(&b, ",%s", ap_estimate_field_name(f, iv)); break;
             }

@@ -11,118 +11,163 @@
  * simulator orders events, the cost model times them. Counters are written at each
  * operation's own peak and at its end, which keeps traces of long schedules small while every
  * local maximum stays visible.
+ *
+ * The file is streamed: events are composed in a small buffer that is written out whenever it
+ * passes TRACE_CHUNK, into a temporary file renamed into place at the end, so memory does not
+ * grow with the trace (the JSON text is what ap_json_print would write for the same events).
  */
 #include "autoplan/sim.h"
+#include "autoplan/strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHK(call)                                                                                 \
-    do {                                                                                          \
-        if ((call) != AP_OK) goto fail;                                                           \
-    } while (0)
+#define TRACE_CHUNK (1u << 20) /* bytes composed before they are written out */
 
-static ap_json *event(ap_json *arr, const char *name, const char *ph, double ts, int pid,
-                      int tid) {
-    ap_json *e = ap_json_new_object();
-    if (ap_json_push(arr, e) != AP_OK) return NULL;
-    if (ap_json_add_string(e, "name", name) != AP_OK || ap_json_add_string(e, "ph", ph) != AP_OK ||
-        ap_json_add_number(e, "ts", ts) != AP_OK || ap_json_add_number(e, "pid", pid) != AP_OK ||
-        ap_json_add_number(e, "tid", tid) != AP_OK)
-        return NULL;
-    return e;
-}
+typedef struct {
+    ap_strbuf b;
+    ap_sim_trace_sink sink;
+    void *ctx;
+    int first;       /* no event written yet */
+    ap_status st;
+    ap_err *err;
+} trace_out;
 
-static ap_status counters(ap_json *arr, const ap_sim_rank *r, int ev, const int64_t *cat,
-                          int pid) {
-    ap_json *e = event(arr, "live bytes by category", "C", ev, pid, 0);
-    if (!e) return AP_ERR_NOMEM;
-    ap_json *args = ap_json_new_object();
-    if (ap_json_add(e, "args", args) != AP_OK) return AP_ERR_NOMEM;
-    for (int c = 0; c < AP_SIM_NCAT; c++)
-        if (ap_json_add_number(args, ap_sim_category_name(c),
-                               (double)cat[c]) != AP_OK)
-            return AP_ERR_NOMEM;
-    e = event(arr, "allocator bytes", "C", ev, pid, 0);
-    if (!e) return AP_ERR_NOMEM;
-    args = ap_json_new_object();
-    if (ap_json_add(e, "args", args) != AP_OK) return AP_ERR_NOMEM;
-    if (ap_json_add_number(args, "allocated", (double)r->allocated_curve[ev]) != AP_OK ||
-        ap_json_add_number(args, "reserved", (double)r->reserved_curve[ev]) != AP_OK)
-        return AP_ERR_NOMEM;
-    return AP_OK;
-}
-
-ap_json *ap_sim_trace_json(const ap_sim *s) {
-    ap_json *root = ap_json_new_object();
-    ap_json *arr = ap_json_new_array();
-    if (ap_json_add(root, "traceEvents", arr) != AP_OK) {
-        ap_json_free(root);
-        return NULL;
+/* write the composed text out once it passes the chunk size (or at the end) */
+static void flush(trace_out *t, int all) {
+    if (t->st != AP_OK) return;
+    if (t->b.failed) {
+        t->st = ap_err_set(t->err, AP_ERR_NOMEM, "out of memory writing the trace");
+        return;
     }
-    CHK(ap_json_add_string(root, "displayTimeUnit", "ns"));
-    for (int i = 0; i < ap_sim_nranks(s); i++) {
+    if (t->b.len < TRACE_CHUNK && !all) return;
+    t->st = t->sink(t->ctx, t->b.buf, t->b.len, t->err);
+    t->b.len = 0;
+}
+
+static void key(trace_out *t, const char *k) {
+    ap_strbuf_puts(&t->b, ",");
+    ap_json_put_string(&t->b, k);
+    ap_strbuf_puts(&t->b, ":");
+}
+
+static void num(trace_out *t, const char *k, double v) {
+    key(t, k);
+    ap_json_put_number(&t->b, v);
+}
+
+static void str(trace_out *t, const char *k, const char *v) {
+    key(t, k);
+    ap_json_put_string(&t->b, v);
+}
+
+/* open an event object: name, ph, ts, pid, tid (the caller adds members and closes it) */
+static void event(trace_out *t, const char *name, const char *ph, double ts, int pid, int tid) {
+    ap_strbuf_puts(&t->b, t->first ? "{\"name\":" : ",{\"name\":");
+    t->first = 0;
+    ap_json_put_string(&t->b, name);
+    str(t, "ph", ph);
+    num(t, "ts", ts);
+    num(t, "pid", pid);
+    num(t, "tid", tid);
+}
+
+static void counters(trace_out *t, const ap_sim_rank *r, int ev, const int64_t *cat, int pid) {
+    event(t, "live bytes by category", "C", ev, pid, 0);
+    ap_strbuf_puts(&t->b, ",\"args\":{");
+    for (int c = 0; c < AP_SIM_NCAT; c++) {
+        if (c) ap_strbuf_puts(&t->b, ",");
+        ap_json_put_string(&t->b, ap_sim_category_name(c));
+        ap_strbuf_puts(&t->b, ":");
+        ap_json_put_number(&t->b, (double)cat[c]);
+    }
+    ap_strbuf_puts(&t->b, "}}");
+    event(t, "allocator bytes", "C", ev, pid, 0);
+    ap_strbuf_puts(&t->b, ",\"args\":{\"allocated\":");
+    ap_json_put_number(&t->b, (double)r->allocated_curve[ev]);
+    ap_strbuf_puts(&t->b, ",\"reserved\":");
+    ap_json_put_number(&t->b, (double)r->reserved_curve[ev]);
+    ap_strbuf_puts(&t->b, "}}");
+}
+
+/* process and thread names of a rank */
+static void names(trace_out *t, const ap_sim_rank *r) {
+    char name[64];
+    snprintf(name, sizeof name, "stage %d", r->stage);
+    event(t, "process_name", "M", 0, r->stage, 0);
+    ap_strbuf_puts(&t->b, ",\"args\":{\"name\":");
+    ap_json_put_string(&t->b, name);
+    ap_strbuf_puts(&t->b, "}}");
+    event(t, "thread_name", "M", 0, r->stage, 1);
+    ap_strbuf_puts(&t->b, ",\"args\":{\"name\":\"operations\"}}");
+}
+
+/* one operation's slice and its counters (at its peak and at its end) */
+static void operation(trace_out *t, const ap_sim *s, const ap_sim_rank *r, int o) {
+    const ap_sim_op *op = &r->ops[o];
+    char name[256];
+    ap_sim_op_describe(s, r, o, name, sizeof name);
+    event(t, name, "X", op->ev_begin, r->stage, 1);
+    int dur = op->ev_end - op->ev_begin;
+    num(t, "dur", dur > 0 ? dur : 0.5);
+    str(t, "cat", ap_sim_op_name(op->type));
+    ap_strbuf_puts(&t->b, ",\"args\":{\"layer\":");
+    ap_json_put_number(&t->b, op->layer);
+    ap_strbuf_puts(&t->b, ",\"microbatch\":");
+    ap_json_put_number(&t->b, op->mb);
+    ap_strbuf_puts(&t->b, ",\"events\":");
+    ap_json_put_number(&t->b, dur);
+    ap_strbuf_puts(&t->b, "}}");
+    if (dur <= 0) return;
+    int peak = r->op_peak_event[o];
+    counters(t, r, peak, &r->op_peak_cat[(int64_t)o * AP_SIM_NCAT], r->stage);
+    if (op->ev_end - 1 != peak)
+        counters(t, r, op->ev_end - 1, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT], r->stage);
+}
+
+ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx, ap_err *err) {
+    for (int i = 0; i < ap_sim_nranks(s); i++)
+        if (!ap_sim_rank_at(s, i)->allocated_curve)
+            return ap_err_set(err, AP_ERR_INPUT, "the simulation recorded no curves (the trace "
+                              "needs record_curves)");
+    trace_out t = {{0}, sink, ctx, 1, AP_OK, err};
+    ap_strbuf_puts(&t.b, "{\"traceEvents\":[");
+    for (int i = 0; i < ap_sim_nranks(s) && t.st == AP_OK; i++) {
         const ap_sim_rank *r = ap_sim_rank_at(s, i);
-        if (!r->allocated_curve) goto fail; /* curves were not recorded */
-        char name[256];
-        snprintf(name, sizeof name, "stage %d", r->stage);
-        ap_json *e = event(arr, "process_name", "M", 0, r->stage, 0);
-        if (!e) goto fail;
-        ap_json *args = ap_json_new_object();
-        if (ap_json_add(e, "args", args) != AP_OK) goto fail;
-        CHK(ap_json_add_string(args, "name", name));
-        e = event(arr, "thread_name", "M", 0, r->stage, 1);
-        if (!e) goto fail;
-        args = ap_json_new_object();
-        if (ap_json_add(e, "args", args) != AP_OK) goto fail;
-        CHK(ap_json_add_string(args, "name", "operations"));
-        for (int o = 0; o < r->nops; o++) {
-            const ap_sim_op *op = &r->ops[o];
-            ap_sim_op_describe(s, r, o, name, sizeof name);
-            e = event(arr, name, "X", op->ev_begin, r->stage, 1);
-            if (!e) goto fail;
-            int dur = op->ev_end - op->ev_begin;
-            CHK(ap_json_add_number(e, "dur", dur > 0 ? dur : 0.5));
-            CHK(ap_json_add_string(e, "cat", ap_sim_op_name(op->type)));
-            args = ap_json_new_object();
-            if (ap_json_add(e, "args", args) != AP_OK) goto fail;
-            CHK(ap_json_add_number(args, "layer", op->layer));
-            CHK(ap_json_add_number(args, "microbatch", op->mb));
-            CHK(ap_json_add_number(args, "events", dur));
-            if (dur <= 0) continue;
-            int peak = r->op_peak_event[o];
-            CHK(counters(arr, r, peak, &r->op_peak_cat[(int64_t)o * AP_SIM_NCAT], r->stage));
-            if (op->ev_end - 1 != peak)
-                CHK(counters(arr, r, op->ev_end - 1, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT],
-                             r->stage));
+        names(&t, r);
+        for (int o = 0; o < r->nops && t.st == AP_OK; o++) {
+            operation(&t, s, r, o);
+            flush(&t, 0);
         }
         /* mark the peak as an instant event on the operations thread */
         if (r->peak_event >= 0) {
-            char t[200];
+            char name[256], d[200];
             snprintf(name, sizeof name, "allocated peak: %s",
-                     ap_sim_op_describe(s, r, r->peak_op, t, sizeof t));
-            e = event(arr, name, "i", r->peak_event, r->stage, 1);
-            if (!e) goto fail;
-            CHK(ap_json_add_string(e, "s", "p"));
+                     ap_sim_op_describe(s, r, r->peak_op, d, sizeof d));
+            event(&t, name, "i", r->peak_event, r->stage, 1);
+            str(&t, "s", "p");
+            ap_strbuf_puts(&t.b, "}");
         }
     }
-    return root;
-fail:
-    ap_json_free(root);
-    return NULL;
+    ap_strbuf_puts(&t.b, "],\"displayTimeUnit\":\"ns\"}");
+    flush(&t, 1);
+    ap_strbuf_free(&t.b);
+    return t.st;
+}
+
+static ap_status file_sink(void *ctx, const char *data, size_t len, ap_err *err) {
+    return ap_file_out_write(ctx, data, len, err);
 }
 
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err) {
-    ap_json *j = ap_sim_trace_json(s);
-    if (!j)
-        return ap_err_set(err, AP_ERR_NOMEM,
-                          "%s: could not build the trace (out of memory, or curves not recorded)",
-                          path);
-    char *text = ap_json_print(j, 0);
-    ap_json_free(j);
-    if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory printing the trace", path);
-    ap_status st = ap_write_file_atomic(path, text, strlen(text), err);
-    ap_free(text);
-    return st;
+    ap_file_out *f;
+    ap_status st = ap_file_out_open(path, &f, err);
+    if (st != AP_OK) return st;
+    if ((st = ap_sim_trace_stream(s, file_sink, f, err)) != AP_OK) {
+        ap_err_prefix(err, "%s", path);
+        ap_file_out_abort(f);
+        return st;
+    }
+    return ap_file_out_commit(f, err);
 }

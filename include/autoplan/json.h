@@ -87,4 +87,10 @@ ap_json *ap_json_duplicate(const ap_json *j);           /* deep copy, caller own
  * integral and |v| < 2^53 print without a fraction; others with %.17g round-trip precision. */
 char *ap_json_print(const ap_json *j, int pretty);
 
+/* The JSON text ap_json_print writes for one string (quoted and escaped) and one number,
+ * appended to b: for writers that stream JSON without building a tree (sim/trace.c). */
+struct ap_strbuf;
+void ap_json_put_string(struct ap_strbuf *b, const char *s);
+void ap_json_put_number(struct ap_strbuf *b, double d);
+
 #endif

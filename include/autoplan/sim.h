@@ -265,11 +265,20 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 
 /* ---- trace (sim/trace.c) ------------------------------------------------------------ */
 
-/* Chrome trace event JSON (chrome://tracing, ui.perfetto.dev): one process per pipeline rank,
- * a counter track per category plus allocated and reserved, a slice per operation. Time stamps
- * are the logical event clock (1 us per event). Caller frees with ap_json_free. Needs curves
- * (record_curves). */
-ap_json *ap_sim_trace_json(const ap_sim *s);
+/* Receives the trace text in pieces, in order (data is valid during the call only); a status
+ * other than AP_OK (with err set) stops the trace. */
+typedef ap_status (*ap_sim_trace_sink)(void *ctx, const char *data, size_t len, ap_err *err);
+
+/* The Chrome trace event JSON (chrome://tracing, ui.perfetto.dev), streamed to sink: one
+ * process per pipeline rank, a counter track per category plus allocated and reserved, a slice
+ * per operation. Time stamps are the logical event clock (1 us per event). The text is what
+ * ap_json_print writes for the same events, handed out in chunks of about 1 MiB, so memory does
+ * not grow with the trace. Needs curves (record_curves; AP_ERR_INPUT otherwise); AP_ERR_NOMEM,
+ * or the sink's status. */
+ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx, ap_err *err);
+
+/* ap_sim_trace_stream into the file at path: it appears whole or not at all (ap_file_out);
+ * errors name the path. */
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err);
 
 
