@@ -44,6 +44,24 @@ static int single_kind(const ap_model *m) {
     return 1;
 }
 
+/* The cost of rank r read off an estimate: its times, memory and the verdict estimate.c gives
+ * a plan, applied to this rank alone: device peak plus headroom within capacity; host: the
+ * node's GPUs each hold this much, within 90% of the node's CPU memory (estimate.c host_fits). */
+static void rank_cost(const ap_cluster *c, const ap_estimate *e, int r, ap_stage_cost *out) {
+    const ap_stage_mem *sm = &e->stages[r];
+    out->fwd_s = e->time.stage_fwd_s[r];
+    out->bwd_s = e->time.stage_bwd_s[r];
+    out->device_bytes = sm->device_bytes;
+    out->host_bytes = sm->host_bytes;
+    /* the verdict estimate.c gives a plan, applied to this rank alone: device peak plus
+     * headroom within capacity; host: the node's GPUs each hold this much, within 90% of the
+     * node's CPU memory (estimate.c host_fits) */
+    int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
+    double host_node = sm->host_bytes * gpn;
+    int host_ok = host_node <= 0 || host_node <= 0.9 * c->cpu_mem_bytes;
+    out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
+}
+
 ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
                              ap_stage_cost *out, ap_err *err) {
@@ -102,20 +120,7 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
         q->stage_recompute[r] = rc_layers;
     }
     ap_status st = ap_stage_estimate(m, c, q, opts, e, err);
-    if (st == AP_OK) {
-        const ap_stage_mem *sm = &e->stages[r];
-        out->fwd_s = e->time.stage_fwd_s[r];
-        out->bwd_s = e->time.stage_bwd_s[r];
-        out->device_bytes = sm->device_bytes;
-        out->host_bytes = sm->host_bytes;
-        /* the verdict estimate.c gives a plan, applied to this rank alone: device peak plus
-         * headroom within capacity; host: the node's GPUs each hold this much, within 90% of
-         * the node's CPU memory (estimate.c host_fits) */
-        int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
-        double host_node = sm->host_bytes * gpn;
-        int host_ok = host_node <= 0 || host_node <= 0.9 * c->cpu_mem_bytes;
-        out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
-    }
+    if (st == AP_OK) rank_cost(c, e, r, out);
     ap_free(q);
     ap_free(e);
     return st;
@@ -135,6 +140,9 @@ struct ap_stage_table {
     ap_stage_cost **cost;  /* [rc + 1][r][nd][nm], rc = -1 (the plan's), 1..L; allocated on use */
     unsigned char **done;
     long evals;
+    int single_kind;       /* every layer of one kind (batch fills apply) */
+    ap_plan *q;            /* scratch for batch fills */
+    ap_estimate *e;
 };
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -168,6 +176,7 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
             t->moe_prefix[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
     t->nm_max = t->moe_prefix[L];
     t->nd_max = L - t->nm_max;
+    t->single_kind = t->nm_max == 0 || t->nd_max == 0;
     t->cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
     *out = t;
     return AP_OK;
@@ -181,6 +190,8 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->cost);
     ap_free(t->done);
     ap_free(t->moe_prefix);
+    ap_free(t->q);
+    ap_free(t->e);
     ap_free(t);
 }
 
@@ -221,3 +232,84 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
 }
 
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
+
+/* the memo slot and cell of (r, n layers of the model's one kind), allocating the slot */
+static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, size_t *k,
+                         ap_err *err) {
+    *slot = rc > 0 ? rc : 0;
+    if (!t->cost[*slot]) {
+        t->cost[*slot] = ap_malloc(t->cells * sizeof **t->cost);
+        t->done[*slot] = ap_calloc(t->cells, 1);
+        if (!t->cost[*slot] || !t->done[*slot]) {
+            ap_free(t->cost[*slot]);
+            ap_free(t->done[*slot]);
+            t->cost[*slot] = NULL;
+            t->done[*slot] = NULL;
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+        }
+    }
+    int nd = t->nm_max == 0 ? n : 0, nm = n - nd;
+    *k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) + (size_t)nm;
+    return AP_OK;
+}
+
+ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
+                                ap_err *err) {
+    const int L = (int)t->m.layers, pp = t->pp;
+    if (!t->single_kind || t->p.vp > 1 || n < 1 || pp < 2) return AP_OK;
+    const int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
+    if (!t->q) t->q = ap_malloc(sizeof *t->q);
+    if (!t->e) t->e = ap_malloc(sizeof *t->e);
+    if (!t->q || !t->e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    int todo[AP_MAX_STAGES], nt = 0;
+    for (int i = 0; i < k; i++) {
+        int slot;
+        size_t cell;
+        ap_status st = cell_of(t, ranks[i], n, rc, &slot, &cell, err);
+        if (st != AP_OK) return st;
+        if (!t->done[slot][cell]) todo[nt++] = ranks[i];
+    }
+    /* as many ranks as fit side by side hold n layers each, one more rank (the filler) the
+     * rest, the others none: each rank is priced from its own layers (stagecost.h), so one
+     * estimate prices them all */
+    while (nt > 0) {
+        int per = L / n;                 /* ranks that can hold n layers at once */
+        int batch = nt < per ? nt : per;
+        int rem = L - batch * n;
+        int filler = -1;
+        if (rem > 0) {
+            for (int r = 0, j = 0; r < pp && filler < 0; r++) {
+                while (j < batch && todo[j] < r) j++;
+                if (j >= batch || todo[j] != r) filler = r;
+            }
+            if (filler < 0) { /* every rank is in the batch: the last one fills */
+                batch--;
+                filler = todo[batch];
+                rem = L - batch * n;
+            }
+        }
+        if (batch <= 0) break;
+        ap_plan *q = t->q;
+        *q = t->p;
+        q->nchunks = pp;
+        for (int i = 0; i < pp; i++) q->stage_layers[i] = 0;
+        for (int j = 0; j < batch; j++) {
+            q->stage_layers[todo[j]] = n;
+            if (rc > 0) q->stage_recompute[todo[j]] = rc;
+        }
+        if (filler >= 0) q->stage_layers[filler] = rem;
+        ap_status st = ap_stage_estimate(&t->m, &t->c, q, t->has_opts ? &t->opts : NULL, t->e, err);
+        if (st != AP_OK) return AP_OK; /* a layout the trainer refuses: priced one by one */
+        t->evals++;
+        for (int j = 0; j < batch; j++) {
+            int slot;
+            size_t cell;
+            if ((st = cell_of(t, todo[j], n, rc, &slot, &cell, err)) != AP_OK) return st;
+            rank_cost(&t->c, t->e, todo[j], &t->cost[slot][cell]);
+            t->done[slot][cell] = 1;
+        }
+        memmove(todo, todo + batch, (size_t)(nt - batch) * sizeof *todo);
+        nt -= batch;
+    }
+    return AP_OK;
+}

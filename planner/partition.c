@@ -197,9 +197,9 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         /* only splits better than the uniform one (when it fits) or than upper_s matter:
          * ranges that alone would make T exceed that are not priced (pdp_fill) */
         double U = upper_s > 0 ? upper_s : INFINITY;
-        if (!restricted && (st = pdp_fill_split(&d, tab, uniform, err)) == AP_OK &&
+        if (!restricted && U == INFINITY && (st = pdp_fill_split(&d, tab, uniform, err)) == AP_OK &&
             pdp_split_fits(&d, uniform))
-            U = fmin(U, pdp_split_T(&d, uniform, NULL));
+            U = pdp_split_T(&d, uniform, NULL);
         if (st == AP_OK) st = pdp_fill(&d, tab, restricted || U == INFINITY ? INFINITY
                                                     : U / (double)d.m * (1 + 1e-9), err);
     }

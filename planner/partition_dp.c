@@ -136,8 +136,41 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     return AP_OK;
 }
 
+/* Models of one layer kind, vp = 1, the plan's (or one) recompute count: a range's cost
+ * depends on its rank and length only, so the lengths each rank needs are priced rank-parallel
+ * (ap_stage_table_fill_n), n = lo, lo + 1, ... until every rank's stage exceeds tcap. */
+static ap_status prefill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
+    if (d->v > 1 || d->per_stage_rc || d->nkeys != d->L + 1 || d->p < 2) return AP_OK;
+    int active[AP_MAX_STAGES], na = d->p;
+    for (int r = 0; r < d->p; r++) active[r] = r;
+    const int rc = d->fixed_rc > 0 ? d->fixed_rc : -1;
+    for (int n = d->lo; na > 0 && n <= d->L; n++) {
+        int ranks[AP_MAX_STAGES], k = 0;
+        for (int i = 0; i < na; i++) {
+            int r = active[i];
+            int nmax = r == d->p - 1 ? d->L - a_lo(d, r) : n_hi(d, r, a_lo(d, r));
+            if (n <= nmax) ranks[k++] = r;
+        }
+        if (k == 0) break;
+        ap_status st = ap_stage_table_fill_n(tab, ranks, k, n, rc, err);
+        if (st != AP_OK) return st;
+        /* a rank whose stage of n layers exceeds the cap needs no longer ones */
+        int na2 = 0;
+        for (int i = 0; i < k; i++) {
+            const ap_stage_cost *sc;
+            int r = ranks[i], a = r == d->p - 1 ? d->L - n : a_lo(d, r);
+            if ((st = ap_stage_table_get(tab, r, a, n, rc, &sc, err)) != AP_OK) return st;
+            if (sc->fwd_s + sc->bwd_s <= tcap) active[na2++] = r;
+        }
+        na = na2;
+    }
+    return AP_OK;
+}
+
 ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
     const int L = d->L;
+    ap_status pst = prefill(d, tab, tcap, err);
+    if (pst != AP_OK) return pst;
     for (int r = 0; r < d->p; r++)
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++) d->nmax[r * (L + 1) + a] = n_lo(d, r, a) - 1;
     for (int r = 0; r < d->p; r++) {

@@ -342,28 +342,35 @@ static int same_combo(const rs_cand *a, const rs_cand *b) {
            a->pt.zero == b->pt.zero && a->mb == b->mb;
 }
 
-/* Phase 2: every degree combination (its first candidate) whose bound can beat the k-th plan,
- * split with the granularity, counts and offload chosen jointly. The candidates of one
- * combination share their bound (their sibling is the same plan). */
+/* Phase 2: every degree combination (its first candidate in the enumeration order) whose bound
+ * can beat the k-th plan, split with the granularity, counts and offload chosen jointly. The
+ * candidates of one combination share their bound (their sibling is the same plan), so in
+ * bound-then-index order a combination's first candidate comes first. */
 static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_err *err) {
-    /* one entry per combination: its first candidate in the enumeration order */
-    int64_t nc = 0;
-    for (int64_t i = 0; i < rk->n; i++) {
-        int64_t j = 0;
-        for (; j < nc; j++)
-            if (same_combo(&rk->cands[ord[j].i], &rk->cands[i])) break;
-        if (j == nc) ord[nc++] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
-    }
-    qsort(ord, (size_t)nc, sizeof *ord, by_bound);
+    for (int64_t i = 0; i < rk->n; i++)
+        ord[i] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
+    qsort(ord, (size_t)rk->n, sizeof *ord, by_bound);
     ap_partition_opts po;
     ap_partition_opts_init(&po);
     po.solver = AP_SOLVER_DP;
     po.est = rk->o->est;
     po.choose_mode = po.choose_recompute = po.choose_offload = 1;
-    for (int64_t i = 0; i < nc; i++) {
+    int64_t *done = NULL, ndone = 0;
+    ap_status st = AP_OK;
+    for (int64_t i = 0; i < rk->n && st == AP_OK; i++) {
         const rs_cand *x = &rk->cands[ord[i].i];
         double kt = kth(rk->top);
         if (ord[i].lb_s > kt) break;
+        int seen = 0;
+        for (int64_t j = 0; j < ndone && !seen; j++) seen = same_combo(&rk->cands[done[j]], x);
+        if (seen) continue;
+        int64_t *nd = ap_realloc(done, (size_t)(ndone + 1) * sizeof *nd);
+        if (!nd) {
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory ranking the combinations");
+            break;
+        }
+        done = nd;
+        done[ndone++] = ord[i].i;
         if (rs_bound(x, x->combo_s, kt) > kt) continue;
         r->joint++;
         cand_plan(rk, x);
@@ -371,11 +378,11 @@ static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_e
         po.upper_pipe_s = kt < INFINITY ? kt * (1 + 1e-12) - x->fixed_s - rs_bound(x, 0, kt) : 0;
         if (kt < INFINITY && po.upper_pipe_s <= 0) continue;
         int got;
-        ap_status st = split_plan(rk, &po, &got, err);
-        if (st != AP_OK) return st;
-        if (got) offer(rk, ord[i].i, 1);
+        st = split_plan(rk, &po, &got, err);
+        if (st == AP_OK && got) offer(rk, ord[i].i, 1);
     }
-    return AP_OK;
+    ap_free(done);
+    return st;
 }
 
 /* Nothing fits: the closest plan gets the joint choice with its split (or the plain split where

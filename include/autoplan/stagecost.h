@@ -62,6 +62,14 @@ void ap_stage_table_free(ap_stage_table *t);
 ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
                               const ap_stage_cost **out, ap_err *err);
 
+/* Price the entries of ranks[0..k) holding n layers (recomputing rc_layers as above) in as few
+ * cost-model calls as possible: one layout puts n layers on as many of them as fit side by side
+ * (each rank is priced from its own layers only). Models of one layer kind with vp = 1; a no-op
+ * otherwise or for a layout the trainer refuses (the entries are then priced one by one on
+ * use). Entries already priced are skipped. */
+ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
+                                ap_err *err);
+
 /* Number of ap_estimate_plan calls the table made (for benchmarks and tests). */
 long ap_stage_table_evals(const ap_stage_table *t);
 
