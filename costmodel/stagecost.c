@@ -255,8 +255,9 @@ static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, siz
 
 ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
                                 ap_err *err) {
-    const int L = (int)t->m.layers, pp = t->pp;
-    if (!t->single_kind || t->p.vp > 1 || n < 1 || pp < 2) return AP_OK;
+    const int L = (int)t->m.layers, pp = t->pp, v = t->p.vp > 1 ? t->p.vp : 1;
+    if (!t->single_kind || n < 1 || pp < 2 || (int64_t)pp * v > AP_MAX_CHUNKS) return AP_OK;
+    if (v > 1 && rc_layers > 0) return AP_OK; /* per-stage counts need vp 1 */
     const int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
     if (!t->q) t->q = ap_malloc(sizeof *t->q);
     if (!t->e) t->e = ap_malloc(sizeof *t->e);
@@ -291,13 +292,17 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
         if (batch <= 0) break;
         ap_plan *q = t->q;
         *q = t->p;
-        q->nchunks = pp;
-        for (int i = 0; i < pp; i++) q->stage_layers[i] = 0;
+        q->nchunks = pp * v;
+        for (int i = 0; i < pp * v; i++) q->stage_layers[i] = 0;
+        /* rank r's chunks r, r + pp, ... share its layers evenly (ap_stage_chunk_layers) */
         for (int j = 0; j < batch; j++) {
-            q->stage_layers[todo[j]] = n;
+            for (int c = 0; c < v; c++)
+                q->stage_layers[todo[j] + c * pp] = ap_stage_chunk_layers(n, v, c);
             if (rc > 0) q->stage_recompute[todo[j]] = rc;
         }
-        if (filler >= 0) q->stage_layers[filler] = rem;
+        if (filler >= 0)
+            for (int c = 0; c < v; c++)
+                q->stage_layers[filler + c * pp] = ap_stage_chunk_layers(rem, v, c);
         ap_status st = ap_stage_estimate(&t->m, &t->c, q, t->has_opts ? &t->opts : NULL, t->e, err);
         if (st != AP_OK) return AP_OK; /* a layout the trainer refuses: priced one by one */
         t->evals++;

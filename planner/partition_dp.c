@@ -136,11 +136,11 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     return AP_OK;
 }
 
-/* Models of one layer kind, vp = 1, the plan's (or one) recompute count: a range's cost
+/* Models of one layer kind, the plan's (or one) recompute count: a range's cost
  * depends on its rank and length only, so the lengths each rank needs are priced rank-parallel
  * (ap_stage_table_fill_n), n = lo, lo + 1, ... until every rank's stage exceeds tcap. */
 static ap_status prefill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
-    if (d->v > 1 || d->per_stage_rc || d->nkeys != d->L + 1 || d->p < 2) return AP_OK;
+    if (d->per_stage_rc || d->nkeys != d->L + 1 || d->p < 2) return AP_OK;
     int active[AP_MAX_STAGES], na = d->p;
     for (int r = 0; r < d->p; r++) active[r] = r;
     const int rc = d->fixed_rc > 0 ? d->fixed_rc : -1;

@@ -30,6 +30,7 @@
 #include "partition_int.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,7 +150,8 @@ static void rest_bound(const ap_model *m, const ap_estimate *e, rs_cand *x, doub
 double rs_bound(const rs_cand *x, double base_s, double kth_s) {
     double dp = x->dp_floor_s;
     if (x->inv_m > 0 && kth_s < INFINITY) dp = fmax(dp, x->dp_s - kth_s * x->inv_m);
-    return (base_s + dp) * (1 - 1e-9);
+    double b = (base_s + dp) * (1 - 1e-9);
+    return b >= 0 ? b : 0; /* a cost model that returned no number bounds nothing */
 }
 
 /* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
@@ -211,6 +213,14 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
 
 /* ---- the branch and bound ---------------------------------------------------------------------- */
 
+/* A solver's scratch: the plan being split, its split and estimate (one per thread). */
+typedef struct {
+    ap_plan_group g;
+    ap_plan p;
+    ap_estimate e;
+    ap_partition_result pr;
+} solver_ws;
+
 typedef struct {
     const ap_model *m;
     const ap_cluster *c;
@@ -219,10 +229,8 @@ typedef struct {
     int64_t n;
     topk *top;
     ap_space space;
-    ap_plan_group g;
-    ap_plan p;
-    ap_estimate e;
-    ap_partition_result pr;
+    int threads;
+    solver_ws ws;     /* the calling thread's */
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -238,14 +246,18 @@ static int by_bound(const void *x, const void *y) {
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* the k-th step time of the ranking (INFINITY while it is not full) */
-static double kth(const topk *t) { return t->n == t->k ? t->e[t->k - 1].time.step_s : INFINITY; }
+/* the k-th step time of the ranking (INFINITY while it is not full, or when the cost model
+ * returned no number: then nothing is known) */
+static double kth(const topk *t) {
+    double s = t->n == t->k ? t->e[t->k - 1].time.step_s : INFINITY;
+    return s >= 0 ? s : INFINITY;
+}
 
-/* plan of candidate i into rk->p */
-static void cand_plan(ranker *rk, const rs_cand *x) {
-    ap_space_group(&rk->space, &x->pt, &rk->g);
-    rk->p = rk->g.base;
-    ap_plan_group_member(&rk->g, x->rc, x->mb, &rk->p);
+/* plan of candidate x into w->p */
+static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
+    ap_space_group(&rk->space, &x->pt, &w->g);
+    w->p = w->g.base;
+    ap_plan_group_member(&w->g, x->rc, x->mb, &w->p);
 }
 
 /* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. The ranking
@@ -270,70 +282,178 @@ static void normalise(ap_plan *p, int64_t L) {
     for (int i = 0; i < AP_MAX_CHUNKS; i++) p->stage_recompute[i] = 0;
 }
 
-/* Offer the estimate of a re-split plan (rk->e), found from candidate id (fixed: its own
- * recompute and offload; joint: its degrees' joint choice): it replaces the entry of the same
- * plan when it ranks before it, else it is dropped. */
-static void offer(ranker *rk, int64_t id, int joint) {
+/* Offer the estimate e of a re-split plan, found from candidate id (fixed: its own recompute
+ * and offload; joint: its degrees' joint choice): it replaces the entry of the same plan when
+ * it ranks before it, else it is dropped. */
+static void offer(ranker *rk, const ap_estimate *e, int64_t id, int joint) {
     topk *t = rk->top;
     for (int i = 0; i < t->n; i++) {
-        if (!same_plan(&t->e[i].plan, &rk->e.plan)) continue;
-        if (!ap_estimate_better(&rk->e, &t->e[i])) return;
+        if (!same_plan(&t->e[i].plan, &e->plan)) continue;
+        if (!ap_estimate_better(e, &t->e[i])) return;
         topk_remove(t, i);
         break;
     }
-    topk_offer(t, &rk->e, joint ? -2 - id : id);
+    topk_offer(t, e, joint ? -2 - id : id);
 }
 
-/* Split plan rk->p with opts po; on a fitting answer the re-split plan's estimate in rk->e and
+/* Split plan w->p with opts po; on a fitting answer the re-split plan's estimate in w->e and
  * 1 in *got. Plans the solver does not take are left as they are. */
-static ap_status split_plan(ranker *rk, const ap_partition_opts *po, int *got, ap_err *err) {
+static ap_status split_plan(const ranker *rk, solver_ws *w, const ap_partition_opts *po, int *got,
+                            ap_err *err) {
     *got = 0;
     ap_err ierr;
-    if (pt_check_input(rk->m, &rk->p, po, &ierr) != AP_OK) return AP_OK;
-    ap_status st = ap_partition_solve(rk->m, rk->c, &rk->p, po, &rk->pr, err);
-    if (st == AP_OK && rk->pr.fits && !rk->pr.capped) {
-        ap_partition_apply(&rk->pr, &rk->p);
-        normalise(&rk->p, rk->m->layers);
+    if (pt_check_input(rk->m, &w->p, po, &ierr) != AP_OK) return AP_OK;
+    ap_status st = ap_partition_solve(rk->m, rk->c, &w->p, po, &w->pr, err);
+    if (st == AP_OK && w->pr.fits && !w->pr.capped) {
+        ap_partition_apply(&w->pr, &w->p);
+        normalise(&w->p, rk->m->layers);
         /* a split the trainer's table refuses is not an answer */
-        if (ap_plan_check(&rk->p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
+        if (ap_plan_check(&w->p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
             return AP_OK;
-        st = ap_estimate_plan(rk->m, rk->c, &rk->p, &rk->o->est, &rk->e, err);
-        *got = st == AP_OK && rk->e.fits;
+        st = ap_estimate_plan(rk->m, rk->c, &w->p, &rk->o->est, &w->e, err);
+        *got = st == AP_OK && w->e.fits;
     }
     if (st != AP_OK) {
         char lbl[160];
-        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&rk->p, lbl, sizeof lbl));
+        ap_err_prefix(err, "re-splitting %s", ap_plan_label(&w->p, lbl, sizeof lbl));
     }
+    return st;
+}
+
+/* ---- batches of solves on threads ---------------------------------------------------------------
+ * The candidates are taken in order; the next BATCH whose bound can beat the k-th plan are
+ * solved together (on the worker threads), each capped by the k-th plan as it stood when the
+ * batch began, then offered in order, each only if its bound can still beat the k-th plan at
+ * its turn (what a one-by-one walk would do; a solve it would have skipped cannot enter the
+ * ranking). BATCH is a constant, not the thread count, so the caps, hence the splits, are the
+ * same whatever the threads. */
+#define BATCH 8
+
+typedef struct {
+    int64_t cand;             /* candidate index */
+    int joint;
+    ap_partition_opts po;     /* with its cap */
+    int run;                  /* 0: its bound could not beat the k-th plan (not solved) */
+    int got;
+    ap_status st;
+    ap_err err;
+    ap_estimate e;            /* the re-split plan's estimate when got */
+} job;
+
+typedef struct {
+    const ranker *rk;
+    job *jobs;
+    int n, next;
+    pthread_mutex_t mu;
+} job_run;
+
+static void *job_worker(void *arg) {
+    job_run *jr = ((void **)arg)[0];
+    solver_ws *w = ((void **)arg)[1];
+    for (;;) {
+        pthread_mutex_lock(&jr->mu);
+        int i = jr->next++;
+        pthread_mutex_unlock(&jr->mu);
+        if (i >= jr->n) break;
+        job *j = &jr->jobs[i];
+        if (!j->run) continue;
+        cand_plan(jr->rk, w, &jr->rk->cands[j->cand]);
+        j->st = split_plan(jr->rk, w, &j->po, &j->got, &j->err);
+        if (j->got) j->e = w->e;
+    }
+    return NULL;
+}
+
+/* Solve the jobs, on up to rk->threads threads (the calling one included). */
+static void run_jobs(ranker *rk, job *jobs, int n) {
+    job_run jr = {rk, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+    int nt = rk->threads < n ? rk->threads : n;
+    pthread_t tid[BATCH];
+    char started[BATCH] = {0};
+    solver_ws *ws = nt > 1 ? ap_malloc((size_t)(nt - 1) * sizeof *ws) : NULL;
+    if (nt > 1 && !ws) nt = 1; /* the calling thread alone */
+    void *args[BATCH][2];
+    for (int t = 1; t < nt; t++) {
+        args[t][0] = &jr;
+        args[t][1] = &ws[t - 1];
+        started[t] = pthread_create(&tid[t], NULL, job_worker, args[t]) == 0;
+    }
+    args[0][0] = &jr;
+    args[0][1] = &rk->ws;
+    job_worker(args[0]);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    ap_free(ws);
+}
+
+/* The cap of a candidate's solve when the k-th step is kt: the step is at least the pipeline
+ * time plus what no split changes and the bounds of the rest, so splits whose pipeline time
+ * reaches the k-th step minus those cannot enter. Fixed: the objective (no X); joint: the
+ * pipeline time of every variant, whatever its X. 0: no cap; < 0: nothing can enter. */
+static double cap_of(const rs_cand *x, double kt, int joint) {
+    if (kt == INFINITY) return 0;
+    double c = kt * (1 + 1e-12) - x->fixed_s - rs_bound(x, 0, kt) - (joint ? 0 : x->opt_s);
+    return c > 0 ? c : -1;
+}
+
+/* The walk over ord[0..n) (candidates, or one per degree combination when joint): solves in
+ * batches, offers in order; counts the solves a one-by-one walk makes into *count. */
+static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int64_t *count,
+                      ap_err *err) {
+    job *jobs = ap_malloc(BATCH * sizeof *jobs);
+    if (!jobs) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.solver = AP_SOLVER_DP;
+    po.est = rk->o->est;
+    po.choose_mode = po.choose_recompute = po.choose_offload = joint;
+    ap_status st = AP_OK;
+    int64_t i = 0;
+    while (i < n && st == AP_OK) {
+        double kt = kth(rk->top);
+        if (ord[i].lb_s > kt) break;
+        int nb = 0;
+        for (int64_t j = i; j < n && nb < BATCH && (j == i || ord[j].lb_s <= kt); j++, nb++) {
+            const rs_cand *x = &rk->cands[ord[j].i];
+            job *jb = &jobs[nb];
+            jb->cand = ord[j].i;
+            jb->joint = joint;
+            jb->po = po;
+            jb->got = 0;
+            jb->st = AP_OK;
+            double cap = cap_of(x, kt, joint);
+            jb->run = rs_bound(x, joint ? x->combo_s : x->own_s, kt) <= kt && cap >= 0;
+            if (joint) jb->po.upper_pipe_s = cap > 0 ? cap : 0;
+            else jb->po.upper_s = cap > 0 ? cap : 0;
+        }
+        run_jobs(rk, jobs, nb);
+        for (int b = 0; b < nb; b++, i++) {
+            const rs_cand *x = &rk->cands[jobs[b].cand];
+            double k2 = kth(rk->top);
+            if (ord[i].lb_s > k2) {
+                i = n; /* no later candidate can enter */
+                break;
+            }
+            if (!jobs[b].run || rs_bound(x, joint ? x->combo_s : x->own_s, k2) > k2 ||
+                cap_of(x, k2, joint) < 0)
+                continue;
+            (*count)++;
+            if (jobs[b].st != AP_OK) {
+                st = jobs[b].st;
+                *err = jobs[b].err;
+                break;
+            }
+            if (jobs[b].got) offer(rk, &jobs[b].e, jobs[b].cand, joint);
+        }
+    }
+    ap_free(jobs);
     return st;
 }
 
 /* Phase 1: every candidate whose bound can beat the k-th plan, split with its own recompute
  * and offload. */
 static ap_status fixed_phase(ranker *rk, const ordered *ord, ap_search_result *r, ap_err *err) {
-    ap_partition_opts po;
-    ap_partition_opts_init(&po);
-    po.solver = AP_SOLVER_DP;
-    po.est = rk->o->est;
-    for (int64_t i = 0; i < rk->n; i++) {
-        const rs_cand *x = &rk->cands[ord[i].i];
-        double kt = kth(rk->top);
-        if (ord[i].lb_s > kt) break;
-        if (rs_bound(x, x->own_s, kt) > kt) continue;
-        r->resplit++;
-        cand_plan(rk, x);
-        /* the step is at least the pipeline time plus what no split changes and the bounds
-         * of the rest: splits whose pipeline time reaches the k-th step minus those cannot
-         * enter */
-        po.upper_s = kt < INFINITY
-                         ? kt * (1 + 1e-12) - x->fixed_s - x->opt_s - rs_bound(x, 0, kt)
-                         : 0;
-        if (kt < INFINITY && po.upper_s <= 0) continue;
-        int got;
-        ap_status st = split_plan(rk, &po, &got, err);
-        if (st != AP_OK) return st;
-        if (got) offer(rk, ord[i].i, 0);
-    }
-    return AP_OK;
+    return walk(rk, ord, rk->n, 0, &r->resplit, err);
 }
 
 static int same_combo(const rs_cand *a, const rs_cand *b) {
@@ -345,44 +465,21 @@ static int same_combo(const rs_cand *a, const rs_cand *b) {
 /* Phase 2: every degree combination (its first candidate in the enumeration order) whose bound
  * can beat the k-th plan, split with the granularity, counts and offload chosen jointly. The
  * candidates of one combination share their bound (their sibling is the same plan), so in
- * bound-then-index order a combination's first candidate comes first. */
+ * bound-then-index order a combination's first candidate comes first; the walk takes one entry
+ * per combination, collected up to the first bound no plan can beat. */
 static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_err *err) {
     for (int64_t i = 0; i < rk->n; i++)
         ord[i] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
     qsort(ord, (size_t)rk->n, sizeof *ord, by_bound);
-    ap_partition_opts po;
-    ap_partition_opts_init(&po);
-    po.solver = AP_SOLVER_DP;
-    po.est = rk->o->est;
-    po.choose_mode = po.choose_recompute = po.choose_offload = 1;
-    int64_t *done = NULL, ndone = 0;
-    ap_status st = AP_OK;
-    for (int64_t i = 0; i < rk->n && st == AP_OK; i++) {
-        const rs_cand *x = &rk->cands[ord[i].i];
-        double kt = kth(rk->top);
-        if (ord[i].lb_s > kt) break;
+    double kt = kth(rk->top);
+    int64_t nc = 0;
+    for (int64_t i = 0; i < rk->n && ord[i].lb_s <= kt; i++) {
         int seen = 0;
-        for (int64_t j = 0; j < ndone && !seen; j++) seen = same_combo(&rk->cands[done[j]], x);
-        if (seen) continue;
-        int64_t *nd = ap_realloc(done, (size_t)(ndone + 1) * sizeof *nd);
-        if (!nd) {
-            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory ranking the combinations");
-            break;
-        }
-        done = nd;
-        done[ndone++] = ord[i].i;
-        if (rs_bound(x, x->combo_s, kt) > kt) continue;
-        r->joint++;
-        cand_plan(rk, x);
-        /* whatever the variant's X, its pipeline time must stay below this to enter */
-        po.upper_pipe_s = kt < INFINITY ? kt * (1 + 1e-12) - x->fixed_s - rs_bound(x, 0, kt) : 0;
-        if (kt < INFINITY && po.upper_pipe_s <= 0) continue;
-        int got;
-        st = split_plan(rk, &po, &got, err);
-        if (st == AP_OK && got) offer(rk, ord[i].i, 1);
+        for (int64_t j = 0; j < nc && !seen; j++)
+            seen = same_combo(&rk->cands[ord[j].i], &rk->cands[ord[i].i]);
+        if (!seen) ord[nc++] = ord[i];
     }
-    ap_free(done);
-    return st;
+    return walk(rk, ord, nc, 1, &r->joint, err);
 }
 
 /* Nothing fits: the closest plan gets the joint choice with its split (or the plain split where
@@ -400,18 +497,18 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
     if (pt_check_input(rk->m, &cur->plan, &po, &ierr) != AP_OK)
         po.choose_mode = po.choose_recompute = po.choose_offload = 0;
     if (pt_check_input(rk->m, &cur->plan, &po, &ierr) != AP_OK) return AP_OK;
-    rk->p = cur->plan;
-    ap_status st = ap_partition_solve(rk->m, rk->c, &rk->p, &po, &rk->pr, err);
+    rk->ws.p = cur->plan;
+    ap_status st = ap_partition_solve(rk->m, rk->c, &rk->ws.p, &po, &rk->ws.pr, err);
     /* every variant of the joint choice refused: the plain split */
     if (po.choose_mode && (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT)) {
         po.choose_mode = po.choose_recompute = po.choose_offload = 0;
-        st = ap_partition_solve(rk->m, rk->c, &rk->p, &po, &rk->pr, err);
+        st = ap_partition_solve(rk->m, rk->c, &rk->ws.p, &po, &rk->ws.pr, err);
     }
     if (st == AP_OK) {
-        ap_partition_apply(&rk->pr, &rk->p);
-        if (ap_plan_check(&rk->p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
+        ap_partition_apply(&rk->ws.pr, &rk->ws.p);
+        if (ap_plan_check(&rk->ws.p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
             return AP_OK;
-        st = ap_estimate_plan(rk->m, rk->c, &rk->p, &rk->o->est, &rk->e, err);
+        st = ap_estimate_plan(rk->m, rk->c, &rk->ws.p, &rk->o->est, &rk->ws.e, err);
     }
     if (st != AP_OK) {
         char lbl[160];
@@ -419,11 +516,11 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
         return st;
     }
     r->joint++;
-    if (rk->e.fits) {
-        topk_offer(rk->top, &rk->e, -1);
+    if (rk->ws.e.fits) {
+        topk_offer(rk->top, &rk->ws.e, -1);
         r->have_closest = 0;
-    } else if (ap_estimate_better(&rk->e, cur)) {
-        *cur = rk->e;
+    } else if (ap_estimate_better(&rk->ws.e, cur)) {
+        *cur = rk->ws.e;
     }
     return AP_OK;
 }
@@ -441,19 +538,19 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
         int64_t id = t->id[i];
         if (id == -1 || t->e[i].plan.nchunks == 0) continue;
         int joint = id <= -2;
-        cand_plan(rk, &rk->cands[joint ? -2 - id : id]);
+        cand_plan(rk, &rk->ws, &rk->cands[joint ? -2 - id : id]);
         po.choose_mode = po.choose_recompute = po.choose_offload = joint;
         int got;
-        ap_status st = split_plan(rk, &po, &got, err);
+        ap_status st = split_plan(rk, &rk->ws, &po, &got, err);
         if (st != AP_OK) return st;
-        if (got && !ap_estimate_better(&t->e[i], &rk->e)) t->e[i] = rk->e;
+        if (got && !ap_estimate_better(&t->e[i], &rk->ws.e)) t->e[i] = rk->ws.e;
     }
     /* keep the ranking sorted (insertion: stable) */
     for (int i = 1; i < t->n; i++)
         for (int j = i; j > 0 && ap_estimate_better(&t->e[j], &t->e[j - 1]); j--) {
-            rk->e = t->e[j];
+            rk->ws.e = t->e[j];
             t->e[j] = t->e[j - 1];
-            t->e[j - 1] = rk->e;
+            t->e[j - 1] = rk->ws.e;
             int64_t x = t->id[j];
             t->id[j] = t->id[j - 1];
             t->id[j - 1] = x;
@@ -462,7 +559,7 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
 }
 
 ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *o, rs_cand *cands,
-                  int64_t n, topk *top, ap_search_result *r, ap_err *err) {
+                  int64_t n, topk *top, int threads, ap_search_result *r, ap_err *err) {
     ranker *rk = ap_malloc(sizeof *rk);
     ordered *ord = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
     if (!rk || !ord) {
@@ -476,6 +573,7 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->cands = cands;
     rk->n = n;
     rk->top = top;
+    rk->threads = threads < 1 ? 1 : threads > BATCH ? BATCH : threads;
     ap_space_init(&rk->space, m, c, o);
     for (int64_t i = 0; i < n; i++) ord[i] = (ordered){rs_bound(&cands[i], cands[i].own_s, INFINITY), i};
     qsort(ord, (size_t)n, sizeof *ord, by_bound);

@@ -498,7 +498,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     }
     r->candidates = run->ncand;
     if (st == AP_OK && rs_applies(o))
-        st = rs_rank(m, c, o, run->cands, run->ncand, &run->top, r, err);
+        st = rs_rank(m, c, o, run->cands, run->ncand, &run->top, nthreads, r, err);
     r->top = run->top.e;
     r->ntop = run->top.n;
     run->top.e = NULL;

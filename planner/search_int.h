@@ -69,8 +69,9 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
 
 /* Rank the candidates (ids: their indices) into top: each candidate whose bound can still
  * beat the k-th entry gets its optimal split, each degree combination whose bound can, the
- * joint choice; r's counters of re-split plans are set. */
+ * joint choice, solved on up to `threads` threads (the answer does not depend on it); r's
+ * counters of re-split plans are set. */
 ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *o, rs_cand *cands,
-                  int64_t n, topk *top, ap_search_result *r, ap_err *err);
+                  int64_t n, topk *top, int threads, ap_search_result *r, ap_err *err);
 
 #endif

@@ -64,9 +64,10 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
 
 /* Price the entries of ranks[0..k) holding n layers (recomputing rc_layers as above) in as few
  * cost-model calls as possible: one layout puts n layers on as many of them as fit side by side
- * (each rank is priced from its own layers only). Models of one layer kind with vp = 1; a no-op
- * otherwise or for a layout the trainer refuses (the entries are then priced one by one on
- * use). Entries already priced are skipped. */
+ * (each rank is priced from its own layers only; an interleaved rank's spread evenly over its
+ * chunks, as ap_stage_cost_eval does). Models of one layer kind; a no-op otherwise or for a
+ * layout the trainer refuses (the entries are then priced one by one on use). Entries already
+ * priced are skipped. */
 ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
                                 ap_err *err);
 
