@@ -199,11 +199,14 @@ static void cache_key(const plan_cmd *pc, const ap_cluster *c, char key[AP_DB_KE
     ap_strbuf_free(&text);
 }
 
-/* A fresh search of cluster c as result JSON; NULL with *stp and err on failure. */
-static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_status *stp, ap_err *err) {
+/* A fresh search of cluster c as result JSON: `pre` (a search already run for c: taken over,
+ * freed here) or a search now; NULL with *stp and err on failure. */
+static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_search_result *pre,
+                             ap_status *stp, ap_err *err) {
     const ap_model *m = &pc->r.model;
     ap_search_result r;
-    if ((*stp = ap_search(m, c, &pc->r.search, &r, err)) != AP_OK) return NULL;
+    if (pre) r = *pre;
+    else if ((*stp = ap_search(m, c, &pc->r.search, &r, err)) != AP_OK) return NULL;
     int repartitioned = 0;
     for (int i = 0; i < r.ntop; i++) repartitioned += r.top[i].plan.nchunks > 0;
     if (r.ntop == 0 && r.have_closest) repartitioned += r.closest.plan.nchunks > 0;
@@ -291,16 +294,32 @@ static void cache_put(plan_cmd *pc, const ap_cluster *c, const char *key, const 
     free(js);
 }
 
-/* The result for cluster c, cached or fresh; NULL with *stp and err on failure. */
-static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, int *cached, ap_status *stp,
-                           ap_err *err) {
+/* 1 when the plan cache holds a row for cluster c (a sweep searches the others up front). */
+static int cache_has(plan_cmd *pc, const ap_cluster *c) {
+    if (!pc->db) return 0;
+    char key[AP_DB_KEY_HEX + 1];
+    cache_key(pc, c, key);
+    char *js = NULL;
+    ap_err e2;
+    int has = ap_db_plan_get(pc->db, key, &js, NULL, &e2) == AP_OK && js;
+    free(js);
+    return has;
+}
+
+/* The result for cluster c, cached or fresh (from `pre` when given: a search already run for
+ * c, taken over and freed); NULL with *stp and err on failure. */
+static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, ap_search_result *pre, int *cached,
+                           ap_status *stp, ap_err *err) {
     char key[AP_DB_KEY_HEX + 1];
     *stp = AP_OK;
     cache_key(pc, c, key);
     ap_json *j = cache_get(pc, c, key);
     *cached = j != NULL;
-    if (j) return j;
-    ap_json *out = search_fresh(pc, c, stp, err);
+    if (j) {
+        if (pre) ap_search_result_free(pre);
+        return j;
+    }
+    ap_json *out = search_fresh(pc, c, pre, stp, err);
     if (out) cache_put(pc, c, key, out);
     return out;
 }
@@ -651,32 +670,100 @@ static ap_status sweep_outputs(plan_cmd *pc, const ap_cluster *c, const ap_json 
     return write_outputs(pc, sub, c, res, rc, err);
 }
 
+/* The counts of a sweep: every count's cluster, and the searches of those the cache does not
+ * answer, run side by side (threads over the sweep points), each exactly as `plan --gpus
+ * <count>` alone searches it (ap_search_many). */
+typedef struct {
+    int n, nok;              /* counts; counts before the first whose cluster fails */
+    ap_status cst;           /* that failure */
+    ap_err cerr;
+    ap_cluster *cl, *mc;     /* [n]: every count's cluster; the searched ones */
+    ap_search_result *mres;  /* [nmiss]: their results, taken over by run_search */
+    ap_status *mst;
+    ap_err *merr;
+    int *slot, nmiss;        /* count -> index of its search, -1 = answered by the cache */
+} sweep_pre;
+
+static void sweep_pre_free(sweep_pre *sp) {
+    for (int j = 0; sp->mst && j < sp->nmiss; j++)
+        if (sp->mst[j] == AP_OK) ap_search_result_free(&sp->mres[j]);
+    free(sp->cl), free(sp->mc), free(sp->mres), free(sp->mst), free(sp->merr), free(sp->slot);
+}
+
+static ap_status sweep_prepare(plan_cmd *pc, sweep_pre *sp, ap_err *err) {
+    const int n = pc->ncounts;
+    memset(sp, 0, sizeof *sp);
+    sp->n = sp->nok = n;
+    sp->cl = calloc((size_t)n, sizeof *sp->cl);
+    sp->mc = calloc((size_t)n, sizeof *sp->mc);
+    sp->mres = calloc((size_t)n, sizeof *sp->mres);
+    sp->mst = calloc((size_t)n, sizeof *sp->mst);
+    sp->merr = calloc((size_t)n, sizeof *sp->merr);
+    sp->slot = calloc((size_t)n, sizeof *sp->slot);
+    if (!sp->cl || !sp->mc || !sp->mres || !sp->mst || !sp->merr || !sp->slot)
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the sweep");
+    for (int i = 0; i < n; i++) {
+        sp->slot[i] = -1;
+        if ((sp->cst = sweep_cluster(pc, i, &sp->cl[i], &sp->cerr)) != AP_OK) {
+            sp->nok = i; /* reported when the sweep reaches it */
+            break;
+        }
+        if (!cache_has(pc, &sp->cl[i])) {
+            sp->slot[i] = sp->nmiss;
+            sp->mc[sp->nmiss++] = sp->cl[i];
+        }
+    }
+    return ap_search_many(&pc->r.model, sp->mc, sp->nmiss, &pc->r.search, sp->mres, sp->mst,
+                          sp->merr);
+}
+
+/* Count i's result (NULL with *st and err on failure). */
+static ap_json *sweep_result(plan_cmd *pc, sweep_pre *sp, int i, ap_status *st, ap_err *err) {
+    if (i == sp->nok) {
+        *st = sp->cst;
+        *err = sp->cerr;
+        return NULL;
+    }
+    int cached, j = sp->slot[i];
+    *st = j >= 0 ? sp->mst[j] : AP_OK;
+    if (*st != AP_OK) {
+        *err = sp->merr[j];
+        return NULL;
+    }
+    if (j >= 0) sp->mst[j] = AP_ERR_INTERNAL; /* taken over by run_search */
+    return run_search(pc, &sp->cl[i], j >= 0 ? &sp->mres[j] : NULL, &cached, st, err);
+}
+
 static int sweep(plan_cmd *pc) {
     ap_err err = {{0}};
+    sweep_pre sp;
+    ap_status st = sweep_prepare(pc, &sp, &err);
+    if (st != AP_OK) {
+        sweep_pre_free(&sp);
+        return ap_cli_fail(st, &err);
+    }
     ap_json *all = ap_json_new_array();
     sweep_state ss = {0, 0};
     int rc = 0;
     sweep_header(pc);
     for (int i = 0; i < pc->ncounts; i++) {
-        ap_cluster c;
-        int cached, orc = 0;
-        ap_status st = sweep_cluster(pc, i, &c, &err);
-        ap_json *res = st == AP_OK ? run_search(pc, &c, &cached, &st, &err) : NULL;
-        if (!res) {
-            ap_json_free(all);
-            return ap_cli_fail(st, &err);
+        int orc = 0;
+        ap_json *res = sweep_result(pc, &sp, i, &st, &err);
+        if (res) {
+            ap_json *row = ap_json_new_object();
+            sweep_row(pc, &sp.cl[i], res, row, &ss);
+            ap_json_push(all, row);
+            st = sweep_outputs(pc, &sp.cl[i], res, &orc, &err);
+            ap_json_free(res);
         }
-        ap_json *row = ap_json_new_object();
-        sweep_row(pc, &c, res, row, &ss);
-        ap_json_push(all, row);
-        st = sweep_outputs(pc, &c, res, &orc, &err);
-        ap_json_free(res);
         if (st != AP_OK) {
             ap_json_free(all);
+            sweep_pre_free(&sp);
             return ap_cli_fail(st, &err);
         }
         if (orc > rc) rc = orc;
     }
+    sweep_pre_free(&sp);
     sweep_footer(pc, all, &ss);
     return rc;
 }
@@ -686,7 +773,7 @@ static int single(plan_cmd *pc) {
     ap_err err = {{0}};
     int cached;
     ap_status st;
-    ap_json *res = run_search(pc, &pc->r.cluster, &cached, &st, &err);
+    ap_json *res = run_search(pc, &pc->r.cluster, NULL, &cached, &st, &err);
     if (!res) return ap_cli_fail(st, &err);
     if (pc->json) {
         ap_json_add_bool(res, "cached", cached);

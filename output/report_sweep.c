@@ -41,19 +41,24 @@ ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
     o.max_evals = 0;
     o.resplit = solver >= 0;
     o.resplit_solver = solver >= 0 ? solver : AP_SOLVER_DP;
-    for (int i = 0; i < n; i++) {
-        const ap_cluster *c = &clusters[i];
-        ap_search_result res;
-        ap_status st = ap_search(m, c, &o, &res, err);
-        if (st != AP_OK) {
-            ap_err_prefix(err, "--gpus %d", c->gpus);
-            ap_free(pts);
-            return st;
+    /* the counts side by side, each as `plan --gpus <count>` alone finds it */
+    ap_search_result *res = ap_calloc((size_t)n, sizeof *res);
+    ap_status *sts = ap_calloc((size_t)n, sizeof *sts);
+    ap_err *errs = ap_calloc((size_t)n, sizeof *errs);
+    ap_status st = res && sts && errs ? AP_OK
+                                      : ap_err_set(err, AP_ERR_NOMEM, "out of memory for the sweep");
+    if (st == AP_OK) ap_search_many(m, clusters, n, &o, res, sts, errs);
+    for (int i = 0; i < n && st == AP_OK; i++) {
+        if (sts[i] != AP_OK) {
+            st = sts[i];
+            *err = errs[i];
+            ap_err_prefix(err, "--gpus %d", clusters[i].gpus);
+            break;
         }
         ap_report_sweep_point *pt = &pts[i];
-        pt->gpus = c->gpus;
-        if (res.ntop > 0) {
-            const ap_estimate *e = &res.top[0];
+        pt->gpus = clusters[i].gpus;
+        if (res[i].ntop > 0) {
+            const ap_estimate *e = &res[i].top[0];
             pt->fits = 1;
             ap_plan_label(&e->plan, pt->label, sizeof pt->label);
             pt->step_s = e->time.step_s;
@@ -64,7 +69,15 @@ ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
             if (r->train_tokens > 0 && pt->tokens_per_s > 0)
                 pt->time_to_train_s = r->train_tokens / pt->tokens_per_s;
         }
-        ap_search_result_free(&res);
+    }
+    for (int i = 0; res && sts && i < n; i++)
+        if (sts[i] == AP_OK) ap_search_result_free(&res[i]);
+    ap_free(res);
+    ap_free(sts);
+    ap_free(errs);
+    if (st != AP_OK) {
+        ap_free(pts);
+        return st;
     }
     r->sweep = pts;
     r->nsweep = n;

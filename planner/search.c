@@ -509,3 +509,57 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     r->search_s = ap_now_s() - t0;
     return st;
 }
+
+/* ---- several searches ------------------------------------------------------------------------ */
+
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *clusters;
+    const ap_search_opts *o;
+    ap_search_result *res;
+    ap_status *st;
+    ap_err *errs;
+    int n, next;
+    pthread_mutex_t mu;
+} many_run;
+
+static void *many_worker(void *arg) {
+    many_run *mr = arg;
+    ap_search_opts o = *mr->o;
+    o.threads = 1;
+    for (;;) {
+        pthread_mutex_lock(&mr->mu);
+        int i = mr->next++;
+        pthread_mutex_unlock(&mr->mu);
+        if (i >= mr->n) break;
+        mr->st[i] = ap_search(mr->m, &mr->clusters[i], &o, &mr->res[i], &mr->errs[i]);
+    }
+    return NULL;
+}
+
+ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
+                         const ap_search_opts *o, ap_search_result *res, ap_status *st,
+                         ap_err *errs) {
+    int nt = threads_of(o);
+    if (nt > n) nt = n;
+    if (nt <= 1) {
+        for (int i = 0; i < n; i++) st[i] = ap_search(m, &clusters[i], o, &res[i], &errs[i]);
+        return AP_OK;
+    }
+    many_run mr = {m, clusters, o, res, st, errs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t *tid = calloc((size_t)nt, sizeof *tid);
+    char *started = calloc((size_t)nt, 1);
+    if (!tid || !started) {
+        free(tid);
+        free(started);
+        for (int i = 0; i < n; i++) st[i] = ap_search(m, &clusters[i], o, &res[i], &errs[i]);
+        return AP_OK;
+    }
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, many_worker, &mr) == 0;
+    many_worker(&mr);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    free(tid);
+    free(started);
+    return AP_OK;
+}

@@ -526,8 +526,6 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
             if (cb > vals[k]) bad++;
         }
     }
-    fprintf(stderr, "%s: %d fitting plans, %d combinations, search split %lld + %lld joint\n", what,
-            all.n, ncombo, (long long)r.resplit, (long long)r.joint);
     free(combo);
     free(combo_s);
     CHECK(nbound > 0);

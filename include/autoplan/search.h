@@ -85,6 +85,14 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
                     ap_search_result *res, ap_err *err);
 void ap_search_result_free(ap_search_result *res);
 
+/* n searches, one per cluster (a GPU-count sweep), run side by side on opts->threads threads
+ * (each search on one): res[i], st[i] and errs[i] are what ap_search(m, &clusters[i], opts)
+ * alone returns (its answer does not depend on threads). Returns AP_OK; the caller frees each
+ * res[i] whose st[i] is AP_OK. */
+ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
+                         const ap_search_opts *opts, ap_search_result *res, ap_status *st,
+                         ap_err *errs);
+
 /* ---- the plan space (planner/space.c) ---------------------------------------------------------
  * The space above as a table of dimensions walked by an odometer: a point fixes the degrees
  * (tp, cp, pp and so dp, ep, vp), the ZeRO stage and the offload fractions, i.e. the model
