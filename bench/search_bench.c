@@ -1,13 +1,21 @@
 /*
- * search_bench.c - figures for the search (issue targets, printed, not asserted by time):
- *   megatron-1t on 3072 a100-80g GPUs, gbs 3072, the full joint space: under 1 s on one core;
- *   one plan evaluation under 2 microseconds;
+ * search_bench.c - figures for the search (issue 20's targets; printed, not asserted by time):
+ *   megatron-1t on 3072 a100-80g GPUs and llama-3.1-405b on 16384 h100, the whole ranking
+ *     (every pipelined candidate with its optimal split, the joint recompute/offload choice):
+ *     under 1 s on one core;
+ *   the same searches on 1 and 2 threads (wall time; the speedup wants >= 1.8x on an idle
+ *     2-core machine) and the answers identical;
+ *   one plan evaluation (the unpruned enumeration's time / plans evaluated): under 0.5 us;
  *   pruning is safe: the unpruned enumeration returns the same top 10 (this IS asserted);
- *   a 10-point GPU-count sweep for llama-3-70b under 5 s.
- * Usage: search_bench [SOURCE_DIR]
+ *   the sweeps megatron-1t 64..16384 and llama-3.1-405b 4096..65536 and the nothing-fits
+ *     megatron-1t on 64 GPUs (the closest plan's joint choice), one core and all cores;
+ *   the GLPK joint program for llama-3.1-405b pp 8 (binaries, time).
+ * Times are CPU seconds of the process (one core) unless marked wall. Usage:
+ * search_bench [SOURCE_DIR]
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "autoplan/partition.h"
 #include "autoplan/search.h"
@@ -23,6 +31,82 @@ static int load(const char *dir, const char *rel, ap_model *m) {
     return 1;
 }
 
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int same_answer(const ap_search_result *a, const ap_search_result *b) {
+    if (a->ntop != b->ntop) return 0;
+    for (int i = 0; i < a->ntop; i++)
+        if (memcmp(&a->top[i].plan, &b->top[i].plan, sizeof(ap_plan)) != 0 ||
+            a->top[i].time.step_s != b->top[i].time.step_s)
+            return 0;
+    return 1;
+}
+
+/* the whole ranking on 1 thread (CPU time) and on 2 (wall time, speedup, identical answer) */
+static int ranking(const char *what, const ap_model *m, const ap_cluster *c, ap_search_opts o) {
+    ap_err err;
+    ap_search_result r1, r2;
+    o.resplit = 1;
+    o.threads = 1;
+    double t0 = cpu_s(), w0 = ap_now_s();
+    if (ap_search(m, c, &o, &r1, &err) != AP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 0;
+    }
+    double cpu1 = cpu_s() - t0, wall1 = ap_now_s() - w0;
+    o.threads = 2;
+    w0 = ap_now_s();
+    if (ap_search(m, c, &o, &r2, &err) != AP_OK) return 0;
+    double wall2 = ap_now_s() - w0;
+    char lbl[160];
+    printf("%s\n", what);
+    printf("  ranking (split every candidate that can win, joint choice): %.3f s on one core "
+           "(%lld candidates, %lld split, %lld joint)\n", cpu1, (long long)r1.candidates,
+           (long long)r1.resplit, (long long)r1.joint);
+    printf("  wall 1 thread %.3f s, 2 threads %.3f s: %.2fx; same answer: %s\n", wall1, wall2,
+           wall1 / wall2, same_answer(&r1, &r2) ? "yes" : "NO");
+    if (r1.ntop > 0)
+        printf("  best: %s, %.3f s/step, MFU %.1f%%\n",
+               ap_plan_label(&r1.top[0].plan, lbl, sizeof lbl), r1.top[0].time.step_s,
+               100 * r1.top[0].tp.mfu);
+    int ok = same_answer(&r1, &r2);
+    ap_search_result_free(&r1);
+    ap_search_result_free(&r2);
+    return ok;
+}
+
+/* a sweep of GPU counts (each count's node shape as --gpus alone gives it) */
+static void sweep(const char *what, const ap_model *m, const char *gpu, int from, int to,
+                  int64_t gbs, int64_t seq) {
+    ap_cluster cl[32];
+    int n = 0;
+    for (int g = from; g <= to && n < 32; g *= 2) ap_cluster_from_gpu(ap_gpu_find(gpu), g, &cl[n++]);
+    ap_search_opts o;
+    ap_search_opts_init(&o);
+    o.fixed.seq = seq;
+    o.gbs = gbs;
+    o.resplit = 1;
+    ap_search_result res[32];
+    ap_status st[32];
+    ap_err errs[32];
+    double w[2], cpu1 = 0;
+    for (int k = 0; k < 2; k++) {
+        o.threads = k ? 0 : 1;
+        double t0 = cpu_s(), w0 = ap_now_s();
+        ap_search_many(m, cl, n, &o, res, st, errs);
+        w[k] = ap_now_s() - w0;
+        if (!k) cpu1 = cpu_s() - t0;
+        for (int i = 0; i < n; i++)
+            if (st[i] == AP_OK) ap_search_result_free(&res[i]);
+    }
+    printf("%s (%d counts): %.3f s on one core; wall %.3f s on 1 thread, %.3f s on all cores\n",
+           what, n, cpu1, w[0], w[1]);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : AP_SOURCE_DIR;
     ap_model m;
@@ -33,61 +117,84 @@ int main(int argc, char **argv) {
     ap_search_opts_init(&o);
     o.fixed.seq = m.seq_len;
     o.gbs = 3072;
+    o.threads = 1;
     ap_err err;
     ap_search_result pr, un;
     if (ap_search(&m, &c, &o, &pr, &err) != AP_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    printf("megatron-1t, 3072 x a100-sxm4-80g, gbs 3072:\n");
+    printf("megatron-1t, 3072 x a100-sxm4-80g, gbs 3072, uniform stages:\n");
     printf("  pruned search:   %.3f s  (%lld enumerated, %lld legal, %lld evaluated, %lld pruned, %lld fit)\n",
            pr.search_s, (long long)pr.enumerated, (long long)pr.legal, (long long)pr.evaluated,
            (long long)pr.pruned, (long long)pr.fit);
     o.prune = 0;
+    double t0 = cpu_s();
     if (ap_search(&m, &c, &o, &un, &err) != AP_OK) return 1;
-    printf("  unpruned search: %.3f s  (%lld evaluated)\n", un.search_s, (long long)un.evaluated);
-    printf("  one plan evaluation: %.3f us (unpruned search time / plans evaluated)\n",
-           1e6 * un.search_s / (double)(un.evaluated > 0 ? un.evaluated : 1));
+    double un_cpu = cpu_s() - t0;
+    printf("  unpruned search: %.3f s  (%lld evaluated)\n", un_cpu, (long long)un.evaluated);
+    printf("  one plan evaluation: %.3f us (unpruned search CPU time / plans evaluated)\n",
+           1e6 * un_cpu / (double)(un.evaluated > 0 ? un.evaluated : 1));
     int same = pr.ntop == un.ntop;
     for (int i = 0; same && i < pr.ntop; i++)
         same = memcmp(&pr.top[i].plan, &un.top[i].plan, sizeof(ap_plan)) == 0;
     printf("  same top %d with and without pruning: %s\n", pr.ntop, same ? "yes" : "NO");
-    if (pr.ntop > 0) {
-        char lbl[160];
-        printf("  best: %s, %.2f s/step, MFU %.1f%%\n", ap_plan_label(&pr.top[0].plan, lbl, sizeof lbl),
-               pr.top[0].time.step_s, 100 * pr.top[0].tp.mfu);
-    }
-    /* the solvers on (issue 8): optimal stage split of every pipelined plan of the top 10, as
-     * `autoplan plan` does (DP; ILP for comparison) */
-    for (int sv = 0; sv < 2; sv++) {
-        ap_partition_opts po;
-        ap_partition_opts_init(&po);
-        po.solver = sv ? AP_SOLVER_ILP : AP_SOLVER_DP;
-        double t1 = ap_now_s();
-        int solved = 0;
-        for (int i = 0; i < pr.ntop; i++) {
-            if (pr.top[i].plan.pp < 2) continue;
-            ap_partition_result part;
-            if (ap_partition_solve(&m, &c, &pr.top[i].plan, &po, &part, NULL) == AP_OK) solved++;
-        }
-        printf("  search + %s stage split of the top %d: %.3f s (%d pipelined plans split)\n",
-               sv ? "ILP" : "DP", pr.ntop, pr.search_s + ap_now_s() - t1, solved);
-    }
     ap_search_result_free(&pr);
     ap_search_result_free(&un);
+    o.prune = 1;
+    int ok = ranking("megatron-1t, 3072 x a100-sxm4-80g, gbs 3072:", &m, &c, o);
 
-    /* 10-point sweep for llama-3-70b */
-    if (!load(dir, "examples/models/llama-3-70b.json", &m)) return 1;
-    double t0 = ap_now_s();
-    int counts[10] = {64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048};
-    for (int i = 0; i < 10; i++) {
-        ap_cluster_from_gpu(ap_gpu_find("h100-sxm"), counts[i], &c);
-        ap_search_opts_init(&o);
-        o.fixed.seq = 4096;
-        o.gbs = 1024;
-        if (ap_search(&m, &c, &o, &pr, &err) != AP_OK) return 1;
-        ap_search_result_free(&pr);
+    ap_model big;
+    if (!load(dir, "examples/models/llama-3.1-405b.json", &big)) return 1;
+    ap_cluster_from_gpu(ap_gpu_find("h100-sxm"), 16384, &c);
+    ap_search_opts_init(&o);
+    o.fixed.seq = big.seq_len;
+    o.gbs = 1024;
+    ok &= ranking("llama-3.1-405b, 16384 x h100-sxm, gbs 1024:", &big, &c, o);
+
+    sweep("megatron-1t sweep 64..16384 a100-80g, gbs 2048", &m, "a100-sxm4-80g", 64, 16384,
+          2048, m.seq_len);
+    sweep("llama-3.1-405b sweep 4096..65536 h100, gbs 1024", &big, "h100-sxm", 4096, 65536,
+          1024, big.seq_len);
+    /* nothing fits: the closest plan gets the joint choice */
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 64, &c);
+    ap_search_opts_init(&o);
+    o.fixed.seq = m.seq_len;
+    o.gbs = 2048;
+    o.resplit = 1;
+    o.threads = 1;
+    t0 = cpu_s();
+    if (ap_search(&m, &c, &o, &pr, &err) != AP_OK) return 1;
+    printf("megatron-1t on 64 a100-80g (nothing fits; the closest plan's joint choice): %.3f s\n",
+           cpu_s() - t0);
+    ap_search_result_free(&pr);
+
+    /* the GLPK joint program: llama-3.1-405b tp 8 pp 8 on 64 H100, gbs 128, seq 8192 */
+    ap_plan p;
+    ap_plan_init(&p);
+    p.tp = 8;
+    p.pp = 8;
+    p.dp = 1;
+    p.sp = 1;
+    p.zero = 1;
+    p.mbs = 1;
+    p.gbs = 128;
+    p.grad_accum = 128;
+    p.seq = 8192;
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.overlap_grad = p.overlap_param = p.overlap_tp = 1;
+    ap_cluster_from_gpu(ap_gpu_find("h100-sxm"), 64, &c);
+    ap_partition_opts po;
+    ap_partition_opts_init(&po);
+    po.choose_mode = po.choose_recompute = po.choose_offload = 1;
+    po.solver = AP_SOLVER_ILP;
+    ap_partition_result part;
+    t0 = cpu_s();
+    if (ap_partition_solve(&big, &c, &p, &po, &part, &err) != AP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
     }
-    printf("llama-3-70b, 10-point GPU-count sweep (64..2048 h100): %.3f s\n", ap_now_s() - t0);
-    return same ? 0 : 1;
+    printf("llama-3.1-405b pp 8 joint choice, GLPK: %.3f s, %s (%s)\n", cpu_s() - t0,
+           part.note, part.optimal ? "optimal" : "not proven optimal");
+    return same && ok ? 0 : 1;
 }
