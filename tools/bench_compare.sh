@@ -63,6 +63,7 @@ row() { # label args...
 }
 
 rm -rf "$tmp/out"
+mkdir -p "$tmp/out"
 printf '| command (CPU time, one core; peak memory) | %s | %s |\n|---|---|---|\n' \
     "$(git -C "$root" rev-parse --short "$old")" "${new:-working tree}"
 row "plan megatron-1t --gpus 3072" plan "$M/megatron-1t.json" --gpus 3072 --no-cache
