@@ -55,6 +55,65 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     *optim = o;
 }
 
+/* ---- the layer-price memo (estimate.h) ----------------------------------------------------- */
+
+/* Everything the two layer prices and the attention check read: the model, cluster and kernel
+ * tables (by address), the calibration and scales, and the plan's layer shape and trainer
+ * (layer_cost.c, activations.c). */
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_kernels *k;
+    ap_calib cal;
+    double gemm_scale, net_scale;
+    int64_t mbs, seq;
+    int tp, cp, ep, etp, sp, overlap_tp, dtype, flash_attn, attn;
+    int trainer; /* torchtitan's per-op selective checkpointing (ap_mem_op_sac) */
+} price_key;
+
+#define PRICE_SLOTS 64
+typedef struct {
+    int valid;
+    price_key key;
+    layer_cost dense, moe;
+    int attn_ok;
+} price_slot;
+
+struct ap_estimate_cache {
+    price_slot slot[PRICE_SLOTS];
+};
+
+ap_estimate_cache *ap_estimate_cache_new(void) { return ap_calloc(1, sizeof(ap_estimate_cache)); }
+void ap_estimate_cache_free(ap_estimate_cache *c) { ap_free(c); }
+
+static void key_of(const ctx *x, price_key *key) {
+    const ap_plan *p = x->p;
+    memset(key, 0, sizeof *key); /* the padding too: keys compare with memcmp */
+    key->m = x->m;
+    key->c = x->c;
+    key->k = x->k;
+    key->cal = x->cal;
+    key->gemm_scale = x->gemm_scale;
+    key->net_scale = x->net_scale;
+    key->mbs = p->mbs;
+    key->seq = p->seq;
+    key->tp = p->tp;
+    key->cp = p->cp;
+    key->ep = p->ep;
+    key->etp = p->etp;
+    key->sp = p->sp;
+    key->overlap_tp = p->overlap_tp;
+    key->dtype = (int)p->dtype;
+    key->flash_attn = p->flash_attn;
+    key->attn = (int)x->attn;
+    key->trainer = (int)p->trainer;
+}
+
+static price_slot *slot_of(ap_estimate_cache *c, const price_key *key) {
+    uint64_t h = ap_hash64(key, sizeof *key, 1469598103934665603ull);
+    return &c->slot[h % PRICE_SLOTS];
+}
+
 /* ---- the estimate: shared context ----------------------------------------------------------- */
 
 /* Everything the chapters of one estimate share. */
@@ -98,7 +157,17 @@ typedef struct {
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
     double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
     double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
+    double stage_f, stage_b;      /* the rank's forward and backward per micro-batch */
+    double model_flops, hfu_extra;/* FLOPs of one micro-batch on the rank, recompute's extra */
 } stage;
+
+/* Ranks of the same kind (first or last, dense and MoE layers, recomputed layers) cost the
+ * same; only their in-flight micro-batches differ. The driver prices each kind once. */
+#define STAGE_KINDS 8
+typedef struct {
+    stage S;
+    ap_stage_mem states;          /* params, grads, optimizer, host bytes */
+} stage_kind;
 
 /* ---- chapter 1: the plan as evaluated ------------------------------------------------------- */
 
@@ -136,14 +205,6 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     /* the attention kernel: asked for, or the trainer's default for this GPU and model; one
      * without figures for this GPU (FlashAttention-3 off Hopper) is a plan it cannot run */
     x->attn = ap_attn_default(p, m, &c->gpu);
-    if (x->attn != AP_ATTN_UNFUSED) {
-        double f, b;
-        ap_kernels_attn_eff(k, x->attn, 1, (double)m->head_dim, (double)p->seq, &f, &b);
-        if (!(f > 0 && b > 0))
-            return ap_err_set(err, AP_ERR_INFEASIBLE, "attention '%s' does not run on %s (no "
-                              "kernel figures for it: `autoplan profile show %s`)",
-                              ap_attn_impl_name(x->attn), c->gpu.name, c->gpu.name);
-    }
     if (opts->calib) x->cal = *opts->calib;
     else ap_calib_default(&c->gpu, &x->cal);
     x->peak = c->gpu.peak_flops[p->dtype];
@@ -161,16 +222,55 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->e = e;
     E->worst_dev = -1;
 
-    /* price the two layer kinds; a model without one of them keeps its cost zero (it is
-     * multiplied by zero layers, and 0 x NaN would be NaN) */
-    int64_t first_dense = -1, first_moe = -1;
-    for (int64_t i = 0; i < m->layers && (first_dense < 0 || first_moe < 0); i++) {
-        if (ap_model_layer_is_moe(m, i)) { if (first_moe < 0) first_moe = i; }
-        else if (first_dense < 0) first_dense = i;
-        if (m->moe.experts == 0) break;
+    /* the attention check and the two layer prices: from the memo when the shape was priced
+     * before, else computed (and kept) */
+    price_key key;
+    price_slot *ps = NULL;
+    if (opts->cache) {
+        key_of(x, &key);
+        ps = slot_of(opts->cache, &key);
+        if (!(ps->valid && memcmp(&ps->key, &key, sizeof key) == 0)) {
+            ps->valid = 0;
+            ps->key = key;
+        } else {
+            E->dense = ps->dense;
+            E->moe = ps->moe;
+            if (!ps->attn_ok)
+                return ap_err_set(err, AP_ERR_INFEASIBLE, "attention '%s' does not run on %s "
+                                  "(no kernel figures for it: `autoplan profile show %s`)",
+                                  ap_attn_impl_name(x->attn), c->gpu.name, c->gpu.name);
+            goto priced;
+        }
     }
-    if (first_dense >= 0) price_layer(x, first_dense, &E->dense);
-    if (first_moe >= 0) price_layer(x, first_moe, &E->moe);
+    int attn_ok = 1;
+    if (x->attn != AP_ATTN_UNFUSED) {
+        double f, b;
+        ap_kernels_attn_eff(k, x->attn, 1, (double)m->head_dim, (double)p->seq, &f, &b);
+        attn_ok = f > 0 && b > 0;
+    }
+    if (attn_ok) {
+        /* price the two layer kinds; a model without one of them keeps its cost zero (it is
+         * multiplied by zero layers, and 0 x NaN would be NaN) */
+        int64_t first_dense = -1, first_moe = -1;
+        for (int64_t i = 0; i < m->layers && (first_dense < 0 || first_moe < 0); i++) {
+            if (ap_model_layer_is_moe(m, i)) { if (first_moe < 0) first_moe = i; }
+            else if (first_dense < 0) first_dense = i;
+            if (m->moe.experts == 0) break;
+        }
+        if (first_dense >= 0) price_layer(x, first_dense, &E->dense);
+        if (first_moe >= 0) price_layer(x, first_moe, &E->moe);
+    }
+    if (ps) {
+        ps->dense = E->dense;
+        ps->moe = E->moe;
+        ps->attn_ok = attn_ok;
+        ps->valid = 1;
+    }
+    if (!attn_ok)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "attention '%s' does not run on %s (no "
+                          "kernel figures for it: `autoplan profile show %s`)",
+                          ap_attn_impl_name(x->attn), c->gpu.name, c->gpu.name);
+priced:
 
     E->t = p->tp;
     E->h = (double)m->hidden;
@@ -211,6 +311,20 @@ static void stage_layers(const est *E, int r, stage *S) {
     S->r = r;
     S->first = r == 0;
     S->last = r == p->pp - 1;
+    const int n = p->pp * p->vp;
+    if (p->nchunks != n && m->moe.experts == 0 && p->recompute != AP_RECOMPUTE_FULL && n > 0) {
+        /* the uniform layout of a dense model without full recompute, in closed form: every
+         * chunk holds base layers, the middle rem chunks [start, start + rem) one more
+         * (ap_plan_chunk_layers); rank r's chunks are r, r + pp, ... */
+        int base = (int)(m->layers / n), rem = (int)(m->layers % n), start = (n - rem) / 2;
+        int lo = start - r, hi = start + rem - r; /* k pp in [lo, hi) */
+        int k0 = lo <= 0 ? 0 : (lo + p->pp - 1) / p->pp;
+        int k1 = hi <= 0 ? 0 : (hi + p->pp - 1) / p->pp;
+        if (k1 > p->vp) k1 = p->vp;
+        int extra = k1 > k0 ? k1 - k0 : 0;
+        S->nd = S->layers = p->vp * base + extra;
+        return;
+    }
     for (int k = 0; k < p->vp; k++) {
         int cidx = r + k * p->pp;
         int nl = ap_plan_chunk_layers(p, m->layers, cidx);
@@ -235,7 +349,7 @@ static void stage_layers(const est *E, int r, stage *S) {
  * ZeRO stage (ap_mem_model_states; dense states shard over dp x cp, expert states over the
  * expert-data-parallel group), and what CPU offload moves to the host (ZeRO-Offload, Ren et
  * al. 2021). */
-static void stage_states(est *E, stage *S, ap_stage_mem *sm) {
+static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
     const ap_plan *p = E->x.p;
     S->p_dense = S->nd * E->dense.params_rank + S->nm * E->moe.params_rank;
     S->p_exp = S->nm * E->moe.expert_rank;
@@ -263,7 +377,6 @@ static void stage_states(est *E, stage *S, ap_stage_mem *sm) {
     sm->grads_bytes = gr;
     sm->optimizer_bytes = opt;
     sm->host_bytes = host;
-    if (host > E->host_per_gpu_max) E->host_per_gpu_max = host;
 }
 
 /* ---- chapter 5: activations of one rank ----------------------------------------------------- */
@@ -455,7 +568,7 @@ static void stage_recompute(const est *E, stage *S) {
  * prefetches (what compute cannot hide, plus the first gather); under pipeline parallelism
  * torch.distributed.pipelining gathers once per step and reduces once after the last backward
  * (reduce_once_with_pp), overlapped with the first forward and the last backward. */
-static void stage_zero3(est *E, stage *S) {
+static void stage_zero3(const est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const ctx *x = &E->x;
     const ap_trainer_caps *tr = x->tr;
@@ -485,17 +598,23 @@ static void stage_zero3(est *E, stage *S) {
 
 /* The rank's forward and backward per micro-batch; the slowest rank is the critical path
  * whose parts the step reports. */
-static void stage_time(est *E, stage *S) {
-    const layer_cost *d = &E->dense, *mo = &E->moe;
-    ap_time *tm = &E->e->time;
+static void stage_time(const est *E, stage *S) {
     stage_compute(E, S);
     stage_recompute(E, S);
     stage_zero3(E, S);
-    double stage_f = S->fwd_c + S->tp_f + S->cp_f + S->ep_f;
-    double stage_b = S->bwd_c + S->rec + S->tp_f + 2.0 * S->cp_f + S->ep_f + S->z3;
-    tm->stage_fwd_s[S->r] = stage_f;
-    tm->stage_bwd_s[S->r] = stage_b;
-    double Ti = stage_f + stage_b;
+    S->stage_f = S->fwd_c + S->tp_f + S->cp_f + S->ep_f;
+    S->stage_b = S->bwd_c + S->rec + S->tp_f + 2.0 * S->cp_f + S->ep_f + S->z3;
+}
+
+/* The rank in the step: its times, and the running slowest rank, largest parameters and host
+ * bytes (in rank order, so the sums round as rank by rank). */
+static void stage_account(est *E, const stage *S, const ap_stage_mem *sm) {
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    ap_time *tm = &E->e->time;
+    if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
+    tm->stage_fwd_s[S->r] = S->stage_f;
+    tm->stage_bwd_s[S->r] = S->stage_b;
+    double Ti = S->stage_f + S->stage_b;
     E->Tsum += Ti;
     if (Ti >= E->Tmax) {
         E->Tmax = Ti;
@@ -516,24 +635,27 @@ static void stage_time(est *E, stage *S) {
     }
     if (S->p_exp > E->max_stage_expert) E->max_stage_expert = S->p_exp;
     if (S->p_dense > E->max_stage_shardable) E->max_stage_shardable = S->p_dense;
+    E->model_flops_mb += S->model_flops;
+    E->hfu_extra_flops += S->hfu_extra;
 }
 
 /* FLOPs of one micro-batch on this rank for MFU and HFU: model FLOPs (Narayanan 2021 Eq. 3,
  * attention not halved) and the extra forward of recomputation. */
-static void stage_flops(est *E, const stage *S) {
+static void stage_flops(const est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const layer_cost *d = &E->dense, *mo = &E->moe;
     double mf = S->nd * (d->model_flops + d->attn_flops) + S->nm * (mo->model_flops + mo->attn_flops);
     if (S->last) mf += 2.0 * E->T * E->h * E->V / E->t;
-    E->model_flops_mb += mf;
+    S->model_flops = mf;
+    S->hfu_extra = 0;
     if (p->recompute == AP_RECOMPUTE_FULL) {
         double per_layer = (S->nd * (d->model_flops + d->attn_flops) +
                             S->nm * (mo->model_flops + mo->attn_flops)) /
                            (S->layers > 0 ? S->layers : 1);
-        E->hfu_extra_flops += S->n_rc_full * per_layer;
+        S->hfu_extra = S->n_rc_full * per_layer;
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
-        E->hfu_extra_flops += S->nd * (d->sac_rec_s > 0 ? d->sac_rec_flops : d->attn_flops) +
-                              S->nm * mo->attn_flops;
+        S->hfu_extra = S->nd * (d->sac_rec_s > 0 ? d->sac_rec_flops : d->attn_flops) +
+                       S->nm * mo->attn_flops;
     }
 }
 
@@ -751,16 +873,17 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         ap_estimate_opts_init(&dflt);
         opts = &dflt;
     }
-    ap_plan pl;
-    ap_status st = normalise_plan(m, c, pin, &pl, err);
+    /* the plan is copied once, into the estimate; of the rest only the scalars are cleared:
+     * the stage chapters fill the first pp entries of the per-rank arrays (the others are not
+     * part of the estimate), so a call clears no more than it uses */
+    ap_status st = normalise_plan(m, c, pin, &e->plan, err);
     if (st != AP_OK) return st;
-
-    /* clear everything but the stage array, which the stage chapters fill rank by rank */
-    memset(e, 0, offsetof(ap_estimate, stages));
+    const int pp = e->plan.pp;
+    memset(&e->time, 0, offsetof(ap_time, stage_fwd_s));
+    memset(&e->tp, 0, sizeof e->tp);
     e->worst_stage = 0;
     e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
-    e->plan = pl;
-    e->nstages = pl.pp;
+    e->nstages = pp;
     /* the kernel tables: prebuilt, the published ones, or built here from the measured
      * profile (the slow path: callers estimating many plans pass prebuilt tables) */
     const ap_kernels *k = opts->kernels;
@@ -783,15 +906,34 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         return st;
     }
     e->plan.attn_impl = E.x.attn;
-    for (int r = 0; r < pl.pp; r++) {
+    stage_kind kinds[STAGE_KINDS];
+    int nkinds = 0;
+    for (int r = 0; r < pp; r++) {
         stage S;
         ap_stage_mem *sm = &e->stages[r];
         stage_layers(&E, r, &S);
-        stage_states(&E, &S, sm);
+        int k = 0;
+        for (; k < nkinds; k++) {
+            const stage *K = &kinds[k].S;
+            if (K->first == S.first && K->last == S.last && K->nd == S.nd && K->nm == S.nm &&
+                K->n_rc_full == S.n_rc_full && K->layers == S.layers)
+                break;
+        }
+        if (k < nkinds) {
+            /* a rank of a kind already priced: its states and times */
+            S = kinds[k].S;
+            S.r = r;
+            *sm = kinds[k].states;
+            sm->stage = r;
+        } else {
+            stage_states(&E, &S, sm);
+            stage_time(&E, &S);
+            stage_flops(&E, &S);
+            if (nkinds < STAGE_KINDS) kinds[nkinds++] = (stage_kind){S, *sm};
+        }
         stage_activations(&E, &S, sm);
         stage_overheads(&E, &S, sm);
-        stage_time(&E, &S);
-        stage_flops(&E, &S);
+        stage_account(&E, &S, sm);
     }
     pipeline_time(&E);
     dp_reduction(&E);

@@ -157,10 +157,11 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->m = *m;
     t->c = *c;
     t->p = *p;
-    if (opts) {
-        t->opts = *opts;
-        t->has_opts = 1;
-    }
+    if (opts) t->opts = *opts;
+    else ap_estimate_opts_init(&t->opts);
+    t->has_opts = 1;
+    /* every entry prices the same layer shape: a memo of it (NULL: none) */
+    t->opts.cache = ap_estimate_cache_new();
     t->pp = p->pp;
     int L = (int)m->layers;
     t->moe_prefix = ap_malloc(sizeof(int) * (size_t)(L + 1));
@@ -192,6 +193,7 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->moe_prefix);
     ap_free(t->q);
     ap_free(t->e);
+    ap_estimate_cache_free(t->opts.cache);
     ap_free(t);
 }
 

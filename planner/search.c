@@ -126,14 +126,15 @@ typedef struct {
     const ap_space_point *pt; /* the point being searched */
     int resplit;
     ap_hetero_cache chunk_cache; /* Gemini's chunk search, shared by a group's plans */
+    ap_estimate_opts est;        /* the search's, with this worker's layer-price memo */
 } search_state;
 
 /* The cost model, or for Gemini placements and DeepSpeed offload devices the operator-by-
  * operator simulation (hetero.h). */
 static ap_status estimate(search_state *s, const ap_plan *p, ap_estimate *e, ap_err *err) {
     if (ap_hetero_applies(p))
-        return ap_hetero_estimate(s->m, s->c, p, &s->o->est, &s->chunk_cache, e, err);
-    return ap_estimate_plan(s->m, s->c, p, &s->o->est, e, err);
+        return ap_hetero_estimate(s->m, s->c, p, &s->est, &s->chunk_cache, e, err);
+    return ap_estimate_plan(s->m, s->c, p, &s->est, e, err);
 }
 
 static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
@@ -453,7 +454,9 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     char *started = ap_calloc((size_t)nthreads, 1);
     for (int i = 0; i < nthreads; i++) {
         st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
-                               .resplit = run->o->resplit && rs_applies(run->o)};
+                               .resplit = run->o->resplit && rs_applies(run->o),
+                               .est = run->o->est};
+        st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         args[2 * i] = run;
         args[2 * i + 1] = &st[i];
         /* a thread that cannot start leaves its share to the others */
@@ -462,6 +465,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     worker(&args[0]);
     for (int i = 1; i < nthreads; i++)
         if (started && started[i]) pthread_join(tid[i], NULL);
+    for (int i = 0; i < nthreads; i++) ap_estimate_cache_free(st[i].est.cache);
     ap_free(started);
     ap_free(st);
     ap_free(args);
@@ -547,11 +551,11 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
         return AP_OK;
     }
     many_run mr = {m, clusters, o, res, st, errs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    pthread_t *tid = calloc((size_t)nt, sizeof *tid);
-    char *started = calloc((size_t)nt, 1);
+    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
+    char *started = ap_calloc((size_t)nt, 1);
     if (!tid || !started) {
-        free(tid);
-        free(started);
+        ap_free(tid);
+        ap_free(started);
         for (int i = 0; i < n; i++) st[i] = ap_search(m, &clusters[i], o, &res[i], &errs[i]);
         return AP_OK;
     }
@@ -559,7 +563,7 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
     many_worker(&mr);
     for (int t = 1; t < nt; t++)
         if (started[t]) pthread_join(tid[t], NULL);
-    free(tid);
-    free(started);
+    ap_free(tid);
+    ap_free(started);
     return AP_OK;
 }

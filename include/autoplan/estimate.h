@@ -39,9 +39,21 @@ typedef struct ap_estimate_opts {
      * once with ap_kernels_build and pass them as `kernels` (which then wins over `profile`). */
     const struct ap_profile *profile;
     const struct ap_kernels *kernels;
+    /* optional memo of layer prices across calls (see ap_estimate_cache_new); NULL: none */
+    struct ap_estimate_cache *cache;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);
+
+/* A memo of the layer prices of recent estimates (one dense and one MoE layer per plan shape:
+ * tp, cp, ep, etp, micro-batch, sequence, sp, TP overlap, dtype, attention), the costly part of
+ * a call, for callers that estimate many plans of one model on one cluster (the search). The
+ * answers are the same with or without it. One per thread: every call through it writes it.
+ * It is keyed by the model, cluster and kernel tables by address: discard it when any of them
+ * changes in place. Freed with ap_estimate_cache_free; NULL on allocation failure. */
+typedef struct ap_estimate_cache ap_estimate_cache;
+ap_estimate_cache *ap_estimate_cache_new(void);
+void ap_estimate_cache_free(ap_estimate_cache *c);
 
 typedef struct ap_stage_mem {
     int stage;               /* pipeline rank 0..pp-1 */
