@@ -84,7 +84,8 @@ typedef struct ap_time {
     /* totals before overlap, for reports: tp_comm_s / dp_comm_s are what stays exposed */
     double dp_comm_total_s;
     double tp_comm_total_s;
-    double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks */
+    double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks;
+                                          entries past the plan's pp are not set */
     double stage_bwd_s[AP_MAX_STAGES];
 } ap_time;
 
