@@ -110,7 +110,12 @@ static void key_of(const ctx *x, price_key *key) {
 }
 
 static price_slot *slot_of(ap_estimate_cache *c, const price_key *key) {
-    uint64_t h = ap_hash64(key, sizeof *key, 1469598103934665603ull);
+    /* the shape picks the slot (the rest is the same for every call through one cache) */
+    uint64_t h = (uint64_t)key->tp * 0x9E3779B97F4A7C15ull ^ (uint64_t)key->cp * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)key->ep * 0x165667B19E3779F9ull ^ (uint64_t)key->mbs * 0x27D4EB2F165667C5ull ^
+                 (uint64_t)key->seq * 0x85EBCA77C2B2AE63ull ^ (uint64_t)(key->sp + 2 * key->overlap_tp +
+                 4 * key->dtype + 16 * key->flash_attn + 32 * key->attn + 256 * key->etp);
+    h ^= h >> 29;
     return &c->slot[h % PRICE_SLOTS];
 }
 

@@ -304,23 +304,18 @@ typedef struct {
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
     int *npts;                /* points of each slot's chunk; -1: not finished */
-    /* the answer */
+    /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc */
     ap_search_result *r;
-    topk top;
-    double best_overshoot;
-    rs_cand *cands;
-    int64_t ncand, capc;
-    ap_status st;
-    ap_err err;
+    chunk_out acc;
 } search_run;
 
 /* Fold chunk slot `k` into the answer (run->mu held). */
 static void merge_chunk(search_run *run, chunk_out *o) {
     ap_search_result *r = run->r;
-    if (run->st != AP_OK) return;
+    if (run->acc.st != AP_OK) return;
     if (o->st != AP_OK) {
-        run->st = o->st;
-        run->err = o->err;
+        run->acc.st = o->st;
+        run->acc.err = o->err;
         return;
     }
     r->enumerated += o->r.enumerated;
@@ -330,32 +325,32 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     r->pruned += o->r.pruned;
     r->capped |= o->r.capped;
     if (o->ncand > 0) {
-        if (run->ncand + o->ncand > run->capc) {
-            int64_t cap = run->capc ? run->capc : 256;
-            while (cap < run->ncand + o->ncand) cap *= 2;
-            rs_cand *nc = ap_realloc(run->cands, (size_t)cap * sizeof *nc);
+        if (run->acc.ncand + o->ncand > run->acc.capc) {
+            int64_t cap = run->acc.capc ? run->acc.capc : 256;
+            while (cap < run->acc.ncand + o->ncand) cap *= 2;
+            rs_cand *nc = ap_realloc(run->acc.cands, (size_t)cap * sizeof *nc);
             if (!nc) {
-                run->st = ap_err_set(&run->err, AP_ERR_NOMEM, "out of memory for the re-split "
+                run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the re-split "
                                      "candidates");
                 return;
             }
-            run->cands = nc;
-            run->capc = cap;
+            run->acc.cands = nc;
+            run->acc.capc = cap;
         }
-        memcpy(run->cands + run->ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
+        memcpy(run->acc.cands + run->acc.ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
     }
     for (int i = 0; i < o->top.n; i++)
-        topk_offer(&run->top, &o->top.e[i], o->top.id[i] < 0 ? -1 : run->ncand + o->top.id[i]);
+        topk_offer(&run->acc.top, &o->top.e[i], o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]);
     /* (the answer's ranking is allocated whole: the offer cannot fail) */
-    run->ncand += o->ncand;
-    if (o->r.have_closest) consider_closest(r, &run->best_overshoot, &o->r.closest);
+    run->acc.ncand += o->ncand;
+    if (o->r.have_closest) consider_closest(r, &run->acc.best_overshoot, &o->r.closest);
 }
 
 /* Claim the next chunk: its points into its slot; -1 when there is none (run->mu held). */
 static int64_t claim(search_run *run) {
-    while (!run->exhausted && run->st == AP_OK && run->next >= run->merged + run->nslots)
+    while (!run->exhausted && run->acc.st == AP_OK && run->next >= run->merged + run->nslots)
         pthread_cond_wait(&run->cv, &run->mu);
-    if (run->exhausted || run->st != AP_OK) return -1;
+    if (run->exhausted || run->acc.st != AP_OK) return -1;
     int64_t i = run->next;
     int k = (int)(i % run->nslots);
     ap_space_point *pts = run->pts + (size_t)k * CHUNK_POINTS;
@@ -415,10 +410,10 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
     run->slots = ap_calloc((size_t)run->nslots, sizeof *run->slots);
     run->pts = ap_malloc((size_t)run->nslots * CHUNK_POINTS * sizeof *run->pts);
     run->npts = ap_malloc((size_t)run->nslots * sizeof *run->npts);
-    run->top.k = run->top.cap = top_k;
-    run->top.e = ap_calloc((size_t)top_k, sizeof *run->top.e);
-    run->top.id = ap_calloc((size_t)top_k, sizeof *run->top.id);
-    if (!run->slots || !run->pts || !run->npts || !run->top.e || !run->top.id)
+    run->acc.top.k = run->acc.top.cap = top_k;
+    run->acc.top.e = ap_calloc((size_t)top_k, sizeof *run->acc.top.e);
+    run->acc.top.id = ap_calloc((size_t)top_k, sizeof *run->acc.top.id);
+    if (!run->slots || !run->pts || !run->npts || !run->acc.top.e || !run->acc.top.id)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
     for (int k = 0; k < run->nslots; k++) {
         run->npts[k] = -1;
@@ -436,8 +431,8 @@ static void free_run(search_run *run) {
     ap_free(run->slots);
     ap_free(run->pts);
     ap_free(run->npts);
-    ap_free(run->top.id);
-    ap_free(run->cands);
+    ap_free(run->acc.top.id);
+    ap_free(run->acc.cands);
 }
 
 /* Run the enumeration on nthreads workers (the calling thread is one of them). */
@@ -496,16 +491,16 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         pthread_cond_destroy(&run->cv);
         pthread_mutex_destroy(&run->mu);
     }
-    if (st == AP_OK && run->st != AP_OK) {
-        st = run->st;
-        *err = run->err;
+    if (st == AP_OK && run->acc.st != AP_OK) {
+        st = run->acc.st;
+        *err = run->acc.err;
     }
-    r->candidates = run->ncand;
+    r->candidates = run->acc.ncand;
     if (st == AP_OK && rs_applies(o))
-        st = rs_rank(m, c, o, run->cands, run->ncand, &run->top, nthreads, r, err);
-    r->top = run->top.e;
-    r->ntop = run->top.n;
-    run->top.e = NULL;
+        st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
+    r->top = run->acc.top.e;
+    r->ntop = run->acc.top.n;
+    run->acc.top.e = NULL;
     r->threads = nthreads;
     free_run(run);
     ap_free(run);
