@@ -32,8 +32,8 @@
  * (it is best for the sum and the max alike), so the DP above is unchanged; a single count for
  * all stages (Megatron) is an outer loop over the count with an exact early stop.
  *
- * ap_partition_top applies the solve to the plans a search returned (`autoplan plan`'s answer,
- * each count of `autoplan compare`'s GPU sweep).
+ * The search's re-split (planner/resplit.c, search.h "Re-split") applies the solve to every
+ * pipelined candidate of `autoplan plan` and of each count of `autoplan compare`'s GPU sweep.
  */
 #include "partition_int.h"
 

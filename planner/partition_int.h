@@ -14,6 +14,19 @@
 
 #include "autoplan/partition.h"
 
+/* The short names of the functions below; the exported names carry the module prefix. */
+#define pdp_fill ap_pdp_fill
+#define pdp_fill_split ap_pdp_fill_split
+#define pdp_free ap_pdp_free
+#define pdp_init ap_pdp_init
+#define pdp_min_peak ap_pdp_min_peak
+#define pdp_restricted ap_pdp_restricted
+#define pdp_solve ap_pdp_solve
+#define pdp_split_T ap_pdp_split_T
+#define pdp_split_fits ap_pdp_split_fits
+#define pdp_split_peak ap_pdp_split_peak
+#define pt_check_input ap_pt_check_input
+
 typedef struct pdp {
     int L, p, lo;          /* lo: layers per rank at least (v x min_layers) */
     int64_t m;

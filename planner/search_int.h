@@ -8,6 +8,14 @@
 
 #include "autoplan/partition.h"
 
+/* The short names of the functions below; the exported names carry the module prefix. */
+#define rs_applies ap_rs_applies
+#define rs_bound ap_rs_bound
+#define rs_lower_bound ap_rs_lower_bound
+#define rs_rank ap_rs_rank
+#define topk_offer ap_topk_offer
+#define topk_remove ap_topk_remove
+
 /* A ranking of at most k estimates, best first (ap_estimate_better; an estimate that ties the
  * last one does not enter), each with an id (a candidate index, or -1). */
 typedef struct topk {

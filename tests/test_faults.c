@@ -134,8 +134,12 @@ static ap_status sc_search(digest *d, ap_err *err) {
     ap_search_opts o;
     ap_search_opts_init(&o);
     o.gbs = 64;
-    o.top_k = 5;
-    o.fixed.pp = 2; /* a small space, and pipelined plans for the re-split */
+    o.top_k = 2;
+    /* a small space (tp 2, mbs 1), and pipelined plans for the re-split: the search runs once
+     * per injected failure, and the re-split allocates per candidate */
+    o.fixed.pp = 2;
+    o.fixed.tp = 2;
+    o.fixed.mbs = 1;
     /* the re-split `autoplan plan` ranks its plans with (search.h), on one thread so the
      * allocations come in the same order on every run */
     o.resplit = 1;

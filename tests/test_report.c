@@ -1127,7 +1127,7 @@ int main(int argc, char **argv) {
     run_case("examples/models/llama-2-70b.json", 8, "8..32", "2T", 2e12, "--gbs 64",
              "--strategies 'top2,ddp,zero3,megatron,tp=3;tp=4,pp=2'", 1, 1);
     /* a list sweep without --tokens: tokens/s only, the time to train asks for --tokens; at
-     * 128 GPUs plan's answer is an uneven pipeline split (ap_partition_top): 64655 tokens/s
+     * 128 GPUs plan's answer is an uneven pipeline split (the search's re-split): 64655 tokens/s
      * against 64497 with uniform stages when this was written; on 4 GPUs nothing fits */
     run_case("examples/models/llama-3-70b.json", 64, "64,128,4", NULL, 0, "",
              "--strategies top1,zero3", 0, 0);

@@ -57,7 +57,7 @@ typedef struct ap_report_row {
 } ap_report_row;
 
 /* One GPU count of a sweep: the best plan `autoplan plan --gpus <gpus>` returns (ap_search's top
- * plan after ap_partition_top), when one fits. */
+ * plan, ranked with the re-split), when one fits. */
 typedef struct ap_report_sweep_point {
     int gpus;
     int fits;              /* 1: a plan fits; the fields below describe it */
