@@ -67,6 +67,15 @@ static void same_top(const ap_search_result *a, const ap_search_result *b) {
     }
 }
 
+/* The search options of a test case: the trainer, the model's sequence (1024 where the trainer's
+ * examples use it) and the global batch. */
+static void case_opts(ap_search_opts *o, const ap_model *m, ap_trainer_id tr, int64_t gbs) {
+    ap_search_opts_init(o);
+    o->fixed.trainer = tr;
+    o->fixed.seq = tr == AP_TRAINER_COLOSSALAI || tr == AP_TRAINER_FSDP ? 1024 : m->seq_len;
+    o->gbs = gbs;
+}
+
 static void test_cases(void) {
     struct { const char *model; const char *gpu; int n; int64_t gbs; ap_trainer_id tr; } cases[] = {
         {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_MEGATRON},
@@ -82,12 +91,7 @@ static void test_cases(void) {
         ap_model m = load(cases[i].model);
         ap_cluster c = cluster(cases[i].gpu, cases[i].n);
         ap_search_opts o;
-        ap_search_opts_init(&o);
-        o.fixed.trainer = cases[i].tr;
-        o.fixed.seq = m.seq_len;
-        if (cases[i].tr == AP_TRAINER_COLOSSALAI || cases[i].tr == AP_TRAINER_FSDP)
-            o.fixed.seq = 1024;
-        o.gbs = cases[i].gbs;
+        case_opts(&o, &m, cases[i].tr, cases[i].gbs);
         ap_search_result pr, un;
         CHECK(ap_search(&m, &c, &o, &pr, &err) == AP_OK);
         CHECK(pr.ntop > 0);
@@ -640,10 +644,7 @@ static void test_threads(void) {
         ap_model m = load(cases[i].model);
         ap_cluster c = cluster(cases[i].gpu, cases[i].n);
         ap_search_opts o;
-        ap_search_opts_init(&o);
-        o.fixed.trainer = cases[i].tr;
-        o.fixed.seq = cases[i].tr == AP_TRAINER_COLOSSALAI ? 1024 : m.seq_len;
-        o.gbs = cases[i].gbs;
+        case_opts(&o, &m, cases[i].tr, cases[i].gbs);
         o.resplit = cases[i].resplit;
         ap_search_result a, b;
         o.threads = 1;
