@@ -136,7 +136,11 @@ int main(int argc, char **argv) {
     for (int i = 0; prof && i < PROFILES; i++) {
         snprintf(prof[i].gpu, sizeof prof[i].gpu, "h100-sxm");
         snprintf(prof[i].op, sizeof prof[i].op, i % 2 ? "gemm" : "allreduce");
-        snprintf(prof[i].shape, sizeof prof[i].shape, "m=%d,n=8192,k=8192", 64 * (i + 1));
+        if (i % 2) /* each op's shape keys in the format's order (costmodel/profile.c) */
+            snprintf(prof[i].shape, sizeof prof[i].shape, "m=%d,n=8192,k=8192", 64 * (i + 1));
+        else
+            snprintf(prof[i].shape, sizeof prof[i].shape, "ranks=8,level=nvlink,algo=ring,"
+                     "bytes=%d", 65536 * (i + 1));
         snprintf(prof[i].dtype, sizeof prof[i].dtype, "bf16");
         prof[i].time_s = 1e-3 * (i + 1);
         prof[i].samples = 20;
