@@ -22,6 +22,10 @@ Sources:
   bigscience-bloom       bigscience-workshop/bigscience train/tr11-176B-ml: README.md (the
                          BLOOM-176B run), chronicles-prequel.md (topology benchmarks incl. an
                          out-of-memory record), tr11-176B-ml.slurm (configuration)
+  mtnlg-530b-deepspeed   Smith et al. 2022, "Using DeepSpeed and Megatron to Train Megatron-Turing
+                         NLG 530B" (arXiv 2201.11990) Sec. 2.4: the 530B model under DeepSpeed's
+                         pipeline engine + Megatron tensor slicing on 280, 350 and 420 DGX A100
+                         (Selene), global batch 1920
 """
 
 FOUNDRY_ROWS = [
@@ -500,5 +504,43 @@ def bloom_rows():
     return out
 
 
+# ---- MT-NLG 530B (Megatron-DeepSpeed on Selene) -------------------------------------------------
+MTNLG = ("Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B', "
+         "arXiv 2201.11990, Sec. 2.4 (system performance): %d DGX A100, global batch 1920, "
+         "%.1f s per iteration (%d TFLOP/s/GPU)")
+
+
+def mtnlg_rows():
+    """The 530B model of the in-sample Korthikanti 2022 rows (105 layers, hidden 20480, 128 heads,
+    sequence 2048; the GPT-2 vocabulary padded to 51200 as Megatron pads it), here as DeepSpeed
+    ran it: 8-way tensor slicing inside a node, 35-way pipeline across nodes (Sec. 2.3), data
+    parallel over the rest, the pipeline engine's non-interleaved 1F1B schedule. Selene nodes:
+    8 x A100-80GB on NVSwitch, HDR InfiniBand, one 200 Gb/s HCA per GPU (Sec. 2.4; Microsoft
+    Research blog 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B', 2021-10-11).
+    The iteration times and TFLOP/s are also reproduced in cli99/llm-analysis
+    examples/megatron-turing-nlg/README.md. The paper's TFLOP/s agree with these iteration times
+    under Megatron's Eq. 3 (recompute pass counted): 125.7, 120.4, 113.5.
+    Assumed (the paper does not state them): micro-batch 1, full activation checkpointing,
+    ZeRO stage 1 (the only data-parallel sharding DeepSpeed's pipeline engine combines with
+    pipelining), bf16, non-overlapped gradient reduction."""
+    out = []
+    m = {"name": "mt-nlg-530b", "layers": 105, "hidden": 20480, "heads": 128, "vocab": 51200,
+         "seq_len": 2048, "activation": "gelu", "norm": "layernorm", "bias": True,
+         "tied_embeddings": True}
+    for (nodes, sec, tf) in [(280, 60.1, 126), (350, 50.2, 121), (420, 44.4, 113)]:
+        gpus = nodes * 8
+        out.append({"source": "mtnlg-530b-deepspeed", "cite": MTNLG % (nodes, sec, tf),
+                    "model_name": "mt-nlg-530b", "model": m,
+                    "plan": {"trainer": "deepspeed", "tp": 8, "pp": 35, "dp": gpus // 280,
+                             "cp": 1, "vp": 1, "mbs": 1, "gbs": 1920, "seq": 2048,
+                             "recompute": "full", "sp": False, "zero": 1, "dtype": "bf16",
+                             "overlap": False, "flash_attn": False},
+                    "gpu": "a100-sxm4-80g", "gpus": gpus, "gpus_per_node": 8,
+                    "network_bw": "200Gb/s", "metric": "step_s", "measured": sec,
+                    "how": "reported time per iteration"})
+    return out
+
+
 def all_rows(hf):
-    return foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() + bloom_rows()
+    return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
+            bloom_rows() + mtnlg_rows())
