@@ -15,9 +15,10 @@
  * The HTML holds no URL at all: inline <svg> needs no xmlns in an HTML document (the parser
  * puts it in the SVG namespace), hatching patterns are referenced as url(#id) in the same SVG.
  *
- * Charts 4 (GPU-count sweep) and 5 (memory over one iteration from the simulator) are in
- * output/report_sweep.c and output/report_simchart.c, sharing the buffer and formats through
- * report_int.h. Not here: choosing the strategies (cli/cmd_compare.c).
+ * Charts 1-3 are in output/report_charts.c (layout helpers: report_layout.c), charts 4
+ * (GPU-count sweep) and 5 (memory over one iteration from the simulator) in
+ * output/report_sweep.c and output/report_simchart.c, sharing the buffer, formats and part
+ * tables through report_int.h. Headers in report.html are readable; each names its JSON field. Not here: choosing the strategies (cli/cmd_compare.c).
  */
 #include "autoplan/planio.h"
 #include "autoplan/report.h"
@@ -247,16 +248,8 @@ void ap_report_free(ap_report *r) {
 
 /* ---- the parts of a step and of memory --------------------------------------------------- */
 
-typedef struct {
-    const char *key;   /* estimate --json field (time.* or memory.*) */
-    const char *name;  /* legend text */
-    const char *color; /* Okabe-Ito */
-    int hatch;         /* drawn with diagonal hatching, so no two parts look alike */
-    size_t off;        /* offset in ap_report_row */
-} part_def;
-
 #define ROWF(f) offsetof(ap_report_row, f)
-static const part_def time_parts[] = {
+const rep_part rep_time_parts[REP_NTIME] = {
     {"compute_s", "compute", "#0072B2", 0, ROWF(compute_s)},
     {"recompute_s", "recompute", "#56B4E9", 0, ROWF(recompute_s)},
     {"tp_comm_s", "TP comm", "#009E73", 0, ROWF(tp_comm_s)},
@@ -269,9 +262,8 @@ static const part_def time_parts[] = {
     {"optimizer_s", "optimizer", "#D55E00", 1, ROWF(optimizer_s)},
     {"overhead_s", "fixed overhead", "#009E73", 1, ROWF(overhead_s)},
 };
-#define NTIME ((int)(sizeof time_parts / sizeof time_parts[0]))
 
-static const part_def mem_parts[] = {
+const rep_part rep_mem_parts[REP_NMEM] = {
     {"params_bytes", "parameters", "#0072B2", 0, ROWF(params_bytes)},
     {"grads_bytes", "gradients", "#56B4E9", 0, ROWF(grads_bytes)},
     {"optimizer_bytes", "optimizer", "#009E73", 0, ROWF(optimizer_bytes)},
@@ -279,28 +271,27 @@ static const part_def mem_parts[] = {
     {"other_bytes", "other", "#CC79A7", 0, ROWF(other_bytes)},
     {NULL, "allocator & runtime", "#F0E442", 1, 0}, /* device peak minus the five above */
 };
-#define NMEM ((int)(sizeof mem_parts / sizeof mem_parts[0]))
 
-static double rowv(const ap_report_row *r, size_t off) {
+double rep_rowv(const ap_report_row *r, size_t off) {
     return *(const double *)((const char *)r + off);
 }
 
-static double mem_part(const ap_report_row *r, int i) {
-    if (mem_parts[i].key) return rowv(r, mem_parts[i].off);
+double rep_mem_part(const ap_report_row *r, int i) {
+    if (rep_mem_parts[i].key) return rep_rowv(r, rep_mem_parts[i].off);
     double rest = r->device_peak_bytes;
-    for (int k = 0; k < NMEM - 1; k++) rest -= rowv(r, mem_parts[k].off);
+    for (int k = 0; k < REP_NMEM - 1; k++) rest -= rep_rowv(r, rep_mem_parts[k].off);
     return rest > 0 ? rest : 0;
 }
 
 /* largest exposed part; skip_compute = 1: the largest other than compute */
 static int largest_part(const ap_report_row *r, int skip_compute) {
     int best = skip_compute ? 1 : 0;
-    for (int i = best + 1; i < NTIME; i++)
-        if (rowv(r, time_parts[i].off) > rowv(r, time_parts[best].off)) best = i;
+    for (int i = best + 1; i < REP_NTIME; i++)
+        if (rep_rowv(r, rep_time_parts[i].off) > rep_rowv(r, rep_time_parts[best].off)) best = i;
     return best;
 }
 
-static double overshoot_bytes(const ap_report_row *r) {
+double rep_overshoot_bytes(const ap_report_row *r) {
     return r->device_peak_bytes + r->headroom_bytes - r->capacity_bytes;
 }
 
@@ -342,7 +333,7 @@ static void explain(const ap_report *r, int i, line_buf *out) {
     ap_report_row o, bst;
     ap_report_row_from_estimate(&s->est, &o);
     if (s->status == AP_REPORT_NOFIT) {
-        if (!o.host_fits && overshoot_bytes(&o) <= 0)
+        if (!o.host_fits && rep_overshoot_bytes(&o) <= 0)
             ADD("does not fit: host_bytes_per_node %s GiB of host_capacity_bytes %s GiB.",
                 rep_fmt_gib(o.host_bytes_per_node, a, sizeof a),
                 rep_fmt_gib(o.host_capacity_bytes, b, sizeof b));
@@ -350,7 +341,7 @@ static void explain(const ap_report *r, int i, line_buf *out) {
             ADD("does not fit: device_peak_bytes %s GiB + headroom_bytes %s GiB > capacity_bytes "
                 "%s GiB, over by %s GiB.", rep_fmt_gib(o.device_peak_bytes, a, sizeof a),
                 rep_fmt_gib(o.headroom_bytes, b, sizeof b), rep_fmt_gib(o.capacity_bytes, c, sizeof c),
-                rep_fmt_gib(overshoot_bytes(&o), d, sizeof d));
+                rep_fmt_gib(rep_overshoot_bytes(&o), d, sizeof d));
         return;
     }
     if (r->best < 0) return;
@@ -368,13 +359,13 @@ static void explain(const ap_report *r, int i, line_buf *out) {
     }
     ADD("slower: step_s %s s vs %s s", rep_fmt_s(o.step_s, a, sizeof a), rep_fmt_s(bst.step_s, b, sizeof b));
     /* the parts that grew most, largest first (at most three) */
-    int used[NTIME] = {0};
+    int used[REP_NTIME] = {0};
     int shown = 0;
     for (int n = 0; n < 3; n++) {
         int pick = -1;
         double pd = 0;
-        for (int j = 0; j < NTIME; j++) {
-            double dlt = rowv(&o, time_parts[j].off) - rowv(&bst, time_parts[j].off);
+        for (int j = 0; j < REP_NTIME; j++) {
+            double dlt = rep_rowv(&o, rep_time_parts[j].off) - rep_rowv(&bst, rep_time_parts[j].off);
             if (!used[j] && dlt > pd) {
                 pd = dlt;
                 pick = j;
@@ -382,9 +373,9 @@ static void explain(const ap_report *r, int i, line_buf *out) {
         }
         if (pick < 0 || pd < 1e-3 * bst.step_s) break;
         used[pick] = 1;
-        ADD("%s %s %s s vs %s s", shown ? "," : "; larger parts:", time_parts[pick].key,
-            rep_fmt_s(rowv(&o, time_parts[pick].off), a, sizeof a),
-            rep_fmt_s(rowv(&bst, time_parts[pick].off), b, sizeof b));
+        ADD("%s %s %s s vs %s s", shown ? "," : "; larger parts:", rep_time_parts[pick].key,
+            rep_fmt_s(rep_rowv(&o, rep_time_parts[pick].off), a, sizeof a),
+            rep_fmt_s(rep_rowv(&bst, rep_time_parts[pick].off), b, sizeof b));
         shown++;
     }
     ADD("; tokens_per_s %s vs %s.", rep_fmt_tps(o.tokens_per_s, a, sizeof a),
@@ -403,443 +394,9 @@ static void bottleneck(const ap_report *r, line_buf *out) {
     snprintf(out->text, sizeof out->text,
              "the largest exposed part of %s is %s %s s of step_s %s s; the largest part other "
              "than compute is %s %s s.",
-             r->strat[r->best].name, time_parts[big].key,
-             rep_fmt_s(rowv(&b, time_parts[big].off), x, sizeof x), rep_fmt_s(b.step_s, y, sizeof y),
-             time_parts[nc].key, rep_fmt_s(rowv(&b, time_parts[nc].off), z, sizeof z));
-}
-
-/* ---- SVG helpers --------------------------------------------------------------------------- */
-
-/* A "nice" axis: step in {1, 2, 5} x 10^k, about 5 ticks up to at least hi. */
-double rep_nice_step(double hi) {
-    if (!(hi > 0)) return 1;
-    double raw = hi / 5, p = pow(10, floor(log10(raw))), m = raw / p;
-    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
-}
-
-static void svg_patterns(rbuf *b, const char *prefix, const part_def *parts, int n) {
-    rb_puts(b, "<defs>");
-    for (int i = 0; i < n; i++) {
-        if (!parts[i].hatch) continue;
-        rb_printf(b, "<pattern id=\"%s-h%d\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-                  "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#FFFFFF\"/>"
-                  "<rect width=\"3\" height=\"6\" fill=\"%s\"/></pattern>", prefix, i, parts[i].color);
-    }
-    rb_puts(b, "</defs>");
-}
-
-static void svg_fill(rbuf *b, const char *prefix, const part_def *parts, int i) {
-    if (parts[i].hatch) rb_printf(b, "url(#%s-h%d)", prefix, i);
-    else rb_puts(b, parts[i].color);
-}
-
-/* legend: one swatch and name per part, in stacking order; returns the height used */
-static double svg_legend(rbuf *b, const char *prefix, const part_def *parts, int n, double x0,
-                         double y0, double width) {
-    double x = x0, y = y0;
-    rb_puts(b, "<g class=\"legend\">");
-    for (int i = 0; i < n; i++) {
-        double w = 26 + 7.0 * (double)strlen(parts[i].name);
-        if (x + w > x0 + width) {
-            x = x0;
-            y += 18;
-        }
-        rb_printf(b, "<g class=\"legend-item\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
-                  "class=\"swatch\" fill=\"", x, y);
-        svg_fill(b, prefix, parts, i);
-        rb_printf(b, "\"/><text x=\"%.1f\" y=\"%.1f\">%d %s</text></g>", x + 16, y + 10, i + 1,
-                  parts[i].name);
-        x += w + 14;
-    }
-    rb_puts(b, "</g>");
-    return y - y0 + 22;
-}
-
-static void svg_xaxis(rbuf *b, double x0, double w, double y0, double y1, double hi, double step,
-                      const char *title, double scale) {
-    for (double v = 0; v <= hi * (1 + 1e-9); v += step) {
-        double x = x0 + w * v / hi;
-        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  x, y0, x, y1, x, y1 + 14, v / scale);
-    }
-    rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
-              x0 + w / 2, y1 + 32);
-    rb_html(b, title);
-    rb_puts(b, "</text>");
-}
-
-static void strat_heading(rbuf *b, const ap_report_strategy *s, double x, double y) {
-    char lbl[160];
-    rb_printf(b, "<text class=\"name\" x=\"%.1f\" y=\"%.1f\">", x, y);
-    rb_html(b, s->name);
-    rb_printf(b, "</text><text class=\"sub\" x=\"%.1f\" y=\"%.1f\">", x, y + 13);
-    if (s->status == AP_REPORT_ILLEGAL) {
-        rb_puts(b, "no legal plan");
-    } else {
-        rb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
-    }
-    rb_puts(b, "</text>");
-}
-
-/* (1) step time per strategy: stacked parts, error band, tokens/s and MFU */
-static void chart_time(rbuf *b, const ap_report *r) {
-    const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
-    double hi = 0;
-    int nbars = 0;
-    for (int i = 0; i < r->nstrat; i++) {
-        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        nbars++;
-        double v = r->strat[i].est.time.step_s * (1 + AP_VALIDATED_TIME_ERROR);
-        if (v > hi) hi = v;
-    }
-    double step = rep_nice_step(hi);
-    hi = step * ceil(hi / step);
-    if (!(hi > 0)) hi = 1;
-    rbuf leg = {0};
-    double lh = svg_legend(&leg, "t", time_parts, NTIME, 10, 10, W - 20);
-    double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    rb_printf(b, "<svg id=\"chart-time\" class=\"chart\" "
-              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
-              "aria-labelledby=\"chart-time-title\"><title id=\"chart-time-title\">Step time per "
-              "strategy, stacked by part, seconds; whiskers show the validated error of "
-              "&#177;%.0f%%</title>", W, H, W, H, 100 * AP_VALIDATED_TIME_ERROR);
-    svg_patterns(b, "t", time_parts, NTIME);
-    if (leg.failed) b->failed = 1; /* the chart is incomplete: the document fails */
-    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    ap_free(leg.buf);
-    double yb = top + RH * r->nstrat;
-    svg_xaxis(b, LX, PW, top, yb, hi, step, "step time (s)", 1);
-    char x1[32], x2[32], x3[32];
-    for (int i = 0; i < r->nstrat; i++) {
-        const ap_report_strategy *s = &r->strat[i];
-        double y = top + RH * i + (RH - BH) / 2;
-        strat_heading(b, s, 10, y + 6);
-        if (s->status == AP_REPORT_ILLEGAL) {
-            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
-                      LX + 4, y + 13);
-            continue;
-        }
-        ap_report_row o;
-        ap_report_row_from_estimate(&s->est, &o);
-        rb_puts(b, "<g class=\"bar\" data-strategy=\"");
-        rb_html(b, s->name);
-        rb_puts(b, "\">");
-        double x = LX;
-        for (int j = 0; j < NTIME; j++) {
-            double v = rowv(&o, time_parts[j].off), w = PW * v / hi;
-            if (v <= 0) continue;
-            rb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-                      "height=\"%.0f\" fill=\"", time_parts[j].key, x, y, w, BH);
-            svg_fill(b, "t", time_parts, j);
-            rb_printf(b, "\"><title>%s %s s</title></rect>", time_parts[j].name,
-                      rep_fmt_s(v, x1, sizeof x1));
-            x += w;
-        }
-        double lo = LX + PW * o.step_s * (1 - AP_VALIDATED_TIME_ERROR) / hi;
-        double up = LX + PW * o.step_s * (1 + AP_VALIDATED_TIME_ERROR) / hi, yc = y + BH / 2;
-        rb_printf(b, "<g class=\"errband\"><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
-                  "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
-                  "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/></g>",
-                  lo, yc, up, yc, lo, y - 3, lo, y + BH + 3, up, y - 3, up, y + BH + 3);
-        rb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s s &#183; MFU %s%%"
-                  "<tspan x=\"%.1f\" dy=\"13\">%s tokens/s%s</tspan></text></g>", LX + PW + 8,
-                  y + 6, rep_fmt_s(o.step_s, x1, sizeof x1), rep_fmt_pct(o.mfu, x3, sizeof x3),
-                  LX + PW + 8, rep_fmt_tps(o.tokens_per_s, x2, sizeof x2),
-                  s->status == AP_REPORT_NOFIT ? " &#183; does not fit" : "");
-    }
-    rb_puts(b, "</svg>\n");
-}
-
-/* (2) device memory of the worst stage per strategy, against capacity */
-static void chart_memory(rbuf *b, const ap_report *r) {
-    const double W = 1000, LX = 250, PW = 500, RH = 40, BH = 18;
-    double hi = r->cluster->gpu.mem_bytes;
-    for (int i = 0; i < r->nstrat; i++) {
-        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        const ap_estimate *e = &r->strat[i].est;
-        if (e->capacity_bytes > hi) hi = e->capacity_bytes;
-        if (e->device_peak_bytes > hi) hi = e->device_peak_bytes;
-    }
-    double step = rep_nice_step(hi / AP_GIB) * AP_GIB;
-    hi = step * ceil(hi / step * 1.02);
-    rbuf leg = {0};
-    double lh = svg_legend(&leg, "m", mem_parts, NMEM, 10, 10, W - 20);
-    double top = 10 + lh + 6, H = top + RH * r->nstrat + 50;
-    rb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" "
-              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
-              "aria-labelledby=\"chart-memory-title\"><title id=\"chart-memory-title\">Device "
-              "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
-              W, H, W, H);
-    svg_patterns(b, "m", mem_parts, NMEM);
-    if (leg.failed) b->failed = 1; /* the chart is incomplete: the document fails */
-    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    ap_free(leg.buf);
-    double yb = top + RH * r->nstrat;
-    svg_xaxis(b, LX, PW, top, yb, hi, step, "device memory per GPU, worst stage (GiB)", AP_GIB);
-    char x1[32], x2[32], x3[32];
-    double cap = 0, head = 0;
-    for (int i = 0; i < r->nstrat; i++) {
-        const ap_report_strategy *s = &r->strat[i];
-        double y = top + RH * i + (RH - BH) / 2;
-        strat_heading(b, s, 10, y + 6);
-        if (s->status == AP_REPORT_ILLEGAL) {
-            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
-                      LX + 4, y + 13);
-            continue;
-        }
-        ap_report_row o;
-        ap_report_row_from_estimate(&s->est, &o);
-        cap = o.capacity_bytes;
-        head = o.headroom_bytes;
-        rb_puts(b, "<g class=\"bar\" data-strategy=\"");
-        rb_html(b, s->name);
-        rb_puts(b, "\">");
-        double x = LX;
-        for (int j = 0; j < NMEM; j++) {
-            double v = mem_part(&o, j), w = PW * v / hi;
-            if (v <= 0) continue;
-            rb_printf(b, "<rect class=\"seg\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-                      "height=\"%.0f\" fill=\"", mem_parts[j].key ? mem_parts[j].key : "runtime",
-                      x, y, w, BH);
-            svg_fill(b, "m", mem_parts, j);
-            rb_printf(b, "\"><title>%s %s GiB</title></rect>", mem_parts[j].name,
-                      rep_fmt_gib(v, x1, sizeof x1));
-            x += w;
-        }
-        int over = !o.fits;
-        if (over) {
-            double from = LX + PW * (o.capacity_bytes - o.headroom_bytes) / hi;
-            double to = LX + PW * o.device_peak_bytes / hi;
-            if (to < from + 2) to = from + 2;
-            rb_printf(b, "<g class=\"over\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
-                      "fill=\"none\" stroke=\"#D55E00\" stroke-width=\"3\" stroke-dasharray=\"4 2\"/></g>",
-                      from, y - 3, to - from, BH + 6);
-        }
-        rb_printf(b, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\">%s GiB of %s GiB", LX + PW + 8,
-                  y + 6, rep_fmt_gib(o.device_peak_bytes, x1, sizeof x1),
-                  rep_fmt_gib(o.capacity_bytes, x2, sizeof x2));
-        if (over && overshoot_bytes(&o) > 0)
-            rb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">OVER by %s GiB</tspan>", LX + PW + 8,
-                      rep_fmt_gib(overshoot_bytes(&o), x3, sizeof x3));
-        else if (over)
-            rb_printf(b, "<tspan x=\"%.1f\" dy=\"13\">host memory OVER</tspan>", LX + PW + 8);
-        rb_puts(b, "</text></g>");
-    }
-    if (cap > 0) {
-        double xc = LX + PW * cap / hi, xu = LX + PW * (cap - head) / hi;
-        rb_printf(b, "<line class=\"capacity\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
-                  "<text class=\"tick\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
-                  xc, top - 4, xc, yb, xc - 3, top - 6, rep_fmt_gib(cap, x1, sizeof x1));
-        if (head > 0)
-            rb_printf(b, "<line class=\"usable\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>",
-                      xu, top, xu, yb);
-    }
-    rb_puts(b, "</svg>\n");
-}
-
-/* ---- (3) memory vs throughput of the feasible evaluated plans ---- */
-
-/* The scatter's geometry: the SVG size, the plot area and the axis ranges and steps. */
-typedef struct {
-    double W, H, X0, Y0, PW, PH;
-    double xmax, ymax, xs, ys; /* bytes, tokens/s */
-} scatter_geom;
-
-/* Axis ranges covering the feasible plans and the compared strategies, on "nice" steps. */
-static void scatter_scale(const ap_report *r, scatter_geom *g) {
-    g->xmax = g->ymax = 0;
-    for (int64_t i = 0; i < r->nrows; i++) {
-        if (r->rows[i].device_peak_bytes > g->xmax) g->xmax = r->rows[i].device_peak_bytes;
-        if (r->rows[i].tokens_per_s > g->ymax) g->ymax = r->rows[i].tokens_per_s;
-    }
-    for (int i = 0; i < r->nstrat; i++) {
-        if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
-        const ap_estimate *e = &r->strat[i].est;
-        if (e->device_peak_bytes > g->xmax) g->xmax = e->device_peak_bytes;
-        if (e->capacity_bytes > g->xmax) g->xmax = e->capacity_bytes;
-        if (e->tp.tokens_per_s > g->ymax) g->ymax = e->tp.tokens_per_s;
-    }
-    g->xs = rep_nice_step(g->xmax / AP_GIB) * AP_GIB;
-    g->ys = rep_nice_step(g->ymax);
-    g->xmax = g->xs * ceil(g->xmax / g->xs * 1.02);
-    g->ymax = g->ys * ceil(g->ymax / g->ys * 1.02);
-    if (!(g->xmax > 0)) g->xmax = AP_GIB;
-    if (!(g->ymax > 0)) g->ymax = 1;
-}
-
-/* The Pareto front of the feasible plans (memory against throughput): idx = the rows by
- * memory, then throughput; front[i] = 1 for a row faster than every row with less memory.
- * Returns the front's size, or -1 when out of memory. */
-static int64_t pareto_front(const ap_report *r, int64_t *idx, char *front) {
-    int64_t nfront = 0;
-    for (int64_t i = 0; i < r->nrows; i++) idx[i] = i;
-    /* insertion by memory would be quadratic; a small merge sort on indices instead */
-    {
-        int64_t *tmp = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *tmp) : NULL;
-        if (r->nrows && !tmp) return -1;
-        for (int64_t w = 1; w < r->nrows; w *= 2) {
-            for (int64_t lo = 0; lo < r->nrows; lo += 2 * w) {
-                int64_t mid = lo + w < r->nrows ? lo + w : r->nrows;
-                int64_t hi = lo + 2 * w < r->nrows ? lo + 2 * w : r->nrows, a = lo, c = mid, k = lo;
-                while (a < mid || c < hi) {
-                    int take_a;
-                    if (a >= mid) take_a = 0;
-                    else if (c >= hi) take_a = 1;
-                    else {
-                        const ap_report_row *ra = &r->rows[idx[a]], *rc = &r->rows[idx[c]];
-                        take_a = ra->device_peak_bytes < rc->device_peak_bytes ||
-                                 (ra->device_peak_bytes == rc->device_peak_bytes &&
-                                  ra->tokens_per_s >= rc->tokens_per_s);
-                    }
-                    tmp[k++] = take_a ? idx[a++] : idx[c++];
-                }
-            }
-            memcpy(idx, tmp, (size_t)r->nrows * sizeof *idx);
-        }
-        ap_free(tmp);
-    }
-    double best_y = -1;
-    for (int64_t i = 0; i < r->nrows; i++) {
-        const ap_report_row *q = &r->rows[idx[i]];
-        if (q->tokens_per_s > best_y) {
-            best_y = q->tokens_per_s;
-            front[idx[i]] = 1;
-            nfront++;
-        }
-    }
-    return nfront;
-}
-
-/* Grid, ticks and axis titles. */
-static void scatter_axes(rbuf *b, const scatter_geom *g) {
-    for (double v = 0; v <= g->xmax * (1 + 1e-9); v += g->xs) {
-        double x = g->X0 + g->PW * v / g->xmax;
-        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  x, g->Y0, x, g->Y0 + g->PH, x, g->Y0 + g->PH + 14, v / AP_GIB);
-    }
-    for (double v = 0; v <= g->ymax * (1 + 1e-9); v += g->ys) {
-        double y = g->Y0 + g->PH - g->PH * v / g->ymax;
-        rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                  "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                  g->X0, y, g->X0 + g->PW, y, g->X0 - 4, y + 4, v);
-    }
-    rb_printf(b, "<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device "
-              "memory per GPU, worst stage (GiB)</text>", g->X0 + g->PW / 2, g->Y0 + g->PH + 34);
-    rb_printf(b, "<text class=\"axis-title\" transform=\"translate(18 %.1f) rotate(-90)\" "
-              "text-anchor=\"middle\">throughput (tokens/s)</text>", g->Y0 + g->PH / 2);
-}
-
-/* Sampled plans (every k-th plan off the front, in step-time order) and the front itself. */
-static void scatter_points(rbuf *b, const ap_report *r, const scatter_geom *g, const int64_t *idx,
-                           const char *front, int64_t nrest, int64_t nsample) {
-    rb_puts(b, "<g class=\"samples\">");
-    int64_t seen = 0, drawn = 0;
-    for (int64_t i = 0; i < r->nrows && drawn < nsample; i++) {
-        if (front[i]) continue;
-        if (seen++ * nsample / (nrest ? nrest : 1) < drawn) continue;
-        const ap_report_row *q = &r->rows[i];
-        rb_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>",
-                  g->X0 + g->PW * q->device_peak_bytes / g->xmax, g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax);
-        drawn++;
-    }
-    rb_puts(b, "</g><polyline class=\"front\" points=\"");
-    for (int64_t i = 0; i < r->nrows; i++) {
-        const ap_report_row *q = &r->rows[idx[i]];
-        if (front[idx[i]])
-            rb_printf(b, "%.1f,%.1f ", g->X0 + g->PW * q->device_peak_bytes / g->xmax,
-                      g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax);
-    }
-    rb_puts(b, "\"/><g class=\"fronts\">");
-    for (int64_t i = 0; i < r->nrows; i++) {
-        const ap_report_row *q = &r->rows[idx[i]];
-        if (front[idx[i]])
-            rb_printf(b, "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>",
-                      g->X0 + g->PW * q->device_peak_bytes / g->xmax - 3,
-                      g->Y0 + g->PH - g->PH * q->tokens_per_s / g->ymax - 3);
-    }
-    rb_puts(b, "</g>");
-}
-
-/* The capacity line and the compared strategies, labelled by name. */
-static void scatter_strategies(rbuf *b, const ap_report *r, const scatter_geom *g) {
-    double cap = r->cluster->gpu.mem_bytes;
-    for (int i = 0; i < r->nstrat; i++)
-        if (r->strat[i].status != AP_REPORT_ILLEGAL) cap = r->strat[i].est.capacity_bytes;
-    char x1[32];
-    double xc = g->X0 + g->PW * cap / g->xmax;
-    rb_printf(b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-              "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">capacity %s GiB</text>",
-              xc, g->Y0, xc, g->Y0 + g->PH, xc - 3, g->Y0 - 6, rep_fmt_gib(cap, x1, sizeof x1));
-    /* labels staggered so coincident ones stay legible */
-    int k = 0;
-    for (int i = 0; i < r->nstrat; i++) {
-        const ap_report_strategy *s = &r->strat[i];
-        if (s->status == AP_REPORT_ILLEGAL) continue;
-        double x = g->X0 + g->PW * s->est.device_peak_bytes / g->xmax;
-        double y = g->Y0 + g->PH - g->PH * s->est.tp.tokens_per_s / g->ymax;
-        double ly = y - 8 - 13.0 * (k % 6);
-        rb_printf(b, "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>"
-                  "<line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                  "<text class=\"stratlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
-                  x, y, x, y, x - 6, ly + 2, x - 8, ly);
-        rb_html(b, s->name);
-        rb_puts(b, s->status == AP_REPORT_NOFIT ? " (does not fit)</text></g>" : "</text></g>");
-        k++;
-    }
-}
-
-/* The key with the counts behind the chart. */
-static void scatter_key(rbuf *b, const ap_report *r, const scatter_geom *g, int64_t nfront,
-                        int64_t nsample) {
-    double kx = g->X0 + g->PW + 14;
-    rb_printf(b, "<g class=\"key\"><circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\"/>"
-              "<text x=\"%.1f\" y=\"%.1f\">sampled plan</text>"
-              "<rect class=\"front-pt\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>"
-              "<text x=\"%.1f\" y=\"%.1f\">Pareto front</text>"
-              "<g class=\"strat\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/></g>"
-              "<text x=\"%.1f\" y=\"%.1f\">compared strategy</text>"
-              "<text x=\"%.1f\" y=\"%.1f\">%lld evaluated</text>"
-              "<text x=\"%.1f\" y=\"%.1f\">%lld feasible</text>"
-              "<text x=\"%.1f\" y=\"%.1f\">%lld on the front</text>"
-              "<text x=\"%.1f\" y=\"%.1f\">%lld sampled</text></g>",
-              kx + 4, g->Y0 + 10, kx + 14, g->Y0 + 14, kx + 1, g->Y0 + 27, kx + 14, g->Y0 + 34, kx + 4,
-              g->Y0 + 50, kx + 14, g->Y0 + 54, kx, g->Y0 + 80, (long long)r->evaluated, kx, g->Y0 + 96,
-              (long long)r->fit, kx, g->Y0 + 112, (long long)nfront, kx, g->Y0 + 128,
-              (long long)nsample);
-}
-
-/* (3) device memory against throughput of every feasible plan: the Pareto front, at most
- * AP_REPORT_MAX_POINTS sampled others, the compared strategies and the capacity */
-static void chart_scatter(rbuf *b, const ap_report *r) {
-    scatter_geom g = {980, 520, 90, 30, 700, 400, 0, 0, 0, 0};
-    scatter_scale(r, &g);
-    int64_t *idx = r->nrows ? ap_malloc((size_t)r->nrows * sizeof *idx) : NULL;
-    char *front = r->nrows ? ap_calloc((size_t)r->nrows, 1) : NULL;
-    int64_t nfront = r->nrows && (!idx || !front) ? -1 : pareto_front(r, idx, front);
-    if (nfront < 0) {
-        b->failed = 1;
-        ap_free(idx);
-        ap_free(front);
-        return;
-    }
-    int64_t nrest = r->nrows - nfront;
-    int64_t nsample = nrest < AP_REPORT_MAX_POINTS ? nrest : AP_REPORT_MAX_POINTS;
-    rb_printf(b, "<svg id=\"chart-scatter\" class=\"chart\" "
-              "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
-              "aria-labelledby=\"chart-scatter-title\" data-evaluated=\"%lld\" data-feasible=\"%lld\" "
-              "data-front=\"%lld\" data-sampled=\"%lld\"><title id=\"chart-scatter-title\">Device "
-              "memory (GiB) against throughput (tokens/s) of the feasible evaluated plans</title>",
-              g.W, g.H, g.W, g.H, (long long)r->evaluated, (long long)r->fit, (long long)nfront,
-              (long long)nsample);
-    scatter_axes(b, &g);
-    scatter_points(b, r, &g, idx, front, nrest, nsample);
-    ap_free(idx);
-    ap_free(front);
-    scatter_strategies(b, r, &g);
-    scatter_key(b, r, &g, nfront, nsample);
-    rb_puts(b, "</svg>\n");
+             r->strat[r->best].name, rep_time_parts[big].key,
+             rep_fmt_s(rep_rowv(&b, rep_time_parts[big].off), x, sizeof x), rep_fmt_s(b.step_s, y, sizeof y),
+             rep_time_parts[nc].key, rep_fmt_s(rep_rowv(&b, rep_time_parts[nc].off), z, sizeof z));
 }
 
 /* ---- HTML ------------------------------------------------------------------------------------ */
@@ -854,9 +411,12 @@ static const char *css =
     "body{box-sizing:border-box;background:var(--bg);color:var(--fg);font-family:system-ui,-apple-system,'Segoe UI',"
     "sans-serif;margin:2em auto;padding:0 1em;max-width:1100px;line-height:1.45}\n"
     "table{border-collapse:collapse;margin:1em 0;font-size:0.92em}\n"
-    "th,td{border:1px solid var(--grid);padding:3px 7px;text-align:right}\n"
+    "th,td{border:1px solid var(--grid);padding:3px 5px;text-align:right}\n"
     "th:first-child,td:first-child,td.l{text-align:left}\n"
     "td.l,td:first-child{white-space:nowrap}\n"
+    "td.plan{white-space:normal;min-width:11em}\ntd.wrap{white-space:normal;min-width:7em}\n"
+    "td code{overflow-wrap:anywhere}\n"
+    "caption{text-align:left;color:var(--muted);font-size:0.9em;padding-bottom:3px}\n"
     "th{font-weight:600;font-size:0.9em}\n"
     "code{font-family:ui-monospace,monospace;font-size:0.9em}\n"
     ".note,.muted{color:var(--muted)}\n"
@@ -875,6 +435,9 @@ static const char *css =
     "svg .front-pt{fill:#0072B2}\n"
     "svg .strat circle{fill:none;stroke:var(--fg);stroke-width:2}\n"
     "svg .leader{stroke:var(--fg);stroke-width:0.7}\n"
+    "svg text.stratlabel{paint-order:stroke;stroke:var(--bg);stroke-width:3px}\n"
+    "svg .offscale{fill:var(--fg)}\n"
+    "svg .break{stroke:var(--bg);stroke-width:2;fill:none}\n"
     "svg .axis{stroke:var(--fg);stroke-width:1}\n"
     "svg .sw-line{fill:none;stroke:#0072B2;stroke-width:2}\n"
     "svg .sw-pt{fill:#0072B2;stroke:var(--bg);stroke-width:1}\n"
@@ -885,6 +448,17 @@ static const char *css =
     "svg .sim-peak{fill:none;stroke:var(--fg);stroke-width:2}\n"
     "svg text.series,svg text.peaklabel{font-weight:bold}\n"
     "@media print{svg .pt{fill-opacity:1}}\n";
+
+/* a readable column header; its estimate --json field in the tooltip and a data attribute */
+static void th(rbuf *b, const char *text, const char *field) {
+    rb_puts(b, "<th title=\"estimate --json: ");
+    rb_html(b, field);
+    rb_puts(b, "\" data-field=\"");
+    rb_html(b, field);
+    rb_puts(b, "\">");
+    rb_html(b, text);
+    rb_puts(b, "</th>");
+}
 
 static void html_num_row(rbuf *b, const ap_report *r, int i) {
     const ap_report_strategy *s = &r->strat[i];
@@ -901,7 +475,7 @@ static void html_num_row(rbuf *b, const ap_report *r, int i) {
     }
     ap_report_row o;
     ap_report_row_from_estimate(&s->est, &o);
-    rb_puts(b, "<td class=\"l\">");
+    rb_puts(b, "<td class=\"l plan\">");
     rb_html(b, ap_plan_label(&s->est.plan, lbl, sizeof lbl));
     rb_printf(b, "</td><td class=\"l\">%s</td>", ap_trainer_name(s->est.plan.trainer));
     rb_printf(b, "<td>%s</td>", rep_fmt_s(o.step_s, a, sizeof a));
@@ -910,9 +484,10 @@ static void html_num_row(rbuf *b, const ap_report *r, int i) {
     rb_printf(b, "<td>%s</td>", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
     rb_printf(b, "<td>%s</td>", rep_fmt_gib(o.capacity_bytes, a, sizeof a));
     int lp = largest_part(&o, 1);
-    rb_printf(b, "<td class=\"l\">%s %s s</td>", time_parts[lp].key,
-              rep_fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
-    rb_printf(b, "<td>%s</td>", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(overshoot_bytes(&o), a, sizeof a));
+    rb_printf(b, "<td class=\"l wrap\" title=\"time.%s\">%s %s s</td>", rep_time_parts[lp].key,
+              rep_time_parts[lp].name,
+              rep_fmt_s(rep_rowv(&o, rep_time_parts[lp].off), a, sizeof a));
+    rb_printf(b, "<td>%s</td>", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(rep_overshoot_bytes(&o), a, sizeof a));
     rb_printf(b, "<td>%s</td></tr>\n", status_text(s));
 }
 
@@ -938,14 +513,22 @@ static void html_head(rbuf *b, const ap_report *r) {
 
 /* The compared plans table and each strategy's description. */
 static void html_plans(rbuf *b, const ap_report *r) {
-    rb_puts(b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr><th>strategy</th><th>plan</th>"
-                "<th>trainer</th><th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
-                "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
-                "<th>largest non-compute part</th><th>overshoot (GiB)</th><th>fits</th></tr></thead>"
-                "<tbody>\n");
+    rb_puts(b, "<h2>Compared plans</h2>\n<div class=\"scroll\"><table id=\"plans\"><thead><tr>"
+               "<th>strategy</th><th class=\"l\">plan</th><th class=\"l\">trainer</th>");
+    th(b, "step time (s)", "time.step_s");
+    th(b, "tokens/s", "throughput.tokens_per_s");
+    th(b, "MFU (%)", "throughput.mfu");
+    th(b, "peak memory (GiB)", "memory.device_peak_bytes");
+    th(b, "capacity (GiB)", "memory.capacity_bytes");
+    rb_puts(b, "<th class=\"l\">largest part besides compute</th>");
+    th(b, "over capacity by (GiB)",
+       "memory.device_peak_bytes + memory.headroom_bytes - memory.capacity_bytes");
+    rb_puts(b, "<th>fits</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) html_num_row(b, r, i);
-    rb_puts(b, "</tbody></table></div>\n<p class=\"note\">Overshoot = device_peak_bytes + "
-                "headroom_bytes &#8722; capacity_bytes, for plans that do not fit.</p>\n");
+    rb_puts(b, "</tbody></table></div>\n<p class=\"note\">Over capacity by = peak memory + "
+               "headroom &#8722; capacity (device_peak_bytes + headroom_bytes &#8722; "
+               "capacity_bytes), for plans that do not fit. Each header names its <code>estimate "
+               "--json</code> field in its tooltip.</p>\n");
     for (int i = 0; i < r->nstrat; i++) {
         const ap_report_strategy *s = &r->strat[i];
         if (!s->desc[0] && !s->note[0]) continue;
@@ -996,10 +579,16 @@ static void html_time(rbuf *b, const ap_report *r) {
     rb_puts(b, "<h2>1. Step time per strategy</h2>\n<p>Stacked exposed parts of one step, in "
                 "the legend's order; the whiskers mark &#177;");
     rb_printf(b, "%.0f%% (the validated time error).</p>\n", 100 * AP_VALIDATED_TIME_ERROR);
-    chart_time(b, r);
-    rb_puts(b, "<div class=\"scroll\"><table id=\"time-parts\"><thead><tr><th>strategy</th>");
-    for (int j = 0; j < NTIME; j++) rb_printf(b, "<th>%s (s)</th>", time_parts[j].key);
-    rb_puts(b, "<th>step_s (s)</th></tr></thead><tbody>\n");
+    rep_chart_time(b, r);
+    rb_puts(b, "<div class=\"scroll\"><table id=\"time-parts\"><caption>Exposed time per "
+               "step by part (s)</caption><thead><tr><th>strategy</th>");
+    for (int j = 0; j < REP_NTIME; j++) {
+        char field[64];
+        snprintf(field, sizeof field, "time.%s", rep_time_parts[j].key);
+        th(b, rep_time_parts[j].name, field);
+    }
+    th(b, "step", "time.step_s");
+    rb_puts(b, "</tr></thead><tbody>\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
@@ -1007,8 +596,8 @@ static void html_time(rbuf *b, const ap_report *r) {
         rb_puts(b, "<tr><td>");
         rb_html(b, r->strat[i].name);
         rb_puts(b, "</td>");
-        for (int j = 0; j < NTIME; j++)
-            rb_printf(b, "<td>%s</td>", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        for (int j = 0; j < REP_NTIME; j++)
+            rb_printf(b, "<td>%s</td>", rep_fmt_s(rep_rowv(&o, rep_time_parts[j].off), a, sizeof a));
         rb_printf(b, "<td>%s</td></tr>\n", rep_fmt_s(o.step_s, a, sizeof a));
     }
     rb_puts(b, "</tbody></table></div>\n");
@@ -1021,7 +610,7 @@ static void html_memory(rbuf *b, const ap_report *r) {
                 "the five allocated categories (allocator rounding, CUDA context, workspaces). "
                 "The solid line is the capacity, the dotted line capacity minus headroom; "
                 "plans over it are outlined and say by how much.</p>\n");
-    chart_memory(b, r);
+    rep_chart_memory(b, r);
 }
 
 /* Chart 3 with the size of the space it shows. */
@@ -1036,7 +625,7 @@ static void html_scatter(rbuf *b, const ap_report *r) {
                   AP_REPORT_MAX_EVALS);
     rb_printf(b, ". Shown: the Pareto front (least memory for its throughput) and at most %d "
               "other plans sampled evenly in step-time order.</p>\n", AP_REPORT_MAX_POINTS);
-    chart_scatter(b, r);
+    rep_chart_scatter(b, r);
 }
 
 /* The estimate command of each strategy, and the document end. */
@@ -1047,7 +636,7 @@ static void html_reproduce(rbuf *b, const ap_report *r) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         rb_puts(b, "<tr><td>");
         rb_html(b, r->strat[i].name);
-        rb_puts(b, "</td><td class=\"l\"><code>autoplan estimate ");
+        rb_puts(b, "</td><td class=\"l wrap\"><code>autoplan estimate ");
         rb_html(b, r->strat[i].estimate_args);
         rb_puts(b, "</code></td></tr>\n");
     }
@@ -1106,9 +695,9 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
         rb_printf(&b, " | %s", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
         rb_printf(&b, " | %s", rep_fmt_gib(o.capacity_bytes, a, sizeof a));
         int lp = largest_part(&o, 1);
-        rb_printf(&b, " | %s %s s", time_parts[lp].key,
-                  rep_fmt_s(rowv(&o, time_parts[lp].off), a, sizeof a));
-        rb_printf(&b, " | %s", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(overshoot_bytes(&o), a, sizeof a));
+        rb_printf(&b, " | %s %s s", rep_time_parts[lp].key,
+                  rep_fmt_s(rep_rowv(&o, rep_time_parts[lp].off), a, sizeof a));
+        rb_printf(&b, " | %s", s->status == AP_REPORT_OK ? "" : rep_fmt_gib(rep_overshoot_bytes(&o), a, sizeof a));
         rb_printf(&b, " | %s |\n", status_text(s));
     }
     rb_puts(&b, "\n");
@@ -1120,29 +709,29 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
         rb_printf(&b, "**: %s%s%s\n", s->desc, s->note[0] ? " " : "", s->note);
     }
     rb_puts(&b, "\n## Step time parts (s)\n\n| strategy |");
-    for (int j = 0; j < NTIME; j++) rb_printf(&b, " %s |", time_parts[j].key);
+    for (int j = 0; j < REP_NTIME; j++) rb_printf(&b, " %s |", rep_time_parts[j].key);
     rb_puts(&b, " step_s |\n|---|");
-    for (int j = 0; j <= NTIME; j++) rb_puts(&b, "--:|");
+    for (int j = 0; j <= REP_NTIME; j++) rb_puts(&b, "--:|");
     rb_puts(&b, "\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
         rb_printf(&b, "| %s |", r->strat[i].name);
-        for (int j = 0; j < NTIME; j++) rb_printf(&b, " %s |", rep_fmt_s(rowv(&o, time_parts[j].off), a, sizeof a));
+        for (int j = 0; j < REP_NTIME; j++) rb_printf(&b, " %s |", rep_fmt_s(rep_rowv(&o, rep_time_parts[j].off), a, sizeof a));
         rb_printf(&b, " %s |\n", rep_fmt_s(o.step_s, a, sizeof a));
     }
     rb_puts(&b, "\n## Memory of the worst stage (GiB)\n\n| strategy |");
-    for (int j = 0; j < NMEM - 1; j++) rb_printf(&b, " %s |", mem_parts[j].key);
+    for (int j = 0; j < REP_NMEM - 1; j++) rb_printf(&b, " %s |", rep_mem_parts[j].key);
     rb_puts(&b, " device_peak_bytes | headroom_bytes | capacity_bytes |\n|---|");
-    for (int j = 0; j < NMEM + 2; j++) rb_puts(&b, "--:|");
+    for (int j = 0; j < REP_NMEM + 2; j++) rb_puts(&b, "--:|");
     rb_puts(&b, "\n");
     for (int i = 0; i < r->nstrat; i++) {
         if (r->strat[i].status == AP_REPORT_ILLEGAL) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&r->strat[i].est, &o);
         rb_printf(&b, "| %s |", r->strat[i].name);
-        for (int j = 0; j < NMEM - 1; j++) rb_printf(&b, " %s |", rep_fmt_gib(rowv(&o, mem_parts[j].off), a, sizeof a));
+        for (int j = 0; j < REP_NMEM - 1; j++) rb_printf(&b, " %s |", rep_fmt_gib(rep_rowv(&o, rep_mem_parts[j].off), a, sizeof a));
         rb_printf(&b, " %s |", rep_fmt_gib(o.device_peak_bytes, a, sizeof a));
         rb_printf(&b, " %s |", rep_fmt_gib(o.headroom_bytes, a, sizeof a));
         rb_printf(&b, " %s |\n", rep_fmt_gib(o.capacity_bytes, a, sizeof a));

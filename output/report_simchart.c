@@ -221,7 +221,7 @@ static void sim_labels(rbuf *b, const sim_geom *g, double cap, double limit,
             lab[j - 1] = t;
         }
     for (int i = 1; i < nl; i++)
-        if (lab[i].y < lab[i - 1].y + 13) lab[i].y = lab[i - 1].y + 13;
+        if (lab[i].y < lab[i - 1].y + 15) lab[i].y = lab[i - 1].y + 15; /* 12 px text: 14 px line */
     for (int i = 0; i < nl; i++)
         rb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>", lab[i].cls,
                   g->X0 + g->PW + 6, lab[i].y, lab[i].text);
@@ -247,11 +247,14 @@ static void sim_table(rbuf *b, const ap_report *r, const ap_sim_rank *k, double 
                       const char *desc) {
     char g1[32], g2[32], g3[32], g4[32];
     rb_puts(b, "<div class=\"scroll\"><table id=\"sim\"><thead><tr><th>stage</th>"
-               "<th>allocated_peak_bytes</th><th>reserved_peak_bytes</th>"
-               "<th>device_peak_bytes (GiB)</th><th>capacity_bytes (GiB)</th>"
-               "<th>peak_op</th></tr></thead><tbody>\n");
+               "<th title=\"simulate --json: stages[].allocated_peak_bytes\">allocated peak "
+               "(bytes)</th><th title=\"simulate --json: stages[].reserved_peak_bytes\">reserved "
+               "peak (bytes)</th><th title=\"simulate --json: stages[].device_peak_bytes\">device "
+               "peak (GiB)</th><th title=\"simulate --json: capacity_bytes\">capacity (GiB)</th>"
+               "<th class=\"l\" title=\"simulate --json: stages[].peak_op\">operation at the "
+               "peak</th></tr></thead><tbody>\n");
     rb_printf(b, "<tr><td>%d</td><td>%lld (%s GiB)</td><td>%lld (%s GiB)</td><td>%s</td>"
-              "<td>%s</td><td class=\"l\">", k->stage, (long long)k->allocated_peak_bytes,
+              "<td>%s</td><td class=\"l wrap\">", k->stage, (long long)k->allocated_peak_bytes,
               rep_fmt_gib((double)k->allocated_peak_bytes, g1, sizeof g1),
               (long long)k->reserved_peak_bytes,
               rep_fmt_gib((double)k->reserved_peak_bytes, g2, sizeof g2),

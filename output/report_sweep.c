@@ -190,7 +190,7 @@ static void panel(rbuf *b, const ap_report *r, const int *idx, const xscale *xs,
                       "data-gpus=\"%d\" data-time-to-train-s=\"%.17g\"><title>%d GPUs: %.2f days"
                       "</title></rect><text class=\"sw-val\" x=\"%.1f\" y=\"%.1f\" "
                       "text-anchor=\"middle\">%.2f d</text>", x - 4, y - 4, p->gpus,
-                      p->time_to_train_s, p->gpus, d, x, y - 9, d);
+                      p->time_to_train_s, p->gpus, d, x, y - 11, d);
             lastx = x;
             lasty = y;
         } else {
@@ -201,13 +201,14 @@ static void panel(rbuf *b, const ap_report *r, const int *idx, const xscale *xs,
                       p->tokens_per_s, p->gpus);
             rb_html(b, p->label);
             rb_printf(b, ", %s tokens/s</title></circle><text class=\"sw-val\" x=\"%.1f\" "
-                      "y=\"%.1f\" text-anchor=\"middle\">%s</text>", v1, x, y - 9, v1);
+                      "y=\"%.1f\" text-anchor=\"middle\">%s</text>", v1, x, y - 11, v1);
             lastx = x;
             lasty = y;
         }
     }
     if (lastx >= 0) {
-        rb_printf(b, "<text class=\"series\" x=\"%.1f\" y=\"%.1f\">", lastx + 12, lasty + 4);
+        /* right of the last point, below its value label (value above at y - 11) */
+        rb_printf(b, "<text class=\"series\" x=\"%.1f\" y=\"%.1f\">", lastx + 12, lasty + 6);
         char tk[32];
         if (which) rb_printf(b, "time to train %s tokens", fmt_tokens(r->train_tokens, tk, sizeof tk));
         else rb_puts(b, "best plan, tokens/s");
@@ -262,8 +263,12 @@ void rep_sweep_html(rbuf *b, const ap_report *r) {
     /* the numbers as a table */
     char a[32];
     rb_puts(b, "<div class=\"scroll\"><table id=\"sweep\"><thead><tr><th>GPUs</th><th>best plan</th>"
-               "<th>step_s (s)</th><th>tokens_per_s</th><th>mfu (%)</th>"
-               "<th>device_peak_bytes (GiB)</th><th>time to train (days)</th></tr></thead><tbody>\n");
+               "<th title=\"estimate --json: time.step_s\">step time (s)</th>"
+               "<th title=\"estimate --json: throughput.tokens_per_s\">tokens/s</th>"
+               "<th title=\"estimate --json: throughput.mfu\">MFU (%)</th>"
+               "<th title=\"estimate --json: memory.device_peak_bytes\">peak memory (GiB)</th>"
+               "<th title=\"plan --json: sweep[].time_to_train_s / 86400\">time to train "
+               "(days)</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->nsweep; i++) {
         const ap_report_sweep_point *p = &r->sweep[i];
         rb_printf(b, "<tr><td>%d</td>", p->gpus);
@@ -271,7 +276,7 @@ void rep_sweep_html(rbuf *b, const ap_report *r) {
             rb_puts(b, "<td class=\"l\" colspan=\"6\">nothing fits</td></tr>\n");
             continue;
         }
-        rb_puts(b, "<td class=\"l\">");
+        rb_puts(b, "<td class=\"l plan\">");
         rb_html(b, p->label);
         rb_printf(b, "</td><td>%s</td>", rep_fmt_s(p->step_s, a, sizeof a));
         rb_printf(b, "<td>%s</td>", rep_fmt_tps(p->tokens_per_s, a, sizeof a));

@@ -11,8 +11,10 @@
  * most 2,000 sampled points; text colours of the light, dark and print schemes have a WCAG 2.x
  * contrast ratio >= 4.5 with their background (relative luminance computed here). When
  * `chromium` is installed, the page is rendered headless: the DOM keeps the three SVG charts
- * with the same counts, and a screenshot is not blank. Without chromium only that part is
- * skipped.
+ * with the same counts, a screenshot is not blank, and at 1000, 1400 and 1600 px no table or
+ * page overflows, no chart text overlaps another or leaves its chart, no scatter label covers a
+ * marker, and the bar and scatter axes are scaled to what fits (check_layout). Without chromium
+ * only that part is skipped.
  *
  * Chart 4 (GPU-count sweep): present exactly when a sweep is asked, one point and one labelled
  * tick per count, each point's tokens/s equal to `autoplan plan --gpus <count> --json
@@ -640,13 +642,16 @@ static void check_charts(const char *html, const report *r) {
     if (t) {
         CHECK_INT(count(t, "<g class=\"bar\""), r->nest);
         CHECK_INT(count(t, "class=\"barlabel\""), r->nest);
-        CHECK_INT(count(t, "class=\"errband\""), r->nest);
+        /* whiskers on every bar inside the axis; a bar cut at the axis end gets a break mark */
+        CHECK_INT(count(t, "class=\"errband\""), r->nest - count(t, "data-beyond=\"1\""));
+        CHECK_INT(count(t, "class=\"break\""), count(t, "data-beyond=\"1\""));
         CHECK_INT(count(t, "class=\"legend-item\""), 11);
         CHECK_INT(count(t, "class=\"na\""), r->nillegal);
         CHECK_INT(count(t, "class=\"name\""), r->n);
         CHECK_INT(count(t, " tokens/s"), r->nest);
         CHECK_INT(count(t, "MFU "), r->nest);
         CHECK_CONTAINS(t, "step time (s)");
+        CHECK_CONTAINS(t, "data-plot-x0=\""); /* the layout check reads the axis from it */
         CHECK(count(t, "class=\"seg\"") >= r->nest);
     }
     if (m) {
@@ -656,7 +661,11 @@ static void check_charts(const char *html, const report *r) {
         CHECK_INT(count(m, "<g class=\"over\""), r->nnofit);
         CHECK_INT(count(m, "OVER by "), r->nnofit);
         CHECK_INT(count(m, "class=\"capacity\""), 1);
+        CHECK_INT(count(m, "class=\"break\""), count(m, "data-beyond=\"1\""));
+        /* the axis is scaled to what fits: only plans that do not fit run past it */
+        CHECK(count(m, "data-beyond=\"1\"") <= r->nnofit);
         CHECK_CONTAINS(m, "(GiB)");
+        CHECK_CONTAINS(m, "data-plot-x0=\"");
     }
     if (s) {
         long long ev = -1, fe = -1, fr = -1, sa = -1;
@@ -667,11 +676,32 @@ static void check_charts(const char *html, const report *r) {
         CHECK(sa <= 2000 && fr >= 1 && fr + sa <= r->csv_rows);
         CHECK_INT(count(s, "<circle class=\"pt\""), sa + 1); /* + the key's sample */
         CHECK_INT(count(s, "<rect class=\"front-pt\""), fr + 1);
-        CHECK_INT(count(s, "class=\"stratlabel\""), r->nest);
+        /* one label per spot: strategies on the same spot share it, names joined */
+        int nl = count(s, "class=\"stratlabel\"");
+        CHECK(nl >= 1 && nl <= r->nest);
+        for (int i = 0; i < r->n; i++) {
+            if (!r->s[i].est) continue;
+            int found = 0;
+            for (char *p = strstr(s, "class=\"stratlabel\""); p && !found;
+                 p = strstr(p + 1, "class=\"stratlabel\"")) {
+                char *lab = between(p, ">", "</text>");
+                if (lab) {
+                    /* the name as a whole item of the label's list */
+                    size_t l = strlen(r->s[i].name);
+                    for (char *q = strstr(lab, r->s[i].name); q && !found; q = strstr(q + 1, r->s[i].name))
+                        found = (q == lab + 1 || q[-1] == ' ') &&
+                                (q[l] == '\0' || q[l] == ',' || q[l] == ' ' || q[l] == ':');
+                    free(lab);
+                }
+            }
+            if (!found) fprintf(stderr, "  scatter: no label names %s\n", r->s[i].name);
+            CHECK(found);
+        }
         char tot[64];
         snprintf(tot, sizeof tot, ">%lld evaluated<", ev);
         CHECK_CONTAINS(s, tot);
         CHECK_CONTAINS(s, "throughput (tokens/s)");
+        CHECK_CONTAINS(s, "data-plot=\"");
         CHECK_CONTAINS(s, "(GiB)");
         for (int i = 0; i < r->n; i++)
             if (r->s[i].est) CHECK(strstr(s, r->s[i].name) != NULL);
@@ -986,6 +1016,91 @@ static void check_sim(const char *html, const char *md, report *r) {
 
 /* ---- Chromium ------------------------------------------------------------------------------ */
 
+/* Layout in the browser: a measuring page (the report itself has no script) holds report.html
+ * in three frames 1000, 1400 and 1600 px wide and, once they have loaded, writes into its own
+ * DOM (which --dump-dom returns) what it finds in each: a page or table wider than its column,
+ * a chart text outside its chart or overlapping another text (boxes from
+ * getBoundingClientRect, 1 px tolerance), a scatter label over a strategy marker, a bar past
+ * the end of its axis, fitting bars squeezed into the first half of the axis, or the feasible
+ * points of the scatter spanning under a quarter of its width. One line per finding; there
+ * must be none. */
+static const char *MEASURE_PAGE =
+    "<!DOCTYPE html><html><body style=\"margin:0\">"
+    "<iframe src=\"report.html\" style=\"display:block;border:0;width:1000px;height:900px\"></iframe>"
+    "<iframe src=\"report.html\" style=\"display:block;border:0;width:1400px;height:900px\"></iframe>"
+    "<iframe src=\"report.html\" style=\"display:block;border:0;width:1600px;height:900px\"></iframe>"
+    "<script>"
+    "function measure(doc,out){"
+    "function r(e){return e.getBoundingClientRect();}"
+    "function ov(a,b,t){return a.left+t<b.right&&b.left+t<a.right&&a.top+t<b.bottom&&b.top+t<a.bottom;}"
+    "var W=doc.documentElement.clientWidth;out.push('WIDTH '+W);"
+    "if(doc.documentElement.scrollWidth>W+1)out.push('page-overflow '+doc.documentElement.scrollWidth);"
+    "var body=r(doc.body);"
+    "doc.querySelectorAll('table').forEach(function(t){var p=t.parentElement;"
+    " if(p.scrollWidth>p.clientWidth+1||r(t).right>body.right+1)out.push('table-overflow '+(t.id||'?')+' '+Math.round(r(t).width));});"
+    "doc.querySelectorAll('svg.chart').forEach(function(svg){var sb=r(svg),boxes=[];"
+    " svg.querySelectorAll('text').forEach(function(e){var b=r(e);if(b.width<=0)return;boxes.push([e.textContent,b]);"
+    "  if(b.left<sb.left-0.5||b.right>sb.right+0.5||b.top<sb.top-0.5||b.bottom>sb.bottom+0.5)out.push('clip '+svg.id+' \"'+e.textContent+'\"');});"
+    " for(var a=0;a<boxes.length;a++)for(var c=a+1;c<boxes.length;c++)"
+    "  if(ov(boxes[a][1],boxes[c][1],1))out.push('overlap '+svg.id+' \"'+boxes[a][0]+'\" \"'+boxes[c][0]+'\"');"
+    " svg.querySelectorAll('text.stratlabel').forEach(function(l){"
+    "  svg.querySelectorAll('g.strat circle,g.strat path.offscale').forEach(function(m){"
+    "   if(!m.closest('g.key')&&ov(r(m),r(l),1))out.push('label-on-marker '+svg.id+' \"'+l.textContent+'\"');});});"
+    " var x0=parseFloat(svg.getAttribute('data-plot-x0')),x1=parseFloat(svg.getAttribute('data-plot-x1'));"
+    " if(!isNaN(x0)){var fit=0;svg.querySelectorAll('g.bar').forEach(function(g){var e=x0;"
+    "  g.querySelectorAll('rect.seg').forEach(function(q){var bb=q.getBBox();if(bb.x+bb.width>e)e=bb.x+bb.width;});"
+    "  if(e>x1+0.5)out.push('bar-past-axis '+svg.id+' '+g.getAttribute('data-strategy'));"
+    "  if(g.getAttribute('data-fits')=='1'&&e>fit)fit=e;});"
+    "  if(fit>0&&fit<x0+0.5*(x1-x0))out.push('squeezed '+svg.id+' '+Math.round(fit-x0)+' of '+Math.round(x1-x0));}"
+    " var pl=svg.getAttribute('data-plot');if(pl){var P=pl.split(' ').map(parseFloat),lo=1e9,hi=-1e9;"
+    "  svg.querySelectorAll('g.samples circle,g.fronts rect').forEach(function(q){var bb=q.getBBox();"
+    "   lo=Math.min(lo,bb.x);hi=Math.max(hi,bb.x+bb.width);});"
+    "  if(hi>lo&&hi-lo<0.25*(P[2]-P[0]))out.push('squeezed '+svg.id+' '+Math.round(hi-lo)+' of '+Math.round(P[2]-P[0]));"
+    "  svg.querySelectorAll('g.strat').forEach(function(g){if(g.closest('g.key'))return;var bb=g.firstElementChild.getBBox();"
+    "   var cx=bb.x+bb.width/2,cy=bb.y+bb.height/2;"
+    "   if(cx<P[0]-0.5||cx>P[2]+0.5||cy<P[1]-0.5||cy>P[3]+0.5)out.push('marker-outside '+g.getAttribute('data-strategy'));});}"
+    "});}"
+    "window.addEventListener('load',function(){var out=[];"
+    " document.querySelectorAll('iframe').forEach(function(f){"
+    "  try{measure(f.contentDocument,out);}catch(e){out.push('error '+e);}});"
+    " var pre=document.createElement('pre');pre.id='measure';"
+    " pre.textContent='MEASURED\\n'+out.join('\\n')+'\\nEND';document.body.appendChild(pre);});"
+    "</script></body></html>";
+
+static void check_layout(const char *dir) {
+    char path[2048], cmd[8192];
+    snprintf(path, sizeof path, "%s/measure.html", dir);
+    CHECK_INT(tl_write(path, MEASURE_PAGE), 0);
+    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 120 chromium --headless --no-sandbox "
+             "--disable-gpu --hide-scrollbars --allow-file-access-from-files "
+             "--virtual-time-budget=10000 --user-data-dir='%s/chrome' --window-size=1700,1000 "
+             "--dump-dom 'file://%s/measure.html' >'%s/measure.out' 2>/dev/null", dir, dir, dir, dir);
+    CHECK_INT(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/measure.out", dir);
+    char *dom = tl_read(path);
+    char *res = dom ? between(dom, "<pre id=\"measure\">MEASURED\n", "END") : NULL;
+    CHECK(res != NULL); /* the script ran */
+    if (res) {
+        /* three frames measured at their widths, then nothing else */
+        int widths[3] = {0, 0, 0}, nw = 0, bad = 0;
+        for (char *line = strtok(res + strlen("<pre id=\"measure\">MEASURED\n"), "\n"); line;
+             line = strtok(NULL, "\n")) {
+            if (!strncmp(line, "WIDTH ", 6) && nw < 3) widths[nw++] = atoi(line + 6);
+            else {
+                fprintf(stderr, "  layout (frame %d px): %s\n", nw ? widths[nw - 1] : 0, line);
+                bad++;
+            }
+        }
+        CHECK_INT(nw, 3);
+        CHECK_INT(widths[0], 1000);
+        CHECK_INT(widths[1], 1400);
+        CHECK_INT(widths[2], 1600);
+        CHECK_INT(bad, 0);
+    }
+    free(res);
+    free(dom);
+}
+
 static int have_chromium(void) { return system("command -v chromium >/dev/null 2>&1") == 0; }
 
 static void check_chromium(const char *dir, const report *r) {
@@ -1019,6 +1134,7 @@ static void check_chromium(const char *dir, const report *r) {
         if (sz < 40000) fprintf(stderr, "screenshot only %ld bytes: blank?\n", sz);
         CHECK(sz > 40000);
     }
+    check_layout(dir);
 }
 
 /* ---- driver -------------------------------------------------------------------------------- */
