@@ -37,6 +37,7 @@ typedef struct {
     double price;         /* --gpu-hour-price, USD */
     double deadline_s;
     int json;
+    int default_batch;    /* the global batch is the default (no --gbs/--tokens-per-step) */
     ap_db *db;
 } plan_cmd;
 
@@ -82,6 +83,46 @@ static void suggest(ap_json *sug, const char *what, const ap_estimate *best) {
     ap_json_push(sug, ap_json_new_string(line));
 }
 
+/* When no plan is legal, is the global batch the reason? Every data-parallel rank takes an
+ * equal share of the batch, so dp must divide it; with --gpus 1000 and 1024 sequences only dp 8
+ * divides both, and 125 GPUs per replica has no legal tp x pp x cp. Tries the batches nearest
+ * to the asked one that are multiples of a divisor d >= sqrt(N) of the GPU count (large
+ * data-parallel groups), closest first, at most eight; returns 1 with the first that fits. */
+static int batch_variant(const plan_cmd *pc, const ap_cluster *c, int64_t *gbs,
+                         ap_estimate *best) {
+    int64_t B = pc->r.search.gbs, N = c->gpus, cand[128];
+    int n = 0;
+    for (int64_t d = N; d >= 1 && d * d >= N && n < 126; d--) {
+        if (N % d) continue;
+        int64_t lo = B / d * d, hi = lo + d;
+        if (lo >= d && lo != B) cand[n++] = lo;
+        if (hi != B) cand[n++] = hi;
+    }
+    /* closest to the asked batch first, the smaller of two as close */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            int64_t a = cand[j - 1], b = cand[j];
+            int64_t da = a > B ? a - B : B - a, db = b > B ? b - B : B - b;
+            if (db < da || (db == da && b < a)) {
+                cand[j - 1] = b;
+                cand[j] = a;
+            }
+        }
+    static ap_search_opts v;
+    v = pc->r.search;
+    int found = 0;
+    for (int i = 0, tried = 0; i < n && tried < 8 && !found; i++) {
+        if (i > 0 && cand[i] == cand[i - 1]) continue;
+        tried++;
+        v.gbs = cand[i];
+        if (try_variant(&pc->r.model, &v, c, v.fixed.trainer, best)) {
+            *gbs = cand[i];
+            found = 1;
+        }
+    }
+    return found;
+}
+
 static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *out) {
     const ap_search_opts *so = &pc->r.search;
     const ap_model *m = &pc->r.model;
@@ -89,6 +130,13 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
     static ap_estimate best;
     static ap_search_opts free_so;
     char what[128];
+    /* nothing legal: the batch first, it is the usual reason at odd GPU counts */
+    int64_t g2 = 0;
+    if (!ap_json_get(out, "closest") && batch_variant(pc, c, &g2, &best)) {
+        ap_json_add_number(out, "batch_fits", (double)g2);
+        snprintf(what, sizeof what, "use --gbs %lld", (long long)g2);
+        suggest(sug, what, &best);
+    }
     /* the user's pins first: the same GPUs with everything free */
     if (has_pins(so)) {
         ap_search_opts_init(&free_so);
@@ -149,15 +197,21 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
             break;
         }
     }
-    if (ap_json_size(sug) == 0)
+    if (ap_json_size(sug) == 0 && ap_json_get(out, "closest"))
         ap_json_push(sug, ap_json_new_string(
                               "no variant tried fits (up to 64x the GPUs, every trainer, "
                               "H200/B200/MI300X); the searched space already includes full "
                               "recompute, the smallest micro-batch and CPU offload"));
+    else if (ap_json_size(sug) == 0)
+        ap_json_push(sug, ap_json_new_string("no variant tried has a legal plan (up to 64x the "
+                                             "GPUs, every trainer, nearby global batches)"));
     ap_json_add(out, "suggestions", sug);
 }
 
-/* Does the best plan stay best under -20% network bandwidth and -10% GEMM efficiency? */
+/* Does the best plan stay best under -20% network bandwidth and -10% GEMM efficiency? Stress
+ * can only reorder plans that it slows by different factors: when no other plan shown is slowed
+ * less than plan 1 (all compute-bound alike, or plan 1 the least exposed), the answer is known
+ * without asking and the line is not printed (could_reorder false). */
 static void add_robustness(const plan_cmd *pc, const ap_cluster *c, const ap_search_result *r,
                            ap_json *out) {
     if (r->ntop == 0) return;
@@ -165,14 +219,27 @@ static void add_robustness(const plan_cmd *pc, const ap_cluster *c, const ap_sea
     stress.net_bw_scale = 0.8;
     stress.gemm_eff_scale = 0.9;
     static ap_estimate e;
-    int best = -1;
-    double best_s = 0;
+    int best = -1, closest = -1, could = 0;
+    double best_s = 0, slow0 = 0, gap = 0;
     for (int i = 0; i < r->ntop; i++) {
         if (ap_estimate_plan(&pc->r.model, c, &r->top[i].plan, &stress, &e, NULL) != AP_OK)
             continue;
+        double slow = e.time.step_s / r->top[i].time.step_s; /* how much stress slows it */
+        if (i == 0) slow0 = slow;
+        else if (slow < slow0 * (1 - 1e-3)) could = 1;
         if (best < 0 || e.time.step_s < best_s) {
             best = i;
             best_s = e.time.step_s;
+        }
+    }
+    /* the nearest other plan under stress, for the robust line */
+    for (int i = 1; i < r->ntop && best == 0; i++) {
+        if (ap_estimate_plan(&pc->r.model, c, &r->top[i].plan, &stress, &e, NULL) != AP_OK)
+            continue;
+        double g = e.time.step_s / best_s - 1;
+        if (closest < 0 || g < gap) {
+            closest = i;
+            gap = g;
         }
     }
     ap_json *rb = ap_json_new_object();
@@ -180,10 +247,15 @@ static void add_robustness(const plan_cmd *pc, const ap_cluster *c, const ap_sea
     ap_json_add_number(rb, "net_bw_scale", 0.8);
     ap_json_add_number(rb, "gemm_eff_scale", 0.9);
     ap_json_add_bool(rb, "best_stays_best", best == 0);
+    ap_json_add_bool(rb, "could_reorder", could);
     if (best >= 0) {
         ap_json_add_string(rb, "best_under_stress", ap_plan_label(&r->top[best].plan, lbl, sizeof lbl));
         ap_json_add_number(rb, "best_under_stress_rank", best + 1);
         ap_json_add_number(rb, "best_under_stress_step_s", best_s);
+    }
+    if (closest > 0) {
+        ap_json_add_number(rb, "runner_up_rank", closest + 1);
+        ap_json_add_number(rb, "runner_up_gap", gap);
     }
     ap_json_add(out, "robustness", rb);
 }
@@ -343,7 +415,33 @@ static const char *largest_cost(const ap_json *e, double *v) {
     return names[best];
 }
 
-static void print_result(const ap_json *res, int cached) {
+/* One-line hints when the default batch (4M tokens) does not suit the job: far above the
+ * model's critical batch (a small model: the steps buy little), or so small per pipeline that
+ * the bubble is a tenth of the step or more (many GPUs). Only for the default batch: a batch the
+ * user chose is theirs. */
+static void print_batch_hints(const plan_cmd *pc, const ap_json *res) {
+    const ap_json *e = ap_json_at(ap_json_get(res, "plans"), 0);
+    const ap_json *p = ap_json_get(e, "plan");
+    double tokens = jnum(res, "gbs", NULL) * jnum(res, "seq", NULL);
+    double crit = ap_model_critical_batch_tokens(&pc->r.model);
+    if (crit > 0 && tokens > 2 * crit)
+        printf("\nhint: the default batch of %.2fM tokens is %.1fx the critical batch of a model "
+               "this size (about %.2fM tokens, Kaplan et al. 2020): larger batches save few "
+               "steps; try --tokens-per-step %.1fM\n", tokens / 1e6, tokens / crit, crit / 1e6,
+               crit / 1e6 < 0.1 ? 0.1 : crit / 1e6);
+    double bubble = jnum(e, "time", "bubble_s") / jnum(e, "time", "step_s");
+    if (bubble >= 0.10) {
+        /* 1F1B: the bubble shrinks as 1 / micro-batches per pipeline (Narayanan et al. 2021) */
+        double k = ceil(bubble / 0.10);
+        printf("\nhint: the pipeline bubble is %.0f%% of the step: the default batch gives each of "
+               "the %.0f pipelines %.0f micro-batches for %.0f stages; about %.0fx the batch "
+               "(--tokens-per-step %.0fM) or fewer stages would bring it under 10%%\n",
+               100 * bubble, jnum(p, "dp", NULL),
+               jnum(p, "grad_accum", NULL), jnum(p, "pp", NULL), k, k * tokens / 1e6);
+    }
+}
+
+static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
     const ap_json *plans = ap_json_get(res, "plans");
     int n = ap_json_size(plans);
     printf("%s on %d x %s, trainer %s, global batch %.0f x %.0f tokens\n",
@@ -367,15 +465,27 @@ static void print_result(const ap_json *res, int cached) {
                    ap_cli_safe(ap_json_string(ap_json_get(e, "confidence"))), lc, 100 * share);
         }
         const ap_json *rb = ap_json_get(res, "robustness");
-        if (rb) {
+        if (pc->default_batch) print_batch_hints(pc, res);
+        /* only where stress could reorder the plans shown (add_robustness) */
+        if (rb && ap_json_bool(ap_json_get(rb, "could_reorder"))) {
             if (ap_json_bool(ap_json_get(rb, "best_stays_best")))
                 printf("\nrobust: plan 1 stays best with -20%% network bandwidth and -10%% GEMM "
-                       "efficiency\n");
+                       "efficiency (plan %.0f then %.1f%% slower)\n",
+                       jnum(rb, "runner_up_rank", NULL), 100 * jnum(rb, "runner_up_gap", NULL));
             else
                 printf("\nnot robust: with -20%% network bandwidth and -10%% GEMM efficiency plan "
                        "%.0f (%s) wins\n", jnum(rb, "best_under_stress_rank", NULL),
                        ap_cli_safe(ap_json_string(ap_json_get(rb, "best_under_stress"))));
         }
+    } else if (!ap_json_get(res, "closest") && ap_json_get(res, "batch_fits")) {
+        /* not memory: the batch does not split over the data-parallel ranks */
+        printf("\nno plan: the global batch of %.0f sequences does not split over %.0f GPUs (each "
+               "data-parallel rank takes an equal share, and no data-parallel size that divides "
+               "it leaves a legal tp x pp x cp for the rest); %.0f sequences would\n",
+               jnum(res, "gbs", NULL), jnum(res, "gpus", NULL), jnum(res, "batch_fits", NULL));
+        const ap_json *sug = ap_json_get(res, "suggestions");
+        for (int i = 0; i < ap_json_size(sug); i++)
+            printf("  - %s\n", ap_cli_safe(ap_json_string(ap_json_at(sug, i))));
     } else {
         printf("\nnothing fits.\n");
         const ap_json *cl = ap_json_get(res, "closest");
@@ -505,6 +615,8 @@ static ap_status setup(plan_cmd *pc, ap_err *err) {
     for (int k = 0; k < pc->ncounts; k++)
         if ((st = ap_request_check_pins(&pc->rq, pc->counts[k], err)) != AP_OK) return st;
     if ((st = setup_extras(pc, err)) != AP_OK) return st;
+    pc->default_batch =
+        !ap_request_given(pc->rq.plan_given, "gbs") && !pc->rq.tokens_per_step.given;
     if (pc->r.note[0]) fprintf(stderr, "autoplan: %s\n", pc->r.note);
     open_cache(pc);
     return AP_OK;
@@ -781,7 +893,7 @@ static int single(plan_cmd *pc) {
         printf("%s\n", s ? s : "null");
         free(s);
     } else {
-        print_result(res, cached);
+        print_result(pc, res, cached);
     }
     const char *dir = ap_flags_value(&pc->fl, "out");
     int rc = 0;

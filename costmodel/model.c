@@ -233,6 +233,17 @@ int64_t ap_model_nonembed_params(const ap_model *m) {
            (m->final_norm ? norm_size(m, m->hidden) : 0);
 }
 
+double ap_model_critical_batch_tokens(const ap_model *m) {
+    if (m->moe.experts > 0) return 0; /* the fits are for dense transformers */
+    double n = (double)ap_model_nonembed_params(m);
+    if (!(n > 0)) return 0;
+    /* Kaplan et al. 2020, "Scaling Laws for Neural Language Models": Eq. 1.1 L(N) =
+     * (N_c / N)^alpha_N, N_c = 8.8e13 non-embedding parameters, alpha_N = 0.076 (nats per token,
+     * converged); Eq. 1.4 B_crit(L) = B_* / L^(1 / alpha_B), B_* = 2e8 tokens, alpha_B = 0.21 */
+    double loss = pow(8.8e13 / n, 0.076);
+    return 2e8 / pow(loss, 1.0 / 0.21);
+}
+
 int64_t ap_model_total_params(const ap_model *m) {
     layer_parts d, e;
     int64_t nd, ne;

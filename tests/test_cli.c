@@ -83,6 +83,111 @@ static void test_golden(void) {
     golden("estimate-llama-3-70b.json", args);
 }
 
+/* issue 19: --gpus 1000 with a batch no data-parallel size can split says so and names a
+ * batch that works, instead of "nothing fits" blaming memory; the default batch gets a hint
+ * when it is far above a small model's critical batch or leaves a tenth of the step in the
+ * pipeline bubble, and no hint when it suits the job or when the user chose it; the robust:
+ * line only where stress can reorder the plans shown. */
+static void test_plan_batch_messages(void) {
+    char *out = NULL, *err = NULL;
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' --gpus 1000 --gbs 1024 --no-cache --top 1",
+             tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "the global batch of 1024 sequences does not split over 1000 GPUs");
+    CHECK_CONTAINS(out, "use --gbs ");
+    CHECK(strstr(out ? out : "", "nothing fits") == NULL);
+    CHECK(strstr(out ? out : "", "recompute, the smallest micro-batch") == NULL);
+    /* the batch it names has a plan */
+    const char *g = out ? strstr(out, "use --gbs ") : NULL;
+    long long g2 = g ? atoll(g + 10) : 0;
+    free(out);
+    free(err);
+    CHECK(g2 > 0 && g2 != 1024);
+    snprintf(args, sizeof args, "'%s' --gpus 1000 --gbs %lld --no-cache --top 1",
+             tl_path("examples/models/llama-2-7b.json"), g2);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, " 1  tp");
+    free(out);
+    free(err);
+    /* a memory problem is still a memory problem */
+    snprintf(args, sizeof args, "'%s' --gpus 1 --no-cache --top 1",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "nothing fits.");
+    CHECK(strstr(out ? out : "", "does not split") == NULL);
+    free(out);
+    free(err);
+
+    /* GPT-2 (124M) on one GPU with the default 4M tokens: Kaplan et al.'s critical batch for
+     * 85M non-embedding parameters is 2e8 / ((8.8e13 / 8.5e7)^0.076)^(1/0.21) = 1.33M tokens
+     * (worked: 8.8e13/84.95e6 = 1.036e6, ^0.076 = 2.865, ^4.762 = 150.3, 2e8/150.3 = 1.33e6) */
+    snprintf(args, sizeof args, "'%s' --gpus 1 --no-cache --top 2",
+             tl_path("examples/models/gpt2.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "hint: the default batch of 3.93M tokens is 3.0x the critical batch");
+    CHECK_CONTAINS(out, "about 1.33M tokens");
+    free(out);
+    free(err);
+    /* chosen by the user: no hint */
+    snprintf(args, sizeof args, "'%s' --gpus 1 --no-cache --top 2 --tokens-per-step 4M",
+             tl_path("examples/models/gpt2.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(strstr(out ? out : "", "hint:") == NULL);
+    free(out);
+    free(err);
+    /* a 7B model on 8 GPUs: the default batch suits it (critical batch ~6M tokens), no hint */
+    snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --top 3",
+             tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(strstr(out ? out : "", "hint:") == NULL);
+    free(out);
+    free(err);
+    /* Llama-3.1-405B on 2048 GPUs: deep pipelines with the default batch, a bubble hint whose
+     * share is the best plan's bubble_s / step_s */
+    snprintf(args, sizeof args, "'%s' --gpus 2048 --no-cache --top 3",
+             tl_path("examples/models/llama-3.1-405b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "hint: the pipeline bubble is ");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s' --gpus 2048 --no-cache --top 3 --json",
+             tl_path("examples/models/llama-3.1-405b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+    CHECK(j != NULL);
+    if (j) {
+        const ap_json *t = ap_json_get(ap_json_at(ap_json_get(j, "plans"), 0), "time");
+        CHECK(ap_json_number(ap_json_get(t, "bubble_s")) >=
+              0.10 * ap_json_number(ap_json_get(t, "step_s")));
+        /* the robust: line is printed exactly when stress could reorder (JSON could_reorder) */
+        const ap_json *rb = ap_json_get(j, "robustness");
+        CHECK(rb != NULL && ap_json_get(rb, "could_reorder") != NULL);
+        ap_json_free(j);
+    }
+    free(out);
+    free(err);
+    for (int k = 0; k < 2; k++) {
+        const char *model = k ? "examples/models/llama-3-70b.json" : "examples/models/gpt2.json";
+        const int gpus = k ? 64 : 1;
+        snprintf(args, sizeof args, "'%s' --gpus %d --no-cache --top 5 --json", tl_path(model),
+                 gpus);
+        CHECK_INT(tl_run(args, &out, &err), 0);
+        j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+        int could = j ? ap_json_bool(ap_json_get(ap_json_get(j, "robustness"), "could_reorder"))
+                      : -1;
+        ap_json_free(j);
+        free(out);
+        free(err);
+        snprintf(args, sizeof args, "'%s' --gpus %d --no-cache --top 5", tl_path(model), gpus);
+        CHECK_INT(tl_run(args, &out, &err), 0);
+        CHECK_INT(strstr(out ? out : "", "robust: ") != NULL, could == 1);
+        free(out);
+        free(err);
+    }
+}
+
 /* The README's first command: the main job on the bundled example. */
 static void test_readme_main(void) {
     char *out = NULL, *err = NULL;
@@ -406,6 +511,7 @@ int main(int argc, char **argv) {
     test_golden();
     test_readme_main();
     test_plan_defaults();
+    test_plan_batch_messages();
     test_validate_targets();
     test_profile_show();
     test_pp_over_network();

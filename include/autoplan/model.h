@@ -172,6 +172,10 @@ int64_t ap_model_head_params(const ap_model *m);
 int64_t ap_model_total_params(const ap_model *m);
 int64_t ap_model_active_params(const ap_model *m);     /* per token (MoE: top_k experts) */
 int64_t ap_model_nonembed_params(const ap_model *m);   /* layers + final norm */
+/* The critical batch in tokens of a dense model of this size (Kaplan et al. 2020, Eqs. 1.1 and
+ * 1.4, from its non-embedding parameters): beyond it a larger batch saves few optimizer steps
+ * (McCandlish et al. 2018). 0 for MoE models. A rough guide for hints, not used in ranking. */
+double ap_model_critical_batch_tokens(const ap_model *m);
 
 /* Forward FLOPs per token at sequence length s: 2 x active matmul params (incl. LM head) plus
  * attention scores/values 4 * s * a * d_head per layer (causal not halved here; see cost model
