@@ -211,10 +211,13 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "recompute", AP_FLAG_VALUE, "R", "activation recomputation: none|selective|full");
     ap_flags_add(fl, "recompute-layers", AP_FLAG_VALUE, "K",
                  "with full recompute: layers per pipeline chunk recomputed (default all)");
-    ap_flags_add(fl, "sp", AP_FLAG_BOOL, NULL, "sequence parallelism (with --tp > 1)");
+    ap_flags_add(fl, "sp", AP_FLAG_BOOL, NULL,
+                 "sequence parallelism (the default with --tp > 1 where the trainer has it)");
+    ap_flags_add(fl, "no-sp", AP_FLAG_BOOL, NULL, "do not use sequence parallelism");
     ap_flags_add(fl, "overlap", AP_FLAG_BOOL, NULL,
-                 "overlap gradient reduction, parameter gathering and (with --sp) TP communication "
-                 "where the trainer can");
+                 "overlap gradient reduction, parameter gathering and (with sp) TP communication "
+                 "where the trainer can (the default)");
+    ap_flags_add(fl, "no-overlap", AP_FLAG_BOOL, NULL, "do not overlap DP or TP communication");
     ap_flags_add(fl, "offload-optimizer", AP_FLAG_VALUE, "F",
                  "fraction in [0,1] of optimizer states and master weights kept in CPU memory");
     ap_flags_add(fl, "offload-params", AP_FLAG_VALUE, "F",

@@ -548,8 +548,6 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "no-prune", AP_FLAG_BOOL, NULL, "evaluate every plan (slower; same answer)");
     ap_flags_add(fl, "solver", AP_FLAG_VALUE, "S", "stage split of the top pipelined plans: "
                  "dp|ilp|auto (GLPK) or off for uniform stages (default auto)");
-    ap_flags_add(fl, "no-sp", AP_FLAG_BOOL, NULL, "do not use sequence parallelism");
-    ap_flags_add(fl, "no-overlap", AP_FLAG_BOOL, NULL, "do not overlap DP communication");
     ap_flags_add(fl, "db", AP_FLAG_VALUE, "PATH", "plan cache database (default "
                  "$XDG_CACHE_HOME/autoplan/autoplan.db)");
     ap_flags_add(fl, "no-cache", AP_FLAG_BOOL, NULL, "neither read nor write the plan cache");

@@ -68,7 +68,15 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     if (p->cp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " cp%d", p->cp);
     if (p->ep > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " ep%d", p->ep);
     if (p->vp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " vp%d", p->vp);
+    /* sp and overlap: "sp" when on; "no-sp" / "no-ov" when off where the trainer has them
+       (the defaults of the search and of estimate), so the label's flags reproduce the plan */
+    const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
     if (p->sp && k < sizeof extra) k += (size_t)snprintf(extra + k, sizeof extra - k, " sp");
+    else if (p->tp > 1 && tc->sp && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " no-sp");
+    if (!p->overlap_grad && !p->overlap_param && !p->overlap_tp &&
+        (tc->overlap_grad || tc->overlap_param || (tc->overlap_tp && p->sp)) && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " no-ov");
     if (p->offload_optimizer > 0 && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " off-opt%.0f%%",
                               100 * p->offload_optimizer);

@@ -259,7 +259,7 @@ static ap_status resolve_pins(const ap_request *rq, ap_resolved *r, ap_err *err)
 
 /* ---- estimate: one plan ----------------------------------------------------------------------- */
 
-static ap_status finish_estimate(ap_resolved *r, ap_err *err) {
+static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *err) {
     ap_plan *p = &r->plan;
     if (p->tp == 0) p->tp = 1;
     if (p->pp == 0) p->pp = 1;
@@ -269,8 +269,20 @@ static ap_status finish_estimate(ap_resolved *r, ap_err *err) {
     if (p->vp == 0) p->vp = 1;
     if (p->mbs == 0) p->mbs = 1;
     if (p->zero < 0) p->zero = p->hetero.placement != AP_GEMINI_OFF ? 3 : 0; /* GeminiPlugin */
-    /* --overlap: overlap whatever this trainer can overlap at this ZeRO stage */
+    /* sp and overlap default as the search sets them (planner/search.c): sp with tp > 1 where
+     * the trainer has it, overlap of whatever this trainer can overlap at this ZeRO stage; so a
+     * plan label's flags (ap_plan_label shows no-sp / no-ov where they differ) reproduce its
+     * estimate. --no-sp / --no-overlap turn them off. */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+    int sp_given = ap_request_given(rq->plan_given, "sp") && p->sp;
+    int ov_given = ap_request_given(rq->plan_given, "overlap_grad") &&
+                   (p->overlap_grad || p->overlap_param);
+    if (sp_given && rq->no_sp)
+        return ap_err_set(err, AP_ERR_INPUT, "--sp and --no-sp contradict each other");
+    if (ov_given && rq->no_overlap)
+        return ap_err_set(err, AP_ERR_INPUT, "--overlap and --no-overlap contradict each other");
+    if (!sp_given) p->sp = !rq->no_sp && p->tp > 1 && tc->sp;
+    if (!ov_given) p->overlap_grad = p->overlap_param = !rq->no_overlap;
     p->overlap_tp = p->overlap_grad && tc->overlap_tp && p->sp && p->tp > 1;
     p->overlap_grad = p->overlap_grad && tc->overlap_grad;
     p->overlap_param = p->overlap_param && tc->overlap_param &&
@@ -467,7 +479,7 @@ ap_status ap_request_resolve(const ap_request *rq, ap_request_mode mode, ap_reso
     if (rq->fix_given)
         return ap_err_set(err, AP_ERR_INPUT, "--fix pins a search; give the plan with --tp, "
                           "--pp, ... instead");
-    return finish_estimate(r, err);
+    return finish_estimate(rq, r, err);
 }
 
 /* ---- the estimate request of a plan, and its command line ------------------------------------- */
@@ -487,6 +499,9 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
     out->allow_cross_node_tp = base->allow_cross_node_tp;
     out->headroom = base->headroom;
     out->plan = *p;
+    /* estimate turns sp and overlap on by default (finish_estimate): a plan without them says so */
+    out->no_sp = !p->sp;
+    out->no_overlap = !(p->overlap_grad || p->overlap_param || p->overlap_tp);
     int n;
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++) {
@@ -499,13 +514,13 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
         else if (!strcmp(nm, "attn_impl")) give = v != AP_ATTN_AUTO;
         else if (!strcmp(nm, "recompute_layers"))
             give = p->recompute == AP_RECOMPUTE_FULL && v > 0;
-        else if (!strcmp(nm, "overlap_grad")) give = p->overlap_grad || p->overlap_param;
+        else if (!strcmp(nm, "overlap_grad")) give = !out->no_overlap;
         else if (f->kind == AP_FT_BOOL) give = (f->flags & AP_FIELD_NEGATED) ? v == 0 : v != 0;
         else if (f->kind == AP_FT_REAL) give = v > 0;
         else give = 1;
         if (give) ap_request_give(&out->plan_given, i);
     }
-    out->plan.overlap_grad = p->overlap_grad || p->overlap_param;
+    out->plan.overlap_grad = !out->no_overlap;
 }
 
 /* A quantity in the first unit of `units` that reads back exactly (network bandwidth in Gb/s as
@@ -610,6 +625,8 @@ void ap_request_format(const ap_request *rq, ap_strbuf *b) {
         }
         put_flag(b, f->flag, v);
     }
+    if (rq->no_sp) put_flag(b, "no-sp", NULL);
+    if (rq->no_overlap) put_flag(b, "no-overlap", NULL);
 }
 
 /* ---- the plan-cache key ------------------------------------------------------------------------ */

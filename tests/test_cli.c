@@ -75,11 +75,15 @@ static void golden(const char *name, const char *args) {
 
 static void test_golden(void) {
     char args[2048];
+    /* sp and overlap off as when these goldens were written (estimate's defaults now turn them
+       on, as the search does) */
     snprintf(args, sizeof args, "estimate '%s' --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536 "
-             "--recompute full --json", tl_path("examples/models/gpt3-175b.json"));
+             "--recompute full --no-sp --no-overlap --json",
+             tl_path("examples/models/gpt3-175b.json"));
     golden("estimate-gpt3-175b.json", args);
     snprintf(args, sizeof args, "estimate '%s' --gpus 64 --tp 8 --pp 4 --sp --recompute selective "
-             "--mbs 1 --gbs 128 --zero 1 --json", tl_path("examples/models/llama-3-70b.json"));
+             "--mbs 1 --gbs 128 --zero 1 --no-overlap --json",
+             tl_path("examples/models/llama-3-70b.json"));
     golden("estimate-llama-3-70b.json", args);
 }
 
@@ -186,6 +190,125 @@ static void test_plan_batch_messages(void) {
         free(out);
         free(err);
     }
+}
+
+/* issue 19: a plan label reproduces its own number with `estimate`. Every plan of a few
+ * searches (trainers, pipelines, interleaving, cp/ep, offload, recompute, and --no-sp
+ * --no-overlap) is estimated with the flags its label implies, plus the search's own
+ * --trainer/--gbs/--seq; step time and device peak must be the search's to 1e-12. An "uneven"
+ * label adds the plan's --stage-layers (the one thing a label does not carry). */
+static int label_flags(const char *label, const ap_json *plan, char *out, size_t n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", label);
+    size_t k = 0;
+    out[0] = '\0';
+    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
+        double v;
+        const char *f = NULL;
+        char tmp[160] = "";
+        if (sscanf(t, "tp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--tp %.0f", v);
+        else if (sscanf(t, "pp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--pp %.0f", v);
+        else if (sscanf(t, "dp%lf", &v) == 1) continue; /* the GPUs left */
+        else if (sscanf(t, "cp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--cp %.0f", v);
+        else if (sscanf(t, "ep%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--ep %.0f", v);
+        else if (sscanf(t, "vp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--vp %.0f", v);
+        else if (sscanf(t, "mbs%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--mbs %.0f", v);
+        else if (sscanf(t, "z%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--zero %.0f", v);
+        else if (sscanf(t, "off-opt%lf", &v) == 1)
+            snprintf(tmp, sizeof tmp, "--offload-optimizer %g", v / 100);
+        else if (sscanf(t, "off-par%lf", &v) == 1)
+            snprintf(tmp, sizeof tmp, "--offload-params %g", v / 100);
+        else if (sscanf(t, "full%lf", &v) == 1)
+            snprintf(tmp, sizeof tmp, "--recompute full --recompute-layers %.0f", v);
+        else if (!strcmp(t, "full")) f = "--recompute full";
+        else if (!strcmp(t, "sel")) f = "--recompute selective";
+        else if (!strcmp(t, "sp")) f = "--sp";
+        else if (!strcmp(t, "no-sp")) f = "--no-sp";
+        else if (!strcmp(t, "no-ov")) f = "--no-overlap";
+        else if (!strcmp(t, "uneven")) {
+            const ap_json *sl = ap_json_get(plan, "stage_layers");
+            size_t m = (size_t)snprintf(tmp, sizeof tmp, "--stage-layers ");
+            for (int i = 0; i < ap_json_size(sl) && m < sizeof tmp; i++)
+                m += (size_t)snprintf(tmp + m, sizeof tmp - m, "%s%.0f", i ? "," : "",
+                                      ap_json_number(ap_json_at(sl, i)));
+        } else {
+            fprintf(stderr, "  label token '%s' of '%s' has no flag\n", t, label);
+            return 0;
+        }
+        k += (size_t)snprintf(out + k, n - k, " %s", f ? f : tmp);
+    }
+    return 1;
+}
+
+static void test_label_reproduces(void) {
+    static const struct {
+        const char *model, *flags;
+    } cases[] = {
+        {"examples/models/llama-2-7b.json", "--gpus 8"},
+        {"examples/models/llama-3-70b.json", "--gpus 64"},
+        {"examples/models/llama-3-70b.json", "--gpus 64 --no-sp --no-overlap"},
+        {"examples/models/mixtral-8x7b.json", "--gpus 16 --trainer megatron"},
+        {"examples/models/llama-3-8b.json", "--gpus 8 --trainer torchtitan --seq 16384"},
+        {"examples/models/llama-2-7b.json", "--gpus 8 --trainer deepspeed"},
+        {"examples/models/llama-2-7b.json", "--gpus 8 --trainer colossalai --no-overlap"},
+        {"examples/models/llama-3-8b.json", "--gpus 16 --trainer fsdp"},
+    };
+    int checked = 0, uneven = 0, nosp = 0, noov = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char args[1024], *out = NULL, *err = NULL;
+        snprintf(args, sizeof args, "plan '%s' %s --no-cache --top 10 --json",
+                 tl_path(cases[c].model), cases[c].flags);
+        CHECK_INT(tl_run(args, &out, &err), 0);
+        ap_err e;
+        ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+        free(out);
+        free(err);
+        CHECK(j != NULL);
+        if (!j) continue;
+        const ap_json *plans = ap_json_get(j, "plans");
+        CHECK(ap_json_size(plans) > 0);
+        for (int i = 0; i < ap_json_size(plans); i++) {
+            const ap_json *pe = ap_json_at(plans, i), *p = ap_json_get(pe, "plan");
+            const char *label = ap_json_string(ap_json_get(pe, "label"));
+            char fl[512];
+            CHECK(label_flags(label, p, fl, sizeof fl));
+            /* the flags a search shares with its plans: trainer, batch, sequence, GPUs */
+            const char *gpus = strstr(cases[c].flags, "--gpus ");
+            snprintf(args, sizeof args, "estimate '%s' --gpus %d --trainer %s --gbs %.0f --seq "
+                     "%.0f%s --json", tl_path(cases[c].model), gpus ? atoi(gpus + 7) : 0,
+                     ap_json_string(ap_json_get(p, "trainer")) ? ap_json_string(ap_json_get(p,
+                     "trainer")) : ap_json_string(ap_json_get(j, "trainer")),
+                     ap_json_number(ap_json_get(p, "gbs")), ap_json_number(ap_json_get(p, "seq")),
+                     fl);
+            char *o2 = NULL, *e2 = NULL;
+            int rc = tl_run(args, &o2, &e2);
+            CHECK_INT(rc, 0);
+            ap_json *est = rc == 0 && o2 ? ap_json_parse(o2, strlen(o2), "estimate", &e) : NULL;
+            CHECK(est != NULL);
+            if (est) {
+                double a = ap_json_number(ap_json_get(ap_json_get(pe, "time"), "step_s"));
+                double b = ap_json_number(ap_json_get(ap_json_get(est, "time"), "step_s"));
+                double ma = ap_json_number(ap_json_get(ap_json_get(pe, "memory"), "device_peak_bytes"));
+                double mb = ap_json_number(ap_json_get(ap_json_get(est, "memory"), "device_peak_bytes"));
+                if (fabs(a - b) > 1e-12 * a || fabs(ma - mb) > 1e-12 * ma)
+                    fprintf(stderr, "  label '%s': search %.6f s %.0f B, `autoplan %s` %.6f s %.0f B\n",
+                            label, a, ma, args, b, mb);
+                CHECK_NEAR(b, a, 1e-12 * a);
+                CHECK_NEAR(mb, ma, 1e-12 * ma);
+                checked++;
+                uneven += strstr(label, "uneven") != NULL;
+                nosp += strstr(label, "no-sp") != NULL;
+                noov += strstr(label, "no-ov") != NULL;
+            }
+            ap_json_free(est);
+            free(o2);
+            free(e2);
+        }
+        ap_json_free(j);
+    }
+    CHECK(checked >= 40);
+    CHECK(nosp > 0 && noov > 0); /* the non-default labels were exercised */
+    CHECK(uneven > 0); /* and an uneven split with its --stage-layers */
 }
 
 /* The README's first command: the main job on the bundled example. */
@@ -512,6 +635,7 @@ int main(int argc, char **argv) {
     test_readme_main();
     test_plan_defaults();
     test_plan_batch_messages();
+    test_label_reproduces();
     test_validate_targets();
     test_profile_show();
     test_pp_over_network();

@@ -1272,7 +1272,7 @@ static void test_cli(void) {
      * recomputed instead */
     const char *a70 =
         "partition %s --gpu a100-40gb --gpus 32 --tp 8 --pp 4 --gbs 128 --seq 8192 --sp --zero 1 "
-        "--recompute full --choose-recompute %s";
+        "--no-overlap --recompute full --choose-recompute %s"; /* overlap off: the figures below */
     snprintf(args, sizeof args, a70, tl_path("examples/models/llama-3-70b.json"), "");
     CHECK_INT(tl_run(args, &out, &er), 0);
     CHECK_CONTAINS(out, "fits         NO           NO           NO");
@@ -1304,7 +1304,7 @@ static void test_cli(void) {
     free(er);
     /* interleaved: per-rank totals, chunks listed in pipeline order */
     snprintf(args, sizeof args, "partition %s --gpu h100 --gpus 64 --tp 8 --pp 8 --vp 2 --gbs 128 "
-             "--seq 8192 --sp --zero 1 --recompute selective",
+             "--seq 8192 --sp --zero 1 --recompute selective --no-overlap",
              tl_path("examples/models/llama-3-70b.json"));
     CHECK_INT(tl_run(args, &out, &er), 0);
     CHECK_CONTAINS(out, "rank      layers");

@@ -155,7 +155,11 @@ int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c);
 /* First layer index of chunk c. */
 int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c);
 
-/* Short human label: "tp2 pp4 dp8 mbs1 z1 sel sp". buf returned. */
+/* Short human label: "tp2 pp4 dp8 [cpC] [epE] [vpV] [sp|no-sp] [no-ov] [off-optF%] [off-parF%]
+ * mbsB zZ [sel|full[K]] [uneven]". sp and overlap appear where they differ from the defaults of
+ * the search and of `estimate` (sp with tp > 1 and overlap wherever the trainer has them; "sp"
+ * is always shown), so `estimate` with the label's flags reproduces the plan's estimate (uneven
+ * stages need --stage-layers). buf returned. */
 char *ap_plan_label(const ap_plan *p, char *buf, size_t n);
 
 /* The field table of ap_plan (costmodel/planfields.c, fields.h): every member once, with its

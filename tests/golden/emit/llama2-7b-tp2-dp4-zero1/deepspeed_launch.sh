@@ -4,7 +4,7 @@
 #   autoplan emit --plan plan.json --emit deepspeed --out DIR
 # model: Llama-2-7b-hf (6.738 B parameters), 32 layers, sequence 4096
 # cluster: 8 x h100-sxm, 8 GPUs per node, 1 node(s)
-# plan: tp2 pp1 dp4 mbs2 z1 full, bf16 (estimated for trainer deepspeed)
+# plan: tp2 pp1 dp4 no-sp mbs2 z1 full, bf16 (estimated for trainer deepspeed)
 # batch: global 64 = micro-batch 2 x accumulation 8 x data parallel 4
 # predicted: step 1.500 s, peak memory 41.25 GiB per GPU of 80.00 GiB
 #
