@@ -236,6 +236,9 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "attn-impl", AP_FLAG_VALUE, "IMPL",
                  "attention kernel: auto|unfused|fa1|triton|fa2|fa3|cudnn|sdpa_efficient|flex "
                  "(default auto: the trainer's for the GPU and model, printed by estimate)");
+    ap_flags_add(fl, "stage-recompute", AP_FLAG_VALUE, "LIST",
+                 "with full recompute: layers recomputed per pipeline chunk, comma separated "
+                 "(pp*vp numbers >= 1, -1 = --recompute-layers), as an uneven plan carries them");
     ap_flags_add(fl, "stage-layers", AP_FLAG_VALUE, "LIST",
                  "layers per pipeline chunk, comma separated (pp*vp numbers summing to L)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
@@ -341,6 +344,16 @@ static ap_status plan_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
             if (st != AP_OK) return st;
         }
         ap_request_give(&rq->plan_given, i);
+    }
+    /* the two per-chunk lists share the plan's chunk count */
+    const char *sl = ap_flags_value(fl, "stage-layers"), *sr = ap_flags_value(fl, "stage-recompute");
+    if (sl && sr) {
+        int nl = 1, nr = 1;
+        for (const char *q = sl; *q; q++) nl += *q == ',';
+        for (const char *q = sr; *q; q++) nr += *q == ',';
+        if (nl != nr)
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute has %d entries and "
+                              "--stage-layers %d: one per pipeline chunk each", nr, nl);
     }
     return AP_OK;
 }

@@ -83,8 +83,9 @@ void ap_cli_cluster_flags(ap_flags *fl);   /* --gpu --gpus --gpus-per-node --nvl
                                               --cluster --profile */
 void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --etp --vp --mbs
                                               --gbs --seq --zero --recompute --recompute-layers
-                                              --sp --overlap --offload-optimizer
-                                              --offload-params --dtype --no-flash-attn
+                                              --sp --no-sp --overlap --no-overlap
+                                              --offload-optimizer --offload-params --dtype
+                                              --no-flash-attn --attn-impl --stage-recompute
                                               --stage-layers --headroom */
 
 /* The request the common flags describe (request.h): MODEL (positional 0), the cluster flags,

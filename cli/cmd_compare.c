@@ -335,6 +335,8 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
         so.top_k = sp->top;
         ap_search_result r;
         if ((st = ap_search(&cc->r.model, &cc->r.cluster, &so, &r, err)) != AP_OK) return st;
+        /* so carries plan's stage re-split (resplit, from the request), so topN are plan's
+           top N (the reproduce command carries the split: ap_request_for_plan) */
         for (int i = 0; i < r.ntop && *nout < cap; i++) {
             ap_report_strategy *s = &out[(*nout)++];
             memset(s, 0, sizeof *s);

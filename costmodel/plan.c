@@ -95,9 +95,12 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
         snprintf(rcs, sizeof rcs, " full%d", p->recompute_layers);
     else
         snprintf(rcs, sizeof rcs, "%s", rc[p->recompute]);
+    /* uneven: the chunks differ in layers or in recomputed layers (plan.json has both) */
     int uneven = 0;
     for (int c = 1; c < p->nchunks; c++)
         if (p->stage_layers[c] != p->stage_layers[0]) uneven = 1;
+    for (int c = 0; c < p->pp * p->vp && c < AP_MAX_CHUNKS; c++)
+        if (p->stage_recompute[c] > 0) uneven = 1; /* > 0: its own count (estimate.c) */
     snprintf(buf, n, "tp%d pp%d dp%d%s mbs%lld z%d%s%s", p->tp, p->pp, p->dp, extra,
              (long long)p->mbs, p->zero, rcs, uneven ? " uneven" : "");
     return buf;

@@ -56,7 +56,7 @@ static const ap_field plan_fields[] = {
     F(zero, "zero", "zero", AP_FT_INT, 0, 3),
     E(recompute, "recompute.granularity", "recompute", recompute_name, 3, 0),
     F(recompute_layers, "recompute.layers", "recompute-layers", AP_FT_INT, 0, 100000),
-    CH(stage_recompute, "recompute.per_stage", NULL, -1),
+    CH(stage_recompute, "recompute.per_stage", "stage-recompute", -1),
     F(sp, "sp", "sp", AP_FT_BOOL, 0, 1),
     F(overlap_grad, "overlap.grad", "overlap", AP_FT_BOOL, 0, 1),
     F(overlap_param, "overlap.param", NULL, AP_FT_BOOL, 0, 1),

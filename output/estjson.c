@@ -214,6 +214,16 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
             st = ap_json_add(group_obj(root, "plan"), "stage_layers", sl);
             for (int c = 0; st == AP_OK && c < p->pp * p->vp; c++)
                 st = ap_json_push(sl, ap_json_new_number(ap_plan_chunk_layers(p, m->layers, c)));
+            /* per-chunk recompute counts of an uneven plan (> 0; else the plan's), when set */
+            int per = 0;
+            for (int c = 0; c < p->pp * p->vp && c < AP_MAX_CHUNKS; c++)
+                per |= p->stage_recompute[c] > 0;
+            if (st == AP_OK && per) {
+                ap_json *sr = ap_json_new_array();
+                st = ap_json_add(group_obj(root, "plan"), "stage_recompute", sr);
+                for (int c = 0; st == AP_OK && c < p->pp * p->vp && c < AP_MAX_CHUNKS; c++)
+                    st = ap_json_push(sr, ap_json_new_number(p->stage_recompute[c]));
+            }
         }
     }
     ap_json *stages = ap_json_new_array();
@@ -299,6 +309,18 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
     }
     e->plan.nchunks = uneven ? n : 0;
     if (!uneven) memset(e->plan.stage_layers, 0, sizeof e->plan.stage_layers); /* as ap_plan_init */
+    /* per-chunk recompute counts, when the writer listed them */
+    const ap_json *sr = at_path(est, "plan.stage_recompute");
+    if (st == AP_OK && sr && (!ap_json_is_array(sr) || ap_json_size(sr) != nch || nch > AP_MAX_CHUNKS))
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.stage_recompute' must list pp x vp = "
+                        "%d counts", where, nch);
+    for (int i = 0; st == AP_OK && sr && i < nch; i++) {
+        double d = ap_json_number(ap_json_at(sr, i));
+        if (!(d >= -1 && d == floor(d) && d < 1e9))
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.stage_recompute[%d]' must be a "
+                            "layer count or -1", where, i);
+        else e->plan.stage_recompute[i] = (int)d;
+    }
     if (st == AP_OK) *p = e->plan;
     ap_free(e);
     return st;

@@ -178,6 +178,14 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                           "(FlashAttention needs compute capability 8.0); use unfused or auto",
                           impl, r->cluster.gpu.name);
     }
+    if (ap_request_given(rq->plan_given, "stage_recompute")) {
+        if (p->recompute != AP_RECOMPUTE_FULL)
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute needs --recompute full");
+        for (int c = 0; c < p->nchunks; c++)
+            if (p->stage_recompute[c] == 0) /* the cost model reads > 0 as a chunk's own count */
+                return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute: a count is at least 1 "
+                                  "(-1 = --recompute-layers)");
+    }
     if (ap_request_given(rq->plan_given, "stage_layers")) {
         int64_t sum = 0;
         for (int i = 0; i < p->nchunks; i++) sum += p->stage_layers[i];
@@ -259,8 +267,30 @@ static ap_status resolve_pins(const ap_request *rq, ap_resolved *r, ap_err *err)
 
 /* ---- estimate: one plan ----------------------------------------------------------------------- */
 
+/* --stage-recompute (per-chunk recomputed layers, as an uneven plan carries them): the chunks
+ * keep the uniform split unless --stage-layers is given, and no chunk recomputes more layers
+ * than it has. */
+static ap_status finish_stage_recompute(const ap_request *rq, ap_resolved *r, int layers_given,
+                                        ap_err *err) {
+    ap_plan *p = &r->plan;
+    if (!ap_request_given(rq->plan_given, "stage_recompute")) return AP_OK;
+    if (!layers_given) {
+        int n = p->nchunks;
+        p->nchunks = 0;
+        for (int c = 0; c < n; c++) p->stage_layers[c] = ap_plan_chunk_layers(p, r->model.layers, c);
+        p->nchunks = n;
+    }
+    for (int c = 0; c < p->nchunks; c++)
+        if (p->stage_recompute[c] > ap_plan_chunk_layers(p, r->model.layers, c))
+            return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute: chunk %d has %d layers, not "
+                              "%d to recompute", c, ap_plan_chunk_layers(p, r->model.layers, c),
+                              p->stage_recompute[c]);
+    return AP_OK;
+}
+
 static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *err) {
     ap_plan *p = &r->plan;
+    ap_status st;
     if (p->tp == 0) p->tp = 1;
     if (p->pp == 0) p->pp = 1;
     if (p->cp == 0) p->cp = 1;
@@ -298,9 +328,12 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
         return ap_err_set(err, AP_ERR_INPUT, "--gbs %lld is not divisible by mbs*dp = %lld",
                           (long long)p->gbs, (long long)(p->mbs * p->dp));
     p->grad_accum = p->gbs / (p->mbs * p->dp);
+    int layers_given = ap_request_given(rq->plan_given, "stage_layers");
     if (p->nchunks && p->nchunks != p->pp * p->vp)
-        return ap_err_set(err, AP_ERR_INPUT, "--stage-layers has %d entries, expected pp*vp = %d",
-                          p->nchunks, p->pp * p->vp);
+        return ap_err_set(err, AP_ERR_INPUT, "--%s has %d entries, expected pp*vp = %d",
+                          layers_given ? "stage-layers" : "stage-recompute", p->nchunks,
+                          p->pp * p->vp);
+    if ((st = finish_stage_recompute(rq, r, layers_given, err)) != AP_OK) return st;
     if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
         p->hetero.ds_params != AP_OFFLOAD_DEV_NONE) {
         ap_status st = ap_plan_hetero_validate(p, &r->cluster, "flags", err);
@@ -430,6 +463,9 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     if (ap_request_given(rq->plan_given, "stage_layers"))
         return ap_err_set(err, AP_ERR_INPUT, "--stage-layers applies to `autoplan estimate`; the "
                           "search uses uniform stages");
+    if (ap_request_given(rq->plan_given, "stage_recompute"))
+        return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute applies to `autoplan estimate`; "
+                          "the search chooses recomputation per stage");
     if (ap_request_given(rq->plan_given, "etp"))
         return ap_err_set(err, AP_ERR_INPUT, "--etp applies to `autoplan estimate`; the search "
                           "keeps expert tensor parallelism at 1");
@@ -502,6 +538,17 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
     /* estimate turns sp and overlap on by default (finish_estimate): a plan without them says so */
     out->no_sp = !p->sp;
     out->no_overlap = !(p->overlap_grad || p->overlap_param || p->overlap_tp);
+    /* the stage split and per-chunk recompute counts the search chose (its re-split), so
+     * `compare` ranks what `plan` ranks */
+    int nch = p->pp * p->vp, split = p->nchunks == nch && nch > 1, per_chunk_rc = 0;
+    for (int c = 0; c < nch && c < AP_MAX_CHUNKS; c++)
+        per_chunk_rc |= p->recompute == AP_RECOMPUTE_FULL && p->stage_recompute[c] > 0;
+    if (per_chunk_rc) { /* the chunks' count (finish_estimate splits uniformly without
+                           --stage-layers); -1 = the plan's --recompute-layers */
+        out->plan.nchunks = nch;
+        for (int c = 0; c < nch; c++)
+            if (out->plan.stage_recompute[c] <= 0) out->plan.stage_recompute[c] = -1;
+    }
     int n;
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++) {
@@ -509,7 +556,9 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
         double v = ap_field_get(f, p);
         const char *nm = f->name;
         int give;
-        if (!f->flag || !strcmp(nm, "stage_layers") || !strcmp(nm, "etp")) give = 0;
+        if (!f->flag || !strcmp(nm, "etp")) give = 0;
+        else if (!strcmp(nm, "stage_layers")) give = split;
+        else if (!strcmp(nm, "stage_recompute")) give = per_chunk_rc;
         else if (!strcmp(nm, "ep") || !strcmp(nm, "vp")) give = v > 1;
         else if (!strcmp(nm, "attn_impl")) give = v != AP_ATTN_AUTO;
         else if (!strcmp(nm, "recompute_layers"))

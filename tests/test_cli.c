@@ -196,7 +196,7 @@ static void test_plan_batch_messages(void) {
  * searches (trainers, pipelines, interleaving, cp/ep, offload, recompute, and --no-sp
  * --no-overlap) is estimated with the flags its label implies, plus the search's own
  * --trainer/--gbs/--seq; step time and device peak must be the search's to 1e-12. An "uneven"
- * label adds the plan's --stage-layers (the one thing a label does not carry). */
+ * label adds the plan's --stage-layers and --stage-recompute (what a label does not carry). */
 static int label_flags(const char *label, const ap_json *plan, char *out, size_t n) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", label);
@@ -226,11 +226,18 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
         else if (!strcmp(t, "no-sp")) f = "--no-sp";
         else if (!strcmp(t, "no-ov")) f = "--no-overlap";
         else if (!strcmp(t, "uneven")) {
-            const ap_json *sl = ap_json_get(plan, "stage_layers");
-            size_t m = (size_t)snprintf(tmp, sizeof tmp, "--stage-layers ");
-            for (int i = 0; i < ap_json_size(sl) && m < sizeof tmp; i++)
-                m += (size_t)snprintf(tmp + m, sizeof tmp - m, "%s%.0f", i ? "," : "",
-                                      ap_json_number(ap_json_at(sl, i)));
+            /* the split and, when the plan has them, the per-chunk recompute counts */
+            const char *keys[2] = {"stage_layers", "stage_recompute"};
+            size_t m = 0;
+            for (int q = 0; q < 2; q++) {
+                const ap_json *sl = ap_json_get(plan, keys[q]);
+                if (!sl) continue;
+                m += (size_t)snprintf(tmp + m, sizeof tmp - m, "%s--stage-%s ", m ? " " : "",
+                                      q ? "recompute" : "layers");
+                for (int i = 0; i < ap_json_size(sl) && m < sizeof tmp; i++)
+                    m += (size_t)snprintf(tmp + m, sizeof tmp - m, "%s%.0f", i ? "," : "",
+                                          ap_json_number(ap_json_at(sl, i)));
+            }
         } else {
             fprintf(stderr, "  label token '%s' of '%s' has no flag\n", t, label);
             return 0;
