@@ -238,9 +238,16 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with cp > 1 parameters are sharded "
                           "(FSDP over the context-parallel ranks): ZeRO stage %d is not "
                           "expressible", tn, p->zero);
-    if (p->cp > 1 && m->mla.kv_lora_rank > 0 && !t->cp_with_mla)
+    /* torchtitan v0.2.2 runs multi-latent attention (deepseek_v3), attention sinks (gpt_oss:
+       "CP support for gpt-oss model is still in progress") and chunked attention with NoPE
+       layers (llama4 *_irope) on flex attention, which its context parallelism refuses
+       ("Context Parallel only supports SDPA attention"); found with tools/trainer_validate.py */
+    if (p->cp > 1 && !t->cp_with_mla &&
+        (m->mla.kv_lora_rank > 0 || m->attn_sinks || m->window_chunked || m->nope_global))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: context parallelism is not available for "
-                          "multi-latent attention models (flex attention)", tn);
+                          "%s models (flex attention)", tn,
+                          m->mla.kv_lora_rank > 0 ? "multi-latent attention"
+                          : m->attn_sinks ? "attention-sink" : "chunked-attention");
     if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
                           "covers all layers or none", tn);
@@ -289,6 +296,10 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         if (uneven && t->uneven_first_last_only && !first_last)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "%s splits unevenly only on the first and "
                               "last stages", tn);
+        if (uneven && t->uneven_stages_no_vp && p->vp > 1)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s splits unevenly only without "
+                              "interleaving (its stage manager takes one layer count per "
+                              "pipeline rank)", tn);
     } else if (m->layers % p->pp != 0 && !t->uneven_stages) {
         return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp %d and "
                           "%s needs even stages", (long long)m->layers, p->pp, tn);

@@ -215,6 +215,9 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_FULL),
         .recompute_partial = 1, .per_stage_recompute = 1,
         .uneven_stages = 1, .uneven_first_last_only = 0,
+        /* PipelineStageManager asserts len(num_layers_per_stage) == pp size
+         * (colossalai/pipeline/stage_manager.py, v0.5.1): interleaved chunks stay uniform */
+        .uneven_stages_no_vp = 1,
         .vp_needs_m_multiple_of_pp = 1,
         .fp16 = 1, .fp8 = 1,
         .offload_optimizer = 1, .offload_fraction = 1,

@@ -255,7 +255,8 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
         }
         q->vp = 1;
     }
-    if (q->cp > 1 && (!k->cp || (m->mla.kv_lora_rank > 0 && !k->cp_with_mla))) {
+    if (q->cp > 1 && (!k->cp || (!k->cp_with_mla && (m->mla.kv_lora_rank > 0 || m->attn_sinks ||
+                                                      m->window_chunked || m->nope_global)))) {
         q->dp *= q->cp;
         q->cp = 1;
     }
@@ -265,6 +266,11 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     if (k->sp_with_tp_always && q->tp > 1) q->sp = 1;
     n = q->pp * q->vp;
     if (q->nchunks && (!k->uneven_stages || q->nchunks != n)) q->nchunks = 0;
+    if (q->nchunks && k->uneven_stages_no_vp && q->vp > 1) {
+        /* interleaved chunks uniform, or no interleaving when the layers do not divide */
+        q->nchunks = 0;
+        if (m->layers % n != 0) q->vp = 1;
+    }
 
     unsigned allowed = k->zero_mask;
     if (q->pp > 1) allowed &= k->zero_mask_with_pp;

@@ -60,6 +60,8 @@ int emit_colossalai_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
             for (int c = 0; c < AP_MAX_CHUNKS; c++) q->stage_recompute[c] = -1;
         }
     }
+    /* an uneven split only without interleaving (PipelineStageManager takes pp entries) is
+       the trainer-table rule uneven_stages_no_vp */
     /* the MoE plugin's ZeRO-1 and no overlap, and Gemini's parameter offload needing all
        optimizer states offloaded, are trainer-table rules (ep_zero_mask, ep_no_overlap,
        offload_params_needs_full_optimizer) */

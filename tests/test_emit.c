@@ -207,8 +207,9 @@ static const pcase cases[] = {
      BF, 0, 0, {0}, {0}},
     {"ds-7b-autotp", "llama-2-7b", 8, DS, 2, 1, 4, 1, 1, 1, 1, 2, 64, 4096, 1, FULL, 0, 0, 1, 0,
      0, 0, BF, 0, 0, {0}, {0}},
+    /* interleaved chunks uniform: Colossal-AI refuses an uneven interleaved split */
     {"col-7b-pp-vp-perstage", "llama-2-7b", 8, CO, 2, 2, 2, 1, 1, 1, 2, 1, 16, 4096, 1, FULL, 0,
-     1, 1, 0, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {2, 4, 3, 1}},
+     1, 1, 0, 0, 0, BF, 0, 4, {8, 8, 8, 8}, {2, 4, 3, 1}},
     /* Gemini offloads parameters only with every optimizer state offloaded */
     {"col-8b-gemini", "llama-3-8b", 8, CO, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 3, NO, 0, 0, 1, 1,
      1, 0.25, BF, 0, 0, {0}, {0}},
@@ -1921,6 +1922,70 @@ static void test_issue19(void) {
         check_implied_params(f, n, &m, "megatron.sh");
     }
     free(t);
+
+    /* found by tools/trainer_validate.py (docs/trainer-validation.md): torchtitan refuses
+       context parallelism for the models its flavours run on flex attention: gpt-oss (sinks,
+       "CP support for gpt-oss model is still in progress") and Llama-4 (chunked attention with
+       NoPE layers, the *_irope flavours: "Context Parallel only supports SDPA attention");
+       Qwen3 runs SDPA and keeps it */
+    {
+        static const struct {
+            const char *file;
+            int refused;
+            const char *why;
+        } cpm[] = {{"gpt-oss-20b.json", 1, "attention-sink"},
+                   {"llama-4-scout-17b-16e.json", 1, "chunked-attention"},
+                   {"qwen3-8b.json", 0, NULL}};
+        make_cluster("h100", 16, &c);
+        for (size_t i = 0; i < sizeof cpm / sizeof cpm[0]; i++) {
+            if (!load_hf(cpm[i].file, &m)) {
+                CHECK(0);
+                continue;
+            }
+            plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 1, 8, 1, 3, 8192);
+            p.cp = 2;
+            if (m.moe.experts > 0) p.ep = 8;
+            ap_status cs = ap_plan_check(&p, &m, &c, 1, &err);
+            if (cpm[i].refused) {
+                CHECK_INT(cs, AP_ERR_INFEASIBLE);
+                if (cs != AP_OK) CHECK_CONTAINS(err.msg, cpm[i].why);
+            } else {
+                if (cs != AP_OK) fprintf(stderr, "  %s: %s\n", cpm[i].file, err.msg);
+                CHECK_INT(cs, AP_OK);
+            }
+        }
+    }
+    /* Colossal-AI v0.5.1: PipelineStageManager takes num_layers_per_stage of pp entries, so an
+       uneven interleaved split is refused (AssertionError in HybridParallelPlugin(...)); the
+       closest plan keeps the interleaving with uniform chunks, which need no list */
+    if (load_model("llama-3-70b", &m)) {
+        make_cluster("a100-sxm4-80g", 64, &c);
+        plan_for(&p, AP_TRAINER_COLOSSALAI, 8, 4, 2, 1, 1, 4096);
+        p.vp = 4;
+        p.nchunks = 16;
+        static const int lay[16] = {5, 6, 6, 5, 5, 5, 5, 5, 5, 5, 5, 5, 4, 5, 5, 4};
+        for (int k = 0; k < 16; k++) p.stage_layers[k] = lay[k];
+        ap_plan close;
+        CHECK_INT(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &p, &close, &err), AP_ERR_INFEASIBLE);
+        CHECK_CONTAINS(err.msg, "unevenly only without interleaving");
+        CHECK_INT(close.vp, 4);
+        CHECK_INT(close.nchunks, 0);
+        CHECK_INT(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &close, NULL, &err), AP_OK);
+        char *t2 = render(AP_EMIT_COLOSSALAI, &m, &c, &close, "colossalai_booster.py", &st, &err,
+                          NULL, 0);
+        CHECK(t2 != NULL);
+        if (t2) {
+            CHECK_CONTAINS(t2, "num_model_chunks=4");
+            CHECK(strstr(t2, "num_layers_per_stage") == NULL);
+        }
+        free(t2);
+        /* uneven without interleaving stays: pp entries are what it takes */
+        p.vp = 1;
+        p.nchunks = 4;
+        static const int lay4[4] = {19, 21, 21, 19};
+        for (int k = 0; k < 4; k++) p.stage_layers[k] = lay4[k];
+        CHECK_INT(ap_emit_check(AP_EMIT_COLOSSALAI, &m, &c, &p, NULL, &err), AP_OK);
+    }
 
     /* Every family: Megatron-LM either expresses every architecture field (and the flags imply
        the model's parameter count) or refuses with the reason; never a different model. */

@@ -185,6 +185,7 @@ typedef struct ap_trainer_caps {
     int per_stage_recompute;     /* different recompute count per stage (Colossal-AI) */
     int uneven_stages;           /* arbitrary stage_layers */
     int uneven_first_last_only;  /* only first/last stage may differ (Megatron flags) */
+    int uneven_stages_no_vp;     /* uneven splits only without interleaving (Colossal-AI) */
     int vp_needs_m_multiple_of_pp; /* interleaving needs microbatches % pp == 0 */
     int fp16, fp8;
     int offload_optimizer;       /* CPU offload of optimizer states possible */
