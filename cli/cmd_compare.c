@@ -36,6 +36,7 @@
 #include "cli.h"
 #include "autoplan/text.h"
 #include "autoplan/files.h"
+#include "autoplan/hetero.h"
 #include "autoplan/partition.h"
 #include "autoplan/report.h"
 
@@ -90,7 +91,11 @@ static ap_status estimate_as_cli(compare_cmd *cc, const ap_plan *p, ap_report_st
     if ((st = ap_plan_check(&r->plan, &r->model, &r->cluster, r->allow_cross_node_tp, err)) !=
         AP_OK)
         goto done;
-    st = ap_estimate_plan(&r->model, &r->cluster, &r->plan, &r->est, &s->est, err);
+    /* as cmd_estimate.c: Gemini placements and DeepSpeed offload devices are simulated */
+    if (ap_hetero_applies(&r->plan))
+        st = ap_hetero_estimate(&r->model, &r->cluster, &r->plan, &r->est, NULL, &s->est, err);
+    else
+        st = ap_estimate_plan(&r->model, &r->cluster, &r->plan, &r->est, &s->est, err);
 done:
     ap_strbuf_free(&args);
     free(rq);

@@ -334,9 +334,13 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
                           layers_given ? "stage-layers" : "stage-recompute", p->nchunks,
                           p->pp * p->vp);
     if ((st = finish_stage_recompute(rq, r, layers_given, err)) != AP_OK) return st;
+    /* no placement flag: the search's default for this plan (GeminiPlugin static for
+     * Colossal-AI ZeRO-3, CPU offload devices for DeepSpeed; ap_plan_hetero_default is the
+     * search's rule too), so estimate and plan agree */
+    if (!rq->gemini.given && !rq->offload_device.given) (void)ap_plan_hetero_default(p);
     if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
         p->hetero.ds_params != AP_OFFLOAD_DEV_NONE) {
-        ap_status st = ap_plan_hetero_validate(p, &r->cluster, "flags", err);
+        st = ap_plan_hetero_validate(p, &r->cluster, "flags", err);
         if (st != AP_OK) return st;
         /* no flag sets the NVMe swap buffers: size them to the largest parameter partition (a
          * model the simulation does not take, e.g. MoE, is refused by the run itself) */

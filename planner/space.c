@@ -251,11 +251,7 @@ static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
             return 1;
         }
         if (fx->hetero.placement == AP_GEMINI_AUTO) return 0;
-        if (p->offload_params > 0 && p->offload_optimizer < 1.0) return 0;
-        p->hetero.placement = AP_GEMINI_STATIC;
-        p->hetero.offload_optim_frac = p->offload_optimizer;
-        p->hetero.offload_param_frac = p->offload_params;
-        return 1;
+        return ap_plan_hetero_default(p); /* static, the level's fractions (estimate's rule) */
     }
     if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
         (extra || p->offload_optimizer > 0 || p->offload_params > 0)) {
@@ -268,9 +264,7 @@ static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
             return ap_hetero_size_param_buffers(s->m, p, NULL) == AP_OK;
         }
         if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
-        if (p->offload_optimizer > 0) p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
-        if (p->offload_params > 0) p->hetero.ds_params = AP_OFFLOAD_DEV_CPU;
-        return 1;
+        return ap_plan_hetero_default(p); /* CPU (estimate's rule) */
     }
     return !extra;
 }

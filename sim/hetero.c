@@ -179,6 +179,26 @@ ap_status ap_plan_hetero_validate(const ap_plan *p, const ap_cluster *c, const c
     return AP_OK;
 }
 
+int ap_plan_hetero_default(ap_plan *p) {
+    if (p->trainer == AP_TRAINER_COLOSSALAI && p->zero == 3 && p->pp == 1) {
+        ap_plan_hetero_init(&p->hetero);
+        /* offload_param_frac is ignored unless the other two fractions are 1.0 (GeminiPlugin) */
+        if (p->offload_params > 0 && p->offload_optimizer < 1.0) return 0;
+        p->hetero.placement = AP_GEMINI_STATIC;
+        p->hetero.offload_optim_frac = p->offload_optimizer;
+        p->hetero.offload_param_frac = p->offload_params;
+        return 1;
+    }
+    if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
+        (p->offload_optimizer > 0 || p->offload_params > 0)) {
+        ap_plan_hetero_init(&p->hetero);
+        if (p->offload_optimizer > 0) p->hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
+        if (p->offload_params > 0) p->hetero.ds_params = AP_OFFLOAD_DEV_CPU;
+        return 1;
+    }
+    return 1;
+}
+
 int ap_hetero_applies(const ap_plan *p) {
     if (p->trainer == AP_TRAINER_COLOSSALAI && p->hetero.placement != AP_GEMINI_OFF) return 1;
     if (p->trainer == AP_TRAINER_DEEPSPEED &&

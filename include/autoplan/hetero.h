@@ -36,6 +36,13 @@ void ap_plan_hetero_init(ap_plan_hetero *h);
  * `where` names the flag set or file in the one-line message. c may be NULL (no NVMe check). */
 ap_status ap_plan_hetero_validate(const ap_plan *p, const ap_cluster *c, const char *where,
                                   ap_err *err);
+/* The placement the search gives a plan of its own offload level (planner/search.c, without
+ * its extra NVMe / Gemini auto variants), and `estimate` a plan given by flags, so the two
+ * agree: Colossal-AI ZeRO-3 without pp is GeminiPlugin static with the plan's fractions;
+ * DeepSpeed without pp and cp keeps its offloaded states in CPU memory. Other plans are left
+ * alone. Returns 0 when the plan has no such placement (a parameter fraction without all
+ * optimizer states offloaded, which GeminiPlugin ignores). */
+int ap_plan_hetero_default(ap_plan *p);
 const char *ap_gemini_placement_name(ap_gemini_placement p); /* "off" "static" "auto" */
 const char *ap_offload_device_name(ap_offload_device d);     /* "none" "cpu" "nvme" */
 ap_status ap_offload_device_parse(const char *s, const char *what, ap_offload_device *out,
