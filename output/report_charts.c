@@ -186,7 +186,8 @@ void rep_chart_time(rbuf *b, const ap_report *r) {
               "&#177;%.0f%%</title>", f.W, H, f.W, H, f.LX, f.LX + f.PW,
               100 * AP_VALIDATED_TIME_ERROR);
     svg_patterns(b, "t", rep_time_parts, REP_NTIME);
-    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    if (leg.failed) b->failed = 1; /* the legend could not be built: the chart is incomplete */
+    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
     ap_free(leg.buf);
     svg_xaxis(b, f.LX, f.PW, f.top, f.yb, hi, step, "step time (s)", 1);
     double end = f.LX + f.PW;
@@ -287,7 +288,8 @@ void rep_chart_memory(rbuf *b, const ap_report *r) {
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
               f.W, H, f.W, H, f.LX, end);
     svg_patterns(b, "m", rep_mem_parts, REP_NMEM);
-    if (!leg.failed && leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
+    if (leg.failed) b->failed = 1; /* the legend could not be built: the chart is incomplete */
+    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
     ap_free(leg.buf);
     svg_xaxis(b, f.LX, f.PW, f.top, f.yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
     for (int i = 0; i < n; i++) {

@@ -43,7 +43,8 @@ ap_json *ap_result_plan_json(const ap_estimate *e, const ap_model *m) {
         st = ap_json_add_string(j, "confidence", ap_confidence_name(ap_estimate_confidence(e)));
     const ap_plan *p = &e->plan;
     if (st == AP_OK) st = ap_planfile_hetero_to_json(ap_json_get(j, "plan"), p);
-    if (st == AP_OK && p->nchunks == p->pp * p->vp && p->nchunks > 0) {
+    if (st == AP_OK && p->nchunks == p->pp * p->vp && p->nchunks > 0 &&
+        !ap_json_get(ap_json_get(j, "plan"), "stage_recompute")) { /* estjson lists custom ones */
         ap_json *a = ap_json_new_array();
         st = a ? ap_json_add(ap_json_get(j, "plan"), "stage_recompute", a) : AP_ERR_NOMEM;
         for (int c = 0; st == AP_OK && c < p->nchunks; c++)

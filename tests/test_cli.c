@@ -231,7 +231,10 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
             size_t m = 0;
             for (int q = 0; q < 2; q++) {
                 const ap_json *sl = ap_json_get(plan, keys[q]);
-                if (!sl) continue;
+                int custom = !q; /* recompute counts: only a list with a chunk's own count */
+                for (int i = 0; q && i < ap_json_size(sl); i++)
+                    custom |= ap_json_number(ap_json_at(sl, i)) > 0;
+                if (!sl || !custom) continue;
                 m += (size_t)snprintf(tmp + m, sizeof tmp - m, "%s--stage-%s ", m ? " " : "",
                                       q ? "recompute" : "layers");
                 for (int i = 0; i < ap_json_size(sl) && m < sizeof tmp; i++)
