@@ -145,16 +145,54 @@ static bar_frame bar_layout(const ap_report *r, double legend_h, double rw) {
     return f;
 }
 
+/* The per-strategy values of a bar chart (zeroed); 0, or -1 with b failed. */
+static int bar_values(rbuf *b, int n, double **v, int **fits) {
+    *v = ap_calloc((size_t)(n > 0 ? n : 1), sizeof **v);
+    *fits = ap_calloc((size_t)(n > 0 ? n : 1), sizeof **fits);
+    if (*v && *fits) return 0;
+    ap_free(*v);
+    ap_free(*fits);
+    b->failed = 1;
+    return -1;
+}
+
+/* The legend of a bar chart, built into leg first: its height sets the chart's layout. */
+static bar_frame legend_layout(const ap_report *r, double rw, rbuf *leg, const char *prefix,
+                               const rep_part *parts, int n) {
+    bar_frame f0 = bar_layout(r, 0, rw);
+    double lh = svg_legend(leg, prefix, parts, n, 10, 10, f0.W - 20);
+    return bar_layout(r, lh, rw);
+}
+
+/* The legend into the chart; a legend that could not be built fails the chart. */
+static void put_legend(rbuf *b, rbuf *leg) {
+    if (leg->failed) b->failed = 1;
+    else if (leg->buf) rb_printf(b, "%.*s", (int)leg->len, leg->buf);
+    ap_free(leg->buf);
+}
+
+/* A strategy's row: its heading, and for an illegal one the note; 0 when it has no bar. */
+static int bar_row(rbuf *b, const bar_frame *f, const ap_report_strategy *s, int i, double *y) {
+    *y = f->top + f->RH * i + (f->RH - f->BH) / 2;
+    strat_heading(b, s, 10, *y + 4);
+    if (s->status != AP_REPORT_ILLEGAL) return 1;
+    rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
+              f->LX + 4, *y + 13);
+    return 0;
+}
+
+static void bar_open(rbuf *b, const ap_report_strategy *s, int beyond) {
+    rb_printf(b, "<g class=\"bar\" data-fits=\"%d\" data-beyond=\"%d\" data-strategy=\"",
+              s->status == AP_REPORT_OK, beyond);
+    rb_html(b, s->name);
+    rb_puts(b, "\">");
+}
+
 void rep_chart_time(rbuf *b, const ap_report *r) {
     int n = r->nstrat;
-    double *v = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *v);
-    int *fits = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *fits);
-    if (!v || !fits) {
-        ap_free(v);
-        ap_free(fits);
-        b->failed = 1;
-        return;
-    }
+    double *v;
+    int *fits;
+    if (bar_values(b, n, &v, &fits) != 0) return;
     char x1[32], x2[32], x3[32], txt[160];
     double rw = 0;
     for (int i = 0; i < n; i++) {
@@ -175,9 +213,7 @@ void rep_chart_time(rbuf *b, const ap_report *r) {
     ap_free(fits);
 
     rbuf leg = {0};
-    bar_frame f0 = bar_layout(r, 0, rw);
-    double lh = svg_legend(&leg, "t", rep_time_parts, REP_NTIME, 10, 10, f0.W - 20);
-    bar_frame f = bar_layout(r, lh, rw);
+    bar_frame f = legend_layout(r, rw, &leg, "t", rep_time_parts, REP_NTIME);
     double H = f.yb + 50;
     rb_printf(b, "<svg id=\"chart-time\" class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
               "height=\"%.0f\" role=\"img\" data-plot-x0=\"%.1f\" data-plot-x1=\"%.1f\" "
@@ -186,27 +222,17 @@ void rep_chart_time(rbuf *b, const ap_report *r) {
               "&#177;%.0f%%</title>", f.W, H, f.W, H, f.LX, f.LX + f.PW,
               100 * AP_VALIDATED_TIME_ERROR);
     svg_patterns(b, "t", rep_time_parts, REP_NTIME);
-    if (leg.failed) b->failed = 1; /* the legend could not be built: the chart is incomplete */
-    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    ap_free(leg.buf);
+    put_legend(b, &leg);
     svg_xaxis(b, f.LX, f.PW, f.top, f.yb, hi, step, "step time (s)", 1);
     double end = f.LX + f.PW;
     for (int i = 0; i < n; i++) {
         const ap_report_strategy *s = &r->strat[i];
-        double y = f.top + f.RH * i + (f.RH - f.BH) / 2;
-        strat_heading(b, s, 10, y + 4);
-        if (s->status == AP_REPORT_ILLEGAL) {
-            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
-                      f.LX + 4, y + 13);
-            continue;
-        }
+        double y;
+        if (!bar_row(b, &f, s, i, &y)) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&s->est, &o);
         int beyond = o.step_s * (1 + AP_VALIDATED_TIME_ERROR) > hi * (1 + 1e-9);
-        rb_printf(b, "<g class=\"bar\" data-fits=\"%d\" data-beyond=\"%d\" data-strategy=\"",
-                  s->status == AP_REPORT_OK, beyond);
-        rb_html(b, s->name);
-        rb_puts(b, "\">");
+        bar_open(b, s, beyond);
         double x = f.LX;
         for (int j = 0; j < REP_NTIME; j++) {
             double val = rep_rowv(&o, rep_time_parts[j].off), w = f.PW * val / hi;
@@ -243,14 +269,9 @@ void rep_chart_time(rbuf *b, const ap_report *r) {
 
 void rep_chart_memory(rbuf *b, const ap_report *r) {
     int n = r->nstrat;
-    double *v = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *v);
-    int *fits = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *fits);
-    if (!v || !fits) {
-        ap_free(v);
-        ap_free(fits);
-        b->failed = 1;
-        return;
-    }
+    double *v;
+    int *fits;
+    if (bar_values(b, n, &v, &fits) != 0) return;
     char x1[32], x2[32], x3[32], txt[160];
     double cap = r->cluster->gpu.mem_bytes, head = 0, rw = 0;
     for (int i = 0; i < n; i++) {
@@ -278,9 +299,7 @@ void rep_chart_memory(rbuf *b, const ap_report *r) {
     if (!(hi > 0)) hi = step = GiB;
 
     rbuf leg = {0};
-    bar_frame f0 = bar_layout(r, 0, rw);
-    double lh = svg_legend(&leg, "m", rep_mem_parts, REP_NMEM, 10, 10, f0.W - 20);
-    bar_frame f = bar_layout(r, lh, rw);
+    bar_frame f = legend_layout(r, rw, &leg, "m", rep_mem_parts, REP_NMEM);
     double H = f.yb + 50, end = f.LX + f.PW;
     rb_printf(b, "<svg id=\"chart-memory\" class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
               "height=\"%.0f\" role=\"img\" data-plot-x0=\"%.1f\" data-plot-x1=\"%.1f\" "
@@ -288,26 +307,16 @@ void rep_chart_memory(rbuf *b, const ap_report *r) {
               "memory per GPU of the worst pipeline stage, GiB, against the GPU capacity</title>",
               f.W, H, f.W, H, f.LX, end);
     svg_patterns(b, "m", rep_mem_parts, REP_NMEM);
-    if (leg.failed) b->failed = 1; /* the legend could not be built: the chart is incomplete */
-    else if (leg.buf) rb_printf(b, "%.*s", (int)leg.len, leg.buf);
-    ap_free(leg.buf);
+    put_legend(b, &leg);
     svg_xaxis(b, f.LX, f.PW, f.top, f.yb, hi, step, "device memory per GPU, worst stage (GiB)", GiB);
     for (int i = 0; i < n; i++) {
         const ap_report_strategy *s = &r->strat[i];
-        double y = f.top + f.RH * i + (f.RH - f.BH) / 2;
-        strat_heading(b, s, 10, y + 4);
-        if (s->status == AP_REPORT_ILLEGAL) {
-            rb_printf(b, "<text class=\"na\" x=\"%.1f\" y=\"%.1f\">not legal (see the table)</text>",
-                      f.LX + 4, y + 13);
-            continue;
-        }
+        double y;
+        if (!bar_row(b, &f, s, i, &y)) continue;
         ap_report_row o;
         ap_report_row_from_estimate(&s->est, &o);
         int beyond = o.device_peak_bytes > hi * (1 + 1e-9);
-        rb_printf(b, "<g class=\"bar\" data-fits=\"%d\" data-beyond=\"%d\" data-strategy=\"",
-                  s->status == AP_REPORT_OK, beyond);
-        rb_html(b, s->name);
-        rb_puts(b, "\">");
+        bar_open(b, s, beyond);
         double x = f.LX;
         for (int j = 0; j < REP_NMEM; j++) {
             double val = rep_mem_part(&o, j), w = f.PW * val / hi;
