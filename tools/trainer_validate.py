@@ -5,7 +5,7 @@
 #
 # Usage:
 #   python3 tools/trainer_validate.py AUTOPLAN OUTDIR [--python PY] [--megatron-python PY]
-#       [--megatron-lm DIR] [--colossalai-python PY] [--jobs N] [--only SUBSTRING]
+#       [--megatron-lm DIR] [--colossalai-python PY] [--jobs N] [--only SUBSTRING] [--log FILE]
 #
 # --python runs DeepSpeed, Accelerate and torchtitan; --megatron-python (default --python) runs
 # Megatron-LM from the checkout --megatron-lm (core 0.19 needs Python >= 3.12);
@@ -51,7 +51,7 @@
 # needs kernels (TE layers, NCCL, CUDA graphs, DeepSpeed's engine) is not exercised, and
 # Megatron-DeepSpeed's flags (deepspeed_launch.sh) are only syntax-checked: it does not install
 # from PyPI. A trainer that is not importable is reported as "not run", never as a pass.
-import argparse, ast, json, os, re, subprocess, sys, tempfile, traceback
+import argparse, ast, json, os, re, subprocess, sys, tempfile, threading, traceback
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -562,6 +562,7 @@ def main():
     ap.add_argument("--colossalai-python")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="")
+    ap.add_argument("--log", default="", help="append each case's rows to this file as it ends")
     ap.add_argument("--src", default=os.path.dirname(HERE),
                     help="the source tree whose examples/ and tests/data/ the matrix names")
     opt = ap.parse_args()
@@ -572,17 +573,40 @@ def main():
     opt.colossalai_python = opt.colossalai_python or opt.python
     opt.megatron_lm = os.path.abspath(opt.megatron_lm) if opt.megatron_lm else ""
     cases = [c for c in MATRIX if opt.only in c[0]]
+    # one trainer after another, round robin, so that a run cut short has every trainer
+    by_trainer = {}
+    for c in cases:
+        by_trainer.setdefault(c[3], []).append(c)
+    order = []
+    while any(by_trainer.values()):
+        for t in list(by_trainer):
+            if by_trainer[t]:
+                order.append(by_trainer[t].pop(0))
+    lock = threading.Lock()
+
+    def run_logged(c):
+        rows = run_case(opt, c)
+        if opt.log:  # each case's rows as soon as it is done
+            with lock, open(opt.log, "a") as f:
+                f.write("".join(row_text(r) + "\n" for r in rows))
+        return c, rows
+
     with ThreadPoolExecutor(max_workers=opt.jobs) as pool:
-        results = list(pool.map(lambda c: run_case(opt, c), cases))
+        done = dict(pool.map(run_logged, order))
     print("| case | GPUs | trainer | plan | file | result | detail |")
     print("|---|--:|---|---|---|---|---|")
     bad = 0
-    for rows in results:
-        for case, label, fn, k, text in rows:
-            bad += k in ("REJECTED", "MISMATCH", "ERROR")
-            print("| %s | %d | %s | %s | %s | %s | %s |" % (
-                case[0], case[2], case[3], label, fn, k.lower(), text.replace("|", "/")))
+    for c in cases:
+        for row in done[c]:
+            bad += row[3] in ("REJECTED", "MISMATCH", "ERROR")
+            print(row_text(row))
     sys.exit(1 if bad else 0)
+
+
+def row_text(row):
+    case, label, fn, k, text = row
+    return "| %s | %d | %s | %s | %s | %s | %s |" % (
+        case[0], case[2], case[3], label, fn, k.lower(), text.replace("|", "/"))
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ typedef struct ap_request {
     ap_opt_real headroom;       /* bytes kept free per GPU */
     /* search options */
     ap_opt_int top;             /* plans kept, 1..1000 (default 10) */
-    int no_prune, no_sp, no_overlap;
+    int no_prune, no_sp, no_overlap; /* no_sp/no_overlap: estimate turns sp (tp > 1) and
+                                        overlap on unless these are set or the plan gives them */
     int no_partition;           /* --solver off */
     ap_opt_int solver;          /* ap_solver for the stage re-split (default AUTO) */
     ap_opt_int threads;         /* search worker threads, 1..1024 (default one per core; the
@@ -107,7 +108,10 @@ ap_status ap_request_resolve(const ap_request *rq, ap_request_mode mode, ap_reso
                              ap_err *err);
 
 /* The request `autoplan estimate` needs to reproduce plan p on base's model and cluster (the
- * cluster inputs and headroom of base, every plan member of p that estimate takes). */
+ * cluster inputs and headroom of base, every plan member of p that estimate takes: no_sp /
+ * no_overlap where p lacks what estimate turns on by default, the stage split and per-chunk
+ * recompute counts of a re-split plan). A Gemini placement or DeepSpeed offload device comes
+ * from the default both the search and estimate apply (ap_plan_hetero_default). */
 void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *out);
 
 /* The request as `autoplan estimate` arguments (without the command name), each word quoted
