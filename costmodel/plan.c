@@ -238,6 +238,15 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with cp > 1 parameters are sharded "
                           "(FSDP over the context-parallel ranks): ZeRO stage %d is not "
                           "expressible", tn, p->zero);
+    if (t->ep_from_dp_shard && p->ep > 1) {
+        /* the FSDP-sharded data-parallel ranks (ZeRO 2/3; ZeRO 0 replicates) x cp x tp */
+        int64_t ranks = (int64_t)(p->zero >= 2 ? p->dp : 1) * p->cp * p->tp;
+        if (ranks % ((int64_t)p->ep * (p->etp > 0 ? p->etp : 1)) != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: expert parallelism takes its ranks "
+                              "from the FSDP-sharded data-parallel x cp x tp ranks (%lld at ZeRO "
+                              "stage %d), which ep %d does not divide", tn, (long long)ranks,
+                              p->zero, p->ep);
+    }
     /* torchtitan v0.2.2 runs multi-latent attention (deepseek_v3), attention sinks (gpt_oss:
        "CP support for gpt-oss model is still in progress") and chunked attention with NoPE
        layers (llama4 *_irope) on flex attention, which its context parallelism refuses

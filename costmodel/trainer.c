@@ -206,6 +206,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * (dp_shard_cp), so parameters are sharded; the DeepSeek-V3 flavours use flex
          * attention, which its context parallelism refuses */
         .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 1, .cp_with_mla = 0,
+        /* parallel_dims.py (v0.2.2): efsdp = dp_shard * cp * tp // (etp * ep), a mesh dimension;
+         * ZeRO-0 (dp_shard 1) with ep 16 gave "The product of mesh_sizes=(16, 16, 0, 16, 1) is
+         * 0" (tools/trainer_validate.py, DeepSeek-V3 on 256 GPUs) */
+        .ep_from_dp_shard = 1,
     },
     [AP_TRAINER_COLOSSALAI] = {
         .name = "colossalai", .display = "Colossal-AI",

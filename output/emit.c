@@ -276,6 +276,9 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     if (q->pp > 1) allowed &= k->zero_mask_with_pp;
     if (k->dp_shard_required_with_tp && q->tp > 1 && q->dp > 1) allowed &= ~3u;
     if (k->dp_shard_required_with_cp && q->cp > 1) allowed &= ~3u;
+    /* expert ranks out of the FSDP shard: shard when replicas alone cannot hold them */
+    if (k->ep_from_dp_shard && q->ep > 1 && (q->cp * q->tp) % (q->ep * (q->etp > 0 ? q->etp : 1)))
+        allowed &= ~3u;
     if (m->moe.experts > 0 && (allowed & k->moe_zero_mask)) allowed &= k->moe_zero_mask;
     if (q->ep > 1 && (allowed & k->ep_zero_mask)) allowed &= k->ep_zero_mask;
     if (q->offload_optimizer > 0 && k->offload_optimizer &&

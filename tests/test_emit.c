@@ -1955,6 +1955,27 @@ static void test_issue19(void) {
             }
         }
     }
+    /* torchtitan v0.2.2 takes the expert-parallel ranks out of the FSDP shard x cp x tp ranks
+       (parallel_dims.py: efsdp = dp_shard * cp * tp // (etp * ep)): ZeRO-0 replicates, so dp
+       16 ep 8 at ZeRO 0 has one shard rank and the mesh product is 0 (found with
+       tools/trainer_validate.py on DeepSeek-V3: "The product of mesh_sizes=(16, 16, 0, 16, 1)
+       is 0"); the closest plan shards (ZeRO 2), which expresses it */
+    if (load_hf("qwen3-30b-a3b.json", &m)) {
+        make_cluster("h100", 16, &c);
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 1, 16, 8, 0, 4096);
+        ap_status cs = ap_plan_check(&p, &m, &c, 1, &err);
+        CHECK_INT(cs, AP_ERR_INFEASIBLE);
+        if (cs != AP_OK) CHECK_CONTAINS(err.msg, "which ep 8 does not divide");
+        ap_plan close;
+        CHECK_INT(ap_emit_check(AP_EMIT_TORCHTITAN, &m, &c, &p, &close, &err), AP_ERR_INFEASIBLE);
+        CHECK(close.zero >= 2);
+        CHECK_INT(close.ep, 8);
+        CHECK_INT(ap_emit_check(AP_EMIT_TORCHTITAN, &m, &c, &close, NULL, &err), AP_OK);
+        p.zero = 2; /* 16 shard ranks hold ep 8 */
+        CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_OK);
+    } else {
+        CHECK(0);
+    }
     /* Colossal-AI v0.5.1: PipelineStageManager takes num_layers_per_stage of pp entries, so an
        uneven interleaved split is refused (AssertionError in HybridParallelPlugin(...)); the
        closest plan keeps the interleaving with uniform chunks, which need no list */

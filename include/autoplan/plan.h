@@ -233,6 +233,9 @@ typedef struct ap_trainer_caps {
                                     (DeepSpeed: native MoE refuses ZeRO-3) */
     int dp_shard_required_with_cp; /* torchtitan: cp > 1 shards parameters (FSDP over the cp
                                       mesh), so ZeRO 0/1 cannot be expressed */
+    int ep_from_dp_shard;        /* torchtitan: the expert-parallel ranks come out of the FSDP
+                                    shard x cp x tp ranks (parallel_dims.py: efsdp = dp_shard *
+                                    cp * tp / (etp * ep)), so ep x etp must divide them */
     int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
                                     DeepSeek-V3 flavours use flex attention, which its cp refuses) */
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
