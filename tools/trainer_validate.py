@@ -610,7 +610,8 @@ def main():
 def row_text(row):
     case, label, fn, k, text = row
     return "| %s | %d | %s | %s | %s | %s | %s |" % (
-        case[0], case[2], case[3], label, fn, k.lower(), text.replace("|", "/"))
+        case[0], case[2], case[3], label, fn, k.lower(),
+        " ".join(text.replace("|", "/").split()))
 
 
 if __name__ == "__main__":
