@@ -338,10 +338,11 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
     if (sp->top > 0) {
         ap_search_opts so = cc->r.search;
         so.top_k = sp->top;
+        /* plan's stage re-split (the request's; off for the named strategies), so topN are
+           plan's top N (the reproduce command carries the split: ap_request_for_plan) */
+        so.resplit = cc->r.partition;
         ap_search_result r;
         if ((st = ap_search(&cc->r.model, &cc->r.cluster, &so, &r, err)) != AP_OK) return st;
-        /* so carries plan's stage re-split (resplit, from the request), so topN are plan's
-           top N (the reproduce command carries the split: ap_request_for_plan) */
         for (int i = 0; i < r.ntop && *nout < cap; i++) {
             ap_report_strategy *s = &out[(*nout)++];
             memset(s, 0, sizeof *s);
@@ -448,8 +449,8 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
         cc->ncounts = 1;
     }
     if (cc->r.note[0]) fprintf(stderr, "autoplan: %s\n", cc->r.note);
-    /* the strategies are compared on uniform stages, as `estimate` prices them; the sweep
-     * re-splits as `plan` does (ap_report_sweep) */
+    /* the named strategies are compared on uniform stages, as `estimate` prices them without
+     * --stage-layers; topN (resolve) and the sweep (ap_report_sweep) re-split as `plan` does */
     cc->r.search.resplit = 0;
     return AP_OK;
 }
