@@ -163,7 +163,9 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
     }
     /* another trainer on the same GPUs */
     for (int t = 0; t < AP_TRAINER_COUNT; t++) {
-        if (t == (int)so->fixed.trainer || !try_variant(m, so, c, (ap_trainer_id)t, &best))
+        /* the runtime trainer: autoplan run's CPU executor, not a GPU trainer */
+        if (t == (int)so->fixed.trainer || t == AP_TRAINER_RUNTIME ||
+            !try_variant(m, so, c, (ap_trainer_id)t, &best))
             continue;
         snprintf(what, sizeof what, "use --trainer %s", ap_trainer_name((ap_trainer_id)t));
         suggest(sug, what, &best);

@@ -456,6 +456,39 @@ static const ap_gpu catalog[] = {
                   "Fabric links 128 GB/s each, PCIe Gen5 x16 128 GB/s); AMD Instinct MI300X "
                   "Platform (8 GPUs); host side assumed; memory: rocminfo pool 201310208 KB",
     },
+    /* ---- the runtime's CPU ranks (`autoplan run`) ------------------------------------------ */
+    {
+        /* One rank of autoplan's runtime: one x86-64 core of a server, fp32 only. Nominal figures
+         * for planning without a measurement; `autoplan run` measures GEMM, memory and MPI
+         * figures on the host and prices its plans with those (runtime/bench.c). Used with the
+         * runtime trainer only (costmodel/plan.c). */
+        .name = "cpu",
+        .vendor = "cpu",
+        .mem_bytes = 16 * GIB, /* assumed share of host memory per rank */
+        /* AVX2 with two 256-bit FMA units: 2 x 8 fp32 lanes x 2 FLOP = 32 FLOP/cycle (Intel 64
+         * and IA-32 Architectures Optimization Reference Manual, Haswell and later: FMA on
+         * ports 0 and 1), at 3.0 GHz */
+        .peak_flops = {[AP_DTYPE_FP32] = 96e9},
+        .hbm_bytes_per_s = 25.6 * GBPS, /* one DDR4-3200 channel: 3200 MT/s x 8 bytes */
+        .sm_count = 1,                  /* no tile waves */
+        /* MPI between processes of one host copies through shared memory: each byte read and
+         * written once, about half a channel (assumed) */
+        .link = AP_LINK_SHM,
+        .link_bytes_per_s = 12.8 * GBPS,
+        .pcie_gen = 0,                  /* no PCIe hop: "offload" copies are host memcpy */
+        .pcie_bytes_per_s = 12.8 * GBPS,
+        /* assumed: a 64-core single-socket server, 8 DDR4-3200 channels, 256 GiB, 100 Gb/s */
+        .ref_gpus_per_node = 64,
+        .ref_nics_per_node = 1,
+        .ref_net_bytes_per_s = 100e9 / 8.0 / 64,
+        .ref_cpu_mem_bytes = 256 * GIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 64,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(1, 8, 3200),
+        .source = "one AVX2/FMA x86-64 core at 3.0 GHz (32 fp32 FLOP/cycle, Intel Optimization "
+                  "Reference Manual) and one DDR4-3200 channel (25.6 GB/s, JEDEC JESD79-4); "
+                  "nominal: autoplan run measures the host (runtime/bench.c)",
+    },
 };
 
 #define CATALOG_N ((int)(sizeof catalog / sizeof catalog[0]))
@@ -490,7 +523,7 @@ const ap_gpu *ap_gpu_catalog_at(int i) {
 }
 
 /* Bump when any number above changes: it is part of every cache key. */
-const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-1"; }
+const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-2"; }
 
 /* Lower-case, '_' and ' ' to '-', and a trailing "gb" after a digit to "g" ("A100_80GB" ->
  * "a100-80g"). Returns 0 when the name does not fit. */

@@ -58,6 +58,7 @@ const char *ap_link_name(ap_link_kind k) {
     case AP_LINK_NVLINK: return "nvlink";
     case AP_LINK_NVLINK_BRIDGE: return "nvlink-bridge";
     case AP_LINK_XGMI: return "xgmi";
+    case AP_LINK_SHM: return "shm";
     }
     return "unknown";
 }
@@ -108,7 +109,9 @@ ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *er
     if (!pos_finite(g->mem_bytes, 1e15))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu_mem': GPU memory must be positive "
                           "and below 1 PB, got %g bytes", where, g->mem_bytes);
-    if (!(g->peak_flops[AP_DTYPE_BF16] > 0 || g->peak_flops[AP_DTYPE_FP16] > 0))
+    /* the cpu device (the runtime's ranks) computes in fp32 only */
+    int cpu = !strcmp(g->vendor, "cpu") && g->peak_flops[AP_DTYPE_FP32] > 0;
+    if (!(g->peak_flops[AP_DTYPE_BF16] > 0 || g->peak_flops[AP_DTYPE_FP16] > 0 || cpu))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'gpu': %s has no fp16 or bf16 peak", where,
                           g->name);
     for (int d = 0; d < AP_DTYPE_COUNT; d++)

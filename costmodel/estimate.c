@@ -849,6 +849,7 @@ static void throughput(est *E) {
     th->hw_tflops_per_gpu = th->hw_flops_per_step / tm->step_s / gpus / 1e12;
     double ref_peak = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
                                                            : c->gpu.peak_flops[AP_DTYPE_FP16];
+    if (ref_peak <= 0) ref_peak = c->gpu.peak_flops[AP_DTYPE_FP32]; /* the cpu device */
     th->mfu = th->model_tflops_per_gpu * 1e12 / ref_peak;
     th->hfu = th->hw_tflops_per_gpu * 1e12 / ref_peak;
 }

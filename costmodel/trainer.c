@@ -27,6 +27,10 @@
  *    selective recompute; GeminiPlugin = ZeRO-3 with offload_optim_frac / offload_param_frac;
  *    mixed-precision states as in the ZeRO paper (Rajbhandari et al. 2020, Sec. 3.1: 2 + 2 +
  *    K=12 bytes/param).
+ *  runtime (runtime/, docs/runtime.md): autoplan's executor on CPU ranks, fp32 throughout:
+ *    4-byte weights and gradients, AdamW m and v (8), no master copy; ZeRO 0-3 with any pp,
+ *    optimizer offload fractions at every stage, no parameter offload, no overlap; paired with
+ *    the catalog's "cpu" device only (plan.c).
  */
 #include "autoplan/plan.h"
 
@@ -253,6 +257,31 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * offload_optim_frac are 1.0; moe_hybrid_parallel_plugin.py sets
          * overlap_communication False */
         .offload_params_needs_full_optimizer = 1, .ep_no_overlap = 1,
+    },
+    [AP_TRAINER_RUNTIME] = {
+        .name = "runtime", .display = "autoplan runtime",
+        .cite = "runtime/ of this repository (docs/runtime.md)",
+        .tp = 1, .pp = 1, .vp = 1, .cp = 0, .ep = 0, .sp = 1, .sp_with_tp_always = 0,
+        .zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .zero_mask_with_pp = Z(0) | Z(1) | Z(2) | Z(3),
+        .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_SELECTIVE) | RC(AP_RECOMPUTE_FULL),
+        .recompute_partial = 1, .per_stage_recompute = 1,
+        .uneven_stages = 1, .uneven_first_last_only = 0,
+        .vp_needs_m_multiple_of_pp = 1,
+        .fp16 = 0, .fp8 = 0,
+        .offload_optimizer = 1, .offload_fraction = 1,
+        .offload_optimizer_zero_mask = Z(0) | Z(1) | Z(2) | Z(3),
+        .offload_params = 0, .offload_params_zero_mask = 0, .offload_params_fraction = 0,
+        .offload_fraction_zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .offload_together = 0,
+        .overlap_param_zero_mask = 0, .overlap_param_needs_grad = 0,
+        .ep_with_tp_needs_sp = 0, .ep_zero_mask = 0, .recompute_partial_needs_pp = 0,
+        .weight_bytes = 4, .grad_bytes = 4, .master_bytes = 0, .optim_bytes = 8,
+        .gathered_weight_bytes = 4, .zero2_keeps_gathered = 0,
+        .grad_reduce_per_mb_zero_mask = 0,
+        .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
+        .overlap_tp = 0,
+        .overlap_grad = 0, .overlap_param = 0, .loss_fp32 = 1, .tied_embedding_dup = 1,
+        .loss_bytes_per_logit = 4,
+        .dp_shard_required_with_tp = 0,
     },
 };
 

@@ -23,7 +23,9 @@ static const char *const kind_names[AP_SIM_NKINDS] = {
     "ln2_in", "ln2_out", "fc1_out", "act_out", "fc2_out", "mlp_dropout_mask", "router_probs",
     "moe_dispatched", "expert_fc1_out", "expert_act_out", "expert_out", "shared_fc1_out",
     "shared_act_out", "recomputed_layer_out",
-    "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out"};
+    "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out",
+    "norm_stats", "tokens", "targets", "embed_partial", "loss_temp", "grad_shard",
+    "comm_workspace", "send_pool"};
 
 static const char *const op_names[AP_SIM_NOPS] = {
     "model-state setup", "forward", "backward", "receive activation",

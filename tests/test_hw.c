@@ -39,7 +39,7 @@ static void test_catalog_sane(void) {
                                      "a100-sxm4-80g", "a100-pcie-80g", "h100-sxm",
                                      "h100-pcie",     "h200",          "b200",
                                      "l40s",          "rtx-2060",      "rtx-3090",
-                                     "rtx-4090",      "mi300x"};
+                                     "rtx-4090",      "mi300x",        "cpu"};
     int n = ap_gpu_catalog_count();
     CHECK_INT(n, (int)(sizeof required / sizeof required[0]));
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
@@ -53,6 +53,18 @@ static void test_catalog_sane(void) {
         for (const char *p = g->name; *p; p++) CHECK(!isupper((unsigned char)*p));
         for (int j = 0; j < i; j++) CHECK(strcmp(g->name, ap_gpu_catalog_at(j)->name) != 0);
         CHECK(ap_gpu_find(g->name) == g);
+        if (!strcmp(g->vendor, "cpu")) {
+            /* the runtime's rank (docs/runtime.md): fp32 only, shared-memory peers, no PCIe */
+            CHECK(g->peak_flops[AP_DTYPE_FP32] > 0);
+            CHECK(g->peak_flops[AP_DTYPE_BF16] == 0 && g->peak_flops[AP_DTYPE_FP16] == 0);
+            CHECK(g->link == AP_LINK_SHM && g->link_bytes_per_s > 0);
+            CHECK(g->hbm_bytes_per_s > 1e9 && g->sm_count == 1);
+            ap_cluster c;
+            ap_err err = {{0}};
+            ap_cluster_from_gpu(g, 8, &c);
+            CHECK_INT(ap_cluster_validate(&c, g->name, &err), AP_OK);
+            continue;
+        }
         CHECK(!strcmp(g->vendor, "nvidia") || !strcmp(g->vendor, "amd"));
         /* memory between 4 GiB and 256 GiB, and at most the nominal marketing size */
         CHECK(g->mem_bytes > 4 * GIB && g->mem_bytes < 256 * GIB);
@@ -91,7 +103,7 @@ static void test_catalog_sane(void) {
     }
     CHECK(ap_gpu_catalog_at(-1) == NULL);
     CHECK(ap_gpu_catalog_at(n) == NULL);
-    CHECK_STR(ap_gpu_catalog_version(), "catalog-2026.11-1");
+    CHECK_STR(ap_gpu_catalog_version(), "catalog-2026.11-2");
 }
 
 static void test_aliases_and_lookup(void) {

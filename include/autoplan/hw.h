@@ -21,7 +21,8 @@ typedef enum {
     AP_LINK_PCIE,         /* P2P over PCIe */
     AP_LINK_NVLINK,       /* NVLink/NVSwitch: all GPUs of the domain at full bandwidth */
     AP_LINK_NVLINK_BRIDGE,/* NVLink bridge: pairs only */
-    AP_LINK_XGMI          /* AMD Infinity Fabric */
+    AP_LINK_XGMI,         /* AMD Infinity Fabric */
+    AP_LINK_SHM           /* processes of one host through shared memory (the cpu device) */
 } ap_link_kind;
 
 typedef struct ap_gpu {

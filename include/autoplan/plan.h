@@ -32,6 +32,8 @@ typedef enum {
     AP_TRAINER_FSDP,
     AP_TRAINER_TORCHTITAN,
     AP_TRAINER_COLOSSALAI,
+    AP_TRAINER_RUNTIME,   /* autoplan's own executor (runtime/, `autoplan run`) on the cpu device;
+                             never offered where users pick a trainer for GPUs */
     AP_TRAINER_COUNT
 } ap_trainer_id;
 

@@ -124,6 +124,14 @@ typedef enum {
     /* pipeline ends */
     AP_SIM_T_EMBED_MASK, AP_SIM_T_FINAL_NORM_OUT, AP_SIM_T_LOGITS, AP_SIM_T_LOGITS_FP32,
     AP_SIM_T_LOG_PROBS, AP_SIM_T_STAGE_OUT,
+    /* the runtime's own tensors (trainer runtime, sim/simrt.c) */
+    AP_SIM_T_NORM_STATS,     /* norm mean/rstd per row */
+    AP_SIM_T_TOKENS, AP_SIM_T_TARGETS, /* int32 token ids of a micro-batch */
+    AP_SIM_T_EMBED_OUT,      /* vocab-parallel lookup before its reduce-scatter */
+    AP_SIM_T_LOSS_TEMP,      /* vocab-parallel cross-entropy row max, sum, target logit */
+    AP_SIM_T_GRAD_SHARD,     /* reduced gradient shard (ZeRO 2/3) */
+    AP_SIM_T_COMM_WS,        /* collective workspace (communication buffer) */
+    AP_SIM_T_SEND_POOL,      /* pipeline send pool (communication buffer) */
     AP_SIM_NKINDS
 } ap_sim_kind;
 
