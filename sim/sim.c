@@ -94,6 +94,10 @@ static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
     if (g->record) g->opk_ev[o] = -1;
 }
 
+void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
+    op_begin(g, type, chunk, layer, mb);
+}
+
 /* Account one allocation or free of tensor id that the allocator has just seen. */
 static void event(gen *g, int32_t id, int is_free) {
     if (g->nev == g->capev) {
@@ -465,45 +469,19 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
     }
 }
 
-/* Megatron's schedules (megatron/core/pipeline_parallel/schedules.py): warm-up forwards, steady
- * one-forward-one-backward, cool-down backwards. Interleaved: micro-batch k of the rank's
- * sequence runs model chunk (k mod pv) / p forward and v-1 minus that backward, on micro-batch
- * (k / pv) * p + k mod p (get_model_chunk_id, Narayanan et al. 2021 Sec. 2.2). */
+/* Megatron's schedules in the order ap_sim_schedule gives (sim/schedule.c). */
 static void schedule(gen *g) {
-    int64_t m = g->mbs_n;
-    int pp = g->pp, vp = g->vp, i = g->stage;
-    int64_t total = m * vp, warm;
-    if (vp == 1) {
-        warm = pp - i - 1;
-    } else if (m == pp) {
-        warm = total;
-    } else {
-        warm = (int64_t)(pp - i - 1) * 2 + (int64_t)(vp - 1) * pp;
+    ap_sim_pass *it = malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
+    if (!it) {
+        g->nomem = 1;
+        return;
     }
-    if (warm > total) warm = total;
-    int64_t steady = total - warm;
-    int64_t group = (int64_t)pp * vp;
-    for (int64_t f = 0, b = 0; f < total || b < total;) {
-        int do_fwd;
-        if (f < warm) do_fwd = 1;
-        else if (f < total && f - warm == b) do_fwd = 1; /* steady: F then B */
-        else do_fwd = 0;
-        (void)steady;
-        int64_t kk = do_fwd ? f : b;
-        int64_t in_group = kk % group;
-        int chunk = (int)(in_group / pp);
-        if (!do_fwd) chunk = vp - 1 - chunk;
-        int32_t mb = (int32_t)((kk / group) * pp + kk % pp);
-        if (vp == 1) mb = (int32_t)kk;
-        if (do_fwd) {
-            chunk_fwd(g, chunk, mb);
-            f++;
-        } else {
-            chunk_bwd(g, chunk, mb);
-            b++;
-        }
-        if (g->nomem) return;
+    int n = ap_sim_schedule(g->pp, g->vp, g->mbs_n, g->stage, it);
+    for (int i = 0; i < n && !g->nomem; i++) {
+        if (it[i].fwd) chunk_fwd(g, it[i].chunk, it[i].mb);
+        else chunk_bwd(g, it[i].chunk, it[i].mb);
     }
+    free(it);
 }
 
 static void finish_step(gen *g) {
@@ -822,9 +800,13 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     gen_buffers(&g, s);
     /* the replay: persistent states, the pipeline schedule, the optimizer step */
     if (!g.nomem) {
-        setup_states(&g);
-        schedule(&g);
-        finish_step(&g);
+        if (p->trainer == AP_TRAINER_RUNTIME) {
+            ap_simrt_generate(&g); /* the runtime's own layout (simrt.c) */
+        } else {
+            setup_states(&g);
+            schedule(&g);
+            finish_step(&g);
+        }
     }
     if (g.nops > 0 && !g.nomem) {
         g.ops[g.nops - 1].ev_end = g.nev;

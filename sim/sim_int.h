@@ -106,6 +106,10 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
                        int is_grad);
 /* Free tensor id (ignored for -1); a double free marks the rank as broken (bad_free). */
 void ap_simg_free(gen *g, int32_t id);
+/* Close the current operation and open a new one. */
+void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb);
+/* The runtime trainer's iteration (simrt.c): its model states, schedule and tensors. */
+void ap_simrt_generate(gen *g);
 
 /* Forward modes of a layer: saving for backward, run without autograd (a fully recomputed
  * layer: only its input is kept), or the recompute before its backward. */

@@ -160,6 +160,17 @@ static ap_status file_sink(void *ctx, const char *data, size_t len, ap_err *err)
     return ap_file_out_write(ctx, data, len, err);
 }
 
+ap_json *ap_trace_event(ap_json *arr, const char *name, const char *ph, double ts, int pid,
+                        int tid) {
+    ap_json *e = ap_json_new_object();
+    if (ap_json_push(arr, e) != AP_OK) return NULL;
+    if (ap_json_add_string(e, "name", name) != AP_OK || ap_json_add_string(e, "ph", ph) != AP_OK ||
+        ap_json_add_number(e, "ts", ts) != AP_OK || ap_json_add_number(e, "pid", pid) != AP_OK ||
+        ap_json_add_number(e, "tid", tid) != AP_OK)
+        return NULL;
+    return e;
+}
+
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err) {
     ap_file_out *f;
     ap_status st = ap_file_out_open(path, &f, err);

@@ -252,6 +252,23 @@ const ap_plan *ap_sim_plan(const ap_sim *s);
 const ap_model *ap_sim_model(const ap_sim *s);
 const ap_sim_opts *ap_sim_options(const ap_sim *s);
 
+/* One forward or backward pass of a model chunk in a pipeline rank's schedule. */
+typedef struct ap_sim_pass {
+    int fwd;   /* 1 forward, 0 backward */
+    int chunk; /* local model chunk 0..vp-1 */
+    int mb;    /* micro-batch */
+} ap_sim_pass;
+
+/* The passes of pipeline rank `stage` (0..pp-1) for m micro-batches per step in order: Megatron's
+ * 1F1B, interleaved for vp > 1 (sim/schedule.c). items holds 2 * m * vp entries; returns the
+ * count. The simulator and the runtime (runtime/run.c) both run this order. */
+int ap_sim_schedule(int pp, int vp, int64_t m, int stage, ap_sim_pass *items);
+
+/* Runtime trainer (sim/simrt.c): the host-pool peak of pipeline stage `stage` (offloaded AdamW
+ * states and the copies of the largest unit's share during its update), which the simulator's
+ * device categories do not hold. */
+int64_t ap_sim_runtime_host_bytes(const ap_model *m, const ap_plan *p, int stage);
+
 const char *ap_sim_category_name(int cat);  /* "params", "grads", "optimizer", ... */
 const char *ap_sim_kind_name(int kind);     /* "qkv", "fc1_out", ... */
 const char *ap_sim_op_name(int type);       /* "forward", "backward", ... */
@@ -272,6 +289,13 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live);
 #define AP_SIM_MAX_EVENTS 3.0e7
 
 /* ---- trace (sim/trace.c) ------------------------------------------------------------ */
+
+/* One trace event {name, ph, ts (us), pid, tid} appended to the traceEvents array `arr`; returns
+ * it (owned by arr) to add args to, NULL on allocation failure. The runtime's trace
+ * (runtime/trace.c) builds its Chrome trace with it: the same event fields the simulator's
+ * streamed trace writes, with measured time. */
+ap_json *ap_trace_event(ap_json *arr, const char *name, const char *ph, double ts, int pid,
+                        int tid);
 
 /* Receives the trace text in pieces, in order (data is valid during the call only); a status
  * other than AP_OK (with err set) stops the trace. */
