@@ -138,6 +138,7 @@ const char *ap_cli_safe(const char *s);
  * "all": at least one), 2 when a named target refused the plan. */
 struct ap_emit_report;
 int ap_cli_emit_exit(const char *which, const struct ap_emit_report *rep);
+int ap_cmd_run(int argc, char **argv);
 
 /* Print the one-line error for a failed status to stderr ("autoplan: <msg>") and return the
  * exit code. */

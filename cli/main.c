@@ -34,6 +34,7 @@ static const command commands[] = {
     {"db", ap_cmd_db, "the plan cache, GPU profiles and measured runs (list, import, gc)"},
     {"profile", ap_cmd_profile, "kernel profiles: the tables in use, measure a GPU, share, check"},
     {"fit", ap_cmd_fit, "the largest model a GPU and its host can train, per strategy"},
+    {"run", ap_cmd_run, "execute a plan for real on CPU ranks (MPI) and measure it"},
 };
 
 static void usage(FILE *f) {

@@ -117,6 +117,7 @@ static void account(rt_mem *m) {
         if (m->live > m->op_peak) {
             m->op_peak = m->live;
             memcpy(o->peak_cat, m->cat, sizeof o->peak_cat);
+            if (m->clock) o->peak_s = m->clock() - m->t0_s;
         }
         memcpy(o->end_cat, m->cat, sizeof o->end_cat);
     }
@@ -211,7 +212,7 @@ void rt_mem_op(rt_mem *m, int type, int chunk, int layer, int mb, double now_s) 
     o->chunk = (int16_t)chunk;
     o->layer = layer;
     o->mb = mb;
-    o->begin_s = o->end_s = now_s - m->t0_s;
+    o->begin_s = o->end_s = o->peak_s = now_s - m->t0_s;
     memcpy(o->peak_cat, m->cat, sizeof o->peak_cat);
     memcpy(o->end_cat, m->cat, sizeof o->end_cat);
     m->op_peak = m->live;

@@ -121,7 +121,7 @@ ap_status ap_rt_check(const ap_model *m, const ap_plan *p, ap_err *err) {
     ap_cluster c;
     ap_rt_cluster(t * p->pp * p->dp * (p->cp > 0 ? p->cp : 1), NULL, &c);
     ap_err e = {{0}};
-    if (ap_plan_check(p, m, &c, 1, &e) != AP_OK) REFUSE("runtime: %s", e.msg);
+    if (ap_plan_check(p, m, &c, 1, &e) != AP_OK) REFUSE("%s", e.msg);
     for (int ch = 0; ch < p->pp * p->vp; ch++)
         if (ap_plan_chunk_layers(p, m->layers, ch) < 0) REFUSE("runtime: a negative chunk");
     return AP_OK;

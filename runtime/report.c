@@ -107,12 +107,13 @@ static ap_json *rank_json(jw *w, const ap_rt_rank_report *r) {
     ap_json *ops = ap_json_new_array();
     for (int i = 0; ops && i < r->nops; i++) {
         const ap_rt_op_record *p = &r->ops[i];
-        double v[6 + 2 * AP_RT_NCAT] = {p->type, p->chunk, p->layer, p->mb, p->begin_s, p->end_s};
+        double v[7 + 2 * AP_RT_NCAT] = {p->type,    p->chunk, p->layer, p->mb,
+                                        p->begin_s, p->end_s, p->peak_s};
         for (int c = 0; c < AP_RT_NCAT; c++) {
-            v[6 + c] = (double)p->peak_cat[c];
-            v[6 + AP_RT_NCAT + c] = (double)p->end_cat[c];
+            v[7 + c] = (double)p->peak_cat[c];
+            v[7 + AP_RT_NCAT + c] = (double)p->end_cat[c];
         }
-        push(w, ops, numbers(w, v, 6 + 2 * AP_RT_NCAT));
+        push(w, ops, numbers(w, v, 7 + 2 * AP_RT_NCAT));
     }
     add(w, o, "ops", ops);
     ap_json *ev = ap_json_new_array();
@@ -220,7 +221,7 @@ static ap_status get_rank(const ap_json *o, ap_rt_rank_report *r, const char *wh
     if (!r->ops) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const ap_json *a = ap_json_at(ops, i);
-        if (ap_json_size(a) != 6 + 2 * AP_RT_NCAT) return bad(err, where, "op record");
+        if (ap_json_size(a) != 7 + 2 * AP_RT_NCAT) return bad(err, where, "op record");
         ap_rt_op_record *p = &r->ops[i];
         p->type = (int16_t)ap_json_number(ap_json_at(a, 0));
         p->chunk = (int16_t)ap_json_number(ap_json_at(a, 1));
@@ -228,9 +229,10 @@ static ap_status get_rank(const ap_json *o, ap_rt_rank_report *r, const char *wh
         p->mb = (int32_t)ap_json_number(ap_json_at(a, 3));
         p->begin_s = ap_json_number(ap_json_at(a, 4));
         p->end_s = ap_json_number(ap_json_at(a, 5));
+        p->peak_s = ap_json_number(ap_json_at(a, 6));
         for (int c = 0; c < AP_RT_NCAT; c++) {
-            p->peak_cat[c] = (int64_t)ap_json_number(ap_json_at(a, 6 + c));
-            p->end_cat[c] = (int64_t)ap_json_number(ap_json_at(a, 6 + AP_RT_NCAT + c));
+            p->peak_cat[c] = (int64_t)ap_json_number(ap_json_at(a, 7 + c));
+            p->end_cat[c] = (int64_t)ap_json_number(ap_json_at(a, 7 + AP_RT_NCAT + c));
         }
     }
     r->nops = n;

@@ -63,6 +63,7 @@ typedef struct rt_mem {
     int nops, capops;
     int64_t op_peak;                   /* live bytes at the current op's own peak */
     double t0_s;                       /* step start */
+    double (*clock)(void);             /* seconds (the world's clock) */
     int oom;                           /* an allocation failed or a log could not grow */
 } rt_mem;
 
@@ -435,19 +436,6 @@ void rt_zero_reset(rt_ctx *c);
 /* Unit u's full parameters (which 0) or reduced gradients (1) as doubles into out[u->n] (host),
  * gathering shards over dp where they are split. Collective over the unit's dp group. */
 ap_status rt_zero_full(rt_ctx *c, rt_unit *u, int which, double *out);
-
-/* ---- schedule (schedule.c) ------------------------------------------------------------------------ */
-
-typedef struct rt_sched_item {
-    int fwd;    /* 1 forward, 0 backward */
-    int chunk;  /* local chunk */
-    int mb;
-} rt_sched_item;
-
-/* The order of forward and backward passes of pipeline rank `stage` for m micro-batches
- * (Megatron 1F1B, interleaved for vp > 1). items must hold 2 * m * vp entries; returns the
- * count. */
-int rt_schedule(int pp, int vp, int64_t m, int stage, rt_sched_item *items);
 
 /* ---- the driver (run.c) ----------------------------------------------------------------------- */
 

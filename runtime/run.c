@@ -2,10 +2,10 @@
  * run.c - the driver of one rank (runtime.h, ap_rt_session): builds the rank's share of the job
  * (its place in the tp x dp x pp grid, the communicators, its model chunks and units, the
  * communication buffers and model states), then runs training steps: the pipeline schedule
- * (schedule.c) of forward and backward passes of its chunks, receiving and sending activations
- * and gradients at chunk boundaries, the ZeRO gathers and gradient reductions (zero.c), the
- * optimizer, and the step's loss; it times the phases and finally gathers every rank's
- * measurements on rank 0.
+ * (sim/schedule.c, the simulator's) of forward and backward passes of its chunks, receiving and
+ * sending activations and gradients at chunk boundaries, the ZeRO gathers and gradient
+ * reductions (zero.c), the optimizer, and the step's loss; it times the phases and finally
+ * gathers every rank's measurements on rank 0.
  *
  * Rank grid: world rank = (stage * dp + dp_rank) * tp + tp_rank (tp innermost, then dp, then pp:
  * Megatron-LM's order), so tensor-parallel ranks are neighbours on a host.
@@ -28,7 +28,7 @@ struct ap_rt_session {
     rt_ctx c;
     ap_rt_job job;
     ap_err err;
-    rt_sched_item *sched;
+    ap_sim_pass *sched;
     int nsched;
     int grads_dirty;          /* loss_grad left gradients in place */
     ap_rt_host_figures host;
@@ -291,6 +291,7 @@ ap_status ap_rt_session_new(const ap_rt_job *job, ap_rt_comm *world, ap_rt_sessi
     rt_mem_init(&c->mem, c->k);
     c->mem.record = job->record_events;
     c->mem.timeline = job->trace;
+    c->mem.clock = world->wtime;
     c->rank = ap_rt_comm_rank(world);
     derive_dims(c);
     c->tp_rank = c->rank % c->t;
@@ -319,7 +320,7 @@ ap_status ap_rt_session_new(const ap_rt_job *job, ap_rt_comm *world, ap_rt_sessi
         ap_rt_session_free(s);
         return st;
     }
-    s->nsched = rt_schedule(c->pp, c->vp, c->m_mb, c->stage, s->sched);
+    s->nsched = ap_sim_schedule(c->pp, c->vp, c->m_mb, c->stage, s->sched);
     *out = s;
     return AP_OK;
 }
@@ -463,7 +464,7 @@ static ap_status chunk_bwd(rt_ctx *c, int k, int mb) {
 static ap_status run_passes(ap_rt_session *s) {
     rt_ctx *c = &s->c;
     for (int i = 0; i < s->nsched && c->st == AP_OK; i++) {
-        const rt_sched_item *it = &s->sched[i];
+        const ap_sim_pass *it = &s->sched[i];
         phase ph = phase_begin(c);
         if (it->fwd) {
             chunk_fwd(c, it->chunk, it->mb, &ph);

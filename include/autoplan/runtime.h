@@ -96,6 +96,7 @@ typedef struct ap_rt_op_record {  /* one operation of the last step's timeline *
     int16_t chunk;
     int32_t layer, mb;
     double begin_s, end_s;        /* seconds since the step began */
+    double peak_s;                /* when its live bytes were highest */
     int64_t peak_cat[AP_RT_NCAT]; /* live bytes per category at the op's own peak */
     int64_t end_cat[AP_RT_NCAT];  /* and after its last allocation or free */
 } ap_rt_op_record;
@@ -161,6 +162,11 @@ ap_json *ap_rt_report_to_json(const ap_rt_report *r);
 ap_status ap_rt_report_from_json(const ap_json *root, const char *where, ap_rt_report *out,
                                  ap_err *err);
 
+/* Chrome trace of a report's timelines (runtime/trace.c; the simulator's format with measured
+ * time): caller frees; NULL on OOM. ap_rt_trace_write writes it atomically. */
+ap_json *ap_rt_trace_json(const ap_rt_report *r);
+ap_status ap_rt_trace_write(const ap_rt_report *r, const char *path, ap_err *err);
+
 /* ---- ranks: communicator and session -------------------------------------------------------- */
 
 typedef struct ap_rt_comm ap_rt_comm;
@@ -225,6 +231,43 @@ ap_status ap_rt_session_set_param(ap_rt_session *s, int64_t index, double value,
  * {"format":"autoplan-params/1","dtype":"f32","tensors":[{"name","rows","cols","offset"}...]}
  * then the float32 values in canonical order, little endian. Collective. */
 ap_status ap_rt_session_save(ap_rt_session *s, const char *path, ap_err *err);
+
+/* ---- launching the ranks (runtime/launch.c) ------------------------------------------------- */
+
+typedef struct ap_rt_launch_opts {
+    int ranks;                 /* world size: tp * pp * dp */
+    const char *rank_bin;      /* the autoplan-rank worker */
+    const char *mpirun;        /* "mpirun" (searched in PATH) or a path */
+    const char *hostfile;      /* NULL or mpirun's --hostfile */
+    double timeout_s;          /* whole launch; 0 = none */
+    const char *tag;           /* passed to the ranks (--tag) to find them in the process table */
+    volatile int *cancel;      /* NULL, or set asynchronously (a signal) to stop the launch */
+} ap_rt_launch_opts;
+
+typedef struct ap_rt_launch_result {
+    int exit_code;             /* of mpirun (or of the direct worker); 128+N for signal N */
+    int timed_out, cancelled;
+    int direct;                /* ran as one rank of an existing launch */
+    int launch_rank;           /* that launch's rank (direct) */
+    double elapsed_s;
+    char *out;                 /* standard output (rank 0's report), NUL-terminated */
+    size_t out_len;
+    char *errtext;             /* standard error of the launch */
+    size_t err_len;
+} ap_rt_launch_result;
+
+/* 1 when this process is one rank of an mpirun (Open MPI, MPICH/Hydra) or srun launch, with its
+ * rank and the launch's size. */
+int ap_rt_launched_rank(int *rank, int *size);
+/* Run the ranks with `job` (ap_rt_job_to_json text) on rank 0's standard input; wait for them
+ * within the timeout. AP_OK when the processes could be run (look at res->exit_code), AP_ERR_IO
+ * when not, AP_ERR_INPUT when an existing launch has the wrong size. Caller frees res with
+ * ap_rt_launch_result_free. */
+ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch_result *res,
+                       ap_err *err);
+void ap_rt_launch_result_free(ap_rt_launch_result *r);
+/* The report text between rank 0's marker lines in `out` (borrowed), or NULL. */
+const char *ap_rt_result_text(const char *out, size_t *len);
 
 /* ---- prediction ------------------------------------------------------------------------------ */
 
