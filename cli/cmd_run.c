@@ -445,6 +445,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "steps", AP_FLAG_VALUE, "K", "optimizer steps (default 5)");
     ap_flags_add(fl, "seed", AP_FLAG_VALUE, "N", "seed of the initialisation and data (1234)");
     ap_flags_add(fl, "json", AP_FLAG_BOOL, NULL, "print the result as JSON");
+    ap_flags_add(fl, "no-bench", AP_FLAG_BOOL, NULL,
+                 "skip the host benchmark (~0.3 s): no time prediction");
     ap_flags_add(fl, "events", AP_FLAG_BOOL, NULL,
                  "with --json: every tracked allocation and free of each rank's setup and last "
                  "step");
@@ -519,7 +521,7 @@ int ap_cmd_run(int argc, char **argv) {
     const char *save = ap_flags_value(&fl, "save");
     if (save && snprintf(job.save_path, sizeof job.save_path, "%s", save) >= (int)sizeof job.save_path)
         return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--save: path too long"), &err);
-    job.bench = 1;
+    job.bench = !ap_flags_isset(&fl, "no-bench");
     job.trace = ap_flags_isset(&fl, "trace");
     job.record_events = ap_flags_isset(&fl, "events");
     if (job.record_events && !ap_flags_isset(&fl, "json"))

@@ -36,7 +36,7 @@ typedef float rt_real;
 
 /* ---- tracking allocator (alloc.c) ------------------------------------------------------------ */
 
-#define RT_HOST_CAT AP_RT_NCAT /* the host pool's index in rt_mem.cat */
+#define RT_HOST_CAT AP_RT_NCAT /* the host pool's index in rt_mem.cat and ap_rt_event.cat */
 
 typedef struct rt_mem_rec rt_mem_rec;
 struct rt_kernels;
@@ -438,6 +438,9 @@ void rt_zero_reset(rt_ctx *c);
 ap_status rt_zero_full(rt_ctx *c, rt_unit *u, int which, double *out);
 
 /* ---- the driver (run.c) ----------------------------------------------------------------------- */
+
+/* The rank behind a session (tests of single layers: tests/runtime/layercheck.c). */
+rt_ctx *rt_session_ctx(ap_rt_session *s);
 
 /* Host figures (bench.c). */
 ap_status rt_bench(rt_ctx *c, ap_rt_host_figures *out);

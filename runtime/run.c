@@ -39,6 +39,8 @@ struct ap_rt_session {
     int measured;
 };
 
+rt_ctx *rt_session_ctx(ap_rt_session *s) { return &s->c; }
+
 /* ---- errors, allocation, timed communication ---------------------------------------------- */
 
 ap_status rt_fail(rt_ctx *c, ap_status st, const char *fmt, ...) {

@@ -40,7 +40,8 @@ typedef enum {
     AP_RT_NCAT
 } ap_rt_category;
 
-/* "params", "grads", "optimizer", "activations", "temporaries", "comm" (static). */
+/* "params", "grads", "optimizer", "activations", "temporaries", "comm", and "host" for
+ * AP_RT_NCAT, the host pool (static). */
 const char *ap_rt_category_name(int cat);
 
 /* ---- what the runtime can run ------------------------------------------------------------- */
@@ -78,8 +79,9 @@ typedef struct ap_rt_job {
     int64_t fail_alloc;    /* tracked allocation (0 = never) */
 } ap_rt_job;
 
-/* Defaults: 5 steps, seed 1234, AdamW lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1
- * (the GPT-3 settings, Brown et al. 2020 Appendix B), nothing recorded, no fault. */
+/* Defaults: 5 steps, seed 1234, AdamW lr 1e-3, betas 0.9/0.95, eps 1e-5, weight decay 0.1
+ * (Llama 2's settings, Touvron et al. 2023 Sec. 2.2, with a larger learning rate for short
+ * runs), nothing recorded, no fault. */
 void ap_rt_job_init(ap_rt_job *j);
 
 /* JSON of a job: {"plan": <plan.json tree>, "steps", "seed", "optim": {...}, "bench", "trace",
@@ -105,7 +107,7 @@ typedef struct ap_rt_event {      /* one tracked allocation or free (record_even
     int64_t bytes;
     int32_t kind;                 /* ap_sim_kind (sim.h) of the tensor */
     int32_t layer, mb;
-    int8_t cat;                   /* ap_rt_category */
+    int8_t cat;                   /* ap_rt_category, or AP_RT_NCAT for the host pool */
     int8_t is_free;
     int8_t persistent;            /* allocated while setting up (model and optimizer states) */
     int8_t pad;
