@@ -443,6 +443,9 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "plan", AP_FLAG_VALUE, "FILE",
                  "run the plan in plan.json (its model and degrees; the runtime's layout)");
     ap_flags_add(fl, "steps", AP_FLAG_VALUE, "K", "optimizer steps (default 5)");
+    ap_flags_add(fl, "backend", AP_FLAG_VALUE, "B",
+                 "cpu (OpenBLAS, default) or cuda (cuBLAS + NCCL, one rank per GPU; builds with "
+                 "CUDA only)");
     ap_flags_add(fl, "seed", AP_FLAG_VALUE, "N", "seed of the initialisation and data (1234)");
     ap_flags_add(fl, "json", AP_FLAG_BOOL, NULL, "print the result as JSON");
     ap_flags_add(fl, "no-bench", AP_FLAG_BOOL, NULL,
@@ -522,6 +525,11 @@ int ap_cmd_run(int argc, char **argv) {
     if (save && snprintf(job.save_path, sizeof job.save_path, "%s", save) >= (int)sizeof job.save_path)
         return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--save: path too long"), &err);
     job.bench = !ap_flags_isset(&fl, "no-bench");
+    const char *backend = ap_flags_value(&fl, "backend");
+    if (backend && strcmp(backend, "cpu") && strcmp(backend, "cuda"))
+        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--backend: '%s' is not cpu or cuda",
+                                      backend), &err);
+    if (backend) snprintf(job.backend, sizeof job.backend, "%s", backend);
     job.trace = ap_flags_isset(&fl, "trace");
     job.record_events = ap_flags_isset(&fl, "events");
     if (job.record_events && !ap_flags_isset(&fl, "json"))
@@ -606,7 +614,9 @@ int ap_cmd_run(int argc, char **argv) {
     st = rj ? ap_rt_report_from_json(rj, "the ranks' report", &rep, &err) : AP_ERR_INTERNAL;
     ap_json_free(rj);
     if (st != AP_OK) return finish(ap_cli_fail(AP_ERR_INTERNAL, &err), &lr, &rep);
-    if (rep.hostfig.measured &&
+    /* time is predicted for CPU ranks (the cpu device with the measured figures); a GPU run's
+       memory prediction is the same layout's, its time is measured only */
+    if (rep.hostfig.measured && !strcmp(job.backend, "cpu") &&
         ap_rt_predict(&job.model, &job.plan, &rep.hostfig, &pred, &err) != AP_OK)
         ap_log(AP_LOG_WARN, "no time prediction: %s", err.msg);
     const char *trace = ap_flags_value(&fl, "trace");

@@ -23,6 +23,7 @@ struct rt_mem_rec {
     int64_t bytes;
     int32_t kind, layer, mb;
     int8_t cat;
+    int8_t on_host;   /* host memory (malloc) rather than the backend's */
 };
 
 #define TOMB ((void *)1)
@@ -125,7 +126,8 @@ static void account(rt_mem *m) {
 
 /* ---- allocate and free ------------------------------------------------------------------------- */
 
-void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes) {
+static void *alloc_rec(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes,
+                       int on_host) {
     if (bytes <= 0) return NULL;
     m->nallocs++;
     if (m->fail_at > 0 && m->nallocs == m->fail_at) {
@@ -133,7 +135,7 @@ void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t byte
         return NULL;
     }
     void *p = NULL;
-    if (cat == RT_HOST_CAT) {
+    if (on_host) {
         if (posix_memalign(&p, 64, (size_t)bytes) == 0) memset(p, 0, (size_t)bytes);
         else p = NULL;
     } else {
@@ -143,9 +145,9 @@ void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t byte
         m->oom = 1;
         return NULL;
     }
-    rt_mem_rec r = {p, bytes, kind, layer, mb, (int8_t)cat};
+    rt_mem_rec r = {p, bytes, kind, layer, mb, (int8_t)cat, (int8_t)on_host};
     if (insert(m, &r) != 0) {
-        if (cat == RT_HOST_CAT) free(p);
+        if (on_host) free(p);
         else m->k->release(p);
         m->oom = 1;
         return NULL;
@@ -155,6 +157,14 @@ void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t byte
     log_event(m, &r, 0);
     account(m);
     return p;
+}
+
+void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes) {
+    return alloc_rec(m, cat, kind, layer, mb, bytes, cat == RT_HOST_CAT || m->k->host_memory);
+}
+
+void *rt_mem_alloc_host(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes) {
+    return alloc_rec(m, cat, kind, layer, mb, bytes, 1);
 }
 
 int rt_mem_free(rt_mem *m, void *p) {
@@ -167,7 +177,7 @@ int rt_mem_free(rt_mem *m, void *p) {
     m->tomb++;
     m->cat[r.cat] -= r.bytes;
     if (r.cat != RT_HOST_CAT) m->live -= r.bytes;
-    if (r.cat == RT_HOST_CAT) free(p);
+    if (r.on_host) free(p);
     else m->k->release(p);
     log_event(m, &r, 1);
     account(m);
@@ -178,7 +188,7 @@ void rt_mem_release(rt_mem *m) {
     for (int64_t i = 0; i < m->cap; i++) {
         void *p = m->tab[i].p;
         if (!p || p == TOMB) continue;
-        if (m->tab[i].cat == RT_HOST_CAT) free(p);
+        if (m->tab[i].on_host) free(p);
         else m->k->release(p);
     }
     free(m->tab);

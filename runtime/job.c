@@ -30,6 +30,7 @@ void ap_rt_job_init(ap_rt_job *j) {
     j->plan.flash_attn = 0;
     j->steps = 5;
     j->seed = 1234;
+    snprintf(j->backend, sizeof j->backend, "cpu");
     /* Llama 2 (Touvron et al. 2023, Sec. 2.2): AdamW beta1 0.9, beta2 0.95, eps 1e-5, weight
        decay 0.1; the learning rate of GPT-3's smallest models (6e-4, Brown et al. 2020 Table
        2.1) rounded up, as a run here is a few steps. An eps well above fp32's rounding of the
@@ -151,6 +152,7 @@ ap_json *ap_rt_job_to_json(const ap_rt_job *j) {
     if (ok) ok = ap_json_add(root, "optim", opt) == AP_OK;
     else ap_json_free(opt);
     ok = ok && ap_json_add_number(root, "steps", j->steps) == AP_OK &&
+         ap_json_add_string(root, "backend", j->backend) == AP_OK &&
          ap_json_add_string(root, "seed", seed) == AP_OK &&
          ap_json_add_bool(root, "bench", j->bench) == AP_OK &&
          ap_json_add_bool(root, "trace", j->trace) == AP_OK &&
@@ -182,6 +184,11 @@ ap_status ap_rt_job_from_json(const ap_json *root, const char *where, ap_rt_job 
     if ((st = ap_json_get_int(root, "steps", 1, 1000000, &v, NULL, where, err)) != AP_OK)
         return st;
     j->steps = (int)v;
+    if ((st = ap_json_get_str(root, "backend", j->backend, sizeof j->backend, NULL, where, err)) !=
+        AP_OK)
+        return st;
+    if (strcmp(j->backend, "cpu") && strcmp(j->backend, "cuda"))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'backend' must be cpu or cuda", where);
     char seed[32];
     if ((st = ap_json_get_str(root, "seed", seed, sizeof seed, NULL, where, err)) != AP_OK)
         return st;

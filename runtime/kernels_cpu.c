@@ -435,6 +435,7 @@ void rt_adamw_host(int64_t n, rt_real *p, const rt_real *g, rt_real *m, rt_real 
 
 static const rt_kernels cpu = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .release = cpu_release,
     .upload = cpu_copy,
@@ -467,6 +468,7 @@ static const rt_kernels cpu = {
     .ce_bwd = ce_bwd,
     .adamw = rt_adamw_host,
     .sync = cpu_sync,
+    .last_error = NULL,
 };
 
 const rt_kernels *rt_kernels_cpu(void) { return &cpu; }

@@ -74,6 +74,9 @@ void rt_mem_release(rt_mem *m);
  * host memory); `kind`, `layer`, `mb` label it for the event log (kind: ap_sim_kind). NULL on
  * failure (m->oom set) and for bytes <= 0 (nothing counted). */
 void *rt_mem_alloc(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes);
+/* The same, counted under `cat` but in host memory whatever the backend (MPI's send pool on a
+ * GPU rank). */
+void *rt_mem_alloc_host(rt_mem *m, int cat, int kind, int layer, int mb, int64_t bytes);
 /* Free a tracked buffer (NULL is a no-op). Returns 0, or -1 for a pointer it does not track. */
 int rt_mem_free(rt_mem *m, void *p);
 /* Open a new operation in the timeline (closing the previous one); now_s: the clock. */
@@ -170,6 +173,7 @@ typedef struct rt_attn_shape {
 
 typedef struct rt_kernels {
     const char *name;                          /* "cpu", "cuda" */
+    int host_memory;                           /* buffers are host memory (MPI can read them) */
     /* memory: zeroed allocation, copies between host and backend, fills */
     void *(*alloc)(int64_t bytes);
     void (*release)(void *p);
@@ -244,11 +248,20 @@ typedef struct rt_kernels {
     void (*adamw)(int64_t n, rt_real *p, const rt_real *g, rt_real *m, rt_real *v,
                   const ap_rt_optim *o, int t);
     void (*sync)(void); /* wait for queued work (timers) */
+    /* the first failure of an asynchronous backend since start ("call: reason"), or NULL; NULL
+       pointer for backends that cannot fail asynchronously */
+    const char *(*last_error)(void);
 } rt_kernels;
 
 const rt_kernels *rt_kernels_cpu(void);
-/* The CUDA table (kernels_cuda.cu) or NULL where not built or no device (err says why). */
-const rt_kernels *rt_kernels_cuda(ap_err *err);
+/* The CUDA table (kernels_cuda.cu) on GPU local_rank of this host, or NULL with err saying why
+ * (no device, fewer GPUs than ranks on the host). Only in builds with the CUDA backend
+ * (AP_RT_HAVE_CUDA). */
+const rt_kernels *rt_kernels_cuda(int local_rank, ap_err *err);
+/* A group of the same ranks as `mpi` whose collectives run on device memory through NCCL
+ * (comm_nccl.c), its unique id broadcast over `mpi`; host operations (bytes, barrier) stay on
+ * `mpi`, which the new group owns. AP_RT_HAVE_CUDA builds only. */
+ap_status rt_nccl_group(rt_group *mpi, rt_group **out, ap_err *err);
 /* AdamW on host memory (the offloaded part, whatever the backend). */
 void rt_adamw_host(int64_t n, rt_real *p, const rt_real *g, rt_real *m, rt_real *v,
                    const ap_rt_optim *o, int t);

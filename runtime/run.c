@@ -113,19 +113,33 @@ ap_status rt_c_allgather(rt_ctx *c, rt_group *g, rt_real *buf, int64_t chunk) {
     return comm_done(c, g->ops->allgather(g, buf, chunk, &e), &e, t0);
 }
 
+/* Pipeline transfers go through MPI on host memory: a device backend stages them through a host
+ * copy (not counted: it lives for the call only). */
 ap_status rt_c_send(rt_ctx *c, rt_group *g, int dst, int tag, const void *buf, int64_t bytes) {
     if (c->st != AP_OK) return c->st;
     ap_err e = {{0}};
     double t0 = c->world->wtime();
     c->k->sync();
-    return comm_done(c, g->ops->send(g, dst, tag, buf, bytes, &e), &e, t0);
+    if (c->k->host_memory) return comm_done(c, g->ops->send(g, dst, tag, buf, bytes, &e), &e, t0);
+    void *host = malloc((size_t)bytes);
+    if (!host) return rt_fail(c, AP_ERR_NOMEM, "out of memory staging a send");
+    c->k->download(host, buf, bytes);
+    ap_status st = g->ops->send(g, dst, tag, host, bytes, &e);
+    free(host);
+    return comm_done(c, st, &e, t0);
 }
 
 ap_status rt_c_recv(rt_ctx *c, rt_group *g, int src, int tag, void *buf, int64_t bytes) {
     if (c->st != AP_OK) return c->st;
     ap_err e = {{0}};
     double t0 = c->world->wtime();
-    return comm_done(c, g->ops->recv(g, src, tag, buf, bytes, &e), &e, t0);
+    if (c->k->host_memory) return comm_done(c, g->ops->recv(g, src, tag, buf, bytes, &e), &e, t0);
+    void *host = malloc((size_t)bytes);
+    if (!host) return rt_fail(c, AP_ERR_NOMEM, "out of memory staging a receive");
+    ap_status st = g->ops->recv(g, src, tag, host, bytes, &e);
+    if (st == AP_OK) c->k->upload(buf, host, bytes);
+    free(host);
+    return comm_done(c, st, &e, t0);
 }
 
 /* ---- phases ----------------------------------------------------------------------------------- */
@@ -146,6 +160,57 @@ static void phase_end(rt_ctx *c, phase ph, double *acc) {
 /* the message tag of a pipeline transfer into chunk `dst_chunk` of micro-batch mb */
 static int p2p_tag(const rt_ctx *c, int fwd, int dst_chunk, int mb) {
     return ((mb * c->nchunks) + dst_chunk) * 2 + (fwd ? 0 : 1);
+}
+
+/* The GPU of this rank among the ranks of its host (Open MPI, MPICH, Slurm), else its rank. */
+static int local_rank(const rt_ctx *c) {
+    const char *v[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (getenv(v[i])) return atoi(getenv(v[i]));
+    return c->rank;
+}
+
+int ap_rt_cuda_available(ap_err *err) {
+#ifdef AP_RT_HAVE_CUDA
+    return rt_kernels_cuda(0, err) != NULL;
+#else
+    ap_err_set(err, AP_ERR_CUDA, "this build has no CUDA backend (CUDA toolkit, cuBLAS and NCCL "
+               "not found at configure time)");
+    return 0;
+#endif
+}
+
+static ap_status select_backend(rt_ctx *c) {
+    if (strcmp(c->job->backend, "cuda") != 0) {
+        c->k = rt_kernels_cpu();
+        return AP_OK;
+    }
+#ifdef AP_RT_HAVE_CUDA
+    ap_err e = {{0}};
+    c->k = rt_kernels_cuda(local_rank(c), &e);
+    if (!c->k) return rt_fail(c, AP_ERR_CUDA, "%s", e.msg);
+    return AP_OK;
+#else
+    (void)local_rank;
+    return rt_fail(c, AP_ERR_CUDA, "this build has no CUDA backend (CUDA toolkit, cuBLAS and NCCL "
+                   "not found at configure time)");
+#endif
+}
+
+/* A device backend's collectives run through NCCL over the same ranks. */
+static ap_status device_groups(rt_ctx *c) {
+    if (c->k->host_memory) return AP_OK;
+#ifdef AP_RT_HAVE_CUDA
+    rt_group **gs[] = {&c->tpg, &c->dpg, &c->tieg};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
+        if (!*gs[i] || (*gs[i])->size == 1) continue;
+        ap_err e = {{0}};
+        rt_group *n = NULL;
+        if (rt_nccl_group(*gs[i], &n, &e) != AP_OK) return rt_fail(c, AP_ERR_CUDA, "%s", e.msg);
+        *gs[i] = n;
+    }
+#endif
+    return AP_OK;
 }
 
 static ap_status make_groups(rt_ctx *c) {
@@ -261,9 +326,12 @@ static ap_status make_comm_buffers(rt_ctx *c) {
             if (cidx > 0) sends += c->m_mb;
         }
         c->pool_bytes = sends * (c->ns * c->h * RT_ELEM + RT_POOL_SLOT_OVERHEAD_BYTES);
-        c->pool = rt_alloc_bytes(c, AP_RT_CAT_COMM, AP_SIM_T_SEND_POOL, AP_SIM_LAYER_NONE, -1,
-                                 c->pool_bytes);
-        if (!c->pool) return c->st;
+        /* MPI copies buffered sends into it: host memory whatever the backend */
+        c->pool = rt_mem_alloc_host(&c->mem, AP_RT_CAT_COMM, AP_SIM_T_SEND_POOL,
+                                    AP_SIM_LAYER_NONE, -1, c->pool_bytes);
+        if (!c->pool)
+            return rt_fail(c, AP_ERR_NOMEM, "out of memory allocating the %lld-byte send pool",
+                           (long long)c->pool_bytes);
         ap_err e = {{0}};
         ap_status st = c->world->attach_pool(c->world, c->pool, c->pool_bytes, &e);
         if (st != AP_OK) return rt_fail(c, st, "%s", e.msg);
@@ -289,7 +357,12 @@ ap_status ap_rt_session_new(const ap_rt_job *job, ap_rt_comm *world, ap_rt_sessi
     c->p = job->plan;
     c->err = &s->err;
     c->world = world;
-    c->k = rt_kernels_cpu();
+    c->rank = ap_rt_comm_rank(world);
+    if (select_backend(c) != AP_OK) {
+        st = ap_err_set(err, c->st, "%s", s->err.msg);
+        free(s);
+        return st;
+    }
     rt_mem_init(&c->mem, c->k);
     c->mem.record = job->record_events;
     c->mem.timeline = job->trace;
@@ -303,6 +376,7 @@ ap_status ap_rt_session_new(const ap_rt_job *job, ap_rt_comm *world, ap_rt_sessi
 
     c->mem.setup = 1;
     st = make_groups(c);
+    if (st == AP_OK) st = device_groups(c);
     if (st == AP_OK) st = make_units(c);
     if (st == AP_OK) {
         c->sv = calloc((size_t)c->m_mb * (size_t)(c->nloc > 0 ? c->nloc : 1), sizeof *c->sv);
@@ -466,6 +540,8 @@ static ap_status chunk_bwd(rt_ctx *c, int k, int mb) {
 static ap_status run_passes(ap_rt_session *s) {
     rt_ctx *c = &s->c;
     for (int i = 0; i < s->nsched && c->st == AP_OK; i++) {
+        const char *kerr = c->k->last_error ? c->k->last_error() : NULL;
+        if (kerr) return rt_fail(c, AP_ERR_CUDA, "%s", kerr);
         const ap_sim_pass *it = &s->sched[i];
         phase ph = phase_begin(c);
         if (it->fwd) {

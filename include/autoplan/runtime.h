@@ -71,6 +71,7 @@ typedef struct ap_rt_job {
     int steps;             /* optimizer steps, >= 1 */
     uint64_t seed;         /* parameter init and synthetic data */
     ap_rt_optim optim;
+    char backend[8];       /* "cpu" (OpenBLAS) or "cuda" (cuBLAS + NCCL, one rank per GPU) */
     int bench;             /* measure host figures (GEMM, memory, p2p) before training */
     int trace;             /* keep the timeline of the last step (ops and category counters) */
     int record_events;     /* keep every allocation and free of the setup and the last step */
@@ -179,6 +180,9 @@ int ap_rt_comm_rank(const ap_rt_comm *c);
 int ap_rt_comm_size(const ap_rt_comm *c);
 
 typedef struct ap_rt_session ap_rt_session;
+
+/* 1 when this build has the CUDA backend and a GPU is visible; else 0 with err saying why. */
+int ap_rt_cuda_available(ap_err *err);
 
 /* Build this rank's share of the job (collective over `world`, whose size must equal
  * tp*pp*dp): communicators, parameters initialised from the seed exactly as a single rank

@@ -71,6 +71,7 @@ check_one 'sqlite3\.h' '^db/sqlite\.c$'
 check_one 'cjson/cJSON\.h' '^base/json\.c$'
 check_one 'cupti' '^profiler/cupti\.c$'
 check_one 'mpi\.h' '^runtime/comm_mpi\.c$'
+check_one 'nccl\.h' '^runtime/comm_nccl\.c$'
 
 [ $fail -eq 0 ] && echo "layout: ok"
 exit $fail
