@@ -451,6 +451,9 @@ static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
  * estimate's own 0.5 GiB + 64 MiB per communicator + 32 MiB, which was further from that
  * measurement (issue 13: one model of one thing). */
 double ap_mem_device_overhead_bytes(const ap_plan *p) {
+    /* the runtime's CPU ranks: no CUDA context, cuBLAS workspace or NCCL buffers (its own
+       communication buffers are tensors of its layout, sim/simrt.c) */
+    if (p->trainer == AP_TRAINER_RUNTIME) return 0;
     double b = 500.0 * AP_MIB + 2 * 32.0 * AP_MIB;
     int comms = 0;
     if (p->tp > 1) comms++;

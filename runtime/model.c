@@ -520,6 +520,29 @@ rt_real *rt_layer_fwd(rt_ctx *c, int loc, int mb, int mode, rt_real *x) {
 
 /* ---- a transformer layer: backward ------------------------------------------------------------ */
 
+/* A norm's backward with its residual: reduce the partial input gradient dy of the following
+ * column-parallel GEMM (reduce-scatter with sp), dx = norm backward + gx, then free dy, the
+ * norm's saved output, statistics and input, and gx. */
+static rt_real *norm_bwd_residual(rt_ctx *c, rt_unit *u, int mb, int kind_dy, int kind_dx,
+                                  int slot_w, int slot_b, rt_real *dy, rt_real **y, rt_real **st,
+                                  rt_real **x, rt_real *gx) {
+    int layer = u->layer;
+    int64_t ns = c->ns, h = c->h;
+    rt_real *dyr = reduce_rows(c, dy, TMP, kind_dy, layer, mb);
+    CHECK_ALLOC(dyr);
+    if (dyr != dy) FREE(dy);
+    rt_real *dx = rt_alloc(c, TMP, kind_dx, layer, mb, ns * h);
+    CHECK_ALLOC(dx);
+    c->k->norm_bwd(c->rms, ns, h, dyr, *x, W(u, slot_w), *st, dx, G(u, slot_w), G(u, slot_b));
+    c->k->add(ns, h, dx, dx, gx, NULL);
+    FREE(dyr);
+    FREE(*y);
+    FREE(*st);
+    FREE(*x);
+    FREE(gx);
+    return dx;
+}
+
 rt_real *rt_layer_bwd(rt_ctx *c, int loc, int mb, rt_real *g) {
     const rt_kernels *k = c->k;
     rt_unit *u = &c->units[loc];
@@ -563,21 +586,10 @@ rt_real *rt_layer_bwd(rt_ctx *c, int loc, int mb, rt_real *g) {
     k->gemm_nn(n, h, uL, du, uL, W(u, S_W1), h, 0, dy2, h);
     FREE(y2g);
     FREE(du);
-    rt_real *dy2r = reduce_rows(c, dy2, TMP, AP_SIM_T_LN2_OUT, layer, mb);
-    CHECK_ALLOC(dy2r);
-    if (dy2r != dy2) FREE(dy2);
     /* second norm, residual */
-    rt_real *dx2 = A(TMP, LN2_IN, layer, ns * h);
-    CHECK_ALLOC(dx2);
-    k->norm_bwd(c->rms, ns, h, dy2r, sv->x2, W(u, S_LN2W), sv->st2, dx2, G(u, S_LN2W),
-                G(u, S_LN2B));
-    k->add(ns, h, dx2, dx2, gx, NULL);
-    FREE(dy2r);
-    FREE(sv->y2);
-    FREE(sv->st2);
-    FREE(sv->x2);
-    FREE(gx);
-    gx = dx2;
+    gx = norm_bwd_residual(c, u, mb, AP_SIM_T_LN2_OUT, AP_SIM_T_LN2_IN, S_LN2W, S_LN2B, dy2,
+                           &sv->y2, &sv->st2, &sv->x2, gx);
+    CHECK_ALLOC(gx);
 
     /* attention: output projection */
     if (c->bias) k->colsum(ns, h, gx, h, G(u, S_BO));
@@ -623,21 +635,9 @@ rt_real *rt_layer_bwd(rt_ctx *c, int loc, int mb, rt_real *g) {
     FREE(y1g);
     FREE(dqkv);
     FREE(sv->qkv);
-    rt_real *dy1r = reduce_rows(c, dy1, TMP, AP_SIM_T_LN1_OUT, layer, mb);
-    CHECK_ALLOC(dy1r);
-    if (dy1r != dy1) FREE(dy1);
     /* first norm, residual */
-    rt_real *dx = A(TMP, INPUT, layer, ns * h);
-    CHECK_ALLOC(dx);
-    k->norm_bwd(c->rms, ns, h, dy1r, sv->x, W(u, S_LN1W), sv->st1, dx, G(u, S_LN1W),
-                G(u, S_LN1B));
-    k->add(ns, h, dx, dx, gx, NULL);
-    FREE(dy1r);
-    FREE(sv->y1);
-    FREE(sv->st1);
-    FREE(sv->x);
-    FREE(gx);
-    return dx;
+    return norm_bwd_residual(c, u, mb, AP_SIM_T_LN1_OUT, AP_SIM_T_INPUT, S_LN1W, S_LN1B, dy1,
+                             &sv->y1, &sv->st1, &sv->x, gx);
 }
 
 /* ---- embedding ------------------------------------------------------------------------------- */

@@ -573,11 +573,8 @@ static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
 
 /* ---- one rank --------------------------------------------------------------------------- */
 
-/* The rank's share of the plan: its chunks and layers (with each chunk's recompute count),
- * the sharding factors of dense and expert states, and the trainer's memory behaviours. */
-static void gen_layout(gen *g, const ap_sim *s, int stage) {
-    const ap_model *m = &s->m;
-    const ap_plan *p = &s->p;
+void ap_simg_place(gen *g, const ap_model *m, const ap_plan *p, int stage) {
+    memset(g, 0, sizeof *g);
     g->m = m;
     g->p = p;
     g->caps = ap_trainer_get(p->trainer);
@@ -598,6 +595,14 @@ static void gen_layout(gen *g, const ap_sim *s, int stage) {
             K = p->stage_recompute[c];
         g->ck_rc[k] = K;
     }
+}
+
+/* The rank's share of the plan: its chunks and layers (with each chunk's recompute count),
+ * the sharding factors of dense and expert states, and the trainer's memory behaviours. */
+static void gen_layout(gen *g, const ap_sim *s, int stage) {
+    const ap_model *m = &s->m;
+    const ap_plan *p = &s->p;
+    ap_simg_place(g, m, p, stage);
     g->nunits = g->nloc + 2;
     g->u_embed = g->nloc;
     g->u_head = g->nloc + 1;
@@ -800,7 +805,7 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     gen_buffers(&g, s);
     /* the replay: persistent states, the pipeline schedule, the optimizer step */
     if (!g.nomem) {
-        if (p->trainer == AP_TRAINER_RUNTIME) {
+        if (s->p.trainer == AP_TRAINER_RUNTIME) {
             ap_simrt_generate(&g); /* the runtime's own layout (simrt.c) */
         } else {
             setup_states(&g);

@@ -106,6 +106,9 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
                        int is_grad);
 /* Free tensor id (ignored for -1); a double free marks the rank as broken (bad_free). */
 void ap_simg_free(gen *g, int32_t id);
+/* A zeroed generator for pipeline rank `stage` of plan p: the rank's chunks, their layers and
+ * full-recompute counts (no allocator, no arrays). */
+void ap_simg_place(gen *g, const ap_model *m, const ap_plan *p, int stage);
 /* Close the current operation and open a new one. */
 void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb);
 /* The runtime trainer's iteration (simrt.c): its model states, schedule and tensors. */

@@ -284,10 +284,29 @@ static int32_t layer_fwd(rtg *r, int loc, int32_t mb, int mode) {
     return out;
 }
 
+/* The row-parallel reduction of dy (reduce-scatter with sp), the norm's input gradient, then the
+ * frees of dy, the norm's saved output, statistics and input, and the residual gradient gx. */
+static int32_t norm_bwd_residual(rtg *r, int32_t L, int32_t mb, int kind_dy, int kind_dx,
+                                 int32_t dy, int32_t y, int32_t st, int32_t x, int32_t gx) {
+    gen *g = r->g;
+    if (r->sp) {
+        int32_t red = T(g, kind_dy, OTH, L, mb, r->ns * r->h * E, 1);
+        F(g, dy);
+        dy = red;
+    }
+    int32_t dx = T(g, kind_dx, OTH, L, mb, r->ns * r->h * E, 1);
+    F(g, dy);
+    F(g, y);
+    F(g, st);
+    F(g, x);
+    F(g, gx);
+    return dx;
+}
+
 static int32_t layer_bwd(rtg *r, int loc, int32_t mb, int32_t gx) {
     gen *g = r->g;
     int32_t L = r->u[loc].layer;
-    int64_t n = r->n, ns = r->ns, h = r->h;
+    int64_t n = r->n, h = r->h;
     rtsv *sv = SVP(mb, loc);
     /* MLP */
     int32_t gdn = r->sp ? T(g, AP_SIM_T_SP_GATHER, OTH, L, mb, n * h * E, 1) : -1;
@@ -301,18 +320,8 @@ static int32_t layer_bwd(rtg *r, int loc, int32_t mb, int32_t gx) {
     int32_t dy2 = T(g, AP_SIM_T_LN2_OUT, OTH, L, mb, n * h * E, 1);
     F(g, y2g);
     F(g, du);
-    if (r->sp) {
-        int32_t red = T(g, AP_SIM_T_LN2_OUT, OTH, L, mb, ns * h * E, 1);
-        F(g, dy2);
-        dy2 = red;
-    }
-    int32_t dx2 = T(g, AP_SIM_T_LN2_IN, OTH, L, mb, ns * h * E, 1);
-    F(g, dy2);
-    F(g, sv->y2);
-    F(g, sv->st2);
-    F(g, sv->x2);
-    F(g, gx);
-    gx = dx2;
+    gx = norm_bwd_residual(r, L, mb, AP_SIM_T_LN2_OUT, AP_SIM_T_LN2_IN, dy2, sv->y2, sv->st2,
+                           sv->x2, gx);
     /* attention */
     int32_t go = r->sp ? T(g, AP_SIM_T_SP_GATHER, OTH, L, mb, n * h * E, 1) : -1;
     int32_t dctx = T(g, AP_SIM_T_ATTN_CTX, OTH, L, mb, n * r->aL * r->d * E, 1);
@@ -329,17 +338,8 @@ static int32_t layer_bwd(rtg *r, int loc, int32_t mb, int32_t gx) {
     F(g, y1g);
     F(g, dqkv);
     F(g, sv->qkv);
-    if (r->sp) {
-        int32_t red = T(g, AP_SIM_T_LN1_OUT, OTH, L, mb, ns * h * E, 1);
-        F(g, dy1);
-        dy1 = red;
-    }
-    int32_t dx = T(g, AP_SIM_T_INPUT, OTH, L, mb, ns * h * E, 1);
-    F(g, dy1);
-    F(g, sv->y1);
-    F(g, sv->st1);
-    F(g, sv->x);
-    F(g, gx);
+    int32_t dx = norm_bwd_residual(r, L, mb, AP_SIM_T_LN1_OUT, AP_SIM_T_INPUT, dy1, sv->y1,
+                                   sv->st1, sv->x, gx);
     memset(sv, 0xff, sizeof *sv);
     return dx;
 }
@@ -565,20 +565,7 @@ void ap_simrt_generate(gen *g) {
 int64_t ap_sim_runtime_host_bytes(const ap_model *m, const ap_plan *p, int stage) {
     /* the same units as the generator; only their offloaded shares matter */
     gen g;
-    memset(&g, 0, sizeof g);
-    g.m = m;
-    g.p = p;
-    g.stage = stage;
-    g.pp = p->pp;
-    g.vp = p->vp > 0 ? p->vp : 1;
-    g.L = m->layers;
-    for (int k = 0; k < g.vp; k++) {
-        int c = k * g.pp + stage;
-        g.ck_first[k] = ap_plan_chunk_first_layer(p, g.L, c);
-        g.ck_n[k] = ap_plan_chunk_layers(p, g.L, c);
-        g.ck_base[k] = g.nloc;
-        g.nloc += g.ck_n[k];
-    }
+    ap_simg_place(&g, m, p, stage);
     rtg r;
     memset(&r, 0, sizeof r);
     dims(&r, &g);

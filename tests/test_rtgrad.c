@@ -24,28 +24,7 @@ int main(int argc, char **argv) {
 }
 #else
 #include "autoplan/runtime.h"
-
-static void small_model(ap_model *m, int llama) {
-    ap_model_init(m);
-    snprintf(m->name, sizeof m->name, "%s", llama ? "small-llama" : "small-gpt");
-    snprintf(m->model_type, sizeof m->model_type, "native");
-    m->layers = 2;
-    m->hidden = 8;
-    m->heads = 4;
-    m->kv_heads = llama ? 2 : 4;
-    m->head_dim = 2;
-    m->ffn_hidden = llama ? 12 : 16;
-    m->vocab = 16;
-    m->seq_len = 6;
-    m->act = llama ? AP_ACT_SWIGLU : AP_ACT_GELU;
-    m->norm = llama ? AP_NORM_RMSNORM : AP_NORM_LAYERNORM;
-    m->pos = llama ? AP_POS_ROTARY : AP_POS_LEARNED;
-    m->learned_pos = llama ? 0 : 8;
-    m->tied_embeddings = !llama;
-    m->bias = !llama;
-    m->norms_per_layer = 2;
-    m->final_norm = 1;
-}
+#include "runtime/small_model.h"
 
 /* One model and plan: analytical gradients of all tensors vs central differences at up to 4
  * elements of each. Returns the worst relative error. */
@@ -112,8 +91,9 @@ static double check_model(const ap_model *m, ap_recompute rc) {
 static void test_gradients(void) {
     static const char *rcn[] = {"none", "selective", "full"};
     for (int fam = 0; fam < 2; fam++) {
+        /* 2 layers, h 8, 4 heads of 2 (GQA with 2 kv heads for llama), sequence 6 */
         ap_model m;
-        small_model(&m, fam == 0);
+        small_model(&m, fam == 0, 2, 8, 4, fam == 0 ? 2 : 4, fam == 0 ? 12 : 16, 16, 6);
         for (int rc = 0; rc < 3; rc++) {
             double worst = check_model(&m, (ap_recompute)rc);
             fprintf(stderr, "  %s recompute %s: worst relative error %.2g\n", m.name, rcn[rc],
@@ -123,7 +103,7 @@ static void test_gradients(void) {
     }
     /* q/k/v biases alone (Qwen2) with a tied head and GQA */
     ap_model m;
-    small_model(&m, 1);
+    small_model(&m, 1, 2, 8, 4, 2, 12, 16, 6);
     m.qkv_bias = 1;
     m.tied_embeddings = 1;
     snprintf(m.name, sizeof m.name, "small-qwen");

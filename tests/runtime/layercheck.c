@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "rt_int.h"
+#include "small_model.h"
 
 /* deterministic inputs: standard-ish values from a hash */
 static double val(uint64_t seed, int64_t i) {
@@ -26,28 +27,6 @@ static double val(uint64_t seed, int64_t i) {
     x *= 0x94d049bb133111ebULL;
     x ^= x >> 29;
     return ((double)(x >> 11) / 9007199254740992.0 - 0.5) * 2.0;
-}
-
-static void small_model(ap_model *m, int llama, int tp) {
-    ap_model_init(m);
-    snprintf(m->name, sizeof m->name, "%s", llama ? "small-llama" : "small-gpt");
-    snprintf(m->model_type, sizeof m->model_type, "native");
-    m->layers = 1;
-    m->hidden = 16;
-    m->heads = 8;
-    m->kv_heads = llama ? (tp > 2 ? 4 : 2) : 8;
-    m->head_dim = 2;
-    m->ffn_hidden = 32;
-    m->vocab = 32;
-    m->seq_len = 8;
-    m->act = llama ? AP_ACT_SWIGLU : AP_ACT_GELU;
-    m->norm = llama ? AP_NORM_RMSNORM : AP_NORM_LAYERNORM;
-    m->pos = llama ? AP_POS_ROTARY : AP_POS_LEARNED;
-    m->learned_pos = llama ? 0 : 8;
-    m->tied_embeddings = !llama;
-    m->bias = !llama;
-    m->norms_per_layer = 2;
-    m->final_norm = 1;
 }
 
 /* Host copy of `rows` rows of width h of a tracked buffer, prefixed by their first global row. */
@@ -189,7 +168,8 @@ static int run_case(ap_rt_comm *w, int llama, int sp, int recompute) {
     int T = ap_rt_comm_size(w), rank = ap_rt_comm_rank(w);
     ap_rt_job job;
     ap_rt_job_init(&job);
-    small_model(&job.model, llama, T);
+    /* one layer, h 16, 8 heads of 2; GQA for llama with kv heads tp divides; sequence 8 */
+    small_model(&job.model, llama, 1, 16, 8, llama ? (T > 2 ? 4 : 2) : 8, 32, 32, 8);
     job.plan.tp = T;
     job.plan.dp = 1;
     job.plan.seq = 8;
