@@ -239,7 +239,8 @@ static ap_status resolve_hetero(const ap_request *rq, ap_plan *p, ap_err *err) {
 }
 
 /* The plan members given, over "nothing pinned" (degrees, micro-batch and global batch 0, ZeRO
- * -1); the sequence defaults to the model's, the dtype to bf16 (fp16 where the GPU has none). */
+ * -1); the sequence defaults to the model's, the dtype to bf16 (fp16 where the GPU has none,
+ * fp32 on the cpu device). */
 static ap_status resolve_pins(const ap_request *rq, ap_resolved *r, ap_err *err) {
     ap_plan *p = &r->plan;
     ap_plan_init(p);
@@ -247,7 +248,9 @@ static ap_status resolve_pins(const ap_request *rq, ap_resolved *r, ap_err *err)
     p->mbs = p->gbs = 0;
     p->zero = -1;
     p->seq = r->model.seq_len;
-    if (r->cluster.gpu.peak_flops[AP_DTYPE_BF16] <= 0) p->dtype = AP_DTYPE_FP16; /* V100, T4 */
+    /* V100, T4: no bf16; the cpu device (autoplan run's ranks) computes in fp32 */
+    if (r->cluster.gpu.peak_flops[AP_DTYPE_BF16] <= 0)
+        p->dtype = r->cluster.gpu.peak_flops[AP_DTYPE_FP16] > 0 ? AP_DTYPE_FP16 : AP_DTYPE_FP32;
     int n;
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++)

@@ -6,26 +6,32 @@
  * estimate.c), the rate of the plan's attention-score GEMM shape, streaming memory bandwidth,
  * and the point-to-point latency and bandwidth between world ranks 0 and 1. Rank 0's figures are
  * the report's. About a quarter of a second; buffers are not tracked (they are not training
- * memory).
+ * memory). Figures taken while every rank measures are the contended ones the run sees when
+ * ranks share cores.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_int.h"
 
-/* Repeat f until at least min_s has passed; seconds per call. */
+/* Seconds per call of f: five blocks of calls, each at least min_s / 5 long; the fastest block
+ * (the achievable rate: interference from other processes only ever slows a block down). */
 static double time_per_call(rt_ctx *c, void (*f)(void *), void *arg, double min_s) {
     f(arg); /* warm up: first touches, code paths */
     c->k->sync();
-    int reps = 0;
-    double t0 = c->world->wtime(), t;
-    do {
-        f(arg);
-        reps++;
-        c->k->sync();
-        t = c->world->wtime() - t0;
-    } while (t < min_s && reps < 1000000);
-    return t / reps;
+    double best = -1;
+    for (int blk = 0; blk < 5; blk++) {
+        int reps = 0;
+        double t0 = c->world->wtime(), t;
+        do {
+            f(arg);
+            reps++;
+            c->k->sync();
+            t = c->world->wtime() - t0;
+        } while (t < min_s / 5 && reps < 1000000);
+        if (best < 0 || t / reps < best) best = t / reps;
+    }
+    return best;
 }
 
 typedef struct gemm_arg {
@@ -72,8 +78,17 @@ ap_status rt_bench(rt_ctx *c, ap_rt_host_figures *out) {
     out->gemm_flops_per_s = big;
     if (small > 0 && big > small) out->gemm_half_flops = 2.0 * 64 * 64 * 64 * (big / small - 1.0);
     out->attn_flops_per_s = gemm_rate(c, c->s, c->s, c->d, 0.03);
-    /* streaming copy of 32 MiB, beyond the caches: 2 bytes moved per byte copied */
-    copy_arg cp = {c->k, c->k->alloc(32 << 20), c->k->alloc(32 << 20), 32 << 20};
+    /* streaming copy of the plan's largest per-layer activation (the attention probabilities
+       or the MLP's up projection of one micro-batch: what the elementwise kernels stream; a
+       small model's fits in the caches, a large one's does not), 64 KiB to 64 MiB; 2 bytes
+       moved per byte copied */
+    int64_t act = c->b * c->aL * c->s * c->s;
+    int64_t uL = c->swiglu ? 2 * c->fL : c->fL;
+    if (c->n * uL > act) act = c->n * uL;
+    int64_t bytes = act * RT_ELEM;
+    if (bytes < (64 << 10)) bytes = 64 << 10;
+    if (bytes > (64 << 20)) bytes = 64 << 20;
+    copy_arg cp = {c->k, c->k->alloc(bytes), c->k->alloc(bytes), bytes};
     if (cp.a && cp.b) out->mem_bytes_per_s = 2.0 * (double)cp.bytes / time_per_call(c, run_copy, &cp, 0.05);
     c->k->release(cp.a);
     c->k->release(cp.b);
@@ -81,15 +96,21 @@ ap_status rt_bench(rt_ctx *c, ap_rt_host_figures *out) {
        one-way time of 4 MiB */
     if (c->wg->size > 1) {
         ap_err e = {{0}};
-        double lat = 0, bw = 0;
-        /* everyone has finished the compute benchmarks before ranks 0 and 1 time messages */
+        /* everyone has finished the compute benchmarks before ranks 0 and 1 time messages;
+           the fastest of five blocks, as above */
+        double lat = -1, bw = -1;
         ap_status st = c->wg->ops->barrier(c->wg, &e);
-        if (st == AP_OK) st = c->wg->ops->pingpong(c->wg, 1, 8, 200, &lat, &e);
-        if (st == AP_OK) st = c->wg->ops->pingpong(c->wg, 1, 4 << 20, 10, &bw, &e);
+        for (int blk = 0; blk < 5 && st == AP_OK; blk++) {
+            double a = 0, b = 0;
+            st = c->wg->ops->pingpong(c->wg, 1, 8, 50, &a, &e);
+            if (st == AP_OK) st = c->wg->ops->pingpong(c->wg, 1, 4 << 20, 2, &b, &e);
+            if (lat < 0 || a < lat) lat = a;
+            if (bw < 0 || b < bw) bw = b;
+        }
         if (st != AP_OK) return rt_fail(c, st, "benchmark: %s", e.msg);
         if (c->rank == 0) {
-            out->p2p_latency_s = lat / (2.0 * 200);
-            out->p2p_bytes_per_s = bw > 0 ? (double)(4 << 20) * 2.0 * 10 / bw : 0;
+            out->p2p_latency_s = lat / (2.0 * 50);
+            out->p2p_bytes_per_s = bw > 0 ? (double)(4 << 20) * 2.0 * 2 / bw : 0;
         }
     }
     out->measured = out->gemm_flops_per_s > 0 && out->mem_bytes_per_s > 0;
