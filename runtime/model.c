@@ -20,7 +20,7 @@
  *
  * Memory: every tensor comes from the tracking allocator with its category and is freed at its
  * last use; the order of allocations and frees below is the runtime's activation layout, which
- * the simulator reproduces from the plan (costmodel/simrt.c) and tests compare event by event.
+ * the simulator reproduces from the plan (sim/simrt.c) and tests compare event by event.
  */
 #include <math.h>
 #include <stdio.h>

@@ -402,8 +402,9 @@ ap_status rt_c_recv(rt_ctx *c, rt_group *g, int src, int tag, void *buf, int64_t
 
 /* Tensors of every unit on this rank, their local sizes and flat offsets. */
 ap_status rt_model_layout(rt_ctx *c);
-/* Initialise the parameters of unit u (full buffer w, or the ZeRO-3 shard) from the seed, by
- * global element index, so every sharding gets the same values. */
+/* The initial values of unit u's flat elements [lo, hi) into dst[0 .. hi-lo) (host memory), from
+ * the seed by canonical tensor and global element index, so every sharding gets the same
+ * values. */
 void rt_model_init_unit(rt_ctx *c, rt_unit *u, rt_real *dst, int64_t lo, int64_t hi);
 
 enum { RT_MODE_SAVE = 0, RT_MODE_DISCARD, RT_MODE_RECOMPUTE };
