@@ -282,6 +282,14 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_grad = 0, .overlap_param = 0, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 4,
         .dp_shard_required_with_tp = 0,
+        /* scores materialised (runtime/kernels_cpu.c); kernels are C calls, no launch cost; fp32
+         * reductions once per step per unit (a layer), ZeRO-3 gathers per unit; every tp rank
+         * sends its whole activation between stages (its row block with sp) */
+        .attn_ampere = AP_ATTN_UNFUSED, .attn_hopper = AP_ATTN_UNFUSED,
+        .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
+        .launches_per_layer = 0, .grad_reduce_bytes = 4, .dp_bucket_params = 0,
+        .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
+        .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 0,
     },
 };
 

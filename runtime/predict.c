@@ -6,7 +6,8 @@
  * the allocated peak, the categories at it and each category's maximum defined exactly as the
  * runtime's tracker defines them; the host pool from its formula; time per phase from the cost
  * model (estimate.c) on the cpu device with the host figures the ranks measured in place of its
- * peak, bandwidths and latency (ap_rt_cluster).
+ * peak, bandwidths and latency (ap_rt_cluster) and its GEMM efficiency curve as a measured
+ * kernel profile (profile.h).
  *
  * Time mapping (docs/runtime.md): forward and backward = the stage's per-micro-batch times
  * times the micro-batches, less the tensor-parallel communication, which with the pipeline
@@ -18,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "autoplan/estimate.h"
+#include "autoplan/profile.h"
 #include "autoplan/runtime.h"
 #include "autoplan/sim.h"
 
@@ -70,18 +74,64 @@ static void host_calib(const ap_rt_host_figures *h, ap_calib *cal) {
     cal->mem_bound_eff = 1.0;
 }
 
+/* The measured GEMM rates as a kernel profile of the cpu device (profile.h rows, op "gemm",
+ * fp32): the large product, the small one and the plan's attention-score shape, so the cost
+ * model reads this host's own efficiency curve (kernels.c interpolates it over log2 FLOPs)
+ * instead of the catalog's borrowed GPU ceiling. */
+static ap_status host_profile(const ap_plan *p, const ap_model *m, const ap_rt_host_figures *h,
+                              ap_profile *prof, ap_err *err) {
+    ap_profile_init(prof);
+    snprintf(prof->name, sizeof prof->name, "autoplan-run");
+    snprintf(prof->gpu, sizeof prof->gpu, "cpu");
+    struct {
+        double m, n, k, rate;
+    } g[3] = {{512, 512, 512, h->gemm_flops_per_s}, {64, 64, 64, 0},
+              {(double)p->seq, (double)p->seq, (double)m->head_dim, h->attn_flops_per_s}};
+    /* the small product's rate from the two-point fit: rate = big / (1 + F_half / F) */
+    double fs = 2.0 * 64 * 64 * 64;
+    g[1].rate = h->gemm_half_flops > 0 ? h->gemm_flops_per_s / (1.0 + h->gemm_half_flops / fs)
+                                       : h->gemm_flops_per_s;
+    for (int i = 0; i < 3; i++) {
+        if (g[i].rate <= 0) continue;
+        ap_profile_row r;
+        memset(&r, 0, sizeof r);
+        snprintf(r.gpu, sizeof r.gpu, "cpu");
+        snprintf(r.op, sizeof r.op, "gemm");
+        snprintf(r.shape, sizeof r.shape, "m=%.0f,n=%.0f,k=%.0f", g[i].m, g[i].n, g[i].k);
+        snprintf(r.dtype, sizeof r.dtype, "fp32");
+        r.time_s = 2.0 * g[i].m * g[i].n * g[i].k / g[i].rate;
+        r.samples = 5;
+        snprintf(r.mig_mode, sizeof r.mig_mode, "off");
+        snprintf(r.source_run, sizeof r.source_run, "autoplan-run");
+        snprintf(r.source, sizeof r.source, "runtime/bench.c: OpenBLAS sgemm, every rank at once");
+        ap_status st = ap_profile_add(prof, &r, err);
+        if (st != AP_OK) return st;
+    }
+    return AP_OK;
+}
+
 static ap_status predict_time(const ap_model *m, const ap_plan *p, const ap_rt_host_figures *h,
                               ap_rt_prediction *out, ap_err *err) {
     ap_cluster c;
     ap_rt_cluster(p->tp * p->pp * p->dp, h, &c);
     ap_calib cal;
     host_calib(h, &cal);
+    ap_profile prof;
+    ap_status pst = host_profile(p, m, h, &prof, err);
+    if (pst != AP_OK) {
+        ap_profile_free(&prof);
+        return pst;
+    }
     ap_estimate_opts o;
     ap_estimate_opts_init(&o);
     o.calib = &cal;
+    o.profile = &prof;
     o.headroom_bytes = 0;
     ap_estimate *e = malloc(sizeof *e);
-    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    if (!e) {
+        ap_profile_free(&prof);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    }
     ap_status st = ap_estimate_plan(m, &c, p, &o, e, err);
     if (st == AP_OK) {
         const ap_time *t = &e->time;
@@ -97,6 +147,7 @@ static ap_status predict_time(const ap_model *m, const ap_plan *p, const ap_rt_h
         out->time_predicted = 1;
     }
     free(e);
+    ap_profile_free(&prof);
     return st;
 }
 
