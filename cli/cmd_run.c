@@ -72,6 +72,20 @@ static ap_status plan_from_file(ap_flags *fl, const char *path, ap_cli_ctx *ctx,
     if (gpus > 0 && gpus != need)
         return ap_err_set(err, AP_ERR_INPUT, "--gpus %lld: %s runs on tp*pp*cp*dp = %d ranks",
                           (long long)gpus, path, need);
+    /* A GPU trainer's placement the runtime can run as plain fractions: Gemini static with the
+       parameters fully sharded (its fractions are the plan's offload fractions) and DeepSpeed's
+       CPU offload; what decides at run time or needs NVMe is refused. */
+    ap_plan_hetero *h = &ctx->plan.hetero;
+    if (h->placement == AP_GEMINI_AUTO)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: Gemini's auto placement moves chunks at run "
+                          "time; the runtime runs fixed offload fractions", path);
+    if (h->placement == AP_GEMINI_STATIC && h->shard_param_frac < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: Gemini shard_param_frac %g; the runtime shards "
+                          "all parameters with ZeRO-3", path, h->shard_param_frac);
+    if (h->ds_optimizer == AP_OFFLOAD_DEV_NVME || h->ds_params == AP_OFFLOAD_DEV_NVME)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: NVMe offload is not implemented by the runtime "
+                          "(host memory is)", path);
+    memset(h, 0, sizeof *h); /* plain fractions, as ap_plan_init leaves them */
     if (ctx->plan.trainer != AP_TRAINER_RUNTIME)
         fprintf(stderr, "autoplan run: %s targets %s on %s; running its degrees and options with "
                 "the runtime (fp32 on CPU ranks)\n", path, ap_trainer_name(ctx->plan.trainer),

@@ -219,6 +219,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
     ap_estimate closest;
     int have_closest = 0;
     for (int t = 0; t < AP_TRAINER_COUNT; t++) {
+        if (t == AP_TRAINER_RUNTIME) continue; /* autoplan run's CPU executor, not a GPU trainer */
         ap_search_opts so;
         ap_search_opts_init(&so);
         so.fixed.trainer = (ap_trainer_id)t;

@@ -99,6 +99,10 @@ ap_status ap_rt_check(const ap_model *m, const ap_plan *p, ap_err *err) {
     if (p->overlap_grad || p->overlap_param || p->overlap_tp)
         REFUSE("runtime: communication is not overlapped with compute (drop --overlap)");
     if (p->flash_attn) REFUSE("runtime: attention materialises its scores (no flash attention)");
+    if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
+        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE)
+        REFUSE("runtime: Gemini placements and DeepSpeed offload devices are other trainers'; the "
+               "runtime keeps the plan's optimizer offload fraction in host memory");
     int t = p->tp;
     if (t < 1 || p->pp < 1 || p->dp < 1) REFUSE("runtime: degrees must be >= 1");
     if (m->heads % t || m->kv_heads % t)

@@ -41,7 +41,9 @@ int main(int argc, char **argv) {
     return 77;
 }
 #else
+#include "autoplan/hetero.h"
 #include "autoplan/json.h"
+#include "autoplan/planio.h"
 #include "autoplan/runtime.h"
 #include "autoplan/sim.h"
 
@@ -242,6 +244,12 @@ static void test_refusals(void) {
     p.grad_accum = 1; /* interleaving needs micro-batches % pp == 0 */
     p.gbs = 1;
     refused(&m, &p, "multiple of pp");
+    p = j.plan;
+    p.hetero.placement = AP_GEMINI_STATIC;
+    refused(&m, &p, "Gemini placements");
+    p = j.plan;
+    p.hetero.ds_optimizer = AP_OFFLOAD_DEV_CPU;
+    refused(&m, &p, "DeepSpeed offload devices");
     ap_model moe = load(tl_path("examples/models/mixtral-8x7b.json"));
     refused(&moe, &j.plan, "MoE");
     ap_model gpt = load(gpt_path);
@@ -792,6 +800,43 @@ static void test_db_trace_plan(const char *dir) {
     CHECK_CONTAINS(out, "stored as run:1");
     free(out);
     free(err);
+    /* a GPU plan whose placement the runtime cannot run as fixed fractions is refused, one
+       whose placement is fixed fractions runs them */
+    ap_model m = load(llama_path);
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 2, &c);
+    ap_rt_job gj = small_job(&m, 16, 1, 2);
+    gj.plan.dp = 2;
+    gj.plan.grad_accum = 1;
+    gj.plan.trainer = AP_TRAINER_COLOSSALAI;
+    gj.plan.dtype = AP_DTYPE_BF16;
+    gj.plan.zero = 3;
+    const struct {
+        ap_gemini_placement g;
+        double shard;
+        ap_offload_device ds;
+        const char *refusal;
+    } hp[] = {{AP_GEMINI_AUTO, 1, AP_OFFLOAD_DEV_NONE, "Gemini's auto placement"},
+              {AP_GEMINI_STATIC, 0.5, AP_OFFLOAD_DEV_NONE, "shard_param_frac 0.5"},
+              {AP_GEMINI_OFF, 1, AP_OFFLOAD_DEV_NVME, "NVMe offload"},
+              {AP_GEMINI_STATIC, 1, AP_OFFLOAD_DEV_NONE, NULL}};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
+        ap_plan gp = gj.plan;
+        ap_plan_hetero_init(&gp.hetero);
+        gp.hetero.placement = hp[i].g;
+        gp.hetero.shard_param_frac = hp[i].shard;
+        gp.hetero.ds_optimizer = hp[i].ds;
+        if (hp[i].ds != AP_OFFLOAD_DEV_NONE) gp.trainer = AP_TRAINER_DEEPSPEED;
+        snprintf(planf, sizeof planf, "%s/hetero%zu.json", dir, i);
+        ap_err e = {{0}};
+        CHECK_INT(ap_planfile_write(planf, &m, &c, &gp, NULL, &e), AP_OK);
+        snprintf(args, sizeof args, "run --plan '%s' --steps 1 --no-bench --no-db", planf);
+        rc = tl_run(args, &out, &err);
+        CHECK_INT(rc, hp[i].refusal ? 2 : 0);
+        if (hp[i].refusal) CHECK_CONTAINS(err, hp[i].refusal);
+        free(out);
+        free(err);
+    }
     snprintf(args, sizeof args, "db list runs --db '%s'", db);
     rc = tl_run(args, &out, &err);
     CHECK_INT(rc, 0);
