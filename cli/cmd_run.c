@@ -390,7 +390,10 @@ static void print_text(const ap_cli_ctx *ctx, const ap_rt_report *r, const ap_rt
     double mv[] = {mt.forward_s, mt.backward_s, mt.comm_s, mt.optimizer_s, mt.step_s};
     double pv[] = {pt.forward_s, pt.backward_s, pt.comm_s, pt.optimizer_s, pt.step_s};
     for (int i = 0; i < 5; i++) {
-        if (pr->time_predicted)
+        if (pr->time_predicted && pv[i] <= 0) /* nothing to communicate on one rank */
+            printf("  %-10s %11s %11s %8s\n", names[i], ap_fmt_seconds(mv[i], b1, sizeof b1),
+                   ap_fmt_seconds(pv[i], b2, sizeof b2), "-");
+        else if (pr->time_predicted)
             printf("  %-10s %11s %11s %+7.0f%%\n", names[i], ap_fmt_seconds(mv[i], b1, sizeof b1),
                    ap_fmt_seconds(pv[i], b2, sizeof b2), 100.0 * rel_err(mv[i], pv[i]));
         else
