@@ -546,7 +546,7 @@ static void test_matrix(const char *dir) {
     double ref_loss[2][5];
     float *ref_par[2] = {NULL, NULL};
     int64_t np[2];
-    double worst_mem = 0, worst_loss = 0, worst_par = 0;
+    double worst_mem = 0, worst_loss = 0, worst_par = 0, t0 = ap_now_s();
     for (int mi = 0; mi < 2; mi++) {
         char save[600];
         snprintf(save, sizeof save, "%s/ref%d.bin", dir, mi);
@@ -584,8 +584,9 @@ static void test_matrix(const char *dir) {
         }
         free(par);
     }
-    fprintf(stderr, "  matrix: %zu plans; worst loss %.2g relative, parameters %.2g, memory %.2g\n",
-            sizeof matrix / sizeof matrix[0], worst_loss, worst_par, worst_mem);
+    fprintf(stderr, "  matrix: %zu plans in %.0f s; worst loss %.2g relative, parameters %.2g, "
+            "memory %.2g\n", sizeof matrix / sizeof matrix[0], ap_now_s() - t0, worst_loss,
+            worst_par, worst_mem);
     free(ref_par[0]);
     free(ref_par[1]);
 }
