@@ -464,7 +464,7 @@ static const ap_gpu catalog[] = {
          * runtime trainer only (costmodel/plan.c). */
         .name = "cpu",
         .vendor = "cpu",
-        .mem_bytes = 16 * GIB, /* assumed share of host memory per rank */
+        .mem_bytes = 16 * AP_GIB, /* assumed share of host memory per rank */
         /* AVX2 with two 256-bit FMA units: 2 x 8 fp32 lanes x 2 FLOP = 32 FLOP/cycle (Intel 64
          * and IA-32 Architectures Optimization Reference Manual, Haswell and later: FMA on
          * ports 0 and 1), at 3.0 GHz */
@@ -481,7 +481,7 @@ static const ap_gpu catalog[] = {
         .ref_gpus_per_node = 64,
         .ref_nics_per_node = 1,
         .ref_net_bytes_per_s = 100e9 / 8.0 / 64,
-        .ref_cpu_mem_bytes = 256 * GIB,
+        .ref_cpu_mem_bytes = 256 * AP_GIB,
         .ref_gpus_per_pcie_switch = 1,
         .ref_cpu_cores = 64,
         .ref_host_mem_bytes_per_s = DRAM_BPS(1, 8, 3200),

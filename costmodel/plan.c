@@ -112,15 +112,6 @@ static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *er
         return ap_err_set(err, AP_ERR_INPUT, "degrees must be >= 1");
     if (p->mbs < 1 || p->gbs < 1 || p->seq < 1)
         return ap_err_set(err, AP_ERR_INPUT, "micro-batch, global batch and sequence must be >= 1");
-    /* the runtime trainer and the cpu device go together: `autoplan run` executes plans on CPU
-       ranks; GPU trainers never run there and the runtime never on a GPU */
-    int cpu = !strcmp(c->gpu.vendor, "cpu");
-    if (p->trainer == AP_TRAINER_RUNTIME && !cpu)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "the runtime trainer runs on the cpu device "
-                          "only (autoplan run), not on %s", c->gpu.name);
-    if (p->trainer != AP_TRAINER_RUNTIME && cpu)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not run on the cpu device (it is "
-                          "autoplan run's)", tn);
     if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "tp*pp*cp*dp = %lld does not equal the %d GPUs",
                           (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
@@ -132,6 +123,15 @@ static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *er
 static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, const ap_cluster *c,
                                 ap_err *err) {
     const char *tn = t->name;
+    /* the runtime trainer and the cpu device go together: `autoplan run` executes plans on CPU
+       ranks; GPU trainers never run there and the runtime never on a GPU */
+    int cpu = !strcmp(c->gpu.vendor, "cpu");
+    if (p->trainer == AP_TRAINER_RUNTIME && !cpu)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "the runtime trainer runs on the cpu device "
+                          "only (autoplan run), not on %s", c->gpu.name);
+    if (p->trainer != AP_TRAINER_RUNTIME && cpu)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not run on the cpu device (it is "
+                          "autoplan run's)", tn);
     /* trainer support of each dimension */
     if (p->tp > 1 && !t->tp)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no tensor parallelism (tp must be 1)", tn);

@@ -127,7 +127,7 @@ static ap_status predict_time(const ap_model *m, const ap_plan *p, const ap_rt_h
     o.calib = &cal;
     o.profile = &prof;
     o.headroom_bytes = 0;
-    ap_estimate *e = malloc(sizeof *e);
+    ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) {
         ap_profile_free(&prof);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
@@ -146,7 +146,7 @@ static ap_status predict_time(const ap_model *m, const ap_plan *p, const ap_rt_h
         }
         out->time_predicted = 1;
     }
-    free(e);
+    ap_free(e);
     ap_profile_free(&prof);
     return st;
 }

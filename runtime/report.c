@@ -13,11 +13,11 @@
 void ap_rt_report_free(ap_rt_report *r) {
     if (!r) return;
     for (int i = 0; i < r->nranks && r->ranks; i++) {
-        free(r->ranks[i].ops);
-        free(r->ranks[i].events);
+        ap_free(r->ranks[i].ops);
+        ap_free(r->ranks[i].events);
     }
-    free(r->ranks);
-    free(r->loss);
+    ap_free(r->ranks);
+    ap_free(r->loss);
     memset(r, 0, sizeof *r);
 }
 
@@ -217,7 +217,7 @@ static ap_status get_rank(const ap_json *o, ap_rt_rank_report *r, const char *wh
     const ap_json *ops = ap_json_get(o, "ops"), *ev = ap_json_get(o, "events");
     if (!ap_json_is_array(ops) || !ap_json_is_array(ev)) return bad(err, where, "ops/events");
     int n = ap_json_size(ops);
-    r->ops = calloc((size_t)(n > 0 ? n : 1), sizeof *r->ops);
+    r->ops = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *r->ops);
     if (!r->ops) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const ap_json *a = ap_json_at(ops, i);
@@ -237,7 +237,7 @@ static ap_status get_rank(const ap_json *o, ap_rt_rank_report *r, const char *wh
     }
     r->nops = n;
     n = ap_json_size(ev);
-    r->events = calloc((size_t)(n > 0 ? n : 1), sizeof *r->events);
+    r->events = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *r->events);
     if (!r->events) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const ap_json *a = ap_json_at(ev, i);
@@ -268,7 +268,7 @@ ap_status ap_rt_report_from_json(const ap_json *root, const char *where, ap_rt_r
     const ap_json *loss = ap_json_get(root, "loss");
     if (!ap_json_is_array(loss)) return bad(err, where, "loss");
     int nl = ap_json_size(loss);
-    r->loss = calloc((size_t)(nl > 0 ? nl : 1), sizeof *r->loss);
+    r->loss = ap_calloc((size_t)(nl > 0 ? nl : 1), sizeof *r->loss);
     if (!r->loss) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nl; i++) r->loss[i] = ap_json_number(ap_json_at(loss, i));
     if (nl != r->steps) r->steps = nl;
@@ -297,7 +297,7 @@ ap_status ap_rt_report_from_json(const ap_json *root, const char *where, ap_rt_r
         return bad(err, where, "ranks");
     }
     int n = ap_json_size(ranks);
-    r->ranks = calloc((size_t)(n > 0 ? n : 1), sizeof *r->ranks);
+    r->ranks = ap_calloc((size_t)(n > 0 ? n : 1), sizeof *r->ranks);
     if (!r->ranks) {
         ap_rt_report_free(r);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory");

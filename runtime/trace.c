@@ -122,6 +122,6 @@ ap_status ap_rt_trace_write(const ap_rt_report *r, const char *path, ap_err *err
     ap_json_free(j);
     if (!text) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory building the trace", path);
     ap_status st = ap_write_file_atomic(path, text, strlen(text), err);
-    free(text);
+    ap_free(text);
     return st;
 }

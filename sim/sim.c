@@ -471,7 +471,7 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
 
 /* Megatron's schedules in the order ap_sim_schedule gives (sim/schedule.c). */
 static void schedule(gen *g) {
-    ap_sim_pass *it = malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
+    ap_sim_pass *it = ap_malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
     if (!it) {
         g->nomem = 1;
         return;
@@ -481,7 +481,7 @@ static void schedule(gen *g) {
         if (it[i].fwd) chunk_fwd(g, it[i].chunk, it[i].mb);
         else chunk_bwd(g, it[i].chunk, it[i].mb);
     }
-    free(it);
+    ap_free(it);
 }
 
 static void finish_step(gen *g) {

@@ -120,7 +120,7 @@ static int make_units(rtg *r) {
     gen *g = r->g;
     r->nloc = g->nloc;
     r->nunits = g->nloc + 2;
-    r->u = calloc((size_t)r->nunits, sizeof *r->u);
+    r->u = ap_calloc((size_t)r->nunits, sizeof *r->u);
     if (!r->u) return -1;
     for (int k = 0; k < g->vp; k++)
         for (int i = 0; i < g->ck_n[k]; i++) {
@@ -540,9 +540,9 @@ void ap_simrt_generate(gen *g) {
     memset(&r, 0, sizeof r);
     dims(&r, g);
     int64_t nsv = g->mbs_n * (g->nloc > 0 ? g->nloc : 1);
-    r.sv = malloc((size_t)nsv * sizeof *r.sv);
-    r.ends = malloc((size_t)g->mbs_n * EN_N * sizeof *r.ends);
-    ap_sim_pass *it = malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
+    r.sv = ap_malloc((size_t)nsv * sizeof *r.sv);
+    r.ends = ap_malloc((size_t)g->mbs_n * EN_N * sizeof *r.ends);
+    ap_sim_pass *it = ap_malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
     if (!r.sv || !r.ends || !it || make_units(&r) != 0) {
         g->nomem = 1;
     } else {
@@ -556,10 +556,10 @@ void ap_simrt_generate(gen *g) {
         }
         if (!g->nomem) finish(&r);
     }
-    free(it);
-    free(r.sv);
-    free(r.ends);
-    free(r.u);
+    ap_free(it);
+    ap_free(r.sv);
+    ap_free(r.ends);
+    ap_free(r.u);
 }
 
 int64_t ap_sim_runtime_host_bytes(const ap_model *m, const ap_plan *p, int stage) {
@@ -577,6 +577,6 @@ int64_t ap_sim_runtime_host_bytes(const ap_model *m, const ap_plan *p, int stage
         persistent += 2 * r.u[i].off * E;
         if (2 * r.u[i].off * E > copies) copies = 2 * r.u[i].off * E;
     }
-    free(r.u);
+    ap_free(r.u);
     return persistent + copies;
 }
