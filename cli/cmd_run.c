@@ -498,10 +498,167 @@ static int finish(int rc, ap_rt_launch_result *lr, ap_rt_report *rep) {
     return rc;
 }
 
+/* The job's options besides the plan: steps, seed, timeout, parameters to save, benchmark,
+ * backend, trace, events, the fault hook, the hostfile. */
+static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap_err *err) {
+    int64_t v = job->steps;
+    ap_status st = ap_flag_int(fl, "steps", 1, 100000, &v, err);
+    if (st != AP_OK) return st;
+    job->steps = (int)v;
+    v = (int64_t)job->seed;
+    if ((st = ap_flag_int(fl, "seed", 0, INT64_MAX, &v, err)) != AP_OK) return st;
+    job->seed = (uint64_t)v;
+    *timeout_s = 600;
+    const char *to = ap_flags_value(fl, "timeout");
+    if (to && (st = ap_parse_duration(to, "--timeout", timeout_s, err)) != AP_OK) return st;
+    if (*timeout_s <= 0 || *timeout_s > 7 * 86400.0)
+        return ap_err_set(err, AP_ERR_INPUT, "--timeout: between 1s and 7d");
+    const char *save = ap_flags_value(fl, "save");
+    if (save && snprintf(job->save_path, sizeof job->save_path, "%s", save) >=
+                    (int)sizeof job->save_path)
+        return ap_err_set(err, AP_ERR_INPUT, "--save: path too long");
+    job->bench = !ap_flags_isset(fl, "no-bench");
+    const char *backend = ap_flags_value(fl, "backend");
+    if (backend && strcmp(backend, "cpu") && strcmp(backend, "cuda"))
+        return ap_err_set(err, AP_ERR_INPUT, "--backend: '%s' is not cpu or cuda", backend);
+    if (backend) snprintf(job->backend, sizeof job->backend, "%s", backend);
+    job->trace = ap_flags_isset(fl, "trace");
+    job->record_events = ap_flags_isset(fl, "events");
+    if (job->record_events && !ap_flags_isset(fl, "json"))
+        return ap_err_set(err, AP_ERR_INPUT, "--events: only with --json");
+    fault_from_env(job);
+    const char *hostfile = ap_flags_value(fl, "hostfile");
+    if (hostfile && access(hostfile, R_OK) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: %s", hostfile, strerror(errno));
+    return AP_OK;
+}
+
+/* The plan and options as the job the ranks run; refused (one line) before any rank starts. */
+static ap_status make_job(ap_flags *fl, ap_cli_ctx *ctx, ap_rt_job *job, double *timeout_s,
+                          ap_err *err) {
+    const char *planfile = ap_flags_value(fl, "plan");
+    ap_status st = planfile ? plan_from_file(fl, planfile, ctx, err) : plan_from_flags(fl, ctx, err);
+    if (st != AP_OK) return st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st;
+    ap_rt_job_init(job);
+    job->model = ctx->model;
+    job->plan = ctx->plan;
+    job->plan.trainer = AP_TRAINER_RUNTIME;
+    job->plan.dtype = AP_DTYPE_FP32;
+    job->plan.flash_attn = 0;
+    job->plan.overlap_grad = job->plan.overlap_param = job->plan.overlap_tp = 0;
+    ctx->plan = job->plan;
+    if ((st = job_options(fl, job, timeout_s, err)) != AP_OK) return st;
+    return ap_rt_check(&job->model, &job->plan, err);
+}
+
+/* A launch on this host: the ranks' predicted memory must fit what the host has available. */
+static ap_status check_host_memory(const ap_rt_job *job, const ap_rt_prediction *pred,
+                                   ap_err *err) {
+    int ranks = job->plan.tp * job->plan.pp * job->plan.dp;
+    double need = 0;
+    for (int r = 0; r < ranks; r++) {
+        int stage = r / (job->plan.tp * job->plan.dp);
+        need += (double)(pred->stages[stage].peak_bytes + pred->stages[stage].host_peak_bytes);
+    }
+    double avail = host_available_bytes();
+    if (avail > 0 && need > 0.9 * avail) {
+        char b1[32], b2[32];
+        return ap_err_set(err, AP_ERR_INPUT, "the %d ranks need %s (predicted), this host has %s "
+                          "available", ranks, ap_fmt_bytes(need, b1, sizeof b1),
+                          ap_fmt_bytes(avail, b2, sizeof b2));
+    }
+    return AP_OK;
+}
+
+/* Start the ranks with the job and wait for them; SIGINT and SIGTERM stop them. */
+static ap_status launch_ranks(const ap_rt_job *job, const char *hostfile, double timeout_s,
+                              ap_rt_launch_result *lr, ap_err *err) {
+    memset(lr, 0, sizeof *lr);
+    char rankbin[PATH_MAX + 32];
+    if (!rank_binary(rankbin, sizeof rankbin))
+        return ap_err_set(err, AP_ERR_IO, "the worker %s is missing: the runtime was not built "
+                          "(configure with libopenblas-dev and libopenmpi-dev installed)",
+                          rankbin);
+    ap_json *jj = ap_rt_job_to_json(job);
+    char *jobtext = jj ? ap_json_print(jj, 0) : NULL;
+    ap_json_free(jj);
+    if (!jobtext) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    char tag[64];
+    snprintf(tag, sizeof tag, "autoplan-run-%ld", (long)getpid());
+    const char *mpirun = getenv("AUTOPLAN_MPIRUN");
+    ap_rt_launch_opts lo = {job->plan.tp * job->plan.pp * job->plan.dp, rankbin,
+                            mpirun && *mpirun ? mpirun : "mpirun", hostfile, timeout_s, tag,
+                            &interrupted};
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ap_status st = ap_rt_launch(&lo, jobtext, lr, err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(jobtext);
+    return st;
+}
+
+/* The exit code of a launch that did not end with a report: interrupted, timed out, a rank
+ * failed (its message on stderr); -1 when the ranks finished. */
+static int launch_failed(const ap_rt_launch_result *lr, double timeout_s) {
+    if (lr->cancelled) {
+        fprintf(stderr, "autoplan: run: interrupted; the ranks were stopped\n");
+        return 130;
+    }
+    if (lr->exit_code != 0 || lr->timed_out) {
+        char msg[400];
+        report_failure(lr, timeout_s, msg, sizeof msg);
+        fprintf(stderr, "autoplan: run: %s\n", msg);
+        return lr->timed_out ? 124 : lr->exit_code == 2 ? 2 : 1;
+    }
+    return -1;
+}
+
+/* Rank 0's report, the prediction with the measured host figures, the trace, the database row
+ * and the output; returns the exit code. */
+static int report_run(ap_flags *fl, const ap_cli_ctx *ctx, const ap_rt_job *job,
+                      ap_rt_prediction *pred, const ap_rt_launch_result *lr, ap_rt_report *rep) {
+    ap_err err = {{0}};
+    size_t len = 0;
+    const char *text = ap_rt_result_text(lr->out, &len);
+    ap_json *rj = text ? ap_json_parse(text, len, "the ranks' report", &err) : NULL;
+    if (!text) ap_err_set(&err, AP_ERR_INTERNAL, "the ranks finished without a report");
+    ap_status st = rj ? ap_rt_report_from_json(rj, "the ranks' report", rep, &err)
+                      : AP_ERR_INTERNAL;
+    ap_json_free(rj);
+    if (st != AP_OK) return ap_cli_fail(AP_ERR_INTERNAL, &err);
+    /* time is predicted for CPU ranks (the cpu device with the measured figures); a GPU run's
+       memory prediction is the same layout's, its time is measured only */
+    if (rep->hostfig.measured && !strcmp(job->backend, "cpu") &&
+        ap_rt_predict(&job->model, &job->plan, &rep->hostfig, pred, &err) != AP_OK)
+        ap_log(AP_LOG_WARN, "no time prediction: %s", err.msg);
+    const char *trace = ap_flags_value(fl, "trace");
+    if (trace && (st = ap_rt_trace_write(rep, trace, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    int64_t id = store_run(fl, ctx, rep, pred);
+    if (ap_flags_isset(fl, "json")) {
+        ap_json *out = run_json(ctx, rep, pred, job->record_events, id);
+        char *s = out ? ap_json_print(out, 1) : NULL;
+        ap_json_free(out);
+        if (!s) return ap_cli_fail(ap_err_set(&err, AP_ERR_NOMEM, "out of memory"), &err);
+        printf("%s\n", s);
+        free(s);
+    } else {
+        print_text(ctx, rep, pred);
+        if (trace) printf("\ntrace written to %s (open in ui.perfetto.dev)\n", trace);
+        if (id > 0) printf("\nstored as run:%lld (autoplan db show run:%lld)\n", (long long)id,
+                           (long long)id);
+    }
+    return 0;
+}
+
 int ap_cmd_run(int argc, char **argv) {
     static ap_flags fl;
     static ap_cli_ctx ctx;
     static ap_rt_job job;
+    static ap_rt_prediction pred;
     ap_err err = {{0}};
     int help = 0;
     memset(&fl, 0, sizeof fl);
@@ -513,146 +670,23 @@ int ap_cmd_run(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
-
-    /* the plan, in the runtime's terms */
-    const char *planfile = ap_flags_value(&fl, "plan");
-    st = planfile ? plan_from_file(&fl, planfile, &ctx, &err) : plan_from_flags(&fl, &ctx, &err);
-    if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
-    ap_rt_job_init(&job);
-    job.model = ctx.model;
-    job.plan = ctx.plan;
-    job.plan.trainer = AP_TRAINER_RUNTIME;
-    job.plan.dtype = AP_DTYPE_FP32;
-    job.plan.flash_attn = 0;
-    job.plan.overlap_grad = job.plan.overlap_param = job.plan.overlap_tp = 0;
-    ctx.plan = job.plan;
-    int64_t v = job.steps;
-    if ((st = ap_flag_int(&fl, "steps", 1, 100000, &v, &err)) != AP_OK) return ap_cli_fail(st, &err);
-    job.steps = (int)v;
-    v = (int64_t)job.seed;
-    if ((st = ap_flag_int(&fl, "seed", 0, INT64_MAX, &v, &err)) != AP_OK) return ap_cli_fail(st, &err);
-    job.seed = (uint64_t)v;
+    /* the job, refused before any rank starts when the runtime cannot run it */
     double timeout_s = 600;
-    const char *to = ap_flags_value(&fl, "timeout");
-    if (to && (st = ap_parse_duration(to, "--timeout", &timeout_s, &err)) != AP_OK)
-        return ap_cli_fail(st, &err);
-    if (timeout_s <= 0 || timeout_s > 7 * 86400.0)
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--timeout: between 1s and 7d"), &err);
-    const char *save = ap_flags_value(&fl, "save");
-    if (save && snprintf(job.save_path, sizeof job.save_path, "%s", save) >= (int)sizeof job.save_path)
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--save: path too long"), &err);
-    job.bench = !ap_flags_isset(&fl, "no-bench");
-    const char *backend = ap_flags_value(&fl, "backend");
-    if (backend && strcmp(backend, "cpu") && strcmp(backend, "cuda"))
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--backend: '%s' is not cpu or cuda",
-                                      backend), &err);
-    if (backend) snprintf(job.backend, sizeof job.backend, "%s", backend);
-    job.trace = ap_flags_isset(&fl, "trace");
-    job.record_events = ap_flags_isset(&fl, "events");
-    if (job.record_events && !ap_flags_isset(&fl, "json"))
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--events: only with --json"), &err);
-    fault_from_env(&job);
-    const char *hostfile = ap_flags_value(&fl, "hostfile");
-    if (hostfile && access(hostfile, R_OK) != 0)
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "--hostfile %s: %s", hostfile,
-                                      strerror(errno)), &err);
-
-    /* refused before any rank starts */
-    if ((st = ap_rt_check(&job.model, &job.plan, &err)) != AP_OK) return ap_cli_fail(st, &err);
-    static ap_rt_prediction pred;
+    if ((st = make_job(&fl, &ctx, &job, &timeout_s, &err)) != AP_OK) return ap_cli_fail(st, &err);
     if ((st = ap_rt_predict(&job.model, &job.plan, NULL, &pred, &err)) != AP_OK)
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
-    int ranks = job.plan.tp * job.plan.pp * job.plan.dp;
+    const char *hostfile = ap_flags_value(&fl, "hostfile");
     int lrank = 0, lsize = 0;
-    int direct = ap_rt_launched_rank(&lrank, &lsize);
-    if (!hostfile && !direct) {
-        double need = 0;
-        for (int r = 0; r < ranks; r++) {
-            int stage = r / (job.plan.tp * job.plan.dp);
-            need += (double)(pred.stages[stage].peak_bytes + pred.stages[stage].host_peak_bytes);
-        }
-        double avail = host_available_bytes();
-        if (avail > 0 && need > 0.9 * avail) {
-            char b1[32], b2[32];
-            return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT, "the %d ranks need %s (predicted), "
-                                          "this host has %s available",
-                                          ranks, ap_fmt_bytes(need, b1, sizeof b1),
-                                          ap_fmt_bytes(avail, b2, sizeof b2)),
-                               &err);
-        }
-    }
-
+    if (!hostfile && !ap_rt_launched_rank(&lrank, &lsize) &&
+        (st = check_host_memory(&job, &pred, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
     /* the ranks */
-    char rankbin[PATH_MAX + 32];
-    if (!rank_binary(rankbin, sizeof rankbin))
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_IO, "the worker %s is missing: the runtime was "
-                                      "not built (configure with libopenblas-dev and "
-                                      "libopenmpi-dev installed)", rankbin), &err);
-    ap_json *jj = ap_rt_job_to_json(&job);
-    char *jobtext = jj ? ap_json_print(jj, 0) : NULL;
-    ap_json_free(jj);
-    if (!jobtext) return ap_cli_fail(ap_err_set(&err, AP_ERR_NOMEM, "out of memory"), &err);
-    char tag[64];
-    snprintf(tag, sizeof tag, "autoplan-run-%ld", (long)getpid());
-    const char *mpirun = getenv("AUTOPLAN_MPIRUN");
-    ap_rt_launch_opts lo = {ranks, rankbin, mpirun && *mpirun ? mpirun : "mpirun", hostfile,
-                            timeout_s, tag, &interrupted};
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     ap_rt_launch_result lr;
-    st = ap_rt_launch(&lo, jobtext, &lr, &err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    free(jobtext);
     ap_rt_report rep;
     memset(&rep, 0, sizeof rep);
-    if (st != AP_OK) return finish(ap_cli_fail(st, &err), &lr, &rep);
-    if (lr.cancelled) {
-        fprintf(stderr, "autoplan: run: interrupted; the ranks were stopped\n");
-        return finish(130, &lr, &rep);
-    }
-    if (lr.exit_code != 0 || lr.timed_out) {
-        char msg[400];
-        report_failure(&lr, timeout_s, msg, sizeof msg);
-        fprintf(stderr, "autoplan: run: %s\n", msg);
-        int rc = lr.timed_out ? 124 : lr.exit_code == 2 ? 2 : 1;
-        return finish(rc, &lr, &rep);
-    }
-    if (lr.direct && lr.launch_rank != 0) return finish(0, &lr, &rep); /* rank 0 reports */
-
-    /* rank 0's report, the prediction with the measured host figures, the output */
-    size_t len = 0;
-    const char *text = ap_rt_result_text(lr.out, &len);
-    ap_json *rj = text ? ap_json_parse(text, len, "the ranks' report", &err) : NULL;
-    if (!text) ap_err_set(&err, AP_ERR_INTERNAL, "the ranks finished without a report");
-    st = rj ? ap_rt_report_from_json(rj, "the ranks' report", &rep, &err) : AP_ERR_INTERNAL;
-    ap_json_free(rj);
-    if (st != AP_OK) return finish(ap_cli_fail(AP_ERR_INTERNAL, &err), &lr, &rep);
-    /* time is predicted for CPU ranks (the cpu device with the measured figures); a GPU run's
-       memory prediction is the same layout's, its time is measured only */
-    if (rep.hostfig.measured && !strcmp(job.backend, "cpu") &&
-        ap_rt_predict(&job.model, &job.plan, &rep.hostfig, &pred, &err) != AP_OK)
-        ap_log(AP_LOG_WARN, "no time prediction: %s", err.msg);
-    const char *trace = ap_flags_value(&fl, "trace");
-    if (trace && (st = ap_rt_trace_write(&rep, trace, &err)) != AP_OK)
-        return finish(ap_cli_fail(st, &err), &lr, &rep);
-    int64_t id = store_run(&fl, &ctx, &rep, &pred);
-    if (ap_flags_isset(&fl, "json")) {
-        ap_json *out = run_json(&ctx, &rep, &pred, job.record_events, id);
-        char *s = out ? ap_json_print(out, 1) : NULL;
-        ap_json_free(out);
-        if (!s) return finish(ap_cli_fail(ap_err_set(&err, AP_ERR_NOMEM, "out of memory"), &err),
-                              &lr, &rep);
-        printf("%s\n", s);
-        free(s);
-    } else {
-        print_text(&ctx, &rep, &pred);
-        if (trace) printf("\ntrace written to %s (open in ui.perfetto.dev)\n", trace);
-        if (id > 0) printf("\nstored as run:%lld (autoplan db show run:%lld)\n", (long long)id,
-                           (long long)id);
-    }
-    return finish(0, &lr, &rep);
+    st = launch_ranks(&job, hostfile, timeout_s, &lr, &err);
+    int rc = st != AP_OK ? ap_cli_fail(st, &err) : launch_failed(&lr, timeout_s);
+    if (rc < 0) /* rank 0 reports (in a launch by mpirun/srun, the others print nothing) */
+        rc = lr.direct && lr.launch_rank != 0 ? 0 : report_run(&fl, &ctx, &job, &pred, &lr, &rep);
+    return finish(rc, &lr, &rep);
 }

@@ -64,7 +64,7 @@ static void buf_add(buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 65536;
         while (nc < b->n + n + 1) nc *= 2;
-        char *q = realloc(b->p, nc);
+        char *q = ap_realloc(b->p, nc);
         if (!q) {
             b->oom = 1;
             return;
@@ -129,17 +129,14 @@ static void kill_group(pid_t pid, double *term_at) {
     }
 }
 
-ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch_result *res,
-                       ap_err *err) {
-    memset(res, 0, sizeof *res);
-    int lrank = 0, lsize = 0;
-    int direct = ap_rt_launched_rank(&lrank, &lsize);
-    if (direct && lsize != o->ranks)
-        return ap_err_set(err, AP_ERR_INPUT, "this launch has %d ranks, the plan needs %d (tp x "
-                          "pp x dp)", lsize, o->ranks);
-    char *argv[40], np[16], timeout[32];
-    if (build_argv(o, direct, argv, 40, np, timeout) != 0)
-        return ap_err_set(err, AP_ERR_INTERNAL, "too many launcher arguments");
+/* The launcher (mpirun, or the worker alone in a direct launch) in its own process group, with
+ * pipes for its standard input (the job), output and error. */
+typedef struct child {
+    pid_t pid;
+    int in, out, err; /* our ends */
+} child;
+
+static ap_status start_child(char **argv, child *ch, ap_err *err) {
     int in[2], out[2], er[2];
     if (pipe(in) != 0) return ap_err_set(err, AP_ERR_IO, "pipe: %s", strerror(errno));
     if (pipe(out) != 0) {
@@ -173,21 +170,35 @@ ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch
     }
     setpgid(pid, pid); /* both sides set it: no race with the exec */
     close(in[0]), close(out[1]), close(er[1]);
-    /* the job for rank 0 (a direct launch: only this launch's rank 0 reads it) */
-    if (!direct || lrank == 0) {
+    ch->pid = pid;
+    ch->in = in[1];
+    ch->out = out[0];
+    ch->err = er[0];
+    return AP_OK;
+}
+
+/* Write the job to the launcher's standard input and close it. */
+static void send_job(child *ch, const char *job) {
+    if (job) {
         size_t len = strlen(job), off = 0;
         signal(SIGPIPE, SIG_IGN);
         while (off < len) {
-            ssize_t w = write(in[1], job + off, len - off);
+            ssize_t w = write(ch->in, job + off, len - off);
             if (w < 0 && errno == EINTR) continue;
             if (w <= 0) break;
             off += (size_t)w;
         }
     }
-    close(in[1]);
-    buf bo = {0}, be = {0};
-    struct pollfd fds[2] = {{out[0], POLLIN, 0}, {er[0], POLLIN, 0}};
-    double t0 = now_s(), term_at = 0;
+    close(ch->in);
+    ch->in = -1;
+}
+
+/* Read the launcher's output and error until it has exited and closed them; at the timeout or
+ * on cancellation stop its group (SIGTERM, then SIGKILL). Returns its wait status. */
+static int pump(const ap_rt_launch_opts *o, child *ch, buf *bo, buf *be, double t0,
+                ap_rt_launch_result *res) {
+    struct pollfd fds[2] = {{ch->out, POLLIN, 0}, {ch->err, POLLIN, 0}};
+    double term_at = 0;
     int status = 0, exited = 0, open_fds = 2;
     while (!exited || open_fds > 0) {
         int rc = poll(fds, 2, 200);
@@ -197,22 +208,19 @@ ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch
             char chunk[8192];
             ssize_t r = read(fds[i].fd, chunk, sizeof chunk);
             if (r > 0) {
-                buf_add(i == 0 ? &bo : &be, chunk, (size_t)r);
+                buf_add(i == 0 ? bo : be, chunk, (size_t)r);
             } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
                 close(fds[i].fd);
                 fds[i].fd = -1;
                 open_fds--;
             }
         }
-        if (!exited) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid) exited = 1;
-        }
+        if (!exited && waitpid(ch->pid, &status, WNOHANG) == ch->pid) exited = 1;
         int cancel = o->cancel && *o->cancel;
         if (!exited && ((o->timeout_s > 0 && now_s() - t0 > o->timeout_s) || cancel)) {
             if (!cancel) res->timed_out = 1;
             res->cancelled = cancel;
-            kill_group(pid, &term_at);
+            kill_group(ch->pid, &term_at);
         }
         /* a rank that left the pipes open after the launcher ended: stop reading */
         if (exited && open_fds > 0 && now_s() - t0 > (o->timeout_s > 0 ? o->timeout_s : 1e9) + 5)
@@ -221,12 +229,16 @@ ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch
     for (int i = 0; i < 2; i++)
         if (fds[i].fd >= 0) close(fds[i].fd);
     if (!exited) {
-        kill(-pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        kill(-ch->pid, SIGKILL);
+        waitpid(ch->pid, &status, 0);
     }
-    /* anything of the group still alive (a rank that ignored SIGTERM), then every descendant
-       orphaned to us: reap them all */
-    if (res->timed_out || res->cancelled || res->exit_code != 0) kill(-pid, SIGKILL);
+    return status;
+}
+
+/* Anything of the launcher's group still alive after a failure (a rank that ignored SIGTERM),
+ * then every descendant orphaned to us (we are their subreaper): reap them all. */
+static void reap_all(pid_t pid, int failed) {
+    if (failed) kill(-pid, SIGKILL);
     double t_end = now_s();
     int killed = 0;
     while (now_s() - t_end < 5.0) {
@@ -241,8 +253,30 @@ ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
     }
+}
+
+ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch_result *res,
+                       ap_err *err) {
+    memset(res, 0, sizeof *res);
+    int lrank = 0, lsize = 0;
+    int direct = ap_rt_launched_rank(&lrank, &lsize);
+    if (direct && lsize != o->ranks)
+        return ap_err_set(err, AP_ERR_INPUT, "this launch has %d ranks, the plan needs %d (tp x "
+                          "pp x dp)", lsize, o->ranks);
+    char *argv[40], np[16], timeout[32];
+    if (build_argv(o, direct, argv, 40, np, timeout) != 0)
+        return ap_err_set(err, AP_ERR_INTERNAL, "too many launcher arguments");
+    child ch = {0, -1, -1, -1};
+    ap_status st = start_child(argv, &ch, err);
+    if (st != AP_OK) return st;
+    double t0 = now_s();
+    /* the job for rank 0 (a direct launch: only this launch's rank 0 reads it) */
+    send_job(&ch, !direct || lrank == 0 ? job : NULL);
+    buf bo = {0}, be = {0};
+    int status = pump(o, &ch, &bo, &be, t0, res);
     if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) res->exit_code = 128 + WTERMSIG(status);
+    reap_all(ch.pid, res->timed_out || res->cancelled || res->exit_code != 0);
     res->elapsed_s = now_s() - t0;
     res->out = bo.p;
     res->out_len = bo.n;
@@ -256,8 +290,8 @@ ap_status ap_rt_launch(const ap_rt_launch_opts *o, const char *job, ap_rt_launch
 
 void ap_rt_launch_result_free(ap_rt_launch_result *r) {
     if (!r) return;
-    free(r->out);
-    free(r->errtext);
+    ap_free(r->out);
+    ap_free(r->errtext);
     memset(r, 0, sizeof *r);
 }
 

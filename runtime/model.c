@@ -388,23 +388,25 @@ static rt_attn_shape attn_shape(const rt_ctx *c) {
     return sh;
 }
 
-static const rt_real *W(const rt_unit *u, int slot) { return u->o[slot] >= 0 ? u->w + u->o[slot] : NULL; }
-static rt_real *G(const rt_unit *u, int slot) { return u->o[slot] >= 0 ? u->g + u->o[slot] : NULL; }
+static const rt_real *W(const rt_unit *u, int slot) {
+    return u->o[slot] >= 0 ? u->w + u->o[slot] : NULL;
+}
+static rt_real *G(const rt_unit *u, int slot) {
+    return u->o[slot] >= 0 ? u->g + u->o[slot] : NULL;
+}
 
 /* ---- a transformer layer: forward -------------------------------------------------------------- */
 
-rt_real *rt_layer_fwd(rt_ctx *c, int loc, int mb, int mode, rt_real *x) {
+/* The attention half of a layer's forward: norm1, the QKV projection with rotary, core
+ * attention, the output projection's reduction and the residual. Returns x2 (NULL on failure);
+ * the tensors kept for backward go to t. */
+static rt_real *attn_block_fwd(rt_ctx *c, rt_unit *u, int mb, int mode, int per_head,
+                               rt_real *x, rt_saved *t) {
     const rt_kernels *k = c->k;
-    rt_unit *u = &c->units[loc];
     int layer = u->layer;
     int64_t n = c->n, ns = c->ns, h = c->h, d = c->d;
     int discard = mode == RT_MODE_DISCARD;
-    /* selective recomputation (Korthikanti 2022, Sec. 5): the attention probabilities are not
-       kept; a fully recomputed layer's forward keeps nothing but its input */
-    int per_head = discard || (c->p.recompute == AP_RECOMPUTE_SELECTIVE && mode == RT_MODE_SAVE);
-    rt_saved *sv = &c->sv[(int64_t)mb * c->nloc + loc];
     rt_attn_shape sh = attn_shape(c);
-
     /* attention: y1 = norm1(x); qkv = y1 Wqkv^T (+b), rotary on q and k */
     rt_real *st1 = A(ACT, NORM_STATS, layer, ns * c->nstat);
     CHECK_ALLOC(st1);
@@ -455,7 +457,22 @@ rt_real *rt_layer_fwd(rt_ctx *c, int loc, int mb, int mode, rt_real *x) {
         k->add(ns, h, x2, x, o, W(u, S_BO));
     }
     FREE(o);
+    t->st1 = st1;
+    t->y1 = y1;
+    t->qkv = qkv;
+    t->P = per_head ? NULL : P;
+    t->ctx = ctx;
+    return x2;
+}
 
+/* The MLP half: norm2, the up projection and activation, the down projection's reduction and
+ * the residual. Returns the layer's output (NULL on failure); kept tensors go to t. */
+static rt_real *mlp_block_fwd(rt_ctx *c, rt_unit *u, int mb, int mode, rt_real *x2,
+                              rt_saved *t) {
+    const rt_kernels *k = c->k;
+    int layer = u->layer;
+    int64_t n = c->n, ns = c->ns, h = c->h;
+    int discard = mode == RT_MODE_DISCARD;
     /* MLP: y2 = norm2(x2); u = y2 W1^T (+b); act = gelu(u) | silu(gate) * up */
     rt_real *st2 = A(ACT, NORM_STATS, layer, ns * c->nstat);
     CHECK_ALLOC(st2);
@@ -503,17 +520,37 @@ rt_real *rt_layer_fwd(rt_ctx *c, int loc, int mb, int mode, rt_real *x) {
     FREE(dn);
     if (discard) FREE(x2);
 
+    t->st2 = st2;
+    t->y2 = y2;
+    t->u = uu;
+    t->act = act;
+    return out;
+}
+
+rt_real *rt_layer_fwd(rt_ctx *c, int loc, int mb, int mode, rt_real *x) {
+    rt_unit *u = &c->units[loc];
+    int discard = mode == RT_MODE_DISCARD;
+    /* selective recomputation (Korthikanti 2022, Sec. 5): the attention probabilities are not
+       kept; a fully recomputed layer's forward keeps nothing but its input */
+    int per_head = discard || (c->p.recompute == AP_RECOMPUTE_SELECTIVE && mode == RT_MODE_SAVE);
+    rt_saved t;
+    memset(&t, 0, sizeof t);
+    rt_real *x2 = attn_block_fwd(c, u, mb, mode, per_head, x, &t);
+    CHECK_ALLOC(x2);
+    rt_real *out = mlp_block_fwd(c, u, mb, mode, x2, &t);
+    CHECK_ALLOC(out);
     if (!discard) {
-        sv->st1 = st1;
-        sv->y1 = y1;
-        sv->qkv = qkv;
-        sv->P = per_head ? NULL : P;
-        sv->ctx = ctx;
+        rt_saved *sv = &c->sv[(int64_t)mb * c->nloc + loc];
+        sv->st1 = t.st1;
+        sv->y1 = t.y1;
+        sv->qkv = t.qkv;
+        sv->P = t.P;
+        sv->ctx = t.ctx;
         sv->x2 = x2;
-        sv->st2 = st2;
-        sv->y2 = y2;
-        sv->u = uu;
-        sv->act = act;
+        sv->st2 = t.st2;
+        sv->y2 = t.y2;
+        sv->u = t.u;
+        sv->act = t.act;
     }
     return out;
 }
