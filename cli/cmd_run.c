@@ -52,7 +52,7 @@ static void on_signal(int sig) {
 
 /* ---- the plan --------------------------------------------------------------------------------- */
 
-static ap_status plan_from_file(ap_flags *fl, const char *path, ap_cli_ctx *ctx, ap_err *err) {
+static ap_status plan_from_file(ap_flags *fl, const char *path, ap_resolved *ctx, ap_err *err) {
     static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs", "seq",
                                       "zero", "recompute", "recompute-layers", "sp", "overlap",
                                       "offload-optimizer", "offload-params", "dtype",
@@ -93,7 +93,7 @@ static ap_status plan_from_file(ap_flags *fl, const char *path, ap_cli_ctx *ctx,
     return AP_OK;
 }
 
-static ap_status plan_from_flags(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
+static ap_status plan_from_flags(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
     const char *t = ap_flags_value(fl, "trainer");
     if (t && strcmp(t, "runtime") != 0)
         return ap_err_set(err, AP_ERR_INPUT, "--trainer %s: autoplan run executes with its own "
@@ -107,10 +107,14 @@ static ap_status plan_from_flags(ap_flags *fl, ap_cli_ctx *ctx, ap_err *err) {
     if (ap_flags_isset(fl, "overlap"))
         return ap_err_set(err, AP_ERR_INPUT, "--overlap: the runtime does not overlap "
                           "communication with compute");
-    ap_status st = ap_cli_load(fl, 1, ctx, err);
+    /* the plan flags as `estimate` reads them (degrees not given are 1, dp derived); the
+       trainer becomes the runtime after (only --overlap, refused above, depends on it) */
+    static ap_request rq;
+    ap_status st = ap_cli_request(fl, &rq, NULL, NULL, err);
+    if (st == AP_OK) st = ap_request_resolve(&rq, AP_REQUEST_ESTIMATE, ctx, err);
     if (st != AP_OK) return st;
     ctx->plan.trainer = AP_TRAINER_RUNTIME;
-    return ap_cli_finish_plan(ctx, err);
+    return AP_OK;
 }
 
 /* ---- host memory --------------------------------------------------------------------------- */
@@ -247,7 +251,7 @@ static void max_phases(const ap_rt_report *r, const ap_rt_prediction *pr, ap_rt_
     }
 }
 
-static ap_json *run_json(const ap_cli_ctx *ctx, const ap_rt_report *r, const ap_rt_prediction *pr,
+static ap_json *run_json(const ap_resolved *ctx, const ap_rt_report *r, const ap_rt_prediction *pr,
                          int events, int64_t run_id) {
     ap_json *root = ap_json_new_object(), *loss = ap_json_new_array(), *ranks = ap_json_new_array();
     char lbl[160];
@@ -339,7 +343,7 @@ static ap_json *run_json(const ap_cli_ctx *ctx, const ap_rt_report *r, const ap_
     return root;
 }
 
-static void print_text(const ap_cli_ctx *ctx, const ap_rt_report *r, const ap_rt_prediction *pr) {
+static void print_text(const ap_resolved *ctx, const ap_rt_report *r, const ap_rt_prediction *pr) {
     char b1[32], b2[32], b3[32], b4[32], lbl[160];
     const ap_plan *p = &ctx->plan;
     printf("autoplan run: %s, %s, %d ranks (%s), %d steps of %lld x %lld tokens\n",
@@ -403,7 +407,7 @@ static void print_text(const ap_cli_ctx *ctx, const ap_rt_report *r, const ap_rt
 
 /* ---- the database -------------------------------------------------------------------------------- */
 
-static int64_t store_run(ap_flags *fl, const ap_cli_ctx *ctx, const ap_rt_report *r,
+static int64_t store_run(ap_flags *fl, const ap_resolved *ctx, const ap_rt_report *r,
                          const ap_rt_prediction *pr) {
     if (ap_flags_isset(fl, "no-db")) return 0;
     ap_err err = {{0}};
@@ -534,7 +538,7 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
 }
 
 /* The plan and options as the job the ranks run; refused (one line) before any rank starts. */
-static ap_status make_job(ap_flags *fl, ap_cli_ctx *ctx, ap_rt_job *job, double *timeout_s,
+static ap_status make_job(ap_flags *fl, ap_resolved *ctx, ap_rt_job *job, double *timeout_s,
                           ap_err *err) {
     const char *planfile = ap_flags_value(fl, "plan");
     ap_status st = planfile ? plan_from_file(fl, planfile, ctx, err) : plan_from_flags(fl, ctx, err);
@@ -619,7 +623,7 @@ static int launch_failed(const ap_rt_launch_result *lr, double timeout_s) {
 
 /* Rank 0's report, the prediction with the measured host figures, the trace, the database row
  * and the output; returns the exit code. */
-static int report_run(ap_flags *fl, const ap_cli_ctx *ctx, const ap_rt_job *job,
+static int report_run(ap_flags *fl, const ap_resolved *ctx, const ap_rt_job *job,
                       ap_rt_prediction *pred, const ap_rt_launch_result *lr, ap_rt_report *rep) {
     ap_err err = {{0}};
     size_t len = 0;
@@ -656,7 +660,7 @@ static int report_run(ap_flags *fl, const ap_cli_ctx *ctx, const ap_rt_job *job,
 
 int ap_cmd_run(int argc, char **argv) {
     static ap_flags fl;
-    static ap_cli_ctx ctx;
+    static ap_resolved ctx;
     static ap_rt_job job;
     static ap_rt_prediction pred;
     ap_err err = {{0}};
