@@ -523,7 +523,7 @@ const ap_gpu *ap_gpu_catalog_at(int i) {
 }
 
 /* Bump when any number above changes: it is part of every cache key. */
-const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-2"; }
+const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-1"; }
 
 /* Lower-case, '_' and ' ' to '-', and a trailing "gb" after a digit to "g" ("A100_80GB" ->
  * "a100-80g"). Returns 0 when the name does not fit. */

@@ -164,6 +164,11 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     if (p->recompute_layers > 0 && !t->recompute_partial)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s recomputes all layers or none (no "
                           "recompute layer count)", tn);
+    /* fp32 throughout is the runtime's (autoplan run's CPU ranks); the GPU trainers train in
+       mixed precision and their configs have no fp32 mode (trainer.c) */
+    if (p->dtype == AP_DTYPE_FP32 && p->trainer != AP_TRAINER_RUNTIME)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s trains in bf16, fp16 or fp8, not fp32 "
+                          "(fp32 is the runtime trainer's: autoplan run)", tn);
     if (p->dtype == AP_DTYPE_FP16 && !t->fp16)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not train in fp16", tn);
     if (p->dtype == AP_DTYPE_FP8 && !t->fp8)

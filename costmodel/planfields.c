@@ -6,8 +6,9 @@
  *
  * Ranges are the ones a user may give anywhere: degrees up to 4096 (dp, derived, up to 2^20
  * GPUs), micro-batch up to 2^20, global batch and accumulation up to 2^32 sequences, sequences
- * up to 2^24 tokens. dtype accepts the compute precisions only (bf16, fp16, fp8): an fp32 plan
- * would be emitted as a 16-bit one.
+ * up to 2^24 tokens. dtype accepts the compute precisions (bf16, fp16, fp8) and fp32, the
+ * runtime trainer's only precision; ap_plan_check refuses fp32 for the GPU trainers (an fp32
+ * plan would be emitted as a 16-bit one).
  */
 #include "autoplan/plan.h"
 
@@ -28,9 +29,11 @@ static const char *attn_impl_name(int v) {
     return v >= 0 && v < AP_ATTN_COUNT ? ap_attn_impl_name((ap_attn_impl)v) : NULL;
 }
 static const char *compute_dtype_name(int v) {
-    /* the order of the --dtype help: bf16, fp16, fp8 */
-    return v == AP_DTYPE_BF16 || v == AP_DTYPE_FP16 || v == AP_DTYPE_FP8 ? ap_dtype_name((ap_dtype)v)
-                                                                          : NULL;
+    /* the order of the --dtype help: bf16, fp16, fp8; fp32 is the runtime trainer's (autoplan
+       run's CPU ranks), refused for every other trainer by ap_plan_check */
+    return v == AP_DTYPE_BF16 || v == AP_DTYPE_FP16 || v == AP_DTYPE_FP8 || v == AP_DTYPE_FP32
+               ? ap_dtype_name((ap_dtype)v)
+               : NULL;
 }
 
 #define DEG 4096.0

@@ -103,7 +103,7 @@ static void test_catalog_sane(void) {
     }
     CHECK(ap_gpu_catalog_at(-1) == NULL);
     CHECK(ap_gpu_catalog_at(n) == NULL);
-    CHECK_STR(ap_gpu_catalog_version(), "catalog-2026.11-2");
+    CHECK_STR(ap_gpu_catalog_version(), "catalog-2026.11-1");
 }
 
 static void test_aliases_and_lookup(void) {
