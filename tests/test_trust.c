@@ -898,9 +898,13 @@ static void item13_silent_inputs(void) {
     refused("--stage-layers", "estimate '%s' --gpus 8 --pp 2 --stage-layers 16,16,%s", llama, "");
     const char *p = plan_file_with("seq.json", "plan", "seq", "1073741824");
     refused("field 'seq'", "emit --plan '%s' --out '%s'", p, in_tmp("seq-out"));
+    /* an fp32 plan for a GPU trainer (fp32 is only the runtime trainer's, autoplan run's) */
     p = plan_file_with("fp32.json", "plan", "dtype", "\"fp32\"");
-    refused("field 'dtype' = \"fp32\" is not one of", "emit --plan '%s' --out '%s'", p,
+    refused("megatron trains in bf16, fp16 or fp8, not fp32", "emit --plan '%s' --out '%s'", p,
             in_tmp("fp32-out"));
+    p = plan_file_with("fp64.json", "plan", "dtype", "\"fp64\"");
+    refused("field 'dtype' = \"fp64\" is not one of", "emit --plan '%s' --out '%s'", p,
+            in_tmp("fp64-out"));
     refused("--network-bw", "estimate '%s' --gpus 16 --network-bw 1e-300GB/s%s", tiny, "");
     const char *cl = in_tmp("slow-cluster.json");
     CHECK(tl_write(cl, "{\"gpu\": \"a100\", \"gpus\": 16, \"network_bw\": \"1e-300GB/s\"}") == 0);
