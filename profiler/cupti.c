@@ -180,6 +180,108 @@ static const char *api_name(int driver, uint32_t cbid) {
 
 /* ---- the decoder ---------------------------------------------------------------------------------- */
 
+/* MEMCPY, MEMCPY2 (peer) and MEMSET records: one copy or set of bytes. */
+static void convert_copy(const CUpti_Activity *a, ap_trace_rec *r) {
+    switch (a->kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *m = (const void *)a;
+        r->kind = AP_REC_MEMCPY;
+        r->start_ns = m->start;
+        r->end_ns = m->end >= m->start ? m->end : m->start;
+        r->bytes = m->bytes;
+        r->device = m->deviceId;
+        r->stream = m->streamId;
+        r->correlation = m->correlationId;
+        r->copy_dir = copy_from(m->copyKind);
+        r->src_kind = memk_from(m->srcKind);
+        r->dst_kind = memk_from(m->dstKind);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
+        r->kind = AP_REC_MEMCPY;
+        r->start_ns = m->start;
+        r->end_ns = m->end >= m->start ? m->end : m->start;
+        r->bytes = m->bytes;
+        r->device = m->deviceId;
+        r->stream = m->streamId;
+        r->correlation = m->correlationId;
+        r->copy_dir = AP_COPY_P2P;
+        r->src_kind = memk_from(m->srcKind);
+        r->dst_kind = memk_from(m->dstKind);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const void *)a;
+        r->kind = AP_REC_MEMSET;
+        r->start_ns = m->start;
+        r->end_ns = m->end >= m->start ? m->end : m->start;
+        r->bytes = m->bytes;
+        r->device = m->deviceId;
+        r->stream = m->streamId;
+        r->correlation = m->correlationId;
+        r->src_kind = memk_from(m->memoryKind);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* A MEMORY2 record (driver allocation or release); a stream-ordered (pool) allocation also
+ * yields its pool's size as a POOL record. */
+static ap_status convert_memory2(const CUpti_Activity *a, ap_trace *t, int *used, ap_err *err) {
+    ap_trace_rec r;
+    memset(&r, 0, sizeof r);
+    const CUpti_ActivityMemory4 *m = (const void *)a;
+    if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
+        r.kind = AP_REC_ALLOC;
+    else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+        r.kind = AP_REC_FREE;
+    else {
+        *used = 0;
+        return AP_OK;
+    }
+    r.start_ns = r.end_ns = m->timestamp;
+    r.bytes = m->bytes;
+    r.address = m->address;
+    r.device = m->deviceId;
+    r.stream = m->streamId;
+    r.correlation = m->correlationId;
+    r.src_kind = memk_from(m->memoryKind);
+    int pooled = m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
+    if (pooled) r.flags |= AP_REC_FLAG_POOL;
+    ap_status st = ap_trace_add(t, &r, NULL, err);
+    if (st != AP_OK || !pooled) return st;
+    ap_trace_rec p;
+    memset(&p, 0, sizeof p);
+    p.kind = AP_REC_POOL;
+    p.id = AP_POOL_SIZE;
+    p.start_ns = p.end_ns = m->timestamp;
+    p.address = m->memoryPoolConfig.address;
+    p.bytes = m->memoryPoolConfig.pool.size;
+    p.device = m->deviceId;
+    return ap_trace_add(t, &p, NULL, err);
+}
+
+/* A MEMORY_POOL record: created, destroyed or trimmed; 0 for other operations. */
+static int convert_pool(const CUpti_Activity *a, ap_trace_rec *r) {
+    const CUpti_ActivityMemoryPool3 *m = (const void *)a;
+    r->kind = AP_REC_POOL;
+    switch (m->memoryPoolOperationType) {
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED: r->id = AP_POOL_CREATED; break;
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED: r->id = AP_POOL_DESTROYED; break;
+    case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED: r->id = AP_POOL_TRIMMED; break;
+    default: return 0;
+    }
+    r->start_ns = r->end_ns = m->timestamp;
+    r->address = m->address;
+    r->bytes = m->size;
+    r->device = m->deviceId;
+    r->correlation = m->correlationId;
+    return 1;
+}
+
 /* Convert one CUPTI record; *used = 0 for kinds autoplan does not keep. A MEMORY2 record of a
  * stream-ordered (pool) allocation also yields the pool's size as a POOL record. */
 static ap_status convert(CUpti_Activity *a, ap_trace *t, int *used, ap_err *err) {
@@ -199,93 +301,19 @@ static ap_status convert(CUpti_Activity *a, ap_trace *t, int *used, ap_err *err)
         name = k->name;
         break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const void *)a;
-        r.kind = AP_REC_MEMCPY;
-        r.start_ns = m->start;
-        r.end_ns = m->end >= m->start ? m->end : m->start;
-        r.bytes = m->bytes;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.copy_dir = copy_from(m->copyKind);
-        r.src_kind = memk_from(m->srcKind);
-        r.dst_kind = memk_from(m->dstKind);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        convert_copy(a, &r);
         break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
-        r.kind = AP_REC_MEMCPY;
-        r.start_ns = m->start;
-        r.end_ns = m->end >= m->start ? m->end : m->start;
-        r.bytes = m->bytes;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.copy_dir = AP_COPY_P2P;
-        r.src_kind = memk_from(m->srcKind);
-        r.dst_kind = memk_from(m->dstKind);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const CUpti_ActivityMemset4 *m = (const void *)a;
-        r.kind = AP_REC_MEMSET;
-        r.start_ns = m->start;
-        r.end_ns = m->end >= m->start ? m->end : m->start;
-        r.bytes = m->bytes;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.src_kind = memk_from(m->memoryKind);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-        const CUpti_ActivityMemory4 *m = (const void *)a;
-        if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-            r.kind = AP_REC_ALLOC;
-        else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-            r.kind = AP_REC_FREE;
-        else {
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+        return convert_memory2(a, t, used, err);
+    case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
+        if (!convert_pool(a, &r)) {
             *used = 0;
             return AP_OK;
         }
-        r.start_ns = r.end_ns = m->timestamp;
-        r.bytes = m->bytes;
-        r.address = m->address;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.src_kind = memk_from(m->memoryKind);
-        int pooled = m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
-        if (pooled) r.flags |= AP_REC_FLAG_POOL;
-        ap_status st = ap_trace_add(t, &r, NULL, err);
-        if (st != AP_OK || !pooled) return st;
-        ap_trace_rec p;
-        memset(&p, 0, sizeof p);
-        p.kind = AP_REC_POOL;
-        p.id = AP_POOL_SIZE;
-        p.start_ns = p.end_ns = m->timestamp;
-        p.address = m->memoryPoolConfig.address;
-        p.bytes = m->memoryPoolConfig.pool.size;
-        p.device = m->deviceId;
-        return ap_trace_add(t, &p, NULL, err);
-    }
-    case CUPTI_ACTIVITY_KIND_MEMORY_POOL: {
-        const CUpti_ActivityMemoryPool3 *m = (const void *)a;
-        r.kind = AP_REC_POOL;
-        switch (m->memoryPoolOperationType) {
-        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED: r.id = AP_POOL_CREATED; break;
-        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED: r.id = AP_POOL_DESTROYED; break;
-        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED: r.id = AP_POOL_TRIMMED; break;
-        default: *used = 0; return AP_OK;
-        }
-        r.start_ns = r.end_ns = m->timestamp;
-        r.address = m->address;
-        r.bytes = m->size;
-        r.device = m->deviceId;
-        r.correlation = m->correlationId;
         break;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *api = (const void *)a;
@@ -361,6 +389,89 @@ static void *slot(uint8_t *buf, size_t cap, size_t *at, size_t size, int *full) 
     return buf + a;
 }
 
+/* MEMCPY (MEMCPY2 for peer copies) and MEMSET records in CUPTI form; *full when cap is hit. */
+static void encode_copy(const ap_trace_rec *r, uint8_t *buf, size_t cap, size_t *at, int *full) {
+    switch (r->kind) {
+    case AP_REC_MEMCPY:
+        if (r->copy_dir == AP_COPY_P2P) {
+            CUpti_ActivityMemcpyPtoP4 *m = slot(buf, cap, at, sizeof *m, full);
+            if (!m) break;
+            m->kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+            m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+            m->srcKind = memk_to(r->src_kind);
+            m->dstKind = memk_to(r->dst_kind);
+            m->bytes = r->bytes;
+            m->start = r->start_ns;
+            m->end = r->end_ns;
+            m->deviceId = r->device;
+            m->streamId = r->stream;
+            m->correlationId = r->correlation;
+        } else {
+            CUpti_ActivityMemcpy6 *m = slot(buf, cap, at, sizeof *m, full);
+            if (!m) break;
+            m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+            m->copyKind = copy_to(r->copy_dir);
+            m->srcKind = memk_to(r->src_kind);
+            m->dstKind = memk_to(r->dst_kind);
+            m->bytes = r->bytes;
+            m->start = r->start_ns;
+            m->end = r->end_ns;
+            m->deviceId = r->device;
+            m->streamId = r->stream;
+            m->correlationId = r->correlation;
+            m->copyCount = 1;
+        }
+        break;
+    case AP_REC_MEMSET: {
+        CUpti_ActivityMemset4 *m = slot(buf, cap, at, sizeof *m, full);
+        if (!m) break;
+        m->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+        m->bytes = r->bytes;
+        m->start = r->start_ns;
+        m->end = r->end_ns;
+        m->deviceId = r->device;
+        m->streamId = r->stream;
+        m->correlationId = r->correlation;
+        m->memoryKind = memk_to(r->src_kind);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* An ALLOC or FREE record as MEMORY2; a pool allocation takes its pool's size from the POOL
+ * record after it (*i moves past it). */
+static ap_status encode_memory(const ap_trace *t, size_t *i, uint8_t *buf, size_t cap, size_t *at,
+                              int *full, ap_err *err) {
+    const ap_trace_rec *r = &t->recs[*i];
+    CUpti_ActivityMemory4 *m = slot(buf, cap, at, sizeof *m, full);
+    if (!m) return AP_OK;
+    m->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m->memoryOperationType = r->kind == AP_REC_ALLOC
+                                 ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                 : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+    m->memoryKind = memk_to(r->src_kind);
+    m->correlationId = r->correlation;
+    m->address = r->address;
+    m->bytes = r->bytes;
+    m->timestamp = r->start_ns;
+    m->deviceId = r->device;
+    m->streamId = r->stream;
+    if (r->flags & AP_REC_FLAG_POOL) {
+        const ap_trace_rec *p = *i + 1 < t->n ? &t->recs[*i + 1] : NULL;
+        if (!p || p->kind != AP_REC_POOL || p->id != AP_POOL_SIZE)
+            return ap_err_set(err, AP_ERR_INPUT, "record %zu: a pool allocation must be "
+                              "followed by its pool's size", *i);
+        m->isAsync = 1;
+        m->memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+        m->memoryPoolConfig.address = p->address;
+        m->memoryPoolConfig.pool.size = p->bytes;
+        (*i)++;
+    }
+    return AP_OK;
+}
+
 ap_status ap_cupti_encode(const ap_trace *t, uint8_t *buf, size_t cap, size_t *used,
                           ap_err *err) {
     size_t at = 0;
@@ -382,74 +493,13 @@ ap_status ap_cupti_encode(const ap_trace *t, uint8_t *buf, size_t cap, size_t *u
             break;
         }
         case AP_REC_MEMCPY:
-            if (r->copy_dir == AP_COPY_P2P) {
-                CUpti_ActivityMemcpyPtoP4 *m = slot(buf, cap, &at, sizeof *m, &full);
-                if (!m) break;
-                m->kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-                m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
-                m->srcKind = memk_to(r->src_kind);
-                m->dstKind = memk_to(r->dst_kind);
-                m->bytes = r->bytes;
-                m->start = r->start_ns;
-                m->end = r->end_ns;
-                m->deviceId = r->device;
-                m->streamId = r->stream;
-                m->correlationId = r->correlation;
-            } else {
-                CUpti_ActivityMemcpy6 *m = slot(buf, cap, &at, sizeof *m, &full);
-                if (!m) break;
-                m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-                m->copyKind = copy_to(r->copy_dir);
-                m->srcKind = memk_to(r->src_kind);
-                m->dstKind = memk_to(r->dst_kind);
-                m->bytes = r->bytes;
-                m->start = r->start_ns;
-                m->end = r->end_ns;
-                m->deviceId = r->device;
-                m->streamId = r->stream;
-                m->correlationId = r->correlation;
-                m->copyCount = 1;
-            }
+        case AP_REC_MEMSET:
+            encode_copy(r, buf, cap, &at, &full);
             break;
-        case AP_REC_MEMSET: {
-            CUpti_ActivityMemset4 *m = slot(buf, cap, &at, sizeof *m, &full);
-            if (!m) break;
-            m->kind = CUPTI_ACTIVITY_KIND_MEMSET;
-            m->bytes = r->bytes;
-            m->start = r->start_ns;
-            m->end = r->end_ns;
-            m->deviceId = r->device;
-            m->streamId = r->stream;
-            m->correlationId = r->correlation;
-            m->memoryKind = memk_to(r->src_kind);
-            break;
-        }
         case AP_REC_ALLOC:
         case AP_REC_FREE: {
-            CUpti_ActivityMemory4 *m = slot(buf, cap, &at, sizeof *m, &full);
-            if (!m) break;
-            m->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-            m->memoryOperationType = r->kind == AP_REC_ALLOC
-                                         ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                         : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
-            m->memoryKind = memk_to(r->src_kind);
-            m->correlationId = r->correlation;
-            m->address = r->address;
-            m->bytes = r->bytes;
-            m->timestamp = r->start_ns;
-            m->deviceId = r->device;
-            m->streamId = r->stream;
-            if (r->flags & AP_REC_FLAG_POOL) {
-                const ap_trace_rec *p = i + 1 < t->n ? &t->recs[i + 1] : NULL;
-                if (!p || p->kind != AP_REC_POOL || p->id != AP_POOL_SIZE)
-                    return ap_err_set(err, AP_ERR_INPUT, "record %zu: a pool allocation must be "
-                                      "followed by its pool's size", i);
-                m->isAsync = 1;
-                m->memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
-                m->memoryPoolConfig.address = p->address;
-                m->memoryPoolConfig.pool.size = p->bytes;
-                i++;
-            }
+            ap_status st = encode_memory(t, &i, buf, cap, &at, &full, err);
+            if (st != AP_OK) return st;
             break;
         }
         case AP_REC_POOL: {
