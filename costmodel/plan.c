@@ -362,6 +362,16 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
                           (long long)p->grad_accum, (long long)(p->gbs / (p->mbs * p->dp)));
     if (p->recompute_layers < 0 || (p->recompute_layers > 0 && p->recompute != AP_RECOMPUTE_FULL))
         return ap_err_set(err, AP_ERR_INPUT, "a recompute layer count needs full recomputation");
+    if (t->recompute_partial_divides_chunk && p->recompute_layers > 0) {
+        int n = p->pp * p->vp;
+        int uniform = m->layers % n == 0;
+        for (int i = 0; uniform && p->nchunks && i < n; i++)
+            uniform = p->stage_layers[i] == m->layers / n;
+        if (!uniform || (m->layers / n) % p->recompute_layers != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: recomputing %d layers per chunk (every "
+                              "(n/%d)-th of n) needs uniform chunks whose size it divides", tn,
+                              p->recompute_layers, p->recompute_layers);
+    }
     return AP_OK;
 }
 

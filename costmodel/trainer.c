@@ -182,7 +182,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .offload_fraction_zero_mask = 0, .offload_together = 1,
         .overlap_param_zero_mask = Z(2) | Z(3), .overlap_param_needs_grad = 0,
         .ep_with_tp_needs_sp = 0, .ep_zero_mask = Z(0) | Z(2) | Z(3),
-        .recompute_partial_needs_pp = 0,
+        /* activation_checkpoint.selective_ac_option = N checkpoints every N-th block of a
+           model part (torchtitan v0.2.2 parallelize_llama.py, layer SAC): K recomputed layers
+           per chunk exist only as n/K with uniform chunks of n layers */
+        .recompute_partial_needs_pp = 0, .recompute_partial_divides_chunk = 1,
         .weight_bytes = 4, .grad_bytes = 4, .master_bytes = 0, .optim_bytes = 8,
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 1,
         .grad_reduce_per_mb_zero_mask = Z(2) | Z(3),

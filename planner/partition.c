@@ -449,8 +449,9 @@ static ap_status probe_choice(psolve *ps, int gi, int oi, int pi, choice *ch, in
     }
     int full = q->recompute == AP_RECOMPUTE_FULL;
     ch->per_stage_rc = ps->counts && full && ps->tr->per_stage_recompute && ps->partial_ok;
+    /* torchtitan's count is every (n/K)-th layer of uniform chunks: no count over a split */
     ch->one_count = ps->counts && full && !ch->per_stage_rc && ps->tr->recompute_partial &&
-                    ps->partial_ok;
+                    ps->partial_ok && !ps->tr->recompute_partial_divides_chunk;
     if (ps->counts) {
         q->recompute_layers = 0;
         for (int i = 0; i < AP_MAX_CHUNKS; i++) q->stage_recompute[i] = -1;

@@ -204,9 +204,11 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     r->fit++;
     *verdict = 1;
     /* Colossal-AI's stage manager takes one layer count per pipeline rank: an interleaved
-       plan keeps uniform chunks there (uneven_stages_no_vp), so it is no re-split candidate */
-    int cand = s->resplit && p->pp > 1 &&
-               !(p->vp > 1 && ap_trainer_get(p->trainer)->uneven_stages_no_vp);
+       plan keeps uniform chunks there (uneven_stages_no_vp), so it is no re-split candidate;
+       nor is a torchtitan plan recomputing K layers per chunk (uniform chunks only) */
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    int cand = s->resplit && p->pp > 1 && !(p->vp > 1 && tr->uneven_stages_no_vp) &&
+               !(p->recompute_layers > 0 && tr->recompute_partial_divides_chunk);
     if (cand && (st = add_candidate(s, il, im, err)) != AP_OK) return st;
     if (topk_offer(&s->out->top, &s->scratch, cand ? s->out->ncand - 1 : -1) < 0)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");

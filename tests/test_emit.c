@@ -1708,6 +1708,44 @@ static void test_refusals(void) {
 
 /* ---- the CLI ------------------------------------------------------------------------------ */
 
+/* torchtitan recomputes K layers of a chunk as every (n/K)-th of uniform chunks of n layers:
+ * the trainer table refuses other counts and splits, and the search's re-split never proposes
+ * them (found by tools/trainer_validate.py: `full1 uneven` for Llama-3-70B tp4 pp4). */
+static void test_torchtitan_counts(void) {
+    if (access(tl_bin, X_OK) != 0) return;
+    const char *model = tl_path("examples/models/llama-3-70b.json");
+    char args[2048], *out = NULL, *er = NULL;
+    const char *base = "estimate '%s' --gpus 32 --trainer torchtitan --tp 4 --pp 4 --mbs 1 "
+                       "--gbs 64 --zero 2 --recompute full %s";
+    snprintf(args, sizeof args, base, model, "--recompute-layers 1 --stage-layers 21,19,20,20");
+    CHECK_INT(tl_run(args, NULL, &er), 2);
+    CHECK_CONTAINS(er, "torchtitan: recomputing 1 layers per chunk (every (n/1)-th of n) needs "
+                       "uniform chunks whose size it divides");
+    free(er);
+    snprintf(args, sizeof args, base, model, "--recompute-layers 3"); /* 3 does not divide 20 */
+    CHECK_INT(tl_run(args, NULL, &er), 2);
+    CHECK_CONTAINS(er, "needs uniform chunks whose size it divides");
+    free(er);
+    snprintf(args, sizeof args, base, model, "--recompute-layers 4");
+    CHECK_INT(tl_run(args, NULL, NULL), 0);
+    /* the plan the validator found: every plan shown is one torchtitan runs */
+    snprintf(args, sizeof args, "plan '%s' --gpus 32 --trainer torchtitan --tp 4 --pp 4 "
+             "--recompute full --no-cache --top 10 --json", model);
+    CHECK_INT(tl_run(args, &out, NULL), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+    CHECK(j != NULL);
+    int n = 0;
+    for (ap_json *pl = ap_json_first(ap_json_get(j, "plans")); pl; pl = ap_json_next(pl), n++) {
+        const char *label = ap_json_string(ap_json_get(pl, "label"));
+        CHECK(label != NULL);
+        if (label && strstr(label, "uneven")) CHECK(!strstr(label, " full") || strstr(label, " full "));
+    }
+    CHECK(n > 0);
+    ap_json_free(j);
+    free(out);
+}
+
 static void test_cli(void) {
     if (access(tl_bin, X_OK) != 0) {
         printf("skipped CLI checks: %s not built\n", tl_bin);
@@ -2071,6 +2109,7 @@ int main(int argc, char **argv) {
     test_planfile_before_attn_impl();
     test_roundtrip();
     test_refusals();
+    test_torchtitan_counts();
     test_golden();
     test_issue19();
     test_cli();

@@ -206,6 +206,8 @@ typedef struct ap_trainer_caps {
     unsigned ep_zero_mask;       /* ZeRO stages that combine with expert parallelism
                                     (Colossal-AI: GeminiPlugin has none) */
     int recompute_partial_needs_pp; /* Colossal-AI: per-stage counts only with pp > 1 */
+    int recompute_partial_divides_chunk; /* torchtitan: K of every chunk as every (n/K)-th of
+                                          * uniform chunks of n layers; K divides n */
     /* bytes per parameter in 16-bit training (fp8 adds a weight copy, see cost model) */
     double weight_bytes;         /* working weights (2: bf16) */
     double grad_bytes;           /* gradient accumulation buffer */
