@@ -441,6 +441,11 @@ static ap_status search_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
             return st;
     }
     if ((st = opt_int(fl, "top", 1, 1000, &rq->top, err)) != AP_OK) return st;
+    if (ap_flags_isset(fl, "tie-margin")) {
+        rq->tie_margin.given = 1;
+        if ((st = ap_flag_real(fl, "tie-margin", 0, 1, &rq->tie_margin.v, err)) != AP_OK)
+            return st;
+    }
     if ((st = opt_int(fl, "threads", 1, 1024, &rq->threads, err)) != AP_OK) return st;
     rq->no_prune = ap_flags_isset(fl, "no-prune");
     rq->no_sp = ap_flags_isset(fl, "no-sp");

@@ -303,9 +303,13 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_search_result
     ap_json_add_number(srch, "resplit_candidates", (double)r.candidates);
     ap_json_add_number(srch, "resplit", (double)r.resplit);
     ap_json_add_number(srch, "joint", (double)r.joint);
+    ap_json_add_number(srch, "tie_margin", pc->r.search.tie_margin);
     ap_json_add(out, "search", srch);
     for (int i = 0; i < r.ntop; i++) ap_json_push(plans, ap_result_plan_json(&r.top[i], m));
     ap_json_add(out, "plans", plans);
+    /* ties put a simpler plan first: name the fastest when it is not */
+    if (r.ntop > 0 && r.fastest.time.step_s < r.top[0].time.step_s)
+        ap_json_add(out, "fastest", ap_result_plan_json(&r.fastest, m));
     if (r.ntop == 0) {
         if (r.have_closest) {
             ap_json *cl = ap_result_plan_json(&r.closest, m);
@@ -443,6 +447,49 @@ static void print_batch_hints(const plan_cmd *pc, const ap_json *res) {
     }
 }
 
+/* The plans shown within the tie margin of the fastest plan (shown or not: "fastest"), as
+ * ranks ("1-4, 6"), when the ties changed the order: the model cannot order them, so they are
+ * listed simplest first. */
+static void print_ties(const ap_json *res) {
+    const ap_json *plans = ap_json_get(res, "plans"), *fa = ap_json_get(res, "fastest");
+    int n = ap_json_size(plans), fastest = 0, count = 0, reordered = fa != NULL;
+    double margin = jnum(res, "search", "tie_margin");
+    if (!(margin > 0) || n < 1) return;
+    for (int i = 1; i < n; i++) {
+        double s = jnum(ap_json_at(plans, i), "time", "step_s");
+        reordered |= s < jnum(ap_json_at(plans, i - 1), "time", "step_s");
+        if (s < jnum(ap_json_at(plans, fastest), "time", "step_s")) fastest = i;
+    }
+    if (!reordered) return;
+    double best = fa ? jnum(fa, "time", "step_s") : jnum(ap_json_at(plans, fastest), "time", "step_s");
+    char list[256];
+    size_t len = 0;
+    list[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(jnum(ap_json_at(plans, i), "time", "step_s") <= best * (1 + margin))) continue;
+        int j = i;
+        while (j + 1 < n && jnum(ap_json_at(plans, j + 1), "time", "step_s") <= best * (1 + margin))
+            j++;
+        if (len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? ", " : "", i + 1);
+        if (j > i && len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "-%d", j + 1);
+        count += j - i + 1;
+        i = j;
+    }
+    char step[32], who[200];
+    if (fa)
+        snprintf(who, sizeof who, "%s (%s, %s, not shown)",
+                 ap_cli_safe(ap_json_string(ap_json_get(fa, "label"))),
+                 ap_fmt_seconds(best, step, sizeof step),
+                 ap_cli_safe(ap_json_string(ap_json_get(fa, "confidence"))));
+    else
+        snprintf(who, sizeof who, "plan %d", fastest + 1);
+    printf("\nties: plan%s %s within %.0f%% (the validated time error) of the fastest, %s, so "
+           "listed simplest first: %s; --tie-margin 0 ranks by step time alone\n",
+           count > 1 ? "s" : "", list, 100 * margin, who, ap_tie_rule_text());
+}
+
 static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
     const ap_json *plans = ap_json_get(res, "plans");
     int n = ap_json_size(plans);
@@ -466,6 +513,7 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
                    jnum(e, "memory", "capacity_bytes") / AP_GIB,
                    ap_cli_safe(ap_json_string(ap_json_get(e, "confidence"))), lc, 100 * share);
         }
+        print_ties(res);
         const ap_json *rb = ap_json_get(res, "robustness");
         if (pc->default_batch) print_batch_hints(pc, res);
         /* only where stress could reorder the plans shown (add_robustness) */
@@ -536,6 +584,9 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "fix", AP_FLAG_VALUE, "K=V,..", "pin dimensions: tp=8,pp=4 (tp pp dp cp ep "
                  "vp mbs zero recompute)");
     ap_flags_add(fl, "top", AP_FLAG_VALUE, "K", "plans shown (default 10)");
+    ap_flags_add(fl, "tie-margin", AP_FLAG_VALUE, "F", "step times within this fraction of the "
+                 "fastest plan left are ties, ranked simplest first (default 0.05, the validated "
+                 "time error; 0: by step time alone)");
     ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR", "write plan.json of the best plan (and --emit "
                  "configs) into DIR");
     ap_flags_add(fl, "emit", AP_FLAG_VALUE, "LIST", "trainer configs for the best plan: "

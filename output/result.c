@@ -167,6 +167,9 @@ static ap_status check_header(const ap_json *res, const ap_model *m, const ap_cl
         if (!(v >= 0 && v <= 1e15))
             return ap_err_set(err, AP_ERR_INPUT, "field 'search.%s' is not a count", counts[i]);
     }
+    const ap_json *tm = ap_json_get(ap_json_get(res, "search"), "tie_margin");
+    if (tm && num_at(res, "search", "tie_margin") != so->tie_margin)
+        return ap_err_set(err, AP_ERR_INPUT, "field 'search.tie_margin' is not the request's");
     return AP_OK;
 }
 
@@ -250,19 +253,52 @@ static ap_status check_plans(const ap_json *res, const ap_model *m, const ap_clu
         return ap_err_set(err, AP_ERR_INPUT, "%d plans stored, the request keeps %d", n,
                           so->top_k);
     char where[32];
-    double prev_step = 0, prev_peak = 0;
+    /* the ranking's keys of the entries read so far */
+    struct rank_key { double step, peak; int cls; } *k = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    if (!k) return ap_err_set(err, AP_ERR_NOMEM, "out of memory checking the ranking");
+    const int64_t cps = ap_cp_short_seq(m);
     for (int i = 0; i < n; i++) {
         snprintf(where, sizeof where, "plans[%d]", i);
         ap_status st = check_entry(ap_json_at(plans, i), where, m, c, so, reestimate, e, err);
-        if (st != AP_OK) return st;
-        if (!e->fits) return ap_err_set(err, AP_ERR_INPUT, "%s does not fit", where);
-        /* ranked as the search ranks (ap_estimate_better): step time, then device memory */
-        if (i > 0 && (e->time.step_s < prev_step ||
-                      (e->time.step_s == prev_step && e->device_peak_bytes < prev_peak)))
-            return ap_err_set(err, AP_ERR_INPUT, "%s is ranked above a slower plan", where);
-        prev_step = e->time.step_s;
-        prev_peak = e->device_peak_bytes;
+        if (st == AP_OK && !e->fits) st = ap_err_set(err, AP_ERR_INPUT, "%s does not fit", where);
+        k[i] = (struct rank_key){e->time.step_s, e->device_peak_bytes,
+                                 ap_estimate_complication(e, cps)};
+        /* ranked as the search ranks (search.h "Ties"): no plan above one more than the tie
+         * margin faster, and above a faster one (ap_estimate_better) only when simpler */
+        for (int j = 0; j < i && st == AP_OK; j++) {
+            int faster = k[i].step < k[j].step ||
+                         (k[i].step == k[j].step && k[i].peak < k[j].peak);
+            if (k[j].step > k[i].step * (1 + so->tie_margin) * (1 + 1e-12))
+                st = ap_err_set(err, AP_ERR_INPUT, "%s is ranked below plans[%d], which is "
+                                "slower by more than the tie margin", where, j);
+            else if (faster && (so->tie_margin <= 0 || k[j].cls >= k[i].cls))
+                st = ap_err_set(err, AP_ERR_INPUT, "%s is ranked below plans[%d], which is "
+                                "slower and no simpler", where, j);
+        }
+        if (st != AP_OK) {
+            ap_free(k);
+            return st;
+        }
     }
+    /* the fastest plan, when ties rank a simpler one first: it fits, no plan shown is faster,
+     * and the first one is within the margin of it */
+    const ap_json *fa = ap_json_get(res, "fastest");
+    if (fa) {
+        ap_status st = n == 0 ? ap_err_set(err, AP_ERR_INPUT, "field 'fastest' without plans")
+                              : check_entry(fa, "fastest", m, c, so, reestimate, e, err);
+        if (st == AP_OK && !e->fits) st = ap_err_set(err, AP_ERR_INPUT, "fastest does not fit");
+        for (int i = 0; i < n && st == AP_OK; i++)
+            if (k[i].step < e->time.step_s)
+                st = ap_err_set(err, AP_ERR_INPUT, "plans[%d] is faster than 'fastest'", i);
+        if (st == AP_OK && !(k[0].step <= e->time.step_s * (1 + so->tie_margin) * (1 + 1e-12)))
+            st = ap_err_set(err, AP_ERR_INPUT, "plans[0] is slower than 'fastest' by more than "
+                            "the tie margin");
+        if (st != AP_OK) {
+            ap_free(k);
+            return st;
+        }
+    }
+    ap_free(k);
     const ap_json *cl = ap_json_get(res, "closest");
     if (cl) {
         if (n > 0) return ap_err_set(err, AP_ERR_INPUT, "field 'closest' beside fitting plans");

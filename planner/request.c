@@ -487,6 +487,10 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     if (st == AP_OK) st = ap_request_check_pins(rq, r->cluster.gpus, err);
     if (st != AP_OK) return st;
     so->top_k = rq->top.given ? (int)rq->top.v : 10;
+    if (rq->tie_margin.given) so->tie_margin = rq->tie_margin.v;
+    if (!(so->tie_margin >= 0 && so->tie_margin <= 1))
+        return ap_err_set(err, AP_ERR_INPUT, "--tie-margin: %g is out of range [0, 1]",
+                          so->tie_margin);
     if (so->top_k < 1 || so->top_k > 1000)
         return ap_err_set(err, AP_ERR_INPUT, "--top: %d is out of range [1, 1000]", so->top_k);
     r->partition = !rq->no_partition;
@@ -702,6 +706,7 @@ static const ap_field search_fields[] = {
     R(search.fix_dtype, AP_FT_BOOL),
     R(search.gbs, AP_FT_I64),
     R(search.top_k, AP_FT_INT),
+    R(search.tie_margin, AP_FT_REAL),
     R(search.allow_cross_node_tp, AP_FT_BOOL),
     R(search.prune, AP_FT_BOOL),
     R(search.no_sp, AP_FT_BOOL),

@@ -246,12 +246,8 @@ static int by_bound(const void *x, const void *y) {
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* the k-th step time of the ranking (INFINITY while it is not full, or when the cost model
- * returned no number: then nothing is known) */
-static double kth(const topk *t) {
-    double s = t->n == t->k ? t->e[t->k - 1].time.step_s : INFINITY;
-    return s >= 0 ? s : INFINITY;
-}
+/* the step time no split may reach to enter the ranking (topk_bound) */
+static double kth(const topk *t) { return topk_bound(t); }
 
 /* plan of candidate x into w->p */
 static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
@@ -288,8 +284,8 @@ static void normalise(ap_plan *p, int64_t L) {
 static void offer(ranker *rk, const ap_estimate *e, int64_t id, int joint) {
     topk *t = rk->top;
     for (int i = 0; i < t->n; i++) {
-        if (!same_plan(&t->e[i].plan, &e->plan)) continue;
-        if (!ap_estimate_better(e, &t->e[i])) return;
+        if (!same_plan(&topk_at(t, i)->plan, &e->plan)) continue;
+        if (!ap_estimate_better(e, topk_at(t, i))) return;
         topk_remove(t, i);
         break;
     }
@@ -536,25 +532,23 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
     po.est = rk->o->est;
     for (int i = 0; i < t->n; i++) {
         int64_t id = t->id[i];
-        if (id == -1 || t->e[i].plan.nchunks == 0) continue;
+        if (id == -1 || topk_at(t, i)->plan.nchunks == 0) continue;
         int joint = id <= -2;
         cand_plan(rk, &rk->ws, &rk->cands[joint ? -2 - id : id]);
         po.choose_mode = po.choose_recompute = po.choose_offload = joint;
         int got;
         ap_status st = split_plan(rk, &rk->ws, &po, &got, err);
         if (st != AP_OK) return st;
-        if (got && !ap_estimate_better(&t->e[i], &rk->ws.e)) t->e[i] = rk->ws.e;
+        if (got && !ap_estimate_better(topk_at(t, i), &rk->ws.e)) {
+            *topk_at(t, i) = rk->ws.e;
+            /* the split may change the plan's complication (a tighter fit) */
+            t->cls[i] = ap_estimate_complication(&rk->ws.e, t->cp_short_seq);
+        }
     }
     /* keep the ranking sorted (insertion: stable) */
     for (int i = 1; i < t->n; i++)
-        for (int j = i; j > 0 && ap_estimate_better(&t->e[j], &t->e[j - 1]); j--) {
-            rk->ws.e = t->e[j];
-            t->e[j] = t->e[j - 1];
-            t->e[j - 1] = rk->ws.e;
-            int64_t x = t->id[j];
-            t->id[j] = t->id[j - 1];
-            t->id[j - 1] = x;
-        }
+        for (int j = i; j > 0 && ap_estimate_better(topk_at(t, j), topk_at(t, j - 1)); j--)
+            topk_swap(t, j, j - 1);
     return AP_OK;
 }
 

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *ap_search_version(void) { return "search-2"; }
+const char *ap_search_version(void) { return "search-3"; }
 
 void ap_search_opts_init(ap_search_opts *o) {
     memset(o, 0, sizeof *o);
@@ -36,6 +36,7 @@ void ap_search_opts_init(ap_search_opts *o) {
     o->top_k = 10;
     o->prune = 1;
     o->max_mbs = 64;
+    o->tie_margin = AP_VALIDATED_TIME_ERROR;
     ap_estimate_opts_init(&o->est);
 }
 
@@ -61,36 +62,6 @@ const char *ap_confidence_name(ap_confidence c) {
 int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
     if (a->time.step_s != b->time.step_s) return a->time.step_s < b->time.step_s;
     return a->device_peak_bytes < b->device_peak_bytes;
-}
-
-int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
-    int k = t->k;
-    if (t->n == k && !ap_estimate_better(e, &t->e[k - 1])) return 0;
-    if (t->n == t->cap && t->cap < k) {
-        int cap = t->cap ? 2 * t->cap : 8;
-        if (cap > k) cap = k;
-        ap_estimate *ne = ap_realloc(t->e, (size_t)cap * sizeof *ne);
-        if (ne) t->e = ne;
-        int64_t *ni = ne ? ap_realloc(t->id, (size_t)cap * sizeof *ni) : NULL;
-        if (ni) t->id = ni;
-        if (!ne || !ni) return -1;
-        t->cap = cap;
-    }
-    int pos = t->n < k ? t->n : k - 1;
-    while (pos > 0 && ap_estimate_better(e, &t->e[pos - 1])) pos--;
-    int last = t->n < k ? t->n : k - 1;
-    memmove(&t->e[pos + 1], &t->e[pos], (size_t)(last - pos) * sizeof *t->e);
-    memmove(&t->id[pos + 1], &t->id[pos], (size_t)(last - pos) * sizeof *t->id);
-    t->e[pos] = *e;
-    t->id[pos] = id;
-    if (t->n < k) t->n++;
-    return 1;
-}
-
-void topk_remove(topk *t, int i) {
-    memmove(&t->e[i], &t->e[i + 1], (size_t)(t->n - i - 1) * sizeof *t->e);
-    memmove(&t->id[i], &t->id[i + 1], (size_t)(t->n - i - 1) * sizeof *t->id);
-    t->n--;
 }
 
 /* ---- one chunk -------------------------------------------------------------------------------- */
@@ -345,8 +316,11 @@ static void merge_chunk(search_run *run, chunk_out *o) {
         memcpy(run->acc.cands + run->acc.ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
     }
     for (int i = 0; i < o->top.n; i++)
-        topk_offer(&run->acc.top, &o->top.e[i], o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]);
-    /* (the answer's ranking is allocated whole: the offer cannot fail) */
+        if (topk_offer(&run->acc.top, topk_at(&o->top, i),
+                       o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]) < 0) {
+            run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the ranking");
+            return;
+        }
     run->acc.ncand += o->ncand;
     if (o->r.have_closest) consider_closest(r, &run->acc.best_overshoot, &o->r.closest);
 }
@@ -415,28 +389,28 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
     run->slots = ap_calloc((size_t)run->nslots, sizeof *run->slots);
     run->pts = ap_malloc((size_t)run->nslots * CHUNK_POINTS * sizeof *run->pts);
     run->npts = ap_malloc((size_t)run->nslots * sizeof *run->npts);
-    run->acc.top.k = run->acc.top.cap = top_k;
-    run->acc.top.e = ap_calloc((size_t)top_k, sizeof *run->acc.top.e);
-    run->acc.top.id = ap_calloc((size_t)top_k, sizeof *run->acc.top.id);
-    if (!run->slots || !run->pts || !run->npts || !run->acc.top.e || !run->acc.top.id)
+    if (!run->slots || !run->pts || !run->npts)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
+    /* every ranking grows on demand (topk_offer) */
+    topk t0 = {.k = top_k, .margin = run->o->tie_margin,
+               .cp_short_seq = ap_cp_short_seq(run->m)};
+    run->acc.top = t0;
     for (int k = 0; k < run->nslots; k++) {
         run->npts[k] = -1;
-        run->slots[k].top.k = top_k; /* grown on demand (topk_offer) */
+        run->slots[k].top = t0;
     }
     return AP_OK;
 }
 
 static void free_run(search_run *run) {
     for (int k = 0; run->slots && k < run->nslots; k++) {
-        ap_free(run->slots[k].top.e);
-        ap_free(run->slots[k].top.id);
+        topk_free(&run->slots[k].top);
         ap_free(run->slots[k].cands);
     }
     ap_free(run->slots);
     ap_free(run->pts);
     ap_free(run->npts);
-    ap_free(run->acc.top.id);
+    topk_free(&run->acc.top);
     ap_free(run->acc.cands);
 }
 
@@ -480,6 +454,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (o->top_k < 1 || o->top_k > 10000)
         return ap_err_set(err, AP_ERR_INPUT, "--top must be in [1, 10000]");
     if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
+    if (!(o->tie_margin >= 0 && o->tie_margin <= 1))
+        return ap_err_set(err, AP_ERR_INPUT, "the tie margin must be in [0, 1]");
     const int nthreads = threads_of(o);
     search_run *run = ap_calloc(1, sizeof *run);
     if (!run) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
@@ -503,9 +479,12 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     r->candidates = run->acc.ncand;
     if (st == AP_OK && rs_applies(o))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
-    r->top = run->acc.top.e;
-    r->ntop = run->acc.top.n;
-    run->acc.top.e = NULL;
+    if (st == AP_OK) {
+        if (run->acc.top.n > 0) r->fastest = *topk_at(&run->acc.top, 0);
+        topk_rank_ties(&run->acc.top);
+        r->top = topk_take(&run->acc.top, &r->ntop);
+        if (r->ntop < 0) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the answer");
+    }
     r->threads = nthreads;
     free_run(run);
     ap_free(run);

@@ -13,23 +13,49 @@
 #define rs_bound ap_rs_bound
 #define rs_lower_bound ap_rs_lower_bound
 #define rs_rank ap_rs_rank
+#define topk_bound ap_topk_bound
+#define topk_free ap_topk_free
 #define topk_offer ap_topk_offer
+#define topk_rank_ties ap_topk_rank_ties
 #define topk_remove ap_topk_remove
+#define topk_swap ap_topk_swap
+#define topk_take ap_topk_take
 
-/* A ranking of at most k estimates, best first (ap_estimate_better; an estimate that ties the
- * last one does not enter), each with an id (a candidate index, or -1). */
+/* A ranking of estimates, best first (ap_estimate_better), each with an id (a candidate index,
+ * or -1); planner/topk.c. margin 0: at most k entries (an estimate that ties the last one does
+ * not enter). margin > 0 (ties, search.h): at most k entries per complication, each within
+ * (1 + margin) of the k-th step time overall; topk_rank_ties then orders them and keeps k.
+ * Entries live in a pool and are ranked through slot[]: an insertion moves ints, not the
+ * estimates (tens of kilobytes each). */
 typedef struct topk {
-    ap_estimate *e;
-    int64_t *id;
+    ap_estimate *pool;    /* cap estimates */
+    int *slot;            /* slot[i]: the pool index of rank i; slot[n..cap): free ones */
+    int *cls;             /* cls[i]: the complication of rank i (margin > 0) */
+    int64_t *id;          /* id[i]: the id of rank i */
     int n, k;
-    int cap;      /* entries allocated (grown up to k) */
+    int cap;              /* entries allocated (grown on demand) */
+    double margin;        /* ap_search_opts.tie_margin */
+    int64_t cp_short_seq; /* ap_cp_short_seq of the model */
 } topk;
 
+/* Entry of rank i. */
+#define topk_at(t, i) (&(t)->pool[(t)->slot[i]])
 /* Offer e: inserted after every entry it does not beat; 1 when it entered, 0 when not, -1 out
  * of memory growing the arrays. */
 int topk_offer(topk *t, const ap_estimate *e, int64_t id);
-/* Remove entry i (the ones after it move up). */
+/* Remove the entry of rank i (the ones after it move up). */
 void topk_remove(topk *t, int i);
+/* Swap the entries of ranks i and j. */
+void topk_swap(topk *t, int i, int j);
+/* The step time above which no offer can enter (INFINITY while the ranking is not full, or
+ * when the cost model returned no number). */
+double topk_bound(const topk *t);
+/* margin > 0: order the entries as search.h "Ties" says and keep the first k; 0: nothing. */
+void topk_rank_ties(topk *t);
+/* The first min(n, k) entries in rank order as one allocated array (NULL when n is 0 or out of
+ * memory: *nout says which: n = 0 gives *nout 0, out of memory -1). */
+ap_estimate *topk_take(const topk *t, int *nout);
+void topk_free(topk *t);
 
 /* A fitting pipelined plan the search evaluated, to be ranked with its optimal split: its
  * point, member (recompute level rc, micro-batch index mb), the step time of its uniform split

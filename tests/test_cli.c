@@ -192,6 +192,60 @@ static void test_plan_batch_messages(void) {
     }
 }
 
+/* issue 19: within the validated time error the simpler plan ranks first (search.h "Ties").
+ * Llama-2-7B on 8 A100-80GB: the fastest plan offloads the optimizer and is tight; it is
+ * named under the table, and every plan shown is within 5% of it and neither tight nor
+ * offloading. --tie-margin 0 ranks by step time (the offloading plan first, no ties line);
+ * a margin outside [0, 1] is an input error. */
+static void test_plan_ties(void) {
+    char *out = NULL, *err = NULL, args[1024];
+    const char *m = tl_path("examples/models/llama-2-7b.json");
+    snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --top 5 --json", m);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+    CHECK(j != NULL);
+    const ap_json *fa = j ? ap_json_get(j, "fastest") : NULL;
+    CHECK(fa != NULL);
+    if (fa) {
+        double best = ap_json_number(ap_json_get(ap_json_get(fa, "time"), "step_s"));
+        CHECK_CONTAINS(ap_json_string(ap_json_get(fa, "label")), "off-opt");
+        const ap_json *plans = ap_json_get(j, "plans");
+        CHECK_INT(ap_json_size(plans), 5);
+        for (int i = 0; i < ap_json_size(plans); i++) {
+            const ap_json *p = ap_json_at(plans, i);
+            double s = ap_json_number(ap_json_get(ap_json_get(p, "time"), "step_s"));
+            CHECK(s > best && s <= best * 1.05);
+            CHECK(!strcmp(ap_json_string(ap_json_get(p, "confidence")), "fits"));
+            CHECK(!strstr(ap_json_string(ap_json_get(p, "label")), "off-"));
+        }
+    }
+    ap_json_free(j);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --top 5", m);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "\nties: plans 1-5 within 5% (the validated time error) of the fastest, "
+                        "tp1 pp1 dp8 off-opt100%");
+    CHECK_CONTAINS(out, "not shown), so listed simplest first: fits before tight");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --top 5 --tie-margin 0", m);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, " 1  tp1 pp1 dp8 off-opt100%");
+    CHECK(strstr(out ? out : "", "ties:") == NULL);
+    free(out);
+    free(err);
+    const char *bad[] = {"2", "-0.1", "nan", "5%x"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "'%s' --gpus 8 --no-cache --tie-margin '%s'", m, bad[i]);
+        CHECK_INT(tl_run(args, &out, &err), 2);
+        CHECK_CONTAINS(err, "--tie-margin");
+        free(out);
+        free(err);
+    }
+}
+
 /* issue 19: a plan label reproduces its own number with `estimate`. Every plan of a few
  * searches (trainers, pipelines, interleaving, cp/ep, offload, recompute, and --no-sp
  * --no-overlap) is estimated with the flags its label implies, plus the search's own
@@ -645,6 +699,7 @@ int main(int argc, char **argv) {
     test_readme_main();
     test_plan_defaults();
     test_plan_batch_messages();
+    test_plan_ties();
     test_label_reproduces();
     test_validate_targets();
     test_profile_show();

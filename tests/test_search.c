@@ -31,7 +31,30 @@ static ap_cluster cluster(const char *gpu, int n) {
     return c;
 }
 
-/* Every returned plan is legal for its trainer, fits, and is sorted. */
+/* The ranking of search.h "Ties", written independently of planner/topk.c: v[0..n) reordered
+ * in place so that each position holds, of the plans left, the one with the least
+ * complication within the margin of the fastest left (ap_estimate_better), the better one
+ * when equal. */
+static void rank_ties_ref(ap_estimate *v, int n, double margin, int64_t cps) {
+    static ap_estimate tmp;
+    for (int i = 0; i < n; i++) {
+        int f = i;
+        for (int j = i + 1; j < n; j++)
+            if (ap_estimate_better(&v[j], &v[f])) f = j;
+        int pick = -1;
+        for (int j = i; j < n; j++) {
+            if (!(v[j].time.step_s <= v[f].time.step_s * (1 + margin))) continue;
+            if (pick < 0) { pick = j; continue; }
+            int cj = ap_estimate_complication(&v[j], cps), cp = ap_estimate_complication(&v[pick], cps);
+            if (cj < cp || (cj == cp && ap_estimate_better(&v[j], &v[pick]))) pick = j;
+        }
+        tmp = v[i];
+        v[i] = v[pick];
+        v[pick] = tmp;
+    }
+}
+
+/* Every returned plan is legal for its trainer, fits, and is ranked (search.h "Ties"). */
 static void check_result(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_search_result *r) {
     ap_err err;
@@ -47,7 +70,14 @@ static void check_result(const ap_model *m, const ap_cluster *c, const ap_search
         CHECK(m->heads % x->plan.tp == 0);
         CHECK(x->plan.tp <= c->nvlink_domain || o->allow_cross_node_tp);
         if (x->plan.vp > 1) CHECK(x->plan.pp > 1 && m->layers % (x->plan.pp * x->plan.vp) == 0);
-        if (i > 0) CHECK(r->top[i - 1].time.step_s <= x->time.step_s);
+        /* no plan above one more than the margin faster, or above a faster one unless simpler */
+        for (int j = 0; j < i; j++) {
+            const ap_estimate *y = &r->top[j];
+            CHECK(y->time.step_s <= x->time.step_s * (1 + o->tie_margin) * (1 + 1e-12));
+            if (ap_estimate_better(x, y))
+                CHECK(ap_estimate_complication(y, ap_cp_short_seq(m)) <
+                      ap_estimate_complication(x, ap_cp_short_seq(m)));
+        }
         /* the stored estimate is what a fresh estimate of the plan gives (the simulation for
            Gemini placements and DeepSpeed offload devices, hetero.h) */
         if (ap_hetero_applies(&x->plan))
@@ -112,13 +142,17 @@ static void test_cases(void) {
 
 /* Brute force independent of the search's loops: every (tp, pp, cp, vp, mbs, zero, recompute,
  * sp, overlap, offload) for a small case, including the sp/overlap variants the search does not
- * enumerate; the search's best must be the best of all. */
-static void test_brute_force(void) {
+ * enumerate; the search's fastest must be the fastest of all, and its first plan the simplest
+ * within the tie margin of it (search.h "Ties"; with margin 0 the fastest). */
+typedef struct { double step, peak; int cls; } brute_key;
+
+static void test_brute_force_margin(double margin) {
     ap_model m = load("examples/models/llama-2-7b.json");
-    ap_cluster c = cluster("a100-sxm4-40g", 8);
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
     ap_err err;
     ap_search_opts o;
     ap_search_opts_init(&o);
+    o.tie_margin = margin;
     o.fixed.seq = 4096;
     o.gbs = 32;
     ap_search_result r;
@@ -126,7 +160,8 @@ static void test_brute_force(void) {
     CHECK(r.ntop > 0);
     double best = 1e300;
     static ap_estimate e;
-    int n_fit = 0;
+    int n_fit = 0, cap = 0;
+    brute_key *keys = NULL;
     const double offs[] = {0, 0.5, 1};
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; tp * pp <= 8; pp *= 2)
@@ -157,12 +192,40 @@ static void test_brute_force(void) {
                                                 if (ap_plan_check(&p, &m, &c, 0, NULL) != AP_OK) continue;
                                                 if (ap_estimate_plan(&m, &c, &p, NULL, &e, NULL) != AP_OK) continue;
                                                 if (!e.fits) continue;
-                                                n_fit++;
+                                                if (n_fit == cap) {
+                                                    cap = cap ? 2 * cap : 1024;
+                                                    keys = realloc(keys, (size_t)cap * sizeof *keys);
+                                                }
+                                                keys[n_fit++] = (brute_key){e.time.step_s,
+                                                    e.device_peak_bytes,
+                                                    ap_estimate_complication(&e, ap_cp_short_seq(&m))};
                                                 if (e.time.step_s < best) best = e.time.step_s;
                                             }
     CHECK(n_fit > 0);
-    if (r.ntop > 0) CHECK_NEAR(r.top[0].time.step_s, best, 1e-12);
+    int pick = -1;
+    for (int i = 0; i < n_fit; i++) {
+        const brute_key *k = &keys[i];
+        if (!(k->step <= best * (1 + margin))) continue;
+        if (pick < 0 || k->cls < keys[pick].cls ||
+            (k->cls == keys[pick].cls && (k->step < keys[pick].step ||
+                                          (k->step == keys[pick].step && k->peak < keys[pick].peak))))
+            pick = i;
+    }
+    if (r.ntop > 0 && pick >= 0) {
+        CHECK_NEAR(r.fastest.time.step_s, best, 1e-12);
+        CHECK_NEAR(r.top[0].time.step_s, keys[pick].step, 1e-12);
+        CHECK_NEAR(r.top[0].device_peak_bytes, keys[pick].peak, 1e-12);
+        CHECK_INT(ap_estimate_complication(&r.top[0], ap_cp_short_seq(&m)), keys[pick].cls);
+        /* the case exercises the rule: with a margin the first plan is not the fastest */
+        if (margin > 0) CHECK(r.top[0].time.step_s > best);
+    }
+    free(keys);
     ap_search_result_free(&r);
+}
+
+static void test_brute_force(void) {
+    test_brute_force_margin(0);
+    test_brute_force_margin(AP_VALIDATED_TIME_ERROR);
 }
 
 static void test_nothing_fits(void) {
@@ -535,13 +598,14 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
     CHECK(nbound > 0);
     CHECK_INT(bad, 0);
     if (bad) fprintf(stderr, "%s: %d bounds above the value they bound\n", what, bad);
-    /* the k best, stable */
+    /* the k best, stable, then the ties ranked (search.h "Ties") */
     for (int i = 1; i < best.n; i++)
         for (int j = i; j > 0 && ap_estimate_better(&best.e[j], &best.e[j - 1]); j--) {
             e = best.e[j];
             best.e[j] = best.e[j - 1];
             best.e[j - 1] = e;
         }
+    rank_ties_ref(best.e, best.n, o.tie_margin, ap_cp_short_seq(m));
     int k = best.n < o.top_k ? best.n : o.top_k;
     CHECK_INT(r.ntop, k);
     for (int i = 0; i < k && i < r.ntop; i++) {
@@ -594,6 +658,10 @@ static void test_resplit_brute_force(void) {
         char what[160];
         snprintf(what, sizeof what, "%s (%d layers) %s x%d %s", cases[i].model, cases[i].layers,
                  cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
+        check_resplit(what, &m, &c, o); /* ties ranked simplest first */
+        o.tie_margin = 0;
+        snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, by step time", cases[i].model,
+                 cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
         check_resplit(what, &m, &c, o);
     }
 }
@@ -675,8 +743,49 @@ static void test_threads(void) {
     }
 }
 
+/* The complication of hand-built estimates (search.h): tight 16, offload 8, cp at a short
+ * sequence 4, then the ZeRO stage; and the short-sequence threshold 6h. */
+static void test_complication(void) {
+    static ap_estimate e;
+    memset(&e, 0, sizeof e);
+    ap_plan_init(&e.plan);
+    e.capacity_bytes = 80e9;
+    e.device_peak_bytes = 40e9;
+    e.fits = 1;
+    e.plan.seq = 4096;
+    const int64_t cps = 6 * 4096; /* Llama-2-7B: h = 4096 */
+    ap_model m;
+    ap_model_init(&m);
+    m.hidden = 4096;
+    CHECK_INT(ap_cp_short_seq(&m), cps);
+    CHECK_INT(ap_estimate_complication(&e, cps), 0);
+    e.plan.zero = 3;
+    CHECK_INT(ap_estimate_complication(&e, cps), 3);
+    e.plan.cp = 2;
+    CHECK_INT(ap_estimate_complication(&e, cps), 7);
+    e.plan.seq = cps; /* long enough: cp is no complication */
+    CHECK_INT(ap_estimate_complication(&e, cps), 3);
+    e.plan.offload_optimizer = 0.5;
+    CHECK_INT(ap_estimate_complication(&e, cps), 11);
+    e.plan.offload_optimizer = 0;
+    e.plan.hetero.ds_params = AP_OFFLOAD_DEV_NVME;
+    CHECK_INT(ap_estimate_complication(&e, cps), 11);
+    e.plan.hetero.ds_params = AP_OFFLOAD_DEV_NONE;
+    e.plan.hetero.placement = AP_GEMINI_STATIC; /* all on the GPU: no offload */
+    CHECK_INT(ap_estimate_complication(&e, cps), 3);
+    e.plan.hetero.offload_optim_frac = 0.25;
+    CHECK_INT(ap_estimate_complication(&e, cps), 11);
+    /* 77 GB of 80 with the 5% memory error: 80.85 > 80, tight */
+    e.device_peak_bytes = 77e9;
+    CHECK_INT(ap_estimate_complication(&e, cps), 27);
+    /* a tight plan without offload still ranks after a fitting one with offload */
+    e.plan.hetero.offload_optim_frac = 0;
+    CHECK(ap_estimate_complication(&e, cps) > 11);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_complication();
     test_cases();
     test_brute_force();
     test_nothing_fits();

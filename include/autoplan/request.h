@@ -57,6 +57,8 @@ typedef struct ap_request {
     ap_opt_real headroom;       /* bytes kept free per GPU */
     /* search options */
     ap_opt_int top;             /* plans kept, 1..1000 (default 10) */
+    ap_opt_real tie_margin;     /* ap_search_opts.tie_margin, 0..1 (default
+                                   AP_VALIDATED_TIME_ERROR) */
     int no_prune, no_sp, no_overlap; /* no_sp/no_overlap: estimate turns sp (tp > 1) and
                                         overlap on unless these are set or the plan gives them */
     int no_partition;           /* --solver off */

@@ -24,6 +24,17 @@
  * any split, recompute and offload lets the search split only those that could still enter the
  * ranking. Plans that fit only with an uneven split and whose uniform members all overshoot are
  * not candidates, except the closest plan when nothing fits, which gets the joint choice.
+ *
+ * Ties (tie_margin > 0, the default: AP_VALIDATED_TIME_ERROR): step times that differ by less
+ * than the model's own error cannot tell plans apart, so among them the simpler plan ranks
+ * first. Position i holds, of the plans not yet ranked, the one with the least complication
+ * (ap_estimate_complication) among those within the margin of the fastest left, the faster
+ * when equal. The answer is this ranking of every fitting plan cut to K: the search keeps, per
+ * complication, its K fastest plans within the margin of the K-th fastest overall, which holds
+ * every plan the ranking can reach (tests/test_search.c checks it by brute force). The
+ * re-split keeps that exactness unless a split changes a plan's complication (tight to fits,
+ * or the joint choice moving offload): a plan that the old version displaced from its
+ * complication's K is then not brought back. tie_margin 0 ranks by step time alone.
  */
 #ifndef AP_SEARCH_H
 #define AP_SEARCH_H
@@ -57,6 +68,9 @@ typedef struct ap_search_opts {
      * depend on it: the space is cut into fixed chunks merged in order. With visit or
      * max_evals the search runs on the calling thread. */
     int threads;
+    /* ties: plans within this fraction of the fastest one left rank simplest first (see "Ties"
+     * above); default AP_VALIDATED_TIME_ERROR, 0 = by step time alone, at most 1 */
+    double tie_margin;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
@@ -66,6 +80,8 @@ typedef struct ap_search_result {
     int ntop;
     ap_estimate closest;      /* when nothing fits: the legal plan with the least overshoot */
     int have_closest;
+    ap_estimate fastest;      /* when ntop > 0: the fastest fitting plan, which ties (search.h
+                                 "Ties") may rank below simpler ones or leave out of the K */
     int64_t enumerated;       /* combinations generated */
     int64_t legal;            /* passed the trainer/shape rules */
     int64_t evaluated;        /* estimated (legal minus pruned) */
@@ -159,6 +175,24 @@ const char *ap_search_version(void);
 
 /* The ranking: 1 if a is better than b (lower step time, ties by lower device memory). */
 int ap_estimate_better(const ap_estimate *a, const ap_estimate *b);
+
+/* How much a plan asks of the user beyond the plainest plan of its speed, compared first among
+ * ties (lower = simpler), in this order: a `tight` plan after one that fits (its memory is
+ * within the validated memory error of the limit); then offload (fractions, Gemini auto or
+ * a fraction on the host, DeepSpeed offload devices) after none; then context parallelism at
+ * a short sequence (cp > 1 and seq < cp_short_seq) after none; then the lower ZeRO stage
+ * (ZeRO-3 at dp 1 shards nothing and comes after ZeRO-0 there). cp_short_seq: see
+ * ap_cp_short_seq. */
+int ap_estimate_complication(const ap_estimate *e, int64_t cp_short_seq);
+/* The sequence length below which context parallelism counts as a complication for model m:
+ * 6 h. Per token a layer's attention scores (Q K^T and the weighted sum of V) cost 4 s h FLOPs
+ * forward against 24 h^2 for its linear layers (the s / 6h term of Narayanan et al. 2021,
+ * Sec. 5.1: 96 B s l h^2 (1 + s / 6h + V / 16lh) FLOPs per step), so below s = 6h attention is the smaller part and context
+ * parallelism, which exists to split it and its activations, buys nothing plain data
+ * parallelism would not. */
+int64_t ap_cp_short_seq(const ap_model *m);
+/* Text of the tie rule for outputs ("fits before tight, no offload, ..."). */
+const char *ap_tie_rule_text(void);
 
 typedef enum { AP_CONF_FITS = 0, AP_CONF_TIGHT, AP_CONF_OOM } ap_confidence;
 ap_confidence ap_estimate_confidence(const ap_estimate *e);
