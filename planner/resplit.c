@@ -392,6 +392,17 @@ static double cap_of(const rs_cand *x, double kt, int joint) {
     return c > 0 ? c : -1;
 }
 
+/* The joint choice (joint = 1) of what the user left free: the granularity unless --recompute
+ * pinned it; the recomputed-layer counts unless a count was pinned or the pinned granularity
+ * is not full; the offload fractions unless either was pinned. */
+static void joint_choices(const ap_search_opts *o, int joint, ap_partition_opts *po) {
+    const ap_plan *fx = &o->fixed;
+    po->choose_mode = joint && !o->fix_recompute;
+    po->choose_recompute = joint && !fx->recompute_layers &&
+                           (!o->fix_recompute || fx->recompute == AP_RECOMPUTE_FULL);
+    po->choose_offload = joint && fx->offload_optimizer == 0 && fx->offload_params == 0;
+}
+
 /* The walk over ord[0..n) (candidates, or one per degree combination when joint): solves in
  * batches, offers in order; counts the solves a one-by-one walk makes into *count. */
 static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int64_t *count,
@@ -402,7 +413,7 @@ static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int6
     ap_partition_opts_init(&po);
     po.solver = AP_SOLVER_DP;
     po.est = rk->o->est;
-    po.choose_mode = po.choose_recompute = po.choose_offload = joint;
+    joint_choices(rk->o, joint, &po);
     ap_status st = AP_OK;
     int64_t i = 0;
     while (i < n && st == AP_OK) {
@@ -488,7 +499,7 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
     ap_partition_opts_init(&po);
     po.solver = rk->o->resplit_solver == AP_SOLVER_ILP ? AP_SOLVER_ILP : AP_SOLVER_DP;
     po.est = rk->o->est;
-    po.choose_mode = po.choose_recompute = po.choose_offload = 1;
+    joint_choices(rk->o, 1, &po);
     ap_err ierr;
     if (pt_check_input(rk->m, &cur->plan, &po, &ierr) != AP_OK)
         po.choose_mode = po.choose_recompute = po.choose_offload = 0;
@@ -496,7 +507,8 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
     rk->ws.p = cur->plan;
     ap_status st = ap_partition_solve(rk->m, rk->c, &rk->ws.p, &po, &rk->ws.pr, err);
     /* every variant of the joint choice refused: the plain split */
-    if (po.choose_mode && (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT)) {
+    if ((po.choose_mode || po.choose_recompute || po.choose_offload) &&
+        (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT)) {
         po.choose_mode = po.choose_recompute = po.choose_offload = 0;
         st = ap_partition_solve(rk->m, rk->c, &rk->ws.p, &po, &rk->ws.pr, err);
     }
@@ -535,7 +547,7 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
         if (id == -1 || topk_at(t, i)->plan.nchunks == 0) continue;
         int joint = id <= -2;
         cand_plan(rk, &rk->ws, &rk->cands[joint ? -2 - id : id]);
-        po.choose_mode = po.choose_recompute = po.choose_offload = joint;
+        joint_choices(rk->o, joint, &po);
         int got;
         ap_status st = split_plan(rk, &rk->ws, &po, &got, err);
         if (st != AP_OK) return st;

@@ -783,8 +783,45 @@ static void test_complication(void) {
     CHECK(ap_estimate_complication(&e, cps) > 11);
 }
 
+/* The re-split's joint choice keeps what the user pinned: a pinned offload fraction and a
+ * pinned recompute granularity hold in every plan returned (the joint choice once answered
+ * plans without the pinned offload, or without recomputation, and ties then ranked them
+ * first). */
+static void test_pins_kept_by_resplit(void) {
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
+    ap_err err;
+    for (int k = 0; k < 2; k++) {
+        ap_search_opts o;
+        case_opts(&o, &m, AP_TRAINER_MEGATRON, 960);
+        o.resplit = 1;
+        o.top_k = 20;
+        if (k == 0) {
+            o.fixed.zero = 1;
+            o.fixed.offload_optimizer = 0.5;
+        } else {
+            o.fix_recompute = 1;
+            o.fixed.recompute = AP_RECOMPUTE_FULL;
+        }
+        ap_search_result r;
+        CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+        CHECK(r.ntop == 20);
+        CHECK(r.joint > 0);
+        int uneven = 0;
+        for (int i = 0; i < r.ntop; i++) {
+            const ap_plan *p = &r.top[i].plan;
+            uneven += p->nchunks > 0;
+            if (k == 0) CHECK(p->offload_optimizer == 0.5 && p->zero == 1);
+            else CHECK(p->recompute == AP_RECOMPUTE_FULL);
+        }
+        CHECK(uneven > 0); /* the re-split answered some of them */
+        ap_search_result_free(&r);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_pins_kept_by_resplit();
     test_complication();
     test_cases();
     test_brute_force();

@@ -18,7 +18,8 @@
  * pipelined plan is ranked with its optimal stage split (partition.h, its own recompute and
  * offload), and every degree combination (tp, cp, pp, dp, ep, vp, micro-batch, ZeRO) with a
  * fitting pipelined plan with the granularity, recomputed-layer counts and offload fractions
- * chosen jointly with the split; each plan (up to its split) appears once, with its best split.
+ * chosen jointly with the split (those the user did not pin: a pinned granularity, count or
+ * offload fraction holds in every plan); each plan (up to its split) appears once, with its best split.
  * The answer is the top K of all of these, as splitting every one of them would give
  * (tests/test_search.c checks it by brute force); a lower bound on each plan's step time under
  * any split, recompute and offload lets the search split only those that could still enter the
