@@ -252,6 +252,9 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with cp > 1 parameters are sharded "
                           "(FSDP over the context-parallel ranks): ZeRO stage %d is not "
                           "expressible", tn, p->zero);
+    if (t->ddp_only_1d && p->zero == 0 && (int64_t)p->tp * p->pp * p->cp > 1)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: replicated data parallelism (ZeRO 0) "
+                          "runs only as the sole parallelism (tp, pp and cp must be 1)", tn);
     if (t->ep_from_dp_shard && p->ep > 1) {
         /* the FSDP-sharded data-parallel ranks (ZeRO 2/3; ZeRO 0 replicates) x cp x tp */
         int64_t ranks = (int64_t)(p->zero >= 2 ? p->dp : 1) * p->cp * p->tp;

@@ -217,6 +217,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * ZeRO-0 (dp_shard 1) with ep 16 gave "The product of mesh_sizes=(16, 16, 0, 16, 1) is
          * 0" (tools/trainer_validate.py, DeepSeek-V3 on 256 GPUs) */
         .ep_from_dp_shard = 1,
+        .ddp_only_1d = 1,
     },
     [AP_TRAINER_COLOSSALAI] = {
         .name = "colossalai", .display = "Colossal-AI",

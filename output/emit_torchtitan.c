@@ -118,8 +118,13 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
         sb_printf(&b, "pipeline_parallel_schedule = \"%s\"\n",
                   p->vp > 1 ? "Interleaved1F1B" : "1F1B");
         sb_printf(&b, "pipeline_parallel_microbatch_size = %lld\n", (long long)p->mbs);
+        /* torchtitan counts the embedding and the output head as one layer each unless told
+           otherwise (pipeline_parallel.py: ceil((layers + first_less + last_less) / per)
+           stages, defaults 1 and 1): 80 layers at 5 per stage would be 17 stages */
         if (emit_uniform_split(x))
-            sb_printf(&b, "pipeline_parallel_layers_per_stage = %lld\n",
+            sb_printf(&b, "pipeline_parallel_layers_per_stage = %lld\n"
+                      "pipeline_parallel_first_stage_less_layers = 0\n"
+                      "pipeline_parallel_last_stage_less_layers = 0\n",
                       (long long)(x->m->layers / (p->pp * p->vp)));
         else
             fqn_parts(&b, x);

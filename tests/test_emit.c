@@ -926,9 +926,13 @@ static void check_torchtitan(const char *dir, const ap_model *m, const ap_cluste
                     if (!strncmp(ap_json_string(ap_json_at(part, k)), "layers.", 7)) g.layers[i]++;
             }
         } else {
+            /* as torchtitan v0.2.2 counts stages (pipeline_parallel.py): the embedding and
+               the head weigh first_less / last_less layers, default 1 each */
             int per = jint_or(pa, "pipeline_parallel_layers_per_stage", 0);
+            int w = jint_or(pa, "pipeline_parallel_first_stage_less_layers", 1) +
+                    jint_or(pa, "pipeline_parallel_last_stage_less_layers", 1);
             CHECK(per > 0);
-            g.n = per > 0 ? (int)(m->layers / per) : 0;
+            g.n = per > 0 ? (int)((m->layers + w + per - 1) / per) : 0;
             for (int i = 0; i < g.n; i++) g.layers[i] = per;
         }
         check_chunks(p, m, &g, "torchtitan.toml");
@@ -1727,6 +1731,17 @@ static void test_torchtitan_counts(void) {
     CHECK_CONTAINS(er, "needs uniform chunks whose size it divides");
     free(er);
     snprintf(args, sizeof args, base, model, "--recompute-layers 4");
+    CHECK_INT(tl_run(args, NULL, NULL), 0);
+    /* torchtitan's DDP (ZeRO 0) is 1-D only ("DDP has not supported > 1D parallelism",
+       found by tools/trainer_validate.py on a tp1 pp4 dp2 z0 plan); dp alone runs */
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --trainer torchtitan --pp 4 --zero 0 "
+             "--mbs 1 --gbs 64", tl_path("examples/models/llama-3-8b.json"));
+    CHECK_INT(tl_run(args, NULL, &er), 2);
+    CHECK_CONTAINS(er, "torchtitan: replicated data parallelism (ZeRO 0) runs only as the sole "
+                       "parallelism");
+    free(er);
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --trainer torchtitan --zero 0 --mbs 1 "
+             "--gbs 64", tl_path("examples/models/llama-3-8b.json"));
     CHECK_INT(tl_run(args, NULL, NULL), 0);
     /* the plan the validator found: every plan shown is one torchtitan runs */
     snprintf(args, sizeof args, "plan '%s' --gpus 32 --trainer torchtitan --tp 4 --pp 4 "

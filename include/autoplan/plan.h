@@ -237,6 +237,9 @@ typedef struct ap_trainer_caps {
                                     (DeepSpeed: native MoE refuses ZeRO-3) */
     int dp_shard_required_with_cp; /* torchtitan: cp > 1 shards parameters (FSDP over the cp
                                       mesh), so ZeRO 0/1 cannot be expressed */
+    int ddp_only_1d;             /* torchtitan: replicated data parallelism (ZeRO 0, DDP) only
+                                    when it is the only parallelism (parallelize.py: "DDP has
+                                    not supported > 1D parallelism") */
     int ep_from_dp_shard;        /* torchtitan: the expert-parallel ranks come out of the FSDP
                                     shard x cp x tp ranks (parallel_dims.py: efsdp = dp_shard *
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
