@@ -246,9 +246,6 @@ static int by_bound(const void *x, const void *y) {
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* the step time no split may reach to enter the ranking (topk_bound) */
-static double kth(const topk *t) { return topk_bound(t); }
-
 /* plan of candidate x into w->p */
 static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
     ap_space_group(&rk->space, &x->pt, &w->g);
@@ -417,7 +414,7 @@ static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int6
     ap_status st = AP_OK;
     int64_t i = 0;
     while (i < n && st == AP_OK) {
-        double kt = kth(rk->top);
+        double kt = topk_bound(rk->top);
         if (ord[i].lb_s > kt) break;
         int nb = 0;
         for (int64_t j = i; j < n && nb < BATCH && (j == i || ord[j].lb_s <= kt); j++, nb++) {
@@ -436,7 +433,7 @@ static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int6
         run_jobs(rk, jobs, nb);
         for (int b = 0; b < nb; b++, i++) {
             const rs_cand *x = &rk->cands[jobs[b].cand];
-            double k2 = kth(rk->top);
+            double k2 = topk_bound(rk->top);
             if (ord[i].lb_s > k2) {
                 i = n; /* no later candidate can enter */
                 break;
@@ -478,7 +475,7 @@ static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_e
     for (int64_t i = 0; i < rk->n; i++)
         ord[i] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
     qsort(ord, (size_t)rk->n, sizeof *ord, by_bound);
-    double kt = kth(rk->top);
+    double kt = topk_bound(rk->top);
     int64_t nc = 0;
     for (int64_t i = 0; i < rk->n && ord[i].lb_s <= kt; i++) {
         int seen = 0;
@@ -551,11 +548,8 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
         int got;
         ap_status st = split_plan(rk, &rk->ws, &po, &got, err);
         if (st != AP_OK) return st;
-        if (got && !ap_estimate_better(topk_at(t, i), &rk->ws.e)) {
-            *topk_at(t, i) = rk->ws.e;
-            /* the split may change the plan's complication (a tighter fit) */
-            t->cls[i] = ap_estimate_complication(&rk->ws.e, t->cp_short_seq);
-        }
+        if (got && !ap_estimate_better(topk_at(t, i), &rk->ws.e))
+            topk_replace(t, i, &rk->ws.e);
     }
     /* keep the ranking sorted (insertion: stable) */
     for (int i = 1; i < t->n; i++)

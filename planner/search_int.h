@@ -18,6 +18,7 @@
 #define topk_offer ap_topk_offer
 #define topk_rank_ties ap_topk_rank_ties
 #define topk_remove ap_topk_remove
+#define topk_replace ap_topk_replace
 #define topk_swap ap_topk_swap
 #define topk_take ap_topk_take
 
@@ -45,6 +46,8 @@ typedef struct topk {
 int topk_offer(topk *t, const ap_estimate *e, int64_t id);
 /* Remove the entry of rank i (the ones after it move up). */
 void topk_remove(topk *t, int i);
+/* Replace the entry of rank i by e (its rank is not changed; its complication is e's). */
+void topk_replace(topk *t, int i, const ap_estimate *e);
 /* Swap the entries of ranks i and j. */
 void topk_swap(topk *t, int i, int j);
 /* The step time above which no offer can enter (INFINITY while the ranking is not full, or

@@ -77,6 +77,11 @@ void topk_remove(topk *t, int i) {
     t->slot[t->n] = s; /* free again */
 }
 
+void topk_replace(topk *t, int i, const ap_estimate *e) {
+    *topk_at(t, i) = *e;
+    t->cls[i] = ap_estimate_complication(e, t->cp_short_seq);
+}
+
 void topk_swap(topk *t, int i, int j) {
     int s = t->slot[i], c = t->cls[i];
     int64_t x = t->id[i];
