@@ -478,6 +478,13 @@ static void print_ties(const ap_json *res) {
         i = j;
     }
     char step[32], who[200];
+    /* the fastest may be among the plans shown, further down */
+    const char *fl = fa ? ap_json_string(ap_json_get(fa, "label")) : NULL;
+    for (int i = 0; fl && i < n; i++) {
+        const char *l = ap_json_string(ap_json_get(ap_json_at(plans, i), "label"));
+        if (l && !strcmp(l, fl) && jnum(ap_json_at(plans, i), "time", "step_s") == best)
+            fa = NULL, fastest = i;
+    }
     if (fa)
         snprintf(who, sizeof who, "%s (%s, %s, not shown)",
                  ap_cli_safe(ap_json_string(ap_json_get(fa, "label"))),

@@ -75,7 +75,7 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     else if (p->tp > 1 && tc->sp && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " no-sp");
     if (!p->overlap_grad && !p->overlap_param && !p->overlap_tp &&
-        (tc->overlap_grad || tc->overlap_param || (tc->overlap_tp && p->sp)) && k < sizeof extra)
+        (ap_trainer_dp_overlap(tc, p->ep) || (tc->overlap_tp && p->sp)) && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " no-ov");
     if (p->offload_optimizer > 0 && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " off-opt%.0f%%",
@@ -274,6 +274,11 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
                           "%s models (flex attention)", tn,
                           m->mla.kv_lora_rank > 0 ? "multi-latent attention"
                           : m->attn_sinks ? "attention-sink" : "chunked-attention");
+    const char *fam = t->pp_no_qk_norm_or_sinks && p->pp > 1 ? ap_torchtitan_family(m) : "";
+    if (!strcmp(fam, "qwen3") || !strcmp(fam, "gpt_oss"))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no pipeline parallelism for %s models (its "
+                          "%s model family has no pipelining function)", tn,
+                          m->attn_sinks ? "attention-sink" : "per-head q/k-norm", fam);
     if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
                           "covers all layers or none", tn);

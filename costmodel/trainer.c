@@ -218,6 +218,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * 0" (tools/trainer_validate.py, DeepSeek-V3 on 256 GPUs) */
         .ep_from_dp_shard = 1,
         .ddp_only_1d = 1,
+        /* models/qwen3/__init__.py and models/gpt_oss/__init__.py (v0.2.2) register
+         * pipelining_fn=None, which train.py calls for pp > 1: "'NoneType' object is not
+         * callable" (tools/trainer_validate.py, tt-qwen3-8b) */
+        .pp_no_qk_norm_or_sinks = 1,
     },
     [AP_TRAINER_COLOSSALAI] = {
         .name = "colossalai", .display = "Colossal-AI",
@@ -304,6 +308,10 @@ const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
 
 const char *ap_trainer_name(ap_trainer_id id) { return ap_trainer_get(id)->name; }
 
+int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep) {
+    return (t->overlap_grad || t->overlap_param) && !(t->ep_no_overlap && ep > 1);
+}
+
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err) {
     for (int i = 0; i < AP_TRAINER_COUNT; i++)
         if (name && !strcasecmp(name, table[i].name)) {
@@ -316,6 +324,14 @@ ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err) {
         return (*out = AP_TRAINER_MEGATRON), AP_OK;
     return ap_err_set(err, AP_ERR_INPUT, "unknown trainer '%s' (one of megatron, deepspeed, fsdp, "
                       "torchtitan, colossalai)", name ? name : "");
+}
+
+const char *ap_torchtitan_family(const ap_model *m) {
+    if (m->mla.kv_lora_rank > 0) return "deepseek_v3";
+    if (m->attn_sinks) return "gpt_oss";
+    if (m->window_chunked || m->nope_global) return "llama4";
+    if (m->qk_norm == AP_QKNORM_HEAD) return "qwen3";
+    return "llama3";
 }
 
 ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *g) {

@@ -78,8 +78,9 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
               "# use Python configs); v0.2.2 rejects unknown keys.\n"
               "# Run: torchrun --nproc_per_node %d -m torchtitan.train --job.config_file "
               "torchtitan.toml \\\n"
-              "#        --model.name <llama3|...> --model.flavor <matching ",
-              x->c->gpus < x->c->gpus_per_node ? x->c->gpus : x->c->gpus_per_node);
+              "#        --model.name %s --model.flavor <matching ",
+              x->c->gpus < x->c->gpus_per_node ? x->c->gpus : x->c->gpus_per_node,
+              ap_torchtitan_family(x->m));
     ap_text_escape(&b, AP_TEXT_LINE, x->m->name); /* user text in a comment line */
     sb_printf(&b, ">\n");
     if (p->overlap_grad == 0 || p->overlap_param == 0)

@@ -325,8 +325,9 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->gather_bytes = fx->gather_bytes;
     /* dominated in the cost model (search.h): sequence parallelism and overlap when offered */
     p->sp = (pt->tp > 1 && tr->sp && !o->no_sp) ? 1 : 0;
-    p->overlap_grad = tr->overlap_grad && !o->no_overlap;
-    p->overlap_param = tr->overlap_param && !o->no_overlap &&
+    int dov = !o->no_overlap && ap_trainer_dp_overlap(tr, pt->ep);
+    p->overlap_grad = tr->overlap_grad && dov;
+    p->overlap_param = tr->overlap_param && dov &&
                        (tr->overlap_param_zero_mask & (1u << pt->zero));
     p->overlap_tp = p->sp && tr->overlap_tp && !o->no_overlap;
     p->offload_optimizer = pt->offload_optimizer;

@@ -2103,6 +2103,56 @@ static void test_issue19(void) {
     }
 }
 
+/* torchtitan v0.2.2 has no pipelining function for its qwen3 and gpt_oss families
+ * (pipelining_fn=None: tools/trainer_validate.py found tt-qwen3-8b at pp 8 failing with
+ * "'NoneType' object is not callable"); the job file names the family to run. */
+static void test_torchtitan_families(void) {
+    static const struct { const char *file; int hf; const char *family; int pp_ok; } cases[] = {
+        {"llama-3-8b", 0, "llama3", 1},
+        {"deepseek-v3", 0, "deepseek_v3", 1},
+        {"qwen3-8b", 0, "qwen3", 0},
+        {"gpt-oss-20b", 0, "gpt_oss", 0},
+        {"qwen3-30b-a3b.json", 1, "qwen3", 0},
+        {"llama-4-scout-17b-16e.json", 1, "llama4", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m;
+        ap_cluster c;
+        ap_plan p;
+        ap_err err;
+        if (!(cases[i].hf ? load_hf(cases[i].file, &m) : load_model(cases[i].file, &m))) {
+            CHECK(0);
+            continue;
+        }
+        CHECK_STR(ap_torchtitan_family(&m), cases[i].family);
+        make_cluster("h100", 64, &c);
+        /* pp 2 x dp 32, FSDP: legal for torchtitan but for the family rule */
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 2, 32, 1, 2, 4096);
+        p.gbs = 256, p.grad_accum = 8;
+        ap_status st = ap_plan_check(&p, &m, &c, 0, &err);
+        if (cases[i].pp_ok) {
+            if (st != AP_OK) fprintf(stderr, "  %s: %s\n", cases[i].file, err.msg);
+            CHECK_INT(st, AP_OK);
+        } else {
+            CHECK_INT(st, AP_ERR_INFEASIBLE);
+            CHECK_CONTAINS(err.msg, "has no pipelining function");
+            CHECK_CONTAINS(err.msg, cases[i].family);
+        }
+        /* the same plan without pipelining is torchtitan's, and its file names the family */
+        plan_for(&p, AP_TRAINER_TORCHTITAN, 1, 1, 64, 1, 2, 4096);
+        p.gbs = 256, p.grad_accum = 4;
+        char *t = render(AP_EMIT_TORCHTITAN, &m, &c, &p, "torchtitan.toml", &st, &err, NULL, 0);
+        if (st != AP_OK) fprintf(stderr, "  %s: %s\n", cases[i].file, err.msg);
+        CHECK(t != NULL);
+        if (t) {
+            char want[64];
+            snprintf(want, sizeof want, "--model.name %s ", cases[i].family);
+            CHECK_CONTAINS(t, want);
+        }
+        free(t);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     L_ds = load_list("tests/data/trainers/deepspeed_keys.txt");
@@ -2125,6 +2175,7 @@ int main(int argc, char **argv) {
     test_roundtrip();
     test_refusals();
     test_torchtitan_counts();
+    test_torchtitan_families();
     test_golden();
     test_issue19();
     test_cli();

@@ -819,8 +819,38 @@ static void test_pins_kept_by_resplit(void) {
     }
 }
 
+/* A trainer that turns data-parallel overlap off with expert parallelism (Colossal-AI's MoE
+ * plugin) gets plans with ep > 1 without overlap: the search once set overlap on every
+ * candidate, so `--ep 4` planned nothing ("0 legal"). */
+static void test_ep_without_overlap(void) {
+    ap_model m = load("examples/models/mixtral-8x7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 32);
+    ap_err err;
+    ap_search_opts o;
+    case_opts(&o, &m, AP_TRAINER_COLOSSALAI, 128);
+    o.fixed.ep = 4;
+    ap_search_result r;
+    CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+    CHECK(r.legal > 0);
+    CHECK(r.ntop > 0);
+    for (int i = 0; i < r.ntop; i++) {
+        CHECK_INT(r.top[i].plan.ep, 4);
+        CHECK(!r.top[i].plan.overlap_grad && !r.top[i].plan.overlap_param);
+        char lb[160];
+        CHECK(strstr(ap_plan_label(&r.top[i].plan, lb, sizeof lb), "no-ov") == NULL);
+    }
+    check_result(&m, &c, &o, &r);
+    ap_search_result_free(&r);
+    /* ep 1: overlap stays the default */
+    const ap_trainer_caps *t = ap_trainer_get(AP_TRAINER_COLOSSALAI);
+    CHECK(ap_trainer_dp_overlap(t, 1));
+    CHECK(!ap_trainer_dp_overlap(t, 4));
+    CHECK(ap_trainer_dp_overlap(ap_trainer_get(AP_TRAINER_MEGATRON), 4));
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_ep_without_overlap();
     test_pins_kept_by_resplit();
     test_complication();
     test_cases();

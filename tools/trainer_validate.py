@@ -387,6 +387,12 @@ def worker_torchtitan(path, plan, name, flavour, expect_params):
         from torchtitan.protocols import train_spec as ts
     except Exception as e:
         return result("NOT-RUN", "torchtitan not importable: %s" % e)
+    # the job file's header names the model family to run (ap_torchtitan_family)
+    with open(path) as f:
+        named = re.search(r"--model\.name (\S+)", f.read())
+    if not named or named.group(1) != name:
+        return result("MISMATCH", "the file names model family %s, the case runs %s" % (
+            named.group(1) if named else "none", name))
     try:
         cfg = ConfigManager().parse_args(["--job.config_file", path, "--model.name", name,
                                           "--model.flavor", flavour])

@@ -248,6 +248,9 @@ typedef struct ap_trainer_caps {
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
                                     with offload_optim_frac (and shard_param_frac) 1.0 */
     int ep_no_overlap;           /* Colossal-AI MoE plugin: no communication overlap with ep > 1 */
+    int pp_no_qk_norm_or_sinks;  /* no pipelining for models with per-head q/k norms or
+                                    attention sinks (torchtitan's qwen3 and gpt_oss families
+                                    have no pipelining function) */
     /* kernels and collectives as the trainer runs them (costmodel/trainer.c cites each) */
     ap_attn_impl attn_ampere;    /* default attention kernel on Ampere / Ada (sm80-89, AMD) */
     ap_attn_impl attn_hopper;    /* on Hopper and newer */
@@ -287,9 +290,18 @@ typedef struct ap_trainer_caps {
  * PyTorch-native, unfused otherwise). */
 ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *g);
 
+/* The torchtitan v0.2.2 model family (--model.name) that has model m's architecture:
+ * "deepseek_v3" (multi-latent attention), "gpt_oss" (attention sinks), "llama4" (chunked
+ * attention), "qwen3" (per-head q/k norms), else "llama3". */
+const char *ap_torchtitan_family(const ap_model *m);
+
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err);
 const char *ap_trainer_name(ap_trainer_id id);
+/* Can trainer t overlap data-parallel communication (gradient reduction, parameter gathering)
+ * in a plan with expert-parallel degree ep? Not where its MoE path turns overlap off
+ * (ep_no_overlap). The search's and estimate's default, and the label's "no-ov" baseline. */
+int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep);
 
 /* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
  * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
