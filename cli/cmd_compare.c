@@ -5,7 +5,7 @@
  * the scatter and plans.csv, and write report.html, report.md and plans.csv atomically.
  *
  * Strategies (--strategies, comma separated; default top5,ddp,zero3,zero2-offload,megatron,no-pp):
- *   topN           the N fastest fitting plans of ap_search (as `autoplan plan` ranks them)
+ *   topN           the first N plans of ap_search, as `autoplan plan` ranks them
  *   ddp            pure data parallel: tp = pp = cp = 1, ZeRO 0, no offload
  *   zero3          ZeRO-3 / FSDP FULL_SHARD, tp = pp = cp = 1, no offload (fsdp when the
  *                  trainer has no ZeRO-3)

@@ -217,17 +217,23 @@ ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_s
 }
 
 int ap_report_pick_best(const ap_report *r) {
-    int best = -1;
-    ap_report_row a, b;
+    /* the rule `plan` ranks by (search.h "Ties"): of the fitting strategies within the validated
+       time error of the fastest, the simplest (ap_estimate_complication), the faster when equal */
+    int fastest = -1, best = -1, best_cx = 0;
+    for (int i = 0; i < r->nstrat; i++)
+        if (r->strat[i].status == AP_REPORT_OK &&
+            (fastest < 0 || ap_estimate_better(&r->strat[i].est, &r->strat[fastest].est)))
+            fastest = i;
+    if (fastest < 0) return -1;
+    double lim = r->strat[fastest].est.time.step_s * (1 + AP_VALIDATED_TIME_ERROR);
+    int64_t short_seq = r->model ? ap_cp_short_seq(r->model) : 0;
     for (int i = 0; i < r->nstrat; i++) {
-        if (r->strat[i].status != AP_REPORT_OK) continue;
-        if (best < 0) {
-            best = i;
-            continue;
-        }
-        ap_report_row_from_estimate(&r->strat[i].est, &a);
-        ap_report_row_from_estimate(&r->strat[best].est, &b);
-        if (row_before(&a, &b)) best = i;
+        const ap_estimate *e = &r->strat[i].est;
+        if (r->strat[i].status != AP_REPORT_OK || !(e->time.step_s <= lim)) continue;
+        int cx = ap_estimate_complication(e, short_seq);
+        if (best < 0 || cx < best_cx ||
+            (cx == best_cx && ap_estimate_better(e, &r->strat[best].est)))
+            best = i, best_cx = cx;
     }
     return best;
 }
@@ -544,6 +550,14 @@ static void html_plans(rbuf *b, const ap_report *r) {
     }
 }
 
+/* How the best strategy is picked (ap_report_pick_best), one sentence into buf. */
+static const char *best_rule(char *buf, size_t n) {
+    snprintf(buf, n, "Picked as `autoplan plan` ranks: of the strategies that fit within %.0f%% "
+             "(the validated time error) of the fastest, the simplest (%s).",
+             100 * AP_VALIDATED_TIME_ERROR, ap_tie_rule_text());
+    return buf;
+}
+
 /* Why the best plan wins: one line per other strategy, then the bottleneck. */
 static void html_why(rbuf *b, const ap_report *r) {
     char lbl[160];
@@ -556,7 +570,10 @@ static void html_why(rbuf *b, const ap_report *r) {
         rb_html(b, r->strat[r->best].name);
         rb_puts(b, "</b> (");
         rb_html(b, ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
-        rb_puts(b, ").</p>\n<ul id=\"explain\">\n");
+        char rule[512];
+        rb_puts(b, "). ");
+        rb_html(b, best_rule(rule, sizeof rule));
+        rb_puts(b, "</p>\n<ul id=\"explain\">\n");
         for (int i = 0; i < r->nstrat; i++) {
             if (i == r->best) continue;
             explain(r, i, &lb);
@@ -741,8 +758,10 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
         rb_puts(&b, "None of the compared strategies fits.\n");
     } else {
         line_buf lb;
-        rb_printf(&b, "Best: **%s** (%s).\n\n", r->strat[r->best].name,
+        rb_printf(&b, "Best: **%s** (%s). ", r->strat[r->best].name,
                   ap_plan_label(&r->strat[r->best].est.plan, lbl, sizeof lbl));
+        char rule[512];
+        rb_printf(&b, "%s\n\n", best_rule(rule, sizeof rule));
         for (int i = 0; i < r->nstrat; i++) {
             if (i == r->best) continue;
             explain(r, i, &lb);

@@ -75,7 +75,8 @@ typedef struct ap_report {
     int trainer;               /* the trainer asked for */
     ap_report_strategy *strat; /* nstrat entries, owned (ap_report_free) */
     int nstrat;
-    int best;                  /* index of the fastest fitting strategy, -1 when none fits */
+    int best;                  /* the best fitting strategy, ranked as `plan` ranks (search.h
+                                  "Ties"), -1 when none fits */
     ap_report_row *rows;       /* feasible plans, ascending step time; owned */
     int64_t nrows;
     int64_t evaluated;         /* plans estimated by the enumeration */
@@ -112,7 +113,8 @@ ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_s
 /* Fill a row from an estimate. */
 void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *row);
 
-/* Index of the fastest fitting strategy (ties: least device memory), -1 if none fits. */
+/* Index of the best fitting strategy, -1 if none fits: as `plan` ranks (search.h "Ties"), the
+ * simplest of those within the validated time error of the fastest, the faster when equal. */
 int ap_report_pick_best(const ap_report *r);
 
 /* Renderers: a malloc'd NUL-terminated document in *out (caller frees), *len its length.
