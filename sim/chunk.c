@@ -36,6 +36,71 @@ int64_t ap_gemini_unused_elems(const int64_t *sizes, int n, int64_t chunk_elems)
     return left + acc;
 }
 
+/* The parameters of a model repeat layer by layer. The longest periodic stretch of sizes:
+ * [*a, *a + *reps * *per) is *reps copies of sizes[*a, *a + *per), with *per <= max_per
+ * (the shortest period on equal coverage); *reps = 0 when nothing repeats. One pass per
+ * period. */
+static void find_period(const int64_t *s, int n, int max_per, int *a, int *per, int *reps) {
+    *a = *per = *reps = 0;
+    int64_t best = 0;
+    for (int p = 1; p <= max_per && 2 * p <= n; p++) {
+        int run = 0; /* s[i - run .. i) == s[i - run + p .. i + p) */
+        for (int i = 0; i + p <= n; i++) {
+            if (i + p < n && s[i] == s[i + p]) {
+                run++;
+                continue;
+            }
+            /* the stretch [i - run, i + p) has period p: (run + p) / p whole copies */
+            int r = (run + p) / p;
+            if (r >= 2 && (int64_t)r * p > best) {
+                best = (int64_t)r * p;
+                *a = i - run, *per = p, *reps = r;
+            }
+            run = 0;
+        }
+    }
+}
+
+/* ap_gemini_unused_elems with the period of find_period. The packing's state at a copy's start
+ * is the space left in the open chunk, and the next copy's state is a function of it; once a
+ * state repeats, the copies between the two add the same waste each time, and the rest of the
+ * cycles are skipped. The cycle is found as Brent's algorithm finds one (one comparison per copy
+ * against a state saved at power-of-two distances). Exact: the same sum. */
+static int64_t unused_periodic(const int64_t *s, int n, int64_t cs, int a, int per, int reps) {
+    int64_t acc = 0, left = 0;
+    for (int i = 0; i < a; i++) {
+        if (s[i] > left) acc += left, left = cs;
+        left -= s[i];
+    }
+    int64_t saved_left = left, saved_acc = acc;
+    int saved_r = 0, power = 1, skipped = 0;
+    for (int r = 0; r < reps; r++) {
+        if (!skipped && r > saved_r) {
+            if (left == saved_left) {
+                int c = r - saved_r;
+                int64_t jumps = (reps - r) / c;
+                acc += jumps * (acc - saved_acc);
+                r += (int)(jumps * c);
+                skipped = 1;
+                if (r >= reps) break;
+            } else if (r - saved_r == power) {
+                saved_left = left, saved_acc = acc, saved_r = r;
+                power *= 2;
+            }
+        }
+        const int64_t *b = s + a + (int64_t)r * per;
+        for (int i = 0; i < per; i++) {
+            if (b[i] > left) acc += left, left = cs;
+            left -= b[i];
+        }
+    }
+    for (int i = a + reps * per; i < n; i++) {
+        if (s[i] > left) acc += left, left = cs;
+        left -= s[i];
+    }
+    return left + acc;
+}
+
 static int64_t round_up(int64_t v, int64_t q) { return q > 1 ? v + (-v % q + q) % q : v; }
 
 ap_status ap_gemini_chunk_search(const int64_t *sizes, int n, int zero_size,
@@ -91,10 +156,12 @@ ap_status ap_gemini_chunk_search(const int64_t *sizes, int n, int zero_size,
         }
     }
     out->nfiltered = n - nk;
+    int a, per, reps;
+    find_period(kept, nk, 64, &a, &per, &reps);
     int64_t start = (max_size + interval - 1) / interval * interval;
     int64_t best = start, best_waste = -1;
     for (int64_t cs = start; cs <= start + search_range; cs += interval) {
-        int64_t w = ap_gemini_unused_elems(kept, nk, cs);
+        int64_t w = unused_periodic(kept, nk, cs, a, per, reps);
         if (best_waste < 0 || w < best_waste) {
             best_waste = w;
             best = cs;

@@ -68,6 +68,8 @@ typedef struct gem {
     gch *ch;
     int nch;
     int32_t *chunk_of;       /* per parameter */
+    int32_t *first;          /* nch + 1: chunk c holds parameters [first[c], first[c + 1]) (the
+                                layout packs them in order) */
     int8_t *pst;             /* per parameter: fp16 chunk tensor state */
     int8_t *gst;             /* per parameter: gradient chunk tensor state */
     int reuse;               /* reuse_fp16_chunk = master_weights and not gradient accumulation */
@@ -306,20 +308,33 @@ static ap_status setup(gem *g, ap_err *err) {
     int64_t interval = h->hidden_dim > 0 ? h->hidden_dim : 1024;
     ap_status st = AP_OK;
     ap_hetero_cache *cache = x->o->cache;
-    uint64_t key = ap_hash64(sizes, (size_t)n * sizeof *sizes, (uint64_t)x->Z);
+    uint64_t key = ap_hash64(sizes, (size_t)n * sizeof *sizes, 0x9e3779b97f4a7c15ull);
     key = ap_hash64(&h->search_range_m, sizeof h->search_range_m, key);
     key = ap_hash64(&interval, sizeof interval, key);
     key = ap_hash64(&h->min_chunk_size_m, sizeof h->min_chunk_size_m, key);
-    if (cache && cache->valid && cache->key == key) {
-        x->sum.chunks = cache->cfg;
+    /* the scan for a zero group of 1, then rounded up to this plan's (search_utils.py: the
+       chunk size is rounded to the group after the scan), so plans differing in dp share it */
+    int hit = -1;
+    for (int i = 0; cache && i < AP_HETERO_CACHE_N; i++)
+        if (cache->e[i].valid && cache->e[i].key == key) hit = i;
+    if (x->Z < 1) {
+        st = ap_err_set(err, AP_ERR_INPUT, "chunk search: zero group size must be >= 1");
+    } else if (hit >= 0) {
+        x->sum.chunks = cache->e[hit].cfg;
     } else {
-        st = ap_gemini_chunk_search(sizes, n, x->Z, h->search_range_m, interval,
+        st = ap_gemini_chunk_search(sizes, n, 1, h->search_range_m, interval,
                                     h->min_chunk_size_m, &x->sum.chunks, err);
         if (st == AP_OK && cache) {
-            cache->key = key;
-            cache->cfg = x->sum.chunks;
-            cache->valid = 1;
+            int i = cache->next;
+            cache->next = (i + 1) % AP_HETERO_CACHE_N;
+            cache->e[i].key = key;
+            cache->e[i].cfg = x->sum.chunks;
+            cache->e[i].valid = 1;
         }
+    }
+    if (st == AP_OK && !x->sum.chunks.keep_gathered && x->Z > 1) {
+        int64_t z = x->Z, c = x->sum.chunks.chunk_elems;
+        x->sum.chunks.chunk_elems = (c + z - 1) / z * z;
     }
     if (st != AP_OK) {
         ap_free(sizes);
@@ -332,7 +347,8 @@ static ap_status setup(gem *g, ap_err *err) {
     g->tmp = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
     g->tmp2 = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
     g->nextuse = ap_malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
-    if (!g->ch || !g->tmp || !g->tmp2 || !g->nextuse) {
+    g->first = ap_malloc((size_t)(g->nch + 1) * sizeof *g->first);
+    if (!g->ch || !g->tmp || !g->tmp2 || !g->nextuse || !g->first) {
         ap_free(sizes);
         ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
@@ -342,6 +358,10 @@ static ap_status setup(gem *g, ap_err *err) {
         c->elems = celems[i];
         c->keep = (int8_t)x->sum.chunks.keep_gathered;
         c->shard = c->keep ? c->elems : c->elems / x->Z;
+    }
+    for (int c = 0, i = 0; c <= g->nch; c++) {
+        while (i < n && g->chunk_of[i] < c) i++;
+        g->first[c] = i;
     }
     for (int i = 0; i < n; i++) {
         gch *c = &g->ch[g->chunk_of[i]];
@@ -562,8 +582,7 @@ static void grad_handle(gem *g, int p) {
             /* init_grad_chunk: a gathered gradient chunk on the GPU (pinned host shard) */
             if (!c->g_exists) {
                 c->g_exists = 1;
-                for (int i = 0; i < x->nparams; i++)
-                    if (g->chunk_of[i] == ci) g->gst[i] = ST_HOLD;
+                for (int i = g->first[ci]; i < g->first[ci + 1]; i++) g->gst[i] = ST_HOLD;
                 c->gcnt[ST_HOLD] = c->ntensors;
                 for (int s = 0; s < ST_N; s++)
                     if (s != ST_HOLD) c->gcnt[s] = 0;
@@ -609,8 +628,8 @@ static void grad_handle(gem *g, int p) {
             c->gathered = 0;
             c->cuda_shard = 1;
         }
-        for (int i = 0; i < x->nparams; i++)
-            if (g->chunk_of[i] == ci && g->pst[i] == ST_READY) {
+        for (int i = g->first[ci]; i < g->first[ci + 1]; i++)
+            if (g->pst[i] == ST_READY) {
                 c->cnt[ST_READY]--;
                 c->cnt[ST_HOLD]++;
                 g->pst[i] = ST_HOLD;
@@ -627,8 +646,8 @@ static void grad_handle(gem *g, int p) {
             c->g_gathered = 0;
             c->g_cuda_shard = 1;
         }
-        for (int i = 0; i < x->nparams; i++)
-            if (g->chunk_of[i] == ci && g->gst[i] == ST_READY) {
+        for (int i = g->first[ci]; i < g->first[ci + 1]; i++)
+            if (g->gst[i] == ST_READY) {
                 c->gcnt[ST_READY]--;
                 c->gcnt[ST_HOLD]++;
                 g->gst[i] = ST_HOLD;
@@ -886,6 +905,7 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
     ap_free(g->lc_steady);
     ap_free(g->ch);
     ap_free(g->chunk_of);
+    ap_free(g->first);
     ap_free(g->pst);
     ap_free(g->gst);
     ap_free(g->nmd);

@@ -151,6 +151,35 @@ static void test_chunk_search(void) {
         free(ce);
         free(s);
     }
+    /* layer-periodic lists (a prefix, a block repeated, a suffix: the search skips repeated
+       packing states) against the brute force, also with near-periodic blocks and blocks of
+       one size */
+    for (int t = 0; t < 200; t++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int pre = (int)(x % 4), per = 1 + (int)((x >> 8) % 13), reps = 2 + (int)((x >> 16) % 90);
+        int suf = (int)((x >> 24) % 4), n = pre + per * reps + suf;
+        int64_t *s = malloc((size_t)n * sizeof *s);
+        int64_t blk[16];
+        for (int i = 0; i < per; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            blk[i] = t % 7 == 0 ? 64 : 1 + (int64_t)(x % (i % 3 == 0 ? 3000 : 40));
+        }
+        int k = 0;
+        for (int i = 0; i < pre; i++) s[k++] = 100 + i * 37;
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < per; i++) s[k++] = blk[i];
+        for (int i = 0; i < suf; i++) s[k++] = 50 + i * 11;
+        if (t % 5 == 1) s[pre + (int)(x % (uint64_t)(per * reps))] += 1; /* one copy differs */
+        int Z = 1 + t % 3;
+        int64_t interval = 1 + t % 11;
+        double range_m = (200.0 + 9 * t) / 1048576.0;
+        CHECK(ap_gemini_chunk_search(s, n, Z, range_m, interval, 0, &c, &err) == AP_OK);
+        int64_t best, bw;
+        brute_search(s, n, Z, range_m, interval, 0, &best, &bw);
+        CHECK_INT(c.chunk_elems, best);
+        CHECK_INT(c.waste_elems, bw);
+        free(s);
+    }
     /* a real model: GPT-2 (124M) with Colossal-AI's defaults: the embedding (38.6M) is the
        outlier, the search starts at the 32 Mi minimum and takes 43313152 */
     ap_model m = load("examples/models/gpt2.json");

@@ -160,13 +160,20 @@ int ap_hetero_applies(const ap_plan *p);
  * parameters on NVMe, as a user must; otherwise leave it. */
 ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *err);
 
-/* Caller-owned memo of the last chunk-size search (the search's scan dominates a run: Colossal-AI
- * scans search_range / interval sizes over every parameter). Reused when the parameter sizes,
- * the zero group and the search options are the same. Zero it before first use. */
+/* Caller-owned memo of the last chunk-size searches (the search's scan dominates a run:
+ * Colossal-AI scans search_range / interval sizes over every parameter). The scan does not
+ * depend on the zero group, which only rounds its answer up: an entry holds the answer for a
+ * zero group of 1 and is reused when the parameter sizes and the search options are the same,
+ * whatever the zero group (the plans of one tp x pp share their sizes and differ in dp). Zero
+ * it before first use. */
+#define AP_HETERO_CACHE_N 4
 typedef struct ap_hetero_cache {
-    uint64_t key;
-    int valid;
-    ap_chunk_config cfg;
+    struct {
+        uint64_t key;
+        int valid;
+        ap_chunk_config cfg; /* zero group 1 */
+    } e[AP_HETERO_CACHE_N];
+    int next;                /* the entry replaced next */
 } ap_hetero_cache;
 
 typedef struct ap_hetero_opts {
