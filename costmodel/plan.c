@@ -87,6 +87,10 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     if (p->hetero.placement != AP_GEMINI_OFF && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " gemini-%s",
                               p->hetero.placement == AP_GEMINI_AUTO ? "auto" : "static");
+    if (p->hetero.placement == AP_GEMINI_STATIC && p->hetero.shard_param_frac != 1.0 &&
+        k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " shard%.0f%%",
+                              100 * p->hetero.shard_param_frac);
     if ((p->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME ||
          p->hetero.ds_params == AP_OFFLOAD_DEV_NVME) && k < sizeof extra)
         k += (size_t)snprintf(extra + k, sizeof extra - k, " nvme");

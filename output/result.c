@@ -193,8 +193,10 @@ static ap_status check_numbers(const ap_json *entry, const char *where, const ap
     e->fits = ap_json_bool(ap_json_get(mem, "fits"));
     if (!(step > 0 && step <= 1e15) || !same(tps, (double)p->gbs * (double)p->seq / step))
         return ap_err_set(err, AP_ERR_INPUT, "%s: step time and tokens/s disagree", where);
+    /* Gemini auto sizes its model data with its own margin and takes no headroom (hetero.c) */
+    double headroom = p->hetero.placement == AP_GEMINI_AUTO ? 0 : so->est.headroom_bytes;
     if (!(e->device_peak_bytes >= 0 && e->device_peak_bytes <= 1e18) ||
-        e->capacity_bytes != c->gpu.mem_bytes || e->headroom_bytes != so->est.headroom_bytes ||
+        e->capacity_bytes != c->gpu.mem_bytes || e->headroom_bytes != headroom ||
         !(e->host_bytes_per_node >= 0 && e->host_bytes_per_node <= 1e21))
         return ap_err_set(err, AP_ERR_INPUT, "%s: the stored memory is not this cluster's or "
                           "options'", where);

@@ -443,6 +443,34 @@ static ap_status search_batch(const ap_request *rq, ap_resolved *r, ap_err *err)
     return AP_OK;
 }
 
+/* --gemini / --offload-device in a search pin the kind of heterogeneous placement (the space
+ * reads so->fixed.hetero, planner/space.c hetero_place): Gemini is GeminiPlugin, Colossal-AI's
+ * ZeRO-3, and DeepSpeed offloads parameters or to NVMe only at ZeRO-3, so those pin the stage;
+ * the rules of ap_plan_hetero_validate hold as for estimate. */
+static ap_status search_hetero(const ap_request *rq, ap_resolved *r, ap_err *err) {
+    ap_search_opts *so = &r->search;
+    const ap_plan *cp = &r->plan;
+    if (!rq->gemini.given && !rq->offload_device.given) return AP_OK;
+    int needs3 = rq->gemini.given || cp->hetero.ds_params != AP_OFFLOAD_DEV_NONE ||
+                 cp->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME;
+    ap_plan q = *cp;
+    q.zero = so->fixed.zero;
+    if (needs3) {
+        if (so->fixed.zero >= 0 && so->fixed.zero != 3)
+            return ap_err_set(err, AP_ERR_INPUT, "--%s %s runs ZeRO stage 3; --zero %d contradicts "
+                              "it", rq->gemini.given ? "gemini" : "offload-device",
+                              rq->gemini.given ? ap_gemini_placement_name(cp->hetero.placement)
+                                               : ap_offload_device_name((ap_offload_device)rq->offload_device.v),
+                              so->fixed.zero);
+        q.zero = so->fixed.zero = 3;
+    } else if (q.zero < 0) {
+        q.zero = 1; /* CPU optimizer offload: any stage 1-3, as the search offers it */
+    }
+    ap_status st = ap_plan_hetero_validate(&q, &r->cluster, "flags", err);
+    if (st == AP_OK) so->fixed.hetero = cp->hetero;
+    return st;
+}
+
 static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err) {
     ap_search_opts *so = &r->search;
     const ap_plan *cp = &r->plan;
@@ -485,6 +513,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->allow_cross_node_tp = r->allow_cross_node_tp;
     so->est = r->est;
     ap_status st = merge_fix(rq, r, err);
+    if (st == AP_OK) st = search_hetero(rq, r, err);
     if (st == AP_OK) st = ap_request_check_pins(rq, r->cluster.gpus, err);
     if (st != AP_OK) return st;
     so->top_k = rq->top.given ? (int)rq->top.v : 10;

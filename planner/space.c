@@ -251,7 +251,14 @@ static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
             return 1;
         }
         if (fx->hetero.placement == AP_GEMINI_AUTO) return 0;
-        return ap_plan_hetero_default(p); /* static, the level's fractions (estimate's rule) */
+        /* static, the level's fractions (estimate's rule), and a pinned --shard-param-frac */
+        if (!ap_plan_hetero_default(p)) return 0;
+        if (fx->hetero.placement == AP_GEMINI_STATIC) {
+            p->hetero.shard_param_frac = fx->hetero.shard_param_frac;
+            /* offload_param_frac acts only with both other fractions 1.0 (GeminiPlugin) */
+            if (p->hetero.offload_param_frac > 0 && p->hetero.shard_param_frac != 1.0) return 0;
+        }
+        return 1;
     }
     if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
         (extra || p->offload_optimizer > 0 || p->offload_params > 0)) {
@@ -266,6 +273,10 @@ static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
         if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
         return ap_plan_hetero_default(p); /* CPU (estimate's rule) */
     }
+    /* a plan without a placement where one is pinned (--gemini, --offload-device nvme) */
+    if (fx->hetero.placement != AP_GEMINI_OFF || fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME ||
+        fx->hetero.ds_params == AP_OFFLOAD_DEV_NVME)
+        return 0;
     return !extra;
 }
 

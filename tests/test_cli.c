@@ -299,6 +299,10 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
             snprintf(tmp, sizeof tmp, "--offload-optimizer %g", v / 100);
         else if (sscanf(t, "off-par%lf", &v) == 1)
             snprintf(tmp, sizeof tmp, "--offload-params %g", v / 100);
+        else if (sscanf(t, "shard%lf", &v) == 1)
+            snprintf(tmp, sizeof tmp, "--shard-param-frac %g", v / 100);
+        else if (!strcmp(t, "gemini-auto")) f = "--gemini auto";
+        else if (!strcmp(t, "gemini-static")) f = "--gemini static";
         else if (sscanf(t, "full%lf", &v) == 1)
             snprintf(tmp, sizeof tmp, "--recompute full --recompute-layers %.0f", v);
         else if (!strcmp(t, "full")) f = "--recompute full";
@@ -343,8 +347,12 @@ static void test_label_reproduces(void) {
         {"examples/models/llama-2-7b.json", "--gpus 8 --trainer deepspeed"},
         {"examples/models/llama-2-7b.json", "--gpus 8 --trainer colossalai --no-overlap"},
         {"examples/models/llama-3-8b.json", "--gpus 16 --trainer fsdp"},
+        /* Gemini pinned in the search (it was ignored there) */
+        {"examples/models/llama-2-7b.json", "--gpus 8 --trainer colossalai --gemini auto"},
+        {"examples/models/llama-2-7b.json",
+         "--gpus 8 --trainer colossalai --gemini static --shard-param-frac 0.5"},
     };
-    int checked = 0, uneven = 0, nosp = 0, noov = 0;
+    int checked = 0, uneven = 0, nosp = 0, noov = 0, gemini = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char args[1024], *out = NULL, *err = NULL;
         snprintf(args, sizeof args, "plan '%s' %s --no-cache --top 10 --json",
@@ -390,6 +398,8 @@ static void test_label_reproduces(void) {
                 uneven += strstr(label, "uneven") != NULL;
                 nosp += strstr(label, "no-sp") != NULL;
                 noov += strstr(label, "no-ov") != NULL;
+                gemini += strstr(label, "gemini-auto") != NULL ||
+                          strstr(label, "gemini-static shard50%") != NULL;
             }
             ap_json_free(est);
             free(o2);
@@ -400,6 +410,7 @@ static void test_label_reproduces(void) {
     CHECK(checked >= 40);
     CHECK(nosp > 0 && noov > 0); /* the non-default labels were exercised */
     CHECK(uneven > 0); /* and an uneven split with its --stage-layers */
+    CHECK(gemini >= 20); /* every plan of the two Gemini searches has the pinned placement */
 }
 
 /* The README's first command: the main job on the bundled example. */
@@ -711,6 +722,12 @@ static void test_bad_input(void) {
     bad("estimate /nonexistent/model.json --gpus 8 --cluster %s", "/nonexistent/model.json");
     bad("plan '%s' --gpus 8 --tokens-per-step 4M --gbs 64", "not both");
     bad("plan '%s' --gpus 8..4", "empty");
+    /* a search keeps the placement pins (it once ignored them) and their rules */
+    bad("plan '%s' --gpus 8 --gemini auto", "Gemini placement is Colossal-AI's");
+    bad("plan '%s' --gpus 8 --trainer colossalai --gemini static --zero 1",
+        "--gemini static runs ZeRO stage 3; --zero 1 contradicts it");
+    bad("plan '%s' --gpus 8 --trainer deepspeed --offload-optimizer 1 --offload-device nvme",
+        "NVMe offload needs the cluster's NVMe");
     bad("plan '%s' --gpus 8 --fix tp=2,qq=3", "unknown key");
     bad("plan '%s' --gpus 8 --deadline 30d", "--deadline needs --tokens");
     bad("plan '%s' --gpus 8 --tokens 2T --deadline 30", "has no unit");

@@ -367,6 +367,17 @@ static void test_cache(void) {
     CHECK_INT(tl_run(args, &out, &er), 0);
     CHECK_CONTAINS(out, "answered from the cache");
     free(out); free(er);
+    /* a Gemini-auto result (its plans take no headroom) is answered from the cache too: its
+       check once compared their headroom with the options' and searched again every time */
+    snprintf(args, sizeof args, "'%s' --gpus 8 --gbs 64 --trainer colossalai --gemini auto "
+             "--db '%s' --top 2", model, db);
+    for (int k = 0; k < 2; k++) {
+        CHECK_INT(tl_run(args, &out, &er), 0);
+        CHECK_CONTAINS(out, "gemini-auto");
+        CHECK_INT(strstr(out ? out : "", "answered from the cache") != NULL, k);
+        CHECK(er && !strstr(er, "not used"));
+        free(out); free(er);
+    }
     CHECK(tl_write(prof, "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
                          "\"profiles\": [{\"gpu\": \"a100-sxm4-80g\", \"op\": \"gemm\", "
                          "\"shape\": \"m=8192,n=8192,k=8192\", \"dtype\": \"bf16\", "
