@@ -94,6 +94,10 @@ typedef struct gem {
     int cl_have;
     lcache *lc_warm, *lc_steady;
     int32_t *tmp, *tmp2;     /* scratch lists of chunks */
+    int32_t *ev;             /* scratch: an operator's evictable chunks */
+    int8_t *acc;             /* per chunk: ch[i].accessed, packed (layout_info scans it) */
+    int32_t *use_off, *use;  /* the compute list by chunk: chunk c is used by operators
+                                use[use_off[c] .. use_off[c + 1]), ascending (built once) */
     int64_t *nextuse;
     double avail_prefetch;
     double reserved_nmd;     /* non-model data the auto policy reserved at this operator */
@@ -238,7 +242,7 @@ static void access_chunk(gem *g, int ci, int async) {
     sub_usage(g, c);
     if (!device_cuda(c)) shard_move(g, ci, 1, 0, async, 0);
     gather(g, ci, async);
-    c->accessed = 1;
+    c->accessed = g->acc[ci] = 1;
     if (async) {
         c->inflight = 1;
         g->nasync++;
@@ -252,7 +256,7 @@ static void release_chunk(gem *g, int ci) {
     if (!c->accessed || !can_release(c)) return;
     sub_usage(g, c);
     scatter(g, ci);
-    c->accessed = 0;
+    c->accessed = g->acc[ci] = 0;
     add_usage(g, c);
 }
 
@@ -346,9 +350,11 @@ static ap_status setup(gem *g, ap_err *err) {
     g->ch = ap_calloc((size_t)g->nch, sizeof *g->ch);
     g->tmp = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
     g->tmp2 = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
+    g->ev = ap_malloc((size_t)(g->nch + 1) * sizeof *g->ev);
+    g->acc = ap_calloc((size_t)g->nch + 1, 1);
     g->nextuse = ap_malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
     g->first = ap_malloc((size_t)(g->nch + 1) * sizeof *g->first);
-    if (!g->ch || !g->tmp || !g->tmp2 || !g->nextuse || !g->first) {
+    if (!g->ch || !g->tmp || !g->tmp2 || !g->ev || !g->acc || !g->nextuse || !g->first) {
         ap_free(sizes);
         ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
@@ -441,14 +447,17 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
         if (device_cuda(c)) demand += c->gathered ? 0 : chunk_mem(g, c) - shard_mem(g, c);
         else demand += chunk_mem(g, c);
     }
-    lc->evict = ap_malloc((size_t)(g->nch + 1) * sizeof *lc->evict);
+    /* the list in g->tmp2, then kept at its own length (one list per operator and phase) */
+    int ne = 0;
+    for (int i = 0; i < g->nch; i++)
+        if (g->acc[i] && can_release(&g->ch[i])) g->tmp2[ne++] = i;
+    lc->evict = ap_malloc((size_t)(ne + 1) * sizeof *lc->evict);
     if (!lc->evict) {
         ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
         return NULL;
     }
-    lc->nevict = 0;
-    for (int i = 0; i < g->nch; i++)
-        if (g->ch[i].accessed && can_release(&g->ch[i])) lc->evict[lc->nevict++] = i;
+    memcpy(lc->evict, g->tmp2, (size_t)ne * sizeof *lc->evict);
+    lc->nevict = ne;
     lc->demand = demand;
     lc->valid = 1;
     return lc;
@@ -472,11 +481,37 @@ static void static_evict(gem *g, const int32_t *ev, int ne) {
 
 /* AutoPlacementPolicy._sort_can_evict_chunks: next use after compute_idx (len(compute_list)
  * when none), furthest first; Python's sort is stable. */
+static int build_uses(gem *g) {
+    int nops = g->x->nops, n = g->cl_off[nops];
+    g->use_off = ap_calloc((size_t)g->nch + 2, sizeof *g->use_off);
+    g->use = ap_malloc((size_t)n + 1 > 0 ? ((size_t)n + 1) * sizeof *g->use : 1);
+    if (!g->use_off || !g->use) return -1;
+    for (int j = 0; j < n; j++) g->use_off[g->cl[j] + 2]++;
+    for (int c = 0; c < g->nch; c++) g->use_off[c + 2] += g->use_off[c + 1];
+    for (int k = 0; k < nops; k++)
+        for (int j = g->cl_off[k]; j < g->cl_off[k + 1]; j++) g->use[g->use_off[g->cl[j] + 1]++] = k;
+    return 0; /* use_off[c + 1] is now the end of chunk c, use_off[c] its start */
+}
+
 static void sort_by_next_use(gem *g, int32_t *ev, int ne) {
     int nops = g->x->nops;
-    for (int i = 0; i < ne; i++) g->nextuse[ev[i]] = nops;
-    for (int k = nops - 1; k > g->compute_idx; k--)
-        for (int j = g->cl_off[k]; j < g->cl_off[k + 1]; j++) g->nextuse[g->cl[j]] = k;
+    if (!g->use && build_uses(g) < 0) {
+        /* out of memory: the scan of the compute list */
+        for (int i = 0; i < ne; i++) g->nextuse[ev[i]] = nops;
+        for (int k = nops - 1; k > g->compute_idx; k--)
+            for (int j = g->cl_off[k]; j < g->cl_off[k + 1]; j++) g->nextuse[g->cl[j]] = k;
+    } else {
+        for (int i = 0; i < ne; i++) {
+            /* the first use after compute_idx (a chunk's uses are ascending) */
+            int lo = g->use_off[ev[i]], hi = g->use_off[ev[i] + 1];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (g->use[mid] <= g->compute_idx) lo = mid + 1;
+                else hi = mid;
+            }
+            g->nextuse[ev[i]] = lo < g->use_off[ev[i] + 1] ? g->use[lo] : nops;
+        }
+    }
     /* stable insertion sort, descending */
     for (int i = 1; i < ne; i++) {
         int32_t v = ev[i];
@@ -634,7 +669,7 @@ static void grad_handle(gem *g, int p) {
                 c->cnt[ST_HOLD]++;
                 g->pst[i] = ST_HOLD;
             }
-        c->accessed = 0;
+        c->accessed = g->acc[ci] = 0;
         add_usage(g, c);
         /* move_chunk(grad_chunk = chunk, grads_device, force_copy=True) */
         g->what = 1;
@@ -719,17 +754,12 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     lcache *lc = layout_info(g, chunks, nc, err);
     if (!lc) return -1;
     int ne = 0;
-    int32_t *ev = ap_malloc((size_t)(lc->nevict + 1) * sizeof *ev);
-    if (!ev) {
-        ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
-        return -1;
-    }
+    int32_t *ev = g->ev;
     for (int i = 0; i < lc->nevict; i++)
         if (!g->ch[lc->evict[i]].inflight) ev[ne++] = lc->evict[i];
     int rc = 0;
     if (g->h->placement == AP_GEMINI_STATIC) static_evict(g, ev, ne);
     else rc = auto_evict(g, ev, ne, lc->demand);
-    ap_free(ev);
     if (rc < 0) {
         g->failed = 1;
         hx_gpu_point(x, g->rec, g->md + lc->demand, g->cur_nmd);
@@ -913,6 +943,10 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
     ap_free(g->cl_off);
     ap_free(g->tmp);
     ap_free(g->tmp2);
+    ap_free(g->ev);
+    ap_free(g->acc);
+    ap_free(g->use_off);
+    ap_free(g->use);
     ap_free(g->nextuse);
     return st;
 }
