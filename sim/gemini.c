@@ -293,21 +293,12 @@ static void move_grad_chunk(gem *g, int ci, int to_cuda, int async, double not_b
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static ap_status setup(gem *g, ap_err *err) {
-    hctx *x = g->x;
-    const ap_plan_hetero *h = g->h;
-    int n = x->nparams;
-    int64_t *sizes = ap_malloc((size_t)n * sizeof *sizes);
-    int64_t *celems = ap_malloc((size_t)n * sizeof *celems);
-    g->chunk_of = ap_malloc((size_t)n * sizeof *g->chunk_of);
-    g->pst = ap_malloc((size_t)n);
-    g->gst = ap_malloc((size_t)n);
-    if (!sizes || !celems || !g->chunk_of || !g->pst || !g->gst) {
-        ap_free(sizes);
-        ap_free(celems);
-        return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
-    }
-    for (int i = 0; i < n; i++) sizes[i] = x->params[i].numel;
+/* The chunk configuration of the parameter sizes (search_chunk_configuration), through the
+ * caller's memo: the scan for a zero group of 1, then rounded up to this plan's
+ * (search_utils.py rounds the chunk size to the group after the scan), so plans differing in
+ * dp share it. */
+static ap_status chunk_config(hctx *x, const int64_t *sizes, int n, ap_err *err) {
+    const ap_plan_hetero *h = &x->p->hetero;
     /* init_chunk_manager: search_interval = hidden_dim or 1024 (chunk/utils.py) */
     int64_t interval = h->hidden_dim > 0 ? h->hidden_dim : 1024;
     ap_status st = AP_OK;
@@ -316,8 +307,6 @@ static ap_status setup(gem *g, ap_err *err) {
     key = ap_hash64(&h->search_range_m, sizeof h->search_range_m, key);
     key = ap_hash64(&interval, sizeof interval, key);
     key = ap_hash64(&h->min_chunk_size_m, sizeof h->min_chunk_size_m, key);
-    /* the scan for a zero group of 1, then rounded up to this plan's (search_utils.py: the
-       chunk size is rounded to the group after the scan), so plans differing in dp share it */
     int hit = -1;
     for (int i = 0; cache && i < AP_HETERO_CACHE_N; i++)
         if (cache->e[i].valid && cache->e[i].key == key) hit = i;
@@ -340,6 +329,25 @@ static ap_status setup(gem *g, ap_err *err) {
         int64_t z = x->Z, c = x->sum.chunks.chunk_elems;
         x->sum.chunks.chunk_elems = (c + z - 1) / z * z;
     }
+    return st;
+}
+
+static ap_status setup(gem *g, ap_err *err) {
+    hctx *x = g->x;
+    const ap_plan_hetero *h = g->h;
+    int n = x->nparams;
+    int64_t *sizes = ap_malloc((size_t)n * sizeof *sizes);
+    int64_t *celems = ap_malloc((size_t)n * sizeof *celems);
+    g->chunk_of = ap_malloc((size_t)n * sizeof *g->chunk_of);
+    g->pst = ap_malloc((size_t)n);
+    g->gst = ap_malloc((size_t)n);
+    if (!sizes || !celems || !g->chunk_of || !g->pst || !g->gst) {
+        ap_free(sizes);
+        ap_free(celems);
+        return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
+    }
+    for (int i = 0; i < n; i++) sizes[i] = x->params[i].numel;
+    ap_status st = chunk_config(x, sizes, n, err);
     if (st != AP_OK) {
         ap_free(sizes);
         ap_free(celems);
