@@ -69,6 +69,7 @@ printf '| command (CPU time, one core; peak memory) | %s | %s |\n|---|---|---|\n
 row "plan megatron-1t --gpus 3072" plan "$M/megatron-1t.json" --gpus 3072 --no-cache
 row "plan llama-3.1-405b --gpus 16384" plan "$M/llama-3.1-405b.json" --gpus 16384 --no-cache
 row "plan megatron-1t --gpus 64 (nothing fits)" plan "$M/megatron-1t.json" --gpus 64 --no-cache
+row "plan llama-3.1-405b --gpus 8 (nothing fits)" plan "$M/llama-3.1-405b.json" --gpus 8 --no-cache
 row "plan megatron-1t --gpus 64..16384" plan "$M/megatron-1t.json" --gpus 64..16384 --no-cache
 row "plan llama-3.1-405b --gpus 4096..65536" plan "$M/llama-3.1-405b.json" --gpus 4096..65536 --no-cache
 row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1-405b.json" \
