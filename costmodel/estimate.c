@@ -28,6 +28,22 @@
  * cached by an older cost model miss. */
 const char *ap_costmodel_version(void) { return "costmodel-4"; }
 
+void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
+    if (dst == src) return;
+    size_t n = src->nstages < 0               ? 0
+               : src->nstages > AP_MAX_STAGES ? AP_MAX_STAGES
+                                              : (size_t)src->nstages;
+    dst->plan = src->plan;
+    memcpy(&dst->time, &src->time, offsetof(ap_time, stage_fwd_s));
+    memcpy(dst->time.stage_fwd_s, src->time.stage_fwd_s, n * sizeof *src->time.stage_fwd_s);
+    memcpy(dst->time.stage_bwd_s, src->time.stage_bwd_s, n * sizeof *src->time.stage_bwd_s);
+    dst->tp = src->tp;
+    dst->nstages = src->nstages;
+    memcpy(dst->stages, src->stages, n * sizeof *src->stages);
+    memcpy(&dst->worst_stage, &src->worst_stage,
+           sizeof *src - offsetof(ap_estimate, worst_stage));
+}
+
 /* ---- model states --------------------------------------------------------------------- */
 
 void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,

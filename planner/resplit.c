@@ -352,7 +352,7 @@ static void *job_worker(void *arg) {
         if (!j->run) continue;
         cand_plan(jr->rk, w, &jr->rk->cands[j->cand]);
         j->st = split_plan(jr->rk, w, &j->po, &j->got, &j->err);
-        if (j->got) j->e = w->e;
+        if (j->got) ap_estimate_copy(&j->e, &w->e);
     }
     return NULL;
 }

@@ -117,7 +117,7 @@ static void consider_closest(ap_search_result *r, double *best_overshoot, const 
     }
     if (!r->have_closest || over < *best_overshoot ||
         (over == *best_overshoot && ap_estimate_better(e, &r->closest))) {
-        r->closest = *e;
+        ap_estimate_copy(&r->closest, e);
         r->have_closest = 1;
         *best_overshoot = over;
     }

@@ -64,7 +64,7 @@ static void insert(topk *t, int pos, const ap_estimate *e, int64_t id, int cls) 
     t->slot[pos] = s;
     t->cls[pos] = cls;
     t->id[pos] = id;
-    t->pool[s] = *e;
+    ap_estimate_copy(&t->pool[s], e);
     t->n++;
 }
 
@@ -78,7 +78,7 @@ void topk_remove(topk *t, int i) {
 }
 
 void topk_replace(topk *t, int i, const ap_estimate *e) {
-    *topk_at(t, i) = *e;
+    ap_estimate_copy(topk_at(t, i), e);
     t->cls[i] = ap_estimate_complication(e, t->cp_short_seq);
 }
 
@@ -148,12 +148,12 @@ ap_estimate *topk_take(const topk *t, int *nout) {
     int n = t->n < t->k ? t->n : t->k;
     *nout = 0;
     if (n == 0) return NULL;
-    ap_estimate *e = ap_malloc((size_t)n * sizeof *e);
+    ap_estimate *e = ap_calloc((size_t)n, sizeof *e);
     if (!e) {
         *nout = -1;
         return NULL;
     }
-    for (int i = 0; i < n; i++) e[i] = *topk_at(t, i);
+    for (int i = 0; i < n; i++) ap_estimate_copy(&e[i], topk_at(t, i));
     *nout = n;
     return e;
 }

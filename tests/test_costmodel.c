@@ -6,6 +6,7 @@
  * step, sequence parallelism and overlap never hurt).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -426,6 +427,36 @@ static void test_refusals(void) {
     CHECK_CONTAINS(err.msg, "distributed optimizer");
 }
 
+/* ap_estimate_copy: every field the estimate sets, the per-stage arrays up to nstages, and
+ * nothing past them (dst keeps its own bytes there) */
+static void test_estimate_copy(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    ap_plan p = mkplan(4, 4, 4, 1, 512, 1, AP_RECOMPUTE_SELECTIVE, 1, 1);
+    p.seq = m.seq_len;
+    static ap_estimate src, dst;
+    ap_err err;
+    memset(&src, 0x5a, sizeof src);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &src, &err) == AP_OK);
+    memset(&dst, 0xab, sizeof dst);
+    ap_estimate_copy(&dst, &src);
+    int n = src.nstages;
+    CHECK_INT(n, 4);
+    CHECK(memcmp(&dst.plan, &src.plan, sizeof src.plan) == 0);
+    CHECK(memcmp(&dst.time, &src.time, offsetof(ap_time, stage_fwd_s)) == 0);
+    CHECK(memcmp(dst.time.stage_fwd_s, src.time.stage_fwd_s, n * sizeof(double)) == 0);
+    CHECK(memcmp(dst.time.stage_bwd_s, src.time.stage_bwd_s, n * sizeof(double)) == 0);
+    CHECK(memcmp(&dst.tp, &src.tp, sizeof src.tp) == 0);
+    CHECK(memcmp(dst.stages, src.stages, n * sizeof src.stages[0]) == 0);
+    CHECK(memcmp(&dst.worst_stage, &src.worst_stage,
+                 sizeof src - offsetof(ap_estimate, worst_stage)) == 0);
+    CHECK(dst.time.step_s == src.time.step_s && dst.fits == src.fits &&
+          dst.device_peak_bytes == src.device_peak_bytes);
+    const unsigned char *past = (const unsigned char *)&dst.stages[n];
+    CHECK(past[0] == 0xab && past[sizeof dst.stages[0] - 1] == 0xab);
+    CHECK(((const unsigned char *)&dst.time.stage_fwd_s[n])[0] == 0xab);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_zero_table1();
@@ -440,5 +471,6 @@ int main(int argc, char **argv) {
     test_op_sac();
     test_tp_overlap();
     test_refusals();
+    test_estimate_copy();
     return tl_finish();
 }

@@ -123,6 +123,12 @@ typedef struct ap_estimate {
 ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                            const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
+/* Copy *src into *dst: every field, but of the per-stage arrays (stages, stage_fwd_s,
+ * stage_bwd_s) only the first src->nstages entries; the rest of dst is left as it was, as
+ * ap_estimate_plan leaves entries past the plan's pp unset. About 33 KB is the whole struct,
+ * a few hundred bytes per stage are what a plan uses: rankings copy estimates with this. */
+void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src);
+
 /* One NCCL collective (op: an ap_coll_op of kernels.h) moving `bytes` (nccl-tests size) over
  * n ranks, k of them per NVLink domain, priced as the estimate prices its own: the group's bus
  * bandwidth from the kernel tables and the calibration, NCCL's algorithm choice, plus the host
