@@ -19,44 +19,11 @@
 #include <string.h>
 
 
-/* Live bytes per category and micro-batches with saved activations at event ev of rank r. */
-static void live_at(const ap_sim_rank *r, int ev, int64_t cat[AP_SIM_NCAT], int *inflight,
-                    int64_t mbs) {
-    memset(cat, 0, sizeof(int64_t) * AP_SIM_NCAT);
-    uint8_t *seen = calloc((size_t)(mbs > 0 ? mbs : 1), 1);
-    *inflight = 0;
-    for (int i = 0; i < r->ntensors; i++) {
-        const ap_sim_tensor *t = &r->tensors[i];
-        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
-        cat[t->cat] += t->bytes;
-        if (seen && t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
-            !seen[t->mb]) {
-            seen[t->mb] = 1;
-            (*inflight)++;
-        }
-    }
-    free(seen);
-}
-
-static double logits_bytes_live(const ap_sim_rank *r, int ev) {
-    double b = 0;
-    for (int i = 0; i < r->ntensors; i++) {
-        const ap_sim_tensor *t = &r->tensors[i];
-        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
-        if (t->kind == AP_SIM_T_LOGITS || t->kind == AP_SIM_T_LOGITS_FP32 ||
-            t->kind == AP_SIM_T_LOG_PROBS)
-            b += (double)t->bytes;
-    }
-    return b;
-}
-
-/* What to change, from what is alive when the budget is first exceeded. Writes up to `max`
+/* What to change, from what is alive when rank r first exceeds the budget. Writes up to `max`
  * one-line suggestions into out[]. */
-static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, char out[][200],
-                   int max) {
-    int64_t cat[AP_SIM_NCAT];
-    int inflight;
-    live_at(r, ev, cat, &inflight, p->grad_accum);
+static int suggest(const ap_plan *p, const ap_sim_rank *r, int nstages, char out[][200], int max) {
+    const int64_t *cat = r->over_cat_bytes;
+    int inflight = r->over_inflight;
     double total = 0;
     for (int c = 0; c < AP_SIM_NCAT; c++) total += (double)cat[c];
     double states = (double)(cat[AP_SIM_CAT_PARAMS] + cat[AP_SIM_CAT_GRADS] +
@@ -64,7 +31,7 @@ static int suggest(const ap_plan *p, const ap_sim_rank *r, int ev, int nstages, 
     double act = (double)(cat[AP_SIM_CAT_ACTIVATIONS] + cat[AP_SIM_CAT_OTHER]);
     const ap_trainer_caps *caps = ap_trainer_get(p->trainer);
     int n = 0;
-    double logits = logits_bytes_live(r, ev);
+    double logits = (double)r->over_logits_bytes;
     if (r->stage == nstages - 1 && logits > 0.2 * total && n < max)
         snprintf(out[n++], 200,
                  "the last stage holds %.2f GiB of logits for one micro-batch: give it fewer "
@@ -120,9 +87,8 @@ static ap_json *over_json(const ap_sim *s, const ap_sim_rank *r) {
     ap_json *o = ap_json_new_object();
     if (!o) return NULL;
     char buf[256];
-    int64_t cat[AP_SIM_NCAT];
-    int inflight;
-    live_at(r, r->over_event, cat, &inflight, ap_sim_plan(s)->grad_accum);
+    const int64_t *cat = r->over_cat_bytes;
+    int inflight = r->over_inflight;
     ap_json *cj = ap_json_new_object();
     int ok = cj && ap_json_add_number(o, "stage", r->stage) == AP_OK &&
              ap_json_add_string(o, "op", ap_sim_op_describe(s, r, r->over_op, buf, sizeof buf)) ==
@@ -136,7 +102,7 @@ static ap_json *over_json(const ap_sim *s, const ap_sim_rank *r) {
         return NULL;
     }
     char sug[6][200];
-    int ns = suggest(ap_sim_plan(s), r, r->over_event, ap_sim_nranks(s), sug, 6);
+    int ns = suggest(ap_sim_plan(s), r, ap_sim_nranks(s), sug, 6);
     ap_json *arr = ap_json_new_array();
     if (ap_json_add(o, "suggestions", arr) != AP_OK) {
         ap_json_free(o);
@@ -157,22 +123,23 @@ static const ap_sim_rank *first_over(const ap_sim *s) {
     return NULL;
 }
 
-/* The iteration of rank r in 64 columns, each the maximum of its events, in ten levels from
- * the persistent baseline (' ') to the reserved peak ('@'). */
+/* The iteration of rank r in 64 columns, each the maximum of its events (from the summary
+ * curve: 256 points make 4 per column, the same runs of events), in ten levels from the
+ * persistent baseline (' ') to the reserved peak ('@'). */
 static void print_curve(const ap_sim_rank *r) {
     char b1[32], b2[32];
-    if (!r->allocated_curve || r->nevents <= 0) return;
+    if (r->curve_points <= 0) return;
     static const char lv[] = " .:-=+*#%@";
     char al[65], re[65];
-    int n = r->nevents, cols = n < 64 ? n : 64;
+    int n = r->curve_points, cols = n < 64 ? n : 64;
     double top = (double)r->reserved_peak_bytes, base = (double)r->baseline_bytes;
     double span = top - base > 1 ? top - base : 1;
     for (int k = 0; k < cols; k++) {
-        int b = (int)((int64_t)k * n / cols), e = (int)((int64_t)(k + 1) * n / cols);
+        int b = k * n / cols, e = (k + 1) * n / cols;
         int64_t amax = 0, rmax = 0;
         for (int i = b; i < e; i++) {
-            if (r->allocated_curve[i] > amax) amax = r->allocated_curve[i];
-            if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
+            if (r->curve_allocated[i] > amax) amax = r->curve_allocated[i];
+            if (r->curve_reserved[i] > rmax) rmax = r->curve_reserved[i];
         }
         double fa = ((double)amax - base) / span, fr = ((double)rmax - base) / span;
         al[k] = lv[fa <= 0 ? 0 : fa >= 1 ? 9 : (int)(9.0 * fa + 0.5)];
@@ -270,9 +237,8 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
                ap_fmt_bytes(cap - budget, b2, sizeof b2), ap_fmt_bytes(cap, b3, sizeof b3));
         return;
     }
-    int64_t cat[AP_SIM_NCAT];
-    int inflight;
-    live_at(o, o->over_event, cat, &inflight, p->grad_accum);
+    const int64_t *cat = o->over_cat_bytes;
+    int inflight = o->over_inflight;
     printf("\nDOES NOT FIT: device peak %s + headroom %s > %s (%s over)\n",
            ap_fmt_bytes(dev, b1, sizeof b1), ap_fmt_bytes(cap - budget, b2, sizeof b2),
            ap_fmt_bytes(cap, b3, sizeof b3), ap_fmt_bytes(dev - budget, b4, sizeof b4));
@@ -289,7 +255,7 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
     }
     printf("\nwhat to change:\n");
     char sug[6][200];
-    int ns = suggest(p, o, o->over_event, ap_sim_nranks(s), sug, 6);
+    int ns = suggest(p, o, ap_sim_nranks(s), sug, 6);
     for (int i = 0; i < ns; i++) printf("  - %s\n", sug[i]);
 }
 
@@ -393,27 +359,36 @@ int ap_cmd_simulate(int argc, char **argv) {
     if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK)
         return ap_cli_fail(st, &err);
     const char *trace = ap_flags_value(&fl, "trace");
-    so.record_curves = 1; /* curves for the trace, the JSON and the text plot (~3 ms more) */
-
+    int to_stdout = trace && !strcmp(trace, "-");
+    /* curves for the trace, the JSON and the text plot (~3 ms more); each rank's events are
+       written to the trace as soon as it is replayed and then released, so memory holds one
+       rank's events (the summaries and the tensors live at each peak stay) */
+    so.record_curves = 1;
+    so.release_events = 1;
+    ap_sim_tracer *tracer = NULL;
+    if (trace && (st = ap_sim_tracer_open(to_stdout ? NULL : trace, stdout_sink, NULL, &tracer,
+                                          &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
+    so.rank_done = tracer ? ap_sim_tracer_rank : NULL;
+    so.rank_ctx = tracer;
     ap_sim *s = NULL;
-    if ((st = ap_sim_run(&ctx.model, &ctx.cluster, &ctx.plan, &so, &s, &err)) != AP_OK)
+    if ((st = ap_sim_run(&ctx.model, &ctx.cluster, &ctx.plan, &so, &s, &err)) != AP_OK) {
+        ap_sim_tracer_abort(tracer);
         return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);
+    }
+    if (tracer && (st = ap_sim_tracer_finish(tracer, &err)) != AP_OK) {
+        ap_sim_free(s);
+        return ap_cli_fail(st, &err);
+    }
+    if (to_stdout) { /* the trace is the output */
+        ap_sim_free(s);
+        printf("\n");
+        return 0;
+    }
     static ap_estimate e;
     ap_err eerr = {{0}};
     int have_est = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &eerr) ==
                    AP_OK;
-    if (trace && !strcmp(trace, "-")) {
-        /* the trace is the output */
-        st = ap_sim_trace_stream(s, stdout_sink, NULL, &err);
-        ap_sim_free(s);
-        if (st != AP_OK) return ap_cli_fail(st, &err);
-        printf("\n");
-        return 0;
-    }
-    if (trace && (st = ap_sim_trace_write(s, trace, &err)) != AP_OK) {
-        ap_sim_free(s);
-        return ap_cli_fail(st, &err);
-    }
     if (ap_flags_isset(&fl, "json")) {
         ap_json *j = ap_sim_to_json(s, (int)top);
         char lbl[128];

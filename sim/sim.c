@@ -529,6 +529,87 @@ static int cmp_live(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* What is live at the first event over the budget: bytes per category, micro-batches with
+ * saved activations, logits. */
+static ap_status over_set(const ap_sim *s, rank_store *rs, ap_err *err) {
+    ap_sim_rank *r = &rs->r;
+    int ev = r->over_event;
+    memset(r->over_cat_bytes, 0, sizeof r->over_cat_bytes);
+    r->over_inflight = 0;
+    r->over_logits_bytes = 0;
+    if (ev < 0) return AP_OK;
+    int64_t mbs = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
+    uint8_t *seen = ap_calloc((size_t)mbs, 1);
+    if (!seen) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+    for (int i = 0; i < r->ntensors; i++) {
+        const ap_sim_tensor *t = &rs->ts[i];
+        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
+        r->over_cat_bytes[t->cat] += t->bytes;
+        if (t->kind == AP_SIM_T_LOGITS || t->kind == AP_SIM_T_LOGITS_FP32 ||
+            t->kind == AP_SIM_T_LOG_PROBS)
+            r->over_logits_bytes += t->bytes;
+        if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
+            !seen[t->mb]) {
+            seen[t->mb] = 1;
+            r->over_inflight++;
+        }
+    }
+    ap_free(seen);
+    return AP_OK;
+}
+
+/* The summary curves: point k the maximum over its run of events (sim.h). */
+static void summary_curve(rank_store *rs) {
+    ap_sim_rank *r = &rs->r;
+    int n = r->nevents, pts = n < AP_SIM_CURVE_POINTS ? n : AP_SIM_CURVE_POINTS;
+    r->curve_points = rs->acurve ? pts : 0;
+    for (int k = 0; k < r->curve_points; k++) {
+        int b = (int)((int64_t)k * n / pts), e = (int)((int64_t)(k + 1) * n / pts);
+        int64_t amax = 0, rmax = 0;
+        for (int i = b; i < e; i++) {
+            if (rs->acurve[i] > amax) amax = rs->acurve[i];
+            if (rs->rcurve[i] > rmax) rmax = rs->rcurve[i];
+        }
+        r->curve_allocated[k] = amax;
+        r->curve_reserved[k] = rmax;
+    }
+}
+
+/* release_events: free the per-event arrays of a finished rank and keep the tensors live at
+ * its peak only, in live_at_peak's order. */
+static ap_status release_rank(rank_store *rs, ap_err *err) {
+    ap_sim_rank *r = &rs->r;
+    int n = r->nlive_at_peak;
+    ap_sim_tensor *kept = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *kept);
+    if (!kept) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+    for (int i = 0; i < n; i++) {
+        kept[i] = rs->ts[rs->live[i]];
+        rs->live[i] = i;
+    }
+    int32_t *lv = ap_realloc(rs->live, (size_t)(n > 0 ? n : 1) * sizeof *lv);
+    if (lv) rs->live = lv; /* else the larger array stays */
+    r->live_at_peak = rs->live;
+    ap_free(rs->ts);
+    rs->ts = kept;
+    r->tensors = kept;
+    r->ntensors = n;
+    ap_free(rs->ev);
+    ap_free(rs->acurve);
+    ap_free(rs->rcurve);
+    ap_free(rs->opk_ev);
+    ap_free(rs->opk_cat);
+    ap_free(rs->ope_cat);
+    rs->ev = NULL;
+    rs->acurve = rs->rcurve = NULL;
+    rs->opk_ev = NULL;
+    rs->opk_cat = rs->ope_cat = NULL;
+    r->events = NULL;
+    r->allocated_curve = r->reserved_curve = NULL;
+    r->op_peak_event = NULL;
+    r->op_peak_cat = r->op_end_cat = NULL;
+    return AP_OK;
+}
+
 /* Tensors live at the allocated peak (allocated at or before it, freed after), largest
  * first, with their categories and the micro-batches whose activations they hold. */
 static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
@@ -792,7 +873,9 @@ static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_er
     r->over_event = g->over_ev;
     r->over_op = g->over_op;
     r->fragmentation = g->rpeak > 0 ? 1.0 - (double)g->alloc_at_rpeak / (double)g->rpeak : 0;
+    summary_curve(rs);
     ap_status st = live_set(s, rs, err);
+    if (st == AP_OK) st = over_set(s, rs, err);
     return st;
 }
 
@@ -841,9 +924,9 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                           "simulator: the interleaved schedule needs the micro-batches per step "
                           "(%lld) to be a multiple of pp (%d)",
                           (long long)mb, p->pp);
-    /* events per rank ~ 70 per (layer, micro-batch); all ranks are held at once, about 27 bytes
-     * per event with the curves (20000 micro-batches of tiny-gpt: 8.6M events, 236 MB RSS), so
-     * the total is bounded, not the rank's */
+    /* events per rank ~ 70 per (layer, micro-batch); all ranks are held at once unless
+     * release_events, about 27 bytes per event with the curves (20000 micro-batches of tiny-gpt:
+     * 8.6M events, 236 MB RSS), so the total is bounded, not the rank's */
     double per_rank = ((double)m->layers / p->pp + 2.0) * (double)mb * 72.0 + 4096.0;
     double total = per_rank * p->pp;
     if (total > AP_SIM_MAX_EVENTS)
@@ -882,6 +965,8 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
     s->nranks = p->pp;
     for (int i = 0; i < p->pp; i++) {
         ap_status st = sim_rank(s, i, &s->ranks[i], err);
+        if (st == AP_OK && s->o.rank_done) st = s->o.rank_done(s->o.rank_ctx, s, i, err);
+        if (st == AP_OK && s->o.release_events) st = release_rank(&s->ranks[i], err);
         if (st != AP_OK) {
             ap_sim_free(s);
             return st;

@@ -141,28 +141,21 @@ static ap_json *cats_json(const int64_t *cat) {
     return o;
 }
 
-/* The allocated, reserved and device curves of a rank, at most AP_SIM_CURVE_POINTS points:
- * each point is the maximum over its run of events, so the peak is always in the curve. */
-#define AP_SIM_CURVE_POINTS 256
-
+/* The allocated, reserved and device curves of a rank: its summary curve (sim.h), each point
+ * the maximum over its run of events, so the peak is always in the curve. */
 static ap_json *curve_json(const ap_sim_rank *r, double overhead) {
     ap_json *o = ap_json_new_object();
     if (ap_json_add(o, "allocated", ap_json_new_array()) != AP_OK ||
         ap_json_add(o, "reserved", ap_json_new_array()) != AP_OK ||
         ap_json_add(o, "device", ap_json_new_array()) != AP_OK)
         goto fail;
-    int n = r->nevents, pts = n < AP_SIM_CURVE_POINTS ? n : AP_SIM_CURVE_POINTS;
+    int n = r->nevents, pts = r->curve_points;
     if (ap_json_add_number(o, "events_per_point", pts > 0 ? (double)n / pts : 0) != AP_OK)
         goto fail;
     ap_json *A = ap_json_get(o, "allocated"), *R = ap_json_get(o, "reserved"),
             *D = ap_json_get(o, "device");
     for (int k = 0; k < pts; k++) {
-        int b = (int)((int64_t)k * n / pts), e = (int)((int64_t)(k + 1) * n / pts);
-        int64_t amax = 0, rmax = 0;
-        for (int i = b; i < e; i++) {
-            if (r->allocated_curve[i] > amax) amax = r->allocated_curve[i];
-            if (r->reserved_curve[i] > rmax) rmax = r->reserved_curve[i];
-        }
+        int64_t amax = r->curve_allocated[k], rmax = r->curve_reserved[k];
         if (ap_json_push(A, ap_json_new_number((double)amax)) != AP_OK ||
             ap_json_push(R, ap_json_new_number((double)rmax)) != AP_OK ||
             ap_json_push(D, ap_json_new_number((double)rmax + overhead)) != AP_OK)
@@ -234,7 +227,7 @@ ap_json *ap_sim_to_json(const ap_sim *s, int max_live) {
             J(ap_json_add_number(tj, "bytes", (double)t->bytes));
         }
         J(ap_json_add_number(st, "live_tensors_at_peak", r->nlive_at_peak));
-        if (r->allocated_curve) {
+        if (s->o.record_curves) {
             if (ap_json_add(st, "curve", curve_json(r, s->overhead_bytes)) != AP_OK) goto fail;
         }
     }

@@ -126,38 +126,133 @@ static void operation(trace_out *t, const ap_sim *s, const ap_sim_rank *r, int o
         counters(t, r, op->ev_end - 1, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT], r->stage);
 }
 
-ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx, ap_err *err) {
-    for (int i = 0; i < ap_sim_nranks(s); i++)
-        if (!ap_sim_rank_at(s, i)->allocated_curve)
-            return ap_err_set(err, AP_ERR_INPUT, "the simulation recorded no curves (the trace "
-                              "needs record_curves)");
-    trace_out t = {{0}, sink, ctx, 1, AP_OK, err};
-    ap_strbuf_puts(&t.b, "{\"traceEvents\":[");
-    for (int i = 0; i < ap_sim_nranks(s) && t.st == AP_OK; i++) {
-        const ap_sim_rank *r = ap_sim_rank_at(s, i);
-        names(&t, r);
-        for (int o = 0; o < r->nops && t.st == AP_OK; o++) {
-            operation(&t, s, r, o);
-            flush(&t, 0);
-        }
-        /* mark the peak as an instant event on the operations thread */
-        if (r->peak_event >= 0) {
-            char name[256], d[200];
-            snprintf(name, sizeof name, "allocated peak: %s",
-                     ap_sim_op_describe(s, r, r->peak_op, d, sizeof d));
-            event(&t, name, "i", r->peak_event, r->stage, 1);
-            str(&t, "s", "p");
-            ap_strbuf_puts(&t.b, "}");
-        }
+/* one rank: its names, an operation at a time (flushed as it grows), the peak as an instant
+ * event on the operations thread */
+static void trace_rank(trace_out *t, const ap_sim *s, const ap_sim_rank *r) {
+    names(t, r);
+    for (int o = 0; o < r->nops && t->st == AP_OK; o++) {
+        operation(t, s, r, o);
+        flush(t, 0);
     }
-    ap_strbuf_puts(&t.b, "],\"displayTimeUnit\":\"ns\"}");
-    flush(&t, 1);
-    ap_strbuf_free(&t.b);
-    return t.st;
+    if (r->peak_event >= 0) {
+        char name[256], d[200];
+        snprintf(name, sizeof name, "allocated peak: %s",
+                 ap_sim_op_describe(s, r, r->peak_op, d, sizeof d));
+        event(t, name, "i", r->peak_event, r->stage, 1);
+        str(t, "s", "p");
+        ap_strbuf_puts(&t->b, "}");
+    }
 }
+
+static ap_status no_curves(ap_err *err) {
+    return ap_err_set(err, AP_ERR_INPUT, "the simulation recorded no curves (the trace needs "
+                      "record_curves)");
+}
+
+struct ap_sim_tracer {
+    trace_out t;
+    ap_file_out *f; /* the file (whole or not at all), or NULL for the caller's sink */
+    char path[1024];
+    ap_err failure; /* the error that stopped it (t.st != AP_OK) */
+};
 
 static ap_status file_sink(void *ctx, const char *data, size_t len, ap_err *err) {
     return ap_file_out_write(ctx, data, len, err);
+}
+
+ap_status ap_sim_tracer_open(const char *path, ap_sim_trace_sink sink, void *ctx,
+                             ap_sim_tracer **out, ap_err *err) {
+    *out = NULL;
+    ap_sim_tracer *tr = ap_calloc(1, sizeof *tr);
+    if (!tr) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the trace");
+    if (path) {
+        ap_status st = ap_file_out_open(path, &tr->f, err);
+        if (st != AP_OK) {
+            ap_free(tr);
+            return st;
+        }
+        snprintf(tr->path, sizeof tr->path, "%s", path);
+        sink = file_sink;
+        ctx = tr->f;
+    }
+    tr->t = (trace_out){{0}, sink, ctx, 1, AP_OK, err};
+    ap_strbuf_puts(&tr->t.b, "{\"traceEvents\":[");
+    *out = tr;
+    return AP_OK;
+}
+
+/* a write that failed just now names the file; the error is kept */
+static ap_status failed(ap_sim_tracer *tr, ap_err *err) {
+    if (tr->t.st == AP_OK) return AP_OK;
+    if (tr->f) ap_err_prefix(err, "%s", tr->path);
+    tr->failure = *err;
+    return tr->t.st;
+}
+
+ap_status ap_sim_tracer_rank(void *tracer, const ap_sim *s, int rank, ap_err *err) {
+    ap_sim_tracer *tr = tracer;
+    if (tr->t.st != AP_OK) { /* stopped earlier */
+        *err = tr->failure;
+        return tr->t.st;
+    }
+    const ap_sim_rank *r = ap_sim_rank_at(s, rank);
+    if (!r->allocated_curve) {
+        tr->t.st = no_curves(err);
+        tr->failure = *err;
+        return tr->t.st;
+    }
+    tr->t.err = err;
+    trace_rank(&tr->t, s, r);
+    return failed(tr, err);
+}
+
+ap_status ap_sim_tracer_finish(ap_sim_tracer *tr, ap_err *err) {
+    ap_status st;
+    if (tr->t.st == AP_OK) {
+        tr->t.err = err;
+        ap_strbuf_puts(&tr->t.b, "],\"displayTimeUnit\":\"ns\"}");
+        flush(&tr->t, 1);
+        st = failed(tr, err);
+    } else {
+        *err = tr->failure;
+        st = tr->t.st;
+    }
+    ap_strbuf_free(&tr->t.b);
+    if (tr->f) {
+        if (st == AP_OK)
+            st = ap_file_out_commit(tr->f, err);
+        else
+            ap_file_out_abort(tr->f);
+    }
+    ap_free(tr);
+    return st;
+}
+
+void ap_sim_tracer_abort(ap_sim_tracer *tr) {
+    if (!tr) return;
+    ap_strbuf_free(&tr->t.b);
+    if (tr->f) ap_file_out_abort(tr->f);
+    ap_free(tr);
+}
+
+/* the whole trace of a finished simulation through a tracer */
+static ap_status trace_all(const ap_sim *s, const char *path, ap_sim_trace_sink sink, void *ctx,
+                           ap_err *err) {
+    for (int i = 0; i < ap_sim_nranks(s); i++)
+        if (!ap_sim_rank_at(s, i)->allocated_curve) return no_curves(err);
+    ap_sim_tracer *tr;
+    ap_status st = ap_sim_tracer_open(path, sink, ctx, &tr, err);
+    for (int i = 0; i < ap_sim_nranks(s) && st == AP_OK; i++)
+        st = ap_sim_tracer_rank(tr, s, i, err);
+    if (st != AP_OK) {
+        ap_sim_tracer_abort(tr);
+        return st;
+    }
+    return ap_sim_tracer_finish(tr, err);
+}
+
+ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx, ap_err *err) {
+    return trace_all(s, NULL, sink, ctx, err);
 }
 
 ap_json *ap_trace_event(ap_json *arr, const char *name, const char *ph, double ts, int pid,
@@ -172,13 +267,5 @@ ap_json *ap_trace_event(ap_json *arr, const char *name, const char *ph, double t
 }
 
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err) {
-    ap_file_out *f;
-    ap_status st = ap_file_out_open(path, &f, err);
-    if (st != AP_OK) return st;
-    if ((st = ap_sim_trace_stream(s, file_sink, f, err)) != AP_OK) {
-        ap_err_prefix(err, "%s", path);
-        ap_file_out_abort(f);
-        return st;
-    }
-    return ap_file_out_commit(f, err);
+    return trace_all(s, path, NULL, NULL, err);
 }

@@ -203,7 +203,8 @@ static ap_status sc_partition_ilp_fallback(digest *d, ap_err *err) {
 
 /* The simulation of a 2-layer model on 2 stages with 2 micro-batches: every kind of
  * operation, few events (the renderings allocate per event). what: 0 the run, 1 its JSON, 2 the
- * Chrome trace (of one stage: its code is the same for every stage, and it allocates most). */
+ * Chrome trace (of one stage: its code is the same for every stage, and it allocates most), 3
+ * the trace written during the run with each rank's events released, and the JSON after. */
 /* the streamed trace, gathered whole for the digest */
 static ap_status text_sink(void *ctx, const char *data, size_t len, ap_err *err) {
     (void)err;
@@ -225,7 +226,24 @@ static ap_status simulate(digest *d, int what, ap_err *err) {
     ap_sim_opts o;
     ap_sim_opts_init(&o);
     ap_sim *s = NULL;
-    ap_status st = ap_sim_run(&m, &c8, &p, &o, &s, err);
+    ap_strbuf streamed = {0};
+    ap_sim_tracer *tr = NULL;
+    ap_status st = AP_OK;
+    if (what == 3) { /* the trace written rank by rank, each rank's events released */
+        st = ap_sim_tracer_open(NULL, text_sink, &streamed, &tr, err);
+        o.rank_done = ap_sim_tracer_rank;
+        o.rank_ctx = tr;
+        o.release_events = 1;
+    }
+    if (st == AP_OK) st = ap_sim_run(&m, &c8, &p, &o, &s, err);
+    if (tr && st != AP_OK) ap_sim_tracer_abort(tr);
+    if (tr && st == AP_OK) st = ap_sim_tracer_finish(tr, err);
+    if (st == AP_OK && what == 3) {
+        if (streamed.failed) st = ap_err_set(err, AP_ERR_NOMEM, "test: out of memory");
+        if (st == AP_OK) d_str(d, streamed.buf);
+        if (st == AP_OK) st = d_json(d, ap_sim_to_json(s, 8), err);
+    }
+    ap_strbuf_free(&streamed);
     if (st == AP_OK) {
         const ap_sim_rank *r = ap_sim_rank_at(s, ap_sim_worst_rank(s));
         d_int(d, r->allocated_peak_bytes);
@@ -247,6 +265,7 @@ static ap_status simulate(digest *d, int what, ap_err *err) {
 static ap_status sc_simulate(digest *d, ap_err *err) { return simulate(d, 0, err); }
 static ap_status sc_simulate_json(digest *d, ap_err *err) { return simulate(d, 1, err); }
 static ap_status sc_simulate_trace(digest *d, ap_err *err) { return simulate(d, 2, err); }
+static ap_status sc_simulate_streamed(digest *d, ap_err *err) { return simulate(d, 3, err); }
 
 static char dbdir[4096];
 
@@ -532,6 +551,7 @@ static const scenario scenarios[] = {
     {"simulate", sc_simulate, 0, NULL},
     {"simulate: JSON", sc_simulate_json, 0, NULL},
     {"simulate: trace", sc_simulate_trace, 0, NULL},
+    {"simulate: streamed trace, events released", sc_simulate_streamed, 0, NULL},
     {"database: create", sc_db_create, 1, NULL},
     {"database: plans", sc_db_plans, 1, NULL},
     {"database: profiles", sc_db_profiles, 1, NULL},

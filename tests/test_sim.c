@@ -12,6 +12,7 @@
 
 #include "autoplan/planio.h"
 #include "autoplan/sim.h"
+#include "autoplan/strbuf.h"
 #include "testlib.h"
 
 #define MiB (1024LL * 1024LL)
@@ -836,6 +837,119 @@ static void test_trace(void) {
 }
 
 
+static ap_status gather(void *ctx, const char *data, size_t len, ap_err *err) {
+    (void)err;
+    ap_strbuf_put(ctx, data, len);
+    return AP_OK;
+}
+
+/* a sink that fails on its second piece */
+static ap_status fail_second(void *ctx, const char *data, size_t len, ap_err *err) {
+    (void)data;
+    (void)len;
+    int *calls = ctx;
+    if (++*calls >= 2) return ap_err_set(err, AP_ERR_IO, "test sink: disk full");
+    return AP_OK;
+}
+
+/* release_events with the trace written rank by rank (what `simulate` does): the same
+ * summaries, JSON and trace text as a run that keeps everything, with one rank's events held */
+static void test_streamed(void) {
+    ap_model ll;
+    llama_model(&ll, 8, 512, 8, 8, 1376, 32000);
+    ap_plan p;
+    base_plan(&p, 1, 4, 1, 1, 16, 256);
+    ap_sim *whole = NULL, *rel = NULL;
+    ap_err err = {{0}};
+    ap_sim_opts o;
+    ap_sim_opts_init(&o);
+    o.capacity_bytes = 0.2 * 1024 * 1024 * 1024; /* over the budget somewhere */
+    o.headroom_bytes = 0;
+    CHECK(ap_sim_run(&ll, NULL, &p, &o, &whole, &err) == AP_OK);
+    ap_strbuf a = {0}, b = {0};
+    CHECK(whole && ap_sim_trace_stream(whole, gather, &a, &err) == AP_OK);
+    ap_sim_tracer *tr = NULL;
+    CHECK(ap_sim_tracer_open(NULL, gather, &b, &tr, &err) == AP_OK);
+    o.release_events = 1;
+    o.rank_done = ap_sim_tracer_rank;
+    o.rank_ctx = tr;
+    CHECK(ap_sim_run(&ll, NULL, &p, &o, &rel, &err) == AP_OK);
+    CHECK(ap_sim_tracer_finish(tr, &err) == AP_OK);
+    CHECK(a.len > 1000 && a.len == b.len && a.buf && b.buf && !memcmp(a.buf, b.buf, a.len));
+    if (whole && rel) {
+        char *ja = ap_json_print(ap_sim_to_json(whole, 1000), 0);
+        char *jb = ap_json_print(ap_sim_to_json(rel, 1000), 0);
+        CHECK(ja && jb && !strcmp(ja, jb));
+        free(ja);
+        free(jb);
+        int over = 0;
+        for (int i = 0; i < ap_sim_nranks(rel); i++) {
+            const ap_sim_rank *x = ap_sim_rank_at(whole, i), *y = ap_sim_rank_at(rel, i);
+            CHECK(y->events == NULL && y->allocated_curve == NULL && y->op_peak_cat == NULL);
+            CHECK_INT(y->ntensors, y->nlive_at_peak);
+            CHECK(x->ntensors > 4 * y->ntensors);
+            CHECK(y->curve_points == 256 &&
+                  !memcmp(x->curve_allocated, y->curve_allocated, sizeof x->curve_allocated));
+            for (int k = 0; k < y->nlive_at_peak; k++) {
+                CHECK_INT(y->live_at_peak[k], k);
+                CHECK(!memcmp(&y->tensors[k], &x->tensors[x->live_at_peak[k]],
+                              sizeof y->tensors[k]));
+            }
+            CHECK(!memcmp(x->over_cat_bytes, y->over_cat_bytes, sizeof x->over_cat_bytes));
+            CHECK_INT(x->over_inflight, y->over_inflight);
+            /* the summary curve by hand: point k the maximum of its events */
+            int64_t m0 = 0;
+            for (int e = 0; e < x->nevents / 256; e++)
+                if (x->allocated_curve[e] > m0) m0 = x->allocated_curve[e];
+            CHECK_INT(x->curve_allocated[0], m0);
+            if (x->over_event >= 0) {
+                over++;
+                /* live at the over event by hand */
+                int64_t sum = 0, cats = 0;
+                for (int t = 0; t < x->ntensors; t++)
+                    if (x->tensors[t].alloc_ev <= x->over_event &&
+                        (x->tensors[t].free_ev < 0 || x->tensors[t].free_ev > x->over_event))
+                        sum += x->tensors[t].bytes;
+                for (int c = 0; c < AP_SIM_NCAT; c++) cats += x->over_cat_bytes[c];
+                CHECK_INT(cats, sum);
+                CHECK_INT(sum, x->allocated_curve[x->over_event]);
+            }
+        }
+        CHECK(over > 0);
+    }
+    ap_sim_free(rel);
+    rel = NULL;
+    /* a sink that fails stops the run with its error; a file trace then leaves no file */
+    int calls = 0;
+    tr = NULL;
+    CHECK(ap_sim_tracer_open(NULL, fail_second, &calls, &tr, &err) == AP_OK);
+    o.rank_ctx = tr;
+    /* pieces are ~1 MiB: a long run makes several */
+    ap_plan q = p;
+    q.gbs = q.grad_accum = 2048;
+    ap_status st = ap_sim_run(&ll, NULL, &q, &o, &rel, &err);
+    CHECK(st == AP_ERR_IO && rel == NULL);
+    CHECK_CONTAINS(err.msg, "disk full");
+    ap_sim_tracer_abort(tr);
+    char path[512];
+    snprintf(path, sizeof path, "%s/nodir/trace.json", tl_tmpdir());
+    CHECK(ap_sim_tracer_open(path, NULL, NULL, &tr, &err) != AP_OK && tr == NULL);
+    snprintf(path, sizeof path, "%s/streamed.json", tl_tmpdir());
+    CHECK(ap_sim_tracer_open(path, NULL, NULL, &tr, &err) == AP_OK);
+    o.rank_ctx = tr;
+    ap_plan bad = p;
+    bad.vp = 2;
+    bad.grad_accum = bad.gbs = 6; /* interleaved, not a multiple of pp: refused */
+    CHECK(ap_sim_run(&ll, NULL, &bad, &o, &rel, &err) != AP_OK);
+    ap_sim_tracer_abort(tr);
+    FILE *f = fopen(path, "r");
+    CHECK(f == NULL);
+    if (f) fclose(f);
+    ap_strbuf_free(&a);
+    ap_strbuf_free(&b);
+    ap_sim_free(whole);
+}
+
 /* ---- the simulator against the analytical estimate --------------------------------------- */
 
 typedef struct est_case {
@@ -1179,6 +1293,7 @@ int main(int argc, char **argv) {
     test_schedule();
     test_schedule_order();
     test_trace();
+    test_streamed();
     test_against_estimate();
     test_cli();
     return tl_finish();

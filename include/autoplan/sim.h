@@ -182,6 +182,15 @@ typedef struct ap_sim_event {
     int32_t is_free;
 } ap_sim_event;
 
+/* Points of a rank's summary curve (ap_sim_rank.curve_allocated). */
+#define AP_SIM_CURVE_POINTS 256
+
+typedef struct ap_sim ap_sim;
+
+/* Called by ap_sim_run after each pipeline rank is replayed, in rank order, with the rank's
+ * events and curves still held; a status other than AP_OK (err set) stops the run. */
+typedef ap_status (*ap_sim_rank_fn)(void *ctx, const ap_sim *s, int rank, ap_err *err);
+
 typedef struct ap_sim_rank {
     int stage;               /* pipeline rank 0..pp-1 */
     int layers;              /* transformer layers on this rank (all chunks) */
@@ -215,6 +224,17 @@ typedef struct ap_sim_rank {
     int over_op;
     double fragmentation;          /* 1 - allocated/reserved at the reserved peak */
     ap_alloc_stats alloc;          /* allocator counters at the end */
+    /* at over_event (when >= 0): live bytes per category, micro-batches with saved activations,
+       and the live logits (logits, fp32 logits, log-probs) */
+    int64_t over_cat_bytes[AP_SIM_NCAT];
+    int over_inflight;
+    int64_t over_logits_bytes;
+    /* with record_curves: the curves in curve_points points (at most AP_SIM_CURVE_POINTS; 0
+       without curves), point k the maximum over events [k n / points, (k + 1) n / points) of
+       the n events, so the peak is in it; kept when the per-event arrays are released */
+    int curve_points;
+    int64_t curve_allocated[AP_SIM_CURVE_POINTS];
+    int64_t curve_reserved[AP_SIM_CURVE_POINTS];
 } ap_sim_rank;
 
 typedef struct ap_sim_opts {
@@ -225,11 +245,16 @@ typedef struct ap_sim_opts {
     double device_overhead_bytes;  /* < 0 = ap_mem_device_overhead_bytes(plan) */
     int record_curves;             /* keep events and per-event curves (trace, tests);
                                       default 1; the search leaves it 0 (faster) */
+    ap_sim_rank_fn rank_done;      /* NULL: none */
+    void *rank_ctx;
+    /* 1: once a rank is done (after rank_done), free its per-event arrays (events, curves,
+       per-op peaks: NULL after) and keep only the tensors live at its peak (tensors then holds
+       those, live_at_peak[i] = i). The summaries stay; memory holds one rank's events at a
+       time, whatever the pipeline depth. Default 0 */
+    int release_events;
 } ap_sim_opts;
 
 void ap_sim_opts_init(ap_sim_opts *o);
-
-typedef struct ap_sim ap_sim;
 
 /* Simulate one training iteration (steady state: optimizer states exist) of plan p on every
  * pipeline rank. Ranks of one tp/cp group are identical in this model (even splits), so one
@@ -312,6 +337,20 @@ ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx
 /* ap_sim_trace_stream into the file at path: it appears whole or not at all (ap_file_out);
  * errors name the path. */
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err);
+
+/* The same trace written while the simulation runs, one rank at a time, so that with
+ * ap_sim_opts.release_events memory holds one rank's events whatever the pipeline depth:
+ * open a tracer, run the simulation with rank_done = ap_sim_tracer_rank and rank_ctx = the
+ * tracer, then finish it (or abort it when the run failed). The text is ap_sim_trace_stream's
+ * byte for byte. path: the trace goes to that file, whole or not at all (errors name it);
+ * NULL: to sink. Once a call fails the tracer stays failed; finish then returns that error and
+ * writes nothing. finish and abort free the tracer. */
+typedef struct ap_sim_tracer ap_sim_tracer;
+ap_status ap_sim_tracer_open(const char *path, ap_sim_trace_sink sink, void *ctx,
+                             ap_sim_tracer **out, ap_err *err);
+ap_status ap_sim_tracer_rank(void *tracer, const ap_sim *s, int rank, ap_err *err);
+ap_status ap_sim_tracer_finish(ap_sim_tracer *tr, ap_err *err);
+void ap_sim_tracer_abort(ap_sim_tracer *tr);
 
 
 #endif
