@@ -877,11 +877,13 @@ static void test_streamed(void) {
     CHECK(ap_sim_tracer_finish(tr, &err) == AP_OK);
     CHECK(a.len > 1000 && a.len == b.len && a.buf && b.buf && !memcmp(a.buf, b.buf, a.len));
     if (whole && rel) {
-        char *ja = ap_json_print(ap_sim_to_json(whole, 1000), 0);
-        char *jb = ap_json_print(ap_sim_to_json(rel, 1000), 0);
+        ap_json *xa = ap_sim_to_json(whole, 1000), *xb = ap_sim_to_json(rel, 1000);
+        char *ja = xa ? ap_json_print(xa, 0) : NULL, *jb = xb ? ap_json_print(xb, 0) : NULL;
         CHECK(ja && jb && !strcmp(ja, jb));
         free(ja);
         free(jb);
+        ap_json_free(xa);
+        ap_json_free(xb);
         int over = 0;
         for (int i = 0; i < ap_sim_nranks(rel); i++) {
             const ap_sim_rank *x = ap_sim_rank_at(whole, i), *y = ap_sim_rank_at(rel, i);
