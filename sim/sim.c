@@ -575,6 +575,19 @@ static void summary_curve(rank_store *rs) {
     }
 }
 
+void ap_simg_free_events(rank_store *rs) {
+    ap_free(rs->ev);
+    ap_free(rs->acurve);
+    ap_free(rs->rcurve);
+    ap_free(rs->opk_ev);
+    ap_free(rs->opk_cat);
+    ap_free(rs->ope_cat);
+    rs->ev = NULL;
+    rs->acurve = rs->rcurve = NULL;
+    rs->opk_ev = NULL;
+    rs->opk_cat = rs->ope_cat = NULL;
+}
+
 /* release_events: free the per-event arrays of a finished rank and keep the tensors live at
  * its peak only, in live_at_peak's order. */
 static ap_status release_rank(rank_store *rs, ap_err *err) {
@@ -593,16 +606,7 @@ static ap_status release_rank(rank_store *rs, ap_err *err) {
     rs->ts = kept;
     r->tensors = kept;
     r->ntensors = n;
-    ap_free(rs->ev);
-    ap_free(rs->acurve);
-    ap_free(rs->rcurve);
-    ap_free(rs->opk_ev);
-    ap_free(rs->opk_cat);
-    ap_free(rs->ope_cat);
-    rs->ev = NULL;
-    rs->acurve = rs->rcurve = NULL;
-    rs->opk_ev = NULL;
-    rs->opk_cat = rs->ope_cat = NULL;
+    ap_simg_free_events(rs);
     r->events = NULL;
     r->allocated_curve = r->reserved_curve = NULL;
     r->op_peak_event = NULL;

@@ -21,6 +21,10 @@ typedef struct rank_store {
     int32_t *live;                    /* tensors live at the allocated peak */
 } rank_store;
 
+/* Free a rank's per-event arrays (events, curves, per-op peaks) and set them to NULL: what
+ * release_events drops and what ap_sim_free frees with the rest. */
+void ap_simg_free_events(rank_store *rs);
+
 struct ap_sim {
     ap_model m;
     ap_plan p;

@@ -69,12 +69,7 @@ void ap_sim_free(ap_sim *s) {
         rank_store *rs = &s->ranks[i];
         ap_free(rs->ops);
         ap_free(rs->ts);
-        ap_free(rs->ev);
-        ap_free(rs->acurve);
-        ap_free(rs->rcurve);
-        ap_free(rs->opk_cat);
-        ap_free(rs->ope_cat);
-        ap_free(rs->opk_ev);
+        ap_simg_free_events(rs);
         ap_free(rs->live);
     }
     ap_free(s->ranks);
