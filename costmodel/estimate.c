@@ -87,7 +87,13 @@ typedef struct {
     int trainer; /* torchtitan's per-op selective checkpointing (ap_mem_op_sac) */
 } price_key;
 
-#define PRICE_SLOTS 64
+/* The memo is an open-addressed table (linear probing) that doubles at half load, from
+ * PRICE_SLOTS0 up to PRICE_SLOTS_MAX entries; a full table at its largest (or one that could not
+ * grow) overwrites the home slot instead. A search meets a few hundred shapes (megatron-1t on
+ * 3072 GPUs: 336); the former 64-slot direct-mapped table missed on 19% of its calls, mostly on
+ * shapes it had priced before and lost to a collision. */
+#define PRICE_SLOTS0 64
+#define PRICE_SLOTS_MAX 4096
 typedef struct {
     int valid;
     price_key key;
@@ -96,11 +102,27 @@ typedef struct {
 } price_slot;
 
 struct ap_estimate_cache {
-    price_slot slot[PRICE_SLOTS];
+    int cap, n;          /* slots (a power of two) and slots in use */
+    price_slot *slot;
 };
 
-ap_estimate_cache *ap_estimate_cache_new(void) { return ap_calloc(1, sizeof(ap_estimate_cache)); }
-void ap_estimate_cache_free(ap_estimate_cache *c) { ap_free(c); }
+ap_estimate_cache *ap_estimate_cache_new(void) {
+    ap_estimate_cache *c = ap_calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->slot = ap_calloc(PRICE_SLOTS0, sizeof *c->slot);
+    if (!c->slot) {
+        ap_free(c);
+        return NULL;
+    }
+    c->cap = PRICE_SLOTS0;
+    return c;
+}
+
+void ap_estimate_cache_free(ap_estimate_cache *c) {
+    if (!c) return;
+    ap_free(c->slot);
+    ap_free(c);
+}
 
 static void key_of(const ctx *x, price_key *key) {
     const ap_plan *p = x->p;
@@ -125,14 +147,59 @@ static void key_of(const ctx *x, price_key *key) {
     key->trainer = (int)p->trainer;
 }
 
-static price_slot *slot_of(ap_estimate_cache *c, const price_key *key) {
-    /* the shape picks the slot (the rest is the same for every call through one cache) */
+static uint64_t key_hash(const price_key *key) {
+    /* the shape (the rest is the same for every call through one cache as a rule, and a key
+     * that differs there still compares unequal) */
     uint64_t h = (uint64_t)key->tp * 0x9E3779B97F4A7C15ull ^ (uint64_t)key->cp * 0xC2B2AE3D27D4EB4Full ^
                  (uint64_t)key->ep * 0x165667B19E3779F9ull ^ (uint64_t)key->mbs * 0x27D4EB2F165667C5ull ^
                  (uint64_t)key->seq * 0x85EBCA77C2B2AE63ull ^ (uint64_t)(key->sp + 2 * key->overlap_tp +
-                 4 * key->dtype + 16 * key->flash_attn + 32 * key->attn + 256 * key->etp);
+                 4 * key->dtype + 16 * key->flash_attn + 32 * key->attn + 256 * key->etp +
+                 4096 * key->trainer);
     h ^= h >> 29;
-    return &c->slot[h % PRICE_SLOTS];
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* The slot holding key, or an empty one where it would go. */
+static price_slot *probe(price_slot *slot, int cap, const price_key *key) {
+    size_t mask = (size_t)cap - 1, i = (size_t)(key_hash(key) & mask);
+    while (slot[i].valid && memcmp(&slot[i].key, key, sizeof *key) != 0) i = (i + 1) & mask;
+    return &slot[i];
+}
+
+/* Double the table; 0 (the table unchanged) when it is at its largest or memory is short. */
+static int grow(ap_estimate_cache *c) {
+    if (c->cap >= PRICE_SLOTS_MAX) return 0;
+    int cap = 2 * c->cap;
+    price_slot *s = ap_calloc((size_t)cap, sizeof *s);
+    if (!s) return 0;
+    for (int i = 0; i < c->cap; i++)
+        if (c->slot[i].valid) *probe(s, cap, &c->slot[i].key) = c->slot[i];
+    ap_free(c->slot);
+    c->slot = s;
+    c->cap = cap;
+    return 1;
+}
+
+/* The slot of key: valid when the shape was priced before; else an invalid slot, which the
+ * caller fills and marks valid before it returns. The table stays at most half full, so a probe
+ * always ends. */
+static price_slot *slot_of(ap_estimate_cache *c, const price_key *key) {
+    price_slot *ps = probe(c->slot, c->cap, key);
+    if (ps->valid) return ps;
+    if (2 * (c->n + 1) > c->cap) {
+        if (!grow(c)) {
+            /* at its largest: the home slot is overwritten (it is filled again at once, so
+             * the probe sequences through it stay unbroken) */
+            ps = &c->slot[key_hash(key) & (size_t)(c->cap - 1)];
+            ps->valid = 0;
+            return ps;
+        }
+        ps = probe(c->slot, c->cap, key);
+    }
+    c->n++;
+    return ps;
 }
 
 /* ---- the estimate: shared context ----------------------------------------------------------- */
@@ -164,6 +231,7 @@ typedef struct {
     double z3_step;               /* exposed ZeRO-3 traffic paid once per step (under PP) */
     /* the step */
     double pipe, p2p, z3_total, local_params;
+    double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -180,6 +248,11 @@ typedef struct {
     double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
     double stage_f, stage_b;      /* the rank's forward and backward per micro-batch */
     double model_flops, hfu_extra;/* FLOPs of one micro-batch on the rank, recompute's extra */
+    /* what every rank of the kind keeps, whatever its in-flight count (stage_kind_memory) */
+    double act_mb;                /* activation bytes per in-flight micro-batch */
+    double act_layers_mb;         /* of that, the transformer layers' */
+    double act_transient;         /* the backward working set */
+    double other;                 /* temporaries: gathered parameters, fp8 copies, buffers */
 } stage;
 
 /* Ranks of the same kind (first or last, dense and MoE layers, recomputed layers) cost the
@@ -242,6 +315,7 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->opts = opts;
     E->e = e;
     E->worst_dev = -1;
+    E->device_overhead = ap_mem_device_overhead_bytes(p);
 
     /* the attention check and the two layer prices: from the memo when the shape was priced
      * before, else computed (and kept) */
@@ -250,8 +324,7 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     if (opts->cache) {
         key_of(x, &key);
         ps = slot_of(opts->cache, &key);
-        if (!(ps->valid && memcmp(&ps->key, &key, sizeof key) == 0)) {
-            ps->valid = 0;
+        if (!ps->valid) {
             ps->key = key;
         } else {
             E->dense = ps->dense;
@@ -325,13 +398,15 @@ priced:
 
 /* ---- chapter 3: the layers of one rank ------------------------------------------------------ */
 
+/* The kind of rank r (its layers of each kind, recomputed layers, first or last) into S: only
+ * those fields are written (stage_new_kind clears and fills the rest). */
 static void stage_layers(const est *E, int r, stage *S) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
-    memset(S, 0, sizeof *S);
     S->r = r;
     S->first = r == 0;
     S->last = r == p->pp - 1;
+    S->nd = S->nm = S->n_rc_full = S->layers = 0;
     const int n = p->pp * p->vp;
     if (p->nchunks != n && m->moe.experts == 0 && p->recompute != AP_RECOMPUTE_FULL && n > 0) {
         /* the uniform layout of a dense model without full recompute, in closed form: every
@@ -360,8 +435,25 @@ static void stage_layers(const est *E, int r, stage *S) {
         int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
         if (p->recompute == AP_RECOMPUTE_FULL) S->n_rc_full += (rl > 0 && rl < nl) ? rl : nl;
     }
-    if (p->recompute == AP_RECOMPUTE_FULL && S->layers > 0)
-        S->frac_full = (double)S->n_rc_full / (double)S->layers;
+}
+
+/* Two ranks of one kind: the same layers of each kind and recomputation, both first or not,
+ * both last or not. */
+static int same_kind(const stage *a, const stage *b) {
+    return a->first == b->first && a->last == b->last && a->nd == b->nd && a->nm == b->nm &&
+           a->n_rc_full == b->n_rc_full && a->layers == b->layers;
+}
+
+/* A rank of a kind not met before: everything but its kind cleared, then the fraction of its
+ * layers recomputed in full. */
+static void stage_new_kind(const est *E, stage *S) {
+    stage K;
+    memset(&K, 0, sizeof K);
+    K.r = S->r, K.first = S->first, K.last = S->last;
+    K.nd = S->nd, K.nm = S->nm, K.n_rc_full = S->n_rc_full, K.layers = S->layers;
+    if (E->x.p->recompute == AP_RECOMPUTE_FULL && K.layers > 0)
+        K.frac_full = (double)K.n_rc_full / (double)K.layers;
+    *S = K;
 }
 
 /* ---- chapter 4: model states of one rank ---------------------------------------------------- */
@@ -416,11 +508,11 @@ static double stage_inflight(const est *E, int r) {
     return (double)(p->pp - r) < (double)E->mb ? (double)(p->pp - r) : (double)E->mb;
 }
 
-/* Bytes the rank keeps per micro-batch under the plan's recompute, times the in-flight count,
- * plus the backward working set: a fully recomputed layer rebuilt whole, or on the last stage
- * the loss, whichever is larger (the loss backward finishes before the last layer is rebuilt,
+/* Bytes a rank of this kind keeps per in-flight micro-batch under the plan's recompute, and its
+ * backward working set: a fully recomputed layer rebuilt whole, or on the last stage the loss,
+ * whichever is larger (the loss backward finishes before the last layer is rebuilt,
  * so the two are not live together: docs/simulator.md). */
-static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
+static void stage_kind_activations(const est *E, stage *S) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
     const layer_cost *d = &E->dense, *mo = &E->moe;
@@ -438,9 +530,6 @@ static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
     double layers_only = act_mb;
     if (S->first && m->dropout) act_mb += T * h / E->out_t; /* embedding dropout mask, 1 byte */
     if (S->last) act_mb += 2.0 * 2.0 * T * h / E->out_t;    /* final norm input + head input */
-
-    double inflight = stage_inflight(E, S->r);
-    sm->inflight = (int)ceil(inflight);
     double transient = 0;
     if (p->recompute == AP_RECOMPUTE_FULL && S->n_rc_full > 0)
         transient += S->nm > 0 ? mo->act[AP_RECOMPUTE_NONE] : d->act[AP_RECOMPUTE_NONE];
@@ -449,8 +538,17 @@ static void stage_activations(const est *E, const stage *S, ap_stage_mem *sm) {
         double loss = E->loss_bytes * T * E->V / E->t;
         if (loss > transient) transient = loss;
     }
-    sm->activations_bytes = inflight * act_mb + transient;
-    sm->layer_activations_bytes = inflight * layers_only;
+    S->act_mb = act_mb;
+    S->act_layers_mb = layers_only;
+    S->act_transient = transient;
+}
+
+/* The rank's activations: its kind's per micro-batch times its in-flight count. */
+static void stage_activations(const est *E, const stage *S, int r, ap_stage_mem *sm) {
+    double inflight = stage_inflight(E, r);
+    sm->inflight = (int)ceil(inflight);
+    sm->activations_bytes = inflight * S->act_mb + S->act_transient;
+    sm->layer_activations_bytes = inflight * S->act_layers_mb;
 }
 
 /* ---- chapter 6: temporaries, allocator and device overheads of one rank --------------------- */
@@ -480,10 +578,10 @@ double ap_mem_device_overhead_bytes(const ap_plan *p) {
     return b + comms * 128.0 * AP_MIB;
 }
 
-static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
+/* The temporaries a rank of this kind holds beside its states and activations. */
+static void stage_kind_other(const est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const ap_trainer_caps *tr = E->x.tr;
-    ap_estimate *e = E->e;
     /* temporaries: gathered parameters, fp8 copies, communication buffers */
     double other = 0;
     double layer_params16 = S->nm > 0 ? E->moe.params_rank + E->moe.expert_rank
@@ -506,7 +604,13 @@ static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
     if (p->dtype == AP_DTYPE_FP8)
         other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
-    sm->other_bytes = other;
+    S->other = other;
+}
+
+/* The rank's allocated, reserved and device bytes, and the peaks so far. */
+static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
+    ap_estimate *e = E->e;
+    sm->other_bytes = S->other;
 
     sm->allocated_bytes = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes +
                           sm->activations_bytes + sm->other_bytes;
@@ -519,11 +623,11 @@ static void stage_overheads(est *E, const stage *S, ap_stage_mem *sm) {
     sm->reserved_bytes = sm->allocated_bytes + 0.01 * (sm->params_bytes + sm->grads_bytes +
                                                        sm->optimizer_bytes) + frag * dyn;
     /* device: the fixed overhead outside the allocator (context, cuBLAS, NCCL) */
-    sm->device_bytes = sm->reserved_bytes + ap_mem_device_overhead_bytes(p);
+    sm->device_bytes = sm->reserved_bytes + E->device_overhead;
 
     if (sm->device_bytes > E->worst_dev) {
         E->worst_dev = sm->device_bytes;
-        e->worst_stage = S->r;
+        e->worst_stage = r;
     }
     if (sm->allocated_bytes > e->allocated_peak_bytes) e->allocated_peak_bytes = sm->allocated_bytes;
     if (sm->reserved_bytes > e->reserved_peak_bytes) e->reserved_peak_bytes = sm->reserved_bytes;
@@ -632,12 +736,12 @@ static void stage_time(const est *E, stage *S) {
 
 /* The rank in the step: its times, and the running slowest rank, largest parameters and host
  * bytes (in rank order, so the sums round as rank by rank). */
-static void stage_account(est *E, const stage *S, const ap_stage_mem *sm) {
+static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm) {
     const layer_cost *d = &E->dense, *mo = &E->moe;
     ap_time *tm = &E->e->time;
     if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
-    tm->stage_fwd_s[S->r] = S->stage_f;
-    tm->stage_bwd_s[S->r] = S->stage_b;
+    tm->stage_fwd_s[r] = S->stage_f;
+    tm->stage_bwd_s[r] = S->stage_b;
     double Ti = S->stage_f + S->stage_b;
     E->Tsum += Ti;
     if (Ti >= E->Tmax) {
@@ -680,6 +784,50 @@ static void stage_flops(const est *E, stage *S) {
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
         S->hfu_extra = S->nd * (d->sac_rec_s > 0 ? d->sac_rec_flops : d->attn_flops) +
                        S->nm * mo->attn_flops;
+    }
+}
+
+/* Every pipeline rank in order: its kind priced once (states, times, FLOPs and what its
+ * memory needs per micro-batch), then its in-flight activations, device bytes and share of the
+ * step's sums. Ranks of a kind met before start from that kind (the last one matched is tried
+ * first: consecutive ranks are mostly of one kind). */
+static void price_ranks(est *E, int pp) {
+    ap_estimate *e = E->e;
+    stage_kind kinds[STAGE_KINDS];
+    stage spill;  /* a kind beyond STAGE_KINDS: priced for its rank only */
+    int nkinds = 0, last = 0;
+    for (int r = 0; r < pp; r++) {
+        stage S;
+        ap_stage_mem *sm = &e->stages[r];
+        stage_layers(E, r, &S);
+        int k = last;
+        if (!(k < nkinds && same_kind(&kinds[k].S, &S)))
+            for (k = 0; k < nkinds && !same_kind(&kinds[k].S, &S); k++) {}
+        const stage *K;
+        if (k < nkinds) {
+            /* a rank of a kind already priced: its states and times */
+            K = &kinds[k].S;
+            *sm = kinds[k].states;
+            sm->stage = r;
+            last = k;
+        } else {
+            stage *N = nkinds < STAGE_KINDS ? &kinds[nkinds].S : &spill;
+            *N = S;
+            stage_new_kind(E, N);
+            stage_states(E, N, sm);
+            stage_time(E, N);
+            stage_flops(E, N);
+            stage_kind_activations(E, N);
+            stage_kind_other(E, N);
+            if (nkinds < STAGE_KINDS) {
+                kinds[nkinds].states = *sm;
+                last = nkinds++;
+            }
+            K = N;
+        }
+        stage_activations(E, K, r, sm);
+        stage_overheads(E, K, r, sm);
+        stage_account(E, K, r, sm);
     }
 }
 
@@ -931,35 +1079,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         return st;
     }
     e->plan.attn_impl = E.x.attn;
-    stage_kind kinds[STAGE_KINDS];
-    int nkinds = 0;
-    for (int r = 0; r < pp; r++) {
-        stage S;
-        ap_stage_mem *sm = &e->stages[r];
-        stage_layers(&E, r, &S);
-        int k = 0;
-        for (; k < nkinds; k++) {
-            const stage *K = &kinds[k].S;
-            if (K->first == S.first && K->last == S.last && K->nd == S.nd && K->nm == S.nm &&
-                K->n_rc_full == S.n_rc_full && K->layers == S.layers)
-                break;
-        }
-        if (k < nkinds) {
-            /* a rank of a kind already priced: its states and times */
-            S = kinds[k].S;
-            S.r = r;
-            *sm = kinds[k].states;
-            sm->stage = r;
-        } else {
-            stage_states(&E, &S, sm);
-            stage_time(&E, &S);
-            stage_flops(&E, &S);
-            if (nkinds < STAGE_KINDS) kinds[nkinds++] = (stage_kind){S, *sm};
-        }
-        stage_activations(&E, &S, sm);
-        stage_overheads(&E, &S, sm);
-        stage_account(&E, &S, sm);
-    }
+    price_ranks(&E, pp);
     pipeline_time(&E);
     dp_reduction(&E);
     optimizer_offload(&E);

@@ -457,6 +457,78 @@ static void test_estimate_copy(void) {
     CHECK(((const unsigned char *)&dst.time.stage_fwd_s[n])[0] == 0xab);
 }
 
+/* Two estimates agree in every part a plan uses. */
+static int same_estimate(const ap_estimate *a, const ap_estimate *b) {
+    int n = a->nstages;
+    return n == b->nstages && memcmp(&a->plan, &b->plan, sizeof a->plan) == 0 &&
+           memcmp(&a->time, &b->time, offsetof(ap_time, stage_fwd_s)) == 0 &&
+           memcmp(a->time.stage_fwd_s, b->time.stage_fwd_s, n * sizeof(double)) == 0 &&
+           memcmp(a->time.stage_bwd_s, b->time.stage_bwd_s, n * sizeof(double)) == 0 &&
+           memcmp(a->stages, b->stages, n * sizeof a->stages[0]) == 0 &&
+           memcmp(&a->worst_stage, &b->worst_stage,
+                  sizeof *a - offsetof(ap_estimate, worst_stage)) == 0;
+}
+
+/* The layer-price memo changes no answer: shapes met once, again in another order, more of them
+ * than the table first holds (it grows), and beyond its largest size (it overwrites), each
+ * estimate equal to one made without the memo; a shape that cannot run is refused through the
+ * memo as without it. */
+static void test_price_memo(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    static ap_estimate a, b;
+    ap_err err;
+    ap_estimate_opts plain, memo;
+    ap_estimate_opts_init(&plain);
+    ap_estimate_opts_init(&memo);
+    memo.cache = ap_estimate_cache_new();
+    CHECK(memo.cache != NULL);
+    if (!memo.cache) return;
+    /* 4 tp x 2 sp x 40 micro-batch sizes = 320 shapes, visited forward then backward */
+    int bad = 0, n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 320; i++) {
+            int j = pass ? 319 - i : i;
+            int tp = 1 << (j % 4), sp = (j / 4) % 2 && tp > 1;
+            int64_t mbs = 1 + j / 8;
+            ap_plan p = mkplan(tp, 1, 64 / tp, mbs, mbs * (64 / tp) * 2, 1, AP_RECOMPUTE_FULL, sp, 1);
+            ap_status s1 = ap_estimate_plan(&m, &c, &p, &memo, &a, &err);
+            ap_status s0 = ap_estimate_plan(&m, &c, &p, &plain, &b, &err);
+            if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
+            n += s0 == AP_OK;
+        }
+    CHECK_INT(bad, 0);
+    CHECK(n == 640);
+    /* FlashAttention-3 has no A100 figures: refused with the memo, the first time and after */
+    ap_plan p = mkplan(1, 1, 64, 1, 64, 1, AP_RECOMPUTE_FULL, 0, 1);
+    p.attn_impl = AP_ATTN_FA3;
+    for (int k = 0; k < 2; k++) {
+        CHECK(ap_estimate_plan(&m, &c, &p, &memo, &a, &err) == AP_ERR_INFEASIBLE);
+        CHECK(ap_estimate_plan(&m, &c, &p, &plain, &b, &err) == AP_ERR_INFEASIBLE);
+    }
+    /* 5000 shapes (one per micro-batch size) outgrow the largest table (4096 slots, half used); the oldest are
+     * overwritten, and a sample of every kind still agrees */
+    bad = 0;
+    for (int64_t mbs = 1; mbs <= 5000; mbs++) {
+        ap_plan q = mkplan(1, 1, 64, mbs, mbs * 64, 1, AP_RECOMPUTE_FULL, 0, 1);
+        q.seq = 16;
+        ap_status s1 = ap_estimate_plan(&m, &c, &q, &memo, &a, &err);
+        if (mbs % 97 == 0 || mbs < 4) {
+            ap_status s0 = ap_estimate_plan(&m, &c, &q, &plain, &b, &err);
+            if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
+        }
+    }
+    for (int64_t mbs = 1; mbs <= 5000; mbs += 499) {
+        ap_plan q = mkplan(1, 1, 64, mbs, mbs * 64, 1, AP_RECOMPUTE_FULL, 0, 1);
+        q.seq = 16;
+        ap_status s1 = ap_estimate_plan(&m, &c, &q, &memo, &a, &err);
+        ap_status s0 = ap_estimate_plan(&m, &c, &q, &plain, &b, &err);
+        if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
+    }
+    CHECK_INT(bad, 0);
+    ap_estimate_cache_free(memo.cache);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_zero_table1();
@@ -472,5 +544,6 @@ int main(int argc, char **argv) {
     test_tp_overlap();
     test_refusals();
     test_estimate_copy();
+    test_price_memo();
     return tl_finish();
 }
