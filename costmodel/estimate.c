@@ -232,6 +232,8 @@ typedef struct {
     /* the step */
     double pipe, p2p, z3_total, local_params;
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
+    int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
+    int chunk_base, chunk_rem, chunk_start; /* its chunks: base layers, the rem from start +1 */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -259,6 +261,7 @@ typedef struct {
  * same; only their in-flight micro-batches differ. The driver prices each kind once. */
 #define STAGE_KINDS 8
 typedef struct {
+    uint64_t key;                 /* stage_layers' kind */
     stage S;
     ap_stage_mem states;          /* params, grads, optimizer, host bytes */
 } stage_kind;
@@ -398,50 +401,49 @@ priced:
 
 /* ---- chapter 3: the layers of one rank ------------------------------------------------------ */
 
-/* The kind of rank r (its layers of each kind, recomputed layers, first or last) into S: only
- * those fields are written (stage_new_kind clears and fills the rest). */
-static void stage_layers(const est *E, int r, stage *S) {
+/* Rank r's layers of each kind, those recomputed in full, and whether it is the first or the
+ * last, into S (only those fields: stage_new_kind clears and fills the rest); returns them as
+ * the rank's kind, a number equal for ranks priced alike. */
+static uint64_t stage_layers(const est *E, int r, stage *S) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
-    S->r = r;
-    S->first = r == 0;
-    S->last = r == p->pp - 1;
-    S->nd = S->nm = S->n_rc_full = S->layers = 0;
-    const int n = p->pp * p->vp;
-    if (p->nchunks != n && m->moe.experts == 0 && p->recompute != AP_RECOMPUTE_FULL && n > 0) {
+    int first = r == 0, last = r == p->pp - 1, nd = 0, nm = 0, nrc = 0;
+    if (E->uniform && m->moe.experts == 0 && p->recompute != AP_RECOMPUTE_FULL) {
         /* the uniform layout of a dense model without full recompute, in closed form: every
          * chunk holds base layers, the middle rem chunks [start, start + rem) one more
-         * (ap_plan_chunk_layers); rank r's chunks are r, r + pp, ... */
-        int base = (int)(m->layers / n), rem = (int)(m->layers % n), start = (n - rem) / 2;
-        int lo = start - r, hi = start + rem - r; /* k pp in [lo, hi) */
-        int k0 = lo <= 0 ? 0 : (lo + p->pp - 1) / p->pp;
-        int k1 = hi <= 0 ? 0 : (hi + p->pp - 1) / p->pp;
-        if (k1 > p->vp) k1 = p->vp;
-        int extra = k1 > k0 ? k1 - k0 : 0;
-        S->nd = S->layers = p->vp * base + extra;
-        return;
-    }
-    for (int k = 0; k < p->vp; k++) {
-        int cidx = r + k * p->pp;
-        int nl = ap_plan_chunk_layers(p, m->layers, cidx);
-        int moe_here = 0;
-        if (m->moe.experts > 0) {
-            int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
-            for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+         * (ap_plan_chunk_layers); rank r's chunks are r, r + pp, ... (no division here: this
+         * runs for every rank of every plan) */
+        const int lo = E->chunk_start, hi = E->chunk_start + E->chunk_rem;
+        int extra = 0;
+        for (int k = 0, c = r; k < p->vp; k++, c += p->pp) extra += c >= lo && c < hi;
+        nd = p->vp * E->chunk_base + extra;
+    } else {
+        for (int k = 0; k < p->vp; k++) {
+            int cidx = r + k * p->pp;
+            int nl = E->uniform ? E->chunk_base + (cidx >= E->chunk_start &&
+                                                   cidx < E->chunk_start + E->chunk_rem)
+                                : ap_plan_chunk_layers(p, m->layers, cidx);
+            int moe_here = 0;
+            if (m->moe.experts > 0) {
+                int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
+                for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+            }
+            nm += moe_here;
+            nd += nl - moe_here;
+            int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
+            if (p->recompute == AP_RECOMPUTE_FULL) nrc += (rl > 0 && rl < nl) ? rl : nl;
         }
-        S->nm += moe_here;
-        S->nd += nl - moe_here;
-        S->layers += nl;
-        int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
-        if (p->recompute == AP_RECOMPUTE_FULL) S->n_rc_full += (rl > 0 && rl < nl) ? rl : nl;
     }
-}
-
-/* Two ranks of one kind: the same layers of each kind and recomputation, both first or not,
- * both last or not. */
-static int same_kind(const stage *a, const stage *b) {
-    return a->first == b->first && a->last == b->last && a->nd == b->nd && a->nm == b->nm &&
-           a->n_rc_full == b->n_rc_full && a->layers == b->layers;
+    S->r = r;
+    S->first = first;
+    S->last = last;
+    S->nd = nd;
+    S->nm = nm;
+    S->n_rc_full = nrc;
+    S->layers = nd + nm;
+    /* the kind as one number: layer counts are below 2^20 (a model has at most 10,000) */
+    return (uint64_t)first | (uint64_t)last << 1 | (uint64_t)nd << 2 | (uint64_t)nm << 22 |
+           (uint64_t)nrc << 42;
 }
 
 /* A rank of a kind not met before: everything but its kind cleared, then the fraction of its
@@ -796,13 +798,21 @@ static void price_ranks(est *E, int pp) {
     stage_kind kinds[STAGE_KINDS];
     stage spill;  /* a kind beyond STAGE_KINDS: priced for its rank only */
     int nkinds = 0, last = 0;
+    const ap_plan *p = E->x.p;
+    const int n = p->pp * p->vp;
+    E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
+    if (E->uniform) {
+        E->chunk_base = (int)(E->x.m->layers / n);
+        E->chunk_rem = (int)(E->x.m->layers % n);
+        E->chunk_start = (n - E->chunk_rem) / 2;
+    }
     for (int r = 0; r < pp; r++) {
         stage S;
         ap_stage_mem *sm = &e->stages[r];
-        stage_layers(E, r, &S);
+        uint64_t key = stage_layers(E, r, &S);
         int k = last;
-        if (!(k < nkinds && same_kind(&kinds[k].S, &S)))
-            for (k = 0; k < nkinds && !same_kind(&kinds[k].S, &S); k++) {}
+        if (!(k < nkinds && kinds[k].key == key))
+            for (k = 0; k < nkinds && kinds[k].key != key; k++) {}
         const stage *K;
         if (k < nkinds) {
             /* a rank of a kind already priced: its states and times */
@@ -820,6 +830,7 @@ static void price_ranks(est *E, int pp) {
             stage_kind_activations(E, N);
             stage_kind_other(E, N);
             if (nkinds < STAGE_KINDS) {
+                kinds[nkinds].key = key;
                 kinds[nkinds].states = *sm;
                 last = nkinds++;
             }
