@@ -51,29 +51,46 @@ static int ranking(const char *what, const ap_model *m, const ap_cluster *c, ap_
     ap_err err;
     ap_search_result r1, r2;
     o.resplit = 1;
-    o.threads = 1;
-    double t0 = cpu_s(), w0 = ap_now_s();
-    if (ap_search(m, c, &o, &r1, &err) != AP_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 0;
+    /* the least of REPS runs each, 1 and 2 threads alternating (the machine is shared: one run
+     * measures the neighbours as much as the search) */
+    enum { REPS = 15 };
+    double cpu1 = 1e30, wall1 = 1e30, wall2 = 1e30;
+    int ok = 1;
+    for (int k = 0; k < REPS && ok; k++) {
+        o.threads = 1;
+        double t0 = cpu_s(), w0 = ap_now_s();
+        if (ap_search(m, c, &o, &r1, &err) != AP_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 0;
+        }
+        double cpu = cpu_s() - t0, wall = ap_now_s() - w0;
+        if (cpu < cpu1) cpu1 = cpu;
+        if (wall < wall1) wall1 = wall;
+        o.threads = 2;
+        w0 = ap_now_s();
+        if (ap_search(m, c, &o, &r2, &err) != AP_OK) {
+            ap_search_result_free(&r1);
+            return 0;
+        }
+        wall = ap_now_s() - w0;
+        if (wall < wall2) wall2 = wall;
+        ok = same_answer(&r1, &r2);
+        if (k + 1 < REPS && ok) {
+            ap_search_result_free(&r1);
+            ap_search_result_free(&r2);
+        }
     }
-    double cpu1 = cpu_s() - t0, wall1 = ap_now_s() - w0;
-    o.threads = 2;
-    w0 = ap_now_s();
-    if (ap_search(m, c, &o, &r2, &err) != AP_OK) return 0;
-    double wall2 = ap_now_s() - w0;
     char lbl[160];
     printf("%s\n", what);
     printf("  ranking (split every candidate that can win, joint choice): %.3f s on one core "
            "(%lld candidates, %lld split, %lld joint)\n", cpu1, (long long)r1.candidates,
            (long long)r1.resplit, (long long)r1.joint);
-    printf("  wall 1 thread %.3f s, 2 threads %.3f s: %.2fx; same answer: %s\n", wall1, wall2,
-           wall1 / wall2, same_answer(&r1, &r2) ? "yes" : "NO");
+    printf("  wall 1 thread %.3f s, 2 threads %.3f s (least of %d each): %.2fx; same answer: %s\n",
+           wall1, wall2, REPS, wall1 / wall2, ok ? "yes" : "NO");
     if (r1.ntop > 0)
         printf("  best: %s, %.3f s/step, MFU %.1f%%\n",
                ap_plan_label(&r1.top[0].plan, lbl, sizeof lbl), r1.top[0].time.step_s,
                100 * r1.top[0].tp.mfu);
-    int ok = same_answer(&r1, &r2);
     ap_search_result_free(&r1);
     ap_search_result_free(&r2);
     return ok;
@@ -93,18 +110,20 @@ static void sweep(const char *what, const ap_model *m, const char *gpu, int from
     ap_search_result res[32];
     ap_status st[32];
     ap_err errs[32];
-    double w[2], cpu1 = 0;
-    for (int k = 0; k < 2; k++) {
-        o.threads = k ? 0 : 1;
+    /* the least of 3 runs each, one thread and all cores alternating */
+    double w[2] = {1e30, 1e30}, cpu1 = 1e30;
+    for (int k = 0; k < 6; k++) {
+        o.threads = k % 2 ? 0 : 1;
         double t0 = cpu_s(), w0 = ap_now_s();
         ap_search_many(m, cl, n, &o, res, st, errs);
-        w[k] = ap_now_s() - w0;
-        if (!k) cpu1 = cpu_s() - t0;
+        double wall = ap_now_s() - w0, cpu = cpu_s() - t0;
+        if (wall < w[k % 2]) w[k % 2] = wall;
+        if (k % 2 == 0 && cpu < cpu1) cpu1 = cpu;
         for (int i = 0; i < n; i++)
             if (st[i] == AP_OK) ap_search_result_free(&res[i]);
     }
-    printf("%s (%d counts): %.3f s on one core; wall %.3f s on 1 thread, %.3f s on all cores\n",
-           what, n, cpu1, w[0], w[1]);
+    printf("%s (%d counts): %.3f s on one core; wall %.3f s on 1 thread, %.3f s on all cores "
+           "(least of 3 each)\n", what, n, cpu1, w[0], w[1]);
 }
 
 int main(int argc, char **argv) {

@@ -30,6 +30,7 @@
 #include "partition_int.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,21 +70,37 @@ static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts 
 }
 
 /* Least M with every rank r holding at least lo and together all L layers, rank r holding
- * floor((M - c_r) / alpha) at most (c_r = 0 but on the first and the last); a value at or just
- * below the exact one (bisection from below; each step counts the three kinds of rank). */
+ * floor((M - c_r) / alpha) at most (c_r = 0 but on the first and the last).
+ *
+ * In units of alpha (x = M / alpha, d_r = c_r / alpha) rank r holds floor(x - d_r): each count
+ * steps up where x - d_r is whole, so the least x is a step of one of the three kinds, d_k + j
+ * for a whole j. At x = d_k + j rank r holds j + floor(d_k - d_r) (worked out once per pair, 9
+ * floors), so each kind's least j is an integer bisection with no floating point in its loop;
+ * the least of the three is the answer. The counts take a 1e-9 margin up against rounding (a
+ * capacity counted high only lowers the bound), and the value may sit an ulp above the exact
+ * one, which rs_bound's (1 - 1e-9) absorbs. */
 static double least_max(int p, int L, int lo, double alpha, double c_first, double c_last) {
-    double lo_m = 0, hi_m = fmax(c_first, c_last) + alpha * L;
-    for (int it = 0; it < 100 && hi_m - lo_m > 1e-15 * hi_m; it++) {
-        double M = 0.5 * (lo_m + hi_m);
-        /* a margin against rounding: a capacity counted high only lowers the bound */
-        double kf = floor((M - c_first) / alpha + 1e-9), kl = floor((M - c_last) / alpha + 1e-9);
-        double km = floor(M / alpha + 1e-9);
-        int ok = kf >= lo && kl >= lo && km >= lo;
-        double held = fmin(kf, L) + fmin(kl, L) + (p - 2) * fmin(km, L);
-        if (ok && held >= L) hi_m = M;
-        else lo_m = M;
+    const double d[3] = {c_first / alpha, c_last / alpha, 0};
+    double best = INFINITY;
+    for (int k = 0; k < 3; k++) {
+        int64_t off[3];
+        for (int r = 0; r < 3; r++) off[r] = (int64_t)floor(d[k] - d[r] + 1e-9);
+        /* the least j >= 0 at which every rank holds lo and all hold L: held(j) grows with j,
+         * and at j = L + the largest gap every rank holds L */
+        int64_t gap = 0;
+        for (int r = 0; r < 3; r++) gap = off[r] < -gap ? -off[r] : gap;
+        int64_t jlo = 0, jhi = (int64_t)L + (int64_t)lo + gap;
+        while (jlo < jhi) {
+            int64_t j = jlo + (jhi - jlo) / 2, kf = j + off[0], kl = j + off[1], km = j + off[2];
+            int ok = kf >= lo && kl >= lo && km >= lo &&
+                     (kf < L ? kf : L) + (kl < L ? kl : L) + (int64_t)(p - 2) * (km < L ? km : L) >= L;
+            if (ok) jhi = j;
+            else jlo = j + 1;
+        }
+        double x = d[k] + (double)jlo;
+        if (x < best) best = x;
     }
-    return lo_m;
+    return best * alpha;
 }
 
 /* Least max over splits of a per-rank quantity that is alpha per layer plus c_first / c_last on
