@@ -76,7 +76,7 @@ row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1
     --gpus 64 --gpu h100 --tp 8 --pp 8 --sp --zero 1 --gbs 128 --seq 8192 --recompute full \
     --choose-recompute --choose-offload --solver ilp
 row "compare llama-2-7b --gpus 8" compare "$M/llama-2-7b.json" --gpus 8 --out "$tmp/out/c"
-row "compare mixtral-8x7b --gpus 64 (25 MB plans.csv)" compare "$M/mixtral-8x7b.json" --gpus 64 \
+row "compare mixtral-8x7b --gpus 64 (54 MB plans.csv)" compare "$M/mixtral-8x7b.json" --gpus 64 \
     --out "$tmp/out/m"
 row "simulate llama-2-70b pp 8 --trace (71 MB)" simulate "$M/llama-2-70b.json" --gpus 64 --tp 8 \
     --pp 8 --gbs 512 --trace "$tmp/out/t.json"
