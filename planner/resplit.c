@@ -248,6 +248,7 @@ typedef struct {
     ap_space space;
     int threads;
     solver_ws ws;     /* the calling thread's */
+    solver_ws *extra; /* threads - 1 more, allocated at the first batch that needs them */
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -374,18 +375,23 @@ static void *job_worker(void *arg) {
     return NULL;
 }
 
-/* Solve the jobs, on up to rk->threads threads (the calling one included). */
+/* Solve the jobs, on up to rk->threads threads (the calling one included), no more than there
+ * are jobs to run: a batch whose bounds all fail (most of them, late in a walk) or that runs
+ * one job starts no thread. */
 static void run_jobs(ranker *rk, job *jobs, int n) {
     job_run jr = {rk, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    int nt = rk->threads < n ? rk->threads : n;
+    int nrun = 0;
+    for (int i = 0; i < n; i++) nrun += jobs[i].run;
+    if (nrun == 0) return;
+    int nt = rk->threads < nrun ? rk->threads : nrun;
     pthread_t tid[BATCH];
     char started[BATCH] = {0};
-    solver_ws *ws = nt > 1 ? ap_malloc((size_t)(nt - 1) * sizeof *ws) : NULL;
-    if (nt > 1 && !ws) nt = 1; /* the calling thread alone */
+    if (nt > 1 && !rk->extra) rk->extra = ap_malloc((size_t)(rk->threads - 1) * sizeof *rk->extra);
+    if (nt > 1 && !rk->extra) nt = 1; /* the calling thread alone */
     void *args[BATCH][2];
     for (int t = 1; t < nt; t++) {
         args[t][0] = &jr;
-        args[t][1] = &ws[t - 1];
+        args[t][1] = &rk->extra[t - 1];
         started[t] = pthread_create(&tid[t], NULL, job_worker, args[t]) == 0;
     }
     args[0][0] = &jr;
@@ -393,7 +399,6 @@ static void run_jobs(ranker *rk, job *jobs, int n) {
     job_worker(args[0]);
     for (int t = 1; t < nt; t++)
         if (started[t]) pthread_join(tid[t], NULL);
-    ap_free(ws);
 }
 
 /* The cap of a candidate's solve when the k-th step is kt: the step is at least the pipeline
@@ -591,6 +596,7 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->n = n;
     rk->top = top;
     rk->threads = threads < 1 ? 1 : threads > BATCH ? BATCH : threads;
+    rk->extra = NULL;
     ap_space_init(&rk->space, m, c, o);
     for (int64_t i = 0; i < n; i++) ord[i] = (ordered){rs_bound(&cands[i], cands[i].own_s, INFINITY), i};
     qsort(ord, (size_t)n, sizeof *ord, by_bound);
@@ -598,6 +604,7 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     if (st == AP_OK) st = joint_phase(rk, ord, r, err);
     if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
     if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
+    ap_free(rk->extra);
     ap_free(rk);
     ap_free(ord);
     return st;
