@@ -61,6 +61,7 @@ typedef struct tline {
     double coll_exposed;        /* collective time on the compute stream */
 } tline;
 
+#define HT_COLL_MEMO 8
 typedef struct hctx {
     const ap_model *m;
     const ap_cluster *c;
@@ -92,6 +93,10 @@ typedef struct hctx {
     int nomem;
     double host_now;            /* this rank's host memory now */
     tline tl;
+    /* the last collectives priced (ht_collective_s): a simulation repeats a few sizes (one per
+     * chunk or bucket size) thousands of times; zeroed with the context (bytes 0: empty) */
+    struct { int op; double bytes, s; } coll_memo[HT_COLL_MEMO];
+    int coll_next;
 } hctx;
 
 /* ---- hetero.c ---------------------------------------------------------------------------- */
@@ -123,7 +128,7 @@ double ht_nvme_read_bps(const hctx *x);         /* one rank's share of the node'
 double ht_nvme_write_bps(const hctx *x);
 /* One collective (an ap_coll_op) of `bytes` (the full buffer, nccl-tests size) across the ZeRO
  * group, priced as the estimate prices its own (ap_estimate_coll_s). */
-double ht_collective_s(const hctx *x, ap_coll_op op, double bytes);
+double ht_collective_s(hctx *x, ap_coll_op op, double bytes);
 /* CPU Adam over n elements moving bytes_per_elem through host DRAM, the node's GPUs sharing
  * it (every rank steps at the same time). */
 double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem);

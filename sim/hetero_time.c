@@ -58,13 +58,20 @@ double ht_nvme_write_bps(const hctx *x) {
     return x->c->nvme_write_bytes_per_s / (x->gpus_per_node > 0 ? x->gpus_per_node : 1);
 }
 
-double ht_collective_s(const hctx *x, ap_coll_op op, double bytes) {
+double ht_collective_s(hctx *x, ap_coll_op op, double bytes) {
     int Z = x->Z;
     if (Z <= 1 || bytes <= 0) return 0;
+    for (int i = 0; i < HT_COLL_MEMO; i++)
+        if (x->coll_memo[i].bytes == bytes && x->coll_memo[i].op == (int)op) return x->coll_memo[i].s;
     /* the group has stride tp, so an NVLink domain holds domain / tp of its ranks */
     int dom = x->c->nvlink_domain > 0 ? x->c->nvlink_domain : 1;
     int k = dom / (x->p->tp > 0 ? x->p->tp : 1);
-    return ap_estimate_coll_s(x->c, &x->cal, x->k, op, bytes, Z, k < 1 ? 1 : k);
+    double s = ap_estimate_coll_s(x->c, &x->cal, x->k, op, bytes, Z, k < 1 ? 1 : k);
+    x->coll_memo[x->coll_next].op = (int)op;
+    x->coll_memo[x->coll_next].bytes = bytes;
+    x->coll_memo[x->coll_next].s = s;
+    x->coll_next = (x->coll_next + 1) % HT_COLL_MEMO;
+    return s;
 }
 
 double ht_cpu_adam_s(const hctx *x, double n, double bytes_per_elem) {
