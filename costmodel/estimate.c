@@ -250,7 +250,8 @@ typedef struct {
     double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
     double stage_f, stage_b;      /* the rank's forward and backward per micro-batch */
     double model_flops, hfu_extra;/* FLOPs of one micro-batch on the rank, recompute's extra */
-    /* what every rank of the kind keeps, whatever its in-flight count (stage_kind_memory) */
+    /* what every rank of the kind keeps, whatever its in-flight count (stage_kind_activations,
+     * stage_kind_other) */
     double act_mb;                /* activation bytes per in-flight micro-batch */
     double act_layers_mb;         /* of that, the transformer layers' */
     double act_transient;         /* the backward working set */
@@ -408,30 +409,24 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
     int first = r == 0, last = r == p->pp - 1, nd = 0, nm = 0, nrc = 0;
-    if (E->uniform && m->moe.experts == 0 && p->recompute != AP_RECOMPUTE_FULL) {
-        /* the uniform layout of a dense model without full recompute, in closed form: every
-         * chunk holds base layers, the middle rem chunks [start, start + rem) one more
-         * (ap_plan_chunk_layers); rank r's chunks are r, r + pp, ... (no division here: this
-         * runs for every rank of every plan) */
-        const int lo = E->chunk_start, hi = E->chunk_start + E->chunk_rem;
-        int extra = 0;
-        for (int k = 0, c = r; k < p->vp; k++, c += p->pp) extra += c >= lo && c < hi;
-        nd = p->vp * E->chunk_base + extra;
-    } else {
-        for (int k = 0; k < p->vp; k++) {
-            int cidx = r + k * p->pp;
-            int nl = E->uniform ? E->chunk_base + (cidx >= E->chunk_start &&
-                                                   cidx < E->chunk_start + E->chunk_rem)
-                                : ap_plan_chunk_layers(p, m->layers, cidx);
-            int moe_here = 0;
-            if (m->moe.experts > 0) {
-                int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
-                for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
-            }
-            nm += moe_here;
-            nd += nl - moe_here;
+    /* rank r's chunks are r, r + pp, ...; a uniform layout's chunk holds base layers, the
+     * middle rem chunks [start, start + rem) one more (ap_plan_chunk_layers, without its
+     * divisions: this runs for every rank of every plan) */
+    for (int k = 0; k < p->vp; k++) {
+        int cidx = r + k * p->pp;
+        int nl = E->uniform ? E->chunk_base + (cidx >= E->chunk_start &&
+                                               cidx < E->chunk_start + E->chunk_rem)
+                            : ap_plan_chunk_layers(p, m->layers, cidx);
+        int moe_here = 0;
+        if (m->moe.experts > 0) {
+            int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
+            for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+        }
+        nm += moe_here;
+        nd += nl - moe_here;
+        if (p->recompute == AP_RECOMPUTE_FULL) {
             int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
-            if (p->recompute == AP_RECOMPUTE_FULL) nrc += (rl > 0 && rl < nl) ? rl : nl;
+            nrc += (rl > 0 && rl < nl) ? rl : nl;
         }
     }
     S->r = r;
@@ -793,13 +788,13 @@ static void stage_flops(const est *E, stage *S) {
  * memory needs per micro-batch), then its in-flight activations, device bytes and share of the
  * step's sums. Ranks of a kind met before start from that kind (the last one matched is tried
  * first: consecutive ranks are mostly of one kind). */
-static void price_ranks(est *E, int pp) {
+static void price_ranks(est *E) {
     ap_estimate *e = E->e;
     stage_kind kinds[STAGE_KINDS];
     stage spill;  /* a kind beyond STAGE_KINDS: priced for its rank only */
     int nkinds = 0, last = 0;
     const ap_plan *p = E->x.p;
-    const int n = p->pp * p->vp;
+    const int pp = p->pp, n = pp * p->vp;
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
     if (E->uniform) {
         E->chunk_base = (int)(E->x.m->layers / n);
@@ -1090,7 +1085,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
         return st;
     }
     e->plan.attn_impl = E.x.attn;
-    price_ranks(&E, pp);
+    price_ranks(&E);
     pipeline_time(&E);
     dp_reduction(&E);
     optimizer_offload(&E);

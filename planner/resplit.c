@@ -30,8 +30,8 @@
 #include "partition_int.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

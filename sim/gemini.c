@@ -238,14 +238,20 @@ static void scatter(gem *g, int ci) {
 }
 
 /* ChunkManager.access_chunk */
+/* Chunk ci accessed or not: its flag and its bit in g->acc together. */
+static void set_accessed(gem *g, int ci, int on) {
+    g->ch[ci].accessed = (int8_t)on;
+    if (on) g->acc[ci >> 6] |= 1ull << (ci & 63);
+    else g->acc[ci >> 6] &= ~(1ull << (ci & 63));
+}
+
 static void access_chunk(gem *g, int ci, int async) {
     gch *c = &g->ch[ci];
     if (c->accessed) return;
     sub_usage(g, c);
     if (!device_cuda(c)) shard_move(g, ci, 1, 0, async, 0);
     gather(g, ci, async);
-    c->accessed = 1;
-    g->acc[ci >> 6] |= 1ull << (ci & 63);
+    set_accessed(g, ci, 1);
     if (async) {
         c->inflight = 1;
         g->nasync++;
@@ -259,8 +265,7 @@ static void release_chunk(gem *g, int ci) {
     if (!c->accessed || !can_release(c)) return;
     sub_usage(g, c);
     scatter(g, ci);
-    c->accessed = 0;
-    g->acc[ci >> 6] &= ~(1ull << (ci & 63));
+    set_accessed(g, ci, 0);
     add_usage(g, c);
 }
 
@@ -695,8 +700,7 @@ static void grad_handle(gem *g, int p) {
                 c->cnt[ST_HOLD]++;
                 g->pst[i] = ST_HOLD;
             }
-        c->accessed = 0;
-        g->acc[ci >> 6] &= ~(1ull << (ci & 63));
+        set_accessed(g, ci, 0);
         add_usage(g, c);
         /* move_chunk(grad_chunk = chunk, grads_device, force_copy=True) */
         g->what = 1;
