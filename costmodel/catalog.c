@@ -240,6 +240,45 @@ static const ap_gpu catalog[] = {
                   "GPUs, 4x 400 Gb/s); memory: nvidia-smi memory.total 81559 MiB",
     },
     {
+        /* Meta's Grand Teton H100 (torchtitan's benchmark GPU): the H100 die with 96 GB of
+         * HBM2e at 2.4 TB/s, run at a 500 W power limit (pytorch/torchtitan docs/performance.md:
+         * "96GB HBM2e with 2.4 TB/sec peak memory bandwidth", "the default 500W power limit").
+         * No datasheet gives its tensor-core peak; the torchtitan paper (Liang et al. 2024,
+         * arXiv 2410.06511) bounds it: "between SXM and NVL". Here the midpoint of
+         * those bounds, H100 SXM5 (989.4 BF16 dense, whitepaper) and H100 NVL (1,671 BF16
+         * with sparsity = 835.5 dense per GPU, H100 datasheet), FP8 twice and TF32 half of
+         * it; FP32 the midpoint of 66.9 and 60. */
+        .name = "h100-96g-500w",
+        .vendor = "nvidia",
+        /* 6 HBM2e stacks of 16 GiB less the 361 MiB the 80 GB part's driver keeps (81920 ->
+         * 81559 MiB): assumed, no nvidia-smi reading is published */
+        .mem_bytes = 97943 * AP_MIB,
+        .peak_flops = {[AP_DTYPE_FP32] = 63.45 * TFLOPS, [AP_DTYPE_TF32] = 456.2 * TFLOPS,
+                       [AP_DTYPE_FP16] = 912.45 * TFLOPS, [AP_DTYPE_BF16] = 912.45 * TFLOPS,
+                       [AP_DTYPE_FP8] = 1824.9 * TFLOPS},
+        .hbm_bytes_per_s = 2400 * GBPS,
+        .sm_count = 132,
+        /* "8 NVIDIA H100 GPUs fully connected with NVLink" (HGX baseboard, NVLink4 as the SXM) */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 450 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* "backend RDMA network with 400 Gb/s per GPU"; host memory, CPUs and PCIe switches of
+         * Grand Teton are not stated there: assumed as DGX H100 */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "pytorch/torchtitan docs/performance.md (Grand Teton: 8 H100 with 96 GB HBM2e, "
+                  "2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU); peak: midpoint of H100 "
+                  "SXM5 989.4 and H100 NVL 835.5 BF16 TFLOPS dense, the bounds the torchtitan "
+                  "paper (arXiv 2410.06511) gives; memory assumed (6 x 16 GiB less 361 MiB); host "
+                  "assumed as DGX H100",
+    },
+    {
         .name = "h200",
         .vendor = "nvidia",
         .mem_bytes = 143771 * AP_MIB,
@@ -506,6 +545,7 @@ static const struct {
     {"a100-pcie-80g", "a100-pcie"},
     {"h100-sxm", "h100,h100-sxm5,h100-80g"},
     {"h100-pcie", "h100-pcie-80g"},
+    {"h100-96g-500w", "h100-hbm2e-500w,h100-grand-teton"},
     {"h200", "h200-sxm,h200-141g"},
     {"b200", "b200-sxm"},
     {"rtx-2060", "rtx2060"},

@@ -37,7 +37,8 @@ static const ap_gpu *must(const char *name) {
 static void test_catalog_sane(void) {
     static const char *required[] = {"v100-sxm2-16g", "v100-sxm2-32g", "a100-sxm4-40g",
                                      "a100-sxm4-80g", "a100-pcie-80g", "h100-sxm",
-                                     "h100-pcie",     "h200",          "b200",
+                                     "h100-pcie",     "h100-96g-500w", "h200",
+                                     "b200",
                                      "l40s",          "rtx-2060",      "rtx-3090",
                                      "rtx-4090",      "mi300x",        "cpu"};
     int n = ap_gpu_catalog_count();
@@ -140,7 +141,7 @@ static void test_aliases_and_lookup(void) {
             n_alias++;
         }
     }
-    CHECK_INT(n_alias, 21); /* every alias in catalog.c's table is attached to its GPU */
+    CHECK_INT(n_alias, 23); /* every alias in catalog.c's table is attached to its GPU */
     CHECK_CONTAINS(ap_gpu_aliases(3), "a100-80g"); /* a100-sxm4-80g */
     CHECK_STR(ap_gpu_aliases(-1), "");
 
@@ -200,6 +201,18 @@ static void test_datasheet_numbers(void) {
     /* H100 PCIe: datasheet 1,513 bf16 "with sparsity" -> 756.5 dense; NVLink bridge pairs */
     CHECK_NEAR(must("h100-pcie")->peak_flops[AP_DTYPE_BF16], 756.5 * T, EXACT);
     CHECK_INT(must("h100-pcie")->link, AP_LINK_NVLINK_BRIDGE);
+    /* torchtitan's Grand Teton H100: 96 GB HBM2e at 2.4 TB/s; peak the midpoint of the H100
+     * SXM5 (989.4) and NVL (835.5) dense BF16 figures the torchtitan paper brackets it by */
+    {
+        const ap_gpu *gt = must("h100-grand-teton");
+        CHECK_STR(gt->name, "h100-96g-500w");
+        CHECK_NEAR(gt->peak_flops[AP_DTYPE_BF16], (989.4 + 835.5) / 2 * T, EXACT);
+        CHECK_NEAR(gt->peak_flops[AP_DTYPE_FP8], 2 * gt->peak_flops[AP_DTYPE_BF16], EXACT);
+        CHECK_NEAR(gt->hbm_bytes_per_s, 2.4e12, EXACT);
+        CHECK_NEAR(gt->mem_bytes, (6 * 16384 - (81920 - 81559)) * MIB, EXACT);
+        CHECK_INT(gt->sm_count, h100->sm_count);
+        CHECK_NEAR(gt->ref_net_bytes_per_s, 50e9, EXACT); /* 400 Gb/s per GPU */
+    }
     /* V100: 125 tensor TFLOPS fp16, no bf16/tf32/fp8; NVLink2 150 GB/s per direction */
     CHECK_NEAR(v100->peak_flops[AP_DTYPE_FP16], 125 * T, EXACT);
     CHECK(v100->peak_flops[AP_DTYPE_BF16] == 0);

@@ -388,10 +388,9 @@ def torchtitan_rows(hf):
             # makes, one layer fewer on the chunks holding the embedding and the head
             plan["stage_layers"] = [7] + [8] * 14 + [7]
         base = {"source": "torchtitan-h100", "model_name": model, "model": hf(model),
-                "plan": plan, "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
-                # Grand Teton: 8 H100 (96 GB HBM2e, 500 W) per host, 400 Gb/s RDMA per GPU;
-                # scored on the catalog's H100 SXM (80 GB, 700 W): the power-capped parts are
-                # slower, which no catalog entry describes (the table's MFU note says so)
+                # Grand Teton: 8 H100 (96 GB HBM2e, 500 W) per host, 400 Gb/s RDMA per GPU
+                # (docs/performance.md): the catalog's h100-96g-500w, not the 700 W H100 SXM
+                "plan": plan, "gpu": "h100-96g-500w", "gpus": gpus, "gpus_per_node": 8,
                 "network_bw": "400Gb/s"}
         r = dict(base)
         r.update({"cite": cite + ": %g TPS/GPU" % tps, "metric": "step_s",
