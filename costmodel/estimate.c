@@ -419,8 +419,13 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
                             : ap_plan_chunk_layers(p, m->layers, cidx);
         int moe_here = 0;
         if (m->moe.experts > 0) {
-            int f0 = ap_plan_chunk_first_layer(p, m->layers, cidx);
-            for (int i = f0; i < f0 + nl; i++) moe_here += ap_model_layer_is_moe(m, i);
+            /* the chunk's first layer: cidx chunks of base layers and the longer middle ones
+             * before it (ap_plan_chunk_first_layer) */
+            int f0 = !E->uniform ? ap_plan_chunk_first_layer(p, m->layers, cidx)
+                     : cidx * E->chunk_base + (cidx <= E->chunk_start ? 0
+                                               : cidx - E->chunk_start < E->chunk_rem
+                                                   ? cidx - E->chunk_start : E->chunk_rem);
+            moe_here = (int)ap_model_moe_layers_in(m, f0, f0 + nl);
         }
         nm += moe_here;
         nd += nl - moe_here;

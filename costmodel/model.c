@@ -187,6 +187,17 @@ void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out) {
     *out = lp.info;
 }
 
+int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b) {
+    /* layers i in [a, b) with i >= first_dense_layers and (i - first_dense_layers) % f == 0:
+     * those below x number ceil((x - first_dense_layers) / f), x past the dense ones */
+    if (m->moe.experts <= 0) return 0;
+    int64_t fd = m->moe.first_dense_layers, f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    if (a < fd) a = fd;
+    if (b <= a) return 0;
+    if (f == 1) return b - a;
+    return (b - fd + f - 1) / f - (a - fd + f - 1) / f;
+}
+
 /* Number of MoE layers (closed form of ap_model_layer_is_moe over [0, L)). */
 static int64_t moe_layer_count(const ap_model *m) {
     if (m->moe.experts <= 0 || m->moe.first_dense_layers >= m->layers) return 0;

@@ -77,6 +77,26 @@ static void test_moe_details(void) {
     CHECK(!ap_model_layer_is_moe(&m, 2));
     CHECK(ap_model_layer_is_moe(&m, 3));
     CHECK(ap_model_layer_is_moe(&m, 60));
+    CHECK_INT(ap_model_moe_layers_in(&m, 0, 61), 58); /* 61 layers, 3 dense */
+    CHECK_INT(ap_model_moe_layers_in(&m, 2, 4), 1);
+    /* the closed form against counting, over dense prefixes, frequencies and ranges */
+    {
+        ap_model q = m;
+        int bad = 0;
+        for (int fd = 0; fd <= 5; fd++)
+            for (int f = 0; f <= 4; f++) /* 0 = unset, read as every layer */
+                for (int a = 0; a <= 13; a++)
+                    for (int b = 0; b <= 13; b++) {
+                        q.moe.first_dense_layers = fd;
+                        q.moe.layer_freq = f;
+                        int64_t n = 0;
+                        for (int i = a; i < b; i++) n += ap_model_layer_is_moe(&q, i);
+                        bad += ap_model_moe_layers_in(&q, a, b) != n;
+                    }
+        CHECK_INT(bad, 0);
+        q.moe.experts = 0; /* a dense model has none */
+        CHECK_INT(ap_model_moe_layers_in(&q, 0, 61), 0);
+    }
     ap_layer_info li;
     ap_model_layer(&m, 3, &li);
     CHECK(li.is_moe);
