@@ -332,9 +332,11 @@ static void illegal_reason(compare_cmd *cc, const ap_search_opts *so, char *out,
              ap_trainer_name(f->trainer));
 }
 
-static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *out, int *nout,
-                         int cap, ap_err *err) {
-    ap_status st;
+/* `ranked`: NULL, or the ranking of a topN strategy already made (on the enumeration's walk,
+ * build_report), used instead of searching again. */
+static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_search_result *ranked,
+                         ap_report_strategy *out, int *nout, int cap, ap_err *err) {
+    ap_status st = AP_OK;
     if (sp->top > 0) {
         ap_search_opts so = cc->r.search;
         so.top_k = sp->top;
@@ -342,7 +344,9 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
            plan's top N (the reproduce command carries the split: ap_request_for_plan) */
         so.resplit = cc->r.partition;
         ap_search_result r;
-        if ((st = ap_search(&cc->r.model, &cc->r.cluster, &so, &r, err)) != AP_OK) return st;
+        if (ranked) r = *ranked;
+        else if ((st = ap_search(&cc->r.model, &cc->r.cluster, &so, &r, err)) != AP_OK)
+            return st;
         for (int i = 0; i < r.ntop && *nout < cap; i++) {
             ap_report_strategy *s = &out[(*nout)++];
             memset(s, 0, sizeof *s);
@@ -366,7 +370,7 @@ static ap_status resolve(compare_cmd *cc, strat_spec *sp, ap_report_strategy *ou
                 illegal_reason(cc, &so, s->reason, sizeof s->reason);
             }
         }
-        ap_search_result_free(&r);
+        if (!ranked) ap_search_result_free(&r); /* build_report frees the one it made */
         return st;
     }
     if (*nout >= cap) return AP_OK;
@@ -487,10 +491,28 @@ static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_
     rep->trainer = (int)cc->r.search.fixed.trainer;
     rep->strat = calloc(MAX_STRATEGIES, sizeof *rep->strat);
     if (!rep->strat) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
-    ap_status st = AP_OK;
+    /* the first topN strategy is ranked on the enumeration's own walk (one pass over the space
+     * instead of two) where that ranking is the search's: a plan fits and the walk was whole */
+    int first_top = -1;
+    for (int i = 0; i < nspec && first_top < 0; i++)
+        if (specs[i].top > 0) first_top = i;
+    ap_search_result ranked;
+    int have_ranked = 0;
+    ap_status st;
+    if (first_top >= 0) {
+        st = ap_report_enumerate_ranked(rep->model, rep->cluster, &cc->r.search,
+                                        specs[first_top].top, cc->r.partition, rep, &ranked, err);
+        if (st == AP_OK) {
+            have_ranked = !rep->eval_capped && ranked.ntop > 0;
+            if (!have_ranked) ap_search_result_free(&ranked);
+        }
+    } else {
+        st = ap_report_enumerate(rep->model, rep->cluster, &cc->r.search, rep, err);
+    }
     for (int i = 0; i < nspec && st == AP_OK; i++)
-        st = resolve(cc, &specs[i], rep->strat, &rep->nstrat, MAX_STRATEGIES, err);
-    if (st == AP_OK) st = ap_report_enumerate(rep->model, rep->cluster, &cc->r.search, rep, err);
+        st = resolve(cc, &specs[i], i == first_top && have_ranked ? &ranked : NULL, rep->strat,
+                     &rep->nstrat, MAX_STRATEGIES, err);
+    if (have_ranked) ap_search_result_free(&ranked);
     if (st == AP_OK) {
         rep->best = ap_report_pick_best(rep);
         st = ap_report_simulate(rep, NULL, err);

@@ -174,21 +174,31 @@ static void collect_visit(void *ctx, const ap_estimate *e) {
     heap_push(cs, &row);
 }
 
-ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                              int64_t max_evals, void (*visit)(void *, const ap_estimate *),
-                              void *ctx, int64_t *evaluated, int *capped, ap_err *err) {
-    /* the search's own enumeration, unpruned, with a visitor: the scatter and plans.csv show
-     * exactly the space the ranking came from */
+/* The search's own enumeration, unpruned, with a visitor (so the scatter and plans.csv show
+ * exactly the space the ranking came from), ranking top_k plans with the re-split `resplit`;
+ * *r is the search's answer (the caller frees it). Unpruned, the ranking is the pruned one's
+ * whenever a plan fits: the pruning skips only plans that cannot fit (search.c). */
+static ap_status walk_all(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                          int top_k, int resplit, int64_t max_evals,
+                          void (*visit)(void *, const ap_estimate *), void *ctx,
+                          ap_search_result *r, ap_err *err) {
     ap_search_opts so = *o;
     so.prune = 0;
-    so.top_k = 1;
+    so.top_k = top_k;
+    so.resplit = resplit;
     so.visit = visit;
     so.visit_ctx = ctx;
     so.max_evals = max_evals;
+    return ap_search(m, c, &so, r, err);
+}
+
+ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                              int64_t max_evals, void (*visit)(void *, const ap_estimate *),
+                              void *ctx, int64_t *evaluated, int *capped, ap_err *err) {
     ap_search_result r;
     *evaluated = 0;
     *capped = 0;
-    ap_status st = ap_search(m, c, &so, &r, err);
+    ap_status st = walk_all(m, c, o, 1, o->resplit, max_evals, visit, ctx, &r, err);
     if (st != AP_OK) return st;
     *evaluated = r.evaluated;
     *capped = r.capped;
@@ -196,16 +206,30 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
     return AP_OK;
 }
 
-ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                              ap_report *r, ap_err *err) {
+/* ap_report_enumerate and ap_report_enumerate_ranked: `ranked` NULL or the answer to keep. */
+static ap_status enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                           int top_k, int resplit, ap_report *r, ap_search_result *ranked,
+                           ap_err *err) {
     collect_state cs = {r, NULL, 0, 0, 0};
     ap_free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
     r->fit = 0;
-    ap_status st = ap_report_each_plan(m, c, so, AP_REPORT_MAX_EVALS, collect_visit, &cs,
-                                       &r->evaluated, &r->eval_capped, err);
-    if (st == AP_OK && cs.oom) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
+    r->evaluated = 0;
+    r->eval_capped = 0;
+    ap_search_result res;
+    ap_status st = walk_all(m, c, so, top_k, resplit, AP_REPORT_MAX_EVALS, collect_visit, &cs,
+                            &res, err);
+    if (st == AP_OK) {
+        r->evaluated = res.evaluated;
+        r->eval_capped = res.capped;
+        if (ranked) *ranked = res;
+        else ap_search_result_free(&res);
+        if (cs.oom) {
+            if (ranked) ap_search_result_free(ranked);
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
+        }
+    }
     if (st != AP_OK) {
         ap_free(cs.heap);
         return st;
@@ -214,6 +238,17 @@ ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_s
     r->rows = cs.heap;
     r->nrows = cs.n;
     return AP_OK;
+}
+
+ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
+                              ap_report *r, ap_err *err) {
+    return enumerate(m, c, so, 1, so->resplit, r, NULL, err);
+}
+
+ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
+                                     const ap_search_opts *so, int top_k, int resplit,
+                                     ap_report *r, ap_search_result *ranked, ap_err *err) {
+    return enumerate(m, c, so, top_k, resplit, r, ranked, err);
 }
 
 int ap_report_pick_best(const ap_report *r) {
