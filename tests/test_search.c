@@ -137,6 +137,18 @@ static void test_cases(void) {
         CHECK_INT(pr.evaluated + pr.pruned, pr.legal);
         ap_search_result_free(&pr);
         ap_search_result_free(&un);
+        /* with the stage re-split and five places (as `plan` and compare's topN rank; compare
+           ranks on its unpruned enumeration): the same ranking either way */
+        ap_search_opts orp = o;
+        orp.prune = 1;
+        orp.resplit = 1;
+        orp.top_k = 5;
+        CHECK(ap_search(&m, &c, &orp, &pr, &err) == AP_OK);
+        orp.prune = 0;
+        CHECK(ap_search(&m, &c, &orp, &un, &err) == AP_OK);
+        same_top(&pr, &un);
+        ap_search_result_free(&pr);
+        ap_search_result_free(&un);
     }
 }
 
