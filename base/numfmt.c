@@ -174,7 +174,11 @@ static char *layout(double x, const char *d, int n, int X, char *out) {
 }
 
 char *ap_fmt_g17(double x, char *out) {
-    if (!isfinite(x) || x == 0) {
+    if (x == 0) { /* printf's "0" and "-0" without its slow path (CSV columns are often zero) */
+        memcpy(out, signbit(x) ? "-0" : "0", signbit(x) ? 3 : 2);
+        return out;
+    }
+    if (!isfinite(x)) {
         snprintf(out, 32, "%.17g", x);
         return out;
     }

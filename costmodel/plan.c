@@ -61,52 +61,78 @@ int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c) {
     return first;
 }
 
+/* The label's pieces, appended at o + k (ap_plan_label's buffer is long enough for any plan);
+ * the new end is returned. Integers in decimal as "%lld" writes them. */
+static size_t lbl_s(char *o, size_t k, const char *s) {
+    while (*s) o[k++] = *s++;
+    return k;
+}
+
+static size_t lbl_i(char *o, size_t k, const char *prefix, long long v) {
+    char t[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    k = lbl_s(o, k, prefix);
+    if (v < 0) o[k++] = '-';
+    do t[n++] = (char)('0' + u % 10); while ((u /= 10) != 0);
+    while (n) o[k++] = t[--n];
+    return k;
+}
+
+/* " <name><percent>%" with the percentage as "%.0f" rounds it (rare: offload fractions) */
+static size_t lbl_pct(char *o, size_t k, const char *name, double frac) {
+    char t[48];
+    snprintf(t, sizeof t, " %s%.0f%%", name, 100 * frac);
+    return lbl_s(o, k, t);
+}
+
 char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     static const char *rc[] = {"", " sel", " full"};
-    char extra[96] = "";
-    size_t k = 0;
-    if (p->cp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " cp%d", p->cp);
-    if (p->ep > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " ep%d", p->ep);
-    if (p->vp > 1) k += (size_t)snprintf(extra + k, sizeof extra - k, " vp%d", p->vp);
+    /* built piece by piece, no format parsing (plans.csv labels every row): "tp%d pp%d dp%d
+     * <extra> mbs%lld z%d<recompute>[ uneven]"; at most ~200 characters, truncated to n - 1
+     * as snprintf would */
+    char o[320];
+    size_t k = lbl_i(o, 0, "tp", p->tp);
+    k = lbl_i(o, k, " pp", p->pp);
+    k = lbl_i(o, k, " dp", p->dp);
+    if (p->cp > 1) k = lbl_i(o, k, " cp", p->cp);
+    if (p->ep > 1) k = lbl_i(o, k, " ep", p->ep);
+    if (p->vp > 1) k = lbl_i(o, k, " vp", p->vp);
     /* sp and overlap: "sp" when on; "no-sp" / "no-ov" when off where the trainer has them
        (the defaults of the search and of estimate), so the label's flags reproduce the plan */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
-    if (p->sp && k < sizeof extra) k += (size_t)snprintf(extra + k, sizeof extra - k, " sp");
-    else if (p->tp > 1 && tc->sp && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " no-sp");
+    if (p->sp) k = lbl_s(o, k, " sp");
+    else if (p->tp > 1 && tc->sp) k = lbl_s(o, k, " no-sp");
     if (!p->overlap_grad && !p->overlap_param && !p->overlap_tp &&
-        (ap_trainer_dp_overlap(tc, p->ep) || (tc->overlap_tp && p->sp)) && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " no-ov");
-    if (p->offload_optimizer > 0 && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " off-opt%.0f%%",
-                              100 * p->offload_optimizer);
-    if (p->offload_params > 0 && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " off-par%.0f%%",
-                              100 * p->offload_params);
+        (ap_trainer_dp_overlap(tc, p->ep) || (tc->overlap_tp && p->sp)))
+        k = lbl_s(o, k, " no-ov");
+    if (p->offload_optimizer > 0) k = lbl_pct(o, k, "off-opt", p->offload_optimizer);
+    if (p->offload_params > 0) k = lbl_pct(o, k, "off-par", p->offload_params);
     /* heterogeneous memory (issue 18): Gemini's placement, DeepSpeed's NVMe */
-    if (p->hetero.placement != AP_GEMINI_OFF && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " gemini-%s",
-                              p->hetero.placement == AP_GEMINI_AUTO ? "auto" : "static");
-    if (p->hetero.placement == AP_GEMINI_STATIC && p->hetero.shard_param_frac != 1.0 &&
-        k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " shard%.0f%%",
-                              100 * p->hetero.shard_param_frac);
-    if ((p->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME ||
-         p->hetero.ds_params == AP_OFFLOAD_DEV_NVME) && k < sizeof extra)
-        k += (size_t)snprintf(extra + k, sizeof extra - k, " nvme");
-    char rcs[24];
+    if (p->hetero.placement != AP_GEMINI_OFF)
+        k = lbl_s(o, k, p->hetero.placement == AP_GEMINI_AUTO ? " gemini-auto" : " gemini-static");
+    if (p->hetero.placement == AP_GEMINI_STATIC && p->hetero.shard_param_frac != 1.0)
+        k = lbl_pct(o, k, "shard", p->hetero.shard_param_frac);
+    if (p->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME || p->hetero.ds_params == AP_OFFLOAD_DEV_NVME)
+        k = lbl_s(o, k, " nvme");
+    k = lbl_i(o, k, " mbs", (long long)p->mbs);
+    k = lbl_i(o, k, " z", p->zero);
     if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
-        snprintf(rcs, sizeof rcs, " full%d", p->recompute_layers);
+        k = lbl_i(o, k, " full", p->recompute_layers);
     else
-        snprintf(rcs, sizeof rcs, "%s", rc[p->recompute]);
+        k = lbl_s(o, k, rc[p->recompute]);
     /* uneven: the chunks differ in layers or in recomputed layers (plan.json has both) */
     int uneven = 0;
     for (int c = 1; c < p->nchunks; c++)
         if (p->stage_layers[c] != p->stage_layers[0]) uneven = 1;
     for (int c = 0; c < p->pp * p->vp && c < AP_MAX_CHUNKS; c++)
         if (p->stage_recompute[c] > 0) uneven = 1; /* > 0: its own count (estimate.c) */
-    snprintf(buf, n, "tp%d pp%d dp%d%s mbs%lld z%d%s%s", p->tp, p->pp, p->dp, extra,
-             (long long)p->mbs, p->zero, rcs, uneven ? " uneven" : "");
+    if (uneven) k = lbl_s(o, k, " uneven");
+    if (n > 0) {
+        size_t m = k < n - 1 ? k : n - 1;
+        memcpy(buf, o, m);
+        buf[m] = '\0';
+    }
     return buf;
 }
 

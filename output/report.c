@@ -873,7 +873,10 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
                 rb_puts(&b, num);
                 break;
             case AP_FIELD_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
-            default: rb_printf(&b, ",%s", ap_estimate_field_name(f, iv)); break;
+            default:
+                rb_puts(&b, ",");
+                rb_puts(&b, ap_estimate_field_name(f, iv));
+                break;
             }
         }
         rb_puts(&b, "\n");
