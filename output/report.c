@@ -845,21 +845,26 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
     rbuf b = {0};
     const int nf = ap_estimate_field_count();
     char lbl[160];
-    /* the columns: the estimate's fields that are report-row fields, named by JSON path */
-    rb_puts(&b, "label");
+    /* the columns: the estimate's fields that are report-row fields, named by JSON path (the
+     * list made once: plans.csv has up to AP_REPORT_MAX_ROWS rows) */
+    const ap_estimate_field **col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *col);
+    if (!col) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
+    int nc = 0;
     for (int k = 0; k < nf; k++)
-        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW)
-            rb_printf(&b, ",%s", ap_estimate_field_at(k)->path);
+        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW) col[nc++] = ap_estimate_field_at(k);
+    rb_puts(&b, "label");
+    for (int k = 0; k < nc; k++) rb_printf(&b, ",%s", col[k]->path);
     rb_puts(&b, "\n");
     for (int64_t i = 0; i < r->nrows && !b.failed; i++) {
         const ap_report_row *q = &r->rows[i];
         const char *base = (const char *)q;
         ap_plan p;
         row_plan(q, &p);
-        rb_printf(&b, "\"%s\"", ap_plan_label(&p, lbl, sizeof lbl));
-        for (int k = 0; k < nf; k++) {
-            const ap_estimate_field *f = ap_estimate_field_at(k);
-            if (f->row_off == AP_FIELD_NO_ROW) continue;
+        rb_puts(&b, "\"");
+        rb_puts(&b, ap_plan_label(&p, lbl, sizeof lbl));
+        rb_puts(&b, "\"");
+        for (int k = 0; k < nc; k++) {
+            const ap_estimate_field *f = col[k];
             const void *v = base + f->row_off;
             int iv = f->kind == AP_FIELD_I64 || f->kind == AP_FIELD_REAL ? 0 : *(const int *)v;
             char num[40];
@@ -881,5 +886,6 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
         }
         rb_puts(&b, "\n");
     }
+    ap_free(col);
     return rb_finish(&b, out, len, err);
 }
