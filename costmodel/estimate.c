@@ -272,8 +272,12 @@ typedef struct {
 /* Fill what the plan leaves implicit (etp, dp from the GPU count, grad_accum) and ask the
  * trainer table whether it can run it at all. */
 static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
-                                ap_plan *pl, ap_err *err) {
+                                int checked, ap_plan *pl, ap_err *err) {
     *pl = *pin;
+    if (checked) /* ap_plan_check passed on it as given: nothing below would change it */
+        return pl->pp > AP_MAX_STAGES ? ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the "
+                                                   "supported %d stages", pl->pp, AP_MAX_STAGES)
+                                      : AP_OK;
     if (pl->etp < 1) pl->etp = 1;
     if (pl->dp < 1 && pl->tp > 0 && pl->pp > 0 && pl->cp > 0)
         pl->dp = c->gpus / (pl->tp * pl->pp * pl->cp);
@@ -1060,7 +1064,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     /* the plan is copied once, into the estimate; of the rest only the scalars are cleared:
      * the stage chapters fill the first pp entries of the per-rank arrays (the others are not
      * part of the estimate), so a call clears no more than it uses */
-    ap_status st = normalise_plan(m, c, pin, &e->plan, err);
+    ap_status st = normalise_plan(m, c, pin, opts->plan_checked, &e->plan, err);
     if (st != AP_OK) return st;
     const int pp = e->plan.pp;
     memset(&e->time, 0, offsetof(ap_time, stage_fwd_s));

@@ -137,11 +137,96 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
 }
 
 /* Degrees and batch sizes positive; the degrees multiply to the GPU count. */
+/* ---- the checks that read a group member's fields ---------------------------------------
+ * A search group's members differ only in recompute, recompute_layers, mbs and grad_accum
+ * (ap_plan_group_member). Every check reading the first two is an rc_ check, every check
+ * reading the last two an mb_ check, and none reads both: ap_plan_check's verdict is then
+ * (the other checks) && ap_plan_rc_ok && ap_plan_mb_ok, which lets the search check a group
+ * once (ap_plan_rc_ok). ap_plan_check calls these where the checks stood, so its first
+ * failure, and so its message, is what it was. */
+
+static ap_status mb_degrees(const ap_plan *p, ap_err *err) {
+    if (p->mbs < 1 || p->gbs < 1 || p->seq < 1)
+        return ap_err_set(err, AP_ERR_INPUT, "micro-batch, global batch and sequence must be >= 1");
+    return AP_OK;
+}
+
+static ap_status rc_features(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+    const char *tn = t->name;
+    if ((int)p->recompute < 0 || (int)p->recompute > AP_RECOMPUTE_FULL ||
+        !(t->recompute_mask & (1u << p->recompute)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not offer %s recomputation", tn,
+                          ap_recompute_name(p->recompute));
+    if (p->recompute_layers > 0 && !t->recompute_partial)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s recomputes all layers or none (no "
+                          "recompute layer count)", tn);
+    return AP_OK;
+}
+
+static ap_status rc_combinations(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+    if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
+                          "covers all layers or none", t->name);
+    return AP_OK;
+}
+
+static ap_status mb_interleaving(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+    if (t->vp_needs_m_multiple_of_pp && p->grad_accum % p->pp != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s interleaving needs the number of "
+                          "micro-batches (%lld) to be a multiple of pp %d", t->name,
+                          (long long)p->grad_accum, p->pp);
+    return AP_OK;
+}
+
+static ap_status mb_batch(const ap_plan *p, ap_err *err) {
+    if (p->gbs % (p->mbs * p->dp) != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "global batch %lld is not divisible by mbs*dp = "
+                          "%lld", (long long)p->gbs, (long long)(p->mbs * p->dp));
+    if (p->grad_accum != p->gbs / (p->mbs * p->dp))
+        return ap_err_set(err, AP_ERR_INPUT, "grad_accum %lld does not equal gbs/(mbs*dp) = %lld",
+                          (long long)p->grad_accum, (long long)(p->gbs / (p->mbs * p->dp)));
+    return AP_OK;
+}
+
+static ap_status rc_shape(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                          ap_err *err) {
+    if (p->recompute_layers < 0 || (p->recompute_layers > 0 && p->recompute != AP_RECOMPUTE_FULL))
+        return ap_err_set(err, AP_ERR_INPUT, "a recompute layer count needs full recomputation");
+    if (t->recompute_partial_divides_chunk && p->recompute_layers > 0) {
+        int n = p->pp * p->vp;
+        int uniform = m->layers % n == 0;
+        for (int i = 0; uniform && p->nchunks && i < n; i++)
+            uniform = p->stage_layers[i] == m->layers / n;
+        if (!uniform || (m->layers / n) % p->recompute_layers != 0)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: recomputing %d layers per chunk (every "
+                              "(n/%d)-th of n) needs uniform chunks whose size it divides",
+                              t->name, p->recompute_layers, p->recompute_layers);
+    }
+    return AP_OK;
+}
+
+int ap_plan_rc_ok(const ap_plan *p, const ap_model *m) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    if (p->pp < 1 || p->vp < 1) return 1; /* check_degrees refuses the plan anyway */
+    return rc_features(t, p, NULL) == AP_OK && rc_combinations(t, p, NULL) == AP_OK &&
+           rc_shape(t, p, m, NULL) == AP_OK;
+}
+
+int ap_plan_mb_ok(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    if (mb_degrees(p, NULL) != AP_OK) return 0;
+    /* as check_shape reaches them: the interleaving rule with vp > 1 only; the batch
+     * (divisions by mbs * dp) once the degrees are >= 1 */
+    if (p->dp < 1 || p->pp < 1) return 1; /* check_degrees refuses the plan anyway */
+    if (p->vp > 1 && mb_interleaving(t, p, NULL) != AP_OK) return 0;
+    return mb_batch(p, NULL) == AP_OK;
+}
+
 static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *err) {
     if (p->tp < 1 || p->pp < 1 || p->dp < 1 || p->cp < 1 || p->ep < 1 || p->etp < 1 || p->vp < 1)
         return ap_err_set(err, AP_ERR_INPUT, "degrees must be >= 1");
-    if (p->mbs < 1 || p->gbs < 1 || p->seq < 1)
-        return ap_err_set(err, AP_ERR_INPUT, "micro-batch, global batch and sequence must be >= 1");
+    ap_status st = mb_degrees(p, err);
+    if (st != AP_OK) return st;
     if ((int64_t)p->tp * p->pp * p->cp * p->dp != c->gpus)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "tp*pp*cp*dp = %lld does not equal the %d GPUs",
                           (long long)p->tp * p->pp * p->cp * p->dp, c->gpus);
@@ -188,12 +273,8 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     if (t->dp_shard_required_with_tp && p->tp > 1 && p->dp > 1 && p->zero < 2)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with tp > 1 the data-parallel side must be "
                           "sharded (ZeRO 2/3, FSDP), not replicated", tn);
-    if (!(t->recompute_mask & (1u << p->recompute)))
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not offer %s recomputation", tn,
-                          ap_recompute_name(p->recompute));
-    if (p->recompute_layers > 0 && !t->recompute_partial)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s recomputes all layers or none (no "
-                          "recompute layer count)", tn);
+    ap_status st = rc_features(t, p, err);
+    if (st != AP_OK) return st;
     /* fp32 throughout is the runtime's (autoplan run's CPU ranks); the GPU trainers train in
        mixed precision and their configs have no fp32 mode (trainer.c) */
     if (p->dtype == AP_DTYPE_FP32 && p->trainer != AP_TRAINER_RUNTIME)
@@ -309,10 +390,7 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no pipeline parallelism for %s models (its "
                           "%s model family has no pipelining function)", tn,
                           m->attn_sinks ? "attention-sink" : "per-head q/k-norm", fam);
-    if (t->recompute_partial_needs_pp && p->pp == 1 && p->recompute_layers > 0)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: without pipeline parallelism recomputation "
-                          "covers all layers or none", tn);
-    return AP_OK;
+    return rc_combinations(t, p, err);
 }
 
 /* The model's shape against the degrees: heads, kv heads, NVLink domain, layers per chunk and
@@ -371,10 +449,8 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         if (!p->nchunks && m->layers % nch != 0)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp*vp = "
                               "%d", (long long)m->layers, nch);
-        if (t->vp_needs_m_multiple_of_pp && p->grad_accum % p->pp != 0)
-            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s interleaving needs the number of "
-                              "micro-batches (%lld) to be a multiple of pp %d", tn,
-                              (long long)p->grad_accum, p->pp);
+        ap_status st = mb_interleaving(t, p, err);
+        if (st != AP_OK) return st;
     }
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
@@ -392,25 +468,9 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     } else if (p->ep > 1 || p->etp > 1) {
         return ap_err_set(err, AP_ERR_INFEASIBLE, "ep/etp > 1 on a dense model");
     }
-    if (p->gbs % (p->mbs * p->dp) != 0)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "global batch %lld is not divisible by mbs*dp = "
-                          "%lld", (long long)p->gbs, (long long)(p->mbs * p->dp));
-    if (p->grad_accum != p->gbs / (p->mbs * p->dp))
-        return ap_err_set(err, AP_ERR_INPUT, "grad_accum %lld does not equal gbs/(mbs*dp) = %lld",
-                          (long long)p->grad_accum, (long long)(p->gbs / (p->mbs * p->dp)));
-    if (p->recompute_layers < 0 || (p->recompute_layers > 0 && p->recompute != AP_RECOMPUTE_FULL))
-        return ap_err_set(err, AP_ERR_INPUT, "a recompute layer count needs full recomputation");
-    if (t->recompute_partial_divides_chunk && p->recompute_layers > 0) {
-        int n = p->pp * p->vp;
-        int uniform = m->layers % n == 0;
-        for (int i = 0; uniform && p->nchunks && i < n; i++)
-            uniform = p->stage_layers[i] == m->layers / n;
-        if (!uniform || (m->layers / n) % p->recompute_layers != 0)
-            return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: recomputing %d layers per chunk (every "
-                              "(n/%d)-th of n) needs uniform chunks whose size it divides", tn,
-                              p->recompute_layers, p->recompute_layers);
-    }
-    return AP_OK;
+    ap_status st = mb_batch(p, err);
+    if (st != AP_OK) return st;
+    return rc_shape(t, p, m, err);
 }
 
 ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,

@@ -98,14 +98,46 @@ typedef struct {
     int resplit;
     ap_hetero_cache chunk_cache; /* Gemini's chunk search, shared by a group's plans */
     ap_estimate_opts est;        /* the search's, with this worker's layer-price memo */
+    ap_estimate_opts est_checked;/* the same for plans eval has just checked (plan_checked) */
+    /* the group's legality, ap_plan_check's verdict per member: point_ok && rc_ok[il] &&
+     * mb_ok[im] (plan.h ap_plan_rc_ok; group_legality) */
+    int point_ok;
+    unsigned char rc_ok[8], mb_ok[64];
 } search_state;
+
+/* Member (il, im) of s->g passes ap_plan_check. */
+static int legal(const search_state *s, int il, int im) {
+    return s->point_ok && s->rc_ok[il] && s->mb_ok[im];
+}
+
+/* The group's legality in factors (plan.h): the recompute and micro-batch checks per level and
+ * size, the rest once, on one member that passes both (none: no member is legal). */
+static void group_legality(search_state *s) {
+    int il0 = -1, im0 = -1;
+    for (int il = 0; il < s->g.nrc; il++) {
+        ap_plan_group_member(&s->g, il, 0, &s->p);
+        s->rc_ok[il] = (unsigned char)ap_plan_rc_ok(&s->p, s->m);
+        if (s->rc_ok[il] && il0 < 0) il0 = il;
+    }
+    for (int im = 0; im < s->g.nmbs; im++) {
+        ap_plan_group_member(&s->g, 0, im, &s->p);
+        s->mb_ok[im] = (unsigned char)ap_plan_mb_ok(&s->p);
+        if (s->mb_ok[im] && im0 < 0) im0 = im;
+    }
+    s->point_ok = 0;
+    if (il0 >= 0 && im0 >= 0) {
+        ap_plan_group_member(&s->g, il0, im0, &s->p);
+        s->point_ok = ap_plan_check(&s->p, s->m, s->c, s->o->allow_cross_node_tp, NULL) == AP_OK;
+    }
+}
 
 /* The cost model, or for Gemini placements and DeepSpeed offload devices the operator-by-
  * operator simulation (hetero.h). */
 static ap_status estimate(search_state *s, const ap_plan *p, ap_estimate *e, ap_err *err) {
     if (ap_hetero_applies(p))
         return ap_hetero_estimate(s->m, s->c, p, &s->est, &s->chunk_cache, e, err);
-    return ap_estimate_plan(s->m, s->c, p, &s->est, e, err);
+    /* every plan estimated here has just passed ap_plan_check (eval, group_cannot_fit) */
+    return ap_estimate_plan(s->m, s->c, p, &s->est_checked, e, err);
 }
 
 static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
@@ -152,7 +184,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     const ap_plan *p = &s->p;
     *verdict = -1;
     r->enumerated++;
-    if (ap_plan_check(p, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return AP_OK;
+    if (!legal(s, il, im)) return AP_OK;
     r->legal++;
     if (s->o->max_evals > 0 && r->evaluated >= s->o->max_evals) {
         r->capped = 1;
@@ -192,9 +224,8 @@ static void count_pruned(search_state *s, int rc0, int rc1, int mb_from) {
     ap_search_result *r = &s->out->r;
     for (int il = rc0; il < rc1; il++)
         for (int im = mb_from; im < s->g.nmbs; im++) {
-            ap_plan_group_member(&s->g, il, im, &s->p);
             r->enumerated++;
-            if (ap_plan_check(&s->p, s->m, s->c, s->o->allow_cross_node_tp, NULL) == AP_OK) {
+            if (legal(s, il, im)) {
                 r->legal++;
                 r->pruned++;
             }
@@ -206,8 +237,8 @@ static void count_pruned(search_state *s, int rc0, int rc1, int mb_from) {
  * it is legal and does not fit it is still a candidate for the closest plan. */
 static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     *cannot = 0;
+    if (!legal(s, s->g.most_rc, 0)) return AP_OK;
     ap_plan_group_member(&s->g, s->g.most_rc, 0, &s->p);
-    if (ap_plan_check(&s->p, s->m, s->c, s->o->allow_cross_node_tp, NULL) != AP_OK) return AP_OK;
     ap_status st = estimate(s, &s->p, &s->scratch, err);
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
@@ -228,6 +259,7 @@ static ap_status search_group(search_state *s, ap_err *err) {
     const int prune = s->o->prune;
     ap_status st;
     s->p = s->g.base;
+    group_legality(s);
     if (prune) {
         int cannot;
         if ((st = group_cannot_fit(s, &cannot, err)) != AP_OK) return st;
@@ -431,6 +463,8 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
                                .resplit = run->o->resplit && rs_applies(run->o),
                                .est = run->o->est};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
+        st[i].est_checked = st[i].est;
+        st[i].est_checked.plan_checked = 1;
         args[2 * i] = run;
         args[2 * i + 1] = &st[i];
         /* a thread that cannot start leaves its share to the others */

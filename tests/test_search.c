@@ -152,6 +152,57 @@ static void test_cases(void) {
     }
 }
 
+/* ap_plan_check's verdict factors over a group (plan.h ap_plan_rc_ok), which the search relies
+ * on to check each group once: over every member of every group of several spaces (partial
+ * recompute, interleaving, torchtitan's chunk rule, ZeRO-3 offload, MoE, fp8, batches that do
+ * not divide), a legal member passes both member factors, and all members passing both share
+ * one verdict. */
+static void test_legality_factors(void) {
+    struct { const char *model; const char *gpu; int n; int64_t gbs; ap_trainer_id tr; } cases[] = {
+        {"examples/models/llama-3-70b.json", "h100-sxm", 64, 96, AP_TRAINER_MEGATRON},
+        {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 16, 120, AP_TRAINER_MEGATRON},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 8, 64, AP_TRAINER_DEEPSPEED},
+        {"examples/models/llama-3-8b.json", "h100-sxm", 16, 48, AP_TRAINER_TORCHTITAN},
+        {"examples/models/opt-1.3b.json", "rtx-4090", 4, 36, AP_TRAINER_FSDP},
+        {"examples/models/gpt2.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_COLOSSALAI},
+    };
+    long members = 0, legal_n = 0, bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m = load(cases[i].model);
+        ap_cluster c = cluster(cases[i].gpu, cases[i].n);
+        ap_search_opts o;
+        case_opts(&o, &m, cases[i].tr, cases[i].gbs);
+        ap_space sp;
+        ap_space_point pt;
+        ap_space_init(&sp, &m, &c, &o);
+        ap_plan_group *g = malloc(sizeof *g);
+        ap_plan *pl = malloc(sizeof *pl);
+        while (g && pl && ap_space_next(&sp, &pt)) {
+            if (!ap_space_group(&sp, &pt, g)) continue;
+            int shared = -1; /* the verdict of the members passing both factors */
+            for (int il = 0; il < g->nrc; il++)
+                for (int im = 0; im < g->nmbs; im++) {
+                    *pl = g->base;
+                    ap_plan_group_member(g, il, im, pl);
+                    int ok = ap_plan_check(pl, &m, &c, 0, NULL) == AP_OK;
+                    int rc = ap_plan_rc_ok(pl, &m), mb = ap_plan_mb_ok(pl);
+                    members++;
+                    legal_n += ok;
+                    if (ok && !(rc && mb)) bad++;
+                    if (rc && mb) {
+                        if (shared < 0) shared = ok;
+                        else if (shared != ok) bad++;
+                    }
+                }
+        }
+        free(g);
+        free(pl);
+    }
+    CHECK_INT(bad, 0);
+    CHECK(members > 10000);
+    CHECK(legal_n > 0 && legal_n < members); /* both verdicts occur */
+}
+
 /* Brute force independent of the search's loops: every (tp, pp, cp, vp, mbs, zero, recompute,
  * sp, overlap, offload) for a small case, including the sp/overlap variants the search does not
  * enumerate; the search's fastest must be the fastest of all, and its first plan the simplest
@@ -877,6 +928,7 @@ int main(int argc, char **argv) {
     test_pins_kept_by_resplit();
     test_complication();
     test_cases();
+    test_legality_factors();
     test_brute_force();
     test_nothing_fits();
     test_fix_and_sweep();

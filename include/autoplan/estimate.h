@@ -41,6 +41,10 @@ typedef struct ap_estimate_opts {
     const struct ap_kernels *kernels;
     /* optional memo of layer prices across calls (see ap_estimate_cache_new); NULL: none */
     struct ap_estimate_cache *cache;
+    /* 1: the plan passed ap_plan_check exactly as given (dp, grad_accum and etp set), so the
+     * estimate does not check it again (the search checks every plan it estimates); 0, the
+     * default: the estimate fills dp and grad_accum where unset and checks the plan */
+    int plan_checked;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);

@@ -310,5 +310,11 @@ int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep);
  * unless allow_cross_node_tp. */
 ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,
                         int allow_cross_node_tp, ap_err *err);
+/* ap_plan_check's verdict in three factors, for the search's groups (whose members differ in
+ * recompute, recompute_layers, mbs and grad_accum only): ap_plan_check(p) == AP_OK exactly when
+ * the checks reading none of those pass, ap_plan_rc_ok(p) (those reading the recompute fields)
+ * and ap_plan_mb_ok(p) (those reading the micro-batch fields). 1 = those checks pass. */
+int ap_plan_rc_ok(const ap_plan *p, const ap_model *m);
+int ap_plan_mb_ok(const ap_plan *p);
 
 #endif
