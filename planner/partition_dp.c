@@ -184,6 +184,27 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
             }
             continue;
         }
+        if (d->nkeys == L + 1) {
+            /* one layer kind: a range's entry depends on its length only (key = n), so the
+             * first length past the cap is one per rank, n* (or none), and every start's
+             * ranges end there or at their own limit: the loop below, start by start, fills
+             * the same entries and finds min(n*, n_hi) for each */
+            const int a0 = a_lo(d, r), nl = n_lo(d, r, a0), nh0 = n_hi(d, r, a0);
+            int nstar = nh0 + 1;
+            for (int n = nl; n <= nh0; n++) {
+                ap_status st = fill_seg(d, tab, r, a0, n, err);
+                if (st != AP_OK) return st;
+                if (d->t[pdp_seg(d, r, a0, n)] > tcap) {
+                    nstar = n;
+                    break;
+                }
+            }
+            for (int a = a0; a <= a_hi(d, r); a++) {
+                int nh = n_hi(d, r, a);
+                d->nmax[r * (L + 1) + a] = nstar <= nh ? nstar : nh;
+            }
+            continue;
+        }
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
             int n = n_lo(d, r, a);
             for (; n <= n_hi(d, r, a); n++) {
@@ -236,7 +257,7 @@ enum { P_SUM, P_MAX };
  * f(r + 1, a + n) = min_a f(r, a) (+ or max) vv(r, a, n). Writes the split; returns the value
  * of the whole model, INFINITY when no split qualifies. */
 static double pass(pdp *d, int op, int *split) {
-    const int L = d->L, p = d->p;
+    const int L = d->L, p = d->p, dense = d->nkeys == L + 1;
     const double *vv = d->vv;
     for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
     d->f[0] = 0;
@@ -248,15 +269,29 @@ static double pass(pdp *d, int op, int *split) {
         for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
             const double fa = fr[a];
             if (fa == INFINITY) continue;
+            const int n0 = n_lo(d, r, a), n1 = d->nmax[r * (L + 1) + a];
+            double *fna = fn + a;
+            int *cna = cn + a;
+            if (dense) {
+                /* one layer kind: the key of (a, n) is n */
+                if (op == P_SUM) {
+                    for (int n = n0; n <= n1; n++) {
+                        double v = fa + vr[n];
+                        if (v < fna[n]) fna[n] = v, cna[n] = n;
+                    }
+                } else {
+                    for (int n = n0; n <= n1; n++) {
+                        double v = fa > vr[n] ? fa : vr[n];
+                        if (v < fna[n]) fna[n] = v, cna[n] = n;
+                    }
+                }
+                continue;
+            }
             const int *ka = d->key + a * (L + 1);
-            const int n1 = d->nmax[r * (L + 1) + a];
-            for (int n = n_lo(d, r, a); n <= n1; n++) {
+            for (int n = n0; n <= n1; n++) {
                 double x = vr[ka[n]];
                 double v = op == P_SUM ? fa + x : (fa > x ? fa : x);
-                if (v < fn[a + n]) {
-                    fn[a + n] = v;
-                    cn[a + n] = n;
-                }
+                if (v < fna[n]) fna[n] = v, cna[n] = n;
             }
         }
     }
