@@ -42,6 +42,9 @@ measure() { # binary args...
     shift
     t=""
     case $1 in plan | compare) "$b" plan --help 2>&1 | grep -q -- '--threads' && t="--threads 1" ;; esac
+    # the previous run's output (plans.csv, traces: tens of MB) is written back first, so its
+    # writeback is not charged to this run's system time
+    sync
     # shellcheck disable=SC2086
     /usr/bin/time -f "%U %S %M" "$b" "$@" $t >/dev/null 2>"$tmp/err" || true
     tail -1 "$tmp/err" | awk '{printf "%.3f %d\n", $1 + $2, $3}'
