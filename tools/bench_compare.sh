@@ -12,10 +12,15 @@
 # and the largest resident memory. CPU time, not wall time: on a shared machine wall time
 # measures the neighbours. Commands that take --threads run with --threads 1 (one core) where the
 # revision has the flag (plan, compare). Prints a Markdown table.
+#
+# BENCH_INSTRUCTIONS=1 counts instructions instead (valgrind's callgrind, one run per command
+# and revision: the count does not depend on the machine's load; about 50x slower).
 set -eu
+instr=${BENCH_INSTRUCTIONS:-0}
 old=$1
 new=${2:-}
 reps=${3:-5}
+[ "$instr" = 1 ] && reps=1 # a count does not vary
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/autoplan-bench.XXXXXX")
 trap 'git -C "$root" worktree remove --force "$tmp/old" >/dev/null 2>&1 || true;
@@ -45,6 +50,13 @@ measure() { # binary args...
     # the previous run's output (plans.csv, traces: tens of MB) is written back first, so its
     # writeback is not charged to this run's system time
     sync
+    if [ "$instr" = 1 ]; then
+        # shellcheck disable=SC2086
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b" "$@" $t >/dev/null \
+            2>"$tmp/err" || true
+        sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err" | awk '{printf "%.3f 0\n", $1 / 1e9}'
+        return
+    fi
     # shellcheck disable=SC2086
     /usr/bin/time -f "%U %S %M" "$b" "$@" $t >/dev/null 2>"$tmp/err" || true
     tail -1 "$tmp/err" | awk '{printf "%.3f %d\n", $1 + $2, $3}'
@@ -62,12 +74,19 @@ row() { # label args...
         bn=$(echo "$c $bn" | awk '{print ($1 < $2) ? $1 : $2}'); [ "$k" -gt "$mn" ] && mn=$k
         i=$((i + 1))
     done
+    if [ "$instr" = 1 ]; then
+        printf '| %s | %s G | %s G (%s) |\n' "$label" "$bo" "$bn" \
+            "$(echo "$bo $bn" | awk '{printf "%+.0f%%", ($2 / $1 - 1) * 100}')"
+        return
+    fi
     printf '| %s | %s s, %d MB | %s s, %d MB |\n' "$label" "$bo" $((mo / 1024)) "$bn" $((mn / 1024))
 }
 
 rm -rf "$tmp/out"
 mkdir -p "$tmp/out"
-printf '| command (CPU time, one core; peak memory) | %s | %s |\n|---|---|---|\n' \
+what='CPU time, one core; peak memory'
+[ "$instr" = 1 ] && what='instructions, callgrind'
+printf '| command (%s) | %s | %s |\n|---|---|---|\n' "$what" \
     "$(git -C "$root" rev-parse --short "$old")" "${new:-working tree}"
 row "plan megatron-1t --gpus 3072" plan "$M/megatron-1t.json" --gpus 3072 --no-cache
 row "plan llama-3.1-405b --gpus 16384" plan "$M/llama-3.1-405b.json" --gpus 16384 --no-cache
