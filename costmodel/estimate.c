@@ -233,7 +233,7 @@ typedef struct {
     double pipe, p2p, z3_total, local_params;
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
-    int chunk_base, chunk_rem, chunk_start; /* its chunks: base layers, the rem from start +1 */
+    ap_uniform_split split;       /* its chunks, when uniform */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -274,17 +274,15 @@ typedef struct {
 static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
                                 int checked, ap_plan *pl, ap_err *err) {
     *pl = *pin;
-    if (checked) /* ap_plan_check passed on it as given: nothing below would change it */
-        return pl->pp > AP_MAX_STAGES ? ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the "
-                                                   "supported %d stages", pl->pp, AP_MAX_STAGES)
-                                      : AP_OK;
-    if (pl->etp < 1) pl->etp = 1;
-    if (pl->dp < 1 && pl->tp > 0 && pl->pp > 0 && pl->cp > 0)
-        pl->dp = c->gpus / (pl->tp * pl->pp * pl->cp);
-    if (pl->mbs > 0 && pl->dp > 0 && pl->gbs % (pl->mbs * pl->dp) == 0)
-        pl->grad_accum = pl->gbs / (pl->mbs * pl->dp);
-    ap_status st = ap_plan_check(pl, m, c, 1, err);
-    if (st != AP_OK) return st;
+    if (!checked) { /* checked: ap_plan_check passed on it as given, nothing here changes it */
+        if (pl->etp < 1) pl->etp = 1;
+        if (pl->dp < 1 && pl->tp > 0 && pl->pp > 0 && pl->cp > 0)
+            pl->dp = c->gpus / (pl->tp * pl->pp * pl->cp);
+        if (pl->mbs > 0 && pl->dp > 0 && pl->gbs % (pl->mbs * pl->dp) == 0)
+            pl->grad_accum = pl->gbs / (pl->mbs * pl->dp);
+        ap_status st = ap_plan_check(pl, m, c, 1, err);
+        if (st != AP_OK) return st;
+    }
     if (pl->pp > AP_MAX_STAGES)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the supported %d stages", pl->pp,
                           AP_MAX_STAGES);
@@ -413,22 +411,16 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
     int first = r == 0, last = r == p->pp - 1, nd = 0, nm = 0, nrc = 0;
-    /* rank r's chunks are r, r + pp, ...; a uniform layout's chunk holds base layers, the
-     * middle rem chunks [start, start + rem) one more (ap_plan_chunk_layers, without its
+    /* rank r's chunks are r, r + pp, ...; a uniform layout's sizes come from E->split (no
      * divisions: this runs for every rank of every plan) */
     for (int k = 0; k < p->vp; k++) {
         int cidx = r + k * p->pp;
-        int nl = E->uniform ? E->chunk_base + (cidx >= E->chunk_start &&
-                                               cidx < E->chunk_start + E->chunk_rem)
+        int nl = E->uniform ? ap_uniform_chunk_layers(E->split, cidx)
                             : ap_plan_chunk_layers(p, m->layers, cidx);
         int moe_here = 0;
         if (m->moe.experts > 0) {
-            /* the chunk's first layer: cidx chunks of base layers and the longer middle ones
-             * before it (ap_plan_chunk_first_layer) */
-            int f0 = !E->uniform ? ap_plan_chunk_first_layer(p, m->layers, cidx)
-                     : cidx * E->chunk_base + (cidx <= E->chunk_start ? 0
-                                               : cidx - E->chunk_start < E->chunk_rem
-                                                   ? cidx - E->chunk_start : E->chunk_rem);
+            int f0 = E->uniform ? ap_uniform_chunk_first(E->split, cidx)
+                                : ap_plan_chunk_first_layer(p, m->layers, cidx);
             moe_here = (int)ap_model_moe_layers_in(m, f0, f0 + nl);
         }
         nm += moe_here;
@@ -805,11 +797,7 @@ static void price_ranks(est *E) {
     const ap_plan *p = E->x.p;
     const int pp = p->pp, n = pp * p->vp;
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
-    if (E->uniform) {
-        E->chunk_base = (int)(E->x.m->layers / n);
-        E->chunk_rem = (int)(E->x.m->layers % n);
-        E->chunk_start = (n - E->chunk_rem) / 2;
-    }
+    if (E->uniform) E->split = ap_uniform_split_of(E->x.m->layers, n);
     for (int r = 0; r < pp; r++) {
         stage S;
         ap_stage_mem *sm = &e->stages[r];

@@ -198,12 +198,8 @@ int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b) {
     return (b - fd + f - 1) / f - (a - fd + f - 1) / f;
 }
 
-/* Number of MoE layers (closed form of ap_model_layer_is_moe over [0, L)). */
-static int64_t moe_layer_count(const ap_model *m) {
-    if (m->moe.experts <= 0 || m->moe.first_dense_layers >= m->layers) return 0;
-    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
-    return (m->layers - m->moe.first_dense_layers + f - 1) / f;
-}
+/* Number of MoE layers: those of [0, L). */
+static int64_t moe_layer_count(const ap_model *m) { return ap_model_moe_layers_in(m, 0, m->layers); }
 
 /* A representative dense and MoE layer: every dense layer has the same counts, and so has every
  * MoE layer, so totals are count * per-layer (no loop over 10^4 layers per call). */

@@ -41,21 +41,12 @@ int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c) {
     int n = p->pp * p->vp;
     if (p->nchunks == n && n > 0) return p->stage_layers[c];
     if (n <= 0) return (int)L;
-    int base = (int)(L / n), rem = (int)(L % n);
-    /* remainder to the middle chunks: the first holds the embedding, the last the head */
-    int start = (n - rem) / 2;
-    return base + (c >= start && c < start + rem ? 1 : 0);
+    return ap_uniform_chunk_layers(ap_uniform_split_of(L, n), c);
 }
 
 int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c) {
     int n = p->pp * p->vp;
-    if (n > 0 && p->nchunks != n) {
-        /* the uniform split in closed form: c chunks of base layers, plus one for each of the
-         * middle chunks (ap_plan_chunk_layers) before c */
-        int base = (int)(L / n), rem = (int)(L % n), start = (n - rem) / 2;
-        int extra = c <= start ? 0 : c - start < rem ? c - start : rem;
-        return c * base + extra;
-    }
+    if (n > 0 && p->nchunks != n) return ap_uniform_chunk_first(ap_uniform_split_of(L, n), c);
     int first = 0;
     for (int i = 0; i < c; i++) first += ap_plan_chunk_layers(p, L, i);
     return first;
@@ -136,7 +127,6 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     return buf;
 }
 
-/* Degrees and batch sizes positive; the degrees multiply to the GPU count. */
 /* ---- the checks that read a group member's fields ---------------------------------------
  * A search group's members differ only in recompute, recompute_layers, mbs and grad_accum
  * (ap_plan_group_member). Every check reading the first two is an rc_ check, every check
@@ -222,6 +212,7 @@ int ap_plan_mb_ok(const ap_plan *p) {
     return mb_batch(p, NULL) == AP_OK;
 }
 
+/* Degrees and batch sizes positive; the degrees multiply to the GPU count. */
 static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *err) {
     if (p->tp < 1 || p->pp < 1 || p->dp < 1 || p->cp < 1 || p->ep < 1 || p->etp < 1 || p->vp < 1)
         return ap_err_set(err, AP_ERR_INPUT, "degrees must be >= 1");

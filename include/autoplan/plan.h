@@ -154,6 +154,26 @@ void ap_plan_init(ap_plan *p);
 /* Layers of chunk c (0..pp*vp-1): stage_layers when set, else the uniform split (the
  * remainder, if any, goes to the middle chunks). */
 int ap_plan_chunk_layers(const ap_plan *p, int64_t L, int c);
+/* The uniform split of L layers into n chunks: base layers each, one more for the rem middle
+ * chunks [start, start + rem) (the first chunk holds the embedding, the last the head). Its
+ * sizes are worked out once (ap_uniform_split_of) and read without divisions, which matters
+ * where every rank of every plan is priced (estimate.c). */
+typedef struct {
+    int base, rem, start;
+} ap_uniform_split;
+
+static inline ap_uniform_split ap_uniform_split_of(int64_t L, int n) {
+    ap_uniform_split u = {(int)(L / n), (int)(L % n), 0};
+    u.start = (n - u.rem) / 2;
+    return u;
+}
+static inline int ap_uniform_chunk_layers(ap_uniform_split u, int c) {
+    return u.base + (c >= u.start && c < u.start + u.rem);
+}
+/* c chunks of base layers, plus one for each of the longer middle chunks before c */
+static inline int ap_uniform_chunk_first(ap_uniform_split u, int c) {
+    return c * u.base + (c <= u.start ? 0 : c - u.start < u.rem ? c - u.start : u.rem);
+}
 /* First layer index of chunk c. */
 int ap_plan_chunk_first_layer(const ap_plan *p, int64_t L, int c);
 
