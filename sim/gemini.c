@@ -47,7 +47,7 @@ typedef struct gch {
     int cnt[ST_N];           /* fp16 chunk tensor states (TensorState counter) */
     int gcnt[ST_N];          /* gradient chunk tensor states */
     int8_t keep;             /* keep_gathered */
-    int8_t gathered, cuda_shard, cpu_shard, cpu_vis, optim_sync, accessed, inflight;
+    int8_t gathered, cuda_shard, cpu_shard, cpu_vis, optim_sync, inflight; /* accessed: g->acc */
     int8_t f32_cuda, f32_cpu;/* fp32 master shard on the GPU; a host copy of it */
     int8_t grad_cuda;        /* grads_device (and the optimizer) is the GPU */
     int8_t g_exists, g_gathered, g_cuda_shard, g_cpu_shard, g_accessed;
@@ -95,9 +95,9 @@ typedef struct gem {
     lcache *lc_warm, *lc_steady;
     int32_t *tmp, *tmp2;     /* scratch lists of chunks */
     int32_t *ev;             /* scratch: an operator's evictable chunks */
-    uint64_t *acc;           /* ch[i].accessed as bits, 64 chunks a word: layout_info scans
-                                the few accessed chunks (under 1% of megatron-1t's at a time)
-                                by word instead of every chunk */
+    uint64_t *acc;           /* chunk i accessed (ChunkManager.accessed_chunks) as bit i, 64
+                                chunks a word: layout_info scans the few accessed chunks (under
+                                1% of megatron-1t's at a time) by word instead of every chunk */
     int32_t *use_off, *use;  /* the compute list by chunk: chunk c is used by operators
                                 use[use_off[c] .. use_off[c + 1]), ascending (built once) */
     int64_t *nextuse;
@@ -237,17 +237,18 @@ static void scatter(gem *g, int ci) {
     c->gathered = 0;
 }
 
-/* ChunkManager.access_chunk */
-/* Chunk ci accessed or not: its flag and its bit in g->acc together. */
+/* Chunk ci accessed or not (its bit in g->acc). */
+static int is_accessed(const gem *g, int ci) { return (int)(g->acc[ci >> 6] >> (ci & 63) & 1); }
+
 static void set_accessed(gem *g, int ci, int on) {
-    g->ch[ci].accessed = (int8_t)on;
     if (on) g->acc[ci >> 6] |= 1ull << (ci & 63);
     else g->acc[ci >> 6] &= ~(1ull << (ci & 63));
 }
 
+/* ChunkManager.access_chunk */
 static void access_chunk(gem *g, int ci, int async) {
     gch *c = &g->ch[ci];
-    if (c->accessed) return;
+    if (is_accessed(g, ci)) return;
     sub_usage(g, c);
     if (!device_cuda(c)) shard_move(g, ci, 1, 0, async, 0);
     gather(g, ci, async);
@@ -262,7 +263,7 @@ static void access_chunk(gem *g, int ci, int async) {
 /* ChunkManager.release_chunk */
 static void release_chunk(gem *g, int ci) {
     gch *c = &g->ch[ci];
-    if (!c->accessed || !can_release(c)) return;
+    if (!is_accessed(g, ci) || !can_release(c)) return;
     sub_usage(g, c);
     scatter(g, ci);
     set_accessed(g, ci, 0);
@@ -424,8 +425,7 @@ static ap_status setup(gem *g, ap_err *err) {
         }
         if (!c->grad_cuda) off_mem += chunk_mem(g, c);
         if (c->keep) {
-            c->gathered = 1;
-            c->accessed = 0;
+            c->gathered = 1; /* not accessed: g->acc starts clear */
         } else {
             c->cpu_shard = (int8_t)(h->pin_memory || cpu_offload);
             c->cpu_vis = c->cpu_shard;
@@ -610,7 +610,7 @@ static int prefetch_list(gem *g, int32_t *out) {
             }
             int dup = 0;
             for (int i = 0; i < n; i++) dup |= out[i] == ci;
-            if (!dup && !c->accessed) {
+            if (!dup && !is_accessed(g, ci)) {
                 mem += chunk_mem(g, c);
                 out[n++] = ci;
             }
