@@ -206,10 +206,9 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
     return AP_OK;
 }
 
-/* ap_report_enumerate and ap_report_enumerate_ranked: `ranked` NULL or the answer to keep. */
-static ap_status enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
-                           int top_k, int resplit, ap_report *r, ap_search_result *ranked,
-                           ap_err *err) {
+ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
+                                     const ap_search_opts *so, int top_k, int resplit,
+                                     ap_report *r, ap_search_result *ranked, ap_err *err) {
     collect_state cs = {r, NULL, 0, 0, 0};
     ap_free(r->rows);
     r->rows = NULL;
@@ -242,13 +241,7 @@ static ap_status enumerate(const ap_model *m, const ap_cluster *c, const ap_sear
 
 ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                               ap_report *r, ap_err *err) {
-    return enumerate(m, c, so, 1, so->resplit, r, NULL, err);
-}
-
-ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
-                                     const ap_search_opts *so, int top_k, int resplit,
-                                     ap_report *r, ap_search_result *ranked, ap_err *err) {
-    return enumerate(m, c, so, top_k, resplit, r, ranked, err);
+    return ap_report_enumerate_ranked(m, c, so, 1, so->resplit, r, NULL, err);
 }
 
 int ap_report_pick_best(const ap_report *r) {

@@ -102,7 +102,7 @@ typedef struct {
     /* the group's legality, ap_plan_check's verdict per member: point_ok && rc_ok[il] &&
      * mb_ok[im] (plan.h ap_plan_rc_ok; group_legality) */
     int point_ok;
-    unsigned char rc_ok[8], mb_ok[64];
+    unsigned char rc_ok[AP_GROUP_MAX_RC], mb_ok[AP_GROUP_MAX_MBS];
 } search_state;
 
 /* Member (il, im) of s->g passes ap_plan_check. */

@@ -200,9 +200,9 @@ void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap
 
 /* Micro-batch sizes of a point: divisors of the per-replica batch (or the pinned size). */
 static int mbs_values(const ap_space *s, int dp, int64_t *out) {
-    double v[64];
+    double v[AP_GROUP_MAX_MBS];
     int64_t per_dp = s->o->gbs / dp;
-    int n = divisors(per_dp, s->o->max_mbs, v, 64);
+    int n = divisors(per_dp, s->o->max_mbs, v, AP_GROUP_MAX_MBS);
     int64_t fx = s->o->fixed.mbs;
     KEEP_IF(v, n, !fx || (int64_t)x == fx);
     for (int i = 0; i < n; i++) out[i] = (int64_t)v[i];

@@ -106,8 +106,16 @@ static void case_opts(ap_search_opts *o, const ap_model *m, ap_trainer_id tr, in
     o->gbs = gbs;
 }
 
+/* A search case: model file, GPU, GPU count, global batch, trainer. */
+typedef struct {
+    const char *model, *gpu;
+    int n;
+    int64_t gbs;
+    ap_trainer_id tr;
+} search_case;
+
 static void test_cases(void) {
-    struct { const char *model; const char *gpu; int n; int64_t gbs; ap_trainer_id tr; } cases[] = {
+    static const search_case cases[] = {
         {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_MEGATRON},
         {"examples/models/llama-3-70b.json", "h100-sxm", 64, 256, AP_TRAINER_MEGATRON},
         {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 16, 128, AP_TRAINER_MEGATRON},
@@ -158,7 +166,7 @@ static void test_cases(void) {
  * not divide), a legal member passes both member factors, and all members passing both share
  * one verdict. */
 static void test_legality_factors(void) {
-    struct { const char *model; const char *gpu; int n; int64_t gbs; ap_trainer_id tr; } cases[] = {
+    static const search_case cases[] = {
         {"examples/models/llama-3-70b.json", "h100-sxm", 64, 96, AP_TRAINER_MEGATRON},
         {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 16, 120, AP_TRAINER_MEGATRON},
         {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 8, 64, AP_TRAINER_DEEPSPEED},

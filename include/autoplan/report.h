@@ -110,11 +110,11 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
 ap_status ap_report_enumerate(const ap_model *m, const ap_cluster *c, const ap_search_opts *so,
                               ap_report *r, ap_err *err);
 
-/* ap_report_enumerate, ranking on the same walk: *ranked gets ap_search's answer for `so` with
- * top_k and the re-split `resplit` (freed by the caller with ap_search_result_free), computed
- * without the memory pruning. Where a plan fits and the walk was not capped (r->eval_capped),
- * its ranking is the pruned search's; its closest plan (nothing fits) may differ, since every
- * non-fitting plan was estimated. */
+/* ap_report_enumerate, ranking on the same walk: *ranked (unless NULL) gets ap_search's
+ * answer for `so` with top_k and the re-split `resplit` (the caller frees it with
+ * ap_search_result_free), computed without the memory pruning. Where a plan fits and the walk
+ * was not capped (r->eval_capped), its ranking is the pruned search's; its closest plan
+ * (nothing fits) may differ, since every non-fitting plan was estimated. */
 ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
                                      const ap_search_opts *so, int top_k, int resplit,
                                      ap_report *r, ap_search_result *ranked, ap_err *err);

@@ -128,13 +128,18 @@ typedef struct ap_space_point {
 /* The members of one point: the base plan (degrees, ZeRO, offload, sp and overlap as the
  * search sets them; recompute and micro-batch unset), nrc recompute levels in evaluation order
  * (most_rc: the one with the least activation memory) and nmbs micro-batch sizes, ascending. */
+/* A group's members at most: recompute levels (none, selective, full and three partial counts)
+ * and micro-batch sizes (divisors of the per-rank batch). */
+#define AP_GROUP_MAX_RC 8
+#define AP_GROUP_MAX_MBS 64
+
 typedef struct ap_plan_group {
     ap_plan base;
     int nrc, most_rc;
-    ap_recompute rc[8];
-    int rc_layers[8];
+    ap_recompute rc[AP_GROUP_MAX_RC];
+    int rc_layers[AP_GROUP_MAX_RC];
     int nmbs;
-    int64_t mbs[64];
+    int64_t mbs[AP_GROUP_MAX_MBS];
 } ap_plan_group;
 
 /* The iterator; a plain value (no allocation), borrowing m, c and o for its lifetime. */
