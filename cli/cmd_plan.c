@@ -276,7 +276,7 @@ static void cache_key(const plan_cmd *pc, const ap_cluster *c, char key[AP_DB_KE
 /* A fresh search of cluster c as result JSON: `pre` (a search already run for c: taken over,
  * freed here) or a search now; NULL with *stp and err on failure. */
 static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_search_result *pre,
-                             ap_status *stp, ap_err *err) {
+                             int suggest, ap_status *stp, ap_err *err) {
     const ap_model *m = &pc->r.model;
     ap_search_result r;
     if (pre) r = *pre;
@@ -324,7 +324,7 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_search_result
                                                                              : "gpu");
             ap_json_add(out, "closest", cl);
         }
-        add_suggestions(pc, c, out);
+        if (suggest) add_suggestions(pc, c, out);
     } else {
         add_robustness(pc, c, &r, out);
     }
@@ -385,9 +385,13 @@ static int cache_has(plan_cmd *pc, const ap_cluster *c) {
 }
 
 /* The result for cluster c, cached or fresh (from `pre` when given: a search already run for
- * c, taken over and freed); NULL with *stp and err on failure. */
-static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, ap_search_result *pre, int *cached,
-                           ap_status *stp, ap_err *err) {
+ * c, taken over and freed); NULL with *stp and err on failure. When nothing fits, `suggest`
+ * asks for the suggestions (one search per variant, most of a nothing-fits answer's time): a
+ * single count shows them, a sweep's table does not, so a sweep stores its nothing-fits rows
+ * without them and the first single count answered from such a row adds them to it (the
+ * same keys, in the same order, as a fresh search gives). */
+static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, ap_search_result *pre, int suggest,
+                           int *cached, ap_status *stp, ap_err *err) {
     char key[AP_DB_KEY_HEX + 1];
     *stp = AP_OK;
     cache_key(pc, c, key);
@@ -395,9 +399,14 @@ static ap_json *run_search(plan_cmd *pc, const ap_cluster *c, ap_search_result *
     *cached = j != NULL;
     if (j) {
         if (pre) ap_search_result_free(pre);
+        if (suggest && ap_json_size(ap_json_get(j, "plans")) == 0 &&
+            !ap_json_get(j, "suggestions")) {
+            add_suggestions(pc, c, j);
+            cache_put(pc, c, key, j);
+        }
         return j;
     }
-    ap_json *out = search_fresh(pc, c, pre, stp, err);
+    ap_json *out = search_fresh(pc, c, pre, suggest, stp, err);
     if (out) cache_put(pc, c, key, out);
     return out;
 }
@@ -901,7 +910,7 @@ static ap_json *sweep_result(plan_cmd *pc, sweep_pre *sp, int i, ap_status *st, 
         return NULL;
     }
     if (j >= 0) sp->mst[j] = AP_ERR_INTERNAL; /* taken over by run_search */
-    return run_search(pc, &sp->cl[i], j >= 0 ? &sp->mres[j] : NULL, &cached, st, err);
+    return run_search(pc, &sp->cl[i], j >= 0 ? &sp->mres[j] : NULL, 0, &cached, st, err);
 }
 
 static int sweep(plan_cmd *pc) {
@@ -943,7 +952,7 @@ static int single(plan_cmd *pc) {
     ap_err err = {{0}};
     int cached;
     ap_status st;
-    ap_json *res = run_search(pc, &pc->r.cluster, NULL, &cached, &st, &err);
+    ap_json *res = run_search(pc, &pc->r.cluster, NULL, 1, &cached, &st, &err);
     if (!res) return ap_cli_fail(st, &err);
     if (pc->json) {
         ap_json_add_bool(res, "cached", cached);

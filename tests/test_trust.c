@@ -10,6 +10,7 @@
  *   item05_output_sets          the files of one run land together; no temporary files survive
  *   item06_stdout_errors        a failed write to stdout is exit 1
  *   item07_out_with_sweeps      --out with a sweep writes DIR/gpus-N/ per count
+ *   item07_sweep_rows_then_single  a sweep's nothing-fits row answers a single count in full
  *   item11_event_bound          the simulator refuses a run over its event budget
  *   item12_undefined_behaviour  overflow and float-to-int cases are refused, not wrapped
  *   item13_silent_inputs        inputs accepted silently before are refused with one line
@@ -685,6 +686,44 @@ static void item07_out_with_sweeps(void) {
     CHECK(access(path, F_OK) == 0);
 }
 
+/* A sweep stores its nothing-fits rows without the suggestions (its table does not show them);
+ * a single count answered from such a row adds them: the same JSON as a fresh search, and
+ * the row, updated, answers the next run as it is. */
+static void item07_sweep_rows_then_single(void) {
+    const char *m = tl_path(LLAMA), *db = in_tmp("sweep-rows.db");
+    char *out[3] = {NULL, NULL, NULL};
+    CHECK_INT(runf(NULL, NULL, "'%s' --gpus 1,2 --gpu v100-16g --gbs 8 --db '%s'", m, db), 0);
+    CHECK_INT(runf(&out[0], NULL, "'%s' --gpus 1 --gpu v100-16g --gbs 8 --db '%s' --json", m, db),
+              0);
+    CHECK_INT(runf(&out[1], NULL, "'%s' --gpus 1 --gpu v100-16g --gbs 8 --db '%s' --json", m, db),
+              0);
+    CHECK_INT(runf(&out[2], NULL, "'%s' --gpus 1 --gpu v100-16g --gbs 8 --no-cache --json", m), 0);
+    ap_json *j[3];
+    for (int i = 0; i < 3; i++) {
+        ap_err e;
+        j[i] = out[i] ? ap_json_parse(out[i], strlen(out[i]), "plan --json", &e) : NULL;
+        CHECK(j[i] != NULL);
+    }
+    if (j[0] && j[1] && j[2]) {
+        CHECK(ap_json_bool(ap_json_get(j[0], "cached")) && ap_json_bool(ap_json_get(j[1], "cached")));
+        CHECK_INT(ap_json_size(ap_json_get(j[2], "plans")), 0);
+        CHECK(ap_json_size(ap_json_get(j[2], "suggestions")) > 0);
+        char *txt[3];
+        for (int i = 0; i < 3; i++) {
+            /* what may differ: the cached flag and the search's own time */
+            ap_json_free(ap_json_detach(j[i], "cached"));
+            ap_json_free(ap_json_detach(ap_json_get(j[i], "search"), "search_s"));
+            txt[i] = ap_json_print(j[i], 0);
+        }
+        CHECK(txt[0] && txt[1] && txt[2] && !strcmp(txt[0], txt[2]) && !strcmp(txt[1], txt[2]));
+        for (int i = 0; i < 3; i++) free(txt[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        ap_json_free(j[i]);
+        free(out[i]);
+    }
+}
+
 /* ---- items 8-10: the cache ------------------------------------------------------------------ */
 
 static int has_side_files(const char *db) {
@@ -1030,6 +1069,7 @@ int main(int argc, char **argv) {
     ITEM(item05_output_sets);
     ITEM(item06_stdout_errors);
     ITEM(item07_out_with_sweeps);
+    ITEM(item07_sweep_rows_then_single);
     ITEM(item08_readers_leave_no_files);
     ITEM(item09_file_size_limit);
     ITEM(item10_quick_check);
