@@ -41,22 +41,25 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->w = (double)m_mb * v - 1.0;
     d->per_stage_rc = per_stage_rc;
     d->fixed_rc = fixed_rc;
-    /* kinds of range: (dense layers, MoE layers) */
+    /* kinds of range: (dense layers, MoE layers); of one kind, the kind is the length */
     int *pre = ap_malloc(sizeof(int) * (size_t)(L + 1));
-    d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
-    if (!pre || !d->key) {
-        ap_free(pre);
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
-    }
+    if (!pre) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
     pre[0] = 0;
     for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
     const int nm_max = pre[L], nd_max = L - nm_max;
     d->nkeys = (nd_max + 1) * (nm_max + 1);
-    for (int a = 0; a <= L; a++)
-        for (int n = 0; a + n <= L; n++) {
-            int nm = pre[a + n] - pre[a];
-            d->key[a * (L + 1) + n] = (n - nm) * (nm_max + 1) + nm;
+    if (d->nkeys != L + 1) {
+        d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
+        if (!d->key) {
+            ap_free(pre);
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
         }
+        for (int a = 0; a <= L; a++)
+            for (int n = 0; a + n <= L; n++) {
+                int nm = pre[a + n] - pre[a];
+                d->key[a * (L + 1) + n] = (n - nm) * (nm_max + 1) + nm;
+            }
+    }
     ap_free(pre);
     size_t cells = (size_t)pp * (size_t)d->nkeys;
     d->t = ap_malloc(cells * sizeof *d->t);
@@ -64,13 +67,16 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->ok = ap_calloc(cells, 1);
     d->rc = ap_malloc(cells * sizeof *d->rc);
     d->f = ap_malloc(sizeof(double) * (size_t)(pp + 1) * (size_t)(L + 1));
-    d->choice = ap_calloc((size_t)(pp + 1) * (size_t)(L + 1), sizeof(int));
     d->tmp = ap_malloc(sizeof(int) * (size_t)pp);
     d->cand = ap_malloc(cells * sizeof *d->cand);
     d->vv = ap_malloc(cells * sizeof *d->vv);
+    d->tu = ap_malloc(cells * sizeof *d->tu);
+    d->flo = ap_malloc(sizeof(int) * (size_t)(pp + 1));
+    d->fhi = ap_malloc(sizeof(int) * (size_t)(pp + 1));
+    d->span = ap_malloc(sizeof(int) * (size_t)pp);
     d->nmax = ap_malloc(sizeof(int) * (size_t)pp * (size_t)(L + 1));
-    if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->choice || !d->tmp || !d->cand ||
-        !d->vv || !d->nmax)
+    if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->tmp || !d->cand ||
+        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
     return AP_OK;
 }
@@ -82,10 +88,13 @@ void pdp_free(pdp *d) {
     ap_free(d->ok);
     ap_free(d->rc);
     ap_free(d->f);
-    ap_free(d->choice);
     ap_free(d->tmp);
     ap_free(d->cand);
     ap_free(d->vv);
+    ap_free(d->tu);
+    ap_free(d->flo);
+    ap_free(d->fhi);
+    ap_free(d->span);
     ap_free(d->nmax);
     memset(d, 0, sizeof *d);
 }
@@ -171,12 +180,13 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
     const int L = d->L;
     ap_status pst = prefill(d, tab, tcap, err);
     if (pst != AP_OK) return pst;
-    for (int r = 0; r < d->p; r++)
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) d->nmax[r * (L + 1) + a] = n_lo(d, r, a) - 1;
     for (int r = 0; r < d->p; r++) {
+        const int ahi = a_hi(d, r);
         if (r == d->p - 1) {
-            /* the last rank ends at layer L: its lengths grow as its start falls */
-            for (int a = a_hi(d, r); a >= a_lo(d, r); a--) {
+            /* the last rank ends at layer L: its lengths grow as its start falls; the starts
+             * below the first range past the cap read none */
+            for (int a = a_lo(d, r); a <= ahi; a++) d->nmax[r * (L + 1) + a] = L - a - 1;
+            for (int a = ahi; a >= a_lo(d, r); a--) {
                 ap_status st = fill_seg(d, tab, r, a, L - a, err);
                 if (st != AP_OK) return st;
                 d->nmax[r * (L + 1) + a] = L - a;
@@ -199,13 +209,13 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
                     break;
                 }
             }
-            for (int a = a0; a <= a_hi(d, r); a++) {
+            for (int a = a0; a <= ahi; a++) {
                 int nh = n_hi(d, r, a);
                 d->nmax[r * (L + 1) + a] = nstar <= nh ? nstar : nh;
             }
             continue;
         }
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+        for (int a = a_lo(d, r); a <= ahi; a++) {
             int n = n_lo(d, r, a);
             for (; n <= n_hi(d, r, a); n++) {
                 ap_status st = fill_seg(d, tab, r, a, n, err);
@@ -241,88 +251,120 @@ static int usable(const pdp *d, size_t k) {
     return d->ok[k] == 1 || (d->ok[k] && d->ignore_mem);
 }
 
-/* the split ending at layer L, read back from the choices */
-static void read_back(const pdp *d, int *split) {
-    int j = d->L;
-    for (int r = d->p; r > 0; r--) {
-        int n = d->choice[(size_t)r * (size_t)(d->L + 1) + (size_t)j];
-        split[r - 1] = n;
-        j -= n;
-    }
-}
-
 enum { P_SUM, P_MAX };
 
-/* One pass over the prefixes with the per-range values d->vv (INFINITY: range not allowed):
- * f(r + 1, a + n) = min_a f(r, a) (+ or max) vv(r, a, n). Writes the split; returns the value
- * of the whole model, INFINITY when no split qualifies. */
-static double pass(pdp *d, int op, int *split) {
-    const int L = d->L, p = d->p, dense = d->nkeys == L + 1;
-    const double *vv = d->vv;
-    for (size_t i = 0; i < (size_t)(p + 1) * (size_t)(L + 1); i++) d->f[i] = INFINITY;
-    d->f[0] = 0;
-    for (int r = 0; r < p; r++) {
+/* the value a range of n layers from a gives the prefix fa: the pass's own arithmetic */
+static double pass_val(int op, double fa, double x) {
+    return op == P_SUM ? fa + x : (fa > x ? fa : x);
+}
+
+/* The split ending at layer L, read back from the pass's values: the range of stage r ending
+ * at j is the first start a (ascending) whose value equals f(r + 1, j), the one the pass's
+ * strict "<" kept (the same arithmetic gives the same bits). No choice table is written: the
+ * pass's inner loop stays a branch-free min. */
+static void read_back(const pdp *d, int op, const double *vals, int *split) {
+    const int L = d->L;
+    int j = L;
+    for (int r = d->p - 1; r >= 0; r--) {
         const double *fr = d->f + (size_t)r * (size_t)(L + 1);
-        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
-        int *cn = d->choice + (size_t)(r + 1) * (size_t)(L + 1);
-        const double *vr = vv + (size_t)r * (size_t)d->nkeys;
-        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
-            const double fa = fr[a];
-            if (fa == INFINITY) continue;
-            const int n0 = n_lo(d, r, a), n1 = d->nmax[r * (L + 1) + a];
-            double *fna = fn + a;
-            int *cna = cn + a;
-            if (dense) {
-                /* one layer kind: the key of (a, n) is n */
-                if (op == P_SUM) {
-                    for (int n = n0; n <= n1; n++) {
-                        double v = fa + vr[n];
-                        if (v < fna[n]) fna[n] = v, cna[n] = n;
-                    }
-                } else {
-                    for (int n = n0; n <= n1; n++) {
-                        double v = fa > vr[n] ? fa : vr[n];
-                        if (v < fna[n]) fna[n] = v, cna[n] = n;
-                    }
-                }
-                continue;
-            }
-            const int *ka = d->key + a * (L + 1);
-            for (int n = n0; n <= n1; n++) {
-                double x = vr[ka[n]];
-                double v = op == P_SUM ? fa + x : (fa > x ? fa : x);
-                if (v < fna[n]) fna[n] = v, cna[n] = n;
+        const double *vr = vals + (size_t)r * (size_t)d->nkeys;
+        const double want = d->f[(size_t)(r + 1) * (size_t)(L + 1) + (size_t)j];
+        int lo = d->flo[r] > a_lo(d, r) ? d->flo[r] : a_lo(d, r);
+        int hi = d->fhi[r] < a_hi(d, r) ? d->fhi[r] : a_hi(d, r);
+        if (lo < j - d->span[r]) lo = j - d->span[r];
+        if (hi > j) hi = j;
+        for (int a = lo; a <= hi; a++) {
+            int n = j - a;
+            if (fr[a] == INFINITY || n < n_lo(d, r, a) || n > d->nmax[r * (L + 1) + a]) continue;
+            if (pass_val(op, fr[a], vr[pdp_seg(d, 0, a, n)]) == want) {
+                split[r] = n;
+                j = a;
+                break;
             }
         }
     }
+}
+
+/* The ranges from prefix fa, lengths n0..n1: the targets up to n_old were written before (a
+ * min), those after are new (written). ka NULL: one layer kind, the key of (a, n) is n. Called
+ * with constant op and ka, so each call site is its own loop. */
+static inline void relax(double *fna, const double *vr, const int *ka, int op, double fa,
+                         int n0, int n_old, int n1) {
+    int n = n0;
+    for (; n <= n_old && n <= n1; n++) {
+        double v = pass_val(op, fa, vr[ka ? ka[n] : n]);
+        fna[n] = v < fna[n] ? v : fna[n];
+    }
+    for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[ka ? ka[n] : n]);
+}
+
+/* One pass over the prefixes with the per-range values vals (INFINITY: range not allowed):
+ * f(r + 1, a + n) = min_a f(r, a) (+ or max) vals(r, a, n). Only the prefixes a rank can reach
+ * are visited and written ([flo, fhi]: where the ranges of the previous rank ended; the first
+ * range to reach a prefix writes it, the later ones take the min). Writes the split; returns
+ * the value of the whole model, INFINITY when no split qualifies. */
+static double pass(pdp *d, int op, const double *vals, int *split) {
+    const int L = d->L, p = d->p;
+    d->f[0] = 0;
+    d->flo[0] = d->fhi[0] = 0;
+    for (int r = 0; r < p; r++) {
+        const double *fr = d->f + (size_t)r * (size_t)(L + 1);
+        double *fn = d->f + (size_t)(r + 1) * (size_t)(L + 1);
+        const double *vr = vals + (size_t)r * (size_t)d->nkeys;
+        const int *nmax = d->nmax + r * (L + 1);
+        const int last = r == p - 1;
+        int a0 = d->flo[r] > a_lo(d, r) ? d->flo[r] : a_lo(d, r);
+        int a1 = d->fhi[r] < a_hi(d, r) ? d->fhi[r] : a_hi(d, r);
+        int jlo = -1, jhi = -1, span = 0;
+        for (int a = a0; a <= a1; a++) {
+            const double fa = fr[a];
+            const int n0 = last ? L - a : d->lo, n1 = nmax[a];
+            if (fa == INFINITY || n1 < n0) continue;
+            /* the ranges from a end at a + n0 .. a + n1; a + n0 never falls as a grows, so
+             * the prefixes written so far are [jlo, jhi] (a gap before a + n0: none reach it) */
+            if (jlo < 0) jlo = a + n0, jhi = jlo - 1;
+            while (jhi < a + n0 - 1) fn[++jhi] = INFINITY;
+            if (n1 > span) span = n1;
+            double *fna = fn + a;
+            const int n_old = jhi - a;
+            if (!d->key && op == P_SUM) relax(fna, vr, NULL, P_SUM, fa, n0, n_old, n1);
+            else if (!d->key) relax(fna, vr, NULL, P_MAX, fa, n0, n_old, n1);
+            else relax(fna, vr, d->key + a * (L + 1), op, fa, n0, n_old, n1);
+            if (a + n1 > jhi) jhi = a + n1;
+        }
+        if (jlo < 0) return INFINITY; /* no range from a reachable prefix */
+        d->flo[r + 1] = jlo;
+        d->fhi[r + 1] = jhi;
+        d->span[r] = span;
+    }
+    if (d->flo[p] > L || d->fhi[p] < L) return INFINITY;
     double best = d->f[(size_t)p * (size_t)(L + 1) + (size_t)L];
-    if (best < INFINITY) read_back(d, split);
+    if (best < INFINITY) read_back(d, op, vals, split);
     return best;
 }
 
 /* least sum with every stage <= bound (and usable); writes the split; returns its sum or
  * INFINITY */
 static double min_sum(pdp *d, double bound, int *split) {
+    if (bound == INFINITY) return pass(d, P_SUM, d->tu, split);
     const size_t cells = (size_t)d->p * (size_t)d->nkeys;
-    for (size_t k = 0; k < cells; k++)
-        d->vv[k] = usable(d, k) && d->t[k] <= bound ? d->t[k] : INFINITY;
-    return pass(d, P_SUM, split);
+    for (size_t k = 0; k < cells; k++) d->vv[k] = d->tu[k] <= bound ? d->tu[k] : INFINITY;
+    return pass(d, P_SUM, d->vv, split);
 }
 
 enum { MM_TIME_USABLE, MM_MEM_LEGAL, MM_MEM_FIT_BOUND };
 
 /* least max over a split (minimax): of the stage time over usable ranges (the least feasible
- * bound), of the memory over all legal ranges, or over fitting ranges of time <= bound; returns
- * it, INFINITY when no split qualifies */
+ * bound; d->tu as pdp_solve set it), of the memory over all legal ranges, or over fitting
+ * ranges of time <= bound; returns it, INFINITY when no split qualifies */
 static double minimax(pdp *d, int mode, double bound, int *split) {
+    if (mode == MM_TIME_USABLE) return pass(d, P_MAX, d->tu, split);
     const size_t cells = (size_t)d->p * (size_t)d->nkeys;
     for (size_t k = 0; k < cells; k++) {
-        int allow = mode == MM_TIME_USABLE ? usable(d, k)
-                    : mode == MM_MEM_LEGAL ? d->ok[k] != 0
-                                           : d->ok[k] == 1 && d->t[k] <= bound;
-        d->vv[k] = !allow ? INFINITY : mode == MM_TIME_USABLE ? d->t[k] : d->mem[k];
+        int allow = mode == MM_MEM_LEGAL ? d->ok[k] != 0 : d->ok[k] == 1 && d->t[k] <= bound;
+        d->vv[k] = allow ? d->mem[k] : INFINITY;
     }
-    return pass(d, P_MAX, split);
+    return pass(d, P_MAX, d->vv, split);
 }
 
 double pdp_min_peak(pdp *d, int only_fit, double bound, int *split) {
@@ -369,6 +411,8 @@ static size_t candidates(pdp *d, double lo, double hi) {
 
 int pdp_solve(pdp *d, int *best) {
     int *tmp = d->tmp;
+    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
+    for (size_t k = 0; k < cells; k++) d->tu[k] = usable(d, k) ? d->t[k] : INFINITY;
     double s_min = min_sum(d, INFINITY, best);
     if (s_min == INFINITY) return 0;
     double best_T = pdp_split_T(d, best, NULL);

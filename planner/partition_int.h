@@ -33,7 +33,8 @@ typedef struct pdp {
     int v;                 /* chunks per rank */
     double w;              /* weight of the max: m v - 1 (T = (S + w M) / v) */
     int nkeys;             /* kinds of range per rank */
-    int *key;              /* key[a * (L + 1) + n]: the kind of range [a, a + n) */
+    int *key;              /* key[a * (L + 1) + n]: the kind of range [a, a + n); NULL for a
+                              model of one layer kind, where the kind is n (nkeys = L + 1) */
     /* per (r, kind), index r * nkeys + kind: stage time, device bytes, verdict, count */
     double *t, *mem;
     unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: not
@@ -44,10 +45,13 @@ typedef struct pdp {
     int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
                               recompute_layers, read from the shared per-stage memo) */
     double *f;             /* (p+1) x (L+1) */
-    int *choice;           /* (p+1) x (L+1): n of the last stage */
     int *tmp;              /* p: scratch split */
     double *cand;          /* candidate bounds (p x nkeys) */
     double *vv;            /* per (r, kind): the value a pass reads (p x nkeys) */
+    double *tu;            /* per (r, kind): the stage time where usable, else INFINITY */
+    int *flo, *fhi;        /* p + 1: the prefixes f(r, .) a pass wrote (INFINITY or a value);
+                              f outside [flo[r], fhi[r]] is stale */
+    int *span;             /* p: the longest range a pass read on rank r */
     int *nmax;             /* per (r, a), index r * (L + 1) + a: the longest range from a that
                               the passes read (pdp_fill) */
 } pdp;
@@ -60,7 +64,7 @@ void pdp_free(pdp *d);
 
 /* Index of range [a, a + n) on rank r. */
 static inline size_t pdp_seg(const pdp *d, int r, int a, int n) {
-    return (size_t)r * (size_t)d->nkeys + (size_t)d->key[a * (d->L + 1) + n];
+    return (size_t)r * (size_t)d->nkeys + (size_t)(d->key ? d->key[a * (d->L + 1) + n] : n);
 }
 
 /* Price the legal ranges from the stage table, each start's lengths in increasing order up to
