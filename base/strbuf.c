@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(ap_strbuf *b, size_t need) {
+/* the room for need more bytes and the NUL: 1, or 0 after a failure (the slow path apart, so
+ * the common appends, with room left, stay a compare and a copy) */
+static int grow_slow(ap_strbuf *b, size_t need) {
     if (b->failed) return 0;
     if (b->len + need + 1 <= b->cap) return 1;
     size_t cap = b->cap ? b->cap : 1024;
@@ -23,19 +25,27 @@ static int grow(ap_strbuf *b, size_t need) {
     return 1;
 }
 
+#define GROW(b, need) (((b)->len + (need) + 1 <= (b)->cap && !(b)->failed) || grow_slow(b, need))
+
 void ap_strbuf_put(ap_strbuf *b, const char *s, size_t n) {
-    if (!grow(b, n)) return;
+    if (!GROW(b, n)) return;
     memcpy(b->buf + b->len, s, n);
     b->len += n;
     b->buf[b->len] = '\0';
 }
 
-void ap_strbuf_puts(ap_strbuf *b, const char *s) { ap_strbuf_put(b, s, strlen(s)); }
+char *ap_strbuf_extend(ap_strbuf *b, size_t n) {
+    if (!GROW(b, n)) return NULL;
+    char *p = b->buf + b->len;
+    b->len += n;
+    b->buf[b->len] = '\0';
+    return p;
+}
 
 void ap_strbuf_vprintf(ap_strbuf *b, const char *fmt, va_list ap) {
     if (b->failed) return;
     /* format once into the room left; only text that does not fit is formatted again */
-    if (!grow(b, 64)) return;
+    if (!GROW(b, 64)) return;
     va_list cp;
     va_copy(cp, ap);
     int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, cp);
@@ -46,7 +56,7 @@ void ap_strbuf_vprintf(ap_strbuf *b, const char *fmt, va_list ap) {
         return;
     }
     if ((size_t)n >= b->cap - b->len) {
-        if (!grow(b, (size_t)n)) {
+        if (!GROW(b, (size_t)n)) {
             b->buf[b->len] = '\0';
             return;
         }

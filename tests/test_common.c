@@ -10,6 +10,7 @@
 
 #include "autoplan/common.h"
 #include "autoplan/json.h"
+#include "autoplan/strbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -417,6 +418,53 @@ static void test_json_print(void) {
     ap_json_free(e);
 }
 
+/* ap_json_put_number writes an integral value below 2^53 as printf("%.0f") does (its own digit
+ * loop, two digits a step), -0 as 0, and any other value as the shortest of %.15g and %.17g that
+ * reads back; ap_json_put_string copies a printable ASCII run whole and escapes the rest. */
+static void test_json_put(void) {
+    char want[64];
+    long bad = 0;
+    uint64_t s = 2463534242ull;
+    const double fixed[] = {0.0, -0.0, 1, -1, 9, 10, 11, 99, 100, 101, 999, 1000, 1e15, 1e15 + 1,
+                            9007199254740991.0, -9007199254740991.0, 123456789012.0, -100};
+    for (long i = 0; i < 200000 + (long)(sizeof fixed / sizeof fixed[0]); i++) {
+        double x;
+        if (i < (long)(sizeof fixed / sizeof fixed[0])) {
+            x = fixed[i];
+        } else {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            int digits = (int)(s % 17); /* integers of every width up to 2^53 */
+            int64_t v = (int64_t)((s >> 8) % (uint64_t)pow(10, digits > 15 ? 15 : digits));
+            x = (double)(s & 1 ? -v : v);
+        }
+        ap_strbuf b = {0};
+        ap_json_put_number(&b, x);
+        snprintf(want, sizeof want, "%.0f", x == 0 ? 0.0 : x);
+        if (!b.buf || strcmp(b.buf, want)) {
+            if (bad++ < 5) fprintf(stderr, "put_number %.17g: %s\n", x, b.buf ? b.buf : "(null)");
+        }
+        ap_strbuf_free(&b);
+    }
+    CHECK_INT(bad, 0);
+    const char *cases[][2] = {{"", "\"\""},
+                              {"plain text, 0-9", "\"plain text, 0-9\""},
+                              {"a\"b", "\"a\\\"b\""},
+                              {"tail\\", "\"tail\\\\\""},
+                              {"\x01lead", "\"\\u0001lead\""},
+                              {"mid\nline\ttab", "\"mid\\nline\\ttab\""},
+                              {"caf\xc3\xa9 ok", "\"caf\xc3\xa9 ok\""},
+                              {"bad \xff byte", "\"bad \\ufffd byte\""},
+                              {"del\x7f", "\"del\x7f\""}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_strbuf b = {0};
+        ap_json_put_string(&b, cases[i][0]);
+        CHECK_STR(b.buf, cases[i][1]);
+        ap_strbuf_free(&b);
+    }
+}
+
 /* ap_fmt_g17 writes exactly what printf("%.17g") writes: random bit patterns, values across the
  * magnitudes the estimates hold, binary fractions, integers around 2^53, powers of ten, round
  * and tie cases, zeros, infinities, NaN, subnormals. */
@@ -501,6 +549,7 @@ int main(int argc, char **argv) {
     test_json_errors();
     test_json_fields();
     test_json_print();
+    test_json_put();
     test_fmt_g17();
     test_file_out();
     return tl_finish();

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct ap_strbuf {
     char *buf;
@@ -17,7 +18,10 @@ typedef struct ap_strbuf {
 } ap_strbuf;
 
 void ap_strbuf_put(ap_strbuf *b, const char *s, size_t n);
-void ap_strbuf_puts(ap_strbuf *b, const char *s);
+/* n more bytes at the end, for the caller to write: their address, NULL after a failure */
+char *ap_strbuf_extend(ap_strbuf *b, size_t n);
+/* inline: the length of a literal is known where it is written */
+static inline void ap_strbuf_puts(ap_strbuf *b, const char *s) { ap_strbuf_put(b, s, strlen(s)); }
 void ap_strbuf_vprintf(ap_strbuf *b, const char *fmt, va_list ap);
 void ap_strbuf_printf(ap_strbuf *b, const char *fmt, ...)
 #if defined(__GNUC__)
