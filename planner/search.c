@@ -286,7 +286,10 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     chunk_out *o = s->out;
     o->top.n = 0;
     o->ncand = 0;
-    memset(&o->r, 0, sizeof o->r);
+    /* the counters and the closest plan's flag (the estimates in r, kilobytes, are read only
+     * where have_closest says one was written: clearing them was most of a chunk's set-up) */
+    o->r.enumerated = o->r.legal = o->r.evaluated = o->r.fit = o->r.pruned = 0;
+    o->r.capped = o->r.have_closest = 0;
     o->best_overshoot = 0;
     o->st = AP_OK;
     for (int i = 0; i < n && o->st == AP_OK; i++) {
