@@ -94,8 +94,12 @@ static int fast_digits(double x, char *d, int *X_out) {
         1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
         1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
     long double ax = fabs(x);
-    int e2;
-    frexp(x, &e2);
+    /* frexp's exponent from the bits (x is finite and nonzero; a subnormal, exponent field
+     * 0, is out of range below anyway) */
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int e2 = (int)(bits >> 52 & 0x7FF) - 1022;
+    if ((bits >> 52 & 0x7FF) == 0) return 0;
     /* floor(log10 |x|) is floor((e2 - 1) log10 2) or one more (78913 / 2^18 ~ log10 2) */
     int X = ((e2 - 1) * 78913) >> 18;
     for (int tries = 0; tries < 3; tries++) {
@@ -185,6 +189,20 @@ char *ap_fmt_g17(double x, char *out) {
     }
     if (!isfinite(x)) {
         snprintf(out, 32, "%.17g", x);
+        return out;
+    }
+    if (fabs(x) < 1e17 && (double)(int64_t)x == x) {
+        /* an integer of at most 17 digits: %.17g writes it exactly, without a point */
+        int64_t v = (int64_t)x;
+        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        char t[24], *p = t + sizeof t;
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0) *--p = '-';
+        memcpy(out, p, (size_t)(t + sizeof t - p));
+        out[t + sizeof t - p] = '\0';
         return out;
     }
     char d[192];

@@ -475,7 +475,8 @@ static void test_fmt_g17(void) {
     const double fixed[] = {0.0, -0.0, 1.0, -1.0, 0.1, 0.5, 1e-5, 9.9999999999999995e-5, 1e16,
                             1e17, 99999999999999999.0, 123456789012345678.0, 1e-300, 5e-324,
                             1.7976931348623157e308, 2.2250738585072014e-308, 0.3, 2.0 / 3.0,
-                            9007199254740993.0, 1e23, 8.589973e9, 1.0 / 0.0, -1.0 / 0.0};
+                            9007199254740993.0, 1e23, 8.589973e9, 1.0 / 0.0, -1.0 / 0.0,
+                            99999999999999984.0, 1e17 - 16, -85899345920.0, 100000000000000000.0};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         snprintf(a, sizeof a, "%.17g", fixed[i]);
         ap_fmt_g17(fixed[i], b);
@@ -489,13 +490,17 @@ static void test_fmt_g17(void) {
         s ^= s >> 7;
         s ^= s << 17;
         double x;
-        switch (i % 5) {
+        switch (i % 6) {
         case 0: memcpy(&x, &s, sizeof x); break;
         case 1: x = (double)(s % 1000000007u) / (double)((s >> 40) % 1000 + 1) *
                     pow(10, (int)((s >> 20) % 60) - 30); break;
         case 2: x = ldexp((double)(s >> 11), (int)((s >> 3) % 200) - 150); break;
         case 3: x = (double)(s % 100000) / 64.0; break;
-        default: x = (double)(int64_t)(s >> 10) + 0.5; break;
+        case 4: x = (double)(int64_t)(s >> 10) + 0.5; break;
+        default: /* integers of every width, around 1e17 and 2^53 too */
+            x = (double)(int64_t)((s >> 4) % (uint64_t)pow(10, (double)(s % 19))) *
+                (s & 8 ? -1 : 1);
+            break;
         }
         if (x != x) continue;
         snprintf(a, sizeof a, "%.17g", x);
