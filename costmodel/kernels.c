@@ -415,20 +415,39 @@ static ap_kernels published[MAX_CATALOG];
 static int published_ok[MAX_CATALOG];
 static pthread_once_t published_once = PTHREAD_ONCE_INIT;
 
+/* the built tables by GPU name: open addressing over FNV-1a hashes (the estimate looks its GPU
+ * up once per plan; a scan of the catalog with strcmp was a quarter of its own work) */
+#define PUB_SLOTS 256 /* a power of two, at least 2 x MAX_CATALOG */
+static int16_t published_slot[PUB_SLOTS];
+
+static uint32_t name_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    while (*s) h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h;
+}
+
 static void build_published(void) {
     int n = ap_gpu_catalog_count();
+    for (int j = 0; j < PUB_SLOTS; j++) published_slot[j] = -1;
     for (int i = 0; i < n && i < MAX_CATALOG; i++) {
         ap_err e;
         published_ok[i] = ap_kernels_build(ap_gpu_catalog_at(i), NULL, &published[i], &e) == AP_OK;
+        if (!published_ok[i]) continue;
+        /* in catalog order, so a name's first entry is met first, as the scan found it */
+        uint32_t h = name_hash(ap_gpu_catalog_at(i)->name) & (PUB_SLOTS - 1);
+        while (published_slot[h] >= 0) h = (h + 1) & (PUB_SLOTS - 1);
+        published_slot[h] = (int16_t)i;
     }
 }
 
 const ap_kernels *ap_kernels_published(const ap_gpu *gpu) {
     if (!gpu) return NULL;
     pthread_once(&published_once, build_published);
-    int n = ap_gpu_catalog_count();
-    for (int i = 0; i < n && i < MAX_CATALOG; i++)
-        if (published_ok[i] && !strcmp(ap_gpu_catalog_at(i)->name, gpu->name)) return &published[i];
+    for (uint32_t h = name_hash(gpu->name) & (PUB_SLOTS - 1); published_slot[h] >= 0;
+         h = (h + 1) & (PUB_SLOTS - 1)) {
+        int i = published_slot[h];
+        if (!strcmp(ap_gpu_catalog_at(i)->name, gpu->name)) return &published[i];
+    }
     return NULL;
 }
 

@@ -118,6 +118,16 @@ static void test_attention_figures(void) {
                     CHECK(f >= 0 && f <= 1 && b >= 0 && b <= 1);
                 }
     }
+    /* the lookup by name (a hash table): every catalog GPU finds its own tables, also through a
+     * copy of its entry (a cluster holds one), and a name not in the catalog finds none */
+    for (int i = 0; i < ap_gpu_catalog_count(); i++) {
+        ap_gpu copy = *ap_gpu_catalog_at(i);
+        const ap_kernels *k = ap_kernels_published(&copy);
+        CHECK(k != NULL);
+        if (k) CHECK_STR(k->gpu, copy.name);
+        copy.name[0] = '#'; /* no catalog name has it */
+        CHECK(ap_kernels_published(&copy) == NULL);
+    }
     /* a relative's curve is marked as carried over */
     const ap_kernels *h200 = pub("h200");
     if (h200) CHECK_CONTAINS(ap_kernels_attn_source(h200, AP_ATTN_FA2, 1, 128), "carried over");
