@@ -410,27 +410,8 @@ static void put_string(sbuf *b, const char *s) { ap_text_escape(b, AP_TEXT_JSON,
 static void put_number(sbuf *b, double d) {
     char num[40];
     if (fabs(d) < 9007199254740992.0 && (double)(int64_t)d == d) {
-        /* an integer: what %.0f writes (-0 as 0), without printf, two digits a division */
-        static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                    "8081828384858687888990919293949596979899";
-        int64_t v = (int64_t)d;
-        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-        char *end = num + sizeof num, *p = end;
-        while (u >= 100) {
-            const char *q = pairs + 2 * (u % 100);
-            u /= 100;
-            *--p = q[1];
-            *--p = q[0];
-        }
-        if (u >= 10) {
-            *--p = pairs[2 * u + 1];
-            *--p = pairs[2 * u];
-        } else {
-            *--p = (char)('0' + u);
-        }
-        if (v < 0) *--p = '-';
-        sb_put(b, p, (size_t)(end - p));
+        /* an integer: what %.0f writes (-0 as 0), without printf */
+        sb_put(b, num, (size_t)ap_fmt_i64((int64_t)d, num));
         return;
     }
     if (!isfinite(d)) { sb_s(b, "null"); return; }

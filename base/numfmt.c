@@ -85,6 +85,28 @@ static int big_digits(big *b, char *d) {
     return n;
 }
 
+/* "00" .. "99": the digits are written two at a time */
+static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
+                            "31323334353637383940414243444546474849505152535455565758596061"
+                            "62636465666768697071727374757677787980818283848586878889909192"
+                            "93949596979899";
+
+int ap_fmt_i64(int64_t v, char *out) {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char t[24], *end = t + sizeof t, *p = end;
+    while (u >= 100) {
+        memcpy(p -= 2, pairs + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    if (u >= 10) memcpy(p -= 2, pairs + 2 * u, 2);
+    else *--p = (char)('0' + u);
+    if (v < 0) *--p = '-';
+    int n = (int)(end - p);
+    memcpy(out, p, (size_t)n);
+    out[n] = '\0';
+    return n;
+}
+
 /* The 17 digits of |x| and the decimal exponent of the first by one long-double operation; 0
  * when the rounding is not certain (or long double is too short, or |x| out of range). */
 static int fast_digits(double x, char *d, int *X_out) {
@@ -118,10 +140,6 @@ static int fast_digits(double x, char *d, int *X_out) {
         if (fabsl(fr - 0.5L) < 0.01L) return 0;
         D += fr > 0.5L;
         /* two digits at a time */
-        static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
-                                    "31323334353637383940414243444546474849505152535455565758596061"
-                                    "62636465666768697071727374757677787980818283848586878889909192"
-                                    "93949596979899";
         uint32_t hi = (uint32_t)(D / 1000000000u), lo = (uint32_t)(D % 1000000000u);
         d[16] = (char)('0' + lo % 10);
         lo /= 10;
@@ -193,16 +211,7 @@ char *ap_fmt_g17(double x, char *out) {
     }
     if (fabs(x) < 1e17 && (double)(int64_t)x == x) {
         /* an integer of at most 17 digits: %.17g writes it exactly, without a point */
-        int64_t v = (int64_t)x;
-        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-        char t[24], *p = t + sizeof t;
-        do {
-            *--p = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (v < 0) *--p = '-';
-        memcpy(out, p, (size_t)(t + sizeof t - p));
-        out[t + sizeof t - p] = '\0';
+        ap_fmt_i64((int64_t)x, out);
         return out;
     }
     char d[192];

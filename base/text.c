@@ -116,28 +116,31 @@ static void esc_sh(ap_strbuf *b, const unsigned char *s) {
 
 /* ---- string literals of Python, YAML, TOML and JSON ------------------------------------------ */
 
+/* The end of the run at s of bytes that all four literals take as they are: printable ASCII
+ * but the quote and the backslash. */
+static const unsigned char *plain_run(const unsigned char *s) {
+    while (*s >= 0x20 && *s < 0x7F && *s != '"' && *s != '\\') s++;
+    return s;
+}
+
 /* One loop for the four double-quoted literals: `\\` and `\"` everywhere; what else is escaped
  * and how differs (see the file comment). */
 static void esc_quoted(ap_strbuf *b, ap_text_lang lang, const unsigned char *s) {
-    /* printable ASCII but the quote and the backslash is itself in all four: a run of it
-     * goes in one piece, and a string that is one run (most are) with its quotes */
-    const unsigned char *run = s;
-    while (*s >= 0x20 && *s < 0x7F && *s != '"' && *s != '\\') s++;
-    if (!*s) {
-        char *q = ap_strbuf_extend(b, (size_t)(s - run) + 2);
+    const unsigned char *e = plain_run(s);
+    if (!*e) { /* one run (most strings): copied whole with its quotes */
+        char *q = ap_strbuf_extend(b, (size_t)(e - s) + 2);
         if (q) {
             q[0] = '"';
-            memcpy(q + 1, run, (size_t)(s - run));
-            q[s - run + 1] = '"';
+            memcpy(q + 1, s, (size_t)(e - s));
+            q[e - s + 1] = '"';
         }
         return;
     }
     ap_strbuf_put(b, "\"", 1);
-    ap_strbuf_put(b, (const char *)run, (size_t)(s - run));
     while (*s) {
-        run = s;
-        while (*s >= 0x20 && *s < 0x7F && *s != '"' && *s != '\\') s++;
-        if (s > run) ap_strbuf_put(b, (const char *)run, (size_t)(s - run));
+        e = plain_run(s);
+        if (e > s) ap_strbuf_put(b, (const char *)s, (size_t)(e - s));
+        s = e;
         if (!*s) break;
         uint32_t cp;
         int n = next_char(s, &cp);

@@ -823,15 +823,9 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
 
 /* ",<v>" in decimal */
 static void put_int(rbuf *b, int64_t v) {
-    char buf[24], *p = buf + sizeof buf;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) *--p = '-';
-    *--p = ',';
-    ap_strbuf_put(b, p, (size_t)(buf + sizeof buf - p));
+    char buf[24];
+    buf[0] = ',';
+    ap_strbuf_put(b, buf, (size_t)ap_fmt_i64(v, buf + 1) + 1);
 }
 
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {

@@ -448,6 +448,14 @@ static void test_json_put(void) {
         ap_strbuf_free(&b);
     }
     CHECK_INT(bad, 0);
+    /* the integer writer under it (and under put_int of plans.csv): every width, both ends */
+    const int64_t ends[] = {0, -1, 9, 10, 99, 100, -100, INT64_MAX, INT64_MIN, 1000000000000000000};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        char got[24];
+        snprintf(want, sizeof want, "%lld", (long long)ends[i]);
+        CHECK_INT(ap_fmt_i64(ends[i], got), (int)strlen(want));
+        CHECK_STR(got, want);
+    }
     const char *cases[][2] = {{"", "\"\""},
                               {"plain text, 0-9", "\"plain text, 0-9\""},
                               {"a\"b", "\"a\\\"b\""},
