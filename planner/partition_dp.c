@@ -258,6 +258,12 @@ static double pass_val(int op, double fa, double x) {
     return op == P_SUM ? fa + x : (fa > x ? fa : x);
 }
 
+/* The starts a pass visits on rank r: the legal ones it reached ([flo, fhi] of the last pass) */
+static void pass_starts(const pdp *d, int r, int *a0, int *a1) {
+    *a0 = d->flo[r] > a_lo(d, r) ? d->flo[r] : a_lo(d, r);
+    *a1 = d->fhi[r] < a_hi(d, r) ? d->fhi[r] : a_hi(d, r);
+}
+
 /* The split ending at layer L, read back from the pass's values: the range of stage r ending
  * at j is the first start a (ascending) whose value equals f(r + 1, j), the one the pass's
  * strict "<" kept (the same arithmetic gives the same bits). No choice table is written: the
@@ -269,8 +275,8 @@ static void read_back(const pdp *d, int op, const double *vals, int *split) {
         const double *fr = d->f + (size_t)r * (size_t)(L + 1);
         const double *vr = vals + (size_t)r * (size_t)d->nkeys;
         const double want = d->f[(size_t)(r + 1) * (size_t)(L + 1) + (size_t)j];
-        int lo = d->flo[r] > a_lo(d, r) ? d->flo[r] : a_lo(d, r);
-        int hi = d->fhi[r] < a_hi(d, r) ? d->fhi[r] : a_hi(d, r);
+        int lo, hi;
+        pass_starts(d, r, &lo, &hi);
         if (lo < j - d->span[r]) lo = j - d->span[r];
         if (hi > j) hi = j;
         for (int a = lo; a <= hi; a++) {
@@ -313,8 +319,8 @@ static double pass(pdp *d, int op, const double *vals, int *split) {
         const double *vr = vals + (size_t)r * (size_t)d->nkeys;
         const int *nmax = d->nmax + r * (L + 1);
         const int last = r == p - 1;
-        int a0 = d->flo[r] > a_lo(d, r) ? d->flo[r] : a_lo(d, r);
-        int a1 = d->fhi[r] < a_hi(d, r) ? d->fhi[r] : a_hi(d, r);
+        int a0, a1;
+        pass_starts(d, r, &a0, &a1);
         int jlo = -1, jhi = -1, span = 0;
         for (int a = a0; a <= a1; a++) {
             const double fa = fr[a];
@@ -396,12 +402,13 @@ static int cmp_double(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-/* The usable stage times in [lo, hi], ascending, without repeats, into d->cand. */
+/* The usable stage times (d->tu as pdp_solve set it) in [lo, hi], ascending, without repeats,
+ * into d->cand. */
 static size_t candidates(pdp *d, double lo, double hi) {
     size_t n = 0;
     const size_t cells = (size_t)d->p * (size_t)d->nkeys;
     for (size_t k = 0; k < cells; k++)
-        if (usable(d, k) && d->t[k] >= lo && d->t[k] <= hi) d->cand[n++] = d->t[k];
+        if (d->tu[k] < INFINITY && d->tu[k] >= lo && d->tu[k] <= hi) d->cand[n++] = d->tu[k];
     qsort(d->cand, n, sizeof *d->cand, cmp_double);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
