@@ -14,7 +14,9 @@
 # revision has the flag (plan, compare). Prints a Markdown table.
 #
 # BENCH_INSTRUCTIONS=1 counts instructions instead (valgrind's callgrind, one run per command
-# and revision: the count does not depend on the machine's load; about 50x slower).
+# and revision: the count does not depend on the machine's load; about 50x slower). valgrind
+# computes long double at double precision, so plans.csv's %.17g digits come out wrong under it:
+# the count is of the same code path, the output is not the real one.
 set -eu
 instr=${BENCH_INSTRUCTIONS:-0}
 old=$1
