@@ -98,6 +98,7 @@ typedef struct {
     int valid;
     price_key key;
     layer_cost dense, moe;
+    double head_f, head_tp;
     int attn_ok;
 } price_slot;
 
@@ -210,6 +211,8 @@ typedef struct {
     const ap_estimate_opts *opts;
     ap_estimate *e;
     layer_cost dense, moe;        /* one layer of each kind, priced once */
+    double head_f, head_tp;       /* the output layer's forward GEMM and the loss's TP
+                                     all-reduce, one micro-batch (stage_compute) */
     double t, h, V, T, out_t;     /* tp, hidden, vocabulary, tokens per micro-batch, sp split */
     int64_t mb;                   /* micro-batches per step per data-parallel rank */
     int dense_shard;              /* ranks sharding dense states: dp x cp */
@@ -234,6 +237,8 @@ typedef struct {
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
+    int closed_form;              /* uniform, no MoE layer, no chunk with its own recompute
+                                     count: stage_layers counts a rank's chunks in closed form */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -273,7 +278,7 @@ typedef struct {
  * trainer table whether it can run it at all. */
 static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
                                 int checked, ap_plan *pl, ap_err *err) {
-    *pl = *pin;
+    if (pl != pin) *pl = *pin;
     if (!checked) { /* checked: ap_plan_check passed on it as given, nothing here changes it */
         if (pl->etp < 1) pl->etp = 1;
         if (pl->dp < 1 && pl->tp > 0 && pl->pp > 0 && pl->cp > 0)
@@ -335,6 +340,8 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
         } else {
             E->dense = ps->dense;
             E->moe = ps->moe;
+            E->head_f = ps->head_f;
+            E->head_tp = ps->head_tp;
             if (!ps->attn_ok)
                 return ap_err_set(err, AP_ERR_INFEASIBLE, "attention '%s' does not run on %s "
                                   "(no kernel figures for it: `autoplan profile show %s`)",
@@ -359,10 +366,17 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
         }
         if (first_dense >= 0) price_layer(x, first_dense, &E->dense);
         if (first_moe >= 0) price_layer(x, first_moe, &E->moe);
+        /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans; the
+         * loss all-reduces three fp32 numbers per token over tp (max, sum, target logit) */
+        double T = (double)p->mbs * ((double)p->seq / p->cp);
+        E->head_f = gemm_at(x, x->dt16, T, (double)m->vocab / p->tp, (double)m->hidden);
+        if (p->tp > 1) E->head_tp = allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));
     }
     if (ps) {
         ps->dense = E->dense;
         ps->moe = E->moe;
+        ps->head_f = E->head_f;
+        ps->head_tp = E->head_tp;
         ps->attn_ok = attn_ok;
         ps->valid = 1;
     }
@@ -404,15 +418,38 @@ priced:
 
 /* ---- chapter 3: the layers of one rank ------------------------------------------------------ */
 
-/* Rank r's layers of each kind, those recomputed in full, and whether it is the first or the
- * last, into S (only those fields: stage_new_kind clears and fills the rest); returns them as
- * the rank's kind, a number equal for ranks priced alike. */
-static uint64_t stage_layers(const est *E, int r, stage *S) {
+/* Dense layers and layers recomputed in full of rank r's chunks r, r + pp, ... under a uniform
+ * split of a model without MoE layers and with no chunk recompute count of its own
+ * (E->closed_form): of the rank's vp chunks, those with index in [start, start + rem) hold
+ * base + 1 layers, the others base; they are the k with k pp in [start - r, start + rem - r). */
+static void chunks_closed_form(const est *E, int r, int *nd, int *nrc) {
+    const ap_plan *p = E->x.p;
+    const ap_uniform_split u = E->split;
+    const int pp = p->pp, vp = p->vp;
+    int longer = 0;
+    if (u.rem > 0) {
+        int lo = u.start - r, hi = u.start + u.rem - r;
+        int klo = lo <= 0 ? 0 : (lo + pp - 1) / pp;
+        int khi = hi <= 0 ? 0 : (hi + pp - 1) / pp;
+        if (khi > vp) khi = vp;
+        longer = khi > klo ? khi - klo : 0;
+    }
+    *nd = vp * u.base + longer;
+    *nrc = 0;
+    if (p->recompute == AP_RECOMPUTE_FULL) {
+        int rl = p->recompute_layers;
+        int rc0 = rl > 0 && rl < u.base ? rl : u.base;
+        int rc1 = rl > 0 && rl < u.base + 1 ? rl : u.base + 1;
+        *nrc = (vp - longer) * rc0 + longer * rc1;
+    }
+}
+
+/* The same, chunk by chunk, for any layout: dense and MoE layers, and those recomputed in full
+ * (a chunk's own count, or the plan's). A uniform layout's sizes come from E->split. */
+static void chunks_each(const est *E, int r, int *nd, int *nm, int *nrc) {
     const ap_model *m = E->x.m;
     const ap_plan *p = E->x.p;
-    int first = r == 0, last = r == p->pp - 1, nd = 0, nm = 0, nrc = 0;
-    /* rank r's chunks are r, r + pp, ...; a uniform layout's sizes come from E->split (no
-     * divisions: this runs for every rank of every plan) */
+    *nd = *nm = *nrc = 0;
     for (int k = 0; k < p->vp; k++) {
         int cidx = r + k * p->pp;
         int nl = E->uniform ? ap_uniform_chunk_layers(E->split, cidx)
@@ -423,13 +460,23 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
                                 : ap_plan_chunk_first_layer(p, m->layers, cidx);
             moe_here = (int)ap_model_moe_layers_in(m, f0, f0 + nl);
         }
-        nm += moe_here;
-        nd += nl - moe_here;
+        *nm += moe_here;
+        *nd += nl - moe_here;
         if (p->recompute == AP_RECOMPUTE_FULL) {
             int rl = p->stage_recompute[cidx] > 0 ? p->stage_recompute[cidx] : p->recompute_layers;
-            nrc += (rl > 0 && rl < nl) ? rl : nl;
+            *nrc += (rl > 0 && rl < nl) ? rl : nl;
         }
     }
+}
+
+/* Rank r's layers of each kind, those recomputed in full, and whether it is the first or the
+ * last, into S (only those fields: stage_new_kind clears and fills the rest); returns them as
+ * the rank's kind, a number equal for ranks priced alike. This runs for every rank of every
+ * plan: the common layout is counted without a loop over chunks. */
+static uint64_t stage_layers(const est *E, int r, stage *S) {
+    int first = r == 0, last = r == E->x.p->pp - 1, nd, nm = 0, nrc;
+    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
+    else chunks_each(E, r, &nd, &nm, &nrc);
     S->r = r;
     S->first = first;
     S->last = last;
@@ -495,15 +542,20 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
 /* In-flight micro-batches of the schedule (1F1B: min(p - i, m); interleaved: Megatron's warm-up
  * count (p - i - 1) * 2 + (v - 1) * p + 1 model chunks, Narayanan 2021 Sec. 2.2), in units of
  * whole-rank micro-batches. */
-static double stage_inflight(const est *E, int r) {
+static double stage_inflight(const est *E, int r, int *whole) {
     const ap_plan *p = E->x.p;
     if (p->vp > 1) {
         double chunks = (double)(p->pp - r - 1) * 2.0 + (double)(p->vp - 1) * p->pp + 1.0;
         double cap = (double)E->mb * p->vp;
         if (chunks > cap) chunks = cap;
+        /* rounded up in integers: chunks is a whole number, and a quotient that is not whole
+         * lies at least 1/vp from one, far beyond its rounding */
+        *whole = (int)(((int64_t)chunks + p->vp - 1) / p->vp);
         return chunks / p->vp;
     }
-    return (double)(p->pp - r) < (double)E->mb ? (double)(p->pp - r) : (double)E->mb;
+    double n = (double)(p->pp - r) < (double)E->mb ? (double)(p->pp - r) : (double)E->mb;
+    *whole = (int)n;
+    return n;
 }
 
 /* Bytes a rank of this kind keeps per in-flight micro-batch under the plan's recompute, and its
@@ -543,8 +595,7 @@ static void stage_kind_activations(const est *E, stage *S) {
 
 /* The rank's activations: its kind's per micro-batch times its in-flight count. */
 static void stage_activations(const est *E, const stage *S, int r, ap_stage_mem *sm) {
-    double inflight = stage_inflight(E, r);
-    sm->inflight = (int)ceil(inflight);
+    double inflight = stage_inflight(E, r, &sm->inflight);
     sm->activations_bytes = inflight * S->act_mb + S->act_transient;
     sm->layer_activations_bytes = inflight * S->act_layers_mb;
 }
@@ -646,13 +697,11 @@ static void stage_compute(const est *E, stage *S) {
     S->cp_f = S->nd * d->cp_s + S->nm * mo->cp_s;
     S->ep_f = S->nm * mo->ep_s;
     if (S->last) {
-        /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans */
-        double head_f = gemm_at(x, x->dt16, T, V / t, h);
         /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
         double loss_bytes = T * V / t * (2.0 + E->loss_bytes);
-        S->fwd_c += head_f + loss_bytes / x->hbm;
-        S->bwd_c += 2.0 * head_f + loss_bytes / x->hbm;
-        if (p->tp > 1) S->tp_f += allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));
+        S->fwd_c += E->head_f + loss_bytes / x->hbm;
+        S->bwd_c += 2.0 * E->head_f + loss_bytes / x->hbm;
+        if (p->tp > 1) S->tp_f += E->head_tp;
     }
     if (S->first) S->fwd_c += T * h * 4.0 / x->hbm; /* embedding gather */
     /* the host launches every kernel: an eager framework's layer issues the trainer's
@@ -798,6 +847,12 @@ static void price_ranks(est *E) {
     const int pp = p->pp, n = pp * p->vp;
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
     if (E->uniform) E->split = ap_uniform_split_of(E->x.m->layers, n);
+    E->closed_form = E->uniform && E->x.m->moe.experts == 0;
+    if (E->closed_form && p->recompute == AP_RECOMPUTE_FULL) {
+        int own = 0;
+        for (int c = 0; c < n; c++) own |= p->stage_recompute[c] > 0;
+        E->closed_form = !own;
+    }
     for (int r = 0; r < pp; r++) {
         stage S;
         ap_stage_mem *sm = &e->stages[r];

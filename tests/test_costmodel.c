@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "autoplan/estimate.h"
 #include "testlib.h"
@@ -469,6 +470,53 @@ static int same_estimate(const ap_estimate *a, const ap_estimate *b) {
                   sizeof *a - offsetof(ap_estimate, worst_stage)) == 0;
 }
 
+/* A uniform layout's ranks are counted in closed form (estimate.c chunks_closed_form), an
+ * explicit one chunk by chunk: the same split given both ways estimates alike in every part, for
+ * layer counts with and without a remainder, pipeline and interleaving degrees, and full
+ * recomputation of all layers or of a count per chunk that is below, at and above the chunk
+ * sizes, under every trainer with pipelines. */
+static void test_closed_form_layers(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 48);
+    static ap_estimate a, b;
+    ap_err err;
+    int bad = 0, n = 0, n_rem = 0, n_vp = 0, n_partial = 0;
+    const int pps[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 48}, vps[] = {1, 2, 3, 4};
+    const ap_trainer_id trs[] = {AP_TRAINER_MEGATRON, AP_TRAINER_DEEPSPEED, AP_TRAINER_TORCHTITAN,
+                                 AP_TRAINER_COLOSSALAI};
+    for (int it = 0; it < 4; it++)
+        for (int L = 4; L <= 64; L++)
+            for (int ip = 0; ip < 10; ip++)
+                for (int iv = 0; iv < 4; iv++)
+                    for (int rl = -1; rl <= 4; rl++) {
+                        int pp = pps[ip], vp = vps[iv], nc = pp * vp;
+                        if (nc > L || (vp > 1 && pp == 1)) continue;
+                        m.layers = L;
+                        ap_plan u = mkplan(1, pp, 48 / pp, 1, 4 * 48, 1,
+                                           rl < 0 ? AP_RECOMPUTE_NONE : AP_RECOMPUTE_FULL, 0, vp);
+                        u.seq = 512;
+                        u.trainer = trs[it];
+                        if (rl > 0) u.recompute_layers = rl;
+                        ap_plan x = u;
+                        x.nchunks = nc;
+                        for (int k = 0; k < nc; k++)
+                            x.stage_layers[k] = ap_plan_chunk_layers(&u, L, k);
+                        if (ap_estimate_plan(&m, &c, &u, NULL, &a, &err) != AP_OK ||
+                            ap_estimate_plan(&m, &c, &x, NULL, &b, &err) != AP_OK)
+                            continue; /* a trainer's rule on one layout or the other */
+                        b.plan = a.plan;
+                        bad += !same_estimate(&a, &b);
+                        n++;
+                        n_rem += L % nc != 0;
+                        n_vp += vp > 1;
+                        n_partial += rl > 0;
+                    }
+    CHECK_INT(bad, 0);
+    /* compared: remainders, interleaving and partial recomputation among them (no trainer
+     * interleaves chunks of unequal sizes: ap_plan_check) */
+    CHECK(n > 4000 && n_rem > 2000 && n_vp > 500 && n_partial > 2000);
+}
+
 /* The layer-price memo changes no answer: shapes met once, again in another order, more of them
  * than the table first holds (it grows), and beyond its largest size (it overwrites), each
  * estimate equal to one made without the memo; a shape that cannot run is refused through the
@@ -545,5 +593,6 @@ int main(int argc, char **argv) {
     test_refusals();
     test_estimate_copy();
     test_price_memo();
+    test_closed_form_layers();
     return tl_finish();
 }

@@ -123,7 +123,8 @@ typedef struct ap_estimate {
 } ap_estimate;
 
 /* Evaluate plan p. Returns AP_ERR_INFEASIBLE (err names the rule) when the trainer cannot run
- * it; a plan that runs but does not fit is AP_OK with fits = 0. `opts` may be NULL. */
+ * it; a plan that runs but does not fit is AP_OK with fits = 0. `opts` may be NULL. p may be
+ * &out->plan: the plan is then read in place instead of copied (4 KB: the search's way). */
 ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                            const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
