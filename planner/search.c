@@ -18,6 +18,7 @@
  */
 #include "search_int.h"
 #include "autoplan/hetero.h"
+#include "autoplan/kernels.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -98,7 +99,10 @@ typedef struct {
     int resplit;
     ap_hetero_cache chunk_cache; /* Gemini's chunk search, shared by a group's plans */
     ap_estimate_opts est;        /* the search's, with this worker's layer-price memo */
-    ap_estimate_opts est_checked;/* the same for plans eval has just checked (plan_checked) */
+    ap_estimate_opts est_checked;/* the same for plans eval has just checked (plan_checked),
+                                    with the run's calibration and kernel tables */
+    int in_place;                /* scratch.plan is the group's base plan since the last full
+                                    copy: a member needs only its own fields (estimate_member) */
     /* the group's legality, ap_plan_check's verdict per member: point_ok && rc_ok[il] &&
      * mb_ok[im] (plan.h ap_plan_rc_ok; group_legality) */
     int point_ok;
@@ -131,13 +135,24 @@ static void group_legality(search_state *s) {
     }
 }
 
-/* The cost model, or for Gemini placements and DeepSpeed offload devices the operator-by-
- * operator simulation (hetero.h). */
-static ap_status estimate(search_state *s, const ap_plan *p, ap_estimate *e, ap_err *err) {
-    if (ap_hetero_applies(p))
-        return ap_hetero_estimate(s->m, s->c, p, &s->est, &s->chunk_cache, e, err);
+/* Member (il, im) of the group, s->p, by the cost model, or for Gemini placements and DeepSpeed
+ * offload devices by the operator-by-operator simulation (hetero.h), into s->scratch. The cost
+ * model reads the plan in place (ap_estimate_plan): scratch.plan is the group's base plan,
+ * copied once per group, with the member's fields set as in s->p (ap_plan_group_member), and
+ * the attention kernel the group's first estimate resolved (ap_attn_default reads none of a
+ * member's fields, so every member resolves it alike). */
+static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
+    if (ap_hetero_applies(&s->p)) {
+        s->in_place = 0;
+        return ap_hetero_estimate(s->m, s->c, &s->p, &s->est, &s->chunk_cache, &s->scratch, err);
+    }
+    if (!s->in_place) {
+        s->scratch.plan = s->g.base;
+        s->in_place = 1;
+    }
+    ap_plan_group_member(&s->g, il, im, &s->scratch.plan);
     /* every plan estimated here has just passed ap_plan_check (eval, group_cannot_fit) */
-    return ap_estimate_plan(s->m, s->c, p, &s->est_checked, e, err);
+    return ap_estimate_plan(s->m, s->c, &s->scratch.plan, &s->est_checked, &s->scratch, err);
 }
 
 static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
@@ -190,7 +205,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
         r->capped = 1;
         return AP_OK;
     }
-    ap_status st = estimate(s, p, &s->scratch, err);
+    ap_status st = estimate_member(s, il, im, err);
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
         char lbl[160];
@@ -239,7 +254,7 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     *cannot = 0;
     if (!legal(s, s->g.most_rc, 0)) return AP_OK;
     ap_plan_group_member(&s->g, s->g.most_rc, 0, &s->p);
-    ap_status st = estimate(s, &s->p, &s->scratch, err);
+    ap_status st = estimate_member(s, s->g.most_rc, 0, err);
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
         char lbl[160];
@@ -259,6 +274,7 @@ static ap_status search_group(search_state *s, ap_err *err) {
     const int prune = s->o->prune;
     ap_status st;
     s->p = s->g.base;
+    s->in_place = 0;
     group_legality(s);
     if (prune) {
         int cannot;
@@ -318,6 +334,12 @@ typedef struct {
     /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc */
     ap_search_result *r;
     chunk_out acc;
+    /* what every estimate of the run would look up itself: the GPU's built-in calibration
+     * (unless the options give one) and kernel tables (published, or built once from the
+     * options' measured profile; NULL when that build fails: each estimate then reports why) */
+    ap_calib cal;
+    const ap_kernels *kern;
+    ap_kernels *built;
 } search_run;
 
 /* Fold chunk slot `k` into the answer (run->mu held). */
@@ -443,6 +465,7 @@ static void free_run(search_run *run) {
         ap_free(run->slots[k].cands);
     }
     ap_free(run->slots);
+    ap_free(run->built);
     ap_free(run->pts);
     ap_free(run->npts);
     topk_free(&run->acc.top);
@@ -468,6 +491,8 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
+        if (!st[i].est_checked.calib) st[i].est_checked.calib = &run->cal;
+        if (!st[i].est_checked.kernels) st[i].est_checked.kernels = run->kern;
         args[2 * i] = run;
         args[2 * i + 1] = &st[i];
         /* a thread that cannot start leaves its share to the others */
@@ -500,6 +525,14 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     run->c = c;
     run->o = o;
     run->r = r;
+    ap_calib_default(&c->gpu, &run->cal);
+    if (!o->est.kernels && !o->est.profile) {
+        run->kern = ap_kernels_published(&c->gpu);
+    } else if (!o->est.kernels && (run->built = ap_malloc(sizeof *run->built))) {
+        ap_err berr;
+        if (ap_kernels_build(&c->gpu, o->est.profile, run->built, &berr) == AP_OK)
+            run->kern = run->built;
+    }
     ap_space_init(&run->space, m, c, o);
     ap_status st = init_run(run, nthreads, o->top_k, err);
     if (st == AP_OK) {
