@@ -237,8 +237,8 @@ typedef struct {
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
-    int closed_form;              /* uniform, no MoE layer, no chunk with its own recompute
-                                     count: stage_layers counts a rank's chunks in closed form */
+    int closed_form;              /* stage_layers counts a rank's chunks in closed form
+                                     (closed_form_applies) */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -469,14 +469,11 @@ static void chunks_each(const est *E, int r, int *nd, int *nm, int *nrc) {
     }
 }
 
-/* Rank r's layers of each kind, those recomputed in full, and whether it is the first or the
- * last, into S (only those fields: stage_new_kind clears and fills the rest); returns them as
- * the rank's kind, a number equal for ranks priced alike. This runs for every rank of every
- * plan: the common layout is counted without a loop over chunks. */
-static uint64_t stage_layers(const est *E, int r, stage *S) {
-    int first = r == 0, last = r == E->x.p->pp - 1, nd, nm = 0, nrc;
-    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
-    else chunks_each(E, r, &nd, &nm, &nrc);
+/* Rank r with nd dense, nm MoE and nrc fully recomputed layers, and whether it is the first or
+ * the last, into S (only those fields: stage_new_kind clears and fills the rest); returns them
+ * as the rank's kind, a number equal for ranks priced alike. */
+static uint64_t stage_kind_of(const est *E, int r, int nd, int nm, int nrc, stage *S) {
+    int first = r == 0, last = r == E->x.p->pp - 1;
     S->r = r;
     S->first = first;
     S->last = last;
@@ -487,6 +484,15 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
     /* the kind as one number: layer counts are below 2^20 (a model has at most 10,000) */
     return (uint64_t)first | (uint64_t)last << 1 | (uint64_t)nd << 2 | (uint64_t)nm << 22 |
            (uint64_t)nrc << 42;
+}
+
+/* Rank r's layers and kind (stage_kind_of). This runs for every rank of every plan: the common
+ * layout is counted without a loop over chunks. */
+static uint64_t stage_layers(const est *E, int r, stage *S) {
+    int nd, nm = 0, nrc;
+    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
+    else chunks_each(E, r, &nd, &nm, &nrc);
+    return stage_kind_of(E, r, nd, nm, nrc, S);
 }
 
 /* A rank of a kind not met before: everything but its kind cleared, then the fraction of its
@@ -517,9 +523,9 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
     memset(sm, 0, sizeof *sm);
     sm->stage = S->r;
     sm->layers = S->layers;
-    double w1, g1, o1, w2, g2, o2;
+    double w1, g1, o1, w2 = 0, g2 = 0, o2 = 0; /* no expert parameters: no expert states */
     ap_mem_model_states(p, S->p_dense, E->dense_shard, &w1, &g1, &o1);
-    ap_mem_model_states(p, S->p_exp, E->expert_shard, &w2, &g2, &o2);
+    if (S->p_exp > 0) ap_mem_model_states(p, S->p_exp, E->expert_shard, &w2, &g2, &o2);
     double w = w1 + w2, gr = g1 + g2, opt = o1 + o2;
     /* CPU offload: the fraction leaves the GPU */
     double host = opt * p->offload_optimizer + w * p->offload_params;
@@ -542,7 +548,7 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
 /* In-flight micro-batches of the schedule (1F1B: min(p - i, m); interleaved: Megatron's warm-up
  * count (p - i - 1) * 2 + (v - 1) * p + 1 model chunks, Narayanan 2021 Sec. 2.2), in units of
  * whole-rank micro-batches. */
-static double stage_inflight(const est *E, int r, int *whole) {
+static inline double stage_inflight(const est *E, int r, int *whole) {
     const ap_plan *p = E->x.p;
     if (p->vp > 1) {
         double chunks = (double)(p->pp - r - 1) * 2.0 + (double)(p->vp - 1) * p->pp + 1.0;
@@ -656,11 +662,9 @@ static void stage_kind_other(const est *E, stage *S) {
     S->other = other;
 }
 
-/* The rank's allocated, reserved and device bytes, and the peaks so far. */
-static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
-    ap_estimate *e = E->e;
+/* The rank's allocated, reserved and device bytes. */
+static void stage_totals(const est *E, const stage *S, ap_stage_mem *sm) {
     sm->other_bytes = S->other;
-
     sm->allocated_bytes = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes +
                           sm->activations_bytes + sm->other_bytes;
     /* PyTorch caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests round to 512 B,
@@ -673,7 +677,12 @@ static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
                                                        sm->optimizer_bytes) + frag * dyn;
     /* device: the fixed overhead outside the allocator (context, cuBLAS, NCCL) */
     sm->device_bytes = sm->reserved_bytes + E->device_overhead;
+}
 
+/* The rank's allocated, reserved and device bytes, and the peaks so far. */
+static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
+    ap_estimate *e = E->e;
+    stage_totals(E, S, sm);
     if (sm->device_bytes > E->worst_dev) {
         E->worst_dev = sm->device_bytes;
         e->worst_stage = r;
@@ -834,10 +843,44 @@ static void stage_flops(const est *E, stage *S) {
     }
 }
 
+/* Rank r, of the same kind as rank r - 1 (K): the same states and times, and no more in-flight
+ * micro-batches (stage_inflight falls with r), so no more activation, allocated, reserved or
+ * device bytes (sums of non-negative terms, one of them smaller). The running peaks, the slowest
+ * rank and the largest ranks therefore stay as rank r - 1 left them (their tests are strict, or
+ * set the same values); only the sums take the rank, in rank order as stage_account adds. */
+static void stage_repeat(est *E, const stage *K, int r) {
+    ap_estimate *e = E->e;
+    ap_stage_mem *sm = &e->stages[r];
+    *sm = sm[-1];
+    sm->stage = r;
+    stage_activations(E, K, r, sm);
+    stage_totals(E, K, sm);
+    e->time.stage_fwd_s[r] = K->stage_f;
+    e->time.stage_bwd_s[r] = K->stage_b;
+    double Ti = K->stage_f + K->stage_b;
+    E->Tsum += Ti;
+    E->model_flops_mb += K->model_flops;
+    E->hfu_extra_flops += K->hfu_extra;
+}
+
+/* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE
+ * layer, no chunk with its own recompute count. */
+static int closed_form_applies(const est *E) {
+    const ap_plan *p = E->x.p;
+    const int n = p->pp * p->vp;
+    if (!E->uniform || E->x.m->moe.experts > 0) return 0;
+    if (p->recompute == AP_RECOMPUTE_FULL)
+        for (int c = 0; c < n; c++)
+            if (p->stage_recompute[c] > 0) return 0;
+    return 1;
+}
+
 /* Every pipeline rank in order: its kind priced once (states, times, FLOPs and what its
  * memory needs per micro-batch), then its in-flight activations, device bytes and share of the
  * step's sums. Ranks of a kind met before start from that kind (the last one matched is tried
- * first: consecutive ranks are mostly of one kind). */
+ * first: consecutive ranks are mostly of one kind, and a rank of its predecessor's kind takes
+ * the short way, stage_repeat). When every chunk holds as many layers, all ranks count the
+ * same layers and only the first and last differ. */
 static void price_ranks(est *E) {
     ap_estimate *e = E->e;
     stage_kind kinds[STAGE_KINDS];
@@ -847,20 +890,25 @@ static void price_ranks(est *E) {
     const int pp = p->pp, n = pp * p->vp;
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
     if (E->uniform) E->split = ap_uniform_split_of(E->x.m->layers, n);
-    E->closed_form = E->uniform && E->x.m->moe.experts == 0;
-    if (E->closed_form && p->recompute == AP_RECOMPUTE_FULL) {
-        int own = 0;
-        for (int c = 0; c < n; c++) own |= p->stage_recompute[c] > 0;
-        E->closed_form = !own;
-    }
+    E->closed_form = closed_form_applies(E);
+    const int same_chunks = E->closed_form && E->split.rem == 0;
+    int nd0 = 0, nrc0 = 0;
+    if (same_chunks) chunks_closed_form(E, 0, &nd0, &nrc0);
+    uint64_t prev_key = 0;
+    const stage *K = NULL;
     for (int r = 0; r < pp; r++) {
         stage S;
+        uint64_t key = same_chunks ? stage_kind_of(E, r, nd0, 0, nrc0, &S)
+                                   : stage_layers(E, r, &S);
+        if (r > 0 && key == prev_key) {
+            stage_repeat(E, K, r);
+            continue;
+        }
+        prev_key = key;
         ap_stage_mem *sm = &e->stages[r];
-        uint64_t key = stage_layers(E, r, &S);
         int k = last;
         if (!(k < nkinds && kinds[k].key == key))
             for (k = 0; k < nkinds && kinds[k].key != key; k++) {}
-        const stage *K;
         if (k < nkinds) {
             /* a rank of a kind already priced: its states and times */
             K = &kinds[k].S;

@@ -590,6 +590,50 @@ static int log2i(int n) {
     return l;
 }
 
+/* What NCCL's ring/tree latency model reads of a call of nranks ranks on nnodes nodes (clamped
+ * to [1, nranks]), worked out once for the algorithms and protocols ap_kernels_coll_s tries. */
+typedef struct {
+    int ar;       /* all-reduce (the tree's only collective; the ring's steps doubled) */
+    int intra;    /* hardware row inside a node: 0 NVLink, 1 PCIe */
+    int nnodes;
+    int nsteps;   /* ring steps, and of them those crossing nodes */
+    int ninter;
+    int log2n;    /* tree depth across nodes */
+    double ppn;   /* ranks per node */
+} nccl_shape;
+
+static nccl_shape nccl_shape_of(ap_coll_op op, int nranks, int nnodes, int intra_nvlink) {
+    nccl_shape s;
+    if (nnodes < 1) nnodes = 1;
+    if (nnodes > nranks) nnodes = nranks;
+    s.ar = op == AP_COLL_ALLREDUCE_OP;
+    s.intra = intra_nvlink ? 0 : 1;
+    s.nnodes = nnodes;
+    s.ppn = (double)nranks / nnodes;
+    s.nsteps = s.ar ? 2 * (nranks - 1) : nranks - 1;
+    s.ninter = nnodes == 1 ? 0 : s.ar ? 2 * (nnodes - 1) : nnodes - 1;
+    s.log2n = log2i(nnodes);
+    return s;
+}
+
+/* Latency of the ring (algo 0) or tree (1) under protocol proto, seconds (the tree does
+ * all-reduce only: 1e30 otherwise). */
+static double ring_tree_latency(const nccl_shape *s, int algo, int proto) {
+    double lat = base_lat_us[algo][proto];
+    double intra_lat = hw_lat_us[s->intra][algo][proto];
+    /* with one rank per node every step crosses the network: NCCL uses the tree's latency */
+    double inter_lat = s->ppn <= 1.0 ? hw_lat_us[2][1][proto] : hw_lat_us[2][algo][proto];
+    if (algo == 0) {
+        double step = s->nnodes > 1 ? fmax(intra_lat, NET_OVERHEAD_US * (proto == P_SIMPLE ? 3 : 1))
+                                    : hw_lat_us[s->intra][0][proto];
+        lat += (s->nsteps - s->ninter) * step + s->ninter * inter_lat;
+    } else {
+        if (!s->ar) return 1e30; /* tree is all-reduce only */
+        lat += 2.0 * ((s->ppn - 1.0) * intra_lat + s->log2n * inter_lat);
+    }
+    return lat * 1e-6;
+}
+
 double ap_nccl_latency_s(ap_coll_op op, int algo, int proto, int nranks, int nnodes,
                          int intra_nvlink) {
     if (nranks <= 1) return 0;
@@ -601,24 +645,8 @@ double ap_nccl_latency_s(ap_coll_op op, int algo, int proto, int nranks, int nno
         int hw = nnodes > 1 ? 2 : intra_nvlink ? 0 : 1;
         return (base_lat_us[0][P_SIMPLE] + hw_lat_us[hw][0][P_SIMPLE]) * 1e-6;
     }
-    int ar = op == AP_COLL_ALLREDUCE_OP;
-    int intra = intra_nvlink ? 0 : 1;
-    double lat = base_lat_us[algo][proto];
-    double ppn = (double)nranks / nnodes;
-    double intra_lat = hw_lat_us[intra][algo][proto];
-    /* with one rank per node every step crosses the network: NCCL uses the tree's latency */
-    double inter_lat = ppn <= 1.0 ? hw_lat_us[2][1][proto] : hw_lat_us[2][algo][proto];
-    if (algo == 0) {
-        int nsteps = ar ? 2 * (nranks - 1) : nranks - 1;
-        int ninter = nnodes == 1 ? 0 : ar ? 2 * (nnodes - 1) : nnodes - 1;
-        double step = nnodes > 1 ? fmax(intra_lat, NET_OVERHEAD_US * (proto == P_SIMPLE ? 3 : 1))
-                                 : hw_lat_us[nnodes > 1 ? 2 : intra][0][proto];
-        lat += (nsteps - ninter) * step + ninter * inter_lat;
-    } else {
-        if (!ar) return 1e30; /* tree is all-reduce only */
-        lat += 2.0 * ((ppn - 1.0) * intra_lat + log2i(nnodes) * inter_lat);
-    }
-    return lat * 1e-6;
+    nccl_shape sh = nccl_shape_of(op, nranks, nnodes, intra_nvlink);
+    return ring_tree_latency(&sh, algo, proto);
 }
 
 double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int nranks,
@@ -641,6 +669,7 @@ double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int n
     /* LL128 is on by default on Hopper and newer, and on Ampere inside an NVLink node */
     int ll128_ok = cls >= 2 || (nnodes == 1 && intra_nvlink && cls == 1);
     double best = 1e30;
+    nccl_shape sh = nccl_shape_of(op, nranks, nnodes, intra_nvlink);
     for (int algo = 0; algo < 2; algo++) {
         if (algo == 1 && op != AP_COLL_ALLREDUCE_OP) continue;
         for (int p = 0; p < 3; p++) {
@@ -650,7 +679,7 @@ double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int n
             if (p == P_LL128) bw *= algo == 0 ? 0.92 : (nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0);
             if (algo == 1 && p != P_LL) bw *= 0.92; /* tree all-reduce refinement */
             double algbw = algo == 0 ? bw / factor : 0.5 * bw;
-            double lat = ap_nccl_latency_s(op, algo, p, nranks, nnodes, intra_nvlink);
+            double lat = ring_tree_latency(&sh, algo, p);
             /* the ring all-reduce plateau across nodes (Ampere and newer: x1.4) */
             if (algo == 0 && p == P_SIMPLE && nnodes > 1 && op == AP_COLL_ALLREDUCE_OP)
                 lat *= cls >= 1 ? 1.4 : 1.9;
