@@ -327,6 +327,11 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->e = e;
     E->worst_dev = -1;
     E->device_overhead = ap_mem_device_overhead_bytes(p);
+    E->t = p->tp;
+    E->h = (double)m->hidden;
+    E->V = (double)m->vocab;
+    E->T = (double)p->mbs * ((double)p->seq / p->cp);
+    E->out_t = p->sp ? E->t : 1.0;
 
     /* the attention check and the two layer prices: from the memo when the shape was priced
      * before, else computed (and kept) */
@@ -368,9 +373,8 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
         if (first_moe >= 0) price_layer(x, first_moe, &E->moe);
         /* the output layer is not a Transformer Engine linear: 16-bit even in fp8 plans; the
          * loss all-reduces three fp32 numbers per token over tp (max, sum, target logit) */
-        double T = (double)p->mbs * ((double)p->seq / p->cp);
-        E->head_f = gemm_at(x, x->dt16, T, (double)m->vocab / p->tp, (double)m->hidden);
-        if (p->tp > 1) E->head_tp = allreduce_s(x, 3.0 * T * 4.0, p->tp, in_domain(x, p->tp, 1));
+        E->head_f = gemm_at(x, x->dt16, E->T, E->V / E->t, E->h);
+        if (p->tp > 1) E->head_tp = allreduce_s(x, 3.0 * E->T * 4.0, p->tp, in_domain(x, p->tp, 1));
     }
     if (ps) {
         ps->dense = E->dense;
@@ -385,12 +389,6 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
                           "kernel figures for it: `autoplan profile show %s`)",
                           ap_attn_impl_name(x->attn), c->gpu.name, c->gpu.name);
 priced:
-
-    E->t = p->tp;
-    E->h = (double)m->hidden;
-    E->V = (double)m->vocab;
-    E->T = (double)p->mbs * ((double)p->seq / p->cp);
-    E->out_t = p->sp ? E->t : 1.0;
     E->mb = p->grad_accum;
     /* gradients reduce at the trainer's dtype (fp16 training reduces 16-bit), or as asked */
     E->grad_reduce_bytes = p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
@@ -469,11 +467,14 @@ static void chunks_each(const est *E, int r, int *nd, int *nm, int *nrc) {
     }
 }
 
-/* Rank r with nd dense, nm MoE and nrc fully recomputed layers, and whether it is the first or
- * the last, into S (only those fields: stage_new_kind clears and fills the rest); returns them
- * as the rank's kind, a number equal for ranks priced alike. */
-static uint64_t stage_kind_of(const est *E, int r, int nd, int nm, int nrc, stage *S) {
-    int first = r == 0, last = r == E->x.p->pp - 1;
+/* Rank r's layers of each kind, those recomputed in full, and whether it is the first or the
+ * last, into S (only those fields: stage_new_kind clears and fills the rest); returns them as
+ * the rank's kind, a number equal for ranks priced alike. This runs for every rank of every
+ * plan: the common layout is counted without a loop over chunks. */
+static uint64_t stage_layers(const est *E, int r, stage *S) {
+    int first = r == 0, last = r == E->x.p->pp - 1, nd, nm = 0, nrc;
+    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
+    else chunks_each(E, r, &nd, &nm, &nrc);
     S->r = r;
     S->first = first;
     S->last = last;
@@ -484,15 +485,6 @@ static uint64_t stage_kind_of(const est *E, int r, int nd, int nm, int nrc, stag
     /* the kind as one number: layer counts are below 2^20 (a model has at most 10,000) */
     return (uint64_t)first | (uint64_t)last << 1 | (uint64_t)nd << 2 | (uint64_t)nm << 22 |
            (uint64_t)nrc << 42;
-}
-
-/* Rank r's layers and kind (stage_kind_of). This runs for every rank of every plan: the common
- * layout is counted without a loop over chunks. */
-static uint64_t stage_layers(const est *E, int r, stage *S) {
-    int nd, nm = 0, nrc;
-    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
-    else chunks_each(E, r, &nd, &nm, &nrc);
-    return stage_kind_of(E, r, nd, nm, nrc, S);
 }
 
 /* A rank of a kind not met before: everything but its kind cleared, then the fraction of its
@@ -792,14 +784,23 @@ static void stage_time(const est *E, stage *S) {
 
 /* The rank in the step: its times, and the running slowest rank, largest parameters and host
  * bytes (in rank order, so the sums round as rank by rank). */
-static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm) {
-    const layer_cost *d = &E->dense, *mo = &E->moe;
+/* What every rank adds whatever its kind: its times, and its share of the step's sums;
+ * returns its (t_f + t_b) per micro-batch. */
+static double stage_sums(est *E, const stage *S, int r) {
     ap_time *tm = &E->e->time;
-    if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
     tm->stage_fwd_s[r] = S->stage_f;
     tm->stage_bwd_s[r] = S->stage_b;
     double Ti = S->stage_f + S->stage_b;
     E->Tsum += Ti;
+    E->model_flops_mb += S->model_flops;
+    E->hfu_extra_flops += S->hfu_extra;
+    return Ti;
+}
+
+static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm) {
+    const layer_cost *d = &E->dense, *mo = &E->moe;
+    if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
+    double Ti = stage_sums(E, S, r);
     if (Ti >= E->Tmax) {
         E->Tmax = Ti;
         E->crit_compute = S->fwd_c + S->bwd_c;
@@ -819,8 +820,6 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
     }
     if (S->p_exp > E->max_stage_expert) E->max_stage_expert = S->p_exp;
     if (S->p_dense > E->max_stage_shardable) E->max_stage_shardable = S->p_dense;
-    E->model_flops_mb += S->model_flops;
-    E->hfu_extra_flops += S->hfu_extra;
 }
 
 /* FLOPs of one micro-batch on this rank for MFU and HFU: model FLOPs (Narayanan 2021 Eq. 3,
@@ -847,7 +846,7 @@ static void stage_flops(const est *E, stage *S) {
  * micro-batches (stage_inflight falls with r), so no more activation, allocated, reserved or
  * device bytes (sums of non-negative terms, one of them smaller). The running peaks, the slowest
  * rank and the largest ranks therefore stay as rank r - 1 left them (their tests are strict, or
- * set the same values); only the sums take the rank, in rank order as stage_account adds. */
+ * set the same values); only the sums take the rank (stage_sums, in rank order). */
 static void stage_repeat(est *E, const stage *K, int r) {
     ap_estimate *e = E->e;
     ap_stage_mem *sm = &e->stages[r];
@@ -855,12 +854,7 @@ static void stage_repeat(est *E, const stage *K, int r) {
     sm->stage = r;
     stage_activations(E, K, r, sm);
     stage_totals(E, K, sm);
-    e->time.stage_fwd_s[r] = K->stage_f;
-    e->time.stage_bwd_s[r] = K->stage_b;
-    double Ti = K->stage_f + K->stage_b;
-    E->Tsum += Ti;
-    E->model_flops_mb += K->model_flops;
-    E->hfu_extra_flops += K->hfu_extra;
+    stage_sums(E, K, r);
 }
 
 /* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE
@@ -879,8 +873,7 @@ static int closed_form_applies(const est *E) {
  * memory needs per micro-batch), then its in-flight activations, device bytes and share of the
  * step's sums. Ranks of a kind met before start from that kind (the last one matched is tried
  * first: consecutive ranks are mostly of one kind, and a rank of its predecessor's kind takes
- * the short way, stage_repeat). When every chunk holds as many layers, all ranks count the
- * same layers and only the first and last differ. */
+ * the short way, stage_repeat). */
 static void price_ranks(est *E) {
     ap_estimate *e = E->e;
     stage_kind kinds[STAGE_KINDS];
@@ -891,15 +884,11 @@ static void price_ranks(est *E) {
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
     if (E->uniform) E->split = ap_uniform_split_of(E->x.m->layers, n);
     E->closed_form = closed_form_applies(E);
-    const int same_chunks = E->closed_form && E->split.rem == 0;
-    int nd0 = 0, nrc0 = 0;
-    if (same_chunks) chunks_closed_form(E, 0, &nd0, &nrc0);
     uint64_t prev_key = 0;
     const stage *K = NULL;
     for (int r = 0; r < pp; r++) {
         stage S;
-        uint64_t key = same_chunks ? stage_kind_of(E, r, nd0, 0, nrc0, &S)
-                                   : stage_layers(E, r, &S);
+        uint64_t key = stage_layers(E, r, &S);
         if (r > 0 && key == prev_key) {
             stage_repeat(E, K, r);
             continue;

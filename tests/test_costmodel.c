@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdlib.h>
 
 #include "autoplan/estimate.h"
 #include "testlib.h"
