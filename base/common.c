@@ -159,6 +159,11 @@ double ap_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int ap_online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (n > 65536 ? 65536 : (int)n) : 1;
+}
+
 struct ap_file_out {
     char *path, *tmp;
     int fd;

@@ -14,32 +14,36 @@
  * What it does not hook: GLPK, which allocates through its own glp_alloc and aborts the process
  * when that fails, by design (GLPK reference manual, "glp_alloc ... if the memory cannot be
  * allocated, the routine prints an error message and abnormally terminates the program"), and
- * memory the C library allocates for itself (stdio buffers). Not thread-safe: the counters are
- * plain globals (the library runs on one thread; the injection is for tests).
+ * memory the C library allocates for itself (stdio buffers). The counters are atomic: the
+ * search and plans.csv allocate on worker threads (an injection into a threaded run fails
+ * whichever allocation comes nth, so the fault tests run one thread).
  */
 #include "autoplan/common.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long failures;   /* allocations that returned NULL so far */
-static long count;               /* allocations since the last ap_heap_fail_at */
-static long fail_at;             /* 0: no injection; else the allocation number that fails */
-static int fail_on;              /* 1: every allocation from fail_at on fails */
-static int injected;             /* an injected failure happened since ap_heap_fail_at */
+#define RELAXED memory_order_relaxed
+static atomic_ulong failures;    /* allocations that returned NULL so far */
+static atomic_long count;        /* allocations since the last ap_heap_fail_at */
+static atomic_long fail_at;      /* 0: no injection; else the allocation number that fails */
+static atomic_int fail_on;       /* 1: every allocation from fail_at on fails */
+static atomic_int injected;      /* an injected failure happened since ap_heap_fail_at */
 
 /* Counts one allocation; 1 when it must fail. */
 static int inject(void) {
-    count++;
-    if (fail_at > 0 && (count == fail_at || (fail_on && count > fail_at))) {
-        injected = 1;
+    long n = atomic_fetch_add_explicit(&count, 1, RELAXED) + 1;
+    long at = atomic_load_explicit(&fail_at, RELAXED);
+    if (at > 0 && (n == at || (atomic_load_explicit(&fail_on, RELAXED) && n > at))) {
+        atomic_store_explicit(&injected, 1, RELAXED);
         return 1;
     }
     return 0;
 }
 
 static void *checked(void *p) {
-    if (!p) failures++;
+    if (!p) atomic_fetch_add_explicit(&failures, 1, RELAXED);
     return p;
 }
 

@@ -428,8 +428,8 @@ static void add_flags(ap_flags *fl) {
                  "such as tp=2,pp=4 (';' between two)");
     ap_flags_add(fl, "tokens", AP_FLAG_VALUE, "N", "training tokens (e.g. 2T) for the time to "
                  "train in the GPU-count chart");
-    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the searches (default: "
-                 "one per core; the report does not depend on it)");
+    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the searches and plans.csv "
+                 "(default: one per core; the report does not depend on it)");
     ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR",
                  "directory for report.html, report.md and plans.csv (created if missing)");
 }
@@ -489,6 +489,7 @@ static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_
     rep->gbs = cc->r.search.gbs;
     rep->seq = cc->r.search.fixed.seq;
     rep->trainer = (int)cc->r.search.fixed.trainer;
+    rep->threads = cc->r.search.threads;
     rep->strat = calloc(MAX_STRATEGIES, sizeof *rep->strat);
     if (!rep->strat) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
     /* the first topN strategy is ranked on the enumeration's own walk (one pass over the space

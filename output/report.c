@@ -26,6 +26,7 @@
 #include "autoplan/text.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -102,44 +103,100 @@ static void row_plan(const ap_report_row *r, ap_plan *p) {
     p->offload_optimizer = r->offload_optimizer; p->offload_params = r->offload_params;
 }
 
-/* 1 if a ranks before b: lower step time, then lower device memory (as ap_search ranks) */
+/* 1 if a ranks before b: lower step time, then lower device memory (as ap_search ranks),
+ * then met first by the enumeration (a total order: the rows kept and their order do not
+ * depend on the sort) */
 static int row_before(const ap_report_row *a, const ap_report_row *b) {
     if (a->step_s != b->step_s) return a->step_s < b->step_s;
-    return a->device_peak_bytes < b->device_peak_bytes;
+    if (a->device_peak_bytes != b->device_peak_bytes)
+        return a->device_peak_bytes < b->device_peak_bytes;
+    return a->met < b->met;
 }
 
-static int row_cmp(const void *x, const void *y) {
-    const ap_report_row *a = x, *b = y;
-    if (row_before(a, b)) return -1;
-    if (row_before(b, a)) return 1;
-    return 0;
+/* A row's sort key (row_before's fields) and its index. */
+typedef struct {
+    double step_s, peak;
+    int64_t met, i;
+} row_key;
+
+static int key_cmp(const void *x, const void *y) {
+    const row_key *a = x, *b = y;
+    if (a->step_s != b->step_s) return a->step_s < b->step_s ? -1 : 1;
+    if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
+    return (a->met > b->met) - (a->met < b->met);
+}
+
+/* Sort the n rows by row_before: their keys (a sort of the rows themselves moved hundreds of
+ * bytes per step), then the rows moved along the permutation's cycles. 0: out of memory. */
+static int sort_rows(ap_report_row *rows, int64_t n) {
+    row_key *k = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    if (!k) return 0;
+    for (int64_t i = 0; i < n; i++)
+        k[i] = (row_key){rows[i].step_s, rows[i].device_peak_bytes, rows[i].met, i};
+    qsort(k, (size_t)n, sizeof *k, key_cmp);
+    /* position j takes row k[j].i; k[j].i = -1 once placed */
+    for (int64_t j = 0; j < n; j++) {
+        if (k[j].i < 0 || k[j].i == j) continue;
+        ap_report_row t = rows[j];
+        int64_t d = j;
+        for (;;) {
+            int64_t from = k[d].i;
+            k[d].i = -1;
+            if (from == j) {
+                rows[d] = t;
+                break;
+            }
+            rows[d] = rows[from];
+            d = from;
+        }
+    }
+    ap_free(k);
+    return 1;
 }
 
 /* ---- enumeration ------------------------------------------------------------------------ */
 
 typedef struct {
     ap_report *r;
-    ap_report_row *heap; /* max-heap on (step, memory) while collecting, capped */
+    ap_report_row *heap; /* the rows in the order met; once AP_REPORT_MAX_ROWS were met, a
+                            max-heap on (step, memory) of the fastest */
     int64_t n, cap;
+    int heaped;
     int oom;
 } collect_state;
 
-static void heap_push(collect_state *cs, const ap_report_row *row) {
+/* Sift heap[i] down the max-heap of cs->n rows. */
+static void sift_down(collect_state *cs, int64_t i) {
+    ap_report_row *h = cs->heap;
+    for (;;) {
+        int64_t l = 2 * i + 1, rr = l + 1, m = i;
+        if (l < cs->n && row_before(&h[m], &h[l])) m = l;
+        if (rr < cs->n && row_before(&h[m], &h[rr])) m = rr;
+        if (m == i) return;
+        ap_report_row t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Keep row, the met-th feasible plan met: appended while fewer than AP_REPORT_MAX_ROWS were
+ * kept (the sort at the end orders them), then in place of the slowest kept when it ranks
+ * before it. */
+static void heap_push(collect_state *cs, const ap_report_row *row, int64_t met) {
     if (cs->n == AP_REPORT_MAX_ROWS) {
-        /* full: replace the slowest when this one ranks before it */
-        if (!row_before(row, &cs->heap[0])) return;
-        int64_t i = 0;
-        cs->heap[0] = *row;
-        for (;;) {
-            int64_t l = 2 * i + 1, rr = l + 1, m = i;
-            if (l < cs->n && row_before(&cs->heap[m], &cs->heap[l])) m = l;
-            if (rr < cs->n && row_before(&cs->heap[m], &cs->heap[rr])) m = rr;
-            if (m == i) break;
-            ap_report_row t = cs->heap[i];
-            cs->heap[i] = cs->heap[m];
-            cs->heap[m] = t;
-            i = m;
+        if (!cs->heaped) {
+            for (int64_t i = cs->n / 2 - 1; i >= 0; i--) sift_down(cs, i);
+            cs->heaped = 1;
         }
+        /* met is the largest yet: a tie with the slowest kept leaves it out */
+        if (row->step_s > cs->heap[0].step_s ||
+            (row->step_s == cs->heap[0].step_s &&
+             row->device_peak_bytes >= cs->heap[0].device_peak_bytes))
+            return;
+        cs->heap[0] = *row;
+        cs->heap[0].met = met;
+        sift_down(cs, 0);
         return;
     }
     if (cs->n == cs->cap) {
@@ -153,41 +210,42 @@ static void heap_push(collect_state *cs, const ap_report_row *row) {
         cs->heap = q;
         cs->cap = cap;
     }
-    int64_t i = cs->n++;
-    cs->heap[i] = *row;
-    while (i > 0) {
-        int64_t par = (i - 1) / 2;
-        if (!row_before(&cs->heap[par], &cs->heap[i])) break;
-        ap_report_row t = cs->heap[i];
-        cs->heap[i] = cs->heap[par];
-        cs->heap[par] = t;
-        i = par;
-    }
+    cs->heap[cs->n] = *row;
+    cs->heap[cs->n++].met = met;
 }
 
-static void collect_visit(void *ctx, const ap_estimate *e) {
+/* A fitting estimate's row (on a search thread) and its place in the heap (in the search's
+ * order, ap_search_opts.visit_fold): the rows are those a serial walk would keep */
+static int collect_keep(const void *ctx, const ap_estimate *e, void *rec) {
+    (void)ctx;
+    if (!e->fits) return 0;
+    ap_report_row_from_estimate(e, rec);
+    return 1;
+}
+
+static void collect_fold(void *ctx, const void *rec) {
     collect_state *cs = ctx;
-    if (!e->fits || cs->oom) return;
-    ap_report_row row;
-    ap_report_row_from_estimate(e, &row);
-    cs->r->fit++;
-    heap_push(cs, &row);
+    if (cs->oom) return;
+    heap_push(cs, rec, cs->r->fit++);
 }
 
-/* The search's own enumeration, unpruned, with a visitor (so the scatter and plans.csv show
- * exactly the space the ranking came from), ranking top_k plans with the re-split `resplit`;
- * *r is the search's answer (the caller frees it). Unpruned, the ranking is the pruned one's
- * whenever a plan fits: the pruning skips only plans that cannot fit (search.c). */
+/* The search's own enumeration, unpruned, with the visitor in `v` (so the scatter and
+ * plans.csv show exactly the space the ranking came from), ranking top_k plans with the
+ * re-split `resplit`; *r is the search's answer (the caller frees it). Unpruned, the ranking is
+ * the pruned one's whenever a plan fits: the pruning skips only plans that cannot fit
+ * (search.c). */
 static ap_status walk_all(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                          int top_k, int resplit, int64_t max_evals,
-                          void (*visit)(void *, const ap_estimate *), void *ctx,
+                          int top_k, int resplit, int64_t max_evals, const ap_search_opts *v,
                           ap_search_result *r, ap_err *err) {
     ap_search_opts so = *o;
     so.prune = 0;
     so.top_k = top_k;
     so.resplit = resplit;
-    so.visit = visit;
-    so.visit_ctx = ctx;
+    so.visit = v->visit;
+    so.visit_ctx = v->visit_ctx;
+    so.visit_keep = v->visit_keep;
+    so.visit_fold = v->visit_fold;
+    so.visit_rec_size = v->visit_rec_size;
     so.max_evals = max_evals;
     return ap_search(m, c, &so, r, err);
 }
@@ -198,7 +256,8 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
     ap_search_result r;
     *evaluated = 0;
     *capped = 0;
-    ap_status st = walk_all(m, c, o, 1, o->resplit, max_evals, visit, ctx, &r, err);
+    ap_search_opts v = {.visit = visit, .visit_ctx = ctx};
+    ap_status st = walk_all(m, c, o, 1, o->resplit, max_evals, &v, &r, err);
     if (st != AP_OK) return st;
     *evaluated = r.evaluated;
     *capped = r.capped;
@@ -209,7 +268,7 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
 ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
                                      const ap_search_opts *so, int top_k, int resplit,
                                      ap_report *r, ap_search_result *ranked, ap_err *err) {
-    collect_state cs = {r, NULL, 0, 0, 0};
+    collect_state cs = {r, NULL, 0, 0, 0, 0};
     ap_free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
@@ -217,8 +276,9 @@ ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
     r->evaluated = 0;
     r->eval_capped = 0;
     ap_search_result res;
-    ap_status st = walk_all(m, c, so, top_k, resplit, AP_REPORT_MAX_EVALS, collect_visit, &cs,
-                            &res, err);
+    ap_search_opts v = {.visit_keep = collect_keep, .visit_fold = collect_fold,
+                        .visit_rec_size = sizeof(ap_report_row), .visit_ctx = &cs};
+    ap_status st = walk_all(m, c, so, top_k, resplit, AP_REPORT_MAX_EVALS, &v, &res, err);
     if (st == AP_OK) {
         r->evaluated = res.evaluated;
         r->eval_capped = res.capped;
@@ -233,7 +293,11 @@ ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
         ap_free(cs.heap);
         return st;
     }
-    if (cs.n > 0) qsort(cs.heap, (size_t)cs.n, sizeof *cs.heap, row_cmp);
+    if (cs.n > 1 && !sort_rows(cs.heap, cs.n)) {
+        ap_free(cs.heap);
+        if (ranked) ap_search_result_free(ranked);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
+    }
     r->rows = cs.heap;
     r->nrows = cs.n;
     return AP_OK;
@@ -828,51 +892,102 @@ static void put_int(rbuf *b, int64_t v) {
     ap_strbuf_put(b, buf, (size_t)ap_fmt_i64(v, buf + 1) + 1);
 }
 
-ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    rbuf b = {0};
-    const int nf = ap_estimate_field_count();
+/* Rows [i0, i1) of plans.csv, on a worker thread of ap_report_csv: the columns are the
+ * estimate's fields that are report-row fields, named by JSON path in the header. */
+typedef struct {
+    const ap_report *r;
+    const ap_estimate_field *const *col;
+    int nc;
+    int64_t i0, i1;
+    rbuf b;
+} csv_part;
+
+static void *csv_rows(void *arg) {
+    csv_part *w = arg;
+    rbuf *b = &w->b;
     char lbl[160];
-    /* the columns: the estimate's fields that are report-row fields, named by JSON path (the
-     * list made once: plans.csv has up to AP_REPORT_MAX_ROWS rows) */
-    const ap_estimate_field **col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *col);
-    if (!col) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
-    int nc = 0;
-    for (int k = 0; k < nf; k++)
-        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW) col[nc++] = ap_estimate_field_at(k);
-    rb_puts(&b, "label");
-    for (int k = 0; k < nc; k++) rb_printf(&b, ",%s", col[k]->path);
-    rb_puts(&b, "\n");
-    for (int64_t i = 0; i < r->nrows && !b.failed; i++) {
-        const ap_report_row *q = &r->rows[i];
+    for (int64_t i = w->i0; i < w->i1 && !b->failed; i++) {
+        const ap_report_row *q = &w->r->rows[i];
         const char *base = (const char *)q;
         ap_plan p;
         row_plan(q, &p);
-        rb_puts(&b, "\"");
-        rb_puts(&b, ap_plan_label(&p, lbl, sizeof lbl));
-        rb_puts(&b, "\"");
-        for (int k = 0; k < nc; k++) {
-            const ap_estimate_field *f = col[k];
+        rb_puts(b, "\"");
+        rb_puts(b, ap_plan_label(&p, lbl, sizeof lbl));
+        rb_puts(b, "\"");
+        for (int k = 0; k < w->nc; k++) {
+            const ap_estimate_field *f = w->col[k];
             const void *v = base + f->row_off;
             int iv = f->kind == AP_FIELD_I64 || f->kind == AP_FIELD_REAL ? 0 : *(const int *)v;
             char num[40];
             switch (f->kind) {
-            case AP_FIELD_INT: put_int(&b, iv); break;
-            case AP_FIELD_I64: put_int(&b, *(const int64_t *)v); break;
+            case AP_FIELD_INT: put_int(b, iv); break;
+            case AP_FIELD_I64: put_int(b, *(const int64_t *)v); break;
             case AP_FIELD_REAL:
                 /* %.17g, byte for byte (ap_fmt_g17), without printf's slow path */
                 num[0] = ',';
                 ap_fmt_g17(*(const double *)v, num + 1);
-                rb_puts(&b, num);
+                rb_puts(b, num);
                 break;
-            case AP_FIELD_BOOL: rb_puts(&b, iv ? ",true" : ",false"); break;
+            case AP_FIELD_BOOL: rb_puts(b, iv ? ",true" : ",false"); break;
             default:
-                rb_puts(&b, ",");
-                rb_puts(&b, ap_estimate_field_name(f, iv));
+                rb_puts(b, ",");
+                rb_puts(b, ap_estimate_field_name(f, iv));
                 break;
             }
         }
-        rb_puts(&b, "\n");
+        rb_puts(b, "\n");
     }
+    return NULL;
+}
+
+/* Rows per thread below which plans.csv is written on the calling thread alone. */
+#define CSV_ROWS_PER_THREAD 8192
+
+ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
+    const int nf = ap_estimate_field_count();
+    int nt = r->threads > 0 ? r->threads : ap_online_cores();
+    if (nt > AP_REPORT_MAX_THREADS) nt = AP_REPORT_MAX_THREADS;
+    if ((int64_t)nt * CSV_ROWS_PER_THREAD > r->nrows) nt = (int)(r->nrows / CSV_ROWS_PER_THREAD);
+    if (nt < 1) nt = 1;
+    const ap_estimate_field **col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *col);
+    csv_part *w = ap_calloc((size_t)nt, sizeof *w);
+    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
+    char *started = ap_calloc((size_t)nt, 1);
+    if (!col || !w || !tid || !started) {
+        ap_free(col);
+        ap_free(w);
+        ap_free(tid);
+        ap_free(started);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
+    }
+    int nc = 0;
+    for (int k = 0; k < nf; k++)
+        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW) col[nc++] = ap_estimate_field_at(k);
+    /* the header and the first part in w[0].b; each part its own rows, appended in order */
+    rb_puts(&w[0].b, "label");
+    for (int k = 0; k < nc; k++) rb_printf(&w[0].b, ",%s", col[k]->path);
+    rb_puts(&w[0].b, "\n");
+    for (int t = 0; t < nt; t++) {
+        w[t].r = r;
+        w[t].col = col;
+        w[t].nc = nc;
+        w[t].i0 = r->nrows * t / nt;
+        w[t].i1 = r->nrows * (t + 1) / nt;
+        /* a thread that cannot start writes its part below, on this one */
+        if (t > 0) started[t] = pthread_create(&tid[t], NULL, csv_rows, &w[t]) == 0;
+    }
+    csv_rows(&w[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else csv_rows(&w[t]);
+        if (w[t].b.failed) w[0].b.failed = 1;
+        else if (w[t].b.len > 0) ap_strbuf_put(&w[0].b, w[t].b.buf, w[t].b.len);
+        ap_strbuf_free(&w[t].b);
+    }
+    ap_status st = rb_finish(&w[0].b, out, len, err);
     ap_free(col);
-    return rb_finish(&b, out, len, err);
+    ap_free(w);
+    ap_free(tid);
+    ap_free(started);
+    return st;
 }

@@ -366,31 +366,45 @@ void rep_chart_memory(rbuf *b, const ap_report *r) {
 
 /* the Pareto front of the rows: sorted by memory (ties: faster first), each plan faster than
  * every plan with less memory; idx gets the memory order, front[i] = 1 on the front */
+/* A row's place on the scatter, sorted by memory (then throughput, descending). */
+typedef struct {
+    double mem, tps;
+    int64_t i;
+} pareto_key;
+
+/* a before b: less memory, or as much and at least the throughput (the merge keeps a first
+ * on a tie, so equal keys stay in row order) */
+static int key_first(const pareto_key *a, const pareto_key *b) {
+    return a->mem < b->mem || (a->mem == b->mem && a->tps >= b->tps);
+}
+
 static int64_t pareto(const ap_report *r, int64_t *idx, char *front) {
     int64_t n = r->nrows;
-    for (int64_t i = 0; i < n; i++) idx[i] = i;
-    int64_t *tmp = n ? ap_malloc((size_t)n * sizeof *tmp) : NULL;
-    if (n && !tmp) return -1;
-    /* bottom-up merge sort on indices (insertion by memory would be quadratic) */
+    /* the keys side by side (a sort through the rows' indices missed the cache on each
+     * comparison), merged bottom-up between two arrays */
+    pareto_key *key = n ? ap_malloc((size_t)n * sizeof *key) : NULL;
+    pareto_key *tmp = n ? ap_malloc((size_t)n * sizeof *tmp) : NULL;
+    if (n && (!key || !tmp)) {
+        ap_free(key);
+        ap_free(tmp);
+        return -1;
+    }
+    for (int64_t i = 0; i < n; i++)
+        key[i] = (pareto_key){r->rows[i].device_peak_bytes, r->rows[i].tokens_per_s, i};
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n;
             int64_t hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, c = mid, k = lo;
-            while (a < mid || c < hi) {
-                int take_a;
-                if (a >= mid) take_a = 0;
-                else if (c >= hi) take_a = 1;
-                else {
-                    const ap_report_row *ra = &r->rows[idx[a]], *rc = &r->rows[idx[c]];
-                    take_a = ra->device_peak_bytes < rc->device_peak_bytes ||
-                             (ra->device_peak_bytes == rc->device_peak_bytes &&
-                              ra->tokens_per_s >= rc->tokens_per_s);
-                }
-                tmp[k++] = take_a ? idx[a++] : idx[c++];
-            }
+            while (a < mid && c < hi) tmp[k++] = key_first(&key[a], &key[c]) ? key[a++] : key[c++];
+            while (a < mid) tmp[k++] = key[a++];
+            while (c < hi) tmp[k++] = key[c++];
         }
-        memcpy(idx, tmp, (size_t)n * sizeof *idx);
+        pareto_key *t = key;
+        key = tmp;
+        tmp = t;
     }
+    for (int64_t i = 0; i < n; i++) idx[i] = key[i].i;
+    ap_free(key);
     ap_free(tmp);
     double best_y = -1;
     int64_t nfront = 0;

@@ -73,13 +73,17 @@ int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
 #define WINDOW 4
 
 /* What a chunk found: the search's counters, its top K (ids: indices into its candidates),
- * its closest plan and its candidates. */
+ * its closest plan, its candidates and its visit records. */
 typedef struct {
     ap_search_result r;       /* counters, closest; r.top unused */
     topk top;
     double best_overshoot;
     rs_cand *cands;
     int64_t ncand, capc;
+    unsigned char *recs;      /* nrec records of o->visit_rec_size bytes (visit_keep) */
+    int64_t nrec, caprec;
+    int64_t cap;              /* estimates the chunk may make (max_evals less those before it;
+                                 INT64_MAX without max_evals) */
     ap_status st;
     ap_err err;
 } chunk_out;
@@ -192,6 +196,21 @@ static ap_status add_candidate(search_state *s, int il, int im, ap_err *err) {
     return AP_OK;
 }
 
+/* The visit record of the estimate in s->scratch, when visit_keep keeps one. */
+static ap_status keep_record(search_state *s, ap_err *err) {
+    chunk_out *o = s->out;
+    const size_t sz = s->o->visit_rec_size;
+    if (o->nrec == o->caprec) {
+        int64_t cap = o->caprec ? 2 * o->caprec : 256;
+        unsigned char *q = ap_realloc(o->recs, (size_t)cap * sz);
+        if (!q) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the visit records");
+        o->recs = q;
+        o->caprec = cap;
+    }
+    o->nrec += s->o->visit_keep(s->o->visit_ctx, &s->scratch, o->recs + (size_t)o->nrec * sz) != 0;
+    return AP_OK;
+}
+
 /* Evaluate one plan (member il, im of the group): *verdict 1 = fits, 0 = legal but does not
  * fit, -1 = illegal (or past max_evals). A cost-model failure on a legal plan is an error. */
 static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err) {
@@ -201,7 +220,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     r->enumerated++;
     if (!legal(s, il, im)) return AP_OK;
     r->legal++;
-    if (s->o->max_evals > 0 && r->evaluated >= s->o->max_evals) {
+    if (r->evaluated >= s->out->cap) {
         r->capped = 1;
         return AP_OK;
     }
@@ -214,6 +233,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     }
     r->evaluated++;
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
+    else if (s->o->visit_keep && (st = keep_record(s, err)) != AP_OK) return st;
     if (!s->scratch.fits) {
         consider_closest(r, &s->out->best_overshoot, &s->scratch);
         *verdict = 0;
@@ -302,6 +322,7 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     chunk_out *o = s->out;
     o->top.n = 0;
     o->ncand = 0;
+    o->nrec = 0;
     /* the counters and the closest plan's flag (the estimates in r, kilobytes, are read only
      * where have_closest says one was written: clearing them was most of a chunk's set-up) */
     o->r.enumerated = o->r.legal = o->r.evaluated = o->r.fit = o->r.pruned = 0;
@@ -372,6 +393,8 @@ static void merge_chunk(search_run *run, chunk_out *o) {
         }
         memcpy(run->acc.cands + run->acc.ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
     }
+    for (int64_t i = 0; i < o->nrec; i++)
+        run->o->visit_fold(run->o->visit_ctx, o->recs + (size_t)i * run->o->visit_rec_size);
     for (int i = 0; i < o->top.n; i++)
         if (topk_offer(&run->acc.top, topk_at(&o->top, i),
                        o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]) < 0) {
@@ -380,6 +403,12 @@ static void merge_chunk(search_run *run, chunk_out *o) {
         }
     run->acc.ncand += o->ncand;
     if (o->r.have_closest) consider_closest(r, &run->acc.best_overshoot, &o->r.closest);
+}
+
+/* Estimates left under max_evals after the chunks merged so far (run->mu held). */
+static int64_t cap_left(const search_run *run) {
+    if (run->o->max_evals <= 0) return INT64_MAX;
+    return run->r->evaluated < run->o->max_evals ? run->o->max_evals - run->r->evaluated : 0;
 }
 
 /* Claim the next chunk: its points into its slot; -1 when there is none (run->mu held). */
@@ -399,6 +428,8 @@ static int64_t claim(search_run *run) {
     }
     if (n < CHUNK_POINTS) run->exhausted = 1;
     run->npts[k] = -n - 1; /* claimed, not finished */
+    /* what is left now; chunks before it that are not merged yet may leave less (worker) */
+    run->slots[k].cap = cap_left(run);
     run->next++;
     return i;
 }
@@ -420,7 +451,17 @@ static void *worker(void *arg) {
         /* fold every finished chunk that is next in order */
         while (run->merged < run->next && run->npts[run->merged % run->nslots] >= 0) {
             int km = (int)(run->merged % run->nslots);
-            merge_chunk(run, &run->slots[km]);
+            chunk_out *o = &run->slots[km];
+            /* a chunk searched under a larger cap than is left now is the chunk it would be
+             * under that cap unless the cap stopped it or it made more estimates than are
+             * left: then it is searched again (max_evals is reached once per search) */
+            int64_t left = cap_left(run);
+            if (o->st == AP_OK && o->cap != left && (o->r.capped || o->r.evaluated > left)) {
+                o->cap = left;
+                s->out = o;
+                search_chunk(s, run->pts + (size_t)km * CHUNK_POINTS, run->npts[km]);
+            }
+            merge_chunk(run, o);
             run->npts[km] = -1;
             run->merged++;
         }
@@ -431,12 +472,9 @@ static void *worker(void *arg) {
 }
 
 static int threads_of(const ap_search_opts *o) {
-    if (o->visit || o->max_evals > 0) return 1;
+    if (o->visit) return 1;
     int n = o->threads;
-    if (n <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cores > 0 ? (int)cores : 1;
-    }
+    if (n <= 0) n = ap_online_cores();
     return n > 256 ? 256 : n;
 }
 
@@ -463,6 +501,7 @@ static void free_run(search_run *run) {
     for (int k = 0; run->slots && k < run->nslots; k++) {
         topk_free(&run->slots[k].top);
         ap_free(run->slots[k].cands);
+        ap_free(run->slots[k].recs);
     }
     ap_free(run->slots);
     ap_free(run->built);
@@ -518,6 +557,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (o->gbs < 1) return ap_err_set(err, AP_ERR_INPUT, "the global batch must be >= 1");
     if (!(o->tie_margin >= 0 && o->tie_margin <= 1))
         return ap_err_set(err, AP_ERR_INPUT, "the tie margin must be in [0, 1]");
+    if (o->visit_keep && (!o->visit_fold || o->visit_rec_size == 0))
+        return ap_err_set(err, AP_ERR_INPUT, "visit_keep needs visit_fold and a record size");
     const int nthreads = threads_of(o);
     search_run *run = ap_calloc(1, sizeof *run);
     if (!run) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");

@@ -279,15 +279,17 @@ static void test_tables_cover_the_structs(void) {
     CHECK(mark(cov, sizeof(ap_plan), t, n, 0));
     CHECK(uncovered_is_padding(cov, sizeof(ap_plan), "ap_plan"));
     /* ap_search_opts: fixed (the plan table), the search table's rows, and what the key leaves
-     * out on purpose (the visit callback and its context, the calibration pointer: keyed by
-     * value; the worker threads: the answer does not depend on them, test_search; the estimate's
-     * layer-price memo) */
+     * out on purpose (the visit callbacks, their context and record size; the calibration
+     * pointer: keyed by value; the worker threads: the answer does not depend on them,
+     * test_search; the estimate's layer-price memo) */
     memset(cov, 0, sizeof cov);
     size_t so = offsetof(ap_resolved, search);
     CHECK(mark(cov, sizeof cov, t, n, so + offsetof(ap_search_opts, fixed)));
     t = ap_search_fields(&n);
     CHECK(mark(cov, sizeof cov, t, n, 0));
-    memset(cov + so + offsetof(ap_search_opts, visit), 1, sizeof(void *) * 2);
+    memset(cov + so + offsetof(ap_search_opts, visit), 1,
+           offsetof(ap_search_opts, visit_rec_size) + sizeof(size_t) -
+               offsetof(ap_search_opts, visit));
     memset(cov + so + offsetof(ap_search_opts, threads), 1, sizeof(int));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, cache), 1,

@@ -825,6 +825,124 @@ static void test_threads(void) {
     }
 }
 
+/* What a visitor saw of one estimate: its plan's label, step, memory and verdict. */
+typedef struct {
+    char label[160];
+    double step_s, peak;
+    int fits;
+} seen_rec;
+
+typedef struct {
+    seen_rec *v;
+    int64_t n, cap;
+} seen_list;
+
+static void seen_add(seen_list *l, const seen_rec *r) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = *r;
+}
+
+static int seen_keep(const void *ctx, const ap_estimate *e, void *rec) {
+    seen_rec *r = rec;
+    /* every other feasible plan: a visitor may drop estimates */
+    if (ctx && e->fits && ((int64_t)(e->time.step_s * 1e9) & 1)) return 0;
+    ap_plan_label(&e->plan, r->label, sizeof r->label);
+    r->step_s = e->time.step_s;
+    r->peak = e->device_peak_bytes;
+    r->fits = e->fits;
+    return 1;
+}
+
+static void seen_fold(void *ctx, const void *rec) { seen_add(ctx, rec); }
+
+static void seen_visit(void *ctx, const ap_estimate *e) {
+    seen_rec r;
+    seen_keep(NULL, e, &r);
+    seen_add(ctx, &r);
+}
+
+/* The first n of a (all of them, or those seen_keep keeps with a ctx) are b. */
+static int seen_prefix(const seen_list *a, int64_t n, const seen_list *b, int dropping) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n && i < a->n; i++) {
+        const seen_rec *r = &a->v[i];
+        if (dropping && r->fits && ((int64_t)(r->step_s * 1e9) & 1)) continue;
+        if (j >= b->n || strcmp(r->label, b->v[j].label) || r->step_s != b->v[j].step_s ||
+            r->peak != b->v[j].peak || r->fits != b->v[j].fits)
+            return 0;
+        j++;
+    }
+    return j == b->n;
+}
+
+/* The records visit_keep / visit_fold see on 1 and 3 threads are what visit sees, in its order
+ * (the records a keep drops left out), and max_evals stops the search after that many
+ * estimates in that order, whatever the thread count: the same answer, counters and records
+ * as the serial walk, cut there. */
+static void test_visit_records_and_cap(void) {
+    ap_model m = load("examples/models/mixtral-8x7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 16);
+    ap_err err;
+    for (int prune = 0; prune < 2; prune++) {
+        ap_search_opts o;
+        case_opts(&o, &m, AP_TRAINER_MEGATRON, 128);
+        o.resplit = 1;
+        o.prune = prune;
+        o.threads = 1;
+        seen_list all = {0};
+        ap_search_opts ov = o;
+        ov.visit = seen_visit;
+        ov.visit_ctx = &all;
+        ap_search_result ref;
+        CHECK(ap_search(&m, &c, &ov, &ref, &err) == AP_OK);
+        CHECK_INT(ref.threads, 1);
+        CHECK_INT(all.n, ref.evaluated);
+        CHECK(ref.evaluated > 1000 && !ref.capped);
+        const int64_t total = ref.evaluated;
+        const int64_t caps[] = {0, 1, 37, total / 3, total - 1, total, total + 5};
+        for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+            for (int t = 1; t <= 3; t += 2) {
+                seen_list got = {0};
+                ap_search_opts ok = o;
+                ok.threads = t;
+                ok.max_evals = caps[k];
+                ok.visit_keep = seen_keep;
+                ok.visit_fold = seen_fold;
+                ok.visit_rec_size = sizeof(seen_rec);
+                ok.visit_ctx = &got; /* with a ctx, seen_keep drops every other feasible plan */
+                ap_search_result r;
+                CHECK(ap_search(&m, &c, &ok, &r, &err) == AP_OK);
+                CHECK_INT(r.threads, t);
+                int64_t want = caps[k] > 0 && caps[k] < total ? caps[k] : total;
+                CHECK_INT(r.evaluated, want);
+                CHECK_INT(r.capped, caps[k] > 0 && caps[k] < total);
+                CHECK(seen_prefix(&all, want, &got, 1));
+                if (caps[k] <= 0 || caps[k] >= total) same_answer(&ref, &r);
+                /* the serial walk with the same cap */
+                seen_list ser = {0};
+                ap_search_opts os = ov;
+                os.visit_ctx = &ser;
+                os.max_evals = caps[k];
+                ap_search_result sr;
+                CHECK(ap_search(&m, &c, &os, &sr, &err) == AP_OK);
+                CHECK(seen_prefix(&all, want, &ser, 0) && ser.n == want);
+                CHECK_INT(sr.enumerated, r.enumerated);
+                CHECK_INT(sr.legal, r.legal);
+                same_answer(&sr, &r);
+                ap_search_result_free(&sr);
+                ap_search_result_free(&r);
+                free(ser.v);
+                free(got.v);
+            }
+        }
+        ap_search_result_free(&ref);
+        free(all.v);
+    }
+}
+
 /* The complication of hand-built estimates (search.h): tight 16, offload 8, cp at a short
  * sequence 4, then the ZeRO stage; and the short-sequence threshold 6h. */
 static void test_complication(void) {
@@ -945,5 +1063,6 @@ int main(int argc, char **argv) {
     test_errors_propagate();
     test_resplit_brute_force();
     test_threads();
+    test_visit_records_and_cap();
     return tl_finish();
 }

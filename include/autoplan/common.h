@@ -108,6 +108,8 @@ uint64_t ap_hash64(const void *data, size_t n, uint64_t seed);
 
 /* Monotonic wall clock in seconds. */
 double ap_now_s(void);
+/* Online CPU cores (sysconf), at least 1. */
+int ap_online_cores(void);
 
 /* Write `len` bytes to `path` atomically: a temporary file in the same directory, fsync, rename.
  * Never leaves a half-written `path`. A path that exists and is not a regular file (FIFO,

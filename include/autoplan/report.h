@@ -54,6 +54,7 @@ typedef struct ap_report_row {
         activations_bytes, other_bytes, allocated_peak_bytes, reserved_peak_bytes,
         device_peak_bytes, host_bytes_per_node, host_capacity_bytes;
     int fits, worst_stage, host_fits;
+    int64_t met;      /* the enumeration's order among the feasible plans (ties sort by it) */
 } ap_report_row;
 
 /* One GPU count of a sweep: the best plan `autoplan plan --gpus <gpus>` returns (ap_search's top
@@ -89,12 +90,15 @@ typedef struct ap_report {
     /* one simulated iteration of strat[best] (ap_report_simulate); NULL: sim_note says why */
     ap_sim *sim;               /* owned (ap_report_free) */
     char sim_note[512];
+    int threads;               /* worker threads for plans.csv; 0 = one per online core. The
+                                  text does not depend on it. */
 } ap_report;
 
 /* Bounds of the enumeration behind the scatter and plans.csv. */
 #define AP_REPORT_MAX_ROWS 100000   /* plans.csv rows: the fastest feasible plans */
 #define AP_REPORT_MAX_EVALS 2000000 /* estimates made before the enumeration stops */
 #define AP_REPORT_MAX_POINTS 2000   /* sampled non-Pareto points in the scatter */
+#define AP_REPORT_MAX_THREADS 256   /* threads writing plans.csv */
 
 /* Visit every legal plan of the space ap_search enumerates for `so` (pinned fields as in
  * ap_search_opts), with its estimate, fitting or not; `e` is valid during the call only. This

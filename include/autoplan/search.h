@@ -54,10 +54,19 @@ typedef struct ap_search_opts {
     int no_sp, no_overlap;
     int max_mbs;              /* default 64 */
     ap_estimate_opts est;
-    /* Optional: called with every plan estimated (fitting or not); `e` is valid during the call
-     * only. With max_evals > 0 the search stops after that many estimates (capped = 1). */
+    /* Optional: called with every plan estimated (fitting or not), in the enumeration's order;
+     * `e` is valid during the call only. The search then runs on the calling thread. */
     void (*visit)(void *ctx, const ap_estimate *e);
     void *visit_ctx;
+    /* Optional, instead of visit, and the search keeps its threads: visit_keep, on a worker
+     * thread, turns an estimate into a record of visit_rec_size bytes (it reads ctx, never
+     * writes it; 0: no record); visit_fold receives the records in the order visit would have
+     * seen their estimates, one call at a time, whatever the thread count. */
+    int (*visit_keep)(const void *ctx, const ap_estimate *e, void *rec);
+    void (*visit_fold)(void *ctx, const void *rec);
+    size_t visit_rec_size;
+    /* > 0: the search stops estimating after that many estimates in the enumeration's order
+     * (capped = 1); the plans after are counted, not estimated */
     int64_t max_evals;
     /* 1: rank every fitting pipelined plan with its optimal stage split and the best degree
      * combinations with the joint recompute / offload choice (see "Re-split" above), when the
@@ -66,8 +75,8 @@ typedef struct ap_search_opts {
     int resplit_solver;       /* AP_SOLVER_* (partition.h) of the final split of the answers:
                                  DP (default) or ILP */
     /* worker threads over the space; 0 = one per online core (default). The answer does not
-     * depend on it: the space is cut into fixed chunks merged in order. With visit or
-     * max_evals the search runs on the calling thread. */
+     * depend on it: the space is cut into fixed chunks merged in order. With visit the search
+     * runs on the calling thread. */
     int threads;
     /* ties: plans within this fraction of the fastest one left rank simplest first (see "Ties"
      * above); default AP_VALIDATED_TIME_ERROR, 0 = by step time alone, at most 1 */
