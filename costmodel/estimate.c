@@ -92,7 +92,7 @@ typedef struct {
  * grow) overwrites the home slot instead. A search meets a few hundred shapes (megatron-1t on
  * 3072 GPUs: 336); the former 64-slot direct-mapped table missed on 19% of its calls, mostly on
  * shapes it had priced before and lost to a collision. */
-#define PRICE_SLOTS0 64
+#define PRICE_SLOTS0 8 /* a stage table's memo holds one or two shapes: small to make */
 #define PRICE_SLOTS_MAX 4096
 typedef struct {
     int valid;

@@ -11,6 +11,7 @@
  * model.
  */
 #include "autoplan/stagecost.h"
+#include "autoplan/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,11 +38,8 @@ int ap_stage_chunk_layers(int n, int v, int k) {
 
 /* one kind of layer only: all dense or all MoE */
 static int single_kind(const ap_model *m) {
-    if (m->moe.experts == 0) return 1;
-    int first = ap_model_layer_is_moe(m, 0);
-    for (int64_t i = 1; i < m->layers; i++)
-        if (ap_model_layer_is_moe(m, i) != first) return 0;
-    return 1;
+    int64_t k = ap_model_moe_layers_in(m, 0, m->layers);
+    return k == 0 || k == m->layers;
 }
 
 /* The cost of rank r read off an estimate: its times, memory and the verdict estimate.c gives
@@ -132,7 +130,9 @@ struct ap_stage_table {
     ap_model m;
     ap_cluster c;
     ap_plan p;
-    ap_estimate_opts opts;
+    ap_estimate_opts opts; /* with the GPU's calibration and kernel tables, looked up once */
+    ap_calib cal;
+    ap_kernels *built;     /* the kernel tables built from opts.profile; NULL: none */
     int has_opts;
     int pp, nd_max, nm_max;
     int *moe_prefix;       /* moe_prefix[i] = MoE layers among [0, i), i = 0..L */
@@ -162,6 +162,20 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->has_opts = 1;
     /* every entry prices the same layer shape: a memo of it (NULL: none) */
     t->opts.cache = ap_estimate_cache_new();
+    /* what each entry's estimate would look up itself (estimate.c: setup, ap_estimate_plan):
+     * the GPU's calibration and kernel tables; a build from the profile that fails leaves it
+     * to each estimate, which reports why */
+    if (!t->opts.calib) {
+        ap_calib_default(&c->gpu, &t->cal);
+        t->opts.calib = &t->cal;
+    }
+    if (!t->opts.kernels && !t->opts.profile) {
+        t->opts.kernels = ap_kernels_published(&c->gpu);
+    } else if (!t->opts.kernels && (t->built = ap_malloc(sizeof *t->built))) {
+        ap_err berr;
+        if (ap_kernels_build(&c->gpu, t->opts.profile, t->built, &berr) == AP_OK)
+            t->opts.kernels = t->built;
+    }
     t->pp = p->pp;
     int L = (int)m->layers;
     t->moe_prefix = ap_malloc(sizeof(int) * (size_t)(L + 1));
@@ -193,6 +207,7 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->moe_prefix);
     ap_free(t->q);
     ap_free(t->e);
+    ap_free(t->built);
     ap_estimate_cache_free(t->opts.cache);
     ap_free(t);
 }

@@ -42,11 +42,8 @@ int rs_applies(const ap_search_opts *o) {
 /* ---- the lower bound --------------------------------------------------------------------------- */
 
 static int single_kind(const ap_model *m) {
-    if (m->moe.experts <= 0) return 1;
-    int first = ap_model_layer_is_moe(m, 0);
-    for (int64_t i = 1; i < m->layers; i++)
-        if (ap_model_layer_is_moe(m, i) != first) return 0;
-    return 1;
+    int64_t k = ap_model_moe_layers_in(m, 0, m->layers);
+    return k == 0 || k == m->layers;
 }
 
 /* The sibling of plan p (no recomputation or offload, ZeRO at most 2) that the trainer runs;
@@ -193,7 +190,8 @@ static int linear_stages(const ap_plan *p) {
 }
 
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                         const ap_estimate *e, rs_scratch *sc, rs_cand *x, ap_err *err) {
+                         const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
+                         rs_cand *x, ap_err *err) {
     x->own_s = x->combo_s = x->opt_s = 0;
     double opt_s;
     rest_bound(m, e, x, &opt_s);
@@ -210,7 +208,7 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     if (!(mm->valid && mm->tp == q->tp && mm->cp == q->cp && mm->pp == q->pp &&
           mm->dp == q->dp && mm->ep == q->ep && mm->vp == q->vp && mm->zero == q->zero &&
           mm->mbs == q->mbs)) {
-        ap_status st = ap_estimate_plan(m, c, q, &o->est, &sc->e, err);
+        ap_status st = ap_estimate_plan(m, c, q, eo, &sc->e, err);
         if (st != AP_OK) {
             char lbl[160];
             ap_err_prefix(err, "estimating %s", ap_plan_label(q, lbl, sizeof lbl));
@@ -238,6 +236,24 @@ typedef struct {
     ap_partition_result pr;
 } solver_ws;
 
+/* Solves per batch ("batches of solves on threads" below); the ranking's threads at most */
+#define BATCH 8
+
+struct job_run;
+
+/* The ranking's worker threads, started at the first batch that needs them and kept until the
+ * ranking ends (a thread started per batch cost about as much as the batch's solves). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    struct job_run *jr; /* the batch posted last */
+    int64_t posted;     /* batches posted */
+    int busy;           /* threads not done with the batch posted last */
+    int quit;
+    int n;              /* threads started */
+    pthread_t tid[BATCH];
+} job_pool;
+
 typedef struct {
     const ap_model *m;
     const ap_cluster *c;
@@ -249,6 +265,7 @@ typedef struct {
     int threads;
     solver_ws ws;     /* the calling thread's */
     solver_ws *extra; /* threads - 1 more, allocated at the first batch that needs them */
+    job_pool *pool;   /* their threads; NULL until then */
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -337,8 +354,7 @@ static ap_status split_plan(const ranker *rk, solver_ws *w, const ap_partition_o
  * batch began, then offered in order, each only if its bound can still beat the k-th plan at
  * its turn (what a one-by-one walk would do; a solve it would have skipped cannot enter the
  * ranking). BATCH is a constant, not the thread count, so the caps, hence the splits, are the
- * same whatever the threads. */
-#define BATCH 8
+ * same whatever the threads (BATCH is defined with the ranker). */
 
 typedef struct {
     int64_t cand;             /* candidate index */
@@ -351,16 +367,15 @@ typedef struct {
     ap_estimate e;            /* the re-split plan's estimate when got */
 } job;
 
-typedef struct {
+typedef struct job_run {
     const ranker *rk;
     job *jobs;
     int n, next;
     pthread_mutex_t mu;
 } job_run;
 
-static void *job_worker(void *arg) {
-    job_run *jr = ((void **)arg)[0];
-    solver_ws *w = ((void **)arg)[1];
+/* Solve jobs of jr with workspace w until none is left to claim. */
+static void job_loop(job_run *jr, solver_ws *w) {
     for (;;) {
         pthread_mutex_lock(&jr->mu);
         int i = jr->next++;
@@ -372,33 +387,100 @@ static void *job_worker(void *arg) {
         j->st = split_plan(jr->rk, w, &j->po, &j->got, &j->err);
         if (j->got) ap_estimate_copy(&j->e, &w->e);
     }
+}
+
+/* A pool thread: the jobs of each batch posted, with its own workspace. */
+typedef struct {
+    ranker *rk;
+    int t;
+} pool_arg;
+
+static void *pool_worker(void *arg) {
+    ranker *rk = ((pool_arg *)arg)->rk;
+    solver_ws *w = &rk->extra[((pool_arg *)arg)->t];
+    job_pool *pl = rk->pool;
+    int64_t seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        while (!pl->quit && pl->posted == seen) pthread_cond_wait(&pl->go, &pl->mu);
+        if (pl->quit) break;
+        seen = pl->posted;
+        job_run *jr = pl->jr;
+        pthread_mutex_unlock(&pl->mu);
+        job_loop(jr, w);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->busy == 0) pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
 
-/* Solve the jobs, on up to rk->threads threads (the calling one included), no more than there
- * are jobs to run: a batch whose bounds all fail (most of them, late in a walk) or that runs
- * one job starts no thread. */
+/* Start the pool's threads (rk->threads - 1 of them, with their workspaces); 0 when none could
+ * be started (the calling thread then solves alone). */
+static int pool_start(ranker *rk) {
+    int want = rk->threads - 1;
+    rk->extra = ap_malloc((size_t)want * sizeof *rk->extra);
+    job_pool *pl = ap_calloc(1, sizeof *pl + (size_t)want * sizeof(pool_arg));
+    if (!rk->extra || !pl) {
+        ap_free(rk->extra);
+        ap_free(pl);
+        rk->extra = NULL;
+        return 0;
+    }
+    pool_arg *args = (pool_arg *)(pl + 1);
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->go, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    rk->pool = pl;
+    for (int t = 0; t < want; t++) {
+        args[pl->n] = (pool_arg){rk, pl->n};
+        if (pthread_create(&pl->tid[pl->n], NULL, pool_worker, &args[pl->n]) == 0) pl->n++;
+    }
+    return pl->n > 0;
+}
+
+/* Stop and join the pool's threads. */
+static void pool_stop(ranker *rk) {
+    job_pool *pl = rk->pool;
+    if (!pl) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->quit = 1;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    for (int t = 0; t < pl->n; t++) pthread_join(pl->tid[t], NULL);
+    pthread_cond_destroy(&pl->go);
+    pthread_cond_destroy(&pl->done);
+    pthread_mutex_destroy(&pl->mu);
+    ap_free(pl);
+    rk->pool = NULL;
+}
+
+/* Solve the jobs, on the calling thread and the pool's (started at the first batch with more
+ * than one job to run): a batch whose bounds all fail (most of them, late in a walk) or that
+ * runs one job wakes no thread. */
 static void run_jobs(ranker *rk, job *jobs, int n) {
     job_run jr = {rk, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
     int nrun = 0;
     for (int i = 0; i < n; i++) nrun += jobs[i].run;
     if (nrun == 0) return;
-    int nt = rk->threads < nrun ? rk->threads : nrun;
-    pthread_t tid[BATCH];
-    char started[BATCH] = {0};
-    if (nt > 1 && !rk->extra) rk->extra = ap_malloc((size_t)(rk->threads - 1) * sizeof *rk->extra);
-    if (nt > 1 && !rk->extra) nt = 1; /* the calling thread alone */
-    void *args[BATCH][2];
-    for (int t = 1; t < nt; t++) {
-        args[t][0] = &jr;
-        args[t][1] = &rk->extra[t - 1];
-        started[t] = pthread_create(&tid[t], NULL, job_worker, args[t]) == 0;
+    if (nrun > 1 && rk->threads > 1 && !rk->pool && !rk->extra && !pool_start(rk))
+        rk->threads = 1; /* the calling thread alone */
+    job_pool *pl = nrun > 1 ? rk->pool : NULL;
+    if (pl) {
+        pthread_mutex_lock(&pl->mu);
+        pl->jr = &jr;
+        pl->posted++;
+        pl->busy = pl->n;
+        pthread_cond_broadcast(&pl->go);
+        pthread_mutex_unlock(&pl->mu);
     }
-    args[0][0] = &jr;
-    args[0][1] = &rk->ws;
-    job_worker(args[0]);
-    for (int t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
+    job_loop(&jr, &rk->ws);
+    if (pl) {
+        pthread_mutex_lock(&pl->mu);
+        while (pl->busy > 0) pthread_cond_wait(&pl->done, &pl->mu);
+        pthread_mutex_unlock(&pl->mu);
+    }
+    pthread_mutex_destroy(&jr.mu);
 }
 
 /* The cap of a candidate's solve when the k-th step is kt: the step is at least the pipeline
@@ -422,10 +504,30 @@ static void joint_choices(const ap_search_opts *o, int joint, ap_partition_opts 
     po->choose_offload = joint && fx->offload_optimizer == 0 && fx->offload_params == 0;
 }
 
-/* The walk over ord[0..n) (candidates, or one per degree combination when joint): solves in
+/* The order the walk takes: ord[0..n), of which the first nsorted are in order and the rest,
+ * unsorted, all have bounds above `floor`. */
+typedef struct {
+    ordered *v;
+    int64_t n, nsorted;
+    double floor;
+} order;
+
+/* 1 when entry j's bound is above kt (the walk stops there): the rest is sorted the first
+ * time the walk reaches it with a k-th step above its floor. */
+static int past(order *o, int64_t j, double kt) {
+    if (j >= o->nsorted) {
+        if (kt <= o->floor) return 1; /* every bound left is above kt */
+        qsort(o->v + o->nsorted, (size_t)(o->n - o->nsorted), sizeof *o->v, by_bound);
+        o->nsorted = o->n;
+    }
+    return o->v[j].lb_s > kt;
+}
+
+/* The walk over o (candidates, or one per degree combination when joint), in order: solves in
  * batches, offers in order; counts the solves a one-by-one walk makes into *count. */
-static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int64_t *count,
-                      ap_err *err) {
+static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *err) {
+    const ordered *ord = o->v;
+    const int64_t n = o->n;
     job *jobs = ap_malloc(BATCH * sizeof *jobs);
     if (!jobs) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
     ap_partition_opts po;
@@ -437,9 +539,9 @@ static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int6
     int64_t i = 0;
     while (i < n && st == AP_OK) {
         double kt = topk_bound(rk->top);
-        if (ord[i].lb_s > kt) break;
+        if (past(o, i, kt)) break;
         int nb = 0;
-        for (int64_t j = i; j < n && nb < BATCH && (j == i || ord[j].lb_s <= kt); j++, nb++) {
+        for (int64_t j = i; j < n && nb < BATCH && (j == i || !past(o, j, kt)); j++, nb++) {
             const rs_cand *x = &rk->cands[ord[j].i];
             job *jb = &jobs[nb];
             jb->cand = ord[j].i;
@@ -477,9 +579,19 @@ static ap_status walk(ranker *rk, const ordered *ord, int64_t n, int joint, int6
 }
 
 /* Phase 1: every candidate whose bound can beat the k-th plan, split with its own recompute
- * and offload. */
-static ap_status fixed_phase(ranker *rk, const ordered *ord, ap_search_result *r, ap_err *err) {
-    return walk(rk, ord, rk->n, 0, &r->resplit, err);
+ * and offload. Those whose bound cannot beat the k-th plan as the walk begins are put last,
+ * unsorted: the walk stops before them unless the ranking loses a plan. */
+static ap_status fixed_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_err *err) {
+    double kt = topk_bound(rk->top);
+    int64_t lo = 0, hi = rk->n;
+    for (int64_t i = 0; i < rk->n; i++) {
+        ordered e = {rs_bound(&rk->cands[i], rk->cands[i].own_s, INFINITY), i};
+        if (e.lb_s <= kt) ord[lo++] = e;
+        else ord[--hi] = e;
+    }
+    qsort(ord, (size_t)lo, sizeof *ord, by_bound);
+    order o = {ord, rk->n, lo, kt};
+    return walk(rk, &o, 0, &r->resplit, err);
 }
 
 static int same_combo(const rs_cand *a, const rs_cand *b) {
@@ -494,18 +606,23 @@ static int same_combo(const rs_cand *a, const rs_cand *b) {
  * bound-then-index order a combination's first candidate comes first; the walk takes one entry
  * per combination, collected up to the first bound no plan can beat. */
 static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_err *err) {
-    for (int64_t i = 0; i < rk->n; i++)
-        ord[i] = (ordered){rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
-    qsort(ord, (size_t)rk->n, sizeof *ord, by_bound);
+    /* only bounds that can beat the k-th plan now are ordered: the collection stops there */
     double kt = topk_bound(rk->top);
+    int64_t nb = 0;
+    for (int64_t i = 0; i < rk->n; i++) {
+        ordered e = {rs_bound(&rk->cands[i], rk->cands[i].combo_s, INFINITY), i};
+        if (e.lb_s <= kt) ord[nb++] = e;
+    }
+    qsort(ord, (size_t)nb, sizeof *ord, by_bound);
     int64_t nc = 0;
-    for (int64_t i = 0; i < rk->n && ord[i].lb_s <= kt; i++) {
+    for (int64_t i = 0; i < nb; i++) {
         int seen = 0;
         for (int64_t j = 0; j < nc && !seen; j++)
             seen = same_combo(&rk->cands[ord[j].i], &rk->cands[ord[i].i]);
         if (!seen) ord[nc++] = ord[i];
     }
-    return walk(rk, ord, nc, 1, &r->joint, err);
+    order o = {ord, nc, nc, INFINITY};
+    return walk(rk, &o, 1, &r->joint, err);
 }
 
 /* Nothing fits: the closest plan gets the joint choice with its split (or the plain split where
@@ -597,13 +714,13 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->top = top;
     rk->threads = threads < 1 ? 1 : threads > BATCH ? BATCH : threads;
     rk->extra = NULL;
+    rk->pool = NULL;
     ap_space_init(&rk->space, m, c, o);
-    for (int64_t i = 0; i < n; i++) ord[i] = (ordered){rs_bound(&cands[i], cands[i].own_s, INFINITY), i};
-    qsort(ord, (size_t)n, sizeof *ord, by_bound);
     ap_status st = fixed_phase(rk, ord, r, err);
     if (st == AP_OK) st = joint_phase(rk, ord, r, err);
     if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
     if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
+    pool_stop(rk);
     ap_free(rk->extra);
     ap_free(rk);
     ap_free(ord);

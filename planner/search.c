@@ -190,7 +190,7 @@ static ap_status add_candidate(search_state *s, int il, int im, ap_err *err) {
     x->mb = im;
     x->step_s = s->scratch.time.step_s;
     x->fixed_s = s->scratch.time.pp_comm_s + s->scratch.time.overhead_s;
-    ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->scratch, &s->rs, x, err);
+    ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->est_checked, &s->scratch, &s->rs, x, err);
     if (st != AP_OK) return st;
     o->ncand++;
     return AP_OK;
