@@ -91,8 +91,8 @@ void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
     }
 }
 
+/* The plan of row r into p, an ap_plan_init'ed plan (the fields set here are all a row sets). */
 static void row_plan(const ap_report_row *r, ap_plan *p) {
-    ap_plan_init(p);
     p->trainer = (ap_trainer_id)r->trainer;
     p->tp = r->tp; p->pp = r->pp; p->dp = r->dp; p->cp = r->cp; p->ep = r->ep; p->etp = r->etp;
     p->vp = r->vp; p->zero = r->zero; p->recompute = (ap_recompute)r->recompute;
@@ -906,10 +906,11 @@ static void *csv_rows(void *arg) {
     csv_part *w = arg;
     rbuf *b = &w->b;
     char lbl[160];
+    ap_plan p;
+    ap_plan_init(&p);
     for (int64_t i = w->i0; i < w->i1 && !b->failed; i++) {
         const ap_report_row *q = &w->r->rows[i];
         const char *base = (const char *)q;
-        ap_plan p;
         row_plan(q, &p);
         rb_puts(b, "\"");
         rb_puts(b, ap_plan_label(&p, lbl, sizeof lbl));
