@@ -12,9 +12,13 @@
  * heterogeneous simulation finds it cannot run, AP_ERR_INFEASIBLE, is only not evaluated).
  *
  * Determinism: the chunks are fixed by the space, not by the threads, and a chunk's result
- * (its top K, closest plan, counters and candidates) is folded into the answer only after
- * every chunk before it, so the answer is the same bit for bit whatever the thread count. At
- * most WINDOW chunks per thread are in flight, so memory stays O(threads x K).
+ * (its top K, closest plan, counters, candidates and visit records) is folded into the answer
+ * only after every chunk before it, so the answer is the same bit for bit whatever the thread
+ * count. At most WINDOW chunks per thread are in flight, so memory stays O(threads x K).
+ * max_evals holds in the same order: a chunk may make the estimates left when it is claimed;
+ * one that the chunks merged before it left fewer and that needed more is searched again at
+ * its merge, under what is left (the chunk where the bound falls, and those in flight after it,
+ * which then estimate nothing).
  */
 #include "search_int.h"
 #include "autoplan/hetero.h"
