@@ -457,10 +457,10 @@ static void *worker(void *arg) {
             int km = (int)(run->merged % run->nslots);
             chunk_out *o = &run->slots[km];
             /* a chunk searched under a larger cap than is left now is the chunk it would be
-             * under that cap unless the cap stopped it or it made more estimates than are
-             * left: then it is searched again (max_evals is reached once per search) */
+             * under what is left unless the cap stopped it, it made more estimates than are
+             * left or it failed (on an estimate it may not make): then it is searched again */
             int64_t left = cap_left(run);
-            if (o->st == AP_OK && o->cap != left && (o->r.capped || o->r.evaluated > left)) {
+            if (o->cap != left && (o->st != AP_OK || o->r.capped || o->r.evaluated > left)) {
                 o->cap = left;
                 s->out = o;
                 search_chunk(s, run->pts + (size_t)km * CHUNK_POINTS, run->npts[km]);
