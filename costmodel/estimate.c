@@ -125,6 +125,23 @@ void ap_estimate_cache_free(ap_estimate_cache *c) {
     ap_free(c);
 }
 
+/* What ap_estimate_plan and setup look up when the options leave it out, looked up once. */
+void ap_estimate_opts_resolve(ap_estimate_opts *o, const ap_gpu *gpu, ap_calib *cal,
+                              ap_kernels **built) {
+    *built = NULL;
+    if (!o->calib) {
+        ap_calib_default(gpu, cal);
+        o->calib = cal;
+    }
+    if (o->kernels) return;
+    if (!o->profile) {
+        o->kernels = ap_kernels_published(gpu);
+    } else if ((*built = ap_malloc(sizeof **built))) {
+        ap_err berr;
+        if (ap_kernels_build(gpu, o->profile, *built, &berr) == AP_OK) o->kernels = *built;
+    }
+}
+
 static void key_of(const ctx *x, price_key *key) {
     const ap_plan *p = x->p;
     memset(key, 0, sizeof *key); /* the padding too: keys compare with memcmp */

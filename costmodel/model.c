@@ -201,6 +201,11 @@ int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b) {
 /* Number of MoE layers: those of [0, L). */
 static int64_t moe_layer_count(const ap_model *m) { return ap_model_moe_layers_in(m, 0, m->layers); }
 
+int ap_model_single_kind(const ap_model *m) {
+    int64_t k = moe_layer_count(m);
+    return k == 0 || k == m->layers;
+}
+
 /* A representative dense and MoE layer: every dense layer has the same counts, and so has every
  * MoE layer, so totals are count * per-layer (no loop over 10^4 layers per call). */
 static void layer_kinds(const ap_model *m, layer_parts *dense, layer_parts *moe, int64_t *n_dense,

@@ -11,7 +11,6 @@
  * model.
  */
 #include "autoplan/stagecost.h"
-#include "autoplan/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,12 +33,6 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
 int ap_stage_chunk_layers(int n, int v, int k) {
     if (v < 1) return n;
     return n / v + (k < n % v ? 1 : 0);
-}
-
-/* one kind of layer only: all dense or all MoE */
-static int single_kind(const ap_model *m) {
-    int64_t k = ap_model_moe_layers_in(m, 0, m->layers);
-    return k == 0 || k == m->layers;
 }
 
 /* The cost of rank r read off an estimate: its times, memory and the verdict estimate.c gives
@@ -65,7 +58,7 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
                              ap_stage_cost *out, ap_err *err) {
     const int L = (int)m->layers;
     const int v = p->vp > 1 ? p->vp : 1;
-    if (v > 1 && !single_kind(m))
+    if (v > 1 && !ap_model_single_kind(m))
         return ap_err_set(err, AP_ERR_INPUT, "interleaved stage costs need layers of one kind "
                           "(this model mixes dense and MoE layers)");
     if (v > 1 && rc_layers > 0)
@@ -132,7 +125,7 @@ struct ap_stage_table {
     ap_plan p;
     ap_estimate_opts opts; /* with the GPU's calibration and kernel tables, looked up once */
     ap_calib cal;
-    ap_kernels *built;     /* the kernel tables built from opts.profile; NULL: none */
+    struct ap_kernels *built; /* the kernel tables built from opts.profile; NULL: none */
     int has_opts;
     int pp, nd_max, nm_max;
     int *moe_prefix;       /* moe_prefix[i] = MoE layers among [0, i), i = 0..L */
@@ -162,20 +155,8 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->has_opts = 1;
     /* every entry prices the same layer shape: a memo of it (NULL: none) */
     t->opts.cache = ap_estimate_cache_new();
-    /* what each entry's estimate would look up itself (estimate.c: setup, ap_estimate_plan):
-     * the GPU's calibration and kernel tables; a build from the profile that fails leaves it
-     * to each estimate, which reports why */
-    if (!t->opts.calib) {
-        ap_calib_default(&c->gpu, &t->cal);
-        t->opts.calib = &t->cal;
-    }
-    if (!t->opts.kernels && !t->opts.profile) {
-        t->opts.kernels = ap_kernels_published(&c->gpu);
-    } else if (!t->opts.kernels && (t->built = ap_malloc(sizeof *t->built))) {
-        ap_err berr;
-        if (ap_kernels_build(&c->gpu, t->opts.profile, t->built, &berr) == AP_OK)
-            t->opts.kernels = t->built;
-    }
+    /* the GPU's calibration and kernel tables, which each entry's estimate would look up */
+    ap_estimate_opts_resolve(&t->opts, &c->gpu, &t->cal, &t->built);
     t->pp = p->pp;
     int L = (int)m->layers;
     t->moe_prefix = ap_malloc(sizeof(int) * (size_t)(L + 1));

@@ -22,7 +22,6 @@
  */
 #include "search_int.h"
 #include "autoplan/hetero.h"
-#include "autoplan/kernels.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -359,12 +358,11 @@ typedef struct {
     /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc */
     ap_search_result *r;
     chunk_out acc;
-    /* what every estimate of the run would look up itself: the GPU's built-in calibration
-     * (unless the options give one) and kernel tables (published, or built once from the
-     * options' measured profile; NULL when that build fails: each estimate then reports why) */
+    /* the search's estimate options with what every estimate of the run would look up itself
+     * (ap_estimate_opts_resolve: the GPU's calibration and kernel tables) */
+    ap_estimate_opts eo;
     ap_calib cal;
-    const ap_kernels *kern;
-    ap_kernels *built;
+    struct ap_kernels *built;
 } search_run;
 
 /* Fold chunk slot `k` into the answer (run->mu held). */
@@ -534,8 +532,8 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
-        if (!st[i].est_checked.calib) st[i].est_checked.calib = &run->cal;
-        if (!st[i].est_checked.kernels) st[i].est_checked.kernels = run->kern;
+        st[i].est_checked.calib = run->eo.calib;
+        st[i].est_checked.kernels = run->eo.kernels;
         args[2 * i] = run;
         args[2 * i + 1] = &st[i];
         /* a thread that cannot start leaves its share to the others */
@@ -570,14 +568,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     run->c = c;
     run->o = o;
     run->r = r;
-    ap_calib_default(&c->gpu, &run->cal);
-    if (!o->est.kernels && !o->est.profile) {
-        run->kern = ap_kernels_published(&c->gpu);
-    } else if (!o->est.kernels && (run->built = ap_malloc(sizeof *run->built))) {
-        ap_err berr;
-        if (ap_kernels_build(&c->gpu, o->est.profile, run->built, &berr) == AP_OK)
-            run->kern = run->built;
-    }
+    run->eo = o->est;
+    ap_estimate_opts_resolve(&run->eo, &c->gpu, &run->cal, &run->built);
     ap_space_init(&run->space, m, c, o);
     ap_status st = init_run(run, nthreads, o->top_k, err);
     if (st == AP_OK) {

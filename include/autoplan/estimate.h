@@ -49,6 +49,14 @@ typedef struct ap_estimate_opts {
 
 void ap_estimate_opts_init(ap_estimate_opts *o);
 
+/* What each estimate with options o on `gpu` would look up itself, looked up once into o, for
+ * callers that make many: the built-in calibration into *cal (unless o->calib is set) and the
+ * kernel tables (unless o->kernels is set): the published ones, or built from o->profile into
+ * *built, which the caller frees (NULL when none was built; when the build fails o->kernels
+ * stays NULL and each estimate reports why). The answers are the same. */
+void ap_estimate_opts_resolve(ap_estimate_opts *o, const ap_gpu *gpu, ap_calib *cal,
+                              struct ap_kernels **built);
+
 /* A memo of the layer prices of recent estimates (one dense and one MoE layer per plan shape:
  * tp, cp, ep, etp, micro-batch, sequence, sp, TP overlap, dtype, attention), the costly part of
  * a call, for callers that estimate many plans of one model on one cluster (the search). The

@@ -164,6 +164,8 @@ int64_t ap_model_local_layers(const ap_model *m);
 int ap_model_layer_is_moe(const ap_model *m, int64_t i);
 /* How many of the layers a <= i < b are MoE layers (ap_model_layer_is_moe, in closed form). */
 int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b);
+/* 1 when every layer is of one kind: all dense or all MoE. */
+int ap_model_single_kind(const ap_model *m);
 void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out);
 
 /* Embedding block: token embedding (+ learned positions, + embed norm). */
