@@ -41,11 +41,6 @@ int rs_applies(const ap_search_opts *o) {
 
 /* ---- the lower bound --------------------------------------------------------------------------- */
 
-static int single_kind(const ap_model *m) {
-    int64_t k = ap_model_moe_layers_in(m, 0, m->layers);
-    return k == 0 || k == m->layers;
-}
-
 /* The sibling of plan p (no recomputation or offload, ZeRO at most 2) that the trainer runs;
  * 0 when none does. */
 static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
@@ -107,7 +102,7 @@ static double least_max_of(const ap_model *m, int pp, int v, const double *x, co
     double sum = 0;
     for (int r = 0; r < pp; r++) sum += x[r];
     double mx = sum / pp;
-    if (pp < 3 || !single_kind(m)) return mx;
+    if (pp < 3 || !ap_model_single_kind(m)) return mx;
     double alpha = INFINITY;
     for (int r = 1; r < pp - 1; r++)
         if (n[r] > 0 && x[r] / n[r] < alpha) alpha = x[r] / n[r];
@@ -228,12 +223,16 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
 
 /* ---- the branch and bound ---------------------------------------------------------------------- */
 
-/* A solver's scratch: the plan being split, its split and estimate (one per thread). */
+struct job_pool;
+
+/* A solver's scratch: the plan being split, its split and estimate (one per thread), and the
+ * pool of a pool thread's. */
 typedef struct {
     ap_plan_group g;
     ap_plan p;
     ap_estimate e;
     ap_partition_result pr;
+    struct job_pool *pool;
 } solver_ws;
 
 /* Solves per batch ("batches of solves on threads" below); the ranking's threads at most */
@@ -242,8 +241,9 @@ typedef struct {
 struct job_run;
 
 /* The ranking's worker threads, started at the first batch that needs them and kept until the
- * ranking ends (a thread started per batch cost about as much as the batch's solves). */
-typedef struct {
+ * ranking ends (a thread started per batch cost about as much as the batch's solves), each
+ * with its workspace. */
+typedef struct job_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     struct job_run *jr; /* the batch posted last */
@@ -252,6 +252,7 @@ typedef struct {
     int quit;
     int n;              /* threads started */
     pthread_t tid[BATCH];
+    solver_ws *ws;      /* thread t's workspace: ws[t] */
 } job_pool;
 
 typedef struct {
@@ -264,8 +265,7 @@ typedef struct {
     ap_space space;
     int threads;
     solver_ws ws;     /* the calling thread's */
-    solver_ws *extra; /* threads - 1 more, allocated at the first batch that needs them */
-    job_pool *pool;   /* their threads; NULL until then */
+    job_pool *pool;   /* threads - 1 more; NULL until the first batch that needs them */
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -390,15 +390,9 @@ static void job_loop(job_run *jr, solver_ws *w) {
 }
 
 /* A pool thread: the jobs of each batch posted, with its own workspace. */
-typedef struct {
-    ranker *rk;
-    int t;
-} pool_arg;
-
 static void *pool_worker(void *arg) {
-    ranker *rk = ((pool_arg *)arg)->rk;
-    solver_ws *w = &rk->extra[((pool_arg *)arg)->t];
-    job_pool *pl = rk->pool;
+    solver_ws *w = arg;
+    job_pool *pl = w->pool;
     int64_t seen = 0;
     pthread_mutex_lock(&pl->mu);
     for (;;) {
@@ -419,22 +413,21 @@ static void *pool_worker(void *arg) {
  * be started (the calling thread then solves alone). */
 static int pool_start(ranker *rk) {
     int want = rk->threads - 1;
-    rk->extra = ap_malloc((size_t)want * sizeof *rk->extra);
-    job_pool *pl = ap_calloc(1, sizeof *pl + (size_t)want * sizeof(pool_arg));
-    if (!rk->extra || !pl) {
-        ap_free(rk->extra);
+    job_pool *pl = ap_calloc(1, sizeof *pl);
+    solver_ws *ws = ap_malloc((size_t)want * sizeof *ws);
+    if (!pl || !ws) {
         ap_free(pl);
-        rk->extra = NULL;
+        ap_free(ws);
         return 0;
     }
-    pool_arg *args = (pool_arg *)(pl + 1);
+    pl->ws = ws;
     pthread_mutex_init(&pl->mu, NULL);
     pthread_cond_init(&pl->go, NULL);
     pthread_cond_init(&pl->done, NULL);
     rk->pool = pl;
     for (int t = 0; t < want; t++) {
-        args[pl->n] = (pool_arg){rk, pl->n};
-        if (pthread_create(&pl->tid[pl->n], NULL, pool_worker, &args[pl->n]) == 0) pl->n++;
+        ws[pl->n].pool = pl;
+        if (pthread_create(&pl->tid[pl->n], NULL, pool_worker, &ws[pl->n]) == 0) pl->n++;
     }
     return pl->n > 0;
 }
@@ -451,6 +444,7 @@ static void pool_stop(ranker *rk) {
     pthread_cond_destroy(&pl->go);
     pthread_cond_destroy(&pl->done);
     pthread_mutex_destroy(&pl->mu);
+    ap_free(pl->ws);
     ap_free(pl);
     rk->pool = NULL;
 }
@@ -463,7 +457,7 @@ static void run_jobs(ranker *rk, job *jobs, int n) {
     int nrun = 0;
     for (int i = 0; i < n; i++) nrun += jobs[i].run;
     if (nrun == 0) return;
-    if (nrun > 1 && rk->threads > 1 && !rk->pool && !rk->extra && !pool_start(rk))
+    if (nrun > 1 && rk->threads > 1 && !rk->pool && !pool_start(rk))
         rk->threads = 1; /* the calling thread alone */
     job_pool *pl = nrun > 1 ? rk->pool : NULL;
     if (pl) {
@@ -713,7 +707,6 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->n = n;
     rk->top = top;
     rk->threads = threads < 1 ? 1 : threads > BATCH ? BATCH : threads;
-    rk->extra = NULL;
     rk->pool = NULL;
     ap_space_init(&rk->space, m, c, o);
     ap_status st = fixed_phase(rk, ord, r, err);
@@ -721,7 +714,6 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
     if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
     pool_stop(rk);
-    ap_free(rk->extra);
     ap_free(rk);
     ap_free(ord);
     return st;
