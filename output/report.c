@@ -103,27 +103,32 @@ static void row_plan(const ap_report_row *r, ap_plan *p) {
     p->offload_optimizer = r->offload_optimizer; p->offload_params = r->offload_params;
 }
 
-/* 1 if a ranks before b: lower step time, then lower device memory (as ap_search ranks),
- * then met first by the enumeration (a total order: the rows kept and their order do not
- * depend on the sort) */
-static int row_before(const ap_report_row *a, const ap_report_row *b) {
-    if (a->step_s != b->step_s) return a->step_s < b->step_s;
-    if (a->device_peak_bytes != b->device_peak_bytes)
-        return a->device_peak_bytes < b->device_peak_bytes;
-    return a->met < b->met;
-}
-
-/* A row's sort key (row_before's fields) and its index. */
+/* A row's sort key and its index. */
 typedef struct {
     double step_s, peak;
     int64_t met, i;
 } row_key;
 
+static row_key key_of(const ap_report_row *r, int64_t i) {
+    return (row_key){r->step_s, r->device_peak_bytes, r->met, i};
+}
+
+/* 1 if a ranks before b: lower step time, then lower device memory (as ap_search ranks),
+ * then met first by the enumeration (a total order: the rows kept and their order do not
+ * depend on the sort) */
+static int key_before(const row_key *a, const row_key *b) {
+    if (a->step_s != b->step_s) return a->step_s < b->step_s;
+    if (a->peak != b->peak) return a->peak < b->peak;
+    return a->met < b->met;
+}
+
+static int row_before(const ap_report_row *a, const ap_report_row *b) {
+    row_key ka = key_of(a, 0), kb = key_of(b, 0);
+    return key_before(&ka, &kb);
+}
+
 static int key_cmp(const void *x, const void *y) {
-    const row_key *a = x, *b = y;
-    if (a->step_s != b->step_s) return a->step_s < b->step_s ? -1 : 1;
-    if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
-    return (a->met > b->met) - (a->met < b->met);
+    return key_before(x, y) ? -1 : key_before(y, x) ? 1 : 0;
 }
 
 /* Sort the n rows by row_before: their keys (a sort of the rows themselves moved hundreds of
@@ -131,8 +136,7 @@ static int key_cmp(const void *x, const void *y) {
 static int sort_rows(ap_report_row *rows, int64_t n) {
     row_key *k = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
     if (!k) return 0;
-    for (int64_t i = 0; i < n; i++)
-        k[i] = (row_key){rows[i].step_s, rows[i].device_peak_bytes, rows[i].met, i};
+    for (int64_t i = 0; i < n; i++) k[i] = key_of(&rows[i], i);
     qsort(k, (size_t)n, sizeof *k, key_cmp);
     /* position j takes row k[j].i; k[j].i = -1 once placed */
     for (int64_t j = 0; j < n; j++) {
@@ -189,11 +193,9 @@ static void heap_push(collect_state *cs, const ap_report_row *row, int64_t met) 
             for (int64_t i = cs->n / 2 - 1; i >= 0; i--) sift_down(cs, i);
             cs->heaped = 1;
         }
-        /* met is the largest yet: a tie with the slowest kept leaves it out */
-        if (row->step_s > cs->heap[0].step_s ||
-            (row->step_s == cs->heap[0].step_s &&
-             row->device_peak_bytes >= cs->heap[0].device_peak_bytes))
-            return;
+        row_key k = key_of(row, 0), top = key_of(&cs->heap[0], 0);
+        k.met = met;
+        if (!key_before(&k, &top)) return;
         cs->heap[0] = *row;
         cs->heap[0].met = met;
         sift_down(cs, 0);

@@ -364,8 +364,6 @@ void rep_chart_memory(rbuf *b, const ap_report *r) {
 
 /* ---- (3) memory against throughput -------------------------------------------------------- */
 
-/* the Pareto front of the rows: sorted by memory (ties: faster first), each plan faster than
- * every plan with less memory; idx gets the memory order, front[i] = 1 on the front */
 /* A row's place on the scatter, sorted by memory (then throughput, descending). */
 typedef struct {
     double mem, tps;
@@ -378,6 +376,8 @@ static int key_first(const pareto_key *a, const pareto_key *b) {
     return a->mem < b->mem || (a->mem == b->mem && a->tps >= b->tps);
 }
 
+/* the Pareto front of the rows: sorted by memory (ties: faster first), each plan faster than
+ * every plan with less memory; idx gets the memory order, front[i] = 1 on the front */
 static int64_t pareto(const ap_report *r, int64_t *idx, char *front) {
     int64_t n = r->nrows;
     /* the keys side by side (a sort through the rows' indices missed the cache on each
