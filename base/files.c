@@ -26,8 +26,10 @@ struct ap_outset {
     char dir[4096];
     char tmp[4200];           /* dir/.autoplan-<pid>.tmp */
     const char *const *family;
-    char names[MAX_SET][64];
+    char names[MAX_SET][64];  /* the files written, closed */
     int n;
+    int fd;                   /* the file open for writing (ap_outset_open), or -1 */
+    char open_name[64];
 };
 
 static const char *kind_of(mode_t m) {
@@ -158,6 +160,7 @@ ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset 
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->tmp, sizeof s->tmp, "%s/.autoplan-%ld.tmp", dir, (long)getpid());
     s->family = family;
+    s->fd = -1;
     remove_tree1(s->tmp); /* ours from an earlier set of this process */
     if (mkdir(s->tmp, 0700) != 0) {
         int e = errno;
@@ -171,44 +174,72 @@ ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset 
 
 const char *ap_outset_dir(const ap_outset *s) { return s->dir; }
 
-static ap_status write_all(const char *path, const void *data, size_t len, ap_err *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) return ap_err_set(err, AP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+ap_status ap_outset_open(ap_outset *s, const char *name, ap_err *err) {
+    if (s->fd >= 0)
+        return ap_err_set(err, AP_ERR_INTERNAL, "output file '%s' opened while '%s' is open", name,
+                          s->open_name);
+    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+        strlen(name) >= sizeof s->names[0])
+        return ap_err_set(err, AP_ERR_INTERNAL, "output file name '%s' is not a plain name", name);
+    if (s->n >= MAX_SET) return ap_err_set(err, AP_ERR_INTERNAL, "more than %d output files", MAX_SET);
+    char target[4200], tmp[4300];
+    snprintf(target, sizeof target, "%s/%s", s->dir, name);
+    ap_status st = ap_files_check_target(target, err);
+    if (st != AP_OK) return st;
+    snprintf(tmp, sizeof tmp, "%s/%s", s->tmp, name);
+    s->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (s->fd < 0)
+        return ap_err_set(err, AP_ERR_IO, "%s: %s: cannot write: %s", target, tmp, strerror(errno));
+    snprintf(s->open_name, sizeof s->open_name, "%s", name);
+    return AP_OK;
+}
+
+/* The open file's temporary copy removed after a failure (the file is not in the set). */
+static void drop_open(ap_outset *s) {
+    char tmp[4300];
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    snprintf(tmp, sizeof tmp, "%s/%s", s->tmp, s->open_name);
+    unlink(tmp);
+}
+
+/* "<dir>/<name>: <dir>/.autoplan-<pid>.tmp/<name>: write failed: <reason>", the file dropped */
+static ap_status write_failed(ap_outset *s, int e, ap_err *err) {
+    ap_status st = ap_err_set(err, AP_ERR_IO, "%s/%s: %s/%s: write failed: %s", s->dir,
+                              s->open_name, s->tmp, s->open_name, strerror(e));
+    drop_open(s);
+    return st;
+}
+
+ap_status ap_outset_write(ap_outset *s, const void *data, size_t len, ap_err *err) {
+    if (s->fd < 0) return ap_err_set(err, AP_ERR_INTERNAL, "output file written while none is open");
     const char *p = data;
     while (len > 0) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = write(s->fd, p, len);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(e));
-        }
+        if (w < 0) return write_failed(s, errno, err);
         p += w;
         len -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0)
-        return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return AP_OK;
+}
+
+ap_status ap_outset_close(ap_outset *s, ap_err *err) {
+    if (s->fd < 0) return ap_err_set(err, AP_ERR_INTERNAL, "output file closed while none is open");
+    if (fsync(s->fd) != 0) return write_failed(s, errno, err);
+    int fd = s->fd;
+    s->fd = -1;
+    if (close(fd) != 0) return write_failed(s, errno, err);
+    snprintf(s->names[s->n++], sizeof s->names[0], "%s", s->open_name);
     return AP_OK;
 }
 
 ap_status ap_outset_add(ap_outset *s, const char *name, const void *data, size_t len,
                         ap_err *err) {
-    char target[4200], tmp[4300];
-    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
-        strlen(name) >= sizeof s->names[0])
-        return ap_err_set(err, AP_ERR_INTERNAL, "output file name '%s' is not a plain name", name);
-    if (s->n >= MAX_SET) return ap_err_set(err, AP_ERR_INTERNAL, "more than %d output files", MAX_SET);
-    snprintf(target, sizeof target, "%s/%s", s->dir, name);
-    ap_status st = ap_files_check_target(target, err);
-    if (st != AP_OK) return st;
-    snprintf(tmp, sizeof tmp, "%s/%s", s->tmp, name);
-    if ((st = write_all(tmp, data, len, err)) != AP_OK) {
-        unlink(tmp);
-        ap_err_prefix(err, "%s", target);
-        return st;
-    }
-    snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
-    return AP_OK;
+    ap_status st = ap_outset_open(s, name, err);
+    if (st == AP_OK) st = ap_outset_write(s, data, len, err);
+    if (st == AP_OK) st = ap_outset_close(s, err);
+    return st;
 }
 
 /* Remove dir/name when it is a regular file (an earlier run's). */
@@ -221,6 +252,11 @@ static void remove_regular(const char *dir, const char *name) {
 
 ap_status ap_outset_commit(ap_outset *s, ap_err *err) {
     ap_status st = AP_OK;
+    if (s->fd >= 0) {
+        st = ap_err_set(err, AP_ERR_INTERNAL, "output set committed with '%s' open", s->open_name);
+        ap_outset_abort(s);
+        return st;
+    }
     /* the earlier run's files first: a kill from here on leaves part of this set, not a mix */
     for (int i = 0; s->family && s->family[i]; i++) remove_regular(s->dir, s->family[i]);
     for (int i = 0; i < s->n; i++) remove_regular(s->dir, s->names[i]);
@@ -243,6 +279,7 @@ ap_status ap_outset_commit(ap_outset *s, ap_err *err) {
 
 void ap_outset_abort(ap_outset *s) {
     if (!s) return;
+    if (s->fd >= 0) close(s->fd);
     remove_tree1(s->tmp);
     ap_free(s);
 }

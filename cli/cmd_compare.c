@@ -522,23 +522,28 @@ static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_
     return st;
 }
 
-/* report.html, report.md and plans.csv into --out: one output set (files.h). */
+static ap_status csv_sink(void *set, const void *data, size_t len, ap_err *err) {
+    return ap_outset_write(set, data, len, err);
+}
+
+/* report.html, report.md and plans.csv into --out: one output set (files.h); plans.csv is
+ * written as it is formatted. */
 static ap_status write_report(const char *dir, const ap_report *rep, ap_err *err) {
     static const char *const family[] = {"report.html", "report.md", "plans.csv", NULL};
-    char *text[3] = {NULL, NULL, NULL};
-    size_t len[3] = {0, 0, 0};
+    char *text[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
     ap_outset *set = NULL;
     ap_status st = ap_report_html(rep, &text[0], &len[0], err);
     if (st == AP_OK) st = ap_report_markdown(rep, &text[1], &len[1], err);
-    if (st == AP_OK) st = ap_report_csv(rep, &text[2], &len[2], err);
     if (st == AP_OK) st = ap_outset_begin(dir, family, &set, err);
-    for (int i = 0; i < 3 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
+    for (int i = 0; i < 2 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
+    if (st == AP_OK) st = ap_outset_open(set, family[2], err);
+    if (st == AP_OK) st = ap_report_csv_write(rep, csv_sink, set, err);
+    if (st == AP_OK) st = ap_outset_close(set, err);
     if (st == AP_OK) st = ap_outset_commit(set, err);
     else ap_outset_abort(set);
-    for (int i = 0; i < 3; i++) {
-        if (st == AP_OK) printf("wrote %s/%s\n", ap_cli_safe(dir), family[i]);
-        free(text[i]);
-    }
+    for (int i = 0; i < 3 && st == AP_OK; i++) printf("wrote %s/%s\n", ap_cli_safe(dir), family[i]);
+    for (int i = 0; i < 2; i++) free(text[i]);
     return st;
 }
 

@@ -4,7 +4,8 @@
  * Structure: a bounded enumeration of the search space (ap_search itself, unpruned, walking
  * the plan space of planner/space.c and visiting every legal estimated plan), compact rows for the
  * feasible plans, then report.html (inline SVG charts, CSS for light, dark and print schemes,
- * no scripts and nothing fetched), report.md and plans.csv, all built in one growable buffer.
+ * no scripts and nothing fetched) and report.md, each built in one growable buffer; plans.csv
+ * is streamed in chunks (output/report_csv.c).
  *
  * Numbers: every printed value is formatted from an ap_estimate field under the name
  * `autoplan estimate --json` gives it (output/estjson.c), with one fixed format per unit
@@ -26,7 +27,6 @@
 #include "autoplan/text.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -89,18 +89,6 @@ void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
         else if (f->kind == AP_FIELD_I64) *(int64_t *)dst = (int64_t)v;
         else *(int *)dst = (int)v;
     }
-}
-
-/* The plan of row r into p, an ap_plan_init'ed plan (the fields set here are all a row sets). */
-static void row_plan(const ap_report_row *r, ap_plan *p) {
-    p->trainer = (ap_trainer_id)r->trainer;
-    p->tp = r->tp; p->pp = r->pp; p->dp = r->dp; p->cp = r->cp; p->ep = r->ep; p->etp = r->etp;
-    p->vp = r->vp; p->zero = r->zero; p->recompute = (ap_recompute)r->recompute;
-    p->recompute_layers = r->recompute_layers; p->sp = r->sp;
-    p->overlap_grad = p->overlap_param = r->overlap;
-    p->dtype = (ap_dtype)r->dtype; p->flash_attn = r->flash_attn;
-    p->mbs = r->mbs; p->gbs = r->gbs; p->grad_accum = r->grad_accum; p->seq = r->seq;
-    p->offload_optimizer = r->offload_optimizer; p->offload_params = r->offload_params;
 }
 
 /* A row's sort key and its index. */
@@ -883,114 +871,4 @@ ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err
         rb_puts(&b, " |\n");
     }
     return rb_finish(&b, out, len, err);
-}
-
-/* ---- CSV ------------------------------------------------------------------------------------- */
-
-/* ",<v>" in decimal */
-static void put_int(rbuf *b, int64_t v) {
-    char buf[24];
-    buf[0] = ',';
-    ap_strbuf_put(b, buf, (size_t)ap_fmt_i64(v, buf + 1) + 1);
-}
-
-/* Rows [i0, i1) of plans.csv, on a worker thread of ap_report_csv: the columns are the
- * estimate's fields that are report-row fields, named by JSON path in the header. */
-typedef struct {
-    const ap_report *r;
-    const ap_estimate_field *const *col;
-    int nc;
-    int64_t i0, i1;
-    rbuf b;
-} csv_part;
-
-static void *csv_rows(void *arg) {
-    csv_part *w = arg;
-    rbuf *b = &w->b;
-    char lbl[160];
-    ap_plan p;
-    ap_plan_init(&p);
-    for (int64_t i = w->i0; i < w->i1 && !b->failed; i++) {
-        const ap_report_row *q = &w->r->rows[i];
-        const char *base = (const char *)q;
-        row_plan(q, &p);
-        rb_puts(b, "\"");
-        rb_puts(b, ap_plan_label(&p, lbl, sizeof lbl));
-        rb_puts(b, "\"");
-        for (int k = 0; k < w->nc; k++) {
-            const ap_estimate_field *f = w->col[k];
-            const void *v = base + f->row_off;
-            int iv = f->kind == AP_FIELD_I64 || f->kind == AP_FIELD_REAL ? 0 : *(const int *)v;
-            char num[40];
-            switch (f->kind) {
-            case AP_FIELD_INT: put_int(b, iv); break;
-            case AP_FIELD_I64: put_int(b, *(const int64_t *)v); break;
-            case AP_FIELD_REAL:
-                /* %.17g, byte for byte (ap_fmt_g17), without printf's slow path */
-                num[0] = ',';
-                ap_fmt_g17(*(const double *)v, num + 1);
-                rb_puts(b, num);
-                break;
-            case AP_FIELD_BOOL: rb_puts(b, iv ? ",true" : ",false"); break;
-            default:
-                rb_puts(b, ",");
-                rb_puts(b, ap_estimate_field_name(f, iv));
-                break;
-            }
-        }
-        rb_puts(b, "\n");
-    }
-    return NULL;
-}
-
-/* Rows per thread below which plans.csv is written on the calling thread alone. */
-#define CSV_ROWS_PER_THREAD 8192
-
-ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err) {
-    const int nf = ap_estimate_field_count();
-    int nt = r->threads > 0 ? r->threads : ap_online_cores();
-    if (nt > AP_REPORT_MAX_THREADS) nt = AP_REPORT_MAX_THREADS;
-    if ((int64_t)nt * CSV_ROWS_PER_THREAD > r->nrows) nt = (int)(r->nrows / CSV_ROWS_PER_THREAD);
-    if (nt < 1) nt = 1;
-    const ap_estimate_field **col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *col);
-    csv_part *w = ap_calloc((size_t)nt, sizeof *w);
-    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
-    char *started = ap_calloc((size_t)nt, 1);
-    if (!col || !w || !tid || !started) {
-        ap_free(col);
-        ap_free(w);
-        ap_free(tid);
-        ap_free(started);
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
-    }
-    int nc = 0;
-    for (int k = 0; k < nf; k++)
-        if (ap_estimate_field_at(k)->row_off != AP_FIELD_NO_ROW) col[nc++] = ap_estimate_field_at(k);
-    /* the header and the first part in w[0].b; each part its own rows, appended in order */
-    rb_puts(&w[0].b, "label");
-    for (int k = 0; k < nc; k++) rb_printf(&w[0].b, ",%s", col[k]->path);
-    rb_puts(&w[0].b, "\n");
-    for (int t = 0; t < nt; t++) {
-        w[t].r = r;
-        w[t].col = col;
-        w[t].nc = nc;
-        w[t].i0 = r->nrows * t / nt;
-        w[t].i1 = r->nrows * (t + 1) / nt;
-        /* a thread that cannot start writes its part below, on this one */
-        if (t > 0) started[t] = pthread_create(&tid[t], NULL, csv_rows, &w[t]) == 0;
-    }
-    csv_rows(&w[0]);
-    for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else csv_rows(&w[t]);
-        if (w[t].b.failed) w[0].b.failed = 1;
-        else if (w[t].b.len > 0) ap_strbuf_put(&w[0].b, w[t].b.buf, w[t].b.len);
-        ap_strbuf_free(&w[t].b);
-    }
-    ap_status st = rb_finish(&w[0].b, out, len, err);
-    ap_free(col);
-    ap_free(w);
-    ap_free(tid);
-    ap_free(started);
-    return st;
 }

@@ -1,7 +1,8 @@
 /*
  * report_int.h - internals shared by the report renderers (output/report.c: data, tables,
- * explanations, Markdown, CSV; output/report_charts.c: charts 1-3; output/report_layout.c: text
- * widths, axis ranges and label placement; output/report_sweep.c: the GPU-count sweep, chart 4;
+ * explanations, Markdown; output/report_csv.c: plans.csv; output/report_charts.c: charts 1-3;
+ * output/report_layout.c: text widths, axis ranges and label placement;
+ * output/report_sweep.c: the GPU-count sweep, chart 4;
  * output/report_simchart.c: memory over one iteration from the simulator, chart 5); not a
  * public header.
  *

@@ -1299,6 +1299,76 @@ static void test_pick_best(void) {
     CHECK_INT(ap_report_pick_best(&r), -1);
 }
 
+/* plans.csv streamed (output/report_csv.c): the same bytes whatever the thread count and
+ * however it is cut into pieces, the header alone for no rows, and a writer's failure returned
+ * with no piece handed over after it. 40,000 rows (enough for several threads and chunks),
+ * copies of one estimate's row with distinct step times and micro-batches. */
+typedef struct {
+    ap_strbuf text;
+    int calls, fail_at;
+} csv_sink_state;
+
+static ap_status csv_collect(void *ctx, const void *data, size_t len, ap_err *err) {
+    csv_sink_state *s = ctx;
+    if (++s->calls == s->fail_at) return ap_err_set(err, AP_ERR_IO, "disk full (test)");
+    ap_strbuf_put(&s->text, data, len);
+    return AP_OK;
+}
+
+static void test_csv_stream(void) {
+    ap_model m;
+    ap_cluster c;
+    ap_err err;
+    if (ap_model_load("examples/models/llama-2-7b.json", &m, &err) != AP_OK) { CHECK(0); return; }
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 8, &c);
+    ap_plan p;
+    ap_plan_init(&p);
+    p.dp = 8; p.mbs = 1; p.gbs = 64; p.grad_accum = 8; p.seq = 4096; p.zero = 1;
+    static ap_estimate e;
+    CHECK_INT(ap_estimate_plan(&m, &c, &p, NULL, &e, &err), AP_OK);
+    ap_report r;
+    memset(&r, 0, sizeof r);
+    r.nrows = 40000;
+    r.rows = calloc((size_t)r.nrows, sizeof *r.rows);
+    if (!r.rows) { CHECK(0); return; }
+    for (int64_t i = 0; i < r.nrows; i++) {
+        ap_report_row_from_estimate(&e, &r.rows[i]);
+        r.rows[i].step_s = 1 + (double)i / 7;
+        r.rows[i].mbs = 1 + (int)(i % 13);
+    }
+    r.threads = 1;
+    char *ref = NULL;
+    size_t ref_len = 0;
+    CHECK_INT(ap_report_csv(&r, &ref, &ref_len, &err), AP_OK);
+    int lines = 0;
+    for (size_t k = 0; ref && k < ref_len; k++) lines += ref[k] == '\n';
+    CHECK_INT(lines, 40001);
+    for (int t = 1; t <= 9; t += 4) {
+        r.threads = t;
+        csv_sink_state s = {{0}, 0, 0};
+        CHECK_INT(ap_report_csv_write(&r, csv_collect, &s, &err), AP_OK);
+        CHECK(s.calls > 2);
+        CHECK(ref && s.text.len == ref_len && !memcmp(s.text.buf, ref, ref_len));
+        ap_strbuf_free(&s.text);
+        csv_sink_state f = {{0}, 0, 3};
+        CHECK_INT(ap_report_csv_write(&r, csv_collect, &f, &err), AP_ERR_IO);
+        CHECK_INT(f.calls, 3);
+        CHECK_CONTAINS(err.msg, "disk full (test)");
+        ap_strbuf_free(&f.text);
+    }
+    int64_t n = r.nrows;
+    r.nrows = 0;
+    csv_sink_state h = {{0}, 0, 0};
+    CHECK_INT(ap_report_csv_write(&r, csv_collect, &h, &err), AP_OK);
+    CHECK_INT(h.calls, 1);
+    const char *nl = ref ? strchr(ref, '\n') : NULL;
+    CHECK(nl && h.text.len == (size_t)(nl - ref + 1) && !memcmp(h.text.buf, ref, h.text.len));
+    ap_strbuf_free(&h.text);
+    r.nrows = n;
+    free(ref);
+    free(r.rows);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     if (chdir(tl_srcdir) != 0) {
@@ -1306,6 +1376,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_pick_best();
+    test_csv_stream();
     /* defaults: top 5 and every baseline; DDP of a 7B model does not fit in 80 GB; no sweep */
     run_case("examples/models/llama-2-7b.json", 8, NULL, NULL, 0, "", "", 0, 1);
     /* an illegal spec (tp=3 on 8 GPUs), baselines that do not fit, explicit batch; a sweep

@@ -52,6 +52,12 @@ ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset 
  * dir/name exists and is not a regular file. */
 ap_status ap_outset_add(ap_outset *s, const char *name, const void *data, size_t len,
                         ap_err *err);
+/* ap_outset_add in pieces, for a file too large to hold in memory: _open starts dir/name (the
+ * same checks; one file open at a time), _write appends, _close fsyncs it into the set. A
+ * failure removes the file from the set (ap_outset_abort still ends the set). */
+ap_status ap_outset_open(ap_outset *s, const char *name, ap_err *err);
+ap_status ap_outset_write(ap_outset *s, const void *data, size_t len, ap_err *err);
+ap_status ap_outset_close(ap_outset *s, ap_err *err);
 /* Move the set into its directory (see the file comment) and free s. */
 ap_status ap_outset_commit(ap_outset *s, ap_err *err);
 /* Remove what the set wrote and free s; NULL is a no-op. */

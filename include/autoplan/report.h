@@ -98,7 +98,7 @@ typedef struct ap_report {
 #define AP_REPORT_MAX_ROWS 100000   /* plans.csv rows: the fastest feasible plans */
 #define AP_REPORT_MAX_EVALS 2000000 /* estimates made before the enumeration stops */
 #define AP_REPORT_MAX_POINTS 2000   /* sampled non-Pareto points in the scatter */
-#define AP_REPORT_MAX_THREADS 256   /* threads writing plans.csv */
+#define AP_REPORT_MAX_THREADS 256   /* threads formatting plans.csv */
 
 /* Visit every legal plan of the space ap_search enumerates for `so` (pinned fields as in
  * ap_search_opts), with its estimate, fitting or not; `e` is valid during the call only. This
@@ -135,6 +135,14 @@ int ap_report_pick_best(const ap_report *r);
 ap_status ap_report_html(const ap_report *r, char **out, size_t *len, ap_err *err);
 ap_status ap_report_markdown(const ap_report *r, char **out, size_t *len, ap_err *err);
 ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err);
+
+/* plans.csv in pieces, in order, to sink (a failure there stops the writing and is returned):
+ * formatted on r->threads threads (0: every core), handed to sink on the calling thread while
+ * later pieces are formatted (output/report_csv.c). The same bytes as ap_report_csv, whatever
+ * the thread count. */
+typedef ap_status (*ap_report_csv_sink)(void *ctx, const void *data, size_t len, ap_err *err);
+ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void *ctx,
+                              ap_err *err);
 
 /* The best plan at each of the n GPU counts, clusters[i] being the cluster `autoplan plan
  * --gpus <count>` builds for count i (same flags): ap_search with `so` (top_k as plan's
