@@ -78,20 +78,6 @@ char *rep_fmt_tps(double tps, char *buf, size_t n) { snprintf(buf, n, "%.0f", tp
 
 /* ---- rows ------------------------------------------------------------------------------ */
 
-/* Every column of the estimate's field table (planio.h), stored by its kind. */
-void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
-    memset(r, 0, sizeof *r);
-    for (int i = 0; i < ap_estimate_field_count(); i++) {
-        const ap_estimate_field *f = ap_estimate_field_at(i);
-        if (f->row_off == AP_FIELD_NO_ROW) continue;
-        void *dst = (char *)r + f->row_off;
-        double v = ap_estimate_field_value(f, e);
-        if (f->kind == AP_FIELD_REAL) *(double *)dst = v;
-        else if (f->kind == AP_FIELD_I64) *(int64_t *)dst = (int64_t)v;
-        else *(int *)dst = (int)v;
-    }
-}
-
 /* A row's sort key and its index. */
 typedef struct {
     double step_s, peak;
