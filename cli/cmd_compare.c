@@ -480,9 +480,12 @@ static ap_status run_sweep(compare_cmd *cc, ap_report *rep, ap_err *err) {
     return st;
 }
 
-/* Resolve the strategies, enumerate the space, simulate the best, sweep: the report's data. */
-static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_report *rep,
-                              ap_err *err) {
+/* The report's rows: the space enumerated (and, for the first topN strategy, ranked on the
+ * same walk: one pass instead of two, where that ranking is the search's, i.e. a plan fits
+ * and the walk was whole; *have_ranked then says *ranked holds it). */
+static ap_status enumerate_rows(compare_cmd *cc, const strat_spec *specs, int nspec, ap_report *rep,
+                                int *first_top, ap_search_result *ranked, int *have_ranked,
+                                ap_err *err) {
     rep->model = &cc->r.model;
     rep->cluster = &cc->r.cluster;
     rep->model_arg = cc->rq.model;
@@ -492,28 +495,29 @@ static ap_status build_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_
     rep->threads = cc->r.search.threads;
     rep->strat = calloc(MAX_STRATEGIES, sizeof *rep->strat);
     if (!rep->strat) return ap_err_set(err, AP_ERR_NOMEM, "out of memory");
-    /* the first topN strategy is ranked on the enumeration's own walk (one pass over the space
-     * instead of two) where that ranking is the search's: a plan fits and the walk was whole */
-    int first_top = -1;
-    for (int i = 0; i < nspec && first_top < 0; i++)
-        if (specs[i].top > 0) first_top = i;
-    ap_search_result ranked;
-    int have_ranked = 0;
-    ap_status st;
-    if (first_top >= 0) {
-        st = ap_report_enumerate_ranked(rep->model, rep->cluster, &cc->r.search,
-                                        specs[first_top].top, cc->r.partition, rep, &ranked, err);
-        if (st == AP_OK) {
-            have_ranked = !rep->eval_capped && ranked.ntop > 0;
-            if (!have_ranked) ap_search_result_free(&ranked);
-        }
-    } else {
-        st = ap_report_enumerate(rep->model, rep->cluster, &cc->r.search, rep, err);
+    *first_top = -1;
+    *have_ranked = 0;
+    for (int i = 0; i < nspec && *first_top < 0; i++)
+        if (specs[i].top > 0) *first_top = i;
+    if (*first_top < 0) return ap_report_enumerate(rep->model, rep->cluster, &cc->r.search, rep, err);
+    ap_status st = ap_report_enumerate_ranked(rep->model, rep->cluster, &cc->r.search,
+                                              specs[*first_top].top, cc->r.partition, rep, ranked,
+                                              err);
+    if (st == AP_OK) {
+        *have_ranked = !rep->eval_capped && ranked->ntop > 0;
+        if (!*have_ranked) ap_search_result_free(ranked);
     }
+    return st;
+}
+
+/* The rest of the report's data: the strategies resolved, the best simulated, the sweep. */
+static ap_status finish_report(compare_cmd *cc, strat_spec *specs, int nspec, ap_report *rep,
+                               int first_top, ap_search_result *ranked, int have_ranked,
+                               ap_err *err) {
+    ap_status st = AP_OK;
     for (int i = 0; i < nspec && st == AP_OK; i++)
-        st = resolve(cc, &specs[i], i == first_top && have_ranked ? &ranked : NULL, rep->strat,
+        st = resolve(cc, &specs[i], i == first_top && have_ranked ? ranked : NULL, rep->strat,
                      &rep->nstrat, MAX_STRATEGIES, err);
-    if (have_ranked) ap_search_result_free(&ranked);
     if (st == AP_OK) {
         rep->best = ap_report_pick_best(rep);
         st = ap_report_simulate(rep, NULL, err);
@@ -526,24 +530,36 @@ static ap_status csv_sink(void *set, const void *data, size_t len, ap_err *err) 
     return ap_outset_write(set, data, len, err);
 }
 
-/* report.html, report.md and plans.csv into --out: one output set (files.h); plans.csv is
- * written as it is formatted. */
-static ap_status write_report(const char *dir, const ap_report *rep, ap_err *err) {
-    static const char *const family[] = {"report.html", "report.md", "plans.csv", NULL};
-    char *text[2] = {NULL, NULL};
-    size_t len[2] = {0, 0};
+/* The report into --out as one output set (files.h): plans.csv, from the rows alone, is
+ * formatted and written on threads of its own while the strategies are resolved and
+ * report.html and report.md built. */
+static ap_status build_and_write(compare_cmd *cc, strat_spec *specs, int nspec, ap_report *rep,
+                                 ap_err *err) {
+    static const char *const family[] = {"plans.csv", "report.html", "report.md", NULL};
+    const char *dir = ap_flags_value(&cc->fl, "out");
+    char *text[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
     ap_outset *set = NULL;
-    ap_status st = ap_report_html(rep, &text[0], &len[0], err);
-    if (st == AP_OK) st = ap_report_markdown(rep, &text[1], &len[1], err);
+    ap_report_csv_job *job = NULL;
+    ap_search_result ranked;
+    int first_top = -1, have_ranked = 0;
+    ap_status st = enumerate_rows(cc, specs, nspec, rep, &first_top, &ranked, &have_ranked, err);
     if (st == AP_OK) st = ap_outset_begin(dir, family, &set, err);
-    for (int i = 0; i < 2 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
-    if (st == AP_OK) st = ap_outset_open(set, family[2], err);
-    if (st == AP_OK) st = ap_report_csv_write(rep, csv_sink, set, err);
+    if (st == AP_OK) st = ap_outset_open(set, family[0], err);
+    if (st == AP_OK) st = ap_report_csv_start(rep, csv_sink, set, &job, err);
+    if (st == AP_OK) st = finish_report(cc, specs, nspec, rep, first_top, &ranked, have_ranked, err);
+    if (have_ranked) ap_search_result_free(&ranked);
+    if (st == AP_OK) st = ap_report_html(rep, &text[1], &len[1], err);
+    if (st == AP_OK) st = ap_report_markdown(rep, &text[2], &len[2], err);
+    ap_status cst = ap_report_csv_finish(job, st != AP_OK, err);
+    if (st == AP_OK) st = cst;
     if (st == AP_OK) st = ap_outset_close(set, err);
+    for (int i = 1; i < 3 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
     if (st == AP_OK) st = ap_outset_commit(set, err);
     else ap_outset_abort(set);
-    for (int i = 0; i < 3 && st == AP_OK; i++) printf("wrote %s/%s\n", ap_cli_safe(dir), family[i]);
-    for (int i = 0; i < 2; i++) free(text[i]);
+    for (int i = 1; i < 4 && st == AP_OK; i++)
+        printf("wrote %s/%s\n", ap_cli_safe(dir), family[i % 3]);
+    for (int i = 1; i < 3; i++) free(text[i]);
     return st;
 }
 
@@ -589,8 +605,7 @@ int ap_cmd_compare(int argc, char **argv) {
         const char *list = ap_flags_value(&cc->fl, "strategies");
         st = parse_strategies(cc, list ? list : DEFAULT_STRATEGIES, specs, &nspec, &err);
     }
-    if (st == AP_OK) st = build_report(cc, specs, nspec, &rep, &err);
-    if (st == AP_OK) st = write_report(ap_flags_value(&cc->fl, "out"), &rep, &err);
+    if (st == AP_OK) st = build_and_write(cc, specs, nspec, &rep, &err);
     if (st != AP_OK) rc = ap_cli_fail(st, &err);
     else print_summary(&rep);
 out:

@@ -19,6 +19,7 @@
 #include "report_int.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define CSV_CHUNK_ROWS 1024      /* rows per chunk: about 600 KB of text */
@@ -248,4 +249,54 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
     *out = b.buf;
     if (len) *len = b.len;
     return AP_OK;
+}
+
+/* ---- on a thread of its own, beside the rest of the report ------------------------------- */
+
+struct ap_report_csv_job {
+    const ap_report *r;
+    ap_report_csv_sink sink;
+    void *ctx;
+    pthread_t tid;
+    int started;
+    atomic_int cancel; /* set by ap_report_csv_finish: the writer stops at its next piece */
+    ap_status st;
+    ap_err err;
+};
+
+static ap_status job_sink(void *ctx, const void *data, size_t len, ap_err *err) {
+    ap_report_csv_job *j = ctx;
+    if (atomic_load(&j->cancel)) return ap_err_set(err, AP_ERR_INTERNAL, "plans.csv: cancelled");
+    return j->sink(j->ctx, data, len, err);
+}
+
+static void *job_run(void *arg) {
+    ap_report_csv_job *j = arg;
+    j->st = ap_report_csv_write(j->r, job_sink, j, &j->err);
+    return NULL;
+}
+
+ap_status ap_report_csv_start(const ap_report *r, ap_report_csv_sink sink, void *ctx,
+                              ap_report_csv_job **job, ap_err *err) {
+    ap_report_csv_job *j = ap_calloc(1, sizeof *j);
+    *job = j;
+    if (!j) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
+    j->r = r;
+    j->sink = sink;
+    j->ctx = ctx;
+    atomic_init(&j->cancel, 0);
+    /* a thread that cannot start leaves the writing to ap_report_csv_finish */
+    j->started = pthread_create(&j->tid, NULL, job_run, j) == 0;
+    return AP_OK;
+}
+
+ap_status ap_report_csv_finish(ap_report_csv_job *j, int cancel, ap_err *err) {
+    if (!j) return AP_OK;
+    if (cancel) atomic_store(&j->cancel, 1);
+    if (j->started) pthread_join(j->tid, NULL);
+    else if (!cancel) job_run(j);
+    ap_status st = cancel ? AP_OK : j->st;
+    if (st != AP_OK && err) *err = j->err;
+    ap_free(j);
+    return st;
 }

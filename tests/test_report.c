@@ -1300,8 +1300,8 @@ static void test_pick_best(void) {
 }
 
 /* plans.csv streamed (output/report_csv.c): the same bytes whatever the thread count and
- * however it is cut into pieces, the header alone for no rows, and a writer's failure returned
- * with no piece handed over after it. 40,000 rows (enough for several threads and chunks),
+ * however it is cut into pieces or on a thread of its own, the header alone for no rows, a
+ * writer's failure returned with no piece handed over after it, and a cancel. 40,000 rows (enough for several threads and chunks),
  * copies of one estimate's row with distinct step times and micro-batches. */
 typedef struct {
     ap_strbuf text;
@@ -1356,6 +1356,24 @@ static void test_csv_stream(void) {
         CHECK_CONTAINS(err.msg, "disk full (test)");
         ap_strbuf_free(&f.text);
     }
+    /* on a thread of its own: the same bytes; a writer's failure comes back from finish; a
+     * cancel returns AP_OK (the caller has its own error) */
+    r.threads = 2;
+    csv_sink_state a = {{0}, 0, 0}, f = {{0}, 0, 2};
+    ap_report_csv_job *job = NULL;
+    CHECK_INT(ap_report_csv_start(&r, csv_collect, &a, &job, &err), AP_OK);
+    CHECK_INT(ap_report_csv_finish(job, 0, &err), AP_OK);
+    CHECK(ref && a.text.len == ref_len && !memcmp(a.text.buf, ref, ref_len));
+    CHECK_INT(ap_report_csv_start(&r, csv_collect, &f, &job, &err), AP_OK);
+    CHECK_INT(ap_report_csv_finish(job, 0, &err), AP_ERR_IO);
+    CHECK_INT(f.calls, 2);
+    ap_strbuf_free(&a.text);
+    ap_strbuf_free(&f.text);
+    csv_sink_state k = {{0}, 0, 0};
+    CHECK_INT(ap_report_csv_start(&r, csv_collect, &k, &job, &err), AP_OK);
+    CHECK_INT(ap_report_csv_finish(job, 1, &err), AP_OK);
+    CHECK(k.text.len <= ref_len && (!k.text.len || !memcmp(k.text.buf, ref, k.text.len)));
+    ap_strbuf_free(&k.text);
     int64_t n = r.nrows;
     r.nrows = 0;
     csv_sink_state h = {{0}, 0, 0};

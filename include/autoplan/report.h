@@ -143,6 +143,14 @@ ap_status ap_report_csv(const ap_report *r, char **out, size_t *len, ap_err *err
 typedef ap_status (*ap_report_csv_sink)(void *ctx, const void *data, size_t len, ap_err *err);
 ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void *ctx,
                               ap_err *err);
+/* ap_report_csv_write on a thread of its own, so the rest of the report is built beside it:
+ * r->rows, r->nrows and r->threads must not change until ap_report_csv_finish, which waits for
+ * the writing and returns its status (with cancel: stops it at its next piece, AP_OK). Where
+ * the thread cannot start, ap_report_csv_finish writes on the calling thread. */
+typedef struct ap_report_csv_job ap_report_csv_job;
+ap_status ap_report_csv_start(const ap_report *r, ap_report_csv_sink sink, void *ctx,
+                              ap_report_csv_job **job, ap_err *err);
+ap_status ap_report_csv_finish(ap_report_csv_job *job, int cancel, ap_err *err);
 
 /* The best plan at each of the n GPU counts, clusters[i] being the cluster `autoplan plan
  * --gpus <count>` builds for count i (same flags): ap_search with `so` (top_k as plan's
