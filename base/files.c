@@ -7,7 +7,7 @@
  * kill(pid, 0) fails with ESRCH (a live process of another user answers EPERM and is left
  * alone).
  */
-#define _DEFAULT_SOURCE /* DT_DIR in dirent.h */
+#define _GNU_SOURCE /* DT_DIR in dirent.h; sync_file_range on Linux */
 #include "autoplan/files.h"
 
 #include <dirent.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #define MAX_SET 16
+#define OUTSET_WRITEBACK_BYTES (4 << 20) /* written bytes handed to writeback at a time */
 
 struct ap_outset {
     char dir[4096];
@@ -30,6 +31,7 @@ struct ap_outset {
     int n;
     int fd;                   /* the file open for writing (ap_outset_open), or -1 */
     char open_name[64];
+    long long written, flushed; /* bytes of the open file written, and handed to writeback */
 };
 
 static const char *kind_of(mode_t m) {
@@ -191,6 +193,7 @@ ap_status ap_outset_open(ap_outset *s, const char *name, ap_err *err) {
     if (s->fd < 0)
         return ap_err_set(err, AP_ERR_IO, "%s: %s: cannot write: %s", target, tmp, strerror(errno));
     snprintf(s->open_name, sizeof s->open_name, "%s", name);
+    s->written = s->flushed = 0;
     return AP_OK;
 }
 
@@ -220,7 +223,17 @@ ap_status ap_outset_write(ap_outset *s, const void *data, size_t len, ap_err *er
         if (w < 0) return write_failed(s, errno, err);
         p += w;
         len -= (size_t)w;
+        s->written += w;
     }
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* Linux: a large file's pages start going to the disk while later ones are produced, so
+     * the fsync at _close waits for the last few MB instead of the whole file (compare's 54 MB
+     * plans.csv: 80 ms of waiting at the end). Advisory: a failure here is fsync's to report. */
+    if (s->written - s->flushed >= OUTSET_WRITEBACK_BYTES) {
+        (void)sync_file_range(s->fd, s->flushed, s->written - s->flushed, SYNC_FILE_RANGE_WRITE);
+        s->flushed = s->written;
+    }
+#endif
     return AP_OK;
 }
 
