@@ -537,8 +537,8 @@ static ap_status build_and_write(compare_cmd *cc, strat_spec *specs, int nspec, 
                                  ap_err *err) {
     static const char *const family[] = {"plans.csv", "report.html", "report.md", NULL};
     const char *dir = ap_flags_value(&cc->fl, "out");
-    char *text[3] = {NULL, NULL, NULL};
-    size_t len[3] = {0, 0, 0};
+    char *text[2] = {NULL, NULL}; /* report.html, report.md */
+    size_t len[2] = {0, 0};
     ap_outset *set = NULL;
     ap_report_csv_job *job = NULL;
     ap_search_result ranked;
@@ -549,17 +549,22 @@ static ap_status build_and_write(compare_cmd *cc, strat_spec *specs, int nspec, 
     if (st == AP_OK) st = ap_report_csv_start(rep, csv_sink, set, &job, err);
     if (st == AP_OK) st = finish_report(cc, specs, nspec, rep, first_top, &ranked, have_ranked, err);
     if (have_ranked) ap_search_result_free(&ranked);
-    if (st == AP_OK) st = ap_report_html(rep, &text[1], &len[1], err);
-    if (st == AP_OK) st = ap_report_markdown(rep, &text[2], &len[2], err);
+    if (st == AP_OK) st = ap_report_html(rep, &text[0], &len[0], err);
+    if (st == AP_OK) st = ap_report_markdown(rep, &text[1], &len[1], err);
+    /* an error above stops the writing at its next piece */
     ap_status cst = ap_report_csv_finish(job, st != AP_OK, err);
     if (st == AP_OK) st = cst;
     if (st == AP_OK) st = ap_outset_close(set, err);
-    for (int i = 1; i < 3 && st == AP_OK; i++) st = ap_outset_add(set, family[i], text[i], len[i], err);
+    for (int i = 0; i < 2 && st == AP_OK; i++)
+        st = ap_outset_add(set, family[1 + i], text[i], len[i], err);
     if (st == AP_OK) st = ap_outset_commit(set, err);
     else ap_outset_abort(set);
-    for (int i = 1; i < 4 && st == AP_OK; i++)
-        printf("wrote %s/%s\n", ap_cli_safe(dir), family[i % 3]);
-    for (int i = 1; i < 3; i++) free(text[i]);
+    if (st == AP_OK) { /* in the order earlier versions printed */
+        const char *d = ap_cli_safe(dir);
+        printf("wrote %s/report.html\nwrote %s/report.md\nwrote %s/plans.csv\n", d, d, d);
+    }
+    free(text[0]);
+    free(text[1]);
     return st;
 }
 
