@@ -167,6 +167,7 @@ int ap_online_cores(void) {
 struct ap_file_out {
     char *path, *tmp;
     int fd;
+    long long written; /* bytes so far (ap_files_write_fd) */
 };
 
 ap_status ap_file_out_open(const char *path, ap_file_out **out, ap_err *err) {
@@ -212,17 +213,8 @@ void ap_file_out_abort(ap_file_out *f) {
 }
 
 ap_status ap_file_out_write(ap_file_out *f, const void *data, size_t len, ap_err *err) {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(f->fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", f->path, strerror(e));
-        }
-        p += w;
-        len -= (size_t)w;
-    }
+    int e = ap_files_write_fd(f->fd, data, len, &f->written);
+    if (e) return ap_err_set(err, AP_ERR_IO, "%s: write failed: %s", f->path, strerror(e));
     return AP_OK;
 }
 

@@ -41,6 +41,12 @@ ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err);
  * is not a directory (AP_ERR_INPUT). For checking --out before a long computation. */
 ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err);
 
+/* Write all of data to fd (an interrupted write is retried). *written counts the file's bytes
+ * (0 at its start); each whole 4 MB it passes is handed to the disk's writeback at once where
+ * Linux has sync_file_range, so the fsync that ends the file waits for its last pages only.
+ * 0, or the errno of the write that failed. */
+int ap_files_write_fd(int fd, const void *data, size_t len, long long *written);
+
 typedef struct ap_outset ap_outset;
 
 /* Start a set in directory dir (made when missing). family: NULL-terminated names of the files
