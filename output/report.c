@@ -132,6 +132,13 @@ static void sort_keys(row_key *k, row_key *tmp, int64_t n) {
     if (from != k) memcpy(k, from, (size_t)n * sizeof *k);
 }
 
+int rep_threads(int threads, int64_t n, int64_t per_thread) {
+    int nt = threads > 0 ? threads : ap_online_cores();
+    if (nt > AP_REPORT_MAX_THREADS) nt = AP_REPORT_MAX_THREADS;
+    if ((int64_t)nt * per_thread > n) nt = (int)(n / per_thread);
+    return nt < 1 ? 1 : nt;
+}
+
 /* Rows [j0, j1) of the sorted array gathered from the unsorted one, on a thread of sort_rows. */
 typedef struct {
     const ap_report_row *from;
@@ -152,10 +159,7 @@ static void *gather(void *arg) {
  * keys are sorted (a sort of the rows themselves moved hundreds of bytes per step), then the
  * rows gathered in that order on `threads` threads (0: every core). NULL: out of memory. */
 static ap_report_row *sort_rows(const ap_report_row *rows, int64_t n, int threads) {
-    int nt = threads > 0 ? threads : ap_online_cores();
-    if (nt > AP_REPORT_MAX_THREADS) nt = AP_REPORT_MAX_THREADS;
-    if ((int64_t)nt * GATHER_ROWS_PER_THREAD > n) nt = (int)(n / GATHER_ROWS_PER_THREAD);
-    if (nt < 1) nt = 1;
+    const int nt = rep_threads(threads, n, GATHER_ROWS_PER_THREAD);
     size_t m = (size_t)(n > 0 ? n : 1);
     row_key *k = ap_malloc(2 * m * sizeof *k);
     ap_report_row *out = ap_malloc(m * sizeof *out);

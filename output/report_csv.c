@@ -165,14 +165,6 @@ static ap_status write_chunks(csv_job *j, ap_report_csv_sink sink, void *ctx, ap
     return st;
 }
 
-/* The number of formatting threads, the calling one included. */
-static int csv_threads(const ap_report *r) {
-    int nt = r->threads > 0 ? r->threads : ap_online_cores();
-    if (nt > AP_REPORT_MAX_THREADS) nt = AP_REPORT_MAX_THREADS;
-    if ((int64_t)nt * CSV_ROWS_PER_THREAD > r->nrows) nt = (int)(r->nrows / CSV_ROWS_PER_THREAD);
-    return nt < 1 ? 1 : nt;
-}
-
 /* The header line into b. */
 static void csv_header(const csv_job *j, rbuf *b) {
     rb_puts(b, "label");
@@ -185,7 +177,8 @@ static void csv_header(const csv_job *j, rbuf *b) {
 
 ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void *ctx,
                               ap_err *err) {
-    const int nf = ap_estimate_field_count(), nt = csv_threads(r);
+    const int nf = ap_estimate_field_count();
+    const int nt = rep_threads(r->threads, r->nrows, CSV_ROWS_PER_THREAD); /* the caller's too */
     csv_job j;
     memset(&j, 0, sizeof j);
     j.r = r;

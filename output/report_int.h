@@ -48,6 +48,7 @@
 #define rep_place_label ap_report_place_label
 #define rep_label_leader_end ap_report_label_leader_end
 #define rep_anchor_name ap_report_anchor_name
+#define rep_threads ap_report_threads
 
 /* the report's text buffer is the shared one (strbuf.h) */
 typedef ap_strbuf rbuf;
@@ -57,6 +58,10 @@ void rb_html(rbuf *b, const char *s); /* escaped for HTML/SVG text and attribute
 void rb_md(rbuf *b, const char *s);   /* escaped for Markdown text, table cells included */
 /* "autoplan COMMAND ARGS" as a Markdown code span (table-cell safe) */
 void rb_md_command(rbuf *b, const char *command, const char *args);
+
+/* Threads for work on n rows: `threads` (0: every core), at most AP_REPORT_MAX_THREADS and at
+ * most one per per_thread rows (fewer rows are not worth a thread), at least 1. */
+int rep_threads(int threads, int64_t n, int64_t per_thread);
 
 /* Formats into buf (returned): seconds "%.3f", GiB "%.2f" of bytes / 2^30, percent "%.1f" of a
  * fraction, tokens/s "%.0f". */
