@@ -126,8 +126,11 @@ static const void *field_ptr(const ap_estimate_field *f, const ap_estimate *e) {
     return (const char *)e + f->off;
 }
 
+/* plan.overlap: derived, either overlap */
+static int overlap_of(const ap_estimate *e) { return e->plan.overlap_grad || e->plan.overlap_param; }
+
 double ap_estimate_field_value(const ap_estimate_field *f, const ap_estimate *e) {
-    if (f->from == OVERLAP) return e->plan.overlap_grad || e->plan.overlap_param;
+    if (f->from == OVERLAP) return overlap_of(e);
     const void *v = field_ptr(f, e);
     switch (f->kind) {
     case AP_FIELD_I64: return (double)*(const int64_t *)v;
@@ -146,7 +149,7 @@ void ap_report_row_from_estimate(const ap_estimate *e, ap_report_row *r) {
         if (f->row_off == AP_FIELD_NO_ROW) continue;
         char *dst = (char *)r + f->row_off;
         if (f->from == OVERLAP) {
-            *(int *)dst = e->plan.overlap_grad || e->plan.overlap_param;
+            *(int *)dst = overlap_of(e);
             continue;
         }
         const void *v = field_ptr(f, e);

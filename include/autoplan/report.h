@@ -98,7 +98,7 @@ typedef struct ap_report {
 #define AP_REPORT_MAX_ROWS 100000   /* plans.csv rows: the fastest feasible plans */
 #define AP_REPORT_MAX_EVALS 2000000 /* estimates made before the enumeration stops */
 #define AP_REPORT_MAX_POINTS 2000   /* sampled non-Pareto points in the scatter */
-#define AP_REPORT_MAX_THREADS 256   /* threads formatting plans.csv */
+#define AP_REPORT_MAX_THREADS 256   /* threads on the rows (their gather, plans.csv) */
 
 /* Visit every legal plan of the space ap_search enumerates for `so` (pinned fields as in
  * ap_search_opts), with its estimate, fitting or not; `e` is valid during the call only. This
