@@ -86,9 +86,16 @@ static void layer_params(const ctx *x, int64_t idx, const layer_shape *ls, layer
         lc->act[r] = ap_mem_layer_activation_bytes(m, p, idx, (ap_recompute)r);
 }
 
+/* The layer's forward GEMM time by the TP collective each GEMM consumes or produces (with sp,
+ * Korthikanti 2022 Sec. 4.2.2): the attention's all-gather feeds its input projections and its
+ * output projection feeds a reduce-scatter; the MLP's likewise (layer_comm). */
+typedef struct {
+    double attn_in, attn_out, mlp_in, mlp_out;
+} gemm_parts;
+
 /* GEMM time of the attention projections, forward: MLA's low-rank projections (DeepSeek-V2,
  * Liu et al. 2024, Sec. 2.1) or fused q,k,v and the output projection. */
-static double attention_gemms_s(const ctx *x, const layer_shape *ls) {
+static double attention_gemms_s(const ctx *x, const layer_shape *ls, gemm_parts *gp) {
     const ap_model *m = x->m;
     const double T = ls->T, h = ls->h, a_loc = ls->a_loc;
     double g = 0;
@@ -104,11 +111,15 @@ static double attention_gemms_s(const ctx *x, const layer_shape *ls) {
         g += gemm_s(x, T, (double)(ml->kv_lora_rank + ml->qk_rope_head_dim), h);
         g += gemm_s(x, T, a_loc * (double)(ml->qk_nope_head_dim + ml->v_head_dim),
                     (double)ml->kv_lora_rank);
-        g += gemm_s(x, T, h, a_loc * (double)ml->v_head_dim);
+        gp->attn_in = g;
+        gp->attn_out = gemm_s(x, T, h, a_loc * (double)ml->v_head_dim);
+        g += gp->attn_out;
     } else {
         double qkv_n = a_loc * (double)m->head_dim + 2.0 * ls->kvf * (double)m->head_dim;
-        g += gemm_s(x, T, qkv_n, h);
-        g += gemm_s(x, T, h, a_loc * (double)m->head_dim);
+        gp->attn_in = gemm_s(x, T, qkv_n, h);
+        gp->attn_out = gemm_s(x, T, h, a_loc * (double)m->head_dim);
+        g += gp->attn_in;
+        g += gp->attn_out;
     }
     return g;
 }
@@ -117,7 +128,8 @@ static double attention_gemms_s(const ctx *x, const layer_shape *ls) {
  * sum): the dense MLP, or the router, the local experts at their share of the routed tokens and
  * the shared experts. *ffn_elem_bytes gets the activation function's memory traffic (SwiGLU
  * reads 2f and writes f, 2 bytes each: 6f per token; GELU reads and writes f: 4f). */
-static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double *ffn_elem_bytes) {
+static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double *ffn_elem_bytes,
+                          gemm_parts *gp) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     const double T = ls->T, h = ls->h, t = ls->t;
@@ -131,19 +143,28 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
         double per_expert = routed / local_experts;
         double f = (double)mo->ffn_hidden / p->etp;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
-        g += gemm_s(x, T, (double)mo->experts, h); /* router */
-        g += local_experts * (gemm_s(x, per_expert, up, h) + gemm_s(x, per_expert, h, f));
+        double router = gemm_s(x, T, (double)mo->experts, h);
+        double e_up = gemm_s(x, per_expert, up, h), e_down = gemm_s(x, per_expert, h, f);
+        g += router;
+        g += local_experts * (e_up + e_down);
+        gp->mlp_in = router + local_experts * e_up;
+        gp->mlp_out = local_experts * e_down;
         *ffn_elem_bytes += routed * act_bytes * f;
         if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0) {
             double fs = (double)mo->shared_ffn_hidden / t;
             double ups = m->act == AP_ACT_SWIGLU ? 2.0 * fs : fs;
-            g += gemm_s(x, T, ups, h) + gemm_s(x, T, h, fs);
+            double s_up = gemm_s(x, T, ups, h), s_down = gemm_s(x, T, h, fs);
+            g += s_up + s_down;
+            gp->mlp_in += s_up;
+            gp->mlp_out += s_down;
             *ffn_elem_bytes += T * act_bytes * fs;
         }
     } else {
         double f = (double)m->ffn_hidden / t;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
-        g += gemm_s(x, T, up, h) + gemm_s(x, T, h, f);
+        gp->mlp_in = gemm_s(x, T, up, h);
+        gp->mlp_out = gemm_s(x, T, h, f);
+        g += gp->mlp_in + gp->mlp_out;
         *ffn_elem_bytes += T * act_bytes * f;
     }
     return g;
@@ -218,14 +239,14 @@ static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s,
 }
 
 /* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
- * (attention_core_s) and the memory-bound kernels at HBM bandwidth. Returns the GEMM time (TP
- * overlap hides communication behind it). */
-static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc) {
+ * (attention_core_s) and the memory-bound kernels at HBM bandwidth. *gp gets the forward GEMM
+ * time by the TP collective it overlaps (layer_comm). */
+static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, gemm_parts *gp) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     const double T = ls->T, h = ls->h;
     double ffn_elem = 0; /* activation-function bytes */
-    double g = mlp_gemms_s(x, ls, attention_gemms_s(x, ls), &ffn_elem);
+    double g = mlp_gemms_s(x, ls, attention_gemms_s(x, ls, gp), &ffn_elem, gp);
 
     double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
     double attn_full = 2.0 * (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq * (dqk + dv);
@@ -262,12 +283,12 @@ static double layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc)
                         elem_s - attn_elem_s;
         lc->sac_rec_flops = 2.0 * T * (kv * h + h * ao + last * last_k);
     }
-    return g;
 }
 
 /* Communication of one micro-batch through the layer, forward: TP (with its overlap), the CP
  * ring and the EP all-to-alls. */
-static void layer_comm(const ctx *x, const layer_shape *ls, double gemm_s_fwd, layer_cost *lc) {
+static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp,
+                       layer_cost *lc) {
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     const double T = ls->T, h = ls->h;
@@ -280,12 +301,18 @@ static void layer_comm(const ctx *x, const layer_shape *ls, double gemm_s_fwd, l
     if (p->overlap_tp && p->tp > 1) {
         /* Transformer Engine's userbuffer overlap (Megatron --tp-comm-overlap) and torch's
          * async TP split each all-gather / reduce-scatter into tp chunks pipelined against the
-         * GEMM that consumes or produces them (Wang et al. 2022, "Overlap communication with
-         * dependent computation via decomposition"): what the layer's GEMMs cannot hide stays
-         * exposed, and the first chunk never hides */
-        double hide = lc->tp_total_s - gemm_s_fwd;
-        double first = lc->tp_total_s / p->tp;
-        lc->tp_s = hide > first ? hide : first;
+         * GEMM that consumes or produces it (Wang et al. 2022, "Overlap communication with
+         * dependent computation via decomposition"; TE's ub overlaps: qkv and fc1 all-gathers,
+         * proj and fc2 reduce-scatters). A collective of C seconds split into n = tp chunks
+         * against a GEMM of G: the first chunk never hides, then each step takes the longer of
+         * a chunk of each, so C/n + (n - 1) max(C, G)/n + G/n in all, of which
+         * max(C/n, C - (n - 1) G/n) is exposed; summed over the layer's four collectives,
+         * each moving a quarter of the bytes */
+        const double n = (double)p->tp, c = lc->tp_total_s / 4.0;
+        const double g[4] = {gp->attn_in, gp->attn_out, gp->mlp_in, gp->mlp_out};
+        double exposed = 0;
+        for (int i = 0; i < 4; i++) exposed += fmax(c / n, c - (n - 1.0) * g[i] / n);
+        lc->tp_s = exposed;
     }
     if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
@@ -313,8 +340,9 @@ void price_layer(const ctx *x, int64_t idx, layer_cost *lc) {
     layer_shape ls;
     layer_shape_of(x, idx, &ls);
     layer_params(x, idx, &ls, lc);
-    double g = layer_compute(x, &ls, lc);
-    layer_comm(x, &ls, g, lc);
+    gemm_parts gp;
+    layer_compute(x, &ls, lc, &gp);
+    layer_comm(x, &ls, &gp, lc);
     /* model FLOPs (forward, one micro-batch on this rank): 2 x active matmul params x tokens
      * + attention (not halved for causal: Megatron's convention, Narayanan 2021 Eq. 3) */
     double active_matmul = (double)(ls.li.active_params - ls.li.norm_params);

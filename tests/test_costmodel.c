@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "autoplan/estimate.h"
+#include "autoplan/kernels.h"
 #include "testlib.h"
 
 static ap_model load(const char *rel) {
@@ -438,6 +439,51 @@ static void test_tp_overlap(void) {
     CHECK_CONTAINS(err.msg, "sequence parallelism");
 }
 
+/* TP overlap pairs each collective with the GEMM that consumes or produces it (layer_cost.c
+ * layer_comm): a collective of c seconds in n = tp chunks against a GEMM of g hides
+ * (n - 1) min(c, g) / n. Llama-3-8B at tp 8 on 8 x 12 x 8192 tokens: the attention's
+ * projections are shorter than their collectives, the MLP's longer, so the hidden time per layer
+ * forward is 7/8 (g_qkv + g_proj + 2 c), c a quarter of the layer's TP time; GEMM times by
+ * hand from the published kernel table (kernels.h) and the default calibration. Pooled over the
+ * layer's GEMMs (the earlier rule) it would be 7/8 of all four collectives. */
+static double hand_gemm_s(const ap_gpu *g, const ap_calib *cal, double M, double N, double K) {
+    double eff = cal->gemm_eff_max * ap_kernels_gemm_eff(ap_kernels_published(g), AP_DTYPE_BF16,
+                                                         M, N, K, cal->gemm_half_flops);
+    return 2.0 * M * N * K / (g->peak_flops[AP_DTYPE_BF16] * eff);
+}
+
+static void test_tp_overlap_pairs(void) {
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_cluster c = cluster("h100-sxm", 64);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate off, on;
+    ap_plan p = mkplan(8, 1, 8, 12, 96, 3, AP_RECOMPUTE_SELECTIVE, 1, 1);
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    p.seq = 8192;
+    p.overlap_param = 1;
+    p.overlap_tp = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &off, &err) == AP_OK);
+    p.overlap_tp = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &on, &err) == AP_OK);
+    const double L = 32, n = 8, T = 12.0 * 8192, h = 4096, d = 128;
+    /* 32 query heads and 8 kv heads over tp 8: 4 query heads and 1 kv head per rank */
+    double g_qkv = hand_gemm_s(&c.gpu, &cal, T, 4 * d + 2 * d, h);
+    double g_proj = hand_gemm_s(&c.gpu, &cal, T, h, 4 * d);
+    double g_up = hand_gemm_s(&c.gpu, &cal, T, 2.0 * 14336 / 8, h);
+    double g_down = hand_gemm_s(&c.gpu, &cal, T, h, 14336.0 / 8);
+    /* the report counts each layer's forward TP time twice (forward and backward); the loss's
+     * small all-reduce is never hidden */
+    double cq = on.time.tp_comm_total_s / (2.0 * L) / 4.0;
+    CHECK(g_qkv < cq && g_proj < cq && g_up > cq && g_down > cq);
+    double hidden = (on.time.tp_comm_total_s - on.time.tp_comm_s) / (2.0 * L);
+    CHECK_NEAR(hidden, (n - 1.0) / n * (g_qkv + g_proj + 2.0 * cq), 1e-3);
+    CHECK(hidden < 0.9 * (n - 1.0) / n * 4.0 * cq);
+    CHECK_NEAR(off.time.tp_comm_total_s, on.time.tp_comm_total_s, 1e-12);
+    CHECK_NEAR(off.time.tp_comm_s, off.time.tp_comm_total_s, 1e-12);
+}
+
 static void test_refusals(void) {
     ap_model m = load("examples/models/llama-3-70b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 64);
@@ -623,6 +669,7 @@ int main(int argc, char **argv) {
     test_bf16_optimizer_accumulation();
     test_op_sac();
     test_tp_overlap();
+    test_tp_overlap_pairs();
     test_refusals();
     test_estimate_copy();
     test_price_memo();
