@@ -1,9 +1,10 @@
 /*
  * test_costmodel.c - the analytical cost model against published tables and hand derivations:
  * ZeRO Table 1, Megatron's 18 and 6 + 12/d bytes per parameter, DeepSpeed's estimator,
- * Korthikanti Table 2 exactly, architecture variants derived by hand, and properties (more
- * recompute never adds memory, more GPUs never add model-state memory, time parts sum to the
- * step, sequence parallelism and overlap never hurt).
+ * Korthikanti Table 2 exactly, architecture variants derived by hand, BF16_Optimizer's
+ * per-micro-batch accumulation and the TP overlap's collective/GEMM pairs by hand, and
+ * properties (more recompute never adds memory, more GPUs never add model-state memory, time
+ * parts sum to the step, sequence parallelism and overlap never hurt).
  */
 #include <math.h>
 #include <stddef.h>
@@ -347,8 +348,6 @@ static void test_op_sac(void) {
     CHECK(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_SELECTIVE) > 63616.0 * 16384.0);
 }
 
-/* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
- * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer, which after every micro-batch's backward
  * casts each bf16 gradient to fp32 and adds it into its fp32 buffer (update_hp_grads): 18 bytes
  * of HBM traffic per parameter of the rank (read 2, write 4; read 4 + 4, write 4), at the
@@ -382,6 +381,8 @@ static void test_bf16_optimizer_accumulation(void) {
     CHECK(z0.time.step_s > z1.time.step_s);
 }
 
+/* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
+ * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
 static void test_offload(void) {
     ap_model m = load("examples/models/llama-2-7b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 8);
