@@ -677,21 +677,29 @@ static void stage_kind_other(const est *E, stage *S) {
     S->other = other;
 }
 
+/* The rank's allocated, reserved and device bytes, from its model states' sum (params + grads +
+ * optimizer bytes, added in that order) and the allocator's fragmentation of what is
+ * allocated and freed during the step. */
+static inline void stage_totals_of(const est *E, double states, double frag, ap_stage_mem *sm) {
+    sm->allocated_bytes = states + sm->activations_bytes + sm->other_bytes;
+    double dyn = sm->activations_bytes + sm->other_bytes;
+    sm->reserved_bytes = sm->allocated_bytes + 0.01 * states + frag * dyn;
+    /* device: the fixed overhead outside the allocator (context, cuBLAS, NCCL) */
+    sm->device_bytes = sm->reserved_bytes + E->device_overhead;
+}
+
+/* PyTorch caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests round to 512 B,
+ * large ones are carved from 20 MiB+ segments and freed blocks of different sizes fragment
+ * them; model-state buffers are few large allocations (~1% rounding), activations many
+ * short-lived ones (documented 8% fragmentation, 3% with expandable_segments). */
+static inline double stage_frag(const est *E) {
+    return E->opts->allocator_expandable ? 0.03 : 0.08;
+}
+
 /* The rank's allocated, reserved and device bytes. */
 static void stage_totals(const est *E, const stage *S, ap_stage_mem *sm) {
     sm->other_bytes = S->other;
-    sm->allocated_bytes = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes +
-                          sm->activations_bytes + sm->other_bytes;
-    /* PyTorch caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests round to 512 B,
-     * large ones are carved from 20 MiB+ segments and freed blocks of different sizes fragment
-     * them; model-state buffers are few large allocations (~1% rounding), activations many
-     * short-lived ones (documented 8% fragmentation, 3% with expandable_segments). */
-    double dyn = sm->activations_bytes + sm->other_bytes;
-    double frag = E->opts->allocator_expandable ? 0.03 : 0.08;
-    sm->reserved_bytes = sm->allocated_bytes + 0.01 * (sm->params_bytes + sm->grads_bytes +
-                                                       sm->optimizer_bytes) + frag * dyn;
-    /* device: the fixed overhead outside the allocator (context, cuBLAS, NCCL) */
-    sm->device_bytes = sm->reserved_bytes + E->device_overhead;
+    stage_totals_of(E, sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes, stage_frag(E), sm);
 }
 
 /* The rank's allocated, reserved and device bytes, and the peaks so far. */
@@ -870,19 +878,25 @@ static void stage_flops(const est *E, stage *S) {
     }
 }
 
-/* Rank r, of the same kind as rank r - 1 (K): the same states and times, and no more in-flight
- * micro-batches (stage_inflight falls with r), so no more activation, allocated, reserved or
- * device bytes (sums of non-negative terms, one of them smaller). The running peaks, the slowest
- * rank and the largest ranks therefore stay as rank r - 1 left them (their tests are strict, or
- * set the same values); only the sums take the rank (stage_sums, in rank order). */
-static void stage_repeat(est *E, const stage *K, int r) {
-    ap_estimate *e = E->e;
-    ap_stage_mem *sm = &e->stages[r];
-    *sm = sm[-1];
-    sm->stage = r;
-    stage_activations(E, K, r, sm);
-    stage_totals(E, K, sm);
-    stage_sums(E, K, r);
+/* Ranks r .. end - 1, each of the same kind as rank r - 1 (K): the same states and times, and
+ * no more in-flight micro-batches (stage_inflight falls with r), so no more activation,
+ * allocated, reserved or device bytes (sums of non-negative terms, one of them smaller). The
+ * running peaks, the slowest rank and the largest ranks therefore stay as rank r - 1 left them
+ * (their tests are strict, or set the same values); only the sums take each rank (stage_sums,
+ * in rank order). */
+static void stage_repeat(est *E, const stage *K, int r, int end) {
+    ap_stage_mem *st = E->e->stages;
+    const ap_stage_mem kind = st[r - 1];
+    const double states = kind.params_bytes + kind.grads_bytes + kind.optimizer_bytes;
+    const double frag = stage_frag(E);
+    for (; r < end; r++) {
+        ap_stage_mem *sm = &st[r];
+        *sm = kind;
+        sm->stage = r;
+        stage_activations(E, K, r, sm);
+        stage_totals_of(E, states, frag, sm);
+        stage_sums(E, K, r);
+    }
 }
 
 /* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE
@@ -897,11 +911,30 @@ static int closed_form_applies(const est *E) {
     return 1;
 }
 
+/* The first rank after r whose kind may differ from rank r's, counted in closed form
+ * (chunks_closed_form): rank r holds a longer chunk for each c = k pp + r in [start, start +
+ * rem), and that count changes from rank r - 1 to rank r only where r = start or r = start +
+ * rem (mod pp), since the window shifted back by one rank gains c = start - 1 and loses c =
+ * start + rem - 1. The first and the last rank are kinds of their own. Without the closed form:
+ * r + 1. */
+static int same_kind_until(const est *E, int r) {
+    const int pp = E->x.p->pp;
+    if (!E->closed_form || r == 0 || r >= pp - 1) return r + 1;
+    int next = pp - 1;
+    if (E->split.rem > 0) {
+        int b1 = E->split.start % pp, b2 = (E->split.start + E->split.rem) % pp;
+        if (b1 > r && b1 < next) next = b1;
+        if (b2 > r && b2 < next) next = b2;
+    }
+    return next;
+}
+
 /* Every pipeline rank in order: its kind priced once (states, times, FLOPs and what its
  * memory needs per micro-batch), then its in-flight activations, device bytes and share of the
  * step's sums. Ranks of a kind met before start from that kind (the last one matched is tried
  * first: consecutive ranks are mostly of one kind, and a rank of its predecessor's kind takes
- * the short way, stage_repeat). */
+ * the short way, stage_repeat; in closed form the ranks up to the next possible change of kind
+ * take it without counting their layers, same_kind_until). */
 static void price_ranks(est *E) {
     ap_estimate *e = E->e;
     stage_kind kinds[STAGE_KINDS];
@@ -914,11 +947,13 @@ static void price_ranks(est *E) {
     E->closed_form = closed_form_applies(E);
     uint64_t prev_key = 0;
     const stage *K = NULL;
-    for (int r = 0; r < pp; r++) {
+    for (int r = 0; r < pp;) {
         stage S;
         uint64_t key = stage_layers(E, r, &S);
+        int end = same_kind_until(E, r);
         if (r > 0 && key == prev_key) {
-            stage_repeat(E, K, r);
+            stage_repeat(E, K, r, end);
+            r = end;
             continue;
         }
         prev_key = key;
@@ -951,6 +986,8 @@ static void price_ranks(est *E) {
         stage_activations(E, K, r, sm);
         stage_overheads(E, K, r, sm);
         stage_account(E, K, r, sm);
+        if (r + 1 < end) stage_repeat(E, K, r + 1, end);
+        r = end;
     }
 }
 
