@@ -267,6 +267,7 @@ typedef struct {
 
 /* One pipeline rank while it is priced. */
 typedef struct {
+    /* the kind (stage_layers); stage_new_kind clears everything from frac_full on */
     int r, first, last;
     int nd, nm;                   /* dense and MoE layers on the rank (all its chunks) */
     int n_rc_full;                /* layers recomputed in full */
@@ -513,13 +514,10 @@ static uint64_t stage_layers(const est *E, int r, stage *S) {
 /* A rank of a kind not met before: everything but its kind cleared, then the fraction of its
  * layers recomputed in full. */
 static void stage_new_kind(const est *E, stage *S) {
-    stage K;
-    memset(&K, 0, sizeof K);
-    K.r = S->r, K.first = S->first, K.last = S->last;
-    K.nd = S->nd, K.nm = S->nm, K.n_rc_full = S->n_rc_full, K.layers = S->layers;
-    if (E->x.p->recompute == AP_RECOMPUTE_FULL && K.layers > 0)
-        K.frac_full = (double)K.n_rc_full / (double)K.layers;
-    *S = K;
+    /* the kind's fields lead the struct: r .. layers */
+    memset((char *)S + offsetof(stage, frac_full), 0, sizeof *S - offsetof(stage, frac_full));
+    if (E->x.p->recompute == AP_RECOMPUTE_FULL && S->layers > 0)
+        S->frac_full = (double)S->n_rc_full / (double)S->layers;
 }
 
 /* ---- chapter 4: model states of one rank ---------------------------------------------------- */
@@ -565,18 +563,17 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
  * whole-rank micro-batches. */
 static inline double stage_inflight(const est *E, int r, int *whole) {
     const ap_plan *p = E->x.p;
+    /* counted in integers (whole numbers far below 2^53: the doubles they replace were exact) */
     if (p->vp > 1) {
-        double chunks = (double)(p->pp - r - 1) * 2.0 + (double)(p->vp - 1) * p->pp + 1.0;
-        double cap = (double)E->mb * p->vp;
+        int64_t chunks = (int64_t)(p->pp - r - 1) * 2 + (int64_t)(p->vp - 1) * p->pp + 1;
+        int64_t cap = E->mb * p->vp;
         if (chunks > cap) chunks = cap;
-        /* rounded up in integers: chunks is a whole number, and a quotient that is not whole
-         * lies at least 1/vp from one, far beyond its rounding */
-        *whole = (int)(((int64_t)chunks + p->vp - 1) / p->vp);
-        return chunks / p->vp;
+        *whole = (int)((chunks + p->vp - 1) / p->vp);
+        return (double)chunks / p->vp;
     }
-    double n = (double)(p->pp - r) < (double)E->mb ? (double)(p->pp - r) : (double)E->mb;
+    int64_t n = p->pp - r < E->mb ? p->pp - r : E->mb;
     *whole = (int)n;
-    return n;
+    return (double)n;
 }
 
 /* Bytes a rank of this kind keeps per in-flight micro-batch under the plan's recompute, and its
