@@ -105,6 +105,13 @@ static int print_json(const vresult *r) {
     return 0;
 }
 
+/* A run's memory verdict beside its time: its predicted peak above the GPU's memory, or within
+ * it but not with the planning headroom. */
+static const char *fit_note(const vrow *v) {
+    if (!v->fits_device) return "  (predicted not to fit)";
+    return v->fits ? "" : "  (fits, not with the planning headroom)";
+}
+
 static void print_rows(const vresult *r) {
     const vset *vs = r->vs;
     printf("%-24s %-14s %-34s %-18s %12s %12s %7s\n", "source", "model", "plan", "metric",
@@ -162,7 +169,7 @@ static void print_cross(const vset *cross, const ap_calib *ccal) {
         printf("%-24s %-14.14s %-34.34s %-10s %8.3f s %8.3f s %6.1f%%%s\n", v->source,
                v->model_name, v->plan_label, ap_dtype_name(v->plan.dtype), v->predicted,
                v->measured, 100 * fabs(v->predicted - v->measured) / v->measured,
-               v->fits ? "" : "  (predicted not to fit)");
+               fit_note(v));
     }
     printf("cross-check time MAPE %.2f%%, max %.2f%%\n", 100 * ca.time_mape, 100 * ca.time_max);
     printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
@@ -182,7 +189,7 @@ static void print_oos_row(const vrow *v) {
     printf("%-24s %-10.10s %-13s %-38.38s %8.3f %s %8.3f %s %+6.1f%%%s\n", v->source,
            v->model_name, v->cluster.gpu.name, v->plan_label, v->predicted / scale, unit,
            v->measured / scale, unit, 100 * (v->predicted - v->measured) / v->measured,
-           v->is_time && !v->fits ? "  (predicted not to fit)" : "");
+           v->is_time ? fit_note(v) : "");
 }
 
 static void print_oos(const vset *oos) {
@@ -207,13 +214,16 @@ static void print_oos(const vset *oos) {
                100 * oa.mem_max);
     printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
            oa.oom_rows);
-    int ran = 0, nofit = 0;
+    int ran = 0, nofit = 0, tight = 0;
     for (int i = 0; i < oos->n; i++) {
         if (!oos->rows[i].is_time) continue;
         ran++;
-        nofit += !oos->rows[i].fits;
+        nofit += !oos->rows[i].fits_device;
+        tight += oos->rows[i].fits_device && !oos->rows[i].fits;
     }
-    printf("runs that ran predicted not to fit: %d of %d\n", nofit, ran);
+    printf("runs that ran predicted not to fit: %d of %d (device peak above the GPU's memory); "
+           "%d more within the %.0f GiB planning headroom\n", nofit, ran, tight,
+           AP_DEFAULT_HEADROOM_BYTES / AP_GIB);
 }
 
 /* Predict every row of a set with calibration cal (NULL: each row's GPU's built-in one); err

@@ -77,7 +77,7 @@ void ap_calib_default(const ap_gpu *gpu, ap_calib *out) {
 
 void ap_estimate_opts_init(ap_estimate_opts *o) {
     memset(o, 0, sizeof *o);
-    o->headroom_bytes = 2.0 * AP_GIB;
+    o->headroom_bytes = AP_DEFAULT_HEADROOM_BYTES;
     o->gemm_eff_scale = 1.0;
     o->net_bw_scale = 1.0;
 }

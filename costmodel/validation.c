@@ -311,18 +311,21 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
             double t2 = e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0];
             if ((st = ap_estimate_plan(&m1, &v->cluster, &p, &o, e, err)) == AP_OK) {
                 v->predicted = t2 - (e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0]);
-                v->fits = 1;
+                v->fits = v->fits_device = 1;
             }
         }
     } else if ((st = ap_estimate_plan(&v->model, &v->cluster, &v->plan, &o, e, err)) == AP_OK) {
         v->fits = e->fits;
+        /* a recorded run asks whether it could start, not whether a planner would keep the
+         * 2 GiB margin it keeps for safety: the peak against the memory itself */
+        v->fits_device = e->device_peak_bytes <= e->capacity_bytes && e->host_fits;
         const ap_stage_mem *s0 = &e->stages[0];
         /* states: a stage holding only transformer layers, as the transcribed readings count */
         const ap_stage_mem *sm = &e->stages[e->nstages > 2 ? 1 : 0];
         if (!strcmp(v->metric, "step_s")) v->predicted = e->time.step_s;
         else if (!strcmp(v->metric, "activations_bytes")) v->predicted = s0->layer_activations_bytes;
         else if (!strcmp(v->metric, "reserved_bytes")) v->predicted = e->reserved_peak_bytes;
-        else if (v->is_oom) v->predicted = e->fits ? 0.0 : 1.0;
+        else if (v->is_oom) v->predicted = v->fits_device ? 0.0 : 1.0;
         else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
     }
     ap_free(e);

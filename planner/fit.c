@@ -37,7 +37,7 @@ void ap_fit_opts_init(ap_fit_opts *o) {
     memset(o, 0, sizeof *o);
     o->mbs = 1;
     o->recompute = AP_RECOMPUTE_FULL;
-    o->headroom_bytes = 2.0 * AP_GIB;
+    o->headroom_bytes = AP_DEFAULT_HEADROOM_BYTES;
 }
 
 /* ---- one evaluation ----------------------------------------------------------------------- */

@@ -228,7 +228,7 @@ ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *er
 
 void ap_hetero_opts_init(ap_hetero_opts *o) {
     memset(o, 0, sizeof *o);
-    o->headroom_bytes = 2.0 * AP_GIB;
+    o->headroom_bytes = AP_DEFAULT_HEADROOM_BYTES;
     o->steps = 3;
     o->record = 1;
 }

@@ -39,7 +39,7 @@
 void ap_sim_opts_init(ap_sim_opts *o) {
     memset(o, 0, sizeof *o);
     o->allocator = AP_ALLOC_CACHING;
-    o->headroom_bytes = 2.0 * AP_GIB;
+    o->headroom_bytes = AP_DEFAULT_HEADROOM_BYTES;
     o->device_overhead_bytes = -1;
     o->record_curves = 1;
 }

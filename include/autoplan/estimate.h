@@ -12,6 +12,11 @@
 #define AP_MAX_STAGES 256
 
 /* Calibration: at most 8 physical parameters per GPU type (README "Calibration"). */
+/* The memory a plan leaves free on each GPU to count as fitting, unless told otherwise: a
+ * planning margin (allocator growth, NCCL's extra channels, the kernels' workspaces), not part
+ * of the predicted peak. */
+#define AP_DEFAULT_HEADROOM_BYTES (2.0 * AP_GIB)
+
 typedef struct ap_calib {
     double gemm_eff_max;     /* achievable fraction of dense peak on large GEMMs */
     double gemm_half_flops;  /* GEMM size (FLOPs) at which efficiency is half of max */
@@ -28,7 +33,8 @@ struct ap_kernels;
 
 /* Options beyond the plan. */
 typedef struct ap_estimate_opts {
-    double headroom_bytes;   /* fits = device peak + headroom <= capacity; default 2 GiB */
+    double headroom_bytes;   /* fits = device peak + headroom <= capacity; default
+                                AP_DEFAULT_HEADROOM_BYTES */
     int allocator_expandable;/* model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True */
     const ap_calib *calib;   /* NULL = built-in calibration for the cluster's GPU */
     double gemm_eff_scale;   /* multiply GEMM efficiency (robustness checks); default 1 */

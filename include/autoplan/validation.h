@@ -32,10 +32,13 @@ typedef struct ap_vrow {
     ap_plan plan;
     double measured;         /* seconds or bytes */
     double predicted;        /* after ap_validation_predict */
-    int fits;                /* the prediction fits (step_s rows) */
+    int fits;                /* the prediction fits with the planning headroom (step_s rows) */
+    int fits_device;         /* the predicted device peak (and host bytes) within the GPU's
+                                memory, no headroom: whether the run can start */
     int is_time;
     int is_oom;              /* metric "oom": a run recorded as out of memory; predicted is 1
-                                when the estimate does not fit (scored as a count, no MAPE) */
+                                when its device peak exceeds the GPU's memory (!fits_device;
+                                scored as a count, no MAPE) */
 } ap_vrow;
 
 /* A largest-model row: shown beside the model-state bound, not scored. */
