@@ -910,10 +910,9 @@ static int closed_form_applies(const est *E) {
 
 /* The first rank after r whose kind may differ from rank r's, counted in closed form
  * (chunks_closed_form): rank r holds a longer chunk for each c = k pp + r in [start, start +
- * rem), and that count changes from rank r - 1 to rank r only where r = start or r = start +
- * rem (mod pp), since the window shifted back by one rank gains c = start - 1 and loses c =
- * start + rem - 1. The first and the last rank are kinds of their own. Without the closed form:
- * r + 1. */
+ * rem), and rank r's count minus rank r - 1's is [r = start] - [r = start + rem] (mod pp), so
+ * it changes only at those two ranks. The first and the last rank are kinds of their own.
+ * Without the closed form: r + 1. */
 static int same_kind_until(const est *E, int r) {
     const int pp = E->x.p->pp;
     if (!E->closed_form || r == 0 || r >= pp - 1) return r + 1;
