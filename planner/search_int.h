@@ -26,10 +26,11 @@
  * or -1); planner/topk.c. margin 0: at most k entries (an estimate that ties the last one does
  * not enter). margin > 0 (ties, search.h): at most k entries per complication, each within
  * (1 + margin) of the k-th step time overall; topk_rank_ties then orders them and keeps k.
- * Entries live in a pool and are ranked through slot[]: an insertion moves ints, not the
- * estimates (tens of kilobytes each). */
+ * Entries live in a pool of separately allocated estimates and are ranked through slot[]: an
+ * insertion moves ints, and growing the pool moves pointers, not the estimates (tens of
+ * kilobytes each). */
 typedef struct topk {
-    ap_estimate *pool;    /* cap estimates */
+    ap_estimate **pool;   /* cap estimates */
     int *slot;            /* slot[i]: the pool index of rank i; slot[n..cap): free ones */
     int *cls;             /* cls[i]: the complication of rank i (margin > 0) */
     int64_t *id;          /* id[i]: the id of rank i */
@@ -40,7 +41,7 @@ typedef struct topk {
 } topk;
 
 /* Entry of rank i. */
-#define topk_at(t, i) (&(t)->pool[(t)->slot[i]])
+#define topk_at(t, i) ((t)->pool[(t)->slot[i]])
 /* Offer e: inserted after every entry it does not beat; 1 when it entered, 0 when not, -1 out
  * of memory growing the arrays. */
 int topk_offer(topk *t, const ap_estimate *e, int64_t id);

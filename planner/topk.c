@@ -36,12 +36,15 @@ double topk_bound(const topk *t) {
     return t->margin > 0 ? s * (1 + t->margin) : s;
 }
 
-/* Room for one more entry: 0, or -1 out of memory (a ranking by step time grows up to k). */
+/* Room for one more entry: 0, or -1 out of memory (a ranking by step time grows up to k). The
+ * pool holds pointers: growing it moves pointers, never the estimates (tens of kilobytes each,
+ * of which a copy writes only the parts its stages use), so no page of an estimate is touched
+ * before an entry is written to it. cap counts the entries allocated. */
 static int grow(topk *t) {
     if (t->n < t->cap) return 0;
     int cap = t->cap ? 2 * t->cap : 8;
     if (t->margin <= 0 && cap > t->k) cap = t->k;
-    ap_estimate *np = ap_realloc(t->pool, (size_t)cap * sizeof *np);
+    ap_estimate **np = ap_realloc(t->pool, (size_t)cap * sizeof *np);
     if (np) t->pool = np;
     int *ns = np ? ap_realloc(t->slot, (size_t)cap * sizeof *ns) : NULL;
     if (ns) t->slot = ns;
@@ -50,8 +53,10 @@ static int grow(topk *t) {
     int64_t *ni = nc ? ap_realloc(t->id, (size_t)cap * sizeof *ni) : NULL;
     if (ni) t->id = ni;
     if (!ni) return -1;
-    for (int i = t->cap; i < cap; i++) t->slot[i] = i; /* the new pool entries are free */
-    t->cap = cap;
+    for (; t->cap < cap; t->cap++) {
+        if (!(t->pool[t->cap] = ap_malloc(sizeof **t->pool))) return t->n < t->cap ? 0 : -1;
+        t->slot[t->cap] = t->cap; /* the new pool entry is free */
+    }
     return 0;
 }
 
@@ -64,7 +69,7 @@ static void insert(topk *t, int pos, const ap_estimate *e, int64_t id, int cls) 
     t->slot[pos] = s;
     t->cls[pos] = cls;
     t->id[pos] = id;
-    ap_estimate_copy(&t->pool[s], e);
+    ap_estimate_copy(t->pool[s], e);
     t->n++;
 }
 
@@ -159,6 +164,7 @@ ap_estimate *topk_take(const topk *t, int *nout) {
 }
 
 void topk_free(topk *t) {
+    for (int i = 0; t->pool && i < t->cap; i++) ap_free(t->pool[i]);
     ap_free(t->pool);
     ap_free(t->slot);
     ap_free(t->cls);
