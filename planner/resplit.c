@@ -111,12 +111,21 @@ static double least_max_of(const ap_model *m, int pp, int v, const double *x, co
                               fmax(0.0, x[pp - 1] - alpha * n[pp - 1])));
 }
 
-/* Per-rank layers of plan q's uniform layout (all chunks of a rank). */
+/* Per-rank layers of plan q's layout (all chunks of a rank): its stage_layers, or the uniform
+ * split worked out once (ap_uniform_split_of) for every chunk. */
 static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
-    const int v = q->vp > 1 ? q->vp : 1;
+    const int v = q->vp > 1 ? q->vp : 1, nch = q->pp * v;
+    if (q->nchunks == nch && nch > 0) {
+        for (int r = 0; r < q->pp; r++) {
+            n[r] = 0;
+            for (int k = 0; k < v; k++) n[r] += q->stage_layers[r + k * q->pp];
+        }
+        return;
+    }
+    const ap_uniform_split u = ap_uniform_split_of(m->layers, nch);
     for (int r = 0; r < q->pp; r++) {
         n[r] = 0;
-        for (int k = 0; k < v; k++) n[r] += ap_plan_chunk_layers(q, m->layers, r + k * q->pp);
+        for (int k = 0; k < v; k++) n[r] += ap_uniform_chunk_layers(u, r + k * q->pp);
     }
 }
 
@@ -130,14 +139,13 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
  * (estimate.c, the last bucket); without overlap all of it. Dense models below ZeRO-3 only (MoE
  * stages shard their expert states differently; ZeRO-3 mixes its gathers into the stage time):
  * 0 otherwise. *opt_s: the optimizer part. */
-static void rest_bound(const ap_model *m, const ap_estimate *e, rs_cand *x, double *opt_s) {
+static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_cand *x,
+                       double *opt_s) {
     const ap_plan *p = &e->plan;
     x->dp_s = x->dp_floor_s = x->inv_m = 0;
     *opt_s = 0;
     if (m->moe.experts > 0 || p->zero >= 3) return;
     double b[AP_MAX_STAGES], bmax = 0;
-    int n[AP_MAX_STAGES];
-    rank_layers(m, p, n);
     for (int r = 0; r < p->pp; r++) {
         b[r] = e->stages[r].params_bytes;
         bmax = fmax(bmax, b[r]);
@@ -164,14 +172,12 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s) {
 }
 
 /* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
- * layers (see the top of the file): (S + (m v - 1) M) / v. */
-static double pipe_bound(const ap_model *m, const ap_estimate *e) {
+ * layers (see the top of the file), n[r] the layers of rank r: (S + (m v - 1) M) / v. */
+static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n) {
     const ap_plan *q = &e->plan;
     const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
     const double w = (double)q->grad_accum * v - 1.0;
     double S = 0, t[AP_MAX_STAGES];
-    int n[AP_MAX_STAGES];
-    rank_layers(m, q, n);
     for (int r = 0; r < pp; r++) {
         t[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
         S += t[r];
@@ -189,7 +195,10 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
                          rs_cand *x, ap_err *err) {
     x->own_s = x->combo_s = x->opt_s = 0;
     double opt_s;
-    rest_bound(m, e, x, &opt_s);
+    /* the layers of each rank: the candidate's and its sibling's (the same layout) */
+    int n[AP_MAX_STAGES];
+    rank_layers(m, &e->plan, n);
+    rest_bound(m, e, n, x, &opt_s);
     const double fixed = e->time.pp_comm_s + e->time.overhead_s;
     if (!sibling(m, c, o, &e->plan, &sc->q)) {
         x->dp_s = x->dp_floor_s = x->inv_m = 0;
@@ -212,12 +221,12 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
         mm->valid = 1;
         mm->tp = q->tp, mm->cp = q->cp, mm->pp = q->pp, mm->dp = q->dp, mm->ep = q->ep;
         mm->vp = q->vp, mm->zero = q->zero, mm->mbs = q->mbs;
-        mm->pipe_s = pipe_bound(m, &sc->e);
+        mm->pipe_s = pipe_bound(m, &sc->e, n);
     }
     const double sib = mm->pipe_s;
     x->combo_s = sib + fixed;
     x->opt_s = opt_s;
-    x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e) : sib) + fixed + opt_s;
+    x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e, n) : sib) + fixed + opt_s;
     return AP_OK;
 }
 
