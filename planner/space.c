@@ -196,16 +196,32 @@ void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap
     s->c = c;
     s->o = o;
     s->tr = ap_trainer_get(o->fixed.trainer);
+    const int cap = (int)(sizeof s->mb_cand / sizeof s->mb_cand[0]);
+    for (int64_t d = 1; d <= o->gbs && d <= o->max_mbs && s->nmb_cand >= 0; d++)
+        if (o->gbs % d == 0) {
+            if (s->nmb_cand == cap) s->nmb_cand = -1;
+            else s->mb_cand[s->nmb_cand++] = d;
+        }
 }
 
-/* Micro-batch sizes of a point: divisors of the per-replica batch (or the pinned size). */
+/* Micro-batch sizes of a point: divisors of the per-replica batch up to max_mbs, at most
+ * AP_GROUP_MAX_MBS of them, ascending (or the pinned size). They are read off the divisors of
+ * the global batch (ap_space_init): a point tests a dozen sizes, not every one up to 64. */
 static int mbs_values(const ap_space *s, int dp, int64_t *out) {
-    double v[AP_GROUP_MAX_MBS];
-    int64_t per_dp = s->o->gbs / dp;
-    int n = divisors(per_dp, s->o->max_mbs, v, AP_GROUP_MAX_MBS);
-    int64_t fx = s->o->fixed.mbs;
-    KEEP_IF(v, n, !fx || (int64_t)x == fx);
-    for (int i = 0; i < n; i++) out[i] = (int64_t)v[i];
+    int64_t per_dp = s->o->gbs / dp, fx = s->o->fixed.mbs;
+    int n = 0;
+    if (s->nmb_cand < 0) {
+        double v[AP_GROUP_MAX_MBS];
+        n = divisors(per_dp, s->o->max_mbs, v, AP_GROUP_MAX_MBS);
+        KEEP_IF(v, n, !fx || (int64_t)x == fx);
+        for (int i = 0; i < n; i++) out[i] = (int64_t)v[i];
+        return n;
+    }
+    for (int i = 0; i < s->nmb_cand && n < AP_GROUP_MAX_MBS; i++) {
+        int64_t d = s->mb_cand[i];
+        if (d > per_dp) break;
+        if (per_dp % d == 0 && (!fx || d == fx)) out[n++] = d;
+    }
     return n;
 }
 

@@ -162,6 +162,10 @@ typedef struct ap_space {
     double v[AP_SPACE_DIMS][256];
     ap_space_point pt;
     ap_plan_group scratch;    /* the group of the point being tested */
+    /* the divisors of the global batch up to max_mbs, ascending (every micro-batch size of a
+     * point divides gbs / dp, so it is one of them); nmb_cand < 0: more than the table holds */
+    int nmb_cand;
+    int64_t mb_cand[256];
 } ap_space;
 
 
