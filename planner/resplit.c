@@ -103,9 +103,15 @@ static double least_max_of(const ap_model *m, int pp, int v, const double *x, co
     for (int r = 0; r < pp; r++) sum += x[r];
     double mx = sum / pp;
     if (pp < 3 || !ap_model_single_kind(m)) return mx;
-    double alpha = INFINITY;
-    for (int r = 1; r < pp - 1; r++)
+    /* ranks of one kind repeat their (time, layers): one division per run of equal pairs */
+    double alpha = INFINITY, xp = NAN;
+    int np = -1;
+    for (int r = 1; r < pp - 1; r++) {
+        if (n[r] == np && x[r] == xp) continue;
+        xp = x[r];
+        np = n[r];
         if (n[r] > 0 && x[r] / n[r] < alpha) alpha = x[r] / n[r];
+    }
     if (!(alpha > 0) || alpha == INFINITY) return mx;
     return fmax(mx, least_max(pp, (int)m->layers, v, alpha, fmax(0.0, x[0] - alpha * n[0]),
                               fmax(0.0, x[pp - 1] - alpha * n[pp - 1])));
@@ -256,9 +262,10 @@ typedef struct job_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     struct job_run *jr; /* the batch posted last */
-    int64_t posted;     /* batches posted */
-    int busy;           /* threads not done with the batch posted last */
-    int quit;
+    /* written under mu, read without it while a thread spins (spin_wait) */
+    _Atomic int64_t posted; /* batches posted */
+    _Atomic int busy;       /* threads not done with the batch posted last */
+    _Atomic int quit;
     int n;              /* threads started */
     pthread_t tid[BATCH];
     solver_ws *ws;      /* thread t's workspace: ws[t] */
@@ -398,24 +405,57 @@ static void job_loop(job_run *jr, solver_ws *w) {
     }
 }
 
+/* How long a thread of the pool polls before it sleeps on a condition variable: the walk posts
+ * its batches microseconds apart, and a sleep and a wake-up cost tens of microseconds on a
+ * virtual machine (a futex call and an inter-processor interrupt each way). */
+#define SPIN_S 50e-6
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Poll until the pool has posted a batch past `seen`, quits, or SPIN_S has passed (the caller
+ * then waits on the condition variable as usual). */
+static void spin_for_batch(const job_pool *pl, int64_t seen) {
+    double t0 = ap_now_s();
+    for (unsigned i = 1; pl->posted == seen && !pl->quit; i++) {
+        cpu_relax();
+        if (i % 64 == 0 && ap_now_s() - t0 > SPIN_S) return;
+    }
+}
+
+/* Poll until every pool thread is done with the batch or SPIN_S has passed. */
+static void spin_for_done(const job_pool *pl) {
+    double t0 = ap_now_s();
+    for (unsigned i = 1; pl->busy > 0; i++) {
+        cpu_relax();
+        if (i % 64 == 0 && ap_now_s() - t0 > SPIN_S) return;
+    }
+}
+
 /* A pool thread: the jobs of each batch posted, with its own workspace. */
 static void *pool_worker(void *arg) {
     solver_ws *w = arg;
     job_pool *pl = w->pool;
     int64_t seen = 0;
-    pthread_mutex_lock(&pl->mu);
     for (;;) {
+        spin_for_batch(pl, seen);
+        pthread_mutex_lock(&pl->mu);
         while (!pl->quit && pl->posted == seen) pthread_cond_wait(&pl->go, &pl->mu);
-        if (pl->quit) break;
+        if (pl->quit) {
+            pthread_mutex_unlock(&pl->mu);
+            return NULL;
+        }
         seen = pl->posted;
         job_run *jr = pl->jr;
         pthread_mutex_unlock(&pl->mu);
         job_loop(jr, w);
         pthread_mutex_lock(&pl->mu);
         if (--pl->busy == 0) pthread_cond_signal(&pl->done);
+        pthread_mutex_unlock(&pl->mu);
     }
-    pthread_mutex_unlock(&pl->mu);
-    return NULL;
 }
 
 /* Start the pool's threads (rk->threads - 1 of them, with their workspaces); 0 when none could
@@ -479,6 +519,7 @@ static void run_jobs(ranker *rk, job *jobs, int n) {
     }
     job_loop(&jr, &rk->ws);
     if (pl) {
+        spin_for_done(pl);
         pthread_mutex_lock(&pl->mu);
         while (pl->busy > 0) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);
