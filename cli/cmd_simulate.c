@@ -360,17 +360,18 @@ int ap_cmd_simulate(int argc, char **argv) {
         return ap_cli_fail(st, &err);
     const char *trace = ap_flags_value(&fl, "trace");
     int to_stdout = trace && !strcmp(trace, "-");
-    /* curves for the trace, the JSON and the text plot (~3 ms more); each rank's events are
-       written to the trace as soon as it is replayed and then released, so memory holds one
-       rank's events (the summaries and the tensors live at each peak stay) */
+    /* curves for the trace, the JSON and the text plot; the run is streamed: no rank's events
+       are held, each operation goes to the trace as it closes, and the summaries and the
+       tensors live at each peak stay (memory grows with the tensors live at once, not with
+       the events) */
     so.record_curves = 1;
     so.release_events = 1;
+    so.stream = 1;
     ap_sim_tracer *tracer = NULL;
     if (trace && (st = ap_sim_tracer_open(to_stdout ? NULL : trace, stdout_sink, NULL, &tracer,
                                           &err)) != AP_OK)
         return ap_cli_fail(st, &err);
-    so.rank_done = tracer ? ap_sim_tracer_rank : NULL;
-    so.rank_ctx = tracer;
+    if (tracer) ap_sim_tracer_attach(tracer, &so);
     ap_sim *s = NULL;
     if ((st = ap_sim_run(&ctx.model, &ctx.cluster, &ctx.plan, &so, &s, &err)) != AP_OK) {
         ap_sim_tracer_abort(tracer);

@@ -19,6 +19,10 @@
  * The tensors of one transformer layer (Korthikanti et al. 2022, tensor by tensor) are in
  * simlayer.c; names, descriptions and the JSON report in simreport.c.
  *
+ * A streamed rank (ap_sim_opts.stream) runs the generator twice, the first time only to count
+ * its events and find its allocated peak, and keeps no per-event array: stream_event and
+ * stream_op_done build its summaries and hand out its operations during the replay.
+ *
  * It does not model: cross-stream reuse, NCCL's internal buffers beyond a fixed overhead,
  * prefetching deeper than one ZeRO-3 layer, vocabulary padding, the norms' fp32 mean/rstd
  * (4 bytes per row, < 0.1% of a layer).
@@ -55,11 +59,49 @@ static int grow(void **p, size_t elem, int oldcap, int newcap) {
     return 0;
 }
 
-/* Close the current operation (its end-of-op category snapshot, the persistent baseline after
- * SETUP) and open a new one. */
+/* What a streamed replay keeps of its rank as it goes (ap_sim_opts.stream): the counting
+ * pass's figures, the summary curve being built, the open operation's peak, the operations the
+ * summary names and the live sets at the peak and at the first event over the budget. */
+typedef struct stream_rank {
+    const ap_sim *s;
+    ap_sim_rank *r;         /* the summaries go here */
+    int64_t nev;            /* the rank's events (counting pass) */
+    int peak_target;        /* its allocated peak's event (counting pass) */
+    int peak_op;            /* the operation of that event, once it is reached */
+    /* the summary curve: point k the maximum over events [k n / pts, (k + 1) n / pts) */
+    int pts, k;
+    int64_t k_end, amax, rmax;
+    /* the open operation's allocated peak: event, live bytes per category, curves there */
+    int32_t op_ev;
+    int64_t op_cat[AP_SIM_NCAT], op_a, op_r;
+    ap_sim_op ops[2];       /* the peak's operation and the first one over the budget */
+    ap_sim_tensor *kept;    /* live at the peak, largest first */
+    int32_t *order;         /* 0 .. nkept - 1 (live_at_peak) */
+    int nkept;
+    ap_status st;           /* op_done's verdict */
+    ap_err *err;
+} stream_rank;
+
+/* The operation being written: its slot (a streamed rank keeps one). */
+static ap_sim_op *cur_op(gen *g) { return &g->ops[g->stream ? 0 : g->nops - 1]; }
+
+static void stream_op_done(gen *g, int o, ap_sim_op *op);
+
+/* Close the current operation: its end, its end-of-op category snapshot, the persistent
+ * baseline after SETUP, and in a streamed replay its state to op_done. */
+static void op_close(gen *g) {
+    int o = g->nops - 1;
+    ap_sim_op *op = cur_op(g);
+    op->ev_end = g->nev;
+    if (g->record) memcpy(&g->ope_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
+    if (op->type == AP_SIM_OP_SETUP) g->baseline = g->live;
+    if (g->sr) stream_op_done(g, o, op);
+}
+
+/* Close the current operation and open a new one. */
 static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
     if (g->nomem) return;
-    if (g->nops == g->capops) {
+    if (g->nops == g->capops && !g->stream) {
         if (g->capops > INT32_MAX / 2) {
             g->nomem = 1;
             return;
@@ -78,29 +120,35 @@ static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
         g->ops = n;
         g->capops = nc;
     }
-    if (g->nops > 0) {
-        int o = g->nops - 1;
-        g->ops[o].ev_end = g->nev;
-        if (g->record) memcpy(&g->ope_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
-        if (g->ops[o].type == AP_SIM_OP_SETUP) g->baseline = g->live;
+    if (g->nops > 0) op_close(g);
+    if (g->nops == INT32_MAX) {
+        g->nomem = 1;
+        return;
     }
     int o = g->nops++;
-    ap_sim_op *op = &g->ops[o];
+    ap_sim_op *op = cur_op(g);
     op->type = (int16_t)type;
     op->chunk = (int16_t)chunk;
     op->layer = layer;
     op->mb = mb;
     op->ev_begin = op->ev_end = g->nev;
     if (g->record) g->opk_ev[o] = -1;
+    if (g->sr) g->sr->op_ev = -1;
 }
 
 void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
     op_begin(g, type, chunk, layer, mb);
 }
 
+static void stream_event(gen *g, int i, int o, int64_t reserved);
+
 /* Account one allocation or free of tensor id that the allocator has just seen. */
 static void event(gen *g, int32_t id, int is_free) {
-    if (g->nev == g->capev) {
+    if (g->stream && g->nev == INT32_MAX) { /* int32 event indices */
+        g->nomem = 1;
+        return;
+    }
+    if (g->nev == g->capev && !g->stream) {
         if (g->capev > INT32_MAX / 2) { /* int32 event indices */
             g->nomem = 1;
             return;
@@ -116,7 +164,7 @@ static void event(gen *g, int32_t id, int is_free) {
     }
     int i = g->nev++;
     int o = g->nops - 1;
-    int64_t reserved = ap_alloc_reserved_bytes(g->al);
+    int64_t reserved = g->al ? ap_alloc_reserved_bytes(g->al) : 0;
     if (g->live > g->apeak) {
         g->apeak = g->live;
         g->peak_ev = i;
@@ -126,7 +174,8 @@ static void event(gen *g, int32_t id, int is_free) {
         g->rpeak = reserved;
         g->alloc_at_rpeak = g->live;
     }
-    if (g->budget > 0 && g->over_ev < 0 && (double)reserved + g->overhead > g->budget) {
+    int over = g->budget > 0 && g->over_ev < 0 && (double)reserved + g->overhead > g->budget;
+    if (over) {
         g->over_ev = i;
         g->over_op = o;
     }
@@ -141,29 +190,46 @@ static void event(gen *g, int32_t id, int is_free) {
             memcpy(&g->opk_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
         }
     }
+    if (g->sr) stream_event(g, i, o, reserved);
+}
+
+/* The slot of a new tensor: in a streamed rank one a freed tensor left, else the next one
+ * (growing the arrays); -1 out of memory. */
+static int32_t tensor_slot(gen *g) {
+    if (g->nfl > 0) return g->fl[--g->nfl];
+    if (g->nts == g->capts) {
+        if (g->capts > INT32_MAX / 2) return -1;
+        int nc = g->capts ? g->capts * 2 : 4096;
+        ap_sim_tensor *n = ap_realloc(g->ts, (size_t)nc * sizeof *n);
+        if (n) g->ts = n;
+        int32_t *nb = n ? ap_realloc(g->blk, (size_t)nc * sizeof *nb) : NULL;
+        if (nb) g->blk = nb;
+        if (!n || !nb) return -1;
+        if (g->stream) {
+            int32_t *a[3] = {g->fl, g->serial, g->keep};
+            for (int k = 0; k < 3; k++) {
+                int32_t *q = ap_realloc(a[k], (size_t)nc * sizeof *q);
+                if (!q) return -1;
+                a[k] = q;
+                if (k == 0) g->fl = q;
+                else if (k == 1) g->serial = q;
+                else g->keep = q;
+            }
+        }
+        g->capts = nc;
+    }
+    return g->nts++;
 }
 
 /* Allocate a tensor; returns its id, or -1 for an empty tensor (nothing to allocate). */
 int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int64_t bytes,
                        int is_grad) {
     if (bytes <= 0 || g->nomem) return -1;
-    if (g->nts == g->capts) {
-        if (g->capts > INT32_MAX / 2) {
-            g->nomem = 1;
-            return -1;
-        }
-        int nc = g->capts ? g->capts * 2 : 4096;
-        ap_sim_tensor *n = ap_realloc(g->ts, (size_t)nc * sizeof *n);
-        if (n) g->ts = n;
-        int32_t *nb = n ? ap_realloc(g->blk, (size_t)nc * sizeof *nb) : NULL;
-        if (nb) g->blk = nb;
-        if (!n || !nb) {
-            g->nomem = 1;
-            return -1;
-        }
-        g->capts = nc;
+    int32_t id = tensor_slot(g);
+    if (id < 0 || g->ncreated == INT32_MAX) {
+        g->nomem = 1;
+        return -1;
     }
-    int32_t id = g->nts++;
     ap_sim_tensor *t = &g->ts[id];
     t->bytes = bytes;
     t->layer = layer;
@@ -171,11 +237,17 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
     t->kind = (int16_t)kind;
     t->cat = (int8_t)cat;
     t->is_grad = (int8_t)is_grad;
-    t->persistent = g->ops[g->nops - 1].type == AP_SIM_OP_SETUP;
+    t->persistent = cur_op(g)->type == AP_SIM_OP_SETUP;
     t->pad[0] = t->pad[1] = t->pad[2] = 0;
     t->alloc_ev = g->nev;
     t->free_ev = -1;
-    if (ap_alloc_malloc(g->al, bytes, &g->blk[id], &t->addr, NULL) != AP_OK) {
+    t->addr = 0;
+    if (g->stream) {
+        g->serial[id] = g->ncreated;
+        g->keep[id] = -1;
+    }
+    g->ncreated++;
+    if (g->al && ap_alloc_malloc(g->al, bytes, &g->blk[id], &t->addr, NULL) != AP_OK) {
         g->nomem = 1;
         return -1;
     }
@@ -188,7 +260,9 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
 void ap_simg_free(gen *g, int32_t id) {
     if (id < 0 || g->nomem) return;
     ap_sim_tensor *t = &g->ts[id];
-    ap_status st = t->free_ev >= 0 ? AP_ERR_INPUT : ap_alloc_release(g->al, g->blk[id]);
+    ap_status st = t->free_ev >= 0 ? AP_ERR_INPUT
+                   : g->al        ? ap_alloc_release(g->al, g->blk[id])
+                                  : AP_OK;
     if (st != AP_OK) {
         /* the allocator model's bookkeeping may need memory to take a block back */
         if (st == AP_ERR_NOMEM) g->nomem = 1;
@@ -199,8 +273,13 @@ void ap_simg_free(gen *g, int32_t id) {
     g->live -= t->bytes;
     g->cat[t->cat] -= t->bytes;
     event(g, id, 1);
+    if (g->stream) {
+        /* a tensor kept from the peak learns when it was freed; the slot is free again */
+        if (g->keep[id] >= 0 && g->sr) g->sr->kept[g->keep[id]].free_ev = t->free_ev;
+        g->keep[id] = -1;
+        g->fl[g->nfl++] = id;
+    }
 }
-
 
 /* ---- model states ------------------------------------------------------------------------ */
 
@@ -331,7 +410,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
     const ap_model *m = g->m;
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)mb * 4];
+    int32_t *ends = &g->ends[(int64_t)(mb % g->mb_rows) * 4];
     int32_t x;
     int64_t xb = g->xb;
     if (c == 0) {
@@ -397,7 +476,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
 static void chunk_bwd(gen *g, int k, int32_t mb) {
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)mb * 4];
+    int32_t *ends = &g->ends[(int64_t)(mb % g->mb_rows) * 4];
     int32_t gx;
     int64_t xb = g->xb;
     int32_t Lh = (int32_t)g->L;
@@ -469,19 +548,56 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
     }
 }
 
-/* Megatron's schedules in the order ap_sim_schedule gives (sim/schedule.c). */
+/* The rank's passes (ap_sim_schedule) and the rows of saved and ends they need: a micro-batch
+ * holds row mb % rows from its first forward to its last backward, and rows is the widest span
+ * from the oldest micro-batch not finished to the newest started, so no two micro-batches in
+ * flight share a row (1F1B: the warm-up depth; one row without pipelining). The pass that
+ * starts a micro-batch is marked in opens: its rows are cleared there. Memory then grows with
+ * the micro-batches in flight, not with those of the step. */
+static ap_status schedule_rows(gen *g, ap_err *err) {
+    int64_t npass = 2 * g->mbs_n * g->vp;
+    g->it = ap_malloc((size_t)npass * sizeof *g->it);
+    g->opens = ap_malloc((size_t)npass);
+    int32_t *left = ap_malloc((size_t)g->mbs_n * sizeof *left); /* chunks not yet backward */
+    if (!g->it || !g->opens || !left) {
+        ap_free(left);
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+    }
+    for (int64_t m = 0; m < g->mbs_n; m++) left[m] = -1; /* not started */
+    g->nit = ap_sim_schedule(g->pp, g->vp, g->mbs_n, g->stage, g->it);
+    int64_t lo = 0, hi = -1, rows = 1;
+    for (int i = 0; i < g->nit; i++) {
+        int64_t mb = g->it[i].mb;
+        g->opens[i] = 0;
+        if (mb < 0 || mb >= g->mbs_n) continue;
+        if (left[mb] < 0) {
+            left[mb] = g->vp;
+            g->opens[i] = 1;
+            if (mb > hi) hi = mb;
+            if (hi - lo + 1 > rows) rows = hi - lo + 1;
+        }
+        if (!g->it[i].fwd && --left[mb] == 0)
+            while (lo <= hi && left[lo] == 0) lo++;
+    }
+    ap_free(left);
+    g->mb_rows = (int)rows;
+    return AP_OK;
+}
+
+/* Megatron's schedules in the order ap_sim_schedule gives (sim/schedule.c); each micro-batch's
+ * rows of saved and ends start empty. */
 static void schedule(gen *g) {
-    ap_sim_pass *it = ap_malloc((size_t)(2 * g->mbs_n * g->vp) * sizeof *it);
-    if (!it) {
-        g->nomem = 1;
-        return;
+    const size_t row = (size_t)g->nloc * AP_SIM_NKINDS;
+    for (int i = 0; i < g->nit && !g->nomem; i++) {
+        const ap_sim_pass *it = &g->it[i];
+        if (g->opens[i]) {
+            int64_t r = it->mb % g->mb_rows;
+            memset(&g->saved[(size_t)r * row], 0xff, row * sizeof *g->saved);
+            memset(&g->ends[r * 4], 0xff, 4 * sizeof *g->ends);
+        }
+        if (it->fwd) chunk_fwd(g, it->chunk, it->mb);
+        else chunk_bwd(g, it->chunk, it->mb);
     }
-    int n = ap_sim_schedule(g->pp, g->vp, g->mbs_n, g->stage, it);
-    for (int i = 0; i < n && !g->nomem; i++) {
-        if (it[i].fwd) chunk_fwd(g, it[i].chunk, it[i].mb);
-        else chunk_bwd(g, it[i].chunk, it[i].mb);
-    }
-    ap_free(it);
 }
 
 static void finish_step(gen *g) {
@@ -520,13 +636,55 @@ static void finish_step(gen *g) {
 
 typedef struct live_ent {
     int64_t bytes;
-    int32_t id;
+    int32_t id;   /* the tensor's creation number (its id, or its serial in a streamed rank) */
+    int32_t slot; /* where it is (ts) */
 } live_ent;
 
 static int cmp_live(const void *a, const void *b) {
     const live_ent *x = a, *y = b;
     if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* What a set of live tensors adds up to: bytes per category, the micro-batches whose saved
+ * activations it holds (seen: one flag per micro-batch), the live logits (logits, fp32 logits,
+ * log-probs). */
+typedef struct live_sum {
+    int64_t cat[AP_SIM_NCAT];
+    int inflight;
+    int64_t logits;
+    int64_t mbs;
+    uint8_t *seen;
+} live_sum;
+
+static ap_status live_sum_init(live_sum *ls, int64_t mbs, ap_err *err) {
+    memset(ls, 0, sizeof *ls);
+    ls->mbs = mbs;
+    ls->seen = ap_calloc((size_t)mbs, 1);
+    return ls->seen ? AP_OK : ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+}
+
+static void live_add(live_sum *ls, const ap_sim_tensor *t) {
+    ls->cat[t->cat] += t->bytes;
+    if (t->kind == AP_SIM_T_LOGITS || t->kind == AP_SIM_T_LOGITS_FP32 ||
+        t->kind == AP_SIM_T_LOG_PROBS)
+        ls->logits += t->bytes;
+    if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < ls->mbs &&
+        !ls->seen[t->mb]) {
+        ls->seen[t->mb] = 1;
+        ls->inflight++;
+    }
+}
+
+/* 1 when tensor t is live just after event ev (allocated at or before it, freed after). */
+static int live_at(const ap_sim_tensor *t, int ev) {
+    return t->alloc_ev <= ev && (t->free_ev < 0 || t->free_ev > ev);
+}
+
+static void over_of(ap_sim_rank *r, const live_sum *ls) {
+    memcpy(r->over_cat_bytes, ls->cat, sizeof r->over_cat_bytes);
+    r->over_inflight = ls->inflight;
+    r->over_logits_bytes = ls->logits;
 }
 
 /* What is live at the first event over the budget: bytes per category, micro-batches with
@@ -538,23 +696,13 @@ static ap_status over_set(const ap_sim *s, rank_store *rs, ap_err *err) {
     r->over_inflight = 0;
     r->over_logits_bytes = 0;
     if (ev < 0) return AP_OK;
-    int64_t mbs = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
-    uint8_t *seen = ap_calloc((size_t)mbs, 1);
-    if (!seen) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
-    for (int i = 0; i < r->ntensors; i++) {
-        const ap_sim_tensor *t = &rs->ts[i];
-        if (t->alloc_ev > ev || (t->free_ev >= 0 && t->free_ev <= ev)) continue;
-        r->over_cat_bytes[t->cat] += t->bytes;
-        if (t->kind == AP_SIM_T_LOGITS || t->kind == AP_SIM_T_LOGITS_FP32 ||
-            t->kind == AP_SIM_T_LOG_PROBS)
-            r->over_logits_bytes += t->bytes;
-        if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
-            !seen[t->mb]) {
-            seen[t->mb] = 1;
-            r->over_inflight++;
-        }
-    }
-    ap_free(seen);
+    live_sum ls;
+    if (live_sum_init(&ls, s->p.grad_accum > 0 ? s->p.grad_accum : 1, err) != AP_OK)
+        return AP_ERR_NOMEM;
+    for (int i = 0; i < r->ntensors; i++)
+        if (live_at(&rs->ts[i], ev)) live_add(&ls, &rs->ts[i]);
+    over_of(r, &ls);
+    ap_free(ls.seen);
     return AP_OK;
 }
 
@@ -614,46 +762,153 @@ static ap_status release_rank(rank_store *rs, ap_err *err) {
     return AP_OK;
 }
 
+/* The live entries le[0..n) largest first (then in creation order) into rank r's live set:
+ * rs->live[i] = le[i].id, bytes per category and micro-batches in flight from ls. */
+static void peak_of(ap_sim_rank *r, const live_sum *ls, live_ent *le, int n) {
+    qsort(le, (size_t)n, sizeof *le, cmp_live);
+    memcpy(r->peak_cat_bytes, ls->cat, sizeof r->peak_cat_bytes);
+    r->inflight_at_peak = ls->inflight;
+    r->nlive_at_peak = n;
+}
+
 /* Tensors live at the allocated peak (allocated at or before it, freed after), largest
  * first, with their categories and the micro-batches whose activations they hold. */
 static ap_status live_set(const ap_sim *s, rank_store *rs, ap_err *err) {
     ap_sim_rank *r = &rs->r;
     int peak_ev = r->peak_event, nlive = 0;
-    memset(r->peak_cat_bytes, 0, sizeof r->peak_cat_bytes);
-    int64_t mbs = s->p.grad_accum > 0 ? s->p.grad_accum : 1;
     rs->live = ap_malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *rs->live);
-    uint8_t *mbseen = ap_calloc((size_t)mbs, 1);
-    if (!rs->live || !mbseen) {
-        ap_free(mbseen);
+    live_ent *le = ap_malloc((size_t)(r->ntensors > 0 ? r->ntensors : 1) * sizeof *le);
+    live_sum ls;
+    if (live_sum_init(&ls, s->p.grad_accum > 0 ? s->p.grad_accum : 1, err) != AP_OK ||
+        !rs->live || !le) {
+        ap_free(ls.seen);
+        ap_free(le);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
-    int inflight = 0;
-    for (int i = 0; i < r->ntensors && peak_ev >= 0; i++) {
-        const ap_sim_tensor *t = &rs->ts[i];
-        if (t->alloc_ev <= peak_ev && (t->free_ev < 0 || t->free_ev > peak_ev)) {
-            rs->live[nlive++] = i;
-            r->peak_cat_bytes[t->cat] += t->bytes;
-            if (t->cat == AP_SIM_CAT_ACTIVATIONS && !t->is_grad && t->mb >= 0 && t->mb < mbs &&
-                !mbseen[t->mb]) {
-                mbseen[t->mb] = 1;
-                inflight++;
-            }
+    for (int i = 0; i < r->ntensors && peak_ev >= 0; i++)
+        if (live_at(&rs->ts[i], peak_ev)) {
+            live_add(&ls, &rs->ts[i]);
+            le[nlive++] = (live_ent){rs->ts[i].bytes, i, i};
         }
-    }
-    ap_free(mbseen);
-    r->inflight_at_peak = inflight;
-    live_ent *le = ap_malloc((size_t)(nlive > 0 ? nlive : 1) * sizeof *le);
-    if (!le) return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
-    for (int i = 0; i < nlive; i++) {
-        le[i].bytes = rs->ts[rs->live[i]].bytes;
-        le[i].id = rs->live[i];
-    }
-    qsort(le, (size_t)nlive, sizeof *le, cmp_live);
+    ap_free(ls.seen);
+    peak_of(r, &ls, le, nlive);
     for (int i = 0; i < nlive; i++) rs->live[i] = le[i].id;
     ap_free(le);
     r->live_at_peak = rs->live;
-    r->nlive_at_peak = nlive;
     return AP_OK;
+}
+
+/* ---- a streamed rank: summaries as the replay goes ------------------------------------------ */
+
+/* The tensors live now in a streamed rank (the slots not freed) through ls; with le, their
+ * sizes, creation numbers and slots. Returns how many. */
+static int live_now(const gen *g, live_sum *ls, live_ent *le) {
+    int n = 0;
+    for (int i = 0; i < g->nts; i++) {
+        const ap_sim_tensor *t = &g->ts[i];
+        if (t->free_ev >= 0) continue;
+        live_add(ls, t);
+        if (le) le[n] = (live_ent){t->bytes, g->serial[i], i};
+        n++;
+    }
+    return n;
+}
+
+/* At the allocated peak: the live set, largest first, copied out (keep ties each slot to its
+ * copy, so the copy learns when its tensor is freed), its bytes per category and the
+ * micro-batches in flight. */
+static void stream_peak(gen *g) {
+    stream_rank *sr = g->sr;
+    live_sum ls;
+    live_ent *le = ap_malloc((size_t)(g->nts > 0 ? g->nts : 1) * sizeof *le);
+    if (live_sum_init(&ls, g->mbs_n, NULL) != AP_OK || !le) {
+        ap_free(ls.seen);
+        ap_free(le);
+        g->nomem = 1;
+        return;
+    }
+    int n = live_now(g, &ls, le);
+    ap_free(ls.seen);
+    peak_of(sr->r, &ls, le, n);
+    sr->kept = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *sr->kept);
+    sr->order = ap_malloc((size_t)(n > 0 ? n : 1) * sizeof *sr->order);
+    if (!sr->kept || !sr->order) {
+        ap_free(le);
+        g->nomem = 1;
+        return;
+    }
+    for (int j = 0; j < n; j++) {
+        sr->kept[j] = g->ts[le[j].slot];
+        g->keep[le[j].slot] = j;
+        sr->order[j] = j;
+    }
+    sr->nkept = n;
+    ap_free(le);
+}
+
+/* At the first event over the budget: what is live there. */
+static void stream_over(gen *g) {
+    live_sum ls;
+    if (live_sum_init(&ls, g->mbs_n, NULL) != AP_OK) {
+        g->nomem = 1;
+        return;
+    }
+    live_now(g, &ls, NULL);
+    over_of(g->sr->r, &ls);
+    ap_free(ls.seen);
+}
+
+/* Point k of the summary curve is done: its maxima out, the next point's run begins. */
+static void curve_point(stream_rank *sr) {
+    sr->r->curve_allocated[sr->k] = sr->amax;
+    sr->r->curve_reserved[sr->k] = sr->rmax;
+    sr->amax = sr->rmax = 0;
+    sr->k++;
+    sr->k_end = (int64_t)(sr->k + 1) * sr->nev / sr->pts;
+}
+
+/* Event i of operation o in a streamed replay (live and reserved bytes after it). */
+static void stream_event(gen *g, int i, int o, int64_t reserved) {
+    stream_rank *sr = g->sr;
+    if (sr->k < sr->pts) {
+        while (i >= sr->k_end && sr->k < sr->pts - 1) curve_point(sr);
+        if (g->live > sr->amax) sr->amax = g->live;
+        if (reserved > sr->rmax) sr->rmax = reserved;
+    }
+    if (sr->op_ev < 0 || g->live > sr->op_a) {
+        sr->op_ev = i;
+        sr->op_a = g->live;
+        sr->op_r = reserved;
+        memcpy(sr->op_cat, g->cat, sizeof g->cat);
+    }
+    if (i == sr->peak_target) {
+        sr->peak_op = o;
+        stream_peak(g);
+    }
+    if (i == g->over_ev) stream_over(g);
+}
+
+/* Operation o closes in a streamed replay: kept when the summary names it, and its state to
+ * op_done (a failure there stops the replay: sr->st). */
+static void stream_op_done(gen *g, int o, ap_sim_op *op) {
+    stream_rank *sr = g->sr;
+    if (o == sr->peak_op) sr->ops[0] = *op;
+    if (o == g->over_op) sr->ops[1] = *op;
+    const ap_sim_opts *so = &sr->s->o;
+    if (!so->op_done || sr->st != AP_OK) return;
+    ap_sim_op_state st;
+    memset(&st, 0, sizeof st);
+    st.peak_event = sr->op_ev;
+    if (sr->op_ev >= 0) {
+        memcpy(st.peak_cat, sr->op_cat, sizeof st.peak_cat);
+        st.peak_allocated = sr->op_a;
+        st.peak_reserved = sr->op_r;
+    }
+    memcpy(st.end_cat, g->cat, sizeof st.end_cat);
+    st.end_allocated = g->live;
+    st.end_reserved = g->al ? ap_alloc_reserved_bytes(g->al) : 0;
+    sr->st = so->op_done(so->rank_ctx, sr->s, g->stage, op, &st, sr->err);
+    if (sr->st != AP_OK) g->nomem = 1; /* stops the generator; reported as sr->st */
 }
 
 /* ---- one rank --------------------------------------------------------------------------- */
@@ -726,20 +981,16 @@ static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
     const ap_model *m = &s->m;
     const ap_plan *p = &s->p;
     int t = p->tp > 0 ? p->tp : 1;
+    if (schedule_rows(g, err) != AP_OK) return AP_ERR_NOMEM;
     g->sz = ap_calloc((size_t)(g->nloc > 0 ? g->nloc : 1), sizeof *g->sz);
     g->units = ap_calloc((size_t)g->nunits, sizeof *g->units);
-    size_t nsaved = (size_t)g->mbs_n * (size_t)(g->nloc > 0 ? g->nloc : 1) * AP_SIM_NKINDS;
+    size_t nsaved = (size_t)g->mb_rows * (size_t)(g->nloc > 0 ? g->nloc : 1) * AP_SIM_NKINDS;
     g->saved = ap_malloc(nsaved * sizeof *g->saved);
-    g->ends = ap_malloc((size_t)g->mbs_n * 4 * sizeof *g->ends);
-    if (!g->sz || !g->units || !g->saved || !g->ends) {
-        ap_free(g->sz);
-        ap_free(g->units);
-        ap_free(g->saved);
-        ap_free(g->ends);
+    g->ends = ap_malloc((size_t)g->mb_rows * 4 * sizeof *g->ends);
+    if (!g->sz || !g->units || !g->saved || !g->ends)
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
-    }
     memset(g->saved, 0xff, nsaved * sizeof *g->saved);
-    memset(g->ends, 0xff, (size_t)g->mbs_n * 4 * sizeof *g->ends);
+    memset(g->ends, 0xff, (size_t)g->mb_rows * 4 * sizeof *g->ends);
     /* layers of a kind share sizes: compute the dense and MoE shapes once */
     lsz dense_sz, moe_sz;
     int have_dense = 0, have_moe = 0;
@@ -791,28 +1042,47 @@ static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
 }
 
 /* The event, tensor and operation arrays, sized from the schedule once, and the allocator
- * model (out of memory sets g->nomem). */
-static void gen_buffers(gen *g, const ap_sim *s) {
-    /* size the arrays from the schedule once (about 70 events per layer and micro-batch)
-       instead of growing them by doubling */
-    int64_t est = ((int64_t)g->nloc + 2) * g->mbs_n * 72 + 4096;
-    g->capev = (int)est;
-    g->capts = (int)(est / 2);
-    g->capops = (int)(((int64_t)g->nloc + 4) * g->mbs_n * 3 + 256);
-    g->record = s->o.record_curves;
-    g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);
-    g->blk = ap_malloc((size_t)g->capts * sizeof *g->blk);
-    g->ops = ap_malloc((size_t)g->capops * sizeof *g->ops);
-    if (!g->ts || !g->blk || !g->ops) g->nomem = 1;
-    if (g->record) {
-        g->ev = ap_malloc((size_t)g->capev * sizeof *g->ev);
-        g->acurve = ap_malloc((size_t)g->capev * sizeof *g->acurve);
-        g->rcurve = ap_malloc((size_t)g->capev * sizeof *g->rcurve);
-        g->opk_ev = ap_malloc((size_t)g->capops * sizeof *g->opk_ev);
-        g->opk_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->opk_cat);
-        g->ope_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->ope_cat);
-        if (!g->ev || !g->acurve || !g->rcurve || !g->opk_ev || !g->opk_cat || !g->ope_cat)
-            g->nomem = 1;
+ * model (out of memory sets g->nomem). `stream`: 0 a recorded rank; 1 a streamed rank's
+ * counting pass (no allocator, no budget: only the events and the allocated peak count); 2 its
+ * replay. A streamed rank keeps no events and one operation, and reuses tensor slots. */
+static void gen_buffers(gen *g, const ap_sim *s, int stream) {
+    g->stream = stream;
+    g->apeak = -1;
+    g->peak_ev = g->peak_op = g->over_ev = g->over_op = -1;
+    g->overhead = s->overhead_bytes;
+    if (stream) {
+        g->capts = 4096;
+        g->capops = 1;
+        g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);
+        g->blk = ap_malloc((size_t)g->capts * sizeof *g->blk);
+        g->fl = ap_malloc((size_t)g->capts * sizeof *g->fl);
+        g->serial = ap_malloc((size_t)g->capts * sizeof *g->serial);
+        g->keep = ap_malloc((size_t)g->capts * sizeof *g->keep);
+        g->ops = ap_malloc(sizeof *g->ops);
+        if (!g->ts || !g->blk || !g->fl || !g->serial || !g->keep || !g->ops) g->nomem = 1;
+        if (stream == 1) return;
+    } else {
+        /* size the arrays from the schedule once (about 70 events per layer and micro-batch)
+           instead of growing them by doubling */
+        int64_t est = ((int64_t)g->nloc + 2) * g->mbs_n * 72 + 4096;
+        g->capev = (int)est;
+        g->capts = (int)(est / 2);
+        g->capops = (int)(((int64_t)g->nloc + 4) * g->mbs_n * 3 + 256);
+        g->record = s->o.record_curves;
+        g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);
+        g->blk = ap_malloc((size_t)g->capts * sizeof *g->blk);
+        g->ops = ap_malloc((size_t)g->capops * sizeof *g->ops);
+        if (!g->ts || !g->blk || !g->ops) g->nomem = 1;
+        if (g->record) {
+            g->ev = ap_malloc((size_t)g->capev * sizeof *g->ev);
+            g->acurve = ap_malloc((size_t)g->capev * sizeof *g->acurve);
+            g->rcurve = ap_malloc((size_t)g->capev * sizeof *g->rcurve);
+            g->opk_ev = ap_malloc((size_t)g->capops * sizeof *g->opk_ev);
+            g->opk_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->opk_cat);
+            g->ope_cat = ap_malloc((size_t)g->capops * AP_SIM_NCAT * sizeof *g->ope_cat);
+            if (!g->ev || !g->acurve || !g->rcurve || !g->opk_ev || !g->opk_cat || !g->ope_cat)
+                g->nomem = 1;
+        }
     }
     ap_alloc_opts ao;
     ap_alloc_opts_init(&ao);
@@ -825,19 +1095,59 @@ static void gen_buffers(gen *g, const ap_sim *s) {
     }
     g->al = ap_alloc_new(&ao);
     if (!g->al) g->nomem = 1;
-    g->apeak = -1;
-    g->peak_ev = g->peak_op = g->over_ev = g->over_op = -1;
     g->budget = s->budget_bytes;
-    g->overhead = s->overhead_bytes;
 }
 
-/* Hand the arrays to the rank, free the rest, and fill its public summary. */
-static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+/* Free what the generator still owns (NULL-safe; what a result took is NULL here). */
+static void gen_free(gen *g) {
     ap_free(g->sz);
     ap_free(g->units);
     ap_free(g->saved);
     ap_free(g->ends);
+    ap_free(g->it);
+    ap_free(g->opens);
     ap_free(g->blk);
+    ap_free(g->fl);
+    ap_free(g->serial);
+    ap_free(g->keep);
+    ap_alloc_free(g->al);
+    g->sz = NULL;
+    g->units = NULL;
+    g->saved = g->ends = NULL;
+    g->it = NULL;
+    g->opens = NULL;
+    g->blk = g->fl = g->serial = g->keep = NULL;
+    g->al = NULL;
+}
+
+/* The generator's verdict: out of memory or a free of a tensor not allocated. */
+static ap_status gen_status(const gen *g, int stage, ap_err *err) {
+    if (g->nomem)
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    if (g->bad_free)
+        return ap_err_set(err, AP_ERR_INTERNAL,
+                          "simulator: stage %d frees a tensor that is not allocated", stage);
+    return AP_OK;
+}
+
+/* The summary both kinds of rank share: sizes, peaks, the first event over the budget. */
+static void rank_summary(const gen *g, const ap_sim *s, int stage, ap_sim_rank *r) {
+    r->stage = stage;
+    r->layers = g->nloc;
+    r->nops = g->nops;
+    r->nevents = g->nev;
+    r->baseline_bytes = g->baseline;
+    r->end_bytes = g->live;
+    r->allocated_peak_bytes = g->apeak < 0 ? 0 : g->apeak;
+    r->reserved_peak_bytes = g->rpeak;
+    r->device_peak_bytes = g->rpeak + (int64_t)s->overhead_bytes;
+    r->peak_event = g->peak_ev;
+    r->over_event = g->over_ev;
+    r->fragmentation = g->rpeak > 0 ? 1.0 - (double)g->alloc_at_rpeak / (double)g->rpeak : 0;
+}
+
+/* Hand the arrays to the rank, free the rest, and fill its public summary. */
+static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     rs->ops = g->ops;
     rs->ts = g->ts;
     rs->ev = g->ev;
@@ -848,17 +1158,11 @@ static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_er
     rs->ope_cat = g->ope_cat;
     ap_sim_rank *r = &rs->r;
     if (g->al) ap_alloc_get_stats(g->al, &r->alloc);
-    ap_alloc_free(g->al);
-    if (g->nomem)
-        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
-    if (g->bad_free)
-        return ap_err_set(err, AP_ERR_INTERNAL,
-                          "simulator: stage %d frees a tensor that is not allocated", stage);
-    r->stage = stage;
-    r->layers = g->nloc;
-    r->nops = g->nops;
+    gen_free(g);
+    ap_status st = gen_status(g, stage, err);
+    if (st != AP_OK) return st;
+    rank_summary(g, s, stage, r);
     r->ntensors = g->nts;
-    r->nevents = g->nev;
     r->ops = g->ops;
     r->tensors = g->ts;
     r->events = g->ev;
@@ -867,20 +1171,27 @@ static ap_status rank_result(gen *g, ap_sim *s, int stage, rank_store *rs, ap_er
     r->op_peak_event = g->opk_ev;
     r->op_peak_cat = g->opk_cat;
     r->op_end_cat = g->ope_cat;
-    r->baseline_bytes = g->baseline;
-    r->end_bytes = g->live;
-    r->allocated_peak_bytes = g->apeak < 0 ? 0 : g->apeak;
-    r->reserved_peak_bytes = g->rpeak;
-    r->device_peak_bytes = g->rpeak + (int64_t)s->overhead_bytes;
-    r->peak_event = g->peak_ev;
     r->peak_op = g->peak_op;
-    r->over_event = g->over_ev;
     r->over_op = g->over_op;
-    r->fragmentation = g->rpeak > 0 ? 1.0 - (double)g->alloc_at_rpeak / (double)g->rpeak : 0;
     summary_curve(rs);
-    ap_status st = live_set(s, rs, err);
+    st = live_set(s, rs, err);
     if (st == AP_OK) st = over_set(s, rs, err);
     return st;
+}
+
+/* The replay: persistent states, the pipeline schedule, the optimizer step (or the runtime
+ * trainer's own iteration); then the last operation closes. */
+static void generate(gen *g, const ap_sim *s) {
+    if (!g->nomem) {
+        if (s->p.trainer == AP_TRAINER_RUNTIME) {
+            ap_simrt_generate(g); /* the runtime's own layout (simrt.c) */
+        } else {
+            setup_states(g);
+            schedule(g);
+            finish_step(g);
+        }
+    }
+    if (g->nops > 0 && !g->nomem) op_close(g);
 }
 
 static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
@@ -888,24 +1199,82 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     memset(&g, 0, sizeof g);
     gen_layout(&g, s, stage);
     ap_status st = gen_sizes(&g, s, stage, err);
-    if (st != AP_OK) return st;
-    gen_buffers(&g, s);
-    /* the replay: persistent states, the pipeline schedule, the optimizer step */
-    if (!g.nomem) {
-        if (s->p.trainer == AP_TRAINER_RUNTIME) {
-            ap_simrt_generate(&g); /* the runtime's own layout (simrt.c) */
-        } else {
-            setup_states(&g);
-            schedule(&g);
-            finish_step(&g);
-        }
+    if (st != AP_OK) {
+        gen_free(&g);
+        return st;
     }
-    if (g.nops > 0 && !g.nomem) {
-        g.ops[g.nops - 1].ev_end = g.nev;
-        if (g.record)
-            memcpy(&g.ope_cat[(int64_t)(g.nops - 1) * AP_SIM_NCAT], g.cat, sizeof g.cat);
-    }
+    gen_buffers(&g, s, 0);
+    generate(&g, s);
     return rank_result(&g, s, stage, rs, err);
+}
+
+/* A streamed rank (ap_sim_opts.stream): a counting pass for its events and its allocated peak,
+ * then the replay, which builds the summaries as it goes (stream_event, stream_op_done). */
+static ap_status sim_rank_stream(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+    gen g;
+    memset(&g, 0, sizeof g);
+    gen_layout(&g, s, stage);
+    ap_status st = gen_sizes(&g, s, stage, err);
+    if (st == AP_OK) {
+        gen_buffers(&g, s, 1);
+        generate(&g, s);
+        st = gen_status(&g, stage, err);
+    }
+    ap_free(g.ts);
+    ap_free(g.ops);
+    gen_free(&g);
+    if (st != AP_OK) return st;
+    ap_sim_rank *r = &rs->r;
+    stream_rank sr;
+    memset(&sr, 0, sizeof sr);
+    sr.s = s;
+    sr.r = r;
+    sr.nev = g.nev;
+    sr.peak_target = g.peak_ev;
+    sr.peak_op = -1;
+    sr.pts = !s->o.record_curves ? 0 : g.nev < AP_SIM_CURVE_POINTS ? (int)g.nev
+                                                                   : AP_SIM_CURVE_POINTS;
+    sr.k_end = sr.pts > 0 ? sr.nev / sr.pts : 0;
+    sr.op_ev = -1;
+    sr.err = err;
+    memset(&g, 0, sizeof g);
+    gen_layout(&g, s, stage);
+    st = gen_sizes(&g, s, stage, err);
+    if (st == AP_OK) {
+        gen_buffers(&g, s, 2);
+        g.sr = &sr;
+        generate(&g, s);
+    }
+    if (g.al) ap_alloc_get_stats(g.al, &r->alloc);
+    ap_free(g.ts);
+    gen_free(&g);
+    /* what the rank keeps: the operations its summary names and the tensors live at its peak */
+    rs->ops = g.ops;
+    rs->ts = sr.kept;
+    rs->live = sr.order;
+    if (st == AP_OK) st = sr.st != AP_OK ? sr.st : gen_status(&g, stage, err);
+    if (st == AP_OK && g.nev != sr.nev)
+        st = ap_err_set(err, AP_ERR_INTERNAL, "simulator: stage %d replays %lld events, counted "
+                        "%lld", stage, (long long)g.nev, (long long)sr.nev);
+    if (st != AP_OK) return st;
+    if (!rs->ts) rs->ts = ap_malloc(sizeof *rs->ts);
+    if (!rs->live) rs->live = ap_malloc(sizeof *rs->live);
+    ap_sim_op *ops = ap_realloc(g.ops, 2 * sizeof *ops);
+    if (!rs->ts || !rs->live || !ops)
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
+    ops[0] = sr.ops[0];
+    ops[1] = sr.ops[1];
+    rs->ops = ops;
+    rank_summary(&g, s, stage, r);
+    r->ops = ops;
+    r->peak_op = g.peak_op >= 0 ? 0 : -1;
+    r->over_op = g.over_op >= 0 ? 1 : -1;
+    r->tensors = rs->ts;
+    r->ntensors = sr.nkept;
+    r->live_at_peak = rs->live;
+    r->curve_points = sr.pts;
+    while (sr.k < sr.pts) curve_point(&sr);
+    return AP_OK;
 }
 
 ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -930,7 +1299,8 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                           (long long)mb, p->pp);
     /* events per rank ~ 70 per (layer, micro-batch); all ranks are held at once unless
      * release_events, about 27 bytes per event with the curves (20000 micro-batches of tiny-gpt:
-     * 8.6M events, 236 MB RSS), so the total is bounded, not the rank's */
+     * 8.6M events, 236 MB RSS), so the total is bounded, not the rank's. A streamed run holds
+     * none, but its time and its trace (about 40 bytes per event) grow with them */
     double per_rank = ((double)m->layers / p->pp + 2.0) * (double)mb * 72.0 + 4096.0;
     double total = per_rank * p->pp;
     if (total > AP_SIM_MAX_EVENTS)
@@ -968,9 +1338,11 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
     }
     s->nranks = p->pp;
     for (int i = 0; i < p->pp; i++) {
-        ap_status st = sim_rank(s, i, &s->ranks[i], err);
+        ap_status st = s->o.stream ? sim_rank_stream(s, i, &s->ranks[i], err)
+                                   : sim_rank(s, i, &s->ranks[i], err);
         if (st == AP_OK && s->o.rank_done) st = s->o.rank_done(s->o.rank_ctx, s, i, err);
-        if (st == AP_OK && s->o.release_events) st = release_rank(&s->ranks[i], err);
+        if (st == AP_OK && s->o.release_events && !s->o.stream)
+            st = release_rank(&s->ranks[i], err);
         if (st != AP_OK) {
             ap_sim_free(s);
             return st;

@@ -67,8 +67,13 @@ typedef struct gen {
     lsz *sz;        /* per local layer */
     unit *units;    /* per local layer, then embedding, then head */
     int nunits, u_embed, u_head;
-    int32_t *saved; /* [mb][local layer][kind] */
-    int32_t *ends;  /* [mb][4]: embed mask, final norm out, logits saved, head input */
+    int32_t *saved; /* [mb row][local layer][kind] */
+    int32_t *ends;  /* [mb row][4]: embed mask, final norm out, logits saved, head input */
+    int mb_rows;    /* rows of saved and ends: micro-batch mb uses row mb % mb_rows, enough rows
+                       for the micro-batches in flight (schedule_rows) */
+    ap_sim_pass *it;/* the rank's passes in order (ap_sim_schedule) */
+    uint8_t *opens; /* per pass: 1 when it is its micro-batch's first (the rows are cleared) */
+    int nit;
     /* growing arrays */
     ap_sim_op *ops;
     int nops, capops;
@@ -88,6 +93,14 @@ typedef struct gen {
     int64_t live, cat[AP_SIM_NCAT], apeak, rpeak, alloc_at_rpeak, baseline;
     int peak_ev, peak_op, over_ev, over_op;
     double budget, overhead;
+    /* a streamed rank (ap_sim_opts.stream): 1 the counting pass, 2 the replay, 0 otherwise.
+       Freed tensor slots are reused (fl), each slot with its tensor's creation number and,
+       when it was live at the peak, its index among the kept tensors */
+    int stream;
+    int32_t *fl, *serial, *keep; /* capts each */
+    int nfl;
+    int32_t ncreated;
+    struct stream_rank *sr;      /* the replay's summaries (sim.c), NULL in the first pass */
     /* bytes common to all layers */
     int64_t xb, hmask_b, logits_b;
     /* trainer behaviour */
@@ -98,7 +111,7 @@ typedef struct gen {
 
 /* The tensor saved under kind k by local layer loc for micro-batch mb (-1 when none). */
 #define SV(g, mb, loc, k)                                                                          \
-    ((g)->saved[(((int64_t)(mb) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
+    ((g)->saved[(((int64_t)((mb) % (g)->mb_rows) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
 
 #define ACT AP_SIM_CAT_ACTIVATIONS
 #define OTH AP_SIM_CAT_OTHER

@@ -93,16 +93,20 @@ char *ap_sim_op_describe(const ap_sim *s, const ap_sim_rank *r, int op, char *bu
         snprintf(buf, n, "(none)");
         return buf;
     }
-    const ap_sim_op *o = &r->ops[op];
+    return ap_sim_op_describe_op(s, r->stage, &r->ops[op], buf, n);
+}
+
+char *ap_sim_op_describe_op(const ap_sim *s, int stage, const ap_sim_op *o, char *buf,
+                            size_t n) {
     char lb[48];
     if (o->layer == AP_SIM_LAYER_NONE)
-        snprintf(buf, n, "%s, stage %d", ap_sim_op_name(o->type), r->stage);
+        snprintf(buf, n, "%s, stage %d", ap_sim_op_name(o->type), stage);
     else if (o->mb < 0)
         snprintf(buf, n, "%s of %s, stage %d", ap_sim_op_name(o->type),
-                 layer_label(o->layer, s->m.layers, lb, sizeof lb), r->stage);
+                 layer_label(o->layer, s->m.layers, lb, sizeof lb), stage);
     else
         snprintf(buf, n, "%s of %s, micro-batch %d, stage %d", ap_sim_op_name(o->type),
-                 layer_label(o->layer, s->m.layers, lb, sizeof lb), o->mb, r->stage);
+                 layer_label(o->layer, s->m.layers, lb, sizeof lb), o->mb, stage);
     return buf;
 }
 

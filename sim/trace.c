@@ -73,7 +73,9 @@ static void event(trace_out *t, const char *name, const char *ph, double ts, int
     num(t, "tid", tid);
 }
 
-static void counters(trace_out *t, const ap_sim_rank *r, int ev, const int64_t *cat, int pid) {
+/* the counters at event ev: live bytes per category, allocated and reserved bytes */
+static void counters(trace_out *t, int ev, const int64_t *cat, int64_t allocated,
+                     int64_t reserved, int pid) {
     event(t, "live bytes by category", "C", ev, pid, 0);
     ap_strbuf_puts(&t->b, ",\"args\":{");
     for (int c = 0; c < AP_SIM_NCAT; c++) {
@@ -85,30 +87,30 @@ static void counters(trace_out *t, const ap_sim_rank *r, int ev, const int64_t *
     ap_strbuf_puts(&t->b, "}}");
     event(t, "allocator bytes", "C", ev, pid, 0);
     ap_strbuf_puts(&t->b, ",\"args\":{\"allocated\":");
-    ap_json_put_number(&t->b, (double)r->allocated_curve[ev]);
+    ap_json_put_number(&t->b, (double)allocated);
     ap_strbuf_puts(&t->b, ",\"reserved\":");
-    ap_json_put_number(&t->b, (double)r->reserved_curve[ev]);
+    ap_json_put_number(&t->b, (double)reserved);
     ap_strbuf_puts(&t->b, "}}");
 }
 
 /* process and thread names of a rank */
-static void names(trace_out *t, const ap_sim_rank *r) {
+static void names(trace_out *t, int stage) {
     char name[64];
-    snprintf(name, sizeof name, "stage %d", r->stage);
-    event(t, "process_name", "M", 0, r->stage, 0);
+    snprintf(name, sizeof name, "stage %d", stage);
+    event(t, "process_name", "M", 0, stage, 0);
     ap_strbuf_puts(&t->b, ",\"args\":{\"name\":");
     ap_json_put_string(&t->b, name);
     ap_strbuf_puts(&t->b, "}}");
-    event(t, "thread_name", "M", 0, r->stage, 1);
+    event(t, "thread_name", "M", 0, stage, 1);
     ap_strbuf_puts(&t->b, ",\"args\":{\"name\":\"operations\"}}");
 }
 
 /* one operation's slice and its counters (at its peak and at its end) */
-static void operation(trace_out *t, const ap_sim *s, const ap_sim_rank *r, int o) {
-    const ap_sim_op *op = &r->ops[o];
+static void operation(trace_out *t, const ap_sim *s, int stage, const ap_sim_op *op,
+                      const ap_sim_op_state *st) {
     char name[256];
-    ap_sim_op_describe(s, r, o, name, sizeof name);
-    event(t, name, "X", op->ev_begin, r->stage, 1);
+    ap_sim_op_describe_op(s, stage, op, name, sizeof name);
+    event(t, name, "X", op->ev_begin, stage, 1);
     int dur = op->ev_end - op->ev_begin;
     num(t, "dur", dur > 0 ? dur : 0.5);
     str(t, "cat", ap_sim_op_name(op->type));
@@ -120,28 +122,47 @@ static void operation(trace_out *t, const ap_sim *s, const ap_sim_rank *r, int o
     ap_json_put_number(&t->b, dur);
     ap_strbuf_puts(&t->b, "}}");
     if (dur <= 0) return;
-    int peak = r->op_peak_event[o];
-    counters(t, r, peak, &r->op_peak_cat[(int64_t)o * AP_SIM_NCAT], r->stage);
+    int peak = st->peak_event;
+    counters(t, peak, st->peak_cat, st->peak_allocated, st->peak_reserved, stage);
     if (op->ev_end - 1 != peak)
-        counters(t, r, op->ev_end - 1, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT], r->stage);
+        counters(t, op->ev_end - 1, st->end_cat, st->end_allocated, st->end_reserved, stage);
 }
 
-/* one rank: its names, an operation at a time (flushed as it grows), the peak as an instant
- * event on the operations thread */
+/* the state of operation o of a recorded rank (its per-op arrays and curves) */
+static void recorded_state(const ap_sim_rank *r, int o, ap_sim_op_state *st) {
+    const ap_sim_op *op = &r->ops[o];
+    memset(st, 0, sizeof *st);
+    st->peak_event = r->op_peak_event[o];
+    if (op->ev_end <= op->ev_begin) return;
+    memcpy(st->peak_cat, &r->op_peak_cat[(int64_t)o * AP_SIM_NCAT], sizeof st->peak_cat);
+    memcpy(st->end_cat, &r->op_end_cat[(int64_t)o * AP_SIM_NCAT], sizeof st->end_cat);
+    st->peak_allocated = r->allocated_curve[st->peak_event];
+    st->peak_reserved = r->reserved_curve[st->peak_event];
+    st->end_allocated = r->allocated_curve[op->ev_end - 1];
+    st->end_reserved = r->reserved_curve[op->ev_end - 1];
+}
+
+/* the rank's allocated peak as an instant event on the operations thread */
+static void peak_instant(trace_out *t, const ap_sim *s, const ap_sim_rank *r) {
+    if (r->peak_event < 0) return;
+    char name[256], d[200];
+    snprintf(name, sizeof name, "allocated peak: %s",
+             ap_sim_op_describe(s, r, r->peak_op, d, sizeof d));
+    event(t, name, "i", r->peak_event, r->stage, 1);
+    str(t, "s", "p");
+    ap_strbuf_puts(&t->b, "}");
+}
+
+/* one recorded rank: its names, an operation at a time (flushed as it grows), the peak */
 static void trace_rank(trace_out *t, const ap_sim *s, const ap_sim_rank *r) {
-    names(t, r);
+    names(t, r->stage);
     for (int o = 0; o < r->nops && t->st == AP_OK; o++) {
-        operation(t, s, r, o);
+        ap_sim_op_state st;
+        recorded_state(r, o, &st);
+        operation(t, s, r->stage, &r->ops[o], &st);
         flush(t, 0);
     }
-    if (r->peak_event >= 0) {
-        char name[256], d[200];
-        snprintf(name, sizeof name, "allocated peak: %s",
-                 ap_sim_op_describe(s, r, r->peak_op, d, sizeof d));
-        event(t, name, "i", r->peak_event, r->stage, 1);
-        str(t, "s", "p");
-        ap_strbuf_puts(&t->b, "}");
-    }
+    peak_instant(t, s, r);
 }
 
 static ap_status no_curves(ap_err *err) {
@@ -151,6 +172,7 @@ static ap_status no_curves(ap_err *err) {
 
 struct ap_sim_tracer {
     trace_out t;
+    int named;      /* the last rank whose names are written (a streamed run), -1 none */
     ap_file_out *f; /* the file (whole or not at all), or NULL for the caller's sink */
     char path[1024];
     ap_err failure; /* the error that stopped it (t.st != AP_OK) */
@@ -176,6 +198,7 @@ ap_status ap_sim_tracer_open(const char *path, ap_sim_trace_sink sink, void *ctx
         ctx = tr->f;
     }
     tr->t = (trace_out){{0}, sink, ctx, 1, AP_OK, err};
+    tr->named = -1;
     ap_strbuf_puts(&tr->t.b, "{\"traceEvents\":[");
     *out = tr;
     return AP_OK;
@@ -189,6 +212,13 @@ static ap_status failed(ap_sim_tracer *tr, ap_err *err) {
     return tr->t.st;
 }
 
+/* the names of rank `rank` once, before its first operation (a streamed run) */
+static void name_rank(ap_sim_tracer *tr, int rank) {
+    if (tr->named == rank) return;
+    names(&tr->t, rank);
+    tr->named = rank;
+}
+
 ap_status ap_sim_tracer_rank(void *tracer, const ap_sim *s, int rank, ap_err *err) {
     ap_sim_tracer *tr = tracer;
     if (tr->t.st != AP_OK) { /* stopped earlier */
@@ -196,14 +226,39 @@ ap_status ap_sim_tracer_rank(void *tracer, const ap_sim *s, int rank, ap_err *er
         return tr->t.st;
     }
     const ap_sim_rank *r = ap_sim_rank_at(s, rank);
+    tr->t.err = err;
+    if (ap_sim_options(s)->stream) { /* its operations went through ap_sim_tracer_op */
+        name_rank(tr, rank);
+        peak_instant(&tr->t, s, r);
+        return failed(tr, err);
+    }
     if (!r->allocated_curve) {
         tr->t.st = no_curves(err);
         tr->failure = *err;
         return tr->t.st;
     }
-    tr->t.err = err;
     trace_rank(&tr->t, s, r);
     return failed(tr, err);
+}
+
+ap_status ap_sim_tracer_op(void *tracer, const ap_sim *s, int rank, const ap_sim_op *op,
+                           const ap_sim_op_state *st, ap_err *err) {
+    ap_sim_tracer *tr = tracer;
+    if (tr->t.st != AP_OK) {
+        *err = tr->failure;
+        return tr->t.st;
+    }
+    tr->t.err = err;
+    name_rank(tr, rank);
+    operation(&tr->t, s, rank, op, st);
+    flush(&tr->t, 0);
+    return failed(tr, err);
+}
+
+void ap_sim_tracer_attach(ap_sim_tracer *tr, ap_sim_opts *o) {
+    o->rank_done = ap_sim_tracer_rank;
+    o->op_done = o->stream ? ap_sim_tracer_op : NULL;
+    o->rank_ctx = tr;
 }
 
 ap_status ap_sim_tracer_finish(ap_sim_tracer *tr, ap_err *err) {

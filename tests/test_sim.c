@@ -952,6 +952,125 @@ static void test_streamed(void) {
     ap_sim_free(whole);
 }
 
+/* A streamed run (ap_sim_opts.stream: each rank generated twice, no events held, each op to
+ * the trace as it closes) against a run that keeps everything: the same trace text, JSON,
+ * curves, live sets at the peak and over the budget, and counts, for plan shapes that exercise
+ * the micro-batch rows (1F1B, interleaved, no pipeline), ZeRO-3 gathers, selective and partial
+ * full recompute, FSDP's lazy gradients, MoE and the runtime trainer. */
+static void streamed_case(const char *what, const ap_model *m, const ap_plan *p, double cap_gib) {
+    ap_sim_opts o;
+    ap_sim_opts_init(&o);
+    o.capacity_bytes = cap_gib * 1024 * 1024 * 1024;
+    o.headroom_bytes = 0;
+    ap_sim *whole = NULL, *st = NULL;
+    ap_err err = {{0}};
+    ap_status s1 = ap_sim_run(m, NULL, p, &o, &whole, &err);
+    if (s1 != AP_OK) fprintf(stderr, "%s: %s\n", what, err.msg);
+    CHECK_INT(s1, AP_OK);
+    ap_strbuf a = {0}, b = {0};
+    CHECK(whole && ap_sim_trace_stream(whole, gather, &a, &err) == AP_OK);
+    ap_sim_tracer *tr = NULL;
+    CHECK(ap_sim_tracer_open(NULL, gather, &b, &tr, &err) == AP_OK);
+    o.release_events = o.stream = 1;
+    ap_sim_tracer_attach(tr, &o);
+    CHECK_INT(ap_sim_run(m, NULL, p, &o, &st, &err), AP_OK);
+    CHECK(ap_sim_tracer_finish(tr, &err) == AP_OK);
+    CHECK(a.len > 1000 && a.len == b.len && a.buf && b.buf && !memcmp(a.buf, b.buf, a.len));
+    if (whole && st) {
+        ap_json *xa = ap_sim_to_json(whole, 1000), *xb = ap_sim_to_json(st, 1000);
+        char *ja = xa ? ap_json_print(xa, 0) : NULL, *jb = xb ? ap_json_print(xb, 0) : NULL;
+        CHECK(ja && jb && !strcmp(ja, jb));
+        free(ja);
+        free(jb);
+        ap_json_free(xa);
+        ap_json_free(xb);
+        CHECK_INT(ap_sim_nranks(st), ap_sim_nranks(whole));
+        for (int i = 0; i < ap_sim_nranks(st) && i < ap_sim_nranks(whole); i++) {
+            const ap_sim_rank *x = ap_sim_rank_at(whole, i), *y = ap_sim_rank_at(st, i);
+            CHECK(y->events == NULL && y->allocated_curve == NULL && y->op_peak_cat == NULL);
+            CHECK_INT(y->nevents, x->nevents);
+            CHECK_INT(y->nops, x->nops);
+            CHECK_INT(y->peak_event, x->peak_event);
+            CHECK_INT(y->over_event, x->over_event);
+            CHECK_INT(y->ntensors, x->nlive_at_peak);
+            CHECK_INT(y->nlive_at_peak, x->nlive_at_peak);
+            CHECK_INT(y->inflight_at_peak, x->inflight_at_peak);
+            CHECK_INT(y->curve_points, x->curve_points);
+            CHECK(!memcmp(x->curve_allocated, y->curve_allocated, sizeof x->curve_allocated));
+            CHECK(!memcmp(x->curve_reserved, y->curve_reserved, sizeof x->curve_reserved));
+            CHECK(!memcmp(x->peak_cat_bytes, y->peak_cat_bytes, sizeof x->peak_cat_bytes));
+            CHECK(!memcmp(x->over_cat_bytes, y->over_cat_bytes, sizeof x->over_cat_bytes));
+            CHECK_INT(x->over_inflight, y->over_inflight);
+            CHECK_INT(x->over_logits_bytes, y->over_logits_bytes);
+            CHECK_INT(x->allocated_peak_bytes, y->allocated_peak_bytes);
+            CHECK_INT(x->reserved_peak_bytes, y->reserved_peak_bytes);
+            CHECK(x->fragmentation == y->fragmentation);
+            CHECK(!memcmp(&x->alloc, &y->alloc, sizeof x->alloc));
+            /* the tensors kept from the peak: the same, in the same order, each knowing when
+               it was freed (after the peak) */
+            for (int k = 0; k < y->nlive_at_peak && k < x->nlive_at_peak; k++) {
+                CHECK_INT(y->live_at_peak[k], k);
+                CHECK(!memcmp(&y->tensors[k], &x->tensors[x->live_at_peak[k]],
+                              sizeof y->tensors[k]));
+            }
+            char d1[256], d2[256];
+            CHECK_STR(ap_sim_op_describe(st, y, y->peak_op, d2, sizeof d2),
+                      ap_sim_op_describe(whole, x, x->peak_op, d1, sizeof d1));
+            CHECK_STR(ap_sim_op_describe(st, y, y->over_op, d2, sizeof d2),
+                      ap_sim_op_describe(whole, x, x->over_op, d1, sizeof d1));
+        }
+    }
+    ap_sim_free(st);
+    ap_sim_free(whole);
+    ap_strbuf_free(&a);
+    ap_strbuf_free(&b);
+}
+
+static void test_stream_mode(void) {
+    ap_model ll, moe;
+    llama_model(&ll, 8, 512, 8, 8, 1376, 32000);
+    moe_model(&moe);
+    ap_plan p;
+    base_plan(&p, 1, 4, 1, 1, 16, 256); /* 1F1B, over a 0.2 GiB budget somewhere */
+    streamed_case("1f1b", &ll, &p, 0.2);
+    base_plan(&p, 2, 2, 1, 1, 8, 256); /* interleaved */
+    p.sp = 1;
+    p.vp = 2;
+    p.recompute = AP_RECOMPUTE_SELECTIVE;
+    streamed_case("interleaved", &ll, &p, 0.2);
+    base_plan(&p, 1, 1, 4, 2, 24, 128); /* no pipeline, ZeRO-3 gathers, partial recompute */
+    p.zero = 3;
+    p.overlap_param = 1;
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.recompute_layers = 3;
+    streamed_case("zero3", &ll, &p, 0.1);
+    base_plan(&p, 1, 2, 2, 1, 6, 256); /* FSDP: lazy .grad, torch loss */
+    p.trainer = AP_TRAINER_FSDP;
+    p.zero = 2;
+    streamed_case("fsdp", &ll, &p, 0.3);
+    base_plan(&p, 1, 2, 2, 1, 8, 256); /* MoE */
+    p.ep = 2;
+    streamed_case("moe", &moe, &p, 0.5);
+    base_plan(&p, 2, 2, 1, 1, 4, 64); /* the runtime trainer's own layout */
+    p.trainer = AP_TRAINER_RUNTIME;
+    streamed_case("runtime", &ll, &p, 0);
+    /* a sink that fails stops a streamed run with its error, mid-rank */
+    ap_sim_opts o;
+    ap_sim_opts_init(&o);
+    o.release_events = o.stream = 1;
+    int calls = 0;
+    ap_sim_tracer *tr = NULL;
+    ap_err err = {{0}};
+    CHECK(ap_sim_tracer_open(NULL, fail_second, &calls, &tr, &err) == AP_OK);
+    ap_sim_tracer_attach(tr, &o);
+    base_plan(&p, 1, 1, 1, 1, 2048, 256);
+    ap_sim *s = NULL;
+    CHECK(ap_sim_run(&ll, NULL, &p, &o, &s, &err) == AP_ERR_IO && s == NULL);
+    CHECK_CONTAINS(err.msg, "disk full");
+    CHECK_INT(calls, 2);
+    ap_sim_tracer_abort(tr);
+}
+
 /* ---- the simulator against the analytical estimate --------------------------------------- */
 
 typedef struct est_case {
@@ -1296,6 +1415,7 @@ int main(int argc, char **argv) {
     test_schedule_order();
     test_trace();
     test_streamed();
+    test_stream_mode();
     test_against_estimate();
     test_cli();
     return tl_finish();

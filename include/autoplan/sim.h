@@ -188,8 +188,25 @@ typedef struct ap_sim_event {
 typedef struct ap_sim ap_sim;
 
 /* Called by ap_sim_run after each pipeline rank is replayed, in rank order, with the rank's
- * events and curves still held; a status other than AP_OK (err set) stops the run. */
+ * events and curves still held (a streamed run, ap_sim_opts.stream, holds none: its operations
+ * went to op_done); a status other than AP_OK (err set) stops the run. */
 typedef ap_status (*ap_sim_rank_fn)(void *ctx, const ap_sim *s, int rank, ap_err *err);
+
+/* An operation's memory as it closes, in a streamed run: the event of its allocated peak (-1
+ * for an operation without events) and there the live bytes per category, the allocated
+ * (live requested) and the allocator's reserved bytes; the same after its last event. They
+ * are what a recorded run keeps per operation (op_peak_event, op_peak_cat, op_end_cat) and
+ * its curves hold at those two events. */
+typedef struct ap_sim_op_state {
+    int32_t peak_event;
+    int64_t peak_cat[AP_SIM_NCAT], end_cat[AP_SIM_NCAT];
+    int64_t peak_allocated, peak_reserved, end_allocated, end_reserved;
+} ap_sim_op_state;
+
+/* Called in a streamed run for each operation of rank `rank` as it closes, in order (before
+ * that rank's rank_done); a status other than AP_OK (err set) stops the run. */
+typedef ap_status (*ap_sim_op_fn)(void *ctx, const ap_sim *s, int rank, const ap_sim_op *op,
+                                  const ap_sim_op_state *st, ap_err *err);
 
 typedef struct ap_sim_rank {
     int stage;               /* pipeline rank 0..pp-1 */
@@ -252,6 +269,18 @@ typedef struct ap_sim_opts {
        those, live_at_peak[i] = i). The summaries stay; memory holds one rank's events at a
        time, whatever the pipeline depth. Default 0 */
     int release_events;
+    /* 1: hold no rank's events at all. Each rank is generated twice: a first pass counts its
+       events and finds its allocated peak; the replay then builds the summary curve as it
+       goes, takes the live sets at the peak and at the first event over the budget when they
+       happen, and hands each operation to op_done (with rank_ctx) as it closes, reusing the
+       slots of freed tensors. The rank ends as with release_events (tensors: those live at its
+       peak), and ops holds only the operations its summary names (peak_op and over_op index
+       it); nops still counts them all. Memory grows with the tensors live at once and the
+       micro-batches in flight, not with the events. The summaries, the JSON and a trace
+       written from op_done and rank_done are those of a recorded run, byte for byte.
+       Default 0 */
+    int stream;
+    ap_sim_op_fn op_done;          /* streamed runs; NULL: none */
 } ap_sim_opts;
 
 void ap_sim_opts_init(ap_sim_opts *o);
@@ -299,6 +328,9 @@ const char *ap_sim_kind_name(int kind);     /* "qkv", "fc1_out", ... */
 const char *ap_sim_op_name(int type);       /* "forward", "backward", ... */
 /* "backward of layer 37, micro-batch 3, stage 0" into buf. */
 char *ap_sim_op_describe(const ap_sim *s, const ap_sim_rank *r, int op, char *buf, size_t n);
+/* The same for an operation of pipeline rank `stage` given itself (a streamed run's op_done). */
+char *ap_sim_op_describe_op(const ap_sim *s, int stage, const ap_sim_op *op, char *buf,
+                            size_t n);
 /* "activation qkv of layer 37, micro-batch 3" / "grad of fc1_out ..." into buf. */
 char *ap_sim_tensor_describe(const ap_sim_tensor *t, int64_t L, char *buf, size_t n);
 
@@ -339,16 +371,23 @@ ap_status ap_sim_trace_stream(const ap_sim *s, ap_sim_trace_sink sink, void *ctx
 ap_status ap_sim_trace_write(const ap_sim *s, const char *path, ap_err *err);
 
 /* The same trace written while the simulation runs, one rank at a time, so that with
- * ap_sim_opts.release_events memory holds one rank's events whatever the pipeline depth:
- * open a tracer, run the simulation with rank_done = ap_sim_tracer_rank and rank_ctx = the
- * tracer, then finish it (or abort it when the run failed). The text is ap_sim_trace_stream's
- * byte for byte. path: the trace goes to that file, whole or not at all (errors name it);
+ * ap_sim_opts.release_events memory holds one rank's events whatever the pipeline depth, and
+ * with ap_sim_opts.stream one operation at a time, whatever the number of events: open a
+ * tracer, run the simulation with the tracer attached (ap_sim_tracer_attach: rank_done =
+ * ap_sim_tracer_rank, op_done = ap_sim_tracer_op, rank_ctx = the tracer), then finish it (or
+ * abort it when the run failed). The text is ap_sim_trace_stream's byte for byte. path: the trace goes to that file, whole or not at all (errors name it);
  * NULL: to sink. Once a call fails the tracer stays failed; finish then returns that error and
  * writes nothing. finish and abort free the tracer. */
 typedef struct ap_sim_tracer ap_sim_tracer;
 ap_status ap_sim_tracer_open(const char *path, ap_sim_trace_sink sink, void *ctx,
                              ap_sim_tracer **out, ap_err *err);
 ap_status ap_sim_tracer_rank(void *tracer, const ap_sim *s, int rank, ap_err *err);
+/* A streamed run's operations (ap_sim_opts.stream, op_done) through the tracer. */
+ap_status ap_sim_tracer_op(void *tracer, const ap_sim *s, int rank, const ap_sim_op *op,
+                           const ap_sim_op_state *st, ap_err *err);
+/* Set o's callbacks to write the trace through tr: rank_done (and with o->stream, op_done),
+ * rank_ctx. */
+void ap_sim_tracer_attach(ap_sim_tracer *tr, ap_sim_opts *o);
 ap_status ap_sim_tracer_finish(ap_sim_tracer *tr, ap_err *err);
 void ap_sim_tracer_abort(ap_sim_tracer *tr);
 
