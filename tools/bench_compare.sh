@@ -104,3 +104,5 @@ row "compare mixtral-8x7b --gpus 64 (54 MB plans.csv)" compare "$M/mixtral-8x7b.
     --out "$tmp/out/m"
 row "simulate llama-2-70b pp 8 --trace (71 MB)" simulate "$M/llama-2-70b.json" --gpus 64 --tp 8 \
     --pp 8 --gbs 512 --trace "$tmp/out/t.json"
+row "simulate llama-2-7b pp 1, 4096 micro-batches --trace (217 MB)" simulate \
+    "$M/llama-2-7b.json" --gpus 1 --gbs 4096 --mbs 1 --zero 1 --trace "$tmp/out/t2.json"
