@@ -852,6 +852,17 @@ static ap_status fail_second(void *ctx, const char *data, size_t len, ap_err *er
     return AP_OK;
 }
 
+/* The two simulations' JSON reports (every live tensor listed) are the same text. */
+static void check_same_json(const ap_sim *a, const ap_sim *b) {
+    ap_json *xa = ap_sim_to_json(a, 1000), *xb = ap_sim_to_json(b, 1000);
+    char *ja = xa ? ap_json_print(xa, 0) : NULL, *jb = xb ? ap_json_print(xb, 0) : NULL;
+    CHECK(ja && jb && !strcmp(ja, jb));
+    free(ja);
+    free(jb);
+    ap_json_free(xa);
+    ap_json_free(xb);
+}
+
 /* release_events with the trace written rank by rank (what `simulate` does): the same
  * summaries, JSON and trace text as a run that keeps everything, with one rank's events held */
 static void test_streamed(void) {
@@ -877,13 +888,7 @@ static void test_streamed(void) {
     CHECK(ap_sim_tracer_finish(tr, &err) == AP_OK);
     CHECK(a.len > 1000 && a.len == b.len && a.buf && b.buf && !memcmp(a.buf, b.buf, a.len));
     if (whole && rel) {
-        ap_json *xa = ap_sim_to_json(whole, 1000), *xb = ap_sim_to_json(rel, 1000);
-        char *ja = xa ? ap_json_print(xa, 0) : NULL, *jb = xb ? ap_json_print(xb, 0) : NULL;
-        CHECK(ja && jb && !strcmp(ja, jb));
-        free(ja);
-        free(jb);
-        ap_json_free(xa);
-        ap_json_free(xb);
+        check_same_json(whole, rel);
         int over = 0;
         for (int i = 0; i < ap_sim_nranks(rel); i++) {
             const ap_sim_rank *x = ap_sim_rank_at(whole, i), *y = ap_sim_rank_at(rel, i);
@@ -977,13 +982,7 @@ static void streamed_case(const char *what, const ap_model *m, const ap_plan *p,
     CHECK(ap_sim_tracer_finish(tr, &err) == AP_OK);
     CHECK(a.len > 1000 && a.len == b.len && a.buf && b.buf && !memcmp(a.buf, b.buf, a.len));
     if (whole && st) {
-        ap_json *xa = ap_sim_to_json(whole, 1000), *xb = ap_sim_to_json(st, 1000);
-        char *ja = xa ? ap_json_print(xa, 0) : NULL, *jb = xb ? ap_json_print(xb, 0) : NULL;
-        CHECK(ja && jb && !strcmp(ja, jb));
-        free(ja);
-        free(jb);
-        ap_json_free(xa);
-        ap_json_free(xb);
+        check_same_json(whole, st);
         CHECK_INT(ap_sim_nranks(st), ap_sim_nranks(whole));
         for (int i = 0; i < ap_sim_nranks(st) && i < ap_sim_nranks(whole); i++) {
             const ap_sim_rank *x = ap_sim_rank_at(whole, i), *y = ap_sim_rank_at(st, i);
