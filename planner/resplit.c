@@ -262,7 +262,7 @@ typedef struct job_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     struct job_run *jr; /* the batch posted last */
-    /* written under mu, read without it while a thread spins (spin_wait) */
+    /* written under mu, read without it while a thread polls (spin_for_batch, spin_for_done) */
     _Atomic int64_t posted; /* batches posted */
     _Atomic int busy;       /* threads not done with the batch posted last */
     _Atomic int quit;
