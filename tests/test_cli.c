@@ -563,16 +563,16 @@ static void test_validate_targets(void) {
     if (os) {
         double mape = 100, mx = 100;
         CHECK(sscanf(os, "out-of-sample time MAPE %lf%%, max %lf%%", &mape, &mx) == 2);
-        /* 11.2% over the first six sources; MT-NLG's DeepSpeed pipeline runs (-25%) raise the
-         * mean to 13.2% */
-        CHECK(mape <= 14.0);
+        /* 10.60% over the eight sources, MT-NLG's DeepSpeed pipeline runs (-25%) the largest
+         * part */
+        CHECK(mape <= 12.0);
     }
     struct {
         const char *source;
         double max_mape;
     } oos[] = {{"llm-foundry-fsdp", 10}, {"flashattn-gpt-a100", 10}, {"nemo-automodel-h100", 5},
-               {"megatron-h100-weak", 15}, {"torchtitan-h100", 25}, {"bigscience-bloom", 25},
-               {"mtnlg-530b-deepspeed", 30}};
+               {"megatron-h100-weak", 10}, {"megatron-h100-strong", 15}, {"torchtitan-h100", 25},
+               {"bigscience-bloom", 25}, {"mtnlg-530b-deepspeed", 30}};
     const char *table = out ? strstr(out, "out-of-sample source") : NULL;
     CHECK(table != NULL);
     for (size_t i = 0; table && i < sizeof oos / sizeof oos[0]; i++) {

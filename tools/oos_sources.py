@@ -19,6 +19,9 @@ Sources:
                          FSDP / +CP / +TP / +PP, 8-512 H100
   megatron-h100-weak     NVIDIA/Megatron-LM README.md "Weak Scaling Results" (images/
                          model_table.png): GPT 1.7B-462B on 48-6144 H100, Megatron-Core r0.8
+  megatron-h100-strong   the same README, "Strong Scaling Results": the 177B GPT of the weak
+                         table at a global batch of 1152 on 96 and on 4608 H100 (MFU 47% and
+                         42%, the two counts and figures the text states)
   bigscience-bloom       bigscience-workshop/bigscience train/tr11-176B-ml: README.md (the
                          BLOOM-176B run), chronicles-prequel.md (topology benchmarks incl. an
                          out-of-memory record), tr11-176B-ml.slurm (configuration)
@@ -423,6 +426,33 @@ MLM_ROWS = [
 ]
 
 
+# The pipelined runs' schedule. The README says pipeline-parallel communication was overlapped
+# "(enabled by default)": Megatron-Core r0.8 overlaps it only under the interleaved schedule
+# (megatron/training/arguments.py @core_r0.8.0: without --num-layers-per-virtual-pipeline-stage
+# it sets overlap_p2p_comm to False and warns). The strong-scaling text agrees: 42% MFU for the
+# 177B model at 4608 GPUs is 12 micro-batches on 6 stages, where one-forward-one-backward idles
+# 5/17 of the step, so it cannot exceed 0.71 x the 47% of the 96-GPU run (576 micro-batches);
+# only interleaving shrinks that bubble. The depth is not stated: one layer per virtual stage
+# (--num-layers-per-virtual-pipeline-stage 1), the one value every row's layers per stage
+# allow (23 on the 119B rows and 7 on the 462B rows are prime; 42, 16 and 12 on the others).
+# Assumed, not stated. Every row's micro-batches per step (8 to 64) divide by its pp, as the
+# interleaved schedule requires.
+def megatron_plan(tp, pp, dp, L, B, s):
+    return {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1,
+            "vp": L // pp if pp > 1 else 1, "mbs": B // dp if pp == 1 else 1, "gbs": B,
+            "seq": s, "recompute": "none", "sp": tp > 1, "zero": 1, "dtype": "bf16",
+            "overlap": True, "flash_attn": True}
+
+
+def megatron_model(size, L, h, a, V, s):
+    return {"name": "gpt-" + size.lower(), "layers": L, "hidden": h, "heads": a, "vocab": V,
+            "seq_len": s, "activation": "gelu", "norm": "layernorm", "bias": True,
+            "tied_embeddings": False, "position": "learned", "dropout": True}
+
+
+MLM_HOW = "Megatron model FLOPs (72 B s L h^2 (1 + s/6h + V/12Lh)) / (TFLOP/s x GPUs)"
+
+
 def megatron_rows():
     out = []
     V, s = 131072, 4096
@@ -430,22 +460,36 @@ def megatron_rows():
         step = megatron_model_flops(B, s, L, h, V) / (tf * 1e12 * gpus)
         out.append({"source": "megatron-h100-weak",
                     "cite": MLM + ": GPT %s, %g TFLOP/s/GPU (micro-batch = the rank's whole "
-                            "batch without PP, 1 with PP; no interleaving; no recomputation: "
-                            "assumed, not stated)" % (size, tf),
+                            "batch without PP, 1 with PP; with PP interleaved, one layer per "
+                            "virtual stage; no recomputation: assumed, not stated)" % (size, tf),
                     "model_name": "gpt-" + size.lower(),
-                    "model": {"name": "gpt-" + size.lower(), "layers": L, "hidden": h,
-                              "heads": a, "vocab": V, "seq_len": s, "activation": "gelu",
-                              "norm": "layernorm", "bias": True, "tied_embeddings": False,
-                              "position": "learned", "dropout": True},
-                    "plan": {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1,
-                             "vp": 1, "mbs": B // dp if pp == 1 else 1, "gbs": B, "seq": s,
-                             "recompute": "none",
-                             "sp": tp > 1, "zero": 1, "dtype": "bf16", "overlap": True,
-                             "flash_attn": True},
+                    "model": megatron_model(size, L, h, a, V, s),
+                    "plan": megatron_plan(tp, pp, dp, L, B, s),
                     "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
                     "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
-                    "how": "Megatron model FLOPs (72 B s L h^2 (1 + s/6h + V/12Lh)) / "
-                           "(TFLOP/s x GPUs)"})
+                    "how": MLM_HOW})
+    # Strong scaling: "the standard GPT-3 model (slightly more than 175 billion parameters due to
+    # larger vocabulary size) from 96 H100 GPUs to 4,608 GPUs, using the same batch size of 1,152
+    # sequences throughout ... a reduction in MFU from 47% to 42%". The 177B row of the weak table
+    # (tp 8, pp 6); 96 and 4608 GPUs are its tp x pp times 2 and 96. MFU against the 989.4
+    # TFLOP/s the table's MFU column uses (432.8 TFLOP/s = 44%, 474.4 = 48%); the stated MFU is
+    # rounded to a percent (+-1% of the step)
+    size, a, h, L, tp, pp = "177B", 96, 12288, 96, 8, 6
+    for (gpus, mfu) in ((96, 0.47), (4608, 0.42)):
+        dp, B = gpus // (tp * pp), 1152
+        step = megatron_model_flops(B, s, L, h, V) / (mfu * 989.4e12 * gpus)
+        out.append({"source": "megatron-h100-strong",
+                    "cite": "NVIDIA/Megatron-LM README.md 'Strong Scaling Results', Megatron-Core "
+                            "r0.8: GPT 177B on %d H100, global batch 1152, MFU %d%% (tp 8 pp 6 "
+                            "as the weak table's 177B row; micro-batch 1, interleaved one layer "
+                            "per virtual stage, no recomputation: assumed, not stated)"
+                            % (gpus, round(mfu * 100)),
+                    "model_name": "gpt-177b", "model": megatron_model(size, L, h, a, V, s),
+                    "plan": megatron_plan(tp, pp, dp, L, B, s),
+                    "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                    "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+                    "how": "Megatron model FLOPs (72 B s L h^2 (1 + s/6h + V/12Lh)) / (MFU x "
+                           "989.4 TFLOP/s x GPUs)"})
     return out
 
 
