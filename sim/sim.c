@@ -143,12 +143,8 @@ void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
 static void stream_event(gen *g, int i, int o, int64_t reserved);
 
 /* Account one allocation or free of tensor id that the allocator has just seen. */
-static void event(gen *g, int32_t id, int is_free) {
-    if (g->stream && g->nev == INT32_MAX) { /* int32 event indices */
-        g->nomem = 1;
-        return;
-    }
-    if (g->nev == g->capev && !g->stream) {
+static inline void event(gen *g, int32_t id, int is_free) {
+    if (g->nev == g->capev) { /* a streamed rank's capev is INT32_MAX: it stores no event */
         if (g->capev > INT32_MAX / 2) { /* int32 event indices */
             g->nomem = 1;
             return;
@@ -226,7 +222,7 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
                        int is_grad) {
     if (bytes <= 0 || g->nomem) return -1;
     int32_t id = tensor_slot(g);
-    if (id < 0 || g->ncreated == INT32_MAX) {
+    if (id < 0 || (g->stream && g->ncreated == INT32_MAX)) {
         g->nomem = 1;
         return -1;
     }
@@ -241,13 +237,13 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
     t->pad[0] = t->pad[1] = t->pad[2] = 0;
     t->alloc_ev = g->nev;
     t->free_ev = -1;
-    t->addr = 0;
     if (g->stream) {
-        g->serial[id] = g->ncreated;
+        g->serial[id] = g->ncreated++;
         g->keep[id] = -1;
     }
-    g->ncreated++;
-    if (g->al && ap_alloc_malloc(g->al, bytes, &g->blk[id], &t->addr, NULL) != AP_OK) {
+    if (!g->al) {
+        t->addr = 0; /* a streamed rank's counting pass: no allocator */
+    } else if (ap_alloc_malloc(g->al, bytes, &g->blk[id], &t->addr, NULL) != AP_OK) {
         g->nomem = 1;
         return -1;
     }
@@ -410,7 +406,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
     const ap_model *m = g->m;
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)(mb % g->mb_rows) * 4];
+    int32_t *ends = &g->ends[(int64_t)g->row * 4];
     int32_t x;
     int64_t xb = g->xb;
     if (c == 0) {
@@ -476,7 +472,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
 static void chunk_bwd(gen *g, int k, int32_t mb) {
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)(mb % g->mb_rows) * 4];
+    int32_t *ends = &g->ends[(int64_t)g->row * 4];
     int32_t gx;
     int64_t xb = g->xb;
     int32_t Lh = (int32_t)g->L;
@@ -590,10 +586,10 @@ static void schedule(gen *g) {
     const size_t row = (size_t)g->nloc * AP_SIM_NKINDS;
     for (int i = 0; i < g->nit && !g->nomem; i++) {
         const ap_sim_pass *it = &g->it[i];
+        g->row = it->mb % g->mb_rows;
         if (g->opens[i]) {
-            int64_t r = it->mb % g->mb_rows;
-            memset(&g->saved[(size_t)r * row], 0xff, row * sizeof *g->saved);
-            memset(&g->ends[r * 4], 0xff, 4 * sizeof *g->ends);
+            memset(&g->saved[(size_t)g->row * row], 0xff, row * sizeof *g->saved);
+            memset(&g->ends[(size_t)g->row * 4], 0xff, 4 * sizeof *g->ends);
         }
         if (it->fwd) chunk_fwd(g, it->chunk, it->mb);
         else chunk_bwd(g, it->chunk, it->mb);
@@ -1051,6 +1047,7 @@ static void gen_buffers(gen *g, const ap_sim *s, int stream) {
     g->peak_ev = g->peak_op = g->over_ev = g->over_op = -1;
     g->overhead = s->overhead_bytes;
     if (stream) {
+        g->capev = INT32_MAX;
         g->capts = 4096;
         g->capops = 1;
         g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);

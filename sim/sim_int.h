@@ -71,6 +71,7 @@ typedef struct gen {
     int32_t *ends;  /* [mb row][4]: embed mask, final norm out, logits saved, head input */
     int mb_rows;    /* rows of saved and ends: micro-batch mb uses row mb % mb_rows, enough rows
                        for the micro-batches in flight (schedule_rows) */
+    int row;        /* the row of the pass being generated */
     ap_sim_pass *it;/* the rank's passes in order (ap_sim_schedule) */
     uint8_t *opens; /* per pass: 1 when it is its micro-batch's first (the rows are cleared) */
     int nit;
@@ -99,7 +100,7 @@ typedef struct gen {
     int stream;
     int32_t *fl, *serial, *keep; /* capts each */
     int nfl;
-    int32_t ncreated;
+    int32_t ncreated;            /* tensors created (streamed ranks) */
     struct stream_rank *sr;      /* the replay's summaries (sim.c), NULL in the first pass */
     /* bytes common to all layers */
     int64_t xb, hmask_b, logits_b;
@@ -109,9 +110,11 @@ typedef struct gen {
     double D_dense, D_expert;
 } gen;
 
-/* The tensor saved under kind k by local layer loc for micro-batch mb (-1 when none). */
+/* The tensor saved under kind k by local layer loc for micro-batch mb (-1 when none). mb is
+ * always the micro-batch of the pass being generated, whose row (mb % mb_rows) schedule()
+ * works out once per pass: no division per access. */
 #define SV(g, mb, loc, k)                                                                          \
-    ((g)->saved[(((int64_t)((mb) % (g)->mb_rows) * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
+    ((g)->saved[(((int64_t)(g)->row * (g)->nloc + (loc)) * AP_SIM_NKINDS) + (k)])
 
 #define ACT AP_SIM_CAT_ACTIVATIONS
 #define OTH AP_SIM_CAT_OTHER
