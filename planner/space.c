@@ -257,9 +257,21 @@ static int rc_values(const ap_space *s, const ap_space_point *pt, ap_recompute *
  * auto placement; DeepSpeed offload goes to the CPU, and as the extra level with the cluster's
  * NVMe both states to NVMe (ZeRO-Infinity), with swap buffers that hold the largest partition.
  * Returns 0 when the variant does not exist. */
-static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
+static int no_placement_ok(const ap_space *s, int extra);
+
+/* Whether the plans of point pt take a heterogeneous placement (hetero_place's two cases). */
+static int takes_placement(const ap_space *s, const ap_space_point *pt) {
+    const ap_trainer_id tr = s->o->fixed.trainer;
+    if (tr == AP_TRAINER_COLOSSALAI) return pt->zero == 3 && pt->pp == 1;
+    return tr == AP_TRAINER_DEEPSPEED && pt->pp == 1 && pt->cp == 1 &&
+           (pt->hetero_extra || pt->offload_optimizer > 0 || pt->offload_params > 0);
+}
+
+static int hetero_place(const ap_space *s, const ap_space_point *pt, ap_plan *p) {
     const ap_plan *fx = &s->o->fixed;
-    if (p->trainer == AP_TRAINER_COLOSSALAI && p->zero == 3 && p->pp == 1) {
+    const int extra = pt->hetero_extra;
+    if (!takes_placement(s, pt)) return no_placement_ok(s, extra);
+    if (p->trainer == AP_TRAINER_COLOSSALAI) {
         ap_plan_hetero_init(&p->hetero);
         if (extra) {
             p->hetero.placement = AP_GEMINI_AUTO;
@@ -276,24 +288,38 @@ static int hetero_place(const ap_space *s, ap_plan *p, int extra) {
         }
         return 1;
     }
-    if (p->trainer == AP_TRAINER_DEEPSPEED && p->pp == 1 && p->cp == 1 &&
-        (extra || p->offload_optimizer > 0 || p->offload_params > 0)) {
-        ap_plan_hetero_init(&p->hetero);
-        if (extra) {
-            if (!(s->c->nvme_bytes > 0)) return 0;
-            p->offload_optimizer = p->offload_params = 1.0;
-            p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
-            /* swap buffers that hold the largest partition (DeepSpeed asserts otherwise) */
-            return ap_hetero_size_param_buffers(s->m, p, NULL) == AP_OK;
-        }
-        if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
-        return ap_plan_hetero_default(p); /* CPU (estimate's rule) */
+    /* DeepSpeed */
+    ap_plan_hetero_init(&p->hetero);
+    if (extra) {
+        if (!(s->c->nvme_bytes > 0)) return 0;
+        p->offload_optimizer = p->offload_params = 1.0;
+        p->hetero.ds_optimizer = p->hetero.ds_params = AP_OFFLOAD_DEV_NVME;
+        /* swap buffers that hold the largest partition (DeepSpeed asserts otherwise) */
+        return ap_hetero_size_param_buffers(s->m, p, NULL) == AP_OK;
     }
-    /* a plan without a placement where one is pinned (--gemini, --offload-device nvme) */
+    if (fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME) return 0;
+    return ap_plan_hetero_default(p); /* CPU (estimate's rule) */
+}
+
+/* A plan without a placement: none where one is pinned (--gemini, --offload-device nvme), and
+ * no extra level. */
+static int no_placement_ok(const ap_space *s, int extra) {
+    const ap_plan *fx = &s->o->fixed;
     if (fx->hetero.placement != AP_GEMINI_OFF || fx->hetero.ds_optimizer == AP_OFFLOAD_DEV_NVME ||
         fx->hetero.ds_params == AP_OFFLOAD_DEV_NVME)
         return 0;
     return !extra;
+}
+
+/* Whether point pt has a member, as ap_space_group says, without building its plan where no
+ * placement applies (the odometer asks it of every point it passes). */
+static int has_members(ap_space *s, const ap_space_point *pt) {
+    if (takes_placement(s, pt)) return ap_space_group(s, pt, &s->scratch);
+    if (!no_placement_ok(s, pt->hetero_extra)) return 0;
+    ap_recompute rc[AP_GROUP_MAX_RC];
+    int rc_layers[AP_GROUP_MAX_RC];
+    int64_t mbs[AP_GROUP_MAX_MBS];
+    return rc_values(s, pt, rc, rc_layers) > 0 && mbs_values(s, pt->dp, mbs) > 0;
 }
 
 int ap_space_next(ap_space *s, ap_space_point *pt) {
@@ -319,7 +345,7 @@ int ap_space_next(ap_space *s, ap_space_point *pt) {
         }
         set_value(s, &s->pt, d, s->v[d][s->i[d]]);
         if (d == AP_SPACE_DIMS - 1) {
-            if (ap_space_group(s, &s->pt, &s->scratch)) {
+            if (has_members(s, &s->pt)) {
                 *pt = s->pt;
                 return 1;
             }
@@ -359,7 +385,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->overlap_tp = p->sp && tr->overlap_tp && !o->no_overlap;
     p->offload_optimizer = pt->offload_optimizer;
     p->offload_params = pt->offload_params;
-    if (!hetero_place(s, p, pt->hetero_extra)) return 0;
+    if (!hetero_place(s, pt, p)) return 0;
     g->nrc = rc_values(s, pt, g->rc, g->rc_layers);
     g->nmbs = mbs_values(s, pt->dp, g->mbs);
     /* the least activation memory: full beats selective beats none; among full, all layers
