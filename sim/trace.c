@@ -15,6 +15,10 @@
  * The file is streamed: events are composed in a small buffer that is written out whenever it
  * passes TRACE_CHUNK, into a temporary file renamed into place at the end, so memory does not
  * grow with the trace (the JSON text is what ap_json_print would write for the same events).
+ * A recorded rank is written whole from its per-operation arrays (trace_rank); a streamed run
+ * (ap_sim_opts.stream) hands each operation over as it closes (ap_sim_tracer_op) and the
+ * peak at the rank's end: both go through operation() with the same state, so the text is the
+ * same.
  */
 #include "autoplan/sim.h"
 #include "autoplan/strbuf.h"
