@@ -273,7 +273,16 @@ def foundry_rows():
         # DEFAULT gathers fp32 parameters and reduces in bf16, PURE gathers and reduces bf16;
         # attention: attn_impl "flash" = flash-attn 1.x on the A100 tables (torch 1.13 era, the
         # README's TODO), flash-attn 2 on the H100 tables (llm-foundry's H100 and FP8 support
-        # came with torch 2 and flash-attn 2; assumed, the README does not say)
+        # came with torch 2 and flash-attn 2; assumed, the README does not say). Note: the
+        # benchmark script of the commits that wrote these tables defaulted to attn_impl
+        # "triton" (scripts/train/benchmarking/submit_benchmarks.py, --attn_impl default
+        # 'triton' up to 7f0fdae, 2024-03; sweep.sh passes none; the A100-80GB and H100 tables
+        # came with b2a43a1, 2023-10, the large-scale H100 one with 5e85bd6, 2024-01):
+        # llm-foundry's own Triton kernel on triton-pre-mlir. No published sweep covers that
+        # kernel (the FA2 and FA3 papers' "Triton" is OpenAI's tutorial kernel; on H100 the
+        # FA3 paper's uses Hopper instructions the old one lacks), so the rows keep the
+        # flash-attn stand-ins; their H100 long-sequence rows run 12-16% faster than measured
+        # and their A100 ones 10-21% slower
         plan = {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1, "mbs": mbs,
                 "gbs": gbs, "seq": seq, "recompute": "full" if ac else "none", "sp": False,
                 "zero": 3 if shard == "z3" else 2, "dtype": "fp8" if prec == "amp_fp8" else "bf16",
