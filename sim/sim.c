@@ -1191,16 +1191,24 @@ static void generate(gen *g, const ap_sim *s) {
     if (g->nops > 0 && !g->nomem) op_close(g);
 }
 
-static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
-    gen g;
-    memset(&g, 0, sizeof g);
-    gen_layout(&g, s, stage);
-    ap_status st = gen_sizes(&g, s, stage, err);
+/* A generator for pipeline rank `stage`, ready to generate: its layout, sizes, schedule rows
+ * and arrays (gen_buffers' `stream`). On an error what it allocated is freed. */
+static ap_status gen_open(gen *g, const ap_sim *s, int stage, int stream, ap_err *err) {
+    memset(g, 0, sizeof *g);
+    gen_layout(g, s, stage);
+    ap_status st = gen_sizes(g, s, stage, err);
     if (st != AP_OK) {
-        gen_free(&g);
+        gen_free(g);
         return st;
     }
-    gen_buffers(&g, s, 0);
+    gen_buffers(g, s, stream);
+    return AP_OK;
+}
+
+static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
+    gen g;
+    ap_status st = gen_open(&g, s, stage, 0, err);
+    if (st != AP_OK) return st;
     generate(&g, s);
     return rank_result(&g, s, stage, rs, err);
 }
@@ -1209,14 +1217,10 @@ static ap_status sim_rank(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
  * then the replay, which builds the summaries as it goes (stream_event, stream_op_done). */
 static ap_status sim_rank_stream(ap_sim *s, int stage, rank_store *rs, ap_err *err) {
     gen g;
-    memset(&g, 0, sizeof g);
-    gen_layout(&g, s, stage);
-    ap_status st = gen_sizes(&g, s, stage, err);
-    if (st == AP_OK) {
-        gen_buffers(&g, s, 1);
-        generate(&g, s);
-        st = gen_status(&g, stage, err);
-    }
+    ap_status st = gen_open(&g, s, stage, 1, err);
+    if (st != AP_OK) return st;
+    generate(&g, s);
+    st = gen_status(&g, stage, err);
     ap_free(g.ts);
     ap_free(g.ops);
     gen_free(&g);
@@ -1234,14 +1238,9 @@ static ap_status sim_rank_stream(ap_sim *s, int stage, rank_store *rs, ap_err *e
     sr.k_end = sr.pts > 0 ? sr.nev / sr.pts : 0;
     sr.op_ev = -1;
     sr.err = err;
-    memset(&g, 0, sizeof g);
-    gen_layout(&g, s, stage);
-    st = gen_sizes(&g, s, stage, err);
-    if (st == AP_OK) {
-        gen_buffers(&g, s, 2);
-        g.sr = &sr;
-        generate(&g, s);
-    }
+    if ((st = gen_open(&g, s, stage, 2, err)) != AP_OK) return st;
+    g.sr = &sr;
+    generate(&g, s);
     if (g.al) ap_alloc_get_stats(g.al, &r->alloc);
     ap_free(g.ts);
     gen_free(&g);
@@ -1249,19 +1248,20 @@ static ap_status sim_rank_stream(ap_sim *s, int stage, rank_store *rs, ap_err *e
     rs->ops = g.ops;
     rs->ts = sr.kept;
     rs->live = sr.order;
-    if (st == AP_OK) st = sr.st != AP_OK ? sr.st : gen_status(&g, stage, err);
+    st = sr.st != AP_OK ? sr.st : gen_status(&g, stage, err);
     if (st == AP_OK && g.nev != sr.nev)
         st = ap_err_set(err, AP_ERR_INTERNAL, "simulator: stage %d replays %lld events, counted "
                         "%lld", stage, (long long)g.nev, (long long)sr.nev);
     if (st != AP_OK) return st;
     if (!rs->ts) rs->ts = ap_malloc(sizeof *rs->ts);
     if (!rs->live) rs->live = ap_malloc(sizeof *rs->live);
-    ap_sim_op *ops = ap_realloc(g.ops, 2 * sizeof *ops);
+    /* rs->ops owns the one-slot array until it grows (a failed realloc leaves it there) */
+    ap_sim_op *ops = ap_realloc(rs->ops, 2 * sizeof *ops);
+    if (ops) rs->ops = ops;
     if (!rs->ts || !rs->live || !ops)
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory (stage %d)", stage);
     ops[0] = sr.ops[0];
     ops[1] = sr.ops[1];
-    rs->ops = ops;
     rank_summary(&g, s, stage, r);
     r->ops = ops;
     r->peak_op = g.peak_op >= 0 ? 0 : -1;
