@@ -87,6 +87,8 @@ typedef struct {
     int64_t nrec, caprec;
     int64_t cap;              /* estimates the chunk may make (max_evals less those before it;
                                  INT64_MAX without max_evals) */
+    double outer_bound;       /* the answer's ranking bound when the chunk was claimed (see
+                                 eval) */
     ap_status st;
     ap_err err;
 } chunk_out;
@@ -251,7 +253,13 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     int cand = s->resplit && p->pp > 1 && !(p->vp > 1 && tr->uneven_stages_no_vp) &&
                !(p->recompute_layers > 0 && tr->recompute_partial_divides_chunk);
     if (cand && (st = add_candidate(s, il, im, err)) != AP_OK) return st;
-    if (topk_offer(&s->out->top, &s->scratch, cand ? s->out->ncand - 1 : -1) < 0)
+    /* A plan slower than the answer's bound when the chunk was claimed cannot be in the final
+     * ranking: that bound (the K-th step time, times 1 + the tie margin) only falls as chunks
+     * merge, and every plan that ranks a final entry is no slower than it. So the chunk's
+     * ranking skips it: the answer is the same whenever the chunk was claimed, and the chunk
+     * copies (and merges) only the few plans that can still enter. */
+    if (!(s->scratch.time.step_s > s->out->outer_bound) &&
+        topk_offer(&s->out->top, &s->scratch, cand ? s->out->ncand - 1 : -1) < 0)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     return AP_OK;
 }
@@ -432,6 +440,7 @@ static int64_t claim(search_run *run) {
     run->npts[k] = -n - 1; /* claimed, not finished */
     /* what is left now; chunks before it that are not merged yet may leave less (worker) */
     run->slots[k].cap = cap_left(run);
+    run->slots[k].outer_bound = topk_bound(&run->acc.top);
     run->next++;
     return i;
 }
