@@ -349,6 +349,12 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
 
 /* ---- threads and the ordered merge -------------------------------------------------------- */
 
+/* The candidates of one merged chunk, in the enumeration's order. */
+typedef struct {
+    rs_cand *v;
+    int64_t n;
+} cand_block;
+
 typedef struct {
     const ap_model *m;
     const ap_cluster *c;
@@ -363,9 +369,12 @@ typedef struct {
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
     int *npts;                /* points of each slot's chunk; -1: not finished */
-    /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc */
+    /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc
+     * (its candidates in the chunks' arrays, blk, joined in acc.cands when the walk ends) */
     ap_search_result *r;
     chunk_out acc;
+    cand_block *blk;
+    int64_t nblk, capblk;
     /* the search's estimate options with what every estimate of the run would look up itself
      * (ap_estimate_opts_resolve: the GPU's calibration and kernel tables) */
     ap_estimate_opts eo;
@@ -388,20 +397,23 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     r->fit += o->r.fit;
     r->pruned += o->r.pruned;
     r->capped |= o->r.capped;
+    /* the chunk's candidates change hands (its slot starts a new array): copying them onto
+     * one growing array here, under the lock, moved each several times */
     if (o->ncand > 0) {
-        if (run->acc.ncand + o->ncand > run->acc.capc) {
-            int64_t cap = run->acc.capc ? run->acc.capc : 256;
-            while (cap < run->acc.ncand + o->ncand) cap *= 2;
-            rs_cand *nc = ap_realloc(run->acc.cands, (size_t)cap * sizeof *nc);
-            if (!nc) {
+        if (run->nblk == run->capblk) {
+            int64_t cap = run->capblk ? 2 * run->capblk : 64;
+            cand_block *nb = ap_realloc(run->blk, (size_t)cap * sizeof *nb);
+            if (!nb) {
                 run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the re-split "
                                      "candidates");
                 return;
             }
-            run->acc.cands = nc;
-            run->acc.capc = cap;
+            run->blk = nb;
+            run->capblk = cap;
         }
-        memcpy(run->acc.cands + run->acc.ncand, o->cands, (size_t)o->ncand * sizeof *o->cands);
+        run->blk[run->nblk++] = (cand_block){o->cands, o->ncand};
+        o->cands = NULL;
+        o->capc = 0;
     }
     for (int64_t i = 0; i < o->nrec; i++)
         run->o->visit_fold(run->o->visit_ctx, o->recs + (size_t)i * run->o->visit_rec_size);
@@ -520,6 +532,24 @@ static void free_run(search_run *run) {
     ap_free(run->npts);
     topk_free(&run->acc.top);
     ap_free(run->acc.cands);
+    for (int64_t b = 0; b < run->nblk; b++) ap_free(run->blk[b].v);
+    ap_free(run->blk);
+}
+
+/* The merged chunks' candidates into one array, acc.cands (their ids index it). */
+static ap_status join_cands(search_run *run, ap_err *err) {
+    if (run->acc.ncand == 0) return AP_OK;
+    rs_cand *v = ap_malloc((size_t)run->acc.ncand * sizeof *v);
+    if (!v) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split candidates");
+    int64_t at = 0;
+    for (int64_t b = 0; b < run->nblk; b++) {
+        memcpy(v + at, run->blk[b].v, (size_t)run->blk[b].n * sizeof *v);
+        at += run->blk[b].n;
+        ap_free(run->blk[b].v);
+    }
+    run->nblk = 0;
+    run->acc.cands = v;
+    return AP_OK;
 }
 
 /* Run the enumeration on nthreads workers (the calling thread is one of them). */
@@ -592,6 +622,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         st = run->acc.st;
         *err = run->acc.err;
     }
+    if (st == AP_OK) st = join_cands(run, err);
     r->candidates = run->acc.ncand;
     if (st == AP_OK && rs_applies(o))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
