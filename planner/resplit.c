@@ -252,6 +252,8 @@ typedef struct {
 
 /* Solves per batch ("batches of solves on threads" below); the ranking's threads at most */
 #define BATCH 8
+/* Entries per batch at most, solved or not */
+#define SCAN 64
 
 struct job_run;
 
@@ -366,8 +368,9 @@ static ap_status split_plan(const ranker *rk, solver_ws *w, const ap_partition_o
 
 /* ---- batches of solves on threads ---------------------------------------------------------------
  * The candidates are taken in order; the next BATCH whose bound can beat the k-th plan are
- * solved together (on the worker threads), each capped by the k-th plan as it stood when the
- * batch began, then offered in order, each only if its bound can still beat the k-th plan at
+ * solved together (on the worker threads; the entries between them whose bound cannot, up to
+ * SCAN entries in all, ride along unsolved: counting those left batches of one solve, run on
+ * one thread), each capped by the k-th plan as it stood when the batch began, then offered in order, each only if its bound can still beat the k-th plan at
  * its turn (what a one-by-one walk would do; a solve it would have skipped cannot enter the
  * ranking). BATCH is a constant, not the thread count, so the caps, hence the splits, are the
  * same whatever the threads (BATCH is defined with the ranker). */
@@ -572,7 +575,7 @@ static int past(order *o, int64_t j, double kt) {
 static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *err) {
     const ordered *ord = o->v;
     const int64_t n = o->n;
-    job *jobs = ap_malloc(BATCH * sizeof *jobs);
+    job *jobs = ap_malloc(SCAN * sizeof *jobs);
     if (!jobs) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
     ap_partition_opts po;
     ap_partition_opts_init(&po);
@@ -584,8 +587,9 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
     while (i < n && st == AP_OK) {
         double kt = topk_bound(rk->top);
         if (past(o, i, kt)) break;
-        int nb = 0;
-        for (int64_t j = i; j < n && nb < BATCH && (j == i || !past(o, j, kt)); j++, nb++) {
+        int nb = 0, nrun = 0;
+        for (int64_t j = i; j < n && nb < SCAN && nrun < BATCH && (j == i || !past(o, j, kt));
+             j++, nb++) {
             const rs_cand *x = &rk->cands[ord[j].i];
             job *jb = &jobs[nb];
             jb->cand = ord[j].i;
@@ -595,6 +599,7 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
             jb->st = AP_OK;
             double cap = cap_of(x, kt, joint);
             jb->run = rs_bound(x, joint ? x->combo_s : x->own_s, kt) <= kt && cap >= 0;
+            nrun += jb->run;
             if (joint) jb->po.upper_pipe_s = cap > 0 ? cap : 0;
             else jb->po.upper_s = cap > 0 ? cap : 0;
         }
