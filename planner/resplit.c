@@ -383,12 +383,14 @@ typedef struct {
     int got;
     ap_status st;
     ap_err err;
-    ap_estimate e;            /* the re-split plan's estimate when got */
+    ap_estimate *e;           /* the re-split plan's estimate when got (run: one of the
+                                 batch's BATCH) */
 } job;
 
+/* A batch's jobs to solve. */
 typedef struct job_run {
     const ranker *rk;
-    job *jobs;
+    job **jobs;
     int n, next;
     pthread_mutex_t mu;
 } job_run;
@@ -400,11 +402,10 @@ static void job_loop(job_run *jr, solver_ws *w) {
         int i = jr->next++;
         pthread_mutex_unlock(&jr->mu);
         if (i >= jr->n) break;
-        job *j = &jr->jobs[i];
-        if (!j->run) continue;
+        job *j = jr->jobs[i];
         cand_plan(jr->rk, w, &jr->rk->cands[j->cand]);
         j->st = split_plan(jr->rk, w, &j->po, &j->got, &j->err);
-        if (j->got) ap_estimate_copy(&j->e, &w->e);
+        if (j->got) ap_estimate_copy(j->e, &w->e);
     }
 }
 
@@ -504,10 +505,8 @@ static void pool_stop(ranker *rk) {
 /* Solve the jobs, on the calling thread and the pool's (started at the first batch with more
  * than one job to run): a batch whose bounds all fail (most of them, late in a walk) or that
  * runs one job wakes no thread. */
-static void run_jobs(ranker *rk, job *jobs, int n) {
-    job_run jr = {rk, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    int nrun = 0;
-    for (int i = 0; i < n; i++) nrun += jobs[i].run;
+static void run_jobs(ranker *rk, job **jobs, int nrun) {
+    job_run jr = {rk, jobs, nrun, 0, PTHREAD_MUTEX_INITIALIZER};
     if (nrun == 0) return;
     if (nrun > 1 && rk->threads > 1 && !rk->pool && !pool_start(rk))
         rk->threads = 1; /* the calling thread alone */
@@ -576,7 +575,13 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
     const ordered *ord = o->v;
     const int64_t n = o->n;
     job *jobs = ap_malloc(SCAN * sizeof *jobs);
-    if (!jobs) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
+    ap_estimate *es = ap_malloc(BATCH * sizeof *es);
+    if (!jobs || !es) {
+        ap_free(jobs);
+        ap_free(es);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
+    }
+    job *torun[BATCH];
     ap_partition_opts po;
     ap_partition_opts_init(&po);
     po.solver = AP_SOLVER_DP;
@@ -599,11 +604,12 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
             jb->st = AP_OK;
             double cap = cap_of(x, kt, joint);
             jb->run = rs_bound(x, joint ? x->combo_s : x->own_s, kt) <= kt && cap >= 0;
-            nrun += jb->run;
+            jb->e = jb->run ? &es[nrun] : NULL;
+            if (jb->run) torun[nrun++] = jb;
             if (joint) jb->po.upper_pipe_s = cap > 0 ? cap : 0;
             else jb->po.upper_s = cap > 0 ? cap : 0;
         }
-        run_jobs(rk, jobs, nb);
+        run_jobs(rk, torun, nrun);
         for (int b = 0; b < nb; b++, i++) {
             const rs_cand *x = &rk->cands[jobs[b].cand];
             double k2 = topk_bound(rk->top);
@@ -620,10 +626,11 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
                 *err = jobs[b].err;
                 break;
             }
-            if (jobs[b].got) offer(rk, &jobs[b].e, jobs[b].cand, joint);
+            if (jobs[b].got) offer(rk, jobs[b].e, jobs[b].cand, joint);
         }
     }
     ap_free(jobs);
+    ap_free(es);
     return st;
 }
 
