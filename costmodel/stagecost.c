@@ -53,9 +53,11 @@ static void rank_cost(const ap_cluster *c, const ap_estimate *e, int r, ap_stage
     out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
 }
 
-ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                             const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
-                             ap_stage_cost *out, ap_err *err) {
+/* ap_stage_cost_eval with the plan copy and the estimate in q and e (the callers' scratch). */
+static ap_status cost_eval_in(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                              const ap_estimate_opts *opts, int r, int first, int n,
+                              int rc_layers, ap_plan *q, ap_estimate *e, ap_stage_cost *out,
+                              ap_err *err) {
     const int L = (int)m->layers;
     const int v = p->vp > 1 ? p->vp : 1;
     if (v > 1 && !ap_model_single_kind(m))
@@ -73,14 +75,6 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
     if ((r == 0 && first != 0) || (r == p->pp - 1 && first + n != L))
         return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d cannot hold layers [%d, %d) of %d",
                           r, p->pp, first, first + n, L);
-    /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
-    ap_plan *q = ap_malloc(sizeof *q);
-    ap_estimate *e = ap_malloc(sizeof *e);
-    if (!q || !e) {
-        ap_free(q);
-        ap_free(e);
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
-    }
     *q = *p;
     q->nchunks = 0;
     if (v > 1) {
@@ -112,6 +106,17 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
     }
     ap_status st = ap_stage_estimate(m, c, q, opts, e, err);
     if (st == AP_OK) rank_cost(c, e, r, out);
+    return st;
+}
+
+ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                             const ap_estimate_opts *opts, int r, int first, int n, int rc_layers,
+                             ap_stage_cost *out, ap_err *err) {
+    /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
+    ap_plan *q = ap_malloc(sizeof *q);
+    ap_estimate *e = ap_malloc(sizeof *e);
+    ap_status st = q && e ? cost_eval_in(m, c, p, opts, r, first, n, rc_layers, q, e, out, err)
+                          : ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
     ap_free(q);
     ap_free(e);
     return st;
@@ -134,7 +139,10 @@ struct ap_stage_table {
     unsigned char **done;
     long evals;
     int single_kind;       /* every layer of one kind (batch fills apply) */
-    ap_plan *q;            /* scratch for batch fills */
+    int dense_prefix;      /* the dense layers all come first, then MoE ones only (DeepSeek's
+                              first_k_dense_replace): their number, and batch fills apply to
+                              the ranges that start past them; -1 otherwise */
+    ap_plan *q;            /* scratch for the estimates */
     ap_estimate *e;
 };
 
@@ -173,6 +181,9 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->nm_max = t->moe_prefix[L];
     t->nd_max = L - t->nm_max;
     t->single_kind = t->nm_max == 0 || t->nd_max == 0;
+    t->dense_prefix = t->nd_max;
+    for (int i = 0; i <= L && t->dense_prefix >= 0; i++)
+        if (t->moe_prefix[i] != (i > t->nd_max ? i - t->nd_max : 0)) t->dense_prefix = -1;
     t->cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
     *out = t;
     return AP_OK;
@@ -219,8 +230,12 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
     size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
                (size_t)nm;
     if (!t->done[slot][k]) {
-        ap_status st = ap_stage_cost_eval(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r,
-                                          first, n, rc, &t->cost[slot][k], err);
+        if (!t->q) t->q = ap_malloc(sizeof *t->q);
+        if (!t->e) t->e = ap_malloc(sizeof *t->e);
+        if (!t->q || !t->e)
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
+        ap_status st = cost_eval_in(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r, first,
+                                    n, rc, t->q, t->e, &t->cost[slot][k], err);
         if (st != AP_OK) return st;
         t->done[slot][k] = 1;
         t->evals++;
@@ -231,7 +246,9 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
 
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
 
-/* the memo slot and cell of (r, n layers of the model's one kind), allocating the slot */
+/* the memo slot and cell of rank r holding n layers as a batch fill places them (of the model's
+ * one kind, or with a dense prefix: rank 0 from layer 0, the others past the prefix), allocating
+ * the slot */
 static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, size_t *k,
                          ap_err *err) {
     *slot = rc > 0 ? rc : 0;
@@ -246,7 +263,7 @@ static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, siz
             return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
         }
     }
-    int nd = t->nm_max == 0 ? n : 0, nm = n - nd;
+    int nd = t->nm_max == 0 ? n : r == 0 ? (n < t->nd_max ? n : t->nd_max) : 0, nm = n - nd;
     *k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) + (size_t)nm;
     return AP_OK;
 }
@@ -254,7 +271,13 @@ static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, siz
 ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
                                 ap_err *err) {
     const int L = (int)t->m.layers, pp = t->pp, v = t->p.vp > 1 ? t->p.vp : 1;
-    if (!t->single_kind || n < 1 || pp < 2 || (int64_t)pp * v > AP_MAX_CHUNKS) return AP_OK;
+    /* with a dense prefix of D layers (mixed kinds: vp 1 only), rank 0 holds [0, n) when it
+     * is in the batch (n >= D: no later range reaches the prefix), else the prefix and the
+     * remainder (it is the filler) */
+    const int D = t->single_kind ? 0 : t->dense_prefix;
+    if ((!t->single_kind && (D < 0 || v > 1)) || n < 1 || pp < 2 ||
+        (int64_t)pp * v > AP_MAX_CHUNKS)
+        return AP_OK;
     if (v > 1 && rc_layers > 0) return AP_OK; /* per-stage counts need vp 1 */
     const int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
     if (!t->q) t->q = ap_malloc(sizeof *t->q);
@@ -266,13 +289,14 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
         size_t cell;
         ap_status st = cell_of(t, ranks[i], n, rc, &slot, &cell, err);
         if (st != AP_OK) return st;
-        if (!t->done[slot][cell]) todo[nt++] = ranks[i];
+        if (!t->done[slot][cell] && !(ranks[i] == 0 && n < D)) todo[nt++] = ranks[i];
     }
     /* as many ranks as fit side by side hold n layers each, one more rank (the filler) the
      * rest, the others none: each rank is priced from its own layers (stagecost.h), so one
      * estimate prices them all */
     while (nt > 0) {
-        int per = L / n;                 /* ranks that can hold n layers at once */
+        /* ranks that can hold n layers at once (past the prefix unless rank 0 leads) */
+        int per = (todo[0] == 0 ? L : L - D) / n;
         int batch = nt < per ? nt : per;
         int rem = L - batch * n;
         int filler = -1;

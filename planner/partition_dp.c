@@ -48,6 +48,9 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
     const int nm_max = pre[L], nd_max = L - nm_max;
     d->nkeys = (nd_max + 1) * (nm_max + 1);
+    d->dense_prefix = nd_max > 0 && nm_max > 0 ? nd_max : -1;
+    for (int i = 0; i <= L && d->dense_prefix >= 0; i++)
+        if (pre[i] != (i > nd_max ? i - nd_max : 0)) d->dense_prefix = -1;
     if (d->nkeys != L + 1) {
         d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
         if (!d->key) {
@@ -145,19 +148,30 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     return AP_OK;
 }
 
+/* The start of rank r's ranges that a prefill prices: its first legal start, past the dense
+ * prefix of a mixed model (rank 0 starts at 0); -1 when it has none there. */
+static int prefill_start(const pdp *d, int r) {
+    int D = d->key ? d->dense_prefix : 0, a = a_lo(d, r);
+    if (r > 0 && a < D) a = D;
+    return a <= a_hi(d, r) ? a : -1;
+}
+
 /* Models of one layer kind, the plan's (or one) recompute count: a range's cost
  * depends on its rank and length only, so the lengths each rank needs are priced rank-parallel
- * (ap_stage_table_fill_n), n = lo, lo + 1, ... until every rank's stage exceeds tcap. */
+ * (ap_stage_table_fill_n), n = lo, lo + 1, ... until every rank's stage exceeds tcap. So are a
+ * model's MoE layers after a dense prefix: rank 0's ranges from layer 0 and the others' past
+ * the prefix (the ranges that reach into it are priced one by one on use). */
 static ap_status prefill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
-    if (d->per_stage_rc || d->nkeys != d->L + 1 || d->p < 2) return AP_OK;
-    int active[AP_MAX_STAGES], na = d->p;
-    for (int r = 0; r < d->p; r++) active[r] = r;
+    if (d->per_stage_rc || (d->key && d->dense_prefix < 0) || d->p < 2) return AP_OK;
+    int active[AP_MAX_STAGES], na = 0;
+    for (int r = 0; r < d->p; r++)
+        if (prefill_start(d, r) >= 0) active[na++] = r;
     const int rc = d->fixed_rc > 0 ? d->fixed_rc : -1;
     for (int n = d->lo; na > 0 && n <= d->L; n++) {
         int ranks[AP_MAX_STAGES], k = 0;
         for (int i = 0; i < na; i++) {
-            int r = active[i];
-            int nmax = r == d->p - 1 ? d->L - a_lo(d, r) : n_hi(d, r, a_lo(d, r));
+            int r = active[i], a = prefill_start(d, r);
+            int nmax = r == d->p - 1 ? d->L - a : n_hi(d, r, a);
             if (n <= nmax) ranks[k++] = r;
         }
         if (k == 0) break;
@@ -167,7 +181,7 @@ static ap_status prefill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) 
         int na2 = 0;
         for (int i = 0; i < k; i++) {
             const ap_stage_cost *sc;
-            int r = ranks[i], a = r == d->p - 1 ? d->L - n : a_lo(d, r);
+            int r = ranks[i], a = r == d->p - 1 ? d->L - n : prefill_start(d, r);
             if ((st = ap_stage_table_get(tab, r, a, n, rc, &sc, err)) != AP_OK) return st;
             if (sc->fwd_s + sc->bwd_s <= tcap) active[na2++] = r;
         }

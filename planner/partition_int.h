@@ -35,6 +35,8 @@ typedef struct pdp {
     int nkeys;             /* kinds of range per rank */
     int *key;              /* key[a * (L + 1) + n]: the kind of range [a, a + n); NULL for a
                               model of one layer kind, where the kind is n (nkeys = L + 1) */
+    int dense_prefix;      /* mixed kinds whose dense layers all come first: their number (the
+                              ranges past them are of one kind, their length); else -1 */
     /* per (r, kind), index r * nkeys + kind: stage time, device bytes, verdict, count */
     double *t, *mem;
     unsigned char *ok;     /* 1: a legal range that fits; 2: legal but does not fit; 0: not

@@ -981,6 +981,56 @@ static void test_stage_table(void) {
     ap_stage_table_free(t);
 }
 
+/* Batch fills (ap_stage_table_fill_n: several ranks priced by one layout) equal the ranks
+ * priced one by one, bit for bit: a model of one kind, and MoE layers after a dense prefix
+ * (rank 0 from layer 0 when it holds the whole prefix, the others past it), with and without a
+ * recompute count; a layout with fewer estimates than entries. A mixed model whose kinds
+ * alternate has no batch fill. */
+static void test_stage_table_fill(void) {
+    static ap_model m;
+    static ap_cluster c;
+    ap_err err = {{0}};
+    for (int kind = 0; kind < 3; kind++) {
+        load("examples/models/mixtral-8x7b.json", &m);
+        m.layers = 14;
+        m.moe.first_dense_layers = kind == 0 ? 0 : 3;
+        m.moe.layer_freq = kind == 2 ? 2 : 1;
+        ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
+        ap_plan p;
+        small_plan(&p, 4, 1, 8);
+        p.recompute = AP_RECOMPUTE_FULL;
+        const int D = (int)m.moe.first_dense_layers;
+        for (int rc = -1; rc <= 2; rc += 3) {
+            ap_stage_table *t = NULL;
+            CHECK(ap_stage_table_new(&m, &c, &p, NULL, &t, &err) == AP_OK);
+            /* ranks 1-3 first (rank 0 then holds the prefix and what is left), then all four */
+            int ranks[4] = {0, 1, 2, 3}, cells = 0;
+            for (int n = 1; n <= 5; n++) {
+                CHECK(ap_stage_table_fill_n(t, ranks + 1, 3, n, rc, &err) == AP_OK);
+                CHECK(ap_stage_table_fill_n(t, ranks, 4, n, rc, &err) == AP_OK);
+                cells += 4;
+            }
+            long batched = ap_stage_table_evals(t);
+            if (kind == 2) CHECK(batched == 0);
+            else CHECK(batched > 0 && batched < cells);
+            for (int n = 1; n <= 5; n++)
+                for (int r = 0; r < 4; r++) {
+                    /* rank 0 from layer 0, the others past the prefix, the last ending at L */
+                    int a = r == 0 ? 0 : r == 3 ? 14 - n : D + r;
+                    const ap_stage_cost *sc = NULL;
+                    ap_stage_cost d;
+                    CHECK(ap_stage_table_get(t, r, a, n, rc, &sc, &err) == AP_OK);
+                    CHECK(ap_stage_cost_eval(&m, &c, &p, NULL, r, a, n, rc, &d, &err) == AP_OK);
+                    if (!sc) continue;
+                    CHECK(sc->fwd_s == d.fwd_s && sc->bwd_s == d.bwd_s);
+                    CHECK(sc->device_bytes == d.device_bytes && sc->host_bytes == d.host_bytes);
+                    CHECK_INT(sc->fits, d.fits);
+                }
+            ap_stage_table_free(t);
+        }
+    }
+}
+
 /* llama-3-70b pp=8 on 40 GB A100s: stage 0 holds 8 in-flight micro-batches plus the
  * embedding and does not fit with 10 layers; fewer layers there fit */
 static void llama70b_plan(ap_plan *p) {
@@ -1413,6 +1463,7 @@ static void test_cost_properties(void) {
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_stage_table();
+    test_stage_table_fill();
     test_cost_properties();
     test_dp_brute_force_ilp();
     test_llama70b();
