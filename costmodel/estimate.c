@@ -943,11 +943,18 @@ static void price_ranks(est *E) {
     E->closed_form = closed_form_applies(E);
     uint64_t prev_key = 0;
     const stage *K = NULL;
+    const unsigned char *only = E->opts->ranks_only;
     for (int r = 0; r < pp;) {
+        if (only && !only[r]) {
+            r++;
+            continue;
+        }
         stage S;
         uint64_t key = stage_layers(E, r, &S);
-        int end = same_kind_until(E, r);
-        if (r > 0 && key == prev_key) {
+        /* asked for some ranks only: each takes the kind path (a rank of its predecessor's kind
+         * takes the same figures either way, the predecessor may not be priced) */
+        int end = only ? r + 1 : same_kind_until(E, r);
+        if (r > 0 && key == prev_key && !only) {
             stage_repeat(E, K, r, end);
             r = end;
             continue;
@@ -1236,6 +1243,12 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     }
     e->plan.attn_impl = E.x.attn;
     price_ranks(&E);
+    if (opts->ranks_only) { /* the asked-for ranks and what their verdict reads */
+        e->capacity_bytes = c->gpu.mem_bytes;
+        e->headroom_bytes = opts->headroom_bytes;
+        ap_free(built);
+        return AP_OK;
+    }
     pipeline_time(&E);
     dp_reduction(&E);
     optimizer_offload(&E);

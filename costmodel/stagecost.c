@@ -20,12 +20,14 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
                             const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
     ap_status st = ap_estimate_plan(m, c, p, opts, e, err);
     if (st != AP_OK) return st;
+    const unsigned char *only = opts ? opts->ranks_only : NULL;
     for (int r = 0; r < e->nstages; r++)
-        if (!isfinite(e->time.stage_fwd_s[r]) || !isfinite(e->time.stage_bwd_s[r]) ||
-            !isfinite(e->stages[r].device_bytes) || !isfinite(e->stages[r].host_bytes))
+        if ((!only || only[r]) &&
+            (!isfinite(e->time.stage_fwd_s[r]) || !isfinite(e->time.stage_bwd_s[r]) ||
+             !isfinite(e->stages[r].device_bytes) || !isfinite(e->stages[r].host_bytes)))
             return ap_err_set(err, AP_ERR_INTERNAL, "cost model: stage %d of a %d-stage plan has "
                               "a non-finite time or memory", r, e->nstages);
-    if (!isfinite(e->time.step_s))
+    if (!only && !isfinite(e->time.step_s))
         return ap_err_set(err, AP_ERR_INTERNAL, "cost model: non-finite step time");
     return AP_OK;
 }
@@ -129,6 +131,8 @@ struct ap_stage_table {
     ap_cluster c;
     ap_plan p;
     ap_estimate_opts opts; /* with the GPU's calibration and kernel tables, looked up once */
+    ap_estimate_opts ropts;/* the same pricing the ranks in `only` alone (ranks_only) */
+    unsigned char only[AP_MAX_STAGES];
     ap_calib cal;
     struct ap_kernels *built; /* the kernel tables built from opts.profile; NULL: none */
     int has_opts;
@@ -165,6 +169,8 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->opts.cache = ap_estimate_cache_new();
     /* the GPU's calibration and kernel tables, which each entry's estimate would look up */
     ap_estimate_opts_resolve(&t->opts, &c->gpu, &t->cal, &t->built);
+    t->ropts = t->opts;
+    t->ropts.ranks_only = t->only;
     t->pp = p->pp;
     int L = (int)m->layers;
     t->moe_prefix = ap_malloc(sizeof(int) * (size_t)(L + 1));
@@ -234,8 +240,10 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
         if (!t->e) t->e = ap_malloc(sizeof *t->e);
         if (!t->q || !t->e)
             return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
-        ap_status st = cost_eval_in(&t->m, &t->c, &t->p, t->has_opts ? &t->opts : NULL, r, first,
-                                    n, rc, t->q, t->e, &t->cost[slot][k], err);
+        t->only[r] = 1; /* the estimate prices rank r alone */
+        ap_status st = cost_eval_in(&t->m, &t->c, &t->p, &t->ropts, r, first, n, rc, t->q, t->e,
+                                    &t->cost[slot][k], err);
+        t->only[r] = 0;
         if (st != AP_OK) return st;
         t->done[slot][k] = 1;
         t->evals++;
@@ -325,7 +333,9 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
         if (filler >= 0)
             for (int c = 0; c < v; c++)
                 q->stage_layers[filler + c * pp] = ap_stage_chunk_layers(rem, v, c);
-        ap_status st = ap_stage_estimate(&t->m, &t->c, q, t->has_opts ? &t->opts : NULL, t->e, err);
+        for (int j = 0; j < batch; j++) t->only[todo[j]] = 1; /* the batch's ranks alone */
+        ap_status st = ap_stage_estimate(&t->m, &t->c, q, &t->ropts, t->e, err);
+        for (int j = 0; j < batch; j++) t->only[todo[j]] = 0;
         if (st != AP_OK) return AP_OK; /* a layout the trainer refuses: priced one by one */
         t->evals++;
         for (int j = 0; j < batch; j++) {

@@ -51,6 +51,12 @@ typedef struct ap_estimate_opts {
      * estimate does not check it again (the search checks every plan it estimates); 0, the
      * default: the estimate fills dp and grad_accum where unset and checks the plan */
     int plan_checked;
+    /* non-NULL: only the ranks r with ranks_only[r] set (pp flags) are priced, and nothing of
+     * the step: their stages[r] and stage_fwd_s/stage_bwd_s[r], with capacity_bytes and
+     * headroom_bytes; everything else in the estimate is unset. Each rank is priced from its
+     * own layers, so a rank's figures are those of the whole estimate (the stage tables'
+     * per-rank costs, stagecost.h). NULL, the default: the whole estimate */
+    const unsigned char *ranks_only;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);

@@ -43,7 +43,8 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
                              ap_stage_cost *out, ap_err *err);
 
 /* ap_estimate_plan as the partitioner calls it: the same arguments and result, plus a check
- * that every stage time and memory figure it returns is finite (AP_ERR_INTERNAL otherwise). */
+ * that every stage time and memory figure it returns is finite (AP_ERR_INTERNAL otherwise):
+ * with opts->ranks_only, those of the ranks asked for. */
 ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
