@@ -190,6 +190,18 @@ static ap_status prefill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) 
     return AP_OK;
 }
 
+/* Rank r's ranges from start a, lengths upwards to the first past the cap (or the limit). */
+static ap_status fill_starts(pdp *d, ap_stage_table *tab, int r, int a, double tcap, ap_err *err) {
+    int n = n_lo(d, r, a);
+    for (; n <= n_hi(d, r, a); n++) {
+        ap_status st = fill_seg(d, tab, r, a, n, err);
+        if (st != AP_OK) return st;
+        if (d->t[pdp_seg(d, r, a, n)] > tcap) break;
+    }
+    d->nmax[r * (d->L + 1) + a] = n <= n_hi(d, r, a) ? n : n_hi(d, r, a);
+    return AP_OK;
+}
+
 ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
     const int L = d->L;
     ap_status pst = prefill(d, tab, tcap, err);
@@ -208,12 +220,21 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
             }
             continue;
         }
-        if (d->nkeys == L + 1) {
-            /* one layer kind: a range's entry depends on its length only (key = n), so the
-             * first length past the cap is one per rank, n* (or none), and every start's
-             * ranges end there or at their own limit: the loop below, start by start, fills
-             * the same entries and finds min(n*, n_hi) for each */
-            const int a0 = a_lo(d, r), nl = n_lo(d, r, a0), nh0 = n_hi(d, r, a0);
+        /* the starts inside a dense prefix (mixed kinds): one by one, as below */
+        int from = a_lo(d, r);
+        if (d->key && d->dense_prefix > 0 && r > 0) {
+            for (; from < d->dense_prefix && from <= ahi; from++) {
+                ap_status st = fill_starts(d, tab, r, from, tcap, err);
+                if (st != AP_OK) return st;
+            }
+        }
+        if (from <= ahi && (d->nkeys == L + 1 || (d->dense_prefix > 0 && r > 0))) {
+            /* one layer kind, or past a dense prefix: a range's entry depends on its length
+             * only (the key is n, or (0 dense, n MoE)), so the first length past the cap is
+             * one per rank, n* (or none), and every start's ranges end there or at their own
+             * limit: the loop below, start by start, fills the same entries and finds
+             * min(n*, n_hi) for each */
+            const int a0 = from, nl = n_lo(d, r, a0), nh0 = n_hi(d, r, a0);
             int nstar = nh0 + 1;
             for (int n = nl; n <= nh0; n++) {
                 ap_status st = fill_seg(d, tab, r, a0, n, err);
@@ -229,14 +250,9 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
             }
             continue;
         }
-        for (int a = a_lo(d, r); a <= ahi; a++) {
-            int n = n_lo(d, r, a);
-            for (; n <= n_hi(d, r, a); n++) {
-                ap_status st = fill_seg(d, tab, r, a, n, err);
-                if (st != AP_OK) return st;
-                if (d->t[pdp_seg(d, r, a, n)] > tcap) break;
-            }
-            d->nmax[r * (L + 1) + a] = n <= n_hi(d, r, a) ? n : n_hi(d, r, a);
+        for (int a = from; a <= ahi; a++) {
+            ap_status st = fill_starts(d, tab, r, a, tcap, err);
+            if (st != AP_OK) return st;
         }
     }
     return AP_OK;

@@ -261,6 +261,17 @@ static void test_dp_brute_force_ilp(void) {
     ap_cluster_from_gpu(ap_gpu_find("h100"), 4, &c);
     small_plan(&p, 4, 1, 32);
     check_case("mixtral/13 alternating pp4", &m, &c, &p);
+    /* a dense prefix, then MoE layers only (DeepSeek's layout): the prefilled ranges past the
+     * prefix and the one-by-one ranges reaching into it, with and without a recompute count */
+    m.moe.first_dense_layers = 3;
+    m.moe.layer_freq = 1;
+    CHECK(ap_model_validate(&m, "mixtral/13 prefix", &err) == AP_OK);
+    c.gpu.mem_bytes = 4.0 * 1099511627776.0; /* ten MoE layers on 4 GPUs: room for any split */
+    small_plan(&p, 4, 1, 32);
+    check_case("mixtral/13 dense prefix pp4", &m, &c, &p);
+    p.recompute = AP_RECOMPUTE_FULL;
+    p.recompute_layers = 2;
+    check_case("mixtral/13 dense prefix pp4 full2", &m, &c, &p);
 }
 
 /* ---- interleaved: brute force over every layout of the p * v chunks ---------------------- */
