@@ -363,8 +363,10 @@ static double pass(pdp *d, int op, const double *vals, int *split) {
             if (n1 > span) span = n1;
             double *fna = fn + a;
             const int n_old = jhi - a;
-            if (!d->key && op == P_SUM) relax(fna, vr, NULL, P_SUM, fa, n0, n_old, n1);
-            else if (!d->key) relax(fna, vr, NULL, P_MAX, fa, n0, n_old, n1);
+            /* past a dense prefix the kind of a range is its length, as without keys */
+            const int keyed = d->key && !(d->dense_prefix > 0 && a >= d->dense_prefix);
+            if (!keyed && op == P_SUM) relax(fna, vr, NULL, P_SUM, fa, n0, n_old, n1);
+            else if (!keyed) relax(fna, vr, NULL, P_MAX, fa, n0, n_old, n1);
             else relax(fna, vr, d->key + a * (L + 1), op, fa, n0, n_old, n1);
             if (a + n1 > jhi) jhi = a + n1;
         }
