@@ -96,6 +96,10 @@ row "plan megatron-1t --gpus 64 (nothing fits)" plan "$M/megatron-1t.json" --gpu
 row "plan llama-3.1-405b --gpus 8 (nothing fits)" plan "$M/llama-3.1-405b.json" --gpus 8 --no-cache
 row "plan megatron-1t --gpus 64..16384" plan "$M/megatron-1t.json" --gpus 64..16384 --no-cache
 row "plan llama-3.1-405b --gpus 4096..65536" plan "$M/llama-3.1-405b.json" --gpus 4096..65536 --no-cache
+row "plan deepseek-v3 --gpus 128 --gpu h100-sxm" plan "$M/deepseek-v3.json" --gpus 128 \
+    --gpu h100-sxm --no-cache
+row "plan deepseek-v3 --gpus 64..16384 --gpu h100-sxm" plan "$M/deepseek-v3.json" \
+    --gpus 64..16384 --gpu h100-sxm --no-cache
 row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1-405b.json" \
     --gpus 64 --gpu h100 --tp 8 --pp 8 --sp --zero 1 --gbs 128 --seq 8192 --recompute full \
     --choose-recompute --choose-offload --solver ilp
