@@ -730,9 +730,11 @@ static const char *solver_name(int v) {
 #define R(nm, k) {#nm, NULL, NULL, k, offsetof(ap_resolved, nm), 0, 0, NULL, 0, 0, 0}
 
 /* Every member of ap_search_opts but `fixed` (the plan table), the visitors (`visit`,
- * `visit_ctx`, `visit_keep`, `visit_fold`, `visit_rec_size`: callbacks, not inputs), `est.calib` (keyed by value, calib_fields), `est.cache` (a memo of prices, not
- * an input) and `threads` (the answer does not depend on it: tests/test_search.c); the stage
- * re-split of `plan`, whose algorithm is keyed by ap_search_version(). */
+ * `visit_ctx`, `visit_keep`, `visit_fold`, `visit_rec_size`: callbacks, not inputs),
+ * `est.calib` (keyed by value, calib_fields), `est.cache` (a memo of prices, not an input),
+ * `est.ranks_only` (the stage tables' own option: a search refuses it) and `threads` (the
+ * answer does not depend on it: tests/test_search.c); the stage re-split of `plan`, whose
+ * algorithm is keyed by ap_search_version(). */
 static const ap_field search_fields[] = {
     R(search.fix_recompute, AP_FT_BOOL),
     R(search.fix_dtype, AP_FT_BOOL),

@@ -600,6 +600,8 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         return ap_err_set(err, AP_ERR_INPUT, "the tie margin must be in [0, 1]");
     if (o->visit_keep && (!o->visit_fold || o->visit_rec_size == 0))
         return ap_err_set(err, AP_ERR_INPUT, "visit_keep needs visit_fold and a record size");
+    if (o->est.ranks_only)
+        return ap_err_set(err, AP_ERR_INPUT, "a search ranks whole estimates (ranks_only unset)");
     const int nthreads = threads_of(o);
     search_run *run = ap_calloc(1, sizeof *run);
     if (!run) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
