@@ -207,7 +207,8 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "seq", AP_FLAG_VALUE, "S",
                  "sequence length, tokens (default: the model's training length)");
     ap_flags_add(fl, "zero", AP_FLAG_VALUE, "0-3",
-                 "ZeRO stage (megatron: 1 = distributed optimizer; fsdp: 3 = FULL_SHARD)");
+                 "ZeRO stage (megatron: 1 = distributed optimizer, 3 = Megatron-FSDP; fsdp: 3 = "
+                 "FULL_SHARD)");
     ap_flags_add(fl, "recompute", AP_FLAG_VALUE, "R", "activation recomputation: none|selective|full");
     ap_flags_add(fl, "recompute-layers", AP_FLAG_VALUE, "K",
                  "with full recompute: layers per pipeline chunk recomputed (default all)");

@@ -789,8 +789,9 @@ static void stage_zero3(const est *E, stage *S) {
     double units = (double)S->layers + 1.0;
     double ag_calls = tr->zero3_gather_params > 0
                           ? fmax(units, ceil(params / tr->zero3_gather_params)) : units;
-    double rs_calls = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
-                                               : units;
+    double rs_calls = tr->dp_bucket_params > 0 && !(p->zero >= 3 && tr->zero3_reduce_per_unit)
+                          ? fmax(1.0, ceil(params / tr->dp_bucket_params))
+                          : units;
     double ag = ag_calls * gather_s(x, E->gather_bytes * params / ag_calls, shard, k_dp);
     double rs = rs_calls * coll_s(x, AP_COLL_REDUCESCATTER_OP,
                                   E->grad_reduce_bytes * params / rs_calls, shard, k_dp);

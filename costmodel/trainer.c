@@ -10,7 +10,14 @@
  *    and --pipeline-model-parallel-layout for uneven stages, --optimizer-cpu-offload with
  *    --optimizer-offload-fraction (needs the distributed optimizer), --tp-comm-overlap
  *    (Transformer Engine userbuffers, with sequence parallelism), interleaving with
- *    --num-layers-per-virtual-pipeline-stage (microbatches a multiple of pp).
+ *    --num-layers-per-virtual-pipeline-stage (microbatches a multiple of pp). ZeRO-3 is
+ *    Megatron-FSDP (--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params,
+ *    with the distributed optimizer, --no-gradient-accumulation-fusion and --ckpt-format
+ *    fsdp_dtensor, arguments.py validate_args): bf16 weights, fp32 main gradients, master
+ *    weights and Adam states all sharded over data parallelism (18/d bytes/param), each
+ *    transformer layer an FSDP unit gathered in forward and backward and reduce-scattered per
+ *    micro-batch. Its documented compatibility is TP, CP and EP; autoplan keeps it to dense
+ *    models without pipeline parallelism.
  *  DeepSpeed v0.19: ZeRO 0-3 (2 + 2 + 16 bytes/param, see the entry), pipeline
  *    parallelism only with ZeRO 0/1, offload_param only with stage 3, partial optimizer offload
  *    (ratio) only with stage 3; ZeRO-2/3 reduce gradients during every backward.
@@ -45,7 +52,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .name = "megatron", .display = "Megatron-LM",
         .cite = "NVIDIA/Megatron-LM core 0.19 arguments.py (shared/reference/trainers)",
         .tp = 1, .pp = 1, .vp = 1, .cp = 1, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
-        .zero_mask = Z(0) | Z(1), .zero_mask_with_pp = Z(0) | Z(1),
+        .zero_mask = Z(0) | Z(1) | Z(3), .zero_mask_with_pp = Z(0) | Z(1),
         .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_SELECTIVE) | RC(AP_RECOMPUTE_FULL),
         .recompute_partial = 1, .per_stage_recompute = 0,
         .uneven_stages = 1, .uneven_first_last_only = 0, /* layout flag allows any split */
@@ -54,7 +61,8 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .offload_optimizer = 1, .offload_fraction = 1, .offload_optimizer_zero_mask = Z(1),
         .offload_params = 0, .offload_params_zero_mask = 0, .offload_params_fraction = 0,
         .offload_fraction_zero_mask = Z(1), .offload_together = 0,
-        .overlap_param_zero_mask = Z(1), .overlap_param_needs_grad = 1, .ep_with_tp_needs_sp = 1,
+        .overlap_param_zero_mask = Z(1) | Z(3), .overlap_param_needs_grad = 1,
+        .ep_with_tp_needs_sp = 1,
         .ep_zero_mask = Z(0) | Z(1), .recompute_partial_needs_pp = 0,
         .weight_bytes = 2, .grad_bytes = 4, .master_bytes = 4, .optim_bytes = 8,
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
@@ -73,7 +81,8 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_CUDNN,
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
         .launches_per_layer = 12, .grad_reduce_bytes = 4, .dp_bucket_params = 40e6,
-        .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 1,
+        .zero3_gather_params = 0, .zero3_reduce_per_unit = 1, .reduce_once_with_pp = 1,
+        .param_gather_next_fwd = 1,
         .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,

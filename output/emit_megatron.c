@@ -13,7 +13,8 @@
  * split, and the layout also for uneven virtual stages). Interleaving uses
  * --num-layers-per-virtual-pipeline-stage (there is no --virtual-pipeline-model-parallel-size).
  * CUDA_DEVICE_MAX_CONNECTIONS=1 is exported when tp or cp > 1 (Megatron-LM needs it on Hopper
- * and older to order TP/CP communication before compute; reference README).
+ * and older to order TP/CP communication before compute; reference README), except under
+ * Megatron-FSDP (ZeRO-3), which asserts that it is not 1.
  *
  * Not done here: data preparation, tokenizer choice (DATA_ARGS are placeholders), optimizer
  * hyper-parameters beyond the defaults listed in TRAIN_ARGS.
@@ -269,6 +270,10 @@ static void plan_flags(sb *b, const emit_ctx *x) {
             sb_printf(b, "    --recompute-method uniform\n    --recompute-num-layers 1\n");
     }
     if (p->zero == 1) sb_printf(b, "    --use-distributed-optimizer\n");
+    if (p->zero == 3) /* Megatron-FSDP (arguments.py validate_args: fsdp_dtensor checkpoints) */
+        sb_printf(b, "    --use-megatron-fsdp\n    --data-parallel-sharding-strategy "
+                     "optim_grads_params\n    --use-distributed-optimizer\n"
+                     "    --no-gradient-accumulation-fusion\n    --ckpt-format fsdp_dtensor\n");
     if (p->overlap_grad) sb_printf(b, "    --overlap-grad-reduce\n");
     if (p->overlap_param) sb_printf(b, "    --overlap-param-gather\n");
     if (p->overlap_tp) sb_printf(b, "    --tp-comm-overlap\n");
@@ -309,9 +314,12 @@ ap_status emit_megatron_render(const emit_ctx *x, ap_emit_out *out, ap_err *err)
     sb_printf(&b, "MEGATRON_LM=${MEGATRON_LM:-$PWD/Megatron-LM}\n");
     sb_printf(&b, "NNODES=%d\nGPUS_PER_NODE=%d\nMASTER_PORT=${MASTER_PORT:-29500}\n\n", nodes,
               per_node);
-    if (p->tp > 1 || p->cp > 1)
+    if ((p->tp > 1 || p->cp > 1) && p->zero != 3)
         sb_printf(&b, "# tp or cp > 1: keep TP/CP communication ordered ahead of compute\n"
                       "export CUDA_DEVICE_MAX_CONNECTIONS=1\n\n");
+    else if (p->zero == 3)
+        sb_printf(&b, "# Megatron-FSDP refuses CUDA_DEVICE_MAX_CONNECTIONS=1 (arguments.py)\n"
+                      "unset CUDA_DEVICE_MAX_CONNECTIONS\n\n");
     sb_printf(&b, "# world size %d = tp %d x pp %d x cp %d x dp %d\n", c->gpus, p->tp, p->pp,
               p->cp, p->dp);
     sb_printf(&b, "PLAN_ARGS=(\n");

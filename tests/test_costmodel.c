@@ -79,6 +79,14 @@ static void test_megatron_bytes(void) {
         ap_mem_model_states(&p, 1e9, d, &w, &g, &o);
         CHECK_NEAR(w + g + o, 6e9 + 12e9 / d, 1e-12);
     }
+    /* Megatron-FSDP (optim_grads_params): all 18 bytes sharded, 2 + 4 + 12 over d */
+    p.zero = 3;
+    for (int d = 1; d <= 64; d *= 4) {
+        ap_mem_model_states(&p, 1e9, d, &w, &g, &o);
+        CHECK_NEAR(w, 2e9 / d, 1e-12);
+        CHECK_NEAR(g, 4e9 / d, 1e-12);
+        CHECK_NEAR(o, 12e9 / d, 1e-12);
+    }
 }
 
 static void test_deepspeed_estimator(void) {
@@ -507,6 +515,41 @@ static void test_refusals(void) {
     CHECK_CONTAINS(err.msg, "distributed optimizer");
 }
 
+/* Megatron-FSDP: llama-3-70b tp 8 dp 8 on 64 A100s. Each rank holds 1/64 of the model's 18
+ * bytes/param plus two gathered layers (the current and the prefetched FSDP unit); its traffic
+ * is in the stage times, per micro-batch; it refuses pipeline parallelism and experts (outside
+ * its documented compatibility as autoplan models it), and cannot offload. */
+static void test_megatron_fsdp(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    ap_err err;
+    static ap_estimate e1, e3;
+    ap_plan p = mkplan(8, 1, 8, 1, 64, 1, AP_RECOMPUTE_FULL, 1, 1);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e1, &err) == AP_OK);
+    p.zero = 3;
+    p.overlap_param = 1;
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_OK);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e3, &err) == AP_OK);
+    const ap_stage_mem *s1 = &e1.stages[0], *s3 = &e3.stages[0];
+    double n = s1->params_bytes / 2.0; /* the rank's parameters (bf16 weights unsharded at z1) */
+    CHECK_NEAR(s3->params_bytes, 2.0 * n / 8, 1e-12);
+    CHECK_NEAR(s3->grads_bytes, 4.0 * n / 8, 1e-12);
+    CHECK_NEAR(s3->optimizer_bytes, s1->optimizer_bytes, 1e-12); /* 12/d at both */
+    CHECK(s3->other_bytes > s1->other_bytes); /* the gathered layers */
+    CHECK(e3.time.dp_comm_total_s > e1.time.dp_comm_total_s); /* gathers in fwd and bwd */
+    p.pp = 2;
+    p.dp = 4;
+    p.grad_accum = 64 / 4;
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "ZeRO stage 3");
+    ap_model moe = load("examples/models/mixtral-8x7b.json");
+    p = mkplan(8, 1, 8, 1, 64, 3, AP_RECOMPUTE_FULL, 1, 1);
+    CHECK(ap_plan_check(&p, &moe, &c, 0, &err) == AP_ERR_INFEASIBLE);
+    p = mkplan(8, 1, 8, 1, 64, 3, AP_RECOMPUTE_FULL, 1, 1);
+    p.offload_optimizer = 1;
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_ERR_INFEASIBLE);
+}
+
 /* ap_estimate_copy: every field the estimate sets, the per-stage arrays up to nstages, and
  * nothing past them (dst keeps its own bytes there) */
 static void test_estimate_copy(void) {
@@ -661,6 +704,7 @@ int main(int argc, char **argv) {
     test_zero_table1();
     test_zero_table2_maxima();
     test_megatron_bytes();
+    test_megatron_fsdp();
     test_deepspeed_estimator();
     test_korthikanti_table2();
     test_variants_by_hand();

@@ -391,7 +391,10 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
     p->mbs = (v = fv(f, n, "--micro-batch-size")) ? atoll(v) : -1;
     p->gbs = (v = fv(f, n, "--global-batch-size")) ? atoll(v) : -1;
     p->seq = (v = fv(f, n, "--seq-length")) ? atoll(v) : -1;
-    p->zero = fv(f, n, "--use-distributed-optimizer") ? 1
+    /* Megatron-FSDP's optim_grads_params (with the distributed optimizer it requires) is 3 */
+    v = fv(f, n, "--data-parallel-sharding-strategy");
+    p->zero = fv(f, n, "--use-megatron-fsdp") && v && !strcmp(v, "optim_grads_params") ? 3
+            : fv(f, n, "--use-distributed-optimizer") ? 1
             : (v = fv(f, n, "--zero-stage")) ? atoi(v) : 0;
     p->overlap_grad = fv(f, n, "--overlap-grad-reduce") != NULL;
     p->overlap_param = fv(f, n, "--overlap-param-gather") != NULL;
@@ -561,7 +564,9 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK(n > 20);
     for (int i = 0; i < n; i++) check_known(&L_meg, NULL, f[i].flag, "megatron.sh");
     CHECK(strstr(text, "--virtual-pipeline-model-parallel-size") == NULL);
-    CHECK((strstr(text, "export CUDA_DEVICE_MAX_CONNECTIONS=1") != NULL) == (p->tp > 1 || p->cp > 1));
+    /* set for tp or cp > 1, but never under Megatron-FSDP (which asserts it is not 1) */
+    CHECK((strstr(text, "export CUDA_DEVICE_MAX_CONNECTIONS=1") != NULL) ==
+          ((p->tp > 1 || p->cp > 1) && p->zero != 3));
     CHECK(strstr(text, "torchrun --standalone") != NULL);
     CHECK(strstr(text, "--rdzv-backend c10d") != NULL);
     CHECK(strstr(text, "#SBATCH --nodes=") != NULL);

@@ -239,7 +239,7 @@ static void test_brute_force_margin(double margin) {
             for (int cp = 1; tp * pp * cp <= 8; cp *= 2)
                 for (int vp = 1; vp <= 32; vp *= 2)
                     for (int mbs = 1; mbs <= 32; mbs *= 2)
-                        for (int z = 0; z <= 1; z++)
+                        for (int z = 0; z <= 3; z++)
                             for (int rc = 0; rc < 3; rc++)
                                 for (int rl = 0; rl <= 8; rl += 2)
                                     for (int sp = 0; sp <= 1; sp++)
@@ -257,7 +257,10 @@ static void test_brute_force_margin(double margin) {
                                                 if (rc != 2 && rl) continue;
                                                 p.sp = sp;
                                                 p.overlap_grad = ov;
-                                                p.overlap_param = ov && z == 1;
+                                                p.overlap_param =
+                                                    ov && (ap_trainer_get(p.trainer)
+                                                               ->overlap_param_zero_mask &
+                                                           (1u << z));
                                                 p.overlap_tp = ov && sp;
                                                 p.offload_optimizer = offs[io];
                                                 if (ap_plan_check(&p, &m, &c, 0, NULL) != AP_OK) continue;

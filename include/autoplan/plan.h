@@ -282,6 +282,8 @@ typedef struct ap_trainer_caps {
     double dp_bucket_params;     /* parameters per gradient reduction call (0: one per layer,
                                     the FSDP unit) */
     double zero3_gather_params;  /* parameters per ZeRO-3 all-gather (0: one per layer) */
+    int zero3_reduce_per_unit;   /* ZeRO-3 gradients reduce-scattered per FSDP unit (a layer)
+                                    rather than in dp_bucket_params buckets (Megatron-FSDP) */
     int reduce_once_with_pp;     /* sharded gradients reduced (and ZeRO-3 parameters gathered)
                                     once per step under pipeline parallelism, not per
                                     micro-batch (torch.distributed.pipelining) */
