@@ -198,18 +198,15 @@ static int linear_stages(const ap_plan *p) {
 
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
-                         rs_cand *x, ap_err *err) {
+                         rs_cand *x, double cutoff, int *useful, ap_err *err) {
     x->own_s = x->combo_s = x->opt_s = 0;
-    double opt_s;
+    x->dp_s = x->dp_floor_s = x->inv_m = 0;
+    *useful = 1;
     /* the layers of each rank: the candidate's and its sibling's (the same layout) */
     int n[AP_MAX_STAGES];
     rank_layers(m, &e->plan, n);
-    rest_bound(m, e, n, x, &opt_s);
     const double fixed = e->time.pp_comm_s + e->time.overhead_s;
-    if (!sibling(m, c, o, &e->plan, &sc->q)) {
-        x->dp_s = x->dp_floor_s = x->inv_m = 0;
-        return AP_OK;
-    }
+    if (!sibling(m, c, o, &e->plan, &sc->q)) return AP_OK;
     const ap_plan *q = &sc->q;
     unsigned h = ((unsigned)q->tp * 31u + (unsigned)q->cp * 17u + (unsigned)q->pp * 131u +
                   (unsigned)q->dp * 7u + (unsigned)q->ep * 5u + (unsigned)q->vp * 3u +
@@ -231,6 +228,15 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     }
     const double sib = mm->pipe_s;
     x->combo_s = sib + fixed;
+    /* both bounds are at least combo_s (the sibling's stages are no slower than the
+     * candidate's, the data-parallel parts are not negative): past the cutoff, neither can
+     * matter */
+    if (x->combo_s * (1 - 1e-9) > cutoff) {
+        *useful = 0;
+        return AP_OK;
+    }
+    double opt_s;
+    rest_bound(m, e, n, x, &opt_s);
     x->opt_s = opt_s;
     x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e, n) : sib) + fixed + opt_s;
     return AP_OK;

@@ -179,9 +179,14 @@ static void consider_closest(ap_search_result *r, double *best_overshoot, const 
     }
 }
 
-/* A fitting pipelined plan: a candidate for the re-split, with its lower bound. */
-static ap_status add_candidate(search_state *s, int il, int im, ap_err *err) {
+/* A fitting pipelined plan: a candidate for the re-split, with its lower bounds; kept (*kept)
+ * unless its bounds and its step are past the answer's bound when the chunk was claimed (that
+ * bound only falls, and the re-split takes no candidate past it: resplit.c), so a chunk keeps
+ * the few that can still enter the ranking. Every candidate is counted (r.candidates). */
+static ap_status add_candidate(search_state *s, int il, int im, int *kept, ap_err *err) {
     chunk_out *o = s->out;
+    *kept = 0;
+    o->r.candidates++;
     if (o->ncand == o->capc) {
         int64_t cap = o->capc ? 2 * o->capc : 64;
         rs_cand *nc = ap_realloc(o->cands, (size_t)cap * sizeof *nc);
@@ -195,9 +200,13 @@ static ap_status add_candidate(search_state *s, int il, int im, ap_err *err) {
     x->mb = im;
     x->step_s = s->scratch.time.step_s;
     x->fixed_s = s->scratch.time.pp_comm_s + s->scratch.time.overhead_s;
-    ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->est_checked, &s->scratch, &s->rs, x, err);
+    int useful;
+    ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->est_checked, &s->scratch, &s->rs, x,
+                                  o->outer_bound, &useful, err);
     if (st != AP_OK) return st;
+    if (!useful && x->step_s > o->outer_bound) return AP_OK;
     o->ncand++;
+    *kept = 1;
     return AP_OK;
 }
 
@@ -252,14 +261,15 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     int cand = s->resplit && p->pp > 1 && !(p->vp > 1 && tr->uneven_stages_no_vp) &&
                !(p->recompute_layers > 0 && tr->recompute_partial_divides_chunk);
-    if (cand && (st = add_candidate(s, il, im, err)) != AP_OK) return st;
+    int kept = 0;
+    if (cand && (st = add_candidate(s, il, im, &kept, err)) != AP_OK) return st;
     /* A plan slower than the answer's bound when the chunk was claimed cannot be in the final
      * ranking: that bound (the K-th step time, times 1 + the tie margin) only falls as chunks
      * merge, and every plan that ranks a final entry is no slower than it. So the chunk's
      * ranking skips it: the answer is the same whenever the chunk was claimed, and the chunk
      * copies (and merges) only the few plans that can still enter. */
     if (!(s->scratch.time.step_s > s->out->outer_bound) &&
-        topk_offer(&s->out->top, &s->scratch, cand ? s->out->ncand - 1 : -1) < 0)
+        topk_offer(&s->out->top, &s->scratch, kept ? s->out->ncand - 1 : -1) < 0)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     return AP_OK;
 }
@@ -337,6 +347,7 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     /* the counters and the closest plan's flag (the estimates in r, kilobytes, are read only
      * where have_closest says one was written: clearing them was most of a chunk's set-up) */
     o->r.enumerated = o->r.legal = o->r.evaluated = o->r.fit = o->r.pruned = 0;
+    o->r.candidates = 0;
     o->r.capped = o->r.have_closest = 0;
     o->best_overshoot = 0;
     o->st = AP_OK;
@@ -397,6 +408,7 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     r->fit += o->r.fit;
     r->pruned += o->r.pruned;
     r->capped |= o->r.capped;
+    r->candidates += o->r.candidates;
     /* the chunk's candidates change hands (its slot starts a new array): copying them onto
      * one growing array here, under the lock, moved each several times */
     if (o->ncand > 0) {
@@ -625,7 +637,6 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         *err = run->acc.err;
     }
     if (st == AP_OK) st = join_cands(run, err);
-    r->candidates = run->acc.ncand;
     if (st == AP_OK && rs_applies(o))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
     if (st == AP_OK) {

@@ -102,11 +102,12 @@ int rs_applies(const ap_search_opts *o);
 
 /* The lower bounds of candidate x, whose uniform estimate is e (a fitting pipelined plan); 0
  * where none is known. The sibling plans are estimated with eo (o->est, or the same with a
- * layer-price memo, the GPU's tables and plan_checked: sibling checks each). Errors of the cost
- * model on a legal plan are returned. */
+ * layer-price memo, the GPU's tables and plan_checked: sibling checks each). *useful = 0 when
+ * both bounds exceed cutoff (INFINITY: never), found from combo_s alone: the rest of x is then
+ * not computed. Errors of the cost model on a legal plan are returned. */
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
-                         rs_cand *x, ap_err *err);
+                         rs_cand *x, double cutoff, int *useful, ap_err *err);
 
 /* Rank the candidates (ids: their indices) into top: each candidate whose bound can still
  * beat the k-th entry gets its optimal split, each degree combination whose bound can, the

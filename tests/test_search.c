@@ -643,7 +643,9 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
         add_best(&best, &u);
         if (u.plan.pp < 2 || !ap_trainer_get(u.plan.trainer)->uneven_stages) continue;
         rs_cand x;
-        CHECK(rs_lower_bound(m, c, &o, &o.est, &u, sc, &x, &err) == AP_OK);
+        int useful;
+        CHECK(rs_lower_bound(m, c, &o, &o.est, &u, sc, &x, INFINITY, &useful, &err) == AP_OK);
+        CHECK_INT(useful, 1);
         double own = rs_bound(&x, x.own_s, INFINITY), cb = rs_bound(&x, x.combo_s, INFINITY);
         double vals[3] = {u.time.step_s, INFINITY, INFINITY};
         if (resplit_brute(m, c, &o, &u.plan, &pf, &e)) {
