@@ -453,14 +453,18 @@ static int64_t claim(search_run *run) {
     int64_t i = run->next;
     int k = (int)(i % run->nslots);
     ap_space_point *pts = run->pts + (size_t)k * CHUNK_POINTS;
-    int n = 0;
-    while (n < CHUNK_POINTS && ap_space_next(&run->space, &pts[n])) n++;
+    /* a simulated point ends its chunk: one costs thousands of estimates, so a few of them
+     * would hold a whole chunk, and the whole search, on one thread (the answer does not
+     * depend on where chunks end) */
+    int n = 0, more = 1;
+    while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &pts[n])))
+        if (ap_space_point_simulated(&run->space, &pts[n++])) break;
     if (n == 0) {
         run->exhausted = 1;
         pthread_cond_broadcast(&run->cv);
         return -1;
     }
-    if (n < CHUNK_POINTS) run->exhausted = 1;
+    if (!more) run->exhausted = 1;
     run->npts[k] = -n - 1; /* claimed, not finished */
     /* what is left now; chunks before it that are not merged yet may leave less (worker) */
     run->slots[k].cap = cap_left(run);

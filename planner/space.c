@@ -261,6 +261,10 @@ static int no_placement_ok(const ap_space *s, int extra);
 
 /* Whether the plans of point pt take a heterogeneous placement (hetero_place's two cases). */
 static int takes_placement(const ap_space *s, const ap_space_point *pt) {
+    return ap_space_point_simulated(s, pt);
+}
+
+int ap_space_point_simulated(const ap_space *s, const ap_space_point *pt) {
     const ap_trainer_id tr = s->o->fixed.trainer;
     if (tr == AP_TRAINER_COLOSSALAI) return pt->zero == 3 && pt->pp == 1;
     return tr == AP_TRAINER_DEEPSPEED && pt->pp == 1 && pt->cp == 1 &&

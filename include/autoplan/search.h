@@ -172,6 +172,10 @@ typedef struct ap_space {
 void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap_search_opts *o);
 /* The next point with at least one member: 1, or 0 when the space is exhausted. */
 int ap_space_next(ap_space *s, ap_space_point *pt);
+/* Whether the plans of point pt take a heterogeneous placement, priced by the operator-by-
+ * operator simulation (Colossal-AI Gemini, DeepSpeed ZeRO-Offload/Infinity: hetero.h), each
+ * costing milliseconds where an estimate costs a microsecond. */
+int ap_space_point_simulated(const ap_space *s, const ap_space_point *pt);
 /* The group of a point (one returned by ap_space_next: then the result is 1); 0 when the point
  * has no member (no recompute level or micro-batch, or a heterogeneous variant that does not
  * exist). */
