@@ -16,8 +16,9 @@
  *    fsdp_dtensor, arguments.py validate_args): bf16 weights, fp32 main gradients, master
  *    weights and Adam states all sharded over data parallelism (18/d bytes/param), each
  *    transformer layer an FSDP unit gathered in forward and backward and reduce-scattered per
- *    micro-batch. Its documented compatibility is TP, CP and EP; autoplan keeps it to dense
- *    models without pipeline parallelism.
+ *    micro-batch. Its documented compatibility is TP, CP and EP, not PP (NVIDIA/Megatron-LM issue
+ *    1455; PR 6081: "FSDP and PP are mutually exclusive in Megatron's standard path");
+ *    autoplan keeps it to dense models without pipeline parallelism.
  *  DeepSpeed v0.19: ZeRO 0-3 (2 + 2 + 16 bytes/param, see the entry), pipeline
  *    parallelism only with ZeRO 0/1, offload_param only with stage 3, partial optimizer offload
  *    (ratio) only with stage 3; ZeRO-2/3 reduce gradients during every backward.
