@@ -342,7 +342,10 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
                           "ZeRO stage %d", tn, p->zero);
     if (m->moe.experts > 0 && !(t->moe_zero_mask & (1u << p->zero)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: a mixture-of-experts model cannot train "
-                          "with ZeRO stage %d (its engine refuses native MoE there)", tn, p->zero);
+                          "with ZeRO stage %d (%s)", tn, p->zero,
+                          p->trainer == AP_TRAINER_MEGATRON
+                              ? "Megatron-FSDP is modelled for dense models only"
+                              : "its engine refuses native MoE there");
     if (t->offload_params_needs_full_optimizer && p->offload_params > 0 &&
         p->offload_optimizer < 1)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: parameters are offloaded only with all "

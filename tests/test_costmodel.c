@@ -545,6 +545,7 @@ static void test_megatron_fsdp(void) {
     ap_model moe = load("examples/models/mixtral-8x7b.json");
     p = mkplan(8, 1, 8, 1, 64, 3, AP_RECOMPUTE_FULL, 1, 1);
     CHECK(ap_plan_check(&p, &moe, &c, 0, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "Megatron-FSDP is modelled for dense models only");
     p = mkplan(8, 1, 8, 1, 64, 3, AP_RECOMPUTE_FULL, 1, 1);
     p.offload_optimizer = 1;
     CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_ERR_INFEASIBLE);
