@@ -5,7 +5,8 @@
  * Only the top K fitting estimates are kept, so memory stays O(K).
  *
  * Structure: eval() estimates one plan and keeps it; search_group() applies the two pruning
- * rules to one group; a chunk is CHUNK_POINTS consecutive points searched into its own result;
+ * rules to one group; a chunk is CHUNK_POINTS consecutive points (fewer where a point whose
+ * plans are simulated operator by operator ends it) searched into its own result;
  * ap_search() runs the chunks on worker threads and merges their results in chunk order, then
  * (resplit) hands the pipelined candidates to resplit.c. A cost-model error on a plan the
  * trainer's rules accept stops the search and is returned with the plan named (a plan the
@@ -14,7 +15,11 @@
  * Determinism: the chunks are fixed by the space, not by the threads, and a chunk's result
  * (its top K, closest plan, counters, candidates and visit records) is folded into the answer
  * only after every chunk before it, so the answer is the same bit for bit whatever the thread
- * count. At most WINDOW chunks per thread are in flight, so memory stays O(threads x K).
+ * count. A chunk is claimed with the answer's ranking bound as it stands; what is slower than
+ * that bound (which only falls) enters neither the chunk's ranking nor its kept candidates, and
+ * whether a plan is dropped there or later, it is not in the answer: the answer does not depend
+ * on when chunks are claimed. At most WINDOW chunks per thread are in flight, so memory stays
+ * O(threads x K).
  * max_evals holds in the same order: a chunk may make the estimates left when it is claimed;
  * one that the chunks merged before it left fewer and that needed more is searched again at
  * its merge, under what is left (the chunk where the bound falls, and those in flight after it,
