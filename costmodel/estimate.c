@@ -1190,8 +1190,6 @@ static void throughput(est *E) {
 static void verdict(est *E) {
     const ap_cluster *c = E->x.c;
     ap_estimate *e = E->e;
-    e->capacity_bytes = c->gpu.mem_bytes;
-    e->headroom_bytes = E->opts->headroom_bytes;
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
     int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
@@ -1244,9 +1242,9 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     }
     e->plan.attn_impl = E.x.attn;
     price_ranks(&E);
-    if (opts->ranks_only) { /* the asked-for ranks and what their verdict reads */
-        e->capacity_bytes = c->gpu.mem_bytes;
-        e->headroom_bytes = opts->headroom_bytes;
+    e->capacity_bytes = c->gpu.mem_bytes; /* what the verdict and a rank's fit read */
+    e->headroom_bytes = opts->headroom_bytes;
+    if (opts->ranks_only) { /* the asked-for ranks only */
         ap_free(built);
         return AP_OK;
     }

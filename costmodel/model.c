@@ -206,6 +206,13 @@ int ap_model_single_kind(const ap_model *m) {
     return k == 0 || k == m->layers;
 }
 
+int ap_model_dense_prefix(const ap_model *m) {
+    int64_t moe = moe_layer_count(m), dense = m->layers - moe;
+    if (moe == 0 || dense == 0) return -1;
+    /* the dense layers come first exactly when [0, dense) holds no MoE layer */
+    return ap_model_moe_layers_in(m, 0, dense) == 0 ? (int)dense : -1;
+}
+
 /* A representative dense and MoE layer: every dense layer has the same counts, and so has every
  * MoE layer, so totals are count * per-layer (no loop over 10^4 layers per call). */
 static void layer_kinds(const ap_model *m, layer_parts *dense, layer_parts *moe, int64_t *n_dense,

@@ -187,9 +187,7 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
     t->nm_max = t->moe_prefix[L];
     t->nd_max = L - t->nm_max;
     t->single_kind = t->nm_max == 0 || t->nd_max == 0;
-    t->dense_prefix = t->nd_max;
-    for (int i = 0; i <= L && t->dense_prefix >= 0; i++)
-        if (t->moe_prefix[i] != (i > t->nd_max ? i - t->nd_max : 0)) t->dense_prefix = -1;
+    t->dense_prefix = ap_model_dense_prefix(m);
     t->cells = (size_t)t->pp * (size_t)(t->nd_max + 1) * (size_t)(t->nm_max + 1);
     *out = t;
     return AP_OK;
@@ -208,6 +206,14 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->built);
     ap_estimate_cache_free(t->opts.cache);
     ap_free(t);
+}
+
+/* The table's plan copy and estimate for its estimates, allocated on first use. */
+static ap_status table_scratch(ap_stage_table *t, ap_err *err) {
+    if (!t->q) t->q = ap_malloc(sizeof *t->q);
+    if (!t->e) t->e = ap_malloc(sizeof *t->e);
+    if (!t->q || !t->e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    return AP_OK;
 }
 
 ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
@@ -236,10 +242,8 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
     size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
                (size_t)nm;
     if (!t->done[slot][k]) {
-        if (!t->q) t->q = ap_malloc(sizeof *t->q);
-        if (!t->e) t->e = ap_malloc(sizeof *t->e);
-        if (!t->q || !t->e)
-            return ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
+        ap_status sst = table_scratch(t, err);
+        if (sst != AP_OK) return sst;
         t->only[r] = 1; /* the estimate prices rank r alone */
         ap_status st = cost_eval_in(&t->m, &t->c, &t->p, &t->ropts, r, first, n, rc, t->q, t->e,
                                     &t->cost[slot][k], err);
@@ -288,9 +292,8 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
         return AP_OK;
     if (v > 1 && rc_layers > 0) return AP_OK; /* per-stage counts need vp 1 */
     const int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
-    if (!t->q) t->q = ap_malloc(sizeof *t->q);
-    if (!t->e) t->e = ap_malloc(sizeof *t->e);
-    if (!t->q || !t->e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    ap_status sst = table_scratch(t, err);
+    if (sst != AP_OK) return sst;
     int todo[AP_MAX_STAGES], nt = 0;
     for (int i = 0; i < k; i++) {
         int slot;

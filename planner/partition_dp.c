@@ -48,9 +48,7 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
     const int nm_max = pre[L], nd_max = L - nm_max;
     d->nkeys = (nd_max + 1) * (nm_max + 1);
-    d->dense_prefix = nd_max > 0 && nm_max > 0 ? nd_max : -1;
-    for (int i = 0; i <= L && d->dense_prefix >= 0; i++)
-        if (pre[i] != (i > nd_max ? i - nd_max : 0)) d->dense_prefix = -1;
+    d->dense_prefix = ap_model_dense_prefix(m);
     if (d->nkeys != L + 1) {
         d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
         if (!d->key) {

@@ -376,7 +376,8 @@ static ap_status split_plan(const ranker *rk, solver_ws *w, const ap_partition_o
  * The candidates are taken in order; the next BATCH whose bound can beat the k-th plan are
  * solved together (on the worker threads; the entries between them whose bound cannot, up to
  * SCAN entries in all, ride along unsolved: counting those left batches of one solve, run on
- * one thread), each capped by the k-th plan as it stood when the batch began, then offered in order, each only if its bound can still beat the k-th plan at
+ * one thread), each capped by the k-th plan as it stood when the batch began, then offered
+ * in order, each only if its bound can still beat the k-th plan at
  * its turn (what a one-by-one walk would do; a solve it would have skipped cannot enter the
  * ranking). BATCH is a constant, not the thread count, so the caps, hence the splits, are the
  * same whatever the threads (BATCH is defined with the ranker). */

@@ -260,10 +260,6 @@ static int rc_values(const ap_space *s, const ap_space_point *pt, ap_recompute *
 static int no_placement_ok(const ap_space *s, int extra);
 
 /* Whether the plans of point pt take a heterogeneous placement (hetero_place's two cases). */
-static int takes_placement(const ap_space *s, const ap_space_point *pt) {
-    return ap_space_point_simulated(s, pt);
-}
-
 int ap_space_point_simulated(const ap_space *s, const ap_space_point *pt) {
     const ap_trainer_id tr = s->o->fixed.trainer;
     if (tr == AP_TRAINER_COLOSSALAI) return pt->zero == 3 && pt->pp == 1;
@@ -274,7 +270,7 @@ int ap_space_point_simulated(const ap_space *s, const ap_space_point *pt) {
 static int hetero_place(const ap_space *s, const ap_space_point *pt, ap_plan *p) {
     const ap_plan *fx = &s->o->fixed;
     const int extra = pt->hetero_extra;
-    if (!takes_placement(s, pt)) return no_placement_ok(s, extra);
+    if (!ap_space_point_simulated(s, pt)) return no_placement_ok(s, extra);
     if (p->trainer == AP_TRAINER_COLOSSALAI) {
         ap_plan_hetero_init(&p->hetero);
         if (extra) {
@@ -318,7 +314,7 @@ static int no_placement_ok(const ap_space *s, int extra) {
 /* Whether point pt has a member, as ap_space_group says, without building its plan where no
  * placement applies (the odometer asks it of every point it passes). */
 static int has_members(ap_space *s, const ap_space_point *pt) {
-    if (takes_placement(s, pt)) return ap_space_group(s, pt, &s->scratch);
+    if (ap_space_point_simulated(s, pt)) return ap_space_group(s, pt, &s->scratch);
     if (!no_placement_ok(s, pt->hetero_extra)) return 0;
     ap_recompute rc[AP_GROUP_MAX_RC];
     int rc_layers[AP_GROUP_MAX_RC];

@@ -1011,6 +1011,8 @@ static void test_stage_table_fill(void) {
         small_plan(&p, 4, 1, 8);
         p.recompute = AP_RECOMPUTE_FULL;
         const int D = (int)m.moe.first_dense_layers;
+        /* one kind, a dense prefix, interleaved kinds */
+        CHECK_INT(ap_model_dense_prefix(&m), kind == 1 ? 3 : -1);
         for (int rc = -1; rc <= 2; rc += 3) {
             ap_stage_table *t = NULL;
             CHECK(ap_stage_table_new(&m, &c, &p, NULL, &t, &err) == AP_OK);

@@ -166,6 +166,9 @@ int ap_model_layer_is_moe(const ap_model *m, int64_t i);
 int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b);
 /* 1 when every layer is of one kind: all dense or all MoE. */
 int ap_model_single_kind(const ap_model *m);
+/* With layers of both kinds where every dense layer comes before every MoE layer (DeepSeek's
+ * first_k_dense_replace): the number of dense layers; -1 otherwise (one kind, or interleaved). */
+int ap_model_dense_prefix(const ap_model *m);
 void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out);
 
 /* Embedding block: token embedding (+ learned positions, + embed norm). */
