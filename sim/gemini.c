@@ -52,6 +52,9 @@ typedef struct gch {
     int8_t grad_cuda;        /* grads_device (and the optimizer) is the GPU */
     int8_t g_exists, g_gathered, g_cuda_shard, g_cpu_shard, g_accessed;
     double ready_at;         /* prefetched: when its copy lands */
+    double u_cuda, u_host, u_pin;/* its usage as add_usage last counted it: every change of a
+                                    chunk's state sits between sub_usage and add_usage, so
+                                    sub_usage takes these back instead of working them out */
 } gch;
 
 /* The layout information of one operator index (gemini_mgr.py _get_layout_info, lru_cache). */
@@ -60,6 +63,7 @@ typedef struct lcache {
     double demand;
     int32_t *evict;
     int nevict;
+    double evict_mem;        /* the chunk memory of evict[], summed in its order */
 } lcache;
 
 typedef struct gem {
@@ -94,7 +98,6 @@ typedef struct gem {
     int cl_have;
     lcache *lc_warm, *lc_steady;
     int32_t *tmp, *tmp2;     /* scratch lists of chunks */
-    int32_t *ev;             /* scratch: an operator's evictable chunks */
     uint64_t *acc;           /* chunk i accessed (ChunkManager.accessed_chunks) as bit i, 64
                                 chunks a word: layout_info scans the few accessed chunks (under
                                 1% of megatron-1t's at a time) by word instead of every chunk */
@@ -142,16 +145,22 @@ static void usage(const gem *g, const gch *c, double *cuda, double *host, double
 }
 
 static void sub_usage(gem *g, const gch *c) {
+#ifdef AP_GEMINI_CHECK_USAGE
     double cu, ho, pi;
     usage(g, c, &cu, &ho, &pi);
-    g->md -= cu;
-    g->host -= ho;
-    g->pinned -= pi;
+    if (cu != c->u_cuda || ho != c->u_host || pi != c->u_pin) abort();
+#endif
+    g->md -= c->u_cuda;
+    g->host -= c->u_host;
+    g->pinned -= c->u_pin;
 }
 
-static void add_usage(gem *g, const gch *c) {
+static void add_usage(gem *g, gch *c) {
     double cu, ho, pi;
     usage(g, c, &cu, &ho, &pi);
+    c->u_cuda = cu;
+    c->u_host = ho;
+    c->u_pin = pi;
     g->md += cu;
     g->host += ho;
     g->pinned += pi;
@@ -368,11 +377,10 @@ static ap_status setup(gem *g, ap_err *err) {
     g->ch = ap_calloc((size_t)g->nch, sizeof *g->ch);
     g->tmp = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
     g->tmp2 = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
-    g->ev = ap_malloc((size_t)(g->nch + 1) * sizeof *g->ev);
     g->acc = ap_calloc((size_t)g->nch / 64 + 1, sizeof *g->acc);
     g->nextuse = ap_malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
     g->first = ap_malloc((size_t)(g->nch + 1) * sizeof *g->first);
-    if (!g->ch || !g->tmp || !g->tmp2 || !g->ev || !g->acc || !g->nextuse || !g->first) {
+    if (!g->ch || !g->tmp || !g->tmp2 || !g->acc || !g->nextuse || !g->first) {
         ap_free(sizes);
         ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
@@ -489,22 +497,34 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
     }
     memcpy(lc->evict, g->tmp2, (size_t)ne * sizeof *lc->evict);
     lc->nevict = ne;
+    lc->evict_mem = 0;
+    for (int i = 0; i < ne; i++) lc->evict_mem += chunk_mem(g, &g->ch[lc->evict[i]]);
     lc->demand = demand;
     lc->valid = 1;
     return lc;
 }
 
-static void static_evict(gem *g, const int32_t *ev, int ne) {
-    double can_shard = 0;
-    for (int i = 0; i < ne; i++) can_shard += chunk_mem(g, &g->ch[ev[i]]);
+/* The operator's evictable chunks are the layout's list less the prefetches in flight (a
+ * chunk being copied is not movable); neither loop below starts or ends a prefetch. With none
+ * in flight the list's memory is the sum layout_info took in the same order, and an operator
+ * whose chunks stay within both kept budgets walks no list at all. */
+static void static_evict(gem *g, const lcache *lc) {
+    const int32_t *ev = lc->evict;
+    const int ne = lc->nevict;
+    double can_shard = lc->evict_mem;
+    if (g->nasync > 0) {
+        can_shard = 0;
+        for (int i = 0; i < ne; i++)
+            if (!g->ch[ev[i]].inflight) can_shard += chunk_mem(g, &g->ch[ev[i]]);
+    }
     double can_offload = can_shard;
-    for (int i = 0; i < ne; i++) {
-        if (can_shard <= g->keep_gathered_mem) break;
+    for (int i = 0; i < ne && can_shard > g->keep_gathered_mem; i++) {
+        if (g->ch[ev[i]].inflight) continue;
         release_chunk(g, ev[i]);
         can_shard -= chunk_mem(g, &g->ch[ev[i]]);
     }
-    for (int i = 0; i < ne; i++) {
-        if (can_offload <= g->keep_cuda_mem) break;
+    for (int i = 0; i < ne && can_offload > g->keep_cuda_mem; i++) {
+        if (g->ch[ev[i]].inflight) continue;
         move_chunk(g, ev[i], 0, 0, 0, 0);
         can_offload -= chunk_mem(g, &g->ch[ev[i]]);
     }
@@ -555,7 +575,8 @@ static void sort_by_next_use(gem *g, int32_t *ev, int ne) {
     }
 }
 
-static int auto_evict(gem *g, const int32_t *ev_in, int ne, double demand) {
+static int auto_evict(gem *g, const lcache *lc) {
+    const double demand = lc->demand;
     const ap_plan_hetero *h = g->h;
     double cap = g->x->capacity_bytes; /* colo_device_memory_capacity: total x fraction 1.0 */
     double max_nmd;
@@ -571,8 +592,11 @@ static int auto_evict(gem *g, const int32_t *ev_in, int ne, double demand) {
     double avail = cap - max_nmd - g->md, freed = 0;
     if (avail < demand) {
         double to_free = demand - avail;
+        /* the layout's evictable chunks less the prefetches in flight (static_evict) */
         int32_t *ev = g->tmp2;
-        memcpy(ev, ev_in, (size_t)ne * sizeof *ev);
+        int ne = 0;
+        for (int i = 0; i < lc->nevict; i++)
+            if (!g->ch[lc->evict[i]].inflight) ev[ne++] = lc->evict[i];
         if (!g->warmup) sort_by_next_use(g, ev, ne);
         for (int i = 0; i < ne; i++) {
             if (freed >= to_free) break;
@@ -784,13 +808,9 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     }
     lcache *lc = layout_info(g, chunks, nc, err);
     if (!lc) return -1;
-    int ne = 0;
-    int32_t *ev = g->ev;
-    for (int i = 0; i < lc->nevict; i++)
-        if (!g->ch[lc->evict[i]].inflight) ev[ne++] = lc->evict[i];
     int rc = 0;
-    if (g->h->placement == AP_GEMINI_STATIC) static_evict(g, ev, ne);
-    else rc = auto_evict(g, ev, ne, lc->demand);
+    if (g->h->placement == AP_GEMINI_STATIC) static_evict(g, lc);
+    else rc = auto_evict(g, lc);
     if (rc < 0) {
         g->failed = 1;
         hx_gpu_point(x, g->rec, g->md + lc->demand, g->cur_nmd);
@@ -974,7 +994,6 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
     ap_free(g->cl_off);
     ap_free(g->tmp);
     ap_free(g->tmp2);
-    ap_free(g->ev);
     ap_free(g->acc);
     ap_free(g->use_off);
     ap_free(g->use);
