@@ -602,7 +602,10 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     worker(&args[0]);
     for (int i = 1; i < nthreads; i++)
         if (started && started[i]) pthread_join(tid[i], NULL);
-    for (int i = 0; i < nthreads; i++) ap_estimate_cache_free(st[i].est.cache);
+    for (int i = 0; i < nthreads; i++) {
+        ap_estimate_cache_free(st[i].est.cache);
+        ap_hetero_cache_free(&st[i].chunk_cache);
+    }
     ap_free(started);
     ap_free(st);
     ap_free(args);

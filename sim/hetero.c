@@ -554,16 +554,99 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     return AP_OK;
 }
 
+/* A template as template_of leaves it in the context, with what it was built from. */
+struct ap_hetero_template {
+    ap_model m;
+    ap_cluster c;
+    ap_plan q;
+    ap_calib cal;
+    const ap_kernels *k;
+    double fwd_s, bwd_s, step_overhead_s, flops_q, overhead_bytes;
+    hop *ops;
+    int nops;
+};
+
+void ap_hetero_cache_free(ap_hetero_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) {
+        if (c->tpl[i]) ap_free(c->tpl[i]->ops);
+        ap_free(c->tpl[i]);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* The cache's template for shape q, or NULL. Tables built for this run alone (from a
+ * profile) are never matched: their address may be another run's later. */
+static const struct ap_hetero_template *template_find(const hctx *x, const ap_plan *q) {
+    ap_hetero_cache *cache = x->o->cache;
+    if (!cache || x->k_built) return NULL;
+    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) {
+        const struct ap_hetero_template *t = cache->tpl[i];
+        if (t && t->k == x->k && !memcmp(&t->q, q, sizeof *q) &&
+            !memcmp(&t->m, x->m, sizeof t->m) && !memcmp(&t->c, x->c, sizeof t->c) &&
+            !memcmp(&t->cal, &x->cal, sizeof t->cal))
+            return t;
+    }
+    return NULL;
+}
+
+/* Keep the context's template for shape q in the cache (nothing when memory is short: the
+ * next run builds it again). */
+static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
+    ap_hetero_cache *cache = x->o->cache;
+    if (!cache || x->k_built) return;
+    struct ap_hetero_template *t = ap_calloc(1, sizeof *t);
+    hop *ops = ap_malloc(((size_t)x->nops + 1) * sizeof *ops);
+    if (!t || !ops) {
+        ap_free(t);
+        ap_free(ops);
+        return;
+    }
+    t->m = *x->m;
+    t->c = *x->c;
+    t->q = *q;
+    t->cal = x->cal;
+    t->k = x->k;
+    t->fwd_s = x->fwd_s;
+    t->bwd_s = x->bwd_s;
+    t->step_overhead_s = x->step_overhead_s;
+    t->flops_q = flops_q;
+    t->overhead_bytes = x->overhead_bytes;
+    memcpy(ops, x->ops, (size_t)x->nops * sizeof *ops);
+    t->ops = ops;
+    t->nops = x->nops;
+    int slot = cache->tpl_next;
+    cache->tpl_next = (slot + 1) % AP_HETERO_TEMPLATES;
+    if (cache->tpl[slot]) ap_free(cache->tpl[slot]->ops);
+    ap_free(cache->tpl[slot]);
+    cache->tpl[slot] = t;
+}
+
 /* Non-model data and compute time from the event simulator and the cost model, on a plan that
- * keeps every model state resident (ZeRO 0, no offload): the hetero trainers handle those. */
+ * keeps every model state resident (ZeRO 0, no offload): the hetero trainers handle those.
+ * From the cache's copy when the shape was simulated before. */
 static ap_status template_of(hctx *x, ap_err *err) {
-    ap_plan q = *x->p;
+    ap_plan q;
+    memcpy(&q, x->p, sizeof q); /* padding too: the cache compares shapes byte for byte */
     memset(&q.hetero, 0, sizeof q.hetero);
     q.zero = 0;
     q.offload_optimizer = q.offload_params = 0;
     q.overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
     q.grad_accum = 1;
     q.gbs = q.mbs * q.dp;
+    const struct ap_hetero_template *t = template_find(x, &q);
+    if (t) {
+        x->ops = ap_malloc(((size_t)t->nops + 1) * sizeof *x->ops);
+        if (!x->ops) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+        memcpy(x->ops, t->ops, (size_t)t->nops * sizeof *x->ops);
+        x->nops = t->nops;
+        x->fwd_s = t->fwd_s;
+        x->bwd_s = t->bwd_s;
+        x->step_overhead_s = t->step_overhead_s;
+        x->model_flops_step = t->flops_q / (double)q.gbs * (double)x->p->gbs;
+        x->overhead_bytes = t->overhead_bytes;
+        return AP_OK;
+    }
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.calib = x->o->calib;
@@ -590,6 +673,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
     if (st != AP_OK) return st;
     st = build_ops(x, per, nper, err);
     ap_free(per);
+    if (st == AP_OK) template_keep(x, &q, e.tp.model_flops_per_step);
     return st;
 }
 

@@ -1251,6 +1251,48 @@ static void test_param_buffers(void) {
     CHECK(v.step_s > 0);
 }
 
+/* The cache's operator templates change nothing: estimates through one cache, over placements
+ * and micro-batches of two models in turn (more shapes than the cache keeps, each seen twice),
+ * equal those without it, bit for bit; a model of another depth finds none of the first's. */
+static void test_template_cache(void) {
+    ap_model ms[2] = {load("examples/models/gpt2.json"), load("examples/models/gpt2.json")};
+    ms[1].layers = 6;
+    ap_cluster c = one_gpu("a100-sxm4-80g", 256);
+    ap_hetero_cache cache;
+    memset(&cache, 0, sizeof cache);
+    ap_estimate_opts eo;
+    ap_estimate_opts_init(&eo);
+    static ap_estimate a, b;
+    int n = 0, same = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int mi = 0; mi < 2; mi++)
+            for (int64_t mbs = 1; mbs <= 20; mbs++)
+                for (int pl = 0; pl < 3; pl++) {
+                    ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
+                                        : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
+                                                      pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+                    ap_err e1, e2;
+                    ap_status s1 = ap_hetero_estimate(&ms[mi], &c, &p, &eo, &cache, &a, &e1);
+                    ap_status s2 = ap_hetero_estimate(&ms[mi], &c, &p, &eo, NULL, &b, &e2);
+                    CHECK_INT(s1, s2);
+                    if (s1 != AP_OK) continue;
+                    n++;
+                    same += a.time.step_s == b.time.step_s &&
+                            a.device_peak_bytes == b.device_peak_bytes &&
+                            a.host_bytes_per_node == b.host_bytes_per_node &&
+                            a.tp.mfu == b.tp.mfu && a.fits == b.fits &&
+                            a.time.offload_s == b.time.offload_s;
+                }
+    CHECK(n >= 150); /* 160 of the 240 run; the others fail alike with and without it */
+    CHECK_INT(same, n);
+    int kept = 0;
+    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) kept += cache.tpl[i] != NULL;
+    CHECK_INT(kept, AP_HETERO_TEMPLATES);
+    ap_hetero_cache_free(&cache);
+    CHECK(cache.tpl[0] == NULL);
+    ap_hetero_cache_free(NULL);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -1259,6 +1301,7 @@ int main(int argc, char **argv) {
     test_gemini_hand();
     test_gemini_static_fraction_sum();
     test_gemini_auto_invariants();
+    test_template_cache();
     test_zero_hand();
     test_kernel_rates();
     test_param_buffers();

@@ -167,6 +167,12 @@ ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *er
  * whatever the zero group (the plans of one tp x pp share their sizes and differ in dp). Zero
  * it before first use. */
 #define AP_HETERO_CACHE_N 4
+/* It also keeps the last AP_HETERO_TEMPLATES operator templates (the event simulation of the
+ * plan with every state resident, which all placements and offload fractions of one shape
+ * share), each with the model, cluster, plan shape, calibration and kernel tables it was built
+ * for: a run on another shape builds its own. ap_hetero_cache_free releases them. */
+#define AP_HETERO_TEMPLATES 32
+struct ap_hetero_template;
 typedef struct ap_hetero_cache {
     struct {
         uint64_t key;
@@ -174,7 +180,11 @@ typedef struct ap_hetero_cache {
         ap_chunk_config cfg; /* zero group 1 */
     } e[AP_HETERO_CACHE_N];
     int next;                /* the entry replaced next */
+    struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES]; /* owned */
+    int tpl_next;
 } ap_hetero_cache;
+/* Release the templates a cache holds and zero it (NULL: nothing). */
+void ap_hetero_cache_free(ap_hetero_cache *c);
 
 typedef struct ap_hetero_opts {
     double headroom_bytes;    /* fits = device peak + headroom <= capacity; default 2 GiB.
