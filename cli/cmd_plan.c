@@ -57,6 +57,7 @@ static int try_variant(const ap_model *m, const ap_search_opts *base, const ap_c
     so.fixed.trainer = tr;
     so.top_k = 1;
     so.resplit = 0; /* whether it fits, as the uniform search finds it */
+    so.answer_only = 1; /* its best plan alone is read */
     if (tr != base->fixed.trainer && !ap_trainer_get(tr)->fp16 && so.fixed.dtype == AP_DTYPE_FP16)
         so.fixed.dtype = AP_DTYPE_BF16;
     ap_search_result r;

@@ -28,6 +28,7 @@
 #include "search_int.h"
 #include "autoplan/hetero.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,13 @@ static void group_legality(search_state *s) {
 static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     if (ap_hetero_applies(&s->p)) {
         s->in_place = 0;
+        /* a plan slower than either bound cannot rank (eval): answer_only skips simulating
+           it where its compute alone is past them */
+        if (s->o->answer_only) {
+            double b = topk_bound(&s->out->top);
+            s->est.sim_cutoff_s = s->out->outer_bound < b ? s->out->outer_bound : b;
+            if (!(s->est.sim_cutoff_s < INFINITY)) s->est.sim_cutoff_s = 0;
+        }
         return ap_hetero_estimate(s->m, s->c, &s->p, &s->est, &s->chunk_cache, &s->scratch, err);
     }
     if (!s->in_place) {

@@ -485,10 +485,14 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
     }
     /* the list in g->tmp2, then kept at its own length (one list per operator and phase) */
     int ne = 0;
+    double mem = 0;
     for (int w = 0; w <= (g->nch - 1) >> 6; w++)
         for (uint64_t b = g->acc[w]; b; b &= b - 1) {
             int i = (w << 6) + ctz64(b);
-            if (can_release(&g->ch[i])) g->tmp2[ne++] = i;
+            if (can_release(&g->ch[i])) {
+                g->tmp2[ne++] = i;
+                mem += chunk_mem(g, &g->ch[i]);
+            }
         }
     lc->evict = ap_malloc((size_t)(ne + 1) * sizeof *lc->evict);
     if (!lc->evict) {
@@ -497,8 +501,7 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
     }
     memcpy(lc->evict, g->tmp2, (size_t)ne * sizeof *lc->evict);
     lc->nevict = ne;
-    lc->evict_mem = 0;
-    for (int i = 0; i < ne; i++) lc->evict_mem += chunk_mem(g, &g->ch[lc->evict[i]]);
+    lc->evict_mem = mem;
     lc->demand = demand;
     lc->valid = 1;
     return lc;

@@ -748,6 +748,13 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
+    /* the simulated step is at least its compute (the clock advances by every operator's
+       compute, micro-batches repeated included, and by waits) plus the fixed overhead; the
+       operators' shares of fwd_s and bwd_s may sum a rounding off them */
+    if (st == AP_OK && opts->step_cutoff_s > 0 &&
+        (x->mb * (x->fwd_s + x->bwd_s)) * (1 - 1e-9) + x->step_overhead_s > opts->step_cutoff_s)
+        st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute alone is above "
+                        "the cutoff of %g s", opts->step_cutoff_s);
     if (st == AP_OK)
         st = pl.trainer == AP_TRAINER_COLOSSALAI ? ap_gemini_sim(x, err) : ap_zero_offload_sim(x, err);
     if (st == AP_OK && x->nomem) st = ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
@@ -810,6 +817,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ho.kernels = opts->kernels;
     ho.record = 0;
     ho.cache = cache;
+    ho.step_cutoff_s = opts->sim_cutoff_s;
     ap_hetero *h = NULL;
     if ((st = ap_hetero_run(m, c, p, &ho, &h, err)) != AP_OK) return st;
     const ap_hetero_summary *s = ap_hetero_summary_of(h);

@@ -57,6 +57,8 @@ typedef struct ap_estimate_opts {
      * own layers, so a rank's figures are those of the whole estimate (the stage tables'
      * per-rank costs, stagecost.h). NULL, the default: the whole estimate */
     const unsigned char *ranks_only;
+    /* ap_hetero_estimate only: its ap_hetero_opts.step_cutoff_s (0, the default: none) */
+    double sim_cutoff_s;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);

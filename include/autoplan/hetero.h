@@ -192,6 +192,10 @@ typedef struct ap_hetero_opts {
                                  device's capacity with its own 10% margin */
     const ap_calib *calib;    /* NULL = built-in calibration of the cluster's GPU */
     int steps;                /* optimizer steps simulated, the last one reported; default 3 */
+    double step_cutoff_s;     /* > 0: a plan whose step cannot come under it (its compute
+                                 alone, every micro-batch's forward and backward, plus the fixed
+                                 per-step overhead, is above it) is not simulated:
+                                 AP_ERR_INFEASIBLE. 0, the default: every plan is simulated */
     int record;               /* keep per-operator records and movements; default 1 */
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
     /* kernel figures, as ap_estimate_opts: a measured profile over the published tables, or

@@ -81,6 +81,12 @@ typedef struct ap_search_opts {
     /* ties: plans within this fraction of the fastest one left rank simplest first (see "Ties"
      * above); default AP_VALIDATED_TIME_ERROR, 0 = by step time alone, at most 1 */
     double tie_margin;
+    /* 1: only the ranking is wanted. A plan simulated operator by operator (Gemini, DeepSpeed
+     * offload devices) whose compute alone is past the ranking's bound as the search stands
+     * (what is slower cannot enter it) is then not simulated and not counted as evaluated, so
+     * the counters depend on the thread count and the closest plan may differ; the ranking
+     * does not. 0, the default: every legal plan the pruning leaves is estimated */
+    int answer_only;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
