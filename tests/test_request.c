@@ -280,8 +280,8 @@ static void test_tables_cover_the_structs(void) {
     CHECK(uncovered_is_padding(cov, sizeof(ap_plan), "ap_plan"));
     /* ap_search_opts: fixed (the plan table), the search table's rows, and what the key leaves
      * out on purpose (the visit callbacks, their context and record size; the calibration
-     * pointer: keyed by value; the worker threads: the answer does not depend on them,
-     * test_search; the estimate's layer-price memo) */
+     * pointer: keyed by value; the worker threads and answer_only: the answer does not depend
+     * on them, test_search; the estimate's layer-price memo) */
     memset(cov, 0, sizeof cov);
     size_t so = offsetof(ap_resolved, search);
     CHECK(mark(cov, sizeof cov, t, n, so + offsetof(ap_search_opts, fixed)));
@@ -291,6 +291,11 @@ static void test_tables_cover_the_structs(void) {
            offsetof(ap_search_opts, visit_rec_size) + sizeof(size_t) -
                offsetof(ap_search_opts, visit));
     memset(cov + so + offsetof(ap_search_opts, threads), 1, sizeof(int));
+    /* answer_only: the ranking does not depend on it either (test_search), and no cached
+     * search sets it; the simulation cutoff is the search's own, per plan */
+    memset(cov + so + offsetof(ap_search_opts, answer_only), 1, sizeof(int));
+    memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_cutoff_s), 1,
+           sizeof(double));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, cache), 1,
            sizeof(void *));
