@@ -39,6 +39,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
                  "comma-separated subset: ddp,zero-2,zero-3,zero-offload,zero-infinity-cpu,"
                  "zero-infinity-nvme,gemini-static,gemini-auto,best");
+    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads over the strategies (default: "
+                 "one per core; the answer does not depend on it)");
     ap_flags_add(fl, "json", AP_FLAG_BOOL, NULL, "print JSON (schema in cli/cmd_fit.c)");
 }
 
@@ -75,6 +77,9 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
     o->family = fam;
     if ((st = ap_flag_int(fl, "seq", 1, 1 << 24, &o->seq, err)) != AP_OK) return st;
     if ((st = ap_flag_int(fl, "mbs", 1, 1 << 20, &o->mbs, err)) != AP_OK) return st;
+    int64_t threads = 0;
+    if ((st = ap_flag_int(fl, "threads", 1, 1024, &threads, err)) != AP_OK) return st;
+    o->threads = (int)threads;
     const char *t = ap_flags_value(fl, "tokens-per-step");
     if (t && (st = ap_parse_count(t, "--tokens-per-step", &o->tokens_per_step, err)) != AP_OK)
         return st;

@@ -13,6 +13,7 @@
 #include "autoplan/search.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,36 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
     return AP_OK;
 }
 
+/* The strategies to bisect, each with its own entry, status and error, taken by the workers in
+ * turn: each entry is one strategy's alone, so the answer does not depend on the threads. */
+typedef struct {
+    ap_fit_entry *e;
+    ap_status st;
+    ap_err err;
+} fit_job;
+
+typedef struct {
+    const ap_fit_opts *o;
+    const ap_family_rung *rungs;
+    int nrungs;
+    fit_job jobs[AP_FIT_NSTRATEGIES];
+    int njobs, next;
+    pthread_mutex_t mu;
+} fit_run;
+
+static void *fit_worker(void *arg) {
+    fit_run *run = arg;
+    for (;;) {
+        pthread_mutex_lock(&run->mu);
+        int i = run->next < run->njobs ? run->next++ : -1;
+        pthread_mutex_unlock(&run->mu);
+        if (i < 0) return NULL;
+        fit_job *j = &run->jobs[i];
+        memset(&j->err, 0, sizeof j->err);
+        j->st = fit_one(run->o, j->e->strategy, run->rungs, run->nrungs, j->e, &j->err);
+    }
+}
+
 ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     memset(r, 0, sizeof *r);
     if (!o->family) return ap_err_set(err, AP_ERR_INPUT, "fit: no family");
@@ -396,7 +427,8 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     r->nrungs = n;
     r->smallest_params = rungs[0].params;
     r->largest_rung_params = rungs[n - 1].params;
-    for (int s = 0; s < AP_FIT_NSTRATEGIES && st == AP_OK; s++) {
+    fit_run run = {.o = o, .rungs = rungs, .nrungs = n};
+    for (int s = 0; s < AP_FIT_NSTRATEGIES; s++) {
         if (o->strategies && !(o->strategies & (1u << s))) continue;
         ap_fit_entry *e = &r->e[r->n++];
         e->strategy = s;
@@ -408,8 +440,32 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
                      "no NVMe (--nvme SIZE --nvme-bw BW)");
             continue;
         }
-        st = fit_one(o, s, rungs, n, e, err);
+        /* the search over every trainer is the longest: it starts first */
+        fit_job *j = &run.jobs[run.njobs++];
+        j->e = e;
+        if (s == AP_FIT_BEST) {
+            fit_job t = run.jobs[0];
+            run.jobs[0] = *j;
+            *j = t;
+        }
     }
+    int nt = o->threads > 0 ? o->threads : ap_online_cores();
+    if (nt > run.njobs) nt = run.njobs;
+    pthread_t tid[AP_FIT_NSTRATEGIES];
+    int started[AP_FIT_NSTRATEGIES] = {0};
+    pthread_mutex_init(&run.mu, NULL);
+    /* a thread that cannot start leaves its share to the others */
+    for (int i = 1; i < nt; i++) started[i] = pthread_create(&tid[i], NULL, fit_worker, &run) == 0;
+    fit_worker(&run);
+    for (int i = 1; i < nt; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&run.mu);
     ap_free(rungs);
-    return st;
+    /* the first failure in the strategies' order */
+    const fit_job *bad = NULL;
+    for (int i = 0; i < run.njobs; i++)
+        if (run.jobs[i].st != AP_OK && (!bad || run.jobs[i].e < bad->e)) bad = &run.jobs[i];
+    if (!bad) return AP_OK;
+    if (err) *err = bad->err;
+    return bad->st;
 }

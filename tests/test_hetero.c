@@ -808,6 +808,29 @@ static void test_fit_scan(void) {
         CHECK_INT(e->found ? e->rung : -1, last_fit);
     }
     free(rungs);
+    /* every strategy, on 1 and 3 threads: the same entries, byte for byte */
+    o.strategies = 0;
+    static ap_fit_result r1, r3;
+    o.threads = 1;
+    CHECK(ap_fit(&o, &r1, &err) == AP_OK);
+    o.threads = 3;
+    CHECK(ap_fit(&o, &r3, &err) == AP_OK);
+    CHECK_INT(r1.n, r3.n);
+    CHECK(r1.n >= 8);
+    for (int i = 0; i < r1.n && i < r3.n; i++) {
+        const ap_fit_entry *a = &r1.e[i], *b = &r3.e[i];
+        char la[160], lb[160];
+        CHECK_INT(a->strategy, b->strategy);
+        CHECK_INT(a->found, b->found);
+        CHECK_INT(a->rung, b->rung);
+        CHECK_INT(a->binding, b->binding);
+        CHECK_INT(a->evaluations, b->evaluations);
+        CHECK(a->at.step_s == b->at.step_s && a->next.step_s == b->next.step_s);
+        CHECK(a->at.gpu_peak_bytes == b->at.gpu_peak_bytes);
+        CHECK(strcmp(a->next.detail, b->next.detail) == 0);
+        CHECK(strcmp(ap_plan_label(&a->at.plan, la, sizeof la),
+                     ap_plan_label(&b->at.plan, lb, sizeof lb)) == 0);
+    }
     /* a throughput floor binds before memory */
     o.min_tokens_per_s = 1e12;
     o.strategies = 1u << AP_FIT_GEMINI_AUTO;

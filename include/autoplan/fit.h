@@ -48,6 +48,9 @@ typedef struct ap_fit_opts {
     /* kernel figures, as ap_estimate_opts (NULL, NULL: the GPU's published tables); borrowed */
     const struct ap_profile *profile;
     const struct ap_kernels *kernels;
+    /* worker threads over the strategies (each bisects its own ladder); 0 = one per online
+     * core (default). The answer does not depend on it */
+    int threads;
 } ap_fit_opts;
 
 void ap_fit_opts_init(ap_fit_opts *o);
