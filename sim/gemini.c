@@ -828,7 +828,7 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
         double res = g->h->placement == AP_GEMINI_AUTO && !g->warmup
                          ? g->reserved_nmd
                          : (double)o->nmd_peak + (double)o->wgrad_bytes;
-        x->recs[g->rec].planned_bytes = (int64_t)(g->md + res);
+        hx_planned(x, g->rec, g->md + res);
     }
     /* the operator runs: its non-model data on top of the model data */
     g->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;

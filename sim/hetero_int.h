@@ -88,6 +88,7 @@ typedef struct hctx {
     int recording;              /* inside the reported step */
     ap_hetero_oprec *recs;
     int nrecs, caprecs;
+    int keep_recs;              /* opts->record: every record kept (else the last two) */
     ap_hetero_move *moves;
     int nmoves, capmoves;
     int nomem;
@@ -108,6 +109,8 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
  * and the first overflow (capacity - headroom). */
 void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes);
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
+/* The trainer's own account at record rec (ap_hetero_oprec.planned_bytes). */
+void hx_planned(hctx *x, int rec, double bytes);
 
 /* Micro-batches between the second and the last of a step repeat the second exactly (each ends
  * with the trainers' stream synchronisation and leaves the same state), so the simulators run

@@ -14,9 +14,27 @@
 
 /* ---- filling -------------------------------------------------------------------------------- */
 
+/* Record rec, or NULL. A run that keeps no records (opts->record 0: an estimate, fit) numbers
+ * them all the same but holds only the last two, the one being filled and the one whose end
+ * it sets, in two slots: what the verdict reads of a record (the first operator over the
+ * capacity, described when it is met) is the current one's. */
+static ap_hetero_oprec *rec_at(hctx *x, int rec) {
+    if (rec < 0 || rec >= x->nrecs) return NULL;
+    if (x->keep_recs) return &x->recs[rec];
+    return rec >= x->nrecs - 2 ? &x->recs[rec & 1] : NULL;
+}
+
 int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
     if (!x->recording || x->nomem) return -1;
-    if (x->nrecs == x->caprecs) {
+    if (!x->keep_recs && x->caprecs < 2) {
+        ap_hetero_oprec *q = ap_realloc(x->recs, 2 * sizeof *q);
+        if (!q) {
+            x->nomem = 1;
+            return -1;
+        }
+        x->recs = q;
+        x->caprecs = 2;
+    } else if (x->keep_recs && x->nrecs == x->caprecs) {
         int nc = x->caprecs ? x->caprecs * 2 : 1024;
         ap_hetero_oprec *q = ap_realloc(x->recs, (size_t)nc * sizeof *q);
         if (!q) {
@@ -27,7 +45,7 @@ int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
         x->caprecs = nc;
     }
     int i = x->nrecs++;
-    ap_hetero_oprec *r = &x->recs[i];
+    ap_hetero_oprec *r = &x->recs[x->keep_recs ? i : i & 1];
     memset(r, 0, sizeof *r);
     r->module = (int8_t)module;
     r->phase = (int8_t)phase;
@@ -35,7 +53,7 @@ int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
     r->mb = mb;
     r->start_s = x->tl.t;
     r->host_bytes = (int64_t)x->host_now;
-    if (i > 0) x->recs[i - 1].end_s = x->tl.t;
+    if (i > 0) x->recs[x->keep_recs ? i - 1 : (i - 1) & 1].end_s = x->tl.t;
     return i;
 }
 
@@ -51,14 +69,14 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes) 
     case AP_MOVE_GATHER: s->gather_bytes += bytes; break;
     case AP_MOVE_REDUCE: s->reduce_bytes += bytes; break;
     }
-    if (rec >= 0 && rec < x->nrecs) {
-        ap_hetero_oprec *r = &x->recs[rec];
+    ap_hetero_oprec *r = rec_at(x, rec);
+    if (r) {
         if (kind == AP_MOVE_H2D || kind == AP_MOVE_H2D_FP32) r->h2d_bytes += (int64_t)bytes;
         else if (kind == AP_MOVE_D2H) r->d2h_bytes += (int64_t)bytes;
         else if (kind == AP_MOVE_NVME_READ) r->nvme_read_bytes += (int64_t)bytes;
         else if (kind == AP_MOVE_NVME_WRITE) r->nvme_write_bytes += (int64_t)bytes;
     }
-    if (!x->o->record || x->nomem) return;
+    if (!x->keep_recs || x->nomem) return;
     if (x->nmoves == x->capmoves) {
         int nc = x->capmoves ? x->capmoves * 2 : 1024;
         ap_hetero_move *q = ap_realloc(x->moves, (size_t)nc * sizeof *q);
@@ -82,8 +100,8 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
         s->gpu_peak_bytes = dev;
         s->gpu_nonmodel_at_peak_bytes = nonmodel_bytes;
     }
-    if (rec >= 0 && rec < x->nrecs) {
-        ap_hetero_oprec *r = &x->recs[rec];
+    ap_hetero_oprec *r = rec_at(x, rec);
+    if (r) {
         if (model_bytes > (double)r->gpu_model_bytes) r->gpu_model_bytes = (int64_t)model_bytes;
         if (nonmodel_bytes > (double)r->gpu_nonmodel_bytes)
             r->gpu_nonmodel_bytes = (int64_t)nonmodel_bytes;
@@ -93,11 +111,15 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
     if (over > 0 && s->first_over_op < 0) {
         s->first_over_op = rec;
         s->over_bytes = over;
-        if (rec >= 0 && rec < x->nrecs) ap_hetero_op_describe(&x->recs[rec], s->over_op,
-                                                              sizeof s->over_op);
+        if (r) ap_hetero_op_describe(r, s->over_op, sizeof s->over_op);
     } else if (over > 0 && rec == s->first_over_op && over > s->over_bytes) {
         s->over_bytes = over;
     }
+}
+
+void hx_planned(hctx *x, int rec, double bytes) {
+    ap_hetero_oprec *r = rec_at(x, rec);
+    if (r) r->planned_bytes = (int64_t)bytes;
 }
 
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
@@ -108,8 +130,8 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
         s->host_peak_bytes = host_bytes;
         s->host_pinned_bytes = pinned_bytes;
     }
-    if (x->recording && rec >= 0 && rec < x->nrecs && host_bytes > (double)x->recs[rec].host_bytes)
-        x->recs[rec].host_bytes = (int64_t)host_bytes;
+    ap_hetero_oprec *r = x->recording ? rec_at(x, rec) : NULL;
+    if (r && host_bytes > (double)r->host_bytes) r->host_bytes = (int64_t)host_bytes;
 }
 
 void hx_snap(const hctx *x, hsnap *s) {
@@ -155,8 +177,8 @@ const ap_hetero_summary *ap_hetero_summary_of(const ap_hetero *h) { return &((co
 
 const ap_hetero_oprec *ap_hetero_ops(const ap_hetero *h, int *n) {
     const hctx *x = (const hctx *)h;
-    *n = x->nrecs;
-    return x->recs;
+    *n = x->keep_recs ? x->nrecs : 0; /* a run that keeps none holds the last two only */
+    return *n ? x->recs : NULL;
 }
 
 const ap_hetero_move *ap_hetero_moves(const ap_hetero *h, int *n) {
@@ -261,7 +283,7 @@ ap_json *ap_hetero_to_json(const ap_hetero *h, int max_points) {
     const hctx *x = (const hctx *)h;
     ap_json *o = summary_json(x);
     if (!o) return NULL;
-    if (x->nrecs > 0 && max_points > 0) {
+    if (x->keep_recs && x->nrecs > 0 && max_points > 0) {
         /* per operator, downsampled: the maximum of each run of records */
         ap_json *arr = ap_json_new_array();
         int n = x->nrecs, per = (n + max_points - 1) / max_points;
@@ -306,7 +328,7 @@ ap_json *ap_hetero_trace_json(const ap_hetero *h) {
         return NULL;
     }
     /* Chrome trace: microseconds of simulated time; pid 0 = the rank */
-    for (int i = 0; i < x->nrecs; i++) {
+    for (int i = 0; i < (x->keep_recs ? x->nrecs : 0); i++) {
         const ap_hetero_oprec *r = &x->recs[i];
         char d[128];
         double ts = r->start_s * 1e6, dur = (r->end_s - r->start_s) * 1e6;
