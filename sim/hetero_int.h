@@ -26,6 +26,7 @@
 #define hx_gpu_point ap_hx_gpu_point
 #define hx_host_point ap_hx_host_point
 #define hx_move ap_hx_move
+#define hx_planned ap_hx_planned
 #define hx_rec ap_hx_rec
 #define hx_repeat ap_hx_repeat
 #define hx_skipped ap_hx_skipped
