@@ -52,6 +52,9 @@ typedef struct gch {
     int8_t grad_cuda;        /* grads_device (and the optimizer) is the GPU */
     int8_t g_exists, g_gathered, g_cuda_shard, g_cpu_shard, g_accessed;
     double ready_at;         /* prefetched: when its copy lands */
+    double mem, shard_b;     /* bytes of the 16-bit chunk and of this rank's shard, and of the */
+    double shard32, valid8;  /* fp32 shard and of Adam's m and v over the valid elements: fixed
+                                by the layout, worked out once (setup) */
     double u_cuda, u_host, u_pin;/* its usage as add_usage last counted it: every change of a
                                     chunk's state sits between sub_usage and add_usage, so
                                     sub_usage takes these back instead of working them out */
@@ -122,22 +125,23 @@ static void usage(const gem *g, const gch *c, double *cuda, double *host, double
     if (c->keep) {
         cu += (double)c->elems * (e + 4.0); /* fp16 and fp32 kept gathered */
         if (g->states_exist) cu += 8.0 * (double)c->utilized;
-        if (c->g_exists) cu += (double)c->elems * e;
+        if (c->g_exists) cu += c->mem;
     } else {
-        if (c->gathered) cu += (double)c->elems * e;
-        if (c->cuda_shard) cu += (double)c->shard * e;
-        if (c->cpu_shard) ho += (double)c->shard * e, pi += g->h->pin_memory ? (double)c->shard * e : 0;
-        if (c->f32_cuda) cu += (double)c->shard * 4.0;
-        if (c->f32_cpu) ho += (double)c->shard * 4.0, pi += g->h->pin_memory ? (double)c->shard * 4.0 : 0;
+        const int pinned = g->h->pin_memory;
+        if (c->gathered) cu += c->mem;
+        if (c->cuda_shard) cu += c->shard_b;
+        if (c->cpu_shard) ho += c->shard_b, pi += pinned ? c->shard_b : 0;
+        if (c->f32_cuda) cu += c->shard32;
+        if (c->f32_cpu) ho += c->shard32, pi += pinned ? c->shard32 : 0;
         if (g->states_exist) {
             /* HybridAdam's exp_avg and exp_avg_sq, zeros_like the fake parameter on its device
                (hybrid_adam.py step), registered as extern static tensors */
-            if (c->grad_cuda) cu += 8.0 * (double)c->valid;
-            else ho += 8.0 * (double)c->valid;
+            if (c->grad_cuda) cu += c->valid8;
+            else ho += c->valid8;
         }
-        if (c->g_gathered) cu += (double)c->elems * e;
-        if (c->g_cuda_shard) cu += (double)c->shard * e;
-        if (c->g_cpu_shard) ho += (double)c->shard * e, pi += g->h->pin_memory ? (double)c->shard * e : 0;
+        if (c->g_gathered) cu += c->mem;
+        if (c->g_cuda_shard) cu += c->shard_b;
+        if (c->g_cpu_shard) ho += c->shard_b, pi += pinned ? c->shard_b : 0;
     }
     *cuda = cu;
     *host = ho;
@@ -176,8 +180,8 @@ static void point(gem *g, double extra) {
 }
 
 static int device_cuda(const gch *c) { return c->gathered || c->cuda_shard || c->keep; }
-static double chunk_mem(const gem *g, const gch *c) { return (double)c->elems * E16; }
-static double shard_mem(const gem *g, const gch *c) { return (double)c->shard * E16; }
+static double chunk_mem(const gem *g, const gch *c) { (void)g; return c->mem; }
+static double shard_mem(const gem *g, const gch *c) { (void)g; return c->shard_b; }
 static int can_release(const gch *c) {
     return !c->keep && c->cnt[ST_HOLD] + c->cnt[ST_HOLD_AFTER_BWD] == c->ntensors;
 }
@@ -191,7 +195,7 @@ static void shard_move(gem *g, int ci, int to_cuda, int force, int async, double
     if (to_cuda) {
         if (!c->optim_sync) {
             /* __paired_shard_move: the fp32 master shard goes up and is cast on the GPU */
-            point(g, (double)c->shard * 4.0 + shard_mem(g, c));
+            point(g, c->shard32 + shard_mem(g, c));
             double b = (double)c->shard * 4.0;
             hx_move(x, g->rec, ci, AP_MOVE_H2D_FP32, 2, b);
             double end = ht_span(x, ENG_H2D, b / ht_h2d_bps(x, g->h->pin_memory), not_before,
@@ -409,6 +413,10 @@ static ap_status setup(gem *g, ap_err *err) {
     for (int i = 0; i < g->nch; i++) {
         gch *c = &g->ch[i];
         c->valid = c->keep ? c->utilized : (c->utilized < c->shard ? c->utilized : c->shard);
+        c->mem = (double)c->elems * E16;
+        c->shard_b = (double)c->shard * E16;
+        c->shard32 = (double)c->shard * 4.0;
+        c->valid8 = 8.0 * (double)c->valid;
     }
     /* GeminiDDP._init_chunks: cpu_offload = not (static and offload_param_frac == 0); a closed
        chunk keeps a host shard when pinned or offloaded, and its CUDA shard only when not
