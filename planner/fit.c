@@ -234,6 +234,9 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.est.headroom_bytes = o->headroom_bytes;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;
+        /* a trainer slower than the best so far cannot take its place; one whose fastest is
+           no slower keeps its whole tie window under this bound, so its answer is the same */
+        if (have) so.step_bound_s = best.time.step_s * (1 + so.tie_margin);
         ap_search_result r;
         memset(&r, 0, sizeof r);
         ap_model mm = *m;

@@ -481,7 +481,9 @@ static int64_t claim(search_run *run) {
     run->npts[k] = -n - 1; /* claimed, not finished */
     /* what is left now; chunks before it that are not merged yet may leave less (worker) */
     run->slots[k].cap = cap_left(run);
-    run->slots[k].outer_bound = topk_bound(&run->acc.top);
+    double b = topk_bound(&run->acc.top);
+    if (run->o->step_bound_s > 0 && run->o->step_bound_s < b) b = run->o->step_bound_s;
+    run->slots[k].outer_bound = b;
     run->next++;
     return i;
 }

@@ -497,6 +497,24 @@ static void run_micro(zs *z, int mb, int boundary) {
     ht_wait(x, w);
 }
 
+/* The elements the optimizer step updates on the host (CPU Adam) and on the GPU, fixed by the
+ * layout: stages 1-2 offload this rank's whole partition, stage 3 each sub-group where the
+ * placement put its states. */
+static void optimizer_elems(const zs *z, double *cpu_n, double *gpu_n) {
+    const hctx *x = z->x;
+    *cpu_n = *gpu_n = 0;
+    if (z->stage < 3) {
+        int64_t P = 0;
+        for (int i = 0; i < x->nparams; i++) P += x->params[i].numel;
+        *cpu_n = ceil((double)P / x->Z);
+        return;
+    }
+    for (int s = 0; s < z->nsub; s++) {
+        if (z->sub_cpu_opt[s]) *cpu_n += (double)z->sub_elems[s];
+        else *gpu_n += (double)z->sub_elems[s];
+    }
+}
+
 static void optimizer_step(zs *z) {
     hctx *x = z->x;
     const ap_plan_hetero *h = z->h;
@@ -504,11 +522,9 @@ static void optimizer_step(zs *z) {
     z->rec = rec;
     z->cur_nmd = 0;
     double e = x->elt;
-    double cpu_n = 0, gpu_n = 0, nvme_r = 0, nvme_w = 0, up = 0, p16_nvme = 0;
+    double cpu_n, gpu_n, nvme_r = 0, nvme_w = 0, up = 0, p16_nvme = 0;
+    optimizer_elems(z, &cpu_n, &gpu_n);
     if (z->stage < 3) {
-        int64_t P = 0;
-        for (int i = 0; i < x->nparams; i++) P += x->params[i].numel;
-        cpu_n = ceil((double)P / x->Z);
         up = cpu_n * e; /* bit16_partitions[partition_id].data.copy_(bit16 buffer) */
     } else {
         for (int s = 0; s < z->nsub; s++) {
@@ -519,8 +535,6 @@ static void optimizer_step(zs *z) {
                 nvme_r += ne * 16.0;
                 nvme_w += ne * 12.0;
             }
-            if (z->sub_cpu_opt[s]) cpu_n += ne;
-            else gpu_n += ne;
         }
         /* _reassign_or_swap_out_partitioned_parameters: the 16-bit partitions */
         for (int i = 0; i < x->nparams; i++) {
@@ -591,6 +605,18 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
     }
     ap_status st = layout(z, err);
     if (st == AP_OK && z->stage == 3) st = reuse_table(z, err);
+    if (st == AP_OK && x->o->step_cutoff_s > 0) {
+        /* past the cutoff (hetero.h): the step is at least its compute, the optimizer's
+           Adam passes (the step waits for them: optimizer_step) and the fixed overhead */
+        double cpu_n, gpu_n;
+        optimizer_elems(z, &cpu_n, &gpu_n);
+        double lb = (x->mb * (x->fwd_s + x->bwd_s)) * (1 - 1e-9) +
+                    (ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0)) * (1 - 1e-9) +
+                    x->step_overhead_s;
+        if (lb > x->o->step_cutoff_s)
+            st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute and optimizer "
+                            "alone are above the cutoff of %g s", x->o->step_cutoff_s);
+    }
     for (int s = 0; st == AP_OK && s < x->o->steps; s++) {
         int last = s == x->o->steps - 1;
         z->traced = s > 0; /* the first step records the trace */

@@ -26,6 +26,7 @@
 #include "autoplan/json.h"
 #include "autoplan/kernels.h"
 #include "autoplan/planio.h"
+#include "autoplan/search.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1316,6 +1317,61 @@ static void test_template_cache(void) {
     ap_hetero_cache_free(NULL);
 }
 
+/* fit's "best" searches each trainer in turn under the best step so far (times 1 + the tie
+ * margin): its verdict is the best of the trainers' unbounded searches, plan and step. */
+static void test_fit_best_bound(void) {
+    ap_err err;
+    ap_family f;
+    CHECK(ap_family_get("llama", &f, &err) == AP_OK);
+    ap_family_rung *rungs;
+    int n;
+    CHECK(ap_family_ladder(&f, &rungs, &n, &err) == AP_OK);
+    ap_fit_opts o;
+    ap_fit_opts_init(&o);
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 8, &o.cluster);
+    o.family = &f;
+    int checked = 0;
+    for (int k = 0; k < n; k += n / 6) {
+        ap_model m;
+        CHECK(ap_family_model(&f, &rungs[k], &m, &err) == AP_OK);
+        ap_fit_verdict v;
+        CHECK(ap_fit_eval(&o, AP_FIT_BEST, &m, &v, &err) == AP_OK);
+        /* the trainers unbounded, as eval_best asks them otherwise */
+        static ap_estimate best;
+        int have = 0;
+        for (int t = 0; t < AP_TRAINER_COUNT; t++) {
+            if (t == AP_TRAINER_RUNTIME) continue;
+            ap_search_opts so;
+            ap_search_opts_init(&so);
+            so.fixed.trainer = (ap_trainer_id)t;
+            so.fixed.seq = v.plan.seq;
+            so.fixed.dtype = v.plan.dtype;
+            so.fix_dtype = 1;
+            so.gbs = v.plan.gbs;
+            so.top_k = 1;
+            so.est.headroom_bytes = o.headroom_bytes;
+            ap_model mm = m;
+            mm.seq_len = v.plan.seq;
+            ap_search_result r;
+            ap_status st = ap_search(&mm, &o.cluster, &so, &r, &err);
+            if (st == AP_OK && r.ntop > 0 && (!have || ap_estimate_better(&r.top[0], &best))) {
+                best = r.top[0];
+                have = 1;
+            }
+            if (st == AP_OK) ap_search_result_free(&r);
+        }
+        CHECK_INT(v.fits, have);
+        if (!have || !v.fits) continue;
+        char a[160], b[160];
+        CHECK(strcmp(ap_plan_label(&v.plan, a, sizeof a),
+                     ap_plan_label(&best.plan, b, sizeof b)) == 0);
+        CHECK(v.step_s == best.time.step_s);
+        checked++;
+    }
+    CHECK(checked >= 3);
+    free(rungs);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_chunk_search();
@@ -1332,6 +1388,7 @@ int main(int argc, char **argv) {
     test_families();
     test_fit_boundary();
     test_fit_scan();
+    test_fit_best_bound();
     test_planfile();
     test_claims();
     test_emit();

@@ -294,6 +294,9 @@ static void test_tables_cover_the_structs(void) {
     /* answer_only: the ranking does not depend on it either (test_search), and no cached
      * search sets it; the simulation cutoff is the search's own, per plan */
     memset(cov + so + offsetof(ap_search_opts, answer_only), 1, sizeof(int));
+    /* step_bound_s does change the ranking, but only fit's searches set it and they are not
+     * cached (the plan cache stores `autoplan plan`'s searches, which never set it) */
+    memset(cov + so + offsetof(ap_search_opts, step_bound_s), 1, sizeof(double));
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_cutoff_s), 1,
            sizeof(double));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */

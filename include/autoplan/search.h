@@ -87,6 +87,11 @@ typedef struct ap_search_opts {
      * the counters depend on the thread count and the closest plan may differ; the ranking
      * does not. 0, the default: every legal plan the pruning leaves is estimated */
     int answer_only;
+    /* > 0: what is slower than this step time cannot matter to the caller (its best plan from
+     * elsewhere times 1 + the tie margin: a plan whose fastest is no slower than that best
+     * keeps every plan of its tie window); the ranking then holds only plans no slower than
+     * it, and may be empty. 0, the default: no bound */
+    double step_bound_s;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
