@@ -170,6 +170,32 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
     return g;
 }
 
+/* Bytes per layer forward that eager PyTorch composites move beyond the fused kernels counted
+ * above (Hugging Face transformers models/llama/modeling_llama.py, as the other decoders copy
+ * it), counted op by op at 2 bytes per 16-bit and 4 per fp32 element:
+ * - LlamaRMSNorm.forward: to(fp32) reads 2 writes 4, pow 4 + 4, mean reads 4, the rsqrt
+ *   product 4 + 4, to(bf16) 4 + 2, the weight product 2 + 2: 36 bytes per element where a
+ *   fused norm reads 2 and writes 2 (4), so 32 more per element of each norm (two per layer,
+ *   four with sandwich norms); outside the tp region;
+ * - apply_rotary_pos_emb on q and k: rotate_half (the negated half 2, cat 4), q * cos 6,
+ *   rotate_half(q) * sin 6, the sum 6: 24 bytes per element, none counted above;
+ * - LlamaMLP act_fn(gate) * up: silu reads and writes f (4f), the product reads 2f and writes
+ *   f (6f): 10f where the fused SwiGLU above counts 6f (4/6 more of ffn_elem, the routed and
+ *   shared experts' included).
+ * Latent attention's partial rotary (MLA) is left out. */
+static void eager_extra_bytes(const ctx *x, const layer_shape *ls, double ffn_elem,
+                              double *out_elem, double *in_elem) {
+    const ap_model *m = x->m;
+    const double T = ls->T, h = ls->h;
+    if (m->norm == AP_NORM_RMSNORM) {
+        double norms = m->norm_order == AP_NORM_SANDWICH ? 4.0 : 2.0;
+        *out_elem += T * h * norms * 32.0 / ls->out_t;
+    }
+    if (m->pos == AP_POS_ROTARY && m->mla.kv_lora_rank == 0)
+        *in_elem += T * (ls->a_loc + ls->kvf) * (double)m->head_dim * 24.0;
+    if (m->act == AP_ACT_SWIGLU) *in_elem += ffn_elem * 4.0 / 6.0;
+}
+
 /* Attended query-key pairs per sequence and head of a causal decoder (FlashAttention-2 paper's
  * count, Dao 2023 Sec. 4.1): s^2/2, or s W - W^2/2 with a sliding window of W < s keys, or
  * (s / W) W^2 / 2 = s W / 2 when attention stays inside chunks of W tokens (Llama 4). */
@@ -259,6 +285,7 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
      * mask each); outside the tp region, so split only with sp */
     double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
     double in_elem = ffn_elem;
+    if (x->tr->eager_elementwise) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem);
     double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
     if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);

@@ -172,6 +172,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
         .launches_per_layer = 33, .grad_reduce_bytes = 2, .dp_bucket_params = 0,
+        .eager_elementwise = 1,
         .zero3_gather_params = 0, .reduce_once_with_pp = 0, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,

@@ -94,10 +94,10 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
                   p->zero >= 2 ? "true" : "false", p->zero >= 2 ? "true" : "false");
     }
     int64_t local = p->pp > 1 ? p->mbs * p->grad_accum : p->mbs;
-    if (p->tp > 1 && p->overlap_tp)
-        /* v0.2.2 parallelize: "Async TP requires 'model' in --compile.components and
-           --compile.enable" */
-        sb_printf(&b, "\n[compile]\nenable = true\ncomponents = [\"model\"]\n");
+    /* torch.compile fuses the block's norms, rotary embedding and SwiGLU, as the cost model
+       prices them (trainer.c); async TP also needs it (v0.2.2 parallelize: "Async TP requires
+       'model' in --compile.components and --compile.enable") */
+    sb_printf(&b, "\n[compile]\nenable = true\ncomponents = [\"model\"]\n");
     sb_printf(&b, "\n[training]\n");
     sb_printf(&b, "local_batch_size = %lld\n", (long long)local);
     sb_printf(&b, "global_batch_size = %lld\n", (long long)p->gbs);

@@ -448,6 +448,51 @@ static void test_tp_overlap(void) {
     CHECK_CONTAINS(err.msg, "sequence parallelism");
 }
 
+/* Hugging Face models under FSDP run RMSNorm, rotary embedding and SwiGLU as eager composites
+ * (layer_cost.c eager_extra_bytes): Llama-2-7B on one A100, 4096 tokens per micro-batch, 32
+ * layers. Worked by hand: each of a layer's two RMSNorms moves 32 bytes per element more than a
+ * fused norm, 32 x 2 x 4096 h = 1,073,741,824 bytes per layer forward at h 4096; the rotary
+ * embedding 24 bytes per element of q and k, 24 x 4096 x (32 + 32) x 128 = 805,306,368; SwiGLU
+ * 4 bytes per element of f = 11008: 180,355,072. Over 32 layers at the A100's 2.039 TB/s
+ * times the calibrated memory-bound efficiency; backward moves twice the forward's bytes. A
+ * LayerNorm model takes the norms' share away, learned positions the rotary share, and the
+ * fused kernels of Megatron (and of torchtitan, compiled) all three. */
+static void test_eager_elementwise(void) {
+    ap_model a = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 1);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    const double hbm = c.gpu.hbm_bytes_per_s * cal.mem_bound_eff, L = 32;
+    ap_err err;
+    static ap_estimate ea, eb, ec;
+    ap_plan p = mkplan(1, 1, 1, 1, 1, 0, AP_RECOMPUTE_NONE, 0, 1);
+    p.trainer = AP_TRAINER_FSDP;
+    p.overlap_param = 0;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ea, &err), AP_OK);
+    ap_model b = a;
+    b.norm = AP_NORM_LAYERNORM;
+    CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &eb, &err), AP_OK);
+    const double norms = 1073741824.0, rope = 805306368.0, swiglu = 180355072.0;
+    CHECK_NEAR(ea.time.stage_fwd_s[0] - eb.time.stage_fwd_s[0], L * norms / hbm, 1e-9);
+    CHECK_NEAR(ea.time.stage_bwd_s[0] - eb.time.stage_bwd_s[0], 2 * L * norms / hbm, 1e-9);
+    ap_model d = b;
+    d.pos = AP_POS_LEARNED;
+    static ap_estimate ed;
+    CHECK_INT(ap_estimate_plan(&d, &c, &p, NULL, &ed, &err), AP_OK);
+    CHECK_NEAR(eb.time.stage_fwd_s[0] - ed.time.stage_fwd_s[0], L * rope / hbm, 1e-9);
+    /* Megatron's fused kernels: none of the three */
+    p.trainer = AP_TRAINER_MEGATRON;
+    static ap_estimate ma, mb;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ma, &err), AP_OK);
+    CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &mb, &err), AP_OK);
+    CHECK_NEAR(ma.time.stage_fwd_s[0], mb.time.stage_fwd_s[0], 1e-12);
+    /* torchtitan's are priced fused (torch.compile, which its emitted config enables): with
+       LayerNorm and learned positions only SwiGLU's share sets the two apart */
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    CHECK_INT(ap_estimate_plan(&d, &c, &p, NULL, &ec, &err), AP_OK);
+    CHECK_NEAR(ed.time.stage_fwd_s[0] - ec.time.stage_fwd_s[0], L * swiglu / hbm, 1e-9);
+}
+
 /* TP overlap pairs each collective with the GEMM that consumes or produces it (layer_cost.c
  * layer_comm): a collective of c seconds in n = tp chunks against a GEMM of g hides
  * (n - 1) min(c, g) / n. Llama-3-8B at tp 8 on 8 x 12 x 8192 tokens: the attention's
@@ -715,6 +760,7 @@ int main(int argc, char **argv) {
     test_bf16_optimizer_accumulation();
     test_op_sac();
     test_tp_overlap();
+    test_eager_elementwise();
     test_tp_overlap_pairs();
     test_refusals();
     test_estimate_copy();

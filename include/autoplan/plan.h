@@ -278,6 +278,9 @@ typedef struct ap_trainer_caps {
     ap_attn_impl attn_softcap;   /* when attention logits are soft-capped */
     double launches_per_layer;   /* kernels one transformer layer's forward launches (eager
                                     host path; backward counted as twice as many) */
+    int eager_elementwise;       /* the model's RMSNorm, rotary embedding and SwiGLU run as the
+                                    eager PyTorch composites of Hugging Face's modeling code,
+                                    not as fused kernels (layer_cost.c counts their bytes) */
     double grad_reduce_bytes;    /* bytes per gradient element in the data-parallel reduction */
     double dp_bucket_params;     /* parameters per gradient reduction call (0: one per layer,
                                     the FSDP unit) */
