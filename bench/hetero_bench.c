@@ -8,8 +8,13 @@
  * Cases (the claims of docs/heterogeneous.md): Gemini auto on gpt2_xl / RTX 2060; Gemini static
  * on an 18B GPT-2 / RTX 3090; ZeRO-Infinity (params and optimizer on NVMe) on GPT-3 13B / one
  * V100 with 16 micro-batches per step (micro-batches 2..m-2 are counted, not re-simulated); and
- * fit over the gpt2-colossalai ladder on an RTX 3090 (every strategy but the search's best).
- * Prints best and median of N runs, wall and thread CPU time. Usage: hetero_bench [runs]
+ * fit over the gpt2-colossalai ladder on an RTX 3090 (every strategy but the search's best);
+ * `autoplan fit`'s default (the gpt ladder, one A100, every strategy with the search's best) on
+ * one and two threads; and the Colossal-AI search of GPT-3 175B on 16 A100s that `plan
+ * --gpus 8 --trainer colossalai` runs for its suggestion, in full and as the suggestion runs it
+ * (answer_only: only the best plan is read). Prints best and median of N runs, wall and CPU
+ * time (the calling thread's; the process's where threads run). Usage: hetero_bench [runs]
+ * [repository root, default .]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +23,17 @@
 #include "autoplan/family.h"
 #include "autoplan/fit.h"
 #include "autoplan/hetero.h"
+#include "autoplan/search.h"
 
 static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double proc_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -108,7 +120,8 @@ static int bench_run(const char *label, const ap_model *m, const ap_cluster *c, 
     return 0;
 }
 
-static int bench_fit(const char *label, const char *gpu, double cpu_gib, int runs) {
+static int bench_fit(const char *label, const char *family, const char *gpu, double cpu_gib,
+                     int fp16, int with_best, int threads, int runs) {
     double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
     ap_fit_result *r = malloc(sizeof *r);
     if (!t || !cp || !r) {
@@ -119,7 +132,7 @@ static int bench_fit(const char *label, const char *gpu, double cpu_gib, int run
     }
     ap_err err = {{0}};
     ap_family f;
-    if (ap_family_get("gpt2-colossalai", &f, &err) != AP_OK) {
+    if (ap_family_get(family, &f, &err) != AP_OK) {
         fprintf(stderr, "hetero_bench: %s\n", err.msg);
         free(t);
         free(cp);
@@ -129,17 +142,20 @@ static int bench_fit(const char *label, const char *gpu, double cpu_gib, int run
     ap_fit_opts o;
     ap_fit_opts_init(&o);
     ap_cluster_from_gpu(ap_gpu_find(gpu), 1, &o.cluster);
-    o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
+    if (cpu_gib > 0) o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
     o.family = &f;
-    o.dtype = AP_DTYPE_FP16;
-    o.dtype_set = 1;
-    o.strategies = ((1u << AP_FIT_NSTRATEGIES) - 1u) & ~(1u << AP_FIT_BEST);
+    if (fp16) {
+        o.dtype = AP_DTYPE_FP16;
+        o.dtype_set = 1;
+    }
+    if (!with_best) o.strategies = ((1u << AP_FIT_NSTRATEGIES) - 1u) & ~(1u << AP_FIT_BEST);
+    o.threads = threads;
     int evals = 0;
     for (int i = 0; i < runs; i++) {
-        double t0 = ap_now_s(), c0 = cpu_s();
+        double t0 = ap_now_s(), c0 = proc_cpu_s();
         ap_status st = ap_fit(&o, r, &err);
         t[i] = ap_now_s() - t0;
-        cp[i] = cpu_s() - c0;
+        cp[i] = proc_cpu_s() - c0;
         if (st != AP_OK) {
             fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
             free(t);
@@ -159,8 +175,62 @@ static int bench_fit(const char *label, const char *gpu, double cpu_gib, int run
     return 0;
 }
 
+/* One search of model `path` (under root) on n GPUs of one trainer, one thread. */
+static int bench_search(const char *label, const char *root, const char *path, const char *gpu,
+                        int n, int64_t gbs, ap_trainer_id tr, int answer_only, int runs) {
+    char full[1024];
+    snprintf(full, sizeof full, "%s/%s", root, path);
+    ap_model m;
+    ap_err err = {{0}};
+    if (ap_model_load(full, &m, &err) != AP_OK) {
+        fprintf(stderr, "hetero_bench: %s\n", err.msg);
+        return 1;
+    }
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find(gpu), n, &c);
+    ap_search_opts o;
+    ap_search_opts_init(&o);
+    o.fixed.trainer = tr;
+    o.fixed.seq = m.seq_len;
+    o.gbs = gbs;
+    o.threads = 1;
+    o.answer_only = answer_only;
+    if (answer_only) {
+        o.top_k = 1; /* as the suggestions search */
+        o.resplit = 0;
+    }
+    double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
+    if (!t || !cp) {
+        free(t);
+        free(cp);
+        return 1;
+    }
+    char what[160] = "";
+    for (int i = 0; i < runs; i++) {
+        ap_search_result r;
+        double t0 = ap_now_s(), c0 = cpu_s();
+        ap_status st = ap_search(&m, &c, &o, &r, &err);
+        t[i] = ap_now_s() - t0;
+        cp[i] = cpu_s() - c0;
+        if (st != AP_OK) {
+            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
+            free(t);
+            free(cp);
+            return 1;
+        }
+        snprintf(what, sizeof what, "(%lld estimated, best step %.1f s)", (long long)r.evaluated,
+                 r.ntop > 0 ? r.top[0].time.step_s : 0.0);
+        ap_search_result_free(&r);
+    }
+    report(label, t, cp, runs, what);
+    free(t);
+    free(cp);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int runs = argc > 1 ? atoi(argv[1]) : 5;
+    const char *root = argc > 2 ? argv[2] : ".";
     if (runs < 1) runs = 1;
     printf("hetero_bench: %d runs each\n", runs);
     ap_model m;
@@ -179,6 +249,17 @@ int main(int argc, char **argv) {
                 &m, &c, &p))
         return 1;
     rc |= bench_run("zero-infinity nvme, GPT-3 13B, v100, no records", &m, &c, &p, 0, runs);
-    rc |= bench_fit("fit, gpt2-colossalai, rtx-3090 128 GiB", "rtx-3090", 128, runs > 3 ? 3 : runs);
+    rc |= bench_fit("fit, gpt2-colossalai, rtx-3090 128 GiB", "gpt2-colossalai", "rtx-3090", 128,
+                    1, 0, 1, runs > 3 ? 3 : runs);
+    rc |= bench_fit("fit, gpt, a100-sxm4-80g, 1 thread (CPU: process)", "gpt", "a100-sxm4-80g", 0,
+                    0, 1, 1, runs > 3 ? 3 : runs);
+    rc |= bench_fit("fit, gpt, a100-sxm4-80g, 2 threads (CPU: process)", "gpt", "a100-sxm4-80g",
+                    0, 0, 1, 2, runs > 3 ? 3 : runs);
+    rc |= bench_search("search gpt3-175b, 16 a100, colossalai, full", root,
+                       "examples/models/gpt3-175b.json", "a100-sxm4-80g", 16, 1920,
+                       AP_TRAINER_COLOSSALAI, 0, runs > 3 ? 3 : runs);
+    rc |= bench_search("the same, answer_only (a suggestion)", root,
+                       "examples/models/gpt3-175b.json", "a100-sxm4-80g", 16, 1920,
+                       AP_TRAINER_COLOSSALAI, 1, runs > 3 ? 3 : runs);
     return rc;
 }

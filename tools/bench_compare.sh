@@ -11,7 +11,7 @@
 # machine load; each figure is the least CPU time (user + system, /usr/bin/time) of the REPS runs
 # and the largest resident memory. CPU time, not wall time: on a shared machine wall time
 # measures the neighbours. Commands that take --threads run with --threads 1 (one core) where the
-# revision has the flag (plan, compare). Prints a Markdown table.
+# revision has the flag (plan, compare, fit). Prints a Markdown table.
 #
 # BENCH_INSTRUCTIONS=1 counts instructions instead (valgrind's callgrind, one run per command
 # and revision: the count does not depend on the machine's load; about 50x slower). valgrind
@@ -48,7 +48,7 @@ measure() { # binary args...
     b=$1
     shift
     t=""
-    case $1 in plan | compare) "$b" plan --help 2>&1 | grep -q -- '--threads' && t="--threads 1" ;; esac
+    case $1 in plan | compare | fit) "$b" "$1" --help 2>&1 | grep -q -- '--threads' && t="--threads 1" ;; esac
     # the previous run's output (plans.csv, traces: tens of MB) is written back first, so its
     # writeback is not charged to this run's system time
     sync
@@ -100,6 +100,9 @@ row "plan deepseek-v3 --gpus 128 --gpu h100-sxm" plan "$M/deepseek-v3.json" --gp
     --gpu h100-sxm --no-cache
 row "plan deepseek-v3 --gpus 64..16384 --gpu h100-sxm" plan "$M/deepseek-v3.json" \
     --gpus 64..16384 --gpu h100-sxm --no-cache
+row "plan gpt3-175b --gpus 8 --trainer colossalai (nothing fits)" plan "$M/gpt3-175b.json" \
+    --gpus 8 --trainer colossalai --no-cache
+row "fit --gpu a100-sxm4-80g" fit --gpu a100-sxm4-80g
 row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1-405b.json" \
     --gpus 64 --gpu h100 --tp 8 --pp 8 --sp --zero 1 --gbs 128 --seq 8192 --recompute full \
     --choose-recompute --choose-offload --solver ilp
