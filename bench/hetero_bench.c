@@ -251,9 +251,9 @@ int main(int argc, char **argv) {
     rc |= bench_run("zero-infinity nvme, GPT-3 13B, v100, no records", &m, &c, &p, 0, runs);
     rc |= bench_fit("fit, gpt2-colossalai, rtx-3090 128 GiB", "gpt2-colossalai", "rtx-3090", 128,
                     1, 0, 1, runs > 3 ? 3 : runs);
-    rc |= bench_fit("fit, gpt, a100-sxm4-80g, 1 thread (CPU: process)", "gpt", "a100-sxm4-80g", 0,
+    rc |= bench_fit("fit, gpt, a100-sxm4-80g, strategies on 1 thread", "gpt", "a100-sxm4-80g", 0,
                     0, 1, 1, runs > 3 ? 3 : runs);
-    rc |= bench_fit("fit, gpt, a100-sxm4-80g, 2 threads (CPU: process)", "gpt", "a100-sxm4-80g",
+    rc |= bench_fit("fit, gpt, a100-sxm4-80g, strategies on 2 threads", "gpt", "a100-sxm4-80g",
                     0, 0, 1, 2, runs > 3 ? 3 : runs);
     rc |= bench_search("search gpt3-175b, 16 a100, colossalai, full", root,
                        "examples/models/gpt3-175b.json", "a100-sxm4-80g", 16, 1920,
