@@ -261,12 +261,16 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .overlap_tp = 0,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
-        /* Colossal-AI shardformer: enable_flash_attention = flash-attn 2, fused norms (~20
-         * kernels per layer); 16-bit reduction in buckets of reduce_bucket_size_in_m = 12M
-         * elements (HybridParallelPlugin default); Gemini gathers per chunk (~ per layer) */
+        /* Colossal-AI shardformer: enable_flash_attention = flash-attn 2; the rest of the block
+         * is the Hugging Face modeling code (enable_fused_normalization and enable_jit_fused
+         * default False, and the emitted plugin leaves them so: the fused norm needs apex),
+         * eager as under FSDP (~33 kernels per layer forward, RMSNorm, rotary and SwiGLU as
+         * composites); 16-bit reduction in buckets of reduce_bucket_size_in_m = 12M elements
+         * (HybridParallelPlugin default); Gemini gathers per chunk (~ per layer) */
         .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
-        .launches_per_layer = 20, .grad_reduce_bytes = 2, .dp_bucket_params = 12e6,
+        .launches_per_layer = 33, .eager_elementwise = 1,
+        .grad_reduce_bytes = 2, .dp_bucket_params = 12e6,
         .zero3_gather_params = 0, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
