@@ -92,6 +92,7 @@ typedef struct {
     int64_t mbs, seq;
     int tp, cp, ep, etp, sp, overlap_tp, dtype, flash_attn, attn;
     int trainer; /* torchtitan's per-op selective checkpointing (ap_mem_op_sac) */
+    int elementwise; /* eager or fused norms, rotary and SwiGLU (layer_cost.c) */
 } price_key;
 
 /* The memo is an open-addressed table (linear probing) that doubles at half load, from
@@ -170,6 +171,7 @@ static void key_of(const ctx *x, price_key *key) {
     key->flash_attn = p->flash_attn;
     key->attn = (int)x->attn;
     key->trainer = (int)p->trainer;
+    key->elementwise = p->elementwise;
 }
 
 static uint64_t key_hash(const price_key *key) {

@@ -285,7 +285,9 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
      * mask each); outside the tp region, so split only with sp */
     double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
     double in_elem = ffn_elem;
-    if (x->tr->eager_elementwise) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem);
+    int eager = p->elementwise == AP_ELEMENTWISE_TRAINER ? x->tr->eager_elementwise
+                                                         : p->elementwise == AP_ELEMENTWISE_EAGER;
+    if (eager) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem);
     double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
     if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);

@@ -82,7 +82,9 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
 /* What a row may say about kernels and collectives beyond the common plan fields: the
  * attention kernel ("attn_impl"), the gradient-reduction and parameter-gather dtypes ("grad_
  * reduce", "gather": FSDP MixedPrecision), TP overlap ("overlap_tp", default: as "overlap"),
- * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), an
+ * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), whether
+ * torch.compile fused the block's elementwise ops ("compile", default: as the trainer table
+ * prices its code), an
  * explicit stage split ("stage_layers") and the cross-entropy kernel ("loss": "torch", the
  * trainer's default; "fused" or "fused_inplace", flash-attn's CrossEntropyLoss, plan.h). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
@@ -103,6 +105,9 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     else if (given && strcmp(loss, "torch"))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'loss' = '%s' is not one of torch, "
                           "fused, fused_inplace", where, loss);
+    int compiled = 0;
+    if ((st = ap_json_get_bool(pj, "compile", &compiled, &given, where, err))) return st;
+    if (given) p->elementwise = compiled ? AP_ELEMENTWISE_FUSED : AP_ELEMENTWISE_EAGER;
     int p2p = 1;
     if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
     p->no_p2p_overlap = given && !p2p;

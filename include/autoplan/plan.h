@@ -144,9 +144,15 @@ typedef struct ap_plan {
     int no_p2p_overlap;              /* pipeline P2P sends never overlap compute, even where
                                         the trainer can (Megatron-LM before its
                                         --overlap-p2p-communication, 2021-22 runs) */
+    int elementwise;                 /* how the block's norms, rotary embedding and SwiGLU ran:
+                                        AP_ELEMENTWISE_TRAINER (0, as the trainer table says),
+                                        _EAGER (eager composites: a torchtitan run without
+                                        torch.compile) or _FUSED (validation rows' "compile") */
     ap_plan_hetero hetero;           /* added for issue 18: Gemini placement and DeepSpeed
                                         offload devices (zeroed = not used) */
 } ap_plan;
+
+enum { AP_ELEMENTWISE_TRAINER = 0, AP_ELEMENTWISE_EAGER = 1, AP_ELEMENTWISE_FUSED = 2 };
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */
 void ap_plan_init(ap_plan *p);
