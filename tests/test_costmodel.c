@@ -497,6 +497,19 @@ static void test_eager_elementwise(void) {
     p.trainer = AP_TRAINER_TORCHTITAN;
     CHECK_INT(ap_estimate_plan(&d, &c, &p, NULL, &ec, &err), AP_OK);
     CHECK_NEAR(ed.time.stage_fwd_s[0] - ec.time.stage_fwd_s[0], L * swiglu / hbm, 1e-9);
+    /* a plan may say how its block ran (validation rows' "compile"): torchtitan eager carries
+       all three shares, FSDP compiled none */
+    static ap_estimate te, tf, fe;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &tf, &err), AP_OK);
+    p.elementwise = AP_ELEMENTWISE_EAGER;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &te, &err), AP_OK);
+    CHECK_NEAR(te.time.stage_fwd_s[0] - tf.time.stage_fwd_s[0],
+               L * (norms + rope + swiglu) / hbm, 1e-9);
+    p.trainer = AP_TRAINER_FSDP;
+    p.elementwise = AP_ELEMENTWISE_FUSED;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &fe, &err), AP_OK);
+    CHECK_NEAR(ea.time.stage_fwd_s[0] - fe.time.stage_fwd_s[0],
+               L * (norms + rope + swiglu) / hbm, 1e-9);
 }
 
 /* TP overlap pairs each collective with the GEMM that consumes or produces it (layer_cost.c
