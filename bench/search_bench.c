@@ -16,6 +16,9 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <time.h>
 
@@ -164,6 +167,12 @@ static void sweep(const char *what, const ap_model *m, const char *gpu, int from
 }
 
 int main(int argc, char **argv) {
+#ifdef __GLIBC__
+    /* the allocator as `autoplan` sets it (cli/main.c): blocks under 32 MiB stay on the heap
+       and up to 64 MiB of free heap is kept, so the figures are the command's */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
     const char *dir = argc > 1 ? argv[1] : AP_SOURCE_DIR;
     ap_model m;
     if (!load(dir, "examples/models/megatron-1t.json", &m)) return 1;
