@@ -178,21 +178,28 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
  *   fused norm reads 2 and writes 2 (4), so 32 more per element of each norm (two per layer,
  *   four with sandwich norms); outside the tp region;
  * - apply_rotary_pos_emb on q and k: rotate_half (the negated half 2, cat 4), q * cos 6,
- *   rotate_half(q) * sin 6, the sum 6: 24 bytes per element, none counted above;
+ *   rotate_half(q) * sin 6, the sum 6: 24 bytes per element, none counted above; its backward
+ *   moves as much, not twice (the sum passes its gradient on uncopied; dy * cos 6, dy * sin 6,
+ *   rotate_half's 6, the two paths summed 6), so *rope_bwd gets it apart from the 2x of the
+ *   rest (the norm's autograd backward, ~76 bytes per element against a fused norm's ~8, and
+ *   SwiGLU's, 18f against 10f, are twice their forward's extra);
  * - LlamaMLP act_fn(gate) * up: silu reads and writes f (4f), the product reads 2f and writes
  *   f (6f): 10f where the fused SwiGLU above counts 6f (4/6 more of ffn_elem, the routed and
  *   shared experts' included).
  * Latent attention's partial rotary (MLA) is left out. */
 static void eager_extra_bytes(const ctx *x, const layer_shape *ls, double ffn_elem,
-                              double *out_elem, double *in_elem) {
+                              double *out_elem, double *in_elem, double *rope_bwd) {
     const ap_model *m = x->m;
     const double T = ls->T, h = ls->h;
     if (m->norm == AP_NORM_RMSNORM) {
         double norms = m->norm_order == AP_NORM_SANDWICH ? 4.0 : 2.0;
         *out_elem += T * h * norms * 32.0 / ls->out_t;
     }
-    if (m->pos == AP_POS_ROTARY && m->mla.kv_lora_rank == 0)
-        *in_elem += T * (ls->a_loc + ls->kvf) * (double)m->head_dim * 24.0;
+    if (m->pos == AP_POS_ROTARY && m->mla.kv_lora_rank == 0) {
+        double rope = T * (ls->a_loc + ls->kvf) * (double)m->head_dim * 24.0;
+        *in_elem += rope;
+        *rope_bwd = -rope; /* the backward's 2x of the forward, less one */
+    }
     if (m->act == AP_ACT_SWIGLU) *in_elem += ffn_elem * 4.0 / 6.0;
 }
 
@@ -287,7 +294,8 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
     double in_elem = ffn_elem;
     int eager = p->elementwise == AP_ELEMENTWISE_TRAINER ? x->tr->eager_elementwise
                                                          : p->elementwise == AP_ELEMENTWISE_EAGER;
-    if (eager) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem);
+    double bwd_adjust = 0; /* bytes the backward moves beyond twice the forward's */
+    if (eager) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem, &bwd_adjust);
     double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
     if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);
@@ -297,7 +305,7 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
     lc->fwd_compute_s = g + attn_f + elem_s;
     /* backward: two GEMMs per forward GEMM; the attention core's own backward; elementwise
      * about twice the traffic */
-    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s;
+    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s + bwd_adjust / x->hbm;
     lc->attn_fwd_s = attn_f + attn_elem_s;
     lc->attn_core_s = attn_f;
     lc->attn_flops = attn_full;
