@@ -128,7 +128,13 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * across the model-parallel ranks (runtime/pipe/engine.py is_pipe_partitioned) */
         .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_FA2,
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
-        .launches_per_layer = 16, .grad_reduce_bytes = 2, .dp_bucket_params = 5e8,
+        /* its Llama path runs the same eager composites as Hugging Face's code
+         * (megatron/model/rmsnorm.py RMSNorm: x.float(), pow, mean, rsqrt, type_as, weight;
+         * rotary_pos_embedding.py apply_rotary_pos_emb: t * cos + _rotate_half(t) * sin;
+         * transformer.py swiglu: F.silu(x[0]) * x[1]); GPT-style blocks use apex's fused
+         * LayerNorm and bias-GeLU, which eager_elementwise leaves alone */
+        .launches_per_layer = 16, .eager_elementwise = 1,
+        .grad_reduce_bytes = 2, .dp_bucket_params = 5e8,
         .zero3_gather_params = 5e7, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 4, .p2p_split_tp = 1,
         /* PipelineModule partition_method 'type:transformer|embedding' (BLOOM: the embeddings

@@ -483,12 +483,16 @@ static void test_eager_elementwise(void) {
     CHECK_NEAR(eb.time.stage_fwd_s[0] - ed.time.stage_fwd_s[0], L * rope / hbm, 1e-9);
     /* the rotary embedding's backward moves what its forward does, not twice */
     CHECK_NEAR(eb.time.stage_bwd_s[0] - ed.time.stage_bwd_s[0], L * rope / hbm, 1e-9);
-    /* Colossal-AI runs the same Hugging Face code (its fused norm is off without apex) */
-    p.trainer = AP_TRAINER_COLOSSALAI;
-    static ap_estimate ca, cb;
-    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ca, &err), AP_OK);
-    CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &cb, &err), AP_OK);
-    CHECK_NEAR(ca.time.stage_fwd_s[0] - cb.time.stage_fwd_s[0], L * norms / hbm, 1e-9);
+    /* Colossal-AI runs the same Hugging Face code (its fused norm is off without apex), and
+       Megatron-DeepSpeed's Llama path the same composites */
+    const ap_trainer_id same[] = {AP_TRAINER_COLOSSALAI, AP_TRAINER_DEEPSPEED};
+    for (int i = 0; i < 2; i++) {
+        p.trainer = same[i];
+        static ap_estimate ca, cb;
+        CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ca, &err), AP_OK);
+        CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &cb, &err), AP_OK);
+        CHECK_NEAR(ca.time.stage_fwd_s[0] - cb.time.stage_fwd_s[0], L * norms / hbm, 1e-9);
+    }
     /* Megatron's fused kernels: none of the three */
     p.trainer = AP_TRAINER_MEGATRON;
     static ap_estimate ma, mb;
