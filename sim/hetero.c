@@ -554,6 +554,13 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     return AP_OK;
 }
 
+int hx_past_cutoff(const hctx *x, double extra_s) {
+    const double cut = x->o->step_cutoff_s;
+    /* the operators' shares of fwd_s and bwd_s may sum a rounding off them */
+    return cut > 0 && (x->mb * (x->fwd_s + x->bwd_s) + extra_s) * (1 - 1e-9) +
+                              x->step_overhead_s > cut;
+}
+
 /* A template as template_of leaves it in the context, with what it was built from. */
 struct ap_hetero_template {
     ap_model m;
@@ -749,11 +756,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
-    /* the simulated step is at least its compute (the clock advances by every operator's
-       compute, micro-batches repeated included, and by waits) plus the fixed overhead; the
-       operators' shares of fwd_s and bwd_s may sum a rounding off them */
-    if (st == AP_OK && opts->step_cutoff_s > 0 &&
-        (x->mb * (x->fwd_s + x->bwd_s)) * (1 - 1e-9) + x->step_overhead_s > opts->step_cutoff_s)
+    if (st == AP_OK && hx_past_cutoff(x, 0))
         st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute alone is above "
                         "the cutoff of %g s", opts->step_cutoff_s);
     if (st == AP_OK)

@@ -26,6 +26,7 @@
 #define hx_gpu_point ap_hx_gpu_point
 #define hx_host_point ap_hx_host_point
 #define hx_move ap_hx_move
+#define hx_past_cutoff ap_hx_past_cutoff
 #define hx_planned ap_hx_planned
 #define hx_rec ap_hx_rec
 #define hx_repeat ap_hx_repeat
@@ -110,6 +111,10 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
  * and the first overflow (capacity - headroom). */
 void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes);
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
+/* The run's step cannot come under opts->step_cutoff_s (hetero.h): its compute (the clock
+ * advances by every operator's, micro-batches repeated included, and by waits), extra_s the
+ * step waits for besides, and the fixed overhead are past it. */
+int hx_past_cutoff(const hctx *x, double extra_s);
 /* The trainer's own account at record rec (ap_hetero_oprec.planned_bytes). */
 void hx_planned(hctx *x, int rec, double bytes);
 

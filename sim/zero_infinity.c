@@ -606,14 +606,10 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
     ap_status st = layout(z, err);
     if (st == AP_OK && z->stage == 3) st = reuse_table(z, err);
     if (st == AP_OK && x->o->step_cutoff_s > 0) {
-        /* past the cutoff (hetero.h): the step is at least its compute, the optimizer's
-           Adam passes (the step waits for them: optimizer_step) and the fixed overhead */
+        /* the step also waits for the optimizer's Adam passes (optimizer_step) */
         double cpu_n, gpu_n;
         optimizer_elems(z, &cpu_n, &gpu_n);
-        double lb = (x->mb * (x->fwd_s + x->bwd_s)) * (1 - 1e-9) +
-                    (ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0)) * (1 - 1e-9) +
-                    x->step_overhead_s;
-        if (lb > x->o->step_cutoff_s)
+        if (hx_past_cutoff(x, ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0)))
             st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute and optimizer "
                             "alone are above the cutoff of %g s", x->o->step_cutoff_s);
     }
