@@ -84,148 +84,155 @@ bad:
     return 1;
 }
 
-static int bench_run(const char *label, const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                     int record, int runs) {
+/* A benchmark case: run() makes the timed call; done() describes its result and frees it,
+ * outside the clock. */
+typedef struct {
+    int (*run)(void *ctx, ap_err *err);        /* 0, or 1 with err set */
+    void (*done)(void *ctx, char *what, size_t n);
+    void *ctx;
+    int process_cpu;                           /* threads run: the process's CPU time */
+} bench_case;
+
+/* `runs` timed calls of a case, then their best and median; 1 on failure. */
+static int timed(const char *label, const bench_case *bc, int runs) {
     double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
-    if (!t || !cp) {
-        free(t);
-        free(cp);
-        return 1;
-    }
-    ap_hetero_opts o;
-    ap_hetero_opts_init(&o);
-    o.record = record;
+    int rc = !t || !cp;
     char what[160] = "";
-    for (int i = 0; i < runs; i++) {
-        ap_hetero *h = NULL;
+    for (int i = 0; i < runs && !rc; i++) {
         ap_err err = {{0}};
-        double t0 = ap_now_s(), c0 = cpu_s();
-        ap_status st = ap_hetero_run(m, c, p, &o, &h, &err);
+        double t0 = ap_now_s(), c0 = bc->process_cpu ? proc_cpu_s() : cpu_s();
+        rc = bc->run(bc->ctx, &err);
         t[i] = ap_now_s() - t0;
-        cp[i] = cpu_s() - c0;
-        if (st != AP_OK) {
-            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
-            free(t);
-            free(cp);
-            return 1;
-        }
-        const ap_hetero_summary *s = ap_hetero_summary_of(h);
-        snprintf(what, sizeof what, "(%.2fB params, %d micro-batches, step %.2f s)",
-                 (double)ap_model_total_params(m) / 1e9, s->micro_batches, s->step_s);
-        ap_hetero_free(h);
+        cp[i] = (bc->process_cpu ? proc_cpu_s() : cpu_s()) - c0;
+        if (rc) fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
+        else bc->done(bc->ctx, what, sizeof what);
     }
-    report(label, t, cp, runs, what);
+    if (!rc) report(label, t, cp, runs, what);
     free(t);
     free(cp);
-    return 0;
+    return rc;
+}
+
+/* One simulation of a plan (ap_hetero_run), with or without its per-operator records. */
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    const ap_plan *p;
+    ap_hetero_opts o;
+    ap_hetero *h;
+} run_ctx;
+
+static int run_once(void *ctx, ap_err *err) {
+    run_ctx *x = ctx;
+    return ap_hetero_run(x->m, x->c, x->p, &x->o, &x->h, err) != AP_OK;
+}
+
+static void run_done(void *ctx, char *what, size_t n) {
+    run_ctx *x = ctx;
+    const ap_hetero_summary *s = ap_hetero_summary_of(x->h);
+    snprintf(what, n, "(%.2fB params, %d micro-batches, step %.2f s)",
+             (double)ap_model_total_params(x->m) / 1e9, s->micro_batches, s->step_s);
+    ap_hetero_free(x->h);
+    x->h = NULL;
+}
+
+static int bench_run(const char *label, const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                     int record, int runs) {
+    run_ctx x = {.m = m, .c = c, .p = p};
+    ap_hetero_opts_init(&x.o);
+    x.o.record = record;
+    bench_case bc = {run_once, run_done, &x, 0};
+    return timed(label, &bc, runs);
+}
+
+/* One `autoplan fit` over a family's ladder. */
+typedef struct {
+    ap_fit_opts o;
+    ap_fit_result r;
+} fit_ctx;
+
+static int fit_once(void *ctx, ap_err *err) {
+    fit_ctx *x = ctx;
+    return ap_fit(&x->o, &x->r, err) != AP_OK;
+}
+
+static void fit_done(void *ctx, char *what, size_t n) {
+    fit_ctx *x = ctx;
+    int evals = 0;
+    for (int k = 0; k < x->r.n; k++) evals += x->r.e[k].evaluations;
+    snprintf(what, n, "(%d strategies, %d evaluations)", x->r.n, evals);
 }
 
 static int bench_fit(const char *label, const char *family, const char *gpu, double cpu_gib,
                      int fp16, int with_best, int threads, int runs) {
-    double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
-    ap_fit_result *r = malloc(sizeof *r);
-    if (!t || !cp || !r) {
-        free(t);
-        free(cp);
-        free(r);
-        return 1;
-    }
+    fit_ctx *x = malloc(sizeof *x);
     ap_err err = {{0}};
     ap_family f;
-    if (ap_family_get(family, &f, &err) != AP_OK) {
-        fprintf(stderr, "hetero_bench: %s\n", err.msg);
-        free(t);
-        free(cp);
-        free(r);
+    if (!x || ap_family_get(family, &f, &err) != AP_OK) {
+        fprintf(stderr, "hetero_bench: %s\n", x ? err.msg : "out of memory");
+        free(x);
         return 1;
     }
-    ap_fit_opts o;
-    ap_fit_opts_init(&o);
-    ap_cluster_from_gpu(ap_gpu_find(gpu), 1, &o.cluster);
-    if (cpu_gib > 0) o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
-    o.family = &f;
+    ap_fit_opts_init(&x->o);
+    ap_cluster_from_gpu(ap_gpu_find(gpu), 1, &x->o.cluster);
+    if (cpu_gib > 0) x->o.cluster.cpu_mem_bytes = cpu_gib * 1073741824.0;
+    x->o.family = &f;
     if (fp16) {
-        o.dtype = AP_DTYPE_FP16;
-        o.dtype_set = 1;
+        x->o.dtype = AP_DTYPE_FP16;
+        x->o.dtype_set = 1;
     }
-    if (!with_best) o.strategies = ((1u << AP_FIT_NSTRATEGIES) - 1u) & ~(1u << AP_FIT_BEST);
-    o.threads = threads;
-    int evals = 0;
-    for (int i = 0; i < runs; i++) {
-        double t0 = ap_now_s(), c0 = proc_cpu_s();
-        ap_status st = ap_fit(&o, r, &err);
-        t[i] = ap_now_s() - t0;
-        cp[i] = proc_cpu_s() - c0;
-        if (st != AP_OK) {
-            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
-            free(t);
-            free(cp);
-            free(r);
-            return 1;
-        }
-        evals = 0;
-        for (int k = 0; k < r->n; k++) evals += r->e[k].evaluations;
-    }
-    char what[96];
-    snprintf(what, sizeof what, "(%d strategies, %d evaluations)", r->n, evals);
-    report(label, t, cp, runs, what);
-    free(t);
-    free(cp);
-    free(r);
-    return 0;
+    if (!with_best) x->o.strategies = ((1u << AP_FIT_NSTRATEGIES) - 1u) & ~(1u << AP_FIT_BEST);
+    x->o.threads = threads;
+    bench_case bc = {fit_once, fit_done, x, 1};
+    int rc = timed(label, &bc, runs);
+    free(x);
+    return rc;
 }
 
-/* One search of model `path` (under root) on n GPUs of one trainer, one thread. */
+/* One search of a model on n GPUs of one trainer, one thread. */
+typedef struct {
+    ap_model m;
+    ap_cluster c;
+    ap_search_opts o;
+    ap_search_result r;
+} search_ctx;
+
+static int search_once(void *ctx, ap_err *err) {
+    search_ctx *x = ctx;
+    return ap_search(&x->m, &x->c, &x->o, &x->r, err) != AP_OK;
+}
+
+static void search_done(void *ctx, char *what, size_t n) {
+    search_ctx *x = ctx;
+    snprintf(what, n, "(%lld estimated, best step %.1f s)", (long long)x->r.evaluated,
+             x->r.ntop > 0 ? x->r.top[0].time.step_s : 0.0);
+    ap_search_result_free(&x->r);
+}
+
+/* The search of model `path` (under root). */
 static int bench_search(const char *label, const char *root, const char *path, const char *gpu,
                         int n, int64_t gbs, ap_trainer_id tr, int answer_only, int runs) {
     char full[1024];
     snprintf(full, sizeof full, "%s/%s", root, path);
-    ap_model m;
+    search_ctx x;
     ap_err err = {{0}};
-    if (ap_model_load(full, &m, &err) != AP_OK) {
+    if (ap_model_load(full, &x.m, &err) != AP_OK) {
         fprintf(stderr, "hetero_bench: %s\n", err.msg);
         return 1;
     }
-    ap_cluster c;
-    ap_cluster_from_gpu(ap_gpu_find(gpu), n, &c);
-    ap_search_opts o;
-    ap_search_opts_init(&o);
-    o.fixed.trainer = tr;
-    o.fixed.seq = m.seq_len;
-    o.gbs = gbs;
-    o.threads = 1;
-    o.answer_only = answer_only;
+    ap_cluster_from_gpu(ap_gpu_find(gpu), n, &x.c);
+    ap_search_opts_init(&x.o);
+    x.o.fixed.trainer = tr;
+    x.o.fixed.seq = x.m.seq_len;
+    x.o.gbs = gbs;
+    x.o.threads = 1;
+    x.o.answer_only = answer_only;
     if (answer_only) {
-        o.top_k = 1; /* as the suggestions search */
-        o.resplit = 0;
+        x.o.top_k = 1; /* as the suggestions search */
+        x.o.resplit = 0;
     }
-    double *t = malloc((size_t)runs * sizeof *t), *cp = malloc((size_t)runs * sizeof *cp);
-    if (!t || !cp) {
-        free(t);
-        free(cp);
-        return 1;
-    }
-    char what[160] = "";
-    for (int i = 0; i < runs; i++) {
-        ap_search_result r;
-        double t0 = ap_now_s(), c0 = cpu_s();
-        ap_status st = ap_search(&m, &c, &o, &r, &err);
-        t[i] = ap_now_s() - t0;
-        cp[i] = cpu_s() - c0;
-        if (st != AP_OK) {
-            fprintf(stderr, "hetero_bench: %s: %s\n", label, err.msg);
-            free(t);
-            free(cp);
-            return 1;
-        }
-        snprintf(what, sizeof what, "(%lld estimated, best step %.1f s)", (long long)r.evaluated,
-                 r.ntop > 0 ? r.top[0].time.step_s : 0.0);
-        ap_search_result_free(&r);
-    }
-    report(label, t, cp, runs, what);
-    free(t);
-    free(cp);
-    return 0;
+    bench_case bc = {search_once, search_done, &x, 0};
+    return timed(label, &bc, runs);
 }
 
 int main(int argc, char **argv) {
