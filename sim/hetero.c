@@ -573,12 +573,14 @@ struct ap_hetero_template {
     int nops;
 };
 
+static void template_free(struct ap_hetero_template *t) {
+    if (t) ap_free(t->ops);
+    ap_free(t);
+}
+
 void ap_hetero_cache_free(ap_hetero_cache *c) {
     if (!c) return;
-    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) {
-        if (c->tpl[i]) ap_free(c->tpl[i]->ops);
-        ap_free(c->tpl[i]);
-    }
+    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) template_free(c->tpl[i]);
     memset(c, 0, sizeof *c);
 }
 
@@ -624,8 +626,7 @@ static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     t->nops = x->nops;
     int slot = cache->tpl_next;
     cache->tpl_next = (slot + 1) % AP_HETERO_TEMPLATES;
-    if (cache->tpl[slot]) ap_free(cache->tpl[slot]->ops);
-    ap_free(cache->tpl[slot]);
+    template_free(cache->tpl[slot]);
     cache->tpl[slot] = t;
 }
 
