@@ -196,17 +196,13 @@ static int linear_stages(const ap_plan *p) {
     return p->zero < 3 && !(p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0);
 }
 
-ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                         const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
-                         rs_cand *x, double cutoff, int *useful, ap_err *err) {
-    x->own_s = x->combo_s = x->opt_s = 0;
-    x->dp_s = x->dp_floor_s = x->inv_m = 0;
-    *useful = 1;
-    /* the layers of each rank: the candidate's and its sibling's (the same layout) */
-    int n[AP_MAX_STAGES];
-    rank_layers(m, &e->plan, n);
-    const double fixed = e->time.pp_comm_s + e->time.overhead_s;
-    if (!sibling(m, c, o, &e->plan, &sc->q)) return AP_OK;
+/* The memo entry of plan p's sibling (its least pipeline time over splits of p's layout n, and
+ * its fixed overhead), estimated on a miss; *out NULL when the trainer runs no sibling. */
+static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                              const ap_estimate_opts *eo, const ap_plan *p, const int *n,
+                              rs_scratch *sc, const rs_memo **out, ap_err *err) {
+    *out = NULL;
+    if (!sibling(m, c, o, p, &sc->q)) return AP_OK;
     const ap_plan *q = &sc->q;
     unsigned h = ((unsigned)q->tp * 31u + (unsigned)q->cp * 17u + (unsigned)q->pp * 131u +
                   (unsigned)q->dp * 7u + (unsigned)q->ep * 5u + (unsigned)q->vp * 3u +
@@ -225,7 +221,25 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
         mm->tp = q->tp, mm->cp = q->cp, mm->pp = q->pp, mm->dp = q->dp, mm->ep = q->ep;
         mm->vp = q->vp, mm->zero = q->zero, mm->mbs = q->mbs;
         mm->pipe_s = pipe_bound(m, &sc->e, n);
+        mm->overhead_s = sc->e.time.overhead_s;
     }
+    *out = mm;
+    return AP_OK;
+}
+
+ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                         const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
+                         rs_cand *x, double cutoff, int *useful, ap_err *err) {
+    x->own_s = x->combo_s = x->opt_s = 0;
+    x->dp_s = x->dp_floor_s = x->inv_m = 0;
+    *useful = 1;
+    /* the layers of each rank: the candidate's and its sibling's (the same layout) */
+    int n[AP_MAX_STAGES];
+    rank_layers(m, &e->plan, n);
+    const double fixed = e->time.pp_comm_s + e->time.overhead_s;
+    const rs_memo *mm;
+    ap_status st = sibling_memo(m, c, o, eo, &e->plan, n, sc, &mm, err);
+    if (st != AP_OK || !mm) return st;
     const double sib = mm->pipe_s;
     x->combo_s = sib + fixed;
     /* both bounds are at least combo_s (the sibling's stages are no slower than the
@@ -240,6 +254,18 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     x->opt_s = opt_s;
     x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e, n) : sib) + fixed + opt_s;
     return AP_OK;
+}
+
+ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                          const ap_estimate_opts *eo, const ap_plan *p, rs_scratch *sc,
+                          double *lb, ap_err *err) {
+    int n[AP_MAX_STAGES];
+    rank_layers(m, p, n);
+    const rs_memo *mm;
+    *lb = 0;
+    ap_status st = sibling_memo(m, c, o, eo, p, n, sc, &mm, err);
+    if (st == AP_OK && mm) *lb = fmax(0.0, (mm->pipe_s + mm->overhead_s) * (1 - 1e-9));
+    return st;
 }
 
 /* ---- the branch and bound ---------------------------------------------------------------------- */

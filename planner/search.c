@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *ap_search_version(void) { return "search-5"; }
+const char *ap_search_version(void) { return "search-6"; }
 
 void ap_search_opts_init(ap_search_opts *o) {
     memset(o, 0, sizeof *o);
@@ -80,6 +80,10 @@ int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
 #define CHUNK_POINTS 16
 /* Chunks in flight per thread (finished ones wait for those before them to merge). */
 #define WINDOW 4
+/* Chunk i's time cut also takes the answer's ranking bound as it stood after chunk i - LAG
+ * merged (time_cut): a fixed lag, so it is the same whatever the threads; at most LAG chunks
+ * are in flight, so chunk i - LAG has merged when chunk i is claimed. */
+#define LAG 64
 
 /* What a chunk found: the search's counters, its top K (ids: indices into its candidates),
  * its closest plan, its candidates and its visit records. */
@@ -95,6 +99,11 @@ typedef struct {
                                  INT64_MAX without max_evals) */
     double outer_bound;       /* the answer's ranking bound when the chunk was claimed (see
                                  eval) */
+    double lag_bound;         /* the answer's ranking bound after chunk (this one - LAG)
+                                 merged; INFINITY for the first LAG chunks (time_cut) */
+    double *kbest;            /* a max-heap of the nkbest (<= top_k) least step times of the
+                                 chunk's fitting estimates: the chunk's time cut (time_cut) */
+    int nkbest;
     ap_status st;
     ap_err err;
 } chunk_out;
@@ -238,6 +247,48 @@ static ap_status keep_record(search_state *s, ap_err *err) {
     return AP_OK;
 }
 
+/* A fitting estimate's step time into the chunk's heap of its top_k least (time_cut). */
+static void kbest_add(search_state *s, double t) {
+    chunk_out *o = s->out;
+    const int k = s->o->top_k;
+    double *h = o->kbest;
+    int i;
+    if (o->nkbest < k) {
+        for (i = o->nkbest++; i > 0 && h[(i - 1) / 2] < t; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+        h[i] = t;
+        return;
+    }
+    if (!(t < h[0])) return;
+    /* the largest leaves: t sifts down from the root */
+    for (i = 0;;) {
+        int c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && h[c + 1] > h[c]) c++;
+        if (!(h[c] > t)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = t;
+}
+
+/* The step time past which no member can matter to the answer (search.h "Pruning"): the
+ * least of the top_k-th least step time of the chunk's fitting estimates times 1 + the tie
+ * margin, the answer's ranking bound after chunk (this one - LAG) merged, and step_bound_s
+ * (the answer's ranking holds only plans no slower than its own k-th step times 1 + the
+ * margin, and its k-th is no slower than that of any chunk or of any set of chunks merged;
+ * the re-split only lowers it); INFINITY while none is known. It depends on the chunk's own
+ * estimates and on chunks LAG before it, so the counters do not depend on the threads. */
+static double time_cut(const search_state *s) {
+    const chunk_out *o = s->out;
+    double cut = o->lag_bound;
+    if (o->nkbest == s->o->top_k && o->kbest[0] >= 0) {
+        double c = s->o->tie_margin > 0 ? o->kbest[0] * (1 + s->o->tie_margin) : o->kbest[0];
+        if (c < cut) cut = c;
+    }
+    if (s->o->step_bound_s > 0 && s->o->step_bound_s < cut) cut = s->o->step_bound_s;
+    return cut;
+}
+
 /* Evaluate one plan (member il, im of the group): *verdict 1 = fits, 0 = legal but does not
  * fit, -1 = illegal (or past max_evals). A cost-model failure on a legal plan is an error. */
 static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err) {
@@ -268,6 +319,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     }
     r->fit++;
     *verdict = 1;
+    kbest_add(s, s->scratch.time.step_s);
     /* Colossal-AI's stage manager takes one layer count per pipeline rank: an interleaved
        plan keeps uniform chunks there (uneven_stages_no_vp), so it is no re-split candidate;
        nor is a torchtitan plan recomputing K layers per chunk (uniform chunks only) */
@@ -287,12 +339,12 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     return AP_OK;
 }
 
-/* Count members [rc0, rc1) x [mb_from, nmbs) as enumerated and, when legal, pruned (not
+/* Count members [rc0, rc1) x [mb0, mb1) as enumerated and, when legal, pruned (not
  * estimated). */
-static void count_pruned(search_state *s, int rc0, int rc1, int mb_from) {
+static void count_pruned(search_state *s, int rc0, int rc1, int mb0, int mb1) {
     ap_search_result *r = &s->out->r;
     for (int il = rc0; il < rc1; il++)
-        for (int im = mb_from; im < s->g.nmbs; im++) {
+        for (int im = mb0; im < mb1; im++) {
             r->enumerated++;
             if (legal(s, il, im)) {
                 r->legal++;
@@ -321,11 +373,33 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     return AP_OK;
 }
 
+/* Whether member (il, im), s->p, is past the time cut (search.h "Pruning"): the bound of its
+ * degrees and micro-batch (lb[im], worked out on first use; < 0 unknown) is past it. */
+static ap_status past_cut(search_state *s, int il, int im, double *lb, int *past, ap_err *err) {
+    *past = 0;
+    if (!legal(s, il, im)) return AP_OK;
+    double cut = time_cut(s);
+    if (cut == INFINITY) return AP_OK;
+    if (lb[im] < 0) {
+        ap_status st = rs_member_bound(s->m, s->c, s->o, &s->est_checked, &s->p, &s->rs, &lb[im],
+                                       err);
+        if (st != AP_OK) return st;
+    }
+    *past = lb[im] > cut;
+    return AP_OK;
+}
+
 /* One group (s->g): skipped whole when its least-memory member does not fit; within a
  * recompute level the micro-batch loop stops at the first size that does not fit (larger ones
- * only use more memory). Pruned members are counted, not estimated. */
+ * only use more memory); a member whose degrees and micro-batch cannot come under the chunk's
+ * time cut is not estimated (past_cut). Pruned members are counted, not estimated. */
 static ap_status search_group(search_state *s, ap_err *err) {
     const int prune = s->o->prune;
+    /* the time cut needs every estimate's verdict free to skip (no visitor sees them) and
+     * the cost model's stage times (a simulated placement prices its own) */
+    const int cut = prune && !s->o->visit && !s->o->visit_keep &&
+                    !ap_space_point_simulated(s->space, s->pt);
+    double lb[AP_GROUP_MAX_MBS];
     ap_status st;
     s->p = s->g.base;
     s->in_place = 0;
@@ -334,17 +408,23 @@ static ap_status search_group(search_state *s, ap_err *err) {
         int cannot;
         if ((st = group_cannot_fit(s, &cannot, err)) != AP_OK) return st;
         if (cannot) {
-            count_pruned(s, 0, s->g.nrc, 0);
+            count_pruned(s, 0, s->g.nrc, 0, s->g.nmbs);
             return AP_OK;
         }
     }
+    for (int im = 0; im < s->g.nmbs; im++) lb[im] = -1;
     for (int il = 0; il < s->g.nrc; il++)
         for (int im = 0; im < s->g.nmbs; im++) {
             ap_plan_group_member(&s->g, il, im, &s->p);
-            int v;
+            int v, past = 0;
+            if (cut && (st = past_cut(s, il, im, lb, &past, err)) != AP_OK) return st;
+            if (past) {
+                count_pruned(s, il, il + 1, im, im + 1);
+                continue;
+            }
             if ((st = eval(s, il, im, &v, err)) != AP_OK) return st;
             if (v == 0 && prune) {
-                count_pruned(s, il, il + 1, im + 1);
+                count_pruned(s, il, il + 1, im + 1, s->g.nmbs);
                 break;
             }
         }
@@ -363,6 +443,7 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     o->r.candidates = 0;
     o->r.capped = o->r.have_closest = 0;
     o->best_overshoot = 0;
+    o->nkbest = 0;
     o->st = AP_OK;
     for (int i = 0; i < n && o->st == AP_OK; i++) {
         s->pt = &pts[i];
@@ -393,6 +474,7 @@ typedef struct {
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
     int *npts;                /* points of each slot's chunk; -1: not finished */
+    double lag_ring[2 * LAG]; /* the answer's ranking bound after chunk j merged, at j % (2 LAG) */
     /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc
      * (its candidates in the chunks' arrays, blk, joined in acc.cands when the walk ends) */
     ap_search_result *r;
@@ -484,6 +566,7 @@ static int64_t claim(search_run *run) {
     double b = topk_bound(&run->acc.top);
     if (run->o->step_bound_s > 0 && run->o->step_bound_s < b) b = run->o->step_bound_s;
     run->slots[k].outer_bound = b;
+    run->slots[k].lag_bound = i >= LAG ? run->lag_ring[(i - LAG) % (2 * LAG)] : INFINITY;
     run->next++;
     return i;
 }
@@ -516,6 +599,7 @@ static void *worker(void *arg) {
                 search_chunk(s, run->pts + (size_t)km * CHUNK_POINTS, run->npts[km]);
             }
             merge_chunk(run, o);
+            run->lag_ring[run->merged % (2 * LAG)] = topk_bound(&run->acc.top);
             run->npts[km] = -1;
             run->merged++;
         }
@@ -534,7 +618,7 @@ static int threads_of(const ap_search_opts *o) {
 
 /* Allocate the run's slots and answer; AP_ERR_NOMEM on failure (free_run is safe after). */
 static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err) {
-    run->nslots = nthreads * WINDOW;
+    run->nslots = nthreads * WINDOW < LAG ? nthreads * WINDOW : LAG;
     run->slots = ap_calloc((size_t)run->nslots, sizeof *run->slots);
     run->pts = ap_malloc((size_t)run->nslots * CHUNK_POINTS * sizeof *run->pts);
     run->npts = ap_malloc((size_t)run->nslots * sizeof *run->npts);
@@ -547,6 +631,8 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
     for (int k = 0; k < run->nslots; k++) {
         run->npts[k] = -1;
         run->slots[k].top = t0;
+        run->slots[k].kbest = ap_malloc((size_t)top_k * sizeof *run->slots[k].kbest);
+        if (!run->slots[k].kbest) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
     }
     return AP_OK;
 }
@@ -554,6 +640,7 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
 static void free_run(search_run *run) {
     for (int k = 0; run->slots && k < run->nslots; k++) {
         topk_free(&run->slots[k].top);
+        ap_free(run->slots[k].kbest);
         ap_free(run->slots[k].cands);
         ap_free(run->slots[k].recs);
     }

@@ -12,6 +12,7 @@
 #define rs_applies ap_rs_applies
 #define rs_bound ap_rs_bound
 #define rs_lower_bound ap_rs_lower_bound
+#define rs_member_bound ap_rs_member_bound
 #define rs_rank ap_rs_rank
 #define topk_bound ap_topk_bound
 #define topk_free ap_topk_free
@@ -89,6 +90,7 @@ typedef struct rs_memo {
     int valid, tp, cp, pp, dp, ep, vp, zero;
     int64_t mbs;
     double pipe_s;
+    double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */
 } rs_memo;
 
 typedef struct rs_scratch {
@@ -108,6 +110,16 @@ int rs_applies(const ap_search_opts *o);
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
                          rs_cand *x, double cutoff, int *useful, ap_err *err);
+
+/* A lower bound on the step time of every plan sharing plan p's degrees (tp, cp, pp, dp, ep,
+ * vp) and micro-batch, whatever its recompute, offload, ZeRO stage and split: its sibling's
+ * least pipeline time over splits plus the fixed overhead (estimate.c: the step is the pipeline
+ * plus non-negative parts; the sibling's stages are no slower, see the top of resplit.c); 0
+ * when the trainer runs no sibling. The search skips members past its ranking's bound with it
+ * (search.h "Pruning"). Estimated with eo as rs_lower_bound, sharing its memo. */
+ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                          const ap_estimate_opts *eo, const ap_plan *p, rs_scratch *sc,
+                          double *lb, ap_err *err);
 
 /* Rank the candidates (ids: their indices) into top: each candidate whose bound can still
  * beat the k-th entry gets its optimal split, each degree combination whose bound can, the

@@ -1100,12 +1100,88 @@ static void test_ep_without_overlap(void) {
     CHECK(ap_trainer_dp_overlap(ap_trainer_get(AP_TRAINER_MEGATRON), 4));
 }
 
+/* Every estimate of a search (visitor), kept. */
+static void collect_all(void *ctx, const ap_estimate *e) {
+    plan_list *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->e = realloc(l->e, (size_t)l->cap * sizeof *l->e);
+    }
+    l->e[l->n++] = *e;
+}
+
+/* The time cut (search.h "Pruning") rests on rs_member_bound: no plan of the same degrees and
+ * micro-batch, whatever its recompute, offload, ZeRO stage or split, is faster. Checked on
+ * every plan of unpruned enumerations (dense and MoE, pipelined or not, every trainer whose
+ * plans the cost model prices, ZeRO-3 and offload included), and on the splits the search
+ * returns. The searches with the cut give the unpruned ranking (test_cases) and prune more
+ * than the memory rules alone. */
+static void test_member_bound(void) {
+    static const search_case cases[] = {
+        {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 16, 64, AP_TRAINER_MEGATRON},
+        {"examples/models/mixtral-8x7b.json", "h100-sxm", 32, 128, AP_TRAINER_MEGATRON},
+        {"examples/models/deepseek-v3.json", "h100-sxm", 64, 256, AP_TRAINER_MEGATRON},
+        {"examples/models/llama-3-8b.json", "h100-sxm", 16, 128, AP_TRAINER_TORCHTITAN},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 8, 64, AP_TRAINER_DEEPSPEED},
+        {"examples/models/opt-1.3b.json", "rtx-4090", 16, 256, AP_TRAINER_FSDP},
+    };
+    ap_err err = {{0}};
+    rs_scratch *sc = calloc(1, sizeof *sc);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m = load(cases[i].model);
+        ap_cluster c = cluster(cases[i].gpu, cases[i].n);
+        ap_search_opts o;
+        case_opts(&o, &m, cases[i].tr, cases[i].gbs);
+        plan_list all = {0};
+        ap_search_opts ou = o;
+        ou.prune = 0;
+        ou.top_k = 1;
+        ou.visit = collect_all;
+        ou.visit_ctx = &all;
+        ap_search_result r;
+        CHECK(ap_search(&m, &c, &ou, &r, &err) == AP_OK);
+        ap_search_result_free(&r);
+        CHECK(all.n >= 20);
+        memset(sc, 0, sizeof *sc);
+        int bad = 0, above = 0;
+        for (int k = 0; k < all.n; k++) {
+            double lb = -1;
+            CHECK(rs_member_bound(&m, &c, &o, &o.est, &all.e[k].plan, sc, &lb, &err) == AP_OK);
+            if (lb > all.e[k].time.step_s && bad++ < 3) {
+                char l[160];
+                fprintf(stderr, "  bound %.9g s above the step %.9g s of %s\n", lb,
+                        all.e[k].time.step_s, ap_plan_label(&all.e[k].plan, l, sizeof l));
+            }
+            above += lb > 0.5 * all.e[k].time.step_s; /* a bound, not a zero */
+        }
+        CHECK_INT(bad, 0);
+        CHECK(above > all.n / 2);
+        /* the re-split answers (uneven splits, the joint recompute and offload) too */
+        o.resplit = 1;
+        CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+        for (int k = 0; k < r.ntop; k++) {
+            double lb = -1;
+            CHECK(rs_member_bound(&m, &c, &o, &o.est, &r.top[k].plan, sc, &lb, &err) == AP_OK);
+            CHECK(lb <= r.top[k].time.step_s);
+        }
+        /* the cut prunes: more than the memory rules, whose count the unpruned visit shows
+           (every legal plan evaluated) less the plans they skip, a subset of the non-fitting */
+        int64_t fitting = 0;
+        for (int k = 0; k < all.n; k++) fitting += all.e[k].fits;
+        if (fitting > 20 * o.top_k) CHECK(r.fit < fitting);
+        ap_search_result_free(&r);
+        free(all.e);
+    }
+    free(sc);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_ep_without_overlap();
     test_pins_kept_by_resplit();
     test_complication();
     test_cases();
+    test_member_bound();
     test_legality_factors();
     test_brute_force();
     test_nothing_fits();

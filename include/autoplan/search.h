@@ -12,7 +12,14 @@
  * Pruning (off with prune = 0): a group of plans sharing degrees, ZeRO and offload is skipped
  * when its least-memory member (micro-batch 1, full recompute) does not fit; within a group the
  * micro-batch loop stops at the first size that does not fit for a recompute level. Both rest
- * on memory growing with micro-batch and falling with recompute, which tests check.
+ * on memory growing with micro-batch and falling with recompute, which tests check. And by
+ * time (not with a visitor, nor for simulated placements): a member is not estimated when a
+ * lower bound on the step of every plan of its degrees and micro-batch (whatever recompute,
+ * offload, ZeRO stage and split; resplit.c rs_member_bound, checked by tests against every plan
+ * of several enumerations) is past the time cut: the k-th least step of its chunk's fitting
+ * plans, or of the answer as it stood a fixed number of chunks before, times 1 + the tie margin
+ * (no plan past it can enter the ranking or win a re-split). The cut depends on the chunks'
+ * own order, not on when threads reach them, so the counters are the same whatever the threads.
  *
  * Re-split (resplit = 1, trainers that take uneven stages; planner/resplit.c): every fitting
  * pipelined plan is ranked with its optimal stage split (partition.h, its own recompute and
