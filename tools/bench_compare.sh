@@ -100,6 +100,8 @@ row "plan deepseek-v3 --gpus 128 --gpu h100-sxm" plan "$M/deepseek-v3.json" --gp
     --gpu h100-sxm --no-cache
 row "plan deepseek-v3 --gpus 64..16384 --gpu h100-sxm" plan "$M/deepseek-v3.json" \
     --gpus 64..16384 --gpu h100-sxm --no-cache
+row "plan gpt-oss-20b --gpus 1..512" plan "$M/gpt-oss-20b.json" --gpus 1..512 --no-cache
+row "plan mixtral-8x7b --gpus 8..1024" plan "$M/mixtral-8x7b.json" --gpus 8..1024 --no-cache
 row "plan gpt3-175b --gpus 8 --trainer colossalai (nothing fits)" plan "$M/gpt3-175b.json" \
     --gpus 8 --trainer colossalai --no-cache
 row "fit --gpu a100-sxm4-80g" fit --gpu a100-sxm4-80g
