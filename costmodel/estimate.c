@@ -260,6 +260,7 @@ typedef struct {
     double z3_step;               /* exposed ZeRO-3 traffic paid once per step (under PP) */
     /* the step */
     double pipe, p2p, z3_total, local_params;
+    double sum_local;             /* the parameters each rank updates, summed over the ranks */
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
@@ -833,6 +834,12 @@ static double stage_sums(est *E, const stage *S, int r) {
     return Ti;
 }
 
+/* The parameters rank S updates (optimizer_offload's local_params, of this rank alone). */
+static double stage_local(const est *E, const stage *S) {
+    return E->x.p->zero >= 1 ? S->p_dense / E->dense_shard + S->p_exp / E->expert_shard
+                             : S->p_dense + S->p_exp;
+}
+
 static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm) {
     const layer_cost *d = &E->dense, *mo = &E->moe;
     if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
@@ -856,6 +863,7 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
     }
     if (S->p_exp > E->max_stage_expert) E->max_stage_expert = S->p_exp;
     if (S->p_dense > E->max_stage_shardable) E->max_stage_shardable = S->p_dense;
+    E->sum_local += stage_local(E, S);
 }
 
 /* FLOPs of one micro-batch on this rank for MFU and HFU: model FLOPs (Narayanan 2021 Eq. 3,
@@ -896,6 +904,7 @@ static void stage_repeat(est *E, const stage *K, int r, int end) {
         stage_activations(E, K, r, sm);
         stage_totals_of(E, states, frag, sm);
         stage_sums(E, K, r);
+        E->sum_local += stage_local(E, K);
     }
 }
 
@@ -1126,6 +1135,11 @@ static void optimizer_offload(est *E) {
                                    : E->max_stage_params;
     double on_gpu = E->local_params * (1.0 - p->offload_optimizer);
     tm->optimizer_s = on_gpu * 32.0 / x->hbm;
+    /* per parameter updated: what the step pays for it below (on the GPU, and offloaded the
+     * CPU Adam and the upload), the gradient copy's exposed part and offloaded parameters
+     * aside; the mean rank's parameters bound the most any split leaves a rank with (their sum
+     * over the ranks does not depend on the split), so x_floor_s bounds every split's step */
+    double per_param = (1.0 - p->offload_optimizer) * 32.0 / x->hbm;
 
     int share = c->gpus_per_pcie_switch > 0 ? c->gpus_per_pcie_switch : 1;
     /* the switch uplink, shared, at the kernel table's PCIe efficiency */
@@ -1138,7 +1152,9 @@ static void optimizer_offload(est *E) {
         double cpu_adam = n_off * 32.0 * gpn / (0.7 * host_bw);
         double grad_x = n_off * 2.0 / pcie;
         off = fmax(0.0, grad_x - tm->stage_bwd_s[w]) + cpu_adam + n_off * 2.0 / pcie;
+        per_param += p->offload_optimizer * (32.0 * gpn / (0.7 * host_bw) + 2.0 / pcie);
     }
+    tm->x_floor_s = per_param * E->sum_local / (p->pp > 0 ? p->pp : 1);
     if (p->offload_params > 0) {
         double bytes = 2.0 * E->max_stage_params * p->offload_params /
                        (p->zero >= 3 ? E->dense_shard : 1);

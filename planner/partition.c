@@ -300,8 +300,8 @@ typedef struct {
  * parameters, which the partition does not optimise. AP_ERR_INFEASIBLE when the trainer refuses
  * the variant (its table: ZeRO stage, fractions, offload together). */
 static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_plan *q,
-                               const ap_estimate_opts *est, double *extra_s, int *ufits,
-                               double *ustep_s, ap_err *err) {
+                               const ap_estimate_opts *est, double *extra_s, double *xfloor_s,
+                               int *ufits, double *ustep_s, ap_err *err) {
     ap_estimate *e = ap_malloc(sizeof *e);
     ap_plan *u = ap_malloc(sizeof *u);
     if (!e || !u) {
@@ -314,6 +314,7 @@ static ap_status variant_extra(const ap_model *m, const ap_cluster *c, const ap_
     ap_status st = ap_stage_estimate(m, c, u, est, e, err);
     if (st == AP_OK) {
         *extra_s = e->time.optimizer_s + e->time.offload_s;
+        *xfloor_s = e->time.x_floor_s;
         *ufits = e->fits;
         *ustep_s = e->time.step_s;
     }
@@ -373,7 +374,8 @@ typedef struct {
     int ntab;
     variant *vars;
     int nvar, cap, best;
-    double tnomem[3];       /* per granularity: the least T with memory ignored so far */
+    double tfloor[3];       /* per granularity: a lower bound on the T of its every variant
+                               (solve_choice), 0 while none is known */
     int skipped;            /* choices not solved (they cannot beat the best objective) */
     int cut;                /* choices not solved: nothing of theirs can beat opts.upper_s */
     ap_status refused;      /* a variant the trainer refused, and why */
@@ -426,6 +428,7 @@ typedef struct {
     ap_plan q;
     int per_stage_rc, one_count;
     double extra;
+    double xfloor;      /* the least optimizer and offload time of any split (x_floor_s) */
     int ufits;          /* its uniform split fits */
     double ustep_s;     /* the uniform split's step time */
     int order;          /* index in the natural order */
@@ -461,12 +464,13 @@ static ap_status probe_choice(psolve *ps, int gi, int oi, int pi, choice *ch, in
      * is a constant left out (and an interleaved plan's uniform layout may not even be one the
      * trainer accepts) */
     ch->extra = 0;
+    ch->xfloor = 0;
     ch->ufits = 0;
     ch->ustep_s = INFINITY;
     if (ps->ntab_max == 1) return AP_OK;
     ap_err verr = {{0}};
-    ap_status vs = variant_extra(ps->m, ps->c, q, &o->est, &ch->extra, &ch->ufits, &ch->ustep_s,
-                                 &verr);
+    ap_status vs = variant_extra(ps->m, ps->c, q, &o->est, &ch->extra, &ch->xfloor, &ch->ufits,
+                                 &ch->ustep_s, &verr);
     if (vs == AP_ERR_INFEASIBLE) {
         /* the trainer cannot run this variant: not a candidate */
         if (ps->refused == AP_OK) ps->rerr = verr;
@@ -487,6 +491,27 @@ static int choice_first(const void *x, const void *y) {
     return a->order - b->order;
 }
 
+/* The cap on the pipeline time T of a variant of choice ch: only splits whose objective beats
+ * the best found, and what the caller's caps leave (upper_s on the objective, upper_pipe_s on
+ * T plus the optimizer and offload time, of which any split pays at least ch->xfloor);
+ * *capped 0 when there is none. */
+static double choice_upper(const psolve *ps, const choice *ch, int single, int *capped) {
+    const double extra = ch->extra;
+    const ap_partition_opts *o = ps->o;
+    const variant *bb = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
+    *capped = bb && bb->so.fits && !single;
+    double upper = *capped ? bb->J * (1 + 1e-9) - extra : 0;
+    if (o->upper_s > 0 && (!*capped || o->upper_s - extra < upper)) {
+        upper = o->upper_s - extra;
+        *capped = 1;
+    }
+    if (o->upper_pipe_s > 0 && (!*capped || o->upper_pipe_s - ch->xfloor < upper)) {
+        upper = o->upper_pipe_s - ch->xfloor;
+        *capped = 1;
+    }
+    return upper;
+}
+
 /* The variants of one choice: its stage table, and with Megatron's one count one variant per
  * count K, each solved by the DP. */
 static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
@@ -494,37 +519,31 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
     const int gi = ch->gi, per_stage_rc = ch->per_stage_rc, one_count = ch->one_count;
     const double extra = ch->extra;
     const ap_plan *qp = &ch->q;
-    /* A choice that cannot beat the best objective found is not solved: its T is at least the
-     * least T of its granularity with memory ignored, since its stage times are those of the
-     * granularity's other offload choices (offload changes the memory of a stage, not its
+    int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
+    int single = ps->ntab_max == 1 && !one_count;
+    /* A choice that cannot beat the best objective found, or come under the caps, is not
+     * solved: its T is at least its granularity's floor, since its stage times are those of
+     * the granularity's other offload choices (offload changes the memory of a stage, not its
      * time: estimate.c puts offload in the step, not the stage); not with counts chosen per
      * stage, which depend on the memory. */
     const variant *b0 = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
-    double lb_T = 0; /* the known lower bounds of lighter granularities hold too */
-    for (int g = 0; g <= gi; g++)
-        if (ps->tnomem[g] < INFINITY && ps->tnomem[g] > lb_T) lb_T = ps->tnomem[g];
-    if (b0 && b0->so.fits && !per_stage_rc && lb_T > 0 && lb_T + extra >= b0->J * (1 - 1e-12)) {
+    const double lb_T = per_stage_rc ? 0 : ps->tfloor[gi];
+    if (b0 && b0->so.fits && lb_T > 0 && lb_T + extra >= b0->J * (1 - 1e-12)) {
         ps->skipped++;
+        return AP_OK;
+    }
+    int capped;
+    double upper = choice_upper(ps, ch, single, &capped);
+    if (capped && (upper <= 0 || lb_T >= upper * (1 - 1e-12))) {
+        ps->cut++;
         return AP_OK;
     }
     ap_status st = ap_stage_table_new(ps->m, ps->c, qp, &o->est, &ps->tabs[ps->ntab], err);
     if (st != AP_OK) return st;
     const int tab = ps->ntab++;
-    int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
-    int single = ps->ntab_max == 1 && !one_count;
     for (int k = 0; k <= kmax; k++) {
         /* only splits whose objective beats the best one found matter */
-        const variant *bb = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
-        int capped = bb && bb->so.fits && !single;
-        double upper = capped ? bb->J * (1 + 1e-9) - extra : 0;
-        if (o->upper_s > 0 && (!capped || o->upper_s - extra < upper)) {
-            upper = o->upper_s - extra;
-            capped = 1;
-        }
-        if (o->upper_pipe_s > 0 && (!capped || o->upper_pipe_s < upper)) {
-            upper = o->upper_pipe_s;
-            capped = 1;
-        }
+        upper = choice_upper(ps, ch, single, &capped);
         if (capped && upper <= 0) {
             ps->cut++;
             break;
@@ -545,8 +564,13 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         x->J = x->so.T + extra;
         x->lb = single ? x->J : x->so.T_nomem + extra;
         if (x->so.restricted) x->lb = x->J; /* exact already */
-        if (!single && !x->so.restricted && x->so.T_nomem < ps->tnomem[gi])
-            ps->tnomem[gi] = x->so.T_nomem;
+        /* the granularity's floor: T with memory ignored (at least the cap when capped) is the
+         * least of this variant's stage times, which every offload choice shares; of Megatron's
+         * counts the least recomputes one layer (K = 1: a range's time grows with K, and K = 0
+         * recomputes them all) */
+        if (!single && !x->so.restricted && !per_stage_rc && (!one_count || k == 1) &&
+            x->so.T_nomem > ps->tfloor[gi])
+            ps->tfloor[gi] = x->so.T_nomem;
         ps->nvar++;
         if (ps->best < 0 || variant_better(x, &ps->vars[ps->best])) ps->best = ps->nvar - 1;
         /* Megatron's one count: every range's time grows with K, so the least T ignoring
@@ -667,7 +691,6 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     ps.partial_ok = !(ps.tr->recompute_partial_needs_pp && p->pp == 1);
     ps.best = -1;
     ps.refused = AP_OK;
-    for (int g = 0; g < 3; g++) ps.tnomem[g] = INFINITY;
     st = list_choices(&ps, err);
     choice *ch = st == AP_OK ? ap_malloc((size_t)ps.ntab_max * sizeof *ch) : NULL;
     if (st == AP_OK && !ch) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the choices");

@@ -1473,6 +1473,70 @@ static void test_cost_properties(void) {
     CHECK_INT(bad_first, 0);
 }
 
+/* Every split of L layers over pp stages (each at least one) from stage r on, into out (pp
+ * entries each, at most cap splits); returns the count. */
+static int all_splits_rec(int L, int pp, int r, int *s, int *out, int cap, int n) {
+    if (r == pp - 1) {
+        s[r] = L;
+        if (n < cap) memcpy(out + (size_t)n * pp, s, sizeof(int) * (size_t)pp);
+        return n + 1;
+    }
+    for (int k = 1; k <= L - (pp - 1 - r); k++) {
+        s[r] = k;
+        n = all_splits_rec(L - k, pp, r + 1, s, out, cap, n);
+    }
+    return n;
+}
+
+/* estimate.h x_floor_s: the optimizer and offload time no split goes below. On every split of
+ * dense and MoE plans, ZeRO 0 and 1, with and without the optimizer offloaded: the split's
+ * optimizer_s + offload_s is at least the uniform split's floor, and the floor is a real share
+ * of it (the per-parameter terms, not zero). */
+static void test_x_floor(void) {
+    static const struct { const char *model, *gpu; int pp, layers, zero; double off; } cases[] = {
+        {"examples/models/llama-3-8b.json", "h100", 4, 12, 1, 0.0},
+        {"examples/models/llama-3-8b.json", "h100", 4, 12, 1, 0.5},
+        {"examples/models/llama-3-8b.json", "a100-sxm4-80g", 3, 10, 0, 0.0},
+        {"examples/models/mixtral-8x7b.json", "h100", 4, 10, 1, 1.0},
+        {"examples/models/deepseek-v3.json", "h100", 3, 9, 1, 0.75},
+    };
+    static ap_model m;
+    static ap_cluster c;
+    static ap_estimate e, eu;
+    static int splits[4096 * AP_MAX_STAGES];
+    ap_err err = {{0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        load(cases[k].model, &m);
+        m.layers = cases[k].layers;
+        if (m.moe.first_dense_layers > 2) m.moe.first_dense_layers = 2;
+        ap_cluster_from_gpu(ap_gpu_find(cases[k].gpu), 2 * cases[k].pp, &c);
+        ap_plan p;
+        small_plan(&p, cases[k].pp, 1, 8);
+        p.dp = 2; /* ZeRO shards the optimizer over two ranks */
+        p.gbs = 16;
+        p.zero = cases[k].zero;
+        p.offload_optimizer = cases[k].off;
+        if (m.moe.experts > 0) p.ep = 2;
+        CHECK(ap_estimate_plan(&m, &c, &p, NULL, &eu, &err) == AP_OK);
+        double floor = eu.time.x_floor_s;
+        CHECK(floor > 0.5 * (eu.time.optimizer_s + eu.time.offload_s));
+        int sp[AP_MAX_STAGES];
+        int n = all_splits_rec(cases[k].layers, cases[k].pp, 0, sp, splits, 4096, 0);
+        CHECK(n > 10 && n <= 4096);
+        int checked = 0;
+        for (int i = 0; i < n && i < 4096; i++) {
+            ap_plan q = p;
+            q.nchunks = q.pp;
+            for (int r = 0; r < q.pp; r++) q.stage_layers[r] = splits[i * q.pp + r];
+            if (ap_estimate_plan(&m, &c, &q, NULL, &e, &err) != AP_OK) continue;
+            checked++;
+            CHECK(e.time.optimizer_s + e.time.offload_s >= floor * (1 - 1e-12));
+            CHECK_NEAR(e.time.x_floor_s, floor, 1e-9);
+        }
+        CHECK(checked > 10);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_stage_table();
@@ -1483,6 +1547,7 @@ int main(int argc, char **argv) {
     test_recompute_choice();
     test_recompute_granularity();
     test_offload_choice();
+    test_x_floor();
     test_interleaved();
     test_restricted();
     test_bad_input();

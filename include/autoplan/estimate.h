@@ -106,6 +106,8 @@ typedef struct ap_time {
     double bubble_s;
     double offload_s;
     double optimizer_s;
+    double x_floor_s;        /* the least optimizer_s + offload_s of any stage split of the
+                                plan's layers (its parameters spread evenly over the ranks) */
     double overhead_s;       /* fixed per-step overhead (calibrated), part of step_s */
     /* totals before overlap, for reports: tp_comm_s / dp_comm_s are what stays exposed */
     double dp_comm_total_s;

@@ -95,8 +95,10 @@ typedef struct ap_partition_opts {
                                 would exceed it are not evaluated, and when no fitting split
                                 beats it the answer is the plan's uniform split with capped = 1;
                                 default 0 (none) */
-    double upper_pipe_s;     /* > 0: the same for the pipeline time T of every variant (a cap
-                                that holds whatever X); default 0 */
+    double upper_pipe_s;     /* > 0: the same for the pipeline time T plus the least optimizer
+                                and offload time any split of the variant pays (estimate.h
+                                x_floor_s): a cap on the step less what no split changes;
+                                default 0 */
     ap_estimate_opts est;    /* headroom, calibration */
 } ap_partition_opts;
 
