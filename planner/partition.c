@@ -166,16 +166,20 @@ typedef struct {
 static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_partition_opts *o, ap_stage_table *tab, int per_stage_rc,
                             int fixed_rc, int use_ilp, int want_bound, double upper_s,
-                            solve_out *so, ap_err *err) {
+                            pdp *d, solve_out *so, ap_err *err) {
     const int L = (int)m->layers;
     memset(so, 0, sizeof *so);
     const int v = p->vp > 1 ? p->vp : 1;
-    pdp d;
-    ap_status st = pdp_init(&d, m, p->pp, v, (o->min_layers > 0 ? o->min_layers : 1) * v,
-                            micro_batches(p, c), per_stage_rc, fixed_rc, err);
+    /* the DP's arrays are the solve's (every variant has the same degrees): allocated by the
+     * first variant, cleared for the next */
+    ap_status st = AP_OK;
+    if (d->t) pdp_reset(d, per_stage_rc, fixed_rc);
+    else if ((st = pdp_init(d, m, p->pp, v, (o->min_layers > 0 ? o->min_layers : 1) * v,
+                            micro_batches(p, c), per_stage_rc, fixed_rc, err)) != AP_OK)
+        pdp_free(d);
     int *split = so->split;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
-    int first_last = tr->uneven_stages && d.v == 1 &&
+    int first_last = tr->uneven_stages && d->v == 1 &&
                      (tr->uneven_first_last_only || o->first_last_only);
     int restricted = !tr->uneven_stages || (first_last && p->pp >= 3);
     if (st != AP_OK) goto done;
@@ -186,35 +190,35 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         u.nchunks = 0;
         for (int r = 0; r < p->pp; r++) {
             uniform[r] = 0;
-            for (int k = 0; k < d.v; k++) uniform[r] += ap_plan_chunk_layers(&u, L, r + k * p->pp);
+            for (int k = 0; k < d->v; k++) uniform[r] += ap_plan_chunk_layers(&u, L, r + k * p->pp);
         }
     }
     memcpy(split, uniform, sizeof(int) * (size_t)p->pp);
     if (restricted && !tr->uneven_stages) {
         /* only the uniform split can be evaluated (the cost model refuses others) */
-        st = pdp_fill_split(&d, tab, split, err);
+        st = pdp_fill_split(d, tab, split, err);
     } else {
         /* only splits better than the uniform one (when it fits) or than upper_s matter:
          * ranges that alone would make T exceed that are not priced (pdp_fill) */
         double U = upper_s > 0 ? upper_s : INFINITY;
-        if (!restricted && U == INFINITY && (st = pdp_fill_split(&d, tab, uniform, err)) == AP_OK &&
-            pdp_split_fits(&d, uniform))
-            U = pdp_split_T(&d, uniform, NULL);
-        if (st == AP_OK) st = pdp_fill(&d, tab, restricted || U == INFINITY ? INFINITY
-                                                    : U / (double)d.m * (1 + 1e-9), err);
+        if (!restricted && U == INFINITY && (st = pdp_fill_split(d, tab, uniform, err)) == AP_OK &&
+            pdp_split_fits(d, uniform))
+            U = pdp_split_T(d, uniform, NULL);
+        if (st == AP_OK) st = pdp_fill(d, tab, restricted || U == INFINITY ? INFINITY
+                                                    : U / (double)d->m * (1 + 1e-9), err);
     }
     if (st != AP_OK) goto done;
 
     int fits;
     if (restricted) {
-        if ((st = pdp_restricted(&d, tr, first_last, uniform, split, &fits, so->note,
+        if ((st = pdp_restricted(d, tr, first_last, uniform, split, &fits, so->note,
                                  sizeof so->note)) != AP_OK) {
             st = ap_err_set(err, st, "out of memory enumerating splits");
             goto done;
         }
         so->restricted = 1;
     } else {
-        fits = pdp_solve(&d, split);
+        fits = pdp_solve(d, split);
         if (fits < 0) {
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
             goto done;
@@ -226,30 +230,30 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
             so->capped = 1;
         } else if (!fits) {
             /* none fits: the least peak over every legal split */
-            if ((st = pdp_fill(&d, tab, INFINITY, err)) != AP_OK) goto done;
-            pdp_min_peak(&d, 0, INFINITY, split);
+            if ((st = pdp_fill(d, tab, INFINITY, err)) != AP_OK) goto done;
+            pdp_min_peak(d, 0, INFINITY, split);
         }
     }
     so->solver = AP_SOLVER_DP;
     so->optimal = fits;
     so->fits = fits;
-    for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d.rc[pdp_seg(&d, r, a, split[r])];
+    for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d->rc[pdp_seg(d, r, a, split[r])];
 
     if (use_ilp && o->solver == AP_SOLVER_ILP && !restricted) {
         ap_partition_result ir;
         ap_err ierr = {{0}};
         /* the ILP works in units of v T: S + (m v - 1) M, rank minimum v x min_layers */
-        double dp_T = fits ? pdp_split_T(&d, split, NULL) * d.v : 0;
+        double dp_T = fits ? pdp_split_T(d, split, NULL) * d->v : 0;
         ap_partition_opts oi = *o;
-        oi.min_layers = d.lo;
-        ap_status is = ap_partition_ilp(tab, L, p->pp, d.m * d.v, per_stage_rc, fixed_rc, &oi,
+        oi.min_layers = d->lo;
+        ap_status is = ap_partition_ilp(tab, L, p->pp, d->m * d->v, per_stage_rc, fixed_rc, &oi,
                                         dp_T, &ir, &ierr);
         if (is == AP_OK) {
             memcpy(split, ir.stage_layers, sizeof(int) * (size_t)p->pp);
             memcpy(so->rc, ir.stage_recompute, sizeof(int) * (size_t)p->pp);
             so->solver = AP_SOLVER_ILP;
             so->optimal = ir.optimal;
-            so->T = ir.pipe_s / d.v;
+            so->T = ir.pipe_s / d->v;
             snprintf(so->note, sizeof so->note, "%s", ir.note);
         } else {
             so->fell_back = 1;
@@ -258,24 +262,23 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
             ap_log(AP_LOG_WARN, "partition: %s", so->note);
         }
     }
-    if (so->solver == AP_SOLVER_DP) so->T = so->capped ? INFINITY : pdp_split_T(&d, split, NULL);
+    if (so->solver == AP_SOLVER_DP) so->T = so->capped ? INFINITY : pdp_split_T(d, split, NULL);
     if (want_bound && !restricted) {
         int tmp[AP_MAX_STAGES];
-        d.ignore_mem = 1;
-        so->T_nomem = pdp_solve(&d, tmp) > 0 ? pdp_split_T(&d, tmp, NULL) : INFINITY;
+        d->ignore_mem = 1;
+        so->T_nomem = pdp_solve(d, tmp) > 0 ? pdp_split_T(d, tmp, NULL) : INFINITY;
         /* with a cap, splits using a range not priced take longer than the cap, so the least
          * T is at least the smaller of the cap and the best split of priced ranges */
         if (upper_s > 0 && so->T_nomem > upper_s) so->T_nomem = upper_s;
-        d.ignore_mem = 0;
+        d->ignore_mem = 0;
     } else {
         so->T_nomem = 0;
     }
     /* with a cap, an infinite T_nomem means: at least the cap (no split below it) */
-    so->peak = so->capped ? INFINITY : pdp_split_peak(&d, split);
+    so->peak = so->capped ? INFINITY : pdp_split_peak(d, split);
     so->evals = ap_stage_table_evals(tab);
     st = AP_OK;
 done:
-    pdp_free(&d);
     return st;
 }
 
@@ -378,6 +381,7 @@ typedef struct {
                                (solve_choice), 0 while none is known */
     int skipped;            /* choices not solved (they cannot beat the best objective) */
     int cut;                /* choices not solved: nothing of theirs can beat opts.upper_s */
+    pdp dp;                 /* the DP's arrays, shared by the variants (solve_once) */
     ap_status refused;      /* a variant the trainer refused, and why */
     ap_err rerr;
 } psolve;
@@ -559,7 +563,7 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         /* one variant without choices: the ILP (when asked) runs inside, as before; otherwise
          * the joint ILP sees every variant */
         st = solve_once(ps->m, ps->c, &x->q, o, ps->tabs[tab], per_stage_rc, x->fixed_rc, single,
-                        !single, upper, &x->so, err);
+                        !single, upper, &ps->dp, &x->so, err);
         if (st != AP_OK) return st;
         x->J = x->so.T + extra;
         x->lb = single ? x->J : x->so.T_nomem + extra;
@@ -728,6 +732,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
         st = solve_joint(&ps, err);
     if (st == AP_OK) st = fill_result(&ps, t0, out, err);
 free_all:
+    pdp_free(&ps.dp);
     for (int i = 0; i < ps.ntab; i++) ap_stage_table_free(ps.tabs[i]);
     ap_free(ps.tabs);
     ap_free(ps.vars);

@@ -82,6 +82,13 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     return AP_OK;
 }
 
+void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc) {
+    memset(d->ok, 0, (size_t)d->p * (size_t)d->nkeys);
+    d->per_stage_rc = per_stage_rc;
+    d->fixed_rc = fixed_rc;
+    d->ignore_mem = 0;
+}
+
 void pdp_free(pdp *d) {
     ap_free(d->key);
     ap_free(d->t);

@@ -19,6 +19,7 @@
 #define pdp_fill_split ap_pdp_fill_split
 #define pdp_free ap_pdp_free
 #define pdp_init ap_pdp_init
+#define pdp_reset ap_pdp_reset
 #define pdp_min_peak ap_pdp_min_peak
 #define pdp_restricted ap_pdp_restricted
 #define pdp_solve ap_pdp_solve
@@ -62,6 +63,9 @@ typedef struct pdp {
  * m_mb micro-batches. AP_ERR_NOMEM on failure (pdp_free is safe after a failed init). */
 ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_mb,
                    int per_stage_rc, int fixed_rc, ap_err *err);
+/* Ready d (initialised for the same model, ranks, chunks and micro-batches) for another
+ * variant: nothing priced, the variant's recompute counts. */
+void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc);
 void pdp_free(pdp *d);
 
 /* Index of range [a, a + n) on rank r. */
