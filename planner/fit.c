@@ -213,13 +213,24 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     return AP_OK;
 }
 
+/* The trainers a verdict asks first: those whose searches take no simulation (fsdp's and
+ * torchtitan's spaces are small) before DeepSpeed's offload devices and Colossal-AI's Gemini. */
+static const ap_trainer_id verdict_order[] = {AP_TRAINER_MEGATRON, AP_TRAINER_FSDP,
+                                              AP_TRAINER_TORCHTITAN, AP_TRAINER_DEEPSPEED,
+                                              AP_TRAINER_COLOSSALAI};
+
+/* The search's best over every trainer; verdict: only whether one fits (v->fits; the first
+ * trainer with a fitting plan ends it, its plan is not the best and nothing else is set). */
 static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
-                           ap_fit_verdict *v, ap_err *err) {
+                           int verdict, ap_fit_verdict *v, ap_err *err) {
     int have = 0;
     ap_estimate best;
     ap_estimate closest;
     int have_closest = 0;
-    for (int t = 0; t < AP_TRAINER_COUNT; t++) {
+    const int nt = verdict ? (int)(sizeof verdict_order / sizeof verdict_order[0])
+                           : AP_TRAINER_COUNT;
+    for (int i = 0; i < nt; i++) {
+        int t = verdict ? (int)verdict_order[i] : i;
         if (t == AP_TRAINER_RUNTIME) continue; /* autoplan run's CPU executor, not a GPU trainer */
         ap_search_opts so;
         ap_search_opts_init(&so);
@@ -246,6 +257,11 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
             ap_search_result_free(&r);
             if (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT) continue;
             return st;
+        }
+        if (verdict && r.ntop > 0) {
+            ap_search_result_free(&r);
+            v->fits = 1;
+            return AP_OK;
         }
         if (r.ntop > 0 && (!have || ap_estimate_better(&r.top[0], &best))) {
             best = r.top[0];
@@ -285,14 +301,18 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
     return AP_OK;
 }
 
-ap_status ap_fit_eval(const ap_fit_opts *o, int s, const ap_model *m, ap_fit_verdict *v,
-                      ap_err *err) {
+/* ap_fit_eval; verdict: only v->fits is wanted (where that saves work: the best, without a
+ * throughput floor, which needs the best plan's tokens/s), *full = 0 when only it is set. */
+static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int verdict,
+                          ap_fit_verdict *v, int *full, ap_err *err) {
     memset(v, 0, sizeof *v);
     int64_t seq = 0, gbs = 0;
     ap_status st = batch_of(o, m, &seq, &gbs, err);
     if (st != AP_OK) return st;
+    verdict = verdict && s == AP_FIT_BEST && !(o->min_tokens_per_s > 0);
+    *full = !verdict;
     if (s == AP_FIT_BEST) {
-        st = eval_best(o, m, seq, gbs, v, err);
+        st = eval_best(o, m, seq, gbs, verdict, v, err);
     } else {
         plan_of(o, s, m, seq, gbs, &v->plan);
         if (s <= AP_FIT_ZERO3) st = eval_estimate(o, m, &v->plan, v, err);
@@ -308,27 +328,41 @@ ap_status ap_fit_eval(const ap_fit_opts *o, int s, const ap_model *m, ap_fit_ver
     return AP_OK;
 }
 
+ap_status ap_fit_eval(const ap_fit_opts *o, int s, const ap_model *m, ap_fit_verdict *v,
+                      ap_err *err) {
+    int full;
+    return fit_eval(o, s, m, 0, v, &full, err);
+}
+
 /* ---- the bisection ------------------------------------------------------------------------ */
 
-static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r,
-                           ap_fit_verdict *v, char *name, size_t nn, ap_err *err) {
+/* Rung r's verdict (verdict: only whether it fits, where that saves work; *full says whether
+ * the rest of v is set); counted in e->evaluations. */
+static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r, int verdict,
+                           ap_fit_verdict *v, int *full, char *name, size_t nn, ap_fit_entry *e,
+                           ap_err *err) {
     ap_model m;
     ap_status st = ap_family_model(o->family, r, &m, err);
     if (st != AP_OK) return st;
     if (name) snprintf(name, nn, "%s", m.name);
-    return ap_fit_eval(o, s, &m, v, err);
+    e->evaluations++;
+    return fit_eval(o, s, &m, verdict, v, full, err);
 }
 
+/* Bisect the ladder for the boundary between a size that trains and the next that does not.
+ * The sizes between are asked only whether they fit; the boundary's two are then evaluated in
+ * full where the probe was not (the best plan at the largest, why the next stops). */
 static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rungs, int n,
                          ap_fit_entry *e, ap_err *err) {
     ap_fit_verdict v;
     ap_status st;
     char nm[128];
+    int full;
     e->nrungs = n;
     e->rung = -1;
     /* the smallest size: when it fails, nothing trains */
-    if ((st = eval_rung(o, s, &rungs[0], &v, nm, sizeof nm, err)) != AP_OK) return st;
-    e->evaluations++;
+    if ((st = eval_rung(o, s, &rungs[0], 0, &v, &full, nm, sizeof nm, e, err)) != AP_OK)
+        return st;
     if (!v.fits) {
         e->found = 0;
         e->next = v;
@@ -339,29 +373,38 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
         return AP_OK;
     }
     int lo = 0, hi = n; /* fits(lo), !fits(hi) (hi == n: past the ladder) */
+    int lo_full = 1, hi_full = 0;
     ap_fit_verdict vlo = v, vhi;
     memset(&vhi, 0, sizeof vhi);
-    if ((st = eval_rung(o, s, &rungs[n - 1], &v, NULL, 0, err)) != AP_OK) return st;
-    e->evaluations++;
+    if ((st = eval_rung(o, s, &rungs[n - 1], 1, &v, &full, NULL, 0, e, err)) != AP_OK) return st;
     if (v.fits) {
         lo = n - 1;
         vlo = v;
+        lo_full = full;
     } else {
         hi = n - 1;
         vhi = v;
+        hi_full = full;
         while (hi - lo > 1) {
             int mid = lo + (hi - lo) / 2;
-            if ((st = eval_rung(o, s, &rungs[mid], &v, NULL, 0, err)) != AP_OK) return st;
-            e->evaluations++;
+            if ((st = eval_rung(o, s, &rungs[mid], 1, &v, &full, NULL, 0, e, err)) != AP_OK)
+                return st;
             if (v.fits) {
                 lo = mid;
                 vlo = v;
+                lo_full = full;
             } else {
                 hi = mid;
                 vhi = v;
+                hi_full = full;
             }
         }
     }
+    if (!lo_full && (st = eval_rung(o, s, &rungs[lo], 0, &vlo, &full, NULL, 0, e, err)) != AP_OK)
+        return st;
+    if (hi < n && !hi_full &&
+        (st = eval_rung(o, s, &rungs[hi], 0, &vhi, &full, NULL, 0, e, err)) != AP_OK)
+        return st;
     e->found = 1;
     e->rung = lo;
     e->largest_params = rungs[lo].params;

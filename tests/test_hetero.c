@@ -790,7 +790,8 @@ static void test_fit_scan(void) {
     o.headroom_bytes = 0;
     o.cluster.cpu_mem_bytes = 8 * GIB;
     o.family = &f;
-    o.strategies = (1u << AP_FIT_ZERO3) | (1u << AP_FIT_GEMINI_AUTO) | (1u << AP_FIT_ZERO_OFFLOAD);
+    o.strategies = (1u << AP_FIT_ZERO3) | (1u << AP_FIT_GEMINI_AUTO) |
+                   (1u << AP_FIT_ZERO_OFFLOAD) | (1u << AP_FIT_BEST);
     ap_fit_result r;
     CHECK(ap_fit(&o, &r, &err) == AP_OK);
     ap_family_rung *rungs;
@@ -799,14 +800,28 @@ static void test_fit_scan(void) {
     for (int i = 0; i < r.n; i++) {
         const ap_fit_entry *e = &r.e[i];
         int last_fit = -1;
+        static ap_fit_verdict at, next;
         for (int k = 0; k < n; k++) {
             ap_model m;
             ap_fit_verdict v;
             ap_family_model(&f, &rungs[k], &m, &err);
             CHECK(ap_fit_eval(&o, e->strategy, &m, &v, &err) == AP_OK);
-            if (v.fits) last_fit = k;
+            if (v.fits) last_fit = k, at = v;
+            if (k == last_fit + 1 && !v.fits) next = v;
         }
         CHECK_INT(e->found ? e->rung : -1, last_fit);
+        /* the boundary's two sizes as a full evaluation gives them (the best's bisection asks
+           the sizes between only whether they fit) */
+        if (e->found) {
+            char la[160], lb[160];
+            CHECK(e->at.step_s == at.step_s && e->at.gpu_peak_bytes == at.gpu_peak_bytes);
+            CHECK(strcmp(ap_plan_label(&e->at.plan, la, sizeof la),
+                         ap_plan_label(&at.plan, lb, sizeof lb)) == 0);
+        }
+        if (e->found && e->have_next) {
+            CHECK_INT(e->next.binding, next.binding);
+            CHECK(strcmp(e->next.detail, next.detail) == 0);
+        }
     }
     free(rungs);
     /* every strategy, on 1 and 3 threads: the same entries, byte for byte */
