@@ -242,6 +242,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.top_k = 1;
         /* the best plan is read, and the closest only when none fits (no bound then) */
         so.answer_only = 1;
+        so.any_fit = verdict;
         so.est.headroom_bytes = o->headroom_bytes;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;

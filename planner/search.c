@@ -131,6 +131,7 @@ typedef struct {
      * mb_ok[im] (plan.h ap_plan_rc_ok; group_legality) */
     int point_ok;
     unsigned char rc_ok[AP_GROUP_MAX_RC], mb_ok[AP_GROUP_MAX_MBS];
+    _Atomic int *found;          /* any_fit: set once a plan fits (search_run.found) */
 } search_state;
 
 /* Member (il, im) of s->g passes ap_plan_check. */
@@ -319,6 +320,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     }
     r->fit++;
     *verdict = 1;
+    if (s->o->any_fit) *s->found = 1;
     kbest_add(s, s->scratch.time.step_s);
     /* Colossal-AI's stage manager takes one layer count per pipeline rank: an interleaved
        plan keeps uniform chunks there (uneven_stages_no_vp), so it is no re-split candidate;
@@ -445,7 +447,7 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     o->best_overshoot = 0;
     o->nkbest = 0;
     o->st = AP_OK;
-    for (int i = 0; i < n && o->st == AP_OK; i++) {
+    for (int i = 0; i < n && o->st == AP_OK && !(s->o->any_fit && *s->found); i++) {
         s->pt = &pts[i];
         ap_space_group(s->space, &pts[i], &s->g);
         o->st = search_group(s, &o->err);
@@ -475,6 +477,7 @@ typedef struct {
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
     int *npts;                /* points of each slot's chunk; -1: not finished */
     double lag_ring[2 * LAG]; /* the answer's ranking bound after chunk j merged, at j % (2 LAG) */
+    _Atomic int found;        /* any_fit: a plan fits */
     /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc
      * (its candidates in the chunks' arrays, blk, joined in acc.cands when the walk ends) */
     ap_search_result *r;
@@ -544,6 +547,7 @@ static int64_t cap_left(const search_run *run) {
 static int64_t claim(search_run *run) {
     while (!run->exhausted && run->acc.st == AP_OK && run->next >= run->merged + run->nslots)
         pthread_cond_wait(&run->cv, &run->mu);
+    if (run->o->any_fit && run->found) run->exhausted = 1;
     if (run->exhausted || run->acc.st != AP_OK) return -1;
     int64_t i = run->next;
     int k = (int)(i % run->nslots);
@@ -685,7 +689,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     for (int i = 0; i < nthreads; i++) {
         st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
                                .resplit = run->o->resplit && rs_applies(run->o),
-                               .est = run->o->est};
+                               .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
@@ -746,7 +750,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         *err = run->acc.err;
     }
     if (st == AP_OK) st = join_cands(run, err);
-    if (st == AP_OK && rs_applies(o))
+    if (st == AP_OK && rs_applies(o) && !(o->any_fit && run->acc.top.n > 0))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
     if (st == AP_OK) {
         if (run->acc.top.n > 0) r->fastest = *topk_at(&run->acc.top, 0);

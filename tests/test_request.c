@@ -297,6 +297,8 @@ static void test_tables_cover_the_structs(void) {
     /* step_bound_s does change the ranking, but only fit's searches set it and they are not
      * cached (the plan cache stores `autoplan plan`'s searches, which never set it) */
     memset(cov + so + offsetof(ap_search_opts, step_bound_s), 1, sizeof(double));
+    /* any_fit leaves a partial ranking: only fit's verdicts set it, and they are not cached */
+    memset(cov + so + offsetof(ap_search_opts, any_fit), 1, sizeof(int));
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_cutoff_s), 1,
            sizeof(double));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */

@@ -1100,6 +1100,41 @@ static void test_ep_without_overlap(void) {
     CHECK(ap_trainer_dp_overlap(ap_trainer_get(AP_TRAINER_MEGATRON), 4));
 }
 
+/* any_fit: whether some plan fits, as the whole search says, on one and two threads: with
+ * plans that fit, and near the headroom where only the closest plan's joint choice with its
+ * split fits (the enumeration finds none), and past it. */
+static void test_any_fit(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("h100-sxm", 64);
+    ap_err err = {{0}};
+    int closest_fits = 0, none = 0, plenty = 0;
+    for (double h = 60; h <= 73; h += h < 70 ? 5 : 0.25) {
+        ap_search_opts o;
+        case_opts(&o, &m, AP_TRAINER_MEGATRON, 512);
+        o.resplit = 1;
+        o.est.headroom_bytes = h * 1073741824.0;
+        ap_search_result r, a;
+        CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+        closest_fits += r.ntop > 0 && r.fit == 0;
+        none += r.ntop == 0;
+        plenty += r.fit > 10;
+        for (int t = 1; t <= 2; t++) {
+            ap_search_opts oa = o;
+            oa.any_fit = 1;
+            oa.threads = t;
+            CHECK(ap_search(&m, &c, &oa, &a, &err) == AP_OK);
+            CHECK_INT(a.ntop > 0, r.ntop > 0);
+            if (a.ntop > 0) CHECK(a.top[0].fits);
+            if (r.fit > 10) CHECK(a.evaluated < r.evaluated); /* it stopped early */
+            ap_search_result_free(&a);
+        }
+        ap_search_result_free(&r);
+    }
+    CHECK(closest_fits > 0);
+    CHECK(none > 0);
+    CHECK(plenty > 0);
+}
+
 /* Every estimate of a search (visitor), kept. */
 static void collect_all(void *ctx, const ap_estimate *e) {
     plan_list *l = ctx;
@@ -1182,6 +1217,7 @@ int main(int argc, char **argv) {
     test_complication();
     test_cases();
     test_member_bound();
+    test_any_fit();
     test_legality_factors();
     test_brute_force();
     test_nothing_fits();

@@ -99,6 +99,12 @@ typedef struct ap_search_opts {
      * keeps every plan of its tie window); the ranking then holds only plans no slower than
      * it, and may be empty. 0, the default: no bound */
     double step_bound_s;
+    /* 1: only whether some plan fits is wanted: the enumeration stops claiming points once a
+     * plan fits (the ranking then holds what the chunks in flight found, the counters are
+     * partial and depend on the threads), and the re-split runs only when none fits (the
+     * closest plan's joint choice may make it fit); whether ntop > 0 does not depend on it.
+     * 0, the default: the whole search */
+    int any_fit;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
