@@ -219,6 +219,23 @@ static const ap_trainer_id verdict_order[] = {AP_TRAINER_MEGATRON, AP_TRAINER_FS
                                               AP_TRAINER_TORCHTITAN, AP_TRAINER_DEEPSPEED,
                                               AP_TRAINER_COLOSSALAI};
 
+/* 1 when no trainer's plan of model m can fit the cluster: every trainer keeps its weights,
+ * master weights and optimizer states somewhere (the least of their sums over the trainer
+ * table, per parameter: fsdp's fp32 weights and Adam, 12 bytes), and the cluster's GPU, host and
+ * NVMe memory together hold less. */
+static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
+    double per_param = INFINITY;
+    for (int t = 0; t < AP_TRAINER_COUNT; t++) {
+        const ap_trainer_caps *tr = ap_trainer_get((ap_trainer_id)t);
+        double b = tr->weight_bytes + tr->master_bytes + tr->optim_bytes;
+        if (b < per_param) per_param = b;
+    }
+    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    double nodes = (double)((c->gpus + gpn - 1) / gpn);
+    double have = c->gpus * c->gpu.mem_bytes + nodes * (c->cpu_mem_bytes + c->nvme_bytes);
+    return (double)ap_model_total_params(m) * per_param > have;
+}
+
 /* The search's best over every trainer; verdict: only whether one fits (v->fits; the first
  * trainer with a fitting plan ends it, its plan is not the best and nothing else is set). */
 static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
@@ -229,6 +246,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
     int have_closest = 0;
     const int nt = verdict ? (int)(sizeof verdict_order / sizeof verdict_order[0])
                            : AP_TRAINER_COUNT;
+    if (verdict && states_exceed_cluster(m, &o->cluster)) return AP_OK; /* v->fits = 0 */
     for (int i = 0; i < nt; i++) {
         int t = verdict ? (int)verdict_order[i] : i;
         if (t == AP_TRAINER_RUNTIME) continue; /* autoplan run's CPU executor, not a GPU trainer */
