@@ -214,10 +214,12 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
 }
 
 /* The trainers a verdict asks first: those whose searches take no simulation (fsdp's and
- * torchtitan's spaces are small) before DeepSpeed's offload devices and Colossal-AI's Gemini. */
+ * torchtitan's spaces are small) before Colossal-AI's Gemini and DeepSpeed's offload devices
+ * (Gemini holds the larger models where the host binds: 14 bytes per parameter on the host
+ * against ZeRO-Offload's 16 and more). */
 static const ap_trainer_id verdict_order[] = {AP_TRAINER_MEGATRON, AP_TRAINER_FSDP,
-                                              AP_TRAINER_TORCHTITAN, AP_TRAINER_DEEPSPEED,
-                                              AP_TRAINER_COLOSSALAI};
+                                              AP_TRAINER_TORCHTITAN, AP_TRAINER_COLOSSALAI,
+                                              AP_TRAINER_DEEPSPEED};
 
 /* 1 when no trainer's plan of model m can fit the cluster: every trainer keeps its weights,
  * master weights and optimizer states somewhere (the least of their sums over the trainer
