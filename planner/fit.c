@@ -239,15 +239,19 @@ static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
 }
 
 /* The search's best over every trainer; verdict: only whether one fits (v->fits; the first
- * trainer with a fitting plan ends it, its plan is not the best and nothing else is set). */
+ * trainer with a fitting plan ends it, its plan is not the best and nothing else is set:
+ * *complete 0). A verdict that asks every trainer and finds none fitting has searched what the
+ * full evaluation searches (no trainer's search is bounded then), so it says all of it
+ * (*complete 1): the closest plan does not depend on the order the trainers are asked in. */
 static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
-                           int verdict, ap_fit_verdict *v, ap_err *err) {
+                           int verdict, ap_fit_verdict *v, int *complete, ap_err *err) {
     int have = 0;
     ap_estimate best;
     ap_estimate closest;
-    int have_closest = 0;
+    int have_closest = 0, closest_t = 0;
     const int nt = verdict ? (int)(sizeof verdict_order / sizeof verdict_order[0])
                            : AP_TRAINER_COUNT;
+    *complete = 0;
     if (verdict && states_exceed_cluster(m, &o->cluster)) return AP_OK; /* v->fits = 0 */
     for (int i = 0; i < nt; i++) {
         int t = verdict ? (int)verdict_order[i] : i;
@@ -289,12 +293,15 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
             have = 1;
         }
         if (r.ntop == 0 && r.have_closest &&
-            (!have_closest || r.closest.device_peak_bytes < closest.device_peak_bytes)) {
+            (!have_closest || r.closest.device_peak_bytes < closest.device_peak_bytes ||
+             (r.closest.device_peak_bytes == closest.device_peak_bytes && t < closest_t))) {
             closest = r.closest;
+            closest_t = t;
             have_closest = 1;
         }
         ap_search_result_free(&r);
     }
+    *complete = 1;
     if (have) {
         v->fits = 1;
         v->plan = best.plan;
@@ -323,7 +330,8 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
 }
 
 /* ap_fit_eval; verdict: only v->fits is wanted (where that saves work: the best, without a
- * throughput floor, which needs the best plan's tokens/s), *full = 0 when only it is set. */
+ * throughput floor, which needs the best plan's tokens/s), *full = 0 when only it is set (1
+ * when the verdict took the whole evaluation). */
 static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int verdict,
                           ap_fit_verdict *v, int *full, ap_err *err) {
     memset(v, 0, sizeof *v);
@@ -333,7 +341,7 @@ static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int ve
     verdict = verdict && s == AP_FIT_BEST && !(o->min_tokens_per_s > 0);
     *full = !verdict;
     if (s == AP_FIT_BEST) {
-        st = eval_best(o, m, seq, gbs, verdict, v, err);
+        st = eval_best(o, m, seq, gbs, verdict, v, full, err);
     } else {
         plan_of(o, s, m, seq, gbs, &v->plan);
         if (s <= AP_FIT_ZERO3) st = eval_estimate(o, m, &v->plan, v, err);
