@@ -58,6 +58,11 @@ typedef struct zs {
     int micro;              /* micro-batch of the step */
     int traced;             /* trace complete: prefetch and reuse distance active */
     int8_t *reuse;          /* per operator slot: used again within max_reuse_distance */
+    int32_t *next_use;      /* per operator slot: the next operator using the parameter (nops:
+                               none) */
+    int pf_from;            /* the prefetch scan's first operator: every parameter of the
+                               operators between the current one and it is gathered (or
+                               persistent), so the scan would skip them (run_micro) */
     double cur_nmd;
 } zs;
 
@@ -333,11 +338,24 @@ static void fetch_param(zs *z, int i, int prefetch) {
     z->gathered += full;
 }
 
-/* __params_to_release: not when used again within max_reuse_distance elements of the trace. */
+/* __params_to_release: not when used again within max_reuse_distance elements of the trace;
+ * and each slot's next use (pf_from). */
 static ap_status reuse_table(zs *z, ap_err *err) {
     const hctx *x = z->x;
     z->reuse = ap_calloc((size_t)x->nops * HOP_MAXP + 1, 1);
-    if (!z->reuse) return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
+    z->next_use = ap_malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *z->next_use);
+    int32_t *last = ap_malloc(((size_t)x->nparams + 1) * sizeof *last);
+    if (!z->reuse || !z->next_use || !last) {
+        ap_free(last);
+        return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
+    }
+    for (int p = 0; p < x->nparams; p++) last[p] = x->nops;
+    for (int k = x->nops - 1; k >= 0; k--) {
+        for (int i = 0; i < x->ops[k].nparams; i++)
+            z->next_use[k * HOP_MAXP + i] = last[x->ops[k].params[i]];
+        for (int i = 0; i < x->ops[k].nparams; i++) last[x->ops[k].params[i]] = k;
+    }
+    ap_free(last);
     for (int k = 0; k < x->nops; k++)
         for (int i = 0; i < x->ops[k].nparams; i++) {
             int p = x->ops[k].params[i];
@@ -368,6 +386,7 @@ static void release_after(zs *z, int k) {
         int p = o->params[i];
         if (z->persist[p] || !z->avail[p] || reused_soon(z, k, i)) continue;
         z->avail[p] = 0;
+        if (z->next_use[k * HOP_MAXP + i] < z->pf_from) z->pf_from = z->next_use[k * HOP_MAXP + i];
         z->gathered -= (double)x->params[p].numel * x->elt;
     }
 }
@@ -456,6 +475,7 @@ static void run_micro(zs *z, int mb, int boundary) {
     hctx *x = z->x;
     const ap_plan_hetero *h = z->h;
     z->micro = mb;
+    z->pf_from = 0;
     for (int k = 0; k < x->nops; k++) {
         const hop *o = &x->ops[k];
         z->rec = hx_rec(x, o->module, o->phase, o->layer, mb);
@@ -469,7 +489,10 @@ static void run_micro(zs *z, int mb, int boundary) {
                 double budget = (double)h->ds_prefetch_bucket_size;
                 double live_left = (double)h->ds_max_live_parameters - z->gathered / x->elt;
                 if (live_left < budget) budget = live_left;
-                for (int j = k + 1; j < x->nops && budget > 0; j++) {
+                /* the operators before pf_from hold nothing left to fetch: the scan skips
+                   them at no cost to the budget, as one from k + 1 would */
+                int j = k + 1 > z->pf_from ? k + 1 : z->pf_from;
+                for (; j < x->nops && budget > 0; j++) {
                     const hop *q = &x->ops[j];
                     for (int i = 0; i < q->nparams && budget > 0; i++) {
                         int p = q->params[i];
@@ -478,7 +501,9 @@ static void run_micro(zs *z, int mb, int boundary) {
                         fetch_param(z, p, 1);
                         budget -= (double)x->params[p].numel;
                     }
+                    if (!(budget > 0)) break; /* op j may hold more: the next scan starts there */
                 }
+                z->pf_from = j;
             }
         }
         z->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;
@@ -654,5 +679,6 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
     ap_free(z->sub_nvme_opt);
     ap_free(z->sub_cpu_opt);
     ap_free(z->reuse);
+    ap_free(z->next_use);
     return st;
 }
