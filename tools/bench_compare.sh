@@ -105,6 +105,9 @@ row "plan mixtral-8x7b --gpus 8..1024" plan "$M/mixtral-8x7b.json" --gpus 8..102
 row "plan gpt3-175b --gpus 8 --trainer colossalai (nothing fits)" plan "$M/gpt3-175b.json" \
     --gpus 8 --trainer colossalai --no-cache
 row "fit --gpu a100-sxm4-80g" fit --gpu a100-sxm4-80g
+row "fit --gpu a100-sxm4-80g --gpus 8" fit --gpu a100-sxm4-80g --gpus 8
+row "fit --gpu a100-sxm4-80g --gpus 8 --family llama" fit --gpu a100-sxm4-80g --gpus 8 \
+    --family llama
 row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1-405b.json" \
     --gpus 64 --gpu h100 --tp 8 --pp 8 --sp --zero 1 --gbs 128 --seq 8192 --recompute full \
     --choose-recompute --choose-offload --solver ilp
