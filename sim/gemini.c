@@ -67,6 +67,8 @@ typedef struct lcache {
     int32_t *evict;
     int nevict;
     double evict_mem;        /* the chunk memory of evict[], summed in its order */
+    int sorted;              /* evict[] is in eviction order (auto placement, steady state:
+                                sort_by_next_use, once: its keys are the operator's) */
 } lcache;
 
 typedef struct gem {
@@ -586,7 +588,7 @@ static void sort_by_next_use(gem *g, int32_t *ev, int ne) {
     }
 }
 
-static int auto_evict(gem *g, const lcache *lc) {
+static int auto_evict(gem *g, lcache *lc) {
     const double demand = lc->demand;
     const ap_plan_hetero *h = g->h;
     double cap = g->x->capacity_bytes; /* colo_device_memory_capacity: total x fraction 1.0 */
@@ -603,13 +605,16 @@ static int auto_evict(gem *g, const lcache *lc) {
     double avail = cap - max_nmd - g->md, freed = 0;
     if (avail < demand) {
         double to_free = demand - avail;
-        /* the layout's evictable chunks less the prefetches in flight (static_evict) */
-        int32_t *ev = g->tmp2;
-        int ne = 0;
-        for (int i = 0; i < lc->nevict; i++)
-            if (!g->ch[lc->evict[i]].inflight) ev[ne++] = lc->evict[i];
-        if (!g->warmup) sort_by_next_use(g, ev, ne);
-        for (int i = 0; i < ne; i++) {
+        /* the layout's evictable chunks less the prefetches in flight (static_evict), in the
+         * order of their next use after this operator: the sort of the operator's whole list,
+         * kept, less those in flight is the (stable) sort of what is left */
+        if (!g->warmup && !lc->sorted) {
+            sort_by_next_use(g, lc->evict, lc->nevict);
+            lc->sorted = 1;
+        }
+        const int32_t *ev = lc->evict;
+        for (int i = 0; i < lc->nevict; i++) {
+            if (g->ch[ev[i]].inflight) continue;
             if (freed >= to_free) break;
             release_chunk(g, ev[i]);
             move_chunk(g, ev[i], 0, 0, 0, 0);
