@@ -339,14 +339,19 @@ static void fetch_param(zs *z, int i, int prefetch) {
 }
 
 /* __params_to_release: not when used again within max_reuse_distance elements of the trace;
- * and each slot's next use (pf_from). */
+ * and each slot's next use (pf_from). The trace walked from operator k + 1 reaches the next use
+ * j of a slot's parameter having traversed every parameter of the operators in between (none
+ * of them is that parameter): pre[j] - pre[k + 1] elements, the distance checked before each
+ * operator. */
 static ap_status reuse_table(zs *z, ap_err *err) {
     const hctx *x = z->x;
     z->reuse = ap_calloc((size_t)x->nops * HOP_MAXP + 1, 1);
     z->next_use = ap_malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *z->next_use);
     int32_t *last = ap_malloc(((size_t)x->nparams + 1) * sizeof *last);
-    if (!z->reuse || !z->next_use || !last) {
+    int64_t *pre = ap_malloc(((size_t)x->nops + 1) * sizeof *pre);
+    if (!z->reuse || !z->next_use || !last || !pre) {
         ap_free(last);
+        ap_free(pre);
         return ap_err_set(err, AP_ERR_NOMEM, "zero: out of memory");
     }
     for (int p = 0; p < x->nparams; p++) last[p] = x->nops;
@@ -355,23 +360,20 @@ static ap_status reuse_table(zs *z, ap_err *err) {
             z->next_use[k * HOP_MAXP + i] = last[x->ops[k].params[i]];
         for (int i = 0; i < x->ops[k].nparams; i++) last[x->ops[k].params[i]] = k;
     }
-    ap_free(last);
+    pre[0] = 0;
+    for (int j = 0; j < x->nops; j++) {
+        int64_t n = 0;
+        for (int q = 0; q < x->ops[j].nparams; q++) n += x->params[x->ops[j].params[q]].numel;
+        pre[j + 1] = pre[j] + n;
+    }
     for (int k = 0; k < x->nops; k++)
         for (int i = 0; i < x->ops[k].nparams; i++) {
-            int p = x->ops[k].params[i];
-            int64_t traversed = 0;
-            for (int j = k + 1; j < x->nops && !z->reuse[k * HOP_MAXP + i]; j++) {
-                if (traversed >= z->h->ds_max_reuse_distance) break;
-                const hop *o = &x->ops[j];
-                for (int q = 0; q < o->nparams; q++) {
-                    if (o->params[q] == p) {
-                        z->reuse[k * HOP_MAXP + i] = 1;
-                        break;
-                    }
-                    traversed += x->params[o->params[q]].numel;
-                }
-            }
+            int j = z->next_use[k * HOP_MAXP + i];
+            z->reuse[k * HOP_MAXP + i] =
+                j < x->nops && pre[j] - pre[k + 1] < z->h->ds_max_reuse_distance;
         }
+    ap_free(last);
+    ap_free(pre);
     return AP_OK;
 }
 
