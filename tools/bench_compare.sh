@@ -106,6 +106,7 @@ row "plan gpt3-175b --gpus 8 --trainer colossalai (nothing fits)" plan "$M/gpt3-
     --gpus 8 --trainer colossalai --no-cache
 row "fit --gpu a100-sxm4-80g" fit --gpu a100-sxm4-80g
 row "fit --gpu a100-sxm4-80g --gpus 8" fit --gpu a100-sxm4-80g --gpus 8
+row "fit --gpu a100-sxm4-80g --gpus 64" fit --gpu a100-sxm4-80g --gpus 64
 row "fit --gpu a100-sxm4-80g --gpus 8 --family llama" fit --gpu a100-sxm4-80g --gpus 8 \
     --family llama
 row "partition llama-3.1-405b pp 8, joint, --solver ilp" partition "$M/llama-3.1-405b.json" \
