@@ -76,14 +76,22 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->fhi = ap_malloc(sizeof(int) * (size_t)(pp + 1));
     d->span = ap_malloc(sizeof(int) * (size_t)pp);
     d->nmax = ap_malloc(sizeof(int) * (size_t)pp * (size_t)(L + 1));
+    d->filled = ap_malloc(cells * sizeof *d->filled);
     if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->tmp || !d->cand ||
-        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax)
+        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax || !d->filled)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+    for (size_t k = 0; k < cells; k++) d->tu[k] = d->vv[k] = INFINITY;
+    d->nfilled = 0;
     return AP_OK;
 }
 
 void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc) {
-    memset(d->ok, 0, (size_t)d->p * (size_t)d->nkeys);
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->ok[k] = 0;
+        d->tu[k] = d->vv[k] = INFINITY;
+    }
+    d->nfilled = 0;
     d->per_stage_rc = per_stage_rc;
     d->fixed_rc = fixed_rc;
     d->ignore_mem = 0;
@@ -104,6 +112,7 @@ void pdp_free(pdp *d) {
     ap_free(d->fhi);
     ap_free(d->span);
     ap_free(d->nmax);
+    ap_free(d->filled);
     memset(d, 0, sizeof *d);
 }
 
@@ -149,6 +158,7 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     d->t[k] = sc->fwd_s + sc->bwd_s;
     d->mem[k] = sc->device_bytes;
     d->ok[k] = sc->fits ? 1 : 2;
+    d->filled[d->nfilled++] = (int)k;
     d->rc[k] = rc;
     return AP_OK;
 }
@@ -390,8 +400,10 @@ static double pass(pdp *d, int op, const double *vals, int *split) {
  * INFINITY */
 static double min_sum(pdp *d, double bound, int *split) {
     if (bound == INFINITY) return pass(d, P_SUM, d->tu, split);
-    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
-    for (size_t k = 0; k < cells; k++) d->vv[k] = d->tu[k] <= bound ? d->tu[k] : INFINITY;
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->vv[k] = d->tu[k] <= bound ? d->tu[k] : INFINITY;
+    }
     return pass(d, P_SUM, d->vv, split);
 }
 
@@ -402,8 +414,8 @@ enum { MM_TIME_USABLE, MM_MEM_LEGAL, MM_MEM_FIT_BOUND };
  * ranges of time <= bound; returns it, INFINITY when no split qualifies */
 static double minimax(pdp *d, int mode, double bound, int *split) {
     if (mode == MM_TIME_USABLE) return pass(d, P_MAX, d->tu, split);
-    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
-    for (size_t k = 0; k < cells; k++) {
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
         int allow = mode == MM_MEM_LEGAL ? d->ok[k] != 0 : d->ok[k] == 1 && d->t[k] <= bound;
         d->vv[k] = allow ? d->mem[k] : INFINITY;
     }
@@ -443,9 +455,10 @@ static int cmp_double(const void *x, const void *y) {
  * into d->cand. */
 static size_t candidates(pdp *d, double lo, double hi) {
     size_t n = 0;
-    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
-    for (size_t k = 0; k < cells; k++)
-        if (d->tu[k] < INFINITY && d->tu[k] >= lo && d->tu[k] <= hi) d->cand[n++] = d->tu[k];
+    for (int i = 0; i < d->nfilled; i++) {
+        double t = d->tu[d->filled[i]];
+        if (t < INFINITY && t >= lo && t <= hi) d->cand[n++] = t;
+    }
     qsort(d->cand, n, sizeof *d->cand, cmp_double);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
@@ -455,8 +468,10 @@ static size_t candidates(pdp *d, double lo, double hi) {
 
 int pdp_solve(pdp *d, int *best) {
     int *tmp = d->tmp;
-    const size_t cells = (size_t)d->p * (size_t)d->nkeys;
-    for (size_t k = 0; k < cells; k++) d->tu[k] = usable(d, k) ? d->t[k] : INFINITY;
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->tu[k] = usable(d, (size_t)k) ? d->t[k] : INFINITY;
+    }
     double s_min = min_sum(d, INFINITY, best);
     if (s_min == INFINITY) return 0;
     double best_T = pdp_split_T(d, best, NULL);

@@ -57,6 +57,9 @@ typedef struct pdp {
     int *span;             /* p: the longest range a pass read on rank r */
     int *nmax;             /* per (r, a), index r * (L + 1) + a: the longest range from a that
                               the passes read (pdp_fill) */
+    int *filled;           /* the cells priced (ok != 0), in the order priced; tu and vv are
+                              INFINITY at every other cell, so the loops over cells take these */
+    int nfilled;
 } pdp;
 
 /* Allocate the DP for model m on pp ranks of v chunks each (at least lo layers per rank),
