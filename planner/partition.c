@@ -237,7 +237,8 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
     so->solver = AP_SOLVER_DP;
     so->optimal = fits;
     so->fits = fits;
-    for (int r = 0, a = 0; r < p->pp; a += split[r], r++) so->rc[r] = d->rc[pdp_seg(d, r, a, split[r])];
+    for (int r = 0, a = 0; r < p->pp; a += split[r], r++)
+        so->rc[r] = d->rc[pdp_seg(d, r, a, split[r])];
 
     if (use_ilp && o->solver == AP_SOLVER_ILP && !restricted) {
         ap_partition_result ir;

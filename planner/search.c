@@ -636,7 +636,8 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
         run->npts[k] = -1;
         run->slots[k].top = t0;
         run->slots[k].kbest = ap_malloc((size_t)top_k * sizeof *run->slots[k].kbest);
-        if (!run->slots[k].kbest) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
+        if (!run->slots[k].kbest)
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
     }
     return AP_OK;
 }
