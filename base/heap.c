@@ -30,9 +30,14 @@ static atomic_long count;        /* allocations since the last ap_heap_fail_at *
 static atomic_long fail_at;      /* 0: no injection; else the allocation number that fails */
 static atomic_int fail_on;       /* 1: every allocation from fail_at on fails */
 static atomic_int injected;      /* an injected failure happened since ap_heap_fail_at */
+static atomic_int armed;         /* ap_heap_fail_at was called: count allocations. A program
+                                    that never calls it pays one load of a flag no thread
+                                    writes, not a locked add on a counter every thread's
+                                    allocations contend for (4-5% of fit's time) */
 
 /* Counts one allocation; 1 when it must fail. */
 static int inject(void) {
+    if (!atomic_load_explicit(&armed, RELAXED)) return 0;
     long n = atomic_fetch_add_explicit(&count, 1, RELAXED) + 1;
     long at = atomic_load_explicit(&fail_at, RELAXED);
     if (at > 0 && (n == at || (atomic_load_explicit(&fail_on, RELAXED) && n > at))) {
@@ -78,6 +83,7 @@ void ap_heap_fail_at(long n, int persistent) {
     fail_at = n > 0 ? n : 0;
     fail_on = persistent != 0;
     injected = 0;
+    armed = 1;
 }
 
 long ap_heap_count(void) { return count; }
