@@ -466,6 +466,7 @@ typedef struct {
     const ap_model *m;
     const ap_cluster *c;
     const ap_search_opts *o;
+    int analytic_only;        /* the points the cost model prices only (ap_search: any_fit) */
     ap_space space;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -556,8 +557,10 @@ static int64_t claim(search_run *run) {
      * would hold a whole chunk, and the whole search, on one thread (the answer does not
      * depend on where chunks end) */
     int n = 0, more = 1;
-    while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &pts[n])))
-        if (ap_space_point_simulated(&run->space, &pts[n++])) break;
+    while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &pts[n]))) {
+        if (!ap_space_point_simulated(&run->space, &pts[n])) n++;
+        else if (!run->analytic_only && ++n) break;
+    }
     if (n == 0) {
         run->exhausted = 1;
         pthread_cond_broadcast(&run->cv);
@@ -715,8 +718,10 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     return AP_OK;
 }
 
-ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                    ap_search_result *r, ap_err *err) {
+/* One search; analytic_only: the points the cost model prices, not those simulated, and no
+ * re-split (ap_search's first pass under any_fit). */
+static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                             int analytic_only, ap_search_result *r, ap_err *err) {
     double t0 = ap_now_s();
     memset(r, 0, sizeof *r);
     if (o->top_k < 1 || o->top_k > 10000)
@@ -734,6 +739,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     run->m = m;
     run->c = c;
     run->o = o;
+    run->analytic_only = analytic_only;
     run->r = r;
     run->eo = o->est;
     ap_estimate_opts_resolve(&run->eo, &c->gpu, &run->cal, &run->built);
@@ -751,7 +757,7 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
         *err = run->acc.err;
     }
     if (st == AP_OK) st = join_cands(run, err);
-    if (st == AP_OK && rs_applies(o) && !(o->any_fit && run->acc.top.n > 0))
+    if (st == AP_OK && rs_applies(o) && !analytic_only && !(o->any_fit && run->acc.top.n > 0))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
     if (st == AP_OK) {
         if (run->acc.top.n > 0) r->fastest = *topk_at(&run->acc.top, 0);
@@ -765,6 +771,22 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (st != AP_OK) ap_search_result_free(r);
     r->search_s = ap_now_s() - t0;
     return st;
+}
+
+/* any_fit asks whether some plan fits: where the trainer's space has points that are simulated
+ * operator by operator (Colossal-AI's Gemini, DeepSpeed's offload devices), the points the
+ * cost model prices are asked first, each a thousandth of a simulation; a fitting plan there
+ * answers it. When none fits, the whole search runs as it would have (the first pass changes
+ * nothing it computes): its answer, and the closest plan, do not depend on the first pass. */
+ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                    ap_search_result *r, ap_err *err) {
+    const ap_trainer_id tr = o->fixed.trainer;
+    if (o->any_fit && (tr == AP_TRAINER_COLOSSALAI || tr == AP_TRAINER_DEEPSPEED)) {
+        ap_status st = search_once(m, c, o, 1, r, err);
+        if (st != AP_OK || r->ntop > 0) return st;
+        ap_search_result_free(r);
+    }
+    return search_once(m, c, o, 0, r, err);
 }
 
 /* ---- several searches ------------------------------------------------------------------------ */

@@ -110,6 +110,9 @@ typedef struct gem {
     uint64_t *acc;           /* chunk i accessed (ChunkManager.accessed_chunks) as bit i, 64
                                 chunks a word: layout_info scans the few accessed chunks (under
                                 1% of megatron-1t's at a time) by word instead of every chunk */
+    uint64_t *acc_any;       /* bit w: acc[w] is not zero (the scan visits those words only:
+                                a 500-layer model's thousands of chunks are dozens of words,
+                                most of them zero, at each of its operators) */
     int32_t *use_off, *use;  /* the compute list by chunk: chunk c is used by operators
                                 use[use_off[c] .. use_off[c + 1]), ascending (built once) */
     int64_t *nextuse;
@@ -260,8 +263,14 @@ static void scatter(gem *g, int ci) {
 static int is_accessed(const gem *g, int ci) { return (int)(g->acc[ci >> 6] >> (ci & 63) & 1); }
 
 static void set_accessed(gem *g, int ci, int on) {
-    if (on) g->acc[ci >> 6] |= 1ull << (ci & 63);
-    else g->acc[ci >> 6] &= ~(1ull << (ci & 63));
+    int w = ci >> 6;
+    if (on) {
+        g->acc[w] |= 1ull << (ci & 63);
+        g->acc_any[w >> 6] |= 1ull << (w & 63);
+    } else {
+        g->acc[w] &= ~(1ull << (ci & 63));
+        if (!g->acc[w]) g->acc_any[w >> 6] &= ~(1ull << (w & 63));
+    }
 }
 
 /* ChunkManager.access_chunk */
@@ -388,9 +397,10 @@ static ap_status setup(gem *g, ap_err *err) {
     g->tmp = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp);
     g->tmp2 = ap_malloc((size_t)(g->nch + 1) * sizeof *g->tmp2);
     g->acc = ap_calloc((size_t)g->nch / 64 + 1, sizeof *g->acc);
+    g->acc_any = ap_calloc((size_t)g->nch / 4096 + 1, sizeof *g->acc_any);
     g->nextuse = ap_malloc((size_t)(g->nch + 1) * sizeof *g->nextuse);
     g->first = ap_malloc((size_t)(g->nch + 1) * sizeof *g->first);
-    if (!g->ch || !g->tmp || !g->tmp2 || !g->acc || !g->nextuse || !g->first) {
+    if (!g->ch || !g->tmp || !g->tmp2 || !g->acc || !g->acc_any || !g->nextuse || !g->first) {
         ap_free(sizes);
         ap_free(celems);
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
@@ -502,12 +512,15 @@ static lcache *layout_info(gem *g, const int32_t *chunks, int nc, ap_err *err) {
     /* the list in g->tmp2, then kept at its own length (one list per operator and phase) */
     int ne = 0;
     double mem = 0;
-    for (int w = 0; w <= (g->nch - 1) >> 6; w++)
-        for (uint64_t b = g->acc[w]; b; b &= b - 1) {
-            int i = (w << 6) + ctz64(b);
-            if (can_release(&g->ch[i])) {
-                g->tmp2[ne++] = i;
-                mem += chunk_mem(g, &g->ch[i]);
+    for (int a = 0; a <= (g->nch - 1) >> 12; a++)
+        for (uint64_t wb = g->acc_any[a]; wb; wb &= wb - 1) {
+            int w = (a << 6) + ctz64(wb);
+            for (uint64_t b = g->acc[w]; b; b &= b - 1) {
+                int i = (w << 6) + ctz64(b);
+                if (can_release(&g->ch[i])) {
+                    g->tmp2[ne++] = i;
+                    mem += chunk_mem(g, &g->ch[i]);
+                }
             }
         }
     if (g->npool + (size_t)ne > g->cappool) {
@@ -1021,6 +1034,7 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
     ap_free(g->tmp);
     ap_free(g->tmp2);
     ap_free(g->acc);
+    ap_free(g->acc_any);
     ap_free(g->use_off);
     ap_free(g->use);
     ap_free(g->nextuse);

@@ -1135,6 +1135,57 @@ static void test_any_fit(void) {
     CHECK(plenty > 0);
 }
 
+/* any_fit where some points are simulated (Colossal-AI's Gemini, DeepSpeed's offload devices):
+ * the points the cost model prices are asked first, then the whole search. Whether a plan fits,
+ * and the closest plan when none does, are the whole search's; where a priced plan fits, no
+ * simulation runs (the search stopped before the first simulated point's chunk). */
+static void test_any_fit_simulated(void) {
+    static const search_case cases[] = {
+        {"examples/models/gpt3-175b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_COLOSSALAI},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 1, 16, AP_TRAINER_COLOSSALAI},
+        {"examples/models/llama-2-70b.json", "a100-sxm4-80g", 16, 64, AP_TRAINER_COLOSSALAI},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 1, 16, AP_TRAINER_DEEPSPEED},
+        {"examples/models/llama-2-70b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_DEEPSPEED},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_DEEPSPEED},
+    };
+    ap_err err = {{0}};
+    int none = 0, fits = 0, priced_first = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_model m = load(cases[i].model);
+        ap_cluster c = cluster(cases[i].gpu, cases[i].n);
+        ap_search_opts o;
+        case_opts(&o, &m, cases[i].tr, cases[i].gbs);
+        o.threads = 1;
+        ap_search_result r, a;
+        CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+        none += r.ntop == 0;
+        fits += r.ntop > 0;
+        for (int t = 1; t <= 2; t++) {
+            ap_search_opts oa = o;
+            oa.any_fit = 1;
+            oa.threads = t;
+            CHECK(ap_search(&m, &c, &oa, &a, &err) == AP_OK);
+            CHECK_INT(a.ntop > 0, r.ntop > 0);
+            if (a.ntop > 0) CHECK(a.top[0].fits);
+            if (r.ntop == 0) {
+                char l1[128], l2[128];
+                CHECK_INT(a.have_closest, r.have_closest);
+                CHECK(strcmp(ap_plan_label(&a.closest.plan, l1, sizeof l1),
+                             ap_plan_label(&r.closest.plan, l2, sizeof l2)) == 0);
+                CHECK(a.closest.device_peak_bytes == r.closest.device_peak_bytes);
+            }
+            if (t == 1 && a.ntop > 0 && !ap_hetero_applies(&a.top[0].plan) &&
+                a.evaluated < r.evaluated)
+                priced_first++;
+            ap_search_result_free(&a);
+        }
+        ap_search_result_free(&r);
+    }
+    CHECK(none > 0);
+    CHECK(fits > 0);
+    CHECK(priced_first > 0);
+}
+
 /* Every estimate of a search (visitor), kept. */
 static void collect_all(void *ctx, const ap_estimate *e) {
     plan_list *l = ctx;
@@ -1218,6 +1269,7 @@ int main(int argc, char **argv) {
     test_cases();
     test_member_bound();
     test_any_fit();
+    test_any_fit_simulated();
     test_legality_factors();
     test_brute_force();
     test_nothing_fits();

@@ -103,6 +103,9 @@ typedef struct ap_search_opts {
      * plan fits (the ranking then holds what the chunks in flight found, the counters are
      * partial and depend on the threads), and the re-split runs only when none fits (the
      * closest plan's joint choice may make it fit); whether ntop > 0 does not depend on it.
+     * Where the trainer's space has simulated points (Colossal-AI's Gemini, DeepSpeed's
+     * offload devices) the points the cost model prices are searched first, and the whole
+     * search only when none of them fits: the closest plan is then the whole search's.
      * 0, the default: the whole search */
     int any_fit;
 } ap_search_opts;
