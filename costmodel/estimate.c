@@ -1215,6 +1215,7 @@ static void verdict(est *E) {
     e->host_capacity_bytes = c->cpu_mem_bytes;
     e->host_fits = e->host_bytes_per_node <= 0 || e->host_bytes_per_node <= 0.9 * c->cpu_mem_bytes;
     e->fits = (E->worst_dev + E->opts->headroom_bytes <= e->capacity_bytes) && e->host_fits;
+    e->partial = 0;
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */

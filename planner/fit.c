@@ -242,13 +242,15 @@ static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
  * trainer with a fitting plan ends it, its plan is not the best and nothing else is set:
  * *complete 0). A verdict that asks every trainer and finds none fitting has searched what the
  * full evaluation searches (no trainer's search is bounded then), so it says all of it
- * (*complete 1): the closest plan does not depend on the order the trainers are asked in. */
+ * (*complete 1: the closest plan does not depend on the order the trainers are asked in)
+ * unless a simulation stopped once its plan could not fit (search.h any_fit), which leaves
+ * that plan out of the closest: *complete 0. */
 static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
                            int verdict, ap_fit_verdict *v, int *complete, ap_err *err) {
     int have = 0;
     ap_estimate best;
     ap_estimate closest;
-    int have_closest = 0, closest_t = 0;
+    int have_closest = 0, closest_t = 0, stopped = 0;
     const int nt = verdict ? (int)(sizeof verdict_order / sizeof verdict_order[0])
                            : AP_TRAINER_COUNT;
     *complete = 0;
@@ -283,6 +285,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
             if (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT) continue;
             return st;
         }
+        stopped |= r.stopped > 0;
         if (verdict && r.ntop > 0) {
             ap_search_result_free(&r);
             v->fits = 1;
@@ -301,7 +304,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         }
         ap_search_result_free(&r);
     }
-    *complete = 1;
+    *complete = !stopped;
     if (have) {
         v->fits = 1;
         v->plan = best.plan;

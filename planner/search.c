@@ -314,7 +314,8 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     else if (s->o->visit_keep && (st = keep_record(s, err)) != AP_OK) return st;
     if (!s->scratch.fits) {
-        consider_closest(r, &s->out->best_overshoot, &s->scratch);
+        if (s->scratch.partial) r->stopped++; /* any_fit: its figures are partial */
+        else consider_closest(r, &s->out->best_overshoot, &s->scratch);
         *verdict = 0;
         return AP_OK;
     }
@@ -370,7 +371,8 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
         return st;
     }
     if (s->scratch.fits) return AP_OK;
-    consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
+    if (s->scratch.partial) s->out->r.stopped++;
+    else consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
     return AP_OK;
 }
@@ -467,6 +469,7 @@ typedef struct {
     const ap_cluster *c;
     const ap_search_opts *o;
     int analytic_only;        /* the points the cost model prices only (ap_search: any_fit) */
+    int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
     ap_space space;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -506,6 +509,7 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     r->evaluated += o->r.evaluated;
     r->fit += o->r.fit;
     r->pruned += o->r.pruned;
+    r->stopped += o->r.stopped;
     r->capped |= o->r.capped;
     r->candidates += o->r.candidates;
     /* the chunk's candidates change hands (its slot starts a new array): copying them onto
@@ -695,6 +699,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
                                .resplit = run->o->resplit && rs_applies(run->o),
                                .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
+        st[i].est.sim_stop_unfit = run->stop_unfit;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
         st[i].est_checked.calib = run->eo.calib;
@@ -719,9 +724,11 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
 }
 
 /* One search; analytic_only: the points the cost model prices, not those simulated, and no
- * re-split (ap_search's first pass under any_fit). */
+ * re-split (ap_search's first pass); stop_unfit: simulations stop once their plan cannot fit
+ * (ap_hetero_opts.stop_unfit), left out of the closest plan and counted in r->stopped. */
 static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                             int analytic_only, ap_search_result *r, ap_err *err) {
+                             int analytic_only, int stop_unfit, ap_search_result *r,
+                             ap_err *err) {
     double t0 = ap_now_s();
     memset(r, 0, sizeof *r);
     if (o->top_k < 1 || o->top_k > 10000)
@@ -740,6 +747,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     run->c = c;
     run->o = o;
     run->analytic_only = analytic_only;
+    run->stop_unfit = stop_unfit;
     run->r = r;
     run->eo = o->est;
     ap_estimate_opts_resolve(&run->eo, &c->gpu, &run->cal, &run->built);
@@ -773,20 +781,26 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     return st;
 }
 
-/* any_fit asks whether some plan fits: where the trainer's space has points that are simulated
- * operator by operator (Colossal-AI's Gemini, DeepSpeed's offload devices), the points the
- * cost model prices are asked first, each a thousandth of a simulation; a fitting plan there
- * answers it. When none fits, the whole search runs as it would have (the first pass changes
- * nothing it computes): its answer, and the closest plan, do not depend on the first pass. */
+/* Where the trainer's space has points simulated operator by operator (Colossal-AI's Gemini,
+ * DeepSpeed's offload devices), each the cost of a thousand estimates, a search that wants
+ * less than everything asks the points the cost model prices first:
+ * - any_fit: a fitting priced plan answers it. Otherwise the whole search runs, its
+ *   simulations stopping once their plan cannot fit (a stopped plan is no closest plan).
+ * - answer_only: when a priced plan fits, the whole search's answer has a fitting plan, so no
+ *   closest plan is read, and its simulations stop once their plan cannot fit (a plan that
+ *   cannot fit does not rank). When none fits, the whole search runs as it would have, and
+ *   its closest plan is its own. */
 ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                     ap_search_result *r, ap_err *err) {
     const ap_trainer_id tr = o->fixed.trainer;
-    if (o->any_fit && (tr == AP_TRAINER_COLOSSALAI || tr == AP_TRAINER_DEEPSPEED)) {
-        ap_status st = search_once(m, c, o, 1, r, err);
-        if (st != AP_OK || r->ntop > 0) return st;
-        ap_search_result_free(r);
-    }
-    return search_once(m, c, o, 0, r, err);
+    if (!(o->any_fit || o->answer_only) ||
+        (tr != AP_TRAINER_COLOSSALAI && tr != AP_TRAINER_DEEPSPEED))
+        return search_once(m, c, o, 0, 0, r, err);
+    ap_status st = search_once(m, c, o, 1, 0, r, err);
+    if (st != AP_OK || (o->any_fit && r->ntop > 0)) return st;
+    const int priced_fits = r->ntop > 0;
+    ap_search_result_free(r);
+    return search_once(m, c, o, 0, o->any_fit || priced_fits, r, err);
 }
 
 /* ---- several searches ------------------------------------------------------------------------ */

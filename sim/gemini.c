@@ -985,7 +985,7 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
     x->sum.kind = AP_HETERO_GEMINI;
     ap_status st = setup(g, err);
     int steps = x->o->steps;
-    for (int s = 0; st == AP_OK && s < steps && !g->failed; s++) {
+    for (int s = 0; st == AP_OK && s < steps && !g->failed && !x->unfit; s++) {
         int last = s == steps - 1;
         x->recording = last && x->o->record;
         if (last) {
@@ -998,18 +998,18 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
             x->recording = 1;
         }
         hsnap s1a, s1b;
-        for (int32_t mb = 0; mb < x->mb && !g->failed && st == AP_OK; mb++) {
+        for (int32_t mb = 0; mb < x->mb && !g->failed && !x->unfit && st == AP_OK; mb++) {
             if (hx_skipped(mb, x->mb)) {
                 if (mb == 2) hx_repeat(x, &s1a, &s1b, x->mb - 3);
                 continue;
             }
             if (mb == 1) hx_snap(x, &s1a);
-            for (int k = 0; k < x->nops && !g->failed; k++)
+            for (int k = 0; k < x->nops && !g->failed && !x->unfit; k++)
                 if (run_op(g, k, mb, err) < 0) st = AP_ERR_NOMEM;
-            if (!g->failed) backward_end(g);
+            if (!g->failed && !x->unfit) backward_end(g);
             if (mb == 1) hx_snap(x, &s1b);
         }
-        if (st == AP_OK && !g->failed) optimizer_step(g);
+        if (st == AP_OK && !g->failed && !x->unfit) optimizer_step(g);
     }
     if (st == AP_OK) {
         x->sum.compute_s = x->mb * (x->fwd_s + x->bwd_s);

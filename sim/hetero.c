@@ -782,6 +782,11 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     s->fits = gpu_ok && host_ok && nvme_ok;
     s->binding = !gpu_ok ? AP_BIND_GPU : !host_ok ? AP_BIND_HOST : !nvme_ok ? AP_BIND_NVME
                                                                            : AP_BIND_NONE;
+    if (x->unfit) { /* opts->stop_unfit: what it stopped on binds; the rest is partial */
+        s->stopped = 1;
+        s->fits = 0;
+        s->binding = (ap_binding)x->unfit;
+    }
     *out = (ap_hetero *)x;
     return AP_OK;
 }
@@ -823,6 +828,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ho.record = 0;
     ho.cache = cache;
     ho.step_cutoff_s = opts->sim_cutoff_s;
+    ho.stop_unfit = opts->sim_stop_unfit;
     ap_hetero *h = NULL;
     if ((st = ap_hetero_run(m, c, p, &ho, &h, err)) != AP_OK) return st;
     const ap_hetero_summary *s = ap_hetero_summary_of(h);
@@ -847,6 +853,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     e->host_capacity_bytes = s->host_capacity_bytes;
     e->host_fits = s->host_bytes_per_node <= 0.9 * s->host_capacity_bytes;
     e->fits = s->fits;
+    e->partial = s->stopped;
     /* time: the simulation's step with the cost model's parts of the compute */
     ap_time *t = &e->time;
     t->dp_comm_s = s->collective_exposed_s;

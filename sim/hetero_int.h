@@ -95,6 +95,8 @@ typedef struct hctx {
     int nmoves, capmoves;
     int nomem;
     double host_now;            /* this rank's host memory now */
+    int unfit;                  /* opts->stop_unfit: the plan cannot fit (AP_BIND_*); the
+                                   simulators stop */
     tline tl;
     /* the last collectives priced (ht_collective_s): a simulation repeats a few sizes (one per
      * chunk or bucket size) thousands of times; zeroed with the context (bytes 0: empty) */

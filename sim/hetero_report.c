@@ -115,6 +115,8 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
     } else if (over > 0 && rec == s->first_over_op && over > s->over_bytes) {
         s->over_bytes = over;
     }
+    /* the reported step's peak only grows, and the verdict's GPU rule reads it (hetero.c) */
+    if (over > 0 && x->o->stop_unfit && !x->unfit) x->unfit = AP_BIND_GPU;
 }
 
 void hx_planned(hctx *x, int rec, double bytes) {
@@ -129,6 +131,10 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
     if (host_bytes > s->host_peak_bytes) {
         s->host_peak_bytes = host_bytes;
         s->host_pinned_bytes = pinned_bytes;
+        /* the peak only grows, and the verdict's host rule reads it (hetero.c) */
+        if (x->o->stop_unfit && !x->unfit &&
+            host_bytes * x->gpus_per_node > 0.9 * s->host_capacity_bytes)
+            x->unfit = AP_BIND_HOST;
     }
     ap_hetero_oprec *r = x->recording ? rec_at(x, rec) : NULL;
     if (r && host_bytes > (double)r->host_bytes) r->host_bytes = (int64_t)host_bytes;

@@ -631,7 +631,16 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         snprintf(x->sum.name, sizeof x->sum.name, "zero-offload");
     }
     ap_status st = layout(z, err);
-    if (st == AP_OK && z->stage == 3) st = reuse_table(z, err);
+    if (st == AP_OK && x->o->stop_unfit && !x->unfit) {
+        /* what the layout fixes decides (hetero.c's verdict): the drives' share, and the
+           resident model data, which every point of the reported step holds on the GPU */
+        const ap_hetero_summary *s = &x->sum;
+        if (s->nvme_bytes_per_node > 0 && s->nvme_bytes_per_node > s->nvme_capacity_bytes)
+            x->unfit = AP_BIND_NVME;
+        else if (z->fixed_gpu + x->overhead_bytes + s->headroom_bytes > s->gpu_capacity_bytes)
+            x->unfit = AP_BIND_GPU;
+    }
+    if (st == AP_OK && z->stage == 3 && !x->unfit) st = reuse_table(z, err);
     if (st == AP_OK && x->o->step_cutoff_s > 0) {
         /* the step also waits for the optimizer's Adam passes (optimizer_step) */
         double cpu_n, gpu_n;
@@ -640,7 +649,7 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
             st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute and optimizer "
                             "alone are above the cutoff of %g s", x->o->step_cutoff_s);
     }
-    for (int s = 0; st == AP_OK && s < x->o->steps; s++) {
+    for (int s = 0; st == AP_OK && s < x->o->steps && !x->unfit; s++) {
         int last = s == x->o->steps - 1;
         z->traced = s > 0; /* the first step records the trace */
         if (last) {

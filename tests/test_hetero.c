@@ -523,6 +523,75 @@ static ap_plan ds_plan(int zero, ap_offload_device opt, ap_offload_device par, i
     return p;
 }
 
+/* ap_hetero_opts.stop_unfit: a run that stops says what the whole run says of the resource it
+ * stopped on (the whole run does not fit for that reason), and a run that fits, or that
+ * stops for no reason, reports what the whole run reports. Gemini static and auto, ZeRO-Offload
+ * and ZeRO-Infinity to the host and to NVMe, on hosts and drives from too small to ample. */
+static void test_stop_unfit(void) {
+    static const char *const models[] = {"examples/models/gpt2.json",
+                                          "examples/models/llama-2-7b.json",
+                                          "examples/models/llama-2-7b.json"};
+    static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
+    static const double hosts[] = {16, 64, 1024};
+    int fits = 0, by_host = 0, by_gpu = 0, by_nvme = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int k = 0; k < 8; k++) {
+                ap_model m = load(models[mi]);
+                ap_cluster c = one_gpu(gpus[mi], hosts[hi]);
+                c.nvme_bytes = hi == 2 ? 50e9 : 4e12; /* the ample host, small drives */
+                c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
+                ap_plan p = k == 0   ? gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 2, 1024)
+                            : k == 1 ? gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 2, 1024)
+                            : k == 2 ? gemini_plan(AP_GEMINI_STATIC, 1, 1, 1, 2, 1024)
+                            : k == 3 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 2, 1024)
+                            : k == 4 ? ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2)
+                            : k == 5 ? ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 2)
+                            : k == 6 ? ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 2)
+                                     : ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2);
+                ap_err err;
+                if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
+                ap_hetero_opts o;
+                ap_hetero_opts_init(&o);
+                ap_hetero *hw = NULL, *hs = NULL;
+                ap_status sw = ap_hetero_run(&m, &c, &p, &o, &hw, &err);
+                o.stop_unfit = 1;
+                ap_status ss = ap_hetero_run(&m, &c, &p, &o, &hs, &err);
+                CHECK_INT(ss, sw);
+                if (sw == AP_OK && ss == AP_OK) {
+                    const ap_hetero_summary *w = ap_hetero_summary_of(hw);
+                    const ap_hetero_summary *t = ap_hetero_summary_of(hs);
+                    CHECK(!t->stopped || !t->fits);
+                    if (!t->stopped) {
+                        CHECK_INT(t->fits, w->fits);
+                        CHECK_INT((int)t->binding, (int)w->binding);
+                        CHECK(t->step_s == w->step_s);
+                        CHECK(t->gpu_peak_bytes == w->gpu_peak_bytes);
+                        CHECK(t->host_peak_bytes == w->host_peak_bytes);
+                        fits += w->fits;
+                    } else if (t->binding == AP_BIND_HOST) {
+                        CHECK(w->host_bytes_per_node > 0.9 * w->host_capacity_bytes);
+                        by_host++;
+                    } else if (t->binding == AP_BIND_NVME) {
+                        CHECK(w->nvme_bytes_per_node > w->nvme_capacity_bytes);
+                        by_nvme++;
+                    } else {
+                        CHECK_INT((int)t->binding, (int)AP_BIND_GPU);
+                        CHECK(w->failure[0] ||
+                              w->gpu_peak_bytes + w->headroom_bytes > w->gpu_capacity_bytes);
+                        by_gpu++;
+                    }
+                    if (t->stopped) CHECK(!w->fits);
+                }
+                ap_hetero_free(hw);
+                ap_hetero_free(hs);
+            }
+    CHECK(fits > 0);
+    CHECK(by_host > 0);
+    CHECK(by_gpu > 0);
+    CHECK(by_nvme > 0);
+}
+
 static void test_zero_hand(void) {
     ap_model m = load("examples/models/gpt2.json");
     ap_cluster big = one_gpu("h200", 1024);
@@ -1406,6 +1475,7 @@ int main(int argc, char **argv) {
     test_fit_best_bound();
     test_planfile();
     test_claims();
+    test_stop_unfit();
     test_emit();
     test_cli();
     return tl_finish();

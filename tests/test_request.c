@@ -301,6 +301,10 @@ static void test_tables_cover_the_structs(void) {
     memset(cov + so + offsetof(ap_search_opts, any_fit), 1, sizeof(int));
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_cutoff_s), 1,
            sizeof(double));
+    /* the simulations' early stop: the search sets it itself where it keeps the ranking
+       (search.h any_fit and answer_only), as it sets the cutoff */
+    memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_stop_unfit),
+           1, sizeof(int));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, cache), 1,
            sizeof(void *));

@@ -1135,10 +1135,13 @@ static void test_any_fit(void) {
     CHECK(plenty > 0);
 }
 
-/* any_fit where some points are simulated (Colossal-AI's Gemini, DeepSpeed's offload devices):
- * the points the cost model prices are asked first, then the whole search. Whether a plan fits,
- * and the closest plan when none does, are the whole search's; where a priced plan fits, no
- * simulation runs (the search stopped before the first simulated point's chunk). */
+/* any_fit and answer_only where some points are simulated (Colossal-AI's Gemini, DeepSpeed's
+ * offload devices): the points the cost model prices are asked first, then the whole search,
+ * its simulations stopping once their plan cannot fit (any_fit; answer_only when a priced plan
+ * fits). Whether a plan fits is the whole search's, and so is the closest plan when none does
+ * and no simulation stopped; where a priced plan fits, any_fit simulates nothing (the search
+ * stopped before the first simulated point's chunk); answer_only's ranking is the whole
+ * search's. */
 static void test_any_fit_simulated(void) {
     static const search_case cases[] = {
         {"examples/models/gpt3-175b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_COLOSSALAI},
@@ -1149,7 +1152,7 @@ static void test_any_fit_simulated(void) {
         {"examples/models/llama-2-7b.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_DEEPSPEED},
     };
     ap_err err = {{0}};
-    int none = 0, fits = 0, priced_first = 0;
+    int none = 0, fits = 0, priced_first = 0, stopped = 0, answer_stopped = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ap_model m = load(cases[i].model);
         ap_cluster c = cluster(cases[i].gpu, cases[i].n);
@@ -1167,7 +1170,8 @@ static void test_any_fit_simulated(void) {
             CHECK(ap_search(&m, &c, &oa, &a, &err) == AP_OK);
             CHECK_INT(a.ntop > 0, r.ntop > 0);
             if (a.ntop > 0) CHECK(a.top[0].fits);
-            if (r.ntop == 0) {
+            stopped += a.stopped > 0;
+            if (r.ntop == 0 && a.stopped == 0) {
                 char l1[128], l2[128];
                 CHECK_INT(a.have_closest, r.have_closest);
                 CHECK(strcmp(ap_plan_label(&a.closest.plan, l1, sizeof l1),
@@ -1178,12 +1182,28 @@ static void test_any_fit_simulated(void) {
                 a.evaluated < r.evaluated)
                 priced_first++;
             ap_search_result_free(&a);
+            ap_search_opts ob = o;
+            ob.answer_only = 1;
+            ob.threads = t;
+            CHECK(ap_search(&m, &c, &ob, &a, &err) == AP_OK);
+            CHECK_INT(a.ntop, r.ntop);
+            for (int k = 0; k < a.ntop && k < r.ntop; k++) {
+                char l1[128], l2[128];
+                CHECK(strcmp(ap_plan_label(&a.top[k].plan, l1, sizeof l1),
+                             ap_plan_label(&r.top[k].plan, l2, sizeof l2)) == 0);
+                CHECK(a.top[k].time.step_s == r.top[k].time.step_s);
+                CHECK(!a.top[k].partial);
+            }
+            answer_stopped += a.stopped > 0;
+            ap_search_result_free(&a);
         }
         ap_search_result_free(&r);
     }
     CHECK(none > 0);
     CHECK(fits > 0);
     CHECK(priced_first > 0);
+    CHECK(stopped > 0);
+    CHECK(answer_stopped > 0);
 }
 
 /* Every estimate of a search (visitor), kept. */

@@ -59,6 +59,9 @@ typedef struct ap_estimate_opts {
     const unsigned char *ranks_only;
     /* ap_hetero_estimate only: its ap_hetero_opts.step_cutoff_s (0, the default: none) */
     double sim_cutoff_s;
+    /* ap_hetero_estimate only: its ap_hetero_opts.stop_unfit (0, the default: every
+       simulation runs to its end) */
+    int sim_stop_unfit;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);
@@ -144,6 +147,9 @@ typedef struct ap_estimate {
     double host_capacity_bytes;
     int fits;                      /* device + headroom <= capacity and host fits */
     int host_fits;
+    int partial;                   /* 1: its simulation stopped once the plan could not fit
+                                      (ap_estimate_opts.sim_stop_unfit): fits 0, the memory
+                                      and time figures are the run's so far */
 } ap_estimate;
 
 /* Evaluate plan p. Returns AP_ERR_INFEASIBLE (err names the rule) when the trainer cannot run

@@ -197,6 +197,14 @@ typedef struct ap_hetero_opts {
                                  per-step overhead, is above it) is not simulated:
                                  AP_ERR_INFEASIBLE. 0, the default: every plan is simulated */
     int record;               /* keep per-operator records and movements; default 1 */
+    /* 1: only whether the plan fits is wanted: the run stops as soon as it cannot (its host
+       memory per node past 90% of the node's, its NVMe past the drives', the reported step's
+       GPU peak with the headroom past the GPU's capacity, or, ZeRO-Offload and -Infinity, the
+       model data resident on the GPU with the overhead and headroom past it: every point of
+       the reported step holds at least that). The summary then says
+       stopped 1, fits 0 and the binding resource; its other figures are the run's so far.
+       0, the default: the run goes to its end */
+    int stop_unfit;
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
     /* kernel figures, as ap_estimate_opts: a measured profile over the published tables, or
        prebuilt tables (which win); both NULL: the GPU's published tables. Borrowed. */
@@ -277,6 +285,7 @@ typedef struct ap_hetero_summary {
     char over_op[96];                     /* "forward of fc1, layer 23" */
     char failure[256];                    /* the trainer's own failure, e.g. Gemini's "Adjust
                                              layout failed! No enough CUDA memory!" */
+    int stopped;                          /* ap_hetero_opts.stop_unfit stopped the run */
 } ap_hetero_summary;
 
 typedef struct ap_hetero ap_hetero;

@@ -90,9 +90,12 @@ typedef struct ap_search_opts {
     double tie_margin;
     /* 1: only the ranking is wanted. A plan simulated operator by operator (Gemini, DeepSpeed
      * offload devices) whose compute alone is past the ranking's bound as the search stands
-     * (what is slower cannot enter it) is then not simulated and not counted as evaluated, so
-     * the counters depend on the thread count and the closest plan may differ; the ranking
-     * does not. 0, the default: every legal plan the pruning leaves is estimated */
+     * (what is slower cannot enter it) is then not simulated and not counted as evaluated;
+     * where the trainer's space has such plans, those the cost model prices are searched
+     * first, and when one of them fits the simulations stop as soon as their plan cannot fit
+     * (counted in stopped). So the counters depend on the thread count and the closest plan
+     * may differ; the ranking does not. 0, the default: every legal plan the pruning leaves
+     * is estimated */
     int answer_only;
     /* > 0: what is slower than this step time cannot matter to the caller (its best plan from
      * elsewhere times 1 + the tie margin: a plan whose fastest is no slower than that best
@@ -105,7 +108,9 @@ typedef struct ap_search_opts {
      * closest plan's joint choice may make it fit); whether ntop > 0 does not depend on it.
      * Where the trainer's space has simulated points (Colossal-AI's Gemini, DeepSpeed's
      * offload devices) the points the cost model prices are searched first, and the whole
-     * search only when none of them fits: the closest plan is then the whole search's.
+     * search only when none of them fits; its simulations stop as soon as their plan cannot
+     * fit (ap_hetero_opts.stop_unfit, counted in stopped). The closest plan is the whole
+     * search's when none stopped; otherwise it is the closest of the others.
      * 0, the default: the whole search */
     int any_fit;
 } ap_search_opts;
@@ -124,6 +129,8 @@ typedef struct ap_search_result {
     int64_t evaluated;        /* estimated (legal minus pruned) */
     int64_t fit;              /* evaluated and fitting */
     int64_t pruned;           /* legal combinations skipped by pruning */
+    int64_t stopped;          /* any_fit: evaluated plans whose simulation stopped once they
+                                 could not fit (not candidates for the closest plan) */
     int capped;               /* stopped at opts->max_evals */
     int64_t candidates;       /* resplit: fitting pipelined plans ranked with their split */
     int64_t resplit;          /* of those, split optimally (the others' bounds could not win) */
