@@ -246,7 +246,8 @@ static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
  * unless a simulation stopped once its plan could not fit (search.h any_fit), which leaves
  * that plan out of the closest: *complete 0. */
 static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq, int64_t gbs,
-                           int verdict, ap_fit_verdict *v, int *complete, ap_err *err) {
+                           int verdict, int known_fit, ap_fit_verdict *v, int *complete,
+                           ap_err *err) {
     int have = 0;
     ap_estimate best;
     ap_estimate closest;
@@ -269,6 +270,8 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         /* the best plan is read, and the closest only when none fits (no bound then) */
         so.answer_only = 1;
         so.any_fit = verdict;
+        /* a verdict found a fitting plan: the best is read, never the closest */
+        so.no_closest = known_fit;
         so.est.headroom_bytes = o->headroom_bytes;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;
@@ -332,19 +335,24 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
     return AP_OK;
 }
 
-/* ap_fit_eval; verdict: only v->fits is wanted (where that saves work: the best, without a
- * throughput floor, which needs the best plan's tokens/s), *full = 0 when only it is set (1
- * when the verdict took the whole evaluation). */
-static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int verdict,
+/* What an evaluation is asked: everything (EVAL_FULL); only whether the size fits
+ * (EVAL_VERDICT, where that saves work: the best, without a throughput floor, which needs the
+ * best plan's tokens/s); or everything of a size a verdict found fitting (EVAL_FITS: the best
+ * plan is read, never the closest, so simulations stop once their plan cannot fit). */
+enum { EVAL_FULL, EVAL_VERDICT, EVAL_FITS };
+
+/* ap_fit_eval for the question `ask` (EVAL_*); *full = 0 when only v->fits is set (1 when the
+ * verdict took the whole evaluation). */
+static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int ask,
                           ap_fit_verdict *v, int *full, ap_err *err) {
     memset(v, 0, sizeof *v);
     int64_t seq = 0, gbs = 0;
     ap_status st = batch_of(o, m, &seq, &gbs, err);
     if (st != AP_OK) return st;
-    verdict = verdict && s == AP_FIT_BEST && !(o->min_tokens_per_s > 0);
+    const int verdict = ask == EVAL_VERDICT && s == AP_FIT_BEST && !(o->min_tokens_per_s > 0);
     *full = !verdict;
     if (s == AP_FIT_BEST) {
-        st = eval_best(o, m, seq, gbs, verdict, v, full, err);
+        st = eval_best(o, m, seq, gbs, verdict, ask == EVAL_FITS, v, full, err);
     } else {
         plan_of(o, s, m, seq, gbs, &v->plan);
         if (s <= AP_FIT_ZERO3) st = eval_estimate(o, m, &v->plan, v, err);
@@ -363,14 +371,14 @@ static ap_status fit_eval(const ap_fit_opts *o, int s, const ap_model *m, int ve
 ap_status ap_fit_eval(const ap_fit_opts *o, int s, const ap_model *m, ap_fit_verdict *v,
                       ap_err *err) {
     int full;
-    return fit_eval(o, s, m, 0, v, &full, err);
+    return fit_eval(o, s, m, EVAL_FULL, v, &full, err);
 }
 
 /* ---- the bisection ------------------------------------------------------------------------ */
 
-/* Rung r's verdict (verdict: only whether it fits, where that saves work; *full says whether
- * the rest of v is set); counted in e->evaluations. */
-static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r, int verdict,
+/* Rung r's evaluation for the question `ask` (EVAL_*; *full says whether the rest of v is
+ * set); counted in e->evaluations. */
+static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r, int ask,
                            ap_fit_verdict *v, int *full, char *name, size_t nn, ap_fit_entry *e,
                            ap_err *err) {
     ap_model m;
@@ -378,7 +386,7 @@ static ap_status eval_rung(const ap_fit_opts *o, int s, const ap_family_rung *r,
     if (st != AP_OK) return st;
     if (name) snprintf(name, nn, "%s", m.name);
     e->evaluations++;
-    return fit_eval(o, s, &m, verdict, v, full, err);
+    return fit_eval(o, s, &m, ask, v, full, err);
 }
 
 /* Bisect the ladder for the boundary between a size that trains and the next that does not.
@@ -393,7 +401,7 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
     e->nrungs = n;
     e->rung = -1;
     /* the smallest size: when it fails, nothing trains */
-    if ((st = eval_rung(o, s, &rungs[0], 0, &v, &full, nm, sizeof nm, e, err)) != AP_OK)
+    if ((st = eval_rung(o, s, &rungs[0], EVAL_FULL, &v, &full, nm, sizeof nm, e, err)) != AP_OK)
         return st;
     if (!v.fits) {
         e->found = 0;
@@ -408,7 +416,8 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
     int lo_full = 1, hi_full = 0;
     ap_fit_verdict vlo = v, vhi;
     memset(&vhi, 0, sizeof vhi);
-    if ((st = eval_rung(o, s, &rungs[n - 1], 1, &v, &full, NULL, 0, e, err)) != AP_OK) return st;
+    st = eval_rung(o, s, &rungs[n - 1], EVAL_VERDICT, &v, &full, NULL, 0, e, err);
+    if (st != AP_OK) return st;
     if (v.fits) {
         lo = n - 1;
         vlo = v;
@@ -419,8 +428,8 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
         hi_full = full;
         while (hi - lo > 1) {
             int mid = lo + (hi - lo) / 2;
-            if ((st = eval_rung(o, s, &rungs[mid], 1, &v, &full, NULL, 0, e, err)) != AP_OK)
-                return st;
+            st = eval_rung(o, s, &rungs[mid], EVAL_VERDICT, &v, &full, NULL, 0, e, err);
+            if (st != AP_OK) return st;
             if (v.fits) {
                 lo = mid;
                 vlo = v;
@@ -432,10 +441,11 @@ static ap_status fit_one(const ap_fit_opts *o, int s, const ap_family_rung *rung
             }
         }
     }
-    if (!lo_full && (st = eval_rung(o, s, &rungs[lo], 0, &vlo, &full, NULL, 0, e, err)) != AP_OK)
+    if (!lo_full &&
+        (st = eval_rung(o, s, &rungs[lo], EVAL_FITS, &vlo, &full, NULL, 0, e, err)) != AP_OK)
         return st;
     if (hi < n && !hi_full &&
-        (st = eval_rung(o, s, &rungs[hi], 0, &vhi, &full, NULL, 0, e, err)) != AP_OK)
+        (st = eval_rung(o, s, &rungs[hi], EVAL_FULL, &vhi, &full, NULL, 0, e, err)) != AP_OK)
         return st;
     e->found = 1;
     e->rung = lo;

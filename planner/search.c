@@ -789,13 +789,14 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
  * - answer_only: when a priced plan fits, the whole search's answer has a fitting plan, so no
  *   closest plan is read, and its simulations stop once their plan cannot fit (a plan that
  *   cannot fit does not rank). When none fits, the whole search runs as it would have, and
- *   its closest plan is its own. */
+ *   its closest plan is its own.
+ * no_closest says the caller reads none: one search, its simulations stopping. */
 ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                     ap_search_result *r, ap_err *err) {
     const ap_trainer_id tr = o->fixed.trainer;
-    if (!(o->any_fit || o->answer_only) ||
+    if (!(o->any_fit || o->answer_only) || o->no_closest ||
         (tr != AP_TRAINER_COLOSSALAI && tr != AP_TRAINER_DEEPSPEED))
-        return search_once(m, c, o, 0, 0, r, err);
+        return search_once(m, c, o, 0, o->no_closest, r, err);
     ap_status st = search_once(m, c, o, 1, 0, r, err);
     if (st != AP_OK || (o->any_fit && r->ntop > 0)) return st;
     const int priced_fits = r->ntop > 0;

@@ -1153,6 +1153,7 @@ static void test_any_fit_simulated(void) {
     };
     ap_err err = {{0}};
     int none = 0, fits = 0, priced_first = 0, stopped = 0, answer_stopped = 0;
+    int closest_stopped = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ap_model m = load(cases[i].model);
         ap_cluster c = cluster(cases[i].gpu, cases[i].n);
@@ -1182,20 +1183,24 @@ static void test_any_fit_simulated(void) {
                 a.evaluated < r.evaluated)
                 priced_first++;
             ap_search_result_free(&a);
-            ap_search_opts ob = o;
-            ob.answer_only = 1;
-            ob.threads = t;
-            CHECK(ap_search(&m, &c, &ob, &a, &err) == AP_OK);
-            CHECK_INT(a.ntop, r.ntop);
-            for (int k = 0; k < a.ntop && k < r.ntop; k++) {
-                char l1[128], l2[128];
-                CHECK(strcmp(ap_plan_label(&a.top[k].plan, l1, sizeof l1),
-                             ap_plan_label(&r.top[k].plan, l2, sizeof l2)) == 0);
-                CHECK(a.top[k].time.step_s == r.top[k].time.step_s);
-                CHECK(!a.top[k].partial);
+            for (int v = 0; v < 2; v++) { /* answer_only; no_closest */
+                ap_search_opts ob = o;
+                ob.answer_only = v == 0;
+                ob.no_closest = v == 1;
+                ob.threads = t;
+                CHECK(ap_search(&m, &c, &ob, &a, &err) == AP_OK);
+                CHECK_INT(a.ntop, r.ntop);
+                for (int k = 0; k < a.ntop && k < r.ntop; k++) {
+                    char l1[128], l2[128];
+                    CHECK(strcmp(ap_plan_label(&a.top[k].plan, l1, sizeof l1),
+                                 ap_plan_label(&r.top[k].plan, l2, sizeof l2)) == 0);
+                    CHECK(a.top[k].time.step_s == r.top[k].time.step_s);
+                    CHECK(!a.top[k].partial);
+                }
+                answer_stopped += v == 0 && a.stopped > 0;
+                closest_stopped += v == 1 && a.stopped > 0;
+                ap_search_result_free(&a);
             }
-            answer_stopped += a.stopped > 0;
-            ap_search_result_free(&a);
         }
         ap_search_result_free(&r);
     }
@@ -1204,6 +1209,7 @@ static void test_any_fit_simulated(void) {
     CHECK(priced_first > 0);
     CHECK(stopped > 0);
     CHECK(answer_stopped > 0);
+    CHECK(closest_stopped > 0);
 }
 
 /* Every estimate of a search (visitor), kept. */

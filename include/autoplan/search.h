@@ -113,6 +113,10 @@ typedef struct ap_search_opts {
      * search's when none stopped; otherwise it is the closest of the others.
      * 0, the default: the whole search */
     int any_fit;
+    /* 1: the caller reads no closest plan (it knows a plan of the trainers it asks fits, and
+     * asks this search for the ranking only): simulations stop as soon as their plan cannot
+     * fit (counted in stopped), which changes no ranking. 0, the default */
+    int no_closest;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
