@@ -171,10 +171,15 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     ho.kernels = o->kernels;
     ho.record = 0;
     ho.steps = 3;
+    ap_hetero_cache hc;
+    memset(&hc, 0, sizeof hc);
+    hc.shared = o->templates;
+    if (o->templates) ho.cache = &hc;
     ap_hetero *h = NULL;
     /* the parameter swap buffers a user of this model sets (DeepSpeed asserts otherwise) */
     ap_status st = ap_hetero_size_param_buffers(m, p, err);
     if (st == AP_OK) st = ap_hetero_run(m, &o->cluster, p, &ho, &h, err);
+    ap_hetero_cache_free(&hc); /* the run keeps its copy of the template */
     if (st == AP_ERR_INFEASIBLE) {
         v->fits = 0;
         v->binding = AP_BIND_GPU;
@@ -272,6 +277,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.any_fit = verdict;
         /* a verdict found a fitting plan: the best is read, never the closest */
         so.no_closest = known_fit;
+        so.hetero_templates = o->templates;
         so.est.headroom_bytes = o->headroom_bytes;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;
@@ -515,7 +521,11 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     r->nrungs = n;
     r->smallest_params = rungs[0].params;
     r->largest_rung_params = rungs[n - 1].params;
-    fit_run run = {.o = o, .rungs = rungs, .nrungs = n};
+    /* one store of simulation templates for every strategy and probe */
+    ap_fit_opts oc = *o;
+    ap_hetero_store *own = o->templates ? NULL : ap_hetero_store_new();
+    if (own) oc.templates = own;
+    fit_run run = {.o = &oc, .rungs = rungs, .nrungs = n};
     for (int s = 0; s < AP_FIT_NSTRATEGIES; s++) {
         if (o->strategies && !(o->strategies & (1u << s))) continue;
         ap_fit_entry *e = &r->e[r->n++];
@@ -548,6 +558,7 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     for (int i = 1; i < nt; i++)
         if (started[i]) pthread_join(tid[i], NULL);
     pthread_mutex_destroy(&run.mu);
+    ap_hetero_store_free(own);
     ap_free(rungs);
     /* the first failure in the strategies' order */
     const fit_job *bad = NULL;

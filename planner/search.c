@@ -694,12 +694,18 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search threads");
     }
     char *started = ap_calloc((size_t)nthreads, 1);
+    /* the simulations' templates, one store for the threads (hetero.h) */
+    const ap_trainer_id tr = run->o->fixed.trainer;
+    ap_hetero_store *own = NULL, *store = run->o->hetero_templates;
+    if (!store && (tr == AP_TRAINER_COLOSSALAI || tr == AP_TRAINER_DEEPSPEED))
+        store = own = ap_hetero_store_new();
     for (int i = 0; i < nthreads; i++) {
         st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
                                .resplit = run->o->resplit && rs_applies(run->o),
                                .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         st[i].est.sim_stop_unfit = run->stop_unfit;
+        st[i].chunk_cache.shared = store;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
         st[i].est_checked.calib = run->eo.calib;
@@ -716,6 +722,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         ap_estimate_cache_free(st[i].est.cache);
         ap_hetero_cache_free(&st[i].chunk_cache);
     }
+    ap_hetero_store_free(own);
     ap_free(started);
     ap_free(st);
     ap_free(args);

@@ -14,6 +14,7 @@
  * Not here: what moves (the trainers' files), the report (hetero_report.c).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,13 +585,36 @@ void ap_hetero_cache_free(ap_hetero_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* The cache's template for shape q, or NULL. Tables built for this run alone (from a
+struct ap_hetero_store {
+    pthread_mutex_t mu;
+    struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES];
+    int next;
+};
+
+ap_hetero_store *ap_hetero_store_new(void) {
+    ap_hetero_store *s = ap_calloc(1, sizeof *s);
+    if (s && pthread_mutex_init(&s->mu, NULL) != 0) {
+        ap_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ap_hetero_store_free(ap_hetero_store *s) {
+    if (!s) return;
+    for (int i = 0; i < AP_HETERO_TEMPLATES; i++) template_free(s->tpl[i]);
+    pthread_mutex_destroy(&s->mu);
+    ap_free(s);
+}
+
+/* The template for shape q among tpl's, or NULL. Tables built for this run alone (from a
  * profile) are never matched: their address may be another run's later. */
-static const struct ap_hetero_template *template_find(const hctx *x, const ap_plan *q) {
-    ap_hetero_cache *cache = x->o->cache;
-    if (!cache || x->k_built) return NULL;
+static const struct ap_hetero_template *template_find(const hctx *x,
+                                                      struct ap_hetero_template *const *tpl,
+                                                      const ap_plan *q) {
+    if (x->k_built) return NULL;
     for (int i = 0; i < AP_HETERO_TEMPLATES; i++) {
-        const struct ap_hetero_template *t = cache->tpl[i];
+        const struct ap_hetero_template *t = tpl[i];
         if (t && t->k == x->k && !memcmp(&t->q, q, sizeof *q) &&
             !memcmp(&t->m, x->m, sizeof t->m) && !memcmp(&t->c, x->c, sizeof t->c) &&
             !memcmp(&t->cal, &x->cal, sizeof t->cal))
@@ -599,8 +623,35 @@ static const struct ap_hetero_template *template_find(const hctx *x, const ap_pl
     return NULL;
 }
 
-/* Keep the context's template for shape q in the cache (nothing when memory is short: the
- * next run builds it again). */
+/* The cache's template for shape q into the context: 1 when there is one, 0 when not, -1 out
+ * of memory. A shared store's is copied under its lock (another thread may replace it). */
+static int template_take(hctx *x, const ap_plan *q) {
+    ap_hetero_cache *cache = x->o->cache;
+    if (!cache) return 0;
+    ap_hetero_store *sh = cache->shared;
+    if (sh) pthread_mutex_lock(&sh->mu);
+    const struct ap_hetero_template *t = template_find(x, sh ? sh->tpl : cache->tpl, q);
+    int got = 0;
+    if (t) {
+        x->ops = ap_malloc(((size_t)t->nops + 1) * sizeof *x->ops);
+        got = x->ops ? 1 : -1;
+        if (x->ops) {
+            memcpy(x->ops, t->ops, (size_t)t->nops * sizeof *x->ops);
+            x->nops = t->nops;
+            x->fwd_s = t->fwd_s;
+            x->bwd_s = t->bwd_s;
+            x->step_overhead_s = t->step_overhead_s;
+            x->model_flops_step = t->flops_q / (double)q->gbs * (double)x->p->gbs;
+            x->overhead_bytes = t->overhead_bytes;
+        }
+    }
+    if (sh) pthread_mutex_unlock(&sh->mu);
+    return got;
+}
+
+/* Keep the context's template for shape q in the cache or its store (nothing when memory is
+ * short, or when another thread has stored the same meanwhile: the next run builds it
+ * again, or finds that one). */
 static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     ap_hetero_cache *cache = x->o->cache;
     if (!cache || x->k_built) return;
@@ -624,10 +675,19 @@ static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     memcpy(ops, x->ops, (size_t)x->nops * sizeof *ops);
     t->ops = ops;
     t->nops = x->nops;
-    int slot = cache->tpl_next;
-    cache->tpl_next = (slot + 1) % AP_HETERO_TEMPLATES;
-    template_free(cache->tpl[slot]);
-    cache->tpl[slot] = t;
+    ap_hetero_store *sh = cache->shared;
+    struct ap_hetero_template **tpl = sh ? sh->tpl : cache->tpl;
+    int *next = sh ? &sh->next : &cache->tpl_next;
+    if (sh) pthread_mutex_lock(&sh->mu);
+    if (sh && template_find(x, tpl, q)) {
+        template_free(t);
+    } else {
+        int slot = *next;
+        *next = (slot + 1) % AP_HETERO_TEMPLATES;
+        template_free(tpl[slot]);
+        tpl[slot] = t;
+    }
+    if (sh) pthread_mutex_unlock(&sh->mu);
 }
 
 /* Non-model data and compute time from the event simulator and the cost model, on a plan that
@@ -642,19 +702,9 @@ static ap_status template_of(hctx *x, ap_err *err) {
     q.overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
     q.grad_accum = 1;
     q.gbs = q.mbs * q.dp;
-    const struct ap_hetero_template *t = template_find(x, &q);
-    if (t) {
-        x->ops = ap_malloc(((size_t)t->nops + 1) * sizeof *x->ops);
-        if (!x->ops) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
-        memcpy(x->ops, t->ops, (size_t)t->nops * sizeof *x->ops);
-        x->nops = t->nops;
-        x->fwd_s = t->fwd_s;
-        x->bwd_s = t->bwd_s;
-        x->step_overhead_s = t->step_overhead_s;
-        x->model_flops_step = t->flops_q / (double)q.gbs * (double)x->p->gbs;
-        x->overhead_bytes = t->overhead_bytes;
-        return AP_OK;
-    }
+    int took = template_take(x, &q);
+    if (took < 0) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    if (took) return AP_OK;
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.calib = x->o->calib;

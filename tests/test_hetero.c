@@ -29,6 +29,7 @@
 #include "autoplan/search.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1401,6 +1402,78 @@ static void test_template_cache(void) {
     ap_hetero_cache_free(NULL);
 }
 
+/* A store of templates shared by caches on two threads at once (the search's workers, fit's
+ * strategies): each thread's estimates over placements and micro-batches, in its own order,
+ * equal those without any cache, bit for bit. */
+typedef struct {
+    const ap_model *m;
+    const ap_cluster *c;
+    ap_hetero_store *store;
+    int reverse;
+    double step[2][12][3];
+    int ok[2][12][3];
+} store_job;
+
+static void *store_worker(void *arg) {
+    store_job *j = arg;
+    ap_hetero_cache cache;
+    memset(&cache, 0, sizeof cache);
+    cache.shared = j->store;
+    ap_estimate_opts eo;
+    ap_estimate_opts_init(&eo);
+    static _Thread_local ap_estimate e;
+    for (int n = 0; n < 2 * 12 * 3; n++) {
+        int k = j->reverse ? 2 * 12 * 3 - 1 - n : n;
+        int mi = k / 36, mbs = 1 + k / 3 % 12, pl = k % 3;
+        ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
+                            : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
+                                          pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+        ap_err err;
+        j->ok[mi][mbs - 1][pl] = ap_hetero_estimate(&j->m[mi], j->c, &p, &eo, &cache, &e, &err) ==
+                                 AP_OK;
+        j->step[mi][mbs - 1][pl] = j->ok[mi][mbs - 1][pl] ? e.time.step_s + e.device_peak_bytes : 0;
+    }
+    ap_hetero_cache_free(&cache);
+    return NULL;
+}
+
+static void test_template_store(void) {
+    ap_model ms[2] = {load("examples/models/gpt2.json"), load("examples/models/gpt2.json")};
+    ms[1].layers = 6;
+    ap_cluster c = one_gpu("a100-sxm4-80g", 256);
+    ap_hetero_store *store = ap_hetero_store_new();
+    CHECK(store != NULL);
+    static store_job jobs[2];
+    pthread_t tid;
+    for (int t = 0; t < 2; t++) jobs[t] = (store_job){ms, &c, store, t, {{{0}}}, {{{0}}}};
+    int started = pthread_create(&tid, NULL, store_worker, &jobs[1]) == 0;
+    store_worker(&jobs[0]);
+    if (started) pthread_join(tid, NULL);
+    else store_worker(&jobs[1]);
+    ap_hetero_store_free(store);
+    ap_hetero_store_free(NULL);
+    ap_estimate_opts eo;
+    ap_estimate_opts_init(&eo);
+    static ap_estimate e;
+    int n = 0;
+    for (int mi = 0; mi < 2; mi++)
+        for (int mbs = 1; mbs <= 12; mbs++)
+            for (int pl = 0; pl < 3; pl++) {
+                ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
+                                    : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
+                                                  pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+                ap_err err;
+                int ok = ap_hetero_estimate(&ms[mi], &c, &p, &eo, NULL, &e, &err) == AP_OK;
+                double v = ok ? e.time.step_s + e.device_peak_bytes : 0;
+                for (int t = 0; t < 2; t++) {
+                    CHECK_INT(jobs[t].ok[mi][mbs - 1][pl], ok);
+                    CHECK(jobs[t].step[mi][mbs - 1][pl] == v);
+                }
+                n += ok;
+            }
+    CHECK(n >= 40);
+}
+
 /* fit's "best" searches each trainer in turn under the best step so far (times 1 + the tie
  * margin): its verdict is the best of the trainers' unbounded searches, plan and step. */
 static void test_fit_best_bound(void) {
@@ -1476,6 +1549,7 @@ int main(int argc, char **argv) {
     test_planfile();
     test_claims();
     test_stop_unfit();
+    test_template_store();
     test_emit();
     test_cli();
     return tl_finish();

@@ -301,6 +301,8 @@ static void test_tables_cover_the_structs(void) {
     memset(cov + so + offsetof(ap_search_opts, any_fit), 1, sizeof(int));
     /* no_closest changes no ranking (test_search); only fit's evaluations set it */
     memset(cov + so + offsetof(ap_search_opts, no_closest), 1, sizeof(int));
+    /* shared simulation templates: they remember simulations, they do not change them */
+    memset(cov + so + offsetof(ap_search_opts, hetero_templates), 1, sizeof(void *));
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_cutoff_s), 1,
            sizeof(double));
     /* the simulations' early stop: the search sets it itself where it keeps the ranking

@@ -51,6 +51,10 @@ typedef struct ap_fit_opts {
     /* worker threads over the strategies (each bisects its own ladder); 0 = one per online
      * core (default). The answer does not depend on it */
     int threads;
+    /* operator templates the simulations of the evaluations share (hetero.h ap_hetero_store;
+     * the probes of one size and its neighbours simulate the same shapes); borrowed. NULL,
+     * the default: ap_fit makes one for the call, ap_fit_eval's simulations build their own */
+    struct ap_hetero_store *templates;
 } ap_fit_opts;
 
 void ap_fit_opts_init(ap_fit_opts *o);

@@ -173,6 +173,15 @@ ap_status ap_hetero_size_param_buffers(const ap_model *m, ap_plan *p, ap_err *er
  * for: a run on another shape builds its own. ap_hetero_cache_free releases them. */
 #define AP_HETERO_TEMPLATES 32
 struct ap_hetero_template;
+/* Templates several caches share, on several threads (a search's workers, fit's strategies
+ * and probes: the same shapes of the same model come back in each), under the store's lock:
+ * a template one of them builds, the others copy. A cache whose `shared` is set keeps its
+ * templates there instead of in its own slots. ap_hetero_store_new returns NULL when memory
+ * is short (the caches then keep their own); ap_hetero_store_free releases it (NULL:
+ * nothing) once no cache uses it. */
+typedef struct ap_hetero_store ap_hetero_store;
+ap_hetero_store *ap_hetero_store_new(void);
+void ap_hetero_store_free(ap_hetero_store *s);
 typedef struct ap_hetero_cache {
     struct {
         uint64_t key;
@@ -182,6 +191,7 @@ typedef struct ap_hetero_cache {
     int next;                /* the entry replaced next */
     struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES]; /* owned */
     int tpl_next;
+    ap_hetero_store *shared; /* borrowed; NULL: the templates above */
 } ap_hetero_cache;
 /* Release the templates a cache holds and zero it (NULL: nothing). */
 void ap_hetero_cache_free(ap_hetero_cache *c);

@@ -117,6 +117,10 @@ typedef struct ap_search_opts {
      * asks this search for the ranking only): simulations stop as soon as their plan cannot
      * fit (counted in stopped), which changes no ranking. 0, the default */
     int no_closest;
+    /* operator templates the simulations share (hetero.h ap_hetero_store; borrowed): a caller
+     * running several searches of one model (fit) passes one store to all. NULL, the
+     * default: the search's threads share a store of their own */
+    struct ap_hetero_store *hetero_templates;
 } ap_search_opts;
 
 void ap_search_opts_init(ap_search_opts *o);
