@@ -187,13 +187,21 @@ static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     return ap_estimate_plan(s->m, s->c, &s->scratch.plan, &s->est_checked, &s->scratch, err);
 }
 
-static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
+/* How far plan e is from fitting: the larger of its device peak with the headroom past the
+ * capacity and its host share past 90% of the node's memory, each a fraction of that
+ * capacity (ap_hetero_opts.stop_over stops simulations by the same measure). */
+static double overshoot(const ap_estimate *e) {
     double over = (e->device_peak_bytes + e->headroom_bytes - e->capacity_bytes) /
                   e->capacity_bytes;
     if (!e->host_fits && e->host_capacity_bytes > 0) {
         double h = (e->host_bytes_per_node - 0.9 * e->host_capacity_bytes) / e->host_capacity_bytes;
         if (h > over) over = h;
     }
+    return over;
+}
+
+static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
+    double over = overshoot(e);
     if (!r->have_closest || over < *best_overshoot ||
         (over == *best_overshoot && ap_estimate_better(e, &r->closest))) {
         ap_estimate_copy(&r->closest, e);
@@ -314,7 +322,9 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     else if (s->o->visit_keep && (st = keep_record(s, err)) != AP_OK) return st;
     if (!s->scratch.fits) {
-        if (s->scratch.partial) r->stopped++; /* any_fit: its figures are partial */
+        /* a stopped simulation's figures are partial: no closest plan (one stopped on its
+           overshoot is not near enough to be) */
+        if (s->scratch.partial) r->stopped += s->scratch.partial == 1;
         else consider_closest(r, &s->out->best_overshoot, &s->scratch);
         *verdict = 0;
         return AP_OK;
@@ -371,7 +381,7 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
         return st;
     }
     if (s->scratch.fits) return AP_OK;
-    if (s->scratch.partial) s->out->r.stopped++;
+    if (s->scratch.partial) s->out->r.stopped += s->scratch.partial == 1;
     else consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
     return AP_OK;
@@ -470,6 +480,7 @@ typedef struct {
     const ap_search_opts *o;
     int analytic_only;        /* the points the cost model prices only (ap_search: any_fit) */
     int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
+    double stop_over;         /* > 0: and once their overshoot passes it (ap_search) */
     ap_space space;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -705,6 +716,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
                                .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         st[i].est.sim_stop_unfit = run->stop_unfit;
+        st[i].est.sim_stop_over = run->stop_over;
         st[i].chunk_cache.shared = store;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
@@ -732,10 +744,12 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
 
 /* One search; analytic_only: the points the cost model prices, not those simulated, and no
  * re-split (ap_search's first pass); stop_unfit: simulations stop once their plan cannot fit
- * (ap_hetero_opts.stop_unfit), left out of the closest plan and counted in r->stopped. */
+ * (ap_hetero_opts.stop_unfit), left out of the closest plan and counted in r->stopped;
+ * stop_over > 0: once their overshoot passes it (ap_hetero_opts.stop_over), left out of the
+ * closest plan, which they cannot be when a plan of the search is that near. */
 static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                             int analytic_only, int stop_unfit, ap_search_result *r,
-                             ap_err *err) {
+                             int analytic_only, int stop_unfit, double stop_over,
+                             ap_search_result *r, ap_err *err) {
     double t0 = ap_now_s();
     memset(r, 0, sizeof *r);
     if (o->top_k < 1 || o->top_k > 10000)
@@ -755,6 +769,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     run->o = o;
     run->analytic_only = analytic_only;
     run->stop_unfit = stop_unfit;
+    run->stop_over = stop_over;
     run->r = r;
     run->eo = o->est;
     ap_estimate_opts_resolve(&run->eo, &c->gpu, &run->cal, &run->built);
@@ -795,20 +810,23 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
  *   simulations stopping once their plan cannot fit (a stopped plan is no closest plan).
  * - answer_only: when a priced plan fits, the whole search's answer has a fitting plan, so no
  *   closest plan is read, and its simulations stop once their plan cannot fit (a plan that
- *   cannot fit does not rank). When none fits, the whole search runs as it would have, and
- *   its closest plan is its own.
+ *   cannot fit does not rank). When none fits, the whole search runs, its simulations
+ *   stopping once their overshoot passes the priced plans' closest's: the whole search's
+ *   closest is no farther (it searches those plans too), so a plan past it cannot be it, and
+ *   the closest plan is the one the unstopped search finds.
  * no_closest says the caller reads none: one search, its simulations stopping. */
 ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                     ap_search_result *r, ap_err *err) {
     const ap_trainer_id tr = o->fixed.trainer;
     if (!(o->any_fit || o->answer_only) || o->no_closest ||
         (tr != AP_TRAINER_COLOSSALAI && tr != AP_TRAINER_DEEPSPEED))
-        return search_once(m, c, o, 0, o->no_closest, r, err);
-    ap_status st = search_once(m, c, o, 1, 0, r, err);
+        return search_once(m, c, o, 0, o->no_closest, 0, r, err);
+    ap_status st = search_once(m, c, o, 1, 0, 0, r, err);
     if (st != AP_OK || (o->any_fit && r->ntop > 0)) return st;
     const int priced_fits = r->ntop > 0;
+    const double over = !priced_fits && r->have_closest ? overshoot(&r->closest) : 0;
     ap_search_result_free(r);
-    return search_once(m, c, o, 0, o->any_fit || priced_fits, r, err);
+    return search_once(m, c, o, 0, o->any_fit || priced_fits, over > 0 ? over : 0, r, err);
 }
 
 /* ---- several searches ------------------------------------------------------------------------ */

@@ -832,8 +832,8 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     s->fits = gpu_ok && host_ok && nvme_ok;
     s->binding = !gpu_ok ? AP_BIND_GPU : !host_ok ? AP_BIND_HOST : !nvme_ok ? AP_BIND_NVME
                                                                            : AP_BIND_NONE;
-    if (x->unfit) { /* opts->stop_unfit: what it stopped on binds; the rest is partial */
-        s->stopped = 1;
+    if (x->unfit) { /* stop_unfit, stop_over: what it stopped on binds; the rest is partial */
+        s->stopped = x->stop_kind;
         s->fits = 0;
         s->binding = (ap_binding)x->unfit;
     }
@@ -879,6 +879,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ho.cache = cache;
     ho.step_cutoff_s = opts->sim_cutoff_s;
     ho.stop_unfit = opts->sim_stop_unfit;
+    ho.stop_over = opts->sim_stop_over;
     ap_hetero *h = NULL;
     if ((st = ap_hetero_run(m, c, p, &ho, &h, err)) != AP_OK) return st;
     const ap_hetero_summary *s = ap_hetero_summary_of(h);

@@ -32,6 +32,7 @@
 #define hx_repeat ap_hx_repeat
 #define hx_skipped ap_hx_skipped
 #define hx_snap ap_hx_snap
+#define hx_stop ap_hx_stop
 
 #define HOP_MAXP 4
 
@@ -95,8 +96,9 @@ typedef struct hctx {
     int nmoves, capmoves;
     int nomem;
     double host_now;            /* this rank's host memory now */
-    int unfit;                  /* opts->stop_unfit: the plan cannot fit (AP_BIND_*); the
-                                   simulators stop */
+    int unfit;                  /* the run stops (opts->stop_unfit, stop_over): the
+                                   resource it stopped on (AP_BIND_*); the simulators stop */
+    int stop_kind;              /* ap_hetero_summary.stopped: 1 cannot fit, 2 overshoot */
     tline tl;
     /* the last collectives priced (ht_collective_s): a simulation repeats a few sizes (one per
      * chunk or bucket size) thousands of times; zeroed with the context (bytes 0: empty) */
@@ -113,6 +115,9 @@ void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
  * and the first overflow (capacity - headroom). */
 void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes);
 void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
+/* The run stops on `binding` (AP_BIND_*): kind 1, the plan cannot fit (opts->stop_unfit);
+ * 2, its overshoot is past opts->stop_over. */
+void hx_stop(hctx *x, int binding, int kind);
 /* The run's step cannot come under opts->step_cutoff_s (hetero.h): its compute (the clock
  * advances by every operator's, micro-batches repeated included, and by waits), extra_s the
  * step waits for besides, and the fixed overhead are past it. */

@@ -115,8 +115,20 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
     } else if (over > 0 && rec == s->first_over_op && over > s->over_bytes) {
         s->over_bytes = over;
     }
-    /* the reported step's peak only grows, and the verdict's GPU rule reads it (hetero.c) */
-    if (over > 0 && x->o->stop_unfit && !x->unfit) x->unfit = AP_BIND_GPU;
+    /* the reported step's peak only grows, and the verdict's GPU rule reads it (hetero.c), as
+       the search's overshoot does (device peak + headroom - capacity, over the capacity) */
+    if (!x->unfit && over > 0) {
+        if (x->o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
+        else if (x->o->stop_over > 0 &&
+                 (s->gpu_peak_bytes + s->headroom_bytes - s->gpu_capacity_bytes) /
+                         s->gpu_capacity_bytes > x->o->stop_over)
+            hx_stop(x, AP_BIND_GPU, 2);
+    }
+}
+
+void hx_stop(hctx *x, int binding, int kind) {
+    x->unfit = binding;
+    x->stop_kind = kind;
 }
 
 void hx_planned(hctx *x, int rec, double bytes) {
@@ -131,10 +143,14 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
     if (host_bytes > s->host_peak_bytes) {
         s->host_peak_bytes = host_bytes;
         s->host_pinned_bytes = pinned_bytes;
-        /* the peak only grows, and the verdict's host rule reads it (hetero.c) */
-        if (x->o->stop_unfit && !x->unfit &&
-            host_bytes * x->gpus_per_node > 0.9 * s->host_capacity_bytes)
-            x->unfit = AP_BIND_HOST;
+        /* the peak only grows, and the verdict's host rule reads it (hetero.c), as the
+           search's overshoot does (the node's share past 90%, over the node's memory) */
+        const double node = host_bytes * x->gpus_per_node, cap = s->host_capacity_bytes;
+        if (!x->unfit && node > 0.9 * cap) {
+            if (x->o->stop_unfit) hx_stop(x, AP_BIND_HOST, 1);
+            else if (x->o->stop_over > 0 && cap > 0 && (node - 0.9 * cap) / cap > x->o->stop_over)
+                hx_stop(x, AP_BIND_HOST, 2);
+        }
     }
     ap_hetero_oprec *r = x->recording ? rec_at(x, rec) : NULL;
     if (r && host_bytes > (double)r->host_bytes) r->host_bytes = (int64_t)host_bytes;

@@ -631,14 +631,19 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         snprintf(x->sum.name, sizeof x->sum.name, "zero-offload");
     }
     ap_status st = layout(z, err);
-    if (st == AP_OK && x->o->stop_unfit && !x->unfit) {
+    if (st == AP_OK && !x->unfit) {
         /* what the layout fixes decides (hetero.c's verdict): the drives' share, and the
            resident model data, which every point of the reported step holds on the GPU */
         const ap_hetero_summary *s = &x->sum;
-        if (s->nvme_bytes_per_node > 0 && s->nvme_bytes_per_node > s->nvme_capacity_bytes)
-            x->unfit = AP_BIND_NVME;
-        else if (z->fixed_gpu + x->overhead_bytes + s->headroom_bytes > s->gpu_capacity_bytes)
-            x->unfit = AP_BIND_GPU;
+        const double cap = s->gpu_capacity_bytes;
+        const double gpu = z->fixed_gpu + x->overhead_bytes + s->headroom_bytes;
+        if (x->o->stop_unfit && s->nvme_bytes_per_node > 0 &&
+            s->nvme_bytes_per_node > s->nvme_capacity_bytes)
+            hx_stop(x, AP_BIND_NVME, 1);
+        else if (x->o->stop_unfit && gpu > cap)
+            hx_stop(x, AP_BIND_GPU, 1);
+        else if (x->o->stop_over > 0 && gpu > cap && (gpu - cap) / cap > x->o->stop_over)
+            hx_stop(x, AP_BIND_GPU, 2);
     }
     if (st == AP_OK && z->stage == 3 && !x->unfit) st = reuse_table(z, err);
     if (st == AP_OK && x->o->step_cutoff_s > 0) {

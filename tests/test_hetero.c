@@ -524,17 +524,30 @@ static ap_plan ds_plan(int zero, ap_offload_device opt, ap_offload_device par, i
     return p;
 }
 
+/* The search's overshoot of a summary (search.c overshoot), worked from the verdict's figures. */
+static double overshoot_of(const ap_hetero_summary *s) {
+    double over = (s->gpu_peak_bytes + s->headroom_bytes - s->gpu_capacity_bytes) /
+                  s->gpu_capacity_bytes;
+    if (s->host_bytes_per_node > 0.9 * s->host_capacity_bytes) {
+        double h = (s->host_bytes_per_node - 0.9 * s->host_capacity_bytes) / s->host_capacity_bytes;
+        if (h > over) over = h;
+    }
+    return over;
+}
+
 /* ap_hetero_opts.stop_unfit: a run that stops says what the whole run says of the resource it
  * stopped on (the whole run does not fit for that reason), and a run that fits, or that
- * stops for no reason, reports what the whole run reports. Gemini static and auto, ZeRO-Offload
- * and ZeRO-Infinity to the host and to NVMe, on hosts and drives from too small to ample. */
+ * stops for no reason, reports what the whole run reports. stop_over: a run that stops has the
+ * whole run's overshoot past the bound; one that does not reports the whole run. Gemini static
+ * and auto, ZeRO-Offload and ZeRO-Infinity to the host and to NVMe, on hosts and drives from
+ * too small to ample. */
 static void test_stop_unfit(void) {
     static const char *const models[] = {"examples/models/gpt2.json",
                                           "examples/models/llama-2-7b.json",
                                           "examples/models/llama-2-7b.json"};
     static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
     static const double hosts[] = {16, 64, 1024};
-    int fits = 0, by_host = 0, by_gpu = 0, by_nvme = 0;
+    int fits = 0, by_host = 0, by_gpu = 0, by_nvme = 0, by_over = 0, near_enough = 0;
     for (int mi = 0; mi < 3; mi++)
         for (int hi = 0; hi < 3; hi++)
             for (int k = 0; k < 8; k++) {
@@ -583,6 +596,33 @@ static void test_stop_unfit(void) {
                         by_gpu++;
                     }
                     if (t->stopped) CHECK(!w->fits);
+                    /* stop_over: a run stopped on its overshoot has the whole run's past it */
+                    /* the bounds: the whole run's own overshoot (no stop: it is not past
+                       it), half of it and a small one */
+                    const double ov = overshoot_of(w);
+                    for (int v = 0; v < 3; v++) {
+                        const double bounds[] = {ov, 0.5 * ov, 1e-4};
+                        if (!(bounds[v] > 0)) continue;
+                        ap_hetero_opts_init(&o);
+                        o.stop_over = bounds[v];
+                        ap_hetero *hv = NULL;
+                        CHECK(ap_hetero_run(&m, &c, &p, &o, &hv, &err) == AP_OK);
+                        const ap_hetero_summary *u = hv ? ap_hetero_summary_of(hv) : NULL;
+                        if (v == 0 && u) CHECK_INT(u->stopped, 0);
+                        if (u && u->stopped) {
+                            CHECK_INT(u->stopped, 2);
+                            CHECK(!w->fits && !u->fits);
+                            CHECK(overshoot_of(w) > bounds[v]);
+                            by_over++;
+                        } else if (u) {
+                            CHECK(u->step_s == w->step_s);
+                            CHECK(u->gpu_peak_bytes == w->gpu_peak_bytes);
+                            CHECK(u->host_peak_bytes == w->host_peak_bytes);
+                            CHECK_INT(u->fits, w->fits);
+                            near_enough += !w->fits;
+                        }
+                        ap_hetero_free(hv);
+                    }
                 }
                 ap_hetero_free(hw);
                 ap_hetero_free(hs);
@@ -591,6 +631,8 @@ static void test_stop_unfit(void) {
     CHECK(by_host > 0);
     CHECK(by_gpu > 0);
     CHECK(by_nvme > 0);
+    CHECK(by_over > 0);
+    CHECK(near_enough > 0);
 }
 
 static void test_zero_hand(void) {

@@ -1197,6 +1197,14 @@ static void test_any_fit_simulated(void) {
                     CHECK(a.top[k].time.step_s == r.top[k].time.step_s);
                     CHECK(!a.top[k].partial);
                 }
+                if (v == 0 && r.ntop == 0) { /* the closest: stop_over keeps it */
+                    char l1[128], l2[128];
+                    CHECK_INT(a.have_closest, r.have_closest);
+                    CHECK(strcmp(ap_plan_label(&a.closest.plan, l1, sizeof l1),
+                                 ap_plan_label(&r.closest.plan, l2, sizeof l2)) == 0);
+                    CHECK(a.closest.device_peak_bytes == r.closest.device_peak_bytes);
+                    CHECK(a.closest.time.step_s == r.closest.time.step_s);
+                }
                 answer_stopped += v == 0 && a.stopped > 0;
                 closest_stopped += v == 1 && a.stopped > 0;
                 ap_search_result_free(&a);

@@ -62,6 +62,8 @@ typedef struct ap_estimate_opts {
     /* ap_hetero_estimate only: its ap_hetero_opts.stop_unfit (0, the default: every
        simulation runs to its end) */
     int sim_stop_unfit;
+    /* ap_hetero_estimate only: its ap_hetero_opts.stop_over (0, the default: none) */
+    double sim_stop_over;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);
@@ -147,9 +149,10 @@ typedef struct ap_estimate {
     double host_capacity_bytes;
     int fits;                      /* device + headroom <= capacity and host fits */
     int host_fits;
-    int partial;                   /* 1: its simulation stopped once the plan could not fit
-                                      (ap_estimate_opts.sim_stop_unfit): fits 0, the memory
-                                      and time figures are the run's so far */
+    int partial;                   /* its simulation stopped early: 1 once the plan could not
+                                      fit (ap_estimate_opts.sim_stop_unfit), 2 once its
+                                      overshoot passed sim_stop_over: fits 0, the memory and
+                                      time figures are the run's so far */
 } ap_estimate;
 
 /* Evaluate plan p. Returns AP_ERR_INFEASIBLE (err names the rule) when the trainer cannot run

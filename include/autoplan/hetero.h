@@ -215,6 +215,13 @@ typedef struct ap_hetero_opts {
        stopped 1, fits 0 and the binding resource; its other figures are the run's so far.
        0, the default: the run goes to its end */
     int stop_unfit;
+    /* > 0: the run also stops as soon as the plan's overshoot is certain to pass this: the
+       search's measure of how near a plan comes to fitting (the larger of its GPU peak with
+       the headroom past the capacity and its host share past 90% of the node's memory, each
+       a fraction of that capacity), which the search's closest plan has least. A search
+       whose closest so far is this near does not need it. The summary then says stopped 2
+       and fits 0; its other figures are the run's so far. 0, the default: no such stop */
+    double stop_over;
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
     /* kernel figures, as ap_estimate_opts: a measured profile over the published tables, or
        prebuilt tables (which win); both NULL: the GPU's published tables. Borrowed. */
@@ -295,7 +302,8 @@ typedef struct ap_hetero_summary {
     char over_op[96];                     /* "forward of fc1, layer 23" */
     char failure[256];                    /* the trainer's own failure, e.g. Gemini's "Adjust
                                              layout failed! No enough CUDA memory!" */
-    int stopped;                          /* ap_hetero_opts.stop_unfit stopped the run */
+    int stopped;                          /* the run stopped early: 1 stop_unfit (cannot
+                                             fit), 2 stop_over (overshoot past it) */
 } ap_hetero_summary;
 
 typedef struct ap_hetero ap_hetero;

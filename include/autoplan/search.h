@@ -92,10 +92,11 @@ typedef struct ap_search_opts {
      * offload devices) whose compute alone is past the ranking's bound as the search stands
      * (what is slower cannot enter it) is then not simulated and not counted as evaluated;
      * where the trainer's space has such plans, those the cost model prices are searched
-     * first, and when one of them fits the simulations stop as soon as their plan cannot fit
-     * (counted in stopped). So the counters depend on the thread count and the closest plan
-     * may differ; the ranking does not. 0, the default: every legal plan the pruning leaves
-     * is estimated */
+     * first: when one of them fits the simulations stop as soon as their plan cannot fit
+     * (counted in stopped), and when none does, as soon as their plan is farther from fitting
+     * than the closest priced plan (which keeps the closest plan). So the counters depend on
+     * the thread count and the closest plan may differ where a plan fits; the ranking does
+     * not. 0, the default: every legal plan the pruning leaves is estimated */
     int answer_only;
     /* > 0: what is slower than this step time cannot matter to the caller (its best plan from
      * elsewhere times 1 + the tie margin: a plan whose fastest is no slower than that best
