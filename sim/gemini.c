@@ -340,28 +340,16 @@ static ap_status chunk_config(hctx *x, const int64_t *sizes, int n, ap_err *err)
     /* init_chunk_manager: search_interval = hidden_dim or 1024 (chunk/utils.py) */
     int64_t interval = h->hidden_dim > 0 ? h->hidden_dim : 1024;
     ap_status st = AP_OK;
-    ap_hetero_cache *cache = x->o->cache;
     uint64_t key = ap_hash64(sizes, (size_t)n * sizeof *sizes, 0x9e3779b97f4a7c15ull);
     key = ap_hash64(&h->search_range_m, sizeof h->search_range_m, key);
     key = ap_hash64(&interval, sizeof interval, key);
     key = ap_hash64(&h->min_chunk_size_m, sizeof h->min_chunk_size_m, key);
-    int hit = -1;
-    for (int i = 0; cache && i < AP_HETERO_CACHE_N; i++)
-        if (cache->e[i].valid && cache->e[i].key == key) hit = i;
     if (x->Z < 1) {
         st = ap_err_set(err, AP_ERR_INPUT, "chunk search: zero group size must be >= 1");
-    } else if (hit >= 0) {
-        x->sum.chunks = cache->e[hit].cfg;
-    } else {
+    } else if (!hx_chunks_find(x, key, &x->sum.chunks)) {
         st = ap_gemini_chunk_search(sizes, n, 1, h->search_range_m, interval,
                                     h->min_chunk_size_m, &x->sum.chunks, err);
-        if (st == AP_OK && cache) {
-            int i = cache->next;
-            cache->next = (i + 1) % AP_HETERO_CACHE_N;
-            cache->e[i].key = key;
-            cache->e[i].cfg = x->sum.chunks;
-            cache->e[i].valid = 1;
-        }
+        if (st == AP_OK) hx_chunks_keep(x, key, &x->sum.chunks);
     }
     if (st == AP_OK && !x->sum.chunks.keep_gathered && x->Z > 1) {
         int64_t z = x->Z, c = x->sum.chunks.chunk_elems;

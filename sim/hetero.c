@@ -585,11 +585,58 @@ void ap_hetero_cache_free(ap_hetero_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Chunk-size searches a store keeps (each a few hundred bytes) */
+#define STORE_CHUNKS 32
+
 struct ap_hetero_store {
     pthread_mutex_t mu;
     struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES];
     int next;
+    struct {
+        uint64_t key;
+        int valid;
+        ap_chunk_config cfg;
+    } e[STORE_CHUNKS];
+    int enext;
 };
+
+int hx_chunks_find(const hctx *x, uint64_t key, ap_chunk_config *out) {
+    ap_hetero_cache *cache = x->o->cache;
+    if (!cache) return 0;
+    ap_hetero_store *sh = cache->shared;
+    int hit = 0;
+    if (sh) {
+        pthread_mutex_lock(&sh->mu);
+        for (int i = 0; i < STORE_CHUNKS && !hit; i++)
+            if (sh->e[i].valid && sh->e[i].key == key) *out = sh->e[i].cfg, hit = 1;
+        pthread_mutex_unlock(&sh->mu);
+        return hit;
+    }
+    for (int i = 0; i < AP_HETERO_CACHE_N; i++)
+        if (cache->e[i].valid && cache->e[i].key == key) *out = cache->e[i].cfg, hit = 1;
+    return hit;
+}
+
+void hx_chunks_keep(const hctx *x, uint64_t key, const ap_chunk_config *cfg) {
+    ap_hetero_cache *cache = x->o->cache;
+    if (!cache) return;
+    ap_hetero_store *sh = cache->shared;
+    if (sh) {
+        pthread_mutex_lock(&sh->mu);
+        int i = sh->enext;
+        sh->enext = (i + 1) % STORE_CHUNKS;
+        sh->e[i].key = key;
+        sh->e[i].cfg = *cfg;
+        sh->e[i].valid = 1;
+        pthread_mutex_unlock(&sh->mu);
+        return;
+    }
+    int i = cache->next;
+    cache->next = (i + 1) % AP_HETERO_CACHE_N;
+    cache->e[i].key = key;
+    cache->e[i].cfg = *cfg;
+    cache->e[i].valid = 1;
+}
 
 ap_hetero_store *ap_hetero_store_new(void) {
     ap_hetero_store *s = ap_calloc(1, sizeof *s);

@@ -33,6 +33,8 @@
 #define hx_skipped ap_hx_skipped
 #define hx_snap ap_hx_snap
 #define hx_stop ap_hx_stop
+#define hx_chunks_find ap_hx_chunks_find
+#define hx_chunks_keep ap_hx_chunks_keep
 
 #define HOP_MAXP 4
 
@@ -118,6 +120,10 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
 /* The run stops on `binding` (AP_BIND_*): kind 1, the plan cannot fit (opts->stop_unfit);
  * 2, its overshoot is past opts->stop_over. */
 void hx_stop(hctx *x, int binding, int kind);
+/* The caller's memo of Gemini's chunk-size searches (opts->cache, or the store it shares):
+ * find the answer for `key` into *out (1) or not (0); keep one. */
+int hx_chunks_find(const hctx *x, uint64_t key, ap_chunk_config *out);
+void hx_chunks_keep(const hctx *x, uint64_t key, const ap_chunk_config *cfg);
 /* The run's step cannot come under opts->step_cutoff_s (hetero.h): its compute (the clock
  * advances by every operator's, micro-batches repeated included, and by waits), extra_s the
  * step waits for besides, and the fixed overhead are past it. */

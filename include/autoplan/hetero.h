@@ -176,7 +176,7 @@ struct ap_hetero_template;
 /* Templates several caches share, on several threads (a search's workers, fit's strategies
  * and probes: the same shapes of the same model come back in each), under the store's lock:
  * a template one of them builds, the others copy. A cache whose `shared` is set keeps its
- * templates there instead of in its own slots. ap_hetero_store_new returns NULL when memory
+ * templates and its chunk-size searches there instead of in its own slots. ap_hetero_store_new returns NULL when memory
  * is short (the caches then keep their own); ap_hetero_store_free releases it (NULL:
  * nothing) once no cache uses it. */
 typedef struct ap_hetero_store ap_hetero_store;
