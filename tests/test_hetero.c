@@ -1402,6 +1402,14 @@ static void test_param_buffers(void) {
     CHECK(v.step_s > 0);
 }
 
+/* Placement pl of the template tests: Gemini auto, static with the optimizer offloaded, and
+ * static half offloaded and half sharded. */
+static ap_plan placement_plan(int pl, int64_t mbs) {
+    return pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
+                   : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5, pl == 1 ? 0.0 : 0.5, mbs,
+                                 4, 1024);
+}
+
 /* The cache's operator templates change nothing: estimates through one cache, over placements
  * and micro-batches of two models in turn (more shapes than the cache keeps, each seen twice),
  * equal those without it, bit for bit; a model of another depth finds none of the first's. */
@@ -1419,9 +1427,7 @@ static void test_template_cache(void) {
         for (int mi = 0; mi < 2; mi++)
             for (int64_t mbs = 1; mbs <= 20; mbs++)
                 for (int pl = 0; pl < 3; pl++) {
-                    ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
-                                        : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
-                                                      pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+                    ap_plan p = placement_plan(pl, mbs);
                     ap_err e1, e2;
                     ap_status s1 = ap_hetero_estimate(&ms[mi], &c, &p, &eo, &cache, &a, &e1);
                     ap_status s2 = ap_hetero_estimate(&ms[mi], &c, &p, &eo, NULL, &b, &e2);
@@ -1467,9 +1473,7 @@ static void *store_worker(void *arg) {
     for (int n = 0; n < 2 * 12 * 3; n++) {
         int k = j->reverse ? 2 * 12 * 3 - 1 - n : n;
         int mi = k / 36, mbs = 1 + k / 3 % 12, pl = k % 3;
-        ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
-                            : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
-                                          pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+        ap_plan p = placement_plan(pl, mbs);
         ap_err err;
         j->ok[mi][mbs - 1][pl] = ap_hetero_estimate(&j->m[mi], j->c, &p, &eo, &cache, &e, &err) ==
                                  AP_OK;
@@ -1501,9 +1505,7 @@ static void test_template_store(void) {
     for (int mi = 0; mi < 2; mi++)
         for (int mbs = 1; mbs <= 12; mbs++)
             for (int pl = 0; pl < 3; pl++) {
-                ap_plan p = pl == 0 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, mbs, 4, 1024)
-                                    : gemini_plan(AP_GEMINI_STATIC, pl == 1 ? 1.0 : 0.5,
-                                                  pl == 1 ? 0.0 : 0.5, mbs, 4, 1024);
+                ap_plan p = placement_plan(pl, mbs);
                 ap_err err;
                 int ok = ap_hetero_estimate(&ms[mi], &c, &p, &eo, NULL, &e, &err) == AP_OK;
                 double v = ok ? e.time.step_s + e.device_peak_bytes : 0;

@@ -1135,6 +1135,16 @@ static void test_any_fit(void) {
     CHECK(plenty > 0);
 }
 
+/* Two searches' closest plans are the same plan, memory and step. */
+static void check_same_closest(const ap_search_result *a, const ap_search_result *r) {
+    char l1[128], l2[128];
+    CHECK_INT(a->have_closest, r->have_closest);
+    CHECK(strcmp(ap_plan_label(&a->closest.plan, l1, sizeof l1),
+                 ap_plan_label(&r->closest.plan, l2, sizeof l2)) == 0);
+    CHECK(a->closest.device_peak_bytes == r->closest.device_peak_bytes);
+    CHECK(a->closest.time.step_s == r->closest.time.step_s);
+}
+
 /* any_fit and answer_only where some points are simulated (Colossal-AI's Gemini, DeepSpeed's
  * offload devices): the points the cost model prices are asked first, then the whole search,
  * its simulations stopping once their plan cannot fit (any_fit; answer_only when a priced plan
@@ -1172,13 +1182,7 @@ static void test_any_fit_simulated(void) {
             CHECK_INT(a.ntop > 0, r.ntop > 0);
             if (a.ntop > 0) CHECK(a.top[0].fits);
             stopped += a.stopped > 0;
-            if (r.ntop == 0 && a.stopped == 0) {
-                char l1[128], l2[128];
-                CHECK_INT(a.have_closest, r.have_closest);
-                CHECK(strcmp(ap_plan_label(&a.closest.plan, l1, sizeof l1),
-                             ap_plan_label(&r.closest.plan, l2, sizeof l2)) == 0);
-                CHECK(a.closest.device_peak_bytes == r.closest.device_peak_bytes);
-            }
+            if (r.ntop == 0 && a.stopped == 0) check_same_closest(&a, &r);
             if (t == 1 && a.ntop > 0 && !ap_hetero_applies(&a.top[0].plan) &&
                 a.evaluated < r.evaluated)
                 priced_first++;
@@ -1197,14 +1201,7 @@ static void test_any_fit_simulated(void) {
                     CHECK(a.top[k].time.step_s == r.top[k].time.step_s);
                     CHECK(!a.top[k].partial);
                 }
-                if (v == 0 && r.ntop == 0) { /* the closest: stop_over keeps it */
-                    char l1[128], l2[128];
-                    CHECK_INT(a.have_closest, r.have_closest);
-                    CHECK(strcmp(ap_plan_label(&a.closest.plan, l1, sizeof l1),
-                                 ap_plan_label(&r.closest.plan, l2, sizeof l2)) == 0);
-                    CHECK(a.closest.device_peak_bytes == r.closest.device_peak_bytes);
-                    CHECK(a.closest.time.step_s == r.closest.time.step_s);
-                }
+                if (v == 0 && r.ntop == 0) check_same_closest(&a, &r); /* stop_over keeps it */
                 answer_stopped += v == 0 && a.stopped > 0;
                 closest_stopped += v == 1 && a.stopped > 0;
                 ap_search_result_free(&a);
