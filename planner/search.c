@@ -187,6 +187,12 @@ static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     return ap_estimate_plan(s->m, s->c, &s->scratch.plan, &s->est_checked, &s->scratch, err);
 }
 
+/* The trainer's space has plans simulated operator by operator (ap_space_point_simulated):
+ * Colossal-AI's Gemini placements, DeepSpeed's offload devices. */
+static int simulates(const ap_search_opts *o) {
+    return o->fixed.trainer == AP_TRAINER_COLOSSALAI || o->fixed.trainer == AP_TRAINER_DEEPSPEED;
+}
+
 /* How far plan e is from fitting: the larger of its device peak with the headroom past the
  * capacity and its host share past 90% of the node's memory, each a fraction of that
  * capacity (ap_hetero_opts.stop_over stops simulations by the same measure). */
@@ -201,6 +207,12 @@ static double overshoot(const ap_estimate *e) {
 }
 
 static void consider_closest(ap_search_result *r, double *best_overshoot, const ap_estimate *e) {
+    /* a stopped simulation's figures are partial: no closest plan (one stopped on its
+       overshoot is not near enough to be); those stopped as unfit are counted */
+    if (e->partial) {
+        r->stopped += e->partial == 1;
+        return;
+    }
     double over = overshoot(e);
     if (!r->have_closest || over < *best_overshoot ||
         (over == *best_overshoot && ap_estimate_better(e, &r->closest))) {
@@ -322,10 +334,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     else if (s->o->visit_keep && (st = keep_record(s, err)) != AP_OK) return st;
     if (!s->scratch.fits) {
-        /* a stopped simulation's figures are partial: no closest plan (one stopped on its
-           overshoot is not near enough to be) */
-        if (s->scratch.partial) r->stopped += s->scratch.partial == 1;
-        else consider_closest(r, &s->out->best_overshoot, &s->scratch);
+        consider_closest(r, &s->out->best_overshoot, &s->scratch);
         *verdict = 0;
         return AP_OK;
     }
@@ -381,8 +390,7 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
         return st;
     }
     if (s->scratch.fits) return AP_OK;
-    if (s->scratch.partial) s->out->r.stopped += s->scratch.partial == 1;
-    else consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
+    consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
     return AP_OK;
 }
@@ -478,7 +486,7 @@ typedef struct {
     const ap_model *m;
     const ap_cluster *c;
     const ap_search_opts *o;
-    int analytic_only;        /* the points the cost model prices only (ap_search: any_fit) */
+    int analytic_only;        /* the points the cost model prices only (ap_search's first pass) */
     int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
     double stop_over;         /* > 0: and once their overshoot passes it (ap_search) */
     ap_space space;
@@ -573,8 +581,10 @@ static int64_t claim(search_run *run) {
      * depend on where chunks end) */
     int n = 0, more = 1;
     while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &pts[n]))) {
-        if (!ap_space_point_simulated(&run->space, &pts[n])) n++;
-        else if (!run->analytic_only && ++n) break;
+        int simulated = ap_space_point_simulated(&run->space, &pts[n]);
+        if (simulated && run->analytic_only) continue; /* not asked this pass */
+        n++;
+        if (simulated) break;
     }
     if (n == 0) {
         run->exhausted = 1;
@@ -706,10 +716,8 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     }
     char *started = ap_calloc((size_t)nthreads, 1);
     /* the simulations' templates, one store for the threads (hetero.h) */
-    const ap_trainer_id tr = run->o->fixed.trainer;
     ap_hetero_store *own = NULL, *store = run->o->hetero_templates;
-    if (!store && (tr == AP_TRAINER_COLOSSALAI || tr == AP_TRAINER_DEEPSPEED))
-        store = own = ap_hetero_store_new();
+    if (!store && simulates(run->o)) store = own = ap_hetero_store_new();
     for (int i = 0; i < nthreads; i++) {
         st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
                                .resplit = run->o->resplit && rs_applies(run->o),
@@ -817,9 +825,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
  * no_closest says the caller reads none: one search, its simulations stopping. */
 ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                     ap_search_result *r, ap_err *err) {
-    const ap_trainer_id tr = o->fixed.trainer;
-    if (!(o->any_fit || o->answer_only) || o->no_closest ||
-        (tr != AP_TRAINER_COLOSSALAI && tr != AP_TRAINER_DEEPSPEED))
+    if (!(o->any_fit || o->answer_only) || o->no_closest || !simulates(o))
         return search_once(m, c, o, 0, o->no_closest, 0, r, err);
     ap_status st = search_once(m, c, o, 1, 0, 0, r, err);
     if (st != AP_OK || (o->any_fit && r->ntop > 0)) return st;

@@ -592,50 +592,44 @@ struct ap_hetero_store {
     pthread_mutex_t mu;
     struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES];
     int next;
-    struct {
-        uint64_t key;
-        int valid;
-        ap_chunk_config cfg;
-    } e[STORE_CHUNKS];
+    ap_chunk_memo e[STORE_CHUNKS];
     int enext;
 };
 
-int hx_chunks_find(const hctx *x, uint64_t key, ap_chunk_config *out) {
+/* The chunk memo x's runs use: its cache's own slots, or its store's under *mu (NULL: none
+ * held); *n slots, *next the one replaced next. NULL without a cache. */
+static ap_chunk_memo *chunk_memo(const hctx *x, int *n, int **next, pthread_mutex_t **mu) {
     ap_hetero_cache *cache = x->o->cache;
-    if (!cache) return 0;
+    if (!cache) return NULL;
     ap_hetero_store *sh = cache->shared;
-    int hit = 0;
-    if (sh) {
-        pthread_mutex_lock(&sh->mu);
-        for (int i = 0; i < STORE_CHUNKS && !hit; i++)
-            if (sh->e[i].valid && sh->e[i].key == key) *out = sh->e[i].cfg, hit = 1;
-        pthread_mutex_unlock(&sh->mu);
-        return hit;
-    }
-    for (int i = 0; i < AP_HETERO_CACHE_N; i++)
-        if (cache->e[i].valid && cache->e[i].key == key) *out = cache->e[i].cfg, hit = 1;
+    *n = sh ? STORE_CHUNKS : AP_HETERO_CACHE_N;
+    *next = sh ? &sh->enext : &cache->next;
+    *mu = sh ? &sh->mu : NULL;
+    return sh ? sh->e : cache->e;
+}
+
+int hx_chunks_find(const hctx *x, uint64_t key, ap_chunk_config *out) {
+    int n, *next, hit = 0;
+    pthread_mutex_t *mu;
+    const ap_chunk_memo *e = chunk_memo(x, &n, &next, &mu);
+    if (!e) return 0;
+    if (mu) pthread_mutex_lock(mu);
+    for (int i = 0; i < n && !hit; i++)
+        if (e[i].valid && e[i].key == key) *out = e[i].cfg, hit = 1;
+    if (mu) pthread_mutex_unlock(mu);
     return hit;
 }
 
 void hx_chunks_keep(const hctx *x, uint64_t key, const ap_chunk_config *cfg) {
-    ap_hetero_cache *cache = x->o->cache;
-    if (!cache) return;
-    ap_hetero_store *sh = cache->shared;
-    if (sh) {
-        pthread_mutex_lock(&sh->mu);
-        int i = sh->enext;
-        sh->enext = (i + 1) % STORE_CHUNKS;
-        sh->e[i].key = key;
-        sh->e[i].cfg = *cfg;
-        sh->e[i].valid = 1;
-        pthread_mutex_unlock(&sh->mu);
-        return;
-    }
-    int i = cache->next;
-    cache->next = (i + 1) % AP_HETERO_CACHE_N;
-    cache->e[i].key = key;
-    cache->e[i].cfg = *cfg;
-    cache->e[i].valid = 1;
+    int n, *next;
+    pthread_mutex_t *mu;
+    ap_chunk_memo *e = chunk_memo(x, &n, &next, &mu);
+    if (!e) return;
+    if (mu) pthread_mutex_lock(mu);
+    int i = *next;
+    *next = (i + 1) % n;
+    e[i] = (ap_chunk_memo){key, 1, *cfg};
+    if (mu) pthread_mutex_unlock(mu);
 }
 
 ap_hetero_store *ap_hetero_store_new(void) {

@@ -182,12 +182,15 @@ struct ap_hetero_template;
 typedef struct ap_hetero_store ap_hetero_store;
 ap_hetero_store *ap_hetero_store_new(void);
 void ap_hetero_store_free(ap_hetero_store *s);
+/* One remembered chunk-size search: the hash of its inputs and its answer for a zero group
+ * of 1. */
+typedef struct ap_chunk_memo {
+    uint64_t key;
+    int valid;
+    ap_chunk_config cfg;
+} ap_chunk_memo;
 typedef struct ap_hetero_cache {
-    struct {
-        uint64_t key;
-        int valid;
-        ap_chunk_config cfg; /* zero group 1 */
-    } e[AP_HETERO_CACHE_N];
+    ap_chunk_memo e[AP_HETERO_CACHE_N];
     int next;                /* the entry replaced next */
     struct ap_hetero_template *tpl[AP_HETERO_TEMPLATES]; /* owned */
     int tpl_next;
