@@ -15,16 +15,20 @@
  * Determinism: the chunks are fixed by the space, not by the threads, and a chunk's result
  * (its top K, closest plan, counters, candidates and visit records) is folded into the answer
  * only after every chunk before it, so the answer is the same bit for bit whatever the thread
- * count. A chunk is claimed with the answer's ranking bound as it stands; what is slower than
+ * count. A chunk is placed in its slot with the answer's ranking bound as it stands; what is slower than
  * that bound (which only falls) enters neither the chunk's ranking nor its kept candidates, and
  * whether a plan is dropped there or later, it is not in the answer: the answer does not depend
- * on when chunks are claimed. At most WINDOW chunks per thread are in flight, so memory stays
+ * on when chunks are placed. At most WINDOW chunks per thread are in flight, so memory stays
  * O(threads x K).
  * max_evals holds in the same order: a chunk may make the estimates left when it is claimed;
  * one that the chunks merged before it left fewer and that needed more is searched again at
  * its merge, under what is left (the chunk where the bound falls, and those in flight after it,
  * which then estimate nothing).
+ * Locks: the walk of the space (take) has its own, so reading the next chunk's points does not
+ * hold up the merges and the placing of chunks in slots (place), which share the other.
  */
+/* glibc's adaptive mutex (init_lock); the build's _POSIX_C_SOURCE alone hides it */
+#define _GNU_SOURCE
 #include "search_int.h"
 #include "autoplan/hetero.h"
 
@@ -490,11 +494,12 @@ typedef struct {
     int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
     double stop_over;         /* > 0: and once their overshoot passes it (ap_search) */
     ap_space space;
-    pthread_mutex_t mu;
+    pthread_mutex_t space_mu; /* the walk: space, next, exhausted (take) */
+    pthread_mutex_t mu;       /* the rest: slots, merging, the answer */
     pthread_cond_t cv;
-    int64_t next;             /* next chunk to claim */
+    int64_t next;             /* next chunk to take */
     int64_t merged;           /* chunks merged so far */
-    int exhausted;            /* the space has no more points */
+    int exhausted;            /* the space has no more points (or any_fit found a plan) */
     int nslots;
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
@@ -567,58 +572,79 @@ static int64_t cap_left(const search_run *run) {
     return run->r->evaluated < run->o->max_evals ? run->o->max_evals - run->r->evaluated : 0;
 }
 
-/* Claim the next chunk: its points into its slot; -1 when there is none (run->mu held). */
-static int64_t claim(search_run *run) {
-    while (!run->exhausted && run->acc.st == AP_OK && run->next >= run->merged + run->nslots)
-        pthread_cond_wait(&run->cv, &run->mu);
+/* A chunk's points as read from the space, before the chunk has a slot. */
+typedef struct {
+    int64_t i;                /* the chunk's index: the order the space gives the points */
+    int n;
+    ap_space_point pts[CHUNK_POINTS];
+} taken;
+
+/* Read the next chunk's points from the space (run->space_mu, not run->mu: merging and
+ * placing chunks do not wait on the walk); 0 when there are none. */
+static int take(search_run *run, taken *c) {
+    int got = 0;
+    pthread_mutex_lock(&run->space_mu);
     if (run->o->any_fit && run->found) run->exhausted = 1;
-    if (run->exhausted || run->acc.st != AP_OK) return -1;
-    int64_t i = run->next;
+    if (!run->exhausted) {
+        /* a simulated point ends its chunk: one costs thousands of estimates, so a few of them
+         * would hold a whole chunk, and the whole search, on one thread (the answer does not
+         * depend on where chunks end) */
+        int n = 0, more = 1;
+        while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &c->pts[n]))) {
+            int simulated = ap_space_point_simulated(&run->space, &c->pts[n]);
+            if (simulated && run->analytic_only) continue; /* not asked this pass */
+            n++;
+            if (simulated) break;
+        }
+        if (n == 0 || !more) run->exhausted = 1;
+        if (n > 0) {
+            c->i = run->next++;
+            c->n = n;
+            got = 1;
+        }
+    }
+    pthread_mutex_unlock(&run->space_mu);
+    return got;
+}
+
+/* Give a taken chunk its slot, i % nslots, once the chunk nslots before it has merged (the
+ * chunk of the least index not merged is always placed, so the wait ends); -1 when the search
+ * failed (run->mu held). */
+static int place(search_run *run, const taken *c) {
+    const int64_t i = c->i;
+    while (run->acc.st == AP_OK && i >= run->merged + run->nslots)
+        pthread_cond_wait(&run->cv, &run->mu);
+    if (run->acc.st != AP_OK) return -1;
     int k = (int)(i % run->nslots);
-    ap_space_point *pts = run->pts + (size_t)k * CHUNK_POINTS;
-    /* a simulated point ends its chunk: one costs thousands of estimates, so a few of them
-     * would hold a whole chunk, and the whole search, on one thread (the answer does not
-     * depend on where chunks end) */
-    int n = 0, more = 1;
-    while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &pts[n]))) {
-        int simulated = ap_space_point_simulated(&run->space, &pts[n]);
-        if (simulated && run->analytic_only) continue; /* not asked this pass */
-        n++;
-        if (simulated) break;
-    }
-    if (n == 0) {
-        run->exhausted = 1;
-        pthread_cond_broadcast(&run->cv);
-        return -1;
-    }
-    if (!more) run->exhausted = 1;
-    run->npts[k] = -n - 1; /* claimed, not finished */
+    memcpy(run->pts + (size_t)k * CHUNK_POINTS, c->pts, (size_t)c->n * sizeof *c->pts);
+    run->npts[k] = -c->n - 1; /* claimed, not finished */
     /* what is left now; chunks before it that are not merged yet may leave less (worker) */
     run->slots[k].cap = cap_left(run);
     double b = topk_bound(&run->acc.top);
     if (run->o->step_bound_s > 0 && run->o->step_bound_s < b) b = run->o->step_bound_s;
     run->slots[k].outer_bound = b;
     run->slots[k].lag_bound = i >= LAG ? run->lag_ring[(i - LAG) % (2 * LAG)] : INFINITY;
-    run->next++;
-    return i;
+    return k;
 }
 
 static void *worker(void *arg) {
     search_run *run = ((void **)arg)[0];
     search_state *s = ((void **)arg)[1];
+    taken c;
+    int have = take(run, &c);
     pthread_mutex_lock(&run->mu);
-    for (;;) {
-        int64_t i = claim(run);
-        if (i < 0) break;
-        int k = (int)(i % run->nslots);
-        int n = -run->npts[k] - 1;
+    while (have) {
+        int k = place(run, &c), n = c.n;
+        if (k < 0) break;
         s->out = &run->slots[k];
         pthread_mutex_unlock(&run->mu);
         search_chunk(s, run->pts + (size_t)k * CHUNK_POINTS, n);
+        have = take(run, &c);
         pthread_mutex_lock(&run->mu);
         run->npts[k] = n;
-        /* fold every finished chunk that is next in order */
-        while (run->merged < run->next && run->npts[run->merged % run->nslots] >= 0) {
+        /* fold every finished chunk that is next in order (a slot not finished, or free, has
+         * npts < 0) */
+        while (run->npts[run->merged % run->nslots] >= 0) {
             int km = (int)(run->merged % run->nslots);
             chunk_out *o = &run->slots[km];
             /* a chunk searched under a larger cap than is left now is the chunk it would be
@@ -639,6 +665,22 @@ static void *worker(void *arg) {
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
+}
+
+/* The merge lock: held a few microseconds per chunk, so a waiter spins briefly before it
+ * sleeps where the C library offers it (glibc's adaptive mutex): sleeping and waking took
+ * longer than the wait on two cores. */
+static void init_lock(pthread_mutex_t *mu) {
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) == 0) {
+        int ok = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP) == 0 &&
+                 pthread_mutex_init(mu, &a) == 0;
+        pthread_mutexattr_destroy(&a);
+        if (ok) return;
+    }
+#endif
+    pthread_mutex_init(mu, NULL);
 }
 
 static int threads_of(const ap_search_opts *o) {
@@ -784,11 +826,13 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     ap_space_init(&run->space, m, c, o);
     ap_status st = init_run(run, nthreads, o->top_k, err);
     if (st == AP_OK) {
-        pthread_mutex_init(&run->mu, NULL);
+        pthread_mutex_init(&run->space_mu, NULL);
+        init_lock(&run->mu);
         pthread_cond_init(&run->cv, NULL);
         st = enumerate(run, nthreads, err);
         pthread_cond_destroy(&run->cv);
         pthread_mutex_destroy(&run->mu);
+        pthread_mutex_destroy(&run->space_mu);
     }
     if (st == AP_OK && run->acc.st != AP_OK) {
         st = run->acc.st;
