@@ -95,7 +95,9 @@ static ap_status decode_stages(const ap_json *pj, const ap_model *m, ap_plan *p,
         if (p->stage_recompute[i] > m->layers)
             return ap_err_set(err, AP_ERR_INPUT, "%s: stage_recompute[%d] is more than the model's "
                               "layers", where, i);
-        if (p->stage_recompute[i] != -1) custom_rc = 1;
+        /* > 0: a chunk's own count; 0 (absent: ap_plan_init) and -1 are the plan's, as the
+         * cost model and the label read them */
+        if (p->stage_recompute[i] > 0) custom_rc = 1;
     }
     if (!uniform || custom_rc) p->nchunks = keep;
     return AP_OK;

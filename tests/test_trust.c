@@ -724,6 +724,52 @@ static void item07_sweep_rows_then_single(void) {
     }
 }
 
+/* A stored plan whose uniform split is uneven (61 layers over 16 stages) and which lists no
+ * per-stage recompute counts reads back as the plan it was: the second run is a cache hit,
+ * not a warning and a new search (the reader took absent counts for per-stage ones). */
+static void item07_uneven_uniform_split_hits(void) {
+    const char *m = tl_path("examples/models/deepseek-v3.json"), *db = in_tmp("uneven.db");
+    char *out[2] = {NULL, NULL}, *err[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        CHECK_INT(runf(&out[i], &err[i], "'%s' --gpus 128 --gpu h100-sxm --top 3 --db '%s' --json",
+                       m, db), 0);
+    CHECK(err[1] && !strstr(err[1], "not used"));
+    ap_json *j[2];
+    for (int i = 0; i < 2; i++) {
+        ap_err e;
+        j[i] = out[i] ? ap_json_parse(out[i], strlen(out[i]), "plan --json", &e) : NULL;
+        CHECK(j[i] != NULL);
+    }
+    if (j[0] && j[1]) {
+        CHECK(!ap_json_bool(ap_json_get(j[0], "cached")) && ap_json_bool(ap_json_get(j[1], "cached")));
+        /* the fixture holds such a plan: a ranked plan with an unequal uniform split */
+        int uneven_uniform = 0;
+        const ap_json *pl = ap_json_get(j[1], "plans");
+        for (int k = 0; k < ap_json_size(pl); k++) {
+            const ap_json *sl = ap_json_get(ap_json_get(ap_json_at(pl, k), "plan"), "stage_layers");
+            const char *lbl = ap_json_string(ap_json_get(ap_json_at(pl, k), "label"));
+            for (int c = 1; c < ap_json_size(sl); c++)
+                if (ap_json_number(ap_json_at(sl, c)) != ap_json_number(ap_json_at(sl, 0)) && lbl &&
+                    !strstr(lbl, "uneven"))
+                    uneven_uniform = 1;
+        }
+        CHECK(uneven_uniform);
+        char *txt[2];
+        for (int i = 0; i < 2; i++) {
+            ap_json_free(ap_json_detach(j[i], "cached"));
+            ap_json_free(ap_json_detach(ap_json_get(j[i], "search"), "search_s"));
+            txt[i] = ap_json_print(j[i], 0);
+        }
+        CHECK(txt[0] && txt[1] && !strcmp(txt[0], txt[1]));
+        for (int i = 0; i < 2; i++) free(txt[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        ap_json_free(j[i]);
+        free(out[i]);
+        free(err[i]);
+    }
+}
+
 /* ---- items 8-10: the cache ------------------------------------------------------------------ */
 
 static int has_side_files(const char *db) {
@@ -1070,6 +1116,7 @@ int main(int argc, char **argv) {
     ITEM(item06_stdout_errors);
     ITEM(item07_out_with_sweeps);
     ITEM(item07_sweep_rows_then_single);
+    ITEM(item07_uneven_uniform_split_hits);
     ITEM(item08_readers_leave_no_files);
     ITEM(item09_file_size_limit);
     ITEM(item10_quick_check);
