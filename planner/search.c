@@ -15,12 +15,12 @@
  * Determinism: the chunks are fixed by the space, not by the threads, and a chunk's result
  * (its top K, closest plan, counters, candidates and visit records) is folded into the answer
  * only after every chunk before it, so the answer is the same bit for bit whatever the thread
- * count. A chunk is placed in its slot with the answer's ranking bound as it stands; what is slower than
- * that bound (which only falls) enters neither the chunk's ranking nor its kept candidates, and
- * whether a plan is dropped there or later, it is not in the answer: the answer does not depend
- * on when chunks are placed. At most WINDOW chunks per thread are in flight, so memory stays
- * O(threads x K).
- * max_evals holds in the same order: a chunk may make the estimates left when it is claimed;
+ * count. A chunk is placed in its slot with the answer's ranking bound as it stands; what is
+ * slower than that bound (which only falls) enters neither the chunk's ranking nor its kept
+ * candidates, and whether a plan is dropped there or later, it is not in the answer: the answer
+ * does not depend on when chunks are placed. At most WINDOW chunks per thread are in flight, so
+ * memory stays O(threads x K).
+ * max_evals holds in the same order: a chunk may make the estimates left when it is placed;
  * one that the chunks merged before it left fewer and that needed more is searched again at
  * its merge, under what is left (the chunk where the bound falls, and those in flight after it,
  * which then estimate nothing).
@@ -86,7 +86,7 @@ int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
 #define WINDOW 4
 /* Chunk i's time cut also takes the answer's ranking bound as it stood after chunk i - LAG
  * merged (time_cut): a fixed lag, so it is the same whatever the threads; at most LAG chunks
- * are in flight, so chunk i - LAG has merged when chunk i is claimed. */
+ * are in flight, so chunk i - LAG has merged when chunk i is placed. */
 #define LAG 64
 
 /* What a chunk found: the search's counters, its top K (ids: indices into its candidates),
@@ -101,7 +101,7 @@ typedef struct {
     int64_t nrec, caprec;
     int64_t cap;              /* estimates the chunk may make (max_evals less those before it;
                                  INT64_MAX without max_evals) */
-    double outer_bound;       /* the answer's ranking bound when the chunk was claimed (see
+    double outer_bound;       /* the answer's ranking bound when the chunk was placed (see
                                  eval) */
     double lag_bound;         /* the answer's ranking bound after chunk (this one - LAG)
                                  merged; INFINITY for the first LAG chunks (time_cut) */
@@ -227,7 +227,7 @@ static void consider_closest(ap_search_result *r, double *best_overshoot, const 
 }
 
 /* A fitting pipelined plan: a candidate for the re-split, with its lower bounds; kept (*kept)
- * unless its bounds and its step are past the answer's bound when the chunk was claimed (that
+ * unless its bounds and its step are past the answer's bound when the chunk was placed (that
  * bound only falls, and the re-split takes no candidate past it: resplit.c), so a chunk keeps
  * the few that can still enter the ranking. Every candidate is counted (r.candidates). */
 static ap_status add_candidate(search_state *s, int il, int im, int *kept, ap_err *err) {
@@ -354,10 +354,10 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
                !(p->recompute_layers > 0 && tr->recompute_partial_divides_chunk);
     int kept = 0;
     if (cand && (st = add_candidate(s, il, im, &kept, err)) != AP_OK) return st;
-    /* A plan slower than the answer's bound when the chunk was claimed cannot be in the final
+    /* A plan slower than the answer's bound when the chunk was placed cannot be in the final
      * ranking: that bound (the K-th step time, times 1 + the tie margin) only falls as chunks
      * merge, and every plan that ranks a final entry is no slower than it. So the chunk's
-     * ranking skips it: the answer is the same whenever the chunk was claimed, and the chunk
+     * ranking skips it: the answer is the same whenever the chunk was placed, and the chunk
      * copies (and merges) only the few plans that can still enter. */
     if (!(s->scratch.time.step_s > s->out->outer_bound) &&
         topk_offer(&s->out->top, &s->scratch, kept ? s->out->ncand - 1 : -1) < 0)
@@ -617,7 +617,7 @@ static int place(search_run *run, const taken *c) {
     if (run->acc.st != AP_OK) return -1;
     int k = (int)(i % run->nslots);
     memcpy(run->pts + (size_t)k * CHUNK_POINTS, c->pts, (size_t)c->n * sizeof *c->pts);
-    run->npts[k] = -c->n - 1; /* claimed, not finished */
+    run->npts[k] = -c->n - 1; /* placed, not finished */
     /* what is left now; chunks before it that are not merged yet may leave less (worker) */
     run->slots[k].cap = cap_left(run);
     double b = topk_bound(&run->acc.top);

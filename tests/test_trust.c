@@ -741,7 +741,8 @@ static void item07_uneven_uniform_split_hits(void) {
         CHECK(j[i] != NULL);
     }
     if (j[0] && j[1]) {
-        CHECK(!ap_json_bool(ap_json_get(j[0], "cached")) && ap_json_bool(ap_json_get(j[1], "cached")));
+        CHECK(!ap_json_bool(ap_json_get(j[0], "cached")));
+        CHECK(ap_json_bool(ap_json_get(j[1], "cached")));
         /* the fixture holds such a plan: a ranked plan with an unequal uniform split */
         int uneven_uniform = 0;
         const ap_json *pl = ap_json_get(j[1], "plans");
