@@ -428,8 +428,8 @@ static void add_flags(ap_flags *fl) {
                  "such as tp=2,pp=4 (';' between two)");
     ap_flags_add(fl, "tokens", AP_FLAG_VALUE, "N", "training tokens (e.g. 2T) for the time to "
                  "train in the GPU-count chart");
-    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the searches and plans.csv "
-                 "(default: one per core; the report does not depend on it)");
+    ap_flags_add(fl, "threads", AP_FLAG_VALUE, "N", "worker threads for the searches, the simulated "
+                 "stages and plans.csv (default: one per core; the report does not depend on it)");
     ap_flags_add(fl, "out", AP_FLAG_VALUE, "DIR",
                  "directory for report.html, report.md and plans.csv (created if missing)");
 }

@@ -321,6 +321,8 @@ int ap_cmd_simulate(int argc, char **argv) {
                  "- writes it to standard output instead of the summary");
     ap_flags_add(&fl, "top", AP_FLAG_VALUE, "N", "live tensors listed at the peak (default 10)");
     ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print the result as JSON");
+    ap_flags_add(&fl, "threads", AP_FLAG_VALUE, "N", "pipeline stages replayed at once (default: "
+                 "one per core; one with --trace; the result does not depend on it)");
     ap_status st = ap_flags_parse(&fl, argc, argv, 1, &help, &err);
     if (help) {
         ap_flags_print_help(&fl,
@@ -355,9 +357,11 @@ int ap_cmd_simulate(int argc, char **argv) {
                            &err);
     ctx.est.allocator_expandable = so.expandable_segments;
     so.headroom_bytes = ctx.est.headroom_bytes;
-    int64_t top = 10;
-    if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK)
+    int64_t top = 10, threads = 0;
+    if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK ||
+        (st = ap_flag_int(&fl, "threads", 1, 1024, &threads, &err)) != AP_OK)
         return ap_cli_fail(st, &err);
+    so.threads = (int)threads;
     const char *trace = ap_flags_value(&fl, "trace");
     int to_stdout = trace && !strcmp(trace, "-");
     /* curves for the trace, the JSON and the text plot; the run is streamed: no rank's events

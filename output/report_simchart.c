@@ -45,6 +45,10 @@ ap_status ap_report_simulate(ap_report *r, const ap_sim_opts *o, ap_err *err) {
         so.headroom_bytes = e->headroom_bytes;
     }
     so.record_curves = 1;
+    /* chart 5 draws the worst stage alone: the others keep their summaries only, and the
+       stages replay side by side on the report's threads */
+    so.keep_worst = 1;
+    so.threads = r->threads;
     ap_err e2 = {{0}};
     ap_status st = ap_sim_run(r->model, r->cluster, &e->plan, &so, &r->sim, &e2);
     if (st == AP_ERR_NOMEM) return ap_err_set(err, st, "simulating the best plan: %s", e2.msg);

@@ -28,6 +28,8 @@
  * (4 bytes per row, < 0.1% of a layer).
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1274,6 +1276,110 @@ static ap_status sim_rank_stream(ap_sim *s, int stage, rank_store *rs, ap_err *e
     return AP_OK;
 }
 
+/* ---- the ranks, one after another or side by side --------------------------------------- */
+
+/* Ranks replayed by the workers of run_ranks: each takes the next rank; with keep_worst the
+ * worst rank so far (under mu) keeps its events. A rank's status and error are its own. */
+typedef struct rank_pool {
+    ap_sim *s;
+    atomic_int next;
+    pthread_mutex_t mu;
+    int worst;       /* keep_worst: the rank holding its events, -1 before the first */
+    ap_status *st;   /* per rank */
+    ap_err *err;     /* per rank */
+} rank_pool;
+
+/* Rank a before rank b as ap_sim_worst_rank picks: higher device peak, then lower stage. */
+static int worse(const ap_sim *s, int a, int b) {
+    int64_t pa = s->ranks[a].r.device_peak_bytes, pb = s->ranks[b].r.device_peak_bytes;
+    return pa > pb || (pa == pb && a < b);
+}
+
+/* keep_worst: rank i is done; the one of it and the worst so far that is not the worse frees
+ * its events. Which ranks end released does not depend on the order ranks finish in. */
+static ap_status keep_worst(rank_pool *pl, int i, ap_err *err) {
+    pthread_mutex_lock(&pl->mu);
+    int loser = -1;
+    if (pl->worst < 0) {
+        pl->worst = i;
+    } else if (worse(pl->s, i, pl->worst)) {
+        loser = pl->worst;
+        pl->worst = i;
+    } else {
+        loser = i;
+    }
+    pthread_mutex_unlock(&pl->mu);
+    /* the loser is no one's to touch any more */
+    return loser >= 0 ? release_rank(&pl->s->ranks[loser], err) : AP_OK;
+}
+
+static ap_status one_rank(rank_pool *pl, int i, ap_err *err) {
+    ap_sim *s = pl->s;
+    ap_status st = s->o.stream ? sim_rank_stream(s, i, &s->ranks[i], err)
+                               : sim_rank(s, i, &s->ranks[i], err);
+    if (st == AP_OK && s->o.rank_done) st = s->o.rank_done(s->o.rank_ctx, s, i, err);
+    if (st != AP_OK || s->o.stream) return st;
+    if (s->o.release_events) return release_rank(&s->ranks[i], err);
+    return s->o.keep_worst ? keep_worst(pl, i, err) : AP_OK;
+}
+
+static void *rank_worker(void *arg) {
+    rank_pool *pl = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&pl->next, 1);
+        if (i >= pl->s->nranks) return NULL;
+        pl->st[i] = one_rank(pl, i, &pl->err[i]);
+    }
+}
+
+/* Every rank of s; the first failing rank (in rank order) names the error. One after another
+ * where the callbacks must see the ranks in order or one thread is asked for; the first
+ * failure then stops the rest. */
+static ap_status run_ranks(ap_sim *s, ap_err *err) {
+    int n = s->nranks;
+    int nt = s->o.threads > 0 ? s->o.threads : ap_online_cores();
+    if (nt > n) nt = n;
+    if (s->o.rank_done || s->o.op_done) nt = 1;
+    rank_pool pl;
+    memset(&pl, 0, sizeof pl);
+    pl.s = s;
+    pl.worst = -1;
+    atomic_init(&pl.next, 0);
+    if (nt <= 1) {
+        pthread_mutex_init(&pl.mu, NULL);
+        ap_status st = AP_OK;
+        for (int i = 0; i < n && st == AP_OK; i++) st = one_rank(&pl, i, err);
+        pthread_mutex_destroy(&pl.mu);
+        return st;
+    }
+    pl.st = ap_calloc((size_t)n, sizeof *pl.st);
+    pl.err = ap_calloc((size_t)n, sizeof *pl.err);
+    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
+    int *started = ap_calloc((size_t)nt, sizeof *started);
+    if (!pl.st || !pl.err || !tid || !started) {
+        ap_free(pl.st);
+        ap_free(pl.err);
+        ap_free(tid);
+        ap_free(started);
+        return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
+    }
+    pthread_mutex_init(&pl.mu, NULL);
+    /* the calling thread is a worker too; a thread that cannot start leaves its ranks to it */
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, rank_worker, &pl) == 0;
+    rank_worker(&pl);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&pl.mu);
+    ap_status st = AP_OK;
+    for (int i = 0; i < n && st == AP_OK; i++)
+        if ((st = pl.st[i]) != AP_OK) *err = pl.err[i];
+    ap_free(pl.st);
+    ap_free(pl.err);
+    ap_free(tid);
+    ap_free(started);
+    return st;
+}
+
 ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                      const ap_sim_opts *opts, ap_sim **out, ap_err *err) {
     *out = NULL;
@@ -1334,16 +1440,10 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     s->nranks = p->pp;
-    for (int i = 0; i < p->pp; i++) {
-        ap_status st = s->o.stream ? sim_rank_stream(s, i, &s->ranks[i], err)
-                                   : sim_rank(s, i, &s->ranks[i], err);
-        if (st == AP_OK && s->o.rank_done) st = s->o.rank_done(s->o.rank_ctx, s, i, err);
-        if (st == AP_OK && s->o.release_events && !s->o.stream)
-            st = release_rank(&s->ranks[i], err);
-        if (st != AP_OK) {
-            ap_sim_free(s);
-            return st;
-        }
+    ap_status st = run_ranks(s, err);
+    if (st != AP_OK) {
+        ap_sim_free(s);
+        return st;
     }
     *out = s;
     return AP_OK;

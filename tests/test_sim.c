@@ -957,6 +957,104 @@ static void test_streamed(void) {
     ap_sim_free(whole);
 }
 
+/* Ranks replayed side by side (ap_sim_opts.threads) give the run of one thread, bit for bit;
+ * keep_worst keeps the events of the stage with the highest device peak (the lowest of equal
+ * ones) and only the summaries of the others, whatever the thread count. Uneven stages put
+ * the worst away from stage 0; two equal stages tie. */
+static void same_rank(const ap_sim_rank *x, const ap_sim_rank *y, int events) {
+    CHECK_INT(y->nevents, x->nevents);
+    CHECK_INT(y->nops, x->nops);
+    CHECK_INT(y->peak_event, x->peak_event);
+    CHECK_INT(y->device_peak_bytes, x->device_peak_bytes);
+    CHECK_INT(y->allocated_peak_bytes, x->allocated_peak_bytes);
+    CHECK(!memcmp(x->curve_allocated, y->curve_allocated, sizeof x->curve_allocated));
+    CHECK(!memcmp(x->peak_cat_bytes, y->peak_cat_bytes, sizeof x->peak_cat_bytes));
+    CHECK(!memcmp(&x->alloc, &y->alloc, sizeof x->alloc));
+    CHECK_INT(y->nlive_at_peak, x->nlive_at_peak);
+    if (!events) {
+        CHECK(y->events == NULL && y->allocated_curve == NULL && y->op_peak_cat == NULL);
+        CHECK_INT(y->ntensors, x->nlive_at_peak);
+        return;
+    }
+    CHECK_INT(y->ntensors, x->ntensors);
+    CHECK(y->events && y->allocated_curve && y->reserved_curve);
+    if (!y->events || !x->events || y->nevents != x->nevents || y->ntensors != x->ntensors) return;
+    CHECK(!memcmp(x->events, y->events, (size_t)x->nevents * sizeof *x->events));
+    CHECK(!memcmp(x->allocated_curve, y->allocated_curve,
+                  (size_t)x->nevents * sizeof *x->allocated_curve));
+    CHECK(!memcmp(x->reserved_curve, y->reserved_curve,
+                  (size_t)x->nevents * sizeof *x->reserved_curve));
+    CHECK(!memcmp(x->tensors, y->tensors, (size_t)x->ntensors * sizeof *x->tensors));
+    CHECK(!memcmp(x->ops, y->ops, (size_t)x->nops * sizeof *x->ops));
+}
+
+static void test_threads_keep_worst(void) {
+    ap_model ll;
+    llama_model(&ll, 12, 512, 8, 8, 1376, 32000);
+    static const int splits[2][4] = {{1, 6, 4, 1}, {1, 2, 7, 2}}; /* worst 1; 2 and 3 tie */
+    for (int c = 0; c < 2; c++) {
+        ap_plan p;
+        base_plan(&p, 1, 4, 1, 1, 12, 256);
+        p.nchunks = 4;
+        memcpy(p.stage_layers, splits[c], sizeof splits[c]);
+        ap_sim_opts o;
+        ap_sim_opts_init(&o);
+        ap_err err = {{0}};
+        ap_sim *one = NULL;
+        CHECK_INT(ap_sim_run(&ll, NULL, &p, &o, &one, &err), AP_OK);
+        if (!one) continue;
+        int w = ap_sim_worst_rank(one);
+        CHECK_INT(w, c == 0 ? 1 : 2);
+        if (c == 1)
+            CHECK_INT(ap_sim_rank_at(one, 2)->device_peak_bytes,
+                      ap_sim_rank_at(one, 3)->device_peak_bytes);
+        for (int t = 1; t <= 4; t++) {
+            for (int kw = 0; kw <= 1; kw++) {
+                o.threads = t;
+                o.keep_worst = kw;
+                ap_sim *s = NULL;
+                CHECK_INT(ap_sim_run(&ll, NULL, &p, &o, &s, &err), AP_OK);
+                if (!s) continue;
+                CHECK_INT(ap_sim_nranks(s), 4);
+                CHECK_INT(ap_sim_worst_rank(s), w);
+                for (int i = 0; i < 4; i++)
+                    same_rank(ap_sim_rank_at(one, i), ap_sim_rank_at(s, i), !kw || i == w);
+                ap_sim_free(s);
+            }
+        }
+        /* an allocation failing on any thread: out of memory, nothing returned, nothing
+           leaked (ASan), or a run that absorbed it and equals the one-thread run */
+        o.threads = 3;
+        o.keep_worst = 1;
+        int nomem = 0;
+        ap_heap_fail_at(0, 0); /* restarts the count */
+        ap_sim *counted = NULL;
+        CHECK_INT(ap_sim_run(&ll, NULL, &p, &o, &counted, &err), AP_OK);
+        long nalloc = ap_heap_count();
+        ap_sim_free(counted);
+        CHECK(nalloc > 100);
+        for (long n = 1; n <= nalloc; n++) {
+            ap_sim *s = NULL;
+            ap_heap_fail_at(n, 0);
+            ap_status st = ap_sim_run(&ll, NULL, &p, &o, &s, &err);
+            ap_heap_fail_at(0, 0);
+            CHECK(st == AP_OK || st == AP_ERR_NOMEM);
+            CHECK((st == AP_OK) == (s != NULL));
+            if (st == AP_ERR_NOMEM) {
+                nomem++;
+                CHECK_CONTAINS(err.msg, "out of memory");
+            }
+            if (s) CHECK_INT(ap_sim_rank_at(s, w)->device_peak_bytes,
+                             ap_sim_rank_at(one, w)->device_peak_bytes);
+            ap_sim_free(s);
+        }
+        /* most allocations are needed (a few failures are absorbed: a shrinking realloc) */
+        if (nomem * 2 <= nalloc) fprintf(stderr, "out of memory %d times of %ld\n", nomem, nalloc);
+        CHECK(nomem * 2 > nalloc);
+        ap_sim_free(one);
+    }
+}
+
 /* A streamed run (ap_sim_opts.stream: each rank generated twice, no events held, each op to
  * the trace as it closes) against a run that keeps everything: the same trace text, JSON,
  * curves, live sets at the peak and over the budget, and counts, for plan shapes that exercise
@@ -1414,6 +1512,7 @@ int main(int argc, char **argv) {
     test_schedule_order();
     test_trace();
     test_streamed();
+    test_threads_keep_worst();
     test_stream_mode();
     test_against_estimate();
     test_cli();

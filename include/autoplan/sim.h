@@ -281,6 +281,15 @@ typedef struct ap_sim_opts {
        Default 0 */
     int stream;
     ap_sim_op_fn op_done;          /* streamed runs; NULL: none */
+    /* 1: every rank but the worst (ap_sim_worst_rank's: the highest device peak, the lowest
+       stage among equals) ends as with release_events, as soon as another rank's peak is at
+       least as high; the worst keeps its events and curves. Memory holds the events of the
+       ranks in flight and of the worst so far. Default 0 */
+    int keep_worst;
+    /* Ranks replayed at once, each on a thread of its own (they share nothing); 0 = one per
+       online core. Ranks run one after another, in order, where rank_done or op_done is set
+       (they are called in rank order). Results do not depend on it, bit for bit. Default 1 */
+    int threads;
 } ap_sim_opts;
 
 void ap_sim_opts_init(ap_sim_opts *o);
