@@ -225,6 +225,19 @@ static int mbs_values(const ap_space *s, int dp, int64_t *out) {
     return n;
 }
 
+/* Whether mbs_values has a size for dp: the first one it would list (the walk asks this of
+ * every point; the group lists them all). */
+static int any_mbs(const ap_space *s, int dp, int64_t *scratch) {
+    if (s->nmb_cand < 0) return mbs_values(s, dp, scratch) > 0;
+    int64_t per_dp = s->o->gbs / dp, fx = s->o->fixed.mbs;
+    for (int i = 0; i < s->nmb_cand; i++) {
+        int64_t d = s->mb_cand[i];
+        if (d > per_dp) break;
+        if (per_dp % d == 0 && (!fx || d == fx)) return 1;
+    }
+    return 0;
+}
+
 /* Recompute levels of a point: none / selective / full (the trainer's, or the pinned one) and,
  * where the trainer recomputes part of a chunk, 3/4, 1/2 and 1/4 of its layers. */
 static int rc_values(const ap_space *s, const ap_space_point *pt, ap_recompute *rc, int *layers) {
@@ -316,10 +329,13 @@ static int no_placement_ok(const ap_space *s, int extra) {
 static int has_members(ap_space *s, const ap_space_point *pt) {
     if (ap_space_point_simulated(s, pt)) return ap_space_group(s, pt, &s->scratch);
     if (!no_placement_ok(s, pt->hetero_extra)) return 0;
-    ap_recompute rc[AP_GROUP_MAX_RC];
-    int rc_layers[AP_GROUP_MAX_RC];
+    /* rc_values lists a level whenever the trainer has one that is not pinned away */
+    int rc = 0;
+    for (int g = 0; g < 3 && !rc; g++)
+        rc = (s->tr->recompute_mask & (1u << g)) &&
+             (!s->o->fix_recompute || g == (int)s->o->fixed.recompute);
     int64_t mbs[AP_GROUP_MAX_MBS];
-    return rc_values(s, pt, rc, rc_layers) > 0 && mbs_values(s, pt->dp, mbs) > 0;
+    return rc && any_mbs(s, pt->dp, mbs);
 }
 
 int ap_space_next(ap_space *s, ap_space_point *pt) {
