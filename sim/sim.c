@@ -48,6 +48,7 @@ void ap_sim_opts_init(ap_sim_opts *o) {
     o->headroom_bytes = AP_DEFAULT_HEADROOM_BYTES;
     o->device_overhead_bytes = -1;
     o->record_curves = 1;
+    o->threads = 1;
 }
 
 /* ---- events and their replay ----------------------------------------------------------- */
@@ -1313,6 +1314,7 @@ static ap_status keep_worst(rank_pool *pl, int i, ap_err *err) {
     return loser >= 0 ? release_rank(&pl->s->ranks[loser], err) : AP_OK;
 }
 
+/* Replay rank i, hand it to rank_done, then free what the options say it does not keep. */
 static ap_status one_rank(rank_pool *pl, int i, ap_err *err) {
     ap_sim *s = pl->s;
     ap_status st = s->o.stream ? sim_rank_stream(s, i, &s->ranks[i], err)

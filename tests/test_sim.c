@@ -999,6 +999,7 @@ static void test_threads_keep_worst(void) {
         memcpy(p.stage_layers, splits[c], sizeof splits[c]);
         ap_sim_opts o;
         ap_sim_opts_init(&o);
+        CHECK_INT(o.threads, 1); /* a library caller gets one thread unless it asks */
         ap_err err = {{0}};
         ap_sim *one = NULL;
         CHECK_INT(ap_sim_run(&ll, NULL, &p, &o, &one, &err), AP_OK);
