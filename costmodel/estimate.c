@@ -53,6 +53,11 @@ static inline int bf16_optimizer(const ap_plan *p, const ap_trainer_caps *t) {
     return p->zero == 0 && p->dtype == AP_DTYPE_BF16 && t->bf16_optimizer_bytes > 0;
 }
 
+/* The compute weights are FP8 tensors, no 16-bit copy beside them (plan.h fp8_params). */
+static inline int fp8_weights(const ap_plan *p) {
+    return p->fp8_params && p->dtype == AP_DTYPE_FP8;
+}
+
 void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
                          double *optim) {
     /* ZeRO (Rajbhandari et al. 2020, Sec. 5, Fig. 1): stage 1 shards optimizer states (and
@@ -61,6 +66,7 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     double d = shard > 0 ? (double)shard : 1.0;
     double w = t->weight_bytes * n, g = t->grad_bytes * n, o = (t->master_bytes + t->optim_bytes) * n;
+    if (fp8_weights(p)) w = n; /* FP8 weights, 1 byte (plan.h fp8_params) */
     if (p->zero >= 1) o /= d;
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
@@ -423,7 +429,9 @@ priced:
                            : p->dtype == AP_DTYPE_FP16 ? 2.0 : x->tr->grad_reduce_bytes;
     if (p->grad_reduce_bytes <= 0 && bf16_optimizer(p, x->tr))
         E->grad_reduce_bytes = x->tr->bf16_optimizer_bytes; /* BF16_Optimizer's fp32 buffer */
-    E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes : x->tr->gathered_weight_bytes;
+    E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes
+                      : fp8_weights(p)    ? 1.0 /* gathered as they are stored */
+                                          : x->tr->gathered_weight_bytes;
     E->loss_bytes = p->loss_bytes_per_logit > 0 ? p->loss_bytes_per_logit
                                                 : x->tr->loss_bytes_per_logit;
     E->dense_shard = p->dp * p->cp;
@@ -671,7 +679,7 @@ static void stage_kind_other(const est *E, stage *S) {
     }
     /* fp8 weight copies (Transformer Engine / torchao): of every weight, or under ZeRO-3 of the
      * gathered layers only */
-    if (p->dtype == AP_DTYPE_FP8)
+    if (p->dtype == AP_DTYPE_FP8 && !fp8_weights(p))
         other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
     S->other = other;
@@ -1071,7 +1079,7 @@ static void dp_reduction(est *E) {
     double buckets = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
                                               : (double)E->max_stage_layers + 1.0;
     double gbytes = E->grad_reduce_bytes * params / buckets;
-    double wbytes = tr->gathered_weight_bytes * params / buckets;
+    double wbytes = (fp8_weights(p) ? 1.0 : tr->gathered_weight_bytes) * params / buckets;
     int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u) &&
                  !(p->pp > 1 && tr->reduce_once_with_pp);
     /* FSDP SHARD_GRAD_OP's traffic is per FSDP unit, in the stage times (stage_zero3) */

@@ -84,7 +84,7 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * reduce", "gather": FSDP MixedPrecision), TP overlap ("overlap_tp", default: as "overlap"),
  * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), whether
  * torch.compile fused the block's elementwise ops ("compile", default: as the trainer table
- * prices its code), an
+ * prices its code), FP8 weights without a 16-bit copy ("fp8_params", dtype fp8 only), an
  * explicit stage split ("stage_layers") and the cross-entropy kernel ("loss": "torch", the
  * trainer's default; "fused" or "fused_inplace", flash-attn's CrossEntropyLoss, plan.h). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
@@ -108,6 +108,11 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int compiled = 0;
     if ((st = ap_json_get_bool(pj, "compile", &compiled, &given, where, err))) return st;
     if (given) p->elementwise = compiled ? AP_ELEMENTWISE_FUSED : AP_ELEMENTWISE_EAGER;
+    int fp8p = 0;
+    if ((st = ap_json_get_bool(pj, "fp8_params", &fp8p, &given, where, err))) return st;
+    if (given && fp8p && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_params' needs dtype fp8", where);
+    p->fp8_params = given && fp8p;
     int p2p = 1;
     if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
     p->no_p2p_overlap = given && !p2p;

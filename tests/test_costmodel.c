@@ -389,6 +389,49 @@ static void test_bf16_optimizer_accumulation(void) {
     CHECK(z0.time.step_s > z1.time.step_s);
 }
 
+/* FP8 weights without a 16-bit copy (plan.h fp8_params; Megatron-LM --fp8-param-gather, NeMo
+ * fp8_params): 1 byte per parameter where bf16 keeps 2, no FP8 cast beside them, the rest of
+ * the states as before (fp32 main grads 4, master + Adam 12 over the distributed optimizer's
+ * ranks); an FP8 run without it keeps the 16-bit weights and one FP8 copy (1 byte). */
+static void test_fp8_params(void) {
+    ap_plan p;
+    ap_plan_init(&p);
+    p.zero = 1;
+    p.dtype = AP_DTYPE_FP8;
+    double w, g, o;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w, 2e9, 1e-12);
+    p.fp8_params = 1;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w, 1e9, 1e-12);
+    CHECK_NEAR(g, 4e9, 1e-12);
+    CHECK_NEAR(o, 12e9 / 8, 1e-12);
+    p.dtype = AP_DTYPE_BF16; /* only FP8 weights are stored in FP8 */
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w, 2e9, 1e-12);
+    /* a whole estimate: the weights and the "other" bytes each fall by one byte per parameter
+     * held (the FP8 copy gone), activations and time unchanged but the parameter all-gather */
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_cluster c = cluster("h100-sxm", 8);
+    ap_err err;
+    static ap_estimate a, b;
+    ap_plan q = mkplan(1, 1, 4, 1, 128, 1, AP_RECOMPUTE_NONE, 0, 1);
+    q.cp = 2;
+    q.seq = 8192;
+    q.dtype = AP_DTYPE_FP8;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &a, &err) == AP_OK);
+    q.fp8_params = 1;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &b, &err) == AP_OK);
+    double n = a.stages[0].params_bytes / 2.0;
+    CHECK(n > 7e9);
+    CHECK_NEAR(b.stages[0].params_bytes, n, 1e-12);
+    CHECK_NEAR(a.stages[0].other_bytes - b.stages[0].other_bytes, n, 1e-9);
+    CHECK_NEAR(a.stages[0].activations_bytes, b.stages[0].activations_bytes, 1e-15);
+    CHECK_NEAR(a.stages[0].grads_bytes, b.stages[0].grads_bytes, 1e-15);
+    CHECK(b.stages[0].device_bytes < a.stages[0].device_bytes - 1.9 * n * 0.99);
+    CHECK_NEAR(a.time.compute_s, b.time.compute_s, 1e-12);
+}
+
 /* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
  * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
 static void test_offload(void) {
@@ -776,6 +819,7 @@ int main(int argc, char **argv) {
     test_zero_table1();
     test_zero_table2_maxima();
     test_megatron_bytes();
+    test_fp8_params();
     test_megatron_fsdp();
     test_deepspeed_estimator();
     test_korthikanti_table2();

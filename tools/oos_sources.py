@@ -29,6 +29,10 @@ Sources:
                          NLG 530B" (arXiv 2201.11990) Sec. 2.4: the 530B model under DeepSpeed's
                          pipeline engine + Megatron tensor slicing on 280, 350 and 420 DGX A100
                          (Selene), global batch 1920
+  nvidia-dgxc-h100       NVIDIA/dgxc-benchmarking llama3.1/README_{8b,70b,405b}.md "Expected
+                         Performance": Llama 3.1 8B, 70B and 405B (with its smaller proxy
+                         configurations) under NeMo 24.09 / 24.12 (Megatron-Core) on 8-2304
+                         DGX H100 GPUs, BF16 and FP8, the last training step's time
 """
 
 FOUNDRY_ROWS = [
@@ -608,6 +612,77 @@ def mtnlg_rows():
     return out
 
 
+# ---- NVIDIA DGX Cloud benchmarking recipes (NeMo on DGX H100) -------------------------------------
+DGXC = ("NVIDIA/dgxc-benchmarking llama3.1/README_%s.md @%s 'Expected Performance' (settings: "
+        "llama3.1/configure.sh @143b90d)")
+DGXC_COMMIT = {"8b": "e6afea3", "70b": "143b90d", "405b": "8f5cbb3"}
+DGXC_ROWS = [
+    # (size, NeMo container, gpus, layers, tp, pp, cp, vp, gbs, step s BF16, step s FP8); the
+    # tables' "Training step time (seconds per step)", micro-batch 1 throughout. 405B below 576
+    # GPUs: the recipe's proxy configurations (7, 21 and 42 of its 126 layers)
+    ("8b", "24.09", 8, 32, 1, 1, 2, 1, 128, 12.91, 9.67),
+    ("8b", "24.09", 16, 32, 1, 1, 2, 1, 256, 13.00, 9.73),
+    ("8b", "24.09", 32, 32, 1, 1, 2, 1, 512, 13.05, 9.75),
+    ("8b", "24.09", 64, 32, 1, 1, 2, 1, 1024, 13.08, 9.80),
+    ("8b", "24.09", 128, 32, 1, 1, 2, 1, 2048, 13.10, 9.82),
+    ("70b", "24.09", 64, 80, 4, 4, 2, 5, 128, 14.72, 11.01),
+    ("70b", "24.09", 128, 80, 4, 4, 2, 5, 256, 14.73, 10.93),
+    ("70b", "24.09", 256, 80, 4, 4, 2, 5, 512, 14.8, 11.16),
+    ("70b", "24.09", 512, 80, 4, 4, 2, 5, 1024, 14.89, 11.18),
+    ("70b", "24.09", 1024, 80, 4, 4, 2, 5, 2048, 14.92, 11.28),
+    ("70b", "24.09", 2048, 80, 4, 4, 2, 5, 4096, 14.98, 11.39),
+    ("405b", "24.12", 32, 7, 8, 1, 2, 1, 126, 9.00, 5.75),
+    ("405b", "24.12", 96, 21, 8, 3, 2, 7, 126, 8.87, 5.63),
+    ("405b", "24.12", 192, 42, 8, 3, 2, 7, 252, 17.30, 10.8),
+    ("405b", "24.12", 576, 126, 8, 9, 2, 7, 252, 17.50, 11.00),
+    ("405b", "24.12", 1152, 126, 8, 9, 2, 7, 504, 17.60, 11.10),
+    ("405b", "24.12", 2304, 126, 8, 9, 2, 7, 1008, 17.70, 11.20),
+]
+DGXC_MODEL = {"8b": "llama-3-8b", "70b": "llama-3-70b", "405b": "llama-3.1-405b"}
+
+
+def dgxc_rows(hf):
+    """Llama 3.1 8B and 70B have Llama 3's shapes (examples/models/llama-3-*.json; the rope
+    scaling changes no FLOP or byte). The 405B recipe trains on synthetic data with "the
+    GPT2BPETokenizer as a proxy": GPT-2's 50257 tokens, padded by Megatron to a multiple of
+    128 x tp = 1024, so 51200 (padding assumed). The READMEs state tp, pp, cp, vp, the micro-batch
+    and the batch; configure.sh sets cuDNN fused attention (NVTE_FUSED_ATTN=1) and, in FP8 runs,
+    FP8 weights (fp8_params). The rest is NeMo's recipe default and labelled assumed: no
+    activation recomputation, the distributed optimizer (ZeRO-1), sequence parallelism with tp,
+    overlapped gradient reduction and parameter gathering."""
+    out = []
+    for (size, nemo, gpus, L, tp, pp, cp, vp, gbs, bf16, fp8) in DGXC_ROWS:
+        m = dict(hf(DGXC_MODEL[size]))
+        name = "llama-3.1-" + size
+        if size == "405b":
+            m["vocab_size"] = 51200
+            m["num_hidden_layers"] = L
+            if L != 126:
+                name += "-%dl" % L
+        dp = gpus // (tp * pp * cp)
+        for dt, step in (("bf16", bf16), ("fp8", fp8)):
+            # configure.sh: NVTE_FUSED_ATTN=1, NVTE_FLASH_ATTN=0 (cuDNN fused attention) and
+            # "+model.fp8_params=$FP8_ENABLED" (FP8 weights, no 16-bit copy, in FP8 runs)
+            plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
+                    "mbs": 1, "gbs": gbs, "seq": 8192, "recompute": "none", "sp": tp > 1,
+                    "zero": 1, "dtype": dt, "overlap": True, "flash_attn": True,
+                    "attn_impl": "cudnn"}
+            if dt == "fp8":
+                plan["fp8_params"] = True
+            out.append({"source": "nvidia-dgxc-h100",
+                        "cite": (DGXC % (size, DGXC_COMMIT[size])) +
+                                ": NeMo %s, %s, %d x H100, %d layers, TP %d PP %d CP %d VP %d MBS 1 "
+                                "GBS %d, %.2f s per step (no recomputation, distributed "
+                                "optimizer, overlapped DP communication: NeMo defaults, assumed)"
+                                % (nemo, dt.upper(), gpus, L, tp, pp, cp, vp, gbs, step),
+                        "model_name": name, "model": m,
+                        "plan": plan,
+                        "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+                        "how": "reported training step time (the last of the run)"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows())
+            bloom_rows() + mtnlg_rows() + dgxc_rows(hf))

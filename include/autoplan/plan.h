@@ -148,6 +148,11 @@ typedef struct ap_plan {
                                         AP_ELEMENTWISE_TRAINER (0, as the trainer table says),
                                         _EAGER (eager composites: a torchtitan run without
                                         torch.compile) or _FUSED (validation rows' "compile") */
+    int fp8_params;                  /* with dtype fp8: the compute weights are FP8 tensors
+                                        (validation rows' "fp8_params": Megatron-LM's
+                                        --fp8-param-gather, NeMo's fp8_params): 1 byte per
+                                        parameter with no 16-bit copy beside it, gathered by
+                                        the distributed optimizer in FP8 */
     ap_plan_hetero hetero;           /* added for issue 18: Gemini placement and DeepSpeed
                                         offload devices (zeroed = not used) */
 } ap_plan;
