@@ -206,8 +206,9 @@ void ap_space_init(ap_space *s, const ap_model *m, const ap_cluster *c, const ap
 
 /* Micro-batch sizes of a point: divisors of the per-replica batch up to max_mbs, at most
  * AP_GROUP_MAX_MBS of them, ascending (or the pinned size). They are read off the divisors of
- * the global batch (ap_space_init): a point tests a dozen sizes, not every one up to 64. */
-static int mbs_values(const ap_space *s, int dp, int64_t *out) {
+ * the global batch (ap_space_init): a point tests a dozen sizes, not every one up to 64.
+ * `cap`: list at most that many from the candidates (the walk asks for one: has_members). */
+static int mbs_values(const ap_space *s, int dp, int64_t *out, int cap) {
     int64_t per_dp = s->o->gbs / dp, fx = s->o->fixed.mbs;
     int n = 0;
     if (s->nmb_cand < 0) {
@@ -217,7 +218,7 @@ static int mbs_values(const ap_space *s, int dp, int64_t *out) {
         for (int i = 0; i < n; i++) out[i] = (int64_t)v[i];
         return n;
     }
-    for (int i = 0; i < s->nmb_cand && n < AP_GROUP_MAX_MBS; i++) {
+    for (int i = 0; i < s->nmb_cand && n < cap; i++) {
         int64_t d = s->mb_cand[i];
         if (d > per_dp) break;
         if (per_dp % d == 0 && (!fx || d == fx)) out[n++] = d;
@@ -225,17 +226,10 @@ static int mbs_values(const ap_space *s, int dp, int64_t *out) {
     return n;
 }
 
-/* Whether mbs_values has a size for dp: the first one it would list (the walk asks this of
- * every point; the group lists them all). */
-static int any_mbs(const ap_space *s, int dp, int64_t *scratch) {
-    if (s->nmb_cand < 0) return mbs_values(s, dp, scratch) > 0;
-    int64_t per_dp = s->o->gbs / dp, fx = s->o->fixed.mbs;
-    for (int i = 0; i < s->nmb_cand; i++) {
-        int64_t d = s->mb_cand[i];
-        if (d > per_dp) break;
-        if (per_dp % d == 0 && (!fx || d == fx)) return 1;
-    }
-    return 0;
+/* Whether the search offers recompute level g: the trainer has it and it is not pinned away. */
+static int rc_level(const ap_space *s, int g) {
+    return (s->tr->recompute_mask & (1u << g)) &&
+           (!s->o->fix_recompute || g == (int)s->o->fixed.recompute);
 }
 
 /* Recompute levels of a point: none / selective / full (the trainer's, or the pinned one) and,
@@ -246,8 +240,7 @@ static int rc_values(const ap_space *s, const ap_space_point *pt, ap_recompute *
     int chunk = (int)(s->m->layers / ((int64_t)pt->pp * pt->vp));
     int n = 0;
     for (int g = 0; g < 3; g++) {
-        if (!(tr->recompute_mask & (1u << g))) continue;
-        if (s->o->fix_recompute && g != (int)fx->recompute) continue;
+        if (!rc_level(s, g)) continue;
         rc[n] = (ap_recompute)g;
         layers[n++] = 0;
         if (g == AP_RECOMPUTE_FULL && tr->recompute_partial && !fx->recompute_layers &&
@@ -329,13 +322,11 @@ static int no_placement_ok(const ap_space *s, int extra) {
 static int has_members(ap_space *s, const ap_space_point *pt) {
     if (ap_space_point_simulated(s, pt)) return ap_space_group(s, pt, &s->scratch);
     if (!no_placement_ok(s, pt->hetero_extra)) return 0;
-    /* rc_values lists a level whenever the trainer has one that is not pinned away */
-    int rc = 0;
-    for (int g = 0; g < 3 && !rc; g++)
-        rc = (s->tr->recompute_mask & (1u << g)) &&
-             (!s->o->fix_recompute || g == (int)s->o->fixed.recompute);
+    /* rc_values lists a level whenever one is offered; mbs_values the first size it finds */
+    int rc = rc_level(s, AP_RECOMPUTE_NONE) || rc_level(s, AP_RECOMPUTE_SELECTIVE) ||
+             rc_level(s, AP_RECOMPUTE_FULL);
     int64_t mbs[AP_GROUP_MAX_MBS];
-    return rc && any_mbs(s, pt->dp, mbs);
+    return rc && mbs_values(s, pt->dp, mbs, 1) > 0;
 }
 
 int ap_space_next(ap_space *s, ap_space_point *pt) {
@@ -403,7 +394,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->offload_params = pt->offload_params;
     if (!hetero_place(s, pt, p)) return 0;
     g->nrc = rc_values(s, pt, g->rc, g->rc_layers);
-    g->nmbs = mbs_values(s, pt->dp, g->mbs);
+    g->nmbs = mbs_values(s, pt->dp, g->mbs, AP_GROUP_MAX_MBS);
     /* the least activation memory: full beats selective beats none; among full, all layers
      * (0) beats a count, and a larger count beats a smaller one */
     int most = 0;

@@ -1290,12 +1290,6 @@ typedef struct rank_pool {
     ap_err *err;     /* per rank */
 } rank_pool;
 
-/* Rank a before rank b as ap_sim_worst_rank picks: higher device peak, then lower stage. */
-static int worse(const ap_sim *s, int a, int b) {
-    int64_t pa = s->ranks[a].r.device_peak_bytes, pb = s->ranks[b].r.device_peak_bytes;
-    return pa > pb || (pa == pb && a < b);
-}
-
 /* keep_worst: rank i is done; the one of it and the worst so far that is not the worse frees
  * its events. Which ranks end released does not depend on the order ranks finish in. */
 static ap_status keep_worst(rank_pool *pl, int i, ap_err *err) {
@@ -1303,7 +1297,7 @@ static ap_status keep_worst(rank_pool *pl, int i, ap_err *err) {
     int loser = -1;
     if (pl->worst < 0) {
         pl->worst = i;
-    } else if (worse(pl->s, i, pl->worst)) {
+    } else if (ap_simg_rank_worse(pl->s, i, pl->worst)) {
         loser = pl->worst;
         pl->worst = i;
     } else {

@@ -34,6 +34,13 @@ struct ap_sim {
     rank_store *ranks;
 };
 
+/* Rank a before rank b as the worst (ap_sim_worst_rank, keep_worst): the higher device peak,
+ * then the lower stage. */
+static inline int ap_simg_rank_worse(const ap_sim *s, int a, int b) {
+    int64_t pa = s->ranks[a].r.device_peak_bytes, pb = s->ranks[b].r.device_peak_bytes;
+    return pa > pb || (pa == pb && a < b);
+}
+
 /* ---- the generator of one rank (sim.c, simlayer.c) -------------------------------------- */
 
 typedef struct lsz { /* bytes of one layer's tensors for one micro-batch on this rank */

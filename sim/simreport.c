@@ -59,7 +59,7 @@ const ap_sim_opts *ap_sim_options(const ap_sim *s) { return &s->o; }
 int ap_sim_worst_rank(const ap_sim *s) {
     int w = 0;
     for (int i = 1; i < s->nranks; i++)
-        if (s->ranks[i].r.device_peak_bytes > s->ranks[w].r.device_peak_bytes) w = i;
+        if (ap_simg_rank_worse(s, i, w)) w = i;
     return w;
 }
 
