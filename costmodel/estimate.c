@@ -1082,6 +1082,9 @@ static void dp_reduction(est *E) {
     double wbytes = (fp8_weights(p) ? 1.0 : tr->gathered_weight_bytes) * params / buckets;
     int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u) &&
                  !(p->pp > 1 && tr->reduce_once_with_pp);
+    tm->dp_red_s = tm->dp_ag_s = tm->dp_red_one_s = tm->dp_ag_one_s = 0;
+    tm->dp_buckets = buckets;
+    tm->dp_bucket_fill = tr->dp_bucket_params > 0 ? params / tr->dp_bucket_params : 0;
     /* FSDP SHARD_GRAD_OP's traffic is per FSDP unit, in the stage times (stage_zero3) */
     if (p->zero == 2 && tr->zero2_keeps_gathered) {
         tm->dp_comm_total_s = E->z3_total + E->z3_step;
@@ -1097,6 +1100,10 @@ static void dp_reduction(est *E) {
         if (p->zero >= 1 || bf16opt) ag = buckets * gather_s(x, wbytes, shard, k_dp);
         if (per_mb) red *= mb;
     }
+    tm->dp_red_s = red;
+    tm->dp_ag_s = ag;
+    tm->dp_red_one_s = red / (buckets * (per_mb ? mb : 1.0));
+    tm->dp_ag_one_s = ag / buckets;
     double red_exp = red, ag_exp = ag;
     int w = E->e->worst_stage;
     /* the compute a once-per-step reduction can hide, in micro-batch passes of the rank: its

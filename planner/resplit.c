@@ -135,19 +135,30 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
     }
 }
 
-/* What a split adds beyond the pipeline, bounded below: the data-parallel reduction and the
- * optimizer step grow with the parameters of the stage that holds the most (estimate.c; a
- * collective is a bandwidth term proportional to its bytes plus a latency), so any split pays at
- * least the uniform split's times scaled by rho = (least possible max stage parameters) / (the
- * uniform's). Of the reduction, overlap hides at most the backward of one stage (estimate.c:
- * of the stage with the most memory), which for a split that could enter the ranking is below
- * its pipeline time / m < k-th step / m, and at least an eighth of one reduction stays exposed
- * (estimate.c, the last bucket); without overlap all of it. Dense models below ZeRO-3 only (MoE
- * stages shard their expert states differently; ZeRO-3 mixes its gathers into the stage time):
- * 0 otherwise. *opt_s: the optimizer part. */
+/* What a split adds beyond the pipeline, bounded below. The data-parallel reduction and
+ * parameter all-gather (estimate.c dp_reduction) are, for the stage with the most parameters P,
+ * g(P) = n f(P / n) each: n buckets (ceil(P / B) for the trainer's bucket size B, else one per
+ * layer and the embedding) of one collective f of the bucket's bytes. NCCL's model makes f a
+ * latency plus bytes over a bandwidth, the least over its algorithms and protocols, so f grows
+ * with the bytes and f(b) / b does not (a least of lines through non-negative intercepts).
+ * Every split has P' >= rho P_u (rho = the least possible max stage parameters over the
+ * uniform's, least_max_of; dense models below ZeRO-3 only, MoE stages shard their expert states
+ * differently and ZeRO-3 mixes its gathers into the stage time): where its bucket b' <= b_u,
+ * g(P') >= (P' / b_u) f(b_u) >= rho g(P_u); where b' > b_u, g(P') >= n' f(b_u) with n' >=
+ * ceil(rho P_u / B) buckets (one per layer: n' >= 1). So g(P') >= g(P_u) min(rho, n'_lb / n_u).
+ * One bucket stays exposed whatever the overlap (the last one; per micro-batch where the
+ * trainer reduces every micro-batch): b' >= min(rho P_u, B / 2) (a bucket holds more than half
+ * of B once there are two), or rho P_u / (L + 1) one per layer, so f(b') >= f(b_u) times that
+ * over b_u when below 1. The overlap hides at most `window` backward (reduction) and forward
+ * (all-gather) passes of one rank (estimate.c: ((v - 1) p + 1) / v of them under the
+ * interleaved schedule, at most m), each below the pipeline time / m < k-th step / m for a split
+ * that could enter the ranking. A trainer reducing every micro-batch hides up to m passes: only
+ * the floor holds then. The optimizer step grows with the stage's parameters alone (Adam's
+ * passes over memory, no latency): rho of the uniform's. *opt_s: the optimizer part. */
 static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_cand *x,
                        double *opt_s) {
     const ap_plan *p = &e->plan;
+    const ap_time *t = &e->time;
     x->dp_s = x->dp_floor_s = x->inv_m = 0;
     *opt_s = 0;
     if (m->moe.experts > 0 || p->zero >= 3) return;
@@ -158,16 +169,29 @@ static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs
     }
     if (!(bmax > 0)) return;
     double rho = fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n) / bmax);
+    *opt_s = rho * t->optimizer_s;
+    double nu = t->dp_buckets, fill = t->dp_bucket_fill;
+    if (!(nu >= 1) || !(t->dp_red_s + t->dp_ag_s > 0)) return;
+    /* n' >= ceil(rho fill): a margin below against rounding (a count taken low only lowers
+     * the bound) */
+    double nlb = fill > 0 ? fmax(1.0, ceil(rho * fill * (1 - 1e-9))) : 1.0;
+    double tot = fmin(rho, nlb / nu);
+    double one = fmin(1.0, fill > 0 ? fmin(rho * nu, 0.5 * nu / fill)
+                                    : rho * nu / ((double)m->layers + 1.0));
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
-    x->dp_s = rho * e->time.dp_comm_total_s;
-    x->dp_floor_s = x->dp_s;
-    if (p->overlap_grad && tr->overlap_grad) {
-        x->dp_floor_s = x->dp_s / (8.0 * (p->zero == 2 ? (double)p->grad_accum : 1.0));
-        /* ZeRO-2 reducing every micro-batch hides up to m backwards: only the floor holds */
-        if (!(p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u)))
-            x->inv_m = 1.0 / (double)(p->grad_accum > 0 ? p->grad_accum : 1);
+    int ovl_red = p->overlap_grad && tr->overlap_grad;
+    int ovl_ag = p->overlap_param && tr->param_gather_next_fwd;
+    x->dp_s = tot * (t->dp_red_s + t->dp_ag_s);
+    x->dp_floor_s = (ovl_red ? one * t->dp_red_one_s : tot * t->dp_red_s) +
+                    (ovl_ag ? one * t->dp_ag_one_s : tot * t->dp_ag_s);
+    /* a trainer reducing every micro-batch (ZeRO-2 in DeepSpeed and FSDP) hides up to m
+     * backwards: only the floor holds */
+    int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u);
+    if ((ovl_red || ovl_ag) && !per_mb) {
+        double v = p->vp > 1 ? (double)p->vp : 1.0;
+        double mb = (double)(p->grad_accum > 0 ? p->grad_accum : 1);
+        x->inv_m = fmin(((v - 1.0) * p->pp + 1.0) / v, mb) / mb;
     }
-    *opt_s = rho * e->time.optimizer_s;
 }
 
 double rs_bound(const rs_cand *x, double base_s, double kth_s) {
@@ -316,6 +340,8 @@ typedef struct {
     int threads;
     solver_ws ws;     /* the calling thread's */
     job_pool *pool;   /* threads - 1 more; NULL until the first batch that needs them */
+    struct best_slot *best; /* the best split known of each plan solved ("Each plan once") */
+    int64_t nbest, capbest;
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -347,6 +373,91 @@ static int same_plan(const ap_plan *a, const ap_plan *b) {
            a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
 }
 
+/* ---- each plan once, with its best split --------------------------------------------------------
+ * A plan (up to its split) ranks with the best of its splits, the uniform one included, by
+ * ap_estimate_better. The walk offered every candidate's uniform estimate, and the ranking may
+ * have let it go since (a complication holds K plans, the bound fell); a re-split or joint answer
+ * of the same plan that is not better than its uniform one must then stay out, or the plan
+ * would enter with a worse split than its own (and, a split changing its complication, could
+ * take a place its best split could not: with K = 1, deepseek-v3 on 64 A100s ranked a 147.088 s
+ * split that fits before the 143.761 s plan the ranking holds, because the same plan's 147.017 s
+ * uniform split, tight, had left the ranking). So the walk notes, for every plan it solves, the
+ * best split known: its uniform estimate, then each answer found for it. A plan never solved by
+ * the fixed phase had a bound, hence a uniform step, past the k-th plan: no answer of it that is
+ * not better than its uniform one can enter. */
+typedef struct {
+    int64_t f[10];            /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs */
+    double off[2];            /* the offload fractions of optimizer states and parameters */
+} plan_key;
+
+typedef struct best_slot {
+    int used;
+    plan_key k;
+    double step_s, peak_bytes;
+} best_slot;
+
+static plan_key key_of(const ap_plan *p) {
+    plan_key k = {{p->tp, p->pp, p->dp, p->cp, p->ep, p->vp, p->zero, (int64_t)p->recompute,
+                   p->recompute_layers, p->mbs},
+                  {p->offload_optimizer + 0.0, p->offload_params + 0.0}}; /* -0 as 0 */
+    return k;
+}
+
+static int key_eq(const plan_key *a, const plan_key *b) {
+    for (int i = 0; i < 10; i++)
+        if (a->f[i] != b->f[i]) return 0;
+    return a->off[0] == b->off[0] && a->off[1] == b->off[1];
+}
+
+/* FNV-1a over the fields */
+static uint64_t key_hash(const plan_key *k) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 10; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
+    for (int i = 0; i < 2; i++) {
+        uint64_t b;
+        memcpy(&b, &k->off[i], sizeof b);
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* The slot of key k in a table of cap slots (a power of two, never full): its own or a free
+ * one. */
+static best_slot *slot_of(best_slot *t, int64_t cap, const plan_key *k) {
+    uint64_t i = key_hash(k) & (uint64_t)(cap - 1);
+    while (t[i].used && !key_eq(&t[i].k, k)) i = (i + 1) & (uint64_t)(cap - 1);
+    return &t[i];
+}
+
+/* Note a split of plan p with step step_s and device peak peak_bytes: *better = 1 when it is
+ * the plan's first or beats the best known (which it then becomes; ap_estimate_better's
+ * order). AP_ERR_NOMEM when the table cannot grow. */
+static ap_status note_split(ranker *rk, const ap_plan *p, double step_s, double peak_bytes,
+                            int *better, ap_err *err) {
+    if (2 * (rk->nbest + 1) > rk->capbest) {
+        int64_t cap = rk->capbest ? 2 * rk->capbest : 256;
+        best_slot *t = ap_calloc((size_t)cap, sizeof *t);
+        if (!t) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split's plans");
+        for (int64_t i = 0; i < rk->capbest; i++)
+            if (rk->best[i].used) *slot_of(t, cap, &rk->best[i].k) = rk->best[i];
+        ap_free(rk->best);
+        rk->best = t;
+        rk->capbest = cap;
+    }
+    plan_key k = key_of(p);
+    best_slot *b = slot_of(rk->best, rk->capbest, &k);
+    *better = !b->used || step_s < b->step_s || (step_s == b->step_s && peak_bytes < b->peak_bytes);
+    if (!*better) return AP_OK;
+    if (!b->used) {
+        rk->nbest++;
+        b->used = 1;
+        b->k = k;
+    }
+    b->step_s = step_s;
+    b->peak_bytes = peak_bytes;
+    return AP_OK;
+}
+
 /* An explicit layout that is the uniform one, with the plan's recompute on every chunk, is the
  * uniform plan (nchunks 0): the way the search and the trainers' flags say it. */
 static void normalise(ap_plan *p, int64_t L) {
@@ -361,17 +472,22 @@ static void normalise(ap_plan *p, int64_t L) {
 }
 
 /* Offer the estimate e of a re-split plan, found from candidate id (fixed: its own recompute
- * and offload; joint: its degrees' joint choice): it replaces the entry of the same plan when
- * it ranks before it, else it is dropped. */
-static void offer(ranker *rk, const ap_estimate *e, int64_t id, int joint) {
+ * and offload; joint: its degrees' joint choice): dropped unless it is the best split known of
+ * its plan (note_split), else it replaces the plan's entry in the ranking or enters it as a
+ * plan of its own would. */
+static ap_status offer(ranker *rk, const ap_estimate *e, int64_t id, int joint, ap_err *err) {
+    int better;
+    ap_status st = note_split(rk, &e->plan, e->time.step_s, e->device_peak_bytes, &better, err);
+    if (st != AP_OK || !better) return st;
     topk *t = rk->top;
     for (int i = 0; i < t->n; i++) {
         if (!same_plan(&topk_at(t, i)->plan, &e->plan)) continue;
-        if (!ap_estimate_better(e, topk_at(t, i))) return;
         topk_remove(t, i);
         break;
     }
-    topk_offer(t, e, joint ? -2 - id : id);
+    if (topk_offer(t, e, joint ? -2 - id : id) < 0)
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
+    return AP_OK;
 }
 
 /* Split plan w->p with opts po; on a fitting answer the re-split plan's estimate in w->e and
@@ -418,6 +534,7 @@ typedef struct {
     ap_err err;
     ap_estimate *e;           /* the re-split plan's estimate when got (run: one of the
                                  batch's BATCH) */
+    ap_plan *p;               /* run: the candidate's plan, uniform (one of the batch's) */
 } job;
 
 /* A batch's jobs to solve. */
@@ -437,6 +554,7 @@ static void job_loop(job_run *jr, solver_ws *w) {
         if (i >= jr->n) break;
         job *j = jr->jobs[i];
         cand_plan(jr->rk, w, &jr->rk->cands[j->cand]);
+        *j->p = w->p;
         j->st = split_plan(jr->rk, w, &j->po, &j->got, &j->err);
         if (j->got) ap_estimate_copy(j->e, &w->e);
     }
@@ -609,9 +727,11 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
     const int64_t n = o->n;
     job *jobs = ap_malloc(SCAN * sizeof *jobs);
     ap_estimate *es = ap_malloc(BATCH * sizeof *es);
-    if (!jobs || !es) {
+    ap_plan *ps = ap_malloc(BATCH * sizeof *ps);
+    if (!jobs || !es || !ps) {
         ap_free(jobs);
         ap_free(es);
+        ap_free(ps);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
     }
     job *torun[BATCH];
@@ -638,6 +758,7 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
             double cap = cap_of(x, kt, joint);
             jb->run = rs_bound(x, joint ? x->combo_s : x->own_s, kt) <= kt && cap >= 0;
             jb->e = jb->run ? &es[nrun] : NULL;
+            jb->p = jb->run ? &ps[nrun] : NULL;
             if (jb->run) torun[nrun++] = jb;
             if (joint) jb->po.upper_pipe_s = cap > 0 ? cap : 0;
             else jb->po.upper_s = cap > 0 ? cap : 0;
@@ -659,11 +780,16 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
                 *err = jobs[b].err;
                 break;
             }
-            if (jobs[b].got) offer(rk, jobs[b].e, jobs[b].cand, joint);
+            /* the candidate's uniform split is one of its plan's splits */
+            int better;
+            st = note_split(rk, jobs[b].p, x->step_s, x->peak_bytes, &better, err);
+            if (st == AP_OK && jobs[b].got) st = offer(rk, jobs[b].e, jobs[b].cand, joint, err);
+            if (st != AP_OK) break;
         }
     }
     ap_free(jobs);
     ap_free(es);
+    ap_free(ps);
     return st;
 }
 
@@ -750,7 +876,8 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
     }
     r->joint++;
     if (rk->ws.e.fits) {
-        topk_offer(rk->top, &rk->ws.e, -1);
+        if (topk_offer(rk->top, &rk->ws.e, -1) < 0)
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
         r->have_closest = 0;
     } else if (ap_estimate_better(&rk->ws.e, cur)) {
         *cur = rk->ws.e;
@@ -803,12 +930,16 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->top = top;
     rk->threads = threads < 1 ? 1 : threads > BATCH ? BATCH : threads;
     rk->pool = NULL;
+    rk->best = NULL;
+    rk->nbest = rk->capbest = 0;
+    top->ids_provisional = 0; /* what the re-split offers is a plan's best split */
     ap_space_init(&rk->space, m, c, o);
     ap_status st = fixed_phase(rk, ord, r, err);
     if (st == AP_OK) st = joint_phase(rk, ord, r, err);
     if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
     if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
     pool_stop(rk);
+    ap_free(rk->best);
     ap_free(rk);
     ap_free(ord);
     return st;

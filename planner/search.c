@@ -246,6 +246,7 @@ static ap_status add_candidate(search_state *s, int il, int im, int *kept, ap_er
     x->rc = il;
     x->mb = im;
     x->step_s = s->scratch.time.step_s;
+    x->peak_bytes = s->scratch.device_peak_bytes;
     x->fixed_s = s->scratch.time.pp_comm_s + s->scratch.time.overhead_s;
     int useful;
     ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->est_checked, &s->scratch, &s->rs, x,
@@ -700,7 +701,7 @@ static ap_status init_run(search_run *run, int nthreads, int top_k, ap_err *err)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search");
     /* every ranking grows on demand (topk_offer) */
     topk t0 = {.k = top_k, .margin = run->o->tie_margin,
-               .cp_short_seq = ap_cp_short_seq(run->m)};
+               .cp_short_seq = ap_cp_short_seq(run->m), .ids_provisional = rs_applies(run->o)};
     run->acc.top = t0;
     for (int k = 0; k < run->nslots; k++) {
         run->npts[k] = -1;

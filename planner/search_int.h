@@ -35,6 +35,9 @@ typedef struct topk {
     int *slot;            /* slot[i]: the pool index of rank i; slot[n..cap): free ones */
     int *cls;             /* cls[i]: the complication of rank i (margin > 0) */
     int64_t *id;          /* id[i]: the id of rank i */
+    char *prov;           /* prov[i]: rank i is provisional (margin > 0, see topk.c) */
+    int ids_provisional;  /* 1: an entry offered with an id >= 0 (a re-split candidate's
+                             uniform estimate) is provisional */
     int n, k;
     int cap;              /* entries allocated (grown on demand) */
     double margin;        /* ap_search_opts.tie_margin */
@@ -71,7 +74,7 @@ void topk_free(topk *t);
 typedef struct rs_cand {
     ap_space_point pt;
     int rc, mb;
-    double step_s;
+    double step_s, peak_bytes; /* its uniform estimate's step and device peak */
     double own_s, combo_s;
     double dp_s, dp_floor_s, inv_m;
     double opt_s;     /* the optimizer part of own_s */

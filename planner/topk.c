@@ -52,7 +52,9 @@ static int grow(topk *t) {
     if (nc) t->cls = nc;
     int64_t *ni = nc ? ap_realloc(t->id, (size_t)cap * sizeof *ni) : NULL;
     if (ni) t->id = ni;
-    if (!ni) return -1;
+    char *npv = ni ? ap_realloc(t->prov, (size_t)cap * sizeof *npv) : NULL;
+    if (npv) t->prov = npv;
+    if (!npv) return -1;
     for (; t->cap < cap; t->cap++) {
         if (!(t->pool[t->cap] = ap_malloc(sizeof **t->pool))) return t->n < t->cap ? 0 : -1;
         t->slot[t->cap] = t->cap; /* the new pool entry is free */
@@ -66,9 +68,11 @@ static void insert(topk *t, int pos, const ap_estimate *e, int64_t id, int cls) 
     memmove(&t->slot[pos + 1], &t->slot[pos], (size_t)(t->n - pos) * sizeof *t->slot);
     memmove(&t->cls[pos + 1], &t->cls[pos], (size_t)(t->n - pos) * sizeof *t->cls);
     memmove(&t->id[pos + 1], &t->id[pos], (size_t)(t->n - pos) * sizeof *t->id);
+    memmove(&t->prov[pos + 1], &t->prov[pos], (size_t)(t->n - pos) * sizeof *t->prov);
     t->slot[pos] = s;
     t->cls[pos] = cls;
     t->id[pos] = id;
+    t->prov[pos] = (char)(t->ids_provisional && id >= 0);
     ap_estimate_copy(t->pool[s], e);
     t->n++;
 }
@@ -78,6 +82,7 @@ void topk_remove(topk *t, int i) {
     memmove(&t->slot[i], &t->slot[i + 1], (size_t)(t->n - i - 1) * sizeof *t->slot);
     memmove(&t->cls[i], &t->cls[i + 1], (size_t)(t->n - i - 1) * sizeof *t->cls);
     memmove(&t->id[i], &t->id[i + 1], (size_t)(t->n - i - 1) * sizeof *t->id);
+    memmove(&t->prov[i], &t->prov[i + 1], (size_t)(t->n - i - 1) * sizeof *t->prov);
     t->n--;
     t->slot[t->n] = s; /* free again */
 }
@@ -85,17 +90,21 @@ void topk_remove(topk *t, int i) {
 void topk_replace(topk *t, int i, const ap_estimate *e) {
     ap_estimate_copy(topk_at(t, i), e);
     t->cls[i] = ap_estimate_complication(e, t->cp_short_seq);
+    t->prov[i] = 0;
 }
 
 void topk_swap(topk *t, int i, int j) {
     int s = t->slot[i], c = t->cls[i];
     int64_t x = t->id[i];
+    char v = t->prov[i];
     t->slot[i] = t->slot[j];
     t->cls[i] = t->cls[j];
     t->id[i] = t->id[j];
+    t->prov[i] = t->prov[j];
     t->slot[j] = s;
     t->cls[j] = c;
     t->id[j] = x;
+    t->prov[j] = v;
 }
 
 /* The rank an estimate takes: after every entry it does not beat. */
@@ -107,12 +116,22 @@ static int rank_of(const topk *t, const ap_estimate *e, int from) {
 
 /* Ties: e enters unless its complication already has k entries it does not beat, or it is
  * slower than the bound; then that complication's (k+1)-th entry and every entry past the
- * new bound leave. */
+ * new bound leave.
+ *
+ * Provisional entries: a re-split candidate's uniform estimate stands for a plan whose best
+ * split is not known yet, and that split may fit where the uniform one is tight, or the other
+ * way (its memory changes with the split), so its complication may still change. Such an entry
+ * neither counts among its complication's k nor leaves for it: a plan displaced by it could
+ * otherwise be missing once the candidate's split moves to another complication (with k = 1,
+ * deepseek-v3 on 256 H100s under Colossal-AI ranked a tight 19.456 s plan first because the
+ * 20.389 s plan that fits had left for a candidate whose split turned tight). The bound still
+ * counts it: a plan's best split is never slower than its uniform one. */
 static int offer_tied(topk *t, const ap_estimate *e, int64_t id) {
     if (e->time.step_s > topk_bound(t)) return 0;
     int cls = ap_estimate_complication(e, t->cp_short_seq), same = 0, last = -1;
-    for (int i = 0; i < t->n; i++)
-        if (t->cls[i] == cls) {
+    int prov = t->ids_provisional && id >= 0;
+    for (int i = 0; i < t->n && !prov; i++)
+        if (t->cls[i] == cls && !t->prov[i]) {
             same++;
             last = i;
         }
@@ -169,6 +188,8 @@ void topk_free(topk *t) {
     ap_free(t->slot);
     ap_free(t->cls);
     ap_free(t->id);
+    ap_free(t->prov);
+    t->prov = NULL;
     t->pool = NULL;
     t->slot = t->cls = NULL;
     t->id = NULL;

@@ -117,6 +117,12 @@ typedef struct ap_time {
     /* totals before overlap, for reports: tp_comm_s / dp_comm_s are what stays exposed */
     double dp_comm_total_s;
     double tp_comm_total_s;
+    /* the data-parallel gradient reduction and parameter all-gather of the stage with the most
+     * parameters, before overlap (dp_comm_total_s less ZeRO-3 traffic), one bucket of each
+     * (one call; per micro-batch where the trainer reduces every micro-batch), the bucket count
+     * and those parameters in units of the trainer's bucket size (0: one bucket per layer):
+     * what a lower bound over stage splits needs (planner/resplit.c rest_bound) */
+    double dp_red_s, dp_ag_s, dp_red_one_s, dp_ag_one_s, dp_buckets, dp_bucket_fill;
     double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks;
                                           entries past the plan's pp are not set */
     double stage_bwd_s[AP_MAX_STAGES];

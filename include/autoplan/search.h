@@ -39,10 +39,12 @@
  * (ap_estimate_complication) among those within the margin of the fastest left, the faster
  * when equal. The answer is this ranking of every fitting plan cut to K: the search keeps, per
  * complication, its K fastest plans within the margin of the K-th fastest overall, which holds
- * every plan the ranking can reach (tests/test_search.c checks it by brute force). The
- * re-split keeps that exactness unless a split changes a plan's complication (tight to fits,
- * or the joint choice moving offload): a plan that the old version displaced from its
- * complication's K is then not brought back. tie_margin 0 ranks by step time alone.
+ * every plan the ranking can reach (tests/test_search.c checks it by brute force). With the
+ * re-split, a candidate's uniform estimate neither counts among its complication's K nor
+ * leaves for it until its split is known (a split can move a plan between tight and fits), and
+ * a plan enters with its best split only (its uniform one when no split beats it), so the
+ * first plan is the same whatever K (test_best_independent_of_k). tie_margin 0 ranks by step
+ * time alone.
  */
 #ifndef AP_SEARCH_H
 #define AP_SEARCH_H
