@@ -39,6 +39,8 @@ ap_status ap_report_sweep(const ap_model *m, const ap_cluster *clusters, int n,
     o.visit = NULL;
     o.visit_ctx = NULL;
     o.max_evals = 0;
+    /* the chart reads each count's first plan, which does not depend on K (search.h "Ties") */
+    o.top_k = 1;
     o.resplit = solver >= 0;
     o.resplit_solver = solver >= 0 ? solver : AP_SOLVER_DP;
     /* the counts side by side, each as `plan --gpus <count>` alone finds it */
