@@ -232,6 +232,9 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "DeepSpeed: cpu|nvme for the offloaded optimizer states and parameters "
                  "(ZeRO-Offload / ZeRO-Infinity, simulated operator by operator)");
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
+    ap_flags_add(fl, "fp8-params", AP_FLAG_BOOL, NULL,
+                 "with --dtype fp8: keep the weights in FP8 and gather them in FP8 (Megatron-LM "
+                 "--fp8-param-gather, ZeRO 1 or 3; NeMo's fp8_params)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");
     ap_flags_add(fl, "attn-impl", AP_FLAG_VALUE, "IMPL",

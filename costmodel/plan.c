@@ -280,6 +280,16 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     if (c->gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no %s tensor cores", c->gpu.name,
                           ap_dtype_name(p->dtype));
+    if (p->fp8_params && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "fp8_params (FP8 weights) needs dtype fp8, not %s",
+                          ap_dtype_name(p->dtype));
+    if (p->fp8_params && !t->fp8_params_zero_mask)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not keep its weights in FP8 "
+                          "(fp8_params: Megatron-LM's --fp8-param-gather)", tn);
+    if (p->fp8_params && !(t->fp8_params_zero_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s keeps FP8 weights (fp8_params) only with "
+                          "ZeRO stage 1 or 3 (the distributed optimizer or Megatron-FSDP), not %d",
+                          tn, p->zero);
     return AP_OK;
 }
 

@@ -72,6 +72,9 @@ static const ap_field plan_fields[] = {
     /* optional: plan.json files written before the kernel tables have none and read as
      * "auto", the trainer's default kernel (docs/plan-json.md) */
     E(attn_impl, "attn_impl", "attn-impl", attn_impl_name, AP_ATTN_COUNT, AP_FIELD_OPTIONAL),
+    /* optional: plan.json files written before it have none and keep 16-bit weights */
+    {"fp8_params", "fp8_params", "fp8-params", AP_FT_BOOL, offsetof(ap_plan, fp8_params), 0, 1,
+     NULL, 0, 0, AP_FIELD_OPTIONAL},
     F(nchunks, NULL, NULL, AP_FT_INT, 0, AP_MAX_CHUNKS),
     CH(stage_layers, "stage_layers", "stage-layers", 0),
     /* set by the validation rows of published runs (costmodel/validation.c), not by users:
@@ -81,7 +84,6 @@ static const ap_field plan_fields[] = {
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
-    F(fp8_params, NULL, NULL, AP_FT_BOOL, 0, 1),
     /* the heterogeneous placement (issue 18): plan.json's optional "hetero" object is written
      * and read by output/planio.c in the trainers' own option names; the rows key it */
     F(hetero.placement, NULL, NULL, AP_FT_INT, 0, 2),

@@ -87,6 +87,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,
+        /* --fp8-param-gather: Transformer Engine's fp8_model_init keeps the weights as FP8
+         * tensors and the distributed optimizer (or Megatron-FSDP) gathers them in FP8; the
+         * arguments refuse it without one of those (arguments.py validate_args) */
+        .fp8_params_zero_mask = Z(1) | Z(3),
     },
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",

@@ -304,6 +304,8 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     }
     if (q->dtype == AP_DTYPE_FP16 && !k->fp16) q->dtype = AP_DTYPE_BF16;
     if (q->dtype == AP_DTYPE_FP8 && !k->fp8) q->dtype = AP_DTYPE_BF16;
+    if (q->dtype != AP_DTYPE_FP8 || !(k->fp8_params_zero_mask & (1u << q->zero)))
+        q->fp8_params = 0;
     if (q->offload_optimizer > 0) {
         if (!k->offload_optimizer || !(k->offload_optimizer_zero_mask & (1u << q->zero)))
             q->offload_optimizer = 0;

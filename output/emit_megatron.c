@@ -280,6 +280,7 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     if (p->dtype == AP_DTYPE_FP16) sb_printf(b, "    --fp16\n");
     else sb_printf(b, "    --bf16\n");
     if (p->dtype == AP_DTYPE_FP8) sb_printf(b, "    --fp8-format hybrid\n");
+    if (p->fp8_params) sb_printf(b, "    --fp8-param-gather\n");
     sb_printf(b, "    --attention-backend %s\n",
               p->flash_attn && emit_gpu_has_flash(&x->c->gpu) ? "flash" : "unfused");
     if (p->offload_optimizer > 0)

@@ -247,6 +247,9 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
                 for (int c = 0; st == AP_OK && c < p->pp * p->vp && c < AP_MAX_CHUNKS; c++)
                     st = ap_json_push(sr, ap_json_new_number(p->stage_recompute[c]));
             }
+            /* FP8 weights (plan.h fp8_params), when kept: absent means 16-bit weights */
+            if (st == AP_OK && p->fp8_params)
+                st = ap_json_add_bool(group_obj(root, "plan"), "fp8_params", 1);
         }
     }
     ap_json *stages = ap_json_new_array();
@@ -315,6 +318,13 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
         const ap_estimate_field *f = &fields[i];
         if (f->from != IN_EST || strncmp(f->path, "plan.", 5) != 0) continue;
         st = read_field(f, at_path(est, f->path), e, where, err);
+    }
+    const ap_json *f8 = at_path(est, "plan.fp8_params");
+    if (st == AP_OK && f8) {
+        if (!ap_json_is_bool(f8))
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_params': %s is not a valid "
+                            "value (true or false)", where, ap_json_type_name(f8));
+        else e->plan.fp8_params = ap_json_bool(f8);
     }
     /* the split: kept only when it is not the uniform one */
     const ap_json *sl = at_path(est, "plan.stage_layers");

@@ -168,6 +168,15 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
     if (ap_request_given(rq->plan_given, "dtype") && r->cluster.gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores",
                           ap_dtype_name(p->dtype), r->cluster.gpu.name, ap_dtype_name(p->dtype));
+    /* FP8 weights limit the plans to those that can keep them (ap_plan_check, which also
+     * refuses a ZeRO stage without them); a search with none is refused here, not answered
+     * with "nothing legal" */
+    if (p->fp8_params && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "--fp8-params needs --dtype fp8");
+    if (p->fp8_params && !ap_trainer_get(p->trainer)->fp8_params_zero_mask)
+        return ap_err_set(err, AP_ERR_INPUT, "--fp8-params: %s does not keep its weights in FP8 "
+                          "(Megatron-LM's --fp8-param-gather does)",
+                          ap_trainer_get(p->trainer)->display);
     const char *impl = ap_attn_impl_name(p->attn_impl);
     if (ap_request_given(rq->plan_given, "attn_impl") && p->attn_impl != AP_ATTN_AUTO &&
         p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
@@ -484,6 +493,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->fixed.dtype = cp->dtype;
     so->fixed.flash_attn = cp->flash_attn;
     so->fixed.attn_impl = cp->attn_impl;
+    so->fixed.fp8_params = cp->fp8_params;
     so->fixed.grad_reduce_bytes = cp->grad_reduce_bytes;
     so->fixed.gather_bytes = cp->gather_bytes;
     /* an explicit 0 pins "no offload"; absent leaves it to the search */
@@ -501,6 +511,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     if (ap_request_given(rq->plan_given, "stage_layers"))
         return ap_err_set(err, AP_ERR_INPUT, "--stage-layers applies to `autoplan estimate`; the "
                           "search uses uniform stages");
+
     if (ap_request_given(rq->plan_given, "stage_recompute"))
         return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute applies to `autoplan estimate`; "
                           "the search chooses recomputation per stage");

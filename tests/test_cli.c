@@ -709,6 +709,13 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --gpu a200", "unknown GPU");
     bad("estimate '%s' --gpus 8 --dtype fp8", "fp8");
     bad("estimate '%s' --gpus 8 --dtype int4", "--dtype");
+    /* FP8 weights: an FP8 run, a trainer that keeps them, the stages where it does */
+    bad("estimate '%s' --gpus 8 --gpu h100-sxm --fp8-params", "--fp8-params needs --dtype fp8");
+    bad("plan '%s' --gpus 8 --gpu h100-sxm --fp8-params", "--fp8-params needs --dtype fp8");
+    bad("plan '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --fp8-params --trainer fsdp",
+        "--fp8-params: PyTorch FSDP does not keep its weights in FP8");
+    bad("estimate '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --fp8-params --zero 0",
+        "only with ZeRO stage 1 or 3");
     bad("estimate '%s' --gpus 8 --attn-impl fa4", "--attn-impl");
     bad("estimate '%s' --gpus 8 --attn-impl fa3", "does not run on a100");
     bad("estimate '%s' --gpus 8 --attn-impl fa2 --no-flash-attn", "contradicts --no-flash-attn");
@@ -760,8 +767,84 @@ static void test_bad_input(void) {
     free(err);
 }
 
+/* --fp8-params (Megatron-LM --fp8-param-gather): the weights take one byte per parameter
+ * instead of two and Transformer Engine's FP8 copy beside them (one byte, in "other") is gone;
+ * the search keeps the pin and the Megatron script carries the flag. Llama-2-7B: 6,738,415,616
+ * parameters, ZeRO-1 on 8 GPUs keeps every weight on every GPU. */
+static void test_fp8_params(void) {
+    char *out = NULL, *err = NULL, cmd[1400];
+    double params[2] = {0, 0}, other[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        snprintf(cmd, sizeof cmd, "estimate '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 "
+                 "--mbs 1 --gbs 64 --json%s", tl_path("examples/models/llama-2-7b.json"),
+                 f ? " --fp8-params" : "");
+        CHECK_INT(tl_run(cmd, &out, &err), 0);
+        ap_err e;
+        ap_json *j = out ? ap_json_parse(out, strlen(out), "estimate --json", &e) : NULL;
+        CHECK(j != NULL);
+        const ap_json *mem = ap_json_get(j, "memory");
+        params[f] = ap_json_number(ap_json_get(mem, "params_bytes"));
+        other[f] = ap_json_number(ap_json_get(mem, "other_bytes"));
+        const ap_json *f8 = ap_json_get(ap_json_get(j, "plan"), "fp8_params");
+        CHECK(f ? f8 && ap_json_bool(f8) : f8 == NULL);
+        ap_json_free(j);
+        free(out);
+        free(err);
+    }
+    CHECK_NEAR(params[0], 2.0 * 6738415616.0, 1.0);
+    CHECK_NEAR(params[1], 6738415616.0, 1.0);
+    CHECK(other[1] < other[0]);
+    /* the simulator's live weights: 16-bit plus Transformer Engine's FP8 copy of the linear
+     * weights, or the FP8 weights alone */
+    double sim[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        snprintf(cmd, sizeof cmd, "simulate '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 "
+                 "--mbs 1 --gbs 64 --json%s", tl_path("examples/models/llama-2-7b.json"),
+                 f ? " --fp8-params" : "");
+        CHECK_INT(tl_run(cmd, &out, &err), 0);
+        ap_err e;
+        ap_json *j = out ? ap_json_parse(out, strlen(out), "simulate --json", &e) : NULL;
+        const ap_json *st0 = ap_json_at(ap_json_get(j, "stages"), 0);
+        sim[f] = ap_json_number(ap_json_get(ap_json_get(st0, "breakdown"), "params"));
+        ap_json_free(j);
+        free(out);
+        free(err);
+    }
+    CHECK_NEAR(sim[1], 6738415616.0, 1.0);
+    CHECK(sim[0] > 2.0 * 6738415616.0 && sim[0] < 3.0 * 6738415616.0);
+    /* the search keeps the pin in every plan it ranks and the script says so */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/fp8w", tl_tmpdir());
+    snprintf(cmd, sizeof cmd, "plan '%s' --gpus 16 --gpu h100-sxm --dtype fp8 --fp8-params "
+             "--no-cache --json --out '%s' --emit megatron",
+             tl_path("examples/models/llama-2-7b.json"), dir);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "plan --json", &e) : NULL;
+    const ap_json *plans = ap_json_get(j, "plans");
+    CHECK(ap_json_size(plans) > 0);
+    for (int i = 0; i < ap_json_size(plans); i++) {
+        const ap_json *pl = ap_json_get(ap_json_at(plans, i), "plan");
+        CHECK(ap_json_bool(ap_json_get(pl, "fp8_params")));
+        CHECK(ap_json_number(ap_json_get(pl, "zero")) != 0);
+    }
+    ap_json_free(j);
+    free(out);
+    free(err);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/megatron.sh", dir);
+    char *sh = tl_read(path);
+    CHECK_CONTAINS(sh, "--fp8-param-gather");
+    free(sh);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    char *pj = tl_read(path);
+    CHECK_CONTAINS(pj, "\"fp8_params\": true");
+    free(pj);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_fp8_params();
     test_golden();
     test_readme_main();
     test_plan_defaults();

@@ -183,6 +183,9 @@ static const pcase cases[] = {
      1, 1, 0, 0, 0, BF, 0, 4, {19, 21, 21, 19}, {-1, -1, -1, -1}},
     {"meg-70b-layout-fp8", "llama-3-70b", 32, MEG, 8, 4, 1, 1, 1, 1, 1, 1, 16, 4096, 0, FULL, 4,
      1, 0, 0, 0, 0, F8, 0, 4, {18, 22, 20, 20}, {-1, -1, -1, -1}},
+    /* FP8 weights (fp8_params, --fp8-param-gather) with the distributed optimizer */
+    {"meg-8b-fp8w", "llama-3-8b", 8, MEG, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 1, SEL, 0, 0, 1, 1,
+     0, 0, F8, 0, 0, {0}, {0}},
     {"meg-8b-cp2", "llama-3-8b", 8, MEG, 2, 1, 2, 2, 1, 1, 1, 1, 32, 8192, 1, SEL, 0, 1, 1, 1, 0,
      0, BF, 0, 0, {0}, {0}},
     {"meg-mixtral-ep4", "mixtral-8x7b", 16, MEG, 2, 2, 4, 1, 4, 1, 1, 1, 64, 4096, 1, FULL, 0, 1,
@@ -248,8 +251,12 @@ static const pcase *find_case(const char *name) {
     abort();
 }
 
+/* The cases whose weights are FP8 tensors (plan.h fp8_params). */
+static int fp8_weights_case(const pcase *k) { return !strcmp(k->name, "meg-8b-fp8w"); }
+
 static void build_plan(const pcase *k, ap_plan *p) {
     ap_plan_init(p);
+    p->fp8_params = fp8_weights_case(k);
     p->trainer = k->trainer;
     p->tp = k->tp; p->pp = k->pp; p->dp = k->dp; p->cp = k->cp;
     p->ep = k->ep; p->etp = k->etp; p->vp = k->vp;
@@ -401,6 +408,7 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
     p->overlap_tp = fv(f, n, "--tp-comm-overlap") != NULL;
     p->dtype = fv(f, n, "--fp16") ? AP_DTYPE_FP16
              : fv(f, n, "--fp8-format") ? AP_DTYPE_FP8 : AP_DTYPE_BF16;
+    p->fp8_params = fv(f, n, "--fp8-param-gather") != NULL;
     if ((v = fv(f, n, "--attention-backend"))) p->flash_attn = !strcmp(v, "flash");
     else p->flash_attn = fv(f, n, "--use-flash-attn-v2") != NULL;
     p->offload_optimizer = fv(f, n, "--optimizer-cpu-offload")
@@ -601,6 +609,7 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK_INT(g.p.overlap_param, p->overlap_param);
     CHECK_INT(g.p.overlap_tp, p->overlap_tp);
     CHECK_INT(g.p.dtype, p->dtype);
+    CHECK_INT(g.p.fp8_params, p->fp8_params);
     CHECK_INT(g.p.flash_attn, p->flash_attn);
     CHECK_NEAR(g.p.offload_optimizer + 1, p->offload_optimizer + 1, 1e-9);
     check_chunks(p, m, &g, "megatron.sh");
@@ -1329,8 +1338,10 @@ static void mu_ds_pp_z3(ap_json *r) {
 /* Every member of a valid plan.json (outside "estimate") is typed, and every one but the
  * optional ones is required: removing it, or giving it a value of another type, must be refused
  * with a message naming it. Optional: "attn_impl" (added with the kernel tables; absent reads as
- * "auto", test_planfile_before_attn_impl). */
-static int optional_member(const char *key) { return !strcmp(key, "attn_impl"); }
+ * "auto", test_planfile_before_attn_impl) and "fp8_params" (absent: 16-bit weights). */
+static int optional_member(const char *key) {
+    return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params");
+}
 
 static int planfile_refuses(const ap_json *root, const char *key) {
     ap_model m2;
@@ -1416,6 +1427,7 @@ static void test_planfile_before_attn_impl(void) {
     CHECK_INT(st, AP_OK);
     if (st != AP_OK) return;
     CHECK_INT(p.attn_impl, AP_ATTN_AUTO);
+    CHECK_INT(p.fp8_params, 0); /* nor "fp8_params": 16-bit weights */
     CHECK_INT(p.tp * p.pp * p.cp * p.dp, c.gpus);
     ap_estimate *e1 = calloc(1, sizeof *e1), *e2 = calloc(1, sizeof *e2);
     CHECK(e1 && e2);

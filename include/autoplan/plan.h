@@ -149,10 +149,11 @@ typedef struct ap_plan {
                                         _EAGER (eager composites: a torchtitan run without
                                         torch.compile) or _FUSED (validation rows' "compile") */
     int fp8_params;                  /* with dtype fp8: the compute weights are FP8 tensors
-                                        (validation rows' "fp8_params": Megatron-LM's
+                                        (--fp8-params, plan.json "fp8_params": Megatron-LM's
                                         --fp8-param-gather, NeMo's fp8_params): 1 byte per
                                         parameter with no 16-bit copy beside it, gathered by
-                                        the distributed optimizer in FP8 */
+                                        the distributed optimizer (or Megatron-FSDP) in FP8;
+                                        the trainer's fp8_params_zero_mask says where */
     ap_plan_hetero hetero;           /* added for issue 18: Gemini placement and DeepSpeed
                                         offload devices (zeroed = not used) */
 } ap_plan;
@@ -274,6 +275,8 @@ typedef struct ap_trainer_caps {
     int ep_from_dp_shard;        /* torchtitan: the expert-parallel ranks come out of the FSDP
                                     shard x cp x tp ranks (parallel_dims.py: efsdp = dp_shard *
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
+    unsigned fp8_params_zero_mask; /* ZeRO stages at which the trainer keeps the weights in
+                                      FP8 (ap_plan.fp8_params); 0: it does not */
     int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
                                     DeepSeek-V3 flavours use flex attention, which its cp refuses) */
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
