@@ -767,49 +767,47 @@ static void test_bad_input(void) {
     free(err);
 }
 
+/* `autoplan CMD llama-2-7b --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 --mbs 1 --gbs 64 --json`,
+ * with --fp8-params when f, parsed (NULL when it fails). */
+static ap_json *fp8_run(const char *cmdname, int f) {
+    char *out = NULL, *err = NULL, cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 --mbs 1 "
+             "--gbs 64 --json%s", cmdname, tl_path("examples/models/llama-2-7b.json"),
+             f ? " --fp8-params" : "");
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), cmdname, &e) : NULL;
+    CHECK(j != NULL);
+    free(out);
+    free(err);
+    return j;
+}
+
 /* --fp8-params (Megatron-LM --fp8-param-gather): the weights take one byte per parameter
  * instead of two and Transformer Engine's FP8 copy beside them (one byte, in "other") is gone;
  * the search keeps the pin and the Megatron script carries the flag. Llama-2-7B: 6,738,415,616
  * parameters, ZeRO-1 on 8 GPUs keeps every weight on every GPU. */
 static void test_fp8_params(void) {
     char *out = NULL, *err = NULL, cmd[1400];
-    double params[2] = {0, 0}, other[2] = {0, 0};
+    double params[2] = {0, 0}, other[2] = {0, 0}, sim[2] = {0, 0};
     for (int f = 0; f < 2; f++) {
-        snprintf(cmd, sizeof cmd, "estimate '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 "
-                 "--mbs 1 --gbs 64 --json%s", tl_path("examples/models/llama-2-7b.json"),
-                 f ? " --fp8-params" : "");
-        CHECK_INT(tl_run(cmd, &out, &err), 0);
-        ap_err e;
-        ap_json *j = out ? ap_json_parse(out, strlen(out), "estimate --json", &e) : NULL;
-        CHECK(j != NULL);
+        ap_json *j = fp8_run("estimate", f);
         const ap_json *mem = ap_json_get(j, "memory");
         params[f] = ap_json_number(ap_json_get(mem, "params_bytes"));
         other[f] = ap_json_number(ap_json_get(mem, "other_bytes"));
         const ap_json *f8 = ap_json_get(ap_json_get(j, "plan"), "fp8_params");
         CHECK(f ? f8 && ap_json_bool(f8) : f8 == NULL);
         ap_json_free(j);
-        free(out);
-        free(err);
+        /* the simulator's live weights: 16-bit plus Transformer Engine's FP8 copy of the
+         * linear weights, or the FP8 weights alone */
+        j = fp8_run("simulate", f);
+        const ap_json *st0 = ap_json_at(ap_json_get(j, "stages"), 0);
+        sim[f] = ap_json_number(ap_json_get(ap_json_get(st0, "breakdown"), "params"));
+        ap_json_free(j);
     }
     CHECK_NEAR(params[0], 2.0 * 6738415616.0, 1.0);
     CHECK_NEAR(params[1], 6738415616.0, 1.0);
     CHECK(other[1] < other[0]);
-    /* the simulator's live weights: 16-bit plus Transformer Engine's FP8 copy of the linear
-     * weights, or the FP8 weights alone */
-    double sim[2] = {0, 0};
-    for (int f = 0; f < 2; f++) {
-        snprintf(cmd, sizeof cmd, "simulate '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 "
-                 "--mbs 1 --gbs 64 --json%s", tl_path("examples/models/llama-2-7b.json"),
-                 f ? " --fp8-params" : "");
-        CHECK_INT(tl_run(cmd, &out, &err), 0);
-        ap_err e;
-        ap_json *j = out ? ap_json_parse(out, strlen(out), "simulate --json", &e) : NULL;
-        const ap_json *st0 = ap_json_at(ap_json_get(j, "stages"), 0);
-        sim[f] = ap_json_number(ap_json_get(ap_json_get(st0, "breakdown"), "params"));
-        ap_json_free(j);
-        free(out);
-        free(err);
-    }
     CHECK_NEAR(sim[1], 6738415616.0, 1.0);
     CHECK(sim[0] > 2.0 * 6738415616.0 && sim[0] < 3.0 * 6738415616.0);
     /* the search keeps the pin in every plan it ranks and the script says so */
