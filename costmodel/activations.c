@@ -159,7 +159,9 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
         double E = (double)mo->experts;
         double tokens = s * b / out_t; /* tokens this rank routes */
         double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
-        double routed = tokens * (double)mo->top_k * cf; /* token copies processed here (balanced) */
+        /* token copies processed here (balanced): the etp group's, gathered from its ranks'
+         * sequence-parallel shards (layer_cost.c mlp_gemms_s) */
+        double routed = tokens * (out_t > 1 ? (double)p->etp : 1.0) * (double)mo->top_k * cf;
         bytes += 8.0 * tokens * E;                         /* fp32 router logits + probabilities */
         bytes += 4.0 * tokens * (double)mo->top_k;         /* fp32 routing weights */
         bytes += routed * (2.0 * h                          /* dispatched expert input */

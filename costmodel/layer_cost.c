@@ -138,8 +138,13 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
         const ap_moe *mo = &m->moe;
         double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
         double local_experts = (double)(mo->experts / p->ep);
-        double routed = (T / ls->out_t) * (double)mo->top_k * cf * ls->out_t; /* tokens of the
-                                                    tp group land on this ep rank */
+        /* token copies this rank's experts process: each rank routes its own tokens (its
+         * sequence-parallel shard, T / tp), the all-to-all spreads them over the ep ranks and
+         * the expert-tensor-parallel group gathers its etp ranks' (Megatron-Core
+         * MoEAlltoAllTokenDispatcher: all-to-all in the ep group, then all-gather in the etp
+         * group); without sequence parallelism the tp ranks hold the same tokens */
+        double gathered = ls->out_t > 1 ? T / ls->out_t * (double)p->etp : T;
+        double routed = gathered * (double)mo->top_k * cf;
         double per_expert = routed / local_experts;
         double f = (double)mo->ffn_hidden / p->etp;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;

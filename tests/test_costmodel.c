@@ -432,6 +432,40 @@ static void test_fp8_params(void) {
     CHECK_NEAR(a.time.compute_s, b.time.compute_s, 1e-12);
 }
 
+/* The experts' work under tensor parallelism (Megatron-Core, sequence parallelism on): each
+ * rank routes its own sequence shard, the all-to-all spreads the copies over the ep ranks and
+ * the etp group gathers its ranks' copies for experts split etp ways, so every rank computes
+ * tokens x top_k / tp expert rows of the full width whatever etp is. Mixtral-8x7B, 64 H100,
+ * tp 4, ep 8: etp 1, 2 and 4 cost the same compute, and a step's compute per GPU is tp 1's (4
+ * times the micro-batches at a quarter each) up to GEMM efficiency at the smaller shapes (with
+ * etp 1 it once counted the whole tp group's tokens on every rank: 2.4 times as much). The
+ * experts' activations: etp times the token copies (inputs and outputs gathered) at 1/etp of
+ * the width, so they grow with etp by the gathered hidden-size copies only. */
+static void test_moe_expert_shards(void) {
+    ap_model m = load("examples/models/mixtral-8x7b.json");
+    ap_cluster c = cluster("h100-sxm", 64);
+    ap_err err;
+    static ap_estimate e1, e[3];
+    ap_plan p = mkplan(1, 1, 64, 1, 512, 1, AP_RECOMPUTE_NONE, 0, 1);
+    p.ep = 8;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e1, &err) == AP_OK);
+    for (int i = 0; i < 3; i++) {
+        ap_plan q = mkplan(4, 1, 16, 1, 512, 1, AP_RECOMPUTE_NONE, 1, 1);
+        q.ep = 8;
+        q.etp = 1 << i;
+        ap_status st = ap_estimate_plan(&m, &c, &q, NULL, &e[i], &err);
+        if (st != AP_OK) fprintf(stderr, "etp %d: %s\n", q.etp, err.msg);
+        CHECK(st == AP_OK);
+    }
+    for (int i = 1; i < 3; i++) {
+        CHECK_NEAR(e[i].time.compute_s, e[0].time.compute_s, 1e-12);
+        CHECK(e[i].stages[0].activations_bytes > e[i - 1].stages[0].activations_bytes);
+    }
+    double r = e[0].time.compute_s / e1.time.compute_s;
+    CHECK(r > 0.95 && r < 1.15);
+    if (!(r > 0.95 && r < 1.15)) fprintf(stderr, "tp 4 / tp 1 compute: %.3f\n", r);
+}
+
 /* CPU offload (ZeRO-Offload): host memory used equals the offloaded states; the time grows with
  * the fraction and falls with host DRAM and PCIe bandwidth; none without offload. */
 static void test_offload(void) {
@@ -820,6 +854,7 @@ int main(int argc, char **argv) {
     test_zero_table2_maxima();
     test_megatron_bytes();
     test_fp8_params();
+    test_moe_expert_shards();
     test_megatron_fsdp();
     test_deepspeed_estimator();
     test_korthikanti_table2();
