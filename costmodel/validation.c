@@ -151,6 +151,13 @@ static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err
     GETI("cp", 1, 4096, p->cp); GETI("vp", 1, 4096, p->vp); GETI("mbs", 1, 1 << 20, p->mbs);
     GETI("gbs", 1, (int64_t)1 << 32, p->gbs); GETI("zero", 0, 3, p->zero);
 #undef GETI
+    /* expert parallelism and expert tensor parallelism (MoE rows; default none): ep x etp
+     * ranks come out of tp x dp x cp */
+    int ep_given = 0;
+    if ((st = ap_json_get_int(pj, "ep", 1, 4096, &x, &ep_given, where, err))) return st;
+    p->ep = ep_given ? (int)x : 1;
+    if ((st = ap_json_get_int(pj, "etp", 1, 4096, &x, &ep_given, where, err))) return st;
+    p->etp = ep_given ? (int)x : 1;
     char rc[32], dt[16], trn[32];
     int sp = 0, ov = 0, fa = 1, fa_given = 0, seq_given = 0, trn_given = 0;
     if ((st = ap_json_get_str(pj, "recompute", rc, sizeof rc, NULL, where, err)) ||

@@ -33,6 +33,9 @@ Sources:
                          Performance": Llama 3.1 8B, 70B and 405B (with its smaller proxy
                          configurations) under NeMo 24.09 / 24.12 (Megatron-Core) on 8-2304
                          DGX H100 GPUs, BF16 and FP8, the last training step's time
+  nvidia-dgxc-grok1      the same repository's grok1/README_314b.md (v24.11.1): Grok-1 314B, a
+                         mixture of 8 experts, and its 2-32-layer proxies under NeMo on 8-2048
+                         DGX H100, BF16 and FP8
 """
 
 FOUNDRY_ROWS = [
@@ -683,6 +686,65 @@ def dgxc_rows(hf):
     return out
 
 
+# ---- Grok-1 (MoE) in the same recipes ---------------------------------------------------------------
+GROK = ("NVIDIA/dgxc-benchmarking grok1/README_314b.md @35a9aec (v24.11.1) 'Expected Performance', "
+        "configuration grok1/configure.sh and grok1/grok1_314b.yaml @35a9aec")
+GROK_ROWS = [
+    # (gpus, seq, layers, tp, pp, cp, ep, vp, gbs, step s BF16, step s FP8): the README's
+    # configuration table and "Training step time (seconds per step)" rows, micro-batch 1; below
+    # 512 GPUs the recipe's proxy configurations (2-32 of the 64 layers)
+    (8, 4096, 2, 4, 1, 1, 2, 1, 1024, 24.03, 19.89),
+    (16, 4096, 4, 4, 1, 1, 4, 1, 1024, 21.52, 17.08),
+    (32, 4096, 4, 4, 1, 1, 8, 1, 1024, 10.64, 8.3),
+    (64, 8192, 8, 4, 1, 2, 8, 1, 1024, 20.64, 16.21),
+    (128, 8192, 16, 4, 2, 2, 8, 8, 1024, 20.64, 16.48),
+    (256, 8192, 32, 4, 4, 2, 8, 8, 1024, 20.7, 16.55),
+    (512, 8192, 64, 4, 8, 2, 8, 8, 1024, 20.83, 16.69),
+    (1024, 8192, 64, 4, 8, 2, 8, 8, 2048, 21.0, 16.89),
+    (2048, 8192, 64, 4, 8, 2, 8, 8, 4096, 21.09, 17.04),
+]
+
+
+def grok_rows():
+    """Grok-1 as grok1_314b.yaml builds it in NeMo (Megatron-Core): 64 layers, hidden 6144, 48
+    heads with 8 query groups, 8 experts of ffn 32768 with top-2 routing and gated GELU
+    ("fast-geglu"), RMSNorm, RoPE, untied embeddings, the Llama-3 tokenizer (128256 tokens);
+    written as a Mixtral-form configuration with those sizes (the expert capacity of 1.0 with
+    padding gives every expert its average load). The plan as the recipe runs it: the
+    distributed optimizer, sequence parallelism, TP communication overlap
+    (model.ub_tp_comm_overlap=true in configure.sh), overlapped gradient reduction and
+    parameter gathering, gradients reduced in bf16 (grad_sync_dtype), flash-attn kernels
+    (NVTE_FUSED_ATTN=0), no activation recomputation, FP8 weights in FP8 runs
+    (model.fp8_params=$FP8_ENABLED), and the experts split over the tensor-parallel ranks: the
+    recipe sets no expert_tensor_parallel_size, which Megatron-Core then takes equal to
+    tensor_model_parallel_size (TransformerConfig, core r0.10, NeMo 24.11)."""
+    out = []
+    for (gpus, seq, L, tp, pp, cp, ep, vp, gbs, bf16, fp8) in GROK_ROWS:
+        m = {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
+             "hidden_size": 6144, "intermediate_size": 32768, "num_hidden_layers": L,
+             "num_attention_heads": 48, "num_key_value_heads": 8, "num_local_experts": 8,
+             "num_experts_per_tok": 2, "hidden_act": "gelu", "vocab_size": 128256,
+             "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+             "tie_word_embeddings": False, "sliding_window": None}
+        dp = gpus // (tp * pp * cp)
+        for dt, step in (("bf16", bf16), ("fp8", fp8)):
+            plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep,
+                    "etp": tp, "vp": vp, "mbs": 1, "gbs": gbs, "seq": seq, "recompute": "none",
+                    "sp": True, "zero": 1, "dtype": dt, "overlap": True, "overlap_tp": True,
+                    "flash_attn": True, "attn_impl": "fa2", "grad_reduce": "bf16"}
+            if dt == "fp8":
+                plan["fp8_params"] = True
+            out.append({"source": "nvidia-dgxc-grok1",
+                        "cite": GROK + ": %s, %d x H100, %d layers, seq %d, TP %d PP %d CP %d EP "
+                                "%d VP %d MBS 1 GBS %d, %.2f s per step"
+                                % (dt.upper(), gpus, L, seq, tp, pp, cp, ep, vp, gbs, step),
+                        "model_name": "grok-1-%dl" % L if L != 64 else "grok-1", "model": m,
+                        "plan": plan, "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+                        "how": "reported training step time (the last of the run)"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows() + dgxc_rows(hf))
+            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + grok_rows())
