@@ -65,7 +65,8 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
      * distributed optimizer is stage 1: 6 + 12/d bytes/param. */
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     double d = shard > 0 ? (double)shard : 1.0;
-    double w = t->weight_bytes * n, g = t->grad_bytes * n, o = (t->master_bytes + t->optim_bytes) * n;
+    double w = t->weight_bytes * n, g = ap_plan_grad_bytes(p) * n;
+    double o = (ap_plan_master_bytes(p) + ap_plan_optim_bytes(p)) * n;
     if (fp8_weights(p)) w = n; /* FP8 weights, 1 byte (plan.h fp8_params) */
     if (p->zero >= 1) o /= d;
     if (p->zero >= 2) g /= d;

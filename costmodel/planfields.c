@@ -81,6 +81,7 @@ static const ap_field plan_fields[] = {
      * keyed, not stored in plan.json */
     F(grad_reduce_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(gather_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
+    F(optim_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),

@@ -91,6 +91,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * tensors and the distributed optimizer (or Megatron-FSDP) gathers them in FP8; the
          * arguments refuse it without one of those (arguments.py validate_args) */
         .fp8_params_zero_mask = Z(1) | Z(3),
+        /* Megatron-Core DistributedDataParallel allocates its main-gradient buffer in fp32
+         * with grad_reduce_in_fp32 (Megatron-LM's bf16 default) and in the parameters' dtype
+         * without it (--grad-reduce-in-bf16; NeMo's grad_sync_dtype bf16) */
+        .grads_in_reduce_dtype = 1,
     },
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",
@@ -325,6 +329,24 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 0,
     },
 };
+
+double ap_plan_grad_bytes(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    return t->grads_in_reduce_dtype && p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
+                                                                : t->grad_bytes;
+}
+
+double ap_plan_master_bytes(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    return t->master_bytes > 0 && p->optim_state_bytes > 0 ? p->optim_state_bytes
+                                                            : t->master_bytes;
+}
+
+double ap_plan_optim_bytes(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    return t->master_bytes > 0 && p->optim_state_bytes > 0 ? 2.0 * p->optim_state_bytes
+                                                            : t->optim_bytes;
+}
 
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
     if ((int)id < 0 || id >= AP_TRAINER_COUNT) return &table[AP_TRAINER_MEGATRON];

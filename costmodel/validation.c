@@ -81,7 +81,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
 
 /* What a row may say about kernels and collectives beyond the common plan fields: the
  * attention kernel ("attn_impl"), the gradient-reduction and parameter-gather dtypes ("grad_
- * reduce", "gather": FSDP MixedPrecision), TP overlap ("overlap_tp", default: as "overlap"),
+ * reduce", "gather": FSDP MixedPrecision; "optim_dtype": the master copy's and Adam's moments'
+ * dtype, Apex DistributedFusedAdam's dtype), TP overlap ("overlap_tp", default: as "overlap"),
  * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), whether
  * torch.compile fused the block's elementwise ops ("compile", default: as the trainer table
  * prices its code), FP8 weights without a 16-bit copy ("fp8_params", dtype fp8 only), an
@@ -95,7 +96,8 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     if ((st = ap_json_get_str(pj, "attn_impl", impl, sizeof impl, &given, where, err))) return st;
     if (given && (st = ap_attn_impl_parse(impl, where, &p->attn_impl, err))) return st;
     if ((st = dtype_bytes(pj, "grad_reduce", where, &p->grad_reduce_bytes, err)) ||
-        (st = dtype_bytes(pj, "gather", where, &p->gather_bytes, err)))
+        (st = dtype_bytes(pj, "gather", where, &p->gather_bytes, err)) ||
+        (st = dtype_bytes(pj, "optim_dtype", where, &p->optim_state_bytes, err)))
         return st;
     char loss[32];
     if ((st = ap_json_get_str(pj, "loss", loss, sizeof loss, &given, where, err))) return st;

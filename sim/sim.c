@@ -315,11 +315,11 @@ static void setup_states(gen *g) {
             T(g, AP_SIM_T_WEIGHT_FP8, AP_SIM_CAT_PARAMS, u->layer, -1, u->p_linear, 0);
         if (!g->lazy_grads)
             u->t_grad = T(g, AP_SIM_T_GRAD, AP_SIM_CAT_GRADS, u->layer, -1,
-                          bytes_of(c->grad_bytes, shard_params(g, u, z >= 2)), 0);
+                          bytes_of(ap_plan_grad_bytes(p), shard_params(g, u, z >= 2)), 0);
         T(g, AP_SIM_T_MASTER, AP_SIM_CAT_OPTIMIZER, u->layer, -1,
-          bytes_of(c->master_bytes * (1 - off_o), shard_params(g, u, z >= 1)), 0);
+          bytes_of(ap_plan_master_bytes(p) * (1 - off_o), shard_params(g, u, z >= 1)), 0);
         T(g, AP_SIM_T_OPTIM, AP_SIM_CAT_OPTIMIZER, u->layer, -1,
-          bytes_of(c->optim_bytes * (1 - off_o), shard_params(g, u, z >= 1)), 0);
+          bytes_of(ap_plan_optim_bytes(p) * (1 - off_o), shard_params(g, u, z >= 1)), 0);
     }
 }
 
@@ -363,7 +363,7 @@ static int32_t grads_begin(gen *g, unit *u, int32_t mb) {
     if (g->lazy_grads && u->t_grad < 0)
         /* torch .grad is created by the first backward and kept until zero_grad */
         u->t_grad = T(g, AP_SIM_T_GRAD, AP_SIM_CAT_GRADS, u->layer, -1,
-                      bytes_of(c->grad_bytes, shard_params(g, u, g->grads_sharded)), 0);
+                      bytes_of(ap_plan_grad_bytes(g->p), shard_params(g, u, g->grads_sharded)), 0);
     if (!g->grads_sharded) return -1;
     double full = (double)(u->p_dense + u->p_expert);
     if (g->reduce_per_mb)
@@ -371,7 +371,8 @@ static int32_t grads_begin(gen *g, unit *u, int32_t mb) {
         return T(g, AP_SIM_T_GRAD_UNSHARDED, OTH, u->layer, mb,
                  bytes_of(c->gathered_weight_bytes, full), 0);
     if (u->t_accum < 0)
-        u->t_accum = T(g, AP_SIM_T_GRAD_ACCUM, OTH, u->layer, -1, bytes_of(c->grad_bytes, full), 0);
+        u->t_accum = T(g, AP_SIM_T_GRAD_ACCUM, OTH, u->layer, -1,
+                       bytes_of(ap_plan_grad_bytes(g->p), full), 0);
     return -1;
 }
 

@@ -432,6 +432,38 @@ static void test_fp8_params(void) {
     CHECK_NEAR(a.time.compute_s, b.time.compute_s, 1e-12);
 }
 
+/* The state dtypes a run may choose (validation rows' "grad_reduce", "optim_dtype"):
+ * Megatron-Core keeps its gradient buffer in the reduction's dtype (fp32 unless
+ * --grad-reduce-in-bf16), Apex DistributedFusedAdam its parameter copy and Adam's moments in
+ * its dtype. Megatron ZeRO-1 on 8 ranks, 1e9 parameters: 2 + 4 + 12/8 bytes per parameter by
+ * default; bf16 gradients 2 + 2 + 12/8; bf16 optimizer states 2 + 2 + 6/8. PyTorch FSDP keeps
+ * no master copy (its fp32 parameters are the master): the optimizer dtype leaves it alone. */
+static void test_state_dtypes(void) {
+    ap_plan p;
+    ap_plan_init(&p);
+    p.zero = 1;
+    double w, g, o;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 7.5e9, 1e-12);
+    p.grad_reduce_bytes = 2;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(g, 2e9, 1e-12);
+    CHECK_NEAR(o, 1.5e9, 1e-12);
+    p.optim_state_bytes = 2;
+    ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 4.75e9, 1e-12);
+    CHECK_NEAR(ap_plan_master_bytes(&p), 2, 0);
+    CHECK_NEAR(ap_plan_optim_bytes(&p), 4, 0);
+    ap_plan f;
+    ap_plan_init(&f);
+    f.trainer = AP_TRAINER_FSDP;
+    f.zero = 3;
+    f.optim_state_bytes = 2;
+    f.grad_reduce_bytes = 2;
+    CHECK_NEAR(ap_plan_optim_bytes(&f), ap_trainer_get(AP_TRAINER_FSDP)->optim_bytes, 0);
+    CHECK_NEAR(ap_plan_grad_bytes(&f), ap_trainer_get(AP_TRAINER_FSDP)->grad_bytes, 0);
+}
+
 /* The experts' work under tensor parallelism (Megatron-Core, sequence parallelism on): each
  * rank routes its own sequence shard, the all-to-all spreads the copies over the ep ranks and
  * the etp group gathers its ranks' copies for experts split etp ways, so every rank computes
@@ -855,6 +887,7 @@ int main(int argc, char **argv) {
     test_megatron_bytes();
     test_fp8_params();
     test_moe_expert_shards();
+    test_state_dtypes();
     test_megatron_fsdp();
     test_deepspeed_estimator();
     test_korthikanti_table2();

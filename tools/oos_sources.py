@@ -32,7 +32,8 @@ Sources:
   nvidia-dgxc-h100       NVIDIA/dgxc-benchmarking llama3.1/README_{8b,70b,405b}.md "Expected
                          Performance": Llama 3.1 8B, 70B and 405B (with its smaller proxy
                          configurations) under NeMo 24.09 / 24.12 (Megatron-Core) on 8-2304
-                         DGX H100 GPUs, BF16 and FP8, the last training step's time
+                         DGX H100 GPUs, BF16 and FP8, the last training step's time; and the
+                         same repository's Nemotron-4 15B and 340B recipes (v24.11.1)
   nvidia-dgxc-grok1      the same repository's grok1/README_314b.md (v24.11.1): Grok-1 314B, a
                          mixture of 8 experts, and its 2-32-layer proxies under NeMo on 8-2048
                          DGX H100, BF16 and FP8
@@ -686,6 +687,65 @@ def dgxc_rows(hf):
     return out
 
 
+# Nemotron-4 in the same recipes (README_15b.md and README_340b.md @35a9aec, v24.11.1, tables
+# "Nemotron4 15b / 340b 24.11"): (size, gpus, BF16 s, FP8 s); 15B at TP 4, MBS 4, GBS 4 x GPUs;
+# 340B at TP 8, PP 8, VP 12, MBS 1, GBS = 2 x nodes
+NEMOTRON = ("NVIDIA/dgxc-benchmarking nemotron/README_%s.md @35a9aec (v24.11.1) 'Expected "
+            "Performance', configuration nemotron/configure.sh and nemotron4-%s-synth.yaml "
+            "@35a9aec")
+NEMOTRON_ROWS = [
+    ("15b", 16, 2.83, 2.08), ("15b", 32, 2.86, 2.07), ("15b", 64, 2.86, 2.09),
+    ("15b", 128, 2.89, 2.08), ("15b", 256, 2.88, 2.10), ("15b", 512, 2.92, 2.12),
+    ("15b", 1024, 2.92, 2.12), ("15b", 2048, 2.96, 2.18),
+    ("340b", 128, 4.61, 3.16), ("340b", 256, 4.67, 3.21), ("340b", 512, 4.70, 3.26),
+    ("340b", 1024, 4.73, 3.34), ("340b", 2048, 4.84, 3.49),
+]
+# (layers, hidden, ffn, heads, tp, pp, vp, mbs, recompute, attention kernel)
+NEMOTRON_CFG = {"15b": (32, 6144, 24576, 48, 4, 1, 1, 4, "none", "cudnn"),
+                "340b": (96, 18432, 73728, 96, 8, 8, 12, 1, "selective", "fa2")}
+
+
+def nemotron_rows():
+    """Nemotron-4 15B and 340B as the recipe's yaml builds them: 8 query groups, squared-ReLU
+    MLP (priced as the non-gated ReLU MLP; the square is one more elementwise op),
+    LayerNorm1p (a LayerNorm), RoPE on half the head, no biases, untied embeddings, the
+    256,000-token tokenizer, sequences of 4096. The plan: the distributed optimizer (NeMo's
+    distributed_fused_adam), sequence parallelism with TP communication overlap
+    (model.ub_tp_comm_overlap=True), overlapped gradient reduction and parameter gathering,
+    bf16 gradient reduction (grad_sync_dtype; Megatron-Core then keeps the gradient buffer in
+    bf16), no recomputation for 15B and selective for 340B (the yaml), cuDNN fused attention
+    for 15B and flash-attn for 340B (configure.sh NVTE_FUSED_ATTN), FP8 weights in FP8 runs
+    (+model.fp8_params=$FP8_ENABLED); the 340B yaml also sets the optimizer's dtype to bf16
+    (optim.dtype: DistributedFusedAdam keeps its parameter copy and Adam's moments in bf16)."""
+    out = []
+    for (size, gpus, bf16, fp8) in NEMOTRON_ROWS:
+        L, h, f, a, tp, pp, vp, mbs, rc, attn = NEMOTRON_CFG[size]
+        m = {"name": "nemotron-4-" + size, "layers": L, "hidden": h, "heads": a, "kv_heads": 8,
+             "ffn_hidden": f, "vocab": 256000, "seq_len": 4096, "activation": "relu",
+             "norm": "layernorm", "position": "rotary", "bias": False,
+             "tied_embeddings": False, "dropout": False}
+        dp = gpus // (tp * pp)
+        gbs = 4 * gpus if size == "15b" else gpus // 4
+        for dt, step in (("bf16", bf16), ("fp8", fp8)):
+            plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+                    "mbs": mbs, "gbs": gbs, "seq": 4096, "recompute": rc, "sp": True,
+                    "zero": 1, "dtype": dt, "overlap": True, "overlap_tp": True,
+                    "flash_attn": True, "attn_impl": attn, "grad_reduce": "bf16"}
+            if size == "340b":
+                plan["optim_dtype"] = "bf16"
+            if dt == "fp8":
+                plan["fp8_params"] = True
+            out.append({"source": "nvidia-dgxc-h100",
+                        "cite": (NEMOTRON % (size, size)) +
+                                ": %s, %d x H100, TP %d PP %d VP %d MBS %d GBS %d, %.2f s per step"
+                                % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step),
+                        "model_name": "nemotron-4-" + size, "model": m, "plan": plan,
+                        "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
+                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+                        "how": "reported training step time (the last of the run)"})
+    return out
+
+
 # ---- Grok-1 (MoE) in the same recipes ---------------------------------------------------------------
 GROK = ("NVIDIA/dgxc-benchmarking grok1/README_314b.md @35a9aec (v24.11.1) 'Expected Performance', "
         "configuration grok1/configure.sh and grok1/grok1_314b.yaml @35a9aec")
@@ -747,4 +807,4 @@ def grok_rows():
 
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + grok_rows())
+            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows())

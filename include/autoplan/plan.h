@@ -137,6 +137,10 @@ typedef struct ap_plan {
                                         --grad-reduce-in-bf16); 0 = the trainer's default */
     double gather_bytes;             /* bytes per parameter of the ZeRO-3 / FSDP all-gather
                                         (MixedPrecision param_dtype); 0 = the trainer's */
+    double optim_state_bytes;        /* bytes of each of the master copy and Adam's two
+                                        moments where the trainer keeps a master copy (Apex
+                                        DistributedFusedAdam's dtype, validation rows'
+                                        "optim_dtype"); 0 = the trainer's (fp32) */
     double loss_bytes_per_logit;     /* bytes per logit element the cross-entropy keeps at its
                                         peak: 0 = the trainer's (PyTorch's upcast loss);
                                         AP_LOSS_FUSED_BYTES / AP_LOSS_FUSED_INPLACE_BYTES for
@@ -277,6 +281,8 @@ typedef struct ap_trainer_caps {
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
     unsigned fp8_params_zero_mask; /* ZeRO stages at which the trainer keeps the weights in
                                       FP8 (ap_plan.fp8_params); 0: it does not */
+    int grads_in_reduce_dtype;   /* its gradient buffer holds the data-parallel reduction's
+                                    dtype (a plan's grad_reduce_bytes, where given) */
     int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
                                     DeepSeek-V3 flavours use flex attention, which its cp refuses) */
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
@@ -335,6 +341,13 @@ ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *
 const char *ap_torchtitan_family(const ap_model *m);
 
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
+/* Bytes per parameter of plan p's gradients as its trainer stores them: the table's
+ * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype. */
+double ap_plan_grad_bytes(const ap_plan *p);
+/* Bytes per parameter of plan p's master copy and of its optimizer states (Adam's moments):
+ * the table's, or the plan's optimizer state dtype where the trainer keeps a master copy. */
+double ap_plan_master_bytes(const ap_plan *p);
+double ap_plan_optim_bytes(const ap_plan *p);
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err);
 const char *ap_trainer_name(ap_trainer_id id);
 /* Can trainer t overlap data-parallel communication (gradient reduction, parameter gathering)
