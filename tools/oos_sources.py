@@ -645,6 +645,15 @@ DGXC_ROWS = [
 DGXC_MODEL = {"8b": "llama-3-8b", "70b": "llama-3-70b", "405b": "llama-3.1-405b"}
 
 
+def dgxc_row(source, cite, name, model, plan, gpus, step):
+    """One DGX Cloud recipe run: H100 SXM nodes of 8 with 400 Gb/s per GPU, the README's last
+    training step's time."""
+    return {"source": source, "cite": cite, "model_name": name, "model": model, "plan": plan,
+            "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
+            "metric": "step_s", "measured": step,
+            "how": "reported training step time (the last of the run)"}
+
+
 def dgxc_rows(hf):
     """Llama 3.1 8B and 70B have Llama 3's shapes (examples/models/llama-3-*.json; the rope
     scaling changes no FLOP or byte). The 405B recipe trains on synthetic data with "the
@@ -673,17 +682,12 @@ def dgxc_rows(hf):
                     "attn_impl": "cudnn"}
             if dt == "fp8":
                 plan["fp8_params"] = True
-            out.append({"source": "nvidia-dgxc-h100",
-                        "cite": (DGXC % (size, DGXC_COMMIT[size])) +
-                                ": NeMo %s, %s, %d x H100, %d layers, TP %d PP %d CP %d VP %d MBS 1 "
-                                "GBS %d, %.2f s per step (no recomputation, distributed "
-                                "optimizer, overlapped DP communication: NeMo defaults, assumed)"
-                                % (nemo, dt.upper(), gpus, L, tp, pp, cp, vp, gbs, step),
-                        "model_name": name, "model": m,
-                        "plan": plan,
-                        "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
-                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
-                        "how": "reported training step time (the last of the run)"})
+            cite = ((DGXC % (size, DGXC_COMMIT[size])) +
+                    ": NeMo %s, %s, %d x H100, %d layers, TP %d PP %d CP %d VP %d MBS 1 GBS %d, "
+                    "%.2f s per step (no recomputation, distributed optimizer, overlapped DP "
+                    "communication: NeMo defaults, assumed)"
+                    % (nemo, dt.upper(), gpus, L, tp, pp, cp, vp, gbs, step))
+            out.append(dgxc_row("nvidia-dgxc-h100", cite, name, m, plan, gpus, step))
     return out
 
 
@@ -735,14 +739,11 @@ def nemotron_rows():
                 plan["optim_dtype"] = "bf16"
             if dt == "fp8":
                 plan["fp8_params"] = True
-            out.append({"source": "nvidia-dgxc-h100",
-                        "cite": (NEMOTRON % (size, size)) +
-                                ": %s, %d x H100, TP %d PP %d VP %d MBS %d GBS %d, %.2f s per step"
-                                % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step),
-                        "model_name": "nemotron-4-" + size, "model": m, "plan": plan,
-                        "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
-                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
-                        "how": "reported training step time (the last of the run)"})
+            cite = ((NEMOTRON % (size, size)) +
+                    ": %s, %d x H100, TP %d PP %d VP %d MBS %d GBS %d, %.2f s per step"
+                    % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step))
+            out.append(dgxc_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
+                                step))
     return out
 
 
@@ -794,14 +795,11 @@ def grok_rows():
                     "flash_attn": True, "attn_impl": "fa2", "grad_reduce": "bf16"}
             if dt == "fp8":
                 plan["fp8_params"] = True
-            out.append({"source": "nvidia-dgxc-grok1",
-                        "cite": GROK + ": %s, %d x H100, %d layers, seq %d, TP %d PP %d CP %d EP "
-                                "%d VP %d MBS 1 GBS %d, %.2f s per step"
-                                % (dt.upper(), gpus, L, seq, tp, pp, cp, ep, vp, gbs, step),
-                        "model_name": "grok-1-%dl" % L if L != 64 else "grok-1", "model": m,
-                        "plan": plan, "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8,
-                        "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
-                        "how": "reported training step time (the last of the run)"})
+            cite = (GROK + ": %s, %d x H100, %d layers, seq %d, TP %d PP %d CP %d EP %d VP %d "
+                    "MBS 1 GBS %d, %.2f s per step"
+                    % (dt.upper(), gpus, L, seq, tp, pp, cp, ep, vp, gbs, step))
+            name = "grok-1-%dl" % L if L != 64 else "grok-1"
+            out.append(dgxc_row("nvidia-dgxc-grok1", cite, name, m, plan, gpus, step))
     return out
 
 
