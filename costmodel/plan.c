@@ -88,6 +88,7 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     k = lbl_i(o, k, " dp", p->dp);
     if (p->cp > 1) k = lbl_i(o, k, " cp", p->cp);
     if (p->ep > 1) k = lbl_i(o, k, " ep", p->ep);
+    if (p->etp > 1) k = lbl_i(o, k, " etp", p->etp);
     if (p->vp > 1) k = lbl_i(o, k, " vp", p->vp);
     /* sp and overlap: "sp" when on; "no-sp" / "no-ov" when off where the trainer has them
        (the defaults of the search and of estimate), so the label's flags reproduce the plan */

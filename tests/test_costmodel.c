@@ -493,6 +493,10 @@ static void test_moe_expert_shards(void) {
         CHECK_NEAR(e[i].time.compute_s, e[0].time.compute_s, 1e-12);
         CHECK(e[i].stages[0].activations_bytes > e[i - 1].stages[0].activations_bytes);
     }
+    /* the label says the expert split (the estimate flag reproduces it) */
+    char lbl[160];
+    CHECK(strstr(ap_plan_label(&e[2].plan, lbl, sizeof lbl), " ep8 etp4 ") != NULL);
+    CHECK(strstr(ap_plan_label(&e[0].plan, lbl, sizeof lbl), "etp") == NULL);
     double r = e[0].time.compute_s / e1.time.compute_s;
     CHECK(r > 0.95 && r < 1.15);
     if (!(r > 0.95 && r < 1.15)) fprintf(stderr, "tp 4 / tp 1 compute: %.3f\n", r);
