@@ -515,9 +515,8 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     if (ap_request_given(rq->plan_given, "stage_recompute"))
         return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute applies to `autoplan estimate`; "
                           "the search chooses recomputation per stage");
-    if (ap_request_given(rq->plan_given, "etp"))
-        return ap_err_set(err, AP_ERR_INPUT, "--etp applies to `autoplan estimate`; the search "
-                          "keeps expert tensor parallelism at 1");
+    /* --etp pins the experts' split (the search keeps them unsplit otherwise) */
+    if (ap_request_given(rq->plan_given, "etp")) so->fixed.etp = cp->etp;
     if (ap_request_given(rq->plan_given, "sp") && cp->sp && rq->no_sp)
         return ap_err_set(err, AP_ERR_INPUT, "--sp and --no-sp contradict each other");
     so->no_sp = rq->no_sp;
@@ -610,7 +609,8 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
         double v = ap_field_get(f, p);
         const char *nm = f->name;
         int give;
-        if (!f->flag || !strcmp(nm, "etp")) give = 0;
+        if (!f->flag) give = 0;
+        else if (!strcmp(nm, "etp")) give = v > 1;
         else if (!strcmp(nm, "stage_layers")) give = split;
         else if (!strcmp(nm, "stage_recompute")) give = per_chunk_rc;
         else if (!strcmp(nm, "ep") || !strcmp(nm, "vp")) give = v > 1;

@@ -230,11 +230,12 @@ static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_s
     const ap_plan *q = &sc->q;
     unsigned h = ((unsigned)q->tp * 31u + (unsigned)q->cp * 17u + (unsigned)q->pp * 131u +
                   (unsigned)q->dp * 7u + (unsigned)q->ep * 5u + (unsigned)q->vp * 3u +
-                  (unsigned)q->zero * 11u + (unsigned)q->mbs * 13u) % RS_MEMO;
+                  (unsigned)q->zero * 11u + (unsigned)q->mbs * 13u + (unsigned)q->etp * 19u) %
+                 RS_MEMO;
     rs_memo *mm = &sc->memo[h];
     if (!(mm->valid && mm->tp == q->tp && mm->cp == q->cp && mm->pp == q->pp &&
-          mm->dp == q->dp && mm->ep == q->ep && mm->vp == q->vp && mm->zero == q->zero &&
-          mm->mbs == q->mbs)) {
+          mm->dp == q->dp && mm->ep == q->ep && mm->etp == q->etp && mm->vp == q->vp &&
+          mm->zero == q->zero && mm->mbs == q->mbs)) {
         ap_status st = ap_estimate_plan(m, c, q, eo, &sc->e, err);
         if (st != AP_OK) {
             char lbl[160];
@@ -243,6 +244,7 @@ static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_s
         }
         mm->valid = 1;
         mm->tp = q->tp, mm->cp = q->cp, mm->pp = q->pp, mm->dp = q->dp, mm->ep = q->ep;
+        mm->etp = q->etp;
         mm->vp = q->vp, mm->zero = q->zero, mm->mbs = q->mbs;
         mm->pipe_s = pipe_bound(m, &sc->e, n);
         mm->overhead_s = sc->e.time.overhead_s;
@@ -368,8 +370,9 @@ static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
  * holds each such plan once, with the best split found. */
 static int same_plan(const ap_plan *a, const ap_plan *b) {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
-           a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
-           a->recompute == b->recompute && a->recompute_layers == b->recompute_layers &&
+           a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs &&
+           a->zero == b->zero && a->recompute == b->recompute &&
+           a->recompute_layers == b->recompute_layers &&
            a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
 }
 
@@ -386,7 +389,7 @@ static int same_plan(const ap_plan *a, const ap_plan *b) {
  * the fixed phase had a bound, hence a uniform step, past the k-th plan: no answer of it that is
  * not better than its uniform one can enter. */
 typedef struct {
-    int64_t f[10];            /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs */
+    int64_t f[11];            /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp */
     double off[2];            /* the offload fractions of optimizer states and parameters */
 } plan_key;
 
@@ -398,13 +401,13 @@ typedef struct best_slot {
 
 static plan_key key_of(const ap_plan *p) {
     plan_key k = {{p->tp, p->pp, p->dp, p->cp, p->ep, p->vp, p->zero, (int64_t)p->recompute,
-                   p->recompute_layers, p->mbs},
+                   p->recompute_layers, p->mbs, p->etp},
                   {p->offload_optimizer + 0.0, p->offload_params + 0.0}}; /* -0 as 0 */
     return k;
 }
 
 static int key_eq(const plan_key *a, const plan_key *b) {
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 11; i++)
         if (a->f[i] != b->f[i]) return 0;
     return a->off[0] == b->off[0] && a->off[1] == b->off[1];
 }
@@ -412,7 +415,7 @@ static int key_eq(const plan_key *a, const plan_key *b) {
 /* FNV-1a over the fields */
 static uint64_t key_hash(const plan_key *k) {
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 10; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
+    for (int i = 0; i < 11; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
     for (int i = 0; i < 2; i++) {
         uint64_t b;
         memcpy(&b, &k->off[i], sizeof b);
@@ -811,7 +814,8 @@ static ap_status fixed_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_e
 
 static int same_combo(const rs_cand *a, const rs_cand *b) {
     return a->pt.tp == b->pt.tp && a->pt.cp == b->pt.cp && a->pt.pp == b->pt.pp &&
-           a->pt.dp == b->pt.dp && a->pt.ep == b->pt.ep && a->pt.vp == b->pt.vp &&
+           a->pt.dp == b->pt.dp && a->pt.ep == b->pt.ep && a->pt.etp == b->pt.etp &&
+           a->pt.vp == b->pt.vp &&
            a->pt.zero == b->pt.zero && a->mb == b->mb;
 }
 

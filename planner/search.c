@@ -38,13 +38,13 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *ap_search_version(void) { return "search-6"; }
+const char *ap_search_version(void) { return "search-7"; }
 
 void ap_search_opts_init(ap_search_opts *o) {
     memset(o, 0, sizeof *o);
     ap_plan_init(&o->fixed);
     o->fixed.tp = o->fixed.pp = o->fixed.dp = o->fixed.cp = o->fixed.ep = o->fixed.vp = 0;
-    o->fixed.etp = 1;
+    o->fixed.etp = 0; /* free: the experts unsplit (space.c etp_values) */
     o->fixed.mbs = 0;
     o->fixed.zero = -1;
     o->top_k = 10;

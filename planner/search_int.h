@@ -90,7 +90,7 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s);
  * a sibling serves every recompute level and offload of its degrees). */
 #define RS_MEMO 256
 typedef struct rs_memo {
-    int valid, tp, cp, pp, dp, ep, vp, zero;
+    int valid, tp, cp, pp, dp, ep, etp, vp, zero;
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */

@@ -575,7 +575,7 @@ static void collect_fit(void *ctx, const ap_estimate *e) {
 
 static int same_plan_t(const ap_plan *a, const ap_plan *b) {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
-           a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
+           a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
            a->recompute == b->recompute && a->recompute_layers == b->recompute_layers &&
            a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
 }
@@ -656,7 +656,8 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
         for (; j < ncombo; j++) {
             const ap_plan *a = &combo[j], *b = &u.plan;
             if (a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
-                a->ep == b->ep && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero)
+                a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs &&
+                a->zero == b->zero)
                 break;
         }
         if (j == ncombo) {
@@ -759,6 +760,49 @@ static void test_resplit_brute_force(void) {
         snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, by step time", cases[i].model,
                  cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
         check_resplit(what, &m, &c, o);
+    }
+}
+
+/* Expert tensor parallelism in the space: unpinned, the experts stay unsplit (etp 1); a pinned
+ * etp (--etp) holds in every plan, with ep x etp dividing tp x dp x cp. Mixtral-8x7B on 16
+ * A100s, tp 2. */
+static void count_etp(void *ctx, const ap_estimate *e) {
+    int *n = ctx;
+    const ap_plan *p = &e->plan;
+    n[0]++;
+    if (p->etp > 1) n[1]++;
+    if ((int64_t)p->tp * p->dp * p->cp % ((int64_t)p->ep * p->etp) != 0) n[2]++;
+}
+
+static void test_etp_space(void) {
+    ap_model moe = load("examples/models/mixtral-8x7b.json");
+    ap_model dense = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 16);
+    struct { const ap_model *m; ap_trainer_id tr; int tp, etp, want; } cases[] = {
+        {&moe, AP_TRAINER_MEGATRON, 2, 0, 0}, {&moe, AP_TRAINER_TORCHTITAN, 2, 0, 0},
+        {&dense, AP_TRAINER_MEGATRON, 2, 0, 0}, {&moe, AP_TRAINER_MEGATRON, 2, 2, 2},
+        {&moe, AP_TRAINER_MEGATRON, 4, 4, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ap_search_opts o;
+        ap_search_opts_init(&o);
+        o.fixed.trainer = cases[i].tr;
+        o.fixed.tp = cases[i].tp;
+        o.fixed.etp = cases[i].etp;
+        o.gbs = 64;
+        o.max_mbs = 2;
+        o.prune = 0;
+        int n[3] = {0, 0, 0};
+        o.visit = count_etp;
+        o.visit_ctx = n;
+        ap_search_result r;
+        ap_err err;
+        CHECK(ap_search(cases[i].m, &c, &o, &r, &err) == AP_OK);
+        CHECK(n[0] > 0);
+        CHECK_INT(n[2], 0);
+        if (cases[i].want == 0) CHECK_INT(n[1], 0);
+        if (cases[i].want == 2) CHECK_INT(n[1], n[0]);
+        ap_search_result_free(&r);
     }
 }
 
@@ -1361,6 +1405,7 @@ int main(int argc, char **argv) {
     test_errors_propagate();
     test_resplit_brute_force();
     test_best_independent_of_k();
+    test_etp_space();
     test_threads();
     test_answer_only();
     test_visit_records_and_cap();

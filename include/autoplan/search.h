@@ -170,10 +170,10 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
  * states of a group of plans; the group's members are its recompute levels x micro-batch
  * sizes. ap_search walks it (pruning a group by its least-memory member), and so does the
  * report's enumeration, through ap_search. Points come in the search's evaluation order. */
-#define AP_SPACE_DIMS 8
+#define AP_SPACE_DIMS 9
 
 typedef struct ap_space_point {
-    int tp, cp, pp, dp, ep, vp, zero;
+    int tp, cp, pp, dp, ep, etp, vp, zero;
     double offload_optimizer, offload_params;
     int hetero_extra;         /* the extra heterogeneous-memory level (Gemini auto placement,
                                  ZeRO-Infinity on NVMe: see space.c) */
