@@ -154,13 +154,16 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
  * interleaved schedule, at most m), each below the pipeline time / m < k-th step / m for a split
  * that could enter the ranking. A trainer reducing every micro-batch hides up to m passes: only
  * the floor holds then. The optimizer step grows with the stage's parameters alone (Adam's
- * passes over memory, no latency): rho of the uniform's. *opt_s: the optimizer part. */
+ * passes over memory, no latency): rho of the uniform's; and with the optimizer's offload, no
+ * split goes below the estimate's x_floor_s (the per-parameter optimizer and offload terms on
+ * the mean rank's parameters, whose sum over the ranks no split changes), which holds for MoE
+ * models and ZeRO-3 too. *opt_s: the optimizer part. */
 static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_cand *x,
                        double *opt_s) {
     const ap_plan *p = &e->plan;
     const ap_time *t = &e->time;
     x->dp_s = x->dp_floor_s = x->inv_m = 0;
-    *opt_s = 0;
+    *opt_s = t->x_floor_s > 0 ? t->x_floor_s : 0;
     if (m->moe.experts > 0 || p->zero >= 3) return;
     double b[AP_MAX_STAGES], bmax = 0;
     for (int r = 0; r < p->pp; r++) {
@@ -169,7 +172,7 @@ static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs
     }
     if (!(bmax > 0)) return;
     double rho = fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n) / bmax);
-    *opt_s = rho * t->optimizer_s;
+    *opt_s = fmax(*opt_s, rho * t->optimizer_s);
     double nu = t->dp_buckets, fill = t->dp_bucket_fill;
     if (!(nu >= 1) || !(t->dp_red_s + t->dp_ag_s > 0)) return;
     /* n' >= ceil(rho fill): a margin below against rounding (a count taken low only lowers
