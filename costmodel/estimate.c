@@ -53,11 +53,6 @@ static inline int bf16_optimizer(const ap_plan *p, const ap_trainer_caps *t) {
     return p->zero == 0 && p->dtype == AP_DTYPE_BF16 && t->bf16_optimizer_bytes > 0;
 }
 
-/* The compute weights are FP8 tensors, no 16-bit copy beside them (plan.h fp8_params). */
-static inline int fp8_weights(const ap_plan *p) {
-    return p->fp8_params && p->dtype == AP_DTYPE_FP8;
-}
-
 void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
                          double *optim) {
     /* ZeRO (Rajbhandari et al. 2020, Sec. 5, Fig. 1): stage 1 shards optimizer states (and
@@ -65,9 +60,8 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
      * distributed optimizer is stage 1: 6 + 12/d bytes/param. */
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     double d = shard > 0 ? (double)shard : 1.0;
-    double w = t->weight_bytes * n, g = ap_plan_grad_bytes(p) * n;
+    double w = ap_plan_weight_bytes(p) * n, g = ap_plan_grad_bytes(p) * n;
     double o = (ap_plan_master_bytes(p) + ap_plan_optim_bytes(p)) * n;
-    if (fp8_weights(p)) w = n; /* FP8 weights, 1 byte (plan.h fp8_params) */
     if (p->zero >= 1) o /= d;
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
@@ -431,8 +425,7 @@ priced:
     if (p->grad_reduce_bytes <= 0 && bf16_optimizer(p, x->tr))
         E->grad_reduce_bytes = x->tr->bf16_optimizer_bytes; /* BF16_Optimizer's fp32 buffer */
     E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes
-                      : fp8_weights(p)    ? 1.0 /* gathered as they are stored */
-                                          : x->tr->gathered_weight_bytes;
+                                          : ap_plan_gathered_weight_bytes(p);
     E->loss_bytes = p->loss_bytes_per_logit > 0 ? p->loss_bytes_per_logit
                                                 : x->tr->loss_bytes_per_logit;
     E->dense_shard = p->dp * p->cp;
@@ -680,7 +673,7 @@ static void stage_kind_other(const est *E, stage *S) {
     }
     /* fp8 weight copies (Transformer Engine / torchao): of every weight, or under ZeRO-3 of the
      * gathered layers only */
-    if (p->dtype == AP_DTYPE_FP8 && !fp8_weights(p))
+    if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
         other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
     S->other = other;
@@ -1080,7 +1073,7 @@ static void dp_reduction(est *E) {
     double buckets = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
                                               : (double)E->max_stage_layers + 1.0;
     double gbytes = E->grad_reduce_bytes * params / buckets;
-    double wbytes = (fp8_weights(p) ? 1.0 : tr->gathered_weight_bytes) * params / buckets;
+    double wbytes = ap_plan_gathered_weight_bytes(p) * params / buckets;
     int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u) &&
                  !(p->pp > 1 && tr->reduce_once_with_pp);
     tm->dp_red_s = tm->dp_ag_s = tm->dp_red_one_s = tm->dp_ag_one_s = 0;

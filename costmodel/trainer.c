@@ -330,6 +330,18 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
     },
 };
 
+int ap_plan_fp8_weights(const ap_plan *p) {
+    return p->fp8_params && p->dtype == AP_DTYPE_FP8;
+}
+
+double ap_plan_weight_bytes(const ap_plan *p) {
+    return ap_plan_fp8_weights(p) ? 1.0 : ap_trainer_get(p->trainer)->weight_bytes;
+}
+
+double ap_plan_gathered_weight_bytes(const ap_plan *p) {
+    return ap_plan_fp8_weights(p) ? 1.0 : ap_trainer_get(p->trainer)->gathered_weight_bytes;
+}
+
 double ap_plan_grad_bytes(const ap_plan *p) {
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     return t->grads_in_reduce_dtype && p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes

@@ -369,16 +369,6 @@ static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
     ap_plan_group_member(&w->g, x->rc, x->mb, &w->p);
 }
 
-/* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. The ranking
- * holds each such plan once, with the best split found. */
-static int same_plan(const ap_plan *a, const ap_plan *b) {
-    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
-           a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs &&
-           a->zero == b->zero && a->recompute == b->recompute &&
-           a->recompute_layers == b->recompute_layers &&
-           a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
-}
-
 /* ---- each plan once, with its best split --------------------------------------------------------
  * A plan (up to its split) ranks with the best of its splits, the uniform one included, by
  * ap_estimate_better. The walk offered every candidate's uniform estimate, and the ranking may
@@ -391,6 +381,8 @@ static int same_plan(const ap_plan *a, const ap_plan *b) {
  * best split known: its uniform estimate, then each answer found for it. A plan never solved by
  * the fixed phase had a bound, hence a uniform step, past the k-th plan: no answer of it that is
  * not better than its uniform one can enter. */
+/* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. The ranking
+ * holds each such plan once, with the best split found. */
 typedef struct {
     int64_t f[11];            /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp */
     double off[2];            /* the offload fractions of optimizer states and parameters */
@@ -486,8 +478,10 @@ static ap_status offer(ranker *rk, const ap_estimate *e, int64_t id, int joint, 
     ap_status st = note_split(rk, &e->plan, e->time.step_s, e->device_peak_bytes, &better, err);
     if (st != AP_OK || !better) return st;
     topk *t = rk->top;
+    const plan_key k = key_of(&e->plan);
     for (int i = 0; i < t->n; i++) {
-        if (!same_plan(&topk_at(t, i)->plan, &e->plan)) continue;
+        const plan_key ki = key_of(&topk_at(t, i)->plan);
+        if (!key_eq(&ki, &k)) continue;
         topk_remove(t, i);
         break;
     }

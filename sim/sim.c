@@ -293,12 +293,6 @@ static double shard_params(const gen *g, const unit *u, int shard) {
     return (double)u->p_dense / g->D_dense + (double)u->p_expert / g->D_expert;
 }
 
-/* Bytes per stored weight: the trainer's, or 1 where the weights are FP8 tensors (plan.h
- * fp8_params: no 16-bit copy beside them, gathered in FP8) */
-static double weight_bytes(const gen *g) {
-    return g->p->fp8_params && g->p->dtype == AP_DTYPE_FP8 ? 1.0 : g->caps->weight_bytes;
-}
-
 static void setup_states(gen *g) {
     const ap_trainer_caps *c = g->caps;
     const ap_plan *p = g->p;
@@ -308,9 +302,10 @@ static void setup_states(gen *g) {
     for (int i = 0; i < g->nunits; i++) {
         unit *u = &g->units[i];
         int w_shard = z >= 3 || (z == 2 && c->zero2_keeps_gathered);
+        double wb = ap_plan_weight_bytes(p) * (1 - off_p);
         u->t_weight = T(g, AP_SIM_T_WEIGHT, AP_SIM_CAT_PARAMS, u->layer, -1,
-                        bytes_of(weight_bytes(g) * (1 - off_p), shard_params(g, u, w_shard)), 0);
-        if (p->dtype == AP_DTYPE_FP8 && !p->fp8_params)
+                        bytes_of(wb, shard_params(g, u, w_shard)), 0);
+        if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
             /* Transformer Engine keeps an fp8 copy of every GEMM weight (1 byte/param) */
             T(g, AP_SIM_T_WEIGHT_FP8, AP_SIM_CAT_PARAMS, u->layer, -1, u->p_linear, 0);
         if (!g->lazy_grads)
@@ -326,10 +321,9 @@ static void setup_states(gen *g) {
 /* Bytes of the 16-bit copy gathered (ZeRO-3/FSDP) or fetched from host (parameter offload). */
 static int64_t gathered_bytes(const gen *g, const unit *u) {
     double full = (double)(u->p_dense + u->p_expert);
-    if (g->gather_mode)
-        return bytes_of(g->p->fp8_params && g->p->dtype == AP_DTYPE_FP8
-                            ? 1.0 : g->caps->gathered_weight_bytes, full);
-    if (g->fetch_frac_mode) return bytes_of(weight_bytes(g) * g->p->offload_params, full);
+    if (g->gather_mode) return bytes_of(ap_plan_gathered_weight_bytes(g->p), full);
+    if (g->fetch_frac_mode)
+        return bytes_of(ap_plan_weight_bytes(g->p) * g->p->offload_params, full);
     return 0;
 }
 

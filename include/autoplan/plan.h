@@ -341,6 +341,11 @@ ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *
 const char *ap_torchtitan_family(const ap_model *m);
 
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
+/* Whether plan p's compute weights are FP8 tensors (fp8_params with dtype fp8), and the bytes
+ * per parameter of its stored and of its gathered weights: 1 then, else the table's. */
+int ap_plan_fp8_weights(const ap_plan *p);
+double ap_plan_weight_bytes(const ap_plan *p);
+double ap_plan_gathered_weight_bytes(const ap_plan *p);
 /* Bytes per parameter of plan p's gradients as its trainer stores them: the table's
  * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype. */
 double ap_plan_grad_bytes(const ap_plan *p);
