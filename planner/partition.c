@@ -157,6 +157,7 @@ typedef struct {
     ap_solver solver;
     double T, peak;   /* from the table */
     double T_nomem;   /* least T with memory ignored (want_bound only) */
+    int longest;      /* the longest range the DP read (pdp_longest; L when restricted) */
     long evals;
     char note[256];
 } solve_out;
@@ -235,6 +236,7 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         }
     }
     so->solver = AP_SOLVER_DP;
+    so->longest = restricted ? L : pdp_longest(d);
     so->optimal = fits;
     so->fits = fits;
     for (int r = 0, a = 0; r < p->pp; a += split[r], r++)
@@ -588,6 +590,11 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
          * the count grows): when no split of it fits, no count's does, and each has a larger
          * peak */
         if (one_count && k == 0 && !x->so.fits && !x->so.capped) break;
+        /* a count no shorter than every range the DP read recomputes each of them whole: the
+         * next count reads the same entries (a range of n <= K layers recomputes min(K, n) =
+         * n; the longer ones, past the cap under K, only slow down), so it and every later
+         * count repeat this variant */
+        if (one_count && k > 0 && x->so.longest <= k) break;
     }
     return AP_OK;
 }

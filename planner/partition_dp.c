@@ -273,6 +273,16 @@ ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err) {
     return AP_OK;
 }
 
+int pdp_longest(const pdp *d) {
+    int n = 0;
+    for (int r = 0; r < d->p; r++)
+        for (int a = a_lo(d, r); a <= a_hi(d, r); a++) {
+            int x = d->nmax[r * (d->L + 1) + a];
+            if (x >= n_lo(d, r, a) && x > n) n = x;
+        }
+    return n;
+}
+
 ap_status pdp_fill_split(pdp *d, ap_stage_table *tab, const int *split, ap_err *err) {
     for (int r = 0, a = 0; r < d->p; a += split[r], r++) {
         ap_status st = fill_seg(d, tab, r, a, split[r], err);

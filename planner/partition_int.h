@@ -19,6 +19,7 @@
 #define pdp_fill_split ap_pdp_fill_split
 #define pdp_free ap_pdp_free
 #define pdp_init ap_pdp_init
+#define pdp_longest ap_pdp_longest
 #define pdp_reset ap_pdp_reset
 #define pdp_min_peak ap_pdp_min_peak
 #define pdp_restricted ap_pdp_restricted
@@ -83,6 +84,8 @@ static inline size_t pdp_seg(const pdp *d, int r, int a, int n) {
  * adds each layer's time; tests/test_partition.c checks it). The passes read ranges up to the
  * last one priced. Calling it again with a larger tcap prices the rest. */
 ap_status pdp_fill(pdp *d, ap_stage_table *tab, double tcap, ap_err *err);
+/* The longest range the passes read after pdp_fill (its nmax over every rank and start). */
+int pdp_longest(const pdp *d);
 /* Price only the ranges of one split (restricted trainers: no passes). */
 ap_status pdp_fill_split(pdp *d, ap_stage_table *tab, const int *split, ap_err *err);
 /* 1 when every range of the split is priced and fits. */
