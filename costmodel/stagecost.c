@@ -52,6 +52,7 @@ static void rank_cost(const ap_cluster *c, const ap_estimate *e, int r, ap_stage
     int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
     double host_node = sm->host_bytes * gpn;
     int host_ok = host_node <= 0 || host_node <= 0.9 * c->cpu_mem_bytes;
+    out->host_ok = host_ok;
     out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
 }
 

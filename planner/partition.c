@@ -385,6 +385,11 @@ typedef struct {
     int skipped;            /* choices not solved (they cannot beat the best objective) */
     int cut;                /* choices not solved: nothing of theirs can beat opts.upper_s */
     pdp dp;                 /* the DP's arrays, shared by the variants (solve_once) */
+    struct mref *ref;       /* what each solved fraction tells the smaller ones (mref); NULL:
+                               no offload fraction to choose */
+    int nks;                /* count slots per granularity in ref */
+    const struct choice *chs; /* the choices in solve order, and the one being solved */
+    int nch, cur;
     ap_status refused;      /* a variant the trainer refused, and why */
     ap_err rerr;
 } psolve;
@@ -430,7 +435,7 @@ static variant *new_variant(psolve *ps, ap_err *err) {
 
 /* One (granularity, offload fractions) choice: its plan, how its counts are chosen, its X and
  * how its uniform split does (the order in which choices are solved). */
-typedef struct {
+typedef struct choice {
     int gi, oi, pi;
     ap_plan q;
     int per_stage_rc, one_count;
@@ -495,6 +500,10 @@ static int choice_first(const void *x, const void *y) {
     const choice *a = x, *b = y;
     if (a->ufits != b->ufits) return a->ufits ? -1 : 1;
     if (a->ufits && a->ustep_s != b->ustep_s) return a->ustep_s < b->ustep_s ? -1 : 1;
+    /* of one granularity, the larger optimizer-offload fraction first: it bounds the smaller
+     * ones (mref) */
+    if (!a->ufits && a->gi == b->gi && a->q.offload_optimizer != b->q.offload_optimizer)
+        return a->q.offload_optimizer > b->q.offload_optimizer ? -1 : 1;
     return a->order - b->order;
 }
 
@@ -517,6 +526,86 @@ static double choice_upper(const psolve *ps, const choice *ch, int single, int *
         *capped = 1;
     }
     return upper;
+}
+
+/* ---- what a larger offload fraction tells the smaller ones -----------------------------------
+ * Offload moves states, not stage time (estimate.c puts it in the step), and a larger
+ * optimizer-offload fraction leaves every range no more device memory (ap_mem_model_states
+ * scales the optimizer states, and from ZeRO-2 the gradients, by 1 - f; nothing else on the
+ * device depends on f) and more host memory. So where a variant at fraction f' priced every
+ * range within host memory, each split that fits at a smaller f (same granularity, count and
+ * parameter offload) fits at f' with the same T: the least T of a fitting split at f is at
+ * least that at f'. A variant solved under a cap U that found no fitting split below U rules
+ * out each smaller fraction whose cap is at most U; so when smaller fractions of its
+ * granularity are still to come, a variant that found none is solved on to the largest cap
+ * they can have (their caps only fall as the best objective does). */
+typedef struct mref {
+    int valid;
+    double lb;      /* no split fitting at this fraction has T below it */
+    double tn;      /* its T_nomem (at most the least T with memory ignored, which every
+                       fraction shares) */
+    double ucap;    /* the cap its ranges were priced to: longest holds for caps up to it */
+    int longest;    /* the longest range the DP read under ucap */
+} mref;
+
+static mref *ref_at(const psolve *ps, int gi, int k, int oi) {
+    return &ps->ref[((size_t)gi * (size_t)ps->nks + (size_t)k) * (size_t)ps->nfo + (size_t)oi];
+}
+
+/* The reference with the largest lb among the fractions at least choice ch's for count slot
+ * k; NULL when none is known. */
+static const mref *ref_for(const psolve *ps, const choice *ch, int k) {
+    if (!ps->ref || ch->per_stage_rc || k >= ps->nks) return NULL;
+    const mref *best = NULL;
+    for (int j = 0; j < ps->nfo; j++) {
+        const mref *r = ref_at(ps, ch->gi, k, j);
+        if (r->valid && ps->fr[j] >= ps->fr[ch->oi] && (!best || r->lb > best->lb)) best = r;
+    }
+    return best;
+}
+
+static double choice_upper(const psolve *ps, const choice *ch, int single, int *capped);
+
+/* The largest cap the choices still to solve with choice ch's granularity and a smaller
+ * fraction can have; 0 when there are none or one of them has no cap. */
+static double pending_cap(const psolve *ps, const choice *ch) {
+    double u = 0;
+    for (int j = ps->cur + 1; j < ps->nch; j++) {
+        const choice *c = &ps->chs[j];
+        if (c->gi != ch->gi || c->pi != ch->pi || ps->fr[c->oi] >= ps->fr[ch->oi]) continue;
+        int capped;
+        double cu = choice_upper(ps, c, 0, &capped);
+        if (!capped) return 0;
+        if (cu > u) u = cu;
+    }
+    return u;
+}
+
+/* Note what variant x (count slot k of choice ch, solved under cap upper on table tab, the
+ * DP still holding its ranges) tells the smaller fractions. */
+static ap_status note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper,
+                          ap_stage_table *tab, ap_err *err) {
+    pdp *d = &ps->dp;
+    if (!ps->ref || ch->per_stage_rc || x->so.restricted || k >= ps->nks || d->host_short)
+        return AP_OK;
+    /* a split below the cap uses priced ranges only: none fits below min(T, cap) */
+    double lb = x->so.fits ? fmin(x->so.T, upper) : upper, ucap = upper;
+    int longest = x->so.longest;
+    double ubig = x->so.fits ? 0 : pending_cap(ps, ch);
+    if (ubig > upper) {
+        ap_status st = pdp_fill(d, tab, ubig / (double)d->m * (1 + 1e-9), err);
+        if (st != AP_OK) return st;
+        if (d->host_short) return AP_OK;
+        int split[AP_MAX_STAGES];
+        int fits = pdp_solve(d, split);
+        if (fits < 0) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+        lb = fits ? fmin(pdp_split_T(d, split, NULL), ubig) : ubig;
+        ucap = ubig;
+        longest = pdp_longest(d);
+    }
+    mref *r = ref_at(ps, ch->gi, k, ch->oi);
+    *r = (mref){1, lb, x->so.T_nomem, ucap, longest};
+    return AP_OK;
 }
 
 /* The variants of one choice: its stage table, and with Megatron's one count one variant per
@@ -555,6 +644,17 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
             ps->cut++;
             break;
         }
+        /* a larger fraction's answer rules this count out (mref); so do its breaks below */
+        const mref *rf = capped ? ref_for(ps, ch, k) : NULL;
+        if (rf && rf->lb >= upper * (1 - 1e-12)) {
+            ps->cut++;
+            const variant *b = ps->best >= 0 ? &ps->vars[ps->best] : NULL;
+            if (one_count && k > 0 &&
+                (rf->tn >= upper * (1 - 1e-12) || (rf->ucap >= upper && rf->longest <= k) ||
+                 (b && b->so.fits && rf->tn + extra >= b->J * (1 - 1e-12))))
+                break;
+            continue;
+        }
         variant *x = new_variant(ps, err);
         if (!x) return AP_ERR_NOMEM;
         x->q = *qp;
@@ -569,6 +669,8 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
                         !single, upper, &ps->dp, &x->so, err);
         if (st != AP_OK) return st;
         x->J = x->so.T + extra;
+        if (capped && (st = note_ref(ps, ch, k, x, upper, ps->tabs[tab], err)) != AP_OK)
+            return st;
         x->lb = single ? x->J : x->so.T_nomem + extra;
         if (x->so.restricted) x->lb = x->J; /* exact already */
         /* the granularity's floor: T with memory ignored (at least the cap when capped) is the
@@ -715,7 +817,19 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                 if (st == AP_OK && !refused) ch[nch].order = nch, nch++;
             }
     if (st == AP_OK) qsort(ch, (size_t)nch, sizeof *ch, choice_first);
-    for (int i = 0; i < nch && st == AP_OK; i++) st = solve_choice(&ps, &ch[i], err);
+    if (st == AP_OK && o->choose_offload && ps.nfo > 1 && ps.nfp == 1) {
+        /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo, else the one slot */
+        ps.nks = ps.L - (p->pp - 1) * ps.lo + 1;
+        if (ps.nks < 1) ps.nks = 1;
+        ps.ref = ap_calloc((size_t)ps.nmodes * (size_t)ps.nks * (size_t)ps.nfo, sizeof *ps.ref);
+        if (!ps.ref) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
+    }
+    ps.chs = ch;
+    ps.nch = nch;
+    for (int i = 0; i < nch && st == AP_OK; i++) {
+        ps.cur = i;
+        st = solve_choice(&ps, &ch[i], err);
+    }
     ap_free(ch);
     if (st == AP_OK && ps.nvar == 0 && ps.cut > 0) {
         /* nothing can beat upper_s: the uniform split, capped */
@@ -744,5 +858,6 @@ free_all:
     for (int i = 0; i < ps.ntab; i++) ap_stage_table_free(ps.tabs[i]);
     ap_free(ps.tabs);
     ap_free(ps.vars);
+    ap_free(ps.ref);
     return st;
 }

@@ -95,6 +95,7 @@ void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc) {
     d->per_stage_rc = per_stage_rc;
     d->fixed_rc = fixed_rc;
     d->ignore_mem = 0;
+    d->host_short = 0;
 }
 
 void pdp_free(pdp *d) {
@@ -158,6 +159,7 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     d->t[k] = sc->fwd_s + sc->bwd_s;
     d->mem[k] = sc->device_bytes;
     d->ok[k] = sc->fits ? 1 : 2;
+    if (!sc->host_ok) d->host_short = 1;
     d->filled[d->nfilled++] = (int)k;
     d->rc[k] = rc;
     return AP_OK;

@@ -46,6 +46,7 @@ typedef struct pdp {
     int *rc;               /* recomputed layers chosen for the range (-1: the plan's) */
     int per_stage_rc;      /* choose rc per range */
     int ignore_mem;        /* treat every legal range as fitting (a lower bound on T) */
+    int host_short;        /* a range priced since the last reset misses host memory */
     int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
                               recompute_layers, read from the shared per-stage memo) */
     double *f;             /* (p+1) x (L+1) */

@@ -837,6 +837,46 @@ static void test_recompute_granularity(void) {
 /* offload fractions chosen jointly with the split and the recompute: brute force on small
  * cases for every trainer rule; a plan that fits with neither a uniform recompute nor without
  * offload fits with the joint choice; the node's CPU memory binds */
+/* The joint choice under the caps a search passes (upper_s on the objective, upper_pipe_s on
+ * the pipeline time plus the optimizer and offload time): with the uncapped answer r below the
+ * cap, the capped solve finds it; above, nothing better. The caps prune variants, among them
+ * those a larger offload fraction rules out (partition.c mref), which this checks. */
+static void check_capped(const char *what, const ap_model *m, const ap_cluster *c,
+                         const ap_plan *p, const ap_partition_opts *o,
+                         const ap_partition_result *r) {
+    static ap_plan q;
+    static ap_estimate e;
+    ap_err err = {{0}};
+    CHECK(r->fits);
+    if (!r->fits) return;
+    q = *p;
+    ap_partition_apply(r, &q);
+    CHECK(ap_stage_estimate(m, c, &q, &o->est, &e, &err) == AP_OK);
+    const double J = r->objective_s, P = r->pipe_s + e.time.x_floor_s;
+    static const double f[] = {0.9, 0.99, 0.999999, 1.000001, 1.01, 1.1, 1.5};
+    for (int pipe = 0; pipe < 2; pipe++)
+        for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+            ap_partition_opts oc = *o;
+            oc.solver = AP_SOLVER_DP;
+            double U = f[i] * (pipe ? P : J);
+            if (pipe) oc.upper_pipe_s = U;
+            else oc.upper_s = U;
+            ap_partition_result rc;
+            CHECK(ap_partition_solve(m, c, p, &oc, &rc, &err) == AP_OK);
+            int below = f[i] > 1;
+            if (below) {
+                CHECK(rc.fits && !rc.capped);
+                CHECK_NEAR(rc.objective_s, J, TOL);
+            } else if (rc.fits && !rc.capped) {
+                CHECK(rc.objective_s >= J * (1 - TOL));
+            }
+            if (below && !(rc.fits && !rc.capped && fabs(rc.objective_s - J) <= TOL * J))
+                fprintf(stderr, "%s: cap %s %.6g: fits %d capped %d J %.9g, uncapped %.9g\n",
+                        what, pipe ? "pipe" : "objective", U, rc.fits, rc.capped,
+                        rc.objective_s, J);
+        }
+}
+
 static void test_offload_choice(void) {
     static ap_model m;
     static ap_cluster c;
@@ -876,6 +916,7 @@ static void test_offload_choice(void) {
     CHECK(!uni.fits);
     check_joint("megatron offload, no fit without", &m, &c, &p, &o, &r);
     CHECK(r.fits);
+    check_capped("megatron offload, no fit without", &m, &c, &p, &o, &r);
     CHECK(r.offload_optimizer > 0);
     CHECK_INT(r.offload_params * 4, 0); /* Megatron offloads no parameters */
 
@@ -904,7 +945,21 @@ static void test_offload_choice(void) {
         CHECK(rb.offload_optimizer < r.offload_optimizer);
         CHECK(rb.objective_s > r.objective_s);
         CHECK(rb.objective_s <= nooff.objective_s * (1 + 1e-12));
+        check_capped("megatron offload, CPU-bound", &m, &cb, &p, &o, &rb);
+        /* tighter GPUs with that CPU memory: the larger fractions miss host memory, so what
+         * they leave unsolved says nothing of the smaller ones (partition.c mref) */
+        for (int i = 1; i <= 9; i++) {
+            ap_partition_opts ot = o;
+            ot.est.headroom_bytes = 2.0 * 1073741824.0;
+            ot.est.headroom_bytes = tight_headroom(&m, &cb, &p, &ot, 0.1 * i);
+            ap_partition_result rt;
+            char what[80];
+            snprintf(what, sizeof what, "megatron offload, CPU-bound, tight %d", i);
+            check_joint(what, &m, &cb, &p, &ot, &rt);
+            if (rt.fits) check_capped(what, &m, &cb, &p, &ot, &rt);
+        }
         check_joint("megatron offload, offload best", &m, &c, &p, &o, &r);
+        check_capped("megatron offload, offload best", &m, &c, &p, &o, &r);
     }
     /* no distributed optimizer: Megatron cannot offload; the choice degenerates to none */
     p.zero = 0;

@@ -24,6 +24,7 @@ typedef struct ap_stage_cost {
     double device_bytes;  /* device peak of this rank (estimate.c ap_stage_mem.device_bytes) */
     double host_bytes;    /* host memory of this rank's offloaded states */
     int fits;             /* device_bytes + headroom <= capacity and host fits (per node) */
+    int host_ok;          /* the host part of fits alone */
 } ap_stage_cost;
 
 /* Layers of chunk k (0..v-1) of a rank holding n layers in v chunks: as even as possible, the
