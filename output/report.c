@@ -97,11 +97,6 @@ static int key_before(const row_key *a, const row_key *b) {
     return a->met < b->met;
 }
 
-static int row_before(const ap_report_row *a, const ap_report_row *b) {
-    row_key ka = key_of(a, 0), kb = key_of(b, 0);
-    return key_before(&ka, &kb);
-}
-
 /* Sort the n keys by key_before, tmp holding n more: runs of 16 by insertion, then bottom-up
  * merges between k and tmp (qsort, calling a comparator through a pointer, took three times
  * as long on compare's 90,000 rows). */
@@ -155,7 +150,7 @@ static void *gather(void *arg) {
 
 #define GATHER_ROWS_PER_THREAD 16384 /* rows per thread below which fewer threads gather */
 
-/* The n rows sorted by row_before into a new array (the old one is left to the caller): their
+/* The n rows sorted by key_before into a new array (the old one is left to the caller): their
  * keys are sorted (a sort of the rows themselves moved hundreds of bytes per step), then the
  * rows gathered in that order on `threads` threads (0: every core). NULL: out of memory. */
 static ap_report_row *sort_rows(const ap_report_row *rows, int64_t n, int threads) {
@@ -194,22 +189,25 @@ static ap_report_row *sort_rows(const ap_report_row *rows, int64_t n, int thread
 
 typedef struct {
     ap_report *r;
-    ap_report_row *heap; /* the rows in the order met; once AP_REPORT_MAX_ROWS were met, a
-                            max-heap on (step, memory) of the fastest */
+    ap_report_row *heap; /* the rows kept, in the order met until AP_REPORT_MAX_ROWS were met,
+                            then each in the slot of the row it replaced */
+    row_key *keys;       /* once AP_REPORT_MAX_ROWS were met: a max-heap on (step, memory,
+                            met) of the rows kept, each key naming its row's slot (a sift
+                            moves 32-byte keys, not 300-byte rows) */
     int64_t n, cap;
     int heaped;
     int oom;
 } collect_state;
 
-/* Sift heap[i] down the max-heap of cs->n rows. */
+/* Sift keys[i] down the max-heap of cs->n keys. */
 static void sift_down(collect_state *cs, int64_t i) {
-    ap_report_row *h = cs->heap;
+    row_key *h = cs->keys;
     for (;;) {
         int64_t l = 2 * i + 1, rr = l + 1, m = i;
-        if (l < cs->n && row_before(&h[m], &h[l])) m = l;
-        if (rr < cs->n && row_before(&h[m], &h[rr])) m = rr;
+        if (l < cs->n && key_before(&h[m], &h[l])) m = l;
+        if (rr < cs->n && key_before(&h[m], &h[rr])) m = rr;
         if (m == i) return;
-        ap_report_row t = h[i];
+        row_key t = h[i];
         h[i] = h[m];
         h[m] = t;
         i = m;
@@ -222,14 +220,21 @@ static void sift_down(collect_state *cs, int64_t i) {
 static void heap_push(collect_state *cs, const ap_report_row *row, int64_t met) {
     if (cs->n == AP_REPORT_MAX_ROWS) {
         if (!cs->heaped) {
+            cs->keys = ap_malloc((size_t)cs->n * sizeof *cs->keys);
+            if (!cs->keys) {
+                cs->oom = 1;
+                return;
+            }
+            for (int64_t i = 0; i < cs->n; i++) cs->keys[i] = key_of(&cs->heap[i], i);
             for (int64_t i = cs->n / 2 - 1; i >= 0; i--) sift_down(cs, i);
             cs->heaped = 1;
         }
-        row_key k = key_of(row, 0), top = key_of(&cs->heap[0], 0);
+        row_key k = key_of(row, cs->keys[0].i);
         k.met = met;
-        if (!key_before(&k, &top)) return;
-        cs->heap[0] = *row;
-        cs->heap[0].met = met;
+        if (!key_before(&k, &cs->keys[0])) return;
+        cs->heap[k.i] = *row;
+        cs->heap[k.i].met = met;
+        cs->keys[0] = k;
         sift_down(cs, 0);
         return;
     }
@@ -302,7 +307,7 @@ ap_status ap_report_each_plan(const ap_model *m, const ap_cluster *c, const ap_s
 ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
                                      const ap_search_opts *so, int top_k, int resplit,
                                      ap_report *r, ap_search_result *ranked, ap_err *err) {
-    collect_state cs = {r, NULL, 0, 0, 0, 0};
+    collect_state cs = {r, NULL, NULL, 0, 0, 0, 0};
     ap_free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
@@ -323,6 +328,7 @@ ap_status ap_report_enumerate_ranked(const ap_model *m, const ap_cluster *c,
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plan rows");
         }
     }
+    ap_free(cs.keys);
     if (st != AP_OK) {
         ap_free(cs.heap);
         return st;

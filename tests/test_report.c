@@ -38,6 +38,7 @@
 
 #include "autoplan/json.h"
 #include "autoplan/report.h"
+#include "autoplan/request.h"
 #include "autoplan/search.h"
 #include "testlib.h"
 
@@ -1388,6 +1389,85 @@ static void test_csv_stream(void) {
     free(r.rows);
 }
 
+/* ---- plans.csv past AP_REPORT_MAX_ROWS ------------------------------------------------------
+ * Past AP_REPORT_MAX_ROWS feasible plans the enumeration keeps the fastest in a heap: its rows
+ * are the first AP_REPORT_MAX_ROWS of every feasible plan sorted by (step, device memory), in
+ * that order. gpt-oss-20b on 64 A100s meets more than that. */
+typedef struct {
+    double *step, *peak;
+    int64_t n, cap;
+    int oom;
+} all_feasible;
+
+static void note_feasible(void *ctx, const ap_estimate *e) {
+    all_feasible *a = ctx;
+    if (!e->fits || a->oom) return;
+    if (a->n == a->cap) {
+        int64_t cap = a->cap ? 2 * a->cap : 65536;
+        double *s = realloc(a->step, (size_t)cap * sizeof *s);
+        if (s) a->step = s;
+        double *p = s ? realloc(a->peak, (size_t)cap * sizeof *p) : NULL;
+        if (p) a->peak = p;
+        if (!s || !p) {
+            a->oom = 1;
+            return;
+        }
+        a->cap = cap;
+    }
+    a->step[a->n] = e->time.step_s;
+    a->peak[a->n++] = e->device_peak_bytes;
+}
+
+static const all_feasible *cmp_ctx;
+static int by_step_peak(const void *x, const void *y) {
+    int64_t i = *(const int64_t *)x, j = *(const int64_t *)y;
+    const all_feasible *a = cmp_ctx;
+    if (a->step[i] != a->step[j]) return a->step[i] < a->step[j] ? -1 : 1;
+    return (a->peak[i] > a->peak[j]) - (a->peak[i] < a->peak[j]);
+}
+
+static void test_rows_kept(void) {
+    ap_request rq;
+    ap_request_init(&rq);
+    rq.model = "examples/models/gpt-oss-20b.json";
+    rq.gpus.given = 1;
+    rq.gpus.v = 64;
+    static ap_resolved r;
+    ap_err err = {{0}};
+    if (ap_request_resolve(&rq, AP_REQUEST_SEARCH, &r, &err) != AP_OK) {
+        fprintf(stderr, "rows kept: %s\n", err.msg);
+        CHECK(0);
+        return;
+    }
+    all_feasible a = {0};
+    int64_t evaluated = 0;
+    int capped = 0;
+    CHECK(ap_report_each_plan(&r.model, &r.cluster, &r.search, AP_REPORT_MAX_EVALS, note_feasible,
+                              &a, &evaluated, &capped, &err) == AP_OK);
+    CHECK(!a.oom && !capped);
+    CHECK(a.n > AP_REPORT_MAX_ROWS);
+    ap_report rep;
+    memset(&rep, 0, sizeof rep);
+    CHECK(ap_report_enumerate(&r.model, &r.cluster, &r.search, &rep, &err) == AP_OK);
+    CHECK_INT(rep.fit, a.n);
+    CHECK_INT(rep.nrows, AP_REPORT_MAX_ROWS);
+    int64_t *ord = malloc((size_t)(a.n > 0 ? a.n : 1) * sizeof *ord);
+    if (ord && rep.nrows == AP_REPORT_MAX_ROWS && a.n > AP_REPORT_MAX_ROWS) {
+        for (int64_t i = 0; i < a.n; i++) ord[i] = i;
+        cmp_ctx = &a;
+        qsort(ord, (size_t)a.n, sizeof *ord, by_step_peak);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < rep.nrows; i++)
+            bad += rep.rows[i].step_s != a.step[ord[i]] ||
+                   rep.rows[i].device_peak_bytes != a.peak[ord[i]];
+        CHECK_INT(bad, 0);
+    }
+    free(ord);
+    free(a.step);
+    free(a.peak);
+    ap_report_free(&rep);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     if (chdir(tl_srcdir) != 0) {
@@ -1396,6 +1476,7 @@ int main(int argc, char **argv) {
     }
     test_pick_best();
     test_csv_stream();
+    test_rows_kept();
     /* defaults: top 5 and every baseline; DDP of a 7B model does not fit in 80 GB; no sweep */
     run_case("examples/models/llama-2-7b.json", 8, NULL, NULL, 0, "", "", 0, 1);
     /* an illegal spec (tp=3 on 8 GPUs), baselines that do not fit, explicit batch; a sweep
