@@ -128,10 +128,11 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
 /* ---- the memo ------------------------------------------------------------------------------ */
 
 struct ap_stage_table {
-    ap_model m;
-    ap_cluster c;
+    const ap_model *m;     /* borrowed */
+    const ap_cluster *c;
     ap_plan p;
     ap_estimate_opts opts; /* with the GPU's calibration and kernel tables, looked up once */
+    ap_estimate_cache *own_cache; /* the layer-price memo when the caller gave none */
     ap_estimate_opts ropts;/* the same pricing the ranks in `only` alone (ranks_only) */
     unsigned char only[AP_MAX_STAGES];
     ap_calib cal;
@@ -160,14 +161,15 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
         return ap_err_set(err, AP_ERR_INPUT, "model has %lld layers", (long long)m->layers);
     ap_stage_table *t = ap_calloc(1, sizeof *t);
     if (!t) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
-    t->m = *m;
-    t->c = *c;
+    t->m = m;
+    t->c = c;
     t->p = *p;
     if (opts) t->opts = *opts;
     else ap_estimate_opts_init(&t->opts);
     t->has_opts = 1;
-    /* every entry prices the same layer shape: a memo of it (NULL: none) */
-    t->opts.cache = ap_estimate_cache_new();
+    /* every entry prices the same layer shape: a memo of it (NULL: none), the caller's or the
+     * table's own */
+    if (!t->opts.cache) t->opts.cache = t->own_cache = ap_estimate_cache_new();
     /* the GPU's calibration and kernel tables, which each entry's estimate would look up */
     ap_estimate_opts_resolve(&t->opts, &c->gpu, &t->cal, &t->built);
     t->ropts = t->opts;
@@ -196,7 +198,7 @@ ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_pl
 
 void ap_stage_table_free(ap_stage_table *t) {
     if (!t) return;
-    int L = (int)t->m.layers;
+    int L = (int)t->m->layers;
     for (int i = 0; i <= L && t->cost; i++) ap_free(t->cost[i]);
     for (int i = 0; i <= L && t->done; i++) ap_free(t->done[i]);
     ap_free(t->cost);
@@ -205,7 +207,7 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->q);
     ap_free(t->e);
     ap_free(t->built);
-    ap_estimate_cache_free(t->opts.cache);
+    ap_estimate_cache_free(t->own_cache);
     ap_free(t);
 }
 
@@ -220,7 +222,7 @@ static ap_status table_scratch(ap_stage_table *t, ap_err *err) {
 ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
                               const ap_stage_cost **out, ap_err *err) {
     *out = NULL;
-    int L = (int)t->m.layers;
+    int L = (int)t->m->layers;
     if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L)
         return ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r,
                           first, first + n);
@@ -246,7 +248,7 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
         ap_status sst = table_scratch(t, err);
         if (sst != AP_OK) return sst;
         t->only[r] = 1; /* the estimate prices rank r alone */
-        ap_status st = cost_eval_in(&t->m, &t->c, &t->p, &t->ropts, r, first, n, rc, t->q, t->e,
+        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, t->q, t->e,
                                     &t->cost[slot][k], err);
         t->only[r] = 0;
         if (st != AP_OK) return st;
@@ -283,7 +285,7 @@ static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, siz
 
 ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int n, int rc_layers,
                                 ap_err *err) {
-    const int L = (int)t->m.layers, pp = t->pp, v = t->p.vp > 1 ? t->p.vp : 1;
+    const int L = (int)t->m->layers, pp = t->pp, v = t->p.vp > 1 ? t->p.vp : 1;
     /* with a dense prefix of D layers (mixed kinds: vp 1 only), rank 0 holds [0, n) when it
      * is in the batch (n >= D: no later range reaches the prefix), else the prefix and the
      * remainder (it is the filler) */
@@ -338,7 +340,7 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
             for (int c = 0; c < v; c++)
                 q->stage_layers[filler + c * pp] = ap_stage_chunk_layers(rem, v, c);
         for (int j = 0; j < batch; j++) t->only[todo[j]] = 1; /* the batch's ranks alone */
-        ap_status st = ap_stage_estimate(&t->m, &t->c, q, &t->ropts, t->e, err);
+        ap_status st = ap_stage_estimate(t->m, t->c, q, &t->ropts, t->e, err);
         for (int j = 0; j < batch; j++) t->only[todo[j]] = 0;
         if (st != AP_OK) return AP_OK; /* a layout the trainer refuses: priced one by one */
         t->evals++;
@@ -346,7 +348,7 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
             int slot;
             size_t cell;
             if ((st = cell_of(t, todo[j], n, rc, &slot, &cell, err)) != AP_OK) return st;
-            rank_cost(&t->c, t->e, todo[j], &t->cost[slot][cell]);
+            rank_cost(t->c, t->e, todo[j], &t->cost[slot][cell]);
             t->done[slot][cell] = 1;
         }
         memmove(todo, todo + batch, (size_t)(nt - batch) * sizeof *todo);

@@ -162,12 +162,25 @@ typedef struct {
     char note[256];
 } solve_out;
 
+/* The least T with memory ignored over the ranges d priced (tn_known where not NAN): with a
+ * cap, splits using a range not priced take longer than the cap, so the least T is at least
+ * the smaller of the cap and the best split of priced ranges. */
+static double nomem_T(pdp *d, double tn_known, double upper_s) {
+    if (!isnan(tn_known)) return tn_known;
+    int tmp[AP_MAX_STAGES];
+    d->ignore_mem = 1;
+    double T = pdp_solve(d, tmp) > 0 ? pdp_split_T(d, tmp, NULL) : INFINITY;
+    d->ignore_mem = 0;
+    return upper_s > 0 && T > upper_s ? upper_s : T;
+}
+
 /* tab: the stage table of plan p (shared by the calls of one ap_partition_solve); fixed_rc as
- * in dp_ctx; use_ilp: run the ILP when the options ask for it */
+ * in dp_ctx; use_ilp: run the ILP when the options ask for it; want_bound: also T_nomem, or
+ * tn_known as it when not NAN */
 static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_partition_opts *o, ap_stage_table *tab, int per_stage_rc,
-                            int fixed_rc, int use_ilp, int want_bound, double upper_s,
-                            pdp *d, solve_out *so, ap_err *err) {
+                            int fixed_rc, int use_ilp, int want_bound, double tn_known,
+                            double upper_s, pdp *d, solve_out *so, ap_err *err) {
     const int L = (int)m->layers;
     memset(so, 0, sizeof *so);
     const int v = p->vp > 1 ? p->vp : 1;
@@ -266,17 +279,7 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         }
     }
     if (so->solver == AP_SOLVER_DP) so->T = so->capped ? INFINITY : pdp_split_T(d, split, NULL);
-    if (want_bound && !restricted) {
-        int tmp[AP_MAX_STAGES];
-        d->ignore_mem = 1;
-        so->T_nomem = pdp_solve(d, tmp) > 0 ? pdp_split_T(d, tmp, NULL) : INFINITY;
-        /* with a cap, splits using a range not priced take longer than the cap, so the least
-         * T is at least the smaller of the cap and the best split of priced ranges */
-        if (upper_s > 0 && so->T_nomem > upper_s) so->T_nomem = upper_s;
-        d->ignore_mem = 0;
-    } else {
-        so->T_nomem = 0;
-    }
+    so->T_nomem = want_bound && !restricted ? nomem_T(d, tn_known, upper_s) : 0;
     /* with a cap, an infinite T_nomem means: at least the cap (no split below it) */
     so->peak = so->capped ? INFINITY : pdp_split_peak(d, split);
     so->evals = ap_stage_table_evals(tab);
@@ -387,7 +390,8 @@ typedef struct {
     pdp dp;                 /* the DP's arrays, shared by the variants (solve_once) */
     struct mref *ref;       /* what each solved fraction tells the smaller ones (mref); NULL:
                                no offload fraction to choose */
-    int nks;                /* count slots per granularity in ref */
+    int nks;                /* count slots per granularity in ref and tnm */
+    struct tn_memo *tnm;    /* T_nomem per granularity and count slot (tn_memo); NULL: none */
     const struct choice *chs; /* the choices in solve order, and the one being solved */
     int nch, cur;
     ap_status refused;      /* a variant the trainer refused, and why */
@@ -583,6 +587,32 @@ static double pending_cap(const psolve *ps, const choice *ch) {
 
 /* Note what variant x (count slot k of choice ch, solved under cap upper on table tab, the
  * DP still holding its ranges) tells the smaller fractions. */
+/* T_nomem of a granularity and count, which every offload fraction shares (their stage times
+ * are the same): solved under cap U (INFINITY: none) it is min(T*, U) for the least T* with
+ * memory ignored (a split below the cap uses priced ranges only, and solve_once clips at the
+ * cap), so it gives min(T*, U') under any cap U' where T* is known (v < U) or U' <= U. */
+typedef struct tn_memo {
+    int valid;
+    double v, U;
+} tn_memo;
+
+/* The T_nomem solve_once would find for count slot k of granularity gi under cap upper
+ * (capped 0: none), NAN when the memo cannot tell. */
+static double tn_lookup(const psolve *ps, int gi, int k, int capped, double upper) {
+    if (!ps->tnm || k >= ps->nks) return NAN;
+    const tn_memo *t = &ps->tnm[(size_t)gi * (size_t)ps->nks + (size_t)k];
+    if (!t->valid) return NAN;
+    double U = capped ? upper : INFINITY;
+    if (t->v < t->U) return capped && upper < t->v ? upper : t->v;
+    return U <= t->U ? U : NAN;
+}
+
+static void tn_note(psolve *ps, int gi, int k, int capped, double upper, double v) {
+    if (!ps->tnm || k >= ps->nks) return;
+    tn_memo *t = &ps->tnm[(size_t)gi * (size_t)ps->nks + (size_t)k];
+    *t = (tn_memo){1, v, capped ? upper : INFINITY};
+}
+
 static ap_status note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper,
                           ap_stage_table *tab, ap_err *err) {
     pdp *d = &ps->dp;
@@ -665,9 +695,13 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         x->extra_s = extra;
         /* one variant without choices: the ILP (when asked) runs inside, as before; otherwise
          * the joint ILP sees every variant */
+        /* per-stage counts depend on the memory, hence their times: no memo */
+        double tn = per_stage_rc || single ? NAN : tn_lookup(ps, gi, k, capped, upper);
         st = solve_once(ps->m, ps->c, &x->q, o, ps->tabs[tab], per_stage_rc, x->fixed_rc, single,
-                        !single, upper, &ps->dp, &x->so, err);
+                        !single, tn, upper, &ps->dp, &x->so, err);
         if (st != AP_OK) return st;
+        if (!per_stage_rc && !single && isnan(tn) && !x->so.restricted)
+            tn_note(ps, gi, k, capped, upper, x->so.T_nomem);
         x->J = x->so.T + extra;
         if (capped && (st = note_ref(ps, ch, k, x, upper, ps->tabs[tab], err)) != AP_OK)
             return st;
@@ -783,15 +817,21 @@ static ap_status fill_result(const psolve *ps, double t0, ap_partition_result *o
 
 ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                              const ap_partition_opts *o, ap_partition_result *out, ap_err *err) {
-    ap_partition_opts dflt;
-    if (!o) {
-        ap_partition_opts_init(&dflt);
-        o = &dflt;
-    }
+    ap_partition_opts oc;
+    if (o) oc = *o;
+    else ap_partition_opts_init(&oc);
+    /* every estimate of the solve (its variants' uniform splits, their stage tables) prices
+     * the same layer shapes: one memo for them all unless the caller gave one */
+    ap_estimate_cache *cache = NULL;
+    if (!oc.est.cache) oc.est.cache = cache = ap_estimate_cache_new();
+    o = &oc;
     double t0 = ap_now_s();
     memset(out, 0, sizeof *out);
     ap_status st = pt_check_input(m, p, o, err);
-    if (st != AP_OK) return st;
+    if (st != AP_OK) {
+        ap_estimate_cache_free(cache);
+        return st;
+    }
     psolve ps;
     memset(&ps, 0, sizeof ps);
     ps.m = m;
@@ -817,12 +857,16 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                 if (st == AP_OK && !refused) ch[nch].order = nch, nch++;
             }
     if (st == AP_OK) qsort(ch, (size_t)nch, sizeof *ch, choice_first);
+    /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo, else the one slot */
+    ps.nks = ps.L - (p->pp - 1) * ps.lo + 1;
+    if (ps.nks < 1) ps.nks = 1;
     if (st == AP_OK && o->choose_offload && ps.nfo > 1 && ps.nfp == 1) {
-        /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo, else the one slot */
-        ps.nks = ps.L - (p->pp - 1) * ps.lo + 1;
-        if (ps.nks < 1) ps.nks = 1;
         ps.ref = ap_calloc((size_t)ps.nmodes * (size_t)ps.nks * (size_t)ps.nfo, sizeof *ps.ref);
         if (!ps.ref) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
+    }
+    if (st == AP_OK && ps.ntab_max > 1) {
+        ps.tnm = ap_calloc((size_t)ps.nmodes * (size_t)ps.nks, sizeof *ps.tnm);
+        if (!ps.tnm) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
     }
     ps.chs = ch;
     ps.nch = nch;
@@ -859,5 +903,7 @@ free_all:
     ap_free(ps.tabs);
     ap_free(ps.vars);
     ap_free(ps.ref);
+    ap_free(ps.tnm);
+    ap_estimate_cache_free(cache);
     return st;
 }

@@ -50,7 +50,9 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
                             const ap_estimate_opts *opts, ap_estimate *out, ap_err *err);
 
 /* Memo of ap_stage_cost_eval for one (model, cluster, plan). Opaque; ap_stage_table_free frees
- * it. The model, cluster and opts are copied; nothing borrowed outlives the call. */
+ * it. The model and cluster are borrowed (they must outlive the table, unchanged); the plan and
+ * opts are copied. A layer-price memo in opts->cache is borrowed too, so the tables of one
+ * model and cluster can share it (one thread at a time); without one the table keeps its own. */
 typedef struct ap_stage_table ap_stage_table;
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
