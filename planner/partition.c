@@ -448,6 +448,7 @@ typedef struct choice {
     int ufits;          /* its uniform split fits */
     double ustep_s;     /* the uniform split's step time */
     int order;          /* index in the natural order */
+    int frac_first;     /* order by optimizer-offload fraction first (choice_first) */
 } choice;
 
 /* Build choice (gi, oi, pi) into *ch; *refused = 1 when the trainer cannot run it (ps->refused
@@ -498,16 +499,17 @@ static ap_status probe_choice(psolve *ps, int gi, int oi, int pi, choice *ch, in
     return vs;
 }
 
-/* Solve order: choices whose uniform split fits first, fastest first (a fitting answer early
- * bounds the others, whose ranges beyond it are then never priced), then the rest as listed. */
+/* Solve order: where a larger optimizer-offload fraction bounds the smaller ones (mref), the
+ * larger fraction first (its answers, solved under the smaller ones' caps, leave them mostly
+ * nothing to solve); then choices whose uniform split fits first, fastest first (a fitting
+ * answer early bounds the others, whose ranges beyond it are then never priced), then the
+ * rest as listed. */
 static int choice_first(const void *x, const void *y) {
     const choice *a = x, *b = y;
+    if (a->frac_first && a->q.offload_optimizer != b->q.offload_optimizer)
+        return a->q.offload_optimizer > b->q.offload_optimizer ? -1 : 1;
     if (a->ufits != b->ufits) return a->ufits ? -1 : 1;
     if (a->ufits && a->ustep_s != b->ustep_s) return a->ustep_s < b->ustep_s ? -1 : 1;
-    /* of one granularity, the larger optimizer-offload fraction first: it bounds the smaller
-     * ones (mref) */
-    if (!a->ufits && a->gi == b->gi && a->q.offload_optimizer != b->q.offload_optimizer)
-        return a->q.offload_optimizer > b->q.offload_optimizer ? -1 : 1;
     return a->order - b->order;
 }
 
@@ -540,9 +542,10 @@ static double choice_upper(const psolve *ps, const choice *ch, int single, int *
  * range within host memory, each split that fits at a smaller f (same granularity, count and
  * parameter offload) fits at f' with the same T: the least T of a fitting split at f is at
  * least that at f'. A variant solved under a cap U that found no fitting split below U rules
- * out each smaller fraction whose cap is at most U; so when smaller fractions of its
- * granularity are still to come, a variant that found none is solved on to the largest cap
- * they can have (their caps only fall as the best objective does). */
+ * out each smaller fraction whose cap is at most U, and one that found its least T rules out
+ * those whose cap is at most T. So when smaller fractions of its granularity are still to
+ * come, a variant is solved under the largest cap they can have (their caps only fall as the
+ * best objective does), and its count loop runs on while their objectives could gain. */
 typedef struct mref {
     int valid;
     double lb;      /* no split fitting at this fraction has T below it */
@@ -571,9 +574,11 @@ static const mref *ref_for(const psolve *ps, const choice *ch, int k) {
 static double choice_upper(const psolve *ps, const choice *ch, int single, int *capped);
 
 /* The largest cap the choices still to solve with choice ch's granularity and a smaller
- * fraction can have; 0 when there are none or one of them has no cap. */
-static double pending_cap(const psolve *ps, const choice *ch) {
+ * fraction can have, and in *xmin their least optimizer and offload time; 0 when there are
+ * none or one of them has no cap. */
+static double pending_cap(const psolve *ps, const choice *ch, double *xmin) {
     double u = 0;
+    *xmin = INFINITY;
     for (int j = ps->cur + 1; j < ps->nch; j++) {
         const choice *c = &ps->chs[j];
         if (c->gi != ch->gi || c->pi != ch->pi || ps->fr[c->oi] >= ps->fr[ch->oi]) continue;
@@ -581,12 +586,11 @@ static double pending_cap(const psolve *ps, const choice *ch) {
         double cu = choice_upper(ps, c, 0, &capped);
         if (!capped) return 0;
         if (cu > u) u = cu;
+        if (c->extra < *xmin) *xmin = c->extra;
     }
     return u;
 }
 
-/* Note what variant x (count slot k of choice ch, solved under cap upper on table tab, the
- * DP still holding its ranges) tells the smaller fractions. */
 /* T_nomem of a granularity and count, which every offload fraction shares (their stage times
  * are the same): solved under cap U (INFINITY: none) it is min(T*, U) for the least T* with
  * memory ignored (a split below the cap uses priced ranges only, and solve_once clips at the
@@ -613,29 +617,14 @@ static void tn_note(psolve *ps, int gi, int k, int capped, double upper, double 
     *t = (tn_memo){1, v, capped ? upper : INFINITY};
 }
 
-static ap_status note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper,
-                          ap_stage_table *tab, ap_err *err) {
-    pdp *d = &ps->dp;
-    if (!ps->ref || ch->per_stage_rc || x->so.restricted || k >= ps->nks || d->host_short)
-        return AP_OK;
+/* Note what variant x (count slot k of choice ch, solved under cap upper) tells the smaller
+ * fractions. */
+static void note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper) {
+    if (!ps->ref || ch->per_stage_rc || x->so.restricted || k >= ps->nks || ps->dp.host_short)
+        return;
     /* a split below the cap uses priced ranges only: none fits below min(T, cap) */
-    double lb = x->so.fits ? fmin(x->so.T, upper) : upper, ucap = upper;
-    int longest = x->so.longest;
-    double ubig = x->so.fits ? 0 : pending_cap(ps, ch);
-    if (ubig > upper) {
-        ap_status st = pdp_fill(d, tab, ubig / (double)d->m * (1 + 1e-9), err);
-        if (st != AP_OK) return st;
-        if (d->host_short) return AP_OK;
-        int split[AP_MAX_STAGES];
-        int fits = pdp_solve(d, split);
-        if (fits < 0) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
-        lb = fits ? fmin(pdp_split_T(d, split, NULL), ubig) : ubig;
-        ucap = ubig;
-        longest = pdp_longest(d);
-    }
-    mref *r = ref_at(ps, ch->gi, k, ch->oi);
-    *r = (mref){1, lb, x->so.T_nomem, ucap, longest};
-    return AP_OK;
+    double lb = x->so.fits ? fmin(x->so.T, upper) : upper;
+    *ref_at(ps, ch->gi, k, ch->oi) = (mref){1, lb, x->so.T_nomem, upper, x->so.longest};
 }
 
 /* The variants of one choice: its stage table, and with Megatron's one count one variant per
@@ -685,6 +674,12 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
                 break;
             continue;
         }
+        /* the smaller fractions still to come read this count's answer (mref): solved under
+         * the largest cap they can have, with their least objective for its breaks */
+        double xref = extra, ubig = ps->ref && capped && !per_stage_rc
+                                        ? pending_cap(ps, ch, &xref) : 0;
+        if (xref > extra) xref = extra;
+        const double U = ubig > upper ? ubig : upper;
         variant *x = new_variant(ps, err);
         if (!x) return AP_ERR_NOMEM;
         x->q = *qp;
@@ -696,15 +691,14 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         /* one variant without choices: the ILP (when asked) runs inside, as before; otherwise
          * the joint ILP sees every variant */
         /* per-stage counts depend on the memory, hence their times: no memo */
-        double tn = per_stage_rc || single ? NAN : tn_lookup(ps, gi, k, capped, upper);
+        double tn = per_stage_rc || single ? NAN : tn_lookup(ps, gi, k, capped, U);
         st = solve_once(ps->m, ps->c, &x->q, o, ps->tabs[tab], per_stage_rc, x->fixed_rc, single,
-                        !single, tn, upper, &ps->dp, &x->so, err);
+                        !single, tn, U, &ps->dp, &x->so, err);
         if (st != AP_OK) return st;
         if (!per_stage_rc && !single && isnan(tn) && !x->so.restricted)
-            tn_note(ps, gi, k, capped, upper, x->so.T_nomem);
+            tn_note(ps, gi, k, capped, U, x->so.T_nomem);
         x->J = x->so.T + extra;
-        if (capped && (st = note_ref(ps, ch, k, x, upper, ps->tabs[tab], err)) != AP_OK)
-            return st;
+        if (capped) note_ref(ps, ch, k, x, U);
         x->lb = single ? x->J : x->so.T_nomem + extra;
         if (x->so.restricted) x->lb = x->J; /* exact already */
         /* the granularity's floor: T with memory ignored (at least the cap when capped) is the
@@ -719,9 +713,9 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         /* Megatron's one count: every range's time grows with K, so the least T ignoring
          * memory grows with K: once it reaches the best objective, no larger K can do better */
         const variant *b = &ps->vars[ps->best];
-        if (k > 0 && b->so.fits && x->lb >= b->J * (1 - 1e-12)) break;
+        if (k > 0 && b->so.fits && x->so.T_nomem + xref >= b->J * (1 - 1e-12)) break;
         /* nor once it reaches the cap: no split of a larger K is below it */
-        if (k > 0 && capped && x->so.T_nomem >= upper * (1 - 1e-12)) break;
+        if (k > 0 && capped && x->so.T_nomem >= U * (1 - 1e-12)) break;
         /* all layers recomputed (K = 0) is the least memory of every count (memory falls as
          * the count grows): when no split of it fits, no count's does, and each has a larger
          * peak */
@@ -856,11 +850,14 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
                 st = probe_choice(&ps, gi, oi, pi, &ch[nch], &refused, err);
                 if (st == AP_OK && !refused) ch[nch].order = nch, nch++;
             }
+    /* the bounds between offload fractions (mref) hold for the optimizer's alone */
+    const int refs = o->choose_offload && ps.nfo > 1 && ps.nfp == 1;
+    for (int i = 0; i < nch; i++) ch[i].frac_first = refs;
     if (st == AP_OK) qsort(ch, (size_t)nch, sizeof *ch, choice_first);
     /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo, else the one slot */
     ps.nks = ps.L - (p->pp - 1) * ps.lo + 1;
     if (ps.nks < 1) ps.nks = 1;
-    if (st == AP_OK && o->choose_offload && ps.nfo > 1 && ps.nfp == 1) {
+    if (st == AP_OK && refs) {
         ps.ref = ap_calloc((size_t)ps.nmodes * (size_t)ps.nks * (size_t)ps.nfo, sizeof *ps.ref);
         if (!ps.ref) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
     }
