@@ -927,7 +927,7 @@ static void test_threads(void) {
 
 /* answer_only skips simulating the Gemini / ZeRO-offload plans that cannot rank, and the
  * ranking stays what the full search returns, at K 1 and 10, on 1 and 3 threads; it does skip
- * some (fewer plans evaluated) where simulated plans are slower than the best. */
+ * some (fewer plans evaluated on one thread) where simulated plans are slower than the best. */
 static void test_answer_only(void) {
     struct { const char *model; int n; int64_t gbs; ap_trainer_id tr; int seq; } cases[] = {
         {"examples/models/gpt2.json", 8, 64, AP_TRAINER_COLOSSALAI, 1024},
@@ -959,8 +959,13 @@ static void test_answer_only(void) {
                     CHECK(r.top[j].time.step_s == full.top[j].time.step_s);
                     CHECK(r.top[j].device_peak_bytes == full.top[j].device_peak_bytes);
                 }
-                CHECK(r.evaluated <= full.evaluated);
-                skipped += full.evaluated - r.evaluated;
+                /* the count on one thread: on more, which plans an evaluation finds pruned
+                 * depends on when the other threads raised the bound (the answer does not),
+                 * and a loaded machine made 3 threads evaluate more than 1 without the skip */
+                if (t == 1) {
+                    CHECK(r.evaluated <= full.evaluated);
+                    skipped += full.evaluated - r.evaluated;
+                }
                 ap_search_result_free(&r);
             }
             ap_search_result_free(&full);
