@@ -562,7 +562,7 @@ static mref *ref_at(const psolve *ps, int gi, int k, int oi) {
 /* The reference with the largest lb among the fractions at least choice ch's for count slot
  * k; NULL when none is known. */
 static const mref *ref_for(const psolve *ps, const choice *ch, int k) {
-    if (!ps->ref || ch->per_stage_rc || k >= ps->nks) return NULL;
+    if (!ps->ref || ch->per_stage_rc) return NULL;
     const mref *best = NULL;
     for (int j = 0; j < ps->nfo; j++) {
         const mref *r = ref_at(ps, ch->gi, k, j);
@@ -603,7 +603,7 @@ typedef struct tn_memo {
 /* The T_nomem solve_once would find for count slot k of granularity gi under cap upper
  * (capped 0: none), NAN when the memo cannot tell. */
 static double tn_lookup(const psolve *ps, int gi, int k, int capped, double upper) {
-    if (!ps->tnm || k >= ps->nks) return NAN;
+    if (!ps->tnm) return NAN;
     const tn_memo *t = &ps->tnm[(size_t)gi * (size_t)ps->nks + (size_t)k];
     if (!t->valid) return NAN;
     double U = capped ? upper : INFINITY;
@@ -612,7 +612,7 @@ static double tn_lookup(const psolve *ps, int gi, int k, int capped, double uppe
 }
 
 static void tn_note(psolve *ps, int gi, int k, int capped, double upper, double v) {
-    if (!ps->tnm || k >= ps->nks) return;
+    if (!ps->tnm) return;
     tn_memo *t = &ps->tnm[(size_t)gi * (size_t)ps->nks + (size_t)k];
     *t = (tn_memo){1, v, capped ? upper : INFINITY};
 }
@@ -620,7 +620,7 @@ static void tn_note(psolve *ps, int gi, int k, int capped, double upper, double 
 /* Note what variant x (count slot k of choice ch, solved under cap upper) tells the smaller
  * fractions. */
 static void note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper) {
-    if (!ps->ref || ch->per_stage_rc || x->so.restricted || k >= ps->nks || ps->dp.host_short)
+    if (!ps->ref || ch->per_stage_rc || x->so.restricted || ps->dp.host_short)
         return;
     /* a split below the cap uses priced ranges only: none fits below min(T, cap) */
     double lb = x->so.fits ? fmin(x->so.T, upper) : upper;
@@ -634,7 +634,7 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
     const int gi = ch->gi, per_stage_rc = ch->per_stage_rc, one_count = ch->one_count;
     const double extra = ch->extra;
     const ap_plan *qp = &ch->q;
-    int kmax = one_count ? ps->L - (ps->p->pp - 1) * ps->lo : 0;
+    int kmax = one_count ? ps->nks - 1 : 0;
     int single = ps->ntab_max == 1 && !one_count;
     /* A choice that cannot beat the best objective found, or come under the caps, is not
      * solved: its T is at least its granularity's floor, since its stage times are those of
@@ -854,9 +854,9 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     const int refs = o->choose_offload && ps.nfo > 1 && ps.nfp == 1;
     for (int i = 0; i < nch; i++) ch[i].frac_first = refs;
     if (st == AP_OK) qsort(ch, (size_t)nch, sizeof *ch, choice_first);
-    /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo, else the one slot */
+    /* count slots: Megatron's one count K = 0 .. L - (pp - 1) lo (at least lo: pt_check_input
+     * took pp lo <= L), the counts solve_choice tries; the other choices use slot 0 */
     ps.nks = ps.L - (p->pp - 1) * ps.lo + 1;
-    if (ps.nks < 1) ps.nks = 1;
     if (st == AP_OK && refs) {
         ps.ref = ap_calloc((size_t)ps.nmodes * (size_t)ps.nks * (size_t)ps.nfo, sizeof *ps.ref);
         if (!ps.ref) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition variants");
