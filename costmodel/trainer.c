@@ -142,7 +142,7 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * transformer.py swiglu: F.silu(x[0]) * x[1]); GPT-style blocks use apex's fused
          * LayerNorm and bias-GeLU, which eager_elementwise leaves alone */
         .launches_per_layer = 16, .eager_elementwise = 1,
-        .grad_reduce_bytes = 2, .dp_bucket_params = 5e8,
+        .grad_reduce_bytes = 2, .dp_bucket_params = 5e8, .zero_ipg_bucket = 5e8,
         .zero3_gather_params = 5e7, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 4, .p2p_split_tp = 1,
         /* PipelineModule partition_method 'type:transformer|embedding' (BLOOM: the embeddings

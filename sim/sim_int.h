@@ -114,6 +114,8 @@ typedef struct gen {
     /* trainer behaviour */
     int lazy_grads, torch_loss, gather_mode, gather_keep, fetch_frac_mode, prefetch;
     int grads_sharded, reduce_per_mb, foreach_adam;
+    int64_t ipg_b;               /* the contiguous-gradient bucket's bytes at the peak (0: none) */
+    int32_t t_ipg;               /* that bucket while it is live (-1: not) */
     double D_dense, D_expert;
 } gen;
 

@@ -389,6 +389,48 @@ static void test_bf16_optimizer_accumulation(void) {
     CHECK(z0.time.step_s > z1.time.step_s);
 }
 
+/* DeepSpeed ZeRO's contiguous-gradient bucket, worked by hand from the emitted config's
+ * reduce_bucket_size of 5e8 bf16 elements: 1e9 bytes from start-up under ZeRO-3; under
+ * ZeRO-1/2 without a pipeline 1e9 per backward, 2e9 with overlap_comm (a second buffer); none
+ * at the peak under the pipeline engine, nor for Megatron-LM (its buckets are views of its
+ * gradient buffer). The fixed buffers add to what the allocator reserves, not to the
+ * activations. */
+static void test_zero_grad_bucket(void) {
+    ap_model m = load("examples/models/opt-1.3b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
+    ap_err err;
+    static ap_estimate e[7];
+    ap_plan p = mkplan(1, 1, 8, 4, 64, 2, AP_RECOMPUTE_NONE, 0, 1);
+    p.seq = 2048;
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.overlap_param = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e[0], &err) == AP_OK); /* z2, overlap_comm */
+    p.overlap_grad = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e[1], &err) == AP_OK); /* z2, no overlap */
+    p.zero = 3;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e[2], &err) == AP_OK);
+    p.trainer = AP_TRAINER_MEGATRON;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e[6], &err) == AP_OK); /* Megatron-FSDP */
+    p.zero = 1;
+    p.overlap_grad = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e[3], &err) == AP_OK);
+    ap_plan q = mkplan(1, 2, 4, 4, 64, 1, AP_RECOMPUTE_NONE, 0, 1);
+    q.seq = 2048;
+    q.trainer = AP_TRAINER_DEEPSPEED;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &e[4], &err) == AP_OK); /* z1 under a pipeline */
+    q.trainer = AP_TRAINER_MEGATRON;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &e[5], &err) == AP_OK);
+    CHECK_NEAR(e[0].stages[0].other_bytes - e[1].stages[0].other_bytes, 1e9, 1e-12);
+    CHECK_NEAR(e[1].stages[0].other_bytes, 1e9, 1e-12);
+    /* ZeRO-3: the bucket beside the gathered layers Megatron-FSDP holds as well */
+    CHECK_NEAR(e[2].stages[0].other_bytes - e[6].stages[0].other_bytes, 1e9, 1e-12);
+    CHECK(e[6].stages[0].other_bytes > 0);
+    CHECK_NEAR(e[3].stages[0].other_bytes, 0, 0);
+    for (int r = 0; r < 2; r++)
+        CHECK_NEAR(e[4].stages[r].other_bytes, e[5].stages[r].other_bytes, 0);
+    CHECK_NEAR(e[0].stages[0].activations_bytes, e[1].stages[0].activations_bytes, 0);
+}
+
 /* FP8 weights without a 16-bit copy (plan.h fp8_params; Megatron-LM --fp8-param-gather, NeMo
  * fp8_params): 1 byte per parameter where bf16 keeps 2, no FP8 cast beside them, the rest of
  * the states as before (fp32 main grads 4, master + Adam 12 over the distributed optimizer's
@@ -900,6 +942,7 @@ int main(int argc, char **argv) {
     test_pipeline_memory();
     test_offload();
     test_bf16_optimizer_accumulation();
+    test_zero_grad_bucket();
     test_op_sac();
     test_tp_overlap();
     test_eager_elementwise();

@@ -305,6 +305,9 @@ typedef struct ap_trainer_caps {
     double dp_bucket_params;     /* parameters per gradient reduction call (0: one per layer,
                                     the FSDP unit) */
     double zero3_gather_params;  /* parameters per ZeRO-3 all-gather (0: one per layer) */
+    double zero_ipg_bucket;      /* elements of the contiguous-gradient bucket a ZeRO optimizer
+                                    allocates in the gradient dtype (DeepSpeed's IPG buffer of
+                                    reduce_bucket_size); 0 = none */
     int zero3_reduce_per_unit;   /* ZeRO-3 gradients reduce-scattered per FSDP unit (a layer)
                                     rather than in dp_bucket_params buckets (Megatron-FSDP) */
     int reduce_once_with_pp;     /* sharded gradients reduced (and ZeRO-3 parameters gathered)

@@ -132,6 +132,7 @@ typedef enum {
     AP_SIM_T_GRAD_SHARD,     /* reduced gradient shard (ZeRO 2/3) */
     AP_SIM_T_COMM_WS,        /* collective workspace (communication buffer) */
     AP_SIM_T_SEND_POOL,      /* pipeline send pool (communication buffer) */
+    AP_SIM_T_GRAD_BUCKET,    /* a ZeRO optimizer's contiguous-gradient bucket (DeepSpeed IPG) */
     AP_SIM_NKINDS
 } ap_sim_kind;
 
