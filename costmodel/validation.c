@@ -5,7 +5,7 @@
  * (include/autoplan/validation.h). Printing is the CLI's (cli/cmd_validate.c).
  *
  * Time metrics (step_s, layer_s) form the time MAPE; memory metrics (activations_bytes,
- * states_bytes, reserved_bytes) the memory MAPE; "oom" rows count as hit or missed. Overall =
+ * states_bytes, reserved_bytes, device_bytes: what nvidia-smi shows) the memory MAPE; "oom" rows count as hit or missed. Overall =
  * mean over sources of each source's MAPE.
  */
 #include "autoplan/validation.h"
@@ -203,10 +203,11 @@ static ap_status read_row(const ap_json *r, const char *where, vrow *v, ap_err *
     v->is_time = !strcmp(v->metric, "step_s") || !strcmp(v->metric, "layer_s");
     v->is_oom = !strcmp(v->metric, "oom");
     if (!v->is_time && !v->is_oom && strcmp(v->metric, "activations_bytes") &&
-        strcmp(v->metric, "states_bytes") && strcmp(v->metric, "reserved_bytes"))
+        strcmp(v->metric, "states_bytes") && strcmp(v->metric, "reserved_bytes") &&
+        strcmp(v->metric, "device_bytes"))
         return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, "
-                          "activations_bytes, states_bytes, reserved_bytes, oom)", where,
-                          v->metric);
+                          "activations_bytes, states_bytes, reserved_bytes, device_bytes, oom)",
+                          where, v->metric);
     if ((st = read_model(r, where, v, err)) || (st = read_cluster(r, where, v, err)))
         return st;
     char pwhere[4224];
@@ -344,6 +345,9 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
         if (!strcmp(v->metric, "step_s")) v->predicted = e->time.step_s;
         else if (!strcmp(v->metric, "activations_bytes")) v->predicted = s0->layer_activations_bytes;
         else if (!strcmp(v->metric, "reserved_bytes")) v->predicted = e->reserved_peak_bytes;
+        /* nvidia-smi's reading of the fullest GPU: its allocator segments, CUDA context,
+         * cuBLAS workspaces and NCCL buffers */
+        else if (!strcmp(v->metric, "device_bytes")) v->predicted = e->device_peak_bytes;
         else if (v->is_oom) v->predicted = v->fits_device ? 0.0 : 1.0;
         else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
     }

@@ -571,6 +571,64 @@ def bloom_rows():
                              "bloom-181b", m,
                              {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
                              "step_s", sec, "reported seconds per iteration"))
+    # the same page's further 02-25 tables ('Tweaking TP'): TP 4 and TP 2 at GBS 2048 (the two
+    # differing readings of DP 8 TP 4 PP 12 MBS 2 are left out: what changed between them is
+    # not stated)
+    TPV = [(16, 4, 6, 4, 2048, 117.11), (16, 4, 6, 2, 2048, 111.71), (16, 2, 12, 2, 2048, 112.50)]
+    for (dp, tp, pp, mbs, gbs, sec) in TPV:
+        out.append(bloom_row("chronicles-prequel.md 'Tweaking TP' (02-25): DP %d TP %d PP %d MBS "
+                             "%d GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
+                             "bloom-181b", m,
+                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
+                             "step_s", sec, "reported seconds per iteration"))
+    # 02-21, before the nodes' PCIe/NUMA fix of 02-25 (which the page says made every run 1-5%
+    # faster): the two 48-node topologies over micro-batch sizes, GBS 2048
+    PRE = [(4, 8, 12, 1, 143.31), (4, 8, 12, 2, 134.02), (4, 8, 12, 4, 123.69),
+           (4, 8, 12, 8, 129.26), (8, 8, 6, 1, 139.82), (8, 8, 6, 2, 131.02),
+           (8, 8, 6, 4, 121.48)]
+    for (dp, tp, pp, mbs, sec) in PRE:
+        out.append(bloom_row("chronicles-prequel.md NHIDDEN=14336 / NLAYERS=72 tables (02-21, "
+                             "before the PCIe/NUMA fix): DP %d TP %d PP %d MBS %d GBS 2048, "
+                             "%.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, sec), "bloom-181b", m,
+                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": 2048, "zero": 1},
+                             "step_s", sec, "reported seconds per iteration"))
+    # 'Max possible TFLOPs check' (02-21): 6 and 10 layers of the same width on one node, TP 8,
+    # no pipeline, no data parallelism. The table's GBS column says 2048 but its heading says
+    # GBS=512, and the TFLOPs column agrees with 512 (Megatron's formula: 96 B s L h^2 (1 + s/6h
+    # + V/16Lh) / (t x GPUs) gives 157.0 at 512 and 119.19 s); two runs of the 6-layer model
+    m6 = bloom_model("bloom-181b-6l", 6, 14336, 64, False)
+    m10 = bloom_model("bloom-181b-10l", 10, 14336, 64, False)
+    for (mm, name, mbs, sec) in [(m6, "bloom-181b-6l", 2, 130.43), (m6, "bloom-181b-6l", 2, 119.19),
+                                 (m10, "bloom-181b-10l", 1, 205.52)]:
+        r = bloom_row("chronicles-prequel.md 'Max possible TFLOPs check' (02-21): %d layers, TP "
+                      "8 PP 1 MBS %d GBS 512 (the heading's), %.2f s/it (bf16 assumed)"
+                      % (mm["layers"], mbs, sec), name, mm,
+                      {"tp": 8, "pp": 1, "dp": 1, "mbs": mbs, "gbs": 512, "zero": 1},
+                      "step_s", sec, "reported seconds per iteration")
+        r["gpus"] = 8
+        out.append(r)
+    # device memory: the tables' Mem column, the most any GPU used as nvidia-smi shows it (the
+    # page: 'Mem = max memory used by the first (last) nodes with the word embedding matrix';
+    # its GB read as nvidia-smi's GiB), for every configuration above that records one
+    MEM = [(8, 8, 6, 4, 1568, 56), (8, 8, 6, 4, 2048, 55), (8, 8, 6, 6, 2016, 66),
+           (4, 8, 12, 4, 2048, 49), (6, 8, 8, 4, 2016, 52), (12, 8, 4, 2, 2016, 53),
+           (12, 8, 4, 4, 2016, 59), (24, 8, 2, 1, 2016, 65), (24, 8, 2, 2, 2016, 76),
+           (8, 4, 12, 4, 2048, 60), (16, 4, 6, 4, 2048, 75), (16, 4, 6, 2, 2048, 57),
+           (16, 2, 12, 2, 2048, 63), (4, 8, 12, 1, 2048, 29), (4, 8, 12, 2, 2048, 37),
+           (4, 8, 12, 4, 2048, 49), (4, 8, 12, 8, 2048, 69), (8, 8, 6, 1, 2048, 38),
+           (8, 8, 6, 2, 2048, 44), (8, 8, 6, 4, 2048, 56)]
+    for (dp, tp, pp, mbs, gbs, gib) in MEM:
+        out.append(bloom_row("chronicles-prequel.md tables (02-21, 02-25): DP %d TP %d PP %d MBS "
+                             "%d GBS %d, Mem %d GB (nvidia-smi, the fullest GPU)"
+                             % (dp, tp, pp, mbs, gbs, gib), "bloom-181b", m,
+                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
+                             "device_bytes", gib * 2.0 ** 30, "nvidia-smi peak, GiB"))
+    r = bloom_row("chronicles-prequel.md 'Max possible TFLOPs check' (02-21): 6 layers, TP 8 PP 1 "
+                  "MBS 2, Mem 54 GB (nvidia-smi)", "bloom-181b-6l", m6,
+                  {"tp": 8, "pp": 1, "dp": 1, "mbs": 2, "gbs": 512, "zero": 1},
+                  "device_bytes", 54 * 2.0 ** 30, "nvidia-smi peak, GiB")
+    r["gpus"] = 8
+    out.append(r)
     # the same table records DP 48 TP 8 PP 1 MBS 1 as out of memory
     out.append(bloom_row("chronicles-prequel.md 'GBS Variations': DP 48 TP 8 PP 1 MBS 1 GBS 2016: "
                          "OOM", "bloom-181b", m,
