@@ -259,6 +259,19 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
     return AP_OK;
 }
 
+const ap_stage_cost *ap_stage_table_peek(const ap_stage_table *t, int r, int first, int n,
+                                         int rc_layers) {
+    int L = (int)t->m->layers;
+    if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) return NULL;
+    int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
+    int slot = rc > 0 ? rc : 0;
+    if (!t->cost[slot]) return NULL;
+    int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
+    size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)(n - nm)) *
+                   (size_t)(t->nm_max + 1) + (size_t)nm;
+    return t->done[slot][k] ? &t->cost[slot][k] : NULL;
+}
+
 long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
 
 /* the memo slot and cell of rank r holding n layers as a batch fill places them (of the model's

@@ -627,6 +627,35 @@ static void note_ref(psolve *ps, const choice *ch, int k, const variant *x, doub
     *ref_at(ps, ch->gi, k, ch->oi) = (mref){1, lb, x->so.T_nomem, upper, x->so.longest};
 }
 
+/* After count k of choice ch found no fitting split below U: the next count worth solving.
+ * Probes (pdp_probe_count, with k's times) rule out counts k + 2, k + 4, k + 8, ... while they
+ * can, and every count up to the last one ruled out is skipped (k + 1 itself is left to its
+ * solve, the exact test). The far end is probed first unless all layers recomputed (count 0)
+ * fit below U, which a probe there would find: when it goes, every count left does. The
+ * counts skipped tell the smaller fractions what a solve would have (mref: no fitting split
+ * below U; T_nomem at least k's). */
+static ap_status next_count(psolve *ps, const choice *ch, ap_stage_table *tab, const variant *x,
+                            int k, int kend, double U, int all_fit, int *next, ap_err *err) {
+    pdp *d = &ps->dp;
+    int lo = k, any = 1;
+    ap_status st = AP_OK;
+    if (!all_fit && (st = pdp_probe_count(d, tab, kend, U, &any, err)) != AP_OK) return st;
+    if (!any) {
+        lo = kend;
+    } else {
+        for (int step = 2; k + step < kend; step *= 2) {
+            if ((st = pdp_probe_count(d, tab, k + step, U, &any, err)) != AP_OK) return st;
+            if (any) break;
+            lo = k + step;
+        }
+    }
+    *next = lo + 1;
+    if (ps->ref && !d->host_short)
+        for (int j = k + 1; j <= lo; j++)
+            *ref_at(ps, ch->gi, j, ch->oi) = (mref){1, U, x->so.T_nomem, U, ps->L + 1};
+    return AP_OK;
+}
+
 /* The variants of one choice: its stage table, and with Megatron's one count one variant per
  * count K, each solved by the DP. */
 static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
@@ -656,6 +685,7 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
     ap_status st = ap_stage_table_new(ps->m, ps->c, qp, &o->est, &ps->tabs[ps->ntab], err);
     if (st != AP_OK) return st;
     const int tab = ps->ntab++;
+    int all_fit = 0; /* count 0 (every layer recomputed) had a fitting split below its cap */
     for (int k = 0; k <= kmax; k++) {
         /* only splits whose objective beats the best one found matter */
         upper = choice_upper(ps, ch, single, &capped);
@@ -720,11 +750,20 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
          * the count grows): when no split of it fits, no count's does, and each has a larger
          * peak */
         if (one_count && k == 0 && !x->so.fits && !x->so.capped) break;
+        if (k == 0) all_fit = x->so.fits;
         /* a count no shorter than every range the DP read recomputes each of them whole: the
          * next count reads the same entries (a range of n <= K layers recomputes min(K, n) =
          * n; the longer ones, past the cap under K, only slow down), so it and every later
          * count repeat this variant */
         if (one_count && k > 0 && x->so.longest <= k) break;
+        /* no fitting split below the cap: the counts that probes rule out are not solved */
+        if (one_count && k > 0 && capped && !x->so.fits && !x->so.restricted && k < kmax) {
+            int next;
+            if ((st = next_count(ps, ch, ps->tabs[tab], x, k, kmax, U, all_fit, &next, err)) !=
+                AP_OK)
+                return st;
+            k = next - 1;
+        }
     }
     return AP_OK;
 }

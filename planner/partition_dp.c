@@ -77,8 +77,14 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->span = ap_malloc(sizeof(int) * (size_t)pp);
     d->nmax = ap_malloc(sizeof(int) * (size_t)pp * (size_t)(L + 1));
     d->filled = ap_malloc(cells * sizeof *d->filled);
+    d->seg_a = ap_malloc(cells * sizeof *d->seg_a);
+    d->seg_n = ap_malloc(cells * sizeof *d->seg_n);
+    d->ok_keep = ap_malloc(cells);
+    d->pseg = ap_malloc(cells * sizeof *d->pseg);
+    d->nstart = ap_malloc(sizeof(int) * (size_t)(L + 2));
     if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->tmp || !d->cand ||
-        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax || !d->filled)
+        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax || !d->filled ||
+        !d->seg_a || !d->seg_n || !d->ok_keep || !d->pseg || !d->nstart)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
     for (size_t k = 0; k < cells; k++) d->tu[k] = d->vv[k] = INFINITY;
     d->nfilled = 0;
@@ -114,6 +120,11 @@ void pdp_free(pdp *d) {
     ap_free(d->span);
     ap_free(d->nmax);
     ap_free(d->filled);
+    ap_free(d->seg_a);
+    ap_free(d->seg_n);
+    ap_free(d->ok_keep);
+    ap_free(d->pseg);
+    ap_free(d->nstart);
     memset(d, 0, sizeof *d);
 }
 
@@ -162,6 +173,8 @@ static ap_status fill_seg(pdp *d, ap_stage_table *tab, int r, int a, int n, ap_e
     if (!sc->host_ok) d->host_short = 1;
     d->filled[d->nfilled++] = (int)k;
     d->rc[k] = rc;
+    d->seg_a[k] = a;
+    d->seg_n[k] = n;
     return AP_OK;
 }
 
@@ -512,6 +525,81 @@ int pdp_solve(pdp *d, int *best) {
         pdp_split_T(d, tmp, NULL) <= best_T * (1 + 1e-12))
         memcpy(best, tmp, sizeof(int) * (size_t)d->p);
     return 1;
+}
+
+/* ---- probing a larger count ------------------------------------------------------------------
+ * With Megatron's one count K no range's memory grows with K and no range's time falls with it
+ * (what the count loop's breaks and the per-stage bisection rely on). So a split that fits at a
+ * count K' in (K, K2] fits at K2, with stage times at K' no less than at K: when no split that
+ * fits at K2 has T below U with the times of K, no count in (K, K2] has a fitting split below U.
+ * A probe tells that from d as filled for count K under the cap U. A range that fits at K fits
+ * at K2, and one of n <= K layers recomputes all n at both: only the longer ranges that do not
+ * fit at K are priced at K2, rank-parallel by length as a fill prices them (an entry that stays
+ * unpriced, a range reaching into a dense prefix, counts as fitting). It then bounds the least
+ * T with K's times and K2's verdicts, (least sum + w x least max) / v over the splits that fit
+ * (two DP passes): a bound below U stops the skip, as the least T would. d is left as it was,
+ * but for host_short, which a probed entry short of host memory sets. */
+ap_status pdp_probe_count(pdp *d, ap_stage_table *tab, int k2, double U, int *any, ap_err *err) {
+    *any = 1;
+    const int k1 = d->fixed_rc, L = d->L;
+    if (d->per_stage_rc || d->v != 1 || k1 < 1 || k2 <= k1 || !(U > 0) || U == INFINITY)
+        return AP_OK;
+    /* the ranges to price, grouped by length (a counting sort into pseg) */
+    int *cnt = d->nstart;
+    for (int n = 0; n <= L + 1; n++) cnt[n] = 0;
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        if (d->ok[k] == 2 && d->seg_n[k] > k1) cnt[d->seg_n[k] + 1]++;
+    }
+    for (int n = 1; n <= L + 1; n++) cnt[n] += cnt[n - 1];
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        if (d->ok[k] == 2 && d->seg_n[k] > k1) d->pseg[cnt[d->seg_n[k]]++] = k;
+    }
+    /* cnt[n] is now the end of length n's group; the group starts at cnt[n - 1] (0 for n 0) */
+    for (int n = k1 + 1, from = cnt[k1]; n <= L; from = cnt[n], n++) {
+        int ranks[AP_MAX_STAGES], nr = 0;
+        for (int j = from; j < cnt[n]; j++) {
+            int r = d->pseg[j] / d->nkeys;
+            if (nr == 0 || ranks[nr - 1] != r) ranks[nr++] = r; /* ascending, as filled */
+        }
+        if (nr == 0) continue;
+        /* fill_n wants the ranks ascending and distinct */
+        for (int a = 1; a < nr; a++)
+            for (int b = a; b > 0 && ranks[b - 1] > ranks[b]; b--) {
+                int t = ranks[b];
+                ranks[b] = ranks[b - 1];
+                ranks[b - 1] = t;
+            }
+        int u = 0;
+        for (int a = 0; a < nr; a++)
+            if (u == 0 || ranks[u - 1] != ranks[a]) ranks[u++] = ranks[a];
+        ap_status st = ap_stage_table_fill_n(tab, ranks, u, n, k2, err);
+        if (st != AP_OK) return st;
+    }
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->ok_keep[i] = d->ok[k];
+        if (d->ok[k] != 2 || d->seg_n[k] <= k1) continue;
+        const ap_stage_cost *sc =
+            ap_stage_table_peek(tab, k / d->nkeys, d->seg_a[k], d->seg_n[k], k2);
+        d->ok[k] = !sc || sc->fits ? 1 : 2;
+        if (sc && !sc->host_ok) d->host_short = 1;
+    }
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->tu[k] = usable(d, (size_t)k) ? d->t[k] : INFINITY;
+    }
+    int split[AP_MAX_STAGES];
+    double s_min = min_sum(d, INFINITY, split);
+    *any = s_min < INFINITY &&
+           (s_min + d->w * minimax(d, MM_TIME_USABLE, INFINITY, split)) / d->v < U;
+    for (int i = 0; i < d->nfilled; i++) {
+        int k = d->filled[i];
+        d->ok[k] = d->ok_keep[i];
+        d->tu[k] = usable(d, (size_t)k) ? d->t[k] : INFINITY;
+    }
+    return AP_OK;
 }
 
 /* ---- restricted trainers --------------------------------------------------------------------- */

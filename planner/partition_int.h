@@ -22,6 +22,7 @@
 #define pdp_longest ap_pdp_longest
 #define pdp_reset ap_pdp_reset
 #define pdp_min_peak ap_pdp_min_peak
+#define pdp_probe_count ap_pdp_probe_count
 #define pdp_restricted ap_pdp_restricted
 #define pdp_solve ap_pdp_solve
 #define pdp_split_T ap_pdp_split_T
@@ -62,6 +63,11 @@ typedef struct pdp {
     int *filled;           /* the cells priced (ok != 0), in the order priced; tu and vv are
                               INFINITY at every other cell, so the loops over cells take these */
     int nfilled;
+    int *seg_a, *seg_n;    /* per (r, kind): the start and length of a range of that kind
+                              (the one priced) */
+    unsigned char *ok_keep;/* per filled cell: its verdict while a probe replaces it */
+    int *pseg;             /* a probe's cells to price, by length */
+    int *nstart;           /* L + 2: a probe's counting sort by length */
 } pdp;
 
 /* Allocate the DP for model m on pp ranks of v chunks each (at least lo layers per rank),
@@ -95,6 +101,7 @@ int pdp_split_fits(const pdp *d, const int *split);
 /* The optimal split into best[]: 1 when a fitting split exists, 0 when none does (best is
  * then unset), -1 out of memory. */
 int pdp_solve(pdp *d, int *best);
+ap_status pdp_probe_count(pdp *d, ap_stage_table *tab, int k2, double U, int *any, ap_err *err);
 /* Least peak memory over legal splits (all of them, or only fitting stages of time <= bound
  * when only_fit); the peak, INFINITY when no split qualifies. */
 double pdp_min_peak(pdp *d, int only_fit, double bound, int *split);

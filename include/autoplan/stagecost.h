@@ -66,6 +66,10 @@ void ap_stage_table_free(ap_stage_table *t);
 ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
                               const ap_stage_cost **out, ap_err *err);
 
+/* The memoised cost of that entry, or NULL when it has not been priced (nothing is priced). */
+const ap_stage_cost *ap_stage_table_peek(const ap_stage_table *t, int r, int first, int n,
+                                         int rc_layers);
+
 /* Price the entries of ranks[0..k) holding n layers (recomputing rc_layers as above) in as few
  * cost-model calls as possible: one layout puts n layers on as many of them as fit side by side
  * (each rank is priced from its own layers only; an interleaved rank's spread evenly over its
