@@ -13,6 +13,7 @@
 #include "autoplan/stagecost.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,11 +57,25 @@ static void rank_cost(const ap_cluster *c, const ap_estimate *e, int r, ap_stage
     out->fits = sm->device_bytes + e->headroom_bytes <= e->capacity_bytes && host_ok;
 }
 
-/* ap_stage_cost_eval with the plan copy and the estimate in q and e (the callers' scratch). */
+/* *q = *p where q's chunk arrays past p's pp x vp chunks already hold p's (a table's plan
+ * copy, primed in full once): the scalars and the chunks a layout uses. The plan is 4.4 kB,
+ * nearly all of it the two AP_MAX_CHUNKS arrays, and a table copies it for each estimate. */
+static void plan_copy_used(ap_plan *q, const ap_plan *p) {
+    size_t n = (size_t)p->pp * (size_t)(p->vp > 1 ? p->vp : 1);
+    if (n > AP_MAX_CHUNKS) n = AP_MAX_CHUNKS;
+    memcpy(q, p, offsetof(ap_plan, stage_layers));
+    memcpy(q->stage_layers, p->stage_layers, n * sizeof *q->stage_layers);
+    memcpy(q->stage_recompute, p->stage_recompute, n * sizeof *q->stage_recompute);
+    const size_t tail = offsetof(ap_plan, stage_recompute) + sizeof q->stage_recompute;
+    memcpy((char *)q + tail, (const char *)p + tail, sizeof *q - tail);
+}
+
+/* ap_stage_cost_eval with the plan copy and the estimate in q and e (the callers' scratch);
+ * primed: plan_copy_used suffices for q. */
 static ap_status cost_eval_in(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                               const ap_estimate_opts *opts, int r, int first, int n,
-                              int rc_layers, ap_plan *q, ap_estimate *e, ap_stage_cost *out,
-                              ap_err *err) {
+                              int rc_layers, int primed, ap_plan *q, ap_estimate *e,
+                              ap_stage_cost *out, ap_err *err) {
     const int L = (int)m->layers;
     const int v = p->vp > 1 ? p->vp : 1;
     if (v > 1 && !ap_model_single_kind(m))
@@ -78,7 +93,8 @@ static ap_status cost_eval_in(const ap_model *m, const ap_cluster *c, const ap_p
     if ((r == 0 && first != 0) || (r == p->pp - 1 && first + n != L))
         return ap_err_set(err, AP_ERR_INPUT, "stage %d of %d cannot hold layers [%d, %d) of %d",
                           r, p->pp, first, first + n, L);
-    *q = *p;
+    if (primed) plan_copy_used(q, p);
+    else *q = *p;
     q->nchunks = 0;
     if (v > 1) {
         /* rank r's chunks r, r + p, ... hold n layers evenly; the other L - n layers sit on one
@@ -118,7 +134,7 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
     /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
     ap_plan *q = ap_malloc(sizeof *q);
     ap_estimate *e = ap_malloc(sizeof *e);
-    ap_status st = q && e ? cost_eval_in(m, c, p, opts, r, first, n, rc_layers, q, e, out, err)
+    ap_status st = q && e ? cost_eval_in(m, c, p, opts, r, first, n, rc_layers, 0, q, e, out, err)
                           : ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
     ap_free(q);
     ap_free(e);
@@ -204,7 +220,6 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->cost);
     ap_free(t->done);
     ap_free(t->moe_prefix);
-    ap_free(t->q);
     ap_free(t->e);
     ap_free(t->built);
     ap_estimate_cache_free(t->own_cache);
@@ -213,9 +228,13 @@ void ap_stage_table_free(ap_stage_table *t) {
 
 /* The table's plan copy and estimate for its estimates, allocated on first use. */
 static ap_status table_scratch(ap_stage_table *t, ap_err *err) {
-    if (!t->q) t->q = ap_malloc(sizeof *t->q);
-    if (!t->e) t->e = ap_malloc(sizeof *t->e);
-    if (!t->q || !t->e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    if (t->q) return AP_OK;
+    if (!(t->e = ap_malloc(sizeof *t->e)))
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
+    /* the estimates' plan is the estimate's own (ap_estimate_plan then copies nothing), primed
+     * with the table's plan in full: later copies take the chunks a layout uses */
+    t->q = &t->e->plan;
+    *t->q = t->p;
     return AP_OK;
 }
 
@@ -248,7 +267,7 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
         ap_status sst = table_scratch(t, err);
         if (sst != AP_OK) return sst;
         t->only[r] = 1; /* the estimate prices rank r alone */
-        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, t->q, t->e,
+        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, 1, t->q, t->e,
                                     &t->cost[slot][k], err);
         t->only[r] = 0;
         if (st != AP_OK) return st;
@@ -340,7 +359,7 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
         }
         if (batch <= 0) break;
         ap_plan *q = t->q;
-        *q = t->p;
+        plan_copy_used(q, &t->p);
         q->nchunks = pp * v;
         for (int i = 0; i < pp * v; i++) q->stage_layers[i] = 0;
         /* rank r's chunks r, r + pp, ... share its layers evenly (ap_stage_chunk_layers) */
