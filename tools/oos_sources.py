@@ -564,34 +564,25 @@ def bloom_rows():
             (4, 8, 12, 2, 2048, 128.82), (6, 8, 8, 4, 2016, 113.16), (12, 8, 4, 2, 2016, 125.52),
             (12, 8, 4, 4, 2016, 114.81), (24, 8, 2, 1, 2016, 145.45), (24, 8, 2, 2, 2016, 136.13),
             (8, 4, 12, 4, 2048, 111.89)]
-    m = bloom_model("bloom-181b", 72, 14336, 64, False)
-    for (dp, tp, pp, mbs, gbs, sec) in GBSV:
-        out.append(bloom_row("chronicles-prequel.md 'GBS Variations': DP %d TP %d PP %d MBS %d "
-                             "GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
-                             "bloom-181b", m,
-                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
-                             "step_s", sec, "reported seconds per iteration"))
     # the same page's further 02-25 tables ('Tweaking TP'): TP 4 and TP 2 at GBS 2048 (the two
     # differing readings of DP 8 TP 4 PP 12 MBS 2 are left out: what changed between them is
     # not stated)
     TPV = [(16, 4, 6, 4, 2048, 117.11), (16, 4, 6, 2, 2048, 111.71), (16, 2, 12, 2, 2048, 112.50)]
-    for (dp, tp, pp, mbs, gbs, sec) in TPV:
-        out.append(bloom_row("chronicles-prequel.md 'Tweaking TP' (02-25): DP %d TP %d PP %d MBS "
-                             "%d GBS %d, %.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, gbs, sec),
-                             "bloom-181b", m,
-                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
-                             "step_s", sec, "reported seconds per iteration"))
     # 02-21, before the nodes' PCIe/NUMA fix of 02-25 (which the page says made every run 1-5%
     # faster): the two 48-node topologies over micro-batch sizes, GBS 2048
-    PRE = [(4, 8, 12, 1, 143.31), (4, 8, 12, 2, 134.02), (4, 8, 12, 4, 123.69),
-           (4, 8, 12, 8, 129.26), (8, 8, 6, 1, 139.82), (8, 8, 6, 2, 131.02),
-           (8, 8, 6, 4, 121.48)]
-    for (dp, tp, pp, mbs, sec) in PRE:
-        out.append(bloom_row("chronicles-prequel.md NHIDDEN=14336 / NLAYERS=72 tables (02-21, "
-                             "before the PCIe/NUMA fix): DP %d TP %d PP %d MBS %d GBS 2048, "
-                             "%.2f s/it (bf16 assumed)" % (dp, tp, pp, mbs, sec), "bloom-181b", m,
-                             {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": 2048, "zero": 1},
-                             "step_s", sec, "reported seconds per iteration"))
+    PRE = [(4, 8, 12, 1, 2048, 143.31), (4, 8, 12, 2, 2048, 134.02), (4, 8, 12, 4, 2048, 123.69),
+           (4, 8, 12, 8, 2048, 129.26), (8, 8, 6, 1, 2048, 139.82), (8, 8, 6, 2, 2048, 131.02),
+           (8, 8, 6, 4, 2048, 121.48)]
+    m = bloom_model("bloom-181b", 72, 14336, 64, False)
+    for (table, rows) in [("'GBS Variations'", GBSV), ("'Tweaking TP' (02-25)", TPV),
+                          ("NHIDDEN=14336 / NLAYERS=72 tables (02-21, before the PCIe/NUMA fix)",
+                           PRE)]:
+        for (dp, tp, pp, mbs, gbs, sec) in rows:
+            out.append(bloom_row("chronicles-prequel.md %s: DP %d TP %d PP %d MBS %d GBS %d, "
+                                 "%.2f s/it (bf16 assumed)" % (table, dp, tp, pp, mbs, gbs, sec),
+                                 "bloom-181b", m,
+                                 {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": gbs, "zero": 1},
+                                 "step_s", sec, "reported seconds per iteration"))
     # 'Max possible TFLOPs check' (02-21): 6 and 10 layers of the same width on one node, TP 8,
     # no pipeline, no data parallelism. The table's GBS column says 2048 but its heading says
     # GBS=512, and the TFLOPs column agrees with 512 (Megatron's formula: 96 B s L h^2 (1 + s/6h
