@@ -557,24 +557,17 @@ ap_status pdp_probe_count(pdp *d, ap_stage_table *tab, int k2, double U, int *an
         if (d->ok[k] == 2 && d->seg_n[k] > k1) d->pseg[cnt[d->seg_n[k]]++] = k;
     }
     /* cnt[n] is now the end of length n's group; the group starts at cnt[n - 1] (0 for n 0) */
+    unsigned char seen[AP_MAX_STAGES];
     for (int n = k1 + 1, from = cnt[k1]; n <= L; from = cnt[n], n++) {
+        if (from == cnt[n]) continue;
+        /* the ranks with ranges of n layers to price (a rank may have several kinds of that
+         * length), ascending and distinct as fill_n wants them */
+        memset(seen, 0, (size_t)d->p);
+        for (int j = from; j < cnt[n]; j++) seen[d->pseg[j] / d->nkeys] = 1;
         int ranks[AP_MAX_STAGES], nr = 0;
-        for (int j = from; j < cnt[n]; j++) {
-            int r = d->pseg[j] / d->nkeys;
-            if (nr == 0 || ranks[nr - 1] != r) ranks[nr++] = r; /* ascending, as filled */
-        }
-        if (nr == 0) continue;
-        /* fill_n wants the ranks ascending and distinct */
-        for (int a = 1; a < nr; a++)
-            for (int b = a; b > 0 && ranks[b - 1] > ranks[b]; b--) {
-                int t = ranks[b];
-                ranks[b] = ranks[b - 1];
-                ranks[b - 1] = t;
-            }
-        int u = 0;
-        for (int a = 0; a < nr; a++)
-            if (u == 0 || ranks[u - 1] != ranks[a]) ranks[u++] = ranks[a];
-        ap_status st = ap_stage_table_fill_n(tab, ranks, u, n, k2, err);
+        for (int r = 0; r < d->p; r++)
+            if (seen[r]) ranks[nr++] = r;
+        ap_status st = ap_stage_table_fill_n(tab, ranks, nr, n, k2, err);
         if (st != AP_OK) return st;
     }
     for (int i = 0; i < d->nfilled; i++) {
