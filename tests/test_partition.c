@@ -1438,8 +1438,8 @@ static void test_cli(void) {
  * a stage's time grows with its layers (ranges beyond a cap are not priced); offload moves a
  * stage's memory, not its time (offload choices bounded by another's least T); more
  * recomputation never makes a stage faster (lighter granularities bound heavier ones); a larger
- * recomputed count never uses more memory (Megatron's K = all is the least memory); and the
- * closed-form first layer of a uniform chunk is the sum of the chunks before it. */
+ * recomputed count never uses more memory (Megatron's K = all is the least memory) nor takes
+ * less time (partition_dp.c's count probes); and the closed-form first layer of a uniform chunk is the sum of the chunks before it. */
 static void test_cost_properties(void) {
     ap_model m;
     ap_err err = {{0}};
@@ -1493,13 +1493,16 @@ static void test_cost_properties(void) {
                     if (tg >= 0 && tprev >= 0 && tg < tprev) bad_rc++;
                     if (tg >= 0) tprev = tg;
                 }
-                /* recomputed counts: memory falls as the count grows */
-                double prev = INFINITY;
+                /* recomputed counts: memory falls and time grows as the count grows (what
+                 * the count loop's breaks and partition_dp.c's count probes rest on) */
+                double prev = INFINITY, prev_t = 0;
                 for (int k = 1; k <= len && t[2][0]; k++) {
                     const ap_stage_cost *y;
                     CHECK(ap_stage_table_get(t[2][0], r, a, len, k, &y, &err) == AP_OK);
                     if (y->device_bytes > prev) bad_mem++;
+                    if (y->fwd_s + y->bwd_s < prev_t) bad_rc++;
                     prev = y->device_bytes;
+                    prev_t = y->fwd_s + y->bwd_s;
                 }
             }
         }
