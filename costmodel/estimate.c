@@ -676,19 +676,8 @@ static void stage_kind_other(const est *E, stage *S) {
     if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
         other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
-    /* DeepSpeed ZeRO's contiguous-gradient (IPG) bucket of reduce_bucket_size elements in the
-     * gradient dtype (runtime/zero/config.py: contiguous_gradients true, reduce_bucket_size
-     * 5e8; the configs autoplan writes set both, and sim/zero_infinity.c counts it too).
-     * Stage 3 allocates it once at start-up (zero/stage3.py, "# IPG"); stages 1 and 2 at each
-     * backward, a second one with overlap_comm (zero/stage_1_and_2.py backward), while that
-     * micro-batch's activations are live. Under the pipeline engine stage 1 allocates one in
-     * reduce_gradients after the last backward, when the activations are released: not at
-     * the peak. */
-    if (tr->zero_ipg_bucket > 0 && p->zero >= 1) {
-        double bucket = tr->zero_ipg_bucket * tr->grad_bytes;
-        if (p->zero >= 3) other += bucket;
-        else if (p->pp == 1) other += p->overlap_grad ? 2.0 * bucket : bucket;
-    }
+    /* DeepSpeed ZeRO's contiguous-gradient buckets (trainer.c ap_plan_grad_bucket_bytes) */
+    other += ap_plan_grad_bucket_bytes(p);
     S->other = other;
 }
 

@@ -360,6 +360,22 @@ double ap_plan_optim_bytes(const ap_plan *p) {
                                                             : t->optim_bytes;
 }
 
+/* DeepSpeed ZeRO's contiguous-gradient (IPG) buffers at a rank's peak: reduce_bucket_size
+ * elements in the gradient dtype (runtime/zero/config.py: contiguous_gradients true,
+ * reduce_bucket_size 5e8; the configs autoplan writes set both, and sim/zero_infinity.c counts
+ * it too). Stage 3 allocates one at start-up (zero/stage3.py, "# IPG"); stages 1 and 2 one at
+ * each backward, a second with overlap_comm (zero/stage_1_and_2.py backward), while that
+ * micro-batch's activations are live. Under the pipeline engine stage 1 allocates one in
+ * reduce_gradients after the last backward, when the activations are released: not at the
+ * peak. */
+double ap_plan_grad_bucket_bytes(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    if (t->zero_ipg_bucket <= 0 || p->zero < 1) return 0;
+    double bucket = t->zero_ipg_bucket * t->grad_bytes;
+    if (p->zero >= 3) return bucket;
+    return p->pp == 1 ? (p->overlap_grad ? 2.0 : 1.0) * bucket : 0;
+}
+
 const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
     if ((int)id < 0 || id >= AP_TRAINER_COUNT) return &table[AP_TRAINER_MEGATRON];
     return &table[id];

@@ -316,8 +316,8 @@ static void setup_states(gen *g) {
         T(g, AP_SIM_T_OPTIM, AP_SIM_CAT_OPTIMIZER, u->layer, -1,
           bytes_of(ap_plan_optim_bytes(p) * (1 - off_o), shard_params(g, u, z >= 1)), 0);
     }
-    /* ZeRO-3's contiguous-gradient bucket is allocated with the optimizer (estimate.c
-       stage_kind_other) */
+    /* ZeRO-3's contiguous-gradient bucket is allocated with the optimizer
+       (ap_plan_grad_bucket_bytes) */
     if (z >= 3 && g->ipg_b > 0)
         T(g, AP_SIM_T_GRAD_BUCKET, OTH, AP_SIM_LAYER_NONE, -1, g->ipg_b, 0);
 }
@@ -491,7 +491,7 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
         unit_pre(g, uh, k, mb, 0);
         op_begin(g, AP_SIM_OP_HEAD_BWD, k, Lh, mb);
         /* ZeRO-1/2 without a pipeline: the contiguous-gradient bucket(s) from the first
-           backward to the optimizer step (estimate.c stage_kind_other) */
+           backward to the optimizer step (ap_plan_grad_bucket_bytes) */
         if (g->ipg_b > 0 && p->zero < 3 && g->t_ipg < 0)
             g->t_ipg = T(g, AP_SIM_T_GRAD_BUCKET, OTH, Lh, mb, g->ipg_b, 0);
         int32_t un = grads_begin(g, uh, mb);
@@ -973,14 +973,10 @@ static void gen_layout(gen *g, const ap_sim *s, int stage) {
        F.cross_entropy(logits.float()) = log_softmax + nll_loss, each with its own output */
     g->torch_loss = p->trainer != AP_TRAINER_MEGATRON;
     g->foreach_adam = p->trainer == AP_TRAINER_FSDP;
-    /* DeepSpeed ZeRO's contiguous-gradient bucket(s) (estimate.c stage_kind_other): one
-       under ZeRO-3, one or with overlap_comm two from the first backward under ZeRO-1/2;
-       none at the peak under the pipeline engine */
-    g->ipg_b = 0;
+    /* DeepSpeed ZeRO's contiguous-gradient bucket(s) (trainer.c ap_plan_grad_bucket_bytes):
+       with the optimizer under ZeRO-3, from the first backward under ZeRO-1/2 */
+    g->ipg_b = bytes_of(1.0, ap_plan_grad_bucket_bytes(p));
     g->t_ipg = -1;
-    if (g->caps->zero_ipg_bucket > 0 && p->zero >= 1 && (p->zero >= 3 || p->pp == 1))
-        g->ipg_b = bytes_of(g->caps->grad_bytes * (p->zero < 3 && p->overlap_grad ? 2.0 : 1.0),
-                            g->caps->zero_ipg_bucket);
     /* 16-bit working copies: ZeRO-3 gathers per layer and reshards after each pass; FSDP
        SHARD_GRAD_OP keeps the gathered copy from forward to backward; trainers whose
        parameters are fp32 (master_bytes 0) without sharding cast a 16-bit copy per layer that

@@ -356,6 +356,9 @@ double ap_plan_grad_bytes(const ap_plan *p);
  * the table's, or the plan's optimizer state dtype where the trainer keeps a master copy. */
 double ap_plan_master_bytes(const ap_plan *p);
 double ap_plan_optim_bytes(const ap_plan *p);
+/* Bytes of the gradient buckets plan p's trainer holds at a rank's peak beside the model states
+ * (DeepSpeed ZeRO's contiguous-gradient buffers; 0 for the others). */
+double ap_plan_grad_bucket_bytes(const ap_plan *p);
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err);
 const char *ap_trainer_name(ap_trainer_id id);
 /* Can trainer t overlap data-parallel communication (gradient reduction, parameter gathering)
