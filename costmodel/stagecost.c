@@ -164,8 +164,7 @@ struct ap_stage_table {
     int dense_prefix;      /* the dense layers all come first, then MoE ones only (DeepSeek's
                               first_k_dense_replace): their number, and batch fills apply to
                               the ranges that start past them; -1 otherwise */
-    ap_plan *q;            /* scratch for the estimates */
-    ap_estimate *e;
+    ap_estimate *e;        /* scratch for the estimates; its plan is theirs (table_scratch) */
 };
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -226,16 +225,41 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t);
 }
 
-/* The table's plan copy and estimate for its estimates, allocated on first use. */
+/* The table's estimate for its estimates, with their plan, allocated on first use. */
 static ap_status table_scratch(ap_stage_table *t, ap_err *err) {
-    if (t->q) return AP_OK;
+    if (t->e) return AP_OK;
     if (!(t->e = ap_malloc(sizeof *t->e)))
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
     /* the estimates' plan is the estimate's own (ap_estimate_plan then copies nothing), primed
      * with the table's plan in full: later copies take the chunks a layout uses */
-    t->q = &t->e->plan;
-    *t->q = t->p;
+    t->e->plan = t->p;
     return AP_OK;
+}
+
+/* The memo slot of a range of n layers recomputing rc_layers: the cost model recomputes
+ * min(count, n) layers of the stage (estimate.c n_rc_full); slot 0 is the plan's own. */
+static int slot_of(int n, int rc_layers, int *rc) {
+    *rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
+    return *rc > 0 ? *rc : 0;
+}
+
+/* The cell of rank r holding nd dense and nm MoE layers within a slot. */
+static size_t cell_at(const ap_stage_table *t, int r, int nd, int nm) {
+    return ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
+           (size_t)nm;
+}
+
+/* Slot `slot`'s arrays, allocated on first use. */
+static ap_status slot_alloc(ap_stage_table *t, int slot, ap_err *err) {
+    if (t->cost[slot]) return AP_OK;
+    t->cost[slot] = ap_malloc(t->cells * sizeof **t->cost);
+    t->done[slot] = ap_calloc(t->cells, 1);
+    if (t->cost[slot] && t->done[slot]) return AP_OK;
+    ap_free(t->cost[slot]);
+    ap_free(t->done[slot]);
+    t->cost[slot] = NULL;
+    t->done[slot] = NULL;
+    return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
 }
 
 ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_layers,
@@ -245,30 +269,17 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
     if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L)
         return ap_err_set(err, AP_ERR_INPUT, "stage %d with layers [%d, %d): out of range", r,
                           first, first + n);
-    /* the cost model recomputes min(count, n) layers of the stage (estimate.c n_rc_full) */
-    int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
-    int slot = rc > 0 ? rc : 0;
-    if (!t->cost[slot]) {
-        t->cost[slot] = ap_malloc(t->cells * sizeof **t->cost);
-        t->done[slot] = ap_calloc(t->cells, 1);
-        if (!t->cost[slot] || !t->done[slot]) {
-            ap_free(t->cost[slot]);
-            ap_free(t->done[slot]);
-            t->cost[slot] = NULL;
-            t->done[slot] = NULL;
-            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
-        }
-    }
+    int rc, slot = slot_of(n, rc_layers, &rc);
+    ap_status ast = slot_alloc(t, slot, err);
+    if (ast != AP_OK) return ast;
     int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
-    int nd = n - nm;
-    size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) +
-               (size_t)nm;
+    size_t k = cell_at(t, r, n - nm, nm);
     if (!t->done[slot][k]) {
         ap_status sst = table_scratch(t, err);
         if (sst != AP_OK) return sst;
         t->only[r] = 1; /* the estimate prices rank r alone */
-        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, 1, t->q, t->e,
-                                    &t->cost[slot][k], err);
+        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, 1,
+                                    &t->e->plan, t->e, &t->cost[slot][k], err);
         t->only[r] = 0;
         if (st != AP_OK) return st;
         t->done[slot][k] = 1;
@@ -282,12 +293,10 @@ const ap_stage_cost *ap_stage_table_peek(const ap_stage_table *t, int r, int fir
                                          int rc_layers) {
     int L = (int)t->m->layers;
     if (r < 0 || r >= t->pp || first < 0 || n < 0 || first + n > L) return NULL;
-    int rc = rc_layers > 0 ? (rc_layers < n ? rc_layers : n) : -1;
-    int slot = rc > 0 ? rc : 0;
+    int rc, slot = slot_of(n, rc_layers, &rc);
     if (!t->cost[slot]) return NULL;
     int nm = t->moe_prefix[first + n] - t->moe_prefix[first];
-    size_t k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)(n - nm)) *
-                   (size_t)(t->nm_max + 1) + (size_t)nm;
+    size_t k = cell_at(t, r, n - nm, nm);
     return t->done[slot][k] ? &t->cost[slot][k] : NULL;
 }
 
@@ -299,19 +308,10 @@ long ap_stage_table_evals(const ap_stage_table *t) { return t ? t->evals : 0; }
 static ap_status cell_of(ap_stage_table *t, int r, int n, int rc, int *slot, size_t *k,
                          ap_err *err) {
     *slot = rc > 0 ? rc : 0;
-    if (!t->cost[*slot]) {
-        t->cost[*slot] = ap_malloc(t->cells * sizeof **t->cost);
-        t->done[*slot] = ap_calloc(t->cells, 1);
-        if (!t->cost[*slot] || !t->done[*slot]) {
-            ap_free(t->cost[*slot]);
-            ap_free(t->done[*slot]);
-            t->cost[*slot] = NULL;
-            t->done[*slot] = NULL;
-            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
-        }
-    }
-    int nd = t->nm_max == 0 ? n : r == 0 ? (n < t->nd_max ? n : t->nd_max) : 0, nm = n - nd;
-    *k = ((size_t)r * (size_t)(t->nd_max + 1) + (size_t)nd) * (size_t)(t->nm_max + 1) + (size_t)nm;
+    ap_status st = slot_alloc(t, *slot, err);
+    if (st != AP_OK) return st;
+    int nd = t->nm_max == 0 ? n : r == 0 ? (n < t->nd_max ? n : t->nd_max) : 0;
+    *k = cell_at(t, r, nd, n - nd);
     return AP_OK;
 }
 
@@ -358,7 +358,7 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
             }
         }
         if (batch <= 0) break;
-        ap_plan *q = t->q;
+        ap_plan *q = &t->e->plan;
         plan_copy_used(q, &t->p);
         q->nchunks = pp * v;
         for (int i = 0; i < pp * v; i++) q->stage_layers[i] = 0;
