@@ -617,14 +617,22 @@ static void tn_note(psolve *ps, int gi, int k, int capped, double upper, double 
     *t = (tn_memo){1, v, capped ? upper : INFINITY};
 }
 
+/* Note what count slot k of choice ch, its ranges priced to cap upper, tells the smaller
+ * fractions: no fitting split below lb, T_nomem at least tn, the longest range read; nothing
+ * where a range priced misses host memory. */
+static void set_ref(psolve *ps, const choice *ch, int k, double lb, double tn, double upper,
+                    int longest) {
+    if (!ps->ref || ch->per_stage_rc || ps->dp.host_short) return;
+    *ref_at(ps, ch->gi, k, ch->oi) = (mref){1, lb, tn, upper, longest};
+}
+
 /* Note what variant x (count slot k of choice ch, solved under cap upper) tells the smaller
  * fractions. */
 static void note_ref(psolve *ps, const choice *ch, int k, const variant *x, double upper) {
-    if (!ps->ref || ch->per_stage_rc || x->so.restricted || ps->dp.host_short)
-        return;
+    if (x->so.restricted) return;
     /* a split below the cap uses priced ranges only: none fits below min(T, cap) */
     double lb = x->so.fits ? fmin(x->so.T, upper) : upper;
-    *ref_at(ps, ch->gi, k, ch->oi) = (mref){1, lb, x->so.T_nomem, upper, x->so.longest};
+    set_ref(ps, ch, k, lb, x->so.T_nomem, upper, x->so.longest);
 }
 
 /* After count k of choice ch found no fitting split below U: the next count worth solving.
@@ -650,9 +658,7 @@ static ap_status next_count(psolve *ps, const choice *ch, ap_stage_table *tab, c
         }
     }
     *next = lo + 1;
-    if (ps->ref && !d->host_short)
-        for (int j = k + 1; j <= lo; j++)
-            *ref_at(ps, ch->gi, j, ch->oi) = (mref){1, U, x->so.T_nomem, U, ps->L + 1};
+    for (int j = k + 1; j <= lo; j++) set_ref(ps, ch, j, U, x->so.T_nomem, U, ps->L + 1);
     return AP_OK;
 }
 
