@@ -350,6 +350,7 @@ double ap_plan_grad_bytes(const ap_plan *p) {
 
 double ap_plan_master_bytes(const ap_plan *p) {
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    if (t->master_bytes > 0 && p->master_state_bytes > 0) return p->master_state_bytes;
     return t->master_bytes > 0 && p->optim_state_bytes > 0 ? p->optim_state_bytes
                                                             : t->master_bytes;
 }

@@ -82,7 +82,10 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
 /* What a row may say about kernels and collectives beyond the common plan fields: the
  * attention kernel ("attn_impl"), the gradient-reduction and parameter-gather dtypes ("grad_
  * reduce", "gather": FSDP MixedPrecision; "optim_dtype": the master copy's and Adam's moments'
- * dtype, Apex DistributedFusedAdam's dtype), TP overlap ("overlap_tp", default: as "overlap"),
+ * dtype, Apex DistributedFusedAdam's dtype; "param_remainders": its store_param_remainders, which
+ * NeMo sets for an fp32 optimizer over bf16 weights (nemo/collections/nlp/models/language_modeling/
+ * megatron_base_model.py setup_optimization): the master copy is the 16 low bits the bf16 weight
+ * lacks, 2 bytes instead of 4), TP overlap ("overlap_tp", default: as "overlap"),
  * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), whether
  * torch.compile fused the block's elementwise ops ("compile", default: as the trainer table
  * prices its code), FP8 weights without a 16-bit copy ("fp8_params", dtype fp8 only), an
@@ -110,11 +113,20 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int compiled = 0;
     if ((st = ap_json_get_bool(pj, "compile", &compiled, &given, where, err))) return st;
     if (given) p->elementwise = compiled ? AP_ELEMENTWISE_FUSED : AP_ELEMENTWISE_EAGER;
+    int rem = 0;
+    if ((st = ap_json_get_bool(pj, "param_remainders", &rem, &given, where, err))) return st;
+    if (given && rem && p->dtype != AP_DTYPE_BF16 && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'param_remainders' needs bf16 weights "
+                          "(dtype bf16 or fp8)", where);
+    if (given && rem) p->master_state_bytes = 2;
     int fp8p = 0;
     if ((st = ap_json_get_bool(pj, "fp8_params", &fp8p, &given, where, err))) return st;
     if (given && fp8p && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_params' needs dtype fp8", where);
     p->fp8_params = given && fp8p;
+    if (p->fp8_params && p->master_state_bytes > 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'param_remainders' needs bf16 weights, "
+                          "not fp8_params", where);
     int p2p = 1;
     if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
     p->no_p2p_overlap = given && !p2p;

@@ -474,7 +474,8 @@ static void test_fp8_params(void) {
     CHECK_NEAR(a.time.compute_s, b.time.compute_s, 1e-12);
 }
 
-/* The state dtypes a run may choose (validation rows' "grad_reduce", "optim_dtype"):
+/* The state dtypes a run may choose (validation rows' "grad_reduce", "optim_dtype",
+ * "param_remainders"):
  * Megatron-Core keeps its gradient buffer in the reduction's dtype (fp32 unless
  * --grad-reduce-in-bf16), Apex DistributedFusedAdam its parameter copy and Adam's moments in
  * its dtype. Megatron ZeRO-1 on 8 ranks, 1e9 parameters: 2 + 4 + 12/8 bytes per parameter by
@@ -496,6 +497,15 @@ static void test_state_dtypes(void) {
     CHECK_NEAR(w + g + o, 4.75e9, 1e-12);
     CHECK_NEAR(ap_plan_master_bytes(&p), 2, 0);
     CHECK_NEAR(ap_plan_optim_bytes(&p), 4, 0);
+    /* Apex's store_param_remainders (NeMo over bf16 weights): a 2-byte master remainder beside
+     * fp32 moments, 2 + 4 + (2 + 8)/8 bytes per parameter */
+    ap_plan r;
+    ap_plan_init(&r);
+    r.zero = 1;
+    r.master_state_bytes = 2;
+    ap_mem_model_states(&r, 1e9, 8, &w, &g, &o);
+    CHECK_NEAR(w + g + o, 7.25e9, 1e-12);
+    CHECK_NEAR(ap_plan_optim_bytes(&r), 8, 0);
     ap_plan f;
     ap_plan_init(&f);
     f.trainer = AP_TRAINER_FSDP;

@@ -852,6 +852,67 @@ def grok_rows():
     return out
 
 
+# ---- NeMo long-sequence study (Llama 2 7B, FP8, DGX-H100, context parallelism) ------------------
+NEMO_LONG = ("NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @5b47a94 (2024-10-18) "
+             "'LLAMA2-7B (FP8)', container NeMo 24.03.01, DGX-H100: %dK tokens, %d GPUs, TP %d PP %d "
+             "DP %d CP %d, %s TFLOPS/GPU (with CP)")
+# (sequence in K tokens, GPUs, tp, pp, dp, cp, reported TFLOPS per GPU with CP)
+NEMO_LONG_ROWS = [(4, 4, 1, 1, 4, 1, 768), (8, 8, 1, 2, 4, 1, 730), (16, 16, 2, 1, 8, 1, 660),
+                  (32, 32, 2, 1, 8, 2, 610), (64, 64, 4, 1, 8, 2, 574), (128, 128, 4, 1, 8, 4, 555),
+                  (256, 256, 4, 1, 8, 8, 549), (512, 512, 8, 1, 4, 16, 549),
+                  (1024, 1024, 8, 1, 4, 32, 536)]
+
+
+def nemo_llama2_flops_per_token(m, s):
+    """NeMo's model FLOPs per token for the Llama 2 family (nemo/utils/flops_formulas.py llama2 as
+    first committed, f0bf77b: attention counted over all s x s pairs, no causal halving): L h^2
+    (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(L h)). The same team's performance summary of that
+    period counts the same way: NeMo 24.07 docs/source/performance/performance_summary.md @8e3d65d,
+    LLAMA2-7B on 8 H100 at 4096 tokens, 780 TFLOP/s per GPU at 16,934 tokens/s per GPU is
+    46.06 GFLOP per token, this formula 46.09 (halving the attention term would give 42.9)."""
+    L, h = m["num_hidden_layers"], m["hidden_size"]
+    a, g = m["num_attention_heads"], m["num_key_value_heads"]
+    f, V = m["intermediate_size"], m["vocab_size"]
+    return L * h * h * (12 + 12.0 * g / a + 18.0 * f / h + 12.0 * s / h + 6.0 * V / (L * h))
+
+
+def nemo_long_rows(hf):
+    """The table gives the degrees and model TFLOP/s per GPU of each with-CP run; the step time is
+    the batch's model FLOPs (nemo_llama2_flops_per_token) over that rate and the GPUs. Assumed and
+    labelled: 4M-token batches (the same page's B200 table lists them: batch 512 at 8K down to 4
+    at 1M), one sequence per micro-batch, no activation recomputation, the distributed optimizer
+    with overlapped data-parallel communication, sequence parallelism with tp (NeMo's defaults),
+    Transformer Engine's cuDNN fused attention (its Hopper default), FP8 GEMMs with 16-bit
+    weights. The optimizer is stated, not assumed: NeMo-Framework-Launcher's llama2_7b.yaml
+    (launcher_scripts/conf/training/llama, @064e676) sets distributed_fused_adam, for which NeMo
+    (megatron_base_model.py setup_optimization, @9d86acd, 2024-03) keeps fp32 Adam states over
+    bf16 weights with store_param_remainders (a 2-byte master remainder) and fp32 gradients
+    (Apex's grad_sync_dtype defaults to the optimizer dtype): "param_remainders". The ratio of
+    predicted to measured time does not depend on the assumed batch except
+    through the 8K row's pipeline bubble and the data-parallel traffic per step."""
+    out = []
+    for (k, gpus, tp, pp, dp, cp, tf) in NEMO_LONG_ROWS:
+        s = k * 1024
+        m = dict(hf("llama-2-7b"))
+        m["max_position_embeddings"] = s
+        gbs = 4 * 1024 * 1024 // s
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": 1,
+                "mbs": 1, "gbs": gbs, "seq": s, "recompute": "none", "sp": tp > 1,
+                "zero": 1, "dtype": "fp8", "overlap": True, "flash_attn": True,
+                "attn_impl": "cudnn", "param_remainders": True}
+        step = gbs * s * nemo_llama2_flops_per_token(m, s) / (tf * 1e12 * gpus)
+        cite = (NEMO_LONG % (k, gpus, tp, pp, dp, cp, tf) +
+                "; step = %d sequences x %d tokens x NeMo's model FLOPs per token / (TFLOPS x "
+                "GPUs) (batch of 4M tokens, micro-batch 1, no recomputation, distributed "
+                "optimizer overlap: assumed)" % (gbs, s))
+        out.append({"source": "nemo-longseq-h100", "cite": cite, "model_name": "llama-2-7b",
+                    "model": m, "plan": plan, "gpu": "h100-sxm", "gpus": gpus,
+                    "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s",
+                    "measured": step,
+                    "how": "reported model TFLOP/s per GPU converted with NeMo's FLOPs formula"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows())
+            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() + nemo_long_rows(hf))

@@ -141,6 +141,10 @@ typedef struct ap_plan {
                                         moments where the trainer keeps a master copy (Apex
                                         DistributedFusedAdam's dtype, validation rows'
                                         "optim_dtype"); 0 = the trainer's (fp32) */
+    double master_state_bytes;       /* bytes per parameter of the master copy where the
+                                        trainer keeps one, overriding optim_state_bytes for it:
+                                        2 for Apex DistributedFusedAdam's store_param_remainders
+                                        (validation rows' "param_remainders"); 0 = as above */
     double loss_bytes_per_logit;     /* bytes per logit element the cross-entropy keeps at its
                                         peak: 0 = the trainer's (PyTorch's upcast loss);
                                         AP_LOSS_FUSED_BYTES / AP_LOSS_FUSED_INPLACE_BYTES for
