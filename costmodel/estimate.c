@@ -46,12 +46,6 @@ void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
 
 /* ---- model states --------------------------------------------------------------------- */
 
-/* DeepSpeed bf16 without ZeRO runs BF16_Optimizer: runtime/engine.py _do_optimizer_sanity_check
- * returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is fp32, the default
- * without ZeRO (get_data_types) */
-static inline int bf16_optimizer(const ap_plan *p, const ap_trainer_caps *t) {
-    return p->zero == 0 && p->dtype == AP_DTYPE_BF16 && t->bf16_optimizer_bytes > 0;
-}
 
 void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
                          double *optim) {
@@ -66,7 +60,7 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
     if (p->zero == 3 && t->zero3_state_bytes > 0) o = (t->zero3_state_bytes * n) / d - w - g;
-    if (bf16_optimizer(p, t)) {
+    if (ap_plan_bf16_optimizer(p)) {
         /* DeepSpeed bf16 at stage 0 runs BF16_Optimizer (runtime/bf16_optimizer.py): bf16
          * weights and gradients, a full-size fp32 gradient accumulation buffer, and the fp32
          * master partition with Adam's m and v sharded over data parallelism like ZeRO-1 (the
@@ -422,7 +416,7 @@ priced:
     /* gradients reduce at the trainer's dtype (fp16 training reduces 16-bit), or as asked */
     E->grad_reduce_bytes = p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
                            : p->dtype == AP_DTYPE_FP16 ? 2.0 : x->tr->grad_reduce_bytes;
-    if (p->grad_reduce_bytes <= 0 && bf16_optimizer(p, x->tr))
+    if (p->grad_reduce_bytes <= 0 && ap_plan_bf16_optimizer(p))
         E->grad_reduce_bytes = x->tr->bf16_optimizer_bytes; /* BF16_Optimizer's fp32 buffer */
     E->gather_bytes = p->gather_bytes > 0 ? p->gather_bytes
                                           : ap_plan_gathered_weight_bytes(p);
@@ -744,7 +738,7 @@ static void stage_compute(const est *E, stage *S) {
      * called by runtime/pipe/engine.py _exec_backward_pass and by BF16_Optimizer.backward): per
      * parameter of the rank, the bf16 gradient cast to fp32 (read 2 bytes, write 4) and added
      * into the fp32 buffer (read 4 + 4, write 4): 18 bytes, memory-bound */
-    if (bf16_optimizer(p, x->tr)) S->bwd_c += 18.0 * (S->p_dense + S->p_exp) / x->hbm;
+    if (ap_plan_bf16_optimizer(p)) S->bwd_c += 18.0 * (S->p_dense + S->p_exp) / x->hbm;
     /* the host launches every kernel: an eager framework's layer issues the trainer's
      * launches_per_layer kernels forward and about twice as many backward, each at the kernel
      * table's launch cost; the GPU runs behind the host unless its kernels are shorter than
@@ -1088,7 +1082,7 @@ static void dp_reduction(est *E) {
         return;
     }
     /* BF16_Optimizer (DeepSpeed bf16 at stage 0) shards the update like ZeRO-1 */
-    int bf16opt = bf16_optimizer(p, tr);
+    int bf16opt = ap_plan_bf16_optimizer(p);
     double red = 0, ag = 0;
     if (shard > 1 && p->zero <= 2) {
         if (p->zero == 0) red = buckets * allreduce_s(x, gbytes, shard, k_dp);

@@ -348,6 +348,14 @@ double ap_plan_grad_bytes(const ap_plan *p) {
                                                                 : t->grad_bytes;
 }
 
+/* DeepSpeed bf16 without ZeRO runs BF16_Optimizer: runtime/engine.py _do_optimizer_sanity_check
+ * returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is fp32, the default
+ * without ZeRO (get_data_types) */
+int ap_plan_bf16_optimizer(const ap_plan *p) {
+    return p->zero == 0 && p->dtype == AP_DTYPE_BF16 &&
+           ap_trainer_get(p->trainer)->bf16_optimizer_bytes > 0;
+}
+
 double ap_plan_master_bytes(const ap_plan *p) {
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     if (t->master_bytes > 0 && p->master_state_bytes > 0) return p->master_state_bytes;

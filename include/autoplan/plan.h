@@ -358,6 +358,7 @@ double ap_plan_gathered_weight_bytes(const ap_plan *p);
 double ap_plan_grad_bytes(const ap_plan *p);
 /* Bytes per parameter of plan p's master copy and of its optimizer states (Adam's moments):
  * the table's, or the plan's optimizer state dtype where the trainer keeps a master copy. */
+int ap_plan_bf16_optimizer(const ap_plan *p); /* DeepSpeed's BF16_Optimizer (bf16, ZeRO 0) */
 double ap_plan_master_bytes(const ap_plan *p);
 double ap_plan_optim_bytes(const ap_plan *p);
 /* Bytes of the gradient buckets plan p's trainer holds at a rank's peak beside the model states
