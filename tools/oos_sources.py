@@ -620,11 +620,78 @@ def bloom_rows():
                   "device_bytes", 54 * 2.0 ** 30, "nvidia-smi peak, GiB")
     r["gpus"] = 8
     out.append(r)
+    # 'Tweaking TP' (02-25), its further rows: TP 2 over 24 stages (3 layers each) and TP 4 over
+    # 24 (its Mem column blank), and TP 2 PP 6 DP 32, recorded out of memory
+    for (dp, tp, pp, mbs, sec, gib) in [(8, 2, 24, 1, 119.53, 44), (8, 2, 24, 2, 122.75, 53),
+                                        (4, 4, 24, 1, 130.60, None)]:
+        plan = {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": 2048, "zero": 1}
+        what = "chronicles-prequel.md 'Tweaking TP' (02-25): DP %d TP %d PP %d MBS %d GBS 2048, " % (
+            dp, tp, pp, mbs)
+        out.append(bloom_row(what + "%.2f s/it (bf16 assumed)" % sec, "bloom-181b", m, plan,
+                             "step_s", sec, "reported seconds per iteration"))
+        if gib:
+            out.append(bloom_row(what + "Mem %d GB (nvidia-smi, the fullest GPU)" % gib,
+                                 "bloom-181b", m, plan, "device_bytes", gib * 2.0 ** 30,
+                                 "nvidia-smi peak, GiB"))
+    for mbs in (2, 1):
+        out.append(bloom_row("chronicles-prequel.md 'Tweaking TP' (02-25): DP 32 TP 2 PP 6 MBS %d "
+                             "GBS 2048: OOM" % mbs, "bloom-181b", m,
+                             {"tp": 2, "pp": 6, "dp": 32, "mbs": mbs, "gbs": 2048, "zero": 1},
+                             "oom", 1, "recorded out of memory"))
+    out += bloom_rebalance_rows()
     # the same table records DP 48 TP 8 PP 1 MBS 1 as out of memory
     out.append(bloom_row("chronicles-prequel.md 'GBS Variations': DP 48 TP 8 PP 1 MBS 1 GBS 2016: "
                          "OOM", "bloom-181b", m,
                          {"tp": 8, "pp": 1, "dp": 48, "mbs": 1, "gbs": 2016, "zero": 1},
                          "oom", 1, "recorded out of memory"))
+    return out
+
+
+# 'Rebalancing layers' (02-28): "from now on the testing is happening with BF16 optimizer that was
+# just written to accumulate gradients in fp32 ... The additional memory usage is 4bytes x params
+# and it's not sharded" (DeepSpeed's BF16_Optimizer: ZeRO stage 0 in autoplan's terms, which
+# prices that buffer), and --pp-partition-method 'type:transformer|embedding' (each embedding
+# takes a layer slot; the layer counts make layers + 2 a multiple of PP). Per model (hidden,
+# layers): (DP, TP, PP, MBS, NHEADS, Mem GB or None for OOM, s/it); GBS 2048 on 48 nodes
+BLOOM_REBALANCE = [
+    ("195B", 12288, 106, [(8, 4, 12, 2, 64, 67, 116.54), (8, 4, 12, 2, 96, 65, 118.79),
+                          (8, 4, 12, 2, 128, 67, 121.42), (8, 4, 12, 4, 96, 79, 120.34)]),
+    ("184B", 12288, 100, [(16, 4, 6, 2, 64, None, None), (16, 4, 6, 1, 64, None, None),
+                          (8, 8, 6, 2, 64, 61, 139.72), (8, 8, 6, 4, 64, 72, 120.96)]),
+    ("178B", 13312, 82, [(4, 8, 12, 4, 64, 52, 111.79), (8, 4, 12, 2, 64, 63, 104.45),
+                         (8, 4, 12, 2, 104, 62, 123.71), (8, 4, 12, 2, 128, 60, 108.78),
+                         (8, 4, 12, 4, 64, 74, 104.82)]),
+    ("203B", 13312, 94, [(8, 4, 12, 2, 128, 67, 124.10)]),
+    ("176B", 14336, 70, [(4, 8, 12, 2, 64, 40, 121.63), (8, 4, 12, 2, 64, 59, 102.03),
+                         (8, 4, 12, 2, 112, 59, 104.50), (8, 4, 12, 2, 128, 60, 105.89),
+                         (8, 4, 12, 4, 64, 73, 102.27)]),
+    ("206B", 14336, 82, [(8, 4, 12, 2, 128, None, None)]),
+]
+
+
+def bloom_rebalance_rows():
+    """The 02-28 tables: the stage split gives the first and last stages one transformer layer
+    fewer (their embedding's slot); learned positions and bf16 as the earlier tables (assumed)."""
+    out = []
+    for (size, h, L, runs) in BLOOM_REBALANCE:
+        for (dp, tp, pp, mbs, a, gib, sec) in runs:
+            per = (L + 2) // pp
+            layers = [per - 1] + [per] * (pp - 2) + [per - 1]
+            name = "bloom-%s-h%d-a%d" % (size.lower(), h, a)
+            m = bloom_model(name, L, h, a, False)
+            plan = {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": 2048, "zero": 0,
+                    "stage_layers": layers}
+            what = ("chronicles-prequel.md 'Rebalancing layers' (02-28, BF16 optimizer): %s, "
+                    "NHIDDEN %d, NLAYERS %d, NHEADS %d, DP %d TP %d PP %d MBS %d GBS 2048, "
+                    % (size, h, L, a, dp, tp, pp, mbs))
+            if gib is None:
+                out.append(bloom_row(what + "OOM", name, m, plan, "oom", 1,
+                                     "recorded out of memory"))
+                continue
+            out.append(bloom_row(what + "%.2f s/it" % sec, name, m, plan, "step_s", sec,
+                                 "reported seconds per iteration"))
+            out.append(bloom_row(what + "Mem %d GB (nvidia-smi, the fullest GPU)" % gib, name, m,
+                                 plan, "device_bytes", gib * 2.0 ** 30, "nvidia-smi peak, GiB"))
     return out
 
 
