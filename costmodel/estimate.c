@@ -739,6 +739,13 @@ static void stage_compute(const est *E, stage *S) {
      * parameter of the rank, the bf16 gradient cast to fp32 (read 2 bytes, write 4) and added
      * into the fp32 buffer (read 4 + 4, write 4): 18 bytes, memory-bound */
     if (ap_plan_bf16_optimizer(p)) S->bwd_c += 18.0 * (S->p_dense + S->p_exp) / x->hbm;
+    /* a trainer that keeps gradients in param.grad between reductions adds each micro-batch's
+     * weight gradient after the step's first into it (trainer.c grad_accum_pass_zero_mask):
+     * read the new and the stored gradient, write the sum, in the gradient dtype; averaged
+     * over the step's micro-batches */
+    else if ((x->tr->grad_accum_pass_zero_mask >> p->zero & 1u) && E->mb > 1)
+        S->bwd_c += 3.0 * ap_plan_grad_bytes(p) * (S->p_dense + S->p_exp) * (E->mb - 1) /
+                    E->mb / x->hbm;
     /* the host launches every kernel: an eager framework's layer issues the trainer's
      * launches_per_layer kernels forward and about twice as many backward, each at the kernel
      * table's launch cost; the GPU runs behind the host unless its kernels are shorter than

@@ -145,6 +145,12 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
         .grad_reduce_bytes = 2, .dp_bucket_params = 5e8, .zero_ipg_bucket = 5e8,
         .zero3_gather_params = 5e7, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 4, .p2p_split_tp = 1,
+        /* ZeRO stages 0 and 1 reduce at the accumulation boundary only (runtime/engine.py
+         * allreduce_gradients), so between boundaries each backward's weight gradient is
+         * accumulated into param.grad by autograd's AccumulateGrad, an in-place add
+         * (torch/csrc/autograd/functions/accumulate_grad.h); BF16_Optimizer clears the bf16
+         * gradients every backward and pays its own fp32 pass instead (estimate.c) */
+        .grad_accum_pass_zero_mask = Z(0) | Z(1),
         /* PipelineModule partition_method 'type:transformer|embedding' (BLOOM: the embeddings
          * count as layers) or 'parameters' (DeepSpeed's own default) give the first and last
          * stages fewer transformer layers; autoplan does not propose such splits for DeepSpeed

@@ -359,14 +359,16 @@ static void test_op_sac(void) {
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer, which after every micro-batch's backward
  * casts each bf16 gradient to fp32 and adds it into its fp32 buffer (update_hp_grads): 18 bytes
  * of HBM traffic per parameter of the rank (read 2, write 4; read 4 + 4, write 4), at the
- * calibrated memory-bound bandwidth. ZeRO-1 (the ZeRO optimizer) and fp16 pay nothing. */
-static void test_bf16_optimizer_accumulation(void) {
+ * calibrated memory-bound bandwidth. ZeRO-1 and fp16 at stage 0 keep the gradients in
+ * param.grad, where autograd adds each micro-batch's after the first (read 2 + 2, write 2):
+ * 6 bytes x 15/16 with 16 micro-batches per step, nothing with one. */
+static void test_grad_accumulation_passes(void) {
     ap_model m = load("examples/models/llama-2-7b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 8);
     ap_calib cal;
     ap_calib_default(&c.gpu, &cal);
     ap_err err;
-    static ap_estimate z0, z1, f16;
+    static ap_estimate z0, z1, f16, z1one;
     ap_plan p = mkplan(1, 2, 4, 1, 64, 0, AP_RECOMPUTE_FULL, 0, 1);
     p.trainer = AP_TRAINER_DEEPSPEED;
     p.overlap_param = 0;
@@ -378,11 +380,20 @@ static void test_bf16_optimizer_accumulation(void) {
     p.zero = 0;
     p.dtype = AP_DTYPE_FP16;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &f16, &err) == AP_OK);
+    CHECK(p.grad_accum == 16);
+    p.dtype = AP_DTYPE_BF16;
+    p.zero = 1;
+    p.gbs = 4; /* one micro-batch per step: nothing to add */
+    p.grad_accum = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z1one, &err) == AP_OK);
     const double hbm = c.gpu.hbm_bytes_per_s * cal.mem_bound_eff;
     for (int r = 0; r < 2; r++) {
         double params = z0.stages[r].params_bytes / 2.0; /* bf16 weights, unsharded */
         CHECK(params > 3e9);
-        CHECK_NEAR(z0.time.stage_bwd_s[r] - z1.time.stage_bwd_s[r], 18.0 * params / hbm, 1e-9);
+        double acc = 6.0 * params * 15.0 / 16.0 / hbm;
+        CHECK_NEAR(z0.time.stage_bwd_s[r] - z1.time.stage_bwd_s[r], 18.0 * params / hbm - acc,
+                   1e-9);
+        CHECK_NEAR(z1.time.stage_bwd_s[r] - z1one.time.stage_bwd_s[r], acc, 1e-9);
         CHECK_NEAR(z0.time.stage_fwd_s[r], z1.time.stage_fwd_s[r], 1e-12);
         CHECK_NEAR(f16.time.stage_bwd_s[r], z1.time.stage_bwd_s[r], 1e-12);
     }
@@ -951,7 +962,7 @@ int main(int argc, char **argv) {
     test_properties();
     test_pipeline_memory();
     test_offload();
-    test_bf16_optimizer_accumulation();
+    test_grad_accumulation_passes();
     test_zero_grad_bucket();
     test_op_sac();
     test_tp_overlap();

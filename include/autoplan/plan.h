@@ -324,6 +324,11 @@ typedef struct ap_trainer_caps {
                                     unsharded gradient copy (DeepSpeed BF16_Optimizer under
                                     pipeline parallelism); 0 = none; it also reduces gradients
                                     at that width (its fp32 accumulation buffer) */
+    unsigned grad_accum_pass_zero_mask; /* ZeRO stages (bit z) at which every micro-batch's
+                                    weight gradient after the first is added into the stored
+                                    one by a separate pass (PyTorch's AccumulateGrad: the
+                                    gradients live in param.grad until the step), not fused into
+                                    the weight-gradient GEMM */
     int partition_first_last;    /* the trainer can run splits that differ on the first and
                                     last stages only, although the search does not propose
                                     them (DeepSpeed's PipelineModule partition methods) */
