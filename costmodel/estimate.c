@@ -746,6 +746,10 @@ static void stage_compute(const est *E, stage *S) {
     else if ((x->tr->grad_accum_pass_zero_mask >> p->zero & 1u) && E->mb > 1)
         S->bwd_c += 3.0 * ap_plan_grad_bytes(p) * (S->p_dense + S->p_exp) * (E->mb - 1) /
                     E->mb / x->hbm;
+    /* one that reduces from a contiguous bucket copies every backward's gradients into it
+     * (trainer.c grad_copy_zero_mask): read and write in the gradient dtype */
+    if (x->tr->grad_copy_zero_mask >> p->zero & 1u)
+        S->bwd_c += 2.0 * ap_plan_grad_bytes(p) * (S->p_dense + S->p_exp) / x->hbm;
     /* the host launches every kernel: an eager framework's layer issues the trainer's
      * launches_per_layer kernels forward and about twice as many backward, each at the kernel
      * table's launch cost; the GPU runs behind the host unless its kernels are shorter than

@@ -151,6 +151,10 @@ static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
          * (torch/csrc/autograd/functions/accumulate_grad.h); BF16_Optimizer clears the bf16
          * gradients every backward and pays its own fp32 pass instead (estimate.c) */
         .grad_accum_pass_zero_mask = Z(0) | Z(1),
+        /* ZeRO-2 and ZeRO-3 reduce every backward from the contiguous bucket each gradient is
+         * copied into (zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads,
+         * zero/stage3.py __add_grad_to_ipg_bucket: new_grad_tensor.copy_(...)) */
+        .grad_copy_zero_mask = Z(2) | Z(3),
         /* PipelineModule partition_method 'type:transformer|embedding' (BLOOM: the embeddings
          * count as layers) or 'parameters' (DeepSpeed's own default) give the first and last
          * stages fewer transformer layers; autoplan does not propose such splits for DeepSpeed

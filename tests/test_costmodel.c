@@ -361,7 +361,8 @@ static void test_op_sac(void) {
  * of HBM traffic per parameter of the rank (read 2, write 4; read 4 + 4, write 4), at the
  * calibrated memory-bound bandwidth. ZeRO-1 and fp16 at stage 0 keep the gradients in
  * param.grad, where autograd adds each micro-batch's after the first (read 2 + 2, write 2):
- * 6 bytes x 15/16 with 16 micro-batches per step, nothing with one. */
+ * 6 bytes x 15/16 with 16 micro-batches per step, nothing with one. ZeRO-2 copies them into
+ * its contiguous bucket every backward instead (read 2, write 2). */
 static void test_grad_accumulation_passes(void) {
     ap_model m = load("examples/models/llama-2-7b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 8);
@@ -398,6 +399,17 @@ static void test_grad_accumulation_passes(void) {
         CHECK_NEAR(f16.time.stage_bwd_s[r], z1.time.stage_bwd_s[r], 1e-12);
     }
     CHECK(z0.time.step_s > z1.time.step_s);
+    /* ZeRO-2 copies every backward's gradients into its contiguous bucket: read 2, write 2 */
+    static ap_estimate y1, y2;
+    ap_plan q = mkplan(1, 1, 8, 1, 8, 1, AP_RECOMPUTE_FULL, 0, 1);
+    q.trainer = AP_TRAINER_DEEPSPEED;
+    q.seq = 2048;
+    q.dtype = AP_DTYPE_BF16;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &y1, &err) == AP_OK);
+    q.zero = 2;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &y2, &err) == AP_OK);
+    double params = y1.stages[0].params_bytes / 2.0;
+    CHECK_NEAR(y2.time.stage_bwd_s[0] - y1.time.stage_bwd_s[0], 4.0 * params / hbm, 1e-9);
 }
 
 /* DeepSpeed ZeRO's contiguous-gradient bucket, worked by hand from the emitted config's

@@ -329,6 +329,9 @@ typedef struct ap_trainer_caps {
                                     one by a separate pass (PyTorch's AccumulateGrad: the
                                     gradients live in param.grad until the step), not fused into
                                     the weight-gradient GEMM */
+    unsigned grad_copy_zero_mask; /* ZeRO stages (bit z) at which every backward copies each
+                                    weight gradient into a contiguous reduction bucket
+                                    (DeepSpeed's contiguous_gradients) */
     int partition_first_last;    /* the trainer can run splits that differ on the first and
                                     last stages only, although the search does not propose
                                     them (DeepSpeed's PipelineModule partition methods) */
