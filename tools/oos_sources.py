@@ -557,6 +557,25 @@ def bloom_rows():
                          {"tp": 4, "pp": 12, "dp": 8, "mbs": 2, "gbs": 2048, "zero": 0,
                           "stage_layers": [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]},
                          "step_s", 104.70, "reported elapsed time per iteration"))
+    # the same run during its batch-size ramp-up (README.md 'Global batch size rampup'): the
+    # logged iteration 3707 at GBS 16 and micro-batch 2, one micro-batch per pipeline (15.23 s);
+    # and the start the run took instead, GBS 192 at micro-batch 1, "@ 73 TFLOPs" (the log's
+    # TFLOPs are Megatron's Eq. 3 with the recompute pass, 96 B s L h^2 (1 + s/6h + V/16Lh) per
+    # step over time x GPUs, which turns the 15.23 s row into its logged 8.04; 73 gives 20.1 s)
+    sl = [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]
+    out.append(bloom_row("README.md 'Global batch size rampup': iteration 3707, global batch size "
+                         "16, elapsed time per iteration 15.23 s (MBS 2)", "bloom-176b", m,
+                         {"tp": 4, "pp": 12, "dp": 8, "mbs": 2, "gbs": 16, "zero": 0,
+                          "stage_layers": sl},
+                         "step_s", 15.23, "logged elapsed time per iteration"))
+    eq3 = 96.0 * 192 * 2048 * 70 * 14336.0 ** 2 * (1 + 2048 / (6.0 * 14336) +
+                                                    250880 / (16.0 * 70 * 14336))
+    out.append(bloom_row("README.md 'Global batch size rampup' update: GBS 192, MBS 1 @ 73 TFLOPs, "
+                         "%.2f s per iteration by Megatron's Eq. 3" % (eq3 / (73e12 * 384)),
+                         "bloom-176b", m,
+                         {"tp": 4, "pp": 12, "dp": 8, "mbs": 1, "gbs": 192, "zero": 0,
+                          "stage_layers": sl},
+                         "step_s", eq3 / (73e12 * 384), "stated TFLOPs (Eq. 3) converted"))
     # chronicles-prequel.md 'GBS Variations' (02-25): NLAYERS 72, NHIDDEN 14336, NHEADS 64, ZeRO-1,
     # seq 2048, full recomputation (--checkpoint-activations); bf16 and learned positions assumed
     GBSV = [(8, 8, 6, 4, 1568, 113.01), (8, 8, 6, 4, 2048, 114.11), (8, 8, 6, 6, 2016, 123.57),
