@@ -412,6 +412,35 @@ static void test_grad_accumulation_passes(void) {
     CHECK_NEAR(y2.time.stage_bwd_s[0] - y1.time.stage_bwd_s[0], 4.0 * params / hbm, 1e-9);
 }
 
+/* Tied embeddings on the first and last pipeline stage: their fp32 main gradients (V/t x h,
+ * Megatron) are all-reduced between the two once per step, priced as the estimate prices a
+ * two-rank all-reduce across nodes (GPT-3 175B, tp 8 pp 8 over 128 nodes: 51200 x 12288 / 8
+ * x 4 = 314.6 MB), in the pipeline's communication; nothing without a pipeline or untied. */
+static void test_tied_embedding_reduction(void) {
+    ap_model m = load("examples/models/gpt3-175b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 1024);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate tied, untied;
+    ap_plan p = mkplan(8, 8, 16, 1, 1536, 0, AP_RECOMPUTE_FULL, 0, 1);
+    p.seq = 2048;
+    CHECK(m.tied_embeddings);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tied, &err) == AP_OK);
+    ap_model u = m;
+    u.tied_embeddings = 0;
+    CHECK(ap_estimate_plan(&u, &c, &p, NULL, &untied, &err) == AP_OK);
+    double bytes = 51200.0 * 12288.0 / 8.0 * 4.0;
+    double want = ap_estimate_coll_s(&c, &cal, ap_kernels_published(&c.gpu), AP_COLL_ALLREDUCE_OP,
+                                     bytes, 2, 1);
+    CHECK(want > bytes / 30e9);
+    CHECK_NEAR(tied.time.pp_comm_s - untied.time.pp_comm_s, want, 1e-9);
+    p = mkplan(8, 1, 128, 1, 1536, 1, AP_RECOMPUTE_FULL, 0, 1);
+    p.seq = 2048;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tied, &err) == AP_OK);
+    CHECK_NEAR(tied.time.pp_comm_s, 0, 0);
+}
+
 /* DeepSpeed ZeRO's contiguous-gradient bucket, worked by hand from the emitted config's
  * reduce_bucket_size of 5e8 bf16 elements: 1e9 bytes from start-up under ZeRO-3; under
  * ZeRO-1/2 without a pipeline 1e9 per backward, 2e9 with overlap_comm (a second buffer); none
@@ -975,6 +1004,7 @@ int main(int argc, char **argv) {
     test_pipeline_memory();
     test_offload();
     test_grad_accumulation_passes();
+    test_tied_embedding_reduction();
     test_zero_grad_bucket();
     test_op_sac();
     test_tp_overlap();
