@@ -644,8 +644,8 @@ def bloom_rows():
     for (dp, tp, pp, mbs, sec, gib) in [(8, 2, 24, 1, 119.53, 44), (8, 2, 24, 2, 122.75, 53),
                                         (4, 4, 24, 1, 130.60, None)]:
         plan = {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "gbs": 2048, "zero": 1}
-        what = "chronicles-prequel.md 'Tweaking TP' (02-25): DP %d TP %d PP %d MBS %d GBS 2048, " % (
-            dp, tp, pp, mbs)
+        what = ("chronicles-prequel.md 'Tweaking TP' (02-25): DP %d TP %d PP %d MBS %d "
+                "GBS 2048, " % (dp, tp, pp, mbs))
         out.append(bloom_row(what + "%.2f s/it (bf16 assumed)" % sec, "bloom-181b", m, plan,
                              "step_s", sec, "reported seconds per iteration"))
         if gib:
@@ -939,9 +939,9 @@ def grok_rows():
 
 
 # ---- NeMo long-sequence study (Llama 2 7B, FP8, DGX-H100, context parallelism) ------------------
-NEMO_LONG = ("NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @5b47a94 (2024-10-18) "
-             "'LLAMA2-7B (FP8)', container NeMo 24.03.01, DGX-H100: %dK tokens, %d GPUs, TP %d PP %d "
-             "DP %d CP %d, %s TFLOPS/GPU (with CP)")
+NEMO_LONG = ("NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @5b47a94 "
+             "(2024-10-18) 'LLAMA2-7B (FP8)', container NeMo 24.03.01, DGX-H100: %dK tokens, "
+             "%d GPUs, TP %d PP %d DP %d CP %d, %s TFLOPS/GPU (with CP)")
 # (sequence in K tokens, GPUs, tp, pp, dp, cp, reported TFLOPS per GPU with CP)
 NEMO_LONG_ROWS = [(4, 4, 1, 1, 4, 1, 768), (8, 8, 1, 2, 4, 1, 730), (16, 16, 2, 1, 8, 1, 660),
                   (32, 32, 2, 1, 8, 2, 610), (64, 64, 4, 1, 8, 2, 574), (128, 128, 4, 1, 8, 4, 555),
@@ -1001,4 +1001,5 @@ def nemo_long_rows(hf):
 
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() + nemo_long_rows(hf))
+            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
+            nemo_long_rows(hf))
