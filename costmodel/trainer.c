@@ -48,7 +48,7 @@
 #define Z(n) (1u << (n))
 #define RC(n) (1u << (n))
 
-static const ap_trainer_caps table[AP_TRAINER_COUNT] = {
+const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
     [AP_TRAINER_MEGATRON] = {
         .name = "megatron", .display = "Megatron-LM",
         .cite = "NVIDIA/Megatron-LM core 0.19 arguments.py (shared/reference/trainers)",
@@ -395,10 +395,6 @@ double ap_plan_grad_bucket_bytes(const ap_plan *p) {
     return p->pp == 1 ? (p->overlap_grad ? 2.0 : 1.0) * bucket : 0;
 }
 
-const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
-    if ((int)id < 0 || id >= AP_TRAINER_COUNT) return &table[AP_TRAINER_MEGATRON];
-    return &table[id];
-}
 
 const char *ap_trainer_name(ap_trainer_id id) { return ap_trainer_get(id)->name; }
 
@@ -408,7 +404,7 @@ int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep) {
 
 ap_status ap_trainer_parse(const char *name, ap_trainer_id *out, ap_err *err) {
     for (int i = 0; i < AP_TRAINER_COUNT; i++)
-        if (name && !strcasecmp(name, table[i].name)) {
+        if (name && !strcasecmp(name, ap_trainer_table[i].name)) {
             *out = (ap_trainer_id)i;
             return AP_OK;
         }
@@ -436,11 +432,13 @@ ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *
     if (m && m->attn_softcap > 0) return t->attn_softcap;
     /* FlashAttention-2 needs sm80+ (Dao 2023, README: Ampere, Ada, Hopper); Volta and Turing
      * run PyTorch's memory-efficient kernel (xFormers, sm50+) or materialise the scores */
-    if (g && (!strncmp(g->name, "v100", 4) || !strncmp(g->name, "rtx-2060", 8)))
+    char c0 = g ? g->name[0] : 0; /* the family letter first: this runs per estimate */
+    if ((c0 == 'v' && !strncmp(g->name, "v100", 4)) ||
+        (c0 == 'r' && !strncmp(g->name, "rtx-2060", 8)))
         return p->trainer == AP_TRAINER_MEGATRON || p->trainer == AP_TRAINER_DEEPSPEED
                    ? AP_ATTN_UNFUSED : AP_ATTN_SDPA_EFFICIENT;
-    if (g && (!strncmp(g->name, "h100", 4) || !strncmp(g->name, "h200", 4) ||
-              !strncmp(g->name, "b200", 4)))
+    if ((c0 == 'h' && (!strncmp(g->name, "h100", 4) || !strncmp(g->name, "h200", 4))) ||
+        (c0 == 'b' && !strncmp(g->name, "b200", 4)))
         return t->attn_hopper;
     return t->attn_ampere;
 }

@@ -355,7 +355,13 @@ ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *
  * attention), "qwen3" (per-head q/k norms), else "llama3". */
 const char *ap_torchtitan_family(const ap_model *m);
 
-const ap_trainer_caps *ap_trainer_get(ap_trainer_id id);
+/* The table (costmodel/trainer.c), read through ap_trainer_get on every pricing path, so
+ * inline: an id outside the table reads as Megatron-LM's row. */
+extern const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT];
+static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
+    return (int)id >= 0 && id < AP_TRAINER_COUNT ? &ap_trainer_table[id]
+                                                  : &ap_trainer_table[AP_TRAINER_MEGATRON];
+}
 /* Whether plan p's compute weights are FP8 tensors (fp8_params with dtype fp8), and the bytes
  * per parameter of its stored and of its gathered weights: 1 then, else the table's. */
 int ap_plan_fp8_weights(const ap_plan *p);
