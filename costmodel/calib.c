@@ -31,7 +31,7 @@ static const ap_calib generic = {
 
 /* A100: fitted with `autoplan validate --fit` on all rows of tests/data/validation.json
  * (Narayanan 2021 Table 1, Korthikanti 2022 Tables 4-5 and its 530B data-parallel runs), within
- * the physical bounds in costmodel/validation.c: time MAPE 3.96%, leave-one-source-out 6.60%
+ * the physical bounds in costmodel/validation.c: time MAPE 3.95%, leave-one-source-out 6.66% now
  * (README "Validation"). Those runs used Megatron's fused softmax, not FlashAttention, so
  * attn_eff is the efficiency of materialised-score attention matmuls on A100. net_eff sits at
  * its lower bound (0.8 of the nccl-tests plateau) and coll_latency_s at its upper one (50 us):
