@@ -274,6 +274,20 @@ static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s,
         *fwd_s = share * wf + (1.0 - share) * ff;
         *bwd_s = share * wb + (1.0 - share) * fb;
     }
+    if (p->cp > 1 && x->tr->cp_eager_merge && !p->te_attention) {
+        /* PyTorch's ring attention (trainer.c cp_eager_merge), per ring step after the first,
+         * bytes per element of the rank's queries and outputs (q) and of its keys and values
+         * (kv): forward, the block output cast to fp32 (read 2, write 4) and merged as
+         * out - sigmoid(lse_b - lse) * (out - out_b) in three fp32 ops (32), the K and V
+         * packed for the next rank (read 2, write 2); backward, dq += dq_b in fp32 (read 4 + 2,
+         * write 4), dk and dv likewise (10) and packed in fp32 for the next rank (8), K and V
+         * packed (4); at the end the output and the gradients cast back (read 4, write 2) */
+        double steps = (double)p->cp - 1.0;
+        double q = (double)p->mbs * ls->sl * ls->a_loc * (double)ls->li.v_head_dim;
+        double kv = 2.0 * (double)p->mbs * ls->sl * ls->kvf * (double)m->head_dim;
+        *fwd_s += (steps * (38.0 * q + 4.0 * kv) + 6.0 * q) / x->hbm;
+        *bwd_s += (steps * (10.0 * q + 22.0 * kv) + 6.0 * (q + kv)) / x->hbm;
+    }
 }
 
 /* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core

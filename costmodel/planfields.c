@@ -83,6 +83,7 @@ static const ap_field plan_fields[] = {
     F(gather_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(optim_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(master_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
+    F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),

@@ -248,6 +248,11 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * (dp_shard_cp), so parameters are sharded; the DeepSeek-V3 flavours use flex
          * attention, which its context parallelism refuses */
         .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 1, .cp_with_mla = 0,
+        /* its context parallelism is PyTorch's (torch/distributed/tensor/experimental/
+         * _attention.py): _templated_ring_attention merges every ring step's block output into
+         * an fp32 running output by eager ops (_SDPAMerger, convert_to_f32 on) and the backward
+         * accumulates dq, dk, dv in fp32 and rotates dk, dv in fp32 (layer_cost.c) */
+        .cp_eager_merge = 1,
         /* parallel_dims.py (v0.2.2): efsdp = dp_shard * cp * tp // (etp * ep), a mesh dimension;
          * ZeRO-0 (dp_shard 1) with ep 16 gave "The product of mesh_sizes=(16, 16, 0, 16, 1) is
          * 0" (tools/trainer_validate.py, DeepSeek-V3 on 256 GPUs) */

@@ -85,7 +85,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * dtype, Apex DistributedFusedAdam's dtype; "param_remainders": its store_param_remainders, which
  * NeMo sets for an fp32 optimizer over bf16 weights (nemo/collections/nlp/models/language_modeling/
  * megatron_base_model.py setup_optimization): the master copy is the 16 low bits the bf16 weight
- * lacks, 2 bytes instead of 4), TP overlap ("overlap_tp", default: as "overlap"),
+ * lacks, 2 bytes instead of 4), "te_attention" (the attention and its context-parallel ring
+ * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp", default: as "overlap"),
  * whether pipeline sends overlap compute ("p2p_overlap", default: as the trainer does), whether
  * torch.compile fused the block's elementwise ops ("compile", default: as the trainer table
  * prices its code), FP8 weights without a 16-bit copy ("fp8_params", dtype fp8 only), an
@@ -113,6 +114,9 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int compiled = 0;
     if ((st = ap_json_get_bool(pj, "compile", &compiled, &given, where, err))) return st;
     if (given) p->elementwise = compiled ? AP_ELEMENTWISE_FUSED : AP_ELEMENTWISE_EAGER;
+    int te = 0;
+    if ((st = ap_json_get_bool(pj, "te_attention", &te, &given, where, err))) return st;
+    p->te_attention = given && te;
     int rem = 0;
     if ((st = ap_json_get_bool(pj, "param_remainders", &rem, &given, where, err))) return st;
     if (given && rem && p->dtype != AP_DTYPE_BF16 && p->dtype != AP_DTYPE_FP8)

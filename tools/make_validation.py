@@ -162,7 +162,10 @@ oos.append({"source": "nemo-automodel-h100", "cite": "NVIDIA NeMo AutoModel perf
             # cuDNN fused attention on H100
             "plan": {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": 32, "cp": 2, "vp": 1, "mbs": 1,
                      "gbs": 128, "seq": 8192, "recompute": "full", "sp": False, "zero": 3,
-                     "dtype": "bf16", "overlap": True, "flash_attn": True, "attn_impl": "cudnn"},
+                     "dtype": "bf16", "overlap": True, "flash_attn": True, "attn_impl": "cudnn",
+                     # TE's DotProductAttention runs the cp ring itself (AutoModel's
+                     # attach_te_context_parallel), not PyTorch's context_parallel
+                     "te_attention": True},
             "gpu": "h100-sxm", "gpus": 64, "gpus_per_node": 8, "network_bw": "400Gb/s",
             "metric": "step_s", "measured": 18.90, "how": "reported time per global step"})
 

@@ -141,6 +141,10 @@ typedef struct ap_plan {
                                         moments where the trainer keeps a master copy (Apex
                                         DistributedFusedAdam's dtype, validation rows'
                                         "optim_dtype"); 0 = the trainer's (fp32) */
+    int te_attention;                /* attention (and its context-parallel ring) runs in
+                                        Transformer Engine's module, whatever the trainer's
+                                        own attention path (validation rows' "te_attention":
+                                        NeMo AutoModel's TE kernels under FSDP2) */
     double master_state_bytes;       /* bytes per parameter of the master copy where the
                                         trainer keeps one, overriding optim_state_bytes for it:
                                         2 for Apex DistributedFusedAdam's store_param_remainders
@@ -329,6 +333,10 @@ typedef struct ap_trainer_caps {
                                     one by a separate pass (PyTorch's AccumulateGrad: the
                                     gradients live in param.grad until the step), not fused into
                                     the weight-gradient GEMM */
+    int cp_eager_merge;          /* context parallelism's ring merges each step's partial
+                                    attention output and accumulates the gradients in fp32 by
+                                    eager PyTorch ops (torch.distributed context_parallel), not
+                                    inside the attention kernels */
     unsigned grad_copy_zero_mask; /* ZeRO stages (bit z) at which every backward copies each
                                     weight gradient into a contiguous reduction bucket
                                     (DeepSpeed's contiguous_gradients) */
