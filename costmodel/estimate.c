@@ -46,7 +46,6 @@ void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
 
 /* ---- model states --------------------------------------------------------------------- */
 
-
 void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
                          double *optim) {
     /* ZeRO (Rajbhandari et al. 2020, Sec. 5, Fig. 1): stage 1 shards optimizer states (and
