@@ -90,8 +90,9 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
  * the trainer does), whether torch.compile fused the block's elementwise ops ("compile",
  * default: as the trainer table prices its code), FP8 weights without a 16-bit copy
- * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the cross-entropy kernel ("loss": "torch", the
- * trainer's default; "fused" or "fused_inplace", flash-attn's CrossEntropyLoss, plan.h). */
+ * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the
+ * cross-entropy kernel ("loss": "torch", the trainer's default; "fused" or "fused_inplace",
+ * flash-attn's CrossEntropyLoss, plan.h). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
                                    ap_err *err) {
     char impl[32];
