@@ -773,7 +773,7 @@ static void stage_recompute(const est *E, stage *S) {
         S->rec = fmax(S->rec, S->n_rc_full * E->x.tr->launches_per_layer * E->x.k->launch_s);
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
         /* Megatron's core attention, or the trainer's per-op checkpointing (layer_cost.c) */
-        S->rec = S->nd * (d->sac_rec_s > 0 ? d->sac_rec_s : d->attn_fwd_s) +
+        S->rec = S->nd * (d->sac_rec_s > 0 ? d->sac_rec_s + d->sac_rec_tp_s : d->attn_fwd_s) +
                  S->nm * mo->attn_fwd_s;
     }
 }

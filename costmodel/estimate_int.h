@@ -61,6 +61,9 @@ typedef struct {
     double sac_rec_s;     /* per-op selective checkpointing (torchtitan): forward recompute of
                              the matmuls it does not keep and of the memory-bound kernels */
     double sac_rec_flops; /* the FLOPs of those matmuls */
+    double sac_rec_g[2];  /* of those matmuls, the ones fed by the attention's and the MLP's
+                             sequence-parallel all-gather (0: none recomputed) */
+    double sac_rec_tp_s;  /* the sequence-parallel all-gathers that recompute runs again */
 } layer_cost;
 
 /* ---- costmodel/layer_cost.c ---- */

@@ -338,6 +338,9 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
         lc->sac_rec_s = gemm_s(x, T, kv, h) + gemm_s(x, T, h, ao) + gemm_s(x, T, last, last_k) +
                         elem_s - attn_elem_s;
         lc->sac_rec_flops = 2.0 * T * (kv * h + h * ao + last * last_k);
+        /* wk takes the gathered attention input; w3 (SwiGLU) the gathered MLP input, fc2 not */
+        lc->sac_rec_g[0] = gemm_s(x, T, kv, h);
+        lc->sac_rec_g[1] = m->act == AP_ACT_SWIGLU ? gemm_s(x, T, last, last_k) : 0;
     }
 }
 
@@ -369,6 +372,18 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         double exposed = 0;
         for (int i = 0; i < 4; i++) exposed += fmax(c / n, c - (n - 1.0) * g[i] / n);
         lc->tp_s = exposed;
+    }
+    if (ap_mem_op_sac(m, p, ls->idx) && p->sp && p->tp > 1) {
+        /* per-op checkpointing saves reduce-scatter outputs but not all-gather ones
+         * (torchtitan's _save_list: mm, SDPA, reduce_scatter_tensor, max), so recompute runs
+         * the layer's two sequence-parallel all-gathers again: each half of an all-reduce,
+         * overlapped under async TP only with a recomputed matmul it feeds (above) */
+        const double n = (double)p->tp, c = lc->tp_total_s / 4.0;
+        lc->sac_rec_tp_s = 0;
+        for (int i = 0; i < 2; i++)
+            lc->sac_rec_tp_s += p->overlap_tp && lc->sac_rec_g[i] > 0
+                                    ? fmax(c / n, c - (n - 1.0) * lc->sac_rec_g[i] / n)
+                                    : c;
     }
     if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
