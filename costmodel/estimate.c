@@ -55,18 +55,10 @@ void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights,
     double d = shard > 0 ? (double)shard : 1.0;
     double w = ap_plan_weight_bytes(p) * n, g = ap_plan_grad_bytes(p) * n;
     double o = (ap_plan_master_bytes(p) + ap_plan_optim_bytes(p)) * n;
-    if (p->zero >= 1) o /= d;
+    if (ap_plan_optim_sharded(p)) o /= d; /* with DeepSpeed's BF16_Optimizer too (trainer.c) */
     if (p->zero >= 2) g /= d;
     if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
     if (p->zero == 3 && t->zero3_state_bytes > 0) o = (t->zero3_state_bytes * n) / d - w - g;
-    if (ap_plan_bf16_optimizer(p)) {
-        /* DeepSpeed bf16 at stage 0 runs BF16_Optimizer (runtime/bf16_optimizer.py): bf16
-         * weights and gradients, a full-size fp32 gradient accumulation buffer, and the fp32
-         * master partition with Adam's m and v sharded over data parallelism like ZeRO-1 (the
-         * optimizer-side fp32 gradient copy of optim_bytes is a view of that buffer) */
-        g = (t->grad_bytes + t->bf16_optimizer_bytes) * n;
-        o = (t->master_bytes + t->optim_bytes - t->bf16_optimizer_bytes) * n / d;
-    }
     *weights = w;
     *grads = g;
     *optim = o;

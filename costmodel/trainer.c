@@ -357,18 +357,27 @@ double ap_plan_gathered_weight_bytes(const ap_plan *p) {
     return ap_plan_fp8_weights(p) ? 1.0 : ap_trainer_get(p->trainer)->gathered_weight_bytes;
 }
 
-double ap_plan_grad_bytes(const ap_plan *p) {
-    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
-    return t->grads_in_reduce_dtype && p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
-                                                                : t->grad_bytes;
-}
-
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer: runtime/engine.py _do_optimizer_sanity_check
  * returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is fp32, the default
  * without ZeRO (get_data_types) */
 int ap_plan_bf16_optimizer(const ap_plan *p) {
     return p->zero == 0 && p->dtype == AP_DTYPE_BF16 &&
            ap_trainer_get(p->trainer)->bf16_optimizer_bytes > 0;
+}
+
+/* BF16_Optimizer (runtime/bf16_optimizer.py) keeps a full-size fp32 gradient accumulation
+ * buffer beside the bf16 gradients; the optimizer side's fp32 gradient copy (part of the
+ * table's optim_bytes) is a view of it. The bytes per parameter it moves from the optimizer
+ * side to the gradients: 0 unless the plan runs it. */
+static double bf16_buffer_bytes(const ap_plan *p) {
+    return ap_plan_bf16_optimizer(p) ? ap_trainer_get(p->trainer)->bf16_optimizer_bytes : 0;
+}
+
+double ap_plan_grad_bytes(const ap_plan *p) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    return (t->grads_in_reduce_dtype && p->grad_reduce_bytes > 0 ? p->grad_reduce_bytes
+                                                                 : t->grad_bytes) +
+           bf16_buffer_bytes(p);
 }
 
 double ap_plan_master_bytes(const ap_plan *p) {
@@ -380,8 +389,14 @@ double ap_plan_master_bytes(const ap_plan *p) {
 
 double ap_plan_optim_bytes(const ap_plan *p) {
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
-    return t->master_bytes > 0 && p->optim_state_bytes > 0 ? 2.0 * p->optim_state_bytes
-                                                            : t->optim_bytes;
+    return (t->master_bytes > 0 && p->optim_state_bytes > 0 ? 2.0 * p->optim_state_bytes
+                                                             : t->optim_bytes) -
+           bf16_buffer_bytes(p);
+}
+
+int ap_plan_optim_sharded(const ap_plan *p) {
+    /* ZeRO-1 and up; BF16_Optimizer partitions its master copy and moments like ZeRO-1 */
+    return p->zero >= 1 || ap_plan_bf16_optimizer(p);
 }
 
 /* DeepSpeed ZeRO's contiguous-gradient (IPG) buffers at a rank's peak: reduce_bucket_size

@@ -308,22 +308,16 @@ static void setup_states(gen *g) {
         if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
             /* Transformer Engine keeps an fp8 copy of every GEMM weight (1 byte/param) */
             T(g, AP_SIM_T_WEIGHT_FP8, AP_SIM_CAT_PARAMS, u->layer, -1, u->p_linear, 0);
-        /* DeepSpeed's BF16_Optimizer (ZeRO stage 0): a full-size fp32 gradient buffer beside
-           the bf16 gradients, the master copy and Adam's moments sharded like ZeRO-1, the
-           optimizer side's fp32 gradient a view of that buffer (ap_mem_model_states) */
-        int bf16opt = ap_plan_bf16_optimizer(p);
-        double extra = bf16opt ? c->bf16_optimizer_bytes : 0;
+        /* the per-parameter bytes and sharding of ap_mem_model_states (trainer.c helpers,
+           DeepSpeed's BF16_Optimizer included) */
+        int osh = ap_plan_optim_sharded(p);
         if (!g->lazy_grads)
             u->t_grad = T(g, AP_SIM_T_GRAD, AP_SIM_CAT_GRADS, u->layer, -1,
-                          bytes_of(ap_plan_grad_bytes(p) + extra, shard_params(g, u, z >= 2)),
-                          0);
+                          bytes_of(ap_plan_grad_bytes(p), shard_params(g, u, z >= 2)), 0);
         T(g, AP_SIM_T_MASTER, AP_SIM_CAT_OPTIMIZER, u->layer, -1,
-          bytes_of(ap_plan_master_bytes(p) * (1 - off_o), shard_params(g, u, z >= 1 || bf16opt)),
-          0);
+          bytes_of(ap_plan_master_bytes(p) * (1 - off_o), shard_params(g, u, osh)), 0);
         T(g, AP_SIM_T_OPTIM, AP_SIM_CAT_OPTIMIZER, u->layer, -1,
-          bytes_of((ap_plan_optim_bytes(p) - extra) * (1 - off_o),
-                   shard_params(g, u, z >= 1 || bf16opt)),
-          0);
+          bytes_of(ap_plan_optim_bytes(p) * (1 - off_o), shard_params(g, u, osh)), 0);
     }
     /* ZeRO-3's contiguous-gradient bucket is allocated with the optimizer
        (ap_plan_grad_bucket_bytes) */

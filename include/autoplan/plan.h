@@ -375,14 +375,18 @@ static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
 int ap_plan_fp8_weights(const ap_plan *p);
 double ap_plan_weight_bytes(const ap_plan *p);
 double ap_plan_gathered_weight_bytes(const ap_plan *p);
+int ap_plan_bf16_optimizer(const ap_plan *p); /* DeepSpeed's BF16_Optimizer (bf16, ZeRO 0) */
 /* Bytes per parameter of plan p's gradients as its trainer stores them: the table's
- * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype. */
+ * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype, plus
+ * BF16_Optimizer's fp32 buffer where the plan runs it. */
 double ap_plan_grad_bytes(const ap_plan *p);
 /* Bytes per parameter of plan p's master copy and of its optimizer states (Adam's moments):
- * the table's, or the plan's optimizer state dtype where the trainer keeps a master copy. */
-int ap_plan_bf16_optimizer(const ap_plan *p); /* DeepSpeed's BF16_Optimizer (bf16, ZeRO 0) */
+ * the table's, or the plan's optimizer state dtype where the trainer keeps a master copy;
+ * under BF16_Optimizer less the fp32 gradient its buffer holds. Whether they shard over data
+ * parallelism (ZeRO >= 1, or BF16_Optimizer's own partitioning). */
 double ap_plan_master_bytes(const ap_plan *p);
 double ap_plan_optim_bytes(const ap_plan *p);
+int ap_plan_optim_sharded(const ap_plan *p);
 /* Bytes of the gradient buckets plan p's trainer holds at a rank's peak beside the model states
  * (DeepSpeed ZeRO's contiguous-gradient buffers; 0 for the others). */
 double ap_plan_grad_bucket_bytes(const ap_plan *p);
