@@ -74,12 +74,15 @@ int in_domain(const ctx *x, int n, int inner) {
  * and every micro-batch crosses every boundary: the send is priced on one GPU's share of the
  * network (one NIC per GPU) at the kernel table's RDMA plateau; inside a domain at the peer
  * link's. Plus the host cost of a call and NCCL's point-to-point latency. */
-double p2p_send_s(const ctx *x, double bytes) {
+int pipe_cross(const ctx *x) {
     const ap_plan *p = x->p;
+    int dom = x->c->nvlink_domain > 0 ? x->c->nvlink_domain : 1;
+    return (double)p->tp * p->cp * p->dp * p->pp > (double)dom;
+}
+
+double p2p_send_s(const ctx *x, double bytes) {
     const ap_cluster *c = x->c;
-    int inner = p->tp * p->cp * p->dp;
-    int dom = c->nvlink_domain > 0 ? c->nvlink_domain : 1;
-    int cross = (double)inner * p->pp > (double)dom;
+    int cross = pipe_cross(x);
     int domains;
     double bw = cross ? c->net_bytes_per_s * x->k->coll_eff[AP_LEVEL_NET] * x->cal.net_eff *
                             x->net_scale

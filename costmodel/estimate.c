@@ -1037,12 +1037,10 @@ static void pipeline_time(est *E) {
          * the two once per step, after the last backward, in the gradient-reduction dtype
          * (Megatron-LM finalize_model_grads' embedding all-reduce of main_grad; DeepSpeed
          * runtime/pipe/engine.py _exec_reduce_tied_grads, the BF16_Optimizer's fp32 copy or
-         * param.grad); across nodes when the pipeline spans NVLink domains (as p2p_send_s) */
-        if (E->x.m->tied_embeddings && x->tr->tied_embedding_dup) {
-            int dom = x->c->nvlink_domain > 0 ? x->c->nvlink_domain : 1;
-            int cross = (double)p->tp * p->cp * p->dp * p->pp > (double)dom;
-            E->p2p += allreduce_s(x, E->V * E->h / E->t * E->grad_reduce_bytes, 2, cross ? 1 : 2);
-        }
+         * param.grad); across nodes when the pipeline spans NVLink domains */
+        if (E->x.m->tied_embeddings && x->tr->tied_embedding_dup)
+            E->p2p += allreduce_s(x, E->V * E->h / E->t * E->grad_reduce_bytes, 2,
+                                  pipe_cross(x) ? 1 : 2);
     }
     if (p->pp == 1) E->pipe = mb * E->Tmax;
     else E->pipe = mb * E->Tmax + (E->Tsum - E->Tmax) / p->vp;

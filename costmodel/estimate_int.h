@@ -21,6 +21,7 @@
 #define group_busbw ap_est_group_busbw
 #define in_domain ap_est_in_domain
 #define p2p_send_s ap_est_p2p_send_s
+#define pipe_cross ap_est_pipe_cross
 #define price_layer ap_est_price_layer
 
 /* What pricing a layer or a collective needs of one estimate: the model, cluster and plan, the
@@ -92,5 +93,8 @@ int in_domain(const ctx *x, int n, int inner);
 
 /* One pipeline send of `bytes` between adjacent stages, seconds. */
 double p2p_send_s(const ctx *x, double bytes);
+/* Whether the plan's pipeline spans more than one NVLink domain (its stages talk over the
+ * network). */
+int pipe_cross(const ctx *x);
 
 #endif

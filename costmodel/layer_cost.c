@@ -373,7 +373,7 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         for (int i = 0; i < 4; i++) exposed += fmax(c / n, c - (n - 1.0) * g[i] / n);
         lc->tp_s = exposed;
     }
-    if (ap_mem_op_sac(m, p, ls->idx) && p->sp && p->tp > 1) {
+    if (lc->sac_rec_s > 0 && p->sp && p->tp > 1) { /* per-op checkpointing (layer_compute) */
         /* per-op checkpointing saves reduce-scatter outputs but not all-gather ones
          * (torchtitan's _save_list: mm, SDPA, reduce_scatter_tensor, max), so recompute runs
          * the layer's two sequence-parallel all-gathers again: each half of an all-reduce,
