@@ -29,6 +29,10 @@
  *     and fc2 input, and its expert output for the combine; shared experts as a dense SwiGLU.
  *   - context parallelism: every term uses the local sequence s/cp; the score matrix is
  *     (s/cp) x s per rank.
+ *   - fp8 under Transformer Engine (trainer cap fp8_saves_fp8_inputs): a tensor kept only as a
+ *     GEMM's input (QKV, MLP and fc2 inputs, routed expert inputs) is kept as its 1-byte FP8
+ *     cast; the attention output is kept twice, 16-bit by the fused kernel and FP8 as the
+ *     output projection's input. Norm inputs and the activation's input stay 16-bit.
  * Recompute: selective = Megatron's core-attention recompute (drops the score terms, and the
  * flash log-sum-exp); full = only the layer input, 2sbh (/t with sp). A trainer whose
  * "selective" is per-op checkpointing (torchtitan's "op" policy, sac_layer_bytes) keeps the
@@ -113,6 +117,10 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
     ap_layer_info li;
     ap_model_layer(m, layer, &li);
     double bytes = 0;
+    /* bytes per element of a tensor kept only as a GEMM's input: 1 where the trainer's fp8
+     * GEMMs save their FP8 cast (fp8_saves_fp8_inputs) */
+    const int f8 = p->dtype == AP_DTYPE_FP8 && ap_trainer_get(p->trainer)->fp8_saves_fp8_inputs;
+    const double gin = f8 ? 1.0 : 2.0;
 
     /* ---- attention block ---- */
     bytes += 2.0 * sbh_out; /* input of the first norm */
@@ -130,10 +138,12 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
         bytes += 2.0 * s * b * a_loc * (double)ml->v_head_dim;        /* attention output */
     } else {
         double d = (double)m->head_dim;
-        bytes += 2.0 * sbh_out;                               /* QKV input (norm output) */
+        bytes += gin * sbh_out;                               /* QKV input (norm output) */
         bytes += 2.0 * s * b * a_loc * d;                     /* Q */
         bytes += 2.0 * 2.0 * s * b * kv_features(m, p->tp, m->head_dim); /* K, V */
-        bytes += 2.0 * s * b * a_loc * d;                     /* output projection input */
+        /* output projection input: in fp8 its FP8 cast, beside the 16-bit attention output
+         * the fused kernel keeps for its own backward */
+        bytes += (f8 ? (p->flash_attn ? 3.0 : 1.0) : 2.0) * s * b * a_loc * d;
     }
     if (rc == AP_RECOMPUTE_NONE) {
         if (p->flash_attn) {
@@ -150,10 +160,12 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
     /* ---- MLP block ---- */
     int shares_norm_input = m->parallel_attn;
     if (!shares_norm_input) bytes += 2.0 * sbh_out;                 /* input of the second norm */
-    if (!(m->parallel_attn && m->norms_per_layer == 1)) bytes += 2.0 * sbh_out; /* MLP input */
+    if (!(m->parallel_attn && m->norms_per_layer == 1)) bytes += gin * sbh_out; /* MLP input */
     if (drop) bytes += sbh_out;                                      /* MLP dropout mask */
 
-    double act_per_f = (m->act == AP_ACT_SWIGLU) ? 6.0 : 4.0; /* bytes per token per ffn unit */
+    /* bytes per token per ffn unit: the activation's 16-bit input (2f wide for SwiGLU) and the
+     * fc2 input (FP8 in fp8 GEMMs that save their casts) */
+    double act_per_f = ((m->act == AP_ACT_SWIGLU) ? 4.0 : 2.0) + gin;
     if (li.is_moe) {
         const ap_moe *mo = &m->moe;
         double E = (double)mo->experts;
@@ -164,7 +176,7 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
         double routed = tokens * (out_t > 1 ? (double)p->etp : 1.0) * (double)mo->top_k * cf;
         bytes += 8.0 * tokens * E;                         /* fp32 router logits + probabilities */
         bytes += 4.0 * tokens * (double)mo->top_k;         /* fp32 routing weights */
-        bytes += routed * (2.0 * h                          /* dispatched expert input */
+        bytes += routed * (gin * h                          /* dispatched expert input */
                            + act_per_f * (double)mo->ffn_hidden / p->etp /* act + fc2 input */
                            + 2.0 * h);                      /* expert output kept for combine */
         if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0)

@@ -656,10 +656,14 @@ static void stage_kind_other(const est *E, stage *S) {
         /* ZeRO-3/FSDP: the current and the prefetched layer gathered (16-bit) */
         other += 2.0 * E->gather_bytes * layer_params16;
     }
-    /* fp8 weight copies (Transformer Engine / torchao): of every weight, or under ZeRO-3 of the
-     * gathered layers only */
-    if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
-        other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * (S->p_dense + S->p_exp);
+    /* fp8 weight copies (Transformer Engine / torchao): of the transformer layers' weights (the
+     * embedding is a lookup and Megatron-Core's output layer a bf16 ColumnParallelLinear, outside
+     * the fp8 autocast), or under ZeRO-3 of the gathered layers only */
+    if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p)) {
+        double layers_params = S->p_dense + S->p_exp - (S->first ? E->emb_rank : 0) -
+                               (S->last ? E->head_rank : 0);
+        other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * layers_params;
+    }
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
     /* DeepSpeed ZeRO's contiguous-gradient buckets (trainer.c ap_plan_grad_bucket_bytes) */
     other += ap_plan_grad_bucket_bytes(p);

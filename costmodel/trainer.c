@@ -95,6 +95,11 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * with grad_reduce_in_fp32 (Megatron-LM's bf16 default) and in the parameters' dtype
          * without it (--grad-reduce-in-bf16; NeMo's grad_sync_dtype bf16) */
         .grads_in_reduce_dtype = 1,
+        /* Transformer Engine's fp8 Linear / LayerNormLinear save the FP8 cast of their input
+         * (or its transpose) for the weight gradient, not the 16-bit input
+         * (transformer_engine/pytorch/module/linear.py, layernorm_linear.py forward:
+         * ctx.save_for_backward of the fp8 inputmat / ln_out) */
+        .fp8_saves_fp8_inputs = 1,
     },
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",

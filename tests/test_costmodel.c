@@ -560,8 +560,10 @@ static void test_fp8_params(void) {
     p.dtype = AP_DTYPE_BF16; /* only FP8 weights are stored in FP8 */
     ap_mem_model_states(&p, 1e9, 8, &w, &g, &o);
     CHECK_NEAR(w, 2e9, 1e-12);
-    /* a whole estimate: the weights and the "other" bytes each fall by one byte per parameter
-     * held (the FP8 copy gone), activations and time unchanged but the parameter all-gather */
+    /* a whole estimate: the weights fall by one byte per parameter held and the "other" bytes
+     * by one per transformer-layer parameter (the FP8 copy gone: the embedding, the final norm
+     * and the bf16 output layer have none), activations and time unchanged but the parameter
+     * all-gather */
     ap_model m = load("examples/models/llama-3-8b.json");
     ap_cluster c = cluster("h100-sxm", 8);
     ap_err err;
@@ -576,11 +578,32 @@ static void test_fp8_params(void) {
     double n = a.stages[0].params_bytes / 2.0;
     CHECK(n > 7e9);
     CHECK_NEAR(b.stages[0].params_bytes, n, 1e-12);
-    CHECK_NEAR(a.stages[0].other_bytes - b.stages[0].other_bytes, n, 1e-9);
+    double n_layers = n - 2.0 * 128256 * 4096 - 4096; /* untied embedding and head, final norm */
+    CHECK_NEAR(a.stages[0].other_bytes - b.stages[0].other_bytes, n_layers, 1e-9);
     CHECK_NEAR(a.stages[0].activations_bytes, b.stages[0].activations_bytes, 1e-15);
     CHECK_NEAR(a.stages[0].grads_bytes, b.stages[0].grads_bytes, 1e-15);
-    CHECK(b.stages[0].device_bytes < a.stages[0].device_bytes - 1.9 * n * 0.99);
+    CHECK(b.stages[0].device_bytes < a.stages[0].device_bytes - (n + n_layers) * 0.99);
     CHECK_NEAR(a.time.compute_s, b.time.compute_s, 1e-12);
+}
+
+/* Transformer Engine's fp8 GEMMs keep the FP8 cast of their inputs. Llama-3-8B, s 4096, b 1,
+ * t 1 (test_variants_by_hand's 570,949,632 bytes in bf16): the QKV and MLP inputs fall to one
+ * byte (2 x 16,777,216), the fc2 input to one (s*f = 58,720,256), and the attention output
+ * is kept twice (16-bit by the fused kernel, FP8 for the output projection: +16,777,216):
+ * 570,949,632 - 75,497,472 = 495,452,160. Full recompute keeps the 16-bit layer input; a
+ * trainer without Transformer Engine (torchtitan's torchao float8) keeps the 16-bit inputs. */
+static void test_fp8_saved_inputs(void) {
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_plan p;
+    ap_plan_init(&p);
+    p.mbs = 1;
+    p.seq = 4096;
+    p.dtype = AP_DTYPE_FP8;
+    p.trainer = AP_TRAINER_MEGATRON;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 495452160.0, 1e-12);
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_FULL), 33554432.0, 1e-12);
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0, 1e-12);
 }
 
 /* The state dtypes a run may choose (validation rows' "grad_reduce", "optim_dtype",
@@ -1051,6 +1074,7 @@ int main(int argc, char **argv) {
     test_zero_table2_maxima();
     test_megatron_bytes();
     test_fp8_params();
+    test_fp8_saved_inputs();
     test_moe_expert_shards();
     test_state_dtypes();
     test_megatron_fsdp();

@@ -37,6 +37,9 @@ Sources:
   nvidia-dgxc-grok1      the same repository's grok1/README_314b.md (v24.11.1): Grok-1 314B, a
                          mixture of 8 experts, and its 2-32-layer proxies under NeMo on 8-2048
                          DGX H100, BF16 and FP8
+  nemo-perf-h100         NVIDIA/NeMo docs/source/performance/performance_summary.md @8e3d65d
+                         (NeMo 24.07, DGX-H100, FP8): GPT-3 5B-175B, Llama 2 7B-70B, Nemotron
+                         8B-340B and Llama 3 8B/70B pre-training, 8-512 GPUs, tokens/s per GPU
 """
 
 FOUNDRY_ROWS = [
@@ -999,7 +1002,108 @@ def nemo_long_rows(hf):
     return out
 
 
+# ---- NeMo 24.07 performance summary (DGX-H100, FP8) -------------------------------------------
+NEMO_PERF = ("NVIDIA/NeMo docs/source/performance/performance_summary.md @8e3d65d (NeMo 24.07, "
+             "DGX-H100, FP8 pre-training): %s, %d GPUs, GBS %d MBS %d, sequence %d, TP %d PP %d "
+             "CP %d VP %d, %d tokens/s per GPU")
+# (model, gpus, gbs, mbs, seq, tp, pp, cp, vp, tokens/s per GPU): the table's rows as printed
+NEMO_PERF_ROWS = [
+    ("GPT3-5B", 64, 2048, 4, 2048, 1, 1, 1, 1, 23406),
+    ("GPT3-20B", 64, 256, 2, 2048, 2, 1, 1, 1, 5851),
+    ("GPT3-175B", 128, 256, 1, 2048, 4, 8, 1, 6, 716),
+    ("GPT3-175B", 512, 2048, 2, 2048, 4, 8, 1, 6, 825),
+    ("LLAMA2-7B", 8, 128, 1, 4096, 1, 1, 1, 1, 16934),
+    ("LLAMA2-13B", 16, 128, 1, 4096, 1, 4, 1, 10, 8715),
+    ("LLAMA2-70B", 64, 128, 1, 4096, 4, 4, 1, 20, 1728),
+    ("Nemotron-8B", 64, 256, 4, 4096, 2, 1, 1, 1, 12507),
+    ("Nemotron-22B", 64, 256, 2, 4096, 2, 4, 1, 10, 4312),
+    ("Nemotron-340B", 128, 32, 1, 4096, 8, 8, 1, 12, 326),
+    ("LLAMA3-8B", 8, 128, 1, 8192, 1, 1, 2, 1, 12273),
+    ("LLAMA3-70B", 64, 128, 1, 8192, 4, 4, 2, 5, 1524),
+]
+# GPT-3 shapes of NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/{5b,20b,175b}*.yaml
+# (layers, hidden, heads; ffn 4h); Nemotron-3 8B/22B of conf/training/nemotron/nemotron_{8b,22b}.yaml
+# (MHA, squared-ReLU, ffn 4h); Nemotron-4 340B as in nemotron_rows
+NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B": (96, 12288, 96)}
+NEMO_NEMOTRON = {"Nemotron-8B": (32, 4096, 32, 32, 16384), "Nemotron-22B": (40, 6144, 48, 48, 24576),
+                 "Nemotron-340B": (96, 18432, 96, 8, 73728)}
+NEMO_HF = {"LLAMA2-7B": "llama-2-7b", "LLAMA2-70B": "llama-2-70b", "LLAMA3-8B": "llama-3-8b",
+           "LLAMA3-70B": "llama-3-70b"}
+
+
+def nemo_perf_model(name, tp, hf):
+    """The row's model. GPT-3 as the launcher's gpt3 yamls build it: learned positions, LayerNorm
+    and biases, GELU, tied embeddings, hidden and attention dropout 0.1, GPT-2's 50,257 tokens
+    padded to a multiple of 128 x tp (make_vocab_size_divisible_by). Llama 2 13B has Llama 2's
+    published shapes (40 layers, hidden 5120, 40 heads, ffn 13824)."""
+    if name in NEMO_GPT3:
+        L, h, a = NEMO_GPT3[name]
+        pad = 128 * tp
+        return {"name": name.lower(), "layers": L, "hidden": h, "heads": a,
+                "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
+                "norm": "layernorm", "bias": True, "tied_embeddings": True,
+                "position": "learned", "dropout": True}
+    if name in NEMO_NEMOTRON:
+        L, h, a, g, f = NEMO_NEMOTRON[name]
+        return {"name": name.lower(), "layers": L, "hidden": h, "heads": a, "kv_heads": g,
+                "ffn_hidden": f, "vocab": 256000, "seq_len": 4096, "activation": "relu",
+                "norm": "layernorm", "position": "rotary", "bias": False,
+                "tied_embeddings": False, "dropout": False}
+    if name == "LLAMA2-13B":
+        m = dict(hf("llama-2-7b"))
+        m.update(hidden_size=5120, intermediate_size=13824, num_attention_heads=40,
+                 num_key_value_heads=40, num_hidden_layers=40)
+        return m
+    return dict(hf(NEMO_HF[name]))
+
+
+def nemo_perf_rows(hf):
+    """The step is the batch's tokens over the reported tokens/s per GPU and the GPUs. The table
+    gives the degrees, batch and micro-batch; the rest is the launcher's configuration of that
+    period (NeMo-Framework-Launcher conf/training gpt3/*_fp8_performance.yaml,
+    nemotron/nemotron_22b.yaml): FP8 (hybrid) GEMMs with 16-bit weights, Apex
+    distributed_fused_adam with overlapped gradient reduction and parameter gathering
+    (ZeRO-1) keeping bf16 weights with store_param_remainders (NeMo megatron_base_model.py,
+    as for nemo-longseq-h100), sequence parallelism with tp and Transformer Engine's TP
+    communication overlap (ub_tp_comm_overlap), GPT-3's selective recomputation
+    (activations_checkpoint_granularity: selective) and bf16 gradient reduction
+    (grad_sync_dtype: bf16), no recomputation and fp32 gradient reduction for the others
+    (nemotron_22b.yaml and llama/llama3_8b.yaml set no grad_sync_dtype, and Apex's default is
+    the optimizer's fp32), except Nemotron-340B, whose yaml runs Megatron-Core's distributed
+    optimizer with bf16 gradients and bf16 optimizer states; cuDNN fused attention
+    (Transformer Engine's Hopper default, assumed)."""
+    out = []
+    for (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tps) in NEMO_PERF_ROWS:
+        m = nemo_perf_model(name, tp, hf)
+        gpt3 = name in NEMO_GPT3
+        dp = gpus // (tp * pp * cp)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": seq, "recompute": "selective" if gpt3 else "none",
+                "sp": tp > 1, "zero": 1, "dtype": "fp8", "overlap": True, "overlap_tp": tp > 1,
+                "flash_attn": True, "attn_impl": "cudnn"}
+        if name == "Nemotron-340B":
+            # nemotron_340b.yaml: Megatron-Core's distributed optimizer with bf16 gradient
+            # reduction and bf16 optimizer states (optim: mcore_distributed_optim,
+            # grad_sync_dtype bf16, dtype bf16)
+            plan["grad_reduce"] = "bf16"
+            plan["optim_dtype"] = "bf16"
+        else:
+            plan["param_remainders"] = True
+        if gpt3:
+            plan["grad_reduce"] = "bf16"
+        step = gbs * seq / (tps * gpus)
+        cite = (NEMO_PERF % (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tps) +
+                "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the launcher's "
+                "configuration of the period otherwise: tools/oos_sources.py nemo_perf_rows)"
+                % step)
+        out.append({"source": "nemo-perf-h100", "cite": cite, "model_name": name.lower(),
+                    "model": m, "plan": plan, "gpu": "h100-sxm", "gpus": gpus,
+                    "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s",
+                    "measured": step, "how": "reported tokens/s per GPU converted to a step"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
             bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
-            nemo_long_rows(hf))
+            nemo_long_rows(hf) + nemo_perf_rows(hf))

@@ -289,6 +289,9 @@ typedef struct ap_trainer_caps {
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
     unsigned fp8_params_zero_mask; /* ZeRO stages at which the trainer keeps the weights in
                                       FP8 (ap_plan.fp8_params); 0: it does not */
+    int fp8_saves_fp8_inputs;    /* fp8 GEMMs keep their inputs for the weight gradient as the
+                                    1-byte FP8 casts (Transformer Engine), not the 16-bit
+                                    tensors (activations.c) */
     int grads_in_reduce_dtype;   /* its gradient buffer holds the data-parallel reduction's
                                     dtype (a plan's grad_reduce_bytes, where given) */
     int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
