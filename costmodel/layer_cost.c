@@ -290,6 +290,28 @@ static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s,
     }
 }
 
+/* Bytes the token permutations of an MoE layer move, forward (Megatron-Core
+ * MoEAlltoAllTokenDispatcher, transformer/moe/token_dispatcher.py; torchtitan's dispatch and its
+ * permute indices do the same passes): "permutation 1" gathers the rank's routed token copies
+ * in expert order (reads its Tr tokens, writes their Tr k copies), "permutation 2" sorts the
+ * copies the all-to-all delivered by local expert and "unpermutation 2" restores their order
+ * (each reads and writes the R copies this rank's experts process; only with more than one
+ * local expert), and "unpermutation 1" weighs the returned copies by their router
+ * probabilities and sums them into the Tr tokens. 16-bit elements of width h; the backward
+ * moves as much again per pass (layer_compute doubles the forward's). */
+double ap_cost_moe_permute_bytes(const ap_model *m, const ap_plan *p, double tokens) {
+    const ap_moe *mo = &m->moe;
+    const double out_t = p->sp ? (double)p->tp : 1.0;
+    double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
+    double tr = tokens / out_t;                        /* tokens this rank routes */
+    double copies = tr * (double)mo->top_k * cf;       /* their copies */
+    double gathered = out_t > 1 ? tr * (double)p->etp : tokens;
+    double routed = gathered * (double)mo->top_k * cf; /* copies its experts process */
+    double bytes = 2.0 * (tr + copies) + 2.0 * (copies + tr);
+    if (p->ep > 0 && mo->experts / p->ep > 1) bytes += 2.0 * 2.0 * routed + 2.0 * 2.0 * routed;
+    return bytes * (double)m->hidden;
+}
+
 /* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
  * (attention_core_s) and the memory-bound kernels at HBM bandwidth. *gp gets the forward GEMM
  * time by the TP collective it overlaps (layer_comm). */
@@ -315,6 +337,7 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
                                                          : p->elementwise == AP_ELEMENTWISE_EAGER;
     double bwd_adjust = 0; /* bytes the backward moves beyond twice the forward's */
     if (eager) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem, &bwd_adjust);
+    if (ls->li.is_moe) in_elem += ap_cost_moe_permute_bytes(m, p, T);
     double scores = (double)p->mbs * ls->a_loc * ls->sl * (double)p->seq;
     if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);

@@ -598,18 +598,16 @@ static void test_validate_targets(void) {
          * predicted device peak, README "Validation"), so this holds the two it catches */
         CHECK(n >= 6 && hit >= 2);
     }
-    /* runs that ran: at most one with a predicted device peak above the GPU's memory (NeMo
-     * 24.07's FP8 Llama 3 8B at CP 2 on 8 H100, 81.8 GiB predicted with the fp32 gradient
-     * buffer its launcher configuration implies: README "Validation"), at most ten within the
-     * 2 GiB planning headroom (llm-foundry rows on A100-40GB that fit with 1 GiB; NeMo's BF16
-     * Llama 3.1 8B on 8 and 405B on 576 H100; NeMo's FP8 Llama 2 7B at 4K on 4 H100) */
+    /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten
+     * within the 2 GiB planning headroom (README "Validation": llm-foundry rows on A100-40GB
+     * that fit with 1 GiB; NeMo's BF16 Llama 3.1 8B on 8 and 405B on 576 H100) */
     const char *ran = out ? strstr(out, "runs that ran predicted not to fit: ") : NULL;
     CHECK(ran != NULL);
     if (ran) {
         int nofit = -1, n = -2, tight = -1;
         CHECK(sscanf(ran, "runs that ran predicted not to fit: %d of %d (device peak above the "
                           "GPU's memory); %d more", &nofit, &n, &tight) == 3);
-        CHECK(n >= 200 && nofit <= 1 && tight >= 0 && tight <= 10);
+        CHECK(n >= 200 && nofit == 0 && tight >= 0 && tight <= 10);
     }
     free(out);
     free(err);

@@ -606,6 +606,27 @@ static void test_fp8_saved_inputs(void) {
     CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0, 1e-12);
 }
 
+/* An MoE layer's token permutations (layer_cost.c): Mixtral-8x7B (h 4096, 8 experts, top 2),
+ * 4096 tokens, tp 1, ep 1: the rank routes 4096 tokens into 8192 copies, its 8 local experts
+ * process all 8192. In units of h bytes (rows of h 16-bit elements are 2h bytes): permute
+ * reads 4096 rows and writes 8192, unpermute the reverse: 2 x 2 x (4096 + 8192) = 49,152; the
+ * sort by local expert and its reverse each read and write the 8192 rows: 2 x 2 x 2 x 8192 =
+ * 65,536; 114,688 x 4096 = 469,762,048 bytes. At ep 8 (one local expert) no sort: 49,152 h.
+ * With tp 2 and sp each rank routes its 2048 tokens (4096 copies) and at etp 1 its experts
+ * take those: 2 x 2 x (2048 + 4096) + 8 x 4096 = 57,344 h. */
+static void test_moe_permute_bytes(void) {
+    ap_model m = load("examples/models/mixtral-8x7b.json");
+    ap_plan p;
+    ap_plan_init(&p);
+    CHECK_NEAR(ap_cost_moe_permute_bytes(&m, &p, 4096), 469762048.0, 1e-12);
+    p.ep = 8;
+    CHECK_NEAR(ap_cost_moe_permute_bytes(&m, &p, 4096), 49152.0 * 4096, 1e-12);
+    p.ep = 1;
+    p.tp = 2;
+    p.sp = 1;
+    CHECK_NEAR(ap_cost_moe_permute_bytes(&m, &p, 4096), 57344.0 * 4096, 1e-12);
+}
+
 /* The state dtypes a run may choose (validation rows' "grad_reduce", "optim_dtype",
  * "param_remainders"):
  * Megatron-Core keeps its gradient buffer in the reduction's dtype (fp32 unless
@@ -1075,6 +1096,7 @@ int main(int argc, char **argv) {
     test_megatron_bytes();
     test_fp8_params();
     test_fp8_saved_inputs();
+    test_moe_permute_bytes();
     test_moe_expert_shards();
     test_state_dtypes();
     test_megatron_fsdp();

@@ -195,6 +195,11 @@ double ap_mem_korthikanti_layer_bytes(double s, double b, double h, double a, do
 double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
                                      ap_recompute rc);
 
+/* HBM bytes the token permutations of one MoE layer move in its forward for `tokens` tokens of
+ * one micro-batch on the rank (s b / cp), 16-bit (costmodel/layer_cost.c; the backward moves as
+ * much again). */
+double ap_cost_moe_permute_bytes(const ap_model *m, const ap_plan *p, double tokens);
+
 /* 1 when plan p's selective recompute of `layer` is per-op checkpointing (the trainer's
  * selective_op_sac, for a dense non-MLA block with a flash kernel), 0 when it is Megatron's
  * core-attention recompute. */
