@@ -41,7 +41,15 @@ Sources:
                          (NeMo 24.07, DGX-H100, FP8): GPT-3 5B and 20B, Llama 2 13B, Nemotron
                          8B-340B pre-training, 16-128 GPUs, tokens/s per GPU (the table's other
                          six rows are the H100 cross-check the GEMM efficiency is fitted on)
+  megatron-bridge-h100   NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md
+                         @4ab94df (containers 25.11 to 26.06), DGX-H100 pre-training: Llama 3
+                         8B/70B, Llama 3.1 405B, GPT-OSS 120B, Qwen3 30B-A3B and 235B-A22B
+                         (MoE), FP8 current scaling and BF16, 8-1024 GPUs, tokens/s per GPU
+                         (23 rows)
 """
+
+import json
+import os
 
 FOUNDRY_ROWS = [
     # (gpu, size, seq, gpus, mbs, grad_accum, tokens/s/GPU, precision, FSDP mixed precision, sharding, activation checkpointing)
@@ -1097,7 +1105,118 @@ def nemo_perf_rows(hf):
     return out
 
 
+# ---- Megatron-Bridge performance summaries (NeMo 25.11-26.06, DGX-H100) ---------------------------
+MBRIDGE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @4ab94df, NeMo %s "
+           "container, DGX-H100 pre-training: %s, %d GPUs, %s, GBS %d MBS %d, sequence %d, "
+           "FSDP %d TP %d PP %d CP %d VP %d EP %d, %d tokens/s per GPU")
+# (container, model, gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, tokens/s per GPU):
+# every DGX-H100 pre-training row of the 25.11 to 26.06 tables but Nemotron 3 Nano (a hybrid
+# Mamba model autoplan does not express) and three rows that cannot be taken as they stand:
+# 25.11's GPT-OSS 120B (PP 4 with 64 GPUs, GBS 512 and MBS 4 makes 8 accumulation steps, the
+# row says GA 2, the B200 row's pipeline-free figure), and Qwen3 30B-A3B in 25.11 (5275 tokens/s,
+# where 25.09 measured the same layout at 10494) and in 26.02 (5113, where 26.02.01 measured
+# the same configuration at 9058): container regressions the next release undid, not the
+# hardware's. "FP8" is the H100 recipes' FP8 current scaling.
+MBRIDGE_ROWS = [
+    ("25.11", "LLAMA3_8B", 8, "fp8", 128, 1, 8192, 8, 1, 1, 1, 1, 1, 14451),
+    ("25.11", "LLAMA3_70B", 64, "fp8", 128, 1, 8192, 0, 4, 8, 1, 5, 1, 1602),
+    ("25.11", "LLAMA3.1_405B", 1024, "fp8", 512, 1, 8192, 0, 8, 8, 2, 8, 1, 292),
+    ("25.11", "Qwen3_235B_a22B", 256, "fp8", 2048, 1, 4096, 0, 2, 8, 1, 4, 32, 1575),
+    ("26.02", "LLAMA3_70B", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1, 1621),
+    ("26.02", "LLAMA3.1_405B", 1024, "fp8", 1536, 1, 8192, 0, 8, 8, 2, 8, 1, 311),
+    ("26.02", "GPT_OSS_120B", 64, "bf16", 1280, 1, 4096, 0, 1, 4, 1, 1, 8, 5993),
+    ("26.02", "Qwen3_235B_a22B", 256, "fp8", 8192, 1, 4096, 0, 2, 8, 1, 4, 32, 1633),
+    ("26.02.01", "LLAMA3_70B", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1, 1639),
+    ("26.02.01", "GPT_OSS_120B", 64, "bf16", 1280, 1, 4096, 0, 1, 4, 1, 1, 8, 5984),
+    ("26.02.01", "Qwen3_30B_a3B", 16, "fp8", 1024, 1, 4096, 0, 1, 2, 1, 12, 8, 9058),
+    ("26.02.01", "Qwen3_235B_a22B", 256, "fp8", 8192, 1, 4096, 0, 2, 8, 1, 4, 32, 1611),
+    ("26.04", "LLAMA3_70B", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1, 1633),
+    ("26.04", "GPT_OSS_120B", 64, "bf16", 1280, 1, 4096, 0, 1, 4, 1, 1, 8, 5810),
+    ("26.04", "Qwen3_30B_a3B", 16, "fp8", 1024, 1, 4096, 0, 1, 1, 1, 1, 16, 8901),
+    ("26.04", "Qwen3_235B_a22B", 256, "fp8", 8192, 1, 4096, 0, 2, 8, 1, 4, 32, 1686),
+    ("26.04.01", "LLAMA3_70B", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1, 1664),
+    ("26.04.01", "LLAMA3.1_405B", 1024, "fp8", 1536, 1, 8192, 0, 8, 8, 2, 8, 1, 328),
+    ("26.04.01", "GPT_OSS_120B", 64, "bf16", 1280, 1, 4096, 0, 1, 4, 1, 1, 8, 5824),
+    ("26.04.01", "Qwen3_30B_a3B", 16, "fp8", 1024, 1, 4096, 0, 1, 1, 1, 1, 16, 8960),
+    ("26.04.01", "Qwen3_235B_a22B", 256, "fp8", 8192, 1, 4096, 0, 2, 8, 1, 4, 32, 1712),
+    ("26.06", "LLAMA3.1_405B", 1024, "fp8", 1536, 1, 8192, 0, 8, 8, 2, 8, 1, 326),
+    ("26.06", "Qwen3_30B_a3B", 16, "fp8", 1024, 1, 4096, 0, 1, 1, 1, 1, 16, 8826),
+]
+
+
+def mbridge_model(name, hf):
+    """Hugging Face configurations: Llama 3 / 3.1 from examples/models, GPT-OSS 120B and Qwen3
+    30B-A3B from tests/data/hf, Qwen3 235B-A22B as Qwen/Qwen3-235B-A22B's config.json states it
+    (94 layers, hidden 4096, 64 query and 4 key-value heads of 128, 128 experts of 1536 with 8
+    per token, 151,936 tokens; Qwen3 30B-A3B's file with those values)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tdata = os.path.join(here, "..", "tests", "data", "hf")
+    if name == "LLAMA3_8B":
+        return dict(hf("llama-3-8b"))
+    if name == "LLAMA3_70B":
+        return dict(hf("llama-3-70b"))
+    if name == "LLAMA3.1_405B":
+        return dict(hf("llama-3.1-405b"))
+    if name == "GPT_OSS_120B":
+        return json.load(open(os.path.join(tdata, "gpt-oss-120b.json")))
+    m = json.load(open(os.path.join(tdata, "qwen3-30b-a3b.json")))
+    if name == "Qwen3_235B_a22B":
+        m.update(hidden_size=4096, num_hidden_layers=94, num_attention_heads=64,
+                 num_key_value_heads=4, moe_intermediate_size=1536, intermediate_size=12288,
+                 num_experts=128, num_experts_per_tok=8)
+    return m
+
+
+def mbridge_rows(hf):
+    """The step is the batch's tokens over the reported tokens/s per GPU and the GPUs. The table
+    gives degrees, batch, micro-batch and precision; the rest follows the repository's H100
+    performance recipes (src/megatron/bridge/perf_recipes/{llama,gpt_oss,qwen}/h100/*.py and
+    _common.py @4ab94df, the containers' own recipes assumed alike): Megatron-Core's distributed
+    optimizer (ZeRO-1; Megatron-FSDP, ZeRO-3, where the FSDP column is set) with overlapped
+    reduction and gathering, bf16 gradient reduction (_perf_precision: grad_reduce_in_fp32
+    False), FP8 current scaling with FP8 weights (bf16_with_fp8_current_scaling_mixed:
+    fp8_param_gather), sequence parallelism with tp and Transformer Engine's TP overlap, cuDNN
+    fused attention, no recomputation (the Llama 70B/405B and Qwen3 recipes; GPT-OSS's
+    recomputes its norms and the expert activation, cheap and not expressed; Llama 3 8B's FSDP
+    recipe is taken without recomputation). Stage splits: Llama 3 70B's
+    pipeline_model_parallel_layout "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (llama/h100/llama3.py), and
+    for Llama 3.1 405B (126 layers) and Qwen3 235B (94) over pp x vp chunks the split that counts
+    the embedding and the loss as a layer each (account_for_embedding_in_pipeline_split and
+    account_for_loss_in_pipeline_split), the only even one (assumed). MoE runs force-balance
+    their routing (moe_router_force_load_balancing), as autoplan prices every expert."""
+    out = []
+    for (ver, name, gpus, dt, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, tps) in MBRIDGE_ROWS:
+        m = mbridge_model(name, hf)
+        dp = gpus // (tp * pp * cp)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": seq, "recompute": "none", "sp": tp > 1,
+                "zero": 3 if fsdp > 1 else 1, "dtype": dt, "overlap": True,
+                "overlap_tp": tp > 1, "flash_attn": True, "attn_impl": "cudnn",
+                "grad_reduce": "bf16"}
+        if ep > 1:
+            plan["ep"] = ep
+        if dt == "fp8":
+            plan["fp8_params"] = True
+        if name == "LLAMA3_70B":
+            plan["stage_layers"] = [2] + [2] * 34 + [3] + [2] * 3 + [1]
+        elif name == "LLAMA3.1_405B":
+            plan["stage_layers"] = [1] + [2] * 62 + [1]
+        elif name == "Qwen3_235B_a22B":
+            plan["stage_layers"] = [2] + [3] * 30 + [2]
+        step = gbs * seq / (tps * gpus)
+        cite = (MBRIDGE % (ver, name, gpus, dt.upper(), gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep,
+                           tps) +
+                "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the H100 "
+                "recipes' settings otherwise: tools/oos_sources.py mbridge_rows)" % step)
+        out.append({"source": "megatron-bridge-h100", "cite": cite,
+                    "model_name": name.lower(), "model": m, "plan": plan, "gpu": "h100-sxm",
+                    "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
+                    "metric": "step_s", "measured": step,
+                    "how": "reported tokens/s per GPU converted to a step"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
             bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
-            nemo_long_rows(hf) + nemo_perf_rows(hf))
+            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf))
