@@ -133,7 +133,12 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
     const ap_model *m = x->m;
     const ap_plan *p = x->p;
     const double T = ls->T, h = ls->h, t = ls->t;
-    const double act_bytes = m->act == AP_ACT_SWIGLU ? 6.0 : 4.0;
+    /* gpt-oss's clamps and the concatenation ahead of the fused kernel, where the trainer runs
+     * them apart (gated_clamp_unfused): each reads and writes the 2f-wide input, 16f more */
+    const double act_bytes = m->act != AP_ACT_SWIGLU ? 4.0
+                             : m->gate_act == AP_GATE_SWIGLU_OAI && x->tr->gated_clamp_unfused
+                                 ? 22.0
+                                 : 6.0;
     if (ls->li.is_moe) {
         const ap_moe *mo = &m->moe;
         double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
@@ -190,7 +195,9 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
  *   SwiGLU's, 18f against 10f, are twice their forward's extra);
  * - LlamaMLP act_fn(gate) * up: silu reads and writes f (4f), the product reads 2f and writes
  *   f (6f): 10f where the fused SwiGLU above counts 6f (4/6 more of ffn_elem, the routed and
- *   shared experts' included).
+ *   shared experts' included); gpt-oss's experts (models/gpt_oss/modeling_gpt_oss.py
+ *   GptOssExperts) clamp gate and up (4f each), scale the gate by alpha (4f), take its sigmoid
+ *   (4f), multiply (6f), add 1 to up (4f) and multiply (6f): 32f, 26/6 more.
  * Latent attention's partial rotary (MLA) is left out. */
 static void eager_extra_bytes(const ctx *x, const layer_shape *ls, double ffn_elem,
                               double *out_elem, double *in_elem, double *rope_bwd) {
@@ -200,12 +207,13 @@ static void eager_extra_bytes(const ctx *x, const layer_shape *ls, double ffn_el
         double norms = m->norm_order == AP_NORM_SANDWICH ? 4.0 : 2.0;
         *out_elem += T * h * norms * 32.0 / ls->out_t;
     }
+    const int gate_oai = m->gate_act == AP_GATE_SWIGLU_OAI;
     if (m->pos == AP_POS_ROTARY && m->mla.kv_lora_rank == 0) {
         double rope = T * (ls->a_loc + ls->kvf) * (double)m->head_dim * 24.0;
         *in_elem += rope;
         *rope_bwd = -rope; /* the backward's 2x of the forward, less one */
     }
-    if (m->act == AP_ACT_SWIGLU) *in_elem += ffn_elem * 4.0 / 6.0;
+    if (m->act == AP_ACT_SWIGLU) *in_elem += ffn_elem * (gate_oai ? 26.0 : 4.0) / 6.0;
 }
 
 /* Attended query-key pairs per sequence and head of a causal decoder (FlashAttention-2 paper's

@@ -100,6 +100,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * (transformer_engine/pytorch/module/linear.py, layernorm_linear.py forward:
          * ctx.save_for_backward of the fp8 inputmat / ln_out) */
         .fp8_saves_fp8_inputs = 1,
+        /* core/fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl (the experts' path,
+         * moe/experts.py): with activation_func_clamp_value it clamps x_glu and x_linear and
+         * torch.cat's them back before the jit-fused quick-GeGLU */
+        .gated_clamp_unfused = 1,
     },
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",

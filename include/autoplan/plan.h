@@ -289,6 +289,9 @@ typedef struct ap_trainer_caps {
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
     unsigned fp8_params_zero_mask; /* ZeRO stages at which the trainer keeps the weights in
                                       FP8 (ap_plan.fp8_params); 0: it does not */
+    int gated_clamp_unfused;     /* gpt-oss's clamped gated activation clamps both halves and
+                                    concatenates them in separate kernels before its fused
+                                    kernel (layer_cost.c) */
     int fp8_saves_fp8_inputs;    /* fp8 GEMMs keep their inputs for the weight gradient as the
                                     1-byte FP8 casts (Transformer Engine), not the 16-bit
                                     tensors (activations.c) */
