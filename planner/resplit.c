@@ -816,6 +816,42 @@ static int same_combo(const rs_cand *a, const rs_cand *b) {
            a->pt.zero == b->pt.zero && a->mb == b->mb;
 }
 
+/* A hash of what same_combo compares (FNV-1a over the fields). */
+static uint64_t combo_hash(const rs_cand *c) {
+    const int64_t f[9] = {c->pt.tp, c->pt.cp, c->pt.pp, c->pt.dp, c->pt.ep,
+                          c->pt.etp, c->pt.vp, c->pt.zero, (int64_t)c->mb};
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 9; i++) {
+        h ^= (uint64_t)f[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* Keeps the first entry of each degree combination among ord[0 .. n), in order, in place;
+ * returns how many remain, or -1 when the set cannot be allocated. An open-addressed set of
+ * the kept entries (positions in ord), twice their number or more: one probe per entry on
+ * average, where comparing every entry with every kept one took a quarter of a sweep's
+ * instructions. */
+static int64_t first_of_combos(const ranker *rk, ordered *ord, int64_t n) {
+    int64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    int64_t *set = ap_malloc((size_t)cap * sizeof *set);
+    if (!set) return -1;
+    for (int64_t k = 0; k < cap; k++) set[k] = -1;
+    int64_t nc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const rs_cand *c = &rk->cands[ord[i].i];
+        int64_t k = (int64_t)(combo_hash(c) & (uint64_t)(cap - 1));
+        while (set[k] >= 0 && !same_combo(&rk->cands[ord[set[k]].i], c)) k = (k + 1) & (cap - 1);
+        if (set[k] >= 0) continue; /* its combination came earlier */
+        ord[nc] = ord[i];
+        set[k] = nc++;
+    }
+    ap_free(set);
+    return nc;
+}
+
 /* Phase 2: every degree combination (its first candidate in the enumeration order) whose bound
  * can beat the k-th plan, split with the granularity, counts and offload chosen jointly. The
  * candidates of one combination share their bound (their sibling is the same plan), so in
@@ -830,13 +866,8 @@ static ap_status joint_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_e
         if (e.lb_s <= kt) ord[nb++] = e;
     }
     qsort(ord, (size_t)nb, sizeof *ord, by_bound);
-    int64_t nc = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int seen = 0;
-        for (int64_t j = 0; j < nc && !seen; j++)
-            seen = same_combo(&rk->cands[ord[j].i], &rk->cands[ord[i].i]);
-        if (!seen) ord[nc++] = ord[i];
-    }
+    int64_t nc = first_of_combos(rk, ord, nb);
+    if (nc < 0) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the re-split");
     order o = {ord, nc, nc, INFINITY};
     return walk(rk, &o, 1, &r->joint, err);
 }
