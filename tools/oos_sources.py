@@ -1176,7 +1176,8 @@ def mbridge_rows(hf):
     reduction and gathering, bf16 gradient reduction (_perf_precision: grad_reduce_in_fp32
     False), FP8 current scaling with FP8 weights (bf16_with_fp8_current_scaling_mixed:
     fp8_param_gather), sequence parallelism with tp and Transformer Engine's TP overlap, cuDNN
-    fused attention, no recomputation (the Llama 70B/405B and Qwen3 recipes; GPT-OSS's
+    fused attention (TP overlap but for Qwen3 235B, whose recipe turns it off), no
+    recomputation (the Llama 70B/405B and Qwen3 recipes; GPT-OSS's
     recomputes its norms and the expert activation, cheap and not expressed; Llama 3 8B's FSDP
     recipe is taken without recomputation). Stage splits: Llama 3 70B's
     pipeline_model_parallel_layout "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (llama/h100/llama3.py), and
@@ -1203,6 +1204,8 @@ def mbridge_rows(hf):
             plan["stage_layers"] = [1] + [2] * 62 + [1]
         elif name == "Qwen3_235B_a22B":
             plan["stage_layers"] = [2] + [3] * 30 + [2]
+            # qwen/h100/qwen3_moe.py: CommOverlapConfig(tp_comm_overlap=False, ...)
+            plan["overlap_tp"] = False
         step = gbs * seq / (tps * gpus)
         cite = (MBRIDGE % (ver, name, gpus, dt.upper(), gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep,
                            tps) +
