@@ -162,7 +162,8 @@ static int fast_digits(double x, char *d, int *X_out) {
     return 0;
 }
 
-/* %g's layout of n digits d (no trailing zeros but the first) with decimal exponent X. */
+/* %g's layout of n digits d (no trailing zeros but the first) with decimal exponent X; returns
+ * the end of what it wrote (its terminating zero). */
 static char *layout(double x, const char *d, int n, int X, char *out) {
     char *o = out;
     if (x < 0) *o++ = '-';
@@ -180,7 +181,7 @@ static char *layout(double x, const char *d, int n, int X, char *out) {
         *o++ = (char)('0' + ax / 10 % 10);
         *o++ = (char)('0' + ax % 10);
         *o = '\0';
-        return out;
+        return o;
     }
     if (X < 0) {
         *o++ = '0';
@@ -197,22 +198,19 @@ static char *layout(double x, const char *d, int n, int X, char *out) {
         }
     }
     *o = '\0';
-    return out;
+    return o;
 }
 
-char *ap_fmt_g17(double x, char *out) {
+/* ap_fmt_g17's work: the end of what it wrote (its terminating zero). */
+static char *g17_end(double x, char *out) {
     if (x == 0) { /* printf's "0" and "-0" without its slow path (CSV columns are often zero) */
         memcpy(out, signbit(x) ? "-0" : "0", signbit(x) ? 3 : 2);
-        return out;
+        return out + (signbit(x) ? 2 : 1);
     }
-    if (!isfinite(x)) {
-        snprintf(out, 32, "%.17g", x);
-        return out;
-    }
+    if (!isfinite(x)) return out + snprintf(out, 32, "%.17g", x);
     if (fabs(x) < 1e17 && (double)(int64_t)x == x) {
         /* an integer of at most 17 digits: %.17g writes it exactly, without a point */
-        ap_fmt_i64((int64_t)x, out);
-        return out;
+        return out + ap_fmt_i64((int64_t)x, out);
     }
     char d[192];
     int X, n = 17;
@@ -224,10 +222,7 @@ char *ap_fmt_g17(double x, char *out) {
     double fr = frexp(fabs(x), &e2);
     uint64_t m = (uint64_t)ldexp(fr, 53);
     int e = e2 - 53;
-    if (e > 400 || e < -150) {
-        snprintf(out, 32, "%.17g", x);
-        return out;
-    }
+    if (e > 400 || e < -150) return out + snprintf(out, 32, "%.17g", x);
     big b = {{(uint32_t)m, (uint32_t)(m >> 32)}, m >> 32 ? 2 : 1};
     if (e >= 0) {
         big_shl(&b, e);
@@ -263,3 +258,10 @@ char *ap_fmt_g17(double x, char *out) {
     while (n > 1 && d[n - 1] == '0') n--;
     return layout(x, d, n, X, out);
 }
+
+char *ap_fmt_g17(double x, char *out) {
+    g17_end(x, out);
+    return out;
+}
+
+int ap_fmt_g17_len(double x, char *out) { return (int)(g17_end(x, out) - out); }

@@ -84,7 +84,7 @@ static void csv_rows(const csv_job *j, int64_t i0, int64_t i1, rbuf *b) {
             case AP_FIELD_I64: n += (size_t)ap_fmt_i64(*(const int64_t *)v, line + n); break;
             case AP_FIELD_REAL:
                 /* %.17g, byte for byte (ap_fmt_g17), without printf's slow path */
-                n += strlen(ap_fmt_g17(*(const double *)v, line + n));
+                n += (size_t)ap_fmt_g17_len(*(const double *)v, line + n);
                 break;
             default:
                 t = f->kind == AP_FIELD_BOOL ? (iv ? "true" : "false") : ap_estimate_field_name(f, iv);

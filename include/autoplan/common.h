@@ -96,6 +96,8 @@ char *ap_fmt_bandwidth(double bytes_per_s, char *buf, size_t n);
 /* x as printf("%.17g") writes it, byte for byte, into out (at least 32 bytes; returned), an
  * order of magnitude faster (base/numfmt.c): for the CSV and JSON writers. */
 char *ap_fmt_g17(double x, char *out);
+/* The same, returning the length written (without the terminating zero). */
+int ap_fmt_g17_len(double x, char *out);
 /* v in decimal, as printf("%lld") writes it, into out (at least 21 bytes); returns the length */
 int ap_fmt_i64(int64_t v, char *out);
 
