@@ -170,10 +170,7 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
         const ap_moe *mo = &m->moe;
         double E = (double)mo->experts;
         double tokens = s * b / out_t; /* tokens this rank routes */
-        double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
-        /* token copies processed here (balanced): the etp group's, gathered from its ranks'
-         * sequence-parallel shards (layer_cost.c mlp_gemms_s) */
-        double routed = tokens * (out_t > 1 ? (double)p->etp : 1.0) * (double)mo->top_k * cf;
+        double routed = ap_cost_moe_routed(m, p, s * b); /* token copies processed here */
         bytes += 8.0 * tokens * E;                         /* fp32 router logits + probabilities */
         bytes += 4.0 * tokens * (double)mo->top_k;         /* fp32 routing weights */
         bytes += routed * (gin * h                          /* dispatched expert input */

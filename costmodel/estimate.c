@@ -263,6 +263,7 @@ typedef struct {
     int layers;
     double frac_full;             /* fraction of the rank's layers recomputed in full */
     double p_dense, p_exp;        /* non-expert and expert parameters on this GPU */
+    double p_layers;              /* of those, the transformer layers' (no embedding or head) */
     double fwd_c, bwd_c;          /* compute of one micro-batch */
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
     double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
@@ -520,6 +521,7 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
     const ap_plan *p = E->x.p;
     S->p_dense = S->nd * E->dense.params_rank + S->nm * E->moe.params_rank;
     S->p_exp = S->nm * E->moe.expert_rank;
+    S->p_layers = S->p_dense + S->p_exp;
     if (S->first) S->p_dense += E->emb_rank;
     if (S->last) S->p_dense += E->head_rank;
 
@@ -659,11 +661,8 @@ static void stage_kind_other(const est *E, stage *S) {
     /* fp8 weight copies (Transformer Engine / torchao): of the transformer layers' weights (the
      * embedding is a lookup and Megatron-Core's output layer a bf16 ColumnParallelLinear, outside
      * the fp8 autocast), or under ZeRO-3 of the gathered layers only */
-    if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p)) {
-        double layers_params = S->p_dense + S->p_exp - (S->first ? E->emb_rank : 0) -
-                               (S->last ? E->head_rank : 0);
-        other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * layers_params;
-    }
+    if (p->dtype == AP_DTYPE_FP8 && !ap_plan_fp8_weights(p))
+        other += p->zero >= 3 ? 2.0 * layer_params16 : 1.0 * S->p_layers;
     if (p->tp > 1 && p->sp) other += 2.0 * E->T * E->h; /* all-gathered sp input buffer */
     /* DeepSpeed ZeRO's contiguous-gradient buckets (trainer.c ap_plan_grad_bucket_bytes) */
     other += ap_plan_grad_bucket_bytes(p);

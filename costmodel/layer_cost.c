@@ -141,15 +141,8 @@ static double mlp_gemms_s(const ctx *x, const layer_shape *ls, double g, double 
                                  : 6.0;
     if (ls->li.is_moe) {
         const ap_moe *mo = &m->moe;
-        double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
         double local_experts = (double)(mo->experts / p->ep);
-        /* token copies this rank's experts process: each rank routes its own tokens (its
-         * sequence-parallel shard, T / tp), the all-to-all spreads them over the ep ranks and
-         * the expert-tensor-parallel group gathers its etp ranks' (Megatron-Core
-         * MoEAlltoAllTokenDispatcher: all-to-all in the ep group, then all-gather in the etp
-         * group); without sequence parallelism the tp ranks hold the same tokens */
-        double gathered = ls->out_t > 1 ? T / ls->out_t * (double)p->etp : T;
-        double routed = gathered * (double)mo->top_k * cf;
+        double routed = ap_cost_moe_routed(m, p, T); /* copies this rank's experts process */
         double per_expert = routed / local_experts;
         double f = (double)mo->ffn_hidden / p->etp;
         double up = m->act == AP_ACT_SWIGLU ? 2.0 * f : f;
@@ -298,6 +291,20 @@ static void attention_core_s(const ctx *x, const layer_shape *ls, double *fwd_s,
     }
 }
 
+/* Token copies this rank's experts process in one micro-batch of `tokens` tokens (s b / cp),
+ * balanced: each rank routes its own tokens (its sequence-parallel shard, tokens / tp), the
+ * all-to-all spreads them over the ep ranks and the expert-tensor-parallel group gathers its
+ * etp ranks' (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all in the ep group, then
+ * all-gather in the etp group); without sequence parallelism the tp ranks hold the same
+ * tokens. top_k copies each, times the capacity factor. */
+double ap_cost_moe_routed(const ap_model *m, const ap_plan *p, double tokens) {
+    const ap_moe *mo = &m->moe;
+    const double out_t = p->sp ? (double)p->tp : 1.0;
+    double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
+    double gathered = out_t > 1 ? tokens / out_t * (double)p->etp : tokens;
+    return gathered * (double)mo->top_k * cf;
+}
+
 /* Bytes the token permutations of an MoE layer move, forward (Megatron-Core
  * MoEAlltoAllTokenDispatcher, transformer/moe/token_dispatcher.py; torchtitan's dispatch and its
  * permute indices do the same passes): "permutation 1" gathers the rank's routed token copies
@@ -313,8 +320,7 @@ double ap_cost_moe_permute_bytes(const ap_model *m, const ap_plan *p, double tok
     double cf = mo->capacity_factor > 0 ? mo->capacity_factor : 1.0;
     double tr = tokens / out_t;                        /* tokens this rank routes */
     double copies = tr * (double)mo->top_k * cf;       /* their copies */
-    double gathered = out_t > 1 ? tr * (double)p->etp : tokens;
-    double routed = gathered * (double)mo->top_k * cf; /* copies its experts process */
+    double routed = ap_cost_moe_routed(m, p, tokens);  /* copies its experts process */
     double bytes = 2.0 * (tr + copies) + 2.0 * (copies + tr);
     if (p->ep > 0 && mo->experts / p->ep > 1) bytes += 2.0 * 2.0 * routed + 2.0 * 2.0 * routed;
     return bytes * (double)m->hidden;

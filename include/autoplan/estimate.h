@@ -195,6 +195,10 @@ double ap_mem_korthikanti_layer_bytes(double s, double b, double h, double a, do
 double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
                                      ap_recompute rc);
 
+/* Token copies of one micro-batch of `tokens` tokens on the rank (s b / cp) that the rank's
+ * experts process (costmodel/layer_cost.c): the etp group's share of the routed copies. */
+double ap_cost_moe_routed(const ap_model *m, const ap_plan *p, double tokens);
+
 /* HBM bytes the token permutations of one MoE layer move in its forward for `tokens` tokens of
  * one micro-batch on the rank (s b / cp), 16-bit (costmodel/layer_cost.c; the backward moves as
  * much again). */
