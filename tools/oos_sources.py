@@ -792,13 +792,13 @@ DGXC_ROWS = [
 DGXC_MODEL = {"8b": "llama-3-8b", "70b": "llama-3-70b", "405b": "llama-3.1-405b"}
 
 
-def dgxc_row(source, cite, name, model, plan, gpus, step):
-    """One DGX Cloud recipe run: H100 SXM nodes of 8 with 400 Gb/s per GPU, the README's last
-    training step's time."""
+def dgx_h100_row(source, cite, name, model, plan, gpus, step,
+                 how="reported training step time (the last of the run)"):
+    """One run on DGX H100 (H100 SXM nodes of 8 with 400 Gb/s per GPU) and its step time; `how`
+    says how the source gives it (by default the DGX Cloud READMEs' last training step)."""
     return {"source": source, "cite": cite, "model_name": name, "model": model, "plan": plan,
             "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
-            "metric": "step_s", "measured": step,
-            "how": "reported training step time (the last of the run)"}
+            "metric": "step_s", "measured": step, "how": how}
 
 
 def dgxc_rows(hf):
@@ -834,7 +834,7 @@ def dgxc_rows(hf):
                     "%.2f s per step (no recomputation, distributed optimizer, overlapped DP "
                     "communication: NeMo defaults, assumed)"
                     % (nemo, dt.upper(), gpus, L, tp, pp, cp, vp, gbs, step))
-            out.append(dgxc_row("nvidia-dgxc-h100", cite, name, m, plan, gpus, step))
+            out.append(dgx_h100_row("nvidia-dgxc-h100", cite, name, m, plan, gpus, step))
     return out
 
 
@@ -889,7 +889,7 @@ def nemotron_rows():
             cite = ((NEMOTRON % (size, size)) +
                     ": %s, %d x H100, TP %d PP %d VP %d MBS %d GBS %d, %.2f s per step"
                     % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step))
-            out.append(dgxc_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
+            out.append(dgx_h100_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
                                 step))
     return out
 
@@ -946,7 +946,7 @@ def grok_rows():
                     "MBS 1 GBS %d, %.2f s per step"
                     % (dt.upper(), gpus, L, seq, tp, pp, cp, ep, vp, gbs, step))
             name = "grok-1-%dl" % L if L != 64 else "grok-1"
-            out.append(dgxc_row("nvidia-dgxc-grok1", cite, name, m, plan, gpus, step))
+            out.append(dgx_h100_row("nvidia-dgxc-grok1", cite, name, m, plan, gpus, step))
     return out
 
 
@@ -1003,12 +1003,13 @@ def nemo_long_rows(hf):
                 "; step = %d sequences x %d tokens x NeMo's model FLOPs per token / (TFLOPS x "
                 "GPUs) (batch of 4M tokens, micro-batch 1, no recomputation, distributed "
                 "optimizer overlap: assumed)" % (gbs, s))
-        out.append({"source": "nemo-longseq-h100", "cite": cite, "model_name": "llama-2-7b",
-                    "model": m, "plan": plan, "gpu": "h100-sxm", "gpus": gpus,
-                    "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s",
-                    "measured": step,
-                    "how": "reported model TFLOP/s per GPU converted with NeMo's FLOPs formula"})
+        out.append(dgx_h100_row("nemo-longseq-h100", cite, "llama-2-7b", m, plan, gpus, step,
+                                "reported model TFLOP/s per GPU converted with NeMo's FLOPs "
+                                "formula"))
     return out
+
+
+TOKENS_HOW = "reported tokens/s per GPU converted to a step"
 
 
 # ---- NeMo 24.07 performance summary (DGX-H100, FP8) -------------------------------------------
@@ -1098,10 +1099,8 @@ def nemo_perf_rows(hf):
                 "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the launcher's "
                 "configuration of the period otherwise: tools/oos_sources.py nemo_perf_rows)"
                 % step)
-        out.append({"source": "nemo-perf-h100", "cite": cite, "model_name": name.lower(),
-                    "model": m, "plan": plan, "gpu": "h100-sxm", "gpus": gpus,
-                    "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s",
-                    "measured": step, "how": "reported tokens/s per GPU converted to a step"})
+        out.append(dgx_h100_row("nemo-perf-h100", cite, name.lower(), m, plan, gpus, step,
+                                TOKENS_HOW))
     return out
 
 
@@ -1211,11 +1210,8 @@ def mbridge_rows(hf):
                            tps) +
                 "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the H100 "
                 "recipes' settings otherwise: tools/oos_sources.py mbridge_rows)" % step)
-        out.append({"source": "megatron-bridge-h100", "cite": cite,
-                    "model_name": name.lower(), "model": m, "plan": plan, "gpu": "h100-sxm",
-                    "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
-                    "metric": "step_s", "measured": step,
-                    "how": "reported tokens/s per GPU converted to a step"})
+        out.append(dgx_h100_row("megatron-bridge-h100", cite, name.lower(), m, plan, gpus,
+                                step, TOKENS_HOW))
     return out
 
 
