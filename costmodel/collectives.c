@@ -41,7 +41,9 @@ double coll_s(const ctx *x, ap_coll_op op, double bytes, int n, int k) {
     double bw = group_busbw(x, n, k, &domains);
     int nvlink = x->c->gpu.link == AP_LINK_NVLINK || x->c->gpu.link == AP_LINK_NVLINK_BRIDGE ||
                  x->c->gpu.link == AP_LINK_XGMI;
-    return ap_kernels_coll_s(x->k, op, bytes, n, domains, bw, nvlink) + x->cal.coll_latency_s;
+    ap_coll_terms scratch;
+    const ap_coll_terms *t = coll_terms_of(x, op, n, domains, bw, nvlink, &scratch);
+    return ap_kernels_coll_terms_s(t, bytes) + x->cal.coll_latency_s;
 }
 
 double ap_estimate_coll_s(const ap_cluster *c, const ap_calib *cal, const ap_kernels *k,

@@ -96,15 +96,36 @@ typedef struct {
     int attn_ok;
 } price_slot;
 
+/* The collective memo: a direct-mapped table of call shapes and their NCCL choices (a search
+ * prices a few dozen shapes, the data-parallel and pipeline calls of every plan, a stage table
+ * a handful; a collision works the shape out again). */
+#define COLL_SLOTS 32
+typedef struct {
+    const ap_kernels *k;
+    double bw;
+    int op, n, domains, nvlink, valid;
+    ap_coll_terms t;
+} coll_slot;
+
 struct ap_estimate_cache {
     int cap, n;          /* slots (a power of two) and slots in use */
     price_slot *slot;
+    coll_slot *coll;     /* COLL_SLOTS, made on the first collective priced */
 };
+
+/* cap slots, each marked empty (the rest of a slot is written when it is filled: no need
+ * to clear the 0.6 kB of each, a table being made for each partition solve) */
+static price_slot *slots_new(int cap) {
+    price_slot *s = ap_malloc((size_t)cap * sizeof *s);
+    if (s)
+        for (int i = 0; i < cap; i++) s[i].valid = 0;
+    return s;
+}
 
 ap_estimate_cache *ap_estimate_cache_new(void) {
     ap_estimate_cache *c = ap_calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->slot = ap_calloc(PRICE_SLOTS0, sizeof *c->slot);
+    c->slot = slots_new(PRICE_SLOTS0);
     if (!c->slot) {
         ap_free(c);
         return NULL;
@@ -115,6 +136,7 @@ ap_estimate_cache *ap_estimate_cache_new(void) {
 
 void ap_estimate_cache_free(ap_estimate_cache *c) {
     if (!c) return;
+    ap_free(c->coll);
     ap_free(c->slot);
     ap_free(c);
 }
@@ -185,7 +207,7 @@ static price_slot *probe(price_slot *slot, int cap, const price_key *key) {
 static int grow(ap_estimate_cache *c) {
     if (c->cap >= PRICE_SLOTS_MAX) return 0;
     int cap = 2 * c->cap;
-    price_slot *s = ap_calloc((size_t)cap, sizeof *s);
+    price_slot *s = slots_new(cap);
     if (!s) return 0;
     for (int i = 0; i < c->cap; i++)
         if (c->slot[i].valid) *probe(s, cap, &c->slot[i].key) = c->slot[i];
@@ -213,6 +235,37 @@ static price_slot *slot_of(ap_estimate_cache *c, const price_key *key) {
     }
     c->n++;
     return ps;
+}
+
+const ap_coll_terms *coll_terms_of(const ctx *x, ap_coll_op op, int n, int domains, double bw,
+                                   int nvlink, ap_coll_terms *scratch) {
+    ap_estimate_cache *c = x->memo;
+    if (c && !c->coll && (c->coll = ap_malloc(COLL_SLOTS * sizeof *c->coll)))
+        for (int i = 0; i < COLL_SLOTS; i++) c->coll[i].valid = 0;
+    if (!c || !c->coll) { /* no memo (or no memory for it): worked out here */
+        ap_kernels_coll_terms(x->k, op, n, domains, bw, nvlink, scratch);
+        return scratch;
+    }
+    uint64_t bits;
+    memcpy(&bits, &bw, sizeof bits);
+    uint64_t h = ((uint64_t)op * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full) ^
+                 ((uint64_t)domains * 0x165667B19E3779F9ull) ^ bits;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    coll_slot *cs = &c->coll[h & (COLL_SLOTS - 1)];
+    if (!(cs->valid && cs->k == x->k && cs->bw == bw && cs->op == (int)op && cs->n == n &&
+          cs->domains == domains && cs->nvlink == nvlink)) {
+        ap_kernels_coll_terms(x->k, op, n, domains, bw, nvlink, &cs->t);
+        cs->k = x->k;
+        cs->bw = bw;
+        cs->op = (int)op;
+        cs->n = n;
+        cs->domains = domains;
+        cs->nvlink = nvlink;
+        cs->valid = 1;
+    }
+    return &cs->t;
 }
 
 /* ---- the estimate: shared context ----------------------------------------------------------- */
@@ -321,6 +374,7 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     x->p = p;
     x->tr = ap_trainer_get(p->trainer);
     x->k = k;
+    x->memo = opts->cache;
     x->dt16 = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? AP_DTYPE_BF16 : AP_DTYPE_FP16;
     /* the attention kernel: asked for, or the trainer's default for this GPU and model; one
      * without figures for this GPU (FlashAttention-3 off Hopper) is a plan it cannot run */
@@ -897,18 +951,41 @@ static void stage_flops(const est *E, stage *S) {
  * in rank order). */
 static void stage_repeat(est *E, const stage *K, int r, int end) {
     ap_stage_mem *st = E->e->stages;
+    double *tf = E->e->time.stage_fwd_s, *tb = E->e->time.stage_bwd_s;
     const ap_stage_mem kind = st[r - 1];
     const double states = kind.params_bytes + kind.grads_bytes + kind.optimizer_bytes;
-    const double frag = stage_frag(E);
+    const double frag = stage_frag(E), over = E->device_overhead, other = kind.other_bytes;
+    const double act_mb = K->act_mb, act_tr = K->act_transient, act_l = K->act_layers_mb;
+    const double f = K->stage_f, b = K->stage_b, Ti = f + b, mf = K->model_flops;
+    const double hx = K->hfu_extra, local = stage_local(E, K);
+    /* the same arithmetic as stage_activations, stage_totals_of and stage_sums, the rank's
+     * invariants and the running sums held in locals (the sums still add rank by rank) */
+    double Tsum = E->Tsum, mfs = E->model_flops_mb, hxs = E->hfu_extra_flops;
+    double locs = E->sum_local;
     for (; r < end; r++) {
         ap_stage_mem *sm = &st[r];
         *sm = kind;
         sm->stage = r;
-        stage_activations(E, K, r, sm);
-        stage_totals_of(E, states, frag, sm);
-        stage_sums(E, K, r);
-        E->sum_local += stage_local(E, K);
+        double inflight = stage_inflight(E, r, &sm->inflight);
+        double act = inflight * act_mb + act_tr;
+        sm->activations_bytes = act;
+        sm->layer_activations_bytes = inflight * act_l;
+        double alloc = states + act + other;
+        double reserved = alloc + 0.01 * states + frag * (act + other);
+        sm->allocated_bytes = alloc;
+        sm->reserved_bytes = reserved;
+        sm->device_bytes = reserved + over;
+        tf[r] = f;
+        tb[r] = b;
+        Tsum += Ti;
+        mfs += mf;
+        hxs += hx;
+        locs += local;
     }
+    E->Tsum = Tsum;
+    E->model_flops_mb = mfs;
+    E->hfu_extra_flops = hxs;
+    E->sum_local = locs;
 }
 
 /* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE

@@ -16,6 +16,7 @@
 #define allreduce_s ap_est_allreduce_s
 #define alltoall_s ap_est_alltoall_s
 #define coll_s ap_est_coll_s
+#define coll_terms_of ap_est_coll_terms_of
 #define gather_s ap_est_gather_s
 #define gemm_at ap_est_gemm_at
 #define group_busbw ap_est_group_busbw
@@ -42,6 +43,7 @@ typedef struct {
     const ap_kernels *k; /* kernel tables of the GPU: a measured profile over the published */
     ap_attn_impl attn;   /* the attention kernel the plan runs (ap_attn_default) */
     ap_dtype dt16;       /* the 16-bit dtype of attention and the output layer */
+    struct ap_estimate_cache *memo; /* the caller's memo (coll_terms_of); NULL: none */
 } ctx;
 
 /* One layer of one kind (dense or MoE) on one rank, one micro-batch. */
@@ -81,6 +83,11 @@ void price_layer(const ctx *x, int64_t idx, layer_cost *lc);
 /* Bus bandwidth of a group of n ranks, k per NVLink domain; *domains gets the domains it
  * spans. */
 double group_busbw(const ctx *x, int n, int k, int *domains);
+
+/* The NCCL choices of a call shape (kernels.h ap_kernels_coll_terms), from x's memo where it
+ * has one (estimate.c), else worked out into *scratch; valid until the memo's next lookup. */
+const ap_coll_terms *coll_terms_of(const ctx *x, ap_coll_op op, int n, int domains, double bw,
+                                   int nvlink, ap_coll_terms *scratch);
 
 /* One collective call of `bytes` (nccl-tests size) over n ranks, k per domain, seconds. */
 double coll_s(const ctx *x, ap_coll_op op, double bytes, int n, int k);

@@ -649,26 +649,37 @@ double ap_nccl_latency_s(ap_coll_op op, int algo, int proto, int nranks, int nno
     return ring_tree_latency(&sh, algo, proto);
 }
 
-double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int nranks,
-                         int nnodes, double busbw, int intra_nvlink) {
-    if (nranks <= 1 || bytes <= 0 || busbw <= 0) return 0;
+void ap_kernels_coll_terms(const ap_kernels *k, ap_coll_op op, int nranks, int nnodes,
+                           double busbw, int intra_nvlink, ap_coll_terms *t) {
+    t->n = 0;
+    t->alltoall = 0;
+    t->factor = 1.0;
+    if (nranks <= 1 || busbw <= 0) return;
     if (nnodes < 1) nnodes = 1;
     double n = nranks;
-    if (op == AP_COLL_SENDRECV_OP)
-        return ap_nccl_latency_s(op, 0, P_SIMPLE, nranks, nnodes, intra_nvlink) + bytes / busbw;
+    if (op == AP_COLL_SENDRECV_OP) {
+        t->lat[0] = ap_nccl_latency_s(op, 0, P_SIMPLE, nranks, nnodes, intra_nvlink);
+        t->algbw[0] = busbw;
+        t->n = 1;
+        return;
+    }
     /* bus bandwidth -> algorithm bandwidth (nccl-tests and tuning.cc: ring moves
      * 2(n-1)/n of the buffer per rank for all-reduce, (n-1)/n otherwise; tree all-reduce
      * moves it twice, ratio 0.5) */
     double factor = op == AP_COLL_ALLREDUCE_OP ? 2.0 * (n - 1) / n : (n - 1) / n;
-    if (op == AP_COLL_ALLTOALL_OP)
-        return ap_nccl_latency_s(op, 0, P_SIMPLE, nranks, nnodes, intra_nvlink) * (n - 1) +
-               bytes * factor / busbw;
+    if (op == AP_COLL_ALLTOALL_OP) {
+        t->lat[0] = ap_nccl_latency_s(op, 0, P_SIMPLE, nranks, nnodes, intra_nvlink) * (n - 1);
+        t->algbw[0] = busbw;
+        t->factor = factor;
+        t->alltoall = 1;
+        t->n = 1;
+        return;
+    }
     int cls = k ? k->compcap_class : 1;
     double ll_cap = (nnodes == 1 ? ll_max_gbps_single[cls < 0 ? 0 : cls > 3 ? 3 : cls]
                                  : ll_max_gbps_multi[nnodes - 1 < 2 ? nnodes - 1 : 2]) * 1e9;
     /* LL128 is on by default on Hopper and newer, and on Ampere inside an NVLink node */
     int ll128_ok = cls >= 2 || (nnodes == 1 && intra_nvlink && cls == 1);
-    double best = 1e30;
     nccl_shape sh = nccl_shape_of(op, nranks, nnodes, intra_nvlink);
     for (int algo = 0; algo < 2; algo++) {
         if (algo == 1 && op != AP_COLL_ALLREDUCE_OP) continue;
@@ -678,14 +689,32 @@ double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int n
             if (p == P_LL) bw = fmin(ll_cap, bw * (algo == 0 ? 0.5 : 1.0 / 3.8));
             if (p == P_LL128) bw *= algo == 0 ? 0.92 : (nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0);
             if (algo == 1 && p != P_LL) bw *= 0.92; /* tree all-reduce refinement */
-            double algbw = algo == 0 ? bw / factor : 0.5 * bw;
             double lat = ring_tree_latency(&sh, algo, p);
             /* the ring all-reduce plateau across nodes (Ampere and newer: x1.4) */
             if (algo == 0 && p == P_SIMPLE && nnodes > 1 && op == AP_COLL_ALLREDUCE_OP)
                 lat *= cls >= 1 ? 1.4 : 1.9;
-            double t = lat + bytes / algbw;
-            if (t < best) best = t;
+            t->lat[t->n] = lat;
+            t->algbw[t->n] = algo == 0 ? bw / factor : 0.5 * bw;
+            t->n++;
         }
     }
+}
+
+double ap_kernels_coll_terms_s(const ap_coll_terms *t, double bytes) {
+    if (t->n == 0 || bytes <= 0) return 0;
+    if (t->alltoall) return t->lat[0] + bytes * t->factor / t->algbw[0];
+    double best = 1e30;
+    for (int i = 0; i < t->n; i++) {
+        double s = t->lat[i] + bytes / t->algbw[i];
+        if (s < best) best = s;
+    }
     return best;
+}
+
+double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int nranks,
+                         int nnodes, double busbw, int intra_nvlink) {
+    if (nranks <= 1 || bytes <= 0 || busbw <= 0) return 0;
+    ap_coll_terms t;
+    ap_kernels_coll_terms(k, op, nranks, nnodes, busbw, intra_nvlink, &t);
+    return ap_kernels_coll_terms_s(&t, bytes);
 }

@@ -38,6 +38,7 @@
 #include "partition_int.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,19 @@ static int64_t micro_batches(const ap_plan *p, const ap_cluster *c) {
     return p->grad_accum > 0 ? p->grad_accum : 1;
 }
 
+/* out cleared for a result of pp ranks and nch chunks: its scalars and the arrays' first pp
+ * (nch) entries (partition.h). */
+static void result_clear(ap_partition_result *out, int pp, int nch) {
+    pp = pp < 0 ? 0 : pp > AP_MAX_STAGES ? AP_MAX_STAGES : pp;
+    nch = nch < 0 ? 0 : nch > AP_MAX_CHUNKS ? AP_MAX_CHUNKS : nch;
+    memset(out, 0, offsetof(ap_partition_result, stage_layers));
+    memset(out->stage_layers, 0, (size_t)nch * sizeof *out->stage_layers);
+    memset(out->stage_recompute, 0, (size_t)nch * sizeof *out->stage_recompute);
+    memset(out->rank_layers, 0, (size_t)pp * sizeof *out->rank_layers);
+    memset(out->stage_s, 0, (size_t)pp * sizeof *out->stage_s);
+    memset(out->stage_device_bytes, 0, (size_t)pp * sizeof *out->stage_device_bytes);
+}
+
 ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                             const ap_estimate_opts *est, const int *layers, const int *rc,
                             ap_partition_result *out, ap_err *err) {
@@ -99,7 +113,7 @@ ap_status ap_partition_eval(const ap_model *m, const ap_cluster *c, const ap_pla
     }
     ap_status st = ap_stage_estimate(m, c, q, est, e, err);
     if (st == AP_OK) {
-        memset(out, 0, sizeof *out);
+        result_clear(out, p->pp, nch);
         out->pp = p->pp;
         out->vp = v;
         out->nchunks = nch;
@@ -865,7 +879,7 @@ ap_status ap_partition_solve(const ap_model *m, const ap_cluster *c, const ap_pl
     if (!oc.est.cache) oc.est.cache = cache = ap_estimate_cache_new();
     o = &oc;
     double t0 = ap_now_s();
-    memset(out, 0, sizeof *out);
+    result_clear(out, p->pp, p->pp * (p->vp > 1 ? p->vp : 1));
     ap_status st = pt_check_input(m, p, o, err);
     if (st != AP_OK) {
         ap_estimate_cache_free(cache);

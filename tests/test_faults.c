@@ -270,7 +270,7 @@ static ap_status sc_simulate_streamed(digest *d, ap_err *err) { return simulate(
 static char dbdir[4096];
 
 static void db_remove(const char *path) {
-    char side[4200];
+    char side[4300]; /* a path of up to 4200 bytes (callers' buffers) and its suffix */
     unlink(path);
     snprintf(side, sizeof side, "%s-wal", path);
     unlink(side);

@@ -152,4 +152,20 @@ double ap_nccl_latency_s(ap_coll_op op, int algo, int proto, int nranks, int nno
 double ap_kernels_coll_s(const ap_kernels *k, ap_coll_op op, double bytes, int nranks,
                          int nnodes, double busbw, int intra_nvlink);
 
+/* The choices ap_kernels_coll_s weighs for calls of one shape (op, ranks, nodes, bus bandwidth,
+ * link), worked out once: each a latency and an algorithm bandwidth, in its order, and for
+ * all-to-all its one latency and bandwidth with the bytes' factor. ap_kernels_coll_terms_s
+ * prices a call of `bytes` from them to the same bits as ap_kernels_coll_s (a caller pricing
+ * many calls of few shapes keeps the terms). */
+#define AP_COLL_TERMS 6
+typedef struct ap_coll_terms {
+    int n;          /* choices (0: the call costs nothing) */
+    int alltoall;   /* lat[0] + bytes x factor / algbw[0] */
+    double factor;
+    double lat[AP_COLL_TERMS], algbw[AP_COLL_TERMS];
+} ap_coll_terms;
+void ap_kernels_coll_terms(const ap_kernels *k, ap_coll_op op, int nranks, int nnodes,
+                           double busbw, int intra_nvlink, ap_coll_terms *t);
+double ap_kernels_coll_terms_s(const ap_coll_terms *t, double bytes);
+
 #endif

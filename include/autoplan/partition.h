@@ -111,10 +111,6 @@ typedef struct ap_partition_result {
     int pp, vp;
     int64_t micro_batches;               /* m */
     int nchunks;                         /* pp * vp */
-    int stage_layers[AP_MAX_CHUNKS];     /* layers per model chunk, pipeline order (plan.h) */
-    int stage_recompute[AP_MAX_CHUNKS];  /* layers recomputed per chunk when chosen per stage,
-                                            else -1 (the plan's) */
-    int rank_layers[AP_MAX_STAGES];      /* layers per pipeline rank (all its chunks) */
     int recompute_layers;                /* the plan-wide count (chosen, or the plan's) */
     ap_recompute recompute;              /* the granularity (chosen, or the plan's) */
     double offload_optimizer;            /* plan-wide fractions (chosen, or the plan's) */
@@ -125,8 +121,6 @@ typedef struct ap_partition_result {
     double objective_s;                  /* what the solvers minimise: pipe_s + extra_s */
     double host_bytes_per_node;          /* ap_estimate_plan's, of the chosen plan */
     int variants;                        /* plan-wide variants considered (1 without choices) */
-    double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch, per rank */
-    double stage_device_bytes[AP_MAX_STAGES];
     double pipe_s;                       /* T of the split: (S + (m v - 1) M) / v */
     double step_s;                       /* ap_estimate_plan's whole step time of the split
                                             (T + p2p + dp reduction + optimizer + ...) */
@@ -144,6 +138,14 @@ typedef struct ap_partition_result {
     long evals;                          /* cost-model evaluations used */
     double solve_s;                      /* wall time */
     char note[256];                      /* one line: fallback reason, restriction, gap */
+    /* per chunk and per rank: the first nchunks and pp entries are the result's (the rest,
+     * 9.6 kB with the scalars, is not cleared for each solve) */
+    int stage_layers[AP_MAX_CHUNKS];     /* layers per model chunk, pipeline order (plan.h) */
+    int stage_recompute[AP_MAX_CHUNKS];  /* layers recomputed per chunk when chosen per stage,
+                                            else -1 (the plan's) */
+    int rank_layers[AP_MAX_STAGES];      /* layers per pipeline rank (all its chunks) */
+    double stage_s[AP_MAX_STAGES];       /* (t_f + t_b) per micro-batch, per rank */
+    double stage_device_bytes[AP_MAX_STAGES];
 } ap_partition_result;
 
 /* Optimal split of plan p's layers onto its p->pp stages (p->pp * p->vp chunks). On success
