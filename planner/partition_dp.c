@@ -364,14 +364,24 @@ static void read_back(const pdp *d, int op, const double *vals, int *split) {
 /* The ranges from prefix fa, lengths n0..n1: the targets up to n_old were written before (a
  * min), those after are new (written). ka NULL: one layer kind, the key of (a, n) is n. Called
  * with constant op and ka, so each call site is its own loop. */
-static inline void relax(double *fna, const double *vr, const int *ka, int op, double fa,
-                         int n0, int n_old, int n1) {
+static inline void relax(double *restrict fna, const double *restrict vr, const int *ka, int op,
+                         double fa, int n0, int n_old, int n1) {
+    const int e = n_old < n1 ? n_old : n1; /* the last target written before */
     int n = n0;
-    for (; n <= n_old && n <= n1; n++) {
-        double v = pass_val(op, fa, vr[ka ? ka[n] : n]);
+    if (ka) {
+        for (; n <= e; n++) {
+            double v = pass_val(op, fa, vr[ka[n]]);
+            fna[n] = v < fna[n] ? v : fna[n];
+        }
+        for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[ka[n]]);
+        return;
+    }
+    /* one layer kind: contiguous values, loops the compiler vectorises */
+    for (; n <= e; n++) {
+        double v = pass_val(op, fa, vr[n]);
         fna[n] = v < fna[n] ? v : fna[n];
     }
-    for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[ka ? ka[n] : n]);
+    for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[n]);
 }
 
 /* One pass over the prefixes with the per-range values vals (INFINITY: range not allowed):

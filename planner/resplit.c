@@ -224,35 +224,43 @@ static int linear_stages(const ap_plan *p) {
 }
 
 /* The memo entry of plan p's sibling (its least pipeline time over splits of p's layout n, and
- * its fixed overhead), estimated on a miss; *out NULL when the trainer runs no sibling. */
+ * its fixed overhead), estimated on a miss; *out NULL when the trainer runs no sibling. The
+ * entry is keyed on p's own degrees, ZeRO stage and micro-batch, which with the search's fixed
+ * fields make the sibling (sibling() clears the rest), so a hit neither copies nor checks a
+ * plan. */
 static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                               const ap_estimate_opts *eo, const ap_plan *p, const int *n,
                               rs_scratch *sc, const rs_memo **out, ap_err *err) {
     *out = NULL;
-    if (!sibling(m, c, o, p, &sc->q)) return AP_OK;
-    const ap_plan *q = &sc->q;
-    unsigned h = ((unsigned)q->tp * 31u + (unsigned)q->cp * 17u + (unsigned)q->pp * 131u +
-                  (unsigned)q->dp * 7u + (unsigned)q->ep * 5u + (unsigned)q->vp * 3u +
-                  (unsigned)q->zero * 11u + (unsigned)q->mbs * 13u + (unsigned)q->etp * 19u) %
-                 RS_MEMO;
-    rs_memo *mm = &sc->memo[h];
-    if (!(mm->valid && mm->tp == q->tp && mm->cp == q->cp && mm->pp == q->pp &&
-          mm->dp == q->dp && mm->ep == q->ep && mm->etp == q->etp && mm->vp == q->vp &&
-          mm->zero == q->zero && mm->mbs == q->mbs)) {
-        ap_status st = ap_estimate_plan(m, c, q, eo, &sc->e, err);
-        if (st != AP_OK) {
-            char lbl[160];
-            ap_err_prefix(err, "estimating %s", ap_plan_label(q, lbl, sizeof lbl));
-            return st;
+    uint64_t h = (uint64_t)p->tp * 0x9E3779B97F4A7C15ull ^ (uint64_t)p->cp * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)p->pp * 0x165667B19E3779F9ull ^ (uint64_t)p->dp * 0x27D4EB2F165667C5ull ^
+                 (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull ^ (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
+                 (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    rs_memo *mm = &sc->memo[h & (RS_MEMO - 1)];
+    if (!(mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
+          mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
+          mm->zero == p->zero && mm->mbs == p->mbs)) {
+        mm->valid = 0;
+        mm->none = !sibling(m, c, o, p, &sc->q);
+        if (!mm->none) {
+            ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
+            if (st != AP_OK) {
+                char lbl[160];
+                ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
+                return st;
+            }
+            mm->pipe_s = pipe_bound(m, &sc->e, n);
+            mm->overhead_s = sc->e.time.overhead_s;
         }
         mm->valid = 1;
-        mm->tp = q->tp, mm->cp = q->cp, mm->pp = q->pp, mm->dp = q->dp, mm->ep = q->ep;
-        mm->etp = q->etp;
-        mm->vp = q->vp, mm->zero = q->zero, mm->mbs = q->mbs;
-        mm->pipe_s = pipe_bound(m, &sc->e, n);
-        mm->overhead_s = sc->e.time.overhead_s;
+        mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
+        mm->etp = p->etp;
+        mm->vp = p->vp, mm->zero = p->zero, mm->mbs = p->mbs;
     }
-    *out = mm;
+    if (!mm->none) *out = mm;
     return AP_OK;
 }
 

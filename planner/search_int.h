@@ -86,11 +86,12 @@ typedef struct rs_cand {
 double rs_bound(const rs_cand *x, double base_s, double kth_s);
 
 /* Worker scratch for rs_lower_bound (large values off the stack), with a memo of the
- * siblings' pipeline bounds (direct-mapped on the sibling's degrees, ZeRO stage and micro-batch;
- * a sibling serves every recompute level and offload of its degrees). */
-#define RS_MEMO 256
+ * siblings' pipeline bounds (direct-mapped on the plan's degrees, ZeRO stage and micro-batch,
+ * which make its sibling: every recompute level and offload of them shares one; none: the
+ * trainer runs no sibling of them). */
+#define RS_MEMO 1024
 typedef struct rs_memo {
-    int valid, tp, cp, pp, dp, ep, etp, vp, zero;
+    int valid, none, tp, cp, pp, dp, ep, etp, vp, zero;
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */
