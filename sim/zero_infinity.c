@@ -483,7 +483,10 @@ static void run_micro(zs *z, int mb, int boundary) {
         z->rec = hx_rec(x, o->module, o->phase, o->layer, mb);
         z->cur_nmd = (double)o->nmd_start;
         if (z->stage == 3) {
-            for (int i = 0; i < o->nparams; i++) fetch_param(z, o->params[i], 0);
+            for (int i = 0; i < o->nparams; i++) {
+                int p = o->params[i];
+                if (!z->persist[p] && !z->avail[p]) fetch_param(z, p, 0); /* its own test, inline */
+            }
             /* prefetch the next modules' parameters up to stage3_prefetch_bucket_size elements
                (and max_live_parameters) once the trace is known (fetch_sub_module) */
             /* the emitted config turns prefetching off (bucket 0) without parameter overlap */
