@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -408,15 +409,20 @@ ap_status ap_kernels_build(const ap_gpu *gpu, const ap_profile *measured, ap_ker
     return AP_OK;
 }
 
-/* ---- the published tables of the catalog, built once --------------------------------------- */
+/* ---- the published tables of the catalog, each built on first use ---------------------------
+ * A command prices one or two GPUs of the catalog: building all of its tables up front cost
+ * every command about 2 ms (2 M instructions a GPU). Each entry is built under a lock the first
+ * time it is asked for and published with a release store; later lookups read its state with
+ * an acquire load and take no lock. */
 
 #define MAX_CATALOG 64
 static ap_kernels published[MAX_CATALOG];
-static int published_ok[MAX_CATALOG];
+static _Atomic int published_state[MAX_CATALOG]; /* 0 not built, 1 built, 2 failed to build */
+static pthread_mutex_t published_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t published_once = PTHREAD_ONCE_INIT;
 
-/* the built tables by GPU name: open addressing over FNV-1a hashes (the estimate looks its GPU
- * up once per plan; the hash saves the strcmp scan of the catalog, about 150 instructions a
+/* the catalog's entries by GPU name: open addressing over FNV-1a hashes (the estimate looks its
+ * GPU up once per plan; the hash saves the strcmp scan of the catalog, about 150 instructions a
  * plan) */
 #define PUB_SLOTS 256 /* a power of two, at least 2 x MAX_CATALOG */
 static int16_t published_slot[PUB_SLOTS];
@@ -427,27 +433,42 @@ static uint32_t name_hash(const char *s) {
     return h;
 }
 
-static void build_published(void) {
+static void index_published(void) {
     int n = ap_gpu_catalog_count();
     for (int j = 0; j < PUB_SLOTS; j++) published_slot[j] = -1;
     for (int i = 0; i < n && i < MAX_CATALOG; i++) {
-        ap_err e;
-        published_ok[i] = ap_kernels_build(ap_gpu_catalog_at(i), NULL, &published[i], &e) == AP_OK;
-        if (!published_ok[i]) continue;
-        /* in catalog order, so a name's first entry is met first, as the scan found it */
+        /* in catalog order, so a name's first entry is met first, as a scan finds it */
         uint32_t h = name_hash(ap_gpu_catalog_at(i)->name) & (PUB_SLOTS - 1);
         while (published_slot[h] >= 0) h = (h + 1) & (PUB_SLOTS - 1);
         published_slot[h] = (int16_t)i;
     }
 }
 
+/* Entry i's tables, built on first use; NULL when they do not build. */
+static const ap_kernels *published_at(int i) {
+    int s = atomic_load_explicit(&published_state[i], memory_order_acquire);
+    if (s == 0) {
+        pthread_mutex_lock(&published_mu);
+        s = atomic_load_explicit(&published_state[i], memory_order_relaxed);
+        if (s == 0) {
+            ap_err e;
+            s = ap_kernels_build(ap_gpu_catalog_at(i), NULL, &published[i], &e) == AP_OK ? 1 : 2;
+            atomic_store_explicit(&published_state[i], s, memory_order_release);
+        }
+        pthread_mutex_unlock(&published_mu);
+    }
+    return s == 1 ? &published[i] : NULL;
+}
+
 const ap_kernels *ap_kernels_published(const ap_gpu *gpu) {
     if (!gpu) return NULL;
-    pthread_once(&published_once, build_published);
+    pthread_once(&published_once, index_published);
     for (uint32_t h = name_hash(gpu->name) & (PUB_SLOTS - 1); published_slot[h] >= 0;
          h = (h + 1) & (PUB_SLOTS - 1)) {
         int i = published_slot[h];
-        if (!strcmp(ap_gpu_catalog_at(i)->name, gpu->name)) return &published[i];
+        if (strcmp(ap_gpu_catalog_at(i)->name, gpu->name)) continue;
+        const ap_kernels *k = published_at(i); /* a name's first entry that builds, as before */
+        if (k) return k;
     }
     return NULL;
 }
