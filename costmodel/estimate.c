@@ -951,41 +951,18 @@ static void stage_flops(const est *E, stage *S) {
  * in rank order). */
 static void stage_repeat(est *E, const stage *K, int r, int end) {
     ap_stage_mem *st = E->e->stages;
-    double *tf = E->e->time.stage_fwd_s, *tb = E->e->time.stage_bwd_s;
     const ap_stage_mem kind = st[r - 1];
     const double states = kind.params_bytes + kind.grads_bytes + kind.optimizer_bytes;
-    const double frag = stage_frag(E), over = E->device_overhead, other = kind.other_bytes;
-    const double act_mb = K->act_mb, act_tr = K->act_transient, act_l = K->act_layers_mb;
-    const double f = K->stage_f, b = K->stage_b, Ti = f + b, mf = K->model_flops;
-    const double hx = K->hfu_extra, local = stage_local(E, K);
-    /* the same arithmetic as stage_activations, stage_totals_of and stage_sums, the rank's
-     * invariants and the running sums held in locals (the sums still add rank by rank) */
-    double Tsum = E->Tsum, mfs = E->model_flops_mb, hxs = E->hfu_extra_flops;
-    double locs = E->sum_local;
+    const double frag = stage_frag(E), local = stage_local(E, K);
     for (; r < end; r++) {
         ap_stage_mem *sm = &st[r];
         *sm = kind;
         sm->stage = r;
-        double inflight = stage_inflight(E, r, &sm->inflight);
-        double act = inflight * act_mb + act_tr;
-        sm->activations_bytes = act;
-        sm->layer_activations_bytes = inflight * act_l;
-        double alloc = states + act + other;
-        double reserved = alloc + 0.01 * states + frag * (act + other);
-        sm->allocated_bytes = alloc;
-        sm->reserved_bytes = reserved;
-        sm->device_bytes = reserved + over;
-        tf[r] = f;
-        tb[r] = b;
-        Tsum += Ti;
-        mfs += mf;
-        hxs += hx;
-        locs += local;
+        stage_activations(E, K, r, sm);
+        stage_totals_of(E, states, frag, sm);
+        stage_sums(E, K, r);
+        E->sum_local += local;
     }
-    E->Tsum = Tsum;
-    E->model_flops_mb = mfs;
-    E->hfu_extra_flops = hxs;
-    E->sum_local = locs;
 }
 
 /* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE
