@@ -316,9 +316,13 @@ static ap_status layout(zs *z, ap_err *err) {
 
 /* ---- stage 3 parameter fetch and release -------------------------------------------------- */
 
+/* Parameter i is on the GPU whole: persistent, or gathered and not yet released. */
+static inline int resident(const zs *z, int i) { return z->persist[i] || z->avail[i]; }
+
+/* Gather parameter i, which is not resident (the callers test it: most operators find theirs
+ * resident, and the test is cheaper than the call). */
 static void fetch_param(zs *z, int i, int prefetch) {
     hctx *x = z->x;
-    if (z->persist[i] || z->avail[i]) return;
     double e = x->elt;
     double pb = (double)z->part[i] * e, full = (double)x->params[i].numel * e;
     double ready = 0;
@@ -485,7 +489,7 @@ static void run_micro(zs *z, int mb, int boundary) {
         if (z->stage == 3) {
             for (int i = 0; i < o->nparams; i++) {
                 int p = o->params[i];
-                if (!z->persist[p] && !z->avail[p]) fetch_param(z, p, 0); /* its own test, inline */
+                if (!resident(z, p)) fetch_param(z, p, 0);
             }
             /* prefetch the next modules' parameters up to stage3_prefetch_bucket_size elements
                (and max_live_parameters) once the trace is known (fetch_sub_module) */
@@ -501,7 +505,7 @@ static void run_micro(zs *z, int mb, int boundary) {
                     const hop *q = &x->ops[j];
                     for (int i = 0; i < q->nparams && budget > 0; i++) {
                         int p = q->params[i];
-                        if (z->persist[p] || z->avail[p]) continue;
+                        if (resident(z, p)) continue;
                         if (z->loc[p] == LOC_NVME) { budget = 0; break; }
                         fetch_param(z, p, 1);
                         budget -= (double)x->params[p].numel;
