@@ -190,10 +190,7 @@ static uint64_t key_hash(const price_key *key) {
                  (uint64_t)key->seq * 0x85EBCA77C2B2AE63ull ^ (uint64_t)(key->sp + 2 * key->overlap_tp +
                  4 * key->dtype + 16 * key->flash_attn + 32 * key->attn + 256 * key->etp +
                  4096 * key->trainer);
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return h;
+    return ap_hash_mix(h);
 }
 
 /* The slot holding key, or an empty one where it would go. */
@@ -250,10 +247,7 @@ const ap_coll_terms *coll_terms_of(const ctx *x, ap_coll_op op, int n, int domai
     memcpy(&bits, &bw, sizeof bits);
     uint64_t h = ((uint64_t)op * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full) ^
                  ((uint64_t)domains * 0x165667B19E3779F9ull) ^ bits;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    coll_slot *cs = &c->coll[h & (COLL_SLOTS - 1)];
+    coll_slot *cs = &c->coll[ap_hash_mix(h) & (COLL_SLOTS - 1)];
     if (!(cs->valid && cs->k == x->k && cs->bw == bw && cs->op == (int)op && cs->n == n &&
           cs->domains == domains && cs->nvlink == nvlink)) {
         ap_kernels_coll_terms(x->k, op, n, domains, bw, nvlink, &cs->t);

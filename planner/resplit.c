@@ -236,10 +236,7 @@ static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_s
                  (uint64_t)p->pp * 0x165667B19E3779F9ull ^ (uint64_t)p->dp * 0x27D4EB2F165667C5ull ^
                  (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull ^ (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
                  (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp);
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    rs_memo *mm = &sc->memo[h & (RS_MEMO - 1)];
+    rs_memo *mm = &sc->memo[ap_hash_mix(h) & (RS_MEMO - 1)];
     if (!(mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
           mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
           mm->zero == p->zero && mm->mbs == p->mbs)) {

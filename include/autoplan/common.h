@@ -107,6 +107,14 @@ int ap_edit_distance(const char *a, const char *b);
 
 /* 64-bit FNV-1a, used for fingerprints and cache keys. */
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed);
+/* The last steps of a 64-bit mix (SplitMix64's finaliser, shifted): spreads a sum or xor of a
+ * few small fields, each times an odd constant, over the low bits a power-of-two memo indexes
+ * by. */
+static inline uint64_t ap_hash_mix(uint64_t h) {
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+}
 
 /* Monotonic wall clock in seconds. */
 double ap_now_s(void);
