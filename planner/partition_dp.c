@@ -368,20 +368,11 @@ static inline void relax(double *restrict fna, const double *restrict vr, const 
                          double fa, int n0, int n_old, int n1) {
     const int e = n_old < n1 ? n_old : n1; /* the last target written before */
     int n = n0;
-    if (ka) {
-        for (; n <= e; n++) {
-            double v = pass_val(op, fa, vr[ka[n]]);
-            fna[n] = v < fna[n] ? v : fna[n];
-        }
-        for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[ka[n]]);
-        return;
-    }
-    /* one layer kind: contiguous values, loops the compiler vectorises */
     for (; n <= e; n++) {
-        double v = pass_val(op, fa, vr[n]);
+        double v = pass_val(op, fa, vr[ka ? ka[n] : n]);
         fna[n] = v < fna[n] ? v : fna[n];
     }
-    for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[n]);
+    for (; n <= n1; n++) fna[n] = pass_val(op, fa, vr[ka ? ka[n] : n]);
 }
 
 /* One pass over the prefixes with the per-range values vals (INFINITY: range not allowed):
