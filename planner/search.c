@@ -6,7 +6,9 @@
  *
  * Structure: eval() estimates one plan and keeps it; search_group() applies the two pruning
  * rules to one group; a chunk is CHUNK_POINTS consecutive points (fewer where a point whose
- * plans are simulated operator by operator ends it) searched into its own result;
+ * plans are simulated operator by operator ends it) searched into its own result. The walk
+ * passes the space twice: the points the cost model prices, then those simulated, which
+ * start once every priced chunk has merged, with the priced plans' ranking bound (place);
  * ap_search() runs the chunks on worker threads and merges their results in chunk order, then
  * (resplit) hands the pipelined candidates to resplit.c. A cost-model error on a plan the
  * trainer's rules accept stops the search and is returned with the plan named (a plan the
@@ -170,16 +172,22 @@ static void group_legality(search_state *s) {
  * copied once per group, with the member's fields set as in s->p (ap_plan_group_member), and
  * the attention kernel the group's first estimate resolved (ap_attn_default reads none of a
  * member's fields, so every member resolves it alike). */
+static double time_cut(const search_state *s);
+
 static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     if (ap_hetero_applies(&s->p)) {
         s->in_place = 0;
-        /* a plan slower than either bound cannot rank (eval): answer_only skips simulating
-           it where its compute alone is past them */
+        /* a plan past the time cut cannot matter to the answer (search.h "Pruning"), nor under
+           answer_only one slower than either bound (eval): it is not simulated where its
+           compute alone is past them (partial 3, counted as pruned) */
+        double b = INFINITY;
         if (s->o->answer_only) {
-            double b = topk_bound(&s->out->top);
-            s->est.sim_cutoff_s = s->out->outer_bound < b ? s->out->outer_bound : b;
-            if (!(s->est.sim_cutoff_s < INFINITY)) s->est.sim_cutoff_s = 0;
+            b = topk_bound(&s->out->top);
+            if (s->out->outer_bound < b) b = s->out->outer_bound;
+        } else if (s->o->prune && !s->o->visit && !s->o->visit_keep) {
+            b = time_cut(s);
         }
+        s->est.sim_cutoff_s = b < INFINITY ? b : 0;
         return ap_hetero_estimate(s->m, s->c, &s->p, &s->est, &s->chunk_cache, &s->scratch, err);
     }
     if (!s->in_place) {
@@ -335,6 +343,10 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
         ap_err_prefix(err, "estimating %s", ap_plan_label(p, lbl, sizeof lbl));
         return st;
     }
+    if (s->scratch.partial == 3) { /* not simulated: past the cut */
+        r->pruned++;
+        return AP_OK;
+    }
     r->evaluated++;
     if (s->o->visit) s->o->visit(s->o->visit_ctx, &s->scratch);
     else if (s->o->visit_keep && (st = keep_record(s, err)) != AP_OK) return st;
@@ -394,7 +406,7 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
         ap_err_prefix(err, "estimating %s", ap_plan_label(&s->p, lbl, sizeof lbl));
         return st;
     }
-    if (s->scratch.fits) return AP_OK;
+    if (s->scratch.fits || s->scratch.partial == 3) return AP_OK; /* 3: no verdict */
     consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
     return AP_OK;
@@ -494,13 +506,18 @@ typedef struct {
     int analytic_only;        /* the points the cost model prices only (ap_search's first pass) */
     int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
     double stop_over;         /* > 0: and once their overshoot passes it (ap_search) */
-    ap_space space;
-    pthread_mutex_t space_mu; /* the walk: space, next, exhausted (take) */
+    ap_space space;           /* the workers' (ap_space_group) */
+    ap_space walk;            /* the same space, walked (take) */
+    pthread_mutex_t space_mu; /* the walk: walk, next, exhausted, sim_walk (take) */
     pthread_mutex_t mu;       /* the rest: slots, merging, the answer */
     pthread_cond_t cv;
     int64_t next;             /* next chunk to take */
     int64_t merged;           /* chunks merged so far */
     int exhausted;            /* the space has no more points (or any_fit found a plan) */
+    int sim_walk;             /* the walk is in its second pass: the simulated points (take) */
+    int64_t first_sim;        /* the index of its first chunk (INT64_MAX before; run->mu) */
+    double priced_bound;      /* the answer's ranking bound once every chunk before first_sim
+                                 merged: the priced plans' (INFINITY before) */
     int nslots;
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
@@ -577,6 +594,7 @@ static int64_t cap_left(const search_run *run) {
 typedef struct {
     int64_t i;                /* the chunk's index: the order the space gives the points */
     int n;
+    int sim;                  /* of the walk's second pass (simulated points) */
     ap_space_point pts[CHUNK_POINTS];
 } taken;
 
@@ -586,22 +604,35 @@ static int take(search_run *run, taken *c) {
     int got = 0;
     pthread_mutex_lock(&run->space_mu);
     if (run->o->any_fit && run->found) run->exhausted = 1;
-    if (!run->exhausted) {
-        /* a simulated point ends its chunk: one costs thousands of estimates, so a few of them
-         * would hold a whole chunk, and the whole search, on one thread (the answer does not
-         * depend on where chunks end) */
+    while (!run->exhausted && !got) {
+        /* the walk passes twice: the points the cost model prices, then those simulated
+         * (none on the analytic_only pass), so that every simulation starts with the priced
+         * plans' ranking bound (place). A simulated point ends its chunk: one costs thousands
+         * of estimates, so a few of them would hold a whole chunk, and the whole search, on
+         * one thread (the answer depends neither on where chunks end nor on their order) */
         int n = 0, more = 1;
-        while (n < CHUNK_POINTS && (more = ap_space_next(&run->space, &c->pts[n]))) {
-            int simulated = ap_space_point_simulated(&run->space, &c->pts[n]);
-            if (simulated && run->analytic_only) continue; /* not asked this pass */
+        while (n < CHUNK_POINTS && (more = ap_space_next(&run->walk, &c->pts[n]))) {
+            int simulated = ap_space_point_simulated(&run->walk, &c->pts[n]);
+            if (simulated != run->sim_walk) continue; /* not asked this pass */
             n++;
             if (simulated) break;
         }
-        if (n == 0 || !more) run->exhausted = 1;
         if (n > 0) {
             c->i = run->next++;
             c->n = n;
+            c->sim = run->sim_walk;
             got = 1;
+        }
+        if (n == 0 || !more) {
+            if (run->sim_walk || run->analytic_only || !simulates(run->o)) {
+                run->exhausted = 1;
+            } else {
+                ap_space_init(&run->walk, run->m, run->c, run->o); /* from the start */
+                run->sim_walk = 1;
+                pthread_mutex_lock(&run->mu);
+                run->first_sim = run->next;
+                pthread_mutex_unlock(&run->mu);
+            }
         }
     }
     pthread_mutex_unlock(&run->space_mu);
@@ -613,7 +644,9 @@ static int take(search_run *run, taken *c) {
  * failed (run->mu held). */
 static int place(search_run *run, const taken *c) {
     const int64_t i = c->i;
-    while (run->acc.st == AP_OK && i >= run->merged + run->nslots)
+    /* a simulated point waits for the priced plans' bound: every chunk before first_sim */
+    while (run->acc.st == AP_OK &&
+           (i >= run->merged + run->nslots || (c->sim && run->merged < run->first_sim)))
         pthread_cond_wait(&run->cv, &run->mu);
     if (run->acc.st != AP_OK) return -1;
     int k = (int)(i % run->nslots);
@@ -625,6 +658,8 @@ static int place(search_run *run, const taken *c) {
     if (run->o->step_bound_s > 0 && run->o->step_bound_s < b) b = run->o->step_bound_s;
     run->slots[k].outer_bound = b;
     run->slots[k].lag_bound = i >= LAG ? run->lag_ring[(i - LAG) % (2 * LAG)] : INFINITY;
+    if (c->sim && run->priced_bound < run->slots[k].lag_bound)
+        run->slots[k].lag_bound = run->priced_bound;
     return k;
 }
 
@@ -659,6 +694,7 @@ static void *worker(void *arg) {
             }
             merge_chunk(run, o);
             run->lag_ring[run->merged % (2 * LAG)] = topk_bound(&run->acc.top);
+            if (run->merged + 1 == run->first_sim) run->priced_bound = run->lag_ring[run->merged % (2 * LAG)];
             run->npts[km] = -1;
             run->merged++;
         }
@@ -822,9 +858,12 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     run->stop_unfit = stop_unfit;
     run->stop_over = stop_over;
     run->r = r;
+    run->first_sim = INT64_MAX;
+    run->priced_bound = INFINITY;
     run->eo = o->est;
     ap_estimate_opts_resolve(&run->eo, &c->gpu, &run->cal, &run->built);
     ap_space_init(&run->space, m, c, o);
+    run->walk = run->space;
     ap_status st = init_run(run, nthreads, o->top_k, err);
     if (st == AP_OK) {
         pthread_mutex_init(&run->space_mu, NULL);

@@ -848,10 +848,8 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
-    if (st == AP_OK && hx_past_cutoff(x, 0))
-        st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute alone is above "
-                        "the cutoff of %g s", opts->step_cutoff_s);
-    if (st == AP_OK)
+    if (st == AP_OK && hx_past_cutoff(x, 0)) x->cut = 1; /* no step is simulated */
+    else if (st == AP_OK)
         st = pl.trainer == AP_TRAINER_COLOSSALAI ? ap_gemini_sim(x, err) : ap_zero_offload_sim(x, err);
     if (st == AP_OK && x->nomem) st = ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     if (st != AP_OK) {
@@ -877,6 +875,10 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
         s->stopped = x->stop_kind;
         s->fits = 0;
         s->binding = (ap_binding)x->unfit;
+    } else if (x->cut) { /* step_cutoff_s: no verdict */
+        s->stopped = 3;
+        s->fits = 0;
+        s->binding = AP_BIND_NONE;
     }
     *out = (ap_hetero *)x;
     return AP_OK;

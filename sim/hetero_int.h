@@ -101,6 +101,8 @@ typedef struct hctx {
     int unfit;                  /* the run stops (opts->stop_unfit, stop_over): the
                                    resource it stopped on (AP_BIND_*); the simulators stop */
     int stop_kind;              /* ap_hetero_summary.stopped: 1 cannot fit, 2 overshoot */
+    int cut;                    /* the step cannot come under opts->step_cutoff_s: no step is
+                                   simulated (stopped 3) */
     tline tl;
     /* the last collectives priced (ht_collective_s): a simulation repeats a few sizes (one per
      * chunk or bucket size) thousands of times; zeroed with the context (bytes 0: empty) */

@@ -657,11 +657,9 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         /* the step also waits for the optimizer's Adam passes (optimizer_step) */
         double cpu_n, gpu_n;
         optimizer_elems(z, &cpu_n, &gpu_n);
-        if (hx_past_cutoff(x, ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0)))
-            st = ap_err_set(err, AP_ERR_INFEASIBLE, "hetero: the step's compute and optimizer "
-                            "alone are above the cutoff of %g s", x->o->step_cutoff_s);
+        x->cut = hx_past_cutoff(x, ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0));
     }
-    for (int s = 0; st == AP_OK && s < x->o->steps && !x->unfit; s++) {
+    for (int s = 0; st == AP_OK && s < x->o->steps && !x->unfit && !x->cut; s++) {
         int last = s == x->o->steps - 1;
         z->traced = s > 0; /* the first step records the trace */
         if (last) {

@@ -123,6 +123,10 @@ static void test_cases(void) {
         {"examples/models/llama-3-8b.json", "h100-sxm", 16, 128, AP_TRAINER_TORCHTITAN},
         {"examples/models/opt-1.3b.json", "rtx-4090", 4, 32, AP_TRAINER_FSDP},
         {"examples/models/gpt2.json", "a100-sxm4-80g", 8, 64, AP_TRAINER_COLOSSALAI},
+        /* offload and Gemini placements simulated after the priced plans, most of them past
+           the time cut (not simulated) */
+        {"examples/models/gpt3-175b.json", "a100-sxm4-80g", 64, 512, AP_TRAINER_DEEPSPEED},
+        {"examples/models/gpt3-175b.json", "a100-sxm4-80g", 16, 128, AP_TRAINER_COLOSSALAI},
     };
     ap_err err;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -158,7 +158,8 @@ typedef struct ap_estimate {
     int partial;                   /* its simulation stopped early: 1 once the plan could not
                                       fit (ap_estimate_opts.sim_stop_unfit), 2 once its
                                       overshoot passed sim_stop_over: fits 0, the memory and
-                                      time figures are the run's so far */
+                                      time figures are the run's so far; 3 before its steps,
+                                      its step past sim_cutoff_s: fits 0, no verdict */
 } ap_estimate;
 
 /* Evaluate plan p. Returns AP_ERR_INFEASIBLE (err names the rule) when the trainer cannot run

@@ -207,8 +207,9 @@ typedef struct ap_hetero_opts {
     int steps;                /* optimizer steps simulated, the last one reported; default 3 */
     double step_cutoff_s;     /* > 0: a plan whose step cannot come under it (its compute
                                  alone, every micro-batch's forward and backward, plus the fixed
-                                 per-step overhead, is above it) is not simulated:
-                                 AP_ERR_INFEASIBLE. 0, the default: every plan is simulated */
+                                 per-step overhead, is above it) is not simulated: the summary
+                                 says stopped 3 and fits 0, with no verdict. 0, the default:
+                                 every plan is simulated */
     int record;               /* keep per-operator records and movements; default 1 */
     /* 1: only whether the plan fits is wanted: the run stops as soon as it cannot (its host
        memory per node past 90% of the node's, its NVMe past the drives', the reported step's
@@ -306,7 +307,8 @@ typedef struct ap_hetero_summary {
     char failure[256];                    /* the trainer's own failure, e.g. Gemini's "Adjust
                                              layout failed! No enough CUDA memory!" */
     int stopped;                          /* the run stopped early: 1 stop_unfit (cannot
-                                             fit), 2 stop_over (overshoot past it) */
+                                             fit), 2 stop_over (overshoot past it), 3 before
+                                             its steps, past step_cutoff_s (no verdict) */
 } ap_hetero_summary;
 
 typedef struct ap_hetero ap_hetero;

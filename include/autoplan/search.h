@@ -13,12 +13,15 @@
  * when its least-memory member (micro-batch 1, full recompute) does not fit; within a group the
  * micro-batch loop stops at the first size that does not fit for a recompute level. Both rest
  * on memory growing with micro-batch and falling with recompute, which tests check. And by
- * time (not with a visitor, nor for simulated placements): a member is not estimated when a
- * lower bound on the step of every plan of its degrees and micro-batch (whatever recompute,
- * offload, ZeRO stage and split; resplit.c rs_member_bound, checked by tests against every plan
- * of several enumerations) is past the time cut: the k-th least step of its chunk's fitting
- * plans, or of the answer as it stood a fixed number of chunks before, times 1 + the tie margin
- * (no plan past it can enter the ranking or win a re-split). The cut depends on the chunks'
+ * time (not with a visitor): a member is not estimated when a lower bound on the step of every
+ * plan of its degrees and micro-batch (whatever recompute, offload, ZeRO stage and split;
+ * resplit.c rs_member_bound, checked by tests against every plan of several enumerations) is
+ * past the time cut: the k-th least step of its chunk's fitting plans, or of the answer as it
+ * stood a fixed number of chunks before, times 1 + the tie margin (no plan past it can enter
+ * the ranking or win a re-split). Placements simulated operator by operator (Gemini, DeepSpeed
+ * offload) are walked after every priced point, so their cut also holds the priced plans'
+ * whole ranking bound, and one is not simulated when its compute, optimizer and fixed overhead
+ * alone are past it (hetero.h step_cutoff_s; counted as pruned). The cut depends on the chunks'
  * own order, not on when threads reach them, so the counters are the same whatever the threads.
  *
  * Re-split (resplit = 1, trainers that take uneven stages; planner/resplit.c): every fitting
