@@ -138,6 +138,9 @@ typedef struct {
     int point_ok;
     unsigned char rc_ok[AP_GROUP_MAX_RC], mb_ok[AP_GROUP_MAX_MBS];
     _Atomic int *found;          /* any_fit: set once a plan fits (search_run.found) */
+    ap_estimate *least;          /* a simulated group's least-memory member as group_cannot_fit
+                                    found it fitting, for eval (allocated on first use) */
+    int least_ok;
 } search_state;
 
 /* Member (il, im) of s->g passes ap_plan_check. */
@@ -336,7 +339,13 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
         r->capped = 1;
         return AP_OK;
     }
-    ap_status st = estimate_member(s, il, im, err);
+    ap_status st = AP_OK;
+    if (s->least_ok && il == s->g.most_rc && im == 0) { /* simulated once already */
+        ap_estimate_copy(&s->scratch, s->least);
+        s->least_ok = 0;
+    } else {
+        st = estimate_member(s, il, im, err);
+    }
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
         char lbl[160];
@@ -406,6 +415,14 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
         ap_err_prefix(err, "estimating %s", ap_plan_label(&s->p, lbl, sizeof lbl));
         return st;
     }
+    if (s->scratch.fits && !s->scratch.partial && ap_hetero_applies(&s->p)) {
+        /* a simulation costs thousands of estimates: eval takes this one back */
+        if (!s->least) s->least = ap_malloc(sizeof *s->least);
+        if (s->least) {
+            ap_estimate_copy(s->least, &s->scratch);
+            s->least_ok = 1;
+        }
+    }
     if (s->scratch.fits || s->scratch.partial == 3) return AP_OK; /* 3: no verdict */
     consider_closest(&s->out->r, &s->out->best_overshoot, &s->scratch);
     *cannot = 1;
@@ -443,6 +460,7 @@ static ap_status search_group(search_state *s, ap_err *err) {
     s->p = s->g.base;
     s->in_place = 0;
     group_legality(s);
+    s->least_ok = 0;
     if (prune) {
         int cannot;
         if ((st = group_cannot_fit(s, &cannot, err)) != AP_OK) return st;
@@ -820,6 +838,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     for (int i = 0; i < nthreads; i++) {
         ap_estimate_cache_free(st[i].est.cache);
         ap_hetero_cache_free(&st[i].chunk_cache);
+        ap_free(st[i].least);
     }
     ap_hetero_store_free(own);
     ap_free(started);
