@@ -97,12 +97,19 @@ static double least_max(int p, int L, int lo, double alpha, double c_first, doub
 
 /* Least max over splits of a per-rank quantity that is alpha per layer plus c_first / c_last on
  * the first / last rank, read off a uniform layout (x[r] for n[r] layers); INFINITY-free: falls
- * back to the mean when the layout has no middle rank or layers of two kinds. */
+ * back to the mean when the layout has no middle rank or layers of two kinds, but for a dense
+ * prefix (DeepSeek's first_k_dense_replace) held by the first rank: then the middle ranks give
+ * the MoE layer's alpha, and a bound below is the least max with the D dense layers and the
+ * first rank's constant taken as free (a rank's quantity is its constant, at least 0, plus its
+ * dense layers' share, at least 0, plus alpha per MoE layer), so the ranks hold the L - D MoE
+ * layers, none of them at least one. */
 static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
     double sum = 0;
     for (int r = 0; r < pp; r++) sum += x[r];
     double mx = sum / pp;
-    if (pp < 3 || !ap_model_single_kind(m)) return mx;
+    if (pp < 3) return mx;
+    const int D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
+    if (D < 0 || (D > 0 && (v > 1 || n[0] < D))) return mx;
     /* ranks of one kind repeat their (time, layers): one division per run of equal pairs */
     double alpha = INFINITY, xp = NAN;
     int np = -1;
@@ -113,8 +120,10 @@ static double least_max_of(const ap_model *m, int pp, int v, const double *x, co
         if (n[r] > 0 && x[r] / n[r] < alpha) alpha = x[r] / n[r];
     }
     if (!(alpha > 0) || alpha == INFINITY) return mx;
+    const double c_last = fmax(0.0, x[pp - 1] - alpha * n[pp - 1]);
+    if (D > 0) return fmax(mx, least_max(pp, (int)m->layers - D, 0, alpha, 0, c_last));
     return fmax(mx, least_max(pp, (int)m->layers, v, alpha, fmax(0.0, x[0] - alpha * n[0]),
-                              fmax(0.0, x[pp - 1] - alpha * n[pp - 1])));
+                              c_last));
 }
 
 /* Per-rank layers of plan q's layout (all chunks of a rank): its stage_layers, or the uniform

@@ -731,6 +731,9 @@ static void test_resplit_brute_force(void) {
         {"examples/models/gpt2.json", "a100-sxm4-40g", 12, 8, 64, 1024, AP_TRAINER_COLOSSALAI, 36, 0, 2, 0},
         {"examples/models/mixtral-8x7b.json", "a100-sxm4-80g", 8, 16, 32, 4096, AP_TRAINER_MEGATRON, 2, 2, 2, 8},
         {"examples/models/deepseek-v3.json", "h100-sxm", 8, 64, 64, 4096, AP_TRAINER_MEGATRON, 2, 8, 4, 16},
+        /* its dense prefix on the first rank of the uniform split: the bound's MoE-layer
+         * least max (resplit.c least_max_of) */
+        {"examples/models/deepseek-v3.json", "h100-sxm", 16, 64, 64, 4096, AP_TRAINER_MEGATRON, 2, 8, 4, 16},
         /* interleaved pipelines whose data-parallel reduction runs in 24 buckets, most of it
          * behind the last chunks' backwards: the bound once took an eighth of a reduction as
          * exposed (a split came in 2% under its own candidate's bound) */
