@@ -104,6 +104,13 @@ row "plan gpt-oss-20b --gpus 1..512" plan "$M/gpt-oss-20b.json" --gpus 1..512 --
 row "plan mixtral-8x7b --gpus 8..1024" plan "$M/mixtral-8x7b.json" --gpus 8..1024 --no-cache
 row "plan gpt3-175b --gpus 8 --trainer colossalai (nothing fits)" plan "$M/gpt3-175b.json" \
     --gpus 8 --trainer colossalai --no-cache
+row "plan deepseek-v3 --gpus 8..16384" plan "$M/deepseek-v3.json" --gpus 8..16384 --no-cache
+row "plan gpt3-175b --gpus 8..1024 --trainer deepspeed" plan "$M/gpt3-175b.json" \
+    --gpus 8..1024 --trainer deepspeed --no-cache
+row "plan megatron-22b --gpus 8..1024 --trainer deepspeed" plan "$M/megatron-22b.json" \
+    --gpus 8..1024 --trainer deepspeed --no-cache
+row "plan gpt3-175b --gpus 8..1024 --trainer colossalai" plan "$M/gpt3-175b.json" \
+    --gpus 8..1024 --trainer colossalai --no-cache
 row "fit --gpu a100-sxm4-80g" fit --gpu a100-sxm4-80g
 row "fit --gpu a100-sxm4-80g --gpus 8" fit --gpu a100-sxm4-80g --gpus 8
 row "fit --gpu a100-sxm4-80g --gpus 64" fit --gpu a100-sxm4-80g --gpus 64
