@@ -110,6 +110,8 @@ typedef struct {
     double *kbest;            /* a max-heap of the nkbest (<= top_k) least step times of the
                                  chunk's fitting estimates: the chunk's time cut (time_cut) */
     int nkbest;
+    int stop_unfit;           /* its simulations stop once their plan cannot fit */
+    double stop_over;         /* > 0: and once their overshoot passes it */
     ap_status st;
     ap_err err;
 } chunk_out;
@@ -170,23 +172,21 @@ static void group_legality(search_state *s) {
 }
 
 /* Member (il, im) of the group, s->p, by the cost model, or for Gemini placements and DeepSpeed
- * offload devices by the operator-by-operator simulation (hetero.h), into s->scratch; cut: a
- * simulation may stop at the time cut (partial 3). The cost
+ * offload devices by the operator-by-operator simulation (hetero.h), into s->scratch. The cost
  * model reads the plan in place (ap_estimate_plan): scratch.plan is the group's base plan,
  * copied once per group, with the member's fields set as in s->p (ap_plan_group_member), and
  * the attention kernel the group's first estimate resolved (ap_attn_default reads none of a
  * member's fields, so every member resolves it alike). */
 static double time_cut(const search_state *s);
 
-static ap_status estimate_member(search_state *s, int il, int im, int cut, ap_err *err) {
+static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     if (ap_hetero_applies(&s->p)) {
         s->in_place = 0;
         /* a plan past the time cut cannot matter to the answer (search.h "Pruning"), nor under
            answer_only one slower than either bound (eval): it is not simulated where its
            compute alone is past them (partial 3, counted as pruned) */
         double b = INFINITY;
-        if (!cut) {
-        } else if (s->o->answer_only) {
+        if (s->o->answer_only) {
             b = topk_bound(&s->out->top);
             if (s->out->outer_bound < b) b = s->out->outer_bound;
         } else if (s->o->prune && !s->o->visit && !s->o->visit_keep) {
@@ -346,7 +346,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
         ap_estimate_copy(&s->scratch, s->least);
         s->least_ok = 0;
     } else {
-        st = estimate_member(s, il, im, 1, err);
+        st = estimate_member(s, il, im, err);
     }
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
@@ -406,15 +406,12 @@ static void count_pruned(search_state *s, int rc0, int rc1, int mb0, int mb1) {
 /* Group bound (search.h): the least-memory member (the smallest micro-batch, the most
  * recomputation) does not fit, so no member does. It is estimated outside the counters; when
  * it is legal and does not fit it is still a candidate for the closest plan. A simulated member
- * past the time cut has no verdict (partial 3), and each member is then tried on its own; where
- * simulations stop as soon as their plan cannot fit (sim_stop_unfit), the verdict is cheap and
- * prunes the whole group, so the cut does not apply here (megatron-1t on 64 GPUs, whose
- * suggestions search Colossal-AI so: 0.81 G instructions with it, 0.58 G without). */
+ * past the time cut has no verdict (partial 3): each member is then tried on its own. */
 static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     *cannot = 0;
     if (!legal(s, s->g.most_rc, 0)) return AP_OK;
     ap_plan_group_member(&s->g, s->g.most_rc, 0, &s->p);
-    ap_status st = estimate_member(s, s->g.most_rc, 0, !s->est.sim_stop_unfit, err);
+    ap_status st = estimate_member(s, s->g.most_rc, 0, err);
     if (st == AP_ERR_INFEASIBLE) return AP_OK; /* the simulator's verdict: it cannot run */
     if (st != AP_OK) {
         char lbl[160];
@@ -497,6 +494,8 @@ static ap_status search_group(search_state *s, ap_err *err) {
 /* Search the n points of one chunk into s->out (reset first). */
 static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     chunk_out *o = s->out;
+    s->est.sim_stop_unfit = o->stop_unfit;
+    s->est.sim_stop_over = o->stop_over;
     o->top.n = 0;
     o->ncand = 0;
     o->nrec = 0;
@@ -527,9 +526,7 @@ typedef struct {
     const ap_model *m;
     const ap_cluster *c;
     const ap_search_opts *o;
-    int analytic_only;        /* the points the cost model prices only (ap_search's first pass) */
     int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
-    double stop_over;         /* > 0: and once their overshoot passes it (ap_search) */
     ap_space space;           /* the workers' (ap_space_group) */
     ap_space walk;            /* the same space, walked (take) */
     pthread_mutex_t space_mu; /* the walk: walk, next, exhausted, sim_walk (take) */
@@ -542,6 +539,8 @@ typedef struct {
     int64_t first_sim;        /* the index of its first chunk (INT64_MAX before; run->mu) */
     double priced_bound;      /* the answer's ranking bound once every chunk before first_sim
                                  merged: the priced plans' (INFINITY before) */
+    int priced_fits;          /* and whether a priced plan fits then */
+    double priced_over;       /* none fits: the priced closest plan's overshoot (0: none) */
     int nslots;
     chunk_out *slots;         /* chunk i in slots[i % nslots] */
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
@@ -630,8 +629,8 @@ static int take(search_run *run, taken *c) {
     if (run->o->any_fit && run->found) run->exhausted = 1;
     while (!run->exhausted && !got) {
         /* the walk passes twice: the points the cost model prices, then those simulated
-         * (none on the analytic_only pass), so that every simulation starts with the priced
-         * plans' ranking bound (place). A simulated point ends its chunk: one costs thousands
+         * so that every simulation starts with the priced plans' ranking bound and verdict
+         * (place). A simulated point ends its chunk: one costs thousands
          * of estimates, so a few of them would hold a whole chunk, and the whole search, on
          * one thread (the answer depends neither on where chunks end nor on their order) */
         int n = 0, more = 1;
@@ -648,7 +647,7 @@ static int take(search_run *run, taken *c) {
             got = 1;
         }
         if (n == 0 || !more) {
-            if (run->sim_walk || run->analytic_only || !simulates(run->o)) {
+            if (run->sim_walk || !simulates(run->o)) {
                 run->exhausted = 1;
             } else {
                 ap_space_init(&run->walk, run->m, run->c, run->o); /* from the start */
@@ -684,6 +683,11 @@ static int place(search_run *run, const taken *c) {
     run->slots[k].lag_bound = i >= LAG ? run->lag_ring[(i - LAG) % (2 * LAG)] : INFINITY;
     if (c->sim && run->priced_bound < run->slots[k].lag_bound)
         run->slots[k].lag_bound = run->priced_bound;
+    /* a simulation's figures matter to the closest plan alone, read only when nothing fits:
+     * once a priced plan fits, it stops as soon as its plan cannot fit; while none does, as
+     * soon as it overshoots more than the priced closest plan (which then stays nearer) */
+    run->slots[k].stop_unfit = run->stop_unfit || (c->sim && run->priced_fits);
+    run->slots[k].stop_over = c->sim && !run->priced_fits ? run->priced_over : 0;
     return k;
 }
 
@@ -718,7 +722,12 @@ static void *worker(void *arg) {
             }
             merge_chunk(run, o);
             run->lag_ring[run->merged % (2 * LAG)] = topk_bound(&run->acc.top);
-            if (run->merged + 1 == run->first_sim) run->priced_bound = run->lag_ring[run->merged % (2 * LAG)];
+            if (run->merged + 1 == run->first_sim) { /* the last priced chunk */
+                run->priced_bound = run->lag_ring[run->merged % (2 * LAG)];
+                run->priced_fits = run->acc.top.n > 0;
+                double over = run->r->have_closest ? overshoot(&run->r->closest) : 0;
+                run->priced_over = !run->priced_fits && over > 0 ? over : 0;
+            }
             run->npts[km] = -1;
             run->merged++;
         }
@@ -826,8 +835,6 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
                                .resplit = run->o->resplit && rs_applies(run->o),
                                .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
-        st[i].est.sim_stop_unfit = run->stop_unfit;
-        st[i].est.sim_stop_over = run->stop_over;
         st[i].chunk_cache.shared = store;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
@@ -854,13 +861,11 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     return AP_OK;
 }
 
-/* One search; analytic_only: the points the cost model prices, not those simulated, and no
- * re-split (ap_search's first pass); stop_unfit: simulations stop once their plan cannot fit
- * (ap_hetero_opts.stop_unfit), left out of the closest plan and counted in r->stopped;
- * stop_over > 0: once their overshoot passes it (ap_hetero_opts.stop_over), left out of the
- * closest plan, which they cannot be when a plan of the search is that near. */
+/* One search; stop_unfit: simulations stop once their plan cannot fit (ap_hetero_opts.stop_unfit),
+ * left out of the closest plan and counted in r->stopped (they also do so when a priced plan
+ * fits, place). */
 static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                             int analytic_only, int stop_unfit, double stop_over,
+                             int stop_unfit,
                              ap_search_result *r, ap_err *err) {
     double t0 = ap_now_s();
     memset(r, 0, sizeof *r);
@@ -879,9 +884,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     run->m = m;
     run->c = c;
     run->o = o;
-    run->analytic_only = analytic_only;
     run->stop_unfit = stop_unfit;
-    run->stop_over = stop_over;
     run->r = r;
     run->first_sim = INT64_MAX;
     run->priced_bound = INFINITY;
@@ -904,7 +907,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
         *err = run->acc.err;
     }
     if (st == AP_OK) st = join_cands(run, err);
-    if (st == AP_OK && rs_applies(o) && !analytic_only && !(o->any_fit && run->acc.top.n > 0))
+    if (st == AP_OK && rs_applies(o) && !(o->any_fit && run->acc.top.n > 0))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
     if (st == AP_OK) {
         if (run->acc.top.n > 0) r->fastest = *topk_at(&run->acc.top, 0);
@@ -921,27 +924,19 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
 }
 
 /* Where the trainer's space has points simulated operator by operator (Colossal-AI's Gemini,
- * DeepSpeed's offload devices), each the cost of a thousand estimates, a search that wants
- * less than everything asks the points the cost model prices first:
- * - any_fit: a fitting priced plan answers it. Otherwise the whole search runs, its
- *   simulations stopping once their plan cannot fit (a stopped plan is no closest plan).
- * - answer_only: when a priced plan fits, the whole search's answer has a fitting plan, so no
- *   closest plan is read, and its simulations stop once their plan cannot fit (a plan that
- *   cannot fit does not rank). When none fits, the whole search runs, its simulations
- *   stopping once their overshoot passes the priced plans' closest's: the whole search's
- *   closest is no farther (it searches those plans too), so a plan past it cannot be it, and
- *   the closest plan is the one the unstopped search finds.
- * no_closest says the caller reads none: one search, its simulations stopping. */
+ * DeepSpeed's offload devices), each the cost of a thousand estimates, the walk asks the points
+ * the cost model prices first (take) and the simulations start from what they found (place):
+ * - any_fit: a fitting priced plan answers it, and nothing is simulated. Otherwise the
+ *   simulations stop once their plan cannot fit (a stopped plan is no closest plan).
+ * - When a priced plan fits, the answer has a fitting plan, so no closest plan is read, and
+ *   the simulations stop once their plan cannot fit (a plan that cannot fit does not rank).
+ *   When none fits, they stop once their overshoot passes the priced plans' closest's: the
+ *   closest is no farther, so a plan past it cannot be it, and the closest plan is the one the
+ *   unstopped search finds.
+ * no_closest says the caller reads none: the simulations stop once their plan cannot fit. */
 ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                     ap_search_result *r, ap_err *err) {
-    if (!(o->any_fit || o->answer_only) || o->no_closest || !simulates(o))
-        return search_once(m, c, o, 0, o->no_closest, 0, r, err);
-    ap_status st = search_once(m, c, o, 1, 0, 0, r, err);
-    if (st != AP_OK || (o->any_fit && r->ntop > 0)) return st;
-    const int priced_fits = r->ntop > 0;
-    const double over = !priced_fits && r->have_closest ? overshoot(&r->closest) : 0;
-    ap_search_result_free(r);
-    return search_once(m, c, o, 0, o->any_fit || priced_fits, over > 0 ? over : 0, r, err);
+    return search_once(m, c, o, o->any_fit || o->no_closest, r, err);
 }
 
 /* ---- several searches ------------------------------------------------------------------------ */

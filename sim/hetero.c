@@ -757,6 +757,11 @@ static ap_status template_of(hctx *x, ap_err *err) {
     x->bwd_s = e.time.stage_bwd_s[0];
     x->step_overhead_s = e.time.overhead_s;
     x->model_flops_step = e.tp.model_flops_per_step / (double)q.gbs * (double)x->p->gbs;
+    /* a run past the cutoff needs no operators: the event simulation is most of a run's cost */
+    if (hx_past_cutoff(x, 0)) {
+        x->cut = 1;
+        return AP_OK;
+    }
     ap_sim_opts so;
     ap_sim_opts_init(&so);
     so.record_curves = 1;
@@ -848,7 +853,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
-    if (st == AP_OK && hx_past_cutoff(x, 0)) x->cut = 1; /* no step is simulated */
+    if (st == AP_OK && (x->cut || hx_past_cutoff(x, 0))) x->cut = 1; /* no step is simulated */
     else if (st == AP_OK)
         st = pl.trainer == AP_TRAINER_COLOSSALAI ? ap_gemini_sim(x, err) : ap_zero_offload_sim(x, err);
     if (st == AP_OK && x->nomem) st = ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");

@@ -635,6 +635,61 @@ static void test_stop_unfit(void) {
     CHECK(near_enough > 0);
 }
 
+/* ap_hetero_opts.step_cutoff_s: a run whose compute alone is past the cutoff simulates no step
+ * (stopped 3, fits 0), whether its operator template is built (the cutoff is checked before
+ * the event simulation) or taken from the cache; a cutoff at the run's own step time changes
+ * nothing. Gemini static and auto, ZeRO-Offload and ZeRO-Infinity. */
+static void test_step_cutoff(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = one_gpu("a100-sxm4-40g", 1024);
+    c.nvme_bytes = 4e12;
+    c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
+    int cut = 0, whole = 0;
+    for (int k = 0; k < 5; k++) {
+        ap_plan p = k == 0   ? gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 2, 1024)
+                    : k == 1 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 2, 1024)
+                    : k == 2 ? ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2)
+                    : k == 3 ? ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 2)
+                             : ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 2);
+        ap_err err;
+        if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
+        ap_hetero_cache cache;
+        memset(&cache, 0, sizeof cache);
+        for (int cached = 0; cached < 2; cached++) {
+            ap_hetero_opts o;
+            ap_hetero_opts_init(&o);
+            o.cache = cached ? &cache : NULL;
+            ap_hetero *hw = NULL, *hc = NULL, *hs = NULL;
+            if (ap_hetero_run(&m, &c, &p, &o, &hw, &err) != AP_OK) continue;
+            const ap_hetero_summary *w = ap_hetero_summary_of(hw);
+            CHECK_INT(w->stopped, 0);
+            o.step_cutoff_s = 1e-3 * w->step_s; /* below the compute of any step */
+            CHECK(ap_hetero_run(&m, &c, &p, &o, &hc, &err) == AP_OK);
+            if (hc) {
+                CHECK_INT(ap_hetero_summary_of(hc)->stopped, 3);
+                CHECK_INT(ap_hetero_summary_of(hc)->fits, 0);
+                cut++;
+            }
+            o.step_cutoff_s = w->step_s;
+            CHECK(ap_hetero_run(&m, &c, &p, &o, &hs, &err) == AP_OK);
+            if (hs) {
+                const ap_hetero_summary *t = ap_hetero_summary_of(hs);
+                CHECK_INT(t->stopped, 0);
+                CHECK(t->step_s == w->step_s);
+                CHECK(t->gpu_peak_bytes == w->gpu_peak_bytes);
+                CHECK_INT(t->fits, w->fits);
+                whole++;
+            }
+            ap_hetero_free(hw);
+            ap_hetero_free(hc);
+            ap_hetero_free(hs);
+        }
+        ap_hetero_cache_free(&cache);
+    }
+    CHECK_INT(cut, 10);
+    CHECK_INT(whole, 10);
+}
+
 static void test_zero_hand(void) {
     ap_model m = load("examples/models/gpt2.json");
     ap_cluster big = one_gpu("h200", 1024);
@@ -1593,6 +1648,7 @@ int main(int argc, char **argv) {
     test_planfile();
     test_claims();
     test_stop_unfit();
+    test_step_cutoff();
     test_template_store();
     test_emit();
     test_cli();
