@@ -95,13 +95,13 @@ typedef struct ap_search_opts {
     double tie_margin;
     /* 1: only the ranking is wanted. A plan simulated operator by operator (Gemini, DeepSpeed
      * offload devices) whose compute alone is past the ranking's bound as the search stands
-     * (what is slower cannot enter it) is then not simulated and not counted as evaluated;
-     * where the trainer's space has such plans, those the cost model prices are searched
-     * first: when one of them fits the simulations stop as soon as their plan cannot fit
+     * (what is slower cannot enter it) is then not simulated (counted as pruned), also
+     * without the fixed lag of the time cut (search.h "Pruning"). So the counters depend on
+     * the thread count; the ranking does not. 0, the default: the time cut alone.
+     * In every search the points the cost model prices are walked before the simulated ones,
+     * and the simulations stop as soon as their plan cannot fit when a priced plan fits
      * (counted in stopped), and when none does, as soon as their plan is farther from fitting
-     * than the closest priced plan (which keeps the closest plan). So the counters depend on
-     * the thread count and the closest plan may differ where a plan fits; the ranking does
-     * not. 0, the default: every legal plan the pruning leaves is estimated */
+     * than the closest priced plan (which keeps the closest plan). */
     int answer_only;
     /* > 0: what is slower than this step time cannot matter to the caller (its best plan from
      * elsewhere times 1 + the tie margin: a plan whose fastest is no slower than that best
@@ -113,8 +113,8 @@ typedef struct ap_search_opts {
      * partial and depend on the threads), and the re-split runs only when none fits (the
      * closest plan's joint choice may make it fit); whether ntop > 0 does not depend on it.
      * Where the trainer's space has simulated points (Colossal-AI's Gemini, DeepSpeed's
-     * offload devices) the points the cost model prices are searched first, and the whole
-     * search only when none of them fits; its simulations stop as soon as their plan cannot
+     * offload devices) the points the cost model prices are walked first, so a fitting one
+     * ends the walk before any simulation; the simulations stop as soon as their plan cannot
      * fit (ap_hetero_opts.stop_unfit, counted in stopped). The closest plan is the whole
      * search's when none stopped; otherwise it is the closest of the others.
      * 0, the default: the whole search */
@@ -143,8 +143,8 @@ typedef struct ap_search_result {
     int64_t evaluated;        /* estimated (legal minus pruned) */
     int64_t fit;              /* evaluated and fitting */
     int64_t pruned;           /* legal combinations skipped by pruning */
-    int64_t stopped;          /* any_fit: evaluated plans whose simulation stopped once they
-                                 could not fit (not candidates for the closest plan) */
+    int64_t stopped;          /* evaluated plans whose simulation stopped once they could not
+                                 fit (not candidates for the closest plan) */
     int capped;               /* stopped at opts->max_evals */
     int64_t candidates;       /* resplit: fitting pipelined plans ranked with their split */
     int64_t resplit;          /* of those, split optimally (the others' bounds could not win) */
