@@ -46,22 +46,47 @@ void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
 
 /* ---- model states --------------------------------------------------------------------- */
 
-void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
-                         double *optim) {
-    /* ZeRO (Rajbhandari et al. 2020, Sec. 5, Fig. 1): stage 1 shards optimizer states (and
-     * fp32 master weights), stage 2 also gradients, stage 3 also the parameters. Megatron's
-     * distributed optimizer is stage 1: 6 + 12/d bytes/param. */
+/* What ap_mem_model_states reads of a plan, looked up once per estimate (a stage asks twice). */
+typedef struct {
+    double w, g, o;   /* weight, gradient, master + optimizer bytes per parameter, unsharded */
+    double z3;        /* the trainer's ZeRO-3 state bytes per parameter (0: the sum above) */
+    int sharded;      /* optimizer states shard (ZeRO-1 and up, BF16_Optimizer) */
+    int shard_g, shard_w;
+} ms_coef;
+
+static void ms_coef_of(const ap_plan *p, ms_coef *k) {
     const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    k->w = ap_plan_weight_bytes(p);
+    k->g = ap_plan_grad_bytes(p);
+    k->o = ap_plan_master_bytes(p) + ap_plan_optim_bytes(p);
+    k->sharded = ap_plan_optim_sharded(p); /* with DeepSpeed's BF16_Optimizer too (trainer.c) */
+    k->shard_g = p->zero >= 2;
+    k->shard_w = p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered);
+    k->z3 = p->zero == 3 ? t->zero3_state_bytes : 0;
+}
+
+/* ZeRO (Rajbhandari et al. 2020, Sec. 5, Fig. 1): stage 1 shards optimizer states (and fp32
+ * master weights), stage 2 also gradients, stage 3 also the parameters. Megatron's distributed
+ * optimizer is stage 1: 6 + 12/d bytes/param. */
+static void ms_apply(const ms_coef *k, double n, int shard, double *weights, double *grads,
+                     double *optim) {
     double d = shard > 0 ? (double)shard : 1.0;
-    double w = ap_plan_weight_bytes(p) * n, g = ap_plan_grad_bytes(p) * n;
-    double o = (ap_plan_master_bytes(p) + ap_plan_optim_bytes(p)) * n;
-    if (ap_plan_optim_sharded(p)) o /= d; /* with DeepSpeed's BF16_Optimizer too (trainer.c) */
-    if (p->zero >= 2) g /= d;
-    if (p->zero >= 3 || (p->zero >= 2 && t->zero2_keeps_gathered)) w /= d;
-    if (p->zero == 3 && t->zero3_state_bytes > 0) o = (t->zero3_state_bytes * n) / d - w - g;
+    double w = k->w * n, g = k->g * n;
+    double o = k->o * n;
+    if (k->sharded) o /= d;
+    if (k->shard_g) g /= d;
+    if (k->shard_w) w /= d;
+    if (k->z3 > 0) o = (k->z3 * n) / d - w - g;
     *weights = w;
     *grads = g;
     *optim = o;
+}
+
+void ap_mem_model_states(const ap_plan *p, double n, int shard, double *weights, double *grads,
+                         double *optim) {
+    ms_coef k;
+    ms_coef_of(p, &k);
+    ms_apply(&k, n, shard, weights, grads, optim);
 }
 
 /* ---- the layer-price memo (estimate.h) ----------------------------------------------------- */
@@ -276,6 +301,7 @@ typedef struct {
     int64_t mb;                   /* micro-batches per step per data-parallel rank */
     int dense_shard;              /* ranks sharding dense states: dp x cp */
     int expert_shard;             /* ranks sharding expert states: dp cp tp / (ep etp) */
+    ms_coef ms;                   /* model-state bytes per parameter (ms_apply) */
     double emb_rank, head_rank;   /* embedding and output-layer parameters on one GPU */
     /* accumulated over the pipeline ranks */
     double worst_dev;             /* highest device bytes so far */
@@ -465,6 +491,7 @@ priced:
     E->dense_shard = p->dp * p->cp;
     E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
     if (E->expert_shard < 1) E->expert_shard = 1;
+    ms_coef_of(p, &E->ms);
 
     /* embedding and head on the GPU (vocab-parallel over tp); tied embeddings are duplicated
      * on the last stage where the trainer does so (Megatron) */
@@ -577,8 +604,8 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
     sm->stage = S->r;
     sm->layers = S->layers;
     double w1, g1, o1, w2 = 0, g2 = 0, o2 = 0; /* no expert parameters: no expert states */
-    ap_mem_model_states(p, S->p_dense, E->dense_shard, &w1, &g1, &o1);
-    if (S->p_exp > 0) ap_mem_model_states(p, S->p_exp, E->expert_shard, &w2, &g2, &o2);
+    ms_apply(&E->ms, S->p_dense, E->dense_shard, &w1, &g1, &o1);
+    if (S->p_exp > 0) ms_apply(&E->ms, S->p_exp, E->expert_shard, &w2, &g2, &o2);
     double w = w1 + w2, gr = g1 + g2, opt = o1 + o2;
     /* CPU offload: the fraction leaves the GPU */
     double host = opt * p->offload_optimizer + w * p->offload_params;
