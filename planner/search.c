@@ -171,14 +171,14 @@ static void group_legality(search_state *s) {
     }
 }
 
+static double time_cut(const search_state *s);
+
 /* Member (il, im) of the group, s->p, by the cost model, or for Gemini placements and DeepSpeed
  * offload devices by the operator-by-operator simulation (hetero.h), into s->scratch. The cost
  * model reads the plan in place (ap_estimate_plan): scratch.plan is the group's base plan,
  * copied once per group, with the member's fields set as in s->p (ap_plan_group_member), and
  * the attention kernel the group's first estimate resolved (ap_attn_default reads none of a
  * member's fields, so every member resolves it alike). */
-static double time_cut(const search_state *s);
-
 static ap_status estimate_member(search_state *s, int il, int im, ap_err *err) {
     if (ap_hetero_applies(&s->p)) {
         s->in_place = 0;
@@ -526,7 +526,8 @@ typedef struct {
     const ap_model *m;
     const ap_cluster *c;
     const ap_search_opts *o;
-    int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit) */
+    int stop_unfit;           /* simulations stop once their plan cannot fit (any_fit,
+                                 no_closest) */
     ap_space space;           /* the workers' (ap_space_group) */
     ap_space walk;            /* the same space, walked (take) */
     pthread_mutex_t space_mu; /* the walk: walk, next, exhausted, sim_walk (take) */
@@ -628,11 +629,11 @@ static int take(search_run *run, taken *c) {
     pthread_mutex_lock(&run->space_mu);
     if (run->o->any_fit && run->found) run->exhausted = 1;
     while (!run->exhausted && !got) {
-        /* the walk passes twice: the points the cost model prices, then those simulated
-         * so that every simulation starts with the priced plans' ranking bound and verdict
-         * (place). A simulated point ends its chunk: one costs thousands
-         * of estimates, so a few of them would hold a whole chunk, and the whole search, on
-         * one thread (the answer depends neither on where chunks end nor on their order) */
+        /* the walk passes twice: the points the cost model prices, then those simulated, so
+         * that every simulation starts with the priced plans' ranking bound and verdict
+         * (place). A simulated point ends its chunk: one costs thousands of estimates, so a
+         * few of them would hold a whole chunk, and the whole search, on one thread (the
+         * answer depends neither on where chunks end nor on their order) */
         int n = 0, more = 1;
         while (n < CHUNK_POINTS && (more = ap_space_next(&run->walk, &c->pts[n]))) {
             int simulated = ap_space_point_simulated(&run->walk, &c->pts[n]);
@@ -861,12 +862,20 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     return AP_OK;
 }
 
-/* One search; stop_unfit: simulations stop once their plan cannot fit (ap_hetero_opts.stop_unfit),
- * left out of the closest plan and counted in r->stopped (they also do so when a priced plan
- * fits, place). */
-static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                             int stop_unfit,
-                             ap_search_result *r, ap_err *err) {
+/* Where the trainer's space has points simulated operator by operator (Colossal-AI's Gemini,
+ * DeepSpeed's offload devices), each the cost of a thousand estimates, the walk asks the points
+ * the cost model prices first (take) and the simulations start from what they found (place):
+ * - any_fit: a fitting priced plan answers it, and nothing is simulated. Otherwise the
+ *   simulations stop once their plan cannot fit (a stopped plan is no closest plan).
+ * - When a priced plan fits, the answer has a fitting plan, so no closest plan is read, and
+ *   the simulations stop once their plan cannot fit (a plan that cannot fit does not rank).
+ *   When none fits, they stop once their overshoot passes the priced plans' closest's: the
+ *   closest is no farther, so a plan past it cannot be it, and the closest plan is the one the
+ *   unstopped search finds.
+ * no_closest says the caller reads none: the simulations stop once their plan cannot fit.
+ * Stopped simulations are left out of the closest plan and counted in r->stopped. */
+ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                    ap_search_result *r, ap_err *err) {
     double t0 = ap_now_s();
     memset(r, 0, sizeof *r);
     if (o->top_k < 1 || o->top_k > 10000)
@@ -884,7 +893,7 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     run->m = m;
     run->c = c;
     run->o = o;
-    run->stop_unfit = stop_unfit;
+    run->stop_unfit = o->any_fit || o->no_closest;
     run->r = r;
     run->first_sim = INT64_MAX;
     run->priced_bound = INFINITY;
@@ -921,22 +930,6 @@ static ap_status search_once(const ap_model *m, const ap_cluster *c, const ap_se
     if (st != AP_OK) ap_search_result_free(r);
     r->search_s = ap_now_s() - t0;
     return st;
-}
-
-/* Where the trainer's space has points simulated operator by operator (Colossal-AI's Gemini,
- * DeepSpeed's offload devices), each the cost of a thousand estimates, the walk asks the points
- * the cost model prices first (take) and the simulations start from what they found (place):
- * - any_fit: a fitting priced plan answers it, and nothing is simulated. Otherwise the
- *   simulations stop once their plan cannot fit (a stopped plan is no closest plan).
- * - When a priced plan fits, the answer has a fitting plan, so no closest plan is read, and
- *   the simulations stop once their plan cannot fit (a plan that cannot fit does not rank).
- *   When none fits, they stop once their overshoot passes the priced plans' closest's: the
- *   closest is no farther, so a plan past it cannot be it, and the closest plan is the one the
- *   unstopped search finds.
- * no_closest says the caller reads none: the simulations stop once their plan cannot fit. */
-ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                    ap_search_result *r, ap_err *err) {
-    return search_once(m, c, o, o->any_fit || o->no_closest, r, err);
 }
 
 /* ---- several searches ------------------------------------------------------------------------ */
