@@ -535,6 +535,20 @@ static double overshoot_of(const ap_hetero_summary *s) {
     return over;
 }
 
+/* Placement k of the heterogeneous cases the stop tests run, k < 8: Gemini static (nothing,
+ * the optimizer, both offloaded) and auto; ZeRO-Offload; ZeRO-Infinity to the host, to NVMe,
+ * and with the optimizer alone on the host. */
+static ap_plan offload_case(int k) {
+    return k == 0   ? gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 2, 1024)
+           : k == 1 ? gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 2, 1024)
+           : k == 2 ? gemini_plan(AP_GEMINI_STATIC, 1, 1, 1, 2, 1024)
+           : k == 3 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 2, 1024)
+           : k == 4 ? ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2)
+           : k == 5 ? ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 2)
+           : k == 6 ? ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 2)
+                    : ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2);
+}
+
 /* ap_hetero_opts.stop_unfit: a run that stops says what the whole run says of the resource it
  * stopped on (the whole run does not fit for that reason), and a run that fits, or that
  * stops for no reason, reports what the whole run reports. stop_over: a run that stops has the
@@ -555,14 +569,7 @@ static void test_stop_unfit(void) {
                 ap_cluster c = one_gpu(gpus[mi], hosts[hi]);
                 c.nvme_bytes = hi == 2 ? 50e9 : 4e12; /* the ample host, small drives */
                 c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
-                ap_plan p = k == 0   ? gemini_plan(AP_GEMINI_STATIC, 0, 0, 1, 2, 1024)
-                            : k == 1 ? gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 2, 1024)
-                            : k == 2 ? gemini_plan(AP_GEMINI_STATIC, 1, 1, 1, 2, 1024)
-                            : k == 3 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 2, 1024)
-                            : k == 4 ? ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2)
-                            : k == 5 ? ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 2)
-                            : k == 6 ? ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 2)
-                                     : ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2);
+                ap_plan p = offload_case(k);
                 ap_err err;
                 if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
                 ap_hetero_opts o;
@@ -644,13 +651,10 @@ static void test_step_cutoff(void) {
     ap_cluster c = one_gpu("a100-sxm4-40g", 1024);
     c.nvme_bytes = 4e12;
     c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
+    static const int cases[] = {1, 3, 4, 5, 6}; /* of offload_case */
     int cut = 0, whole = 0;
-    for (int k = 0; k < 5; k++) {
-        ap_plan p = k == 0   ? gemini_plan(AP_GEMINI_STATIC, 1, 0, 1, 2, 1024)
-                    : k == 1 ? gemini_plan(AP_GEMINI_AUTO, 0, 0, 1, 2, 1024)
-                    : k == 2 ? ds_plan(2, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2)
-                    : k == 3 ? ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_CPU, 2)
-                             : ds_plan(3, AP_OFFLOAD_DEV_NVME, AP_OFFLOAD_DEV_NVME, 2);
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        ap_plan p = offload_case(cases[ci]);
         ap_err err;
         if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
         ap_hetero_cache cache;
