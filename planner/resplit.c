@@ -20,7 +20,9 @@
  * hold the layers, floor((M - c_r) / alpha) each (alpha the per-layer time, c_r the rank's
  * constant; models with one layer kind). The step time is at least the pipeline time
  * (S + (m v - 1) M) / v plus the point-to-point time and the fixed overhead, which no split
- * changes; every other part of the step is non-negative. tests/test_search.c checks the bound
+ * changes; every other part of the step is non-negative. A candidate recomputing k layers of
+ * each stage (not linear in the layers) takes its own bound from the sibling's per-layer time
+ * and its recomputed layer's ("partial recomputation" below). tests/test_search.c checks the bound
  * against the exact value of every candidate of several searches, and the ranking against
  * re-splitting every candidate.
  *
@@ -95,21 +97,26 @@ static double least_max(int p, int L, int lo, double alpha, double c_first, doub
     return best * alpha;
 }
 
-/* Least max over splits of a per-rank quantity that is alpha per layer plus c_first / c_last on
- * the first / last rank, read off a uniform layout (x[r] for n[r] layers); INFINITY-free: falls
- * back to the mean when the layout has no middle rank or layers of two kinds, but for a dense
- * prefix (DeepSeek's first_k_dense_replace) held by the first rank: then the middle ranks give
- * the MoE layer's alpha, and a bound below is the least max with the D dense layers and the
- * first rank's constant taken as free (a rank's quantity is its constant, at least 0, plus its
- * dense layers' share, at least 0, plus alpha per MoE layer), so the ranks hold the L - D MoE
- * layers, none of them at least one. */
-static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
+/* A per-rank quantity read off a uniform layout (x[r] for n[r] layers) as alpha per layer plus
+ * c_first / c_last on the first / last rank (see least_max_of): ok = 0 where that reading does
+ * not apply (no middle rank, or layers of two kinds but for a dense prefix held by the first
+ * rank); the ranks then hold Lm layers of the repeated kind, at least lo each (with a dense
+ * prefix of D layers: the L - D MoE layers, the first rank's constant and the dense layers
+ * taken as free). mean: the mean over the ranks, a bound in any case. */
+typedef struct {
+    int ok, D, Lm, lo;
+    double alpha, c_first, c_last, mean;
+} lin_fit;
+
+static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int *n,
+                    lin_fit *f) {
     double sum = 0;
     for (int r = 0; r < pp; r++) sum += x[r];
-    double mx = sum / pp;
-    if (pp < 3) return mx;
+    *f = (lin_fit){0};
+    f->mean = sum / pp;
+    if (pp < 3) return;
     const int D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
-    if (D < 0 || (D > 0 && (v > 1 || n[0] < D))) return mx;
+    if (D < 0 || (D > 0 && (v > 1 || n[0] < D))) return;
     /* ranks of one kind repeat their (time, layers): one division per run of equal pairs */
     double alpha = INFINITY, xp = NAN;
     int np = -1;
@@ -119,11 +126,112 @@ static double least_max_of(const ap_model *m, int pp, int v, const double *x, co
         np = n[r];
         if (n[r] > 0 && x[r] / n[r] < alpha) alpha = x[r] / n[r];
     }
-    if (!(alpha > 0) || alpha == INFINITY) return mx;
-    const double c_last = fmax(0.0, x[pp - 1] - alpha * n[pp - 1]);
-    if (D > 0) return fmax(mx, least_max(pp, (int)m->layers - D, 0, alpha, 0, c_last));
-    return fmax(mx, least_max(pp, (int)m->layers, v, alpha, fmax(0.0, x[0] - alpha * n[0]),
-                              c_last));
+    if (!(alpha > 0) || alpha == INFINITY) return;
+    f->ok = 1;
+    f->D = D;
+    f->alpha = alpha;
+    f->c_last = fmax(0.0, x[pp - 1] - alpha * n[pp - 1]);
+    f->c_first = D > 0 ? 0 : fmax(0.0, x[0] - alpha * n[0]);
+    f->Lm = (int)m->layers - D;
+    f->lo = D > 0 ? 0 : v;
+}
+
+/* Least max over splits of a per-rank quantity that is alpha per layer plus c_first / c_last on
+ * the first / last rank, read off a uniform layout (x[r] for n[r] layers); INFINITY-free: falls
+ * back to the mean when the layout has no middle rank or layers of two kinds, but for a dense
+ * prefix (DeepSeek's first_k_dense_replace) held by the first rank: then the middle ranks give
+ * the MoE layer's alpha, and a bound below is the least max with the D dense layers and the
+ * first rank's constant taken as free (a rank's quantity is its constant, at least 0, plus its
+ * dense layers' share, at least 0, plus alpha per MoE layer), so the ranks hold the L - D MoE
+ * layers, none of them at least one. */
+static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
+    lin_fit f;
+    fit_lin(m, pp, v, x, n, &f);
+    if (!f.ok) return f.mean;
+    return fmax(f.mean, least_max(pp, f.Lm, f.lo, f.alpha, f.c_first, f.c_last));
+}
+
+/* ---- partial recomputation ---------------------------------------------------------------------
+ * A plan recomputing k layers of each stage in full (--recompute-num-layers k, vp 1) prices a
+ * stage of n layers as its sibling's (no recomputation: alpha per layer plus the rank's
+ * constant) plus min(k, n) layers' forward again (estimate.c stage_recompute: the stage's mean
+ * layer, at least the launches), not linear in n. With beta the recomputed MoE (or only) layer's
+ * time, read off the candidate's middle ranks against the sibling's alpha, a rank holding x
+ * layers of the repeated kind takes at least c + alpha x + beta min(k, x); one that also holds
+ * some of a dense prefix's D layers (j of them, a mean layer at least x / (x + j) of an MoE one,
+ * as a dense layer costs at least nothing) at least c + alpha x + beta min(k, x) x / (x + D),
+ * and at most D ranks hold dense layers. The least M at which the ranks can hold the Lm layers
+ * that way bounds the slowest stage of every split from below. */
+typedef struct {
+    const lin_fit *f;
+    double beta;
+    int k, pp;
+} rc_fit;
+
+static double rc_time(const rc_fit *q, double c, int weak, int x) {
+    double rec = q->beta * (x < q->k ? x : q->k);
+    if (weak) rec *= (double)x / (double)(x + q->f->D);
+    return c + q->f->alpha * x + rec;
+}
+
+/* The most layers (0..Lm) a rank of constant c holds within M: -1 when not even none */
+static int rc_count(const rc_fit *q, double c, int weak, double M) {
+    if (rc_time(q, c, weak, 0) > M) return -1;
+    int lo = 0, hi = q->f->Lm;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (rc_time(q, c, weak, mid) <= M) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Whether the ranks can hold Lm layers with every rank's time within M */
+static int rc_holds(const rc_fit *q, double M) {
+    const lin_fit *f = q->f;
+    const double c[3] = {f->c_first, 0, f->c_last};
+    const int mult[3] = {1, q->pp - 2, 1};
+    int64_t sum = 0;
+    int inc[3] = {0, 0, 0};
+    for (int t = 0; t < 3; t++) {
+        int k = rc_count(q, c[t], 0, M);
+        if (k < f->lo) return 0;
+        sum += (int64_t)mult[t] * k;
+        if (f->D > 0) inc[t] = rc_count(q, c[t], 1, M) - k;
+    }
+    /* at most D ranks hold dense layers: the D largest gains of the weakened count */
+    for (int left = f->D; left > 0;) {
+        int best = -1;
+        for (int t = 0; t < 3; t++)
+            if (mult[t] > 0 && inc[t] > 0 && (best < 0 || inc[t] > inc[best])) best = t;
+        if (best < 0) break;
+        int take = left < mult[best] ? left : mult[best];
+        sum += (int64_t)take * inc[best];
+        left -= take;
+        inc[best] = 0;
+    }
+    return sum >= f->Lm;
+}
+
+/* The least M at which rc_holds: one of the times a rank of some kind takes for some layers
+ * (the counts step there), found per kind by bisection over the layers */
+static double rc_least_max(const rc_fit *q) {
+    const lin_fit *f = q->f;
+    const double c[3] = {f->c_first, 0, f->c_last};
+    double best = INFINITY;
+    for (int t = 0; t < 3; t++) {
+        for (int weak = 0; weak <= (f->D > 0); weak++) {
+            if (!rc_holds(q, rc_time(q, c[t], weak, f->Lm))) continue;
+            int lo = 0, hi = f->Lm;
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (rc_holds(q, rc_time(q, c[t], weak, mid))) hi = mid;
+                else lo = mid + 1;
+            }
+            best = fmin(best, rc_time(q, c[t], weak, lo));
+        }
+    }
+    return best;
 }
 
 /* Per-rank layers of plan q's layout (all chunks of a rank): its stage_layers, or the uniform
@@ -215,16 +323,77 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s) {
 
 /* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
  * layers (see the top of the file), n[r] the layers of rank r: (S + (m v - 1) M) / v. */
+/* Each rank's forward and backward per micro-batch into t; returns their sum. */
+static double stage_totals(const ap_estimate *e, double *t) {
+    double S = 0;
+    for (int r = 0; r < e->plan.pp; r++) {
+        t[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
+        S += t[r];
+    }
+    return S;
+}
+
 static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n) {
     const ap_plan *q = &e->plan;
     const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
     const double w = (double)q->grad_accum * v - 1.0;
-    double S = 0, t[AP_MAX_STAGES];
-    for (int r = 0; r < pp; r++) {
-        t[r] = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r];
-        S += t[r];
-    }
+    double t[AP_MAX_STAGES];
+    const double S = stage_totals(e, t);
     return (S + w * least_max_of(m, pp, v, t, n)) / v;
+}
+
+/* The sibling's stage times as the memo keeps them: their sum, least max and linear model, and
+ * its pipeline bound (pipe_bound) */
+static void memo_lin(const ap_model *m, const ap_estimate *e, const int *n, rs_memo *mm) {
+    const ap_plan *q = &e->plan;
+    const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
+    const double w = (double)q->grad_accum * v - 1.0;
+    double t[AP_MAX_STAGES];
+    const double S = stage_totals(e, t);
+    lin_fit f;
+    fit_lin(m, pp, v, t, n, &f);
+    mm->lin = f.ok && v == 1;
+    mm->sum_s = S;
+    mm->alpha_s = f.alpha;
+    mm->c_first_s = f.c_first;
+    mm->c_last_s = f.c_last;
+    mm->max_s = f.ok ? fmax(f.mean, least_max(pp, f.Lm, f.lo, f.alpha, f.c_first, f.c_last))
+                     : f.mean;
+    mm->pipe_s = (S + w * mm->max_s) / v;
+}
+
+/* The pipeline part of the bound for a plan recomputing k = p->recompute_layers layers of each
+ * stage (see "partial recomputation" above), from its uniform estimate e and its sibling's
+ * memo entry; 0 where it does not apply (the caller keeps the sibling's bound). */
+static double rc_pipe_bound(const ap_model *m, const ap_estimate *e, const int *n,
+                            const rs_memo *mm) {
+    const ap_plan *p = &e->plan;
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    const int pp = p->pp, k = (int)p->recompute_layers;
+    if (!mm->lin || pp < 3 || (p->vp > 1) || p->nchunks != 0 ||
+        p->recompute != AP_RECOMPUTE_FULL || k <= 0 || p->zero != mm->sib_zero || p->zero > 2 ||
+        (p->zero == 2 && tr->zero2_keeps_gathered))
+        return 0;
+    lin_fit f;
+    f.ok = 1;
+    f.D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
+    f.alpha = mm->alpha_s;
+    f.c_first = mm->c_first_s;
+    f.c_last = mm->c_last_s;
+    f.Lm = (int)m->layers - f.D;
+    f.lo = f.D > 0 ? 0 : 1;
+    /* the recomputed layer: the least over the middle ranks (one kind: the sibling's fit) */
+    double beta = INFINITY;
+    for (int r = 1; r < pp - 1; r++) {
+        if (n[r] <= 0) continue;
+        double rec = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r] - f.alpha * n[r];
+        beta = fmin(beta, rec / (n[r] < k ? n[r] : k));
+    }
+    if (!(beta > 0) || beta == INFINITY) return 0;
+    rc_fit q = {&f, beta, k, pp};
+    double M = rc_least_max(&q);
+    if (!(M < INFINITY)) return 0;
+    return mm->sum_s + (double)(p->grad_accum - 1) * fmax(M, mm->max_s);
 }
 
 /* A plan whose stage times are linear in its layers: no partial recomputation, no ZeRO-3. */
@@ -258,8 +427,9 @@ static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_s
                 ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
                 return st;
             }
-            mm->pipe_s = pipe_bound(m, &sc->e, n);
+            memo_lin(m, &sc->e, n, mm);
             mm->overhead_s = sc->e.time.overhead_s;
+            mm->sib_zero = sc->q.zero;
         }
         mm->valid = 1;
         mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
@@ -295,7 +465,9 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     double opt_s;
     rest_bound(m, e, n, x, &opt_s);
     x->opt_s = opt_s;
-    x->own_s = (linear_stages(&e->plan) ? pipe_bound(m, e, n) : sib) + fixed + opt_s;
+    double own = linear_stages(&e->plan) ? pipe_bound(m, e, n) : 0;
+    if (!linear_stages(&e->plan)) own = fmax(sib, rc_pipe_bound(m, e, n, mm));
+    x->own_s = own + fixed + opt_s;
     return AP_OK;
 }
 

@@ -95,6 +95,11 @@ typedef struct rs_memo {
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */
+    /* its stage times as resplit.c's linear model reads them (lin: 0 where it does not apply):
+     * their sum (the same for every split), per-layer time, the first and the last rank's
+     * constants, the least slowest stage over splits, and the sibling's ZeRO stage */
+    int lin, sib_zero;
+    double sum_s, alpha_s, c_first_s, c_last_s, max_s;
 } rs_memo;
 
 typedef struct rs_scratch {

@@ -614,6 +614,10 @@ static int resplit_brute(const ap_model *m, const ap_cluster *c, const ap_search
  * fitting pipelined plan the joint choice of recompute and offload with the split. The brute
  * force solves all of them (no bounds, no caps); the bounds the search prunes with are checked
  * below every value they bound. */
+/* candidates recomputing some layers of each stage whose own bound passed the sibling's (the
+ * partial-recomputation bound, resplit.c rc_pipe_bound, applied and checked) */
+static int n_rc_tight;
+
 static void check_resplit(const char *what, const ap_model *m, const ap_cluster *c,
                           ap_search_opts o) {
     ap_err err = {{0}};
@@ -651,6 +655,9 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
         CHECK(rs_lower_bound(m, c, &o, &o.est, &u, sc, &x, INFINITY, &useful, &err) == AP_OK);
         CHECK_INT(useful, 1);
         double own = rs_bound(&x, x.own_s, INFINITY), cb = rs_bound(&x, x.combo_s, INFINITY);
+        if (u.plan.recompute == AP_RECOMPUTE_FULL && u.plan.recompute_layers > 0 &&
+            x.own_s - x.opt_s > x.combo_s * (1 + 1e-6))
+            n_rc_tight++;
         double vals[3] = {u.time.step_s, INFINITY, INFINITY};
         if (resplit_brute(m, c, &o, &u.plan, &pf, &e)) {
             add_best(&best, &e);
@@ -768,6 +775,7 @@ static void test_resplit_brute_force(void) {
                  cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
         check_resplit(what, &m, &c, o);
     }
+    CHECK(n_rc_tight > 0);
 }
 
 /* Expert tensor parallelism in the space: unpinned, the experts stay unsplit (etp 1); a pinned
