@@ -406,38 +406,67 @@ static int linear_stages(const ap_plan *p) {
  * entry is keyed on p's own degrees, ZeRO stage and micro-batch, which with the search's fixed
  * fields make the sibling (sibling() clears the rest), so a hit neither copies nor checks a
  * plan. */
-static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
-                              const ap_estimate_opts *eo, const ap_plan *p, const int *n,
-                              rs_scratch *sc, const rs_memo **out, ap_err *err) {
-    *out = NULL;
+/* The memo slot of plan p's key (see sibling_memo); *hit: it holds p's entry. */
+static rs_memo *memo_slot(rs_scratch *sc, const ap_plan *p, int *hit) {
     uint64_t h = (uint64_t)p->tp * 0x9E3779B97F4A7C15ull ^ (uint64_t)p->cp * 0xC2B2AE3D27D4EB4Full ^
                  (uint64_t)p->pp * 0x165667B19E3779F9ull ^ (uint64_t)p->dp * 0x27D4EB2F165667C5ull ^
                  (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull ^ (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
                  (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp);
     rs_memo *mm = &sc->memo[ap_hash_mix(h) & (RS_MEMO - 1)];
-    if (!(mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
-          mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
-          mm->zero == p->zero && mm->mbs == p->mbs)) {
+    *hit = mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
+           mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
+           mm->zero == p->zero && mm->mbs == p->mbs;
+    return mm;
+}
+
+/* Memo entry mm for plan p's key from its sibling's estimate se (NULL: the trainer runs no
+ * sibling), the layout n. */
+static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap_estimate *se,
+                      const int *n) {
+    mm->none = se == NULL;
+    if (se) {
+        memo_lin(m, se, n, mm);
+        mm->overhead_s = se->time.overhead_s;
+        mm->sib_zero = se->plan.zero;
+    }
+    mm->valid = 1;
+    mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
+    mm->etp = p->etp;
+    mm->vp = p->vp, mm->zero = p->zero, mm->mbs = p->mbs;
+}
+
+static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                              const ap_estimate_opts *eo, const ap_plan *p, const int *n,
+                              rs_scratch *sc, const rs_memo **out, ap_err *err) {
+    *out = NULL;
+    int hit;
+    rs_memo *mm = memo_slot(sc, p, &hit);
+    if (!hit) {
         mm->valid = 0;
-        mm->none = !sibling(m, c, o, p, &sc->q);
-        if (!mm->none) {
+        int none = !sibling(m, c, o, p, &sc->q);
+        if (!none) {
             ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
             if (st != AP_OK) {
                 char lbl[160];
                 ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
                 return st;
             }
-            memo_lin(m, &sc->e, n, mm);
-            mm->overhead_s = sc->e.time.overhead_s;
-            mm->sib_zero = sc->q.zero;
         }
-        mm->valid = 1;
-        mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
-        mm->etp = p->etp;
-        mm->vp = p->vp, mm->zero = p->zero, mm->mbs = p->mbs;
+        memo_fill(m, mm, p, none ? NULL : &sc->e, n);
     }
     if (!mm->none) *out = mm;
     return AP_OK;
+}
+
+int rs_own_sibling(const ap_plan *p) {
+    if (p->recompute != AP_RECOMPUTE_NONE || p->recompute_layers != 0 ||
+        p->offload_optimizer != 0 || p->offload_params != 0 || p->zero < 0 || p->zero > 2)
+        return 0;
+    /* sibling() tries the plan's own ZeRO stage first and keeps the overlap the trainer
+     * offers at it */
+    const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
+    int ov = p->overlap_param && (tr->overlap_param_zero_mask & (1u << p->zero));
+    return ov == p->overlap_param;
 }
 
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
@@ -471,6 +500,10 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     return AP_OK;
 }
 
+static double member_lb(const rs_memo *mm) {
+    return fmax(0.0, (mm->pipe_s + mm->overhead_s) * (1 - 1e-9));
+}
+
 ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                           const ap_estimate_opts *eo, const ap_plan *p, rs_scratch *sc,
                           double *lb, ap_err *err) {
@@ -479,8 +512,19 @@ ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_searc
     const rs_memo *mm;
     *lb = 0;
     ap_status st = sibling_memo(m, c, o, eo, p, n, sc, &mm, err);
-    if (st == AP_OK && mm) *lb = fmax(0.0, (mm->pipe_s + mm->overhead_s) * (1 - 1e-9));
+    if (st == AP_OK && mm) *lb = member_lb(mm);
     return st;
+}
+
+double rs_member_bound_own(const ap_model *m, const ap_estimate *e, rs_scratch *sc) {
+    int hit;
+    rs_memo *mm = memo_slot(sc, &e->plan, &hit);
+    if (!hit) {
+        int n[AP_MAX_STAGES];
+        rank_layers(m, &e->plan, n);
+        memo_fill(m, mm, &e->plan, e, n);
+    }
+    return mm->none ? 0 : member_lb(mm);
 }
 
 /* ---- the branch and bound ---------------------------------------------------------------------- */

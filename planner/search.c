@@ -143,6 +143,7 @@ typedef struct {
     ap_estimate *least;          /* a simulated group's least-memory member as group_cannot_fit
                                     found it fitting, for eval (allocated on first use) */
     int least_ok;
+    int pre;                     /* s->scratch holds the member's estimate already (past_cut) */
 } search_state;
 
 /* Member (il, im) of s->g passes ap_plan_check. */
@@ -333,6 +334,8 @@ static double time_cut(const search_state *s) {
 static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err) {
     ap_search_result *r = &s->out->r;
     const ap_plan *p = &s->p;
+    const int pre = s->pre;
+    s->pre = 0;
     *verdict = -1;
     r->enumerated++;
     if (!legal(s, il, im)) return AP_OK;
@@ -342,7 +345,9 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
         return AP_OK;
     }
     ap_status st = AP_OK;
-    if (s->least_ok && il == s->g.most_rc && im == 0) { /* simulated once already */
+    if (pre) {
+        /* estimated by past_cut */
+    } else if (s->least_ok && il == s->g.most_rc && im == 0) { /* simulated once already */
         ap_estimate_copy(&s->scratch, s->least);
         s->least_ok = 0;
     } else {
@@ -439,6 +444,19 @@ static ap_status past_cut(search_state *s, int il, int im, double *lb, int *past
     if (!legal(s, il, im)) return AP_OK;
     double cut = time_cut(s);
     if (cut == INFINITY) return AP_OK;
+    if (lb[im] < 0 && rs_own_sibling(&s->p) && s->out->r.evaluated < s->out->cap &&
+        !ap_hetero_applies(&s->p) && !(s->least_ok && il == s->g.most_rc && im == 0)) {
+        /* the member is the bound's sibling: its own estimate gives the bound, and eval
+         * takes it (s->pre) unless the bound prunes it */
+        ap_status st = estimate_member(s, il, im, err);
+        if (st != AP_OK) {
+            char lbl[160];
+            ap_err_prefix(err, "estimating %s", ap_plan_label(&s->p, lbl, sizeof lbl));
+            return st;
+        }
+        lb[im] = rs_member_bound_own(s->m, &s->scratch, &s->rs);
+        s->pre = !(lb[im] > cut);
+    }
     if (lb[im] < 0) {
         ap_status st = rs_member_bound(s->m, s->c, s->o, &s->est_checked, &s->p, &s->rs, &lb[im],
                                        err);

@@ -13,6 +13,8 @@
 #define rs_bound ap_rs_bound
 #define rs_lower_bound ap_rs_lower_bound
 #define rs_member_bound ap_rs_member_bound
+#define rs_own_sibling ap_rs_own_sibling
+#define rs_member_bound_own ap_rs_member_bound_own
 #define rs_rank ap_rs_rank
 #define topk_bound ap_topk_bound
 #define topk_free ap_topk_free
@@ -129,6 +131,12 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
 ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                           const ap_estimate_opts *eo, const ap_plan *p, rs_scratch *sc,
                           double *lb, ap_err *err);
+/* Whether plan p is its own sibling: no recomputation or offload, ZeRO at most 2, the overlap
+ * its sibling keeps (an estimate of it is the sibling's). */
+int rs_own_sibling(const ap_plan *p);
+/* rs_member_bound of a legal plan that is its own sibling, from its estimate e (the memo entry
+ * filled from e on a miss: no estimate of its own). */
+double rs_member_bound_own(const ap_model *m, const ap_estimate *e, rs_scratch *sc);
 
 /* Rank the candidates (ids: their indices) into top: each candidate whose bound can still
  * beat the k-th entry gets its optimal split, each degree combination whose bound can, the

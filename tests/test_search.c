@@ -1393,6 +1393,22 @@ static void test_member_bound(void) {
         }
         CHECK_INT(bad, 0);
         CHECK(above > all.n / 2);
+        /* a plan that is its own sibling gives the same bound from its own estimate (the
+         * search's past_cut takes it so, without a second estimate) */
+        rs_scratch *own = calloc(1, sizeof *own);
+        int nown = 0, differ = 0;
+        for (int k = 0; k < all.n; k++) {
+            if (!rs_own_sibling(&all.e[k].plan)) continue;
+            double lb = -1;
+            memset(sc, 0, sizeof *sc);
+            memset(own, 0, sizeof *own);
+            CHECK(rs_member_bound(&m, &c, &o, &o.est, &all.e[k].plan, sc, &lb, &err) == AP_OK);
+            differ += rs_member_bound_own(&m, &all.e[k], own) != lb;
+            nown++;
+        }
+        free(own);
+        CHECK(nown > 0);
+        CHECK_INT(differ, 0);
         /* the re-split answers (uneven splits, the joint recompute and offload) too */
         o.resplit = 1;
         CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
