@@ -370,18 +370,14 @@ static double rc_pipe_bound(const ap_model *m, const ap_estimate *e, const int *
     const ap_plan *p = &e->plan;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     const int pp = p->pp, k = (int)p->recompute_layers;
-    if (!mm->lin || pp < 3 || (p->vp > 1) || p->nchunks != 0 ||
+    if (!mm->lin || pp < 3 || p->vp > 1 || p->nchunks != 0 ||
         p->recompute != AP_RECOMPUTE_FULL || k <= 0 || p->zero != mm->sib_zero || p->zero > 2 ||
         (p->zero == 2 && tr->zero2_keeps_gathered))
         return 0;
-    lin_fit f;
-    f.ok = 1;
-    f.D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
-    f.alpha = mm->alpha_s;
-    f.c_first = mm->c_first_s;
-    f.c_last = mm->c_last_s;
-    f.Lm = (int)m->layers - f.D;
-    f.lo = f.D > 0 ? 0 : 1;
+    /* the sibling's fit (memo_lin: vp 1, so at least one layer per rank without a prefix) */
+    const int D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
+    const lin_fit f = {.ok = 1, .D = D, .Lm = (int)m->layers - D, .lo = D > 0 ? 0 : 1,
+                       .alpha = mm->alpha_s, .c_first = mm->c_first_s, .c_last = mm->c_last_s};
     /* the recomputed layer: the least over the middle ranks (one kind: the sibling's fit) */
     double beta = INFINITY;
     for (int r = 1; r < pp - 1; r++) {
