@@ -97,17 +97,8 @@ static double least_max(int p, int L, int lo, double alpha, double c_first, doub
     return best * alpha;
 }
 
-/* A per-rank quantity read off a uniform layout (x[r] for n[r] layers) as alpha per layer plus
- * c_first / c_last on the first / last rank (see least_max_of): ok = 0 where that reading does
- * not apply (no middle rank, or layers of two kinds but for a dense prefix held by the first
- * rank); the ranks then hold Lm layers of the repeated kind, at least lo each (with a dense
- * prefix of D layers: the L - D MoE layers, the first rank's constant and the dense layers
- * taken as free). mean: the mean over the ranks, a bound in any case. */
-typedef struct {
-    int ok, D, Lm, lo;
-    double alpha, c_first, c_last, mean;
-} lin_fit;
-
+/* The linear reading (search_int.h lin_fit) of x[r] for n[r] layers: not ok with no middle
+ * rank, or with layers of two kinds but for a dense prefix held by the first rank. */
 static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int *n,
                     lin_fit *f) {
     double sum = 0;
@@ -144,11 +135,15 @@ static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int
  * first rank's constant taken as free (a rank's quantity is its constant, at least 0, plus its
  * dense layers' share, at least 0, plus alpha per MoE layer), so the ranks hold the L - D MoE
  * layers, none of them at least one. */
+static double fit_max(int pp, const lin_fit *f) {
+    if (!f->ok) return f->mean;
+    return fmax(f->mean, least_max(pp, f->Lm, f->lo, f->alpha, f->c_first, f->c_last));
+}
+
 static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
     lin_fit f;
     fit_lin(m, pp, v, x, n, &f);
-    if (!f.ok) return f.mean;
-    return fmax(f.mean, least_max(pp, f.Lm, f.lo, f.alpha, f.c_first, f.c_last));
+    return fit_max(pp, &f);
 }
 
 /* ---- partial recomputation ---------------------------------------------------------------------
@@ -321,8 +316,6 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s) {
     return b >= 0 ? b : 0; /* a cost model that returned no number bounds nothing */
 }
 
-/* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
- * layers (see the top of the file), n[r] the layers of rank r: (S + (m v - 1) M) / v. */
 /* Each rank's forward and backward per micro-batch into t; returns their sum. */
 static double stage_totals(const ap_estimate *e, double *t) {
     double S = 0;
@@ -333,6 +326,8 @@ static double stage_totals(const ap_estimate *e, double *t) {
     return S;
 }
 
+/* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
+ * layers (see the top of the file), n[r] the layers of rank r: (S + (m v - 1) M) / v. */
 static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n) {
     const ap_plan *q = &e->plan;
     const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
@@ -350,43 +345,34 @@ static void memo_lin(const ap_model *m, const ap_estimate *e, const int *n, rs_m
     const double w = (double)q->grad_accum * v - 1.0;
     double t[AP_MAX_STAGES];
     const double S = stage_totals(e, t);
-    lin_fit f;
-    fit_lin(m, pp, v, t, n, &f);
-    mm->lin = f.ok && v == 1;
+    fit_lin(m, pp, v, t, n, &mm->fit);
     mm->sum_s = S;
-    mm->alpha_s = f.alpha;
-    mm->c_first_s = f.c_first;
-    mm->c_last_s = f.c_last;
-    mm->max_s = f.ok ? fmax(f.mean, least_max(pp, f.Lm, f.lo, f.alpha, f.c_first, f.c_last))
-                     : f.mean;
+    mm->max_s = fit_max(pp, &mm->fit);
     mm->pipe_s = (S + w * mm->max_s) / v;
 }
 
 /* The pipeline part of the bound for a plan recomputing k = p->recompute_layers layers of each
  * stage (see "partial recomputation" above), from its uniform estimate e and its sibling's
  * memo entry; 0 where it does not apply (the caller keeps the sibling's bound). */
-static double rc_pipe_bound(const ap_model *m, const ap_estimate *e, const int *n,
-                            const rs_memo *mm) {
+static double rc_pipe_bound(const ap_estimate *e, const int *n, const rs_memo *mm) {
     const ap_plan *p = &e->plan;
     const ap_trainer_caps *tr = ap_trainer_get(p->trainer);
     const int pp = p->pp, k = (int)p->recompute_layers;
-    if (!mm->lin || pp < 3 || p->vp > 1 || p->nchunks != 0 ||
+    if (!mm->fit.ok || pp < 3 || p->vp > 1 || p->nchunks != 0 ||
         p->recompute != AP_RECOMPUTE_FULL || k <= 0 || p->zero != mm->sib_zero || p->zero > 2 ||
         (p->zero == 2 && tr->zero2_keeps_gathered))
         return 0;
-    /* the sibling's fit (memo_lin: vp 1, so at least one layer per rank without a prefix) */
-    const int D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
-    const lin_fit f = {.ok = 1, .D = D, .Lm = (int)m->layers - D, .lo = D > 0 ? 0 : 1,
-                       .alpha = mm->alpha_s, .c_first = mm->c_first_s, .c_last = mm->c_last_s};
+    /* the sibling's fit: the same degrees, vp 1 */
+    const lin_fit *f = &mm->fit;
     /* the recomputed layer: the least over the middle ranks (one kind: the sibling's fit) */
     double beta = INFINITY;
     for (int r = 1; r < pp - 1; r++) {
         if (n[r] <= 0) continue;
-        double rec = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r] - f.alpha * n[r];
+        double rec = e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r] - f->alpha * n[r];
         beta = fmin(beta, rec / (n[r] < k ? n[r] : k));
     }
     if (!(beta > 0) || beta == INFINITY) return 0;
-    rc_fit q = {&f, beta, k, pp};
+    rc_fit q = {f, beta, k, pp};
     double M = rc_least_max(&q);
     if (!(M < INFINITY)) return 0;
     return mm->sum_s + (double)(p->grad_accum - 1) * fmax(M, mm->max_s);
@@ -490,8 +476,8 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     double opt_s;
     rest_bound(m, e, n, x, &opt_s);
     x->opt_s = opt_s;
-    double own = linear_stages(&e->plan) ? pipe_bound(m, e, n) : 0;
-    if (!linear_stages(&e->plan)) own = fmax(sib, rc_pipe_bound(m, e, n, mm));
+    const double own = linear_stages(&e->plan) ? pipe_bound(m, e, n)
+                                                : fmax(sib, rc_pipe_bound(e, n, mm));
     x->own_s = own + fixed + opt_s;
     return AP_OK;
 }

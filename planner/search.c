@@ -146,6 +146,11 @@ typedef struct {
     int pre;                     /* s->scratch holds the member's estimate already (past_cut) */
 } search_state;
 
+/* Member (il, im) is the simulated least-memory member group_cannot_fit kept (s->least). */
+static int least_kept(const search_state *s, int il, int im) {
+    return s->least_ok && il == s->g.most_rc && im == 0;
+}
+
 /* Member (il, im) of s->g passes ap_plan_check. */
 static int legal(const search_state *s, int il, int im) {
     return s->point_ok && s->rc_ok[il] && s->mb_ok[im];
@@ -347,7 +352,7 @@ static ap_status eval(search_state *s, int il, int im, int *verdict, ap_err *err
     ap_status st = AP_OK;
     if (pre) {
         /* estimated by past_cut */
-    } else if (s->least_ok && il == s->g.most_rc && im == 0) { /* simulated once already */
+    } else if (least_kept(s, il, im)) { /* simulated once already */
         ap_estimate_copy(&s->scratch, s->least);
         s->least_ok = 0;
     } else {
@@ -445,7 +450,7 @@ static ap_status past_cut(search_state *s, int il, int im, double *lb, int *past
     double cut = time_cut(s);
     if (cut == INFINITY) return AP_OK;
     if (lb[im] < 0 && rs_own_sibling(&s->p) && s->out->r.evaluated < s->out->cap &&
-        !ap_hetero_applies(&s->p) && !(s->least_ok && il == s->g.most_rc && im == 0)) {
+        !ap_hetero_applies(&s->p) && !least_kept(s, il, im)) {
         /* the member is the bound's sibling: its own estimate gives the bound, and eval
          * takes it (s->pre) unless the bound prunes it */
         ap_status st = estimate_member(s, il, im, err);

@@ -92,16 +92,26 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s);
  * which make its sibling: every recompute level and offload of them shares one; none: the
  * trainer runs no sibling of them). */
 #define RS_MEMO 1024
+/* A per-rank quantity of a uniform layout read as alpha per layer plus c_first / c_last on the
+ * first / last rank (resplit.c fit_lin): ok = 0 where that reading does not apply; the ranks
+ * then hold Lm layers of the repeated kind, at least lo each (with a dense prefix of D layers:
+ * the L - D MoE layers, the first rank's constant and the dense layers taken as free). mean:
+ * the mean over the ranks, a bound in any case. */
+typedef struct {
+    int ok, D, Lm, lo;
+    double alpha, c_first, c_last, mean;
+} lin_fit;
+
 typedef struct rs_memo {
     int valid, none, tp, cp, pp, dp, ep, etp, vp, zero;
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */
-    /* its stage times as resplit.c's linear model reads them (lin: 0 where it does not apply):
-     * their sum (the same for every split), per-layer time, the first and the last rank's
-     * constants, the least slowest stage over splits, and the sibling's ZeRO stage */
-    int lin, sib_zero;
-    double sum_s, alpha_s, c_first_s, c_last_s, max_s;
+    /* its stage times as resplit.c's linear model reads them, their sum (the same for every
+     * split) and least slowest stage over splits, and the sibling's ZeRO stage */
+    lin_fit fit;
+    double sum_s, max_s;
+    int sib_zero;
 } rs_memo;
 
 typedef struct rs_scratch {
