@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include "search_int.h"
 #include "autoplan/hetero.h"
+#include "autoplan/threads.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -839,21 +840,20 @@ static ap_status join_cands(search_run *run, ap_err *err) {
     return AP_OK;
 }
 
-/* Run the enumeration on nthreads workers (the calling thread is one of them). */
+/* Run the enumeration on nthreads workers: the calling thread and nthreads - 1 helpers
+ * (threads.h; a helper that cannot start leaves its share to the others). */
 static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     search_state *st = ap_calloc((size_t)nthreads, sizeof *st);
-    void **args = ap_calloc((size_t)nthreads * 2, sizeof *args);
-    pthread_t *tid = ap_calloc((size_t)nthreads, sizeof *tid);
-    if (!st || !args || !tid) {
+    void **args = ap_calloc((size_t)nthreads * 3, sizeof *args);
+    if (!st || !args) {
         ap_free(st);
         ap_free(args);
-        ap_free(tid);
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the search threads");
     }
-    char *started = ap_calloc((size_t)nthreads, 1);
     /* the simulations' templates, one store for the threads (hetero.h) */
     ap_hetero_store *own = NULL, *store = run->o->hetero_templates;
     if (!store && simulates(run->o)) store = own = ap_hetero_store_new();
+    void **targ = args + 2 * nthreads; /* the helpers' arguments: &args[2], &args[4], ... */
     for (int i = 0; i < nthreads; i++) {
         st[i] = (search_state){.m = run->m, .c = run->c, .o = run->o, .space = &run->space,
                                .resplit = run->o->resplit && rs_applies(run->o),
@@ -866,22 +866,20 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         st[i].est_checked.kernels = run->eo.kernels;
         args[2 * i] = run;
         args[2 * i + 1] = &st[i];
-        /* a thread that cannot start leaves its share to the others */
-        if (i > 0 && started) started[i] = pthread_create(&tid[i], NULL, worker, &args[2 * i]) == 0;
+        if (i > 0) targ[i - 1] = &args[2 * i];
     }
+    ap_tasks team;
+    if (nthreads > 1) ap_tasks_start(&team, nthreads - 1, worker, targ);
     worker(&args[0]);
-    for (int i = 1; i < nthreads; i++)
-        if (started && started[i]) pthread_join(tid[i], NULL);
+    if (nthreads > 1) ap_tasks_wait(&team);
     for (int i = 0; i < nthreads; i++) {
         ap_estimate_cache_free(st[i].est.cache);
         ap_hetero_cache_free(&st[i].chunk_cache);
         ap_free(st[i].least);
     }
     ap_hetero_store_free(own);
-    ap_free(started);
     ap_free(st);
     ap_free(args);
-    ap_free(tid);
     return AP_OK;
 }
 
@@ -992,19 +990,16 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
         return AP_OK;
     }
     many_run mr = {m, clusters, o, res, st, errs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
-    char *started = ap_calloc((size_t)nt, 1);
-    if (!tid || !started) {
-        ap_free(tid);
-        ap_free(started);
-        for (int i = 0; i < n; i++) st[i] = ap_search(m, &clusters[i], o, &res[i], &errs[i]);
-        return AP_OK;
+    /* nt - 1 helpers (threads.h); without memory for their arguments, the calling thread
+       alone */
+    void **targ = ap_malloc((size_t)nt * sizeof *targ);
+    ap_tasks team;
+    if (targ) {
+        for (int t = 0; t < nt - 1; t++) targ[t] = &mr;
+        ap_tasks_start(&team, nt - 1, many_worker, targ);
     }
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, many_worker, &mr) == 0;
     many_worker(&mr);
-    for (int t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
-    ap_free(tid);
-    ap_free(started);
+    if (targ) ap_tasks_wait(&team);
+    ap_free(targ);
     return AP_OK;
 }
