@@ -1,6 +1,6 @@
 /*
- * test_common.c - unit parsing and formatting (base/units.c) and the JSON wrapper
- * (base/json.c).
+ * test_common.c - unit parsing and formatting (base/units.c), the JSON wrapper (base/json.c)
+ * and the helper threads (base/threads.c).
  *
  * References: unit conversions are worked by hand (1 GiB = 2^30 bytes, 400 Gb/s = 50e9 bytes/s,
  * 1 d = 86400 s) and compared with relative tolerance 1e-12; JSON error positions are counted by
@@ -11,6 +11,12 @@
 #include "autoplan/common.h"
 #include "autoplan/json.h"
 #include "autoplan/strbuf.h"
+#include "autoplan/threads.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -560,6 +566,119 @@ static void test_file_out(void) {
     CHECK_CONTAINS(err.msg, path);
 }
 
+/* ---- helper threads (base/threads.c) ---- */
+
+typedef struct {
+    _Atomic long sum;
+    _Atomic int ran;
+    pthread_t tid[16];
+    _Atomic int ntid;
+    int slow;                /* the task sleeps 20 ms before it counts */
+} task_log;
+
+typedef struct {
+    task_log *log;
+    long value;
+} task_arg;
+
+static void *count_task(void *arg) {
+    task_arg *a = arg;
+    if (a->log->slow) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    a->log->sum += a->value;
+    a->log->ran++;
+    int i = a->log->ntid++;
+    if (i < 16) a->log->tid[i] = pthread_self();
+    return NULL;
+}
+
+/* Start n counting tasks of values 1..n on log; returns how many started (after waiting). */
+static int run_counting(task_log *log, int n) {
+    task_arg a[16];
+    void *args[16];
+    for (int i = 0; i < n; i++) {
+        a[i] = (task_arg){log, i + 1};
+        args[i] = &a[i];
+    }
+    ap_tasks t;
+    int started = ap_tasks_start(&t, n, count_task, args);
+    ap_tasks_wait(&t);
+    return started;
+}
+
+static int seen_tid(const pthread_t *set, int n, pthread_t t) {
+    for (int i = 0; i < n; i++)
+        if (pthread_equal(set[i], t)) return 1;
+    return 0;
+}
+
+/* A task that starts two of its own and waits for them. */
+static void *nested_task(void *arg) {
+    task_log *log = arg;
+    task_log inner = {0};
+    int started = run_counting(&inner, 2);
+    log->sum += started == 2 ? inner.sum : -1000;
+    return NULL;
+}
+
+static void test_tasks(void) {
+    /* every task runs once, on a thread other than the caller's, and wait returns after all */
+    task_log log = {0};
+    log.slow = 1;
+    CHECK_INT(run_counting(&log, 3), 3);
+    CHECK_INT(log.sum, 6);
+    CHECK_INT(log.ran, 3);
+    pthread_t first[3];
+    int nfirst = log.ntid < 3 ? log.ntid : 3;
+    for (int i = 0; i < nfirst; i++) {
+        first[i] = log.tid[i];
+        CHECK(!pthread_equal(first[i], pthread_self()));
+    }
+    /* kept: 50 more rounds of three run on the same three threads (a helper is idle again
+       before its caller's wait returns) */
+    int reused = 1;
+    for (int r = 0; r < 50; r++) {
+        task_log l = {0};
+        CHECK_INT(run_counting(&l, 3), 3);
+        CHECK_INT(l.sum, 6);
+        for (int i = 0; i < 3 && i < l.ntid; i++) reused &= seen_tid(first, nfirst, l.tid[i]);
+    }
+    CHECK(reused);
+    /* a task may start tasks of its own */
+    task_log outer = {0};
+    void *arg = &outer;
+    ap_tasks t;
+    CHECK_INT(ap_tasks_start(&t, 1, nested_task, &arg), 1);
+    ap_tasks_wait(&t);
+    CHECK_INT(outer.sum, 3);
+    /* no memory for a new helper: the idle ones start their tasks, the rest do not */
+    task_log few = {0};
+    int idle = 3 + 2; /* the three above and the nested task's two (one may be its own) */
+    ap_heap_fail_at(1, 1);
+    int started = run_counting(&few, 10);
+    ap_heap_fail_at(0, 0);
+    CHECK(started >= 3 && started <= idle && started < 10);
+    CHECK_INT(few.ran, started);
+    CHECK_INT(few.sum, (long)started * (started + 1) / 2);
+    /* after fork() the child has none of the parent's helpers: its own are created */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10); /* a start that waited on a helper the child does not have would hang */
+        task_log c = {0};
+        int ok = run_counting(&c, 2) == 2 && c.sum == 3;
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    if (pid > 0) {
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_bytes();
@@ -573,5 +692,6 @@ int main(int argc, char **argv) {
     test_json_put();
     test_fmt_g17();
     test_file_out();
+    test_tasks();
     return tl_finish();
 }
