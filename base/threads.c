@@ -12,9 +12,7 @@
 
 #include <stdatomic.h>
 
-/* How long an idle helper polls for its next task, and a caller for its tasks, before sleeping:
- * a sleep and a wake-up cost tens of microseconds on a virtual machine (a futex call and an
- * inter-processor interrupt each way), where the phases of a search start microseconds apart. */
+/* How long ap_poll_while polls (threads.h) */
 #define POLL_S 50e-6
 
 typedef struct helper {
@@ -47,14 +45,26 @@ static void fork_child(void) {
 }
 static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
+void ap_poll_while(int (*busy)(const void *arg), const void *arg) {
+    double t0 = ap_now_s();
+    for (unsigned i = 1; busy(arg); i++) {
+        cpu_relax();
+        if (i % 64 == 0 && ap_now_s() - t0 > POLL_S) return;
+    }
+}
+
+static int not_posted(const void *h) {
+    return !atomic_load_explicit(&((const helper *)h)->posted, memory_order_acquire);
+}
+
+static int tasks_pending(const void *t) {
+    return atomic_load_explicit(&((const ap_tasks *)t)->pending, memory_order_acquire) > 0;
+}
+
 static void *helper_main(void *arg) {
     helper *h = arg;
     for (;;) {
-        double t0 = ap_now_s();
-        for (unsigned i = 1; !atomic_load_explicit(&h->posted, memory_order_acquire); i++) {
-            cpu_relax();
-            if (i % 64 == 0 && ap_now_s() - t0 > POLL_S) break;
-        }
+        ap_poll_while(not_posted, h);
         pthread_mutex_lock(&h->mu);
         while (!h->posted) pthread_cond_wait(&h->go, &h->mu);
         void *(*fn)(void *) = h->fn;
@@ -122,11 +132,7 @@ int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args) {
 }
 
 void ap_tasks_wait(ap_tasks *t) {
-    double t0 = ap_now_s();
-    for (unsigned i = 1; atomic_load_explicit(&t->pending, memory_order_acquire) > 0; i++) {
-        cpu_relax();
-        if (i % 64 == 0 && ap_now_s() - t0 > POLL_S) break;
-    }
+    ap_poll_while(tasks_pending, t);
     pthread_mutex_lock(&t->mu);
     while (t->pending > 0) pthread_cond_wait(&t->done, &t->mu);
     pthread_mutex_unlock(&t->mu);

@@ -538,7 +538,7 @@ typedef struct job_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     struct job_run *jr; /* the batch posted last */
-    /* written under mu, read without it while a thread polls (spin_for_batch, spin_for_done) */
+    /* written under mu, read without it while a thread polls (batch_pending, pool_busy) */
     _Atomic int64_t posted; /* batches posted */
     _Atomic int busy;       /* threads not done with the batch posted last */
     _Atomic int quit;
@@ -773,35 +773,20 @@ static void job_loop(job_run *jr, solver_ws *w) {
     }
 }
 
-/* How long a thread of the pool polls before it sleeps on a condition variable: the walk posts
- * its batches microseconds apart, and a sleep and a wake-up cost tens of microseconds on a
- * virtual machine (a futex call and an inter-processor interrupt each way). */
-#define SPIN_S 50e-6
+/* The pool and the batch a pool thread last took (batch_pending). */
+typedef struct {
+    const job_pool *pl;
+    int64_t seen;
+} pool_seen;
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+/* No batch past `seen` posted and the pool not quitting (a pool thread polls on it). */
+static int batch_pending(const void *arg) {
+    const pool_seen *ps = arg;
+    return ps->pl->posted == ps->seen && !ps->pl->quit;
 }
 
-/* Poll until the pool has posted a batch past `seen`, quits, or SPIN_S has passed (the caller
- * then waits on the condition variable as usual). */
-static void spin_for_batch(const job_pool *pl, int64_t seen) {
-    double t0 = ap_now_s();
-    for (unsigned i = 1; pl->posted == seen && !pl->quit; i++) {
-        cpu_relax();
-        if (i % 64 == 0 && ap_now_s() - t0 > SPIN_S) return;
-    }
-}
-
-/* Poll until every pool thread is done with the batch or SPIN_S has passed. */
-static void spin_for_done(const job_pool *pl) {
-    double t0 = ap_now_s();
-    for (unsigned i = 1; pl->busy > 0; i++) {
-        cpu_relax();
-        if (i % 64 == 0 && ap_now_s() - t0 > SPIN_S) return;
-    }
-}
+/* A pool thread is still on the batch posted last (the calling thread polls on it). */
+static int pool_busy(const void *pl) { return ((const job_pool *)pl)->busy > 0; }
 
 /* A pool thread: the jobs of each batch posted, with its own workspace. */
 static void *pool_worker(void *arg) {
@@ -809,7 +794,8 @@ static void *pool_worker(void *arg) {
     job_pool *pl = w->pool;
     int64_t seen = 0;
     for (;;) {
-        spin_for_batch(pl, seen);
+        pool_seen ps = {pl, seen};
+        ap_poll_while(batch_pending, &ps);
         pthread_mutex_lock(&pl->mu);
         while (!pl->quit && pl->posted == seen) pthread_cond_wait(&pl->go, &pl->mu);
         if (pl->quit) {
@@ -913,7 +899,7 @@ static void run_jobs(ranker *rk, job **jobs, int nrun) {
     }
     job_loop(&jr, &rk->ws);
     if (pl) {
-        spin_for_done(pl);
+        ap_poll_while(pool_busy, pl);
         pthread_mutex_lock(&pl->mu);
         while (pl->busy > 0) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);

@@ -33,4 +33,12 @@ int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args);
  * sleeping); t is then finished with. */
 void ap_tasks_wait(ap_tasks *t);
 
+/* Poll while busy(arg) holds, for at most 50 us: a sleep and a wake-up on a condition variable
+ * cost tens of microseconds on a virtual machine (a futex call and an inter-processor
+ * interrupt each way), where the phases and batches of a search follow each other
+ * microseconds apart. The caller then waits on its condition variable as usual (busy may
+ * still hold). The helpers poll so for their next task, ap_tasks_wait for its tasks, and the
+ * re-split's pool for its batches. */
+void ap_poll_while(int (*busy)(const void *arg), const void *arg);
+
 #endif
