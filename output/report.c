@@ -25,6 +25,7 @@
 #include "autoplan/report.h"
 #include "report_int.h"
 #include "autoplan/text.h"
+#include "autoplan/threads.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -159,29 +160,28 @@ static ap_report_row *sort_rows(const ap_report_row *rows, int64_t n, int thread
     row_key *k = ap_malloc(2 * m * sizeof *k);
     ap_report_row *out = ap_malloc(m * sizeof *out);
     gather_part *g = ap_calloc((size_t)nt, sizeof *g);
-    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
-    char *started = ap_calloc((size_t)nt, 1);
-    if (k && out && g && tid && started) {
+    void **targ = ap_calloc((size_t)nt, sizeof *targ);
+    if (k && out && g && targ) {
         for (int64_t i = 0; i < n; i++) k[i] = key_of(&rows[i], i);
         sort_keys(k, k + m, n);
         for (int t = 0; t < nt; t++) {
             g[t] = (gather_part){rows, out, k, n * t / nt, n * (t + 1) / nt};
-            /* a thread that cannot start gathers its part below, on this one */
-            if (t > 0) started[t] = pthread_create(&tid[t], NULL, gather, &g[t]) == 0;
+            if (t > 0) targ[t - 1] = &g[t];
         }
+        /* parts 1.. on helpers (threads.h); those that did not start are gathered below, on
+           this thread */
+        ap_tasks team;
+        int started = ap_tasks_start(&team, nt - 1, gather, targ);
         gather(&g[0]);
-        for (int t = 1; t < nt; t++) {
-            if (started[t]) pthread_join(tid[t], NULL);
-            else gather(&g[t]);
-        }
+        for (int t = 1 + started; t < nt; t++) gather(&g[t]);
+        ap_tasks_wait(&team);
     } else {
         ap_free(out);
         out = NULL;
     }
     ap_free(k);
     ap_free(g);
-    ap_free(tid);
-    ap_free(started);
+    ap_free(targ);
     return out;
 }
 

@@ -17,6 +17,7 @@
 #include "autoplan/planio.h"
 #include "autoplan/report.h"
 #include "report_int.h"
+#include "autoplan/threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -187,9 +188,9 @@ ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void 
     j.col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *j.col);
     j.slot = ap_calloc((size_t)j.nslots, sizeof *j.slot);
     j.ready = ap_calloc((size_t)j.nslots, 1);
-    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
+    void **targ = ap_calloc((size_t)nt, sizeof *targ);
     ap_status st = AP_OK;
-    if (!j.col || !j.slot || !j.ready || !tid) {
+    if (!j.col || !j.slot || !j.ready || !targ) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
         goto done;
     }
@@ -204,12 +205,13 @@ ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void 
     if (st != AP_OK) goto done;
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
-    /* a thread that cannot start leaves its share to the others and the calling thread */
-    int started = 0;
-    for (int t = 1; t < nt; t++)
-        if (pthread_create(&tid[started], NULL, formatter, &j) == 0) started++;
+    /* nt - 1 formatters on helpers (threads.h); one that cannot be had leaves its share to
+       the others and the calling thread */
+    for (int t = 0; t < nt - 1; t++) targ[t] = &j;
+    ap_tasks team;
+    ap_tasks_start(&team, nt - 1, formatter, targ);
     st = write_chunks(&j, sink, ctx, err);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    ap_tasks_wait(&team);
     pthread_cond_destroy(&j.cv);
     pthread_mutex_destroy(&j.mu);
     if (st == AP_OK && j.next_write < j.nchunks)
@@ -219,7 +221,7 @@ done:
     ap_free(j.col);
     ap_free(j.slot);
     ap_free(j.ready);
-    ap_free(tid);
+    ap_free(targ);
     return st;
 }
 
@@ -250,7 +252,7 @@ struct ap_report_csv_job {
     const ap_report *r;
     ap_report_csv_sink sink;
     void *ctx;
-    pthread_t tid;
+    ap_tasks task; /* the writer on a helper (threads.h) */
     int started;
     atomic_int cancel; /* set by ap_report_csv_finish: the writer stops at its next piece */
     ap_status st;
@@ -278,16 +280,17 @@ ap_status ap_report_csv_start(const ap_report *r, ap_report_csv_sink sink, void 
     j->sink = sink;
     j->ctx = ctx;
     atomic_init(&j->cancel, 0);
-    /* a thread that cannot start leaves the writing to ap_report_csv_finish */
-    j->started = pthread_create(&j->tid, NULL, job_run, j) == 0;
+    /* a helper that cannot be had leaves the writing to ap_report_csv_finish */
+    void *arg = j;
+    j->started = ap_tasks_start(&j->task, 1, job_run, &arg);
     return AP_OK;
 }
 
 ap_status ap_report_csv_finish(ap_report_csv_job *j, int cancel, ap_err *err) {
     if (!j) return AP_OK;
     if (cancel) atomic_store(&j->cancel, 1);
-    if (j->started) pthread_join(j->tid, NULL);
-    else if (!cancel) job_run(j);
+    ap_tasks_wait(&j->task);
+    if (!j->started && !cancel) job_run(j);
     ap_status st = cancel ? AP_OK : j->st;
     if (st != AP_OK && err) *err = j->err;
     ap_free(j);

@@ -11,6 +11,7 @@
  */
 #include "autoplan/fit.h"
 #include "autoplan/search.h"
+#include "autoplan/threads.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -549,14 +550,15 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     }
     int nt = o->threads > 0 ? o->threads : ap_online_cores();
     if (nt > run.njobs) nt = run.njobs;
-    pthread_t tid[AP_FIT_NSTRATEGIES];
-    int started[AP_FIT_NSTRATEGIES] = {0};
+    void *targ[AP_FIT_NSTRATEGIES];
+    for (int i = 0; i < AP_FIT_NSTRATEGIES; i++) targ[i] = &run;
     pthread_mutex_init(&run.mu, NULL);
-    /* a thread that cannot start leaves its share to the others */
-    for (int i = 1; i < nt; i++) started[i] = pthread_create(&tid[i], NULL, fit_worker, &run) == 0;
+    /* nt - 1 helpers (threads.h) and this thread pull the jobs; a helper that cannot be had
+       leaves its share to the others */
+    ap_tasks team;
+    ap_tasks_start(&team, nt > 1 ? nt - 1 : 0, fit_worker, targ);
     fit_worker(&run);
-    for (int i = 1; i < nt; i++)
-        if (started[i]) pthread_join(tid[i], NULL);
+    ap_tasks_wait(&team);
     pthread_mutex_destroy(&run.mu);
     ap_hetero_store_free(own);
     ap_free(rungs);

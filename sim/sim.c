@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "sim_int.h"
+#include "autoplan/threads.h"
 
 #define T ap_simg_tensor
 #define F ap_simg_free
@@ -1372,29 +1373,28 @@ static ap_status run_ranks(ap_sim *s, ap_err *err) {
     }
     pl.st = ap_calloc((size_t)n, sizeof *pl.st);
     pl.err = ap_calloc((size_t)n, sizeof *pl.err);
-    pthread_t *tid = ap_calloc((size_t)nt, sizeof *tid);
-    int *started = ap_calloc((size_t)nt, sizeof *started);
-    if (!pl.st || !pl.err || !tid || !started) {
+    void **targ = ap_calloc((size_t)nt, sizeof *targ);
+    if (!pl.st || !pl.err || !targ) {
         ap_free(pl.st);
         ap_free(pl.err);
-        ap_free(tid);
-        ap_free(started);
+        ap_free(targ);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     pthread_mutex_init(&pl.mu, NULL);
-    /* the calling thread is a worker too; a thread that cannot start leaves its ranks to it */
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, rank_worker, &pl) == 0;
+    /* nt - 1 helpers (threads.h) and the calling thread pull ranks from one counter; a helper
+       that cannot be had leaves its ranks to the others */
+    for (int t = 0; t < nt - 1; t++) targ[t] = &pl;
+    ap_tasks team;
+    ap_tasks_start(&team, nt - 1, rank_worker, targ);
     rank_worker(&pl);
-    for (int t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
+    ap_tasks_wait(&team);
     pthread_mutex_destroy(&pl.mu);
     ap_status st = AP_OK;
     for (int i = 0; i < n && st == AP_OK; i++)
         if ((st = pl.st[i]) != AP_OK) *err = pl.err[i];
     ap_free(pl.st);
     ap_free(pl.err);
-    ap_free(tid);
-    ap_free(started);
+    ap_free(targ);
     return st;
 }
 
