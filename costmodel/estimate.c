@@ -664,6 +664,9 @@ static void stage_kind_activations(const est *E, stage *S) {
         act_mb = act_none;
     double layers_only = act_mb;
     if (S->first && m->dropout) act_mb += T * h / E->out_t; /* embedding dropout mask, 1 byte */
+    /* a norm after the embedding (BLOOM's word_embeddings_layernorm) keeps its input, the
+     * embedding's 16-bit output, for its backward: outside every recomputed layer */
+    if (S->first && m->embed_norm) act_mb += 2.0 * T * h / E->out_t;
     if (S->last) act_mb += 2.0 * 2.0 * T * h / E->out_t;    /* final norm input + head input */
     double transient = 0;
     if (p->recompute == AP_RECOMPUTE_FULL && S->n_rc_full > 0)

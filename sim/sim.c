@@ -409,6 +409,8 @@ static void grads_end(gen *g, unit *u, int chunk, int32_t mb, int32_t unsharded)
 #define END_FNORM 1
 #define END_LOSS 2
 #define END_HIN 3
+#define END_ENORM 4
+#define END_N 5 /* ends kept per micro-batch row */
 
 static int chunk_recomputes(const gen *g, int k, int i) { /* layer i of chunk k */
     if (g->p->recompute != AP_RECOMPUTE_FULL) return 0;
@@ -420,7 +422,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
     const ap_model *m = g->m;
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)g->row * 4];
+    int32_t *ends = &g->ends[(int64_t)g->row * END_N];
     int32_t x;
     int64_t xb = g->xb;
     if (c == 0) {
@@ -431,6 +433,11 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
         ends[END_EMASK] = m->dropout ? T(g, AP_SIM_T_EMBED_MASK, ACT, AP_SIM_LAYER_EMBED, mb,
                                          g->hmask_b, 0)
                                      : -1;
+        /* a norm after the embedding (BLOOM) keeps its input, the embedding's output, until
+           the micro-batch's backward reaches it: outside every checkpointed layer */
+        ends[END_ENORM] = m->embed_norm ? T(g, AP_SIM_T_EMBED_NORM_IN, ACT, AP_SIM_LAYER_EMBED,
+                                            mb, xb, 0)
+                                        : -1;
         unit_post(g, ue, 1);
     } else {
         op_begin(g, AP_SIM_OP_RECV_FWD, k, g->ck_first[k], mb);
@@ -486,7 +493,7 @@ static void chunk_fwd(gen *g, int k, int32_t mb) {
 static void chunk_bwd(gen *g, int k, int32_t mb) {
     const ap_plan *p = g->p;
     int c = k * g->pp + g->stage, nchunks = g->pp * g->vp;
-    int32_t *ends = &g->ends[(int64_t)g->row * 4];
+    int32_t *ends = &g->ends[(int64_t)g->row * END_N];
     int32_t gx;
     int64_t xb = g->xb;
     int32_t Lh = (int32_t)g->L;
@@ -552,7 +559,8 @@ static void chunk_bwd(gen *g, int k, int32_t mb) {
         op_begin(g, AP_SIM_OP_EMBED_BWD, k, AP_SIM_LAYER_EMBED, mb);
         int32_t un = grads_begin(g, ue, mb);
         F(g, ends[END_EMASK]);
-        ends[END_EMASK] = -1;
+        F(g, ends[END_ENORM]);
+        ends[END_EMASK] = ends[END_ENORM] = -1;
         F(g, gx);
         grads_end(g, ue, k, mb, un);
         unit_post(g, ue, 0);
@@ -607,7 +615,7 @@ static void schedule(gen *g) {
         g->row = it->mb % g->mb_rows;
         if (g->opens[i]) {
             memset(&g->saved[(size_t)g->row * row], 0xff, row * sizeof *g->saved);
-            memset(&g->ends[(size_t)g->row * 4], 0xff, 4 * sizeof *g->ends);
+            memset(&g->ends[(size_t)g->row * END_N], 0xff, END_N * sizeof *g->ends);
         }
         if (it->fwd) chunk_fwd(g, it->chunk, it->mb);
         else chunk_bwd(g, it->chunk, it->mb);
@@ -1008,11 +1016,11 @@ static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
     g->units = ap_calloc((size_t)g->nunits, sizeof *g->units);
     size_t nsaved = (size_t)g->mb_rows * (size_t)(g->nloc > 0 ? g->nloc : 1) * AP_SIM_NKINDS;
     g->saved = ap_malloc(nsaved * sizeof *g->saved);
-    g->ends = ap_malloc((size_t)g->mb_rows * 4 * sizeof *g->ends);
+    g->ends = ap_malloc((size_t)g->mb_rows * END_N * sizeof *g->ends);
     if (!g->sz || !g->units || !g->saved || !g->ends)
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     memset(g->saved, 0xff, nsaved * sizeof *g->saved);
-    memset(g->ends, 0xff, (size_t)g->mb_rows * 4 * sizeof *g->ends);
+    memset(g->ends, 0xff, (size_t)g->mb_rows * END_N * sizeof *g->ends);
     /* layers of a kind share sizes: compute the dense and MoE shapes once */
     lsz dense_sz, moe_sz;
     int have_dense = 0, have_moe = 0;

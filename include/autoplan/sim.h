@@ -133,6 +133,8 @@ typedef enum {
     AP_SIM_T_COMM_WS,        /* collective workspace (communication buffer) */
     AP_SIM_T_SEND_POOL,      /* pipeline send pool (communication buffer) */
     AP_SIM_T_GRAD_BUCKET,    /* a ZeRO optimizer's contiguous-gradient bucket (DeepSpeed IPG) */
+    AP_SIM_T_EMBED_NORM_IN,  /* the embedding's output, kept by the norm after it for its
+                                backward (BLOOM's word_embeddings_layernorm) */
     AP_SIM_NKINDS
 } ap_sim_kind;
 
