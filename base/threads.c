@@ -109,7 +109,8 @@ static helper *claim(void) {
     return h;
 }
 
-int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args) {
+/* n tasks fn(args[i]), or fn(arg) for each when args is NULL */
+static int start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args, void *arg) {
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->done, NULL);
     t->pending = 0;
@@ -122,13 +123,21 @@ int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args) {
         pthread_mutex_unlock(&t->mu);
         pthread_mutex_lock(&h->mu);
         h->fn = fn;
-        h->arg = args[started];
+        h->arg = args ? args[started] : arg;
         h->owner = t;
         atomic_store_explicit(&h->posted, 1, memory_order_release);
         pthread_cond_signal(&h->go);
         pthread_mutex_unlock(&h->mu);
     }
     return started;
+}
+
+int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args) {
+    return start(t, n, fn, args, NULL);
+}
+
+int ap_tasks_start_same(ap_tasks *t, int n, void *(*fn)(void *), void *arg) {
+    return start(t, n, fn, NULL, arg);
 }
 
 void ap_tasks_wait(ap_tasks *t) {

@@ -188,9 +188,8 @@ ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void 
     j.col = ap_malloc((size_t)(nf > 0 ? nf : 1) * sizeof *j.col);
     j.slot = ap_calloc((size_t)j.nslots, sizeof *j.slot);
     j.ready = ap_calloc((size_t)j.nslots, 1);
-    void **targ = ap_calloc((size_t)nt, sizeof *targ);
     ap_status st = AP_OK;
-    if (!j.col || !j.slot || !j.ready || !targ) {
+    if (!j.col || !j.slot || !j.ready) {
         st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for plans.csv");
         goto done;
     }
@@ -207,9 +206,8 @@ ap_status ap_report_csv_write(const ap_report *r, ap_report_csv_sink sink, void 
     pthread_cond_init(&j.cv, NULL);
     /* nt - 1 formatters on helpers (threads.h); one that cannot be had leaves its share to
        the others and the calling thread */
-    for (int t = 0; t < nt - 1; t++) targ[t] = &j;
     ap_tasks team;
-    ap_tasks_start(&team, nt - 1, formatter, targ);
+    ap_tasks_start_same(&team, nt - 1, formatter, &j);
     st = write_chunks(&j, sink, ctx, err);
     ap_tasks_wait(&team);
     pthread_cond_destroy(&j.cv);
@@ -221,7 +219,6 @@ done:
     ap_free(j.col);
     ap_free(j.slot);
     ap_free(j.ready);
-    ap_free(targ);
     return st;
 }
 
@@ -281,8 +278,7 @@ ap_status ap_report_csv_start(const ap_report *r, ap_report_csv_sink sink, void 
     j->ctx = ctx;
     atomic_init(&j->cancel, 0);
     /* a helper that cannot be had leaves the writing to ap_report_csv_finish */
-    void *arg = j;
-    j->started = ap_tasks_start(&j->task, 1, job_run, &arg);
+    j->started = ap_tasks_start_same(&j->task, 1, job_run, j);
     return AP_OK;
 }
 

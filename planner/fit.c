@@ -550,13 +550,11 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     }
     int nt = o->threads > 0 ? o->threads : ap_online_cores();
     if (nt > run.njobs) nt = run.njobs;
-    void *targ[AP_FIT_NSTRATEGIES];
-    for (int i = 0; i < AP_FIT_NSTRATEGIES; i++) targ[i] = &run;
     pthread_mutex_init(&run.mu, NULL);
     /* nt - 1 helpers (threads.h) and this thread pull the jobs; a helper that cannot be had
        leaves its share to the others */
     ap_tasks team;
-    ap_tasks_start(&team, nt > 1 ? nt - 1 : 0, fit_worker, targ);
+    ap_tasks_start_same(&team, nt > 1 ? nt - 1 : 0, fit_worker, &run);
     fit_worker(&run);
     ap_tasks_wait(&team);
     pthread_mutex_destroy(&run.mu);

@@ -995,16 +995,10 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
         return AP_OK;
     }
     many_run mr = {m, clusters, o, res, st, errs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    /* nt - 1 helpers (threads.h); without memory for their arguments, the calling thread
-       alone */
-    void **targ = ap_malloc((size_t)nt * sizeof *targ);
+    /* nt - 1 helpers (threads.h) and this thread pull the searches */
     ap_tasks team;
-    if (targ) {
-        for (int t = 0; t < nt - 1; t++) targ[t] = &mr;
-        ap_tasks_start(&team, nt - 1, many_worker, targ);
-    }
+    ap_tasks_start_same(&team, nt - 1, many_worker, &mr);
     many_worker(&mr);
-    if (targ) ap_tasks_wait(&team);
-    ap_free(targ);
+    ap_tasks_wait(&team);
     return AP_OK;
 }

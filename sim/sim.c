@@ -1381,19 +1381,16 @@ static ap_status run_ranks(ap_sim *s, ap_err *err) {
     }
     pl.st = ap_calloc((size_t)n, sizeof *pl.st);
     pl.err = ap_calloc((size_t)n, sizeof *pl.err);
-    void **targ = ap_calloc((size_t)nt, sizeof *targ);
-    if (!pl.st || !pl.err || !targ) {
+    if (!pl.st || !pl.err) {
         ap_free(pl.st);
         ap_free(pl.err);
-        ap_free(targ);
         return ap_err_set(err, AP_ERR_NOMEM, "simulator: out of memory");
     }
     pthread_mutex_init(&pl.mu, NULL);
     /* nt - 1 helpers (threads.h) and the calling thread pull ranks from one counter; a helper
        that cannot be had leaves its ranks to the others */
-    for (int t = 0; t < nt - 1; t++) targ[t] = &pl;
     ap_tasks team;
-    ap_tasks_start(&team, nt - 1, rank_worker, targ);
+    ap_tasks_start_same(&team, nt - 1, rank_worker, &pl);
     rank_worker(&pl);
     ap_tasks_wait(&team);
     pthread_mutex_destroy(&pl.mu);
@@ -1402,7 +1399,6 @@ static ap_status run_ranks(ap_sim *s, ap_err *err) {
         if ((st = pl.st[i]) != AP_OK) *err = pl.err[i];
     ap_free(pl.st);
     ap_free(pl.err);
-    ap_free(targ);
     return st;
 }
 

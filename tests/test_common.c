@@ -614,6 +614,14 @@ static int seen_tid(const pthread_t *set, int n, pthread_t t) {
     return 0;
 }
 
+/* One of several tasks that share their argument (ap_tasks_start_same). */
+static void *count_shared(void *arg) {
+    task_log *log = arg;
+    log->sum += 10;
+    log->ran++;
+    return NULL;
+}
+
 /* A task that starts two of its own and waits for them. */
 static void *nested_task(void *arg) {
     task_log *log = arg;
@@ -677,6 +685,14 @@ static void test_tasks(void) {
         CHECK(waitpid(pid, &status, 0) == pid);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
+    /* four copies of one task with one argument (last: it may add a helper, which the count
+       of idle helpers above does not allow for): each runs once */
+    task_log same = {0};
+    ap_tasks ts;
+    CHECK_INT(ap_tasks_start_same(&ts, 4, count_shared, &same), 4);
+    ap_tasks_wait(&ts);
+    CHECK_INT(same.ran, 4);
+    CHECK_INT(same.sum, 40);
 }
 
 int main(int argc, char **argv) {

@@ -29,6 +29,10 @@ typedef struct ap_tasks {
  * started (0..n): tasks from that index on did not start. */
 int ap_tasks_start(ap_tasks *t, int n, void *(*fn)(void *), void *const *args);
 
+/* The same with one argument for every task: n copies of fn(arg), for workers that pull their
+ * work from a shared queue in arg. */
+int ap_tasks_start_same(ap_tasks *t, int n, void *(*fn)(void *), void *arg);
+
 /* Wait until every task t started has returned (polling for a few tens of microseconds before
  * sleeping); t is then finished with. */
 void ap_tasks_wait(ap_tasks *t);
