@@ -1178,6 +1178,38 @@ typedef struct est_case {
     int cp;                /* context parallel (0 = 1) */
 } est_case;
 
+/* The model (examples/models), a cluster of k->gpus of gpu and the plan of case k; 0 when the
+ * model does not load (a failed check). */
+static int case_setup(const est_case *k, const char *gpu, ap_model *m, ap_cluster *c,
+                      ap_plan *p) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "examples/models/%s", k->model);
+    ap_err err = {{0}};
+    if (ap_model_load(tl_path(rel), m, &err) != AP_OK) {
+        fprintf(stderr, "  %s: %s\n", k->model, err.msg);
+        CHECK(0);
+        return 0;
+    }
+    ap_cluster_from_gpu(ap_gpu_find(gpu), k->gpus, c);
+    ap_plan_init(p);
+    p->trainer = k->trainer;
+    p->tp = k->tp;
+    p->pp = k->pp;
+    p->vp = k->vp;
+    p->ep = k->ep;
+    p->sp = k->sp;
+    p->zero = k->zero;
+    p->flash_attn = k->flash;
+    p->mbs = k->mbs;
+    p->gbs = k->gbs;
+    p->seq = k->seq;
+    p->recompute = k->rc;
+    p->cp = k->cp > 0 ? k->cp : 1;
+    p->dp = k->gpus / (k->tp * k->pp * p->cp);
+    p->grad_accum = k->gbs / (k->mbs * p->dp);
+    return 1;
+}
+
 static void test_against_estimate(void) {
     static const est_case cases[] = {
         {"llama-2-70b.json", 512, 8, 8, 1, 1, 0, 0, 1, 1, 512, 4096, AP_RECOMPUTE_NONE,
@@ -1231,34 +1263,11 @@ static void test_against_estimate(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const est_case *k = &cases[i];
-        char rel[256];
-        snprintf(rel, sizeof rel, "examples/models/%s", k->model);
         ap_model m;
-        ap_err err = {{0}};
-        if (ap_model_load(tl_path(rel), &m, &err) != AP_OK) {
-            fprintf(stderr, "  %s: %s\n", k->model, err.msg);
-            CHECK(0);
-            continue;
-        }
         ap_cluster c;
-        ap_cluster_from_gpu(ap_gpu_find("h100"), k->gpus, &c);
         ap_plan p;
-        ap_plan_init(&p);
-        p.trainer = k->trainer;
-        p.tp = k->tp;
-        p.pp = k->pp;
-        p.vp = k->vp;
-        p.ep = k->ep;
-        p.sp = k->sp;
-        p.zero = k->zero;
-        p.flash_attn = k->flash;
-        p.mbs = k->mbs;
-        p.gbs = k->gbs;
-        p.seq = k->seq;
-        p.recompute = k->rc;
-        p.cp = k->cp > 0 ? k->cp : 1;
-        p.dp = k->gpus / (k->tp * k->pp * p.cp);
-        p.grad_accum = k->gbs / (k->mbs * p.dp);
+        ap_err err = {{0}};
+        if (!case_setup(k, "h100", &m, &c, &p)) continue;
         ap_status st = ap_plan_check(&p, &m, &c, 1, &err);
         CHECK(st == AP_OK);
         if (st != AP_OK) {
@@ -1309,28 +1318,13 @@ static void test_against_estimate(void) {
  * holds 8 micro-batches in flight, each 2 x (2 x 2048) x 12288 bytes = 100,663,296 more, 805 MB
  * in all, in the estimate and in the replay alike; the other stages do not change. */
 static void test_embed_norm(void) {
+    static const est_case k = {"gpt3-175b.json", 512, 8, 8, 1, 1, 0, 1, 1, 2, 512, 2048,
+                               AP_RECOMPUTE_FULL, AP_TRAINER_DEEPSPEED, 0, 0, NULL, 1};
     ap_model m;
-    ap_err err = {{0}};
-    if (ap_model_load(tl_path("examples/models/gpt3-175b.json"), &m, &err) != AP_OK) {
-        fprintf(stderr, "  %s\n", err.msg);
-        CHECK(0);
-        return;
-    }
     ap_cluster c;
-    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 512, &c);
     ap_plan p;
-    ap_plan_init(&p);
-    p.trainer = AP_TRAINER_DEEPSPEED;
-    p.tp = 8;
-    p.pp = 8;
-    p.dp = 8;
-    p.sp = 0;
-    p.zero = 1;
-    p.mbs = 2;
-    p.gbs = 512;
-    p.seq = 2048;
-    p.grad_accum = p.gbs / (p.mbs * p.dp);
-    p.recompute = AP_RECOMPUTE_FULL;
+    ap_err err = {{0}};
+    if (!case_setup(&k, "a100-sxm4-80g", &m, &c, &p)) return;
     static ap_estimate e[2];
     double sim_peak[2][8] = {{0}};
     for (int k = 0; k < 2; k++) {
