@@ -67,7 +67,9 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .ep_zero_mask = Z(0) | Z(1), .recompute_partial_needs_pp = 0,
         .weight_bytes = 2, .grad_bytes = 4, .master_bytes = 4, .optim_bytes = 8,
         .gathered_weight_bytes = 2, .zero2_keeps_gathered = 0,
-        .grad_reduce_per_mb_zero_mask = 0,
+        /* Megatron-FSDP reduce-scatters each unit's gradient every micro-batch into the
+           sharded main gradient (the header above; estimate.c stage_zero3 prices it so) */
+        .grad_reduce_per_mb_zero_mask = Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
         .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,

@@ -1255,6 +1255,11 @@ static void test_against_estimate(void) {
          AP_TRAINER_MEGATRON, 0.03, 0, NULL, 1},
         {"opt-1.3b.json", 8, 1, 1, 1, 1, 0, 2, 1, 4, 64, 2048, AP_RECOMPUTE_NONE,
          AP_TRAINER_DEEPSPEED, 0.03, 0, NULL, 1},
+        /* Megatron-FSDP (ZeRO-3) with gradient accumulation: each layer's gradient is
+           reduce-scattered every micro-batch into the sharded main gradient (the replay once
+           accumulated the whole unsharded fp32 gradient over the step: 2.9x the estimate) */
+        {"llama-2-70b.json", 64, 2, 1, 1, 1, 1, 3, 1, 1, 960, 4096, AP_RECOMPUTE_NONE,
+         AP_TRAINER_MEGATRON, 0.03, 0, "Megatron-FSDP", 1},
         /* DeepSpeed bf16 at ZeRO stage 0 under a pipeline runs BF16_Optimizer: the replay
            holds its full-size fp32 gradient buffer and shards the master copy and Adam's
            moments as the estimate does (it once kept them whole: 2.1x the estimate) */
