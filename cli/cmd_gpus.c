@@ -55,6 +55,7 @@ static ap_json *gpu_json(const ap_gpu *g) {
     ok &= ap_json_add_number(o, "sm_count", g->sm_count) == AP_OK;
     ok &= ap_json_add_string(o, "link", ap_link_name(g->link)) == AP_OK;
     ok &= ap_json_add_number(o, "link_bytes_per_s", g->link_bytes_per_s) == AP_OK;
+    ok &= ap_json_add_bool(o, "multicast", g->multicast) == AP_OK;
     ok &= ap_json_add_number(o, "pcie_gen", g->pcie_gen) == AP_OK;
     ok &= ap_json_add_number(o, "pcie_bytes_per_s", g->pcie_bytes_per_s) == AP_OK;
     ap_json *r = ap_json_new_object();
@@ -179,6 +180,9 @@ static int print_detail(const ap_gpu *g) {
     printf("  SMs (CUs)            %d\n", g->sm_count);
     printf("  peer link            %s, %.2f GB/s per direction\n", ap_link_name(g->link),
            g->link_bytes_per_s / 1e9);
+    printf("  multicast            %s\n",
+           g->multicast ? "yes (NVLink SHARP: Megatron-LM can overlap TP communication)"
+                        : "no (Megatron-LM does not overlap TP communication here)");
     printf("  PCIe                 gen%d, %.0f GB/s per direction\n", g->pcie_gen,
            g->pcie_bytes_per_s / 1e9);
     printf("  reference node       %d GPUs, %d NICs x %.0f Gb/s (%s per GPU), %d GPUs per PCIe "

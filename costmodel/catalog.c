@@ -193,6 +193,9 @@ static const ap_gpu catalog[] = {
         .link_bytes_per_s = 450 * GBPS,
         .pcie_gen = 5,
         .pcie_bytes_per_s = PCIE5_BPS,
+        /* NVSwitch gen 3 with NVLink SHARP: CUDA multicast objects (CUDA 12.1+, driver 535+;
+         * Transformer Engine examples/pytorch/comm_gemm_overlap/README.md) */
+        .multicast = 1,
         /* DGX H100: 8x ConnectX-7 400 Gb/s = 50 GB/s per GPU; 2 TB; 2x Xeon Platinum 8480C (56
          * cores, 8 DDR5-4800 channels each); each GPU behind its own PCIe switch with its NIC
          * (nvidia-smi topo on HGX H100: GPU-NIC PIX, GPU-GPU NODE/SYS, NVIDIA/nccl#1264). */
@@ -263,6 +266,7 @@ static const ap_gpu catalog[] = {
         .link_bytes_per_s = 450 * GBPS,
         .pcie_gen = 5,
         .pcie_bytes_per_s = PCIE5_BPS,
+        .multicast = 1, /* NVSwitch with NVLink SHARP, as h100-sxm */
         /* "backend RDMA network with 400 Gb/s per GPU"; host memory, CPUs and PCIe switches of
          * Grand Teton are not stated there: assumed as DGX H100 */
         .ref_gpus_per_node = 8,
@@ -293,6 +297,7 @@ static const ap_gpu catalog[] = {
         .link_bytes_per_s = 450 * GBPS,
         .pcie_gen = 5,
         .pcie_bytes_per_s = PCIE5_BPS,
+        .multicast = 1, /* NVSwitch with NVLink SHARP, as h100-sxm */
         /* DGX H200: same chassis as DGX H100 (8x 400 Gb/s, 2 TB, 2x Xeon 8480C). */
         .ref_gpus_per_node = 8,
         .ref_nics_per_node = 8,
@@ -325,6 +330,7 @@ static const ap_gpu catalog[] = {
         .link_bytes_per_s = 900 * GBPS,
         .pcie_gen = 5,
         .pcie_bytes_per_s = PCIE5_BPS,
+        .multicast = 1, /* NVSwitch with NVLink SHARP, as h100-sxm */
         /* DGX B200: 8x ConnectX-7 400 Gb/s; 2 TB (up to 4 TB); 2x Xeon Platinum 8570 (56 cores,
          * 8 DDR5-5600 channels each); one GPU per PCIe switch (nvidia-smi topo on B200 nodes:
          * GPU pairs NODE, vllm-project/vllm#16336). */

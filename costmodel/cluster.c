@@ -501,7 +501,8 @@ static uint64_t mix_s(uint64_t h, const char *s) { return ap_hash64(s, strlen(s)
 
 /* Hash of everything that changes a plan's cost: the GPU's numbers, the shape and links, and the
  * catalog version. The cluster's display name is left out. Field by field, so struct padding
- * never enters. */
+ * never enters. The GPU's multicast flag is not hashed: it is the catalog's, fixed by the name
+ * (plan files written before the flag keep their fingerprints). */
 uint64_t ap_cluster_fingerprint(const ap_cluster *c) {
     const ap_gpu *g = &c->gpu;
     uint64_t h = mix_s(0, ap_gpu_catalog_version());

@@ -327,7 +327,7 @@ static ap_status check_offload(const ap_trainer_caps *t, const ap_plan *p, ap_er
 
 /* Overlap options and the combinations the trainer refuses. */
 static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
-                                    ap_err *err) {
+                                    const ap_cluster *c, ap_err *err) {
     const char *tn = t->name;
     if (p->overlap_grad && !t->overlap_grad)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s cannot overlap gradient reduction", tn);
@@ -339,6 +339,11 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
     if (p->overlap_tp && !p->sp)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "overlapping tensor-parallel communication needs "
                           "sequence parallelism");
+    if (p->overlap_tp && p->tp > 1 && c && !ap_trainer_overlap_tp(t, &c->gpu))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s overlaps tensor-parallel communication "
+                          "(Transformer Engine userbuffers) only on GPUs with CUDA multicast over "
+                          "NVSwitch (H100/H200/B200 SXM); %s has none (TE's UB_SKIPMC=1 fallback "
+                          "is not modelled): --no-overlap", tn, c->gpu.name);
     if (p->overlap_param && !(t->overlap_param_zero_mask & (1u << p->zero)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: no overlapped parameter gather with ZeRO "
                           "stage %d", tn, p->zero);
@@ -484,7 +489,7 @@ ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c
     ap_status st = check_degrees(p, c, err);
     if (st == AP_OK) st = check_features(t, p, c, err);
     if (st == AP_OK) st = check_offload(t, p, err);
-    if (st == AP_OK) st = check_combinations(t, p, m, err);
+    if (st == AP_OK) st = check_combinations(t, p, m, c, err);
     if (st == AP_OK) st = check_shape(t, p, m, c, allow_cross_node_tp, err);
     return st;
 }

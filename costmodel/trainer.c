@@ -9,7 +9,11 @@
  *    Adam), --recompute-granularity/method/num-layers, --decoder-first/last-pipeline-num-layers
  *    and --pipeline-model-parallel-layout for uneven stages, --optimizer-cpu-offload with
  *    --optimizer-offload-fraction (needs the distributed optimizer), --tp-comm-overlap
- *    (Transformer Engine userbuffers, with sequence parallelism), interleaving with
+ *    (Transformer Engine userbuffers, with sequence parallelism; TE's initialize_ub refuses a
+ *    device without CUDA multicast unless UB_SKIPMC=1, whose CUDA-IPC fallback its
+ *    examples/pytorch/comm_gemm_overlap/README.md calls less performant and needs on devices
+ *    below compute capability 9.0: autoplan plans the overlap on multicast GPUs only and does
+ *    not price the fallback), interleaving with
  *    --num-layers-per-virtual-pipeline-stage (microbatches a multiple of pp). ZeRO-3 is
  *    Megatron-FSDP (--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params,
  *    with the distributed optimizer, --no-gradient-accumulation-fusion and --ckpt-format
@@ -71,7 +75,7 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
            sharded main gradient (the header above; estimate.c stage_zero3 prices it so) */
         .grad_reduce_per_mb_zero_mask = Z(3),
         .grad_collective_sharded = AP_COLL_REDUCE_SCATTER,
-        .overlap_tp = 1,
+        .overlap_tp = 1, .overlap_tp_multicast = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 6,
         /* Megatron-core: Transformer Engine picks flash-attn 2 on sm80 and its cuDNN fused
@@ -428,6 +432,10 @@ double ap_plan_grad_bucket_bytes(const ap_plan *p) {
 
 
 const char *ap_trainer_name(ap_trainer_id id) { return ap_trainer_get(id)->name; }
+
+int ap_trainer_overlap_tp(const ap_trainer_caps *t, const ap_gpu *g) {
+    return t->overlap_tp && (!t->overlap_tp_multicast || (g && g->multicast));
+}
 
 int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep) {
     return (t->overlap_grad || t->overlap_param) && !(t->ep_no_overlap && ep > 1);

@@ -201,12 +201,13 @@ static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err
         ap_err_prefix(err, "%s", where);
         return st;
     }
-    /* overlap as the trainer offers it at this ZeRO stage; Megatron overlaps the parameter
-     * gather only with its distributed optimizer */
+    /* overlap as the trainer offers it at this ZeRO stage and on this GPU; Megatron overlaps
+     * the parameter gather only with its distributed optimizer, TP communication only on
+     * multicast GPUs */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
     p->overlap_grad = ov && tc->overlap_grad;
     p->overlap_param = ov && tc->overlap_param && (tc->overlap_param_zero_mask & (1u << p->zero));
-    p->overlap_tp = ov && sp && p->tp > 1 && tc->overlap_tp;
+    p->overlap_tp = ov && sp && p->tp > 1 && ap_trainer_overlap_tp(tc, &v->cluster.gpu);
     return read_plan_kernels(pj, where, p, err);
 }
 

@@ -237,7 +237,8 @@ static void fix_batch(const ap_trainer_caps *k, ap_plan *q) {
 }
 
 /* Repair q against the capabilities of its trainer (see the file comment for the order). */
-static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
+static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_cluster *c,
+                     ap_plan *q) {
     int n = q->pp * q->vp;
     if (q->tp > 1 && !k->tp) { q->dp *= q->tp; q->tp = 1; }
     if (q->pp > 1 && !k->pp) { q->dp *= q->pp; q->pp = 1; q->vp = 1; q->nchunks = 0; }
@@ -329,7 +330,7 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, ap_plan *q) {
     if (!k->overlap_grad) q->overlap_grad = 0;
     if (!k->overlap_param || !(k->overlap_param_zero_mask & (1u << q->zero))) q->overlap_param = 0;
     if (k->overlap_param_needs_grad && !q->overlap_grad) q->overlap_param = 0;
-    if (!k->overlap_tp || !q->sp) q->overlap_tp = 0;
+    if (!ap_trainer_overlap_tp(k, &c->gpu) || !q->sp) q->overlap_tp = 0;
     if (q->ep > 1 && !(k->ep_zero_mask & (1u << q->zero))) q->ep = 1;
     if (q->ep > 1 && q->tp > 1 && k->ep_with_tp_needs_sp && k->sp) q->sp = 1;
     if (k->recompute_partial_needs_pp && q->pp == 1) {
@@ -354,7 +355,7 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
         emit_why(&why, "%s", e2.msg);
         /* report the local rules that still matter once the table's violations are repaired */
         ap_plan r = q;
-        fix_caps(x.caps, m, &r);
+        fix_caps(x.caps, m, c, &r);
         targets[t].local(&x, &r, 0, &why);
     } else if (!targets[t].local(&x, &q, 0, &why)) {
         ok = 0;
@@ -369,9 +370,9 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     ap_plan r = *p;
     r.trainer = tid;
     sb scratch = {0};
-    fix_caps(x.caps, m, &r);
+    fix_caps(x.caps, m, c, &r);
     targets[t].local(&x, &r, 1, &scratch);
-    fix_caps(x.caps, m, &r);
+    fix_caps(x.caps, m, c, &r);
     sb_free(&scratch);
     int found = ap_plan_check(&r, m, c, 1, &e2) == AP_OK;
     if (found && !targets[t].local(&x, &r, 0, &scratch)) {

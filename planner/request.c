@@ -325,7 +325,8 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
         return ap_err_set(err, AP_ERR_INPUT, "--overlap and --no-overlap contradict each other");
     if (!sp_given) p->sp = !rq->no_sp && p->tp > 1 && tc->sp;
     if (!ov_given) p->overlap_grad = p->overlap_param = !rq->no_overlap;
-    p->overlap_tp = p->overlap_grad && tc->overlap_tp && p->sp && p->tp > 1;
+    p->overlap_tp = p->overlap_grad && ap_trainer_overlap_tp(tc, &r->cluster.gpu) && p->sp &&
+                    p->tp > 1;
     /* data-parallel overlap by default only where the trainer has it at this ep (the search's
        rule); TP overlap does not depend on it */
     if (!ov_given && !ap_trainer_dp_overlap(tc, p->ep)) p->overlap_grad = p->overlap_param = 0;

@@ -406,7 +406,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->overlap_grad = tr->overlap_grad && dov;
     p->overlap_param = tr->overlap_param && dov &&
                        (tr->overlap_param_zero_mask & (1u << pt->zero));
-    p->overlap_tp = p->sp && tr->overlap_tp && !o->no_overlap;
+    p->overlap_tp = p->sp && ap_trainer_overlap_tp(tr, &s->c->gpu) && !o->no_overlap;
     p->offload_optimizer = pt->offload_optimizer;
     p->offload_params = pt->offload_params;
     if (!hetero_place(s, pt, p)) return 0;

@@ -800,6 +800,39 @@ static void test_tp_overlap(void) {
     CHECK_CONTAINS(err.msg, "sequence parallelism");
 }
 
+/* Megatron's TP overlap is Transformer Engine's userbuffers, which need CUDA multicast over
+ * NVSwitch (TE initialize_ub; the UB_SKIPMC=1 IPC fallback is not modelled): refused on A100
+ * and H100 PCIe, taken on H100/H200/B200 SXM; torchtitan's async TP is not bound to it. */
+static void test_tp_overlap_multicast(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_err err;
+    static ap_estimate e;
+    const struct { const char *gpu; int ok; } g[] = {
+        {"a100-sxm4-80g", 0}, {"a100-sxm4-40g", 0}, {"h100-pcie", 0}, {"v100-sxm2-32g", 0},
+        {"h100-sxm", 1},      {"h200", 1},          {"b200", 1},      {"h100-96g-500w", 1}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        ap_cluster c = cluster(g[i].gpu, 64);
+        CHECK_INT(c.gpu.multicast, g[i].ok);
+        ap_plan p = mkplan(8, 4, 2, 1, 128, 1, AP_RECOMPUTE_SELECTIVE, 1, 1);
+        if (!strcmp(g[i].gpu, "v100-sxm2-32g")) p.dtype = AP_DTYPE_FP16;
+        p.overlap_tp = 1;
+        ap_status st = ap_plan_check(&p, &m, &c, 1, &err);
+        CHECK_INT(st, g[i].ok ? AP_OK : AP_ERR_INFEASIBLE);
+        if (!g[i].ok) {
+            CHECK_CONTAINS(err.msg, "multicast");
+            CHECK_CONTAINS(err.msg, g[i].gpu);
+            if (c.gpu.link == AP_LINK_NVLINK) /* tp 8 inside the node: refused for the overlap */
+                CHECK_INT(ap_estimate_plan(&m, &c, &p, NULL, &e, &err), AP_ERR_INFEASIBLE);
+        }
+        p.overlap_tp = 0; /* without the overlap every GPU runs it */
+        st = ap_plan_check(&p, &m, &c, 1, &err);
+        CHECK_INT(st, AP_OK);
+        CHECK_INT(ap_trainer_overlap_tp(ap_trainer_get(AP_TRAINER_MEGATRON), &c.gpu), g[i].ok);
+        CHECK_INT(ap_trainer_overlap_tp(ap_trainer_get(AP_TRAINER_TORCHTITAN), &c.gpu), 1);
+        CHECK_INT(ap_trainer_overlap_tp(ap_trainer_get(AP_TRAINER_DEEPSPEED), &c.gpu), 0);
+    }
+}
+
 /* Hugging Face models under FSDP run RMSNorm, rotary embedding and SwiGLU as eager composites
  * (layer_cost.c eager_extra_bytes): Llama-2-7B on one A100, 4096 tokens per micro-batch, 32
  * layers. Worked by hand: each of a layer's two RMSNorms moves 32 bytes per element more than a
@@ -1148,6 +1181,7 @@ int main(int argc, char **argv) {
     test_zero_grad_bucket();
     test_op_sac();
     test_tp_overlap();
+    test_tp_overlap_multicast();
     test_eager_elementwise();
     test_tp_overlap_pairs();
     test_refusals();

@@ -1918,6 +1918,34 @@ static void test_issue19(void) {
         CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_OK);
     }
     if (load_model("llama-3-8b", &m)) {
+        /* Megatron's --tp-comm-overlap (TE userbuffers) needs CUDA multicast: on H100 SXM the
+         * script carries it; on A100 a plan asking for it is refused, its closest plan and the
+         * script drop it, and the other flags stay */
+        make_cluster("h100", 8, &c);
+        plan_for(&p, AP_TRAINER_MEGATRON, 2, 1, 4, 1, 1, 4096);
+        p.sp = 1;
+        p.overlap_tp = 1;
+        char *mt = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        CHECK(mt != NULL);
+        if (mt) CHECK_CONTAINS(mt, "--tp-comm-overlap");
+        free(mt);
+        make_cluster("a100-sxm4-80g", 8, &c);
+        ap_plan q;
+        CHECK_INT(ap_emit_check(AP_EMIT_MEGATRON, &m, &c, &p, &q, &err), AP_ERR_INFEASIBLE);
+        CHECK_CONTAINS(err.msg, "multicast");
+        CHECK_INT(q.overlap_tp, 0);
+        CHECK_INT(q.tp, 2);
+        CHECK_INT(q.sp, 1);
+        p.overlap_tp = 0;
+        mt = render(AP_EMIT_MEGATRON, &m, &c, &p, "megatron.sh", &st, &err, NULL, 0);
+        CHECK(mt != NULL);
+        if (mt) {
+            CHECK(strstr(mt, "--tp-comm-overlap") == NULL);
+            CHECK_CONTAINS(mt, "--sequence-parallel");
+        }
+        free(mt);
+    }
+    if (load_model("llama-3-8b", &m)) {
         /* torchtitan async TP needs [compile] with the model */
         make_cluster("h100", 8, &c);
         plan_for(&p, AP_TRAINER_TORCHTITAN, 2, 1, 4, 1, 3, 4096);

@@ -701,6 +701,7 @@ static void test_cli(void) {
         CHECK_NEAR(ap_json_number(ap_json_get(ap_json_get(g, "peak_flops"), "bf16")), 989.4e12,
                    EXACT);
         CHECK_STR(ap_json_string(ap_json_get(g, "link")), "nvlink");
+        CHECK(ap_json_get(g, "multicast") && ap_json_bool(ap_json_get(g, "multicast")));
         ap_json_free(j);
     }
     free(out);
@@ -710,6 +711,7 @@ static void test_cli(void) {
     CHECK_INT(rc, 0);
     CHECK_CONTAINS(out, "a100-sxm4-80g");
     CHECK_CONTAINS(out, "DGX A100");
+    CHECK_CONTAINS(out, "multicast            no");
     free(out);
     free(err);
 

@@ -216,8 +216,8 @@ static void test_legality_factors(void) {
 }
 
 /* Brute force independent of the search's loops: every (tp, pp, cp, vp, mbs, zero, recompute,
- * sp, overlap, offload) for a small case, including the sp/overlap variants the search does not
- * enumerate; the search's fastest must be the fastest of all, and its first plan the simplest
+ * sp, overlap, TP overlap, offload) for a small case, including the sp/overlap variants the
+ * search does not enumerate; the search's fastest must be the fastest of all, and its first plan the simplest
  * within the tie margin of it (search.h "Ties"; with margin 0 the fastest). */
 typedef struct { double step, peak; int cls; } brute_key;
 
@@ -248,6 +248,7 @@ static void test_brute_force_margin(double margin) {
                                 for (int rl = 0; rl <= 8; rl += 2)
                                     for (int sp = 0; sp <= 1; sp++)
                                         for (int ov = 0; ov <= 1; ov++)
+                                            for (int otp = 0; otp <= (ov && sp); otp++)
                                             for (int io = 0; io < 3; io++) {
                                                 ap_plan p;
                                                 ap_plan_init(&p);
@@ -265,7 +266,9 @@ static void test_brute_force_margin(double margin) {
                                                     ov && (ap_trainer_get(p.trainer)
                                                                ->overlap_param_zero_mask &
                                                            (1u << z));
-                                                p.overlap_tp = ov && sp;
+                                                /* TP overlap on or off: the trainer
+                                                 * refuses it where the GPU cannot */
+                                                p.overlap_tp = otp;
                                                 p.offload_optimizer = offs[io];
                                                 if (ap_plan_check(&p, &m, &c, 0, NULL) != AP_OK) continue;
                                                 if (ap_estimate_plan(&m, &c, &p, NULL, &e, NULL) != AP_OK) continue;
@@ -1220,6 +1223,35 @@ static void test_ep_without_overlap(void) {
     CHECK(ap_trainer_dp_overlap(ap_trainer_get(AP_TRAINER_MEGATRON), 4));
 }
 
+/* Megatron overlaps TP communication only on multicast GPUs (trainer.c): on A100s no plan of
+ * the search takes it, pinned to tp 8 or not; on H100s the same pinned search takes it. */
+static void test_tp_overlap_needs_multicast(void) {
+    ap_model m = load("examples/models/llama-2-70b.json");
+    ap_err err;
+    const char *gpus[] = {"a100-sxm4-80g", "h100-sxm"};
+    for (int gi = 0; gi < 2; gi++) {
+        ap_cluster c = cluster(gpus[gi], 64);
+        for (int pin = 0; pin <= 1; pin++) {
+            ap_search_opts o;
+            case_opts(&o, &m, AP_TRAINER_MEGATRON, 256);
+            if (pin) o.fixed.tp = 8;
+            ap_search_result r;
+            CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+            CHECK(r.ntop > 0);
+            int with_tp = 0;
+            for (int i = 0; i < r.ntop; i++) {
+                const ap_plan *q = &r.top[i].plan;
+                if (gi == 0) CHECK_INT(q->overlap_tp, 0);
+                else if (q->tp > 1 && q->sp) CHECK_INT(q->overlap_tp, 1);
+                with_tp += q->tp > 1 && q->sp;
+            }
+            if (pin) CHECK_INT(with_tp, r.ntop);
+            check_result(&m, &c, &o, &r);
+            ap_search_result_free(&r);
+        }
+    }
+}
+
 /* any_fit: whether some plan fits, as the whole search says, on one and two threads: with
  * plans that fit, and near the headroom where only the closest plan's joint choice with its
  * split fits (the enumeration finds none), and past it. */
@@ -1431,6 +1463,7 @@ static void test_member_bound(void) {
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_ep_without_overlap();
+    test_tp_overlap_needs_multicast();
     test_pins_kept_by_resplit();
     test_complication();
     test_cases();

@@ -36,6 +36,10 @@ typedef struct ap_gpu {
     double link_bytes_per_s;    /* peer link bandwidth per direction per GPU */
     int pcie_gen;
     double pcie_bytes_per_s;    /* host link per direction */
+    int multicast;              /* CUDA multicast over the NVLink fabric (NVSwitch with NVLink
+                                   SHARP: Hopper and Blackwell SXM systems;
+                                   CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), which Transformer
+                                   Engine's comm-GEMM overlap needs by default */
     /* reference system (DGX/HGX or workstation) */
     int ref_gpus_per_node;
     int ref_nics_per_node;

@@ -269,6 +269,7 @@ typedef struct ap_trainer_caps {
     int overlap_grad;            /* gradient reduction can overlap backward */
     int overlap_param;           /* parameter all-gather can overlap forward */
     int overlap_tp;              /* TP communication can overlap the GEMMs (needs sp) */
+    int overlap_tp_multicast;    /* ... only on GPUs with CUDA multicast (ap_gpu.multicast) */
     int loss_fp32;               /* logits upcast to fp32 for the loss */
     double loss_bytes_per_logit; /* peak bytes per logit element (s*b*V/t) at the loss:
                                     Megatron's vocab-parallel cross entropy works in place on the
@@ -402,6 +403,10 @@ const char *ap_trainer_name(ap_trainer_id id);
  * in a plan with expert-parallel degree ep? Not where its MoE path turns overlap off
  * (ep_no_overlap). The search's and estimate's default, and the label's "no-ov" baseline. */
 int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep);
+
+/* Whether trainer t overlaps TP communication with the GEMMs on GPU g (overlap_tp, and the
+ * GPU's multicast where the trainer's overlap needs it). */
+int ap_trainer_overlap_tp(const ap_trainer_caps *t, const ap_gpu *g);
 
 /* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
  * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
