@@ -325,6 +325,9 @@ static void borrow(ap_kernels *k, const ap_kernels *rel) {
                     ap_kseries *q = &k->attn[i][c][dc][dir];
                     const ap_kseries *r = &rel->attn[i][c][dc][dir];
                     if (q->n || !r->n) continue;
+                    /* FlashAttention-3's kernels are Hopper's (sm90: WGMMA and TMA; its
+                     * README requires H100/H800): a Blackwell GPU does not borrow them */
+                    if (i == AP_ATTN_FA3 && k->compcap_class != 2) continue;
                     *q = *r;
                     set_source(q->source, prefix, r->source);
                 }

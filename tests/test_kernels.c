@@ -104,6 +104,15 @@ static void test_attention_figures(void) {
      * only) is derived and lies below its non-causal figure */
     ap_kernels_attn_eff(a, AP_ATTN_FA3, 1, 128, 4096, &f, &b);
     CHECK(f == 0 && b == 0);
+    /* nor does B200, which borrows H100's other curves: FA3 is sm90 code */
+    const ap_kernels *bw = ap_kernels_published(ap_gpu_find("b200"));
+    CHECK(bw != NULL);
+    if (bw) {
+        ap_kernels_attn_eff(bw, AP_ATTN_FA3, 1, 128, 4096, &f, &b);
+        CHECK(f == 0 && b == 0);
+        ap_kernels_attn_eff(bw, AP_ATTN_CUDNN, 1, 128, 4096, &f, &b);
+        CHECK(f > 0 && b > 0);
+    }
     double cb, nb;
     ap_kernels_attn_eff(h, AP_ATTN_CUDNN, 1, 128, 4096, &f, &cb);
     ap_kernels_attn_eff(h, AP_ATTN_CUDNN, 0, 128, 4096, &f, &nb);
