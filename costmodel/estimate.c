@@ -1314,6 +1314,94 @@ static void verdict(est *E) {
     e->partial = 0;
 }
 
+/* ---- a prepared estimate (estimate_int.h) ---------------------------------------------------- */
+
+struct ap_est_prep {
+    const ap_model *m;
+    const ap_cluster *c;
+    ap_plan plan;             /* normalised and checked */
+    est E;                    /* after setup: nothing of it reads the layout */
+    ap_kernels *built;        /* the tables built from a measured profile, or NULL */
+};
+
+/* The kernel tables of the estimate: prebuilt, the published ones, or built from the measured
+ * profile into *built (the slow path: callers estimating many plans pass prebuilt tables). */
+static ap_status kernels_of(const ap_cluster *c, const ap_estimate_opts *opts,
+                            const ap_kernels **out, ap_kernels **built, ap_err *err) {
+    const ap_kernels *k = opts->kernels;
+    *built = NULL;
+    if (k && strcmp(k->gpu, c->gpu.name)) k = NULL; /* prebuilt for another GPU (a variant) */
+    if (!k && !opts->profile) k = ap_kernels_published(&c->gpu);
+    if (!k) {
+        if (!(*built = ap_malloc(sizeof **built)))
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for kernel tables");
+        ap_status st = ap_kernels_build(&c->gpu, opts->profile, *built, err);
+        if (st != AP_OK) {
+            ap_free(*built);
+            *built = NULL;
+            return st;
+        }
+        k = *built;
+    }
+    *out = k;
+    return AP_OK;
+}
+
+ap_status ap_est_prep_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                          const ap_estimate_opts *opts, ap_est_prep **out, ap_err *err) {
+    *out = NULL;
+    ap_est_prep *pp = ap_malloc(sizeof *pp);
+    if (!pp) return ap_err_set(err, AP_ERR_NOMEM, "out of memory preparing an estimate");
+    pp->m = m;
+    pp->c = c;
+    pp->built = NULL;
+    const ap_kernels *k = NULL;
+    ap_status st = normalise_plan(m, c, p, opts->plan_checked, &pp->plan, err);
+    if (st == AP_OK) st = kernels_of(c, opts, &k, &pp->built, err);
+    if (st == AP_OK) st = setup(&pp->E, m, c, &pp->plan, opts, k, NULL, err);
+    if (st != AP_OK) {
+        ap_est_prep_free(pp);
+        return st;
+    }
+    *out = pp;
+    return AP_OK;
+}
+
+void ap_est_prep_free(ap_est_prep *pp) {
+    if (!pp) return;
+    ap_free(pp->built);
+    ap_free(pp);
+}
+
+const ap_plan *ap_est_prep_plan(const ap_est_prep *pp) { return &pp->plan; }
+
+/* The estimate's scalars cleared for a new plan (the stage chapters fill the first pp entries of
+ * the per-rank arrays). */
+static void estimate_clear(ap_estimate *e) {
+    memset(&e->time, 0, offsetof(ap_time, stage_fwd_s));
+    memset(&e->tp, 0, sizeof e->tp);
+    e->worst_stage = 0;
+    e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
+    e->nstages = e->plan.pp;
+}
+
+ap_status ap_est_prep_ranks(const ap_est_prep *pp, const ap_estimate_opts *opts, ap_estimate *e,
+                            ap_err *err) {
+    /* as normalise_plan: a plan the caller vouches for is not checked */
+    ap_status st = opts->plan_checked ? AP_OK : ap_plan_check_layout(&e->plan, pp->m, err);
+    if (st != AP_OK) return st;
+    estimate_clear(e);
+    est E = pp->E;
+    E.x.p = &e->plan;
+    E.e = e;
+    E.opts = opts;
+    e->plan.attn_impl = E.x.attn;
+    price_ranks(&E);
+    e->capacity_bytes = pp->c->gpu.mem_bytes;
+    e->headroom_bytes = opts->headroom_bytes;
+    return AP_OK;
+}
+
 /* ---- the driver ------------------------------------------------------------------------------ */
 
 ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan *pin,
@@ -1328,27 +1416,10 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
      * part of the estimate), so a call clears no more than it uses */
     ap_status st = normalise_plan(m, c, pin, opts->plan_checked, &e->plan, err);
     if (st != AP_OK) return st;
-    const int pp = e->plan.pp;
-    memset(&e->time, 0, offsetof(ap_time, stage_fwd_s));
-    memset(&e->tp, 0, sizeof e->tp);
-    e->worst_stage = 0;
-    e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
-    e->nstages = pp;
-    /* the kernel tables: prebuilt, the published ones, or built here from the measured
-     * profile (the slow path: callers estimating many plans pass prebuilt tables) */
-    const ap_kernels *k = opts->kernels;
-    if (k && strcmp(k->gpu, c->gpu.name)) k = NULL; /* prebuilt for another GPU (a variant) */
-    ap_kernels *built = NULL;
-    if (!k && !opts->profile) k = ap_kernels_published(&c->gpu);
-    if (!k) {
-        built = ap_malloc(sizeof *built);
-        if (!built) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for kernel tables");
-        if ((st = ap_kernels_build(&c->gpu, opts->profile, built, err)) != AP_OK) {
-            ap_free(built);
-            return st;
-        }
-        k = built;
-    }
+    estimate_clear(e);
+    const ap_kernels *k;
+    ap_kernels *built;
+    if ((st = kernels_of(c, opts, &k, &built, err)) != AP_OK) return st;
     est E;
     st = setup(&E, m, c, &e->plan, opts, k, e, err);
     if (st != AP_OK) {

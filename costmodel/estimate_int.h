@@ -3,8 +3,9 @@
  * estimate's chapters: model states, the stages, the pipeline schedule, the data-parallel
  * reduction, the optimizer, the step), costmodel/layer_cost.c (one transformer layer priced:
  * GEMMs, attention, memory-bound kernels and its TP/CP/EP communication) and
- * costmodel/collectives.c (collectives and pipeline sends on the cluster's links). Not a public
- * header: callers use estimate.h.
+ * costmodel/collectives.c (collectives and pipeline sends on the cluster's links); and the
+ * prepared estimate costmodel/stagecost.c prices its ranges with. Not a public header: callers
+ * use estimate.h.
  */
 #ifndef AP_ESTIMATE_INT_H
 #define AP_ESTIMATE_INT_H
@@ -103,5 +104,25 @@ double p2p_send_s(const ctx *x, double bytes);
 /* Whether the plan's pipeline spans more than one NVLink domain (its stages talk over the
  * network). */
 int pipe_cross(const ctx *x);
+
+/* ---- costmodel/estimate.c: a prepared estimate (stagecost.c) ---- */
+
+/* An estimate of plan p with its plan-wide part done once: the trainer's checks but the
+ * layout's, and setup (layer prices, shards, the kernel tables); then any layout of the same
+ * plan prices its ranks as ap_estimate_plan would, bit for bit. */
+typedef struct ap_est_prep ap_est_prep;
+
+/* Prepare plan p (as ap_estimate_plan normalises and checks it) under opts; *out NULL and the
+ * estimate's error when p itself is refused. */
+ap_status ap_est_prep_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                          const ap_estimate_opts *opts, ap_est_prep **out, ap_err *err);
+void ap_est_prep_free(ap_est_prep *pp);
+/* The prepared plan, normalised (what a layout is written over). */
+const ap_plan *ap_est_prep_plan(const ap_est_prep *pp);
+/* ap_estimate_plan(m, c, &e->plan, opts, e) for e->plan = the prepared plan with another
+ * layout (nchunks, stage_layers, stage_recompute) and opts = the prepared options with
+ * ranks_only set: the layout checked (ap_plan_check_layout), the ranks asked for priced. */
+ap_status ap_est_prep_ranks(const ap_est_prep *pp, const ap_estimate_opts *opts, ap_estimate *e,
+                            ap_err *err);
 
 #endif

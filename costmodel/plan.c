@@ -405,22 +405,21 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
 
 /* The model's shape against the degrees: heads, kv heads, NVLink domain, layers per chunk and
  * the split, sequence for cp, experts for ep, the batch. */
-static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
-                             const ap_cluster *c, int allow_cross_node_tp, ap_err *err) {
-    const char *tn = t->name;
-    if (m->heads % p->tp != 0)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "heads (%lld) are not divisible by tp %d",
-                          (long long)m->heads, p->tp);
-    if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "kv heads (%lld) and tp %d: neither divides the "
-                          "other", (long long)m->kv_heads, p->tp);
-    if (p->tp > c->nvlink_domain && !allow_cross_node_tp)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "tp %d spans more than one NVLink domain of %d "
-                          "GPUs (--allow-cross-node-tp to permit)", p->tp, c->nvlink_domain);
+/* Interleaved chunks without an explicit layout: the layers divide into pp*vp. */
+static ap_status vp_uniform(const ap_plan *p, const ap_model *m, ap_err *err) {
     int nch = p->pp * p->vp;
-    if (nch > m->layers)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp*vp = %d exceeds the %lld layers", nch,
-                          (long long)m->layers);
+    if (!p->nchunks && m->layers % nch != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp*vp = %d",
+                          (long long)m->layers, nch);
+    return AP_OK;
+}
+
+/* What of check_shape depends on the layout (stage_layers): an explicit layout's length, sum
+ * and evenness as the trainer takes it, or the uniform split's divisibility. */
+static ap_status check_layout(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                              ap_err *err) {
+    const char *tn = t->name;
+    int nch = p->pp * p->vp;
     if (p->nchunks) {
         if (p->nchunks != nch)
             return ap_err_set(err, AP_ERR_INPUT, "stage_layers has %d entries, expected pp*vp = %d",
@@ -453,13 +452,32 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp %d and "
                           "%s needs even stages", (long long)m->layers, p->pp, tn);
     }
+    return AP_OK;
+}
+
+static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                             const ap_cluster *c, int allow_cross_node_tp, ap_err *err) {
+    if (m->heads % p->tp != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "heads (%lld) are not divisible by tp %d",
+                          (long long)m->heads, p->tp);
+    if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "kv heads (%lld) and tp %d: neither divides the "
+                          "other", (long long)m->kv_heads, p->tp);
+    if (p->tp > c->nvlink_domain && !allow_cross_node_tp)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "tp %d spans more than one NVLink domain of %d "
+                          "GPUs (--allow-cross-node-tp to permit)", p->tp, c->nvlink_domain);
+    int nch = p->pp * p->vp;
+    if (nch > m->layers)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp*vp = %d exceeds the %lld layers", nch,
+                          (long long)m->layers);
+    ap_status lst = check_layout(t, p, m, err);
+    if (lst != AP_OK) return lst;
     if (p->vp > 1) {
         if (p->pp == 1)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "virtual stages need pp > 1");
-        if (!p->nchunks && m->layers % nch != 0)
-            return ap_err_set(err, AP_ERR_INFEASIBLE, "layers (%lld) are not divisible by pp*vp = "
-                              "%d", (long long)m->layers, nch);
-        ap_status st = mb_interleaving(t, p, err);
+        ap_status st = vp_uniform(p, m, err);
+        if (st != AP_OK) return st;
+        st = mb_interleaving(t, p, err);
         if (st != AP_OK) return st;
     }
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
@@ -481,6 +499,14 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     ap_status st = mb_batch(p, err);
     if (st != AP_OK) return st;
     return rc_shape(t, p, m, err);
+}
+
+ap_status ap_plan_check_layout(const ap_plan *p, const ap_model *m, ap_err *err) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
+    ap_status st = check_layout(t, p, m, err);
+    if (st == AP_OK && p->vp > 1) st = vp_uniform(p, m, err);
+    if (st == AP_OK) st = rc_shape(t, p, m, err);
+    return st;
 }
 
 ap_status ap_plan_check(const ap_plan *p, const ap_model *m, const ap_cluster *c,

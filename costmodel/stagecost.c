@@ -11,16 +11,15 @@
  * model.
  */
 #include "autoplan/stagecost.h"
+#include "estimate_int.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
-                            const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
-    ap_status st = ap_estimate_plan(m, c, p, opts, e, err);
-    if (st != AP_OK) return st;
+/* Every stage time and memory figure of e finite (of the ranks asked for). */
+static ap_status stage_finite(const ap_estimate_opts *opts, const ap_estimate *e, ap_err *err) {
     const unsigned char *only = opts ? opts->ranks_only : NULL;
     for (int r = 0; r < e->nstages; r++)
         if ((!only || only[r]) &&
@@ -31,6 +30,21 @@ ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_pla
     if (!only && !isfinite(e->time.step_s))
         return ap_err_set(err, AP_ERR_INTERNAL, "cost model: non-finite step time");
     return AP_OK;
+}
+
+ap_status ap_stage_estimate(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                            const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
+    ap_status st = ap_estimate_plan(m, c, p, opts, e, err);
+    return st == AP_OK ? stage_finite(opts, e, err) : st;
+}
+
+/* ap_stage_estimate of e->plan, through the prepared estimate when there is one (e->plan then
+ * differs from its plan in the layout only, and opts asks for some ranks). */
+static ap_status estimate_in(const ap_model *m, const ap_cluster *c, const ap_est_prep *prep,
+                             const ap_estimate_opts *opts, ap_estimate *e, ap_err *err) {
+    if (!prep) return ap_stage_estimate(m, c, &e->plan, opts, e, err);
+    ap_status st = ap_est_prep_ranks(prep, opts, e, err);
+    return st == AP_OK ? stage_finite(opts, e, err) : st;
 }
 
 int ap_stage_chunk_layers(int n, int v, int k) {
@@ -74,8 +88,8 @@ static void plan_copy_used(ap_plan *q, const ap_plan *p) {
  * primed: plan_copy_used suffices for q. */
 static ap_status cost_eval_in(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                               const ap_estimate_opts *opts, int r, int first, int n,
-                              int rc_layers, int primed, ap_plan *q, ap_estimate *e,
-                              ap_stage_cost *out, ap_err *err) {
+                              int rc_layers, int primed, const ap_est_prep *prep, ap_plan *q,
+                              ap_estimate *e, ap_stage_cost *out, ap_err *err) {
     const int L = (int)m->layers;
     const int v = p->vp > 1 ? p->vp : 1;
     if (v > 1 && !ap_model_single_kind(m))
@@ -123,7 +137,9 @@ static ap_status cost_eval_in(const ap_model *m, const ap_cluster *c, const ap_p
         }
         q->stage_recompute[r] = rc_layers;
     }
-    ap_status st = ap_stage_estimate(m, c, q, opts, e, err);
+    /* prepared: q is e->plan (the table's scratch) */
+    ap_status st = prep ? estimate_in(m, c, prep, opts, e, err)
+                        : ap_stage_estimate(m, c, q, opts, e, err);
     if (st == AP_OK) rank_cost(c, e, r, out);
     return st;
 }
@@ -134,7 +150,8 @@ ap_status ap_stage_cost_eval(const ap_model *m, const ap_cluster *c, const ap_pl
     /* the plan copy is large (AP_MAX_CHUNKS arrays): keep it off small stacks */
     ap_plan *q = ap_malloc(sizeof *q);
     ap_estimate *e = ap_malloc(sizeof *e);
-    ap_status st = q && e ? cost_eval_in(m, c, p, opts, r, first, n, rc_layers, 0, q, e, out, err)
+    ap_status st = q && e ? cost_eval_in(m, c, p, opts, r, first, n, rc_layers, 0, NULL, q, e,
+                                         out, err)
                           : ap_err_set(err, AP_ERR_NOMEM, "out of memory evaluating a stage");
     ap_free(q);
     ap_free(e);
@@ -165,6 +182,8 @@ struct ap_stage_table {
                               first_k_dense_replace): their number, and batch fills apply to
                               the ranges that start past them; -1 otherwise */
     ap_estimate *e;        /* scratch for the estimates; its plan is theirs (table_scratch) */
+    ap_est_prep *prep;     /* the plan's estimate prepared (estimate_int.h); NULL: each estimate
+                              does it all (the plan as given is refused) */
 };
 
 ap_status ap_stage_table_new(const ap_model *m, const ap_cluster *c, const ap_plan *p,
@@ -225,6 +244,7 @@ void ap_stage_table_free(ap_stage_table *t) {
     ap_free(t->done);
     ap_free(t->moe_prefix);
     ap_free(t->e);
+    ap_est_prep_free(t->prep);
     ap_free(t->built);
     ap_estimate_cache_free(t->own_cache);
     ap_free(t);
@@ -233,6 +253,16 @@ void ap_stage_table_free(ap_stage_table *t) {
 /* The table's estimate for its estimates, with their plan, allocated on first use. */
 static ap_status table_scratch(ap_stage_table *t, ap_err *err) {
     if (t->e) return AP_OK;
+    /* the plan's estimate prepared once: each range then costs its ranks' pricing only. The
+     * table's plan becomes the normalised one (what each estimate made of it before); a plan
+     * the estimate refuses as given keeps the whole estimate per range */
+    ap_err perr;
+    ap_status pst = ap_est_prep_new(t->m, t->c, &t->p, &t->opts, &t->prep, &perr);
+    if (pst == AP_ERR_NOMEM) {
+        *err = perr;
+        return pst;
+    }
+    if (t->prep) t->p = *ap_est_prep_plan(t->prep);
     if (!(t->e = ap_malloc(sizeof *t->e)))
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the stage table");
     /* the estimates' plan is the estimate's own (ap_estimate_plan then copies nothing), primed
@@ -283,7 +313,7 @@ ap_status ap_stage_table_get(ap_stage_table *t, int r, int first, int n, int rc_
         ap_status sst = table_scratch(t, err);
         if (sst != AP_OK) return sst;
         t->only[r] = 1; /* the estimate prices rank r alone */
-        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, 1,
+        ap_status st = cost_eval_in(t->m, t->c, &t->p, &t->ropts, r, first, n, rc, 1, t->prep,
                                     &t->e->plan, t->e, &t->cost[slot][k], err);
         t->only[r] = 0;
         if (st != AP_OK) return st;
@@ -377,7 +407,7 @@ ap_status ap_stage_table_fill_n(ap_stage_table *t, const int *ranks, int k, int 
             for (int c = 0; c < v; c++)
                 q->stage_layers[filler + c * pp] = ap_stage_chunk_layers(rem, v, c);
         for (int j = 0; j < batch; j++) t->only[todo[j]] = 1; /* the batch's ranks alone */
-        ap_status st = ap_stage_estimate(t->m, t->c, q, &t->ropts, t->e, err);
+        ap_status st = estimate_in(t->m, t->c, t->prep, &t->ropts, t->e, err);
         for (int j = 0; j < batch; j++) t->only[todo[j]] = 0;
         if (st != AP_OK) return AP_OK; /* a layout the trainer refuses: priced one by one */
         t->evals++;

@@ -408,6 +408,11 @@ int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep);
  * GPU's multicast where the trainer's overlap needs it). */
 int ap_trainer_overlap_tp(const ap_trainer_caps *t, const ap_gpu *g);
 
+/* The part of ap_plan_check that reads the layout (stage_layers, the uniform split's
+ * divisibility, per-chunk recompute counts): for a plan whose other fields passed
+ * ap_plan_check, this alone says whether it passes with another layout (stagecost.c). */
+ap_status ap_plan_check_layout(const ap_plan *p, const ap_model *m, ap_err *err);
+
 /* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
  * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
  * structural constraints: tp*pp*cp*dp == gpus, heads % tp, kv heads, layers % pp (or uneven
