@@ -574,6 +574,7 @@ typedef struct {
     pthread_t tid[16];
     _Atomic int ntid;
     int slow;                /* the task sleeps 20 ms before it counts */
+    _Atomic int gated, open; /* gated: the task waits until open is set */
 } task_log;
 
 typedef struct {
@@ -583,6 +584,10 @@ typedef struct {
 
 static void *count_task(void *arg) {
     task_arg *a = arg;
+    while (a->log->gated && !a->log->open) {
+        struct timespec ts = {0, 100 * 1000};
+        nanosleep(&ts, NULL);
+    }
     if (a->log->slow) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -594,7 +599,9 @@ static void *count_task(void *arg) {
     return NULL;
 }
 
-/* Start n counting tasks of values 1..n on log; returns how many started (after waiting). */
+/* Start n counting tasks of values 1..n on log; returns how many started (after waiting). A
+ * gated log's tasks wait until every start is done, so none of them can go idle and be
+ * claimed again by a later start of the same call. */
 static int run_counting(task_log *log, int n) {
     task_arg a[16];
     void *args[16];
@@ -604,6 +611,7 @@ static int run_counting(task_log *log, int n) {
     }
     ap_tasks t;
     int started = ap_tasks_start(&t, n, count_task, args);
+    log->open = 1;
     ap_tasks_wait(&t);
     return started;
 }
@@ -663,6 +671,7 @@ static void test_tasks(void) {
     CHECK_INT(outer.sum, 3);
     /* no memory for a new helper: the idle ones start their tasks, the rest do not */
     task_log few = {0};
+    few.gated = 1; /* a task that returned early would be an idle helper to claim again */
     int idle = 3 + 2; /* the three above and the nested task's two (one may be its own) */
     ap_heap_fail_at(1, 1);
     int started = run_counting(&few, 10);
