@@ -325,6 +325,8 @@ typedef struct {
     ap_uniform_split split;       /* its chunks, when uniform */
     int closed_form;              /* stage_layers counts a rank's chunks in closed form
                                      (closed_form_applies) */
+    const int *chunk_first;       /* an explicit layout of a model with experts: each chunk's
+                                     first layer (price_ranks' prefix sums); else NULL */
 } est;
 
 /* One pipeline rank while it is priced. */
@@ -544,8 +546,7 @@ static void chunks_each(const est *E, int r, int *nd, int *nm, int *nrc) {
                             : ap_plan_chunk_layers(p, m->layers, cidx);
         int moe_here = 0;
         if (m->moe.experts > 0) {
-            int f0 = E->uniform ? ap_uniform_chunk_first(E->split, cidx)
-                                : ap_plan_chunk_first_layer(p, m->layers, cidx);
+            int f0 = E->uniform ? ap_uniform_chunk_first(E->split, cidx) : E->chunk_first[cidx];
             moe_here = (int)ap_model_moe_layers_in(m, f0, f0 + nl);
         }
         *nm += moe_here;
@@ -1034,6 +1035,16 @@ static void price_ranks(est *E) {
     E->uniform = p->nchunks != n && n > 0; /* ap_plan_chunk_layers, without its divisions */
     if (E->uniform) E->split = ap_uniform_split_of(E->x.m->layers, n);
     E->closed_form = closed_form_applies(E);
+    /* an explicit layout's first layers, summed once (chunks_each reads them per rank) */
+    int first_of[AP_MAX_CHUNKS];
+    E->chunk_first = NULL;
+    if (!E->uniform && E->x.m->moe.experts > 0 && n <= AP_MAX_CHUNKS) {
+        for (int c = 0, f = 0; c < n; c++) {
+            first_of[c] = f;
+            f += p->stage_layers[c];
+        }
+        E->chunk_first = first_of;
+    }
     uint64_t prev_key = 0;
     const stage *K = NULL;
     const unsigned char *only = E->opts->ranks_only;
@@ -1085,6 +1096,7 @@ static void price_ranks(est *E) {
         if (r + 1 < end) stage_repeat(E, K, r + 1, end);
         r = end;
     }
+    E->chunk_first = NULL; /* first_of goes out of scope */
 }
 
 /* ---- chapter 8: the pipeline schedule ------------------------------------------------------- */

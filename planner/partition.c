@@ -702,9 +702,9 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
         ps->cut++;
         return AP_OK;
     }
-    ap_status st = ap_stage_table_new(ps->m, ps->c, qp, &o->est, &ps->tabs[ps->ntab], err);
-    if (st != AP_OK) return st;
-    const int tab = ps->ntab++;
+    ap_status st = AP_OK;
+    int tab = -1; /* the choice's stage table, made for its first solve (counts the caps rule
+                     out before any solve price nothing) */
     int all_fit = 0; /* count 0 (every layer recomputed) had a fitting split below its cap */
     for (int k = 0; k <= kmax; k++) {
         /* only splits whose objective beats the best one found matter */
@@ -730,6 +730,11 @@ static ap_status solve_choice(psolve *ps, const choice *ch, ap_err *err) {
                                         ? pending_cap(ps, ch, &xref) : 0;
         if (xref > extra) xref = extra;
         const double U = ubig > upper ? ubig : upper;
+        if (tab < 0) {
+            st = ap_stage_table_new(ps->m, ps->c, qp, &o->est, &ps->tabs[ps->ntab], err);
+            if (st != AP_OK) return st;
+            tab = ps->ntab++;
+        }
         variant *x = new_variant(ps, err);
         if (!x) return AP_ERR_NOMEM;
         x->q = *qp;
