@@ -403,8 +403,6 @@ static ap_status check_combinations(const ap_trainer_caps *t, const ap_plan *p, 
     return rc_combinations(t, p, err);
 }
 
-/* The model's shape against the degrees: heads, kv heads, NVLink domain, layers per chunk and
- * the split, sequence for cp, experts for ep, the batch. */
 /* Interleaved chunks without an explicit layout: the layers divide into pp*vp. */
 static ap_status vp_uniform(const ap_plan *p, const ap_model *m, ap_err *err) {
     int nch = p->pp * p->vp;
@@ -455,6 +453,8 @@ static ap_status check_layout(const ap_trainer_caps *t, const ap_plan *p, const 
     return AP_OK;
 }
 
+/* The model's shape against the degrees: heads, kv heads, NVLink domain, layers per chunk and
+ * the split, sequence for cp, experts for ep, the batch. */
 static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
                              const ap_cluster *c, int allow_cross_node_tp, ap_err *err) {
     if (m->heads % p->tp != 0)

@@ -8,7 +8,8 @@
  * rank r) and calls ap_estimate_plan. It does not re-derive any formula: memory and time are
  * estimate.c's. The table memoises by (rank, dense layers, MoE layers) so a partition search
  * over all ranges costs at most pp x (dense + 1) x (MoE + 1) estimates, pp x (L + 1) for a dense
- * model.
+ * model. A table's estimates run through its plan's estimate prepared once (estimate_int.h
+ * ap_est_prep): the same figures, the plan-wide part not redone per range.
  */
 #include "autoplan/stagecost.h"
 #include "estimate_int.h"
