@@ -65,6 +65,8 @@ typedef struct fclass {
  * lower_bound on (size, address)) is the first class with size >= request, lowest address.
  * Replays reuse a few distinct sizes many times, so the classes stay few (about ten) while a
  * class can hold hundreds of blocks. */
+#define FSET_MEMO 64 /* remembered lower bounds (a power of two) */
+
 typedef struct fset {
     fclass *c;
     int n, cap;
@@ -72,6 +74,15 @@ typedef struct fset {
     int nempty;    /* classes with no block, left in place */
     fclass *spare; /* buffers of emptied classes, reused by new ones */
     int nspare, capspare;
+    /* fset_lower's answers for recent sizes, valid while `layout` is unchanged (a class
+       inserted or the array compacted bumps it): a replay asks for the same few sizes
+       millions of times, and the classes move a few hundred times */
+    uint32_t layout;
+    struct {
+        int64_t size;
+        int32_t lower;
+        uint32_t layout;
+    } memo[FSET_MEMO];
 } fset;
 
 struct ap_alloc {
@@ -126,7 +137,10 @@ int64_t ap_alloc_segment_size(int64_t rounded) {
 /* ---- free sets --------------------------------------------------------------------------- */
 
 /* First class whose size >= size. */
-static int fset_lower(const fset *f, int64_t size) {
+static int fset_lower(fset *f, int64_t size) {
+    /* sizes are multiples of 512 (256 in an arena): hash the bits above */
+    unsigned h = (unsigned)(((uint64_t)size >> 8) * 0x9E3779B97F4A7C15ull >> 58) & (FSET_MEMO - 1);
+    if (f->memo[h].size == size && f->memo[h].layout == f->layout) return f->memo[h].lower;
     int lo = 0, hi = f->n;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -135,6 +149,9 @@ static int fset_lower(const fset *f, int64_t size) {
         else
             hi = mid;
     }
+    f->memo[h].size = size;
+    f->memo[h].lower = lo;
+    f->memo[h].layout = f->layout;
     return lo;
 }
 
@@ -208,6 +225,7 @@ static int fset_insert(blk *b, fset *f, int32_t id) {
             f->cap = nc;
         }
         memmove(f->c + i + 1, f->c + i, (size_t)(f->n - i) * sizeof *f->c);
+        f->layout++;
         if (f->nspare > 0)
             f->c[i] = f->spare[--f->nspare];
         else
@@ -249,6 +267,7 @@ static void fset_class_emptied(fset *f) {
     }
     f->n = w;
     f->nempty = 0;
+    f->layout++;
 }
 
 /* Remove free block id (its size and address unchanged since insertion). */

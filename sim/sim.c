@@ -136,7 +136,10 @@ static void op_begin(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
     op->layer = layer;
     op->mb = mb;
     op->ev_begin = op->ev_end = g->nev;
-    if (g->record) g->opk_ev[o] = -1;
+    if (g->record) {
+        g->opk_ev[o] = -1;
+        g->opk_live = INT64_MIN;
+    }
     if (g->sr) g->sr->op_ev = -1;
 }
 
@@ -146,22 +149,30 @@ void ap_simg_op(gen *g, int type, int chunk, int32_t layer, int32_t mb) {
 
 static void stream_event(gen *g, int i, int o, int64_t reserved);
 
-/* Account one allocation or free of tensor id that the allocator has just seen. */
-static inline void event(gen *g, int32_t id, int is_free) {
-    if (g->nev == g->capev) { /* a streamed rank's capev is INT32_MAX: it stores no event */
-        if (g->capev > INT32_MAX / 2) { /* int32 event indices */
-            g->nomem = 1;
-            return;
-        }
-        int nc = g->capev ? g->capev * 2 : 4096;
-        if (g->record && (grow((void **)&g->ev, sizeof *g->ev, g->capev, nc) ||
-                          grow((void **)&g->acurve, sizeof *g->acurve, g->capev, nc) ||
-                          grow((void **)&g->rcurve, sizeof *g->rcurve, g->capev, nc))) {
-            g->nomem = 1;
-            return;
-        }
-        g->capev = nc;
+/* The per-event arrays are full: double them; -1 (nomem set) where they cannot grow. Kept out
+ * of event() so that the common path stays small enough to inline. */
+static int event_grow(gen *g) {
+    if (g->capev > INT32_MAX / 2) { /* int32 event indices */
+        g->nomem = 1;
+        return -1;
     }
+    int nc = g->capev ? g->capev * 2 : 4096;
+    if (g->record && (grow((void **)&g->ev, sizeof *g->ev, g->capev, nc) ||
+                      grow((void **)&g->acurve, sizeof *g->acurve, g->capev, nc) ||
+                      grow((void **)&g->rcurve, sizeof *g->rcurve, g->capev, nc))) {
+        g->nomem = 1;
+        return -1;
+    }
+    g->capev = nc;
+    return 0;
+}
+
+/* Account one allocation or free of tensor id that the allocator has just seen; returns the
+ * reserved bytes after it, -1 where the arrays could not grow (nomem set). A streamed rank's
+ * summaries follow in the caller (stream_event), which keeps this inlined. */
+static inline int64_t event(gen *g, int32_t id, int is_free) {
+    /* a streamed rank's capev is INT32_MAX: it stores no event */
+    if (g->nev == g->capev && event_grow(g)) return -1;
     int i = g->nev++;
     int o = g->nops - 1;
     int64_t reserved = g->al ? ap_alloc_reserved_bytes(g->al) : 0;
@@ -174,10 +185,14 @@ static inline void event(gen *g, int32_t id, int is_free) {
         g->rpeak = reserved;
         g->alloc_at_rpeak = g->live;
     }
-    int over = g->budget > 0 && g->over_ev < 0 && (double)reserved + g->overhead > g->budget;
-    if (over) {
-        g->over_ev = i;
-        g->over_op = o;
+    /* over the budget grows with the reserved bytes: a figure no larger than one already
+       tested cannot be the first over it */
+    if (reserved > g->over_res && g->over_ev < 0) {
+        g->over_res = reserved;
+        if (g->budget > 0 && (double)reserved + g->overhead > g->budget) {
+            g->over_ev = i;
+            g->over_op = o;
+        }
     }
     if (g->record) {
         g->ev[i].tensor = id;
@@ -185,12 +200,13 @@ static inline void event(gen *g, int32_t id, int is_free) {
         g->ev[i].is_free = is_free;
         g->acurve[i] = g->live;
         g->rcurve[i] = reserved;
-        if (g->opk_ev[o] < 0 || g->live > g->acurve[g->opk_ev[o]]) {
+        if (g->live > g->opk_live) {
             g->opk_ev[o] = i;
+            g->opk_live = g->live;
             memcpy(&g->opk_cat[(int64_t)o * AP_SIM_NCAT], g->cat, sizeof g->cat);
         }
     }
-    if (g->sr) stream_event(g, i, o, reserved);
+    return reserved;
 }
 
 /* The slot of a new tensor: in a streamed rank one a freed tensor left, else the next one
@@ -253,7 +269,8 @@ int32_t ap_simg_tensor(gen *g, int kind, int cat, int32_t layer, int32_t mb, int
     }
     g->live += bytes;
     g->cat[cat] += bytes;
-    event(g, id, 0);
+    int64_t reserved = event(g, id, 0);
+    if (g->sr && reserved >= 0) stream_event(g, g->nev - 1, g->nops - 1, reserved);
     return id;
 }
 
@@ -272,7 +289,8 @@ void ap_simg_free(gen *g, int32_t id) {
     t->free_ev = g->nev;
     g->live -= t->bytes;
     g->cat[t->cat] -= t->bytes;
-    event(g, id, 1);
+    int64_t reserved = event(g, id, 1);
+    if (g->sr && reserved >= 0) stream_event(g, g->nev - 1, g->nops - 1, reserved);
     if (g->stream) {
         /* a tensor kept from the peak learns when it was freed; the slot is free again */
         if (g->keep[id] >= 0 && g->sr) g->sr->kept[g->keep[id]].free_ev = t->free_ev;
@@ -1078,6 +1096,7 @@ static ap_status gen_sizes(gen *g, const ap_sim *s, int stage, ap_err *err) {
 static void gen_buffers(gen *g, const ap_sim *s, int stream) {
     g->stream = stream;
     g->apeak = -1;
+    g->over_res = -1;
     g->peak_ev = g->peak_op = g->over_ev = g->over_op = -1;
     g->overhead = s->overhead_bytes;
     if (stream) {
@@ -1094,11 +1113,16 @@ static void gen_buffers(gen *g, const ap_sim *s, int stream) {
         if (stream == 1) return;
     } else {
         /* size the arrays from the schedule once (about 70 events per layer and micro-batch)
-           instead of growing them by doubling */
+           instead of growing them by doubling; pages never written cost no memory */
         int64_t est = ((int64_t)g->nloc + 2) * g->mbs_n * 72 + 4096;
         g->capev = (int)est;
         g->capts = (int)(est / 2);
-        g->capops = (int)(((int64_t)g->nloc + 4) * g->mbs_n * 3 + 256);
+        /* operations per micro-batch: per layer its forward and backward, a recomputation, a
+           gather per pass and a reduction; per chunk the receive or embedding and the send or
+           head of each pass (chunk_fwd, chunk_bwd) */
+        int64_t per_layer = 2 + (s->p.recompute == AP_RECOMPUTE_FULL) +
+                            2 * (g->gather_mode || g->fetch_frac_mode) + g->reduce_per_mb;
+        g->capops = (int)(((int64_t)g->nloc * per_layer + 4LL * g->vp + 8) * g->mbs_n + 256);
         g->record = s->o.record_curves;
         g->ts = ap_malloc((size_t)g->capts * sizeof *g->ts);
         g->blk = ap_malloc((size_t)g->capts * sizeof *g->blk);

@@ -99,6 +99,8 @@ typedef struct gen {
     int32_t *opk_ev;          /* capops */
     int64_t *opk_cat, *ope_cat;
     int64_t live, cat[AP_SIM_NCAT], apeak, rpeak, alloc_at_rpeak, baseline;
+    int64_t over_res;  /* the largest reserved figure tested against the budget so far */
+    int64_t opk_live;  /* allocated bytes at the open operation's peak event (record) */
     int peak_ev, peak_op, over_ev, over_op;
     double budget, overhead;
     /* a streamed rank (ap_sim_opts.stream): 1 the counting pass, 2 the replay, 0 otherwise.
