@@ -46,6 +46,10 @@ Sources:
                          8B/70B, Llama 3.1 405B, GPT-OSS 120B, Qwen3 30B-A3B and 235B-A22B
                          (MoE), FP8 current scaling and BF16, 8-1024 GPUs, tokens/s per GPU
                          (23 rows)
+  internlm-a100          InternLM/InternLM doc/en/train_performance.md @20fe5ac, "FLOPS
+                         Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
+                         ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
+                         per node, with and without activation checkpointing (22 rows)
 """
 
 import json
@@ -1215,7 +1219,60 @@ def mbridge_rows(hf):
     return out
 
 
+# ---- InternLM: its 7B model under its own trainer on A100 ------------------------------------
+INTERNLM = ("InternLM/InternLM doc/en/train_performance.md @20fe5ac, FLOPS Testing (tp 1, zero1 8, "
+            "pack_sample_into_one True, bf16, A100-SXM4-80GB, 4 x 100Gb RoCE per node): activation "
+            "checkpointing %s, %d GPUs, sequence 2048, micro_bsz %d, micro_num %d, %d tokens/s per "
+            "GPU; step = micro_bsz x micro_num x GPUs x 2048 / (tokens/s per GPU x GPUs) = %.3f s")
+INTERNLM_ROWS = [
+    # (activation checkpointing, GPUs, micro_bsz, micro_num, tokens/s per GPU)
+    (True, 8, 8, 1, 3314), (True, 16, 8, 1, 3268), (True, 32, 8, 1, 3323), (True, 64, 8, 1, 3217),
+    (True, 128, 8, 1, 3260), (True, 256, 8, 1, 3215), (True, 512, 8, 1, 3199),
+    (True, 1024, 8, 1, 3163), (True, 512, 4, 1, 2963), (True, 1024, 2, 1, 2341),
+    (True, 1024, 4, 1, 2796),
+    (False, 8, 2, 4, 4103), (False, 16, 2, 4, 3939), (False, 32, 2, 4, 3919),
+    (False, 64, 2, 4, 3944), (False, 128, 2, 4, 3928), (False, 256, 2, 4, 3920),
+    (False, 512, 2, 4, 3900), (False, 1024, 2, 4, 3625), (False, 512, 2, 2, 3084),
+    (False, 1024, 2, 1, 2346), (False, 1024, 2, 2, 2817),
+]
+
+
+def internlm_rows():
+    """InternLM-7B as configs/7B_sft.py builds it: 32 layers, hidden 4096, 32 heads, MLP_RATIO 8/3
+    rounded up to a multiple of 256 (internlm/model/linear.py FeedForward: 11008), vocabulary
+    103168, RMSNorm, rotary positions, untied embeddings (biases on the attention projections
+    only: left out, < 0.01% of the parameters). The trainer of the time (doc/en/install.md:
+    PyTorch 1.13.1, Flash-Attention v1.0.5 with its fused dense, rotary, layer-norm and
+    cross-entropy kernels, Apex 23.05): attention is FlashAttention 1, the loss flash-attn's
+    CrossEntropyLoss; the MLP's SiLU and product run as two eager kernels (FeedForward.forward),
+    not expressed. Its ZeRO-1 (hybrid_zero_optimizer: overlap_sync_grad and overlap_sync_param,
+    512 MiB buckets) is priced as Megatron-LM's distributed optimizer with overlapped reduction
+    and gathering. zero1 = 8 keeps the optimizer sharded within each node and reduces across
+    nodes; per node the same gradient bytes cross the network as a flat ring's, so the rows are
+    priced as sharding over all data-parallel ranks (assumed). The same page's throughput table
+    is left out: its runs set pack_sample_into_one False, attention within each packed sample,
+    whose lengths it does not give."""
+    model = {"name": "internlm-7b", "layers": 32, "hidden": 4096, "heads": 32, "vocab": 103168,
+             "seq_len": 2048, "ffn_hidden": 11008, "activation": "swiglu", "norm": "rmsnorm",
+             "position": "rotary", "tied_embeddings": False, "bias": False, "dropout": False}
+    out = []
+    for (ckpt, gpus, mbs, micro, tgs) in INTERNLM_ROWS:
+        gbs = mbs * micro * gpus
+        step = gbs * 2048 / (tgs * gpus)
+        plan = {"trainer": "megatron", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
+                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "full" if ckpt else "none",
+                "sp": False, "zero": 1, "dtype": "bf16", "overlap": True, "flash_attn": True,
+                "attn_impl": "fa1", "grad_reduce": "bf16", "loss": "fused"}
+        out.append({"source": "internlm-a100",
+                    "cite": INTERNLM % ("on" if ckpt else "off", gpus, mbs, micro, tgs, step),
+                    "model_name": "internlm-7b", "model": model, "plan": plan,
+                    "gpu": "a100-sxm4-80g", "gpus": gpus, "gpus_per_node": 8,
+                    "network_bw": "50Gb/s", "metric": "step_s", "measured": step,
+                    "how": TOKENS_HOW})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
             bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
-            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf))
+            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows())
