@@ -29,7 +29,8 @@
  *
  * Data structures: blocks in an array (ids reused), linked to their address neighbours; the
  * free blocks of each pool grouped by size (classes sorted by size, each class sorted by
- * address), searched by bisection. A training replay requests a few distinct sizes thousands
+ * address), searched by bisection, whose answer per size is remembered until a class is
+ * inserted or the classes compacted. A training replay requests a few distinct sizes thousands
  * of times, so classes are few and short and insertion by memmove beats a tree.
  */
 #include "autoplan/sim.h"
