@@ -299,7 +299,9 @@ typedef struct {
                                      all-reduce, one micro-batch (stage_compute) */
     double t, h, V, T, out_t;     /* tp, hidden, vocabulary, tokens per micro-batch, sp split */
     int64_t mb;                   /* micro-batches per step per data-parallel rank */
-    int dense_shard;              /* ranks sharding dense states: dp x cp */
+    int dense_shard;              /* ranks reducing dense gradients: dp x cp */
+    int state_shard;              /* ranks sharding dense states: dp x cp, or the plan's
+                                     zero_group */
     int expert_shard;             /* ranks sharding expert states: dp cp tp / (ep etp) */
     ms_coef ms;                   /* model-state bytes per parameter (ms_apply) */
     double emb_rank, head_rank;   /* embedding and output-layer parameters on one GPU */
@@ -490,7 +492,8 @@ priced:
                                           : ap_plan_gathered_weight_bytes(p);
     E->loss_bytes = p->loss_bytes_per_logit > 0 ? p->loss_bytes_per_logit
                                                 : x->tr->loss_bytes_per_logit;
-    E->dense_shard = p->dp * p->cp;
+    E->dense_shard = E->state_shard = p->dp * p->cp;
+    if (p->zero_group > 0 && p->zero_group < E->dense_shard) E->state_shard = p->zero_group;
     E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
     if (E->expert_shard < 1) E->expert_shard = 1;
     ms_coef_of(p, &E->ms);
@@ -605,7 +608,7 @@ static void stage_states(const est *E, stage *S, ap_stage_mem *sm) {
     sm->stage = S->r;
     sm->layers = S->layers;
     double w1, g1, o1, w2 = 0, g2 = 0, o2 = 0; /* no expert parameters: no expert states */
-    ms_apply(&E->ms, S->p_dense, E->dense_shard, &w1, &g1, &o1);
+    ms_apply(&E->ms, S->p_dense, E->state_shard, &w1, &g1, &o1);
     if (S->p_exp > 0) ms_apply(&E->ms, S->p_exp, E->expert_shard, &w2, &g2, &o2);
     double w = w1 + w2, gr = g1 + g2, opt = o1 + o2;
     /* CPU offload: the fraction leaves the GPU */
@@ -852,6 +855,16 @@ static void stage_recompute(const est *E, stage *S) {
     }
 }
 
+/* Parameters per gradient bucket over `shard` data-parallel ranks: the plan's where the run set
+ * its own, else the trainer's size, which Megatron-Core grows with the ranks so that each ring
+ * chunk stays bandwidth-bound, max(40M, 1M x dp x cp) parameters when --overlap-grad-reduce
+ * buckets the gradients (megatron/training/training.py get_model / resolve_ddp_bucket_size,
+ * core distributed_data_parallel.py); 0: one call per FSDP unit. */
+static double dp_bucket_params(const ap_plan *p, const ap_trainer_caps *tr, int shard) {
+    if (p->dp_bucket_params > 0) return p->dp_bucket_params;
+    return fmax(tr->dp_bucket_params, tr->dp_bucket_per_rank * (double)shard);
+}
+
 /* Sharded parameters at the trainer's granularity: ZeRO-3/FSDP FULL_SHARD all-gathers the
  * parameters (at the gather dtype: FSDP MixedPrecision param_dtype) per FSDP unit (a
  * transformer block, plus the root module's embedding and head) or per DeepSpeed prefetch
@@ -874,8 +887,9 @@ static void stage_zero3(const est *E, stage *S) {
     double units = (double)S->layers + 1.0;
     double ag_calls = tr->zero3_gather_params > 0
                           ? fmax(units, ceil(params / tr->zero3_gather_params)) : units;
-    double rs_calls = tr->dp_bucket_params > 0 && !(p->zero >= 3 && tr->zero3_reduce_per_unit)
-                          ? fmax(1.0, ceil(params / tr->dp_bucket_params))
+    double bucket = dp_bucket_params(p, tr, shard);
+    double rs_calls = bucket > 0 && !(p->zero >= 3 && tr->zero3_reduce_per_unit)
+                          ? fmax(1.0, ceil(params / bucket))
                           : units;
     double ag = ag_calls * gather_s(x, E->gather_bytes * params / ag_calls, shard, k_dp);
     double rs = rs_calls * coll_s(x, AP_COLL_REDUCESCATTER_OP,
@@ -918,7 +932,7 @@ static double stage_sums(est *E, const stage *S, int r) {
 
 /* The parameters rank S updates (optimizer_offload's local_params, of this rank alone). */
 static double stage_local(const est *E, const stage *S) {
-    return E->x.p->zero >= 1 ? S->p_dense / E->dense_shard + S->p_exp / E->expert_shard
+    return E->x.p->zero >= 1 ? S->p_dense / E->state_shard + S->p_exp / E->expert_shard
                              : S->p_dense + S->p_exp;
 }
 
@@ -1169,15 +1183,16 @@ static void dp_reduction(est *E) {
     const int shard = E->dense_shard;
     int k_dp = in_domain(x, shard, p->tp);
     double params = E->max_stage_params;
-    double buckets = tr->dp_bucket_params > 0 ? fmax(1.0, ceil(params / tr->dp_bucket_params))
-                                              : (double)E->max_stage_layers + 1.0;
+    double bucket = dp_bucket_params(p, tr, shard);
+    double buckets = bucket > 0 ? fmax(1.0, ceil(params / bucket))
+                                : (double)E->max_stage_layers + 1.0;
     double gbytes = E->grad_reduce_bytes * params / buckets;
     double wbytes = ap_plan_gathered_weight_bytes(p) * params / buckets;
     int per_mb = p->zero == 2 && (tr->grad_reduce_per_mb_zero_mask & 4u) &&
                  !(p->pp > 1 && tr->reduce_once_with_pp);
     tm->dp_red_s = tm->dp_ag_s = tm->dp_red_one_s = tm->dp_ag_one_s = 0;
     tm->dp_buckets = buckets;
-    tm->dp_bucket_fill = tr->dp_bucket_params > 0 ? params / tr->dp_bucket_params : 0;
+    tm->dp_bucket_fill = bucket > 0 ? params / bucket : 0;
     /* FSDP SHARD_GRAD_OP's traffic is per FSDP unit, in the stage times (stage_zero3) */
     if (p->zero == 2 && tr->zero2_keeps_gathered) {
         tm->dp_comm_total_s = E->z3_total + E->z3_step;
@@ -1187,10 +1202,14 @@ static void dp_reduction(est *E) {
     /* BF16_Optimizer (DeepSpeed bf16 at stage 0) shards the update like ZeRO-1 */
     int bf16opt = ap_plan_bf16_optimizer(p);
     double red = 0, ag = 0;
+    /* ZeRO within groups of E->state_shard ranks (the plan's zero_group): the gradients are
+     * all-reduced over every rank and each group gathers its updated parameters */
+    const int group = E->state_shard;
     if (shard > 1 && p->zero <= 2) {
-        if (p->zero == 0) red = buckets * allreduce_s(x, gbytes, shard, k_dp);
+        if (p->zero == 0 || group < shard) red = buckets * allreduce_s(x, gbytes, shard, k_dp);
         else red = buckets * coll_s(x, AP_COLL_REDUCESCATTER_OP, gbytes, shard, k_dp);
-        if (p->zero >= 1 || bf16opt) ag = buckets * gather_s(x, wbytes, shard, k_dp);
+        if (group > 1 && (p->zero >= 1 || bf16opt))
+            ag = buckets * gather_s(x, wbytes, group, in_domain(x, group, p->tp));
         if (per_mb) red *= mb;
     }
     tm->dp_red_s = red;
@@ -1238,7 +1257,7 @@ static void optimizer_offload(est *E) {
     int w = E->e->worst_stage;
     /* the parameters this GPU updates: its shard of the dense states and of the expert states
      * (ZeRO-1+ shards experts over the expert-data-parallel group) */
-    E->local_params = p->zero >= 1 ? E->max_stage_shardable / E->dense_shard +
+    E->local_params = p->zero >= 1 ? E->max_stage_shardable / E->state_shard +
                                          E->max_stage_expert / E->expert_shard
                                    : E->max_stage_params;
     double on_gpu = E->local_params * (1.0 - p->offload_optimizer);

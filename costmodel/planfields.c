@@ -81,6 +81,8 @@ static const ap_field plan_fields[] = {
      * keyed, not stored in plan.json */
     F(grad_reduce_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(gather_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
+    F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
+    F(zero_group, NULL, NULL, AP_FT_INT, 0, 1 << 20),
     F(optim_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(master_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),

@@ -88,6 +88,7 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .attn_ampere = AP_ATTN_FA2, .attn_hopper = AP_ATTN_CUDNN,
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
         .launches_per_layer = 12, .grad_reduce_bytes = 4, .dp_bucket_params = 40e6,
+        .dp_bucket_per_rank = 1e6,
         .zero3_gather_params = 0, .zero3_reduce_per_unit = 1, .reduce_once_with_pp = 1,
         .param_gather_next_fwd = 1,
         .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,

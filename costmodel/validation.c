@@ -89,7 +89,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp",
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
  * the trainer does), whether torch.compile fused the block's elementwise ops ("compile",
- * default: as the trainer table prices its code), FP8 weights without a 16-bit copy
+ * default: as the trainer table prices its code), the parameters per gradient-reduction
+ * bucket where the run set its own ("dp_bucket"), FP8 weights without a 16-bit copy
  * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the
  * cross-entropy kernel ("loss": "torch", the trainer's default; "fused" or "fused_inplace",
  * flash-attn's CrossEntropyLoss, plan.h). */
@@ -103,6 +104,8 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     if ((st = dtype_bytes(pj, "grad_reduce", where, &p->grad_reduce_bytes, err)) ||
         (st = dtype_bytes(pj, "gather", where, &p->gather_bytes, err)) ||
         (st = dtype_bytes(pj, "optim_dtype", where, &p->optim_state_bytes, err)))
+        return st;
+    if ((st = ap_json_get_real(pj, "dp_bucket", 1, 1e13, &p->dp_bucket_params, &given, where, err)))
         return st;
     char loss[32];
     if ((st = ap_json_get_str(pj, "loss", loss, sizeof loss, &given, where, err))) return st;
@@ -208,6 +211,22 @@ static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err
     p->overlap_grad = ov && tc->overlap_grad;
     p->overlap_param = ov && tc->overlap_param && (tc->overlap_param_zero_mask & (1u << p->zero));
     p->overlap_tp = ov && sp && p->tp > 1 && ap_trainer_overlap_tp(tc, &v->cluster.gpu);
+    /* the parameter gather after the step where the run's trainer does not overlap it
+     * ("overlap_param": false) */
+    int op = 1, op_given = 0;
+    if ((st = ap_json_get_bool(pj, "overlap_param", &op, &op_given, where, err))) return st;
+    if (op_given && !op) p->overlap_param = 0;
+    int64_t g = 0;
+    int g_given = 0;
+    if ((st = ap_json_get_int(pj, "zero_group", 2, 1 << 20, &g, &g_given, where, err))) return st;
+    if (g_given) {
+        if (p->zero < 1 || p->zero > 2)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'zero_group' needs zero 1 or 2", where);
+        if (((int64_t)p->dp * p->cp) % g != 0)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'zero_group' = %lld must divide dp x "
+                              "cp = %d", where, (long long)g, p->dp * p->cp);
+        p->zero_group = g < (int64_t)p->dp * p->cp ? (int)g : 0;
+    }
     return read_plan_kernels(pj, where, p, err);
 }
 

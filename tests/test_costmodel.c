@@ -703,6 +703,47 @@ static void test_state_dtypes(void) {
     CHECK_NEAR(ap_plan_grad_bytes(&f), ap_trainer_get(AP_TRAINER_FSDP)->grad_bytes, 0);
 }
 
+/* Gradient buckets as the trainers size them. Megatron-Core grows its bucket with the
+ * data-parallel ranks, max(40M, 1M x dp x cp) parameters (training.py get_model): Llama-2-7B at
+ * tp 1, ZeRO-1, on 8 A100s fills params / 40M buckets and on 512 params / 512M, 12.8 times fewer;
+ * a run that set its own size (validation rows' "dp_bucket": InternLM's 512 x 2^20 elements)
+ * fills params / 2^29 whatever dp is.
+ * ZeRO within groups (validation rows' "zero_group", InternLM's zero1 = 8): on 64 GPUs, groups
+ * of 8 keep 8 times the optimizer states of ZeRO-1 over all 64 (12 bytes per parameter / 8
+ * against / 64), all-reduce the gradients over all 64 ranks as ZeRO-0 does (the same buckets
+ * and bytes: the same time), and gather the parameters inside the node, faster than over 64. */
+static void test_dp_buckets(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_err err;
+    static ap_estimate a, b, g, z0, z1;
+    ap_cluster c8 = cluster("a100-sxm4-80g", 8), c512 = cluster("a100-sxm4-80g", 512);
+    ap_plan p = mkplan(1, 1, 8, 1, 64, 1, AP_RECOMPUTE_NONE, 0, 1);
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
+    CHECK(ap_estimate_plan(&m, &c8, &p, &o, &a, &err) == AP_OK);
+    ap_plan q = mkplan(1, 1, 512, 1, 512, 1, AP_RECOMPUTE_NONE, 0, 1);
+    CHECK(ap_estimate_plan(&m, &c512, &q, &o, &b, &err) == AP_OK);
+    CHECK(a.time.dp_bucket_fill > 100); /* 6.7e9 / 40e6 */
+    CHECK_NEAR(a.time.dp_bucket_fill / b.time.dp_bucket_fill, 512e6 / 40e6, 1e-9);
+    CHECK_NEAR(b.time.dp_buckets, ceil(b.time.dp_bucket_fill), 0);
+    p.dp_bucket_params = 536870912;
+    CHECK(ap_estimate_plan(&m, &c8, &p, &o, &g, &err) == AP_OK);
+    CHECK_NEAR(a.time.dp_bucket_fill / g.time.dp_bucket_fill, 536870912 / 40e6, 1e-9);
+
+    ap_cluster c64 = cluster("a100-sxm4-80g", 64);
+    ap_plan h = mkplan(1, 1, 64, 1, 64, 1, AP_RECOMPUTE_NONE, 0, 1);
+    CHECK(ap_estimate_plan(&m, &c64, &h, &o, &z1, &err) == AP_OK);
+    h.zero_group = 8;
+    CHECK(ap_estimate_plan(&m, &c64, &h, &o, &g, &err) == AP_OK);
+    ap_plan r = mkplan(1, 1, 64, 1, 64, 0, AP_RECOMPUTE_NONE, 0, 1);
+    CHECK(ap_estimate_plan(&m, &c64, &r, &o, &z0, &err) == AP_OK);
+    CHECK_NEAR(g.stages[0].optimizer_bytes / z1.stages[0].optimizer_bytes, 8.0, 1e-9);
+    CHECK(z0.time.dp_red_s > 0);
+    CHECK_NEAR(g.time.dp_red_s, z0.time.dp_red_s, 1e-12);
+    CHECK(g.time.dp_red_s > z1.time.dp_red_s); /* an all-reduce moves twice a reduce-scatter */
+    CHECK(g.time.dp_ag_s > 0 && g.time.dp_ag_s < z1.time.dp_ag_s);
+}
+
 /* The experts' work under tensor parallelism (Megatron-Core, sequence parallelism on): each
  * rank routes its own sequence shard, the all-to-all spreads the copies over the ep ranks and
  * the etp group gathers its ranks' copies for experts split etp ways, so every rank computes
@@ -1188,5 +1229,6 @@ int main(int argc, char **argv) {
     test_estimate_copy();
     test_price_memo();
     test_closed_form_layers();
+    test_dp_buckets();
     return tl_finish();
 }

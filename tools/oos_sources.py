@@ -1245,11 +1245,14 @@ def internlm_rows():
     PyTorch 1.13.1, Flash-Attention v1.0.5 with its fused dense, rotary, layer-norm and
     cross-entropy kernels, Apex 23.05): attention is FlashAttention 1, the loss flash-attn's
     CrossEntropyLoss; the MLP's SiLU and product run as two eager kernels (FeedForward.forward),
-    not expressed. Its ZeRO-1 (hybrid_zero_optimizer: overlap_sync_grad and overlap_sync_param,
-    512 MiB buckets) is priced as Megatron-LM's distributed optimizer with overlapped reduction
-    and gathering. zero1 = 8 keeps the optimizer sharded within each node and reduces across
-    nodes; per node the same gradient bytes cross the network as a flat ring's, so the rows are
-    priced as sharding over all data-parallel ranks (assumed). The same page's throughput table
+    not expressed. Its ZeRO-1 as internlm/solver/optimizer/hybrid_zero_optim.py runs it at that
+    commit: zero1 = 8 shards the optimizer states within each node ("zero_group": 8); the
+    gradients are all-reduced over every data-parallel rank (reduce_tensor with no destination,
+    ParallelMode.DATA) in bf16, from hooks during the last micro-batch's backward, in buckets of
+    reduce_bucket_size = 512 x 1024 x 1024 gradient elements (it compares the bucket with their
+    numel; "dp_bucket"), not Megatron-LM's; after the step each rank broadcasts its updated
+    shard within the node, not overlapped ("TODO: support broadcast overlap",
+    broadcast_params(overlap=False); "overlap_param": false). The same page's throughput table
     is left out: its runs set pack_sample_into_one False, attention within each packed sample,
     whose lengths it does not give."""
     model = {"name": "internlm-7b", "layers": 32, "hidden": 4096, "heads": 32, "vocab": 103168,
@@ -1262,7 +1265,8 @@ def internlm_rows():
         plan = {"trainer": "megatron", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
                 "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "full" if ckpt else "none",
                 "sp": False, "zero": 1, "dtype": "bf16", "overlap": True, "flash_attn": True,
-                "attn_impl": "fa1", "grad_reduce": "bf16", "loss": "fused"}
+                "attn_impl": "fa1", "grad_reduce": "bf16", "loss": "fused",
+                "dp_bucket": 512 * 1024 * 1024, "zero_group": 8, "overlap_param": False}
         out.append({"source": "internlm-a100",
                     "cite": INTERNLM % ("on" if ckpt else "off", gpus, mbs, micro, tgs, step),
                     "model_name": "internlm-7b", "model": model, "plan": plan,

@@ -135,6 +135,14 @@ typedef struct ap_plan {
     double grad_reduce_bytes;        /* bytes per gradient element in the data-parallel
                                         reduction (FSDP MixedPrecision reduce_dtype, Megatron
                                         --grad-reduce-in-bf16); 0 = the trainer's default */
+    int zero_group;                  /* ZeRO-1/2 within groups of this many data-parallel ranks,
+                                        replicated across the groups: gradients all-reduced over
+                                        all dp x cp ranks, each rank updates 1/zero_group of the
+                                        states and the group gathers the parameters (validation
+                                        rows' "zero_group": InternLM's zero1 = 8); 0 = all */
+    double dp_bucket_params;         /* parameters per gradient-reduction bucket where the run
+                                        configured its own (validation rows' "dp_bucket":
+                                        InternLM's reduce_bucket_size); 0 = the trainer's */
     double gather_bytes;             /* bytes per parameter of the ZeRO-3 / FSDP all-gather
                                         (MixedPrecision param_dtype); 0 = the trainer's */
     double optim_state_bytes;        /* bytes of each of the master copy and Adam's two
@@ -319,6 +327,9 @@ typedef struct ap_trainer_caps {
     double grad_reduce_bytes;    /* bytes per gradient element in the data-parallel reduction */
     double dp_bucket_params;     /* parameters per gradient reduction call (0: one per layer,
                                     the FSDP unit) */
+    double dp_bucket_per_rank;   /* the bucket grows with the ranks it reduces over: at least
+                                    this many parameters per data-parallel (x context-parallel)
+                                    rank (0: a fixed size) */
     double zero3_gather_params;  /* parameters per ZeRO-3 all-gather (0: one per layer) */
     double zero_ipg_bucket;      /* elements of the contiguous-gradient bucket a ZeRO optimizer
                                     allocates in the gradient dtype (DeepSpeed's IPG buffer of
