@@ -546,9 +546,13 @@ BLOOM_NET = "50Gb/s"
 
 
 def bloom_model(name, L, h, a, alibi):
+    # dropout: the 176B run kept Megatron-LM's defaults, attention and hidden dropout 0.1
+    # (train/tr11-176B-ml/README.md: "The default Megatron-LM dropout settings are inherited";
+    # tr11-176B-ml.slurm passes no dropout flag); the chronicles' experiments ran the same
+    # scripts (assumed to keep the defaults too)
     return {"name": name, "layers": L, "hidden": h, "heads": a, "vocab": 250880, "seq_len": 2048,
             "activation": "gelu", "norm": "layernorm", "bias": True, "tied_embeddings": True,
-            "position": "alibi" if alibi else "learned", "dropout": False}
+            "position": "alibi" if alibi else "learned", "dropout": True}
 
 
 def bloom_row(cite, name, m, plan, metric, measured, how):
