@@ -785,6 +785,28 @@ static void test_bad_input(void) {
     CHECK_CONTAINS(err, "rows[0].plan: field 'param_remainders' needs bf16 weights");
     free(out);
     free(err);
+    /* ZeRO within groups: a group that divides dp x cp, at ZeRO 1 or 2 */
+    const char *bad[][2] = {{"\"zero\": 1, \"zero_group\": 3", "field 'zero_group' = 3 must divide dp x cp = 8"},
+                            {"\"zero\": 0, \"zero_group\": 4", "field 'zero_group' needs zero 1 or 2"},
+                            {"\"zero\": 1, \"dp_bucket\": 0", "dp_bucket"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char doc[1400];
+        snprintf(doc, sizeof doc,
+                 "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
+                 "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
+                 "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
+                 "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
+                 "\"none\", \"sp\": false, %s, \"dtype\": \"bf16\", \"overlap\": true, "
+                 "\"flash_attn\": true}, \"gpu\": \"h100-sxm\", \"gpus\": 8, "
+                 "\"gpus_per_node\": 8, \"network_bw\": \"400Gb/s\", \"metric\": \"step_s\", "
+                 "\"measured\": 1, \"how\": \"h\"}]}\n", bad[i][0]);
+        CHECK(tl_write(path, doc) == 0);
+        CHECK_INT(tl_run(cmd, &out, &err), 2);
+        CHECK_CONTAINS(err, "rows[0].plan: ");
+        CHECK_CONTAINS(err, bad[i][1]);
+        free(out);
+        free(err);
+    }
 }
 
 /* `autoplan CMD llama-2-7b --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 --mbs 1 --gbs 64 --json`,
