@@ -343,6 +343,7 @@ typedef struct {
     double p_layers;              /* of those, the transformer layers' (no embedding or head) */
     double fwd_c, bwd_c;          /* compute of one micro-batch */
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
+    double tp_b;                  /* exposed TP communication, backward */
     double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
     double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
     double stage_f, stage_b;      /* the rank's forward and backward per micro-batch */
@@ -800,6 +801,7 @@ static void stage_compute(const est *E, stage *S) {
     S->fwd_c = S->nd * d->fwd_compute_s + S->nm * mo->fwd_compute_s;
     S->bwd_c = S->nd * d->bwd_compute_s + S->nm * mo->bwd_compute_s;
     S->tp_f = S->nd * d->tp_s + S->nm * mo->tp_s;
+    S->tp_b = S->nd * d->tp_bwd_s + S->nm * mo->tp_bwd_s;
     S->cp_f = S->nd * d->cp_s + S->nm * mo->cp_s;
     S->ep_f = S->nm * mo->ep_s;
     if (S->last) {
@@ -807,7 +809,10 @@ static void stage_compute(const est *E, stage *S) {
         double loss_bytes = T * V / t * (2.0 + E->loss_bytes);
         S->fwd_c += E->head_f + loss_bytes / x->hbm;
         S->bwd_c += 2.0 * E->head_f + loss_bytes / x->hbm;
-        if (p->tp > 1) S->tp_f += E->head_tp;
+        if (p->tp > 1) {
+            S->tp_f += E->head_tp;
+            S->tp_b += E->head_tp;
+        }
     }
     if (S->first) S->fwd_c += T * h * 4.0 / x->hbm; /* embedding gather */
     /* BF16_Optimizer accumulates in fp32 after every micro-batch's backward (update_hp_grads,
@@ -912,7 +917,7 @@ static void stage_time(const est *E, stage *S) {
     stage_recompute(E, S);
     stage_zero3(E, S);
     S->stage_f = S->fwd_c + S->tp_f + S->cp_f + S->ep_f;
-    S->stage_b = S->bwd_c + S->rec + S->tp_f + 2.0 * S->cp_f + S->ep_f + S->z3;
+    S->stage_b = S->bwd_c + S->rec + S->tp_b + 2.0 * S->cp_f + S->ep_f + S->z3;
 }
 
 /* The rank in the step: its times, and the running slowest rank, largest parameters and host
@@ -944,9 +949,11 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
         E->Tmax = Ti;
         E->crit_compute = S->fwd_c + S->bwd_c;
         E->crit_recompute = S->rec;
-        E->crit_tp = 2.0 * S->tp_f;
-        E->crit_tp_total = 2.0 * (S->tp_f - S->nd * d->tp_s - S->nm * mo->tp_s +
-                                  S->nd * d->tp_total_s + S->nm * mo->tp_total_s);
+        E->crit_tp = S->tp_f + S->tp_b;
+        E->crit_tp_total = S->tp_f - S->nd * d->tp_s - S->nm * mo->tp_s + S->nd * d->tp_total_s +
+                           S->nm * mo->tp_total_s + S->tp_b - S->nd * d->tp_bwd_s -
+                           S->nm * mo->tp_bwd_s + S->nd * d->tp_bwd_total_s +
+                           S->nm * mo->tp_bwd_total_s;
         E->crit_cp = 3.0 * S->cp_f;
         E->crit_ep = 2.0 * S->ep_f;
         E->crit_z3 = S->z3;

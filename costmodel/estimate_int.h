@@ -56,8 +56,10 @@ typedef struct {
     double bwd_compute_s;
     double attn_fwd_s;    /* attention core forward (selective recompute redoes it) */
     double attn_core_s;   /* of that, the QK^T and PV matmuls (CP hides its ring behind it) */
-    double tp_s;          /* exposed TP communication, forward (backward the same) */
-    double tp_total_s;    /* TP communication before overlap */
+    double tp_s;          /* exposed TP communication, forward */
+    double tp_bwd_s;      /* exposed TP communication, backward */
+    double tp_total_s;    /* TP communication before overlap, forward */
+    double tp_bwd_total_s; /* TP communication before overlap, backward */
     double cp_s;          /* exposed CP ring exchange, forward */
     double ep_s;          /* EP all-to-all, forward */
     double model_flops;   /* forward FLOPs per micro-batch counted for MFU (matmul params) */

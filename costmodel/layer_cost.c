@@ -381,6 +381,30 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
     }
 }
 
+/* The backward's exposed TP communication of one micro-batch through the layer, c4 the forward's
+ * before overlap (four half-all-reduces: all-gathers or reduce-scatters) and fwd its exposed
+ * part. Where the trainer runs the column-parallel layers' backward collectives beside their
+ * GEMMs (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): without sequence
+ * parallelism the input-gradient all-reduces of the QKV and fc1 layers overlap those layers'
+ * weight-gradient GEMMs; with it each of those layers re-gathers its input beside its data-
+ * gradient GEMM and reduce-scatters the data gradient beside its weight-gradient GEMM (traffic
+ * the forward does not have), while the gradients entering the output projection and fc2 are
+ * all-gathered before their GEMMs can start. Each hidden collective exposes what its GEMM (as
+ * long as the forward's) cannot cover. Otherwise, and under Transformer Engine's chunked
+ * overlap, the backward exposes what the forward does. */
+static double tp_backward_s(const ctx *x, double c4, double fwd, const gemm_parts *gp,
+                            double *total) {
+    const ap_plan *p = x->p;
+    *total = c4;
+    if (p->tp < 2 || p->overlap_tp || !x->tr->tp_bwd_async || p->no_tp_bwd_overlap) return fwd;
+    const double c = c4 / 4.0, g[2] = {gp->attn_in, gp->mlp_in};
+    if (p->sp) *total = 6.0 * c; /* two all-gathers, two reduce-scatters, two re-gathers */
+    double exposed = p->sp ? 2.0 * c : 0;
+    for (int i = 0; i < 2; i++)
+        exposed += p->sp ? 2.0 * fmax(0.0, c - g[i]) : fmax(0.0, 2.0 * c - g[i]);
+    return exposed;
+}
+
 /* Communication of one micro-batch through the layer, forward: TP (with its overlap), the CP
  * ring and the EP all-to-alls. */
 static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp,
@@ -410,6 +434,7 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         for (int i = 0; i < 4; i++) exposed += fmax(c / n, c - (n - 1.0) * g[i] / n);
         lc->tp_s = exposed;
     }
+    lc->tp_bwd_s = tp_backward_s(x, lc->tp_total_s, lc->tp_s, gp, &lc->tp_bwd_total_s);
     if (lc->sac_rec_s > 0 && p->sp && p->tp > 1) { /* per-op checkpointing (layer_compute) */
         /* per-op checkpointing saves reduce-scatter outputs but not all-gather ones
          * (torchtitan's _save_list: mm, SDPA, reduce_scatter_tensor, max), so recompute runs

@@ -88,6 +88,7 @@ static const ap_field plan_fields[] = {
     F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
+    F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
     /* the heterogeneous placement (issue 18): plan.json's optional "hetero" object is written
      * and read by output/planio.c in the trainers' own option names; the rows key it */

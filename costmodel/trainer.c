@@ -92,6 +92,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .zero3_gather_params = 0, .zero3_reduce_per_unit = 1, .reduce_once_with_pp = 1,
         .param_gather_next_fwd = 1,
         .p2p_overlap = 1, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
+        /* the column-parallel layers' backward collectives beside their GEMMs
+           (LinearWithGradAccumulationAndAsyncCommunication; --no-async-tensor-model-parallel-
+           allreduce to disable; the default since 2021-09, commit 3f65246) */
+        .tp_bwd_async = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,
         /* --fp8-param-gather: Transformer Engine's fp8_model_init keeps the weights as FP8

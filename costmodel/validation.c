@@ -88,7 +88,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * lacks, 2 bytes instead of 4), "te_attention" (the attention and its context-parallel ring
  * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp",
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
- * the trainer does), whether torch.compile fused the block's elementwise ops ("compile",
+ * the trainer does), whether the backward's TP collectives overlap its GEMMs ("tp_bwd_overlap",
+ * default: as the trainer does), whether torch.compile fused the block's elementwise ops ("compile",
  * default: as the trainer table prices its code), the parameters per gradient-reduction
  * bucket where the run set its own ("dp_bucket"), FP8 weights without a 16-bit copy
  * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the
@@ -138,6 +139,9 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int p2p = 1;
     if ((st = ap_json_get_bool(pj, "p2p_overlap", &p2p, &given, where, err))) return st;
     p->no_p2p_overlap = given && !p2p;
+    int tbo = 1;
+    if ((st = ap_json_get_bool(pj, "tp_bwd_overlap", &tbo, &given, where, err))) return st;
+    p->no_tp_bwd_overlap = given && !tbo;
     if ((st = ap_json_get_bool(pj, "overlap_tp", &otp, &given, where, err))) return st;
     if (given) p->overlap_tp = otp && p->sp && p->tp > 1 && ap_trainer_get(p->trainer)->overlap_tp;
     const ap_json *sl = ap_json_get(pj, "stage_layers");

@@ -703,6 +703,45 @@ static void test_state_dtypes(void) {
     CHECK_NEAR(ap_plan_grad_bytes(&f), ap_trainer_get(AP_TRAINER_FSDP)->grad_bytes, 0);
 }
 
+/* Megatron-LM's backward runs the column-parallel layers' TP collectives beside their GEMMs
+ * (LinearWithGradAccumulationAndAsyncCommunication). Without sequence parallelism the backward
+ * moves what the forward does and exposes less of it; with it the backward also re-gathers the
+ * two layers' inputs (1.5 times the forward's traffic) and exposes at least the two all-gathers
+ * of the gradients entering the output projection and fc2 (half of the forward's). A run whose
+ * Megatron-LM predates the asynchronous collectives (validation rows' "tp_bwd_overlap": false,
+ * the 2021 runs) exposes the backward as the forward; so does DeepSpeed. */
+static void test_tp_bwd_async(void) {
+    ap_model m = load("examples/models/llama-3-70b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 64);
+    ap_err err;
+    static ap_estimate a, b, s0, s1, ds;
+    ap_plan p = mkplan(8, 4, 2, 1, 128, 1, AP_RECOMPUTE_SELECTIVE, 0, 1);
+    p.overlap_tp = 0;
+    p.no_tp_bwd_overlap = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &a, &err) == AP_OK);
+    CHECK_NEAR(a.time.tp_comm_s, a.time.tp_comm_total_s, 1e-12);
+    p.no_tp_bwd_overlap = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &b, &err) == AP_OK);
+    CHECK_NEAR(b.time.tp_comm_total_s, a.time.tp_comm_total_s, 1e-12);
+    CHECK(b.time.tp_comm_s < a.time.tp_comm_s);
+    CHECK(b.time.tp_comm_s >= 0.5 * a.time.tp_comm_s - 1e-12); /* the forward stays exposed */
+    CHECK(b.time.step_s < a.time.step_s);
+    p.sp = 1;
+    p.no_tp_bwd_overlap = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &s0, &err) == AP_OK);
+    p.no_tp_bwd_overlap = 0;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &s1, &err) == AP_OK);
+    CHECK(s1.time.tp_comm_total_s > s0.time.tp_comm_total_s);
+    CHECK(s1.time.tp_comm_total_s < 1.25 * s0.time.tp_comm_total_s + 1e-12);
+    CHECK(s1.time.tp_comm_s < s0.time.tp_comm_s);
+    CHECK(s1.time.tp_comm_s >= 0.75 * s0.time.tp_comm_s - 1e-12);
+    ap_plan q = mkplan(8, 4, 2, 1, 128, 1, AP_RECOMPUTE_FULL, 0, 1);
+    q.trainer = AP_TRAINER_DEEPSPEED;
+    q.overlap_grad = q.overlap_param = 0;
+    CHECK(ap_estimate_plan(&m, &c, &q, NULL, &ds, &err) == AP_OK);
+    CHECK_NEAR(ds.time.tp_comm_s, ds.time.tp_comm_total_s, 1e-12);
+}
+
 /* Gradient buckets as the trainers size them. Megatron-Core grows its bucket with the
  * data-parallel ranks, max(40M, 1M x dp x cp) parameters (training.py get_model): Llama-2-7B at
  * tp 1, ZeRO-1, on 8 A100s fills params / 40M buckets and on 512 params / 512M, 12.8 times fewer;
@@ -827,6 +866,7 @@ static void test_tp_overlap(void) {
     static ap_estimate a, b;
     ap_plan p = mkplan(8, 4, 2, 1, 128, 1, AP_RECOMPUTE_SELECTIVE, 1, 1);
     p.overlap_tp = 0;
+    p.no_tp_bwd_overlap = 1; /* nor the backward's asynchronous collectives (below) */
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &a, &err) == AP_OK);
     CHECK(a.time.tp_comm_s > 0);
     CHECK_NEAR(a.time.tp_comm_total_s, a.time.tp_comm_s, 1e-12);
@@ -1230,5 +1270,6 @@ int main(int argc, char **argv) {
     test_price_memo();
     test_closed_form_layers();
     test_dp_buckets();
+    test_tp_bwd_async();
     return tl_finish();
 }

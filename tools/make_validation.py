@@ -67,6 +67,11 @@ for r in src:
     base = {"source": sid, "cite": r["source"], "model": model_of(r["model"]), "plan": plan_of(r),
             "gpu": "a100-sxm4-80g", "gpus": r["hardware"]["gpus"], "gpus_per_node": 8,
             "network_bw": "200Gb/s"}
+    if sid == "narayanan2021-table1":
+        # the SC21 runs predate Megatron-LM's asynchronous TP all-reduce in the backward
+        # (NVIDIA/Megatron-LM 3f65246, 2021-09-02, on by default since; the paper's scripts
+        # were committed 2021-08-10, de7dc40): their backward TP all-reduces ran exposed
+        base["plan"] = dict(base["plan"], tp_bwd_overlap=False)
     me = r["measured"]
     out = []
     if sid == "narayanan2021-table1":

@@ -164,6 +164,10 @@ typedef struct ap_plan {
     int no_p2p_overlap;              /* pipeline P2P sends never overlap compute, even where
                                         the trainer can (Megatron-LM before its
                                         --overlap-p2p-communication, 2021-22 runs) */
+    int no_tp_bwd_overlap;           /* the backward's TP collectives never overlap the weight-
+                                        gradient GEMMs, even where the trainer does (Megatron-LM
+                                        before its asynchronous all-reduce, 2021-09; validation
+                                        rows' "tp_bwd_overlap": false) */
     int elementwise;                 /* how the block's norms, rotary embedding and SwiGLU ran:
                                         AP_ELEMENTWISE_TRAINER (0, as the trainer table says),
                                         _EAGER (eager composites: a torchtitan run without
@@ -342,6 +346,10 @@ typedef struct ap_trainer_caps {
     int param_gather_next_fwd;   /* the distributed optimizer's parameter all-gather overlaps
                                     the next step's forward (Megatron --overlap-param-gather) */
     int p2p_overlap;             /* the interleaved schedule overlaps P2P sends with compute */
+    int tp_bwd_async;            /* the backward's TP collectives of column-parallel layers run
+                                    beside their GEMMs (Megatron-LM's asynchronous all-reduce,
+                                    with sequence parallelism its reduce-scatter and the input's
+                                    re-gather) */
     double bf16_optimizer_bytes; /* extra bytes/param of a bf16 optimizer that keeps an
                                     unsharded gradient copy (DeepSpeed BF16_Optimizer under
                                     pipeline parallelism); 0 = none; it also reduces gradients
