@@ -31,11 +31,12 @@ static const ap_calib generic = {
 
 /* A100: fitted with `autoplan validate --fit` on all rows of tests/data/validation.json
  * (Narayanan 2021 Table 1, Korthikanti 2022 Tables 4-5 and its 530B data-parallel runs), within
- * the physical bounds in costmodel/validation.c: time MAPE 3.95%, leave-one-source-out 6.66% now
+ * the physical bounds in costmodel/validation.c: time MAPE 2.81%, leave-one-source-out 4.65% now
  * (README "Validation"). Those runs used Megatron's fused softmax, not FlashAttention, so
- * attn_eff is the efficiency of materialised-score attention matmuls on A100. net_eff sits at
- * its lower bound (0.8 of the nccl-tests plateau) and coll_latency_s at its upper one (50 us):
- * the 2021-22 runs' exposed data-parallel and pipeline traffic is slower than nccl-tests. */
+ * attn_eff is the efficiency of materialised-score attention matmuls on A100. link_eff and
+ * net_eff sit at their lower bound (0.8 of the nccl-tests plateaus) and coll_latency_s at its
+ * upper one (50 us): the 2021-22 runs' exposed tensor-, data-parallel and pipeline traffic is
+ * slower than nccl-tests. */
 static const ap_calib a100 = {
     .gemm_eff_max = 0.9000, /* x 0.869 (MAMF) = 0.78 of peak on large GEMMs */
     .gemm_half_flops = 1.469e9,
@@ -50,8 +51,7 @@ static const ap_calib a100 = {
 /* Hopper (H100, H200: the same GH100 die and 700 W limit): the A100 fit with one parameter
  * refitted, the sustained fraction of the tables' GEMM and flash-attention rates, by `autoplan
  * validate --fit` on NVIDIA's published H100 pretraining runs (NeMo 24.09 performance summary,
- * FP8; the "crosscheck" rows of tests/data/validation.json, time MAPE 2.5% at the fit, 3.5%
- * since interleaved chunks reduce from their own last backward): 0.70 of the
+ * FP8; the "crosscheck" rows of tests/data/validation.json, time MAPE 2.9% at this fit): 0.70 of the
  * microbenchmarks, against 0.90 on A100. Fitted on FP8 runs; the out-of-sample bf16 H100 runs
  * scatter around it (README "Validation": llm-foundry -4% on average, Megatron-LM weak scaling
  * +11%, torchtitan's 500 W parts -20%). */
