@@ -165,6 +165,9 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .grad_reduce_bytes = 2, .dp_bucket_params = 5e8, .zero_ipg_bucket = 5e8,
         .zero3_gather_params = 5e7, .reduce_once_with_pp = 1, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 4, .p2p_split_tp = 1,
+        /* tp_bwd_async 0: Megatron-DeepSpeed's column-parallel layers all-reduce their input
+         * gradients synchronously (bigscience-workshop/Megatron-DeepSpeed megatron/mpu/
+         * layers.py: copy_to_tensor_model_parallel_region, no asynchronous all-reduce) */
         /* ZeRO stages 0 and 1 reduce at the accumulation boundary only (runtime/engine.py
          * allreduce_gradients), so between boundaries each backward's weight gradient is
          * accumulated into param.grad by autograd's AccumulateGrad, an in-place add

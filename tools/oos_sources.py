@@ -548,8 +548,9 @@ BLOOM_NET = "50Gb/s"
 def bloom_model(name, L, h, a, alibi):
     # dropout: the 176B run kept Megatron-LM's defaults, attention and hidden dropout 0.1
     # (train/tr11-176B-ml/README.md: "The default Megatron-LM dropout settings are inherited";
-    # tr11-176B-ml.slurm passes no dropout flag); the chronicles' experiments ran the same
-    # scripts (assumed to keep the defaults too)
+    # tr11-176B-ml.slurm passes no dropout flag; bigscience-workshop/Megatron-DeepSpeed
+    # megatron/arguments.py: --attention-dropout and --hidden-dropout default to 0.1); the
+    # chronicles' experiments ran the same scripts (assumed to keep the defaults too)
     return {"name": name, "layers": L, "hidden": h, "heads": a, "vocab": 250880, "seq_len": 2048,
             "activation": "gelu", "norm": "layernorm", "bias": True, "tied_embeddings": True,
             "position": "alibi" if alibi else "learned", "dropout": True}
