@@ -321,7 +321,7 @@ static ap_status parse_fix(const char *s, ap_request *rq, ap_err *err) {
             return ap_err_set(err, AP_ERR_INPUT, "--fix: unknown key '%s' (tp, pp, dp, cp, ep, vp, "
                               "mbs, zero, recompute)", ap_text_line(shown, sizeof shown, tok, 40));
         int row = (int)(f - t);
-        if ((rq->fix_given >> row) & 1)
+        if (ap_request_row_given(rq->fix_given, row))
             return ap_err_set(err, AP_ERR_INPUT, "--fix: %s is given twice", tok);
         char what[64];
         snprintf(what, sizeof what, "--fix %s", tok);

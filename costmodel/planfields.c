@@ -81,14 +81,11 @@ static const ap_field plan_fields[] = {
      * keyed, not stored in plan.json */
     F(grad_reduce_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(gather_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
-    F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
-    F(zero_group, NULL, NULL, AP_FT_INT, 0, 1 << 20),
     F(optim_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(master_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
-    F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
     /* the heterogeneous placement (issue 18): plan.json's optional "hetero" object is written
      * and read by output/planio.c in the trainers' own option names; the rows key it */
@@ -119,6 +116,11 @@ static const ap_field plan_fields[] = {
     F(hetero.ds_param_persistence_threshold, NULL, NULL, AP_FT_I64, 0, 1e13),
     F(hetero.ds_max_live_parameters, NULL, NULL, AP_FT_I64, 0, 1e13),
     F(hetero.ds_max_reuse_distance, NULL, NULL, AP_FT_I64, 0, 1e13),
+    /* set by the validation rows (costmodel/validation.c), never given by a request: past the
+     * 64 rows a request's plan_given mask can mark (request.h) */
+    F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
+    F(zero_group, NULL, NULL, AP_FT_INT, 0, 1 << 20),
+    F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
 };
 _Static_assert(sizeof(ap_gemini_placement) == sizeof(int) && sizeof(ap_offload_device) == sizeof(int),
                "enum members are read as int");

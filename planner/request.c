@@ -50,9 +50,12 @@ static int row_of(const char *name) {
     return -1;
 }
 
+int ap_request_row_given(uint64_t given, int row) {
+    return row >= 0 && row < 64 && ((given >> row) & 1);
+}
+
 int ap_request_given(uint64_t given, const char *name) {
-    int r = row_of(name);
-    return r >= 0 && (given >> r) & 1;
+    return ap_request_row_given(given, row_of(name));
 }
 
 /* Copy member f from src to dst (CHUNKS: the length and the elements). */
@@ -263,7 +266,7 @@ static ap_status resolve_pins(const ap_request *rq, ap_resolved *r, ap_err *err)
     int n;
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++)
-        if ((rq->plan_given >> i) & 1) copy_field(&t[i], p, &rq->plan);
+        if (ap_request_row_given(rq->plan_given, i)) copy_field(&t[i], p, &rq->plan);
     /* --overlap: gradient reduction and parameter gathering (finish_estimate keeps what the
      * trainer can do) */
     if (ap_request_given(rq->plan_given, "overlap_grad")) p->overlap_param = p->overlap_grad;
@@ -380,10 +383,10 @@ static ap_status merge_fix(const ap_request *rq, ap_resolved *r, ap_err *err) {
     int n;
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++) {
-        if (!((rq->fix_given >> i) & 1)) continue;
+        if (!ap_request_row_given(rq->fix_given, i)) continue;
         double v = ap_field_get(&t[i], &rq->fix);
         char fl[48];
-        if (((rq->plan_given >> i) & 1) && ap_field_get(&t[i], &rq->plan) != v)
+        if (ap_request_row_given(rq->plan_given, i) && ap_field_get(&t[i], &rq->plan) != v)
             return ap_err_set(err, AP_ERR_INPUT, "--fix %s=%g contradicts %s %g", t[i].json, v,
                               flag_of(t[i].name, fl, sizeof fl), ap_field_get(&t[i], &rq->plan));
         copy_field(&t[i], &so->fixed, &rq->fix);
@@ -402,10 +405,10 @@ ap_status ap_request_check_pins(const ap_request *rq, int gpus, ap_err *err) {
         const ap_field *f = ap_field_find(t, n, names[d]);
         int row = (int)(f - t), v = 0;
         const char *how = NULL;
-        if ((rq->plan_given >> row) & 1) {
+        if (ap_request_row_given(rq->plan_given, row)) {
             v = (int)ap_field_get(f, &rq->plan);
             how = "--";
-        } else if ((rq->fix_given >> row) & 1) {
+        } else if (ap_request_row_given(rq->fix_given, row)) {
             v = (int)ap_field_get(f, &rq->fix);
             how = "--fix ";
         }
@@ -710,7 +713,7 @@ void ap_request_format(const ap_request *rq, ap_strbuf *b) {
     const ap_field *t = ap_plan_fields(&n);
     for (int i = 0; i < n; i++) {
         const ap_field *f = &t[i];
-        if (!((rq->plan_given >> i) & 1) || !f->flag) continue;
+        if (!ap_request_row_given(rq->plan_given, i) || !f->flag) continue;
         char v[64];
         double x = ap_field_get(f, &rq->plan);
         switch (f->kind) {

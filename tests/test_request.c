@@ -358,6 +358,22 @@ static void test_result_entry_keeps_placement(void) {
     (void)n;
 }
 
+/* A request marks the plan rows it was given in a 64-bit mask (request.h plan_given): every
+ * row a flag or plan.json can give lies within it, and rows past it are never marked given. */
+static void test_given_rows_fit_the_mask(void) {
+    int n;
+    const ap_field *t = ap_plan_fields(&n);
+    for (int i = 64; i < n; i++) {
+        if (t[i].flag || t[i].json) fprintf(stderr, "row %d (%s) past the mask\n", i, t[i].name);
+        CHECK(t[i].flag == NULL && t[i].json == NULL);
+    }
+    uint64_t all = ~(uint64_t)0;
+    CHECK(ap_request_row_given(all, 63));
+    CHECK(!ap_request_row_given(all, 64));
+    CHECK(!ap_request_row_given(all, -1));
+    CHECK(!ap_request_given(all, "zero_group"));
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     ap_log_set_level(AP_LOG_ERROR);
@@ -368,5 +384,6 @@ int main(int argc, char **argv) {
     test_key_covers_every_field();
     test_tables_cover_the_structs();
     test_result_entry_keeps_placement();
+    test_given_rows_fit_the_mask();
     return tl_finish();
 }

@@ -74,6 +74,8 @@ void ap_request_init(ap_request *rq);
 void ap_request_give(uint64_t *given, int row);
 /* 1 when the plan row named `name` (its C name) is given in `given`. */
 int ap_request_given(uint64_t given, const char *name);
+/* 1 when row `row` of ap_plan_fields is marked in `given` (rows past 63 never are) */
+int ap_request_row_given(uint64_t given, int row);
 
 typedef enum {
     AP_REQUEST_ESTIMATE = 0, /* one plan: degrees not given are 1, dp derived, gbs defaults to
