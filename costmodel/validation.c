@@ -241,12 +241,13 @@ static ap_status read_row(const ap_json *r, const char *where, vrow *v, ap_err *
         (st = ap_json_get_str(r, "metric", v->metric, sizeof v->metric, NULL, where, err)) ||
         (st = ap_json_get_real(r, "measured", 1e-9, 1e18, &v->measured, NULL, where, err)))
         return st;
-    v->is_time = !strcmp(v->metric, "step_s") || !strcmp(v->metric, "layer_s");
+    v->is_time = !strcmp(v->metric, "step_s") || !strcmp(v->metric, "layer_s") ||
+                 !strcmp(v->metric, "layer_fwd_s") || !strcmp(v->metric, "layer_bwd_s");
     v->is_oom = !strcmp(v->metric, "oom");
     if (!v->is_time && !v->is_oom && strcmp(v->metric, "activations_bytes") &&
         strcmp(v->metric, "states_bytes") && strcmp(v->metric, "reserved_bytes") &&
         strcmp(v->metric, "device_bytes"))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, "
+        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, layer_fwd_s, layer_bwd_s, "
                           "activations_bytes, states_bytes, reserved_bytes, device_bytes, oom)",
                           where, v->metric);
     if ((st = read_model(r, where, v, err)) || (st = read_cluster(r, where, v, err)))
@@ -360,8 +361,10 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
     ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_status st = AP_OK;
-    if (!strcmp(v->metric, "layer_s")) {
-        /* one layer's forward + backward: difference of a 2-layer and a 1-layer model */
+    if (!strncmp(v->metric, "layer_", 6)) {
+        /* one layer's forward + backward (or either): difference of a 2-layer and a 1-layer
+         * model */
+        const int fw = strcmp(v->metric, "layer_bwd_s") != 0, bw = strcmp(v->metric, "layer_fwd_s") != 0;
         ap_model m1 = v->model, m2 = v->model;
         m1.layers = 1;
         m2.layers = 2;
@@ -369,9 +372,9 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
         p.pp = 1;
         p.vp = 1;
         if ((st = ap_estimate_plan(&m2, &v->cluster, &p, &o, e, err)) == AP_OK) {
-            double t2 = e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0];
+            double t2 = fw * e->time.stage_fwd_s[0] + bw * e->time.stage_bwd_s[0];
             if ((st = ap_estimate_plan(&m1, &v->cluster, &p, &o, e, err)) == AP_OK) {
-                v->predicted = t2 - (e->time.stage_fwd_s[0] + e->time.stage_bwd_s[0]);
+                v->predicted = t2 - (fw * e->time.stage_fwd_s[0] + bw * e->time.stage_bwd_s[0]);
                 v->fits = v->fits_device = 1;
             }
         }

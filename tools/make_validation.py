@@ -86,7 +86,8 @@ for r in src:
             out.append(("step_s", flops / (me["mfu"] * 312e12 * r["hardware"]["gpus"]),
                         "time from the reported MFU %g (model FLOPs 72Bslh^2(1+s/6h+V/12lh))" % me["mfu"]))
     elif sid == "korthikanti2022-table4":
-        out.append(("layer_s", me["layer_combined_ms"] / 1000.0, "reported forward+backward time of one layer"))
+        out.append(("layer_fwd_s", me["layer_forward_ms"] / 1000.0, "reported forward time of one layer"))
+        out.append(("layer_bwd_s", me["layer_backward_ms"] / 1000.0, "reported backward time of one layer"))
     elif sid == "korthikanti2022-fig1":
         out.append(("activations_bytes", me["memory_activations_gib"] * GIB, "activations per GPU, first stage"))
         out.append(("states_bytes", me["memory_params_grads_optimizer_gib"] * GIB, "parameters+gradients+optimizer per GPU"))
