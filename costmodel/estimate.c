@@ -344,6 +344,7 @@ typedef struct {
     double fwd_c, bwd_c;          /* compute of one micro-batch */
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
     double tp_b;                  /* exposed TP communication, backward */
+    double tp_all;                /* TP communication before overlap, forward and backward */
     double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
     double z3_step;               /* exposed ZeRO-3 traffic once per step (PP schedules) */
     double stage_f, stage_b;      /* the rank's forward and backward per micro-batch */
@@ -802,6 +803,8 @@ static void stage_compute(const est *E, stage *S) {
     S->bwd_c = S->nd * d->bwd_compute_s + S->nm * mo->bwd_compute_s;
     S->tp_f = S->nd * d->tp_s + S->nm * mo->tp_s;
     S->tp_b = S->nd * d->tp_bwd_s + S->nm * mo->tp_bwd_s;
+    S->tp_all = S->nd * (d->tp_total_s + d->tp_bwd_total_s) +
+                S->nm * (mo->tp_total_s + mo->tp_bwd_total_s);
     S->cp_f = S->nd * d->cp_s + S->nm * mo->cp_s;
     S->ep_f = S->nm * mo->ep_s;
     if (S->last) {
@@ -812,6 +815,7 @@ static void stage_compute(const est *E, stage *S) {
         if (p->tp > 1) {
             S->tp_f += E->head_tp;
             S->tp_b += E->head_tp;
+            S->tp_all += 2.0 * E->head_tp;
         }
     }
     if (S->first) S->fwd_c += T * h * 4.0 / x->hbm; /* embedding gather */
@@ -942,7 +946,6 @@ static double stage_local(const est *E, const stage *S) {
 }
 
 static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm) {
-    const layer_cost *d = &E->dense, *mo = &E->moe;
     if (sm->host_bytes > E->host_per_gpu_max) E->host_per_gpu_max = sm->host_bytes;
     double Ti = stage_sums(E, S, r);
     if (Ti >= E->Tmax) {
@@ -950,10 +953,7 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
         E->crit_compute = S->fwd_c + S->bwd_c;
         E->crit_recompute = S->rec;
         E->crit_tp = S->tp_f + S->tp_b;
-        E->crit_tp_total = S->tp_f - S->nd * d->tp_s - S->nm * mo->tp_s + S->nd * d->tp_total_s +
-                           S->nm * mo->tp_total_s + S->tp_b - S->nd * d->tp_bwd_s -
-                           S->nm * mo->tp_bwd_s + S->nd * d->tp_bwd_total_s +
-                           S->nm * mo->tp_bwd_total_s;
+        E->crit_tp_total = S->tp_all;
         E->crit_cp = 3.0 * S->cp_f;
         E->crit_ep = 2.0 * S->ep_f;
         E->crit_z3 = S->z3;

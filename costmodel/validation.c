@@ -88,10 +88,11 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * lacks, 2 bytes instead of 4), "te_attention" (the attention and its context-parallel ring
  * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp",
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
- * the trainer does), whether the backward's TP collectives overlap its GEMMs ("tp_bwd_overlap",
- * default: as the trainer does), whether torch.compile fused the block's elementwise ops ("compile",
- * default: as the trainer table prices its code), the parameters per gradient-reduction
- * bucket where the run set its own ("dp_bucket"), FP8 weights without a 16-bit copy
+ * the trainer does), whether the backward's TP collectives overlap its GEMMs
+ * ("tp_bwd_overlap", default: as the trainer does), whether torch.compile fused the block's
+ * elementwise ops ("compile", default: as the trainer table prices its code), the parameters
+ * per gradient-reduction bucket where the run set its own ("dp_bucket"), FP8 weights without a
+ * 16-bit copy
  * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the
  * cross-entropy kernel ("loss": "torch", the trainer's default; "fused" or "fused_inplace",
  * flash-attn's CrossEntropyLoss, plan.h). */
@@ -247,8 +248,9 @@ static ap_status read_row(const ap_json *r, const char *where, vrow *v, ap_err *
     if (!v->is_time && !v->is_oom && strcmp(v->metric, "activations_bytes") &&
         strcmp(v->metric, "states_bytes") && strcmp(v->metric, "reserved_bytes") &&
         strcmp(v->metric, "device_bytes"))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, layer_fwd_s, layer_bwd_s, "
-                          "activations_bytes, states_bytes, reserved_bytes, device_bytes, oom)",
+        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, "
+                          "layer_fwd_s, layer_bwd_s, activations_bytes, states_bytes, "
+                          "reserved_bytes, device_bytes, oom)",
                           where, v->metric);
     if ((st = read_model(r, where, v, err)) || (st = read_cluster(r, where, v, err)))
         return st;
@@ -364,7 +366,8 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
     if (!strncmp(v->metric, "layer_", 6)) {
         /* one layer's forward + backward (or either): difference of a 2-layer and a 1-layer
          * model */
-        const int fw = strcmp(v->metric, "layer_bwd_s") != 0, bw = strcmp(v->metric, "layer_fwd_s") != 0;
+        const int fw = strcmp(v->metric, "layer_bwd_s") != 0;
+        const int bw = strcmp(v->metric, "layer_fwd_s") != 0;
         ap_model m1 = v->model, m2 = v->model;
         m1.layers = 1;
         m2.layers = 2;

@@ -787,9 +787,10 @@ static void test_bad_input(void) {
     free(out);
     free(err);
     /* ZeRO within groups: a group that divides dp x cp, at ZeRO 1 or 2 */
-    const char *bad[][2] = {{"\"zero\": 1, \"zero_group\": 3", "field 'zero_group' = 3 must divide dp x cp = 8"},
-                            {"\"zero\": 0, \"zero_group\": 4", "field 'zero_group' needs zero 1 or 2"},
-                            {"\"zero\": 1, \"dp_bucket\": 0", "dp_bucket"}};
+    const char *bad[][2] = {
+        {"\"zero\": 1, \"zero_group\": 3", "field 'zero_group' = 3 must divide dp x cp = 8"},
+        {"\"zero\": 0, \"zero_group\": 4", "field 'zero_group' needs zero 1 or 2"},
+        {"\"zero\": 1, \"dp_bucket\": 0", "dp_bucket"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char doc[1400];
         snprintf(doc, sizeof doc,
