@@ -93,7 +93,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * elementwise ops ("compile", default: as the trainer table prices its code), the parameters
  * per gradient-reduction bucket where the run set its own ("dp_bucket"), FP8 weights without a
  * 16-bit copy
- * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers") and the
+ * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers"), the layers
+ * per chunk a full recomputation covers ("recompute_layers", default all) and the
  * cross-entropy kernel ("loss": "torch", the trainer's default; "fused" or "fused_inplace",
  * flash-attn's CrossEntropyLoss, plan.h). */
 static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan *p,
@@ -145,6 +146,14 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     p->no_tp_bwd_overlap = given && !tbo;
     if ((st = ap_json_get_bool(pj, "overlap_tp", &otp, &given, where, err))) return st;
     if (given) p->overlap_tp = otp && p->sp && p->tp > 1 && ap_trainer_get(p->trainer)->overlap_tp;
+    int64_t rl = 0;
+    if ((st = ap_json_get_int(pj, "recompute_layers", 1, AP_MODEL_MAX_LAYERS, &rl, &given, where,
+                              err)))
+        return st;
+    if (given && p->recompute != AP_RECOMPUTE_FULL)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'recompute_layers' needs recompute "
+                          "\"full\"", where);
+    if (given) p->recompute_layers = (int)rl;
     const ap_json *sl = ap_json_get(pj, "stage_layers");
     if (sl) {
         int n = ap_json_size(sl);

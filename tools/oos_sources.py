@@ -17,6 +17,9 @@ Sources:
   torchtitan-h100        pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md and
                          benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: Llama 3.1 8B-405B,
                          FSDP / +CP / +TP / +PP, 8-512 H100
+  torchtitan-a100        pytorch/torchtitan docs/performance.md @157a12c: Llama 3 8B/70B and
+                         Llama 2 13B/70B under FSDP2 on 64 A100-80GB, per activation
+                         checkpointing mode (8 rows)
   megatron-h100-weak     NVIDIA/Megatron-LM README.md "Weak Scaling Results" (images/
                          model_table.png): GPT 1.7B-462B on 48-6144 H100, Megatron-Core r0.8
   megatron-h100-strong   the same README, "Strong Scaling Results": the 177B GPT of the weak
@@ -451,6 +454,61 @@ def torchtitan_rows(hf):
         # the tables' memory columns (max reserved on 96 GB parts) are not compared: the caching
         # allocator keeps what a larger GPU lets it keep, so they say little about an 80 GB one
         _ = mem
+    return out
+
+
+# ---- torchtitan on A100 (its first published figures) ----------------------------------------------
+# docs/performance.md @157a12c (2024-04-24): Llama 3 8B/70B and Llama 2 13B/70B under FSDP2 alone
+# on 64 A100-80GB, WPS (tokens/s per GPU) per activation-checkpointing mode; the configurations
+# are that commit's train_configs/*.toml: sequence 8192 (Llama 3) and 4096 (Llama 2), the local
+# batch of the table (one micro-batch: no gradient accumulation in torchtitan of the time),
+# compile = false, SDPA attention (FlashAttention-2 kernels on A100), FSDP2 MixedPrecisionPolicy
+# bf16 parameters and fp32 reduction (torchtitan/parallelisms/parallelize_llama.py). "selective
+# layer" is selective_ac_option's default "2" (config_manager.py): every second block fully
+# checkpointed, half the layers recomputed; "selective op" is the op policy (save every compute
+# op's output except every second mm). The network is not stated: 200 Gb/s per GPU assumed (a
+# DGX A100-class node, 8 x 200 Gb/s HDR).
+TT_A100 = "pytorch/torchtitan docs/performance.md @157a12c (train_configs/*.toml @157a12c)"
+# Llama 2 13B as torchtitan builds it (torchtitan/models/llama/__init__.py @157a12c: dim 5120,
+# 40 layers, 40 heads; ModelArgs' multiple_of 256 gives the FFN 13824; the Llama 2 tokenizer's
+# 32000 tokens; untied output layer)
+LLAMA2_13B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 5120,
+              "intermediate_size": 13824, "num_attention_heads": 40, "num_key_value_heads": 40,
+              "num_hidden_layers": 40, "vocab_size": 32000, "max_position_embeddings": 4096,
+              "hidden_act": "silu", "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+TT_A100_ROWS = [
+    # (table, model, local batch, sequence, AC mode as the table names it, WPS)
+    ("Llama 3", "llama-3-8b", 1, 8192, "selective layer", 2904),
+    ("Llama 3", "llama-3-8b", 1, 8192, "selective op", 2973),
+    ("Llama 3", "llama-3-70b", 1, 8192, "full", 331),
+    ("Llama 2", "llama-2-13b", 2, 4096, "no", 2162),
+    ("Llama 2", "llama-2-13b", 2, 4096, "selective layer", 1914),
+    ("Llama 2", "llama-2-13b", 2, 4096, "selective op", 1904),
+    ("Llama 2", "llama-2-70b", 1, 4096, "selective op", 355),
+    ("Llama 2", "llama-2-70b", 2, 4096, "full", 353),
+]
+
+
+def torchtitan_a100_rows(hf):
+    out = []
+    for (table, model, lbs, seq, ac, wps) in TT_A100_ROWS:
+        m = LLAMA2_13B if model == "llama-2-13b" else hf(model)
+        gpus = 64
+        plan = {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
+                "mbs": lbs, "gbs": gpus * lbs, "seq": seq,
+                "recompute": {"no": "none", "full": "full", "selective op": "selective",
+                              "selective layer": "full"}[ac],
+                "sp": False, "zero": 3, "dtype": "bf16", "overlap": True, "flash_attn": True,
+                "compile": False}
+        if ac == "selective layer":
+            plan["recompute_layers"] = m["num_hidden_layers"] // 2
+        out.append({"source": "torchtitan-a100",
+                    "cite": "%s: %s performance numbers, %s, batch %d, AC %s: %d WPS" % (
+                        TT_A100, table, model, lbs, ac, wps),
+                    "model_name": model, "model": m, "plan": plan, "gpu": "a100-sxm4-80g",
+                    "gpus": gpus, "gpus_per_node": 8, "network_bw": "200Gb/s",
+                    "metric": "step_s", "measured": lbs * seq / wps,
+                    "how": "local batch x sequence / WPS (tokens/s per GPU)"})
     return out
 
 
@@ -1282,6 +1340,6 @@ def internlm_rows():
 
 
 def all_rows(hf):
-    return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + megatron_rows() +
-            bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
+    return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
+            megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows())
