@@ -209,6 +209,10 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "zero", AP_FLAG_VALUE, "0-3",
                  "ZeRO stage (megatron: 1 = distributed optimizer, 3 = Megatron-FSDP; fsdp: 3 = "
                  "FULL_SHARD)");
+    ap_flags_add(fl, "zero-group", AP_FLAG_VALUE, "G",
+                 "shard the ZeRO states within groups of G data-parallel ranks and replicate "
+                 "them across the groups (HSDP; megatron: --num-distributed-optimizer-instances "
+                 "at ZeRO 1, deepspeed: MiCS at ZeRO 3, fsdp and torchtitan: ZeRO 2/3)");
     ap_flags_add(fl, "recompute", AP_FLAG_VALUE, "R", "activation recomputation: none|selective|full");
     ap_flags_add(fl, "recompute-layers", AP_FLAG_VALUE, "K",
                  "with full recompute: layers per pipeline chunk recomputed (default all)");

@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-8"; }
+const char *ap_costmodel_version(void) { return "costmodel-9"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
@@ -890,7 +890,10 @@ static void stage_zero3(const est *E, stage *S) {
     const ap_trainer_caps *tr = x->tr;
     int passes = p->zero >= 3 ? 2 : p->zero == 2 && tr->zero2_keeps_gathered ? 1 : 0;
     if (!passes) return;
-    int shard = E->dense_shard;
+    /* within groups (HSDP, MiCS): gathers and reduce-scatters over the group's ranks, then
+       each shard all-reduced over the groups, whose ranks lie a group's width apart */
+    int shard = E->state_shard;
+    int replicas = E->dense_shard / E->state_shard;
     int k_dp = in_domain(x, shard, p->tp);
     double params = S->p_dense + S->p_exp;
     double units = (double)S->layers + 1.0;
@@ -903,6 +906,9 @@ static void stage_zero3(const est *E, stage *S) {
     double ag = ag_calls * gather_s(x, E->gather_bytes * params / ag_calls, shard, k_dp);
     double rs = rs_calls * coll_s(x, AP_COLL_REDUCESCATTER_OP,
                                   E->grad_reduce_bytes * params / rs_calls, shard, k_dp);
+    if (replicas > 1)
+        rs += rs_calls * allreduce_s(x, E->grad_reduce_bytes * params / rs_calls / shard,
+                                     replicas, in_domain(x, replicas, shard * p->tp));
     if (p->pp > 1 && tr->reduce_once_with_pp) {
         S->z3_step = p->overlap_param ? fmax(0.0, ag - S->fwd_c) + ag / ag_calls +
                                             fmax(0.0, rs - S->bwd_c) + rs / rs_calls
@@ -1291,7 +1297,7 @@ static void optimizer_offload(est *E) {
     tm->x_floor_s = per_param * E->sum_local / (p->pp > 0 ? p->pp : 1);
     if (p->offload_params > 0) {
         double bytes = 2.0 * E->max_stage_params * p->offload_params /
-                       (p->zero >= 3 ? E->dense_shard : 1);
+                       (p->zero >= 3 ? E->state_shard : 1);
         double per_mb = 2.0 * bytes / pcie;
         double comp = tm->stage_fwd_s[w] + tm->stage_bwd_s[w];
         off += (double)E->mb * fmax(0.0, per_mb - comp);

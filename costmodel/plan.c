@@ -109,6 +109,7 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
         k = lbl_s(o, k, " nvme");
     k = lbl_i(o, k, " mbs", (long long)p->mbs);
     k = lbl_i(o, k, " z", p->zero);
+    if (p->zero_group > 0) k = lbl_i(o, k, "g", p->zero_group); /* z3g8: within groups of 8 */
     if (p->recompute == AP_RECOMPUTE_FULL && p->recompute_layers > 0)
         k = lbl_i(o, k, " full", p->recompute_layers);
     else
@@ -225,6 +226,29 @@ static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *er
     return AP_OK;
 }
 
+/* ZeRO within groups (zero_group): a group of at least two ranks that divides the dp x cp
+ * ranks and holds whole context-parallel groups, at a ZeRO stage the trainer shards so. A group
+ * of all dp x cp ranks is ordinary ZeRO. */
+static ap_status check_zero_group(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+    int64_t ranks = (int64_t)p->dp * p->cp;
+    if (p->zero_group < 2)
+        return ap_err_set(err, AP_ERR_INPUT, "zero_group must be 0 (all data-parallel ranks) or "
+                          "at least 2, not %d", p->zero_group);
+    if (!(t->zero_group_mask & (1u << p->zero)))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not shard ZeRO stage %d within groups "
+                          "of the data-parallel ranks (zero_group)%s", t->name, p->zero,
+                          !t->zero_group_mask ? "" : p->trainer == AP_TRAINER_MEGATRON
+                                                        ? "; it does at stage 1"
+                                                 : p->trainer == AP_TRAINER_DEEPSPEED
+                                                        ? "; it does at stage 3 (MiCS)"
+                                                        : "; it does at stages 2 and 3");
+    if (ranks % p->zero_group != 0 || p->zero_group % p->cp != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "zero_group %d must divide dp x cp = %lld and "
+                          "hold whole context-parallel groups (a multiple of cp %d)",
+                          p->zero_group, (long long)ranks, p->cp);
+    return AP_OK;
+}
+
 /* The trainer offers every dimension, ZeRO stage, recompute granularity and dtype the plan
  * uses (trainer.c, each rule cited there); the GPU has the tensor cores for the dtype. */
 static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, const ap_cluster *c,
@@ -262,6 +286,10 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     if (p->pp > 1 && !(t->zero_mask_with_pp & (1u << p->zero)))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: ZeRO stage %d cannot be combined with "
                           "pipeline parallelism", tn, p->zero);
+    if (p->zero_group) {
+        ap_status gs = check_zero_group(t, p, err);
+        if (gs != AP_OK) return gs;
+    }
     if (t->dp_shard_required_with_tp && p->tp > 1 && p->dp > 1 && p->zero < 2)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: with tp > 1 the data-parallel side must be "
                           "sharded (ZeRO 2/3, FSDP), not replicated", tn);

@@ -116,10 +116,13 @@ static const ap_field plan_fields[] = {
     F(hetero.ds_param_persistence_threshold, NULL, NULL, AP_FT_I64, 0, 1e13),
     F(hetero.ds_max_live_parameters, NULL, NULL, AP_FT_I64, 0, 1e13),
     F(hetero.ds_max_reuse_distance, NULL, NULL, AP_FT_I64, 0, 1e13),
+    /* optional: plan.json files written before it have none and shard over all ranks; the
+     * last row a request's plan_given mask can mark (request.h) */
+    {"zero_group", "zero_group", "zero-group", AP_FT_INT, offsetof(ap_plan, zero_group), 0,
+     1 << 20, NULL, 0, 0, AP_FIELD_OPTIONAL},
     /* set by the validation rows (costmodel/validation.c), never given by a request: past the
      * 64 rows a request's plan_given mask can mark (request.h) */
     F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
-    F(zero_group, NULL, NULL, AP_FT_INT, 0, 1 << 20),
     F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
 };
 _Static_assert(sizeof(ap_gemini_placement) == sizeof(int) && sizeof(ap_offload_device) == sizeof(int),

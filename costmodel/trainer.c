@@ -102,6 +102,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * tensors and the distributed optimizer (or Megatron-FSDP) gathers them in FP8; the
          * arguments refuse it without one of those (arguments.py validate_args) */
         .fp8_params_zero_mask = Z(1) | Z(3),
+        /* --num-distributed-optimizer-instances N: the distributed optimizer shards within
+         * each of N groups of the dp x cp ranks and is replicated across them ("partial
+         * DistOpt", core/distributed/distributed_data_parallel_config.py) */
+        .zero_group_mask = Z(1),
         /* Megatron-Core DistributedDataParallel allocates its main-gradient buffer in fp32
          * with grad_reduce_in_fp32 (Megatron-LM's bf16 default) and in the parameters' dtype
          * without it (--grad-reduce-in-bf16; NeMo's grad_sync_dtype bf16) */
@@ -183,6 +187,11 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * stages fewer transformer layers; autoplan does not propose such splits for DeepSpeed
          * (the search keeps Megatron-DeepSpeed's 'type:transformer', uniform) but prices them */
         .partition_first_last = 1,
+        /* MiCS (zero_optimization.mics_shard_size, runtime/zero/mics.py): ZeRO-3 shards the
+         * parameters within groups of that many ranks and replicates them across the groups;
+         * the engine builds MiCS_Optimizer at stage 3 only (runtime/engine.py
+         * _configure_zero_optimizer) */
+        .zero_group_mask = Z(3),
         .dp_shard_required_with_tp = 0,
         /* deepspeed/runtime/engine.py: "Native DeepSpeed MoE is not supported with ZeRO
          * Stage 3" (assertion when the model has MoE layers, whatever ep is) */
@@ -224,6 +233,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(2) | Z(3), .dp_shard_required_with_cp = 0, .cp_with_mla = 0,
+        /* hybrid sharding (HSDP): Accelerate's parallelism_config dp_replicate_size x
+         * dp_shard_size gives FSDP2 a 2-D mesh, sharded within dp_shard_size ranks and
+         * replicated across the others, with either reshard_after_forward */
+        .zero_group_mask = Z(2) | Z(3),
     },
     [AP_TRAINER_TORCHTITAN] = {
         .name = "torchtitan", .display = "torchtitan",
@@ -281,6 +294,9 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * 0" (tools/trainer_validate.py, DeepSeek-V3 on 256 GPUs) */
         .ep_from_dp_shard = 1,
         .ddp_only_1d = 1,
+        /* parallelism.data_parallel_replicate_degree x data_parallel_shard_degree: HSDP, FSDP2
+         * over the shard (x cp) ranks, replicated across the others (parallel_dims.py) */
+        .zero_group_mask = Z(2) | Z(3),
         /* models/qwen3/__init__.py and models/gpt_oss/__init__.py (v0.2.2) register
          * pipelining_fn=None, which train.py calls for pp > 1: "'NoneType' object is not
          * callable" (tools/trainer_validate.py, tt-qwen3-8b) */

@@ -234,8 +234,9 @@ static ap_status read_plan(const ap_json *pj, const char *where, vrow *v, ap_err
     int g_given = 0;
     if ((st = ap_json_get_int(pj, "zero_group", 2, 1 << 20, &g, &g_given, where, err))) return st;
     if (g_given) {
-        if (p->zero < 1 || p->zero > 2)
-            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'zero_group' needs zero 1 or 2", where);
+        if (p->zero < 1)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field 'zero_group' needs zero 1, 2 or 3",
+                              where);
         if (((int64_t)p->dp * p->cp) % g != 0)
             return ap_err_set(err, AP_ERR_INPUT, "%s: field 'zero_group' = %lld must divide dp x "
                               "cp = %d", where, (long long)g, p->dp * p->cp);

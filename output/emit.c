@@ -289,6 +289,12 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_clust
         allowed &= k->offload_params_zero_mask;
     int z = nearest_zero(allowed, q->zero);
     if (z >= 0) q->zero = z;
+    /* ZeRO within groups where the trainer shards so at that stage and the group still
+       divides the data-parallel ranks; else over all of them */
+    if (q->zero_group > 0 && (!(k->zero_group_mask & (1u << q->zero)) || q->cp < 1 ||
+                              ((int64_t)q->dp * q->cp) % q->zero_group || q->zero_group % q->cp ||
+                              q->zero_group >= q->dp * q->cp))
+        q->zero_group = 0;
 
     if (!(k->recompute_mask & (1u << q->recompute))) {
         if (q->recompute == AP_RECOMPUTE_SELECTIVE && (k->recompute_mask & (1u << AP_RECOMPUTE_FULL)))

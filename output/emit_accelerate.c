@@ -107,7 +107,11 @@ ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
         sb_printf(&b, "  fsdp_cpu_ram_efficient_loading: true\n");
         sb_printf(&b, "  fsdp_sync_module_states: true\n");
         sb_printf(&b, "parallelism_config:\n");
-        sb_printf(&b, "  parallelism_config_dp_shard_size: %d\n", p->dp);
+        /* hybrid sharding: FSDP2 over a (replicate, shard) mesh */
+        int shard = p->zero_group > 0 && p->zero_group < p->dp ? p->zero_group : p->dp;
+        if (shard < p->dp)
+            sb_printf(&b, "  parallelism_config_dp_replicate_size: %d\n", p->dp / shard);
+        sb_printf(&b, "  parallelism_config_dp_shard_size: %d\n", shard);
     }
     sb_printf(&b, "machine_rank: 0\n");
     if (nodes > 1) {

@@ -108,8 +108,12 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
     sb_printf(&b, "enable_cpu_offload = %s\n", p->offload_optimizer > 0 ? "true" : "false");
 
     sb_printf(&b, "\n[parallelism]\n");
-    sb_printf(&b, "data_parallel_replicate_degree = %d\n", p->zero == 0 ? p->dp : 1);
-    sb_printf(&b, "data_parallel_shard_degree = %d\n", p->zero == 0 ? 1 : p->dp);
+    /* HSDP: the group of zero_group ranks is the FSDP mesh (shard x cp), replicated across */
+    int replicate = p->zero == 0 ? p->dp : 1;
+    if (p->zero >= 2 && p->zero_group > 0 && p->zero_group < p->dp * p->cp)
+        replicate = p->dp * p->cp / p->zero_group;
+    sb_printf(&b, "data_parallel_replicate_degree = %d\n", replicate);
+    sb_printf(&b, "data_parallel_shard_degree = %d\n", p->zero == 0 ? 1 : p->dp / replicate);
     if (p->zero >= 2)
         sb_printf(&b, "fsdp_reshard_after_forward = \"%s\"\n", p->zero == 3 ? "always" : "never");
     sb_printf(&b, "tensor_parallel_degree = %d\n", p->tp);

@@ -250,6 +250,10 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
             /* FP8 weights (plan.h fp8_params), when kept: absent means 16-bit weights */
             if (st == AP_OK && p->fp8_params)
                 st = ap_json_add_bool(group_obj(root, "plan"), "fp8_params", 1);
+            /* ZeRO within groups (plan.h zero_group), when set: absent means all ranks */
+            if (st == AP_OK && p->zero_group > 0)
+                st = ap_json_add(group_obj(root, "plan"), "zero_group",
+                                 ap_json_new_number(p->zero_group));
         }
     }
     ap_json *stages = ap_json_new_array();
@@ -325,6 +329,14 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
             st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_params': %s is not a valid "
                             "value (true or false)", where, ap_json_type_name(f8));
         else e->plan.fp8_params = ap_json_bool(f8);
+    }
+    const ap_json *zg = at_path(est, "plan.zero_group");
+    if (st == AP_OK && zg) {
+        double d = ap_json_is_number(zg) ? ap_json_number(zg) : -1;
+        if (!(d >= 0 && d <= (1 << 20) && d == floor(d)))
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.zero_group' must be a whole "
+                            "number of ranks from 0 to %d", where, 1 << 20);
+        else e->plan.zero_group = (int)d;
     }
     /* the split: kept only when it is not the uniform one */
     const ap_json *sl = at_path(est, "plan.stage_layers");

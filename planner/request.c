@@ -168,6 +168,25 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
             return ap_err_set(err, AP_ERR_INPUT, "--recompute-layers: %d is more than the model's "
                               "%lld layers", p->recompute_layers, (long long)r->model.layers);
     }
+    /* ZeRO within groups limits the plans to the stages the trainer groups (ap_plan_check); a
+     * trainer with none is refused here, not answered with "nothing legal" */
+    if (ap_request_given(rq->plan_given, "zero_group") && p->zero_group > 0) {
+        const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+        if (p->zero_group < 2)
+            return ap_err_set(err, AP_ERR_INPUT, "--zero-group: a group is at least 2 ranks (0 = "
+                              "all), not %d", p->zero_group);
+        if (!tc->zero_group_mask)
+            return ap_err_set(err, AP_ERR_INPUT, "--zero-group: %s does not shard within groups "
+                              "of the data-parallel ranks (Megatron-LM, DeepSpeed, FSDP and "
+                              "torchtitan do)", tc->display);
+        if (ap_request_given(rq->plan_given, "zero") && !(tc->zero_group_mask & (1u << p->zero)))
+            return ap_err_set(err, AP_ERR_INPUT, "--zero-group: %s groups ZeRO stage%s %s, not "
+                              "%d", tc->display, (tc->zero_group_mask & (tc->zero_group_mask - 1))
+                                                     ? "s" : "",
+                              tc->zero_group_mask == 2u ? "1" : tc->zero_group_mask == 8u ? "3"
+                                                                                       : "2 and 3",
+                              p->zero);
+    }
     if (ap_request_given(rq->plan_given, "dtype") && r->cluster.gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores",
                           ap_dtype_name(p->dtype), r->cluster.gpu.name, ap_dtype_name(p->dtype));
@@ -498,6 +517,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->fixed.flash_attn = cp->flash_attn;
     so->fixed.attn_impl = cp->attn_impl;
     so->fixed.fp8_params = cp->fp8_params;
+    so->fixed.zero_group = cp->zero_group;
     so->fixed.grad_reduce_bytes = cp->grad_reduce_bytes;
     so->fixed.gather_bytes = cp->gather_bytes;
     /* an explicit 0 pins "no offload"; absent leaves it to the search */

@@ -737,6 +737,17 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --stage-layers 16,x", "--stage-layers");
     bad("estimate '%s' --gpus 8 --pp 2 --stage-layers 10,10", "sum to");
     bad("estimate '%s' --gpus 8 --recompute-layers 2", "needs --recompute full");
+    /* ZeRO within groups: at least two ranks that divide dp x cp, a trainer and stage that
+       group (the search is refused up front, not answered with nothing legal) */
+    bad("estimate '%s' --gpus 64 --trainer fsdp --zero 3 --zero-group 1", "at least 2 ranks");
+    bad("estimate '%s' --gpus 64 --trainer fsdp --zero 3 --zero-group 3", "must divide dp x cp");
+    bad("estimate '%s' --gpus 64 --trainer fsdp --zero 3 --zero-group x", "--zero-group");
+    bad("plan '%s' --gpus 64 --trainer colossalai --zero-group 8",
+        "Colossal-AI does not shard within groups");
+    bad("plan '%s' --gpus 64 --trainer megatron --zero 3 --zero-group 8",
+        "Megatron-LM groups ZeRO stage 1, not 3");
+    bad("estimate '%s' --gpus 64 --trainer deepspeed --zero 1 --zero-group 8",
+        "DeepSpeed groups ZeRO stage 3, not 1");
     bad("estimate /nonexistent/model.json --gpus 8 --cluster %s", "/nonexistent/model.json");
     bad("plan '%s' --gpus 8 --tokens-per-step 4M --gbs 64", "not both");
     bad("plan '%s' --gpus 8..4", "empty");
@@ -790,7 +801,7 @@ static void test_bad_input(void) {
      * fields in range */
     const char *bad[][2] = {
         {"\"zero\": 1, \"zero_group\": 3", "field 'zero_group' = 3 must divide dp x cp = 8"},
-        {"\"zero\": 0, \"zero_group\": 4", "field 'zero_group' needs zero 1 or 2"},
+        {"\"zero\": 0, \"zero_group\": 4", "field 'zero_group' needs zero 1, 2 or 3"},
         {"\"zero\": 1, \"dp_bucket\": 0", "dp_bucket"},
         /* a partial recomputation's layer count: of a full recomputation, at least one */
         {"\"zero\": 1, \"recompute_layers\": 1", "field 'recompute_layers' needs recompute"},

@@ -241,6 +241,16 @@ static const pcase cases[] = {
      0, 0, BF, 0, 0, {0}, {0}},
     {"fsdp-7b-ddp", "llama-2-7b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 16, 2048, 0, FULL, 0, 0, 1, 0, 0,
      0, BF, 0, 0, {0}, {0}},
+    /* ZeRO within groups of 8 of the 16 data-parallel ranks (zero_group_of): Megatron-LM's
+     * partial distributed optimizer, DeepSpeed MiCS, FSDP2 and torchtitan HSDP */
+    {"meg-8b-zg8", "llama-3-8b", 16, MEG, 1, 1, 16, 1, 1, 1, 1, 2, 64, 4096, 1, SEL, 0, 0, 1, 1,
+     0, 0, BF, 0, 0, {0}, {0}},
+    {"ds-8b-mics-zg8", "llama-3-8b", 16, DS, 1, 1, 16, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0, 1,
+     0, 0, 0, BF, 0, 0, {0}, {0}},
+    {"fsdp-8b-hsdp-zg8", "llama-3-8b", 16, FS, 1, 1, 16, 1, 1, 1, 1, 1, 64, 4096, 3, FULL, 0, 0,
+     1, 1, 0, 0, BF, 0, 0, {0}, {0}},
+    {"tt-8b-hsdp-zg8", "llama-3-8b", 16, TT, 1, 1, 16, 1, 1, 1, 1, 1, 32, 8192, 2, SEL, 0, 0, 1,
+     1, 0, 0, BF, 0, 0, {0}, {0}},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -254,9 +264,16 @@ static const pcase *find_case(const char *name) {
 /* The cases whose weights are FP8 tensors (plan.h fp8_params). */
 static int fp8_weights_case(const pcase *k) { return !strcmp(k->name, "meg-8b-fp8w"); }
 
+/* The ZeRO group of a case (plan.h zero_group): 8 for the "-zg8" cases, else all ranks. */
+static int zero_group_of(const pcase *k) {
+    size_t n = strlen(k->name);
+    return n > 4 && !strcmp(k->name + n - 4, "-zg8") ? 8 : 0;
+}
+
 static void build_plan(const pcase *k, ap_plan *p) {
     ap_plan_init(p);
     p->fp8_params = fp8_weights_case(k);
+    p->zero_group = zero_group_of(k);
     p->trainer = k->trainer;
     p->tp = k->tp; p->pp = k->pp; p->dp = k->dp; p->cp = k->cp;
     p->ep = k->ep; p->etp = k->etp; p->vp = k->vp;
@@ -612,6 +629,9 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK_INT(g.p.fp8_params, p->fp8_params);
     CHECK_INT(g.p.flash_attn, p->flash_attn);
     CHECK_NEAR(g.p.offload_optimizer + 1, p->offload_optimizer + 1, 1e-9);
+    /* the partial distributed optimizer: dp x cp / zero_group replicas */
+    const char *inst = fv(f, n, "--num-distributed-optimizer-instances");
+    CHECK_INT(inst ? dp * g.p.cp / atoi(inst) : 0, p->zero_group);
     check_chunks(p, m, &g, "megatron.sh");
     free(text);
 }
@@ -659,6 +679,9 @@ static void check_ds_common(const ap_json *j, const ap_plan *p, const char *file
     if (p->zero >= 1) CHECK_INT(jnum(j, "zero_optimization.overlap_comm"), p->overlap_grad);
     if (p->zero == 3)
         CHECK_INT(jnum(j, "zero_optimization.stage3_prefetch_bucket_size") > 0, p->overlap_param);
+    /* MiCS: the ZeRO-3 group, absent when the states shard over every rank */
+    double mics = jnum(j, "zero_optimization.mics_shard_size");
+    CHECK_INT(isnan(mics) ? 0 : (int64_t)mics, p->zero_group);
     if (p->dtype == AP_DTYPE_FP16) {
         CHECK_INT(jnum(j, "fp16.enabled"), 1);
         CHECK(ap_json_get(j, "bf16") == NULL);
@@ -914,9 +937,11 @@ static void check_torchtitan(const char *dir, const ap_model *m, const ap_cluste
     CHECK_INT(jint_or(pa, "expert_parallel_degree", 1), p->ep);
     CHECK_INT(jint_or(pa, "expert_tensor_parallel_degree", 1), p->etp);
     if (p->tp > 1) CHECK_INT(jint_or(pa, "enable_async_tensor_parallel", 0), p->overlap_tp);
-    /* ZeRO: 0 replicate; 2/3 shard with reshard never/always; tp > 1 needs sharding */
-    if (p->dp > 1) CHECK_INT(p->zero == 0 ? rep : shard, p->dp);
-    if (tp > 1 && p->dp > 1) CHECK(shard == p->dp);
+    /* ZeRO: 0 replicate; 2/3 shard with reshard never/always, within groups of zero_group
+       (shard x cp) ranks replicated across the groups; tp > 1 needs sharding */
+    int gshard = p->zero >= 2 && p->zero_group > 0 ? p->zero_group / p->cp : p->dp;
+    if (p->dp > 1) CHECK_INT(p->zero == 0 ? rep : shard, p->zero == 0 ? p->dp : gshard);
+    if (tp > 1 && p->dp > 1) CHECK(shard == gshard);
     const char *rs = jstr(pa, "fsdp_reshard_after_forward");
     if (p->zero >= 2) CHECK_STR(rs, p->zero == 3 ? "always" : "never");
     /* batch: local x dp x accumulation = global */
@@ -1033,8 +1058,12 @@ static void check_accelerate(const char *dir, const ap_model *m, const ap_cluste
             CHECK_INT(jint_or(fc, "fsdp_offload_params", -1), p->offload_params > 0);
             CHECK_INT(jint_or(fc, "fsdp_activation_checkpointing", -1),
                       p->recompute == AP_RECOMPUTE_FULL);
+            /* HSDP: shard within zero_group ranks, replicate across the groups */
+            int gshard = p->zero_group > 0 ? p->zero_group : p->dp;
             CHECK_INT(jint_or(ap_json_get(j, "parallelism_config"),
-                              "parallelism_config_dp_shard_size", -1), p->dp);
+                              "parallelism_config_dp_shard_size", -1), gshard);
+            CHECK_INT(jint_or(ap_json_get(j, "parallelism_config"),
+                              "parallelism_config_dp_replicate_size", 1), p->dp / gshard);
         }
     }
     char *text = tl_read(path);
@@ -1338,9 +1367,10 @@ static void mu_ds_pp_z3(ap_json *r) {
 /* Every member of a valid plan.json (outside "estimate") is typed, and every one but the
  * optional ones is required: removing it, or giving it a value of another type, must be refused
  * with a message naming it. Optional: "attn_impl" (added with the kernel tables; absent reads as
- * "auto", test_planfile_before_attn_impl) and "fp8_params" (absent: 16-bit weights). */
+ * "auto", test_planfile_before_attn_impl), "fp8_params" (absent: 16-bit weights) and
+ * "zero_group" (absent: ZeRO over all data-parallel ranks). */
 static int optional_member(const char *key) {
-    return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params");
+    return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params") || !strcmp(key, "zero_group");
 }
 
 static int planfile_refuses(const ap_json *root, const char *key) {

@@ -371,7 +371,9 @@ static void test_given_rows_fit_the_mask(void) {
     CHECK(ap_request_row_given(all, 63));
     CHECK(!ap_request_row_given(all, 64));
     CHECK(!ap_request_row_given(all, -1));
-    CHECK(!ap_request_given(all, "zero_group"));
+    /* the last row a request can give, and the first it cannot */
+    CHECK(ap_request_given(all, "zero_group"));
+    CHECK(!ap_request_given(all, "dp_bucket_params"));
 }
 
 int main(int argc, char **argv) {

@@ -135,11 +135,16 @@ typedef struct ap_plan {
     double grad_reduce_bytes;        /* bytes per gradient element in the data-parallel
                                         reduction (FSDP MixedPrecision reduce_dtype, Megatron
                                         --grad-reduce-in-bf16); 0 = the trainer's default */
-    int zero_group;                  /* ZeRO-1/2 within groups of this many data-parallel ranks,
-                                        replicated across the groups: gradients all-reduced over
-                                        all dp x cp ranks, each rank updates 1/zero_group of the
-                                        states and the group gathers the parameters (validation
-                                        rows' "zero_group": InternLM's zero1 = 8); 0 = all */
+    int zero_group;                  /* ZeRO within groups of this many data-parallel ranks,
+                                        replicated across the groups (--zero-group): ZeRO-1/2
+                                        all-reduce the gradients over all dp x cp ranks, each
+                                        rank updates 1/zero_group of the states and the group
+                                        gathers the parameters (Megatron-LM's partial
+                                        distributed optimizer, InternLM's zero1 = 8); ZeRO-3 /
+                                        FSDP shards the parameters within the group, gathers
+                                        them there and reduce-scatters there, then all-reduces
+                                        its shard across the groups (HSDP, DeepSpeed MiCS);
+                                        0 = all dp x cp ranks */
     double dp_bucket_params;         /* parameters per gradient-reduction bucket where the run
                                         configured its own (validation rows' "dp_bucket":
                                         InternLM's reduce_bucket_size); 0 = the trainer's */
@@ -302,6 +307,9 @@ typedef struct ap_trainer_caps {
                                     cp * tp / (etp * ep)), so ep x etp must divide them */
     unsigned fp8_params_zero_mask; /* ZeRO stages at which the trainer keeps the weights in
                                       FP8 (ap_plan.fp8_params); 0: it does not */
+    unsigned zero_group_mask;    /* ZeRO stages the trainer shards within groups of the
+                                    data-parallel ranks and replicates across them
+                                    (ap_plan.zero_group); 0: it does not */
     int gated_clamp_unfused;     /* gpt-oss's clamped gated activation clamps both halves and
                                     concatenates them in separate kernels before its fused
                                     kernel (layer_cost.c) */
