@@ -105,11 +105,11 @@ done:
 
 /* ---- strategies ---------------------------------------------------------------------------- */
 
-/* One K=V pin of a strategy: a plan member by name (tp pp cp dp ep vp mbs zero recompute
- * trainer), or offload = the optimizer offload fraction (0 pins "none"). */
+/* One K=V pin of a strategy: a plan member by name (tp pp cp dp ep vp mbs zero zero_group
+ * recompute trainer), or offload = the optimizer offload fraction (0 pins "none"). */
 static ap_status parse_kv(const char *tok, strat_spec *sp, ap_err *err) {
     static const char *const keys[] = {"tp", "pp", "cp", "dp", "ep", "vp", "mbs", "zero",
-                                       "recompute", "trainer", "offload"};
+                                       "zero_group", "recompute", "trainer", "offload"};
     char k[32], what[64], shown[64];
     const char *eq = strchr(tok, '=');
     size_t kl = eq ? (size_t)(eq - tok) : 0;
@@ -123,7 +123,7 @@ static ap_status parse_kv(const char *tok, strat_spec *sp, ap_err *err) {
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) known |= !strcmp(k, keys[i]);
     if (!known)
         return ap_err_set(err, AP_ERR_INPUT, "--strategies: unknown key '%s' (tp, pp, cp, dp, ep, "
-                          "vp, mbs, zero, recompute, offload, trainer)",
+                          "vp, mbs, zero, zero_group, recompute, offload, trainer)",
                           ap_text_line(shown, sizeof shown, k, 40));
     int n;
     const ap_field *t = ap_plan_fields(&n);

@@ -246,6 +246,13 @@ static ap_status check_zero_group(const ap_trainer_caps *t, const ap_plan *p, ap
         return ap_err_set(err, AP_ERR_INFEASIBLE, "zero_group %d must divide dp x cp = %lld and "
                           "hold whole context-parallel groups (a multiple of cp %d)",
                           p->zero_group, (long long)ranks, p->cp);
+    /* the operator-by-operator offload simulations (sim/hetero.c: Gemini's chunks, DeepSpeed's
+       offload devices) partition over all data-parallel ranks */
+    if (p->hetero.placement != AP_GEMINI_OFF || p->hetero.ds_optimizer != AP_OFFLOAD_DEV_NONE ||
+        p->hetero.ds_params != AP_OFFLOAD_DEV_NONE)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "zero_group: the offload simulations (Gemini, "
+                          "DeepSpeed's offload devices) partition over all data-parallel ranks; "
+                          "ZeRO within groups is priced without offload devices");
     return AP_OK;
 }
 

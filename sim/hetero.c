@@ -739,6 +739,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
     memcpy(&q, x->p, sizeof q); /* padding too: the cache compares shapes byte for byte */
     memset(&q.hetero, 0, sizeof q.hetero);
     q.zero = 0;
+    q.zero_group = 0;
     q.offload_optimizer = q.offload_params = 0;
     q.overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
     q.grad_accum = 1;

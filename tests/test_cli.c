@@ -748,6 +748,8 @@ static void test_bad_input(void) {
         "Megatron-LM groups ZeRO stage 1, not 3");
     bad("estimate '%s' --gpus 64 --trainer deepspeed --zero 1 --zero-group 8",
         "DeepSpeed groups ZeRO stage 3, not 1");
+    bad("estimate '%s' --gpus 64 --trainer deepspeed --zero 3 --zero-group 8 --offload-optimizer 1 "
+        "--offload-params 1", "priced without offload devices");
     bad("estimate /nonexistent/model.json --gpus 8 --cluster %s", "/nonexistent/model.json");
     bad("plan '%s' --gpus 8 --tokens-per-step 4M --gbs 64", "not both");
     bad("plan '%s' --gpus 8..4", "empty");
