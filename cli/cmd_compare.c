@@ -162,6 +162,7 @@ static ap_status named(compare_cmd *cc, const char *nm, strat_spec *sp, ap_err *
     } else if (!strcmp(nm, "zero3")) {
         f->tp = f->pp = f->cp = 1;
         f->zero = 3;
+        f->zero_group = -1; /* full sharding over every rank, not the search's groups */
         f->offload_optimizer = f->offload_params = -1;
         f->trainer = trainer_for(f->trainer, 3, 0, AP_TRAINER_FSDP, sp->note, sizeof sp->note);
         snprintf(sp->desc, sizeof sp->desc, "ZeRO-3 / FSDP full sharding (tp = pp = cp = 1, no "
@@ -169,6 +170,7 @@ static ap_status named(compare_cmd *cc, const char *nm, strat_spec *sp, ap_err *
     } else if (!strcmp(nm, "zero2-offload")) {
         f->tp = f->pp = f->cp = 1;
         f->zero = 2;
+        f->zero_group = -1;
         f->offload_optimizer = 1;
         f->offload_params = -1;
         f->trainer = trainer_for(f->trainer, 2, 1, AP_TRAINER_DEEPSPEED, sp->note, sizeof sp->note);

@@ -73,7 +73,7 @@ static int has_pins(const ap_search_opts *so) {
     const ap_plan *f = &so->fixed;
     return f->tp || f->pp || f->dp || f->cp || f->ep || f->vp || f->mbs || f->zero >= 0 ||
            so->fix_recompute || f->offload_optimizer != 0 || f->offload_params != 0 ||
-           f->recompute_layers || so->no_sp || so->no_overlap;
+           f->recompute_layers || f->zero_group || so->no_sp || so->no_overlap;
 }
 
 static void suggest(ap_json *sug, const char *what, const ap_estimate *best) {

@@ -517,7 +517,10 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->fixed.flash_attn = cp->flash_attn;
     so->fixed.attn_impl = cp->attn_impl;
     so->fixed.fp8_params = cp->fp8_params;
-    so->fixed.zero_group = cp->zero_group;
+    /* an explicit 0 pins "all ranks"; absent leaves the domain's group to the search */
+    so->fixed.zero_group =
+        ap_request_given(rq->plan_given, "zero_group") && cp->zero_group == 0 ? -1
+                                                                               : cp->zero_group;
     so->fixed.grad_reduce_bytes = cp->grad_reduce_bytes;
     so->fixed.gather_bytes = cp->gather_bytes;
     /* an explicit 0 pins "no offload"; absent leaves it to the search */

@@ -58,6 +58,8 @@ static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts 
         q->offload_optimizer = q->offload_params = 0;
         q->zero = z;
         const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
+        /* a stage the trainer does not group shards over all ranks: no slower per stage */
+        if (!(tr->zero_group_mask & (1u << z))) q->zero_group = 0;
         q->overlap_param = p->overlap_param && (tr->overlap_param_zero_mask & (1u << z));
         if (ap_plan_check(q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) return 1;
     }
@@ -386,19 +388,20 @@ static int linear_stages(const ap_plan *p) {
 
 /* The memo entry of plan p's sibling (its least pipeline time over splits of p's layout n, and
  * its fixed overhead), estimated on a miss; *out NULL when the trainer runs no sibling. The
- * entry is keyed on p's own degrees, ZeRO stage and micro-batch, which with the search's fixed
- * fields make the sibling (sibling() clears the rest), so a hit neither copies nor checks a
- * plan. */
+ * entry is keyed on p's own degrees, ZeRO stage and group and micro-batch, which with the
+ * search's fixed fields make the sibling (sibling() clears the rest), so a hit neither copies
+ * nor checks a plan. */
 /* The memo slot of plan p's key (see sibling_memo); *hit: it holds p's entry. */
 static rs_memo *memo_slot(rs_scratch *sc, const ap_plan *p, int *hit) {
     uint64_t h = (uint64_t)p->tp * 0x9E3779B97F4A7C15ull ^ (uint64_t)p->cp * 0xC2B2AE3D27D4EB4Full ^
                  (uint64_t)p->pp * 0x165667B19E3779F9ull ^ (uint64_t)p->dp * 0x27D4EB2F165667C5ull ^
                  (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull ^ (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
-                 (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp);
+                 (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp) ^
+                 (uint64_t)p->zero_group * 0x94D049BB133111EBull;
     rs_memo *mm = &sc->memo[ap_hash_mix(h) & (RS_MEMO - 1)];
     *hit = mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
            mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
-           mm->zero == p->zero && mm->mbs == p->mbs;
+           mm->zero == p->zero && mm->zero_group == p->zero_group && mm->mbs == p->mbs;
     return mm;
 }
 
@@ -415,7 +418,7 @@ static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap
     mm->valid = 1;
     mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
     mm->etp = p->etp;
-    mm->vp = p->vp, mm->zero = p->zero, mm->mbs = p->mbs;
+    mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
 }
 
 static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
@@ -1039,16 +1042,16 @@ static ap_status fixed_phase(ranker *rk, ordered *ord, ap_search_result *r, ap_e
 static int same_combo(const rs_cand *a, const rs_cand *b) {
     return a->pt.tp == b->pt.tp && a->pt.cp == b->pt.cp && a->pt.pp == b->pt.pp &&
            a->pt.dp == b->pt.dp && a->pt.ep == b->pt.ep && a->pt.etp == b->pt.etp &&
-           a->pt.vp == b->pt.vp &&
-           a->pt.zero == b->pt.zero && a->mb == b->mb;
+           a->pt.vp == b->pt.vp && a->pt.zero == b->pt.zero &&
+           a->pt.zero_group == b->pt.zero_group && a->mb == b->mb;
 }
 
 /* A hash of what same_combo compares (FNV-1a over the fields). */
 static uint64_t combo_hash(const rs_cand *c) {
-    const int64_t f[9] = {c->pt.tp, c->pt.cp, c->pt.pp, c->pt.dp, c->pt.ep,
-                          c->pt.etp, c->pt.vp, c->pt.zero, (int64_t)c->mb};
+    const int64_t f[10] = {c->pt.tp, c->pt.cp, c->pt.pp, c->pt.dp, c->pt.ep,
+                           c->pt.etp, c->pt.vp, c->pt.zero, c->pt.zero_group, (int64_t)c->mb};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         h ^= (uint64_t)f[i];
         h *= 1099511628211ull;
     }

@@ -103,7 +103,7 @@ typedef struct {
 } lin_fit;
 
 typedef struct rs_memo {
-    int valid, none, tp, cp, pp, dp, ep, etp, vp, zero;
+    int valid, none, tp, cp, pp, dp, ep, etp, vp, zero, zero_group;
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */

@@ -103,8 +103,25 @@ static int vp_values(const ap_space *s, const ap_space_point *pt, double *v) {
     return n;
 }
 
+/* The ZeRO group the search tries beside full sharding: the data-parallel ranks of one NVLink
+ * domain (ranks tp apart, whole cp groups), when that is fewer than all of them; 0 when none.
+ * Sharding inside the domain and replicating across domains (HSDP) gathers over NVLink and
+ * crosses the network with each rank's shard only, at the cost of dp x cp / group times the
+ * states: it wins on slow networks and where ring latency grows with the ranks. */
+static int domain_group(const ap_space *s, const ap_space_point *pt) {
+    int dom = s->c->nvlink_domain > 0 ? s->c->nvlink_domain : 1;
+    int64_t ranks = (int64_t)pt->dp * pt->cp;
+    int g = pt->tp < dom ? dom / pt->tp : 1;
+    if (g < 2 || g >= ranks || ranks % g != 0 || g % pt->cp != 0) return 0;
+    return g;
+}
+
 /* ZeRO stages of the trainer (or the pinned one). Without data parallelism a stage shards
- * nothing: it is the same plan as a lower one unless it unlocks another offload option. */
+ * nothing: it is the same plan as a lower one unless it unlocks another offload option. A
+ * stage the trainer shards within groups (ZeRO 2 and 3: HSDP, MiCS) is tried a second time
+ * within the domain's group (value z + 0.5, domain_group), unless the user pinned a group or
+ * none; Megatron-LM's partial distributed optimizer (ZeRO 1) all-reduces over every rank as
+ * ZeRO-0 does, never faster than the full one, so the search leaves it to the pin. */
 static int zero_values(const ap_space *s, const ap_space_point *pt, double *v) {
     const ap_trainer_caps *tr = s->tr;
     const int fz = s->o->fixed.zero;
@@ -123,6 +140,9 @@ static int zero_values(const ap_space *s, const ap_space_point *pt, double *v) {
             zany = 1;
         }
         v[n++] = z;
+        if (z >= 2 && (tr->zero_group_mask & (1u << z)) && s->o->fixed.zero_group == 0 &&
+            domain_group(s, pt) > 0)
+            v[n++] = z + 0.5;
     }
     return n;
 }
@@ -189,7 +209,10 @@ static void set_value(ap_space *s, ap_space_point *pt, int d, double x) {
     case D_EP: pt->ep = (int)x; break;
     case D_ETP: pt->etp = (int)x; break;
     case D_VP: pt->vp = (int)x; break;
-    case D_ZERO: pt->zero = (int)x; break;
+    case D_ZERO:
+        pt->zero = (int)x;
+        pt->zero_group = x != (double)pt->zero ? domain_group(s, pt) : 0;
+        break;
     case D_OFFO:
         pt->hetero_extra = x < 0;
         pt->offload_optimizer = x < 0 ? 0 : x;
@@ -398,7 +421,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->flash_attn = fx->flash_attn;
     p->attn_impl = fx->attn_impl;
     p->fp8_params = fx->fp8_params;
-    p->zero_group = fx->zero_group;
+    p->zero_group = fx->zero_group > 0 ? fx->zero_group : pt->zero_group;
     p->grad_reduce_bytes = fx->grad_reduce_bytes;
     p->gather_bytes = fx->gather_bytes;
     /* dominated in the cost model (search.h): sequence parallelism and overlap when offered */

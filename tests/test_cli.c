@@ -287,7 +287,7 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
     size_t k = 0;
     out[0] = '\0';
     for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
-        double v;
+        double v, g;
         const char *f = NULL;
         char tmp[160] = "";
         if (sscanf(t, "tp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--tp %.0f", v);
@@ -297,6 +297,8 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
         else if (sscanf(t, "ep%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--ep %.0f", v);
         else if (sscanf(t, "vp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--vp %.0f", v);
         else if (sscanf(t, "mbs%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--mbs %.0f", v);
+        else if (sscanf(t, "z%lfg%lf", &v, &g) == 2)
+            snprintf(tmp, sizeof tmp, "--zero %.0f --zero-group %.0f", v, g);
         else if (sscanf(t, "z%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--zero %.0f", v);
         else if (sscanf(t, "off-opt%lf", &v) == 1)
             snprintf(tmp, sizeof tmp, "--offload-optimizer %g", v / 100);

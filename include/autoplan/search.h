@@ -177,6 +177,7 @@ ap_status ap_search_many(const ap_model *m, const ap_cluster *clusters, int n,
 
 typedef struct ap_space_point {
     int tp, cp, pp, dp, ep, etp, vp, zero;
+    int zero_group;           /* ZeRO within groups of this many ranks (0: all; see space.c) */
     double offload_optimizer, offload_params;
     int hetero_extra;         /* the extra heterogeneous-memory level (Gemini auto placement,
                                  ZeRO-Infinity on NVMe: see space.c) */
