@@ -117,11 +117,13 @@ static int domain_group(const ap_space *s, const ap_space_point *pt) {
 }
 
 /* ZeRO stages of the trainer (or the pinned one). Without data parallelism a stage shards
- * nothing: it is the same plan as a lower one unless it unlocks another offload option. A
- * stage the trainer shards within groups (ZeRO 2 and 3: HSDP, MiCS) is tried a second time
- * within the domain's group (value z + 0.5, domain_group), unless the user pinned a group or
- * none; Megatron-LM's partial distributed optimizer (ZeRO 1) all-reduces over every rank as
- * ZeRO-0 does, never faster than the full one, so the search leaves it to the pin. */
+ * nothing: it is the same plan as a lower one unless it unlocks another offload option.
+ * ZeRO-3, where the trainer shards it within groups (HSDP, MiCS), is tried a second time within
+ * the domain's group (value 3.5, domain_group), unless the user pinned a group or none. Not
+ * tried unpinned: ZeRO-2 in groups (FSDP2 gathers once per step there; on the slow networks
+ * where groups pay, the grouped ZeRO-3 plan is as fast with less memory) and Megatron-LM's
+ * partial distributed optimizer (ZeRO 1 all-reduces over every rank as ZeRO-0 does, never
+ * faster than the full one). */
 static int zero_values(const ap_space *s, const ap_space_point *pt, double *v) {
     const ap_trainer_caps *tr = s->tr;
     const int fz = s->o->fixed.zero;
@@ -140,7 +142,7 @@ static int zero_values(const ap_space *s, const ap_space_point *pt, double *v) {
             zany = 1;
         }
         v[n++] = z;
-        if (z >= 2 && (tr->zero_group_mask & (1u << z)) && s->o->fixed.zero_group == 0 &&
+        if (z == 3 && (tr->zero_group_mask & (1u << z)) && s->o->fixed.zero_group == 0 &&
             domain_group(s, pt) > 0)
             v[n++] = z + 0.5;
     }
