@@ -1,8 +1,9 @@
 /*
  * space.c - the plan space ap_search enumerates, as a table of dimensions (search.h).
  *
- * Structure: eight dimensions, outermost first: tp, cp, pp (which fixes dp), ep, vp, ZeRO stage,
- * optimizer offload, parameter offload. Each dimension is one function that lists its legal
+ * Structure: eight dimensions, outermost first: tp, cp, pp (which fixes dp), ep, vp, ZeRO stage
+ * (with its group: ZeRO-3 within an NVLink domain is a value of its own), optimizer offload,
+ * parameter offload. Each dimension is one function that lists its legal
  * values given the choices of the dimensions outside it (the trainer's table, the user's pins,
  * divisibility); an odometer walks the product, refilling a dimension's list whenever an outer
  * choice changes. A choice of all eight is a point: the model states of a group of plans. The
