@@ -16,7 +16,8 @@ Sources:
                          training/configs/experiment/{owt,pile}/*.yaml
   torchtitan-h100        pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md and
                          benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: Llama 3.1 8B-405B,
-                         FSDP / +CP / +TP / +PP, 8-512 H100
+                         FSDP / +CP / +TP / +PP, 8-512 H100; docs/performance.md @3faaa1a: 405B
+                         under FSDP 16 x TP 8 on 128 of the same H100s
   torchtitan-a100        pytorch/torchtitan docs/performance.md @157a12c: Llama 3 8B/70B and
                          Llama 2 13B/70B under FSDP2 on 64 A100-80GB, per activation
                          checkpointing mode (8 rows)
@@ -387,6 +388,12 @@ def flashattn_rows():
 # ---- torchtitan on H100 --------------------------------------------------------------------------
 TT_DEC = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
 TT_ATP = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md"
+# docs/performance.md @3faaa1a (2024-08-23), "Llama 3.1 performance numbers": 405B on 128 H100
+# of the same kind ("HBM2e based lower TDP SXM H100 (95GB)", its footnote 1), FSDP 16 x TP 8,
+# local batch 2 of 8192 tokens, full checkpointing (train_configs/llama3_405b.toml @3faaa1a);
+# "Optimizations: None" read as no torch.compile, no Float8 and no async TP; the Float8 rows
+# compiled (torchtitan's float8 path needs it) and the last adds async TP, as the table says
+TT_405 = "pytorch/torchtitan docs/performance.md @3faaa1a 'Llama 3.1 performance numbers'"
 # (cite, model, gpus, dp(FSDP), cp, tp, pp, vp, local batch, micro-batch, seq, recompute, dtype,
 #  async TP, TPS/GPU, memory GiB or None)
 TT = [
@@ -418,6 +425,9 @@ TT = [
     (TT_ATP + ": 8B bf16 async TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "bf16", True, 4809.4, None),
     (TT_ATP + ": 8B float8 tensorwise vanilla TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "fp8", False, 5078.1, None),
     (TT_ATP + ": 8B float8 tensorwise async TP", "llama-3-8b", 64, 8, 1, 8, 1, 1, 12, 12, 8192, "selective", "fp8", True, 5570.1, None),
+    (TT_405 + ": 405B, no optimizations (assumed: no compile)", "llama-3.1-405b", 128, 16, 1, 8, 1, 1, 2, 2, 8192, "full", "bf16", False, 109, None),
+    (TT_405 + ": 405B, Float8 (compile)", "llama-3.1-405b", 128, 16, 1, 8, 1, 1, 2, 2, 8192, "full", "fp8", False, 177, None),
+    (TT_405 + ": 405B, Float8 + Async TP (compile)", "llama-3.1-405b", 128, 16, 1, 8, 1, 1, 2, 2, 8192, "full", "fp8", True, 185, None),
 ]
 
 
@@ -425,7 +435,8 @@ TT = [
 # (its table's title, or async TP, which needs it); autoplan prices torchtitan compiled, as its
 # emitted config runs it, so these two rows say "compile": false (the norms, rotary embedding
 # and SwiGLU then run as eager composites, costmodel/layer_cost.c)
-TT_EAGER = {TT_DEC + " Table 1: FSDP", TT_DEC + " Table 3: FSDP, 128 GPUs"}
+TT_EAGER = {TT_DEC + " Table 1: FSDP", TT_DEC + " Table 3: FSDP, 128 GPUs",
+            TT_405 + ": 405B, no optimizations (assumed: no compile)"}
 
 
 def torchtitan_rows(hf):
