@@ -399,12 +399,14 @@ TT_405 = "pytorch/torchtitan docs/performance.md @3faaa1a 'Llama 3.1 performance
 TT = [
     (TT_DEC + " Table 1: FSDP", "llama-3-8b", 8, 8, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 5762, 82.4),
     (TT_DEC + " Table 1: FSDP + torch.compile", "llama-3-8b", 8, 8, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 6667, 77.0),
+    (TT_DEC + " Table 1: FSDP + torch.compile + Float8", "llama-3-8b", 8, 8, 1, 1, 1, 1, 2, 2, 8192, "selective", "fp8", False, 8532, 76.8),
     (TT_DEC + " Table 2: FSDP 8, CP 1 (compile, Float8)", "llama-3-8b", 8, 8, 1, 1, 1, 1, 1, 1, 32768, "full", "fp8", False, 3890, 83.9),
     (TT_DEC + " Table 2: FSDP 4, CP 2 (compile, Float8)", "llama-3-8b", 8, 4, 2, 1, 1, 1, 1, 1, 65536, "full", "fp8", False, 2540, 84.2),
     (TT_DEC + " Table 2: FSDP 2, CP 4 (compile, Float8)", "llama-3-8b", 8, 2, 4, 1, 1, 1, 1, 1, 131072, "full", "fp8", False, 1071, 84.0),
     (TT_DEC + " Table 2: FSDP 1, CP 8 (compile, Float8)", "llama-3-8b", 8, 1, 8, 1, 1, 1, 1, 1, 262144, "full", "fp8", False, 548, 84.5),
     (TT_DEC + " Table 3: FSDP, 128 GPUs", "llama-3-8b", 128, 128, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 5605, 67.0),
     (TT_DEC + " Table 3: FSDP + torch.compile, 128 GPUs", "llama-3-8b", 128, 128, 1, 1, 1, 1, 2, 2, 8192, "selective", "bf16", False, 6514, 62.0),
+    (TT_DEC + " Table 3: FSDP + torch.compile + Float8, 128 GPUs", "llama-3-8b", 128, 128, 1, 1, 1, 1, 2, 2, 8192, "selective", "fp8", False, 8380, 61.8),
     (TT_DEC + " Table 4: 2D (compile, Float8)", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", False, 829, 71.9),
     (TT_DEC + " Table 4: 2D + AsyncTP (compile, Float8)", "llama-3-70b", 256, 32, 1, 8, 1, 1, 16, 16, 8192, "full", "fp8", True, 876, 67.6),
     # Tables 5 and 6: the micro-batch count is not stated; torchtitan of the time split the local
