@@ -568,7 +568,7 @@ static void test_validate_targets(void) {
     if (os) {
         double mape = 100, mx = 100;
         CHECK(sscanf(os, "out-of-sample time MAPE %lf%%, max %lf%%", &mape, &mx) == 2);
-        /* 7.38% over the fifteen sources, MT-NLG's DeepSpeed pipeline runs (-19%) the largest
+        /* 7.03% over the sixteen sources, MT-NLG's DeepSpeed pipeline runs (-19%) the largest
          * part */
         CHECK(mape <= 10.0);
     }
@@ -577,6 +577,7 @@ static void test_validate_targets(void) {
         double max_mape;
     } oos[] = {{"llm-foundry-fsdp", 10}, {"flashattn-gpt-a100", 10}, {"nemo-automodel-h100", 5},
                {"megatron-h100-weak", 10}, {"megatron-h100-strong", 15}, {"torchtitan-h100", 10}, {"torchtitan-a100", 10},
+               {"torchtitan-h200", 10},
                {"bigscience-bloom", 15}, {"mtnlg-530b-deepspeed", 25},
                {"nvidia-dgxc-h100", 10}, {"nvidia-dgxc-grok1", 10}, {"nemo-longseq-h100", 10},
                {"nemo-perf-h100", 10}, {"megatron-bridge-h100", 10}, {"internlm-a100", 13}};

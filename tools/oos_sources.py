@@ -21,6 +21,8 @@ Sources:
   torchtitan-a100        pytorch/torchtitan docs/performance.md @157a12c: Llama 3 8B/70B and
                          Llama 2 13B/70B under FSDP2 on 64 A100-80GB, per activation
                          checkpointing mode (8 rows)
+  torchtitan-h200        pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md:
+                         Llama 3.1 8B, FSDP + compile + Float8 on 32 and 64 H200 (2 rows)
   megatron-h100-weak     NVIDIA/Megatron-LM README.md "Weak Scaling Results" (images/
                          model_table.png): GPT 1.7B-462B on 48-6144 H100, Megatron-Core r0.8
   megatron-h100-strong   the same README, "Strong Scaling Results": the 177B GPT of the weak
@@ -467,6 +469,33 @@ def torchtitan_rows(hf):
         # the tables' memory columns (max reserved on 96 GB parts) are not compared: the caching
         # allocator keeps what a larger GPU lets it keep, so they say little about an 80 GB one
         _ = mem
+    return out
+
+
+# ---- torchtitan on H200 (Trainy on WhiteFiber) ---------------------------------------------------
+# pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md @cbccb38 (2025-06):
+# Llama 3.1 8B on 4 and 8 hosts of 8 H200 (NVLink; 400 Gb/s RDMA per GPU), TPS/GPU at the
+# 100th iteration. The command: torchtitan e7c0cae with train_configs/llama3_8b.toml @e7c0cae
+# (sequence 8192, FSDP over every rank, selective per-op checkpointing) and --training.
+# local_batch_size=2 --training.compile, Float8 linears with FSDP float8 all-gather (priced with
+# 16-bit gathers, as this file's other torchtitan Float8 rows)
+TT_H200 = "pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md @cbccb38"
+TT_H200_ROWS = [(4, 10938), (8, 10753)]  # (hosts, TPS/GPU)
+
+
+def torchtitan_h200_rows(hf):
+    out = []
+    for (hosts, tps) in TT_H200_ROWS:
+        gpus = 8 * hosts
+        plan = {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
+                "mbs": 2, "gbs": 2 * gpus, "seq": 8192, "recompute": "selective", "sp": False,
+                "zero": 3, "dtype": "fp8", "overlap": True, "flash_attn": True}
+        out.append({"source": "torchtitan-h200",
+                    "cite": "%s: NUM_NODES %d, %d TPS/GPU" % (TT_H200, hosts, tps),
+                    "model_name": "llama-3-8b", "model": hf("llama-3-8b"), "plan": plan,
+                    "gpu": "h200-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
+                    "metric": "step_s", "measured": 2 * 8192 / tps,
+                    "how": "local batch x sequence / (TPS/GPU)"})
     return out
 
 
@@ -1354,5 +1383,5 @@ def internlm_rows():
 
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
-            megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
+            torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows())
