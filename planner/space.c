@@ -120,7 +120,8 @@ static int domain_group(const ap_space *s, const ap_space_point *pt) {
 /* ZeRO stages of the trainer (or the pinned one). Without data parallelism a stage shards
  * nothing: it is the same plan as a lower one unless it unlocks another offload option.
  * ZeRO-3, where the trainer shards it within groups (HSDP, MiCS), is tried a second time within
- * the domain's group (value 3.5, domain_group), unless the user pinned a group or none. Not
+ * the domain's group (value 3.5, domain_group; without offload unless pinned, offo_values),
+ * unless the user pinned a group or none. Not
  * tried unpinned: ZeRO-2 in groups (FSDP2 gathers once per step there; on the slow networks
  * where groups pay, the grouped ZeRO-3 plan is as fast with less memory) and Megatron-LM's
  * partial distributed optimizer (ZeRO 1 all-reduces over every rank as ZeRO-0 does, never
@@ -178,6 +179,8 @@ static int offo_values(const ap_space *s, const ap_space_point *pt, double *v) {
         n = 1;
     }
     if (fx < 0) n = 1;
+    /* the domain's group is tried without offload: offload buys memory, the group spends it */
+    if (pt->zero_group > 0 && fx == 0) return 1;
     if (hetero_extra_level(s, pt->zero)) v[n++] = -1; /* the extra heterogeneous level */
     return n;
 }
@@ -195,7 +198,7 @@ static int offp_values(const ap_space *s, const ap_space_point *pt, double *v) {
         n = 1;
     }
     if (fx < 0) n = 1;
-    if (pt->hetero_extra) n = 1; /* the heterogeneous level goes with the first */
+    if (pt->hetero_extra || (pt->zero_group > 0 && fx == 0)) n = 1; /* see offo_values */
     double oo = pt->offload_optimizer;
     KEEP_IF(v, n, !tr->offload_together || (oo > 0) == (x > 0));
     return n;
