@@ -494,8 +494,8 @@ priced:
                                           : ap_plan_gathered_weight_bytes(p);
     E->loss_bytes = p->loss_bytes_per_logit > 0 ? p->loss_bytes_per_logit
                                                 : x->tr->loss_bytes_per_logit;
-    E->dense_shard = E->state_shard = p->dp * p->cp;
-    if (p->zero_group > 0 && p->zero_group < E->dense_shard) E->state_shard = p->zero_group;
+    E->dense_shard = p->dp * p->cp;
+    E->state_shard = ap_plan_zero_shard(p);
     E->expert_shard = (int)((int64_t)p->dp * p->cp * p->tp / ((int64_t)p->ep * p->etp));
     if (E->expert_shard < 1) E->expert_shard = 1;
     ms_coef_of(p, &E->ms);

@@ -226,23 +226,29 @@ static ap_status check_degrees(const ap_plan *p, const ap_cluster *c, ap_err *er
     return AP_OK;
 }
 
+int ap_plan_zero_shard(const ap_plan *p) {
+    int64_t ranks = (int64_t)p->dp * (p->cp > 0 ? p->cp : 1);
+    if (ranks < 1) ranks = 1;
+    return p->zero_group > 0 && p->zero_group < ranks ? p->zero_group : (int)ranks;
+}
+
 /* ZeRO within groups (zero_group): a group of at least two ranks that divides the dp x cp
  * ranks and holds whole context-parallel groups, at a ZeRO stage the trainer shards so. A group
  * of all dp x cp ranks is ordinary ZeRO. */
-static ap_status check_zero_group(const ap_trainer_caps *t, const ap_plan *p, ap_err *err) {
+ap_status ap_plan_check_zero_group(const ap_plan *p, ap_err *err) {
+    const ap_trainer_caps *t = ap_trainer_get(p->trainer);
     int64_t ranks = (int64_t)p->dp * p->cp;
     if (p->zero_group < 2)
         return ap_err_set(err, AP_ERR_INPUT, "zero_group must be 0 (all data-parallel ranks) or "
                           "at least 2, not %d", p->zero_group);
-    if (!(t->zero_group_mask & (1u << p->zero)))
+    if (p->zero < 0 || p->zero > 3 || !(t->zero_group_mask & (1u << p->zero))) {
+        char st[32];
+        ap_trainer_zero_group_stages(t, st, sizeof st);
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not shard ZeRO stage %d within groups "
-                          "of the data-parallel ranks (zero_group)%s", t->name, p->zero,
-                          !t->zero_group_mask ? "" : p->trainer == AP_TRAINER_MEGATRON
-                                                        ? "; it does at stage 1"
-                                                 : p->trainer == AP_TRAINER_DEEPSPEED
-                                                        ? "; it does at stage 3 (MiCS)"
-                                                        : "; it does at stages 2 and 3");
-    if (ranks % p->zero_group != 0 || p->zero_group % p->cp != 0)
+                          "of the data-parallel ranks (zero_group)%s%s", t->name, p->zero,
+                          st[0] ? "; it does at " : "", st);
+    }
+    if (p->cp < 1 || ranks % p->zero_group != 0 || p->zero_group % p->cp != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "zero_group %d must divide dp x cp = %lld and "
                           "hold whole context-parallel groups (a multiple of cp %d)",
                           p->zero_group, (long long)ranks, p->cp);
@@ -294,7 +300,7 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s: ZeRO stage %d cannot be combined with "
                           "pipeline parallelism", tn, p->zero);
     if (p->zero_group) {
-        ap_status gs = check_zero_group(t, p, err);
+        ap_status gs = ap_plan_check_zero_group(p, err);
         if (gs != AP_OK) return gs;
     }
     if (t->dp_shard_required_with_tp && p->tp > 1 && p->dp > 1 && p->zero < 2)

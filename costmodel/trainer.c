@@ -46,6 +46,7 @@
  */
 #include "autoplan/plan.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -459,6 +460,21 @@ const char *ap_trainer_name(ap_trainer_id id) { return ap_trainer_get(id)->name;
 
 int ap_trainer_overlap_tp(const ap_trainer_caps *t, const ap_gpu *g) {
     return t->overlap_tp && (!t->overlap_tp_multicast || (g && g->multicast));
+}
+
+const char *ap_trainer_zero_group_stages(const ap_trainer_caps *t, char *buf, size_t n) {
+    int z[4], k = 0;
+    for (int s = 0; s <= 3; s++)
+        if (t->zero_group_mask & (1u << s)) z[k++] = s;
+    size_t at = 0;
+    if (n > 0) buf[0] = '\0';
+    for (int i = 0; i < k && at < n; i++) {
+        int w = snprintf(buf + at, n - at, "%s%d", i == 0 ? (k > 1 ? "stages " : "stage ")
+                                                  : i == k - 1 ? " and " : ", ", z[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    return buf;
 }
 
 int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep) {

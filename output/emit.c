@@ -291,9 +291,8 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_clust
     if (z >= 0) q->zero = z;
     /* ZeRO within groups where the trainer shards so at that stage and the group still
        divides the data-parallel ranks; else over all of them */
-    if (q->zero_group > 0 && (!(k->zero_group_mask & (1u << q->zero)) || q->cp < 1 ||
-                              ((int64_t)q->dp * q->cp) % q->zero_group || q->zero_group % q->cp ||
-                              q->zero_group >= q->dp * q->cp))
+    if (q->zero_group && (ap_plan_zero_shard(q) != q->zero_group ||
+                          ap_plan_check_zero_group(q, NULL) != AP_OK))
         q->zero_group = 0;
 
     if (!(k->recompute_mask & (1u << q->recompute))) {

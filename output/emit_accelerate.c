@@ -108,7 +108,7 @@ ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
         sb_printf(&b, "  fsdp_sync_module_states: true\n");
         sb_printf(&b, "parallelism_config:\n");
         /* hybrid sharding: FSDP2 over a (replicate, shard) mesh */
-        int shard = p->zero_group > 0 && p->zero_group < p->dp ? p->zero_group : p->dp;
+        int shard = ap_plan_zero_shard(p); /* FSDP has no cp: of the dp ranks */
         if (shard < p->dp)
             sb_printf(&b, "  parallelism_config_dp_replicate_size: %d\n", p->dp / shard);
         sb_printf(&b, "  parallelism_config_dp_shard_size: %d\n", shard);

@@ -147,8 +147,8 @@ ap_status ds_render_config(const emit_ctx *x, int hf, sb *b) {
             jnum(z, "allgather_bucket_size", DS_BUCKET, &bad);
         }
         /* ZeRO-3 within groups: MiCS shards over mics_shard_size ranks (runtime/zero/mics.py) */
-        if (p->zero == 3 && p->zero_group > 0 && p->zero_group < p->dp * p->cp)
-            jnum(z, "mics_shard_size", p->zero_group, &bad);
+        if (p->zero == 3 && ap_plan_zero_shard(p) < p->dp * p->cp)
+            jnum(z, "mics_shard_size", ap_plan_zero_shard(p), &bad);
         if (p->zero == 3) {
             /* a zero prefetch bucket turns parameter prefetching (overlap) off */
             jnum(z, "stage3_prefetch_bucket_size",

@@ -272,9 +272,9 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     if (p->zero == 1) sb_printf(b, "    --use-distributed-optimizer\n");
     /* ZeRO-1 within groups: that many replicas of the distributed optimizer, each sharded over
        dp x cp / replicas ranks (core/parallel_state.py intra_partial_data_parallel_size) */
-    if (p->zero == 1 && p->zero_group > 0 && p->zero_group < p->dp * p->cp)
+    if (p->zero == 1 && ap_plan_zero_shard(p) < p->dp * p->cp)
         sb_printf(b, "    --num-distributed-optimizer-instances %d\n",
-                  p->dp * p->cp / p->zero_group);
+                  p->dp * p->cp / ap_plan_zero_shard(p));
     if (p->zero == 3) /* Megatron-FSDP (arguments.py validate_args: fsdp_dtensor checkpoints) */
         sb_printf(b, "    --use-megatron-fsdp\n    --data-parallel-sharding-strategy "
                      "optim_grads_params\n    --use-distributed-optimizer\n"

@@ -109,9 +109,7 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
 
     sb_printf(&b, "\n[parallelism]\n");
     /* HSDP: the group of zero_group ranks is the FSDP mesh (shard x cp), replicated across */
-    int replicate = p->zero == 0 ? p->dp : 1;
-    if (p->zero >= 2 && p->zero_group > 0 && p->zero_group < p->dp * p->cp)
-        replicate = p->dp * p->cp / p->zero_group;
+    int replicate = p->zero == 0 ? p->dp : p->dp * p->cp / ap_plan_zero_shard(p);
     sb_printf(&b, "data_parallel_replicate_degree = %d\n", replicate);
     sb_printf(&b, "data_parallel_shard_degree = %d\n", p->zero == 0 ? 1 : p->dp / replicate);
     if (p->zero >= 2)

@@ -179,12 +179,10 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
             return ap_err_set(err, AP_ERR_INPUT, "--zero-group: %s does not shard within groups "
                               "of the data-parallel ranks (Megatron-LM, DeepSpeed, FSDP and "
                               "torchtitan do)", tc->display);
+        char st[32];
         if (ap_request_given(rq->plan_given, "zero") && !(tc->zero_group_mask & (1u << p->zero)))
-            return ap_err_set(err, AP_ERR_INPUT, "--zero-group: %s groups ZeRO stage%s %s, not "
-                              "%d", tc->display, (tc->zero_group_mask & (tc->zero_group_mask - 1))
-                                                     ? "s" : "",
-                              tc->zero_group_mask == 2u ? "1" : tc->zero_group_mask == 8u ? "3"
-                                                                                       : "2 and 3",
+            return ap_err_set(err, AP_ERR_INPUT, "--zero-group: %s groups ZeRO %s, not %d",
+                              tc->display, ap_trainer_zero_group_stages(tc, st, sizeof st),
                               p->zero);
     }
     if (ap_request_given(rq->plan_given, "dtype") && r->cluster.gpu.peak_flops[p->dtype] <= 0)

@@ -994,9 +994,8 @@ static void gen_layout(gen *g, const ap_sim *s, int stage) {
     g->u_head = g->nloc + 1;
     int t = p->tp > 0 ? p->tp : 1;
     double dd = (double)p->dp * (p->cp > 0 ? p->cp : 1);
-    g->D_dense = dd > 0 ? dd : 1;
-    /* dense states shard within groups of zero_group ranks where the plan has them */
-    if (p->zero_group > 0 && p->zero_group < g->D_dense) g->D_dense = p->zero_group;
+    /* dense states shard over dp x cp, or within groups of zero_group ranks */
+    g->D_dense = ap_plan_zero_shard(p);
     /* experts are sharded over the expert-data-parallel group: tp*cp*dp / (ep*etp) ranks
        (Megatron MoE "parallel folding") */
     double de = (double)t * dd / ((p->ep > 0 ? p->ep : 1) * (p->etp > 0 ? p->etp : 1));

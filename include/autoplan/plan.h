@@ -435,6 +435,19 @@ int ap_trainer_dp_overlap(const ap_trainer_caps *t, int ep);
  * GPU's multicast where the trainer's overlap needs it). */
 int ap_trainer_overlap_tp(const ap_trainer_caps *t, const ap_gpu *g);
 
+/* The ZeRO stages trainer t shards within groups (zero_group_mask) in words, into buf:
+ * "stage 1", "stages 2 and 3"; "" when none. Returns buf. */
+const char *ap_trainer_zero_group_stages(const ap_trainer_caps *t, char *buf, size_t n);
+
+/* The data-parallel ranks that shard plan p's dense states: its zero_group where that is a
+ * group of fewer than all dp x cp ranks, else all of them (>= 1). */
+int ap_plan_zero_shard(const ap_plan *p);
+
+/* The part of ap_plan_check that reads zero_group (at least 2 ranks, a stage the trainer
+ * groups, a divisor of dp x cp holding whole cp groups, no offload simulation); call it on a
+ * plan with zero_group != 0. */
+ap_status ap_plan_check_zero_group(const ap_plan *p, ap_err *err);
+
 /* The part of ap_plan_check that reads the layout (stage_layers, the uniform split's
  * divisibility, per-chunk recompute counts): for a plan whose other fields passed
  * ap_plan_check, this alone says whether it passes with another layout (stagecost.c). */
