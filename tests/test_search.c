@@ -1517,8 +1517,46 @@ static void test_member_bound(void) {
     free(sc);
 }
 
+/* The search's own ZeRO group (space.c zero_values) is tried without offload: the group spends
+ * the memory offload buys. Llama-2-7B under FSDP on 32 A100s: every plan the unpruned search
+ * evaluates with a group keeps its states on the GPU; with offload pinned, grouped plans that
+ * offload are evaluated. */
+static void test_groups_without_offload(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 32);
+    ap_err err;
+    for (int pin = 0; pin <= 1; pin++) {
+        ap_search_opts o;
+        ap_search_opts_init(&o);
+        o.fixed.trainer = AP_TRAINER_FSDP;
+        o.fixed.seq = 4096;
+        o.gbs = 128;
+        o.prune = 0;
+        o.top_k = 1;
+        if (pin) o.fixed.offload_optimizer = o.fixed.offload_params = 1;
+        plan_list all = {0};
+        o.visit = collect_all;
+        o.visit_ctx = &all;
+        ap_search_result r;
+        CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+        ap_search_result_free(&r);
+        int grouped = 0, grouped_off = 0;
+        for (int k = 0; k < all.n; k++) {
+            const ap_plan *p = &all.e[k].plan;
+            if (p->zero_group <= 0) continue;
+            grouped++;
+            grouped_off += p->offload_optimizer > 0 || p->offload_params > 0;
+        }
+        CHECK(grouped > 0);
+        if (pin) CHECK_INT(grouped_off, grouped);
+        else CHECK_INT(grouped_off, 0);
+        free(all.e);
+    }
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_groups_without_offload();
     test_ep_without_overlap();
     test_tp_overlap_needs_multicast();
     test_pins_kept_by_resplit();
