@@ -46,6 +46,9 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
            ap_fmt_bytes(e->capacity_bytes, b2, sizeof b2),
            ap_fmt_bytes(e->headroom_bytes, lbl, sizeof lbl),
            e->fits ? "fits" : "DOES NOT FIT");
+    if (e->fits && e->smi_peak_bytes > e->device_peak_bytes)
+        printf("nvidia-smi about %s at the peak (freed blocks the caching allocator keeps)\n",
+               ap_fmt_bytes(e->smi_peak_bytes, b1, sizeof b1));
     if (e->host_bytes_per_node > 0)
         printf("host      %s offloaded per node of %s: %s\n",
                ap_fmt_bytes(e->host_bytes_per_node, b1, sizeof b1),

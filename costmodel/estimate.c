@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-9"; }
+const char *ap_costmodel_version(void) { return "costmodel-10"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
@@ -307,6 +307,8 @@ typedef struct {
     double emb_rank, head_rank;   /* embedding and output-layer parameters on one GPU */
     /* accumulated over the pipeline ranks */
     double worst_dev;             /* highest device bytes so far */
+    double worst_smi;             /* highest nvidia-smi reading so far (ap_mem_smi_bytes; 0
+                                     from setup's memset) */
     double Tmax, Tsum;            /* slowest and summed (t_f + t_b) per micro-batch */
     double crit_compute, crit_recompute, crit_tp, crit_cp, crit_ep, crit_tp_total, crit_z3;
     double max_stage_params, max_stage_shardable;
@@ -772,6 +774,22 @@ static inline double stage_frag(const est *E) {
     return E->opts->allocator_expandable ? 0.03 : 0.08;
 }
 
+/* nvidia-smi's reading is the caching allocator's high-water mark, not what the step must
+ * hold: PyTorch keeps freed blocks cached and releases them (and retries) only when a cudaMalloc
+ * fails (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks), so a run fits by its
+ * device bytes while the reading grows by what fragmentation strands. GMLake (Guo et al.,
+ * ASPLOS 2024, abstract) measured that fragmentation for eight LLMs trained on A100-80GB with
+ * recomputation, ZeRO and offload: stitching the stranded blocks removed 15% fragmentation
+ * (1 - allocated/reserved) on average, 9.2 GB of reserved memory. With expandable_segments
+ * the allocator maps what it frees into one range and the reading is the reserved bytes. */
+#define SMI_CACHED_FRAG 0.15
+
+double ap_mem_smi_bytes(const ap_stage_mem *sm, double overhead, int expandable) {
+    double held = expandable ? sm->reserved_bytes
+                             : fmax(sm->reserved_bytes, sm->allocated_bytes / (1 - SMI_CACHED_FRAG));
+    return fmax(held + overhead, sm->device_bytes);
+}
+
 /* The rank's allocated, reserved and device bytes. */
 static void stage_totals(const est *E, const stage *S, ap_stage_mem *sm) {
     sm->other_bytes = S->other;
@@ -786,6 +804,8 @@ static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
         E->worst_dev = sm->device_bytes;
         e->worst_stage = r;
     }
+    double smi = ap_mem_smi_bytes(sm, E->device_overhead, E->opts->allocator_expandable);
+    if (smi > E->worst_smi) E->worst_smi = smi;
     if (sm->allocated_bytes > e->allocated_peak_bytes) e->allocated_peak_bytes = sm->allocated_bytes;
     if (sm->reserved_bytes > e->reserved_peak_bytes) e->reserved_peak_bytes = sm->reserved_bytes;
 }
@@ -1350,6 +1370,8 @@ static void verdict(est *E) {
     ap_estimate *e = E->e;
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
+    /* nvidia-smi cannot show more than the GPU has */
+    e->smi_peak_bytes = fmin(E->worst_smi, c->gpu.mem_bytes);
     int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
     e->host_bytes_per_node = E->host_per_gpu_max * gpn;
     e->host_capacity_bytes = c->cpu_mem_bytes;
@@ -1425,7 +1447,7 @@ static void estimate_clear(ap_estimate *e) {
     memset(&e->time, 0, offsetof(ap_time, stage_fwd_s));
     memset(&e->tp, 0, sizeof e->tp);
     e->worst_stage = 0;
-    e->allocated_peak_bytes = e->reserved_peak_bytes = 0;
+    e->allocated_peak_bytes = e->reserved_peak_bytes = e->smi_peak_bytes = 0;
     e->nstages = e->plan.pp;
 }
 

@@ -402,9 +402,10 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
         if (!strcmp(v->metric, "step_s")) v->predicted = e->time.step_s;
         else if (!strcmp(v->metric, "activations_bytes")) v->predicted = s0->layer_activations_bytes;
         else if (!strcmp(v->metric, "reserved_bytes")) v->predicted = e->reserved_peak_bytes;
-        /* nvidia-smi's reading of the fullest GPU: its allocator segments, CUDA context,
-         * cuBLAS workspaces and NCCL buffers */
-        else if (!strcmp(v->metric, "device_bytes")) v->predicted = e->device_peak_bytes;
+        /* nvidia-smi's reading of the fullest GPU: the allocator's high-water mark (with the
+         * blocks it keeps cached, estimate.c ap_mem_smi_bytes), CUDA context, cuBLAS
+         * workspaces and NCCL buffers */
+        else if (!strcmp(v->metric, "device_bytes")) v->predicted = e->smi_peak_bytes;
         else if (v->is_oom) v->predicted = v->fits_device ? 0.0 : 1.0;
         else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
     }

@@ -100,6 +100,8 @@ static const ap_estimate_field fields[] = {
      E(reserved_peak_bytes), R(reserved_peak_bytes)},
     {"memory", "device_peak_bytes", "memory.device_peak_bytes", AP_FIELD_REAL,
      E(device_peak_bytes), R(device_peak_bytes)},
+    {"memory", "smi_peak_bytes", "memory.smi_peak_bytes", AP_FIELD_REAL, E(smi_peak_bytes),
+     R(smi_peak_bytes)},
     {"memory", "worst_stage", "memory.worst_stage", AP_FIELD_INT, E(worst_stage), R(worst_stage)},
     {"memory", "host_bytes_per_node", "memory.host_bytes_per_node", AP_FIELD_REAL,
      E(host_bytes_per_node), R(host_bytes_per_node)},

@@ -948,6 +948,8 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     sm->host_bytes = s->host_peak_bytes;
     e->allocated_peak_bytes = e->reserved_peak_bytes = sm->allocated_bytes;
     e->device_peak_bytes = e->peak_bytes = s->gpu_peak_bytes;
+    /* Gemini allocates its chunks once and reuses them: the reading is the peak */
+    e->smi_peak_bytes = s->gpu_peak_bytes;
     e->headroom_bytes = s->headroom_bytes;
     e->host_bytes_per_node = s->host_bytes_per_node;
     e->host_capacity_bytes = s->host_capacity_bytes;

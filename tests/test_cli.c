@@ -591,6 +591,16 @@ static void test_validate_targets(void) {
         if (mape > oos[i].max_mape) fprintf(stderr, "%s: %.2f%%\n", oos[i].source, mape);
         CHECK(mape <= oos[i].max_mape);
     }
+    /* BLOOM's 40 nvidia-smi readings within the issue's 10% (8.37%: the device bytes with the
+     * blocks the caching allocator keeps, GMLake's 15%; 19.15% as the device peak itself) */
+    const char *bl = table ? strstr(table, "bigscience-bloom") : NULL;
+    CHECK(bl != NULL);
+    if (bl) {
+        double tm = 100, tb = 100, tx = 100, mm = 100;
+        CHECK(sscanf(bl + strlen("bigscience-bloom"), "%lf%% %lf%% %lf%% %lf%%", &tm, &tb, &tx,
+                     &mm) == 4);
+        CHECK(mm <= 10.0);
+    }
     const char *oom = out ? strstr(out, "recorded out-of-memory runs predicted not to fit: ") : NULL;
     CHECK(oom != NULL);
     if (oom) {
@@ -598,8 +608,9 @@ static void test_validate_targets(void) {
         CHECK(sscanf(oom, "recorded out-of-memory runs predicted not to fit: %d of %d", &hit,
                      &n) == 2);
         /* the issue's target is every one; not met: of BLOOM's six recorded out-of-memory
-         * topologies four are predicted to fit (its nvidia-smi readings come out 1.3x the
-         * predicted device peak, README "Validation"), so this holds the two it catches */
+         * topologies four are predicted to fit (its nvidia-smi readings come out 1.1-1.3x the
+         * predicted device peak, which is what a run must hold; README "Validation"), so this
+         * holds the two it catches */
         CHECK(n >= 6 && hit >= 2);
     }
     /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten

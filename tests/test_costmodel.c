@@ -320,6 +320,49 @@ static void test_pipeline_memory(void) {
                2.0 * 2048.0 * 51200.0 / 8.0 + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
 }
 
+/* nvidia-smi's reading: the allocated bytes over 1 - 0.15 (GMLake's fragmentation of the
+ * caching allocator) plus the overhead outside it, never below the device bytes a run must
+ * hold, the reserved bytes under expandable_segments, and at most the GPU's memory in an
+ * estimate; fits still reads the device bytes. */
+static void test_smi_reading(void) {
+    const double G = 1024.0 * 1024 * 1024;
+    ap_stage_mem sm;
+    memset(&sm, 0, sizeof sm);
+    sm.allocated_bytes = 51 * G;
+    sm.reserved_bytes = 52 * G;
+    sm.device_bytes = 53 * G;
+    CHECK_NEAR(ap_mem_smi_bytes(&sm, 1 * G, 0), 60 * G + 1 * G, 1e-12); /* 51 / 0.85 = 60 */
+    CHECK_NEAR(ap_mem_smi_bytes(&sm, 1 * G, 1), 53 * G, 1e-12);
+    sm.reserved_bytes = 70 * G; /* a reserved model above the fraction's */
+    sm.device_bytes = 71 * G;
+    CHECK_NEAR(ap_mem_smi_bytes(&sm, 1 * G, 0), 71 * G, 1e-12);
+    sm.device_bytes = 75 * G; /* never below the device bytes */
+    CHECK_NEAR(ap_mem_smi_bytes(&sm, 1 * G, 0), 75 * G, 1e-12);
+
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
+    ap_err err;
+    static ap_estimate e;
+    ap_plan p = mkplan(1, 1, 8, 1, 8, 0, AP_RECOMPUTE_NONE, 0, 1);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    const ap_stage_mem *w = &e.stages[e.worst_stage];
+    double over = w->device_bytes - w->reserved_bytes;
+    CHECK_NEAR(over, ap_mem_device_overhead_bytes(&e.plan), 1e-9);
+    double want = fmin(fmax(w->allocated_bytes / 0.85, w->reserved_bytes) + over,
+                       c.gpu.mem_bytes);
+    CHECK_NEAR(e.smi_peak_bytes, want, 1e-12);
+    CHECK(e.smi_peak_bytes >= e.device_peak_bytes || e.smi_peak_bytes == c.gpu.mem_bytes);
+    CHECK_INT(e.fits, e.device_peak_bytes + e.headroom_bytes <= e.capacity_bytes);
+    /* a plan over the GPU's memory reads the GPU's memory */
+    p.mbs = 16;
+    p.gbs = 128;
+    p.grad_accum = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
+    CHECK_INT(e.fits, 0);
+    CHECK(e.device_peak_bytes > c.gpu.mem_bytes);
+    CHECK_NEAR(e.smi_peak_bytes, c.gpu.mem_bytes, 0);
+}
+
 /* torchtitan's selective recompute is per-op checkpointing (parallelize_llama.py: the outputs of
  * mm, SDPA and reduce_scatter kept, except every second mm of a block). Llama-3-8B (h 4096, 32
  * heads of 128, 8 KV heads, f 14336), 2 x 8192 tokens, by hand: the block input 2h, wq 2 x 4096,
@@ -1304,6 +1347,7 @@ int main(int argc, char **argv) {
     test_zero_table1();
     test_zero_table2_maxima();
     test_megatron_bytes();
+    test_smi_reading();
     test_fp8_params();
     test_fp8_saved_inputs();
     test_moe_permute_bytes();

@@ -107,7 +107,7 @@ static const char *field_path(const char *key, char *buf, size_t n) {
     static const char *mem[] = {"peak_bytes", "capacity_bytes", "headroom_bytes", "params_bytes",
                                 "grads_bytes", "optimizer_bytes", "activations_bytes",
                                 "other_bytes", "allocated_peak_bytes", "reserved_peak_bytes",
-                                "device_peak_bytes", "host_bytes_per_node",
+                                "device_peak_bytes", "smi_peak_bytes", "host_bytes_per_node",
                                 "host_capacity_bytes"};
     static const char *tim[] = {"step_s", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s",
                                 "ep_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "offload_s",
@@ -465,7 +465,7 @@ static const char *csv_cols[] = {
     "memory.params_bytes", "memory.grads_bytes", "memory.optimizer_bytes",
     "memory.activations_bytes", "memory.other_bytes", "memory.fits",
     "memory.allocated_peak_bytes", "memory.reserved_peak_bytes", "memory.device_peak_bytes",
-    "memory.worst_stage", "memory.host_bytes_per_node", "memory.host_capacity_bytes",
+    "memory.smi_peak_bytes", "memory.worst_stage", "memory.host_bytes_per_node", "memory.host_capacity_bytes",
     "memory.host_fits"};
 #define NCSV ((int)(sizeof csv_cols / sizeof csv_cols[0]))
 

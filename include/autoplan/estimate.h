@@ -151,6 +151,9 @@ typedef struct ap_estimate {
     double allocated_peak_bytes;
     double reserved_peak_bytes;
     double device_peak_bytes;
+    double smi_peak_bytes;         /* what nvidia-smi shows on the fullest GPU: the device bytes
+                                      with the freed blocks the caching allocator keeps, at most
+                                      the GPU's memory (ap_mem_smi_bytes); fits does not read it */
     double host_bytes_per_node;    /* offloaded states on one node */
     double host_capacity_bytes;
     int fits;                      /* device + headroom <= capacity and host fits */
@@ -219,6 +222,13 @@ void ap_mem_model_states(const ap_plan *p, double n_params, int shard_dp, double
  * NCCL buffers per communicator the plan uses (costmodel/estimate.c cites each term). The one
  * fixed overhead both the estimate and the simulator add to their reserved bytes. */
 double ap_mem_device_overhead_bytes(const ap_plan *p);
+
+/* What nvidia-smi shows for a rank with the memory *sm, overhead the bytes outside the
+ * allocator (ap_mem_device_overhead_bytes): the allocator's high-water mark, which keeps the
+ * blocks freed during the step cached (costmodel/estimate.c cites the fraction), plus the
+ * overhead; never below sm->device_bytes. Uncapped (the estimate caps it at the GPU's memory).
+ * expandable: PyTorch's expandable_segments allocator. */
+double ap_mem_smi_bytes(const ap_stage_mem *sm, double overhead, int expandable);
 
 /* Cost-model version (part of cache keys). */
 const char *ap_costmodel_version(void);

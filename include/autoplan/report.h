@@ -52,7 +52,7 @@ typedef struct ap_report_row {
     /* memory of the worst stage, bytes */
     double peak_bytes, capacity_bytes, headroom_bytes, params_bytes, grads_bytes, optimizer_bytes,
         activations_bytes, other_bytes, allocated_peak_bytes, reserved_peak_bytes,
-        device_peak_bytes, host_bytes_per_node, host_capacity_bytes;
+        device_peak_bytes, smi_peak_bytes, host_bytes_per_node, host_capacity_bytes;
     int fits, worst_stage, host_fits;
     int64_t met;      /* the enumeration's order among the feasible plans (ties sort by it) */
 } ap_report_row;
