@@ -52,6 +52,11 @@ Sources:
                          8B/70B, Llama 3.1 405B, GPT-OSS 120B, Qwen3 30B-A3B and 235B-A22B
                          (MoE), FP8 current scaling and BF16, 8-1024 GPUs, tokens/s per GPU
                          (23 rows)
+  mlperf-gpt3-h100       mlcommons/training_results_v3.1 NVIDIA/results/eos*_ngc23.09_nemo/gpt3
+                         (MLPerf Training v3.1, NVIDIA's closed-division GPT-3 175B submissions on
+                         Eos, DGX H100): each run's logged train_step_timing and batch, the
+                         configuration of NVIDIA/benchmarks/gpt3/implementations/pytorch (NeMo
+                         23.09, FP8, TP 4 PP 8 VP 12, 512-10752 GPUs; 7 rows)
   internlm-a100          InternLM/InternLM doc/en/train_performance.md @20fe5ac, "FLOPS
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
@@ -1381,7 +1386,72 @@ def internlm_rows():
     return out
 
 
+# ---- MLPerf Training v3.1: NVIDIA's GPT-3 175B on Eos (DGX H100) ---------------------------------
+MLPERF = ("mlcommons/training_results_v3.1 @d06288b NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
+          "(MLPerf Training v3.1, closed division): %d x DGX H100, logged global_batch_size %d and "
+          "gradient_accumulation_steps %d, train_step_timing median of each run %s s (%d steps "
+          "each); configuration NVIDIA/benchmarks/gpt3/implementations/pytorch/%s")
+# (results directory, nodes, gbs, gradient accumulation, the three runs' median
+# train_step_timing, steps logged per run, config file): read off the logs' MLLOG lines. The
+# 64-node run logs the 96-node config's batch (MINIBS 128 x dp 16 = 2048; its config's
+# DGXNNODES defaults to 96 and is overridden).
+MLPERF_ROWS = [
+    ("eos_n64_ngc23.09_nemo", 64, 2048, 128, (11.045, 11.055, 11.054), 288,
+     "config_DGXH100_96x8x128x4x8_mbs1.sh"),
+    ("eos_n96_ngc23.09_nemo", 96, 3072, 128, (11.072, 11.078, 11.075), 200,
+     "config_DGXH100_96x8x128x4x8_mbs1.sh"),
+    ("eos-dfw_n512_ngc23.09_nemo", 512, 2048, 16, (1.608, 1.608, 1.610), 288,
+     "config_DGXH100_512x8x16x4x8_mbs1.sh"),
+    ("eos-dfw_n768_ngc23.09_nemo", 768, 3072, 16, (1.616, 1.615, 1.615), 200,
+     "config_DGXH100_768x8x16x4x8_mbs1.sh"),
+    ("eos-dfw_n1024_ngc23.09_nemo", 1024, 4096, 16, (1.619, 1.619, 1.619), 156,
+     "config_DGXH100_1024x8x16x4x8_mbs1.sh"),
+    ("eos-dfw_n1280_ngc23.09_nemo", 1280, 2560, 8, (0.926, 0.925, 0.926), 230,
+     "config_DGXH100_1280x8x8x4x8_mbs1.sh"),
+    ("eos-dfw_n1344_ngc23.09_nemo", 1344, 2688, 8, (0.930, 0.930, 0.930), 220,
+     "config_DGXH100_1344x8x8x4x8_mbs1.sh"),
+]
+
+
+def mlperf_rows():
+    """GPT-3 175B as the benchmark defines it and conf/custom.yaml builds it: 96 layers, hidden
+    12288, 96 heads, ffn 4h, sequence 2048, no dropout (hidden_dropout and attention_dropout
+    0.0), LayerNorm (layernorm1p), NeMo's GPT defaults otherwise (learned positions, biases,
+    GELU, tied embeddings); its C4 SentencePiece vocabulary taken as GPT-2's 50,257 padded to a
+    multiple of 128 x tp (assumed). The plan: TP 4 PP 8 (the config's TENSOR/PIPELINE_MODEL_
+    PARALLEL), micro-batch 1, interleaved 12 virtual stages (custom.yaml's INTERLEAVED_PIPELINE
+    default), sequence parallelism, TP communication overlap (TP_COMM_OVERLAP=True), no
+    activation checkpointing (ACT_CKPT_* null), FP8 hybrid GEMMs with 16-bit weights
+    (config_fp8.sh), Apex distributed_fused_adam with overlapped gradient reduction and
+    parameter gathering in bf16 (conf/optim/distributed_fused_adam.yaml: grad_sync_dtype bf16)
+    keeping bf16 weights with store_param_remainders (as nemo_perf_rows); cuDNN fused attention
+    (Transformer Engine's Hopper default, assumed). The step is the middle of the three runs'
+    medians."""
+    out = []
+    tp, pp, vp = 4, 8, 12
+    pad = 128 * tp
+    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
+         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
+         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
+         "dropout": False}
+    for (d, nodes, gbs, ga, medians, steps, cfg) in MLPERF_ROWS:
+        gpus = nodes * 8
+        dp = gpus // (tp * pp)
+        mbs = gbs // (dp * ga)
+        assert mbs * dp * ga == gbs and mbs == 1
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
+                "dtype": "fp8", "overlap": True, "overlap_tp": True, "flash_attn": True,
+                "attn_impl": "cudnn", "grad_reduce": "bf16", "param_remainders": True}
+        step = sorted(medians)[1]
+        cite = MLPERF % (d, nodes, gbs, ga, "/".join("%.3f" % x for x in medians), steps, cfg)
+        out.append(dgx_h100_row("mlperf-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
+                                "logged train_step_timing, median over the run"))
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
-            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows())
+            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
+            mlperf_rows())

@@ -18,7 +18,7 @@
 
 #include "autoplan/estimate.h"
 
-#define AP_VALIDATION_MAX_ROWS 512
+#define AP_VALIDATION_MAX_ROWS 1024
 #define AP_VALIDATION_MAX_SOURCES 32
 #define AP_VALIDATION_MAX_SHOWN 64
 
