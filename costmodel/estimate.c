@@ -307,8 +307,6 @@ typedef struct {
     double emb_rank, head_rank;   /* embedding and output-layer parameters on one GPU */
     /* accumulated over the pipeline ranks */
     double worst_dev;             /* highest device bytes so far */
-    double worst_smi;             /* highest nvidia-smi reading so far (ap_mem_smi_bytes; 0
-                                     from setup's memset) */
     double Tmax, Tsum;            /* slowest and summed (t_f + t_b) per micro-batch */
     double crit_compute, crit_recompute, crit_tp, crit_cp, crit_ep, crit_tp_total, crit_z3;
     double max_stage_params, max_stage_shardable;
@@ -786,7 +784,8 @@ static inline double stage_frag(const est *E) {
 
 double ap_mem_smi_bytes(const ap_stage_mem *sm, double overhead, int expandable) {
     double held = expandable ? sm->reserved_bytes
-                             : fmax(sm->reserved_bytes, sm->allocated_bytes / (1 - SMI_CACHED_FRAG));
+                             : fmax(sm->reserved_bytes,
+                                    sm->allocated_bytes * (1.0 / (1.0 - SMI_CACHED_FRAG)));
     return fmax(held + overhead, sm->device_bytes);
 }
 
@@ -804,8 +803,6 @@ static void stage_overheads(est *E, const stage *S, int r, ap_stage_mem *sm) {
         E->worst_dev = sm->device_bytes;
         e->worst_stage = r;
     }
-    double smi = ap_mem_smi_bytes(sm, E->device_overhead, E->opts->allocator_expandable);
-    if (smi > E->worst_smi) E->worst_smi = smi;
     if (sm->allocated_bytes > e->allocated_peak_bytes) e->allocated_peak_bytes = sm->allocated_bytes;
     if (sm->reserved_bytes > e->reserved_peak_bytes) e->reserved_peak_bytes = sm->reserved_bytes;
 }
@@ -1370,8 +1367,15 @@ static void verdict(est *E) {
     ap_estimate *e = E->e;
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
-    /* nvidia-smi cannot show more than the GPU has */
-    e->smi_peak_bytes = fmin(E->worst_smi, c->gpu.mem_bytes);
+    /* nvidia-smi's reading of the fullest rank: every rank adds the same overhead to its
+     * reserved bytes, so the highest reading is that of the peaks (no per-rank work); it
+     * cannot show more than the GPU has */
+    ap_stage_mem peak = {.allocated_bytes = e->allocated_peak_bytes,
+                         .reserved_bytes = e->reserved_peak_bytes,
+                         .device_bytes = E->worst_dev};
+    e->smi_peak_bytes = fmin(ap_mem_smi_bytes(&peak, E->device_overhead,
+                                              E->opts->allocator_expandable),
+                             c->gpu.mem_bytes);
     int gpn = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;
     e->host_bytes_per_node = E->host_per_gpu_max * gpn;
     e->host_capacity_bytes = c->cpu_mem_bytes;
