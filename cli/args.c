@@ -251,6 +251,9 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "layers per pipeline chunk, comma separated (pp*vp numbers summing to L)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
                  "memory kept free on each GPU for a plan to count as fitting (default 2GiB)");
+    ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
+                 "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
+                 "fragmentation in what fits and in nvidia-smi's reading");
 }
 
 ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err) {
@@ -484,6 +487,7 @@ ap_status ap_cli_request(ap_flags *fl, ap_request *rq, int *counts, int *ncounts
     if ((st = plan_flags(fl, rq, err)) != AP_OK) return st;
     if ((st = hetero_flags(fl, rq, err)) != AP_OK) return st;
     if ((st = opt_bytes(fl, "headroom", &rq->headroom, err)) != AP_OK) return st;
+    rq->expandable_segments = ap_flags_isset(fl, "expandable-segments");
     return search_flags(fl, rq, err);
 }
 

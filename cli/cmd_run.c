@@ -526,6 +526,9 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
     if (backend && strcmp(backend, "cpu") && strcmp(backend, "cuda"))
         return ap_err_set(err, AP_ERR_INPUT, "--backend: '%s' is not cpu or cuda", backend);
     if (backend) snprintf(job->backend, sizeof job->backend, "%s", backend);
+    if (ap_flags_isset(fl, "expandable-segments"))
+        return ap_err_set(err, AP_ERR_INPUT, "--expandable-segments: the runtime allocates its "
+                          "own buffers (no PyTorch caching allocator)");
     job->trace = ap_flags_isset(fl, "trace");
     job->record_events = ap_flags_isset(fl, "events");
     if (job->record_events && !ap_flags_isset(fl, "json"))

@@ -314,8 +314,6 @@ int ap_cmd_simulate(int argc, char **argv) {
                  "simulate the plan in plan.json (model, cluster and plan from the file)");
     ap_flags_add(&fl, "allocator", AP_FLAG_VALUE, "A",
                  "allocator model: caching (PyTorch, default) or arena (offsets by liveness)");
-    ap_flags_add(&fl, "expandable-segments", AP_FLAG_BOOL, NULL,
-                 "model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (caching allocator)");
     ap_flags_add(&fl, "trace", AP_FLAG_VALUE, "FILE",
                  "write a Chrome/Perfetto trace (counters per category, a slice per operation); "
                  "- writes it to standard output instead of the summary");

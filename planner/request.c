@@ -589,6 +589,7 @@ ap_status ap_request_resolve(const ap_request *rq, ap_request_mode mode, ap_reso
             return ap_err_set(err, AP_ERR_INPUT, "--headroom: must be between 0 and 1PB");
         r->est.headroom_bytes = rq->headroom.v;
     }
+    r->est.allocator_expandable = rq->expandable_segments;
     if (mode == AP_REQUEST_SEARCH) return finish_search(rq, r, err);
     if (rq->fix_given)
         return ap_err_set(err, AP_ERR_INPUT, "--fix pins a search; give the plan with --tp, "
@@ -612,6 +613,7 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
     out->cpu_mem = base->cpu_mem;
     out->allow_cross_node_tp = base->allow_cross_node_tp;
     out->headroom = base->headroom;
+    out->expandable_segments = base->expandable_segments;
     out->plan = *p;
     /* estimate turns sp and overlap on by default (finish_estimate): a plan without them says so */
     out->no_sp = !p->sp;
@@ -725,6 +727,7 @@ static void format_cluster(const ap_request *rq, ap_strbuf *b) {
         put_flag(b, "headroom", t.buf ? t.buf : "0B");
         ap_strbuf_free(&t);
     }
+    if (rq->expandable_segments) put_flag(b, "expandable-segments", NULL);
 }
 
 void ap_request_format(const ap_request *rq, ap_strbuf *b) {

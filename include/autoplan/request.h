@@ -55,6 +55,8 @@ typedef struct ap_request {
     /* batch and estimate options */
     ap_opt_real tokens_per_step;/* global batch in tokens when --gbs is not given */
     ap_opt_real headroom;       /* bytes kept free per GPU */
+    int expandable_segments;    /* PyTorch's allocator with expandable_segments:True
+                                   (ap_estimate_opts.allocator_expandable) */
     /* search options */
     ap_opt_int top;             /* plans kept, 1..1000 (default 10) */
     ap_opt_real tie_margin;     /* ap_search_opts.tie_margin, 0..1 (default
