@@ -64,6 +64,62 @@ static ap_json *row_json(const vrow *v) {
     return o;
 }
 
+/* The out-of-sample runs that ran (time rows): how many, how many are predicted above their
+ * GPU's memory, and how many fit it only without the planning headroom. */
+static void ran_counts(const vset *oos, int *ran, int *nofit, int *tight) {
+    *ran = *nofit = *tight = 0;
+    for (int i = 0; i < oos->n; i++) {
+        if (!oos->rows[i].is_time) continue;
+        (*ran)++;
+        *nofit += !oos->rows[i].fits_device;
+        *tight += oos->rows[i].fits_device && !oos->rows[i].fits;
+    }
+}
+
+/* The out-of-sample part of --json: the same figures the text prints (errors as fractions;
+ * signed errors negative when predicted too fast or too small). */
+static ap_json *oos_json(const vset *oos) {
+    errstat oa, oper[MAX_SOURCES];
+    ap_validation_summarize(oos, NULL, 0, &oa, oper);
+    ap_json *root = ap_json_new_object();
+    ap_json *all = errjson(&oa, 1);
+    ap_json_add_number(all, "time_bias", oa.time_bias);
+    ap_json_add(root, "overall", all);
+    ap_json *bs = ap_json_new_array();
+    for (int s = 0; s < oos->nsources; s++) {
+        ap_json *o = ap_json_new_object();
+        ap_json_add_string(o, "source", oos->sources[s]);
+        ap_json_add_number(o, "time_mape", oper[s].time_mape);
+        ap_json_add_number(o, "time_bias", oper[s].time_bias);
+        ap_json_add_number(o, "time_max", oper[s].time_max);
+        if (oper[s].mem_rows > 0) ap_json_add_number(o, "memory_mape", oper[s].mem_mape);
+        ap_json_add_number(o, "rows", oper[s].rows);
+        ap_json_push(bs, o);
+    }
+    ap_json_add(root, "by_source", bs);
+    ap_json *rows = ap_json_new_array();
+    for (int i = 0; i < oos->n; i++) {
+        const vrow *v = &oos->rows[i];
+        ap_json *o = row_json(v);
+        if (v->is_oom) ap_json_add_bool(o, "predicted_not_to_fit", v->predicted >= 0.5);
+        else ap_json_add_number(o, "signed_error", (v->predicted - v->measured) / v->measured);
+        ap_json_push(rows, o);
+    }
+    ap_json_add(root, "rows", rows);
+    ap_json *oom = ap_json_new_object();
+    ap_json_add_number(oom, "rows", oa.oom_rows);
+    ap_json_add_number(oom, "predicted_not_to_fit", oa.oom_hit);
+    ap_json_add(root, "recorded_oom", oom);
+    int ran, nofit, tight;
+    ran_counts(oos, &ran, &nofit, &tight);
+    ap_json *rj = ap_json_new_object();
+    ap_json_add_number(rj, "rows", ran);
+    ap_json_add_number(rj, "predicted_not_to_fit", nofit);
+    ap_json_add_number(rj, "within_headroom", tight);
+    ap_json_add(root, "ran", rj);
+    return root;
+}
+
 static int print_json(const vresult *r) {
     const vset *vs = r->vs;
     ap_json *root = ap_json_new_object();
@@ -98,6 +154,7 @@ static int print_json(const vresult *r) {
         ap_json_add(lo, "by_source", bs2);
         ap_json_add(root, "leave_one_source_out", lo);
     }
+    if (r->oos->n > 0) ap_json_add(root, "out_of_sample", oos_json(r->oos));
     char *s = ap_json_print(root, 1);
     printf("%s\n", s ? s : "null");
     free(s);
@@ -214,13 +271,8 @@ static void print_oos(const vset *oos) {
                100 * oa.mem_max);
     printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
            oa.oom_rows);
-    int ran = 0, nofit = 0, tight = 0;
-    for (int i = 0; i < oos->n; i++) {
-        if (!oos->rows[i].is_time) continue;
-        ran++;
-        nofit += !oos->rows[i].fits_device;
-        tight += oos->rows[i].fits_device && !oos->rows[i].fits;
-    }
+    int ran, nofit, tight;
+    ran_counts(oos, &ran, &nofit, &tight);
     printf("runs that ran predicted not to fit: %d of %d (device peak above the GPU's memory); "
            "%d more within the %.0f GiB planning headroom\n", nofit, ran, tight,
            AP_DEFAULT_HEADROOM_BYTES / AP_GIB);
@@ -344,8 +396,8 @@ int ap_cmd_validate(int argc, char **argv) {
     int help = 0;
     ap_flags_add(&fl, "data", AP_FLAG_VALUE, "FILE",
                  "validation rows (default tests/data/validation.json of the source tree)");
-    ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print {overall, by_source, rows} as JSON; "
-                 "errors are fractions");
+    ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print {overall, by_source, rows, "
+                 "out_of_sample} as JSON; errors are fractions");
     ap_flags_add(&fl, "leave-one-source-out", AP_FLAG_BOOL, NULL,
                  "fit on all sources but one, predict that one, for each source");
     ap_flags_add(&fl, "fit", AP_FLAG_BOOL, NULL,

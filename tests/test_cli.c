@@ -535,10 +535,39 @@ static void test_validate_targets(void) {
     const char *bkeys[] = {"source", "time_mape", "time_max", "memory_mape", "rows", NULL};
     const char *rkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error",
                            NULL};
-    const char *tkeys[] = {"overall", "by_source", "rows", "leave_one_source_out", NULL};
-    const ap_json *objs[] = {ov, ap_json_at(ap_json_get(j, "by_source"), 0), ap_json_at(rows, 0), j};
-    const char **keys[] = {okeys, bkeys, rkeys, tkeys};
-    for (int k = 0; k < 4; k++) {
+    const char *tkeys[] = {"overall", "by_source", "rows", "leave_one_source_out",
+                           "out_of_sample", NULL};
+    /* the out-of-sample part: what the text prints, as fractions */
+    const ap_json *xs = ap_json_get(j, "out_of_sample");
+    const char *xkeys[] = {"overall", "by_source", "rows", "recorded_oom", "ran", NULL};
+    const char *xokeys[] = {"time_mape", "time_max", "memory_mape", "memory_max", "rows",
+                            "time_bias", NULL};
+    const char *xrkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error",
+                            "signed_error", NULL};
+    const char *xakeys[] = {"rows", "predicted_not_to_fit", "within_headroom", NULL};
+    const ap_json *objs[] = {ov, ap_json_at(ap_json_get(j, "by_source"), 0), ap_json_at(rows, 0),
+                             j, xs, ap_json_get(xs, "overall"),
+                             ap_json_at(ap_json_get(xs, "rows"), 0), ap_json_get(xs, "ran")};
+    const char **keys[] = {okeys, bkeys, rkeys, tkeys, xkeys, xokeys, xrkeys, xakeys};
+    CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "overall"), "time_mape")) <= 0.10);
+    CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")) >= 6);
+    CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "ran"), "predicted_not_to_fit")) == 0);
+    const ap_json *xr = ap_json_get(xs, "rows");
+    int noom = 0;
+    for (int i = 0; i < ap_json_size(xr); i++) {
+        const ap_json *r = ap_json_at(xr, i);
+        const char *metric = ap_json_string(ap_json_get(r, "metric"));
+        if (metric && !strcmp(metric, "oom")) {
+            noom++;
+            CHECK(ap_json_get(r, "predicted_not_to_fit") != NULL);
+        } else {
+            double pr = ap_json_number(ap_json_get(r, "predicted"));
+            double me = ap_json_number(ap_json_get(r, "measured"));
+            CHECK_NEAR(ap_json_number(ap_json_get(r, "signed_error")), (pr - me) / me, 1e-12);
+        }
+    }
+    CHECK_NEAR(noom, ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")), 0);
+    for (int k = 0; k < 8; k++) {
         const ap_json *x = ap_json_first(objs[k]);
         int i = 0;
         for (; keys[k][i] && x; i++, x = ap_json_next(x)) CHECK_STR(ap_json_key(x), keys[k][i]);
