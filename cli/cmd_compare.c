@@ -425,6 +425,9 @@ static void add_flags(ap_flags *fl) {
                  "attention materialises the s x s score matrix (no FlashAttention)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
                  "memory kept free on each GPU for a plan to count as fitting (default 2GiB)");
+    ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
+                 "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
+                 "fragmentation in what fits and in nvidia-smi's reading");
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
                  "compared strategies (default " DEFAULT_STRATEGIES "); also key=value pins "
                  "such as tp=2,pp=4 (';' between two)");

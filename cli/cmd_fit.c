@@ -34,6 +34,9 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
                  "GPU memory kept free for a size to count as fitting (default 2GiB; Gemini auto "
                  "keeps its own 10%)");
+    ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
+                 "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
+                 "fragmentation in what fits");
     ap_flags_add(fl, "min-tokens-per-s", AP_FLAG_VALUE, "T",
                  "throughput floor: a size slower than this does not count (binding throughput)");
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
@@ -105,6 +108,7 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
         o->dtype_set = 1;
     }
     if ((st = ap_flag_bytes(fl, "headroom", &o->headroom_bytes, err)) != AP_OK) return st;
+    o->allocator_expandable = ap_flags_isset(fl, "expandable-segments");
     const char *mt = ap_flags_value(fl, "min-tokens-per-s");
     if (mt && (st = ap_parse_count(mt, "--min-tokens-per-s", &o->min_tokens_per_s, err)) != AP_OK)
         return st;

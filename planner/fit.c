@@ -130,6 +130,7 @@ static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan 
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.headroom_bytes = o->headroom_bytes;
+    eo.allocator_expandable = o->allocator_expandable;
     eo.profile = o->profile;
     eo.kernels = o->kernels;
     ap_estimate e;
@@ -280,6 +281,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.no_closest = known_fit;
         so.hetero_templates = o->templates;
         so.est.headroom_bytes = o->headroom_bytes;
+        so.est.allocator_expandable = o->allocator_expandable;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;
         /* a trainer slower than the best so far cannot take its place; one whose fastest is

@@ -985,6 +985,35 @@ static void test_expandable_segments(void) {
     CHECK_CONTAINS(out, "nvidia-smi about ");
     free(out);
     free(err);
+    /* compare carries it into the commands its report gives for each plan */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/cmp-expandable", tl_tmpdir());
+    snprintf(cmd, sizeof cmd, "compare '%s' --gpus 8 --out '%s' --expandable-segments",
+             tl_path("examples/models/llama-2-7b.json"), dir);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    free(out);
+    free(err);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = tl_read(path);
+    CHECK_CONTAINS(md, "--expandable-segments");
+    free(md);
+    /* fit: the largest model grows or stays (less fragmentation in what fits) */
+    double params[2] = {0, 0};
+    for (int x = 0; x < 2; x++) {
+        snprintf(cmd, sizeof cmd, "fit --gpu a100-sxm4-80g --gpus 8 --family llama "
+                 "--strategies zero-3 --json%s", x ? " --expandable-segments" : "");
+        CHECK_INT(tl_run(cmd, &out, &err), 0);
+        ap_err e;
+        ap_json *j = out ? ap_json_parse(out, strlen(out), "fit --json", &e) : NULL;
+        const ap_json *rows = ap_json_get(j, "strategies");
+        const ap_json *r0 = ap_json_at(rows, 0);
+        params[x] = ap_json_number(ap_json_get(r0, "largest_params"));
+        ap_json_free(j);
+        free(out);
+        free(err);
+    }
+    CHECK(params[0] > 0 && params[1] >= params[0]);
     snprintf(cmd, sizeof cmd, "run '%s' --gpus 2 --expandable-segments",
              tl_path("examples/models/tiny-gpt.json"));
     CHECK_INT(tl_run(cmd, &out, &err), 2);

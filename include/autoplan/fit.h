@@ -43,6 +43,7 @@ typedef struct ap_fit_opts {
     int dtype_set;           /* 0: bf16 where the GPU has it, else fp16 */
     ap_dtype dtype;
     double headroom_bytes;   /* default 2 GiB; Gemini auto sizes itself (10% margin) */
+    int allocator_expandable;/* PyTorch's expandable_segments allocator (estimate.h) */
     double min_tokens_per_s; /* throughput floor, 0 = none */
     unsigned strategies;     /* bit (1 << ap_fit_strategy); 0 = all */
     /* kernel figures, as ap_estimate_opts (NULL, NULL: the GPU's published tables); borrowed */
