@@ -19,11 +19,15 @@ typedef struct rank_store {
     int64_t *opk_cat, *ope_cat;       /* per op x AP_SIM_NCAT (record_curves) */
     int32_t *opk_ev;                  /* per op (record_curves) */
     int32_t *live;                    /* tensors live at the allocated peak */
+    int capts, capev, capops;         /* the capacities of ts, of ev and the curves, of the
+                                         per-op arrays (spare_give) */
 } rank_store;
 
 /* Free a rank's per-event arrays (events, curves, per-op peaks) and set them to NULL: what
  * release_events drops and what ap_sim_free frees with the rest. */
 void ap_simg_free_events(rank_store *rs);
+
+struct sim_spares;
 
 struct ap_sim {
     ap_model m;
@@ -32,6 +36,8 @@ struct ap_sim {
     double capacity_bytes, budget_bytes, overhead_bytes;
     int nranks;
     rank_store *ranks;
+    struct sim_spares *spares; /* released ranks' arrays for the next ranks (sim.c); NULL
+                                  outside run_ranks */
 };
 
 /* Rank a before rank b as the worst (ap_sim_worst_rank, keep_worst): the higher device peak,
