@@ -3,7 +3,8 @@
  * multi-precision path (glibc's __printf_fp spends most of the time of writing plans.csv).
  *
  * The 17 significant digits D of |x| = D x 10^(X - 16), rounded half to even (printf's rounding
- * in the default mode), come first from one long-double operation: y = |x| x 10^(16 - X) with
+ * in the default mode), come first, for |x| in 1e-11..1e17 where 128-bit integers are
+ * available, exactly from m x 5^(16 - X) (exact_digits); else from one long-double operation: y = |x| x 10^(16 - X) with
  * an exact power of ten (|16 - X| <= 27: 5^27 < 2^64), one rounding of relative error 2^-64,
  * so y (< 2^57) is within 2^-7 of the truth and rounding it is certain unless its fraction is
  * near one half; then (about 2% of values, and outside 1e-11..1e43) exactly: a finite double is
@@ -107,6 +108,72 @@ int ap_fmt_i64(int64_t v, char *out) {
     return n;
 }
 
+/* The 17 digits of D (10^16 <= D < 10^17) into d[0..17), two at a time. */
+static void digits17(uint64_t D, char *d) {
+    uint32_t hi = (uint32_t)(D / 1000000000u), lo = (uint32_t)(D % 1000000000u);
+    d[16] = (char)('0' + lo % 10);
+    lo /= 10;
+    for (int i = 14; i >= 8; i -= 2) {
+        memcpy(d + i, pairs + 2 * (lo % 100), 2);
+        lo /= 100;
+    }
+    for (int i = 6; i >= 0; i -= 2) {
+        memcpy(d + i, pairs + 2 * (hi % 100), 2);
+        hi /= 100;
+    }
+}
+
+#ifdef __SIZEOF_INT128__
+/* The 17 digits of |x| and the decimal exponent of the first, exactly, in 128-bit integers,
+ * where |x| = m 2^q lies in 1e-11..1e17 (the values the estimates hold, times and fractions):
+ * with s = 16 - X in 0..27, |x| 10^s = m 5^s 2^(q + s), and m 5^s < 2^53 5^27 < 2^116 is
+ * exact; shifted right by -(q + s) it gives floor(y) and the bits shifted out give the
+ * rounding (half to even) with nothing approximate. 0 outside that range. Twice as fast as
+ * the long-double path (which stays for the rest): 62 -> 29 ns per number of plans.csv's
+ * magnitudes. */
+static int exact_digits(double x, char *d, int *X_out) {
+    static const uint64_t p5[28] = {
+        1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull,
+        1953125ull, 9765625ull, 48828125ull, 244140625ull, 1220703125ull, 6103515625ull,
+        30517578125ull, 152587890625ull, 762939453125ull, 3814697265625ull,
+        19073486328125ull, 95367431640625ull, 476837158203125ull, 2384185791015625ull,
+        11920928955078125ull, 59604644775390625ull, 298023223876953125ull,
+        1490116119384765625ull, 7450580596923828125ull};
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int be = (int)(bits >> 52 & 0x7FF);
+    if (be == 0 || be == 0x7FF) return 0;
+    uint64_t m = (bits & ((1ull << 52) - 1)) | (1ull << 52);
+    int q = be - 1075, e2 = be - 1022;
+    /* floor(log10 |x|) is X or X + 1 (78913 / 2^18 ~ log10 2) */
+    int X = ((e2 - 1) * 78913) >> 18;
+    for (int tries = 0; tries < 2; tries++) {
+        int s = 16 - X;
+        if (s < 0 || s > 27) return 0;
+        unsigned __int128 P = (unsigned __int128)m * p5[s];
+        int k = -(q + s); /* y = P / 2^k */
+        if (k <= 0 || k >= 128) return 0; /* y an integer: |x| >= 2^52 s, the integer path's */
+        unsigned __int128 Dq = P >> k;
+        if (Dq >= 100000000000000000ull) { /* y >= 10^17: one digit more */
+            X++;
+            continue;
+        }
+        uint64_t D = (uint64_t)Dq;
+        unsigned __int128 rem = P - (Dq << k), half = (unsigned __int128)1 << (k - 1);
+        if (rem > half || (rem == half && (D & 1))) D++;
+        if (D == 100000000000000000ull) { /* rounded up to 10^17 */
+            D = 10000000000000000ull;
+            X++;
+        }
+        if (D < 10000000000000000ull) return 0; /* X was not floor(log10 |x|) - 1 or it */
+        digits17(D, d);
+        *X_out = X;
+        return 1;
+    }
+    return 0;
+}
+#endif
+
 /* The 17 digits of |x| and the decimal exponent of the first by one long-double operation; 0
  * when the rounding is not certain (or long double is too short, or |x| out of range). */
 static int fast_digits(double x, char *d, int *X_out) {
@@ -139,18 +206,7 @@ static int fast_digits(double x, char *d, int *X_out) {
         long double fr = y - (long double)D;
         if (fabsl(fr - 0.5L) < 0.01L) return 0;
         D += fr > 0.5L;
-        /* two digits at a time */
-        uint32_t hi = (uint32_t)(D / 1000000000u), lo = (uint32_t)(D % 1000000000u);
-        d[16] = (char)('0' + lo % 10);
-        lo /= 10;
-        for (int i = 14; i >= 8; i -= 2) {
-            memcpy(d + i, pairs + 2 * (lo % 100), 2);
-            lo /= 100;
-        }
-        for (int i = 6; i >= 0; i -= 2) {
-            memcpy(d + i, pairs + 2 * (hi % 100), 2);
-            hi /= 100;
-        }
+        digits17(D, d);
         *X_out = X;
         return 1;
     }
@@ -214,6 +270,12 @@ static char *g17_end(double x, char *out) {
     }
     char d[192];
     int X, n = 17;
+#ifdef __SIZEOF_INT128__
+    if (exact_digits(x, d, &X)) {
+        while (n > 1 && d[n - 1] == '0') n--;
+        return layout(x, d, n, X, out);
+    }
+#endif
     if (fast_digits(x, d, &X)) {
         while (n > 1 && d[n - 1] == '0') n--;
         return layout(x, d, n, X, out);

@@ -532,6 +532,30 @@ static void test_fmt_g17(void) {
             if (bad++ < 5) fprintf(stderr, "g17: %s vs %s\n", a, b);
         }
     }
+    /* ties at the 17th digit, which the exact 128-bit path rounds half to even: m / 2^q of 18
+     * or more significant digits ending in 5 (m near 2^53: 16 integer digits, q fraction
+     * digits), and both ends of that path's range (1e-11, 1e17) */
+    for (int64_t m = (1ll << 53) - 5000; m < (1ll << 53); m++)
+        for (int q = 2; q <= 5; q++) {
+            double x = ldexp((double)m, -q);
+            snprintf(a, sizeof a, "%.17g", x);
+            int same = g17_both(x, b);
+            n++;
+            if (strcmp(a, b) || !same) {
+                if (bad++ < 5) fprintf(stderr, "g17 tie: %s vs %s\n", a, b);
+            }
+        }
+    const double edge[] = {1e-11, nextafter(1e-11, 0), nextafter(1e-11, 1), 1e17 - 16, 1e17 - 8,
+                           99999999999999.992, 9999999999999999.0, 0.99999999999999989,
+                           9.9999999999999995e-12, 1.0000000000000001e-11};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        snprintf(a, sizeof a, "%.17g", edge[i]);
+        int same = g17_both(edge[i], b);
+        n++;
+        if (strcmp(a, b) || !same) {
+            if (bad++ < 5) fprintf(stderr, "g17 edge: %s vs %s\n", a, b);
+        }
+    }
     CHECK(n > 390000);
     CHECK_INT(bad, 0);
 }
