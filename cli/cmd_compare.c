@@ -457,7 +457,6 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
         cc->counts[0] = cc->r.cluster.gpus;
         cc->ncounts = 1;
     }
-    if (cc->r.note[0]) fprintf(stderr, "autoplan: %s\n", cc->r.note);
     /* the named strategies are compared on uniform stages, as `estimate` prices them without
      * --stage-layers; topN (resolve) and the sweep (ap_report_sweep) re-split as `plan` does */
     cc->r.search.resplit = 0;
@@ -615,6 +614,8 @@ int ap_cmd_compare(int argc, char **argv) {
         const char *list = ap_flags_value(&cc->fl, "strategies");
         st = parse_strategies(cc, list ? list : DEFAULT_STRATEGIES, specs, &nspec, &err);
     }
+    /* the request's note once every flag has been read: an input error stays one line */
+    if (st == AP_OK && cc->r.note[0]) fprintf(stderr, "autoplan: %s\n", cc->r.note);
     if (st == AP_OK) st = build_and_write(cc, specs, nspec, &rep, &err);
     if (st != AP_OK) rc = ap_cli_fail(st, &err);
     else print_summary(&rep);

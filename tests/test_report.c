@@ -1254,6 +1254,9 @@ static void fault_paths(void) {
                 &out, &err);
     CHECK_INT(rc, 2);
     CHECK_CONTAINS(err ? err : "", "unknown strategy 'bogus'");
+    /* one line: the default batch's note waits until every flag has been read */
+    CHECK(err && strchr(err, '\n') == strrchr(err, '\n'));
+    CHECK(err && !strstr(err, "global batch"));
     free(out); free(err);
     rc = tl_run("compare examples/models/llama-2-7b.json --gpus 8 --strategies tp=x --out /tmp/x",
                 &out, &err);
