@@ -273,9 +273,12 @@ static ap_status check_version(const ap_json *root, const char *where, ap_err *e
     return AP_OK;
 }
 
-/* Compare a stored fingerprint with the recomputed one (see the file comment for the policy). */
+/* Compare a stored fingerprint with the recomputed one (see the file comment for the policy):
+ * from another version the difference is a warning, written into warn (n bytes; empty when
+ * none) for the caller to log once the whole file has read (an error found later stays the
+ * one line on stderr). */
 static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_version,
-                                   const char *where, ap_err *err) {
+                                   const char *where, char *warn, size_t n, ap_err *err) {
     char buf[32], hex[17];
     TRY(ap_json_get_str(o, "fingerprint", buf, sizeof buf, NULL, where, err));
     hex64(want, hex);
@@ -284,20 +287,20 @@ static ap_status check_fingerprint(const ap_json *o, uint64_t want, int same_ver
         return ap_err_set(err, AP_ERR_INPUT,
                           "%s: field 'fingerprint' = \"%s\" does not match the fields, which "
                           "give \"%s\": the file was edited inconsistently", where, buf, hex);
-    ap_log(AP_LOG_WARN, "%s: fingerprint %s differs from %s computed by autoplan %s", where, buf,
-           hex, AP_VERSION);
+    snprintf(warn, n, "%s: fingerprint %s differs from %s computed by autoplan %s", where, buf,
+             hex, AP_VERSION);
     return AP_OK;
 }
 
 /* The "arch" object: the architecture fields added for today's families. */
 static ap_status read_model(const ap_json *o, const char *where, int same_version, ap_model *m,
-                            ap_err *err) {
+                            char *warn, size_t n, ap_err *err) {
     TRY(ap_model_from_json(o, where, m, err));
-    return check_fingerprint(o, ap_model_fingerprint(m), same_version, where, err);
+    return check_fingerprint(o, ap_model_fingerprint(m), same_version, where, warn, n, err);
 }
 
 static ap_status read_cluster(const ap_json *o, const char *where, int same_version,
-                              ap_cluster *c, ap_err *err) {
+                              ap_cluster *c, char *warn, size_t n, ap_err *err) {
     char gpu[64];
     memset(c, 0, sizeof *c);
     TRY(ap_json_get_str(o, "name", c->name, sizeof c->name, NULL, where, err));
@@ -332,7 +335,7 @@ static ap_status read_cluster(const ap_json *o, const char *where, int same_vers
     TRY(ap_json_get_real(o, "nvme_write_bytes_per_s", 0, 1e15, &c->nvme_write_bytes_per_s, &nv,
                          where, err));
     TRY(ap_cluster_validate(c, where, err));
-    return check_fingerprint(o, ap_cluster_fingerprint(c), same_version, where, err);
+    return check_fingerprint(o, ap_cluster_fingerprint(c), same_version, where, warn, n, err);
 }
 
 /* The optional "hetero" object (build_hetero), validated like the flags. */
@@ -477,7 +480,7 @@ static ap_status read_plan(const ap_json *o, const char *where, const ap_model *
 
 ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,
                                 ap_cluster *c, ap_plan *p, ap_json **estimate_out, ap_err *err) {
-    char w[560];
+    char w[560], warn[2][800] = {"", ""};
     if (estimate_out) *estimate_out = NULL;
     if (!ap_json_is_object(root))
         return ap_err_set(err, AP_ERR_INPUT, "%s: plan file must be a JSON object, got %s", where,
@@ -490,10 +493,10 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
     ap_json *jm, *jc, *jp;
     TRY(get_obj(root, "model", where, &jm, err));
     snprintf(w, sizeof w, "%s: model", where);
-    TRY(read_model(jm, w, same, m, err));
+    TRY(read_model(jm, w, same, m, warn[0], sizeof warn[0], err));
     TRY(get_obj(root, "cluster", where, &jc, err));
     snprintf(w, sizeof w, "%s: cluster", where);
-    TRY(read_cluster(jc, w, same, c, err));
+    TRY(read_cluster(jc, w, same, c, warn[1], sizeof warn[1], err));
 
     ap_plan_init(p);
     int nf;
@@ -518,6 +521,8 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
         *estimate_out = ap_json_duplicate(est);
         if (!*estimate_out) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", where);
     }
+    for (int i = 0; i < 2; i++)
+        if (warn[i][0]) ap_log(AP_LOG_WARN, "%s", warn[i]);
     return AP_OK;
 }
 

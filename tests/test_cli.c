@@ -1014,8 +1014,57 @@ static void test_expandable_segments(void) {
         "--expandable-segments: the runtime allocates its own buffers");
 }
 
+/* text with the first `from` replaced by `to` (malloc'd; NULL when absent) */
+static char *replaced(const char *text, const char *from, const char *to) {
+    const char *at = text ? strstr(text, from) : NULL;
+    if (!at) return NULL;
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+    char *r = malloc(n);
+    if (r) snprintf(r, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    return r;
+}
+
+/* A plan.json written by another version whose model fingerprint differs reads with a
+ * warning; when the file also fails to read, the error is the one line on stderr (the warning
+ * waits until the whole file has read). */
+static void test_planfile_warning_order(void) {
+    char dir[1024], path[1200], cmd[2600], *out = NULL, *err = NULL;
+    snprintf(dir, sizeof dir, "%s/fpwarn", tl_tmpdir());
+    snprintf(cmd, sizeof cmd, "plan '%s' --gpus 8 --no-cache --out '%s'",
+             tl_path("examples/models/llama-2-7b.json"), dir);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    free(out);
+    free(err);
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    char *pj = tl_read(path);
+    char *old = replaced(pj, "\"autoplan_version\": \"", "\"autoplan_version\": \"0.0.9-");
+    char *fp = replaced(old, "\"fingerprint\": \"", "\"fingerprint\": \"0");
+    char *broken = replaced(fp, "\"cpu_cores\"", "\"cpu_cores_x\"");
+    CHECK(broken != NULL);
+    snprintf(path, sizeof path, "%s/other.json", dir);
+    CHECK(fp && tl_write(path, fp) == 0);
+    snprintf(cmd, sizeof cmd, "simulate --plan '%s'", path);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    CHECK_CONTAINS(err, "fingerprint");
+    free(out);
+    free(err);
+    snprintf(path, sizeof path, "%s/broken.json", dir);
+    CHECK(broken && tl_write(path, broken) == 0);
+    snprintf(cmd, sizeof cmd, "simulate --plan '%s'", path);
+    CHECK_INT(tl_run(cmd, &out, &err), 2);
+    CHECK_CONTAINS(err, "missing field 'cpu_cores'");
+    CHECK(err && !strstr(err, "fingerprint") && strchr(err, '\n') == strrchr(err, '\n'));
+    free(out);
+    free(err);
+    free(pj);
+    free(old);
+    free(fp);
+    free(broken);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
+    test_planfile_warning_order();
     test_fp8_params();
     test_expandable_segments();
     test_golden();
