@@ -57,6 +57,11 @@ Sources:
                          Eos, DGX H100): each run's logged train_step_timing and batch, the
                          configuration of NVIDIA/benchmarks/gpt3/implementations/pytorch (NeMo
                          23.09, FP8, TP 4 PP 8 VP 12, 512-10752 GPUs; 7 rows)
+  mlperf40-gpt3-h100     mlcommons/training_results_v4.0 NVIDIA/results/eos*_ngc24.04_nemo/gpt3
+                         (MLPerf Training v4.0, the same benchmark a software generation later:
+                         NeMo 24.04, FP8 weights, SHARP, per-layer CUDA graphs at scale): the
+                         step time from each run's logged training blocks, TP 4 PP 8 VP 4 MBS 2
+                         on 512 GPUs and TP 4 PP 6 VP 8 MBS 1 on 10752 and 11616 (3 rows)
   internlm-a100          InternLM/InternLM doc/en/train_performance.md @20fe5ac, "FLOPS
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
@@ -1450,8 +1455,61 @@ def mlperf_rows():
     return out
 
 
+# ---- MLPerf Training v4.0: NVIDIA's GPT-3 175B on Eos, NeMo 24.04 -----------------------------------
+MLPERF40 = ("mlcommons/training_results_v4.0 @6fe9543 NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
+            "(MLPerf Training v4.0, closed division): %d x DGX H100, logged global_batch_size %d "
+            "and gradient_accumulation_steps %d, step time (block_stop - block_start) x "
+            "global_batch_size x 2048 / epoch_count over each run's training blocks (evaluation "
+            "excluded), median of each run %s s (%s blocks of %d steps); configuration "
+            "NVIDIA/benchmarks/gpt3/implementations/nemo/%s")
+# (results directory, nodes, gbs, gradient accumulation, pp, vp, mbs, the three runs' median
+# step, each run's training blocks, steps per block, config file): read off the logs' MLLOG lines. The
+# 64-node run logs a batch of 2304 (the config's MINIBS 128 overridden to 144 = 2 x 72).
+MLPERF40_ROWS = [
+    ("eos_n64_ngc24.04_nemo", 64, 2304, 72, 8, 4, 2, (10.903, 10.983, 10.982), "24/23/23", 11,
+     "config_DGXH100_64x8x128x4x8_mbs2.sh"),
+    ("eos-dfw_n1344_ngc24.04_nemo", 1344, 2688, 6, 6, 8, 1, (0.9207, 0.9206, 0.9210), "22/22/22", 10,
+     "config_DGXH100_1344x8x6x4x6_mbs1_cg.sh"),
+    ("eos-dfw_n1452_ngc24.04_nemo", 1452, 2904, 6, 6, 8, 1, (0.9224, 0.9214, 0.9214), "23/23/23", 9,
+     "config_DGXH100_1452x8x6x4x6_mbs1_cg.sh"),
+]
+
+
+def mlperf40_rows():
+    """The v3.1 rows' model (mlperf_rows) under the v4.0 implementation: config_common.sh sets
+    FP8_PARAMS=True (FP8 weights gathered in FP8, so no bf16 parameter remainders) and
+    NCCL SHARP for the data-parallel reductions (not modelled: autoplan prices the ring), the
+    optimizer (conf/optim/distributed_fused_adam.yaml) reduces gradients in bf16 with
+    overlapped gradient and parameter synchronisation in 200 MB buckets (BUCKET_CAP_MB; the
+    bucket size is left to autoplan's Megatron default, as in the v3.1 rows), custom.yaml
+    overlaps the interleaved schedule's point-to-point sends and keeps no activation
+    checkpointing; the 1344- and 1452-node configs capture each layer in a CUDA graph
+    (LAYER_CUDA_GRAPH=1; not modelled). cuDNN fused attention assumed as in v3.1."""
+    out = []
+    tp = 4
+    pad = 128 * tp
+    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
+         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
+         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
+         "dropout": False}
+    for (d, nodes, gbs, ga, pp, vp, mbs, medians, blocks, per_block, cfg) in MLPERF40_ROWS:
+        gpus = nodes * 8
+        dp = gpus // (tp * pp)
+        assert mbs * dp * ga == gbs and 96 % (pp * vp) == 0 and ga % pp == 0
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
+                "dtype": "fp8", "fp8_params": True, "overlap": True, "overlap_tp": True,
+                "flash_attn": True, "attn_impl": "cudnn", "grad_reduce": "bf16"}
+        step = sorted(medians)[1]
+        cite = MLPERF40 % (d, nodes, gbs, ga, "/".join("%g" % x for x in medians), blocks,
+                           per_block, cfg)
+        out.append(dgx_h100_row("mlperf40-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
+                                "training-block time per step, median over the run"))
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
-            mlperf_rows())
+            mlperf_rows() + mlperf40_rows())
