@@ -4,10 +4,11 @@
  *
  * The 17 significant digits D of |x| = D x 10^(X - 16), rounded half to even (printf's rounding
  * in the default mode), come first, for |x| in 1e-11..1e17 where 128-bit integers are
- * available, exactly from m x 5^(16 - X) (exact_digits); else from one long-double operation: y = |x| x 10^(16 - X) with
- * an exact power of ten (|16 - X| <= 27: 5^27 < 2^64), one rounding of relative error 2^-64,
- * so y (< 2^57) is within 2^-7 of the truth and rounding it is certain unless its fraction is
- * near one half; then (about 2% of values, and outside 1e-11..1e43) exactly: a finite double is
+ * available, exactly from m x 5^(16 - X) (exact_digits); else from one long-double operation:
+ * y = |x| x 10^(16 - X) with an exact power of ten (|16 - X| <= 27: 5^27 < 2^64), one
+ * rounding of relative error 2^-64, so y (< 2^57) is within 2^-7 of the truth and rounding it
+ * is certain unless its fraction is near one half; then (about 2% of those values, and outside
+ * 1e-11..1e43) exactly: a finite double is
  * m x 2^e (m < 2^53), whose decimal digits are those of the integer m << e (e >= 0) or of
  * m x 5^-e with the point -e places from the right (m / 2^k = m 5^k / 10^k), computed in a small
  * multi-precision integer (32-bit limbs, 64-bit products: standard C). The digits are laid out
@@ -152,7 +153,9 @@ static int exact_digits(double x, char *d, int *X_out) {
         if (s < 0 || s > 27) return 0;
         unsigned __int128 P = (unsigned __int128)m * p5[s];
         int k = -(q + s); /* y = P / 2^k */
-        if (k <= 0 || k >= 128) return 0; /* y an integer: |x| >= 2^52 s, the integer path's */
+        /* k <= 0: y is an integer (|x| near 1e15-1e17 with few fraction bits), left to the
+         * long-double path; k >= 128 cannot happen for |x| >= 1e-11 */
+        if (k <= 0 || k >= 128) return 0;
         unsigned __int128 Dq = P >> k;
         if (Dq >= 100000000000000000ull) { /* y >= 10^17: one digit more */
             X++;

@@ -1455,7 +1455,7 @@ def mlperf_rows():
     return out
 
 
-# ---- MLPerf Training v4.0: NVIDIA's GPT-3 175B on Eos, NeMo 24.04 -----------------------------------
+# ---- MLPerf Training v4.0: NVIDIA's GPT-3 175B on Eos, NeMo 24.04 ------------------------------
 MLPERF40 = ("mlcommons/training_results_v4.0 @6fe9543 NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
             "(MLPerf Training v4.0, closed division): %d x DGX H100, logged global_batch_size %d "
             "and gradient_accumulation_steps %d, step time (block_stop - block_start) x "
@@ -1463,8 +1463,9 @@ MLPERF40 = ("mlcommons/training_results_v4.0 @6fe9543 NVIDIA/results/%s/gpt3/res
             "excluded), median of each run %s s (%s blocks of %d steps); configuration "
             "NVIDIA/benchmarks/gpt3/implementations/nemo/%s")
 # (results directory, nodes, gbs, gradient accumulation, pp, vp, mbs, the three runs' median
-# step, each run's training blocks, steps per block, config file): read off the logs' MLLOG lines. The
-# 64-node run logs a batch of 2304 (the config's MINIBS 128 overridden to 144 = 2 x 72).
+# step, each run's training blocks, steps per block, config file): read off the logs' MLLOG
+# lines. The 64-node run logs a batch of 2304 (the config's MINIBS 128 overridden to 144 =
+# 2 x 72).
 MLPERF40_ROWS = [
     ("eos_n64_ngc24.04_nemo", 64, 2304, 72, 8, 4, 2, (10.903, 10.983, 10.982), "24/23/23", 11,
      "config_DGXH100_64x8x128x4x8_mbs2.sh"),
