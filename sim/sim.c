@@ -82,7 +82,7 @@ typedef struct sim_spares {
 } sim_spares;
 
 /* An array of kind k for at least `need` elements of `elem` bytes: a spare one (*cap its
- * capacity) or a new one (*cap = need); NULL out of memory. */
+ * capacity) or a new one (*cap = need; cap may be NULL); NULL out of memory. */
 static void *spare_take(ap_sim *s, int k, int need, size_t elem, int *cap) {
     sim_spares *sp = s ? s->spares : NULL;
     if (sp) {
@@ -91,7 +91,7 @@ static void *spare_take(ap_sim *s, int k, int need, size_t elem, int *cap) {
         for (int i = sp->n[k] - 1; i >= 0 && !got; i--)
             if (sp->cap[k][i] >= need) {
                 got = sp->p[k][i];
-                *cap = sp->cap[k][i];
+                if (cap) *cap = sp->cap[k][i];
                 sp->p[k][i] = sp->p[k][sp->n[k] - 1];
                 sp->cap[k][i] = sp->cap[k][sp->n[k] - 1];
                 sp->n[k]--;
@@ -99,7 +99,7 @@ static void *spare_take(ap_sim *s, int k, int need, size_t elem, int *cap) {
         pthread_mutex_unlock(&sp->mu);
         if (got) return got;
     }
-    *cap = need;
+    if (cap) *cap = need;
     return ap_malloc((size_t)need * elem);
 }
 
@@ -849,13 +849,13 @@ static void summary_curve(rank_store *rs) {
     }
 }
 
-void ap_simg_free_events(rank_store *rs) {
-    ap_free(rs->ev);
-    ap_free(rs->acurve);
-    ap_free(rs->rcurve);
-    ap_free(rs->opk_ev);
-    ap_free(rs->opk_cat);
-    ap_free(rs->ope_cat);
+void ap_simg_free_events(ap_sim *s, rank_store *rs) {
+    spare_give(s, SP_EV, rs->ev, rs->capev);
+    spare_give(s, SP_AC, rs->acurve, rs->capev);
+    spare_give(s, SP_RC, rs->rcurve, rs->capev);
+    spare_give(s, SP_OPKEV, rs->opk_ev, rs->capops);
+    spare_give(s, SP_OPKCAT, rs->opk_cat, rs->capops);
+    spare_give(s, SP_OPECAT, rs->ope_cat, rs->capops);
     rs->ev = NULL;
     rs->acurve = rs->rcurve = NULL;
     rs->opk_ev = NULL;
@@ -880,17 +880,7 @@ static ap_status release_rank(ap_sim *s, rank_store *rs, ap_err *err) {
     rs->ts = kept;
     r->tensors = kept;
     r->ntensors = n;
-    /* the per-event arrays to the next ranks (spare_take), or freed */
-    spare_give(s, SP_EV, rs->ev, rs->capev);
-    spare_give(s, SP_AC, rs->acurve, rs->capev);
-    spare_give(s, SP_RC, rs->rcurve, rs->capev);
-    spare_give(s, SP_OPKEV, rs->opk_ev, rs->capops);
-    spare_give(s, SP_OPKCAT, rs->opk_cat, rs->capops);
-    spare_give(s, SP_OPECAT, rs->ope_cat, rs->capops);
-    rs->ev = NULL;
-    rs->acurve = rs->rcurve = NULL;
-    rs->opk_ev = NULL;
-    rs->opk_cat = rs->ope_cat = NULL;
+    ap_simg_free_events(s, rs); /* to the next ranks (spare_take), or freed */
     r->events = NULL;
     r->allocated_curve = r->reserved_curve = NULL;
     r->op_peak_event = NULL;
@@ -1218,7 +1208,7 @@ static void gen_buffers(gen *g, ap_sim *s, int stream) {
         g->capops = (int)(((int64_t)g->nloc * per_layer + 4LL * g->vp + 8) * g->mbs_n + 256);
         g->record = s->o.record_curves;
         /* the arrays that grow together take one capacity: the least of what they got */
-        int c[2], e[3], q[3];
+        int c[2], e[3];
         g->ts = spare_take(s, SP_TS, g->capts, sizeof *g->ts, &c[0]);
         g->blk = spare_take(s, SP_BLK, g->capts, sizeof *g->blk, &c[1]);
         g->capts = c[0] < c[1] ? c[0] : c[1];
@@ -1228,16 +1218,16 @@ static void gen_buffers(gen *g, ap_sim *s, int stream) {
             g->ev = spare_take(s, SP_EV, g->capev, sizeof *g->ev, &e[0]);
             g->acurve = spare_take(s, SP_AC, g->capev, sizeof *g->acurve, &e[1]);
             g->rcurve = spare_take(s, SP_RC, g->capev, sizeof *g->rcurve, &e[2]);
-            g->opk_ev = spare_take(s, SP_OPKEV, g->capops, sizeof *g->opk_ev, &q[0]);
+            /* the per-op arrays grow with ops, at capops (at most what each got) */
+            g->opk_ev = spare_take(s, SP_OPKEV, g->capops, sizeof *g->opk_ev, NULL);
             g->opk_cat = spare_take(s, SP_OPKCAT, g->capops, AP_SIM_NCAT * sizeof *g->opk_cat,
-                                    &q[1]);
+                                    NULL);
             g->ope_cat = spare_take(s, SP_OPECAT, g->capops, AP_SIM_NCAT * sizeof *g->ope_cat,
-                                    &q[2]);
+                                    NULL);
             if (!g->ev || !g->acurve || !g->rcurve || !g->opk_ev || !g->opk_cat || !g->ope_cat)
                 g->nomem = 1;
             g->capev = e[0] < e[1] ? e[0] : e[1];
             if (e[2] < g->capev) g->capev = e[2];
-            /* the per-op arrays grow with ops, at capops (at most what each got) */
         }
     }
     ap_alloc_opts ao;

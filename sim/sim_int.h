@@ -23,9 +23,10 @@ typedef struct rank_store {
                                          per-op arrays (spare_give) */
 } rank_store;
 
-/* Free a rank's per-event arrays (events, curves, per-op peaks) and set them to NULL: what
- * release_events drops and what ap_sim_free frees with the rest. */
-void ap_simg_free_events(rank_store *rs);
+/* Free a rank's per-event arrays (events, curves, per-op peaks), or give them to the run's
+ * spares while it keeps some (sim.c), and set them to NULL: what release_events drops and
+ * what ap_sim_free frees with the rest. */
+void ap_simg_free_events(ap_sim *s, rank_store *rs);
 
 struct sim_spares;
 

@@ -69,7 +69,7 @@ void ap_sim_free(ap_sim *s) {
         rank_store *rs = &s->ranks[i];
         ap_free(rs->ops);
         ap_free(rs->ts);
-        ap_simg_free_events(rs);
+        ap_simg_free_events(s, rs);
         ap_free(rs->live);
     }
     ap_free(s->ranks);

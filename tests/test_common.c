@@ -490,23 +490,31 @@ static int g17_both(double x, char *b) {
     return len == (int)strlen(b) && !strcmp(b, c);
 }
 
-static void test_fmt_g17(void) {
+/* x written by both (g17_both) against printf: counted in *n, a difference in *bad (the first
+ * five printed) */
+static void g17_check(double x, long *n, long *bad) {
     char a[64], b[64];
+    snprintf(a, sizeof a, "%.17g", x);
+    int same = g17_both(x, b);
+    (*n)++;
+    if (strcmp(a, b) || !same) {
+        if ((*bad)++ < 5) fprintf(stderr, "g17: %s vs %s\n", a, b);
+    }
+}
+
+static void test_fmt_g17(void) {
     long bad = 0, n = 0;
     uint64_t s = 88172645463325252ull;
     const double fixed[] = {0.0, -0.0, 1.0, -1.0, 0.1, 0.5, 1e-5, 9.9999999999999995e-5, 1e16,
                             1e17, 99999999999999999.0, 123456789012345678.0, 1e-300, 5e-324,
                             1.7976931348623157e308, 2.2250738585072014e-308, 0.3, 2.0 / 3.0,
                             9007199254740993.0, 1e23, 8.589973e9, 1.0 / 0.0, -1.0 / 0.0,
-                            99999999999999984.0, 1e17 - 16, -85899345920.0, 100000000000000000.0};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        snprintf(a, sizeof a, "%.17g", fixed[i]);
-        int same = g17_both(fixed[i], b);
-        n++;
-        if (strcmp(a, b) || !same) {
-            if (bad++ < 5) fprintf(stderr, "g17: %s vs %s\n", a, b);
-        }
-    }
+                            99999999999999984.0, 1e17 - 16, -85899345920.0, 100000000000000000.0,
+                            /* both ends of the exact 128-bit path's range (1e-11, 1e17) */
+                            1e-11, nextafter(1e-11, 0), nextafter(1e-11, 1), 1e17 - 8,
+                            99999999999999.992, 9999999999999999.0, 0.99999999999999989,
+                            9.9999999999999995e-12, 1.0000000000000001e-11};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g17_check(fixed[i], &n, &bad);
     for (long i = 0; i < 400000; i++) {
         s ^= s << 13;
         s ^= s >> 7;
@@ -525,37 +533,13 @@ static void test_fmt_g17(void) {
             break;
         }
         if (x != x) continue;
-        snprintf(a, sizeof a, "%.17g", x);
-        int same = g17_both(x, b);
-        n++;
-        if (strcmp(a, b) || !same) {
-            if (bad++ < 5) fprintf(stderr, "g17: %s vs %s\n", a, b);
-        }
+        g17_check(x, &n, &bad);
     }
     /* ties at the 17th digit, which the exact 128-bit path rounds half to even: m / 2^q of 18
      * or more significant digits ending in 5 (m near 2^53: 16 integer digits, q fraction
-     * digits), and both ends of that path's range (1e-11, 1e17) */
+     * digits) */
     for (int64_t m = (1ll << 53) - 5000; m < (1ll << 53); m++)
-        for (int q = 2; q <= 5; q++) {
-            double x = ldexp((double)m, -q);
-            snprintf(a, sizeof a, "%.17g", x);
-            int same = g17_both(x, b);
-            n++;
-            if (strcmp(a, b) || !same) {
-                if (bad++ < 5) fprintf(stderr, "g17 tie: %s vs %s\n", a, b);
-            }
-        }
-    const double edge[] = {1e-11, nextafter(1e-11, 0), nextafter(1e-11, 1), 1e17 - 16, 1e17 - 8,
-                           99999999999999.992, 9999999999999999.0, 0.99999999999999989,
-                           9.9999999999999995e-12, 1.0000000000000001e-11};
-    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
-        snprintf(a, sizeof a, "%.17g", edge[i]);
-        int same = g17_both(edge[i], b);
-        n++;
-        if (strcmp(a, b) || !same) {
-            if (bad++ < 5) fprintf(stderr, "g17 edge: %s vs %s\n", a, b);
-        }
-    }
+        for (int q = 2; q <= 5; q++) g17_check(ldexp((double)m, -q), &n, &bad);
     CHECK(n > 390000);
     CHECK_INT(bad, 0);
 }
