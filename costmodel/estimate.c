@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-10"; }
+const char *ap_costmodel_version(void) { return "costmodel-11"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
@@ -930,11 +930,13 @@ static void stage_zero3(const est *E, stage *S) {
         S->z3_step = p->overlap_param ? fmax(0.0, ag - S->fwd_c) + ag / ag_calls +
                                             fmax(0.0, rs - S->bwd_c) + rs / rs_calls
                                       : ag + rs;
+        S->z3_step += overlap_cost_s(ag + rs - S->z3_step);
         return;
     }
     double comm = passes * ag + rs;
     double comp = S->fwd_c + S->bwd_c + S->rec;
     S->z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / ag_calls : comm;
+    S->z3 += overlap_cost_s(comm - S->z3); /* what the hidden part costs the compute */
 }
 
 /* The rank's forward and backward per micro-batch; the slowest rank is the critical path
@@ -1166,7 +1168,8 @@ static void pipeline_time(est *E) {
         double sends = 2.0 * (mb + p->pp - 1) * v;
         if (p->vp > 1 && x->tr->p2p_overlap && !p->no_p2p_overlap) {
             double chunk = E->Tmax / (2.0 * v);
-            E->p2p = sends * fmax(0.0, one - chunk) + 2.0 * one;
+            E->p2p = sends * (fmax(0.0, one - chunk) + overlap_cost_s(fmin(one, chunk))) +
+                     2.0 * one;
         } else {
             E->p2p = sends * one;
         }
@@ -1265,7 +1268,9 @@ static void dp_reduction(est *E) {
     if (ag > 0 && p->overlap_param && tr->param_gather_next_fwd)
         ag_exp = fmax(ag - window * tm->stage_fwd_s[w], ag / buckets);
     tm->dp_comm_total_s = red + ag + E->z3_total + E->z3_step;
-    tm->dp_comm_s = red_exp + ag_exp + E->z3_total + E->z3_step;
+    /* the hidden parts slow the backward and forward beside them (overlap_cost_s) */
+    tm->dp_comm_s = red_exp + ag_exp + overlap_cost_s(red - red_exp) +
+                    overlap_cost_s(ag - ag_exp) + E->z3_total + E->z3_step;
 }
 
 /* ---- chapter 10: optimizer step and CPU offload --------------------------------------------- */

@@ -101,6 +101,12 @@ double alltoall_s(const ctx *x, double bytes, int n, int k);
 /* Ranks of a group with stride `inner` that share one NVLink domain. */
 int in_domain(const ctx *x, int n, int inner);
 
+/* What hiding hidden_s seconds of communication behind compute costs that compute
+ * (estimate.h AP_OVERLAP_COST, Lee et al. 2025); 0 for hidden_s <= 0. */
+static inline double overlap_cost_s(double hidden_s) {
+    return hidden_s > 0 ? hidden_s * AP_OVERLAP_COST : 0;
+}
+
 /* One pipeline send of `bytes` between adjacent stages, seconds. */
 double p2p_send_s(const ctx *x, double bytes);
 /* Whether the plan's pipeline spans more than one NVLink domain (its stages talk over the

@@ -435,6 +435,9 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         lc->tp_s = exposed;
     }
     lc->tp_bwd_s = tp_backward_s(x, lc->tp_total_s, lc->tp_s, gp, &lc->tp_bwd_total_s);
+    /* what the hidden parts cost the GEMMs beside them (overlap_cost_s) */
+    lc->tp_bwd_s += overlap_cost_s(lc->tp_bwd_total_s - lc->tp_bwd_s);
+    lc->tp_s += overlap_cost_s(lc->tp_total_s - lc->tp_s);
     if (lc->sac_rec_s > 0 && p->sp && p->tp > 1) { /* per-op checkpointing (layer_compute) */
         /* per-op checkpointing saves reduce-scatter outputs but not all-gather ones
          * (torchtitan's _save_list: mm, SDPA, reduce_scatter_tensor, max), so recompute runs
@@ -442,14 +445,17 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
          * overlapped under async TP only with a recomputed matmul it feeds (above) */
         const double n = (double)p->tp, c = lc->tp_total_s / 4.0;
         lc->sac_rec_tp_s = 0;
-        for (int i = 0; i < 2; i++)
-            lc->sac_rec_tp_s += p->overlap_tp && lc->sac_rec_g[i] > 0
-                                    ? fmax(c / n, c - (n - 1.0) * lc->sac_rec_g[i] / n)
-                                    : c;
+        for (int i = 0; i < 2; i++) {
+            double e = p->overlap_tp && lc->sac_rec_g[i] > 0
+                           ? fmax(c / n, c - (n - 1.0) * lc->sac_rec_g[i] / n)
+                           : c;
+            lc->sac_rec_tp_s += e + overlap_cost_s(c - e);
+        }
     }
     if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
-         * of the previous chunk (Megatron/TE context parallelism) */
+         * of the previous chunk (Megatron/TE context parallelism), each hidden part slowing
+         * the attention beside it (overlap_cost_s) */
         double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
         double kvf = m->mla.kv_lora_rank > 0 ? ls->a_loc * (dqk + dv)
                                               : 2.0 * ls->kvf * (double)m->head_dim;
@@ -457,7 +463,8 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         int k_cp = in_domain(x, p->cp, p->tp);
         double step = coll_s(x, AP_COLL_SENDRECV_OP, chunk, p->cp, k_cp);
         double per_step_attn = lc->attn_core_s / p->cp;
-        lc->cp_s = (p->cp - 1) * fmax(0.0, step - per_step_attn);
+        lc->cp_s = (p->cp - 1) * (fmax(0.0, step - per_step_attn) +
+                                  overlap_cost_s(fmin(step, per_step_attn)));
     }
     if (ls->li.is_moe && p->ep > 1) {
         /* dispatch and combine all-to-alls of every routed token copy */

@@ -268,7 +268,9 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
  * (all-gather) passes of one rank (estimate.c: ((v - 1) p + 1) / v of them under the
  * interleaved schedule, at most m), each below the pipeline time / m < k-th step / m for a split
  * that could enter the ranking. A trainer reducing every micro-batch hides up to m passes: only
- * the floor holds then. The optimizer step grows with the stage's parameters alone (Adam's
+ * the floor holds then. What hides slows the compute beside it (estimate.h AP_OVERLAP_COST c):
+ * the step pays (1 - c) x exposed + c x total, bounded by the same with each bound (rs_bound).
+ * The optimizer step grows with the stage's parameters alone (Adam's
  * passes over memory, no latency): rho of the uniform's; and with the optimizer's offload, no
  * split goes below the estimate's x_floor_s (the per-parameter optimizer and offload terms on
  * the mean rank's parameters, whose sum over the ranks no split changes), which holds for MoE
@@ -315,6 +317,9 @@ static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs
 double rs_bound(const rs_cand *x, double base_s, double kth_s) {
     double dp = x->dp_floor_s;
     if (x->inv_m > 0 && kth_s < INFINITY) dp = fmax(dp, x->dp_s - kth_s * x->inv_m);
+    /* what stays exposed plus what the hidden part costs the compute beside it (estimate.h
+     * AP_OVERLAP_COST): (1 - c) exposed + c total, the total at least dp_s */
+    dp = (1.0 - AP_OVERLAP_COST) * dp + AP_OVERLAP_COST * x->dp_s;
     double b = (base_s + dp) * (1 - 1e-9);
     return b >= 0 ? b : 0; /* a cost model that returned no number bounds nothing */
 }

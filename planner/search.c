@@ -41,7 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *ap_search_version(void) { return "search-8"; }
+const char *ap_search_version(void) { return "search-9"; }
 
 void ap_search_opts_init(ap_search_opts *o) {
     memset(o, 0, sizeof *o);
