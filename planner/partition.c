@@ -499,6 +499,15 @@ static ap_status probe_choice(psolve *ps, int gi, int oi, int pi, choice *ch, in
     ch->ufits = 0;
     ch->ustep_s = INFINITY;
     if (ps->ntab_max == 1) return AP_OK;
+    /* once a refusal's reason is kept, another variant the trainer's table refuses is told
+     * without one (formatting the reasons of the offload fractions torchtitan refuses cost its
+     * MoE sweep 5% of its instructions); the estimate below checks the same plan the same way
+     * (estimate.c normalise_plan) */
+    if (ps->refused != AP_OK && ap_plan_check(q, ps->m, ps->c, 1, NULL) == AP_ERR_INFEASIBLE) {
+        ps->refused = AP_ERR_INFEASIBLE;
+        *refused = 1;
+        return AP_OK;
+    }
     ap_err verr = {{0}};
     ap_status vs = variant_extra(ps->m, ps->c, q, &o->est, &ch->extra, &ch->xfloor, &ch->ufits,
                                  &ch->ustep_s, &verr);
