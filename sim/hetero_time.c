@@ -108,6 +108,15 @@ double ht_span(hctx *x, int eng, double dur_s, double not_before, int sync) {
     if (dur_s <= 0) dur_s = 0;
     *f = start + dur_s;
     busy(x, eng, dur_s);
+    /* an asynchronous collective runs beside the compute and slows it (estimate.h
+     * AP_OVERLAP_COST, Lee et al. 2025), charged to the compute stream now, as the estimate
+     * charges a hidden collective: a later wait for it absorbs the charge where the compute
+     * had nothing left to do beside it, so the stream ends at max(the collective's end, the
+     * compute's end + the charge). Copies (H2D, D2H, NVMe) run on copy engines, not SMs. */
+    if (!sync && eng == ENG_COLL && dur_s > 0) {
+        x->tl.coll_exposed += AP_OVERLAP_COST * dur_s;
+        x->tl.t += AP_OVERLAP_COST * dur_s;
+    }
     if (sync && *f > x->tl.t) {
         if (eng == ENG_COLL) x->tl.coll_exposed += *f - x->tl.t;
         else x->tl.exposed += *f - x->tl.t;
