@@ -57,6 +57,10 @@ Sources:
                          Eos, DGX H100): each run's logged train_step_timing and batch, the
                          configuration of NVIDIA/benchmarks/gpt3/implementations/pytorch (NeMo
                          23.09, FP8, TP 4 PP 8 VP 12, 512-10752 GPUs; 7 rows)
+  mlperf30-gpt3-h100     mlcommons/training_results_v3.0 NVIDIA/results/dgxh100_n*_nemo/gpt3 and
+                         NVIDIA_CoreWeave/results/coreweave_hgxh100_n*_ngc23.04_pytorch/gpt3
+                         (MLPerf Training v3.0, GPT-3 175B on DGX H100 and on CoreWeave's HGX
+                         H100, NeMo 1.17 on PyTorch 23.04, FP8, TP 4 PP 8 VP 12, 512-3584 GPUs; 5 rows)
   mlperf40-gpt3-h100     mlcommons/training_results_v4.0 NVIDIA/results/eos*_ngc24.04_nemo/gpt3
                          (MLPerf Training v4.0, the same benchmark a software generation later:
                          NeMo 24.04, FP8 weights, SHARP, per-layer CUDA graphs at scale): the
@@ -1455,6 +1459,62 @@ def mlperf_rows():
     return out
 
 
+# ---- MLPerf Training v3.0: GPT-3 175B on DGX H100 (NVIDIA) and HGX H100 (CoreWeave) -------------
+MLPERF30 = ("mlcommons/training_results_v3.0 @63e326c %s/results/%s/gpt3/result_{0,1,2}.txt "
+            "(MLPerf Training v3.0, closed division): %d x %s, logged global_batch_size %d and "
+            "gradient_accumulation_steps %d, train_step_timing median of each run %s s (%s steps "
+            "logged); configuration %s/benchmarks/gpt3/implementations/pytorch/%s")
+# (submitter, results directory, nodes, system, gbs, gradient accumulation, the three runs'
+# median train_step_timing, steps logged per run, config file): read off the logs' MLLOG lines.
+MLPERF30_ROWS = [
+    ("NVIDIA", "dgxh100_n64_nemo", 64, "DGX H100", 2048, 128, (12.0827, 12.0713, 12.0741),
+     "288/288/288", "config_DGXH100_64x8x128x4x8_mbs1.sh"),
+    ("NVIDIA", "dgxh100_n96_nemo", 96, "DGX H100", 3072, 128, (12.1282, 12.1274, 12.1236),
+     "192/200/200", "config_DGXH100_96x8x128x4x8_mbs1.sh"),
+    ("NVIDIA_CoreWeave", "coreweave_hgxh100_n96_ngc23.04_pytorch", 96, "HGX H100", 3072, 128,
+     (12.3223, 12.2857, 12.3049), "200/200/200", "config_DGXH100_96x8x128x4x8_mbs1.sh"),
+    ("NVIDIA_CoreWeave", "coreweave_hgxh100_n192_ngc23.04_pytorch", 192, "HGX H100", 3072, 64,
+     (6.3264, 6.3573, 6.3397), "200/216/200", "config_DGXH100_192x8x64x4x8_mbs1.sh"),
+    ("NVIDIA_CoreWeave", "coreweave_hgxh100_n448_ngc23.04_pytorch", 448, "HGX H100", 2688, 24,
+     (2.5943, 2.6005, 2.6021), "220/220/220", "config_DGXH100_448x8x24x4x8_mbs1.sh"),
+]
+
+
+def mlperf30_rows():
+    """The v3.1 rows' model and plan (mlperf_rows) under the v3.0 implementation, which sets
+    the same (config_common.sh: TP 4, PP 8, INTERLEAVED_PIPELINE 12, micro-batch 1, no
+    activation checkpointing, the distributed optimizer; config_fp8.sh: FP8 hybrid;
+    config_tp_h100.sh: TP_COMM_OVERLAP True; conf/megatron_gpt_config.yaml: sequence
+    parallelism, overlap_p2p_comm, distributed_fused_adam with overlapped grad and param sync in
+    100 MB buckets and grad_sync_dtype bf16, no store_param_remainders, layernorm1p, learned
+    positions, biases, tied embeddings, no dropout) on NeMo 1.17 (PyTorch 23.04). CoreWeave's HGX H100 nodes
+    have the DGX H100's eight NVSwitch-connected H100 SXM and 400 Gb/s InfiniBand per GPU
+    (assumed, as DGX H100's; the submission states HGX H100). cuDNN fused attention assumed as
+    in v3.1."""
+    out = []
+    tp, pp, vp = 4, 8, 12
+    pad = 128 * tp
+    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
+         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
+         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
+         "dropout": False}
+    for (sub, d, nodes, system, gbs, ga, medians, steps, cfg) in MLPERF30_ROWS:
+        gpus = nodes * 8
+        dp = gpus // (tp * pp)
+        mbs = gbs // (dp * ga)
+        assert mbs * dp * ga == gbs and mbs == 1
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
+                "dtype": "fp8", "overlap": True, "overlap_tp": True, "flash_attn": True,
+                "attn_impl": "cudnn", "grad_reduce": "bf16"}
+        step = sorted(medians)[1]
+        cite = MLPERF30 % (sub, d, nodes, system, gbs, ga,
+                           "/".join("%.4f" % x for x in medians), steps, sub, cfg)
+        out.append(dgx_h100_row("mlperf30-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
+                                "logged train_step_timing, median over the run"))
+    return out
+
+
 # ---- MLPerf Training v4.0: NVIDIA's GPT-3 175B on Eos, NeMo 24.04 ------------------------------
 MLPERF40 = ("mlcommons/training_results_v4.0 @6fe9543 NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
             "(MLPerf Training v4.0, closed division): %d x DGX H100, logged global_batch_size %d "
@@ -1513,4 +1573,4 @@ def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
-            mlperf_rows() + mlperf40_rows())
+            mlperf_rows() + mlperf40_rows() + mlperf30_rows())
