@@ -1273,6 +1273,32 @@ static void dp_reduction(est *E) {
                     overlap_cost_s(ag - ag_exp) + E->z3_total + E->z3_step;
 }
 
+/* FP8 under Transformer Engine's delayed scaling (trainer.c fp8_amax_reduce; not per-tensor
+ * current scaling, plan.h fp8_tensorwise): each model chunk's forward is one fp8_autocast
+ * region whose amaxes are all-reduced (MAX) over the tensor x data x context parallel ranks
+ * when it exits, and its backward's once more, each call blocking the rank's stream. The
+ * buffers are small (the forward's three fp32 amaxes and the backward's two per GEMM, four
+ * GEMMs a layer), so each call is NCCL's latency across the group's nodes. Every rank pays them
+ * in every chunk of every micro-batch, so the pipeline's critical path, (m v + p - 1) chunk
+ * passes of a rank's v chunks (the 1F1B fill and drain as pipeline_time counts them), grows by
+ * both calls per pass; no split changes it. Reported with the data-parallel communication. */
+static void fp8_amax_time(est *E) {
+    const ap_plan *p = E->x.p;
+    const ctx *x = &E->x;
+    ap_time *tm = &E->e->time;
+    const int n = p->tp * p->dp * p->cp;
+    if (p->dtype != AP_DTYPE_FP8 || !x->tr->fp8_amax_reduce || p->fp8_tensorwise || n < 2)
+        return;
+    const double v = p->vp > 1 ? (double)p->vp : 1.0;
+    const double layers = (double)E->x.m->layers / ((double)p->pp * v); /* per chunk */
+    const int k = in_domain(x, n, 1);
+    double call = allreduce_s(x, 3.0 * 4.0 * 4.0 * layers, n, k) +
+                  allreduce_s(x, 2.0 * 4.0 * 4.0 * layers, n, k);
+    double t = call * ((double)E->mb * v + (double)(p->pp - 1));
+    tm->dp_comm_s += t;
+    tm->dp_comm_total_s += t;
+}
+
 /* ---- chapter 10: optimizer step and CPU offload --------------------------------------------- */
 
 /* Adam on the GPU is memory-bound, ~32 bytes per parameter touched (fp32 master r/w 8, m and v
@@ -1511,6 +1537,7 @@ ap_status ap_estimate_plan(const ap_model *m, const ap_cluster *c, const ap_plan
     }
     pipeline_time(&E);
     dp_reduction(&E);
+    fp8_amax_time(&E);
     optimizer_offload(&E);
     step_total(&E);
     throughput(&E);

@@ -111,6 +111,16 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * with grad_reduce_in_fp32 (Megatron-LM's bf16 default) and in the parameters' dtype
          * without it (--grad-reduce-in-bf16; NeMo's grad_sync_dtype bf16) */
         .grads_in_reduce_dtype = 1,
+        /* --fp8-recipe defaults to delayed (core/transformer/transformer_config.py), whose
+         * TransformerBlock runs each chunk's layers in one te.fp8_autocast with fp8_group
+         * parallel_state.get_amax_reduction_group(with_context_parallel=True): the tensor x
+         * data x context parallel ranks (core/fp8_utils.py get_fp8_context,
+         * core/transformer/transformer_block.py); Transformer Engine all-reduces the region's
+         * amaxes over that group with async_op=False when the region exits, and its backward
+         * amaxes in the region's first module's backward (transformer_engine/pytorch/fp8.py
+         * fp8_autocast_exit -> reduce_and_update_fp8_tensors, v1.6-v1.11; the same per region
+         * in v0.8's global_amax_reduction) */
+        .fp8_amax_reduce = 1,
         /* Transformer Engine's fp8 Linear / LayerNormLinear save the FP8 cast of their input
          * (or its transpose) for the weight gradient, not the 16-bit input
          * (transformer_engine/pytorch/module/linear.py, layernorm_linear.py forward:

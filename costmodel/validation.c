@@ -93,7 +93,9 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * elementwise ops ("compile", default: as the trainer table prices its code), the parameters
  * per gradient-reduction bucket where the run set its own ("dp_bucket"), FP8 weights without a
  * 16-bit copy
- * ("fp8_params", dtype fp8 only), an explicit stage split ("stage_layers"), the layers
+ * ("fp8_params", dtype fp8 only), the FP8 scaling recipe ("fp8_recipe": "delayed", the
+ * trainer's default, or "tensorwise", per-tensor current scaling; dtype fp8 only), an explicit
+ * stage split ("stage_layers"), the layers
  * per chunk a full recomputation covers ("recompute_layers", default all) and the
  * cross-entropy kernel ("loss": "torch", the trainer's default; "fused" or "fused_inplace",
  * flash-attn's CrossEntropyLoss, plan.h). */
@@ -130,6 +132,15 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'param_remainders' needs bf16 weights "
                           "(dtype bf16 or fp8)", where);
     if (given && rem) p->master_state_bytes = 2;
+    char recipe[32];
+    if ((st = ap_json_get_str(pj, "fp8_recipe", recipe, sizeof recipe, &given, where, err)))
+        return st;
+    if (given && strcmp(recipe, "delayed") && strcmp(recipe, "tensorwise"))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_recipe' = '%s' is not one of "
+                          "delayed, tensorwise", where, recipe);
+    if (given && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_recipe' needs dtype fp8", where);
+    p->fp8_tensorwise = given && !strcmp(recipe, "tensorwise");
     int fp8p = 0;
     if ((st = ap_json_get_bool(pj, "fp8_params", &fp8p, &given, where, err))) return st;
     if (given && fp8p && p->dtype != AP_DTYPE_FP8)

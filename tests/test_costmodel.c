@@ -1165,6 +1165,56 @@ static void test_overlap_contention(void) {
     CHECK_NEAR(off.time.dp_comm_s, t->dp_comm_total_s, 1e-9);
 }
 
+/* FP8 under Transformer Engine's delayed scaling (Megatron-LM's default recipe) all-reduces each
+ * model chunk's amaxes over the tp x dp x cp ranks at the end of its forward and in its
+ * backward, blocking (estimate.c fp8_amax_time): GPT-3 175B as MLPerf runs it on 512 H100s (tp 4
+ * pp 8 vp 12, one layer a chunk, 128 micro-batches) pays both calls (48 and 32 bytes of amaxes
+ * over 64 ranks, 8 of them per node) in each of its 128 x 12 + 7 chunk passes, by hand from the
+ * estimate's own collective price; per-tensor current scaling, BF16 and torchtitan's float8
+ * (torchao, no delayed amax group) pay none. */
+static void test_fp8_amax(void) {
+    ap_model m = load("examples/models/gpt3-175b.json");
+    ap_cluster c = cluster("h100-sxm", 512);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate de, te, be;
+    ap_plan p = mkplan(4, 8, 16, 1, 2048, 1, AP_RECOMPUTE_NONE, 1, 12);
+    p.seq = 2048;
+    p.dtype = AP_DTYPE_FP8;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &de, &err) == AP_OK);
+    p.fp8_tensorwise = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &te, &err) == AP_OK);
+    const struct ap_kernels *k = ap_kernels_published(&c.gpu);
+    double call = ap_estimate_coll_s(&c, &cal, k, AP_COLL_ALLREDUCE_OP, 48.0, 64, 8) +
+                  ap_estimate_coll_s(&c, &cal, k, AP_COLL_ALLREDUCE_OP, 32.0, 64, 8);
+    CHECK(call > 0);
+    CHECK_NEAR(de.time.dp_comm_s - te.time.dp_comm_s, call * (128.0 * 12 + 7), 1e-9);
+    CHECK_NEAR(de.time.step_s - te.time.step_s, call * (128.0 * 12 + 7), 1e-9);
+    p.fp8_tensorwise = 0;
+    p.dtype = AP_DTYPE_BF16;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &be, &err) == AP_OK);
+    p.dtype = AP_DTYPE_FP8;
+    p.trainer = AP_TRAINER_TORCHTITAN;
+    p.zero = 3; /* torchtitan shards the data-parallel side under tp */
+    p.overlap_param = 1;
+    static ap_estimate tt;
+    ap_status st = ap_estimate_plan(&m, &c, &p, NULL, &tt, &err);
+    if (st != AP_OK) fprintf(stderr, "%s\n", err.msg);
+    CHECK(st == AP_OK);
+    if (st == AP_OK) {
+        p.fp8_tensorwise = 1;
+        static ap_estimate tw;
+        CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tw, &err) == AP_OK);
+        /* torchao's float8 has no delayed amax group: the recipe changes nothing */
+        CHECK_NEAR(tt.time.step_s, tw.time.step_s, 1e-12);
+        CHECK_NEAR(tt.time.dp_comm_s, tw.time.dp_comm_s, 1e-12);
+    }
+    /* BF16 pays no amax reduction: its DP traffic before overlap is the tensorwise FP8
+     * plan's (the same reduction dtype and buckets) */
+    CHECK_NEAR(be.time.dp_comm_total_s, te.time.dp_comm_total_s, 1e-12);
+}
+
 static void test_refusals(void) {
     ap_model m = load("examples/models/llama-3-70b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 64);
@@ -1402,6 +1452,7 @@ int main(int argc, char **argv) {
     test_eager_elementwise();
     test_tp_overlap_pairs();
     test_overlap_contention();
+    test_fp8_amax();
     test_refusals();
     test_estimate_copy();
     test_price_memo();

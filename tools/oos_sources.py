@@ -1316,6 +1316,8 @@ def mbridge_rows(hf):
                 "zero": 3 if fsdp > 1 else 1, "dtype": dt, "overlap": True,
                 "overlap_tp": tp > 1, "flash_attn": True, "attn_impl": "cudnn",
                 "grad_reduce": "bf16"}
+        if dt == "fp8":
+            plan["fp8_recipe"] = "tensorwise"  # the recipes' FP8 current scaling
         if ep > 1:
             plan["ep"] = ep
         if dt == "fp8":

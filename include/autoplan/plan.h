@@ -158,6 +158,11 @@ typedef struct ap_plan {
                                         Transformer Engine's module, whatever the trainer's
                                         own attention path (validation rows' "te_attention":
                                         NeMo AutoModel's TE kernels under FSDP2) */
+    int fp8_tensorwise;              /* FP8 with per-tensor current scaling (Transformer
+                                        Engine's Float8CurrentScaling, Megatron-LM --fp8-recipe
+                                        tensorwise; validation rows' "fp8_recipe"), which
+                                        reduces no amax history across data parallelism;
+                                        0 = the trainer's default recipe */
     double master_state_bytes;       /* bytes per parameter of the master copy where the
                                         trainer keeps one, overriding optim_state_bytes for it:
                                         2 for Apex DistributedFusedAdam's store_param_remainders
@@ -380,6 +385,10 @@ typedef struct ap_trainer_caps {
     int p2p_split_tp;            /* pipeline sends split across the tp ranks (Megatron's
                                     scatter/gather, or sequence-parallel activations); 0: every
                                     tp rank sends the whole activation (DeepSpeed's engine) */
+    int fp8_amax_reduce;         /* FP8 runs Transformer Engine's delayed scaling with its amaxes
+                                    all-reduced over the tp x dp x cp ranks, blocking, at every
+                                    fp8_autocast region's end (one region per model chunk,
+                                    forward and backward): estimate.c fp8_amax_time */
     int selective_op_sac;        /* "selective" is per-op activation checkpointing that keeps
                                     every other matmul output of a block and the attention
                                     output (torchtitan selective_ac_option "op"), not
