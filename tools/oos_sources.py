@@ -60,7 +60,8 @@ Sources:
   mlperf30-gpt3-h100     mlcommons/training_results_v3.0 NVIDIA/results/dgxh100_n*_nemo/gpt3 and
                          NVIDIA_CoreWeave/results/coreweave_hgxh100_n*_ngc23.04_pytorch/gpt3
                          (MLPerf Training v3.0, GPT-3 175B on DGX H100 and on CoreWeave's HGX
-                         H100, NeMo 1.17 on PyTorch 23.04, FP8, TP 4 PP 8 VP 12, 512-3584 GPUs; 5 rows)
+                         H100, NeMo 1.17 on PyTorch 23.04, FP8, TP 4 PP 8 VP 12, 512-3584
+                         GPUs; 5 rows)
   mlperf40-gpt3-h100     mlcommons/training_results_v4.0 NVIDIA/results/eos*_ngc24.04_nemo/gpt3
                          (MLPerf Training v4.0, the same benchmark a software generation later:
                          NeMo 24.04, FP8 weights, SHARP, per-layer CUDA graphs at scale): the
@@ -1397,6 +1398,32 @@ def internlm_rows():
     return out
 
 
+# ---- MLPerf Training: GPT-3 175B, the benchmark's model and the submissions' common plan -----
+def mlperf_gpt3_model(tp):
+    """GPT-3 175B as the benchmark defines it (mlperf_rows), its vocabulary padded to a multiple
+    of 128 x tp."""
+    pad = 128 * tp
+    return {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
+            "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
+            "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
+            "dropout": False}
+
+
+def mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra=None, tail=None):
+    """The submissions' plan (mlperf_rows): FP8, sequence parallelism, TP overlap, the
+    distributed optimizer with overlapped bf16 reductions, no recomputation, cuDNN attention;
+    dtype_extra follows the dtype, tail ends the plan (the rows' keys in the order they have
+    always had)."""
+    plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+            "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
+            "dtype": "fp8"}
+    plan.update(dtype_extra or {})
+    plan.update({"overlap": True, "overlap_tp": True, "flash_attn": True, "attn_impl": "cudnn",
+                 "grad_reduce": "bf16"})
+    plan.update(tail or {})
+    return plan
+
+
 # ---- MLPerf Training v3.1: NVIDIA's GPT-3 175B on Eos (DGX H100) ---------------------------------
 MLPERF = ("mlcommons/training_results_v3.1 @d06288b NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
           "(MLPerf Training v3.1, closed division): %d x DGX H100, logged global_batch_size %d and "
@@ -1440,20 +1467,13 @@ def mlperf_rows():
     medians."""
     out = []
     tp, pp, vp = 4, 8, 12
-    pad = 128 * tp
-    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
-         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
-         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
-         "dropout": False}
+    m = mlperf_gpt3_model(tp)
     for (d, nodes, gbs, ga, medians, steps, cfg) in MLPERF_ROWS:
         gpus = nodes * 8
         dp = gpus // (tp * pp)
         mbs = gbs // (dp * ga)
         assert mbs * dp * ga == gbs and mbs == 1
-        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
-                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
-                "dtype": "fp8", "overlap": True, "overlap_tp": True, "flash_attn": True,
-                "attn_impl": "cudnn", "grad_reduce": "bf16", "param_remainders": True}
+        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, tail={"param_remainders": True})
         step = sorted(medians)[1]
         cite = MLPERF % (d, nodes, gbs, ga, "/".join("%.3f" % x for x in medians), steps, cfg)
         out.append(dgx_h100_row("mlperf-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
@@ -1489,26 +1509,19 @@ def mlperf30_rows():
     config_tp_h100.sh: TP_COMM_OVERLAP True; conf/megatron_gpt_config.yaml: sequence
     parallelism, overlap_p2p_comm, distributed_fused_adam with overlapped grad and param sync in
     100 MB buckets and grad_sync_dtype bf16, no store_param_remainders, layernorm1p, learned
-    positions, biases, tied embeddings, no dropout) on NeMo 1.17 (PyTorch 23.04). CoreWeave's HGX H100 nodes
-    have the DGX H100's eight NVSwitch-connected H100 SXM and 400 Gb/s InfiniBand per GPU
-    (assumed, as DGX H100's; the submission states HGX H100). cuDNN fused attention assumed as
-    in v3.1."""
+    positions, biases, tied embeddings, no dropout) on NeMo 1.17 (PyTorch 23.04). CoreWeave's
+    HGX H100 nodes have the DGX H100's eight NVSwitch-connected H100 SXM and 400 Gb/s
+    InfiniBand per GPU (assumed, as DGX H100's; the submission states HGX H100). cuDNN fused
+    attention assumed as in v3.1."""
     out = []
     tp, pp, vp = 4, 8, 12
-    pad = 128 * tp
-    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
-         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
-         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
-         "dropout": False}
+    m = mlperf_gpt3_model(tp)
     for (sub, d, nodes, system, gbs, ga, medians, steps, cfg) in MLPERF30_ROWS:
         gpus = nodes * 8
         dp = gpus // (tp * pp)
         mbs = gbs // (dp * ga)
         assert mbs * dp * ga == gbs and mbs == 1
-        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
-                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
-                "dtype": "fp8", "overlap": True, "overlap_tp": True, "flash_attn": True,
-                "attn_impl": "cudnn", "grad_reduce": "bf16"}
+        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs)
         step = sorted(medians)[1]
         cite = MLPERF30 % (sub, d, nodes, system, gbs, ga,
                            "/".join("%.4f" % x for x in medians), steps, sub, cfg)
@@ -1550,19 +1563,12 @@ def mlperf40_rows():
     (LAYER_CUDA_GRAPH=1; not modelled). cuDNN fused attention assumed as in v3.1."""
     out = []
     tp = 4
-    pad = 128 * tp
-    m = {"name": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96,
-         "vocab": (50257 + pad - 1) // pad * pad, "seq_len": 2048, "activation": "gelu",
-         "norm": "layernorm", "bias": True, "tied_embeddings": True, "position": "learned",
-         "dropout": False}
+    m = mlperf_gpt3_model(tp)
     for (d, nodes, gbs, ga, pp, vp, mbs, medians, blocks, per_block, cfg) in MLPERF40_ROWS:
         gpus = nodes * 8
         dp = gpus // (tp * pp)
         assert mbs * dp * ga == gbs and 96 % (pp * vp) == 0 and ga % pp == 0
-        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
-                "mbs": mbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True, "zero": 1,
-                "dtype": "fp8", "fp8_params": True, "overlap": True, "overlap_tp": True,
-                "flash_attn": True, "attn_impl": "cudnn", "grad_reduce": "bf16"}
+        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
         step = sorted(medians)[1]
         cite = MLPERF40 % (d, nodes, gbs, ga, "/".join("%g" % x for x in medians), blocks,
                            per_block, cfg)
