@@ -17,9 +17,13 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
            ap_trainer_get(p->trainer)->display, ap_dtype_name(p->dtype), c->gpus, c->gpu.name);
     printf("batch     global %lld x %lld tokens, micro-batch %lld, %lld micro-batches per step\n",
            (long long)p->gbs, (long long)p->seq, (long long)p->mbs, (long long)p->grad_accum);
-    printf("kernels   attention %s%s (`autoplan profile show %s` lists the figures)\n",
+    char f8[64] = "";
+    if (p->dtype == AP_DTYPE_FP8)
+        snprintf(f8, sizeof f8, ", fp8 linear layers with %s scaling",
+                 ap_fp8_recipe_name(ap_plan_fp8_recipe(p)));
+    printf("kernels   attention %s%s%s (`autoplan profile show %s` lists the figures)\n",
            ap_attn_impl_name(p->attn_impl),
-           p->attn_impl == AP_ATTN_UNFUSED ? " (scores materialised)" : "", c->gpu.name);
+           p->attn_impl == AP_ATTN_UNFUSED ? " (scores materialised)" : "", f8, c->gpu.name);
     const ap_time *t = &e->time;
     printf("\nstep time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%   (%.1f model TFLOP/s/GPU)\n",
            ap_fmt_seconds(t->step_s, b1, sizeof b1), e->tp.tokens_per_s, 100 * e->tp.mfu,

@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-11"; }
+const char *ap_costmodel_version(void) { return "costmodel-12"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
@@ -100,6 +100,7 @@ typedef struct {
     const ap_kernels *k;
     ap_calib cal;
     double gemm_scale, net_scale;
+    int fp8_recipe;  /* the quantisation passes of fp8 GEMM inputs (layer_cost.c gemm_s) */
     int64_t mbs, seq;
     int tp, cp, ep, etp, sp, overlap_tp, dtype, flash_attn, attn;
     int trainer; /* torchtitan's per-op selective checkpointing (ap_mem_op_sac) */
@@ -192,6 +193,7 @@ static void key_of(const ctx *x, price_key *key) {
     key->cal = x->cal;
     key->gemm_scale = x->gemm_scale;
     key->net_scale = x->net_scale;
+    key->fp8_recipe = (int)ap_plan_fp8_recipe(p);
     key->mbs = p->mbs;
     key->seq = p->seq;
     key->tp = p->tp;
@@ -1274,7 +1276,7 @@ static void dp_reduction(est *E) {
 }
 
 /* FP8 under Transformer Engine's delayed scaling (trainer.c fp8_amax_reduce; not per-tensor
- * current scaling, plan.h fp8_tensorwise): each model chunk's forward is one fp8_autocast
+ * current scaling, plan.h ap_fp8_recipe): each model chunk's forward is one fp8_autocast
  * region whose amaxes are all-reduced (MAX) over the tensor x data x context parallel ranks
  * when it exits, and its backward's once more, each call blocking the rank's stream. The
  * buffers are small (the forward's three fp32 amaxes and the backward's two per GEMM, four
@@ -1287,7 +1289,8 @@ static void fp8_amax_time(est *E) {
     const ctx *x = &E->x;
     ap_time *tm = &E->e->time;
     const int n = p->tp * p->dp * p->cp;
-    if (p->dtype != AP_DTYPE_FP8 || !x->tr->fp8_amax_reduce || p->fp8_tensorwise || n < 2)
+    if (p->dtype != AP_DTYPE_FP8 || !x->tr->fp8_amax_reduce ||
+        ap_plan_fp8_recipe(p) != AP_FP8_DELAYED || n < 2)
         return;
     const double v = p->vp > 1 ? (double)p->vp : 1.0;
     const double layers = (double)E->x.m->layers / ((double)p->pp * v); /* per chunk */

@@ -27,13 +27,19 @@ double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K) {
     return eff > 0 && peak > 0 ? 2.0 * M * N * K / (peak * eff) : 0;
 }
 
-/* A GEMM of a transformer layer in the plan's dtype. In fp8 (Transformer Engine's recipe) the
- * 16-bit input is quantised first: read 2 bytes, write 1 byte per element of the M x K input,
- * a memory-bound pass before every fp8 GEMM (Micikevicius et al. 2022, "FP8 formats for deep
- * learning"; TE casts activations per GEMM with per-tensor scales). */
+/* A GEMM of a transformer layer in the plan's dtype. In fp8 the 16-bit input is quantised
+ * first: read 2 bytes, write 1 byte per element of the M x K input, a memory-bound pass before
+ * every fp8 GEMM (Micikevicius et al. 2022, "FP8 formats for deep learning"; TE casts
+ * activations per GEMM with per-tensor scales). Delayed scaling takes the amax inside that
+ * cast; current (tensorwise) scaling needs the tensor's amax before it, one more read of the
+ * 16-bit input (plan.h ap_fp8_recipe), unless the trainer's compiled kernels fuse the reduction
+ * into the producer (fp8_amax_fused). */
 static double gemm_s(const ctx *x, double M, double N, double K) {
     double t = gemm_at(x, x->p->dtype, M, N, K);
-    if (x->p->dtype == AP_DTYPE_FP8 && t > 0) t += 3.0 * M * K / x->hbm;
+    if (x->p->dtype == AP_DTYPE_FP8 && t > 0) {
+        int amax_pass = ap_plan_fp8_recipe(x->p) == AP_FP8_TENSORWISE && !x->tr->fp8_amax_fused;
+        t += (amax_pass ? 5.0 : 3.0) * M * K / x->hbm;
+    }
     return t;
 }
 

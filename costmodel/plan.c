@@ -23,6 +23,12 @@ void ap_plan_init(ap_plan *p) {
 
 static const char *const recompute_names[AP_RECOMPUTE_COUNT] = {"none", "selective", "full"};
 
+static const char *const fp8_recipe_names[AP_FP8_RECIPE_COUNT] = {"auto", "delayed", "tensorwise"};
+
+const char *ap_fp8_recipe_name(ap_fp8_recipe r) {
+    return (unsigned)r < AP_FP8_RECIPE_COUNT ? fp8_recipe_names[r] : fp8_recipe_names[0];
+}
+
 const char *ap_recompute_name(ap_recompute r) {
     return (unsigned)r < AP_RECOMPUTE_COUNT ? recompute_names[r] : recompute_names[0];
 }
@@ -322,6 +328,17 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     if (c->gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no %s tensor cores", c->gpu.name,
                           ap_dtype_name(p->dtype));
+    /* the FP8 scaling recipe: given only for an fp8 plan, and one its trainer runs */
+    if ((unsigned)p->fp8_recipe >= AP_FP8_RECIPE_COUNT)
+        return ap_err_set(err, AP_ERR_INPUT, "fp8_recipe %d is not one of auto, delayed, "
+                          "tensorwise", (int)p->fp8_recipe);
+    if (p->fp8_recipe != AP_FP8_AUTO && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "fp8_recipe %s needs dtype fp8, not %s",
+                          ap_fp8_recipe_name(p->fp8_recipe), ap_dtype_name(p->dtype));
+    if (p->dtype == AP_DTYPE_FP8 && !(t->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not run FP8 with %s scaling (its "
+                          "recipe is %s)", tn, ap_fp8_recipe_name(p->fp8_recipe),
+                          ap_fp8_recipe_name(t->fp8_recipe_default));
     if (p->fp8_params && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "fp8_params (FP8 weights) needs dtype fp8, not %s",
                           ap_dtype_name(p->dtype));

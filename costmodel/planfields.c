@@ -18,6 +18,7 @@ _Static_assert(sizeof(ap_trainer_id) == sizeof(int), "enum members are read as i
 _Static_assert(sizeof(ap_recompute) == sizeof(int), "enum members are read as int");
 _Static_assert(sizeof(ap_dtype) == sizeof(int), "enum members are read as int");
 _Static_assert(sizeof(ap_attn_impl) == sizeof(int), "enum members are read as int");
+_Static_assert(sizeof(ap_fp8_recipe) == sizeof(int), "enum members are read as int");
 
 static const char *trainer_name(int v) {
     return v >= 0 && v < AP_TRAINER_COUNT ? ap_trainer_name((ap_trainer_id)v) : NULL;
@@ -27,6 +28,9 @@ static const char *recompute_name(int v) {
 }
 static const char *attn_impl_name(int v) {
     return v >= 0 && v < AP_ATTN_COUNT ? ap_attn_impl_name((ap_attn_impl)v) : NULL;
+}
+static const char *fp8_recipe_name(int v) {
+    return v >= 0 && v < AP_FP8_RECIPE_COUNT ? ap_fp8_recipe_name((ap_fp8_recipe)v) : NULL;
 }
 static const char *compute_dtype_name(int v) {
     /* the order of the --dtype help: bf16, fp16, fp8; fp32 is the runtime trainer's (autoplan
@@ -75,6 +79,9 @@ static const ap_field plan_fields[] = {
     /* optional: plan.json files written before it have none and keep 16-bit weights */
     {"fp8_params", "fp8_params", "fp8-params", AP_FT_BOOL, offsetof(ap_plan, fp8_params), 0, 1,
      NULL, 0, 0, AP_FIELD_OPTIONAL},
+    /* optional: plan.json files written before it have none and run the trainer's default */
+    E(fp8_recipe, "fp8_recipe", "fp8-recipe", fp8_recipe_name, AP_FP8_RECIPE_COUNT,
+      AP_FIELD_OPTIONAL),
     F(nchunks, NULL, NULL, AP_FT_INT, 0, AP_MAX_CHUNKS),
     CH(stage_layers, "stage_layers", "stage-layers", 0),
     /* set by the validation rows of published runs (costmodel/validation.c), not by users:
@@ -86,7 +93,6 @@ static const ap_field plan_fields[] = {
     F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
     F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
-    F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
     /* the heterogeneous placement (issue 18): plan.json's optional "hetero" object is written
      * and read by output/planio.c in the trainers' own option names; the rows key it */
     F(hetero.placement, NULL, NULL, AP_FT_INT, 0, 2),
@@ -124,7 +130,7 @@ static const ap_field plan_fields[] = {
      * 64 rows a request's plan_given mask can mark (request.h) */
     F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
     F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
-    F(fp8_tensorwise, NULL, NULL, AP_FT_BOOL, 0, 1),
+    F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
 };
 _Static_assert(sizeof(ap_gemini_placement) == sizeof(int) && sizeof(ap_offload_device) == sizeof(int),
                "enum members are read as int");

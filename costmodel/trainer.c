@@ -52,6 +52,7 @@
 
 #define Z(n) (1u << (n))
 #define RC(n) (1u << (n))
+#define FR(r) (1u << (r))
 
 const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
     [AP_TRAINER_MEGATRON] = {
@@ -121,6 +122,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * fp8_autocast_exit -> reduce_and_update_fp8_tensors, v1.6-v1.11; the same per region
          * in v0.8's global_amax_reduction) */
         .fp8_amax_reduce = 1,
+        /* --fp8-recipe delayed (the default) or tensorwise (Float8CurrentScaling), both
+         * Transformer Engine kernels run eagerly (core/fp8_utils.py get_fp8_recipe) */
+        .fp8_recipes = FR(AP_FP8_DELAYED) | FR(AP_FP8_TENSORWISE),
+        .fp8_recipe_default = AP_FP8_DELAYED, .fp8_amax_fused = 0,
         /* Transformer Engine's fp8 Linear / LayerNormLinear save the FP8 cast of their input
          * (or its transpose) for the weight gradient, not the 16-bit input
          * (transformer_engine/pytorch/module/linear.py, layernorm_linear.py forward:
@@ -218,6 +223,14 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .uneven_stages = 0, .uneven_first_last_only = 0,
         .vp_needs_m_multiple_of_pp = 0,
         .fp16 = 1, .fp8 = 1, /* Accelerate mixed_precision="fp8": Transformer Engine or torchao */
+        /* Accelerate's fp8_backend TE (DelayedScaling, its default where Transformer Engine is
+         * installed: utils/dataclasses.py TERecipeKwargs) or AO (torchao Float8Linear,
+         * tensorwise dynamic scaling, eager unless the script compiles); TE's DelayedScaling
+         * reduces the amaxes of its one te.fp8_autocast region around the model's forward over
+         * the default process group (reduce_amax, transformer_engine/pytorch/quantization.py
+         * reduce_and_update_fp8_tensors) */
+        .fp8_recipes = FR(AP_FP8_DELAYED) | FR(AP_FP8_TENSORWISE),
+        .fp8_recipe_default = AP_FP8_DELAYED, .fp8_amax_fused = 0, .fp8_amax_reduce = 1,
         .offload_optimizer = 1, .offload_fraction = 0, .offload_optimizer_zero_mask = Z(3),
         .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
         .offload_fraction_zero_mask = 0, .offload_together = 1,
@@ -259,6 +272,12 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .uneven_stages = 1, .uneven_first_last_only = 0,
         .vp_needs_m_multiple_of_pp = 0,
         .fp16 = 0, .fp8 = 1,
+        /* [quantize.linear.float8]: torchao Float8Linear with tensorwise dynamic scaling (the
+         * recipe when recipe_name is unset); torchao has had no delayed scaling since 0.10
+         * (pytorch/ao #1753); under torch.compile (the emitted config's) the amax reduction
+         * fuses into the kernel that produces the tensor */
+        .fp8_recipes = FR(AP_FP8_TENSORWISE), .fp8_recipe_default = AP_FP8_TENSORWISE,
+        .fp8_amax_fused = 1,
         .offload_optimizer = 1, .offload_fraction = 0, .offload_optimizer_zero_mask = Z(3),
         .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 0,
         .offload_fraction_zero_mask = 0, .offload_together = 1,
@@ -326,6 +345,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .uneven_stages_no_vp = 1,
         .vp_needs_m_multiple_of_pp = 1,
         .fp16 = 1, .fp8 = 1,
+        /* use_fp8: colossalai/quantization/fp8.py linear_fp8 casts each input with a scale from
+         * its own amax (cast_to_fp8: per-tensor scaling computed from inp), eagerly */
+        .fp8_recipes = FR(AP_FP8_TENSORWISE), .fp8_recipe_default = AP_FP8_TENSORWISE,
+        .fp8_amax_fused = 0,
         .offload_optimizer = 1, .offload_fraction = 1,
         .offload_optimizer_zero_mask = Z(1) | Z(2) | Z(3),
         .offload_params = 1, .offload_params_zero_mask = Z(3), .offload_params_fraction = 1,
@@ -410,6 +433,11 @@ double ap_plan_gathered_weight_bytes(const ap_plan *p) {
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer: runtime/engine.py _do_optimizer_sanity_check
  * returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is fp32, the default
  * without ZeRO (get_data_types) */
+ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p) {
+    return p->fp8_recipe != AP_FP8_AUTO ? p->fp8_recipe
+                                        : ap_trainer_get(p->trainer)->fp8_recipe_default;
+}
+
 int ap_plan_bf16_optimizer(const ap_plan *p) {
     return p->zero == 0 && p->dtype == AP_DTYPE_BF16 &&
            ap_trainer_get(p->trainer)->bf16_optimizer_bytes > 0;

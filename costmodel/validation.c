@@ -140,7 +140,7 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
                           "delayed, tensorwise", where, recipe);
     if (given && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_recipe' needs dtype fp8", where);
-    p->fp8_tensorwise = given && !strcmp(recipe, "tensorwise");
+    if (given) p->fp8_recipe = strcmp(recipe, "tensorwise") ? AP_FP8_DELAYED : AP_FP8_TENSORWISE;
     int fp8p = 0;
     if ((st = ap_json_get_bool(pj, "fp8_params", &fp8p, &given, where, err))) return st;
     if (given && fp8p && p->dtype != AP_DTYPE_FP8)

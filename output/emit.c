@@ -312,6 +312,10 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_clust
     if (q->dtype == AP_DTYPE_FP8 && !k->fp8) q->dtype = AP_DTYPE_BF16;
     if (q->dtype != AP_DTYPE_FP8 || !(k->fp8_params_zero_mask & (1u << q->zero)))
         q->fp8_params = 0;
+    /* a recipe the trainer does not run becomes its own (the plan's recipe is AUTO when the
+       plan itself is not fp8) */
+    if (q->dtype != AP_DTYPE_FP8 || !(k->fp8_recipes & (1u << ap_plan_fp8_recipe(q))))
+        q->fp8_recipe = AP_FP8_AUTO;
     if (q->offload_optimizer > 0) {
         if (!k->offload_optimizer || !(k->offload_optimizer_zero_mask & (1u << q->zero)))
             q->offload_optimizer = 0;
@@ -352,6 +356,8 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     emit_ctx x = {m, c, p, NULL, ap_trainer_get(tid), tid, targets[t].name};
     ap_plan q = *p;
     q.trainer = tid;
+    /* the FP8 recipe the plan was priced with, which the target must run as it is */
+    if (q.dtype == AP_DTYPE_FP8) q.fp8_recipe = ap_plan_fp8_recipe(p);
     ap_err e2;
     sb why = {0};
     int ok = 1;
@@ -374,6 +380,7 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
        repair may fold a dimension), and accept it only if both checks pass */
     ap_plan r = *p;
     r.trainer = tid;
+    if (r.dtype == AP_DTYPE_FP8) r.fp8_recipe = ap_plan_fp8_recipe(p);
     sb scratch = {0};
     fix_caps(x.caps, m, c, &r);
     targets[t].local(&x, &r, 1, &scratch);

@@ -49,6 +49,22 @@ int emit_accelerate_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     return ok;
 }
 
+/* mixed_precision, and for fp8 the backend of the plan's recipe (launch.py turns fp8_config's
+ * keys into ACCELERATE_FP8_* settings): Transformer Engine's delayed scaling (TERecipeKwargs,
+ * format HYBRID: E4M3 forward, E5M2 gradients, as Megatron-LM's --fp8-format hybrid), or
+ * torchao's tensorwise Float8Linear (AORecipeKwargs) */
+static void precision(sb *b, const ap_plan *p) {
+    if (p->dtype != AP_DTYPE_FP8) {
+        sb_printf(b, "mixed_precision: %s\n", p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
+        return;
+    }
+    sb_printf(b, "mixed_precision: fp8\nfp8_config:\n");
+    if (ap_plan_fp8_recipe(p) == AP_FP8_TENSORWISE)
+        sb_printf(b, "  fp8_backend: AO\n");
+    else
+        sb_printf(b, "  fp8_backend: TE\n  fp8_format: HYBRID\n");
+}
+
 ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *err) {
     const ap_plan *p = x->p;
     const ap_cluster *c = x->c;
@@ -93,9 +109,9 @@ ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
         if (nodes > 1) sb_printf(&b, "  deepspeed_multinode_launcher: standard\n");
     } else if (p->zero == 0) {
         /* no sharding: plain DDP */
-        sb_printf(&b, "mixed_precision: %s\n", p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
+        precision(&b, p);
     } else {
-        sb_printf(&b, "mixed_precision: %s\n", p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
+        precision(&b, p);
         sb_printf(&b, "fsdp_config:\n");
         sb_printf(&b, "  fsdp_version: 2\n");
         sb_printf(&b, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");

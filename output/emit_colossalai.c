@@ -224,6 +224,9 @@ ap_status emit_colossalai_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
     } else {
         hybrid_args(&b, x, prec, ckpt_cfg);
     }
+    /* FP8 linear layers (colossalai/quantization/fp8.py linear_fp8, per-tensor scales from
+       each input's own amax) beside the 16-bit precision; every plugin takes it (v0.5.1) */
+    if (p->dtype == AP_DTYPE_FP8) sb_printf(&b, "    use_fp8=True,\n");
     sb_printf(&b, ")\nbooster = Booster(plugin=plugin)\n");
     return emit_take(out, "colossalai_booster.py", &b, err);
 }

@@ -284,7 +284,11 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     if (p->overlap_tp) sb_printf(b, "    --tp-comm-overlap\n");
     if (p->dtype == AP_DTYPE_FP16) sb_printf(b, "    --fp16\n");
     else sb_printf(b, "    --bf16\n");
-    if (p->dtype == AP_DTYPE_FP8) sb_printf(b, "    --fp8-format hybrid\n");
+    /* the recipe explicitly (core/transformer/transformer_config.py fp8_recipe, default
+       delayed): the one the plan was priced with */
+    if (p->dtype == AP_DTYPE_FP8)
+        sb_printf(b, "    --fp8-format hybrid\n    --fp8-recipe %s\n",
+                  ap_fp8_recipe_name(ap_plan_fp8_recipe(p)));
     if (p->fp8_params) sb_printf(b, "    --fp8-param-gather\n");
     sb_printf(b, "    --attention-backend %s\n",
               p->flash_attn && emit_gpu_has_flash(&x->c->gpu) ? "flash" : "unfused");

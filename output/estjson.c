@@ -252,6 +252,10 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
             /* FP8 weights (plan.h fp8_params), when kept: absent means 16-bit weights */
             if (st == AP_OK && p->fp8_params)
                 st = ap_json_add_bool(group_obj(root, "plan"), "fp8_params", 1);
+            /* the FP8 scaling recipe of an fp8 plan, as it runs (the trainer's where AUTO) */
+            if (st == AP_OK && p->dtype == AP_DTYPE_FP8)
+                st = ap_json_add_string(group_obj(root, "plan"), "fp8_recipe",
+                                        ap_fp8_recipe_name(ap_plan_fp8_recipe(p)));
             /* ZeRO within groups (plan.h zero_group), when set: absent means all ranks */
             if (st == AP_OK && p->zero_group > 0)
                 st = ap_json_add(group_obj(root, "plan"), "zero_group",
@@ -331,6 +335,17 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
             st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_params': %s is not a valid "
                             "value (true or false)", where, ap_json_type_name(f8));
         else e->plan.fp8_params = ap_json_bool(f8);
+    }
+    const ap_json *fr = at_path(est, "plan.fp8_recipe");
+    if (st == AP_OK && fr) {
+        const char *nm = ap_json_is_string(fr) ? ap_json_string(fr) : NULL;
+        int r = -1;
+        for (int i = 0; nm && i < AP_FP8_RECIPE_COUNT; i++)
+            if (!strcmp(nm, ap_fp8_recipe_name((ap_fp8_recipe)i))) r = i;
+        if (r < 0)
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_recipe' is not one of auto, "
+                            "delayed, tensorwise", where);
+        else e->plan.fp8_recipe = (ap_fp8_recipe)r;
     }
     const ap_json *zg = at_path(est, "plan.zero_group");
     if (st == AP_OK && zg) {

@@ -197,6 +197,13 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
         return ap_err_set(err, AP_ERR_INPUT, "--fp8-params: %s does not keep its weights in FP8 "
                           "(Megatron-LM's --fp8-param-gather does)",
                           ap_trainer_get(p->trainer)->display);
+    if (p->fp8_recipe != AP_FP8_AUTO && p->dtype != AP_DTYPE_FP8)
+        return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe needs --dtype fp8");
+    if (p->dtype == AP_DTYPE_FP8 && ap_trainer_get(p->trainer)->fp8 &&
+        !(ap_trainer_get(p->trainer)->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
+        return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe %s: %s scales FP8 %s only",
+                          ap_fp8_recipe_name(p->fp8_recipe), ap_trainer_get(p->trainer)->display,
+                          ap_fp8_recipe_name(ap_trainer_get(p->trainer)->fp8_recipe_default));
     const char *impl = ap_attn_impl_name(p->attn_impl);
     if (ap_request_given(rq->plan_given, "attn_impl") && p->attn_impl != AP_ATTN_AUTO &&
         p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
@@ -515,6 +522,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->fixed.flash_attn = cp->flash_attn;
     so->fixed.attn_impl = cp->attn_impl;
     so->fixed.fp8_params = cp->fp8_params;
+    so->fixed.fp8_recipe = cp->fp8_recipe;
     /* an explicit 0 pins "all ranks"; absent leaves the domain's group to the search */
     so->fixed.zero_group =
         ap_request_given(rq->plan_given, "zero_group") && cp->zero_group == 0 ? -1

@@ -1183,15 +1183,19 @@ static void test_fp8_amax(void) {
     p.seq = 2048;
     p.dtype = AP_DTYPE_FP8;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &de, &err) == AP_OK);
-    p.fp8_tensorwise = 1;
+    p.fp8_recipe = AP_FP8_TENSORWISE;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &te, &err) == AP_OK);
     const struct ap_kernels *k = ap_kernels_published(&c.gpu);
     double call = ap_estimate_coll_s(&c, &cal, k, AP_COLL_ALLREDUCE_OP, 48.0, 64, 8) +
                   ap_estimate_coll_s(&c, &cal, k, AP_COLL_ALLREDUCE_OP, 32.0, 64, 8);
     CHECK(call > 0);
     CHECK_NEAR(de.time.dp_comm_s - te.time.dp_comm_s, call * (128.0 * 12 + 7), 1e-9);
-    CHECK_NEAR(de.time.step_s - te.time.step_s, call * (128.0 * 12 + 7), 1e-9);
-    p.fp8_tensorwise = 0;
+    /* AUTO is Megatron-LM's delayed recipe, and says so */
+    p.fp8_recipe = AP_FP8_DELAYED;
+    static ap_estimate dx;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &dx, &err) == AP_OK);
+    CHECK_NEAR(dx.time.step_s, de.time.step_s, 1e-12);
+    p.fp8_recipe = AP_FP8_AUTO;
     p.dtype = AP_DTYPE_BF16;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &be, &err) == AP_OK);
     p.dtype = AP_DTYPE_FP8;
@@ -1203,16 +1207,63 @@ static void test_fp8_amax(void) {
     if (st != AP_OK) fprintf(stderr, "%s\n", err.msg);
     CHECK(st == AP_OK);
     if (st == AP_OK) {
-        p.fp8_tensorwise = 1;
+        p.fp8_recipe = AP_FP8_TENSORWISE;
         static ap_estimate tw;
         CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tw, &err) == AP_OK);
-        /* torchao's float8 has no delayed amax group: the recipe changes nothing */
+        /* torchao's float8 is tensorwise, its amax compiled into the producing kernel: naming
+         * the recipe changes nothing */
         CHECK_NEAR(tt.time.step_s, tw.time.step_s, 1e-12);
         CHECK_NEAR(tt.time.dp_comm_s, tw.time.dp_comm_s, 1e-12);
+        /* and it has no delayed scaling to ask for (pytorch/ao #1753) */
+        p.fp8_recipe = AP_FP8_DELAYED;
+        CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tw, &err) == AP_ERR_INFEASIBLE);
+        CHECK(strstr(err.msg, "delayed") != NULL);
     }
     /* BF16 pays no amax reduction: its DP traffic before overlap is the tensorwise FP8
      * plan's (the same reduction dtype and buckets) */
     CHECK_NEAR(be.time.dp_comm_total_s, te.time.dp_comm_total_s, 1e-12);
+    /* a recipe is an FP8 plan's */
+    p.trainer = AP_TRAINER_MEGATRON;
+    p.zero = 1;
+    p.dtype = AP_DTYPE_BF16;
+    p.fp8_recipe = AP_FP8_TENSORWISE;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &tt, &err) == AP_ERR_INPUT);
+    CHECK(strstr(err.msg, "fp8_recipe tensorwise needs dtype fp8") != NULL);
+}
+
+/* Current (tensorwise) scaling takes each fp8 GEMM input's amax by a pass of its own before the
+ * cast (Transformer Engine's Float8CurrentScalingQuantizer: nvte_compute_amax, then
+ * nvte_quantize), one more 2-byte read of every element; delayed scaling takes it inside the
+ * cast. By hand for Llama-2-7B on one H100 (no collectives), one micro-batch of 4096 tokens:
+ * its layer's four fp8 GEMMs read inputs of K = 4096 (q/k/v), 4096 (o), 4096 (gate/up) and
+ * 11008 (down) features per token, the backward's two GEMMs per forward one quantise as many,
+ * so 32 layers x 3 x 2 bytes x 4096 x 23296 / (HBM x mem_bound_eff) more compute. */
+static void test_fp8_current_scaling(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("h100-sxm", 1);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate de, te;
+    ap_plan p = mkplan(1, 1, 1, 1, 1, 0, AP_RECOMPUTE_NONE, 0, 1);
+    p.dtype = AP_DTYPE_FP8;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &de, &err) == AP_OK);
+    p.fp8_recipe = AP_FP8_TENSORWISE;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &te, &err) == AP_OK);
+    double hbm = c.gpu.hbm_bytes_per_s * cal.mem_bound_eff;
+    double want = 32.0 * 3.0 * 2.0 * 4096.0 * (4096.0 + 4096.0 + 4096.0 + 11008.0) / hbm;
+    CHECK_NEAR(te.time.compute_s - de.time.compute_s, want, 1e-12);
+    CHECK_NEAR(te.time.step_s - de.time.step_s, want, 1e-12);
+    /* PyTorch FSDP through Accelerate runs either recipe, eagerly: the same pass */
+    p.trainer = AP_TRAINER_FSDP;
+    p.zero = 0;
+    p.overlap_param = 0;
+    static ap_estimate fd, ft;
+    p.fp8_recipe = AP_FP8_AUTO;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &fd, &err) == AP_OK);
+    p.fp8_recipe = AP_FP8_TENSORWISE;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &ft, &err) == AP_OK);
+    CHECK_NEAR(ft.time.compute_s - fd.time.compute_s, want, 1e-12);
 }
 
 static void test_refusals(void) {
@@ -1453,6 +1504,7 @@ int main(int argc, char **argv) {
     test_tp_overlap_pairs();
     test_overlap_contention();
     test_fp8_amax();
+    test_fp8_current_scaling();
     test_refusals();
     test_estimate_copy();
     test_price_memo();

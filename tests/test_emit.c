@@ -237,6 +237,9 @@ static const pcase cases[] = {
      0, 0, F16, 0, 0, {0}, {0}},
     {"fsdp-8b-2nodes", "llama-3-8b", 16, FS, 1, 1, 16, 1, 1, 1, 1, 1, 64, 4096, 3, FULL, 0, 0, 1,
      1, 0, 0, BF, 0, 0, {0}, {0}},
+    /* FP8 under FSDP through Accelerate: Transformer Engine's delayed scaling (its default) */
+    {"fsdp-8b-fp8", "llama-3-8b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0, 1, 1, 0,
+     0, F8, 0, 0, {0}, {0}},
     {"ds-8b-2nodes-z2", "llama-3-8b", 16, DS, 1, 1, 16, 1, 1, 1, 1, 2, 64, 4096, 2, NO, 0, 0, 1, 0,
      0, 0, BF, 0, 0, {0}, {0}},
     {"fsdp-7b-ddp", "llama-2-7b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 16, 2048, 0, FULL, 0, 0, 1, 0, 0,
@@ -263,6 +266,10 @@ static const pcase *find_case(const char *name) {
 
 /* The cases whose weights are FP8 tensors (plan.h fp8_params). */
 static int fp8_weights_case(const pcase *k) { return !strcmp(k->name, "meg-8b-fp8w"); }
+/* The FP8 recipe of a case: current scaling for the uneven Megatron one, the trainer's else. */
+static ap_fp8_recipe fp8_recipe_of(const pcase *k) {
+    return !strcmp(k->name, "meg-70b-layout-fp8") ? AP_FP8_TENSORWISE : AP_FP8_AUTO;
+}
 
 /* The ZeRO group of a case (plan.h zero_group): 8 for the "-zg8" cases, else all ranks. */
 static int zero_group_of(const pcase *k) {
@@ -273,6 +280,7 @@ static int zero_group_of(const pcase *k) {
 static void build_plan(const pcase *k, ap_plan *p) {
     ap_plan_init(p);
     p->fp8_params = fp8_weights_case(k);
+    p->fp8_recipe = fp8_recipe_of(k);
     p->zero_group = zero_group_of(k);
     p->trainer = k->trainer;
     p->tp = k->tp; p->pp = k->pp; p->dp = k->dp; p->cp = k->cp;
@@ -426,6 +434,9 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
     p->dtype = fv(f, n, "--fp16") ? AP_DTYPE_FP16
              : fv(f, n, "--fp8-format") ? AP_DTYPE_FP8 : AP_DTYPE_BF16;
     p->fp8_params = fv(f, n, "--fp8-param-gather") != NULL;
+    v = fv(f, n, "--fp8-recipe");
+    p->fp8_recipe = !v ? AP_FP8_AUTO : !strcmp(v, "delayed") ? AP_FP8_DELAYED
+                  : !strcmp(v, "tensorwise") ? AP_FP8_TENSORWISE : (ap_fp8_recipe)-1;
     if ((v = fv(f, n, "--attention-backend"))) p->flash_attn = !strcmp(v, "flash");
     else p->flash_attn = fv(f, n, "--use-flash-attn-v2") != NULL;
     p->offload_optimizer = fv(f, n, "--optimizer-cpu-offload")
@@ -627,6 +638,8 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK_INT(g.p.overlap_tp, p->overlap_tp);
     CHECK_INT(g.p.dtype, p->dtype);
     CHECK_INT(g.p.fp8_params, p->fp8_params);
+    /* FP8 plans name the recipe they were priced with, explicitly */
+    CHECK_INT(g.p.fp8_recipe, p->dtype == AP_DTYPE_FP8 ? ap_plan_fp8_recipe(p) : AP_FP8_AUTO);
     CHECK_INT(g.p.flash_attn, p->flash_attn);
     CHECK_NEAR(g.p.offload_optimizer + 1, p->offload_optimizer + 1, 1e-9);
     /* the partial distributed optimizer: dp x cp / zero_group replicas */
@@ -823,6 +836,8 @@ static void check_colossalai(const char *dir, const ap_model *m, const ap_cluste
     CHECK_STR(cls, want);
     const char *prec = jstr(pl, "precision");
     CHECK_STR(prec, p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
+    /* FP8 linear layers beside the 16-bit precision (use_fp8: per-tensor current scaling) */
+    CHECK_INT(jint_or(pl, "use_fp8", 0), p->dtype == AP_DTYPE_FP8);
     /* batch arithmetic: no global-batch argument; the constants carry it */
     int64_t micro = (int64_t)jnum(k, "MICRO_BATCH_SIZE"), acc = (int64_t)jnum(k, "GRAD_ACCUM_STEPS");
     int64_t dp = (int64_t)jnum(k, "DATA_PARALLEL_SIZE");
@@ -1048,7 +1063,19 @@ static void check_accelerate(const char *dir, const ap_model *m, const ap_cluste
         for (int i = 0; dup[i]; i++) CHECK(ap_json_get(dc, dup[i]) == NULL);
         CHECK(ap_json_get(j, "mixed_precision") == NULL);
     } else {
-        CHECK_STR(jstr(j, "mixed_precision"), p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
+        CHECK_STR(jstr(j, "mixed_precision"), p->dtype == AP_DTYPE_FP16  ? "fp16"
+                                              : p->dtype == AP_DTYPE_FP8 ? "fp8" : "bf16");
+        /* FP8 through the backend of the plan's recipe: Transformer Engine's delayed scaling
+         * (HYBRID, as Megatron-LM's), or torchao's tensorwise Float8Linear */
+        ap_json *f8 = ap_json_get(j, "fp8_config");
+        CHECK_INT(f8 != NULL, p->dtype == AP_DTYPE_FP8);
+        if (f8 && ap_plan_fp8_recipe(p) == AP_FP8_TENSORWISE) {
+            CHECK_STR(jstr(f8, "fp8_backend"), "AO");
+            CHECK(ap_json_get(f8, "fp8_format") == NULL);
+        } else if (f8) {
+            CHECK_STR(jstr(f8, "fp8_backend"), "TE");
+            CHECK_STR(jstr(f8, "fp8_format"), "HYBRID");
+        }
         if (p->zero == 0) {
             CHECK_STR(dt, "MULTI_GPU");
         } else {
@@ -1370,7 +1397,8 @@ static void mu_ds_pp_z3(ap_json *r) {
  * "auto", test_planfile_before_attn_impl), "fp8_params" (absent: 16-bit weights) and
  * "zero_group" (absent: ZeRO over all data-parallel ranks). */
 static int optional_member(const char *key) {
-    return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params") || !strcmp(key, "zero_group");
+    return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params") || !strcmp(key, "fp8_recipe") ||
+           !strcmp(key, "zero_group");
 }
 
 static int planfile_refuses(const ap_json *root, const char *key) {

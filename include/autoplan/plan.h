@@ -68,6 +68,20 @@ const char *ap_attn_impl_name(ap_attn_impl impl);
 /* Parse an identifier of ap_attn_impl_name; AP_ERR_INPUT naming `what` and the choices. */
 ap_status ap_attn_impl_parse(const char *s, const char *what, ap_attn_impl *out, ap_err *err);
 
+/* FP8 scaling recipe of a dtype-fp8 plan. DELAYED: Transformer Engine's DelayedScaling (Megatron-LM's
+ * default --fp8-recipe): each cast uses the scale of the amax history and records the tensor's
+ * amax in the same kernel; the histories are all-reduced where the trainer does so
+ * (ap_trainer_caps.fp8_amax_reduce). TENSORWISE: per-tensor current scaling (TE
+ * Float8CurrentScaling, Megatron-LM --fp8-recipe tensorwise; torchao Float8 "tensorwise";
+ * Colossal-AI use_fp8): the amax of the tensor itself is taken by a pass of its own before the
+ * cast (transformer_engine/pytorch/csrc/quantizer.cpp Float8CurrentScalingQuantizer::
+ * quantize_impl: nvte_compute_amax, then nvte_quantize), unless the trainer compiles it into the
+ * producing kernel (ap_trainer_caps.fp8_amax_fused). AUTO: the trainer's default. */
+typedef enum { AP_FP8_AUTO = 0, AP_FP8_DELAYED, AP_FP8_TENSORWISE } ap_fp8_recipe;
+#define AP_FP8_RECIPE_COUNT 3
+/* "auto", "delayed", "tensorwise" (static strings; "auto" for an out-of-range value). */
+const char *ap_fp8_recipe_name(ap_fp8_recipe r);
+
 /* Heterogeneous memory (issue 18; sim/gemini.c, sim/zero_infinity.c, docs/heterogeneous.md):
  * Colossal-AI GeminiPlugin placement and DeepSpeed offload_optimizer / offload_param devices.
  * All zero (ap_plan_init) = not used: the plan's offload fractions alone describe offload. Set
@@ -158,11 +172,9 @@ typedef struct ap_plan {
                                         Transformer Engine's module, whatever the trainer's
                                         own attention path (validation rows' "te_attention":
                                         NeMo AutoModel's TE kernels under FSDP2) */
-    int fp8_tensorwise;              /* FP8 with per-tensor current scaling (Transformer
-                                        Engine's Float8CurrentScaling, Megatron-LM --fp8-recipe
-                                        tensorwise; validation rows' "fp8_recipe"), which
-                                        reduces no amax history across data parallelism;
-                                        0 = the trainer's default recipe */
+    ap_fp8_recipe fp8_recipe;        /* with dtype fp8: how the tensors are scaled (--fp8-recipe,
+                                        plan.json "fp8_recipe", validation rows' "fp8_recipe");
+                                        AP_FP8_AUTO = the trainer's default */
     double master_state_bytes;       /* bytes per parameter of the master copy where the
                                         trainer keeps one, overriding optim_state_bytes for it:
                                         2 for Apex DistributedFusedAdam's store_param_remainders
@@ -389,6 +401,10 @@ typedef struct ap_trainer_caps {
                                     all-reduced over the tp x dp x cp ranks, blocking, at every
                                     fp8_autocast region's end (one region per model chunk,
                                     forward and backward): estimate.c fp8_amax_time */
+    unsigned fp8_recipes;        /* FP8 recipes (bit r of ap_fp8_recipe) the trainer runs */
+    ap_fp8_recipe fp8_recipe_default; /* the one it runs when the plan says AUTO */
+    int fp8_amax_fused;          /* a tensorwise scale's amax is computed inside the kernel that
+                                    produces the tensor (torch.compile), not by a pass of its own */
     int selective_op_sac;        /* "selective" is per-op activation checkpointing that keeps
                                     every other matmul output of a block and the attention
                                     output (torchtitan selective_ac_option "op"), not
@@ -419,6 +435,8 @@ int ap_plan_fp8_weights(const ap_plan *p);
 double ap_plan_weight_bytes(const ap_plan *p);
 double ap_plan_gathered_weight_bytes(const ap_plan *p);
 int ap_plan_bf16_optimizer(const ap_plan *p); /* DeepSpeed's BF16_Optimizer (bf16, ZeRO 0) */
+/* The FP8 recipe plan p runs: its own, or its trainer's default where it says AUTO. */
+ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p);
 /* Bytes per parameter of plan p's gradients as its trainer stores them: the table's
  * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype, plus
  * BF16_Optimizer's fp32 buffer where the plan runs it. */
