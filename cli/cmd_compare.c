@@ -307,6 +307,7 @@ static void illegal_reason(compare_cmd *cc, const ap_search_opts *so, char *out,
     p.gbs = so->gbs;
     p.seq = f->seq;
     p.dtype = f->dtype;
+    p.fp8_recipe = f->fp8_recipe;
     p.offload_optimizer = f->offload_optimizer > 0 ? f->offload_optimizer : 0;
     p.recompute = so->fix_recompute ? f->recompute : AP_RECOMPUTE_NONE;
     int64_t per = (int64_t)p.tp * p.pp * p.cp;
@@ -421,6 +422,9 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "seq", AP_FLAG_VALUE, "S",
                  "sequence length, tokens (default: the model's training length)");
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
+    ap_flags_add(fl, "fp8-recipe", AP_FLAG_VALUE, "R",
+                 "with --dtype fp8: scaling auto|delayed|tensorwise (default auto: each "
+                 "strategy's trainer's)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",

@@ -778,6 +778,8 @@ static void test_bad_input(void) {
         "--fp8-recipe: 'current' is not one of auto, delayed, tensorwise");
     bad("plan '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --fp8-recipe delayed --trainer torchtitan",
         "--fp8-recipe delayed: torchtitan scales FP8 tensorwise only");
+    bad("compare '%s' --gpus 8 --gpu h100-sxm --fp8-recipe delayed --out /nonexistent/ap",
+        "--fp8-recipe needs --dtype fp8");
     bad("estimate '%s' --gpus 8 --attn-impl fa4", "--attn-impl");
     bad("estimate '%s' --gpus 8 --attn-impl fa3", "does not run on a100");
     bad("estimate '%s' --gpus 8 --attn-impl fa2 --no-flash-attn", "contradicts --no-flash-attn");
