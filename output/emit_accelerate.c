@@ -49,10 +49,11 @@ int emit_accelerate_local(const emit_ctx *x, ap_plan *q, int fix, sb *why) {
     return ok;
 }
 
-/* mixed_precision, and for fp8 the backend of the plan's recipe (launch.py turns fp8_config's
- * keys into ACCELERATE_FP8_* settings): Transformer Engine's delayed scaling (TERecipeKwargs,
- * format HYBRID: E4M3 forward, E5M2 gradients, as Megatron-LM's --fp8-format hybrid), or
- * torchao's tensorwise Float8Linear (AORecipeKwargs) */
+/* mixed_precision, and for fp8 the backend of the plan's recipe: launch.py copies fp8_config's
+ * keys into ACCELERATE_FP8_* variables as written (utils/launch.py setup_fp8_env) and the
+ * Accelerator reads the backend as FP8BackendType, whose values are upper case ("TE", "AO"):
+ * Transformer Engine's delayed scaling (format HYBRID: E4M3 forward, E5M2 gradients, as
+ * Megatron-LM's --fp8-format hybrid), or torchao's Float8Linear, tensorwise dynamic scaling */
 static void precision(sb *b, const ap_plan *p) {
     if (p->dtype != AP_DTYPE_FP8) {
         sb_printf(b, "mixed_precision: %s\n", p->dtype == AP_DTYPE_FP16 ? "fp16" : "bf16");
