@@ -402,8 +402,9 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     char cl[600];
     if (found) {
         ap_plan_label(&r, label, sizeof label);
-        snprintf(cl, sizeof cl, "%s, gbs %lld, %s", label, (long long)r.gbs,
-                 ap_dtype_name(r.dtype));
+        snprintf(cl, sizeof cl, "%s, gbs %lld, %s%s%s", label, (long long)r.gbs,
+                 ap_dtype_name(r.dtype), r.dtype == AP_DTYPE_FP8 ? " " : "",
+                 r.dtype == AP_DTYPE_FP8 ? ap_fp8_recipe_name(ap_plan_fp8_recipe(&r)) : "");
     } else {
         snprintf(cl, sizeof cl, "none found (%.500s)", e2.msg);
     }
