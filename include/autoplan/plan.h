@@ -68,15 +68,15 @@ const char *ap_attn_impl_name(ap_attn_impl impl);
 /* Parse an identifier of ap_attn_impl_name; AP_ERR_INPUT naming `what` and the choices. */
 ap_status ap_attn_impl_parse(const char *s, const char *what, ap_attn_impl *out, ap_err *err);
 
-/* FP8 scaling recipe of a dtype-fp8 plan. DELAYED: Transformer Engine's DelayedScaling (Megatron-LM's
- * default --fp8-recipe): each cast uses the scale of the amax history and records the tensor's
- * amax in the same kernel; the histories are all-reduced where the trainer does so
- * (ap_trainer_caps.fp8_amax_reduce). TENSORWISE: per-tensor current scaling (TE
+/* FP8 scaling recipe of a dtype-fp8 plan. DELAYED: Transformer Engine's DelayedScaling
+ * (Megatron-LM's default --fp8-recipe): each cast uses the scale of the amax history and
+ * records the tensor's amax in the same kernel; the histories are all-reduced where the trainer
+ * does so (ap_trainer_caps.fp8_amax_reduce). TENSORWISE: per-tensor current scaling (TE
  * Float8CurrentScaling, Megatron-LM --fp8-recipe tensorwise; torchao Float8 "tensorwise";
  * Colossal-AI use_fp8): the amax of the tensor itself is taken by a pass of its own before the
  * cast (transformer_engine/pytorch/csrc/quantizer.cpp Float8CurrentScalingQuantizer::
- * quantize_impl: nvte_compute_amax, then nvte_quantize), unless the trainer compiles it into the
- * producing kernel (ap_trainer_caps.fp8_amax_fused). AUTO: the trainer's default. */
+ * quantize_impl: nvte_compute_amax, then nvte_quantize), unless the trainer compiles it into
+ * the producing kernel (ap_trainer_caps.fp8_amax_fused). AUTO: the trainer's default. */
 typedef enum { AP_FP8_AUTO = 0, AP_FP8_DELAYED, AP_FP8_TENSORWISE } ap_fp8_recipe;
 #define AP_FP8_RECIPE_COUNT 3
 /* "auto", "delayed", "tensorwise" (static strings; "auto" for an out-of-range value). */
