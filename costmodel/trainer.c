@@ -430,11 +430,6 @@ double ap_plan_gathered_weight_bytes(const ap_plan *p) {
     return ap_plan_fp8_weights(p) ? 1.0 : ap_trainer_get(p->trainer)->gathered_weight_bytes;
 }
 
-ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p) {
-    return p->fp8_recipe != AP_FP8_AUTO ? p->fp8_recipe
-                                        : ap_trainer_get(p->trainer)->fp8_recipe_default;
-}
-
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer: runtime/engine.py _do_optimizer_sanity_check
  * returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is fp32, the default
  * without ZeRO (get_data_types) */

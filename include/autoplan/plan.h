@@ -429,14 +429,19 @@ static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
     return (int)id >= 0 && id < AP_TRAINER_COUNT ? &ap_trainer_table[id]
                                                   : &ap_trainer_table[AP_TRAINER_MEGATRON];
 }
+/* The FP8 recipe plan p runs: its own, or its trainer's default where it says AUTO (inline: the
+ * layer prices read it for every fp8 GEMM). */
+static inline ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p) {
+    return p->fp8_recipe != AP_FP8_AUTO ? p->fp8_recipe
+                                        : ap_trainer_get(p->trainer)->fp8_recipe_default;
+}
 /* Whether plan p's compute weights are FP8 tensors (fp8_params with dtype fp8), and the bytes
  * per parameter of its stored and of its gathered weights: 1 then, else the table's. */
 int ap_plan_fp8_weights(const ap_plan *p);
 double ap_plan_weight_bytes(const ap_plan *p);
 double ap_plan_gathered_weight_bytes(const ap_plan *p);
 int ap_plan_bf16_optimizer(const ap_plan *p); /* DeepSpeed's BF16_Optimizer (bf16, ZeRO 0) */
-/* The FP8 recipe plan p runs: its own, or its trainer's default where it says AUTO. */
-ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p);
+
 /* Bytes per parameter of plan p's gradients as its trainer stores them: the table's
  * grad_bytes, or the plan's reduction dtype where the trainer's buffer holds that dtype, plus
  * BF16_Optimizer's fp32 buffer where the plan runs it. */
