@@ -10,6 +10,7 @@
  * What it does not do: the readable breakdown of the same numbers, which the CLI prints
  * (cli/print_estimate.c): the text is rounded, the JSON exact.
  */
+#include "autoplan/fields.h"
 #include "autoplan/planio.h"
 #include "autoplan/report.h"
 
@@ -336,16 +337,14 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
                             "value (true or false)", where, ap_json_type_name(f8));
         else e->plan.fp8_params = ap_json_bool(f8);
     }
-    const ap_json *fr = at_path(est, "plan.fp8_recipe");
-    if (st == AP_OK && fr) {
-        const char *nm = ap_json_is_string(fr) ? ap_json_string(fr) : NULL;
-        int r = -1;
-        for (int i = 0; nm && i < AP_FP8_RECIPE_COUNT; i++)
-            if (!strcmp(nm, ap_fp8_recipe_name((ap_fp8_recipe)i))) r = i;
-        if (r < 0)
-            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_recipe' is not one of auto, "
-                            "delayed, tensorwise", where);
-        else e->plan.fp8_recipe = (ap_fp8_recipe)r;
+    /* the FP8 recipe through the plan's field table (optional, an enum of plan.h) */
+    const ap_json *pj = at_path(est, "plan");
+    if (st == AP_OK && pj) {
+        int nf;
+        const ap_field *t = ap_plan_fields(&nf);
+        char pw[600];
+        snprintf(pw, sizeof pw, "%s.plan", where);
+        st = ap_field_read_json(ap_field_find(t, nf, "fp8_recipe"), pj, &e->plan, pw, err);
     }
     const ap_json *zg = at_path(est, "plan.zero_group");
     if (st == AP_OK && zg) {

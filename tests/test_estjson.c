@@ -105,6 +105,24 @@ static void test_reader(const ap_estimate *e, const ap_json *j) {
     CHECK(ap_estimate_plan_from_json(bad, "est", &p, &err) == AP_ERR_INPUT);
     CHECK_CONTAINS(err.msg, "plan.zero");
     ap_json_free(bad);
+    /* the FP8 recipe (written for fp8 plans) reads by name, and a wrong one is refused */
+    const char *names[] = {"tensorwise", "current", NULL};
+    for (int i = 0; names[i]; i++) {
+        bad = ap_json_duplicate(j);
+        pl = ap_json_detach(bad, "plan");
+        ap_json_add_string(pl, "fp8_recipe", names[i]);
+        ap_json_add(bad, "plan", pl);
+        ap_status st = ap_estimate_plan_from_json(bad, "est", &p, &err);
+        if (i == 0) {
+            CHECK(st == AP_OK);
+            CHECK_INT(p.fp8_recipe, AP_FP8_TENSORWISE);
+        } else {
+            CHECK(st == AP_ERR_INPUT);
+            CHECK_CONTAINS(err.msg, "est.plan: field 'fp8_recipe'");
+            CHECK_CONTAINS(err.msg, "is not one of auto, delayed, tensorwise");
+        }
+        ap_json_free(bad);
+    }
 }
 
 static void test_row_and_csv(const ap_estimate *e) {
