@@ -354,10 +354,12 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
                               const ap_plan *p, ap_plan *closest, ap_err *err) {
     ap_trainer_id tid = ap_emit_trainer(t, p);
     emit_ctx x = {m, c, p, NULL, ap_trainer_get(tid), tid, targets[t].name};
-    ap_plan q = *p;
-    q.trainer = tid;
-    /* the FP8 recipe the plan was priced with, which the target must run as it is */
-    if (q.dtype == AP_DTYPE_FP8) q.fp8_recipe = ap_plan_fp8_recipe(p);
+    /* the plan as the target's trainer would run it: with the FP8 recipe it was priced with,
+       which the target must run as it is */
+    ap_plan base = *p;
+    base.trainer = tid;
+    if (base.dtype == AP_DTYPE_FP8) base.fp8_recipe = ap_plan_fp8_recipe(p);
+    ap_plan q = base;
     ap_err e2;
     sb why = {0};
     int ok = 1;
@@ -378,9 +380,7 @@ static ap_status check_target(ap_emit_target t, const ap_model *m, const ap_clus
     }
     /* closest: repair capabilities, then the local rules, then capabilities again (a local
        repair may fold a dimension), and accept it only if both checks pass */
-    ap_plan r = *p;
-    r.trainer = tid;
-    if (r.dtype == AP_DTYPE_FP8) r.fp8_recipe = ap_plan_fp8_recipe(p);
+    ap_plan r = base;
     sb scratch = {0};
     fix_caps(x.caps, m, c, &r);
     targets[t].local(&x, &r, 1, &scratch);

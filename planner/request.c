@@ -199,11 +199,11 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                           ap_trainer_get(p->trainer)->display);
     if (p->fp8_recipe != AP_FP8_AUTO && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe needs --dtype fp8");
-    if (p->dtype == AP_DTYPE_FP8 && ap_trainer_get(p->trainer)->fp8 &&
-        !(ap_trainer_get(p->trainer)->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
+    const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
+    if (p->dtype == AP_DTYPE_FP8 && tc->fp8 && !(tc->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
         return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe %s: %s scales FP8 %s only",
-                          ap_fp8_recipe_name(p->fp8_recipe), ap_trainer_get(p->trainer)->display,
-                          ap_fp8_recipe_name(ap_trainer_get(p->trainer)->fp8_recipe_default));
+                          ap_fp8_recipe_name(p->fp8_recipe), tc->display,
+                          ap_fp8_recipe_name(tc->fp8_recipe_default));
     const char *impl = ap_attn_impl_name(p->attn_impl);
     if (ap_request_given(rq->plan_given, "attn_impl") && p->attn_impl != AP_ATTN_AUTO &&
         p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
