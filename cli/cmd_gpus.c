@@ -53,6 +53,7 @@ static ap_json *gpu_json(const ap_gpu *g) {
     ok &= ap_json_add(o, "peak_flops", pf) == AP_OK;
     ok &= ap_json_add_number(o, "hbm_bytes_per_s", g->hbm_bytes_per_s) == AP_OK;
     ok &= ap_json_add_number(o, "sm_count", g->sm_count) == AP_OK;
+    ok &= ap_json_add_number(o, "compute_capability", g->sm / 10.0) == AP_OK;
     ok &= ap_json_add_string(o, "link", ap_link_name(g->link)) == AP_OK;
     ok &= ap_json_add_number(o, "link_bytes_per_s", g->link_bytes_per_s) == AP_OK;
     ok &= ap_json_add_bool(o, "multicast", g->multicast) == AP_OK;
@@ -178,6 +179,8 @@ static int print_detail(const ap_gpu *g) {
     }
     printf("  memory bandwidth     %.0f GB/s\n", g->hbm_bytes_per_s / 1e9);
     printf("  SMs (CUs)            %d\n", g->sm_count);
+    if (g->sm > 0) printf("  compute capability   %d.%d\n", g->sm / 10, g->sm % 10);
+    else printf("  compute capability   - (not an NVIDIA GPU)\n");
     printf("  peer link            %s, %.2f GB/s per direction\n", ap_link_name(g->link),
            g->link_bytes_per_s / 1e9);
     printf("  multicast            %s\n",

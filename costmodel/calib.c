@@ -67,13 +67,11 @@ void ap_calib_default(const ap_gpu *gpu, ap_calib *out) {
         *out = generic;
         return;
     }
-    *out = a100;
-    if (strncmp(gpu->name, "a100", 4) == 0) return;
+    *out = a100; /* the A100's own peak scales its half-efficiency size by exactly 1 */
     double peak = gpu->peak_flops[AP_DTYPE_BF16] > 0 ? gpu->peak_flops[AP_DTYPE_BF16]
                                                       : gpu->peak_flops[AP_DTYPE_FP16];
     if (peak > 0) out->gemm_half_flops = a100.gemm_half_flops * peak / 312e12;
-    if (strncmp(gpu->name, "h100", 4) == 0 || strncmp(gpu->name, "h200", 4) == 0)
-        out->gemm_eff_max = HOPPER_GEMM_EFF_MAX;
+    if (gpu->sm == 90) out->gemm_eff_max = HOPPER_GEMM_EFF_MAX;
 }
 
 void ap_estimate_opts_init(ap_estimate_opts *o) {

@@ -14,6 +14,9 @@
  *    bidirectional totals (A100: "NVLink 600 GB/s", "PCIe Gen4 64 GB/s"); we store half.
  *    PCIe is the nominal per-direction figure (Gen3 16, Gen4 32, Gen5 64 GB/s for x16); link
  *    encoding and protocol overheads are left to the cost model's efficiency factors.
+ *  - sm is the CUDA compute capability x 10 (NVIDIA's "CUDA GPUs - Compute Capability" table,
+ *    developer.nvidia.com/cuda-gpus: V100 7.0, RTX 2060 7.5, A100/A800 8.0, RTX 3090 8.6, L40S
+ *    and RTX 4090 8.9, H100/H800/H200 9.0, B200 10.0); 0 for other vendors and the CPU.
  *  - ref_* describe the vendor's reference system (DGX/HGX) where one exists. For PCIe and
  *    GeForce cards no reference system is published; those entries describe a typical server or
  *    workstation and their source string says "assumed".
@@ -50,6 +53,7 @@ static const ap_gpu catalog[] = {
         .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
         .hbm_bytes_per_s = 900 * GBPS,
         .sm_count = 80,
+        .sm = 70,
         /* NVLink2: 6 links x 25 GB/s per direction = 150 GB/s ("300 GB/s" bidirectional). In
          * DGX-1 the links form a hybrid cube-mesh, not a switch (see docs/hardware.md). */
         .link = AP_LINK_NVLINK,
@@ -78,6 +82,7 @@ static const ap_gpu catalog[] = {
         .peak_flops = {[AP_DTYPE_FP32] = 15.7 * TFLOPS, [AP_DTYPE_FP16] = 125 * TFLOPS},
         .hbm_bytes_per_s = 900 * GBPS,
         .sm_count = 80,
+        .sm = 70,
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 150 * GBPS,
         .pcie_gen = 3,
@@ -94,7 +99,7 @@ static const ap_gpu catalog[] = {
                   "GB/s, NVLink 300 GB/s); Volta whitepaper WP-08608-001; NVIDIA DGX-1 with "
                   "Tesla V100 datasheet; memory: nvidia-smi memory.total 32510 MiB",
     },
-    /* ---- Ampere: A100 ----------------------------------------------------------------------- */
+    /* ---- Ampere: A100, A800 ------------------------------------------------------------------ */
     {
         .name = "a100-sxm4-40g",
         .vendor = "nvidia",
@@ -104,6 +109,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
         .hbm_bytes_per_s = 1555 * GBPS,
         .sm_count = 108,
+        .sm = 80,
         /* NVLink3: 12 links, 600 GB/s bidirectional -> 300 GB/s per direction, via NVSwitch. */
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 300 * GBPS,
@@ -132,6 +138,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
         .hbm_bytes_per_s = 2039 * GBPS,
         .sm_count = 108,
+        .sm = 80,
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 300 * GBPS,
         .pcie_gen = 4,
@@ -157,6 +164,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
         .hbm_bytes_per_s = 1935 * GBPS,
         .sm_count = 108,
+        .sm = 80,
         /* "NVLink Bridge for 2 GPUs: 600 GB/s" (bidirectional) -> 300 GB/s per direction. */
         .link = AP_LINK_NVLINK_BRIDGE,
         .link_bytes_per_s = 300 * GBPS,
@@ -176,7 +184,40 @@ static const ap_gpu catalog[] = {
                   "GB/s); reference server assumed (8 GPUs, 4x 200 Gb/s); memory: nvidia-smi "
                   "memory.total 81920 MiB",
     },
-    /* ---- Hopper: H100, H200 ----------------------------------------------------------------- */
+    {
+        /* A800: the export variant of the A100 80GB SXM4 for China, the same GA100 part with
+         * its NVLink cut from 600 to 400 GB/s (NVIDIA to Reuters, 2022-11-07: "an alternative
+         * product to the NVIDIA A100 GPU for customers in China"; the A800 specification sheet
+         * listed by the distributor Omnisky, reproduced by heise.de 2022-11-08 and
+         * tweakers.net: compute, 80 GB HBM2e and the 400 W SXM module as the A100's). */
+        .name = "a800-sxm4-80g",
+        .vendor = "nvidia",
+        .mem_bytes = 81920 * AP_MIB, /* assumed: the A100 80GB's nvidia-smi total */
+        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
+                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .hbm_bytes_per_s = 2039 * GBPS,
+        .sm_count = 108,
+        .sm = 80,
+        /* NVLink3 "400 GB/s" bidirectional -> 200 GB/s per direction, via NVSwitch */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 200 * GBPS,
+        .pcie_gen = 4,
+        .pcie_bytes_per_s = PCIE4_BPS,
+        /* assumed: the DGX A100 640 GB system around it (8x 200 Gb/s, 2 TB, 2x EPYC 7742) */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 200e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 128,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        .source = "NVIDIA statement to Reuters 2022-11-07 and the A800 specification sheet "
+                  "(Omnisky listing, heise.de 2022-11-08): the A100 80GB SXM4 (19.5 FP32 / 156 "
+                  "TF32 / 312 BF16 TFLOPS, 2,039 GB/s HBM2e, PCIe Gen4 64 GB/s) with NVLink 400 "
+                  "GB/s; reference system assumed as DGX A100 640 GB; memory assumed as the "
+                  "A100 80GB's nvidia-smi memory.total 81920 MiB",
+    },
+    /* ---- Hopper: H100, H800, H200 ------------------------------------------------------------ */
     {
         .name = "h100-sxm",
         .vendor = "nvidia",
@@ -188,6 +229,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
         .hbm_bytes_per_s = 3350 * GBPS,
         .sm_count = 132,
+        .sm = 90,
         /* NVLink4: 18 links, 900 GB/s bidirectional -> 450 GB/s per direction, via NVSwitch. */
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 450 * GBPS,
@@ -223,6 +265,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 1513 * TFLOPS},
         .hbm_bytes_per_s = 2000 * GBPS,
         .sm_count = 114,
+        .sm = 90,
         /* "NVLink: 600 GB/s" over a 2-way bridge -> 300 GB/s per direction, pairs only. */
         .link = AP_LINK_NVLINK_BRIDGE,
         .link_bytes_per_s = 300 * GBPS,
@@ -261,6 +304,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 1824.9 * TFLOPS},
         .hbm_bytes_per_s = 2400 * GBPS,
         .sm_count = 132,
+        .sm = 90,
         /* "8 NVIDIA H100 GPUs fully connected with NVLink" (HGX baseboard, NVLink4 as the SXM) */
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 450 * GBPS,
@@ -283,6 +327,43 @@ static const ap_gpu catalog[] = {
                   "assumed as DGX H100",
     },
     {
+        /* H800: the export variant of the H100 SXM5 for China, the same GH100 part with NVLink
+         * cut from 900 to 400 GB/s and FP64 reduced (Reuters 2023-03-21, NVIDIA: "the H800 ...
+         * is used by the Chinese branches of tech firms"; NVIDIA's China product listing).
+         * DeepSeek-V3's cluster (Liu et al. 2024, arXiv 2412.19437, Sec. 3.1 and 3.2.2): 8 H800
+         * per node on NVLink and NVSwitch, InfiniBand across nodes, "NVLink offers a bandwidth
+         * of 160 GB/s, roughly 3.2 times that of IB (50 GB/s)" (achieved, per direction). */
+        .name = "h800-sxm",
+        .vendor = "nvidia",
+        .mem_bytes = 81559 * AP_MIB, /* assumed: the H100 SXM's nvidia-smi total */
+        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
+                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
+                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .hbm_bytes_per_s = 3350 * GBPS,
+        .sm_count = 132,
+        .sm = 90,
+        /* NVLink4 "400 GB/s" bidirectional -> 200 GB/s per direction, via NVSwitch; whether its
+         * fabric offers CUDA multicast is not published: autoplan does not assume it */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 200 * GBPS,
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = PCIE5_BPS,
+        /* 50 GB/s of InfiniBand per GPU (DeepSeek-V3, above); host assumed as DGX H100 */
+        .ref_gpus_per_node = 8,
+        .ref_nics_per_node = 8,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 2 * TIB,
+        .ref_gpus_per_pcie_switch = 1,
+        .ref_cpu_cores = 112,
+        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        .source = "Reuters 2023-03-21 and NVIDIA's China listing: the H100 SXM5 (66.9 FP32 / "
+                  "494.7 TF32 / 989.4 BF16 / 1978.9 FP8 TFLOPS dense, 3.35 TB/s HBM3, 132 SMs, "
+                  "PCIe Gen5 128 GB/s) with NVLink 400 GB/s; DeepSeek-V3 report (arXiv "
+                  "2412.19437, Sec. 3.1, 3.2.2: 8 GPUs per node, IB 50 GB/s per GPU); host "
+                  "assumed as DGX H100; memory assumed as the H100 SXM's nvidia-smi "
+                  "memory.total 81559 MiB",
+    },
+    {
         .name = "h200",
         .vendor = "nvidia",
         .mem_bytes = 143771 * AP_MIB,
@@ -293,6 +374,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
         .hbm_bytes_per_s = 4800 * GBPS,
         .sm_count = 132,
+        .sm = 90,
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 450 * GBPS,
         .pcie_gen = 5,
@@ -325,6 +407,7 @@ static const ap_gpu catalog[] = {
          * 7.67 TB/s, pytorch/ao#4002); DGX B200's "64 TB/s" rounds up. */
         .hbm_bytes_per_s = 7700 * GBPS,
         .sm_count = 148,
+        .sm = 100,
         /* NVLink5: 1.8 TB/s bidirectional -> 900 GB/s per direction. */
         .link = AP_LINK_NVLINK,
         .link_bytes_per_s = 900 * GBPS,
@@ -360,6 +443,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 733 * TFLOPS},
         .hbm_bytes_per_s = 864 * GBPS, /* GDDR6 */
         .sm_count = 142,
+        .sm = 89,
         /* No NVLink; peer-to-peer over PCIe Gen4 x16. */
         .link = AP_LINK_PCIE,
         .link_bytes_per_s = PCIE4_BPS,
@@ -391,6 +475,7 @@ static const ap_gpu catalog[] = {
         .peak_flops = {[AP_DTYPE_FP32] = 6.45 * TFLOPS, [AP_DTYPE_FP16] = 25.8 * TFLOPS},
         .hbm_bytes_per_s = 336 * GBPS, /* GDDR6, 192-bit at 14 Gb/s */
         .sm_count = 30,
+        .sm = 75,
         .link = AP_LINK_NONE, /* no NVLink connector, no P2P on GeForce */
         .link_bytes_per_s = 0,
         .pcie_gen = 3,
@@ -418,6 +503,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP16] = 71 * TFLOPS, [AP_DTYPE_BF16] = 71 * TFLOPS},
         .hbm_bytes_per_s = 936 * GBPS, /* GDDR6X */
         .sm_count = 82,
+        .sm = 86,
         /* NVLink bridge (4 links x 14.0625 GB/s per direction): 112.5 GB/s total, pairs only. */
         .link = AP_LINK_NVLINK_BRIDGE,
         .link_bytes_per_s = 56.25 * GBPS,
@@ -448,6 +534,7 @@ static const ap_gpu catalog[] = {
                        [AP_DTYPE_FP8] = 330.3 * TFLOPS},
         .hbm_bytes_per_s = 1008 * GBPS, /* GDDR6X */
         .sm_count = 128,
+        .sm = 89,
         .link = AP_LINK_NONE, /* no NVLink; P2P disabled on GeForce Ada */
         .link_bytes_per_s = 0,
         .pcie_gen = 4,
@@ -549,9 +636,11 @@ static const struct {
     {"a100-sxm4-40g", "a100-40g"},
     {"a100-sxm4-80g", "a100,a100-80g,a100-sxm4,a100-sxm"},
     {"a100-pcie-80g", "a100-pcie"},
+    {"a800-sxm4-80g", "a800,a800-80g,a800-sxm4,a800-sxm"},
     {"h100-sxm", "h100,h100-sxm5,h100-80g"},
     {"h100-pcie", "h100-pcie-80g"},
     {"h100-96g-500w", "h100-hbm2e-500w,h100-grand-teton"},
+    {"h800-sxm", "h800,h800-sxm5,h800-80g"},
     {"h200", "h200-sxm,h200-141g"},
     {"b200", "b200-sxm"},
     {"rtx-2060", "rtx2060"},

@@ -284,20 +284,19 @@ static void take_rows(builder *b, const ap_profile *rows, int measured, const ch
         if (!strcmp(rows->rows[i].gpu, gpu)) take_row(b, &rows->rows[i]);
 }
 
-/* The published relative a GPU without its own figures borrows from: the same die first
- * (H100 for H200, the H100 PCIe card and, for want of published figures, B200), then the A100
- * (the best-covered GPU) for everything else. */
-static const char *relative_of(const char *name) {
-    if (!strncmp(name, "h100", 4) || !strncmp(name, "h200", 4) || !strncmp(name, "b200", 4))
-        return "h100-sxm";
-    return "a100-sxm4-80g";
+/* The published relative a GPU without its own figures borrows from, by compute capability
+ * (ap_gpu.sm): the H100 for Hopper (the H200, H800 and the PCIe and 500 W cards: the same die)
+ * and, for want of published figures, Blackwell; the A100 (the best-covered GPU) for everything
+ * else. */
+static const char *relative_of(const ap_gpu *g) {
+    return g->sm >= 90 ? "h100-sxm" : "a100-sxm4-80g";
 }
 
+/* NCCL's compute-capability classes (src/graph/tuning.cc): Volta and Turing, Ampere and Ada,
+ * Hopper, Blackwell; other vendors and the CPU as Ampere. */
 static int compcap_class(const ap_gpu *g) {
-    if (!strncmp(g->name, "v100", 4) || !strncmp(g->name, "rtx-2060", 8)) return 0;
-    if (!strncmp(g->name, "h100", 4) || !strncmp(g->name, "h200", 4)) return 2;
-    if (!strncmp(g->name, "b200", 4)) return 3;
-    return 1;
+    if (g->sm <= 0) return 1;
+    return g->sm < 80 ? 0 : g->sm < 90 ? 1 : g->sm < 100 ? 2 : 3;
 }
 
 static void kernels_init(ap_kernels *k, const ap_gpu *gpu) {
@@ -392,7 +391,7 @@ ap_status ap_kernels_build(const ap_gpu *gpu, const ap_profile *measured, ap_ker
     ap_profile_free(&pub);
     if (st != AP_OK) return st;
     /* 3. the relative's published rows for what is still missing */
-    const char *rel_name = relative_of(gpu->name);
+    const char *rel_name = relative_of(gpu);
     const ap_gpu *rg = ap_gpu_find(rel_name);
     if (rg && strcmp(rel_name, gpu->name)) {
         ap_kernels rel;

@@ -544,13 +544,9 @@ ap_attn_impl ap_attn_default(const ap_plan *p, const ap_model *m, const ap_gpu *
     if (m && m->attn_softcap > 0) return t->attn_softcap;
     /* FlashAttention-2 needs sm80+ (Dao 2023, README: Ampere, Ada, Hopper); Volta and Turing
      * run PyTorch's memory-efficient kernel (xFormers, sm50+) or materialise the scores */
-    char c0 = g ? g->name[0] : 0; /* the family letter first: this runs per estimate */
-    if ((c0 == 'v' && !strncmp(g->name, "v100", 4)) ||
-        (c0 == 'r' && !strncmp(g->name, "rtx-2060", 8)))
+    int sm = g ? g->sm : 0; /* compute capability x 10; 0: not NVIDIA (Ampere's defaults) */
+    if (sm > 0 && sm < 80)
         return p->trainer == AP_TRAINER_MEGATRON || p->trainer == AP_TRAINER_DEEPSPEED
                    ? AP_ATTN_UNFUSED : AP_ATTN_SDPA_EFFICIENT;
-    if ((c0 == 'h' && (!strncmp(g->name, "h100", 4) || !strncmp(g->name, "h200", 4))) ||
-        (c0 == 'b' && !strncmp(g->name, "b200", 4)))
-        return t->attn_hopper;
-    return t->attn_ampere;
+    return sm >= 90 ? t->attn_hopper : t->attn_ampere;
 }

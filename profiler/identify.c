@@ -6,8 +6,8 @@
  * ways ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB").
  *
  * What it does not do: query the device (gpubench.c) or guess: a part the catalog has no
- * entry for (H100 NVL, A100 PCIe 40GB, L4, ...) is refused, and the user names the entry to
- * use with --gpu.
+ * entry for (H100 NVL, A100 PCIe 40GB, the PCIe A800 and H800, L4, ...) is refused, and the
+ * user names the entry to use with --gpu.
  */
 #include "autoplan/profiler.h"
 
@@ -28,11 +28,13 @@ ap_status ap_profiler_gpu_sku(const char *device_name, double mem_bytes, char *o
     const int pcie = strstr(s, "pcie") != NULL, nvl = strstr(s, "nvl") != NULL;
     const char *sku = NULL;
     if (strstr(s, "h100")) sku = nvl ? NULL : pcie ? "h100-pcie" : "h100-sxm";
+    else if (strstr(s, "h800")) sku = nvl || pcie ? NULL : "h800-sxm";
     else if (strstr(s, "h200")) sku = nvl ? NULL : "h200";
     else if (strstr(s, "b200")) sku = "b200";
     else if (strstr(s, "a100"))
         sku = pcie ? (mem_bytes > 60 * GB ? "a100-pcie-80g" : NULL)
                    : (mem_bytes > 60 * GB ? "a100-sxm4-80g" : "a100-sxm4-40g");
+    else if (strstr(s, "a800")) sku = pcie || mem_bytes < 60 * GB ? NULL : "a800-sxm4-80g";
     else if (strstr(s, "v100")) sku = mem_bytes > 20 * GB ? "v100-sxm2-32g" : "v100-sxm2-16g";
     else if (strstr(s, "l40s")) sku = "l40s";
     else if (strstr(s, "4090")) sku = "rtx-4090";

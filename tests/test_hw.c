@@ -36,9 +36,9 @@ static const ap_gpu *must(const char *name) {
 
 static void test_catalog_sane(void) {
     static const char *required[] = {"v100-sxm2-16g", "v100-sxm2-32g", "a100-sxm4-40g",
-                                     "a100-sxm4-80g", "a100-pcie-80g", "h100-sxm",
-                                     "h100-pcie",     "h100-96g-500w", "h200",
-                                     "b200",
+                                     "a100-sxm4-80g", "a100-pcie-80g", "a800-sxm4-80g",
+                                     "h100-sxm",      "h100-pcie",     "h100-96g-500w",
+                                     "h800-sxm",      "h200",          "b200",
                                      "l40s",          "rtx-2060",      "rtx-3090",
                                      "rtx-4090",      "mi300x",        "cpu"};
     int n = ap_gpu_catalog_count();
@@ -141,7 +141,7 @@ static void test_aliases_and_lookup(void) {
             n_alias++;
         }
     }
-    CHECK_INT(n_alias, 23); /* every alias in catalog.c's table is attached to its GPU */
+    CHECK_INT(n_alias, 30); /* every alias in catalog.c's table is attached to its GPU */
     CHECK_CONTAINS(ap_gpu_aliases(3), "a100-80g"); /* a100-sxm4-80g */
     CHECK_STR(ap_gpu_aliases(-1), "");
 
@@ -250,6 +250,28 @@ static void test_datasheet_numbers(void) {
     CHECK_INT(must("mi300x")->sm_count, 304);
     CHECK_INT(must("mi300x")->link, AP_LINK_XGMI);
     CHECK_STR(must("mi300x")->vendor, "amd");
+    /* compute capabilities (developer.nvidia.com/cuda-gpus); 0 off NVIDIA */
+    static const struct { const char *name; int sm; } cc[] = {
+        {"v100-sxm2-16g", 70}, {"v100-sxm2-32g", 70}, {"rtx-2060", 75},     {"a100-sxm4-40g", 80},
+        {"a100-sxm4-80g", 80}, {"a100-pcie-80g", 80}, {"a800-sxm4-80g", 80}, {"rtx-3090", 86},
+        {"l40s", 89},          {"rtx-4090", 89},      {"h100-sxm", 90},      {"h100-pcie", 90},
+        {"h100-96g-500w", 90}, {"h800-sxm", 90},      {"h200", 90},          {"b200", 100},
+        {"mi300x", 0},         {"cpu", 0},
+    };
+    CHECK_INT((int)(sizeof cc / sizeof cc[0]), ap_gpu_catalog_count());
+    for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) CHECK_INT(must(cc[i].name)->sm, cc[i].sm);
+    /* the export variants: their dies' numbers, NVLink "400 GB/s" bidirectional */
+    const ap_gpu *a800 = must("a800"), *h800 = must("h800");
+    for (int d = 0; d < AP_DTYPE_COUNT; d++) {
+        CHECK_NEAR(a800->peak_flops[d], a100->peak_flops[d], EXACT);
+        CHECK_NEAR(h800->peak_flops[d], h100->peak_flops[d], EXACT);
+    }
+    CHECK_NEAR(a800->hbm_bytes_per_s, a100->hbm_bytes_per_s, EXACT);
+    CHECK_NEAR(h800->hbm_bytes_per_s, h100->hbm_bytes_per_s, EXACT);
+    CHECK_NEAR(a800->link_bytes_per_s, 200e9, EXACT);
+    CHECK_NEAR(h800->link_bytes_per_s, 200e9, EXACT);
+    CHECK_NEAR(h800->ref_net_bytes_per_s, 50e9, EXACT); /* DeepSeek-V3: IB 50 GB/s per GPU */
+    CHECK_INT(h800->multicast, 0); /* not published */
 }
 
 static void test_names(void) {

@@ -351,6 +351,67 @@ static void test_monotone_in_bandwidth(void) {
     }
 }
 
+/* The export variants (catalog.c: the A100 and H100 dies with NVLink at 200 GB/s per direction)
+ * price as their dies by compute capability: the same calibration, kernel tables and default
+ * attention kernel; only what crosses NVLink is slower, by the link's ratio. */
+static void test_export_variants(void) {
+    const ap_gpu *a100 = ap_gpu_find("a100-sxm4-80g"), *a800 = ap_gpu_find("a800");
+    const ap_gpu *h100 = ap_gpu_find("h100-sxm"), *h800 = ap_gpu_find("h800");
+    CHECK(a800 && h800);
+    if (!a800 || !h800) return;
+    CHECK_INT(a800->sm, 80);
+    CHECK_INT(h800->sm, 90);
+    CHECK_NEAR(a800->link_bytes_per_s, 200e9, 1e-12); /* "NVLink 400 GB/s" bidirectional */
+    CHECK_NEAR(h800->link_bytes_per_s, 200e9, 1e-12);
+    ap_calib ca, cb;
+    ap_calib_default(a100, &ca);
+    ap_calib_default(a800, &cb);
+    CHECK(memcmp(&ca, &cb, sizeof ca) == 0);
+    ap_calib_default(h100, &ca);
+    ap_calib_default(h800, &cb);
+    CHECK(memcmp(&ca, &cb, sizeof ca) == 0);
+    CHECK_NEAR(cb.gemm_eff_max, 0.7217, 1e-12); /* Hopper's fit */
+    const ap_kernels *k800 = pub("h800-sxm"), *k100 = pub("h100-sxm");
+    if (k800 && k100) {
+        /* borrowed GEMM and FA3 rows: the H100's at every size */
+        for (double f = 1e9; f < 1e14; f *= 10) {
+            double n = cbrt(f / 2);
+            CHECK_NEAR(ap_kernels_gemm_eff(k800, AP_DTYPE_BF16, n, n, n, 5e9),
+                       ap_kernels_gemm_eff(k100, AP_DTYPE_BF16, n, n, n, 5e9), 1e-12);
+        }
+        CHECK_NEAR(fwd_bwd_tflops(k800, AP_ATTN_FA3, 1, 128, 8192),
+                   fwd_bwd_tflops(k100, AP_ATTN_FA3, 1, 128, 8192), 1e-12);
+        /* its NVLink at the A100-class plateau of the nominal link: 0.773 x 200 = 155 GB/s
+         * (GTC24 S62129's 232 of 300), next to the 160 GB/s DeepSeek-V3's report gives */
+        CHECK_NEAR(k800->coll_eff[AP_LEVEL_NVLINK] * h800->link_bytes_per_s, 154.7e9, 1e-3);
+    }
+    ap_plan p;
+    plan_of(&p, AP_TRAINER_MEGATRON, 8, 1, 1, 1, 1, 1, 64, 4096, 1);
+    CHECK_INT(ap_attn_default(&p, NULL, h800), ap_attn_default(&p, NULL, h100));
+    CHECK_INT(ap_attn_default(&p, NULL, a800), ap_attn_default(&p, NULL, a100));
+    /* Llama 2 7B, tp 8 on one node: the A800's compute prices as the A100's, its TP traffic
+     * slower; pure data parallelism over the network prices alike on both */
+    ap_model m = load("examples/models/llama-2-7b.json");
+    static ap_estimate e1, e2;
+    ap_cluster c1, c2;
+    ap_cluster_from_gpu(a100, 8, &c1);
+    ap_cluster_from_gpu(a800, 8, &c2);
+    CHECK_INT(ap_estimate_plan(&m, &c1, &p, NULL, &e1, NULL), AP_OK);
+    CHECK_INT(ap_estimate_plan(&m, &c2, &p, NULL, &e2, NULL), AP_OK);
+    CHECK_NEAR(e2.time.compute_s, e1.time.compute_s, 0.02);
+    CHECK(e2.time.tp_comm_s > 1.3 * e1.time.tp_comm_s);
+    CHECK(e2.time.step_s > e1.time.step_s);
+    plan_of(&p, AP_TRAINER_MEGATRON, 1, 1, 8, 1, 1, 1, 64, 4096, 1);
+    ap_cluster_from_gpu(a100, 16, &c1);
+    ap_cluster_from_gpu(a800, 16, &c2);
+    c1.gpus_per_node = c2.gpus_per_node = 1; /* every rank its own node: no NVLink in play */
+    c1.nvlink_domain = c2.nvlink_domain = 1;
+    p.dp = 16;
+    CHECK_INT(ap_estimate_plan(&m, &c1, &p, NULL, &e1, NULL), AP_OK);
+    CHECK_INT(ap_estimate_plan(&m, &c2, &p, NULL, &e2, NULL), AP_OK);
+    CHECK_NEAR(e2.time.step_s, e1.time.step_s, 1e-12);
+}
+
 /* MFU never above what the plan's own kernels allow: GEMMs at most the tables' large-GEMM
  * ceiling x the sustained fraction, attention (counted unhalved, as MFU counts it) at most
  * twice the best flash efficiency; and the attention never faster than its FLOPs at the
@@ -468,5 +529,6 @@ int main(int argc, char **argv) {
     test_mfu_within_kernels();
     test_a100_fsdp_ceiling();
     test_a100_fa2_ceiling();
+    test_export_variants();
     return tl_finish();
 }

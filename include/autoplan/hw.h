@@ -32,6 +32,11 @@ typedef struct ap_gpu {
     double peak_flops[AP_DTYPE_COUNT]; /* dense peak FLOP/s per dtype, 0 = unsupported */
     double hbm_bytes_per_s;     /* device memory bandwidth */
     int sm_count;               /* SMs (CUs for AMD), for wave quantisation */
+    int sm;                     /* CUDA compute capability x 10 (70 Volta, 75 Turing, 80 and 86
+                                   Ampere, 89 Ada, 90 Hopper, 100 Blackwell): which kernels run
+                                   (FlashAttention-2 needs 80, FlashAttention-3 90) and which
+                                   GPU's published tables a GPU without its own borrows; 0: not
+                                   an NVIDIA GPU */
     ap_link_kind link;
     double link_bytes_per_s;    /* peer link bandwidth per direction per GPU */
     int pcie_gen;
