@@ -701,10 +701,28 @@ static const ap_gpu *find_exact(const char *norm) {
     return NULL;
 }
 
+/* A normalised name past the vendor and brand words drivers print before the part ("NVIDIA
+ * GeForce RTX 4090", "Tesla V100-SXM2-32GB", "AMD Instinct MI300X"), so a name pasted from
+ * nvidia-smi or rocm-smi finds its entry; a name that is only a brand word stays as it is. */
+static const char *past_brand(const char *norm) {
+    static const char *const brands[] = {"nvidia-", "tesla-", "geforce-", "amd-", "instinct-"};
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < sizeof brands / sizeof brands[0]; i++) {
+            size_t n = strlen(brands[i]);
+            if (strncmp(norm, brands[i], n) == 0 && norm[n]) {
+                norm += n;
+                again = 1;
+            }
+        }
+    }
+    return norm;
+}
+
 const ap_gpu *ap_gpu_find(const char *name) {
     char norm[64];
     if (!name || !normalize(name, norm, sizeof norm)) return NULL;
-    return find_exact(norm);
+    return find_exact(past_brand(norm));
 }
 
 const char *ap_gpu_aliases(int i) {
@@ -723,12 +741,12 @@ const char *ap_gpu_closest(const char *name) {
             norm[k] = (char)tolower((unsigned char)name[k]);
         norm[k] = '\0';
     }
-    const char *best = catalog[0].name;
+    const char *best = catalog[0].name, *key = past_brand(norm);
     int best_d = 1 << 30;
     for (int i = 0; i < CATALOG_N; i++) {
-        int d = ap_edit_distance(norm, catalog[i].name);
+        int d = ap_edit_distance(key, catalog[i].name);
         /* a prefix match ("h100-sx") counts as close */
-        if (norm[0] && strncmp(catalog[i].name, norm, strlen(norm)) == 0) d = 0;
+        if (key[0] && strncmp(catalog[i].name, key, strlen(key)) == 0) d = 0;
         if (d < best_d) { best_d = d; best = catalog[i].name; }
     }
     for (int i = 0; i < ALIAS_N; i++) {
@@ -740,7 +758,7 @@ const char *ap_gpu_closest(const char *name) {
             size_t len = full < sizeof word ? full : sizeof word - 1;
             memcpy(word, p, len);
             word[len] = '\0';
-            int d = ap_edit_distance(norm, word);
+            int d = ap_edit_distance(key, word);
             if (d < best_d) { best_d = d; best = alias_table[i].name; }
             p += full + (c ? 1 : 0);
         }

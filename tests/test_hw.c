@@ -121,6 +121,17 @@ static void test_aliases_and_lookup(void) {
     CHECK_STR(must("A100_80GB")->name, "a100-sxm4-80g");
     CHECK_STR(must("RTX-4090")->name, "rtx-4090");
     CHECK_STR(must("MI300X")->name, "mi300x");
+    /* names as drivers print them: vendor and brand words first */
+    CHECK_STR(must("NVIDIA A100-SXM4-80GB")->name, "a100-sxm4-80g");
+    CHECK_STR(must("NVIDIA A800-SXM4-80GB")->name, "a800-sxm4-80g");
+    CHECK_STR(must("NVIDIA H800")->name, "h800-sxm");
+    CHECK_STR(must("NVIDIA GeForce RTX 4090")->name, "rtx-4090");
+    CHECK_STR(must("Tesla V100-SXM2-32GB")->name, "v100-sxm2-32g");
+    CHECK_STR(must("AMD Instinct MI300X")->name, "mi300x");
+    CHECK(ap_gpu_find("nvidia") == NULL);
+    CHECK(ap_gpu_find("nvidia-") == NULL);
+    CHECK(ap_gpu_find("NVIDIA H300") == NULL);
+    CHECK_STR(ap_gpu_closest("NVIDIA H80"), "h800-sxm");
     CHECK(ap_gpu_find("a100-sxm4-80") == NULL);
     CHECK(ap_gpu_find("h300") == NULL);
     CHECK(ap_gpu_find("") == NULL);
