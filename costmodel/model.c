@@ -172,30 +172,10 @@ int64_t ap_model_local_layers(const ap_model *m) {
     return m->layers - m->layers / m->window_period;
 }
 
-int ap_model_layer_is_moe(const ap_model *m, int64_t i) {
-    /* MoE when i >= first_dense_layers and (i - first_dense_layers) % layer_freq == 0. The
-     * readers map each convention onto this one: DeepSeek-V3 (i >= first_k_dense_replace and
-     * i % moe_layer_freq == 0) and Qwen2-MoE ((i + 1) % decoder_sparse_step == 0). */
-    if (m->moe.experts <= 0 || i < m->moe.first_dense_layers) return 0;
-    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
-    return (i - m->moe.first_dense_layers) % f == 0;
-}
-
 void ap_model_layer(const ap_model *m, int64_t i, ap_layer_info *out) {
     layer_parts lp;
     layer_parts_of(m, i, &lp);
     *out = lp.info;
-}
-
-int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b) {
-    /* layers i in [a, b) with i >= first_dense_layers and (i - first_dense_layers) % f == 0:
-     * those below x number ceil((x - first_dense_layers) / f), x past the dense ones */
-    if (m->moe.experts <= 0) return 0;
-    int64_t fd = m->moe.first_dense_layers, f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
-    if (a < fd) a = fd;
-    if (b <= a) return 0;
-    if (f == 1) return b - a;
-    return (b - fd + f - 1) / f - (a - fd + f - 1) / f;
 }
 
 /* Number of MoE layers: those of [0, L). */

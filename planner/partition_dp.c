@@ -29,6 +29,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The arena's next block of n elements of size sz, 16-byte aligned (*at: bytes used so far;
+ * base NULL: count only). */
+static void *carve(unsigned char *base, size_t *at, size_t n, size_t sz) {
+    size_t off = (*at + 15) & ~(size_t)15;
+    *at = off + n * sz;
+    return base ? base + off : NULL;
+}
+
+/* Every array of d in one block (a partition solve makes a DP per variant: one allocation, not
+ * twenty), laid out twice: once to size it, once to place the arrays. */
+static void lay_out(pdp *d, unsigned char *base, size_t *at, int **pre, int keyed) {
+    const int L = d->L, pp = d->p;
+    const size_t cells = (size_t)pp * (size_t)d->nkeys;
+    *at = 0;
+    *pre = carve(base, at, (size_t)L + 1, sizeof(int));
+    d->key = keyed ? carve(base, at, (size_t)(L + 1) * (size_t)(L + 1), sizeof(int)) : NULL;
+    d->t = carve(base, at, cells, sizeof *d->t);
+    d->mem = carve(base, at, cells, sizeof *d->mem);
+    d->ok = carve(base, at, cells, 1);
+    d->rc = carve(base, at, cells, sizeof *d->rc);
+    d->f = carve(base, at, (size_t)(pp + 1) * (size_t)(L + 1), sizeof(double));
+    d->tmp = carve(base, at, (size_t)pp, sizeof(int));
+    d->cand = carve(base, at, cells, sizeof *d->cand);
+    d->vv = carve(base, at, cells, sizeof *d->vv);
+    d->tu = carve(base, at, cells, sizeof *d->tu);
+    d->flo = carve(base, at, (size_t)pp + 1, sizeof(int));
+    d->fhi = carve(base, at, (size_t)pp + 1, sizeof(int));
+    d->span = carve(base, at, (size_t)pp, sizeof(int));
+    d->nmax = carve(base, at, (size_t)pp * (size_t)(L + 1), sizeof(int));
+    d->filled = carve(base, at, cells, sizeof *d->filled);
+    d->seg_a = carve(base, at, cells, sizeof *d->seg_a);
+    d->seg_n = carve(base, at, cells, sizeof *d->seg_n);
+    d->ok_keep = carve(base, at, cells, 1);
+    d->pseg = carve(base, at, cells, sizeof *d->pseg);
+    d->nstart = carve(base, at, (size_t)L + 2, sizeof(int));
+}
+
 ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_mb,
                    int per_stage_rc, int fixed_rc, ap_err *err) {
     memset(d, 0, sizeof *d);
@@ -42,50 +79,31 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->per_stage_rc = per_stage_rc;
     d->fixed_rc = fixed_rc;
     /* kinds of range: (dense layers, MoE layers); of one kind, the kind is the length */
-    int *pre = ap_malloc(sizeof(int) * (size_t)(L + 1));
-    if (!pre) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
-    pre[0] = 0;
-    for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + (m->moe.experts > 0 && ap_model_layer_is_moe(m, i));
-    const int nm_max = pre[L], nd_max = L - nm_max;
+    const int nm_max = (int)ap_model_moe_layers_in(m, 0, L), nd_max = L - nm_max;
     d->nkeys = (nd_max + 1) * (nm_max + 1);
     d->dense_prefix = ap_model_dense_prefix(m);
-    if (d->nkeys != L + 1) {
-        d->key = ap_malloc(sizeof(int) * (size_t)(L + 1) * (size_t)(L + 1));
-        if (!d->key) {
-            ap_free(pre);
-            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
-        }
+    const int keyed = d->nkeys != L + 1;
+    int *pre;
+    size_t bytes;
+    lay_out(d, NULL, &bytes, &pre, keyed);
+    unsigned char *base = ap_malloc(bytes);
+    if (!base) {
+        memset(d, 0, sizeof *d);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+    }
+    d->arena = base;
+    lay_out(d, base, &bytes, &pre, keyed);
+    if (keyed) {
+        pre[0] = 0;
+        for (int i = 0; i < L; i++) pre[i + 1] = pre[i] + ap_model_layer_is_moe(m, i);
         for (int a = 0; a <= L; a++)
             for (int n = 0; a + n <= L; n++) {
                 int nm = pre[a + n] - pre[a];
                 d->key[a * (L + 1) + n] = (n - nm) * (nm_max + 1) + nm;
             }
     }
-    ap_free(pre);
-    size_t cells = (size_t)pp * (size_t)d->nkeys;
-    d->t = ap_malloc(cells * sizeof *d->t);
-    d->mem = ap_malloc(cells * sizeof *d->mem);
-    d->ok = ap_calloc(cells, 1);
-    d->rc = ap_malloc(cells * sizeof *d->rc);
-    d->f = ap_malloc(sizeof(double) * (size_t)(pp + 1) * (size_t)(L + 1));
-    d->tmp = ap_malloc(sizeof(int) * (size_t)pp);
-    d->cand = ap_malloc(cells * sizeof *d->cand);
-    d->vv = ap_malloc(cells * sizeof *d->vv);
-    d->tu = ap_malloc(cells * sizeof *d->tu);
-    d->flo = ap_malloc(sizeof(int) * (size_t)(pp + 1));
-    d->fhi = ap_malloc(sizeof(int) * (size_t)(pp + 1));
-    d->span = ap_malloc(sizeof(int) * (size_t)pp);
-    d->nmax = ap_malloc(sizeof(int) * (size_t)pp * (size_t)(L + 1));
-    d->filled = ap_malloc(cells * sizeof *d->filled);
-    d->seg_a = ap_malloc(cells * sizeof *d->seg_a);
-    d->seg_n = ap_malloc(cells * sizeof *d->seg_n);
-    d->ok_keep = ap_malloc(cells);
-    d->pseg = ap_malloc(cells * sizeof *d->pseg);
-    d->nstart = ap_malloc(sizeof(int) * (size_t)(L + 2));
-    if (!d->t || !d->mem || !d->ok || !d->rc || !d->f || !d->tmp || !d->cand ||
-        !d->vv || !d->tu || !d->flo || !d->fhi || !d->span || !d->nmax || !d->filled ||
-        !d->seg_a || !d->seg_n || !d->ok_keep || !d->pseg || !d->nstart)
-        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");
+    const size_t cells = (size_t)pp * (size_t)d->nkeys;
+    memset(d->ok, 0, cells);
     for (size_t k = 0; k < cells; k++) d->tu[k] = d->vv[k] = INFINITY;
     d->nfilled = 0;
     return AP_OK;
@@ -105,26 +123,7 @@ void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc) {
 }
 
 void pdp_free(pdp *d) {
-    ap_free(d->key);
-    ap_free(d->t);
-    ap_free(d->mem);
-    ap_free(d->ok);
-    ap_free(d->rc);
-    ap_free(d->f);
-    ap_free(d->tmp);
-    ap_free(d->cand);
-    ap_free(d->vv);
-    ap_free(d->tu);
-    ap_free(d->flo);
-    ap_free(d->fhi);
-    ap_free(d->span);
-    ap_free(d->nmax);
-    ap_free(d->filled);
-    ap_free(d->seg_a);
-    ap_free(d->seg_n);
-    ap_free(d->ok_keep);
-    ap_free(d->pseg);
-    ap_free(d->nstart);
+    ap_free(d->arena);
     memset(d, 0, sizeof *d);
 }
 
@@ -472,9 +471,42 @@ double pdp_split_T(const pdp *d, const int *split, double *mx_out) {
     return (s + d->w * mx) / d->v;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
+/* v[0..n) ascending (finite values: candidates() keeps no NaN): quicksort on the median of
+ * three with the smaller side recursed, insertion sort below 16 elements. In place of qsort,
+ * whose comparator call per comparison cost more than the rest of a re-split's DP. */
+static void sort_doubles(double *v, size_t n) {
+    while (n > 16) {
+        double a = v[0], b = v[n / 2], c = v[n - 1];
+        double piv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (v[i] < piv) i++;
+            while (v[j] > piv) j--;
+            if (i >= j) break;
+            double t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* [0, j] <= piv <= [j + 1, n): recurse into the smaller part, loop on the larger */
+        size_t left = j + 1, right = n - left;
+        if (right == 0) break; /* cannot happen with a median of three: insertion sort */
+        if (left < right) {
+            sort_doubles(v, left);
+            v += left;
+            n = right;
+        } else {
+            sort_doubles(v + left, right);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        double x = v[i];
+        size_t k = i;
+        for (; k > 0 && v[k - 1] > x; k--) v[k] = v[k - 1];
+        v[k] = x;
+    }
 }
 
 /* The usable stage times (d->tu as pdp_solve set it) in [lo, hi], ascending, without repeats,
@@ -485,7 +517,7 @@ static size_t candidates(pdp *d, double lo, double hi) {
         double t = d->tu[d->filled[i]];
         if (t < INFINITY && t >= lo && t <= hi) d->cand[n++] = t;
     }
-    qsort(d->cand, n, sizeof *d->cand, cmp_double);
+    sort_doubles(d->cand, n);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
         if (u == 0 || d->cand[i] != d->cand[u - 1]) d->cand[u++] = d->cand[i];

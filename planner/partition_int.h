@@ -68,6 +68,7 @@ typedef struct pdp {
     unsigned char *ok_keep;/* per filled cell: its verdict while a probe replaces it */
     int *pseg;             /* a probe's cells to price, by length */
     int *nstart;           /* L + 2: a probe's counting sort by length */
+    void *arena;           /* the one block every array above lies in (pdp_init) */
 } pdp;
 
 /* Allocate the DP for model m on pp ranks of v chunks each (at least lo layers per rank),

@@ -160,10 +160,27 @@ int ap_model_layer_is_local(const ap_model *m, int64_t i);
 /* Number of local layers (closed form of ap_model_layer_is_local over [0, L)). */
 int64_t ap_model_local_layers(const ap_model *m);
 
-/* Layer i in [0, L): dense or MoE per moe.first_dense_layers / layer_freq. */
-int ap_model_layer_is_moe(const ap_model *m, int64_t i);
-/* How many of the layers a <= i < b are MoE layers (ap_model_layer_is_moe, in closed form). */
-int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b);
+/* Layer i in [0, L): dense or MoE per moe.first_dense_layers / layer_freq: MoE when i >=
+ * first_dense_layers and (i - first_dense_layers) % layer_freq == 0. The readers map each
+ * convention onto this one: DeepSeek-V3 (i >= first_k_dense_replace and i % moe_layer_freq ==
+ * 0) and Qwen2-MoE ((i + 1) % decoder_sparse_step == 0). Inline: the stage tables and the
+ * partition's prefix sums ask it for every layer of every candidate. */
+static inline int ap_model_layer_is_moe(const ap_model *m, int64_t i) {
+    if (m->moe.experts <= 0 || i < m->moe.first_dense_layers) return 0;
+    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    return f == 1 || (i - m->moe.first_dense_layers) % f == 0;
+}
+/* How many of the layers a <= i < b are MoE layers (ap_model_layer_is_moe, in closed form:
+ * those below x past the dense ones number ceil((x - first_dense_layers) / layer_freq)).
+ * Inline: every rank of every estimate of a mixed model counts its own. */
+static inline int64_t ap_model_moe_layers_in(const ap_model *m, int64_t a, int64_t b) {
+    if (m->moe.experts <= 0) return 0;
+    int64_t fd = m->moe.first_dense_layers, f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    if (a < fd) a = fd;
+    if (b <= a) return 0;
+    if (f == 1) return b - a;
+    return (b - fd + f - 1) / f - (a - fd + f - 1) / f;
+}
 /* 1 when every layer is of one kind: all dense or all MoE. */
 int ap_model_single_kind(const ap_model *m);
 /* With layers of both kinds where every dense layer comes before every MoE layer (DeepSeek's
