@@ -671,7 +671,8 @@ static void test_names_and_ids(void) {
         {"NVIDIA A100-SXM4-40GB", 42.5, "a100-sxm4-40g"}, {"NVIDIA A100 80GB PCIe", 85.1, "a100-pcie-80g"},
         {"Tesla V100-SXM2-32GB", 34.1, "v100-sxm2-32g"}, {"NVIDIA GeForce RTX 4090", 25.3, "rtx-4090"},
         {"NVIDIA L40S", 48.3, "l40s"},                 {"NVIDIA B200", 191.5, "b200"},
-        {"NVIDIA H800", 85.5, "h800-sxm"},             {"NVIDIA A800-SXM4-80GB", 85.1, "a800-sxm4-80g"},
+        {"NVIDIA H800", 85.5, "h800-sxm"},
+        {"NVIDIA A800-SXM4-80GB", 85.1, "a800-sxm4-80g"},
     };
     ap_err e;
     for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
