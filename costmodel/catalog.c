@@ -42,6 +42,34 @@
 #define PCIE4_BPS (32.0 * GBPS)
 #define PCIE5_BPS (64.0 * GBPS)
 
+/* Dense peaks of one die, shared by its SKUs. GA100 (A100 datasheet): FP32 19.5, TF32 156,
+ * BF16/FP16 312 TFLOPS; no fp8. GH100 SXM5 (H100 architecture whitepaper): FP32 66.9, TF32
+ * 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOPS (the datasheet quotes twice these "with
+ * sparsity"). */
+#define GA100_PEAKS                                                                            \
+    {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,                          \
+     [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS}
+#define GH100_SXM_PEAKS                                                                        \
+    {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,                        \
+     [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,                       \
+     [AP_DTYPE_FP8] = 1978.9 * TFLOPS}
+
+/* The reference nodes several SKUs share. DGX A100: 8x ConnectX-6 HDR 200 Gb/s for compute =
+ * 25 GB/s per GPU, 2x AMD EPYC 7742 (64 cores, 8 DDR4-3200 channels each), 2 GPUs per PCIe
+ * switch (nvidia-smi topo on DGX A100: GPU0/GPU1 PXB to NIC0/NIC1, NVIDIA/nccl#1505); 1 TB
+ * (320 GB system) or 2 TB (640 GB system) of host memory. DGX H100: 8x ConnectX-7 400 Gb/s =
+ * 50 GB/s per GPU, 2 TB, 2x Xeon Platinum 8480C (56 cores, 8 DDR5-4800 channels each), each
+ * GPU behind its own PCIe switch with its NIC (nvidia-smi topo on HGX H100: GPU-NIC PIX,
+ * GPU-GPU NODE/SYS, NVIDIA/nccl#1264). */
+#define DGX_A100_NODE(host_bytes)                                                              \
+    .ref_gpus_per_node = 8, .ref_nics_per_node = 8, .ref_net_bytes_per_s = 200e9 / 8.0,        \
+    .ref_cpu_mem_bytes = (host_bytes), .ref_gpus_per_pcie_switch = 2, .ref_cpu_cores = 128,    \
+    .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200)
+#define DGX_H100_NODE                                                                          \
+    .ref_gpus_per_node = 8, .ref_nics_per_node = 8, .ref_net_bytes_per_s = 400e9 / 8.0,        \
+    .ref_cpu_mem_bytes = 2 * TIB, .ref_gpus_per_pcie_switch = 1, .ref_cpu_cores = 112,         \
+    .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800)
+
 static const ap_gpu catalog[] = {
     /* ---- Volta: V100 SXM2 in DGX-1 ------------------------------------------------------- */
     {
@@ -104,9 +132,7 @@ static const ap_gpu catalog[] = {
         .name = "a100-sxm4-40g",
         .vendor = "nvidia",
         .mem_bytes = 40536 * AP_MIB,
-        /* A100 datasheet: FP32 19.5, TF32 156, BF16 312, FP16 312 TFLOPS (dense); no fp8. */
-        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
-                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .peak_flops = GA100_PEAKS,
         .hbm_bytes_per_s = 1555 * GBPS,
         .sm_count = 108,
         .sm = 80,
@@ -115,16 +141,7 @@ static const ap_gpu catalog[] = {
         .link_bytes_per_s = 300 * GBPS,
         .pcie_gen = 4,
         .pcie_bytes_per_s = PCIE4_BPS,
-        /* DGX A100 (320 GB): 8x ConnectX-6 HDR 200 Gb/s for compute = 25 GB/s per GPU; 1 TB
-         * memory; 2x AMD EPYC 7742 (64 cores, 8 DDR4-3200 channels each); 2 GPUs per PCIe
-         * switch (nvidia-smi topo on DGX A100: GPU0/GPU1 PXB to NIC0/NIC1, NVIDIA/nccl#1505). */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 200e9 / 8.0,
-        .ref_cpu_mem_bytes = 1 * TIB,
-        .ref_gpus_per_pcie_switch = 2,
-        .ref_cpu_cores = 128,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        DGX_A100_NODE(1 * TIB),
         .source = "NVIDIA A100 Tensor Core GPU datasheet (40GB SXM: 19.5 FP32 / 156 TF32 / 312 "
                   "BF16 TFLOPS, 1,555 GB/s, NVLink 600 GB/s, PCIe Gen4 64 GB/s); Ampere GA100 "
                   "whitepaper (108 SMs); NVIDIA DGX A100 datasheet (8x 200 Gb/s HDR, 1 TB, 2x "
@@ -134,8 +151,7 @@ static const ap_gpu catalog[] = {
         .name = "a100-sxm4-80g",
         .vendor = "nvidia",
         .mem_bytes = 81920 * AP_MIB,
-        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
-                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .peak_flops = GA100_PEAKS,
         .hbm_bytes_per_s = 2039 * GBPS,
         .sm_count = 108,
         .sm = 80,
@@ -144,13 +160,7 @@ static const ap_gpu catalog[] = {
         .pcie_gen = 4,
         .pcie_bytes_per_s = PCIE4_BPS,
         /* DGX A100 640 GB: as the 320 GB system but 2 TB of host memory. */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 200e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 2,
-        .ref_cpu_cores = 128,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        DGX_A100_NODE(2 * TIB),
         .source = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 19.5 FP32 / 156 TF32 / 312 "
                   "BF16 TFLOPS, 2,039 GB/s HBM2e, NVLink 600 GB/s, PCIe Gen4 64 GB/s); NVIDIA "
                   "DGX A100 datasheet (640 GB version: 8x 200 Gb/s HDR, 2 TB, 2x EPYC 7742); "
@@ -160,8 +170,7 @@ static const ap_gpu catalog[] = {
         .name = "a100-pcie-80g",
         .vendor = "nvidia",
         .mem_bytes = 81920 * AP_MIB,
-        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
-                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .peak_flops = GA100_PEAKS,
         .hbm_bytes_per_s = 1935 * GBPS,
         .sm_count = 108,
         .sm = 80,
@@ -193,8 +202,7 @@ static const ap_gpu catalog[] = {
         .name = "a800-sxm4-80g",
         .vendor = "nvidia",
         .mem_bytes = 81920 * AP_MIB, /* assumed: the A100 80GB's nvidia-smi total */
-        .peak_flops = {[AP_DTYPE_FP32] = 19.5 * TFLOPS, [AP_DTYPE_TF32] = 156 * TFLOPS,
-                       [AP_DTYPE_FP16] = 312 * TFLOPS, [AP_DTYPE_BF16] = 312 * TFLOPS},
+        .peak_flops = GA100_PEAKS,
         .hbm_bytes_per_s = 2039 * GBPS,
         .sm_count = 108,
         .sm = 80,
@@ -204,13 +212,7 @@ static const ap_gpu catalog[] = {
         .pcie_gen = 4,
         .pcie_bytes_per_s = PCIE4_BPS,
         /* assumed: the DGX A100 640 GB system around it (8x 200 Gb/s, 2 TB, 2x EPYC 7742) */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 200e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 2,
-        .ref_cpu_cores = 128,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 3200),
+        DGX_A100_NODE(2 * TIB),
         .source = "NVIDIA statement to Reuters 2022-11-07 and the A800 specification sheet "
                   "(Omnisky listing, heise.de 2022-11-08): the A100 80GB SXM4 (19.5 FP32 / 156 "
                   "TF32 / 312 BF16 TFLOPS, 2,039 GB/s HBM2e, PCIe Gen4 64 GB/s) with NVLink 400 "
@@ -222,11 +224,7 @@ static const ap_gpu catalog[] = {
         .name = "h100-sxm",
         .vendor = "nvidia",
         .mem_bytes = 81559 * AP_MIB,
-        /* H100 whitepaper (SXM5): FP32 66.9, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOPS
-         * dense (the datasheet quotes twice these "with sparsity"). */
-        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
-                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
-                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .peak_flops = GH100_SXM_PEAKS,
         .hbm_bytes_per_s = 3350 * GBPS,
         .sm_count = 132,
         .sm = 90,
@@ -238,16 +236,7 @@ static const ap_gpu catalog[] = {
         /* NVSwitch gen 3 with NVLink SHARP: CUDA multicast objects (CUDA 12.1+, driver 535+;
          * Transformer Engine examples/pytorch/comm_gemm_overlap/README.md) */
         .multicast = 1,
-        /* DGX H100: 8x ConnectX-7 400 Gb/s = 50 GB/s per GPU; 2 TB; 2x Xeon Platinum 8480C (56
-         * cores, 8 DDR5-4800 channels each); each GPU behind its own PCIe switch with its NIC
-         * (nvidia-smi topo on HGX H100: GPU-NIC PIX, GPU-GPU NODE/SYS, NVIDIA/nccl#1264). */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 400e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 1,
-        .ref_cpu_cores = 112,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        DGX_H100_NODE,
         .source = "NVIDIA H100 Tensor Core GPU datasheet and H100 architecture whitepaper (SXM5: "
                   "66.9 FP32 / 494.7 TF32 / 989.4 BF16 / 1978.9 FP8 TFLOPS dense, 3.35 TB/s, "
                   "132 SMs, NVLink 900 GB/s, PCIe Gen5 128 GB/s); NVIDIA DGX H100 datasheet (8x "
@@ -313,13 +302,7 @@ static const ap_gpu catalog[] = {
         .multicast = 1, /* NVSwitch with NVLink SHARP, as h100-sxm */
         /* "backend RDMA network with 400 Gb/s per GPU"; host memory, CPUs and PCIe switches of
          * Grand Teton are not stated there: assumed as DGX H100 */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 400e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 1,
-        .ref_cpu_cores = 112,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        DGX_H100_NODE,
         .source = "pytorch/torchtitan docs/performance.md (Grand Teton: 8 H100 with 96 GB HBM2e, "
                   "2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU); peak: midpoint of H100 "
                   "SXM5 989.4 and H100 NVL 835.5 BF16 TFLOPS dense, the bounds the torchtitan "
@@ -336,9 +319,7 @@ static const ap_gpu catalog[] = {
         .name = "h800-sxm",
         .vendor = "nvidia",
         .mem_bytes = 81559 * AP_MIB, /* assumed: the H100 SXM's nvidia-smi total */
-        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
-                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
-                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .peak_flops = GH100_SXM_PEAKS,
         .hbm_bytes_per_s = 3350 * GBPS,
         .sm_count = 132,
         .sm = 90,
@@ -349,13 +330,7 @@ static const ap_gpu catalog[] = {
         .pcie_gen = 5,
         .pcie_bytes_per_s = PCIE5_BPS,
         /* 50 GB/s of InfiniBand per GPU (DeepSeek-V3, above); host assumed as DGX H100 */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 400e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 1,
-        .ref_cpu_cores = 112,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        DGX_H100_NODE,
         .source = "Reuters 2023-03-21 and NVIDIA's China listing: the H100 SXM5 (66.9 FP32 / "
                   "494.7 TF32 / 989.4 BF16 / 1978.9 FP8 TFLOPS dense, 3.35 TB/s HBM3, 132 SMs, "
                   "PCIe Gen5 128 GB/s) with NVLink 400 GB/s; DeepSeek-V3 report (arXiv "
@@ -369,9 +344,7 @@ static const ap_gpu catalog[] = {
         .mem_bytes = 143771 * AP_MIB,
         /* H200 datasheet (SXM): same tensor cores and clocks as H100 SXM: FP32 67, TF32 989*,
          * BF16 1,979*, FP8 3,958* TFLOPS (* with sparsity). */
-        .peak_flops = {[AP_DTYPE_FP32] = 66.9 * TFLOPS, [AP_DTYPE_TF32] = 494.7 * TFLOPS,
-                       [AP_DTYPE_FP16] = 989.4 * TFLOPS, [AP_DTYPE_BF16] = 989.4 * TFLOPS,
-                       [AP_DTYPE_FP8] = 1978.9 * TFLOPS},
+        .peak_flops = GH100_SXM_PEAKS,
         .hbm_bytes_per_s = 4800 * GBPS,
         .sm_count = 132,
         .sm = 90,
@@ -381,13 +354,7 @@ static const ap_gpu catalog[] = {
         .pcie_bytes_per_s = PCIE5_BPS,
         .multicast = 1, /* NVSwitch with NVLink SHARP, as h100-sxm */
         /* DGX H200: same chassis as DGX H100 (8x 400 Gb/s, 2 TB, 2x Xeon 8480C). */
-        .ref_gpus_per_node = 8,
-        .ref_nics_per_node = 8,
-        .ref_net_bytes_per_s = 400e9 / 8.0,
-        .ref_cpu_mem_bytes = 2 * TIB,
-        .ref_gpus_per_pcie_switch = 1,
-        .ref_cpu_cores = 112,
-        .ref_host_mem_bytes_per_s = DRAM_BPS(2, 8, 4800),
+        DGX_H100_NODE,
         .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, 1,979 "
                   "BF16 / 3,958 FP8 TFLOPS with sparsity, NVLink 900 GB/s, PCIe Gen5 128 GB/s); "
                   "NVIDIA DGX H200 datasheet (8x 400 Gb/s, 2 TB); memory: nvidia-smi "

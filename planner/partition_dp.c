@@ -43,7 +43,7 @@ static void lay_out(pdp *d, unsigned char *base, size_t *at, int **pre, int keye
     const int L = d->L, pp = d->p;
     const size_t cells = (size_t)pp * (size_t)d->nkeys;
     *at = 0;
-    *pre = carve(base, at, (size_t)L + 1, sizeof(int));
+    *pre = keyed ? carve(base, at, (size_t)L + 1, sizeof(int)) : NULL; /* key's prefix sums */
     d->key = keyed ? carve(base, at, (size_t)(L + 1) * (size_t)(L + 1), sizeof(int)) : NULL;
     d->t = carve(base, at, cells, sizeof *d->t);
     d->mem = carve(base, at, cells, sizeof *d->mem);
