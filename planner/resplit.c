@@ -18,7 +18,9 @@
  * the head and loss on the last). So the sum S of the stage times is the same for every split,
  * and the slowest stage M is at least S / p and at least the least M for which the ranks can
  * hold the layers, floor((M - c_r) / alpha) each (alpha the per-layer time, c_r the rank's
- * constant; models with one layer kind). The step time is at least the pipeline time
+ * constant; models with one layer kind; with two, "two layer kinds anywhere" below, read off
+ * the sibling's stage times once per degree combination: a candidate takes the more of its own
+ * bound and its sibling's). The step time is at least the pipeline time
  * (S + (m v - 1) M) / v plus the point-to-point time and the fixed overhead, which no split
  * changes; every other part of the step is non-negative. A candidate recomputing k layers of
  * each stage (not linear in the layers) takes its own bound from the sibling's per-layer time
@@ -100,9 +102,206 @@ static double least_max(int p, int L, int lo, double alpha, double c_first, doub
     return best * alpha;
 }
 
+/* ---- two layer kinds anywhere ------------------------------------------------------------------
+ * Layers of two kinds placed otherwise than a dense prefix on the first rank (Llama 4's MoE
+ * layer every interleave_moe_layer_step layers; DeepSeek's dense prefix spread over ranks): a
+ * rank of d dense and m MoE layers takes c + a d + b m (estimate.c prices one layer of each
+ * kind; c is the first and the last rank's constant, 0 on the others), with the rates a, b >= 0
+ * unknown. A middle rank of the uniform layout holding (d_k, m_k) in x_k says a d_k + b m_k =
+ * x_k, so any (d, m) costs at least x_k min(d / d_k, m / m_k), the least of the linear cost over
+ * that segment of rates (at one of its ends), and at most x_k max(d / d_k, m / m_k): the most of
+ * the lower readings over the middle ranks bounds a rank's cost from below, the least of the
+ * upper ones from above (and so the first and the last rank's constants from below, c >= x -
+ * upper). A middle rank of a split holds some range of n layers, whose MoE layers number
+ * between the least and the most of any range of n (every count between is some range's: a
+ * range moved by one layer gains or loses at most one); the first rank holds [0, n), the last
+ * [L - n, L). Each rank's least time grows with its n, so the least M at which the ranks can
+ * hold the L layers, one at least each, is at most the slowest rank of any split: one of the
+ * ranks' least times (tk_least_max). One chunk per rank (v = 1). The weights of a rank read
+ * the same way bound the data-parallel reduction of MoE models (rest_bound). */
+#define TK_MAX 6     /* middle-rank layer mixes kept (any subset gives a bound) */
+#define TK_LMAX 1024 /* layers at most (a table of every count on the stack) */
+
+/* The model's MoE layers, which depend on its layer count, dense prefix and MoE period only
+ * (ap_model_layer_is_moe): in [0, n) (pre), and the least and most in any n consecutive layers.
+ * Worked out once per pattern and thread: a search keeps one model, and every fill of the
+ * re-split's memo reads them. */
+typedef struct {
+    int valid, moe;
+    int64_t L, fd, f;
+    int pre[TK_LMAX + 1], lo[TK_LMAX + 1], hi[TK_LMAX + 1];
+} tk_pattern;
+
+static const tk_pattern *tk_pattern_of(const ap_model *m) {
+    static _Thread_local tk_pattern pat;
+    const int64_t L = m->layers, fd = m->moe.first_dense_layers,
+                  f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    const int moe = m->moe.experts > 0;
+    if (pat.valid && pat.L == L && pat.fd == fd && pat.f == f && pat.moe == moe) return &pat;
+    for (int64_t n = 0; n <= L; n++) {
+        pat.pre[n] = (int)ap_model_moe_layers_in(m, 0, n);
+        /* ranges starting past the dense layers repeat with the MoE period */
+        int64_t stop = fd + f - 1 < L - n ? fd + f - 1 : L - n, lo = INT64_MAX, hi = -1;
+        for (int64_t a = 0; a <= stop; a++) {
+            int64_t mo = ap_model_moe_layers_in(m, a, a + n);
+            lo = mo < lo ? mo : lo;
+            hi = mo > hi ? mo : hi;
+        }
+        pat.lo[n] = (int)lo;
+        pat.hi[n] = (int)hi;
+    }
+    pat.L = L, pat.fd = fd, pat.f = f, pat.moe = moe, pat.valid = 1;
+    return &pat;
+}
+
+typedef struct {
+    const tk_pattern *pat;
+    int L, pp, nk;
+    int kd[TK_MAX], km[TK_MAX];
+    double kx[TK_MAX];
+    double c[3];       /* the constants of the first, a middle and the last rank */
+    double *T[3];      /* each rank kind's least time for 0..L layers, NAN until worked out */
+} two_kinds;
+
+static inline double tk_min(double a, double b) { return b < a ? b : a; }
+static inline double tk_max(double a, double b) { return b > a ? b : a; }
+
+static double tk_lower(const two_kinds *t, double d, double mo) {
+    double lb = 0;
+    for (int k = 0; k < t->nk; k++) {
+        double r = INFINITY;
+        if (t->kd[k] > 0) r = d / t->kd[k];
+        if (t->km[k] > 0) r = tk_min(r, mo / t->km[k]);
+        lb = tk_max(lb, t->kx[k] * r);
+    }
+    return lb;
+}
+
+static double tk_upper(const two_kinds *t, double d, double mo) {
+    double ub = INFINITY;
+    for (int k = 0; k < t->nk; k++) {
+        double r = 0;
+        if (d > 0) r = t->kd[k] > 0 ? d / t->kd[k] : INFINITY;
+        if (mo > 0) r = tk_max(r, t->km[k] > 0 ? mo / t->km[k] : INFINITY);
+        ub = tk_min(ub, r == INFINITY ? INFINITY : t->kx[k] * r);
+    }
+    return ub;
+}
+
+/* Least time of rank kind w (0 first, 1 middle, 2 last) holding n layers */
+static double tk_eval(const two_kinds *t, int w, int n) {
+    const tk_pattern *pt = t->pat;
+    if (w != 1) {
+        double mo = w == 0 ? pt->pre[n] : pt->pre[t->L] - pt->pre[t->L - n];
+        return t->c[w] + tk_lower(t, n - mo, mo);
+    }
+    double best = INFINITY;
+    for (int mo = pt->lo[n]; mo <= pt->hi[n]; mo++)
+        best = tk_min(best, tk_lower(t, (double)(n - mo), (double)mo));
+    return best;
+}
+
+static double tk_time(const two_kinds *t, int w, int n) {
+    double *T = t->T[w];
+    if (T[n] != T[n]) T[n] = tk_eval(t, w, n); /* NAN: not worked out yet */
+    return T[n];
+}
+
+/* The most layers (0..L) rank kind w holds within M: -1 when not even none (the least times
+ * grow with the layers) */
+static int tk_count(const two_kinds *t, int w, double M) {
+    int lo = -1, hi = t->L;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (tk_time(t, w, mid) <= M) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Layers the first and the last rank hold together within M */
+static int tk_ends(const two_kinds *t, double M) {
+    return tk_count(t, 0, M) + tk_count(t, 2, M);
+}
+
+/* The least of max(first rank's time for i, last rank's for R - i) over 1 <= i, R - i <= L: the
+ * least M at which the two hold R layers (the first rank's time grows with i, the last's falls),
+ * at the crossing found by bisection */
+static double tk_ends_least(const two_kinds *t, int R) {
+    int lo = R - t->L > 1 ? R - t->L : 1, hi = R - 1 < t->L ? R - 1 : t->L;
+    if (lo > hi) return INFINITY;
+    /* the least i in [lo, hi] where the first rank's time reaches the last's */
+    int a = lo, b = hi;
+    while (a < b) {
+        int mid = a + (b - a) / 2;
+        if (tk_time(t, 0, mid) >= tk_time(t, 2, R - mid)) b = mid;
+        else a = mid + 1;
+    }
+    double best = tk_max(tk_time(t, 0, a), tk_time(t, 2, R - a));
+    if (a > lo) best = tk_min(best, tk_max(tk_time(t, 0, a - 1), tk_time(t, 2, R - a + 1)));
+    return best;
+}
+
+/* The least M at which every rank holds a layer and the ranks hold the L layers: first the
+ * least count k of the middle ranks at whose time T1(k) they do, then whether the first and
+ * the last rank can take what the middle ones leave at k - 1 in the times below T1(k) */
+static double tk_least_max(const two_kinds *t) {
+    const int L = t->L, mid_ranks = t->pp - 2;
+    const double low = tk_max(tk_max(tk_time(t, 0, 1), tk_time(t, 1, 1)), tk_time(t, 2, 1));
+    if ((int64_t)mid_ranks * tk_count(t, 1, low) + tk_ends(t, low) >= L) return low;
+    int lo = 1, hi = L;
+    while (lo < hi) {
+        int k = lo + (hi - lo) / 2;
+        double M = tk_max(low, tk_time(t, 1, k));
+        if ((int64_t)mid_ranks * tk_count(t, 1, M) + tk_ends(t, M) >= L) hi = k;
+        else lo = k + 1;
+    }
+    const double Mk = tk_max(low, tk_time(t, 1, lo));
+    if (lo < 2) return Mk;
+    /* below T1(lo) the middle ranks hold lo - 1 at most */
+    double ends = tk_ends_least(t, L - mid_ranks * (lo - 1));
+    double M = tk_max(tk_max(ends, low), tk_time(t, 1, lo - 1));
+    return M < Mk ? M : Mk;
+}
+
+/* The two-kind bound (above) on the slowest of pp >= 3 ranks of x[r] for n[r] layers, one chunk
+ * each; 0 where the layout says nothing (no middle rank with layers) or the model has more
+ * than TK_LMAX layers. */
+static double two_kinds_max(const ap_model *m, int pp, const double *x, const int *n) {
+    two_kinds t = {.L = (int)m->layers, .pp = pp};
+    if (t.L > TK_LMAX) return 0;
+    t.pat = tk_pattern_of(m);
+    int start[AP_MAX_STAGES + 1];
+    start[0] = 0;
+    for (int r = 0; r < pp; r++) start[r + 1] = start[r] + n[r];
+    if (start[pp] != t.L) return 0;
+    for (int r = 1; r < pp - 1; r++) {
+        if (n[r] <= 0) continue;
+        int mo = t.pat->pre[start[r + 1]] - t.pat->pre[start[r]], d = n[r] - mo, k = 0;
+        while (k < t.nk && !(t.kd[k] == d && t.km[k] == mo)) k++;
+        if (k < t.nk) t.kx[k] = tk_min(t.kx[k], x[r]);
+        else if (t.nk < TK_MAX) t.kd[t.nk] = d, t.km[t.nk] = mo, t.kx[t.nk++] = x[r];
+    }
+    if (t.nk == 0) return 0;
+    for (int w = 0; w < 3; w += 2) {
+        int r = w == 0 ? 0 : pp - 1;
+        double mo = t.pat->pre[start[r + 1]] - t.pat->pre[start[r]];
+        double up = tk_upper(&t, n[r] - mo, mo);
+        t.c[w] = up == INFINITY ? 0 : tk_max(0.0, x[r] - up);
+    }
+    double T[3][TK_LMAX + 1];
+    for (int w = 0; w < 3; w++) {
+        t.T[w] = T[w];
+        for (int k = 0; k <= t.L; k++) T[w][k] = NAN;
+    }
+    double M = tk_least_max(&t);
+    return M < INFINITY ? M : 0;
+}
+
 /* The linear reading (search_int.h lin_fit) of x[r] for n[r] layers: not ok with no middle
- * rank, or with layers of two kinds but for a dense prefix held by the first rank. */
-static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int *n,
+ * rank, or with layers of two kinds but for a dense prefix held by the first rank (those take
+ * the two-kind bound where one chunk per rank: two_kinds_max). */
+static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int *n, int two,
                     lin_fit *f) {
     double sum = 0;
     for (int r = 0; r < pp; r++) sum += x[r];
@@ -110,7 +309,10 @@ static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int
     f->mean = sum / pp;
     if (pp < 3) return;
     const int D = ap_model_single_kind(m) ? 0 : ap_model_dense_prefix(m);
-    if (D < 0 || (D > 0 && (v > 1 || n[0] < D))) return;
+    if (D < 0 || (D > 0 && (v > 1 || n[0] < D))) {
+        if (two && v == 1) f->kinds2 = two_kinds_max(m, pp, x, n);
+        return;
+    }
     /* ranks of one kind repeat their (time, layers): one division per run of equal pairs */
     double alpha = INFINITY, xp = NAN;
     int np = -1;
@@ -139,13 +341,14 @@ static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int
  * dense layers' share, at least 0, plus alpha per MoE layer), so the ranks hold the L - D MoE
  * layers, none of them at least one. */
 static double fit_max(int pp, const lin_fit *f) {
-    if (!f->ok) return f->mean;
+    if (!f->ok) return fmax(f->mean, f->kinds2);
     return fmax(f->mean, least_max(pp, f->Lm, f->lo, f->alpha, f->c_first, f->c_last));
 }
 
-static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n) {
+static double least_max_of(const ap_model *m, int pp, int v, const double *x, const int *n,
+                           int two) {
     lin_fit f;
-    fit_lin(m, pp, v, x, n, &f);
+    fit_lin(m, pp, v, x, n, two, &f);
     return fit_max(pp, &f);
 }
 
@@ -275,21 +478,32 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
  * split goes below the estimate's x_floor_s (the per-parameter optimizer and offload terms on
  * the mean rank's parameters, whose sum over the ranks no split changes), which holds for MoE
  * models and ZeRO-3 too. *opt_s: the optimizer part. */
-static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_cand *x,
-                       double *opt_s) {
+/* The least max over splits of the ranks' weight bytes, over the most of e's uniform layout n
+ * (both kinds of layers read, two_kinds_max); 0 where e holds none. */
+static double params_rho(const ap_model *m, const ap_estimate *e, const int *n) {
     const ap_plan *p = &e->plan;
-    const ap_time *t = &e->time;
-    x->dp_s = x->dp_floor_s = x->inv_m = 0;
-    *opt_s = t->x_floor_s > 0 ? t->x_floor_s : 0;
-    if (m->moe.experts > 0 || p->zero >= 3) return;
     double b[AP_MAX_STAGES], bmax = 0;
     for (int r = 0; r < p->pp; r++) {
         b[r] = e->stages[r].params_bytes;
         bmax = fmax(bmax, b[r]);
     }
-    if (!(bmax > 0)) return;
-    double rho = fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n) / bmax);
-    *opt_s = fmax(*opt_s, rho * t->optimizer_s);
+    if (!(bmax > 0)) return 0;
+    return fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n, 1) / bmax);
+}
+
+static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, const rs_memo *mm,
+                       rs_cand *x, double *opt_s) {
+    const ap_plan *p = &e->plan;
+    const ap_time *t = &e->time;
+    x->dp_s = x->dp_floor_s = x->inv_m = 0;
+    *opt_s = t->x_floor_s > 0 ? t->x_floor_s : 0;
+    if (p->zero >= 3) return;
+    /* a plan's weights do not depend on its recompute: at its sibling's ZeRO stage, without
+     * offloaded weights, they are the sibling's */
+    double rho = mm && p->zero == mm->sib_zero && p->offload_params == 0 ? mm->par_rho
+                                                                          : params_rho(m, e, n);
+    if (!(rho > 0)) return;
+    if (m->moe.experts == 0) *opt_s = fmax(*opt_s, rho * t->optimizer_s);
     double nu = t->dp_buckets, fill = t->dp_bucket_fill;
     if (!(nu >= 1) || !(t->dp_red_s + t->dp_ag_s > 0)) return;
     /* n' >= ceil(rho fill): a margin below against rounding (a count taken low only lowers
@@ -342,7 +556,7 @@ static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n) 
     const double w = (double)q->grad_accum * v - 1.0;
     double t[AP_MAX_STAGES];
     const double S = stage_totals(e, t);
-    return (S + w * least_max_of(m, pp, v, t, n)) / v;
+    return (S + w * least_max_of(m, pp, v, t, n, 0)) / v;
 }
 
 /* The sibling's stage times as the memo keeps them: their sum, least max and linear model, and
@@ -353,7 +567,7 @@ static void memo_lin(const ap_model *m, const ap_estimate *e, const int *n, rs_m
     const double w = (double)q->grad_accum * v - 1.0;
     double t[AP_MAX_STAGES];
     const double S = stage_totals(e, t);
-    fit_lin(m, pp, v, t, n, &mm->fit);
+    fit_lin(m, pp, v, t, n, 1, &mm->fit);
     mm->sum_s = S;
     mm->max_s = fit_max(pp, &mm->fit);
     mm->pipe_s = (S + w * mm->max_s) / v;
@@ -419,6 +633,7 @@ static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap
         memo_lin(m, se, n, mm);
         mm->overhead_s = se->time.overhead_s;
         mm->sib_zero = se->plan.zero;
+        mm->par_rho = params_rho(m, se, n);
     }
     mm->valid = 1;
     mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
@@ -483,9 +698,9 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
         return AP_OK;
     }
     double opt_s;
-    rest_bound(m, e, n, x, &opt_s);
+    rest_bound(m, e, n, mm, x, &opt_s);
     x->opt_s = opt_s;
-    const double own = linear_stages(&e->plan) ? pipe_bound(m, e, n)
+    const double own = linear_stages(&e->plan) ? fmax(sib, pipe_bound(m, e, n))
                                                 : fmax(sib, rc_pipe_bound(e, n, mm));
     x->own_s = own + fixed + opt_s;
     return AP_OK;

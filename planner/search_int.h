@@ -96,10 +96,13 @@ double rs_bound(const rs_cand *x, double base_s, double kth_s);
  * first / last rank (resplit.c fit_lin): ok = 0 where that reading does not apply; the ranks
  * then hold Lm layers of the repeated kind, at least lo each (with a dense prefix of D layers:
  * the L - D MoE layers, the first rank's constant and the dense layers taken as free). mean:
- * the mean over the ranks, a bound in any case. */
+ * the mean over the ranks, a bound in any case. kinds2: where ok = 0 for layers of two kinds
+ * placed otherwise (interleaved MoE layers, a dense prefix the first rank does not hold), the
+ * least slowest rank over splits from both kinds' rates (resplit.c two_kinds_max); 0 where
+ * none applies. */
 typedef struct {
     int ok, D, Lm, lo;
-    double alpha, c_first, c_last, mean;
+    double alpha, c_first, c_last, mean, kinds2;
 } lin_fit;
 
 typedef struct rs_memo {
@@ -111,6 +114,9 @@ typedef struct rs_memo {
      * split) and least slowest stage over splits, and the sibling's ZeRO stage */
     lin_fit fit;
     double sum_s, max_s;
+    /* the least max over splits of its ranks' weight bytes over the uniform's most (rho in
+     * resplit.c rest_bound), the same for every plan of its key at its ZeRO stage */
+    double par_rho;
     int sib_zero;
 } rs_memo;
 

@@ -807,6 +807,13 @@ static void test_resplit_brute_force(void) {
          * behind the last chunks' backwards: the bound once took an eighth of a reduction as
          * exposed (a split came in 2% under its own candidate's bound) */
         {"examples/models/qwen2-7b.json", "a100-sxm4-80g", 28, 2048, 960, 4096, AP_TRAINER_MEGATRON, 2, 4, 2, 0},
+        /* an MoE layer every second layer (Llama 4, interleave_moe_layer_step 2) on three and
+         * on four ranks: the bound's two-kind least max (resplit.c two_kinds_max), and the
+         * data-parallel reduction's least max stage of weights with both kinds */
+        {"tests/data/hf/llama-4-maverick-17b-128e.json", "h100-sxm", 12, 48, 48, 4096,
+         AP_TRAINER_MEGATRON, 2, 4, 3, 16},
+        {"tests/data/hf/llama-4-maverick-17b-128e.json", "h100-sxm", 14, 64, 64, 4096,
+         AP_TRAINER_MEGATRON, 2, 4, 4, 16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ap_model m = load(cases[i].model);
