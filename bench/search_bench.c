@@ -8,7 +8,8 @@
  *     independent one-thread searches side by side;
  *   one plan evaluation (the unpruned enumeration's time / plans evaluated): under 0.5 us;
  *   pruning is safe: the unpruned enumeration returns the same top 10 (this IS asserted);
- *   the sweeps megatron-1t 64..16384 and llama-3.1-405b 4096..65536 and the nothing-fits
+ *   the sweeps megatron-1t 64..16384, llama-3.1-405b 4096..65536 and llama-4-maverick (MoE
+ *     layers interleaved with dense ones) 8..16384, and the nothing-fits
  *     megatron-1t on 64 GPUs (the closest plan's joint choice), one core and all cores;
  *   the GLPK joint program for llama-3.1-405b pp 8 (binaries, time).
  * Times are CPU seconds of the process (one core) unless marked wall. Usage:
@@ -223,6 +224,11 @@ int main(int argc, char **argv) {
           2048, m.seq_len);
     sweep("llama-3.1-405b sweep 4096..65536 h100, gbs 1024", &big, "h100-sxm", 4096, 65536,
           1024, big.seq_len);
+    /* an MoE layer every second layer (Llama 4): the re-split's two-kind bound (resplit.c) */
+    ap_model mav;
+    if (!load(dir, "tests/data/hf/llama-4-maverick-17b-128e.json", &mav)) return 1;
+    sweep("llama-4-maverick sweep 8..16384 a100-80g, gbs 960", &mav, "a100-sxm4-80g", 8, 16384,
+          960, 4096);
     /* nothing fits: the closest plan gets the joint choice */
     ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 64, &c);
     ap_search_opts_init(&o);
