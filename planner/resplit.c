@@ -491,7 +491,7 @@ static double params_rho(const ap_model *m, const ap_estimate *e, const int *n) 
     return fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n, 1) / bmax);
 }
 
-static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, const rs_memo *mm,
+static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_memo *mm,
                        rs_cand *x, double *opt_s) {
     const ap_plan *p = &e->plan;
     const ap_time *t = &e->time;
@@ -499,9 +499,14 @@ static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, co
     *opt_s = t->x_floor_s > 0 ? t->x_floor_s : 0;
     if (p->zero >= 3) return;
     /* a plan's weights do not depend on its recompute: at its sibling's ZeRO stage, without
-     * offloaded weights, they are the sibling's */
-    double rho = mm && p->zero == mm->sib_zero && p->offload_params == 0 ? mm->par_rho
-                                                                          : params_rho(m, e, n);
+     * offloaded weights, they are the sibling's, read once per memo entry */
+    double rho;
+    if (mm && p->zero == mm->sib_zero && p->offload_params == 0) {
+        if (mm->par_rho != mm->par_rho) mm->par_rho = params_rho(m, e, n); /* NAN: not yet */
+        rho = mm->par_rho;
+    } else {
+        rho = params_rho(m, e, n);
+    }
     if (!(rho > 0)) return;
     if (m->moe.experts == 0) *opt_s = fmax(*opt_s, rho * t->optimizer_s);
     double nu = t->dp_buckets, fill = t->dp_bucket_fill;
@@ -633,7 +638,7 @@ static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap
         memo_lin(m, se, n, mm);
         mm->overhead_s = se->time.overhead_s;
         mm->sib_zero = se->plan.zero;
-        mm->par_rho = params_rho(m, se, n);
+        mm->par_rho = NAN; /* rest_bound reads it at its first use */
     }
     mm->valid = 1;
     mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
@@ -643,7 +648,7 @@ static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap
 
 static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                               const ap_estimate_opts *eo, const ap_plan *p, const int *n,
-                              rs_scratch *sc, const rs_memo **out, ap_err *err) {
+                              rs_scratch *sc, rs_memo **out, ap_err *err) {
     *out = NULL;
     int hit;
     rs_memo *mm = memo_slot(sc, p, &hit);
@@ -685,7 +690,7 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     int n[AP_MAX_STAGES];
     rank_layers(m, &e->plan, n);
     const double fixed = e->time.pp_comm_s + e->time.overhead_s;
-    const rs_memo *mm;
+    rs_memo *mm;
     ap_status st = sibling_memo(m, c, o, eo, &e->plan, n, sc, &mm, err);
     if (st != AP_OK || !mm) return st;
     const double sib = mm->pipe_s;
@@ -715,7 +720,7 @@ ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_searc
                           double *lb, ap_err *err) {
     int n[AP_MAX_STAGES];
     rank_layers(m, p, n);
-    const rs_memo *mm;
+    rs_memo *mm;
     *lb = 0;
     ap_status st = sibling_memo(m, c, o, eo, p, n, sc, &mm, err);
     if (st == AP_OK && mm) *lb = member_lb(mm);
