@@ -300,7 +300,7 @@ static double two_kinds_max(const ap_model *m, int pp, const double *x, const in
 
 /* The linear reading (search_int.h lin_fit) of x[r] for n[r] layers: not ok with no middle
  * rank, or with layers of two kinds but for a dense prefix held by the first rank (those take
- * the two-kind bound where one chunk per rank: two_kinds_max). */
+ * the two-kind bound, two_kinds_max, where `two` asks for it and each rank holds one chunk). */
 static void fit_lin(const ap_model *m, int pp, int v, const double *x, const int *n, int two,
                     lin_fit *f) {
     double sum = 0;
@@ -453,31 +453,6 @@ static void rank_layers(const ap_model *m, const ap_plan *q, int *n) {
     }
 }
 
-/* What a split adds beyond the pipeline, bounded below. The data-parallel reduction and
- * parameter all-gather (estimate.c dp_reduction) are, for the stage with the most parameters P,
- * g(P) = n f(P / n) each: n buckets (ceil(P / B) for the trainer's bucket size B, else one per
- * layer and the embedding) of one collective f of the bucket's bytes. NCCL's model makes f a
- * latency plus bytes over a bandwidth, the least over its algorithms and protocols, so f grows
- * with the bytes and f(b) / b does not (a least of lines through non-negative intercepts).
- * Every split has P' >= rho P_u (rho = the least possible max stage parameters over the
- * uniform's, least_max_of; dense models below ZeRO-3 only, MoE stages shard their expert states
- * differently and ZeRO-3 mixes its gathers into the stage time): where its bucket b' <= b_u,
- * g(P') >= (P' / b_u) f(b_u) >= rho g(P_u); where b' > b_u, g(P') >= n' f(b_u) with n' >=
- * ceil(rho P_u / B) buckets (one per layer: n' >= 1). So g(P') >= g(P_u) min(rho, n'_lb / n_u).
- * One bucket stays exposed whatever the overlap (the last one; per micro-batch where the
- * trainer reduces every micro-batch): b' >= min(rho P_u, B / 2) (a bucket holds more than half
- * of B once there are two), or rho P_u / (L + 1) one per layer, so f(b') >= f(b_u) times that
- * over b_u when below 1. The overlap hides at most `window` backward (reduction) and forward
- * (all-gather) passes of one rank (estimate.c: ((v - 1) p + 1) / v of them under the
- * interleaved schedule, at most m), each below the pipeline time / m < k-th step / m for a split
- * that could enter the ranking. A trainer reducing every micro-batch hides up to m passes: only
- * the floor holds then. What hides slows the compute beside it (estimate.h AP_OVERLAP_COST c):
- * the step pays (1 - c) x exposed + c x total, bounded by the same with each bound (rs_bound).
- * The optimizer step grows with the stage's parameters alone (Adam's
- * passes over memory, no latency): rho of the uniform's; and with the optimizer's offload, no
- * split goes below the estimate's x_floor_s (the per-parameter optimizer and offload terms on
- * the mean rank's parameters, whose sum over the ranks no split changes), which holds for MoE
- * models and ZeRO-3 too. *opt_s: the optimizer part. */
 /* The least max over splits of the ranks' weight bytes, over the most of e's uniform layout n
  * (both kinds of layers read, two_kinds_max); 0 where e holds none. */
 static double params_rho(const ap_model *m, const ap_estimate *e, const int *n) {
@@ -491,6 +466,33 @@ static double params_rho(const ap_model *m, const ap_estimate *e, const int *n) 
     return fmin(1.0, least_max_of(m, p->pp, p->vp > 1 ? p->vp : 1, b, n, 1) / bmax);
 }
 
+/* What a split adds beyond the pipeline, bounded below. The data-parallel reduction and
+ * parameter all-gather (estimate.c dp_reduction) are, for the stage with the most parameters P,
+ * g(P) = n f(P / n) each: n buckets (ceil(P / B) for the trainer's bucket size B, else one per
+ * layer and the embedding) of one collective f of the bucket's bytes. NCCL's model makes f a
+ * latency plus bytes over a bandwidth, the least over its algorithms and protocols, so f grows
+ * with the bytes and f(b) / b does not (a least of lines through non-negative intercepts).
+ * Every split has P' >= rho P_u (rho = the least possible max stage parameters over the
+ * uniform's, params_rho; below ZeRO-3 only, which mixes its gathers into the stage time; MoE
+ * models read with both layer kinds, as the reduction counts a stage's dense and expert
+ * parameters together): where its bucket b' <= b_u,
+ * g(P') >= (P' / b_u) f(b_u) >= rho g(P_u); where b' > b_u, g(P') >= n' f(b_u) with n' >=
+ * ceil(rho P_u / B) buckets (one per layer: n' >= 1). So g(P') >= g(P_u) min(rho, n'_lb / n_u).
+ * One bucket stays exposed whatever the overlap (the last one; per micro-batch where the
+ * trainer reduces every micro-batch): b' >= min(rho P_u, B / 2) (a bucket holds more than half
+ * of B once there are two), or rho P_u / (L + 1) one per layer, so f(b') >= f(b_u) times that
+ * over b_u when below 1. The overlap hides at most `window` backward (reduction) and forward
+ * (all-gather) passes of one rank (estimate.c: ((v - 1) p + 1) / v of them under the
+ * interleaved schedule, at most m), each below the pipeline time / m < k-th step / m for a split
+ * that could enter the ranking. A trainer reducing every micro-batch hides up to m passes: only
+ * the floor holds then. What hides slows the compute beside it (estimate.h AP_OVERLAP_COST c):
+ * the step pays (1 - c) x exposed + c x total, bounded by the same with each bound (rs_bound).
+ * The optimizer step grows with the stage's parameters alone (Adam's
+ * passes over memory, no latency): rho of the uniform's for dense models (MoE stages shard
+ * their expert states over another group, so not theirs); and with the optimizer's offload, no
+ * split goes below the estimate's x_floor_s (the per-parameter optimizer and offload terms on
+ * the mean rank's parameters, whose sum over the ranks no split changes), which holds for MoE
+ * models and ZeRO-3 too. *opt_s: the optimizer part. */
 static void rest_bound(const ap_model *m, const ap_estimate *e, const int *n, rs_memo *mm,
                        rs_cand *x, double *opt_s) {
     const ap_plan *p = &e->plan;
@@ -705,8 +707,8 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     double opt_s;
     rest_bound(m, e, n, mm, x, &opt_s);
     x->opt_s = opt_s;
-    const double own = linear_stages(&e->plan) ? fmax(sib, pipe_bound(m, e, n))
-                                                : fmax(sib, rc_pipe_bound(e, n, mm));
+    const double own = fmax(sib, linear_stages(&e->plan) ? pipe_bound(m, e, n)
+                                                          : rc_pipe_bound(e, n, mm));
     x->own_s = own + fixed + opt_s;
     return AP_OK;
 }

@@ -115,7 +115,8 @@ typedef struct rs_memo {
     lin_fit fit;
     double sum_s, max_s;
     /* the least max over splits of its ranks' weight bytes over the uniform's most (rho in
-     * resplit.c rest_bound), the same for every plan of its key at its ZeRO stage */
+     * resplit.c rest_bound), the same for every plan of its key at its ZeRO stage; NAN until
+     * the first such plan reads it */
     double par_rho;
     int sib_zero;
 } rs_memo;
