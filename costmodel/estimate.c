@@ -936,8 +936,16 @@ static void stage_zero3(const est *E, stage *S) {
         return;
     }
     double comm = passes * ag + rs;
-    double comp = S->fwd_c + S->bwd_c + S->rec;
-    S->z3 = p->overlap_param ? fmax(0.0, comm - comp) + ag / ag_calls : comm;
+    /* each phase hides only behind its own compute: a unit's forward needs its gathered
+     * parameters before it runs (the prefetch runs one unit ahead), so the forward's gathers
+     * overlap the forward and the backward's gathers and reduce-scatters the backward and
+     * its recomputation; the first gather and the last reduce-scatter (after the last
+     * backward, awaited before the optimizer step) have nothing beside them */
+    double fwd = ag, bwd = comm - ag;
+    S->z3 = p->overlap_param ? fmax(0.0, fwd - S->fwd_c) + ag / ag_calls +
+                                   fmax(0.0, bwd - S->bwd_c - S->rec) + rs / rs_calls
+                             : comm;
+    S->z3 = fmin(S->z3, comm);
     S->z3 += overlap_cost_s(comm - S->z3); /* what the hidden part costs the compute */
 }
 
