@@ -701,8 +701,10 @@ void ap_kernels_coll_terms(const ap_kernels *k, ap_coll_op op, int nranks, int n
     int cls = k ? k->compcap_class : 1;
     double ll_cap = (nnodes == 1 ? ll_max_gbps_single[cls < 0 ? 0 : cls > 3 ? 3 : cls]
                                  : ll_max_gbps_multi[nnodes - 1 < 2 ? nnodes - 1 : 2]) * 1e9;
-    /* LL128 is on by default on Hopper and newer, and on Ampere inside an NVLink node */
-    int ll128_ok = cls >= 2 || (nnodes == 1 && intra_nvlink && cls == 1);
+    /* LL128 is on by default on Hopper and newer, and on Ampere with NVLink inside the node,
+     * across nodes too where the NIC sits on the GPU's PCIe switch (tuning.cc: typeInter <=
+     * PATH_PXB, as on DGX A100, catalog.c) */
+    int ll128_ok = cls >= 2 || (intra_nvlink && cls == 1);
     nccl_shape sh = nccl_shape_of(op, nranks, nnodes, intra_nvlink);
     for (int algo = 0; algo < 2; algo++) {
         if (algo == 1 && op != AP_COLL_ALLREDUCE_OP) continue;

@@ -181,6 +181,16 @@ static void test_nccl_latency(void) {
     /* at scale the latency dominates small calls: 1024 ranks cost far more than 8 */
     CHECK(ap_kernels_coll_s(a, AP_COLL_ALLGATHER_OP, 1e6, 1024, 128, 24e9, 1) >
           10 * ap_kernels_coll_s(a, AP_COLL_ALLGATHER_OP, 1e6, 8, 1, 232e9, 1));
+    /* NCCL tries LL128 on Ampere with NVLink across nodes too (tuning.cc, NIC on the GPU's
+       PCIe switch): ring and tree, each LL, LL128 and Simple, for an all-reduce of 16 ranks
+       on 2 nodes; the ring's three for an all-gather; without NVLink LL and Simple only */
+    ap_coll_terms ct;
+    ap_kernels_coll_terms(a, AP_COLL_ALLREDUCE_OP, 16, 2, 100e9, 1, &ct);
+    CHECK(ct.n == 6);
+    ap_kernels_coll_terms(a, AP_COLL_ALLGATHER_OP, 16, 2, 100e9, 1, &ct);
+    CHECK(ct.n == 3);
+    ap_kernels_coll_terms(a, AP_COLL_ALLGATHER_OP, 16, 2, 100e9, 0, &ct);
+    CHECK(ct.n == 2);
     /* time grows with size and falls with bandwidth */
     for (double b2 = 1e3; b2 < 1e10; b2 *= 10) {
         CHECK(ap_kernels_coll_s(a, AP_COLL_REDUCESCATTER_OP, b2 * 10, 64, 8, 50e9, 1) >=
