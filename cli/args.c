@@ -102,6 +102,11 @@ ap_status ap_flags_parse(ap_flags *fl, int argc, char **argv, int max_pos, int *
             if (i + 1 >= argc)
                 return ap_err_set(err, AP_ERR_INPUT, "--%s needs a value (%s)", nbuf,
                                   f->meta ? f->meta : "VALUE");
+            /* a value never starts with "--": `--tp --gpus 8` lacks the value of --tp
+               instead of setting it to "--gpus" */
+            if (argv[i + 1][0] == '-' && argv[i + 1][1] == '-' && argv[i + 1][2] != '\0')
+                return ap_err_set(err, AP_ERR_INPUT, "--%s needs a value (%s) before %s", nbuf,
+                                  f->meta ? f->meta : "VALUE", argv[i + 1]);
             val = argv[++i];
         }
         if (f->kind == AP_FLAG_VALUE && *val == '\0')

@@ -390,6 +390,29 @@ static void print_measured(const vresult *r, ap_flags *fl) {
     ap_db_close(db);
 }
 
+/* --profile NAME names a stored profile, refused up front like estimate's (a misspelt name
+ * would otherwise leave the comparison out without a word). */
+static ap_status check_profile(ap_flags *fl, ap_err *err) {
+    const char *want = ap_flags_value(fl, "profile");
+    if (!want || !strcmp(want, "none")) return AP_OK;
+    ap_status st = ap_db_profile_check_name(want, "--profile", err);
+    if (st != AP_OK) return st;
+    ap_db *db = NULL;
+    int missing = 0;
+    if ((st = ap_cli_db_open_ro(fl, &db, &missing, err)) != AP_OK) return st;
+    if (missing)
+        return ap_err_set(err, AP_ERR_INPUT, "--profile %s: there is no database yet (autoplan "
+                          "profile import or profile bench stores one)", want);
+    ap_profile p;
+    st = ap_db_profile_get(db, want, &p, err);
+    if (st == AP_OK && !p.n)
+        st = ap_err_set(err, AP_ERR_INPUT, "--profile %s: no such profile (autoplan profile "
+                        "list)", want);
+    ap_profile_free(&p);
+    ap_db_close(db);
+    return st;
+}
+
 int ap_cmd_validate(int argc, char **argv) {
     ap_flags fl = {0};
     ap_err err = {{0}};
@@ -413,6 +436,7 @@ int ap_cmd_validate(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
+    if ((st = check_profile(&fl, &err)) != AP_OK) return ap_cli_fail(st, &err);
     const char *path = ap_flags_value(&fl, "data");
     char dflt[4096];
     if (!path) {

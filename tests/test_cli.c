@@ -791,6 +791,10 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 16 --tp 16", "NVLink");
     bad("estimate '%s' --gpus 16 --trainer deepspeed --pp 2 --zero 3", "pipeline");
     bad("estimate '%s' --gpus 8 --mbs", "needs a value");
+    bad("estimate '%s' --tp --gpus 8", "--tp needs a value (N) before --gpus");
+    /* validate's --profile names a stored profile, as estimate's does (%s unused) */
+    bad("validate --profile nope", "--profile nope");
+    bad("validate --profile 'bad name!'", "a profile name may hold");
     bad("estimate '%s' --gpus 8 --sp=1", "takes no value");
     bad("estimate '%s' --gpus 8 --stage-layers 16,x", "--stage-layers");
     bad("estimate '%s' --gpus 8 --pp 2 --stage-layers 10,10", "sum to");
