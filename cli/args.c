@@ -423,6 +423,11 @@ static ap_status cluster_flags(ap_flags *fl, ap_request *rq, int *counts, int *n
         (st = opt_bw(fl, "nvme-read-bw", &rq->nvme_read_bw, err)) != AP_OK ||
         (st = opt_bw(fl, "nvme-write-bw", &rq->nvme_write_bw, err)) != AP_OK)
         return st;
+    /* one bandwidth for both directions, or each direction its own: not both */
+    if (ap_flags_isset(fl, "nvme-bw") &&
+        (ap_flags_isset(fl, "nvme-read-bw") || ap_flags_isset(fl, "nvme-write-bw")))
+        return ap_err_set(err, AP_ERR_INPUT, "--nvme-bw sets both directions: give it or "
+                          "--nvme-read-bw / --nvme-write-bw, not both");
     rq->allow_cross_node_tp = ap_flags_isset(fl, "allow-cross-node-tp");
     return AP_OK;
 }

@@ -792,6 +792,7 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 16 --trainer deepspeed --pp 2 --zero 3", "pipeline");
     bad("estimate '%s' --gpus 8 --mbs", "needs a value");
     bad("estimate '%s' --tp --gpus 8", "--tp needs a value (N) before --gpus");
+    bad("estimate '%s' --gpus 8 --nvme-bw 1GB/s --nvme-read-bw 5GB/s", "not both");
     /* validate's --profile names a stored profile, as estimate's does (%s unused) */
     bad("validate --profile nope", "--profile nope");
     bad("validate --profile 'bad name!'", "a profile name may hold");
