@@ -205,6 +205,18 @@ static ap_status check_numbers(const ap_json *entry, const char *where, const ap
     int fits = e->device_peak_bytes + e->headroom_bytes <= e->capacity_bytes && e->host_fits;
     if (fits != e->fits || ap_json_get(mem, "fits") == NULL)
         return ap_err_set(err, AP_ERR_INPUT, "%s: 'fits' does not follow from the memory", where);
+    /* MFU and HFU are the model's and the hardware's TFLOP/s over the dense 16-bit peak
+     * (estimate.c throughput), and the hardware's FLOPs hold the model's */
+    const ap_json *th = ap_json_get(entry, "throughput");
+    double mt = num_at(th, "model_tflops_per_gpu", NULL), ht = num_at(th, "hw_tflops_per_gpu", NULL);
+    double ref = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
+                                                      : c->gpu.peak_flops[AP_DTYPE_FP16];
+    if (ref <= 0) ref = c->gpu.peak_flops[AP_DTYPE_FP32];
+    if (!(mt > 0 && mt <= 1e9 && ht >= mt * (1.0 - SAME_REL) && ht <= 1e9) ||
+        !same(num_at(th, "mfu", NULL), mt * 1e12 / ref) ||
+        !same(num_at(th, "hfu", NULL), ht * 1e12 / ref))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: the stored TFLOP/s, MFU and HFU disagree",
+                          where);
     const char *conf = str_at(entry, "confidence");
     if (!conf || strcmp(conf, ap_confidence_name(ap_estimate_confidence(e))) != 0)
         return ap_err_set(err, AP_ERR_INPUT, "%s: the confidence does not follow from the memory",

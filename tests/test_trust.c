@@ -185,7 +185,7 @@ static void item02_cached_results(void) {
         memcpy(fresh_table, t1, (size_t)(t2 - t1));
     CHECK(fresh_table[0] != '\0');
     /* each variant: a warning, the fresh answer, exit 0, and the row repaired */
-    for (int v = 0; v < 8; v++) {
+    for (int v = 0; v < 9; v++) {
         ap_json *bad = ap_json_duplicate(good);
         ap_json *p0 = ap_json_at(ap_json_get(bad, "plans"), 0);
         const char *what = "";
@@ -222,6 +222,11 @@ static void item02_cached_results(void) {
             /* a 'fastest' plan slower than the first one shown */
             ap_json_add(bad, "fastest", ap_json_duplicate(ap_json_at(ap_json_get(bad, "plans"), 1)));
             what = "forged fastest";
+            break;
+        case 8:
+            /* an MFU of 500%: the TFLOP/s, MFU and HFU no longer agree */
+            set_number(field_path(p0, "throughput", NULL, NULL), "mfu", 5.0);
+            what = "forged mfu";
             break;
         }
         int rc = with_planted(exported, bad, args, &out, &err);
