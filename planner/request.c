@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "autoplan/hetero.h"
+#include "autoplan/kernels.h"
 #include "autoplan/profile.h"
 #include "autoplan/text.h"
 
@@ -204,7 +205,24 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
         return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe %s: %s scales FP8 %s only",
                           ap_fp8_recipe_name(p->fp8_recipe), tc->display,
                           ap_fp8_recipe_name(tc->fp8_recipe_default));
+    /* pins no plan can make legal are refused here, in the words estimate refuses them, not
+     * answered by a search with "nothing fits": fp32 outside the runtime, an attention kernel
+     * without figures on this GPU for the model's head size (estimate.c) */
+    if (ap_request_given(rq->plan_given, "dtype") && p->dtype == AP_DTYPE_FP32 &&
+        p->trainer != AP_TRAINER_RUNTIME)
+        return ap_err_set(err, AP_ERR_INPUT, "--dtype fp32: %s trains in bf16, fp16 or fp8, not "
+                          "fp32 (fp32 is the runtime trainer's: autoplan run)", tc->name);
     const char *impl = ap_attn_impl_name(p->attn_impl);
+    if (ap_request_given(rq->plan_given, "attn_impl") && p->attn_impl != AP_ATTN_AUTO &&
+        p->attn_impl != AP_ATTN_UNFUSED && p->flash_attn) {
+        const ap_kernels *k = ap_kernels_published(&r->cluster.gpu);
+        double f = 0, b = 0, seq = p->seq > 0 ? (double)p->seq : (double)r->model.seq_len;
+        if (k) ap_kernels_attn_eff(k, p->attn_impl, 1, (double)r->model.head_dim, seq, &f, &b);
+        if (k && !(f > 0 && b > 0))
+            return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: attention '%s' does not run on "
+                              "%s (no kernel figures for it: `autoplan profile show %s`)", impl,
+                              impl, r->cluster.gpu.name, r->cluster.gpu.name);
+    }
     if (ap_request_given(rq->plan_given, "attn_impl") && p->attn_impl != AP_ATTN_AUTO &&
         p->attn_impl != AP_ATTN_UNFUSED && !p->flash_attn) {
         if (ap_request_given(rq->plan_given, "flash_attn"))
@@ -558,6 +576,9 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->allow_cross_node_tp = r->allow_cross_node_tp;
     so->est = r->est;
     ap_status st = merge_fix(rq, r, err);
+    if (st == AP_OK && so->fixed.ep > 1 && r->model.moe.experts == 0)
+        st = ap_err_set(err, AP_ERR_INPUT, "ep %d: %s is a dense model (no experts to split)",
+                        so->fixed.ep, r->model.name);
     if (st == AP_OK) st = search_hetero(rq, r, err);
     if (st == AP_OK) st = ap_request_check_pins(rq, r->cluster.gpus, err);
     if (st != AP_OK) return st;
