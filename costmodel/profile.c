@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoplan/hw.h"
+
 /* ---- the vocabulary --------------------------------------------------------------------- */
 
 typedef struct {
@@ -253,6 +255,20 @@ ap_status ap_profile_row_check(const ap_profile_row *r, ap_err *err) {
             return ap_err_set(err, AP_ERR_INPUT, "op 'device_mem' bytes: must be > 0");
     } else if (!(r->time_s > 0)) {
         return ap_err_set(err, AP_ERR_INPUT, "op '%s' time_s: must be > 0", r->op);
+    }
+    /* physics: no kernel computes faster than the GPU's fastest tensor-core peak (catalog
+     * GPUs; 10% over it for boost clocks), and a stated rate is the one its time gives */
+    if (o->rate == RATE_FLOPS && r->time_s > 0) {
+        double rate = ap_profile_row_flops(r) / r->time_s;
+        const ap_gpu *g = ap_gpu_find(r->gpu);
+        double peak = 0;
+        for (int d = 0; g && d < AP_DTYPE_COUNT; d++) peak = fmax(peak, g->peak_flops[d]);
+        if (peak > 0 && rate > 1.1 * peak)
+            return ap_err_set(err, AP_ERR_INPUT, "op '%s' time_s: %g s gives %.3g FLOP/s, over "
+                              "%s's peak %.3g", r->op, r->time_s, rate, r->gpu, peak);
+        if (r->flops_per_s > 0 && fabs(r->flops_per_s - rate) > 0.01 * rate)
+            return ap_err_set(err, AP_ERR_INPUT, "op '%s' flops_per_s: %g is not the %.4g its "
+                              "shape and time_s give", r->op, r->flops_per_s, rate);
     }
     if (r->samples < 1)
         return ap_err_set(err, AP_ERR_INPUT, "samples: must be >= 1, got %lld",
