@@ -224,6 +224,28 @@ static ap_status check_fields(const ap_json *root, const char *where, ap_err *er
     return AP_OK;
 }
 
+/* A "nodes" entry has only a GPU type and count. The cluster-wide fields (network_bw, cpu_mem,
+ * ...) are read from the top level alone, so one given per node would be silently ignored: it
+ * is refused with a pointer to the top level, and any other key like a top-level typo. */
+static ap_status check_node_fields(const ap_json *node, const char *w, ap_err *err) {
+    static const char *const node_fields[] = {"gpu", "gpus"};
+    for (ap_json *m = ap_json_first(node); m; m = ap_json_next(m)) {
+        const char *k = ap_json_key(m);
+        if (!k || k[0] == '_') continue; /* "_note": free-form comments, as at the top level */
+        if (!strcmp(k, node_fields[0]) || !strcmp(k, node_fields[1])) continue;
+        for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++)
+            if (!strcmp(k, known_fields[i]))
+                return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' is not supported per node; "
+                                  "give it at the top level of the cluster file (it applies to "
+                                  "every node)", w, k);
+        int d0 = ap_edit_distance(k, node_fields[0]), d1 = ap_edit_distance(k, node_fields[1]);
+        return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%.64s' (did you mean '%s'? a "
+                          "node entry has only 'gpu' and 'gpus')", w, k,
+                          node_fields[d1 < d0 ? 1 : 0]);
+    }
+    return AP_OK;
+}
+
 /* A bandwidth or size field: a string with a unit. A bare JSON number is refused with a hint. */
 static ap_status get_quantity(const ap_json *root, const char *key, int is_bw, double *out,
                               int *present, const char *where, ap_err *err) {
@@ -315,6 +337,7 @@ static ap_status read_nodes(const ap_json *root, const char *where, const ap_gpu
             if (!ap_json_is_object(e))
                 return ap_err_set(err, AP_ERR_INPUT, "%s: must be an object, got %s", w,
                                   ap_json_type_name(e));
+            if ((st = check_node_fields(e, w, err)) != AP_OK) return st;
             char name[64];
             if ((st = ap_json_get_str(e, "gpu", name, sizeof name, NULL, w, err)) != AP_OK)
                 return st;

@@ -141,10 +141,31 @@ static ap_status plain_act(rd *r, const char *key, const char *def, ap_model *m)
 
 /* ---- rotary and attention-pattern fields shared by the rotary families -------------------- */
 
+/* rope_scaling's rope_type (or the legacy type; rope_type wins, as in transformers) into buf,
+ * "" when neither is given. Only the rope types of transformers' modeling_rope_utils.py pass,
+ * plus the legacy names older configs carry: Phi-3's "su" (now longrope) and Qwen2-VL's "mrope"
+ * (read as default). A misspelt type would otherwise reach the trainer configs as a scaling
+ * nobody implements. */
+static ap_status rope_type_of(rd *r, const ap_json *rs, const char *w, char *buf, size_t n) {
+    int given = 0, present = 0;
+    buf[0] = '\0';
+    TRY(ap_json_get_str(rs, "type", buf, n, &given, w, r->err));
+    TRY(ap_json_get_str(rs, "rope_type", buf, n, &present, w, r->err));
+    if (!given && !present) return AP_OK;
+    static const char *const types[] = {"default", "linear", "dynamic", "yarn", "longrope",
+                                        "llama3", "su", "mrope", NULL};
+    for (const char *const *t = types; *t; t++)
+        if (!strcmp(buf, *t)) return AP_OK;
+    char cb[48];
+    return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported (default, "
+                      "linear, dynamic, yarn, longrope, llama3, su, mrope)", w,
+                      present ? "rope_type" : "type", ap_text_line(cb, sizeof cb, buf, 40));
+}
+
 /* rope_theta (default `theta_def`), partial_rotary_factor and rope_scaling (Llama 3.x "llama3",
  * DeepSeek "yarn", Phi-3 "longrope", ...): no parameter count changes, but the trainer configs
  * must carry them (emit_megatron.c --rotary-base, --rope-scaling-factor). rope_scaling must be
- * null or an object whose rope_type/type is a string and factor a positive number. */
+ * null or an object whose rope_type/type is a known rope type and factor a positive number. */
 static ap_status read_rope(rd *r, double theta_def, ap_model *m) {
     int present = 0;
     m->rope_theta = theta_def;
@@ -158,10 +179,9 @@ static ap_status read_rope(rd *r, double theta_def, ap_model *m) {
     if (!ap_json_is_object(rs))
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'rope_scaling' must be an object or "
                           "null, got %s", r->where, ap_json_type_name(rs));
-    char w[256], buf[64] = "";
+    char w[256], buf[64];
     snprintf(w, sizeof w, "%s: rope_scaling", r->where);
-    TRY(ap_json_get_str(rs, "type", buf, sizeof buf, &present, w, r->err));
-    TRY(ap_json_get_str(rs, "rope_type", buf, sizeof buf, &present, w, r->err));
+    TRY(rope_type_of(r, rs, w, buf, sizeof buf));
     snprintf(m->rope_scaling, sizeof m->rope_scaling, "%.15s", buf[0] ? buf : "linear");
     double f = 0;
     TRY(ap_json_get_real(rs, "factor", 1e-6, 1e6, &f, &present, w, r->err));
@@ -274,13 +294,33 @@ static ll_traits traits_of(ll_kind k) {
     return t;
 }
 
-/* Mixtral / PhiMoE / MiniCPM-MoE: num_local_experts (MiniCPM: num_experts) experts of
+/* No experts (`experts_given`: the field says 0; else its default is 0) is a dense model only
+ * when `topk_key` asks for none either (absent, null or 0). With top-k > 0 the file means a MoE
+ * whose expert count is missing or wrong: transformers would build a router over zero experts,
+ * and reading it as dense would silently count a different model. */
+static ap_status no_experts_no_topk(rd *r, const char *experts_key, int experts_given,
+                                    const char *topk_key) {
+    int64_t k = 0;
+    TRY(opt_int(r, topk_key, 0, AP_MODEL_MAX_EXPERTS, 0, &k));
+    if (k > 0)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' %s but '%s' = %lld (a dense "
+                          "model routes to no experts: give the experts or drop '%s')", r->where,
+                          experts_key, experts_given ? "= 0" : "is absent (0 experts)", topk_key,
+                          (long long)k, topk_key);
+    return AP_OK;
+}
+
+/* Mixtral / PhiMoE / MiniCPM-MoE / gpt-oss: num_local_experts (MiniCPM: num_experts) experts of
  * intermediate_size, num_experts_per_tok active, every layer MoE (modeling_mixtral.py
  * MixtralBlockSparseTop2MLP, modeling_phimoe.py, MiniCPM-MoE modeling_minicpm.py). */
 static ap_status moe_every_layer(rd *r, const char *experts_key, int64_t experts_def,
                                  int64_t topk_def, ap_model *m) {
-    TRY(opt_int(r, experts_key, 0, AP_MODEL_MAX_EXPERTS, experts_def, &m->moe.experts));
-    if (m->moe.experts == 0) return AP_OK;
+    int given = 0;
+    m->moe.experts = experts_def;
+    TRY(ap_json_get_int(r->j, experts_key, 0, AP_MODEL_MAX_EXPERTS, &m->moe.experts, &given,
+                        r->where, r->err));
+    if (m->moe.experts == 0)
+        return no_experts_no_topk(r, experts_key, given, "num_experts_per_tok");
     TRY(opt_int(r, "num_experts_per_tok", 1, m->moe.experts, topk_def, &m->moe.top_k));
     m->moe.ffn_hidden = m->ffn_hidden;
     return AP_OK;
@@ -379,7 +419,8 @@ static ap_status moe_llama4(rd *r, ap_model *m) {
     int64_t expert_ffn = m->ffn_hidden;
     TRY(opt_int(r, "intermediate_size_mlp", 1, AP_MODEL_MAX_FFN, 16384, &m->ffn_hidden));
     TRY(opt_int(r, "num_local_experts", 0, AP_MODEL_MAX_EXPERTS, 16, &e->experts));
-    if (e->experts == 0) return AP_OK;
+    if (e->experts == 0)
+        return no_experts_no_topk(r, "num_local_experts", 1, "num_experts_per_tok");
     TRY(opt_int(r, "num_experts_per_tok", 1, e->experts, 1, &e->top_k));
     e->ffn_hidden = expert_ffn;
     e->shared_experts = 1;
@@ -653,19 +694,32 @@ static ap_status ll_norms(rd *r, ap_model *m, ll_kind kind) {
     return AP_OK;
 }
 
+/* gpt-oss config.json files carry the top-k twice, num_experts_per_tok and experts_per_token.
+ * Either alone is the top-k; when both are given they must agree, since which one a training
+ * framework reads is its own choice and a silent pick would count a different model. */
+static ap_status moe_gpt_oss(rd *r, ap_model *m) {
+    TRY(moe_every_layer(r, "num_local_experts", 128, 4, m));
+    if (m->moe.experts == 0)
+        return no_experts_no_topk(r, "num_local_experts", 1, "experts_per_token");
+    int64_t k = m->moe.top_k;
+    int present = 0;
+    TRY(ap_json_get_int(r->j, "experts_per_token", 1, m->moe.experts, &m->moe.top_k, &present,
+                        r->where, r->err));
+    ap_json *nk = ap_json_get(r->j, "num_experts_per_tok");
+    if (present && nk && !ap_json_is_null(nk) && m->moe.top_k != k)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'experts_per_token' = %lld differs "
+                          "from 'num_experts_per_tok' = %lld (both give the experts per token)",
+                          r->where, (long long)m->moe.top_k, (long long)k);
+    return AP_OK;
+}
+
 /* The mixture-of-experts block, per family. */
 static ap_status ll_experts(rd *r, ap_model *m, ll_kind kind) {
     switch (kind) {
     case LL_MIXTRAL: TRY(moe_every_layer(r, "num_local_experts", 8, 2, m)); break;
     case LL_PHIMOE: TRY(moe_every_layer(r, "num_local_experts", 16, 2, m)); break;
     case LL_MINICPM: TRY(moe_every_layer(r, "num_experts", 0, 2, m)); break;
-    case LL_GPT_OSS:
-        TRY(moe_every_layer(r, "num_local_experts", 128, 4, m));
-        if (m->moe.experts > 0) {
-            int64_t k = m->moe.top_k;
-            TRY(opt_int(r, "experts_per_token", 1, m->moe.experts, k, &m->moe.top_k));
-        }
-        break;
+    case LL_GPT_OSS: TRY(moe_gpt_oss(r, m)); break;
     case LL_QWEN2_MOE: TRY(moe_qwen(r, m, 0)); break;
     case LL_QWEN3_MOE: TRY(moe_qwen(r, m, 1)); break;
     case LL_DEEPSEEK: TRY(moe_deepseek(r, m, 0)); break;

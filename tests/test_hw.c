@@ -512,6 +512,10 @@ static void test_example_files(void) {
     CHECK_INT(ap_cluster_parse(nodes, strlen(nodes), "n.json", &c, &err), AP_OK);
     CHECK_INT(c.gpus, 16);
     CHECK_INT(c.gpus_per_node, 8);
+    /* "_" keys are free-form comments in a node entry too */
+    const char *note = "{\"nodes\": [{\"gpu\": \"a100\", \"gpus\": 8, \"_note\": \"rack 3\"}]}";
+    CHECK_INT(ap_cluster_parse(note, strlen(note), "note.json", &c, &err), AP_OK);
+    CHECK_INT(c.gpus, 8);
     const char *same = "{\"gpu\": [\"h100\", \"h100-sxm\"], \"gpus\": 8, \"_note\": 1}";
     CHECK_INT(ap_cluster_parse(same, strlen(same), "s.json", &c, &err), AP_OK);
     /* overrides */
@@ -552,6 +556,16 @@ static void test_bad_files(void) {
          "disagrees"},
         {"{\"nodes\": {}}", "field 'nodes'", "non-empty list"},
         {"{\"nodes\": [{\"gpus\": 8}]}", "nodes[0]", "missing field 'gpu'"},
+        /* a node entry's keys are checked like the top level's: a typo, and a cluster-wide
+         * field given per node (it would be ignored), are refused */
+        {"{\"nodes\": [{\"gpu\": \"a100\", \"gpus\": 8, \"bogus\": 1}]}",
+         "nodes[0]: unknown field 'bogus'", "only 'gpu' and 'gpus'"},
+        {"{\"nodes\": [{\"gpu\": \"a100\", \"gpus\": 8}, {\"gpu\": \"a100\", \"gpu_s\": 8}]}",
+         "nodes[1]: unknown field 'gpu_s'", "did you mean 'gpus'"},
+        {"{\"nodes\": [{\"gpu\": \"a100\", \"gpus\": 8, \"network_bw\": \"1Gb/s\"}]}",
+         "nodes[0]: field 'network_bw' is not supported per node", "top level"},
+        {"{\"nodes\": [{\"gpu\": \"a100\", \"gpus\": 8, \"gpus_per_node\": 8}]}",
+         "field 'gpus_per_node' is not supported per node", "top level"},
         {"{\"gpu\": \"a100\", \"gpus\": 0}", "field 'gpus'", "out of range"},
         {"{\"gpu\": \"a100\", \"gpus\": -8}", "field 'gpus'", "out of range"},
         {"{\"gpu\": \"a100\", \"gpus\": 1e15}", "field 'gpus'", "out of range"},

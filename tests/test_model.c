@@ -574,6 +574,40 @@ static void test_family_rules(void) {
                       "\"sliding_attention\",\"full_attention\"]}";
     CHECK_INT(ap_model_parse(odd, strlen(odd), "odd.json", &m, &err), AP_ERR_INPUT);
     CHECK_CONTAINS(err.msg, "layer_types");
+    /* an expert field of 0 with the top-k absent, null or 0 is a dense model */
+    static const char *const dense[] = {
+        "{\"model_type\":\"mixtral\",\"num_local_experts\":0,\"num_experts_per_tok\":0,",
+        "{\"model_type\":\"phimoe\",\"num_local_experts\":0,",
+        "{\"model_type\":\"minicpm\",\"num_experts\":0,\"num_experts_per_tok\":null,",
+        "{\"model_type\":\"llama4_text\",\"num_local_experts\":0,\"num_experts_per_tok\":0,",
+        "{\"model_type\":\"gpt_oss\",\"num_local_experts\":0,\"experts_per_token\":0,"};
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json, "%s\"vocab_size\":100,\"intermediate_size\":64,"
+                 "\"hidden_size\":64,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+                 "\"head_dim\":16}", dense[i]);
+        CHECK_INT(ap_model_parse(json, strlen(json), "dense.json", &m, &err), AP_OK);
+        CHECK_INT(m.moe.experts, 0);
+    }
+    /* gpt-oss's two top-k fields agreeing (as in the published configs) */
+    const char *agree = "{\"model_type\":\"gpt_oss\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                        "\"num_attention_heads\":4,\"head_dim\":16,\"intermediate_size\":64,"
+                        "\"vocab_size\":100,\"num_local_experts\":8,\"num_experts_per_tok\":2,"
+                        "\"experts_per_token\":2}";
+    CHECK_INT(ap_model_parse(agree, strlen(agree), "agree.json", &m, &err), AP_OK);
+    CHECK_INT(m.moe.top_k, 2);
+    /* every rope type transformers defines, and the legacy su / mrope, is accepted and kept */
+    static const char *const ropes[] = {"default", "linear", "dynamic", "yarn", "longrope",
+                                        "llama3", "su", "mrope"};
+    for (size_t i = 0; i < sizeof ropes / sizeof ropes[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json, "{\"model_type\":\"llama\",\"vocab_size\":100,"
+                 "\"intermediate_size\":64,\"hidden_size\":64,\"num_hidden_layers\":2,"
+                 "\"num_attention_heads\":4,\"rope_scaling\":{\"%s\":\"%s\","
+                 "\"factor\":2.0}}", i % 2 ? "type" : "rope_type", ropes[i]);
+        CHECK_INT(ap_model_parse(json, strlen(json), "rope.json", &m, &err), AP_OK);
+        CHECK_STR(m.rope_scaling, ropes[i]);
+    }
     /* a multimodal config whose text model is not supported names the text_config */
     const char *mm = "{\"model_type\":\"whatever_vl\",\"text_config\":{\"model_type\":\"bert\"}}";
     CHECK_INT(ap_model_parse(mm, strlen(mm), "mm.json", &m, &err), AP_ERR_INPUT);
@@ -605,6 +639,10 @@ static void bad(const char *json, const char *needle1, const char *needle2) {
 }
 
 #define LLAMA_HEAD "{\"model_type\":\"llama\",\"vocab_size\":32000,\"intermediate_size\":11008,"
+/* A Mixtral-sized config of model_type `t` up to its expert fields */
+#define MOE_HEAD(t)                                                                  \
+    "{\"model_type\":\"" t "\",\"vocab_size\":32000,\"intermediate_size\":14336," \
+    "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
 
 static void test_bad_input(void) {
     ap_model m;
@@ -679,6 +717,26 @@ static void test_bad_input(void) {
         "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
         "\"num_local_experts\":8,\"num_experts_per_tok\":9}", "'num_experts_per_tok' = 9",
         "[1, 8]");
+    /* 16b. no experts but a top-k: not read as a dense model (num_local_experts 1 already
+     * fails the [1, 1] range; 0 must not slip through as dense), in every family that routes */
+    bad(MOE_HEAD("mixtral") "\"num_local_experts\":0,\"num_experts_per_tok\":2}",
+        "'num_local_experts' = 0 but 'num_experts_per_tok' = 2", "dense");
+    bad(MOE_HEAD("phimoe") "\"num_local_experts\":0,\"num_experts_per_tok\":2}",
+        "'num_local_experts' = 0 but 'num_experts_per_tok' = 2", NULL);
+    bad(MOE_HEAD("minicpm") "\"num_experts\":0,\"num_experts_per_tok\":2}",
+        "'num_experts' = 0 but 'num_experts_per_tok' = 2", NULL);
+    bad(MOE_HEAD("minicpm") "\"num_experts_per_tok\":2}",
+        "'num_experts' is absent (0 experts) but 'num_experts_per_tok' = 2", NULL);
+    bad(MOE_HEAD("llama4_text") "\"num_local_experts\":0,\"num_experts_per_tok\":1}",
+        "'num_local_experts' = 0 but 'num_experts_per_tok' = 1", NULL);
+    bad(MOE_HEAD("gpt_oss") "\"num_local_experts\":0,\"num_experts_per_tok\":4}",
+        "'num_local_experts' = 0 but 'num_experts_per_tok' = 4", NULL);
+    bad(MOE_HEAD("gpt_oss") "\"num_local_experts\":0,\"experts_per_token\":4}",
+        "'num_local_experts' = 0 but 'experts_per_token' = 4", NULL);
+    /* 16c. gpt-oss's two top-k fields disagreeing */
+    bad(MOE_HEAD("gpt_oss") "\"num_local_experts\":32,\"num_experts_per_tok\":4,"
+        "\"experts_per_token\":2}", "'experts_per_token' = 2 differs from "
+        "'num_experts_per_tok' = 4", NULL);
     /* 17. vocabulary too large */
     bad("{\"model_type\":\"gpt2\",\"n_embd\":768,\"n_layer\":12,\"n_head\":12,\"vocab_size\":"
         "100000000}", "'vocab_size'", "10000000");
@@ -690,6 +748,16 @@ static void test_bad_input(void) {
         "\"rope_scaling\":8}", "'rope_scaling'", "object");
     bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
         "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":-1}}", "'factor'", "rope_scaling");
+    /* 19b. a rope type transformers does not define (rope_type wins over the legacy type) */
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"rope_scaling\":{\"rope_type\":\"bogus\"}}", "rope_scaling: field 'rope_type' = "
+        "'bogus' is not supported", "llama3");
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"rope_scaling\":{\"type\":\"bogus\",\"factor\":2}}", "rope_scaling: field 'type' = "
+        "'bogus'", "not supported");
+    bad(LLAMA_HEAD "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+        "\"rope_scaling\":{\"type\":\"linear\",\"rope_type\":\"Linear\"}}", "'rope_type' = "
+        "'Linear'", "not supported");
     /* 20. deepseek field of the wrong type */
     bad("{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"num_hidden_layers\":61,"
         "\"num_attention_heads\":128,\"intermediate_size\":18432,\"vocab_size\":129280,"
