@@ -884,9 +884,12 @@ static ap_status sweep_prepare(plan_cmd *pc, sweep_pre *sp, ap_err *err) {
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the sweep");
     for (int i = 0; i < n; i++) {
         sp->slot[i] = -1;
+        /* a count the cluster cannot take is an input error: refused before any search or
+           output, not after the counts before it were written */
         if ((sp->cst = sweep_cluster(pc, i, &sp->cl[i], &sp->cerr)) != AP_OK) {
-            sp->nok = i; /* reported when the sweep reaches it */
-            break;
+            sp->nok = i;
+            *err = sp->cerr;
+            return sp->cst;
         }
         if (!cache_has(pc, &sp->cl[i])) {
             sp->slot[i] = sp->nmiss;
