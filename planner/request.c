@@ -153,7 +153,22 @@ ap_status ap_request_cluster(const ap_request *rq, ap_cluster *c, ap_err *err) {
     }
     ap_status st2 = request_nvme(rq, c, err);
     if (st2 != AP_OK) return st2;
-    return ap_cluster_validate(c, rq->cluster_file ? rq->cluster_file : "cluster flags", err);
+    if (!rq->cluster_file) return ap_cluster_validate(c, "cluster flags", err);
+    /* a file with flags over it: the message names the flags too, whichever field it is about
+     * (--nvlink-domain 16 over a file that says 8 is not the file's error) */
+    const struct { const char *flag; int given; } over[] = {
+        {"--gpus", rq->gpus.given}, {"--gpus-per-node", rq->gpus_per_node.given},
+        {"--nvlink-domain", rq->nvlink_domain.given}, {"--network-bw", rq->network_bw.given},
+        {"--link-bw", rq->link_bw.given}, {"--pcie-bw", rq->pcie_bw.given},
+        {"--cpu-mem", rq->cpu_mem.given}, {"--nvme", rq->nvme.given}};
+    char where[512];
+    size_t at = (size_t)snprintf(where, sizeof where, "%s", rq->cluster_file);
+    int n = 0;
+    for (size_t i = 0; i < sizeof over / sizeof over[0] && at < sizeof where; i++)
+        if (over[i].given)
+            at += (size_t)snprintf(where + at, sizeof where - at, "%s%s", n++ ? ", " : " with ",
+                                   over[i].flag);
+    return ap_cluster_validate(c, where, err);
 }
 
 /* ---- the plan pins ----------------------------------------------------------------------------- */

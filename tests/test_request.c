@@ -117,6 +117,30 @@ static void test_refusals(void) {
     base_request(&rq);
     rq.model = NULL;
     refused(&rq, AP_REQUEST_ESTIMATE, "missing MODEL");
+    /* pins no plan can make legal, refused before a search answers "nothing fits" */
+    base_request(&rq);
+    set_pin(&rq, "dtype", AP_DTYPE_FP32);
+    refused(&rq, AP_REQUEST_SEARCH, "megatron trains in bf16, fp16 or fp8, not fp32");
+    base_request(&rq);
+    set_pin(&rq, "attn_impl", AP_ATTN_FA3); /* Hopper's kernel; the default GPU is an A100 */
+    refused(&rq, AP_REQUEST_SEARCH, "attention 'fa3' does not run on a100-sxm4-80g");
+    base_request(&rq);
+    int nf;
+    const ap_field *ft = ap_plan_fields(&nf);
+    const ap_field *fep = ap_field_find(ft, nf, "ep");
+    CHECK(fep != NULL);
+    if (fep) {
+        ap_field_put(fep, &rq.fix, 2);
+        ap_request_give(&rq.fix_given, (int)(fep - ft));
+    }
+    refused(&rq, AP_REQUEST_SEARCH, "is a dense model");
+    /* a cluster file's field set by a flag: the message names the flag too */
+    static char cfile[4096]; /* tl_path's buffer also holds the model's path */
+    snprintf(cfile, sizeof cfile, "%s", tl_path("examples/clusters/dgx-a100.json"));
+    base_request(&rq);
+    rq.gpus.v = 12;
+    rq.cluster_file = cfile;
+    refused(&rq, AP_REQUEST_SEARCH, "dgx-a100.json with --gpus: field 'gpus'");
 }
 
 /* The request of a plan estimates that plan as the search did, and its command-line text is
