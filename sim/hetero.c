@@ -936,7 +936,9 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     const ap_hetero_summary *s = ap_hetero_summary_of(h);
     const hctx *x = (const hctx *)h;
     ap_estimate *e = out;
+    ap_attn_impl attn = e->plan.attn_impl; /* the kernel the estimate resolved (auto -> its) */
     e->plan = *x->p;
+    e->plan.attn_impl = attn;
     /* memory: one stage (no pipeline), the simulation's peak */
     ap_stage_mem *sm = &e->stages[0];
     double model = s->gpu_peak_bytes - s->gpu_nonmodel_at_peak_bytes - x->overhead_bytes;

@@ -1493,6 +1493,8 @@ static void test_template_cache(void) {
                     CHECK_INT(s1, s2);
                     if (s1 != AP_OK) continue;
                     n++;
+                    /* the estimate names the attention kernel it priced, not "auto" */
+                    CHECK(a.plan.attn_impl != AP_ATTN_AUTO);
                     same += a.time.step_s == b.time.step_s &&
                             a.device_peak_bytes == b.device_peak_bytes &&
                             a.host_bytes_per_node == b.host_bytes_per_node &&
