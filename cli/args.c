@@ -520,12 +520,13 @@ static ap_status fetch_profile(ap_flags *fl, const char *want, const char *gpu, 
     char path[4096];
     ap_status st;
     name[0] = '\0';
+    /* set first: without a database path (no HOME) the note is still printed */
+    snprintf(note, 320, "kernel tables: published (no measured %s profile in the database)", gpu);
     const char *dbp = ap_flags_get(fl, "db") ? ap_flags_value(fl, "db") : NULL;
     if (!dbp) {
         if ((st = ap_db_default_path(path, sizeof path, 0, err)) != AP_OK) return want ? st : AP_OK;
         dbp = path;
     }
-    snprintf(note, 320, "kernel tables: published (no measured %s profile in the database)", gpu);
     struct stat sb;
     if (stat(dbp, &sb) != 0) {
         if (want)

@@ -45,7 +45,7 @@ ap_status ap_db_default_path(char *buf, size_t n, int create_dir, ap_err *err) {
     if (xdg && xdg[0] == '/') len = snprintf(buf, n, "%s/autoplan", xdg);
     else if (home && home[0]) len = snprintf(buf, n, "%s/.cache/autoplan", home);
     else
-        return ap_err_set(err, AP_ERR_IO, "default database path: neither XDG_CACHE_HOME nor "
+        return ap_err_set(err, AP_ERR_INPUT, "default database path: neither XDG_CACHE_HOME nor "
                           "HOME is set; give --db PATH");
     if (len < 0 || (size_t)len + sizeof "/autoplan.db" > n)
         return ap_err_set(err, AP_ERR_IO, "default database path: too long");

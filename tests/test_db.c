@@ -273,9 +273,10 @@ static void test_default_path(const char *dir) {
     snprintf(want, sizeof want, "%s/home/.cache/autoplan", dir);
     CHECK(stat(want, &sb) == 0 && S_ISDIR(sb.st_mode));
 
+    /* no place for the default: the user must name one (--db), an input error (exit 2) */
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
-    CHECK_INT(ap_db_default_path(buf, sizeof buf, 0, &e), AP_ERR_IO);
+    CHECK_INT(ap_db_default_path(buf, sizeof buf, 0, &e), AP_ERR_INPUT);
     CHECK_CONTAINS(e.msg, "--db");
     if (saved_xdg) setenv("XDG_CACHE_HOME", saved_xdg, 1);
     if (saved_home) setenv("HOME", saved_home, 1);
