@@ -300,9 +300,15 @@ ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int 
         if (st != AP_OK) return st;
         if (*n >= AP_MAX_GPU_COUNTS)
             return ap_err_set(err, AP_ERR_INPUT, "--gpus: at most %d counts", AP_MAX_GPU_COUNTS);
+        for (int k = 0; k < *n; k++)
+            if (counts[k] == (int)v)
+                return ap_err_set(err, AP_ERR_INPUT, "--gpus: %lld is listed twice in '%s'",
+                                  (long long)v, s);
         counts[(*n)++] = (int)v;
         q += len;
-        if (*q == ',') q++;
+        if (*q == ',' && !*++q) /* "8," ends with an empty count, as ",8" starts with one */
+            return ap_err_set(err, AP_ERR_INPUT, "--gpus: '%s' is not a count, a range a..b or a "
+                              "list a,b,c", s);
     }
     if (*n == 0) return ap_err_set(err, AP_ERR_INPUT, "--gpus: no count given");
     return AP_OK;
