@@ -9,13 +9,16 @@
 #include "autoplan/kernels.h"
 #include "autoplan/hetero.h"
 #include "autoplan/emit.h"
+#include "autoplan/files.h"
 #include "autoplan/partition.h"
 #include "autoplan/text.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void ap_flags_add(ap_flags *fl, const char *name, ap_flag_kind kind, const char *meta,
                   const char *help) {
@@ -634,4 +637,38 @@ int ap_cli_fail(ap_status st, const ap_err *err) {
     ap_text_line(msg, sizeof msg, err && err->msg[0] ? err->msg : ap_status_str(st), 0);
     fprintf(stderr, "autoplan: %s\n", msg);
     return ap_status_exit_code(st);
+}
+
+/* An output file named by `flag`, checked before the work that writes it, so that a path that
+ * cannot take it is bad input (exit 2) now, not a failed write (exit 1) after the work: what is
+ * there must be a regular file or nothing (files.h), and its directory must exist and take
+ * files. */
+ap_status ap_cli_check_out_path(const char *flag, const char *path, ap_err *err) {
+    if (!*path) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", flag);
+    ap_status st = ap_files_check_target(path, err);
+    if (st != AP_OK) {
+        ap_err_prefix(err, "%s", flag);
+        return st;
+    }
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if (snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: path too long", flag);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return ap_err_set(err, AP_ERR_INPUT, "%s %s: directory %s does not exist", flag,
+                              path, dir);
+        return ap_err_set(err, AP_ERR_INPUT, "%s %s: directory %s: %s", flag, path, dir,
+                          strerror(e));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return ap_err_set(err, AP_ERR_INPUT, "%s %s: %s is not a directory", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "%s %s: cannot write in %s: %s", flag, path, dir,
+                          strerror(errno));
+    return AP_OK;
 }

@@ -76,6 +76,9 @@ ap_status ap_flag_bw(ap_flags *fl, const char *name, double *out, ap_err *err);
  * counts[0..*n); errors name --gpus. */
 #define AP_MAX_GPU_COUNTS 32
 ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err);
+/* An output file of `flag` checked before the work that writes it (exit 2 when it cannot be
+ * written there): a regular file or nothing at the path, in an existing writable directory. */
+ap_status ap_cli_check_out_path(const char *flag, const char *path, ap_err *err);
 
 /* Common flag groups. */
 void ap_cli_cluster_flags(ap_flags *fl);   /* --gpu --gpus --gpus-per-node --nvlink-domain

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -485,6 +486,38 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "no-db", AP_FLAG_BOOL, NULL, "do not store the run");
 }
 
+/* ---- paths checked before the ranks start -------------------------------------------------- */
+
+/* mpirun's hostfile: a regular file this process can read with at least one host line. mpirun
+ * itself reports an empty file or a device with a message cut to its last line, and a directory
+ * with its parser's "input in flex scanner failed". */
+static ap_status check_hostfile(const char *path, ap_err *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: is a directory, not a file of hosts",
+                          path);
+    if (!S_ISREG(sb.st_mode))
+        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: is not a regular file (a file of "
+                          "hosts, one per line)", path);
+    FILE *f = fopen(path, "r");
+    if (!f) return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: %s", path, strerror(errno));
+    char line[1024];
+    int hosts = 0;
+    while (!hosts && fgets(line, sizeof line, f)) {
+        const char *c = line + strspn(line, " \t\r\n");
+        hosts = *c && *c != '#'; /* mpirun skips blank lines and comments */
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: cannot read it", path);
+    if (!hosts)
+        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: names no host (one per line, "
+                          "e.g. 'node1 slots=8')", path);
+    return AP_OK;
+}
+
 /* Fault injection for the tests: AUTOPLAN_RUN_FAIL=RANK:N fails RANK's N-th allocation. */
 static void fault_from_env(ap_rt_job *job) {
     const char *f = getenv("AUTOPLAN_RUN_FAIL");
@@ -535,8 +568,14 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
         return ap_err_set(err, AP_ERR_INPUT, "--events: only with --json");
     fault_from_env(job);
     const char *hostfile = ap_flags_value(fl, "hostfile");
-    if (hostfile && access(hostfile, R_OK) != 0)
-        return ap_err_set(err, AP_ERR_INPUT, "--hostfile %s: %s", hostfile, strerror(errno));
+    if (hostfile && (st = check_hostfile(hostfile, err)) != AP_OK) return st;
+    /* the outputs, where they are written: the trace by this process (rank 0 of an existing
+       launch); the parameters by rank 0, on this host unless a hostfile places it elsewhere */
+    int lrank = 0, lsize = 0, launched = ap_rt_launched_rank(&lrank, &lsize);
+    const char *trace = ap_flags_value(fl, "trace");
+    if (trace && lrank == 0 && (st = ap_cli_check_out_path("--trace", trace, err)) != AP_OK) return st;
+    if (save && !hostfile && !launched && (st = ap_cli_check_out_path("--save", save, err)) != AP_OK)
+        return st;
     return AP_OK;
 }
 

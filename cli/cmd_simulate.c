@@ -332,6 +332,10 @@ int ap_cmd_simulate(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
+    const char *trace_path = ap_flags_value(&fl, "trace");
+    if (trace_path && strcmp(trace_path, "-") != 0 &&
+        (st = ap_cli_check_out_path("--trace", trace_path, &err)) != AP_OK)
+        return ap_cli_fail(st, &err);
     static ap_resolved ctx;
     memset(&ctx, 0, sizeof ctx);
     ap_sim_opts so;

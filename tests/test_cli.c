@@ -1129,6 +1129,50 @@ static void test_planfile_warning_order(void) {
     free(broken);
 }
 
+/* Output paths and the hostfile are checked before the work: a --trace or --save whose
+ * directory does not exist, or a hostfile that is not a regular, readable file naming a host,
+ * is bad input (exit 2, one line naming the flag and the path) before anything is simulated or
+ * trained, and nothing is made. */
+static void test_paths_checked_first(void) {
+    char dir[1024], missing[1200], hosts[1200], sim[1200], run[1200], args[4096];
+    snprintf(dir, sizeof dir, "%s", tl_tmpdir());
+    snprintf(missing, sizeof missing, "%s/nx", dir);
+    snprintf(hosts, sizeof hosts, "%s/hosts", dir);
+    CHECK(tl_write(hosts, "# no hosts yet\n\n") == 0);
+    snprintf(sim, sizeof sim, "simulate '%s' --gpus 8",
+             tl_path("examples/models/llama-2-7b.json"));
+    snprintf(run, sizeof run, "run '%s' --gpus 2 --seq 16 --gbs 4 --no-db --no-bench "
+             "--timeout 60s", tl_path("examples/models/tiny-llama.json"));
+    struct {
+        const char *cmd, *flag, *path, *file, *needle;
+    } cases[] = {
+        {sim, "--trace", missing, "/t.json", "does not exist"},
+        {run, "--save", missing, "/y.bin", "does not exist"},
+        {run, "--trace", missing, "/t.json", "does not exist"},
+        {run, "--hostfile", "/dev/null", "", "not a regular file"},
+        {run, "--hostfile", dir, "", "is a directory"},
+        {run, "--hostfile", hosts, "", "names no host"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "%s %s '%s%s'", cases[i].cmd, cases[i].flag, cases[i].path,
+                 cases[i].file);
+        char *out = NULL, *err = NULL;
+        int rc = tl_run(args, &out, &err);
+        if (rc != 2) fprintf(stderr, "  autoplan %s: exit %d: %s\n", args, rc, err ? err : "");
+        CHECK_INT(rc, 2);
+        CHECK_CONTAINS(err, cases[i].flag);
+        CHECK_CONTAINS(err, cases[i].path);
+        CHECK_CONTAINS(err, cases[i].needle);
+        CHECK(err && strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+        CHECK(out && !*out); /* refused before anything was simulated or trained */
+        free(out);
+        free(err);
+    }
+    CHECK(access(missing, F_OK) != 0);
+    remove(hosts);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_planfile_warning_order();
@@ -1145,5 +1189,6 @@ int main(int argc, char **argv) {
     test_profile_show();
     test_pp_over_network();
     test_bad_input();
+    test_paths_checked_first();
     return tl_finish();
 }

@@ -1880,6 +1880,138 @@ static void test_cli(void) {
     rm_rf(dir);
 }
 
+/* `emit` that writes nothing leaves nothing: no configs, and none of the directories of --out
+ * that did not exist before the run (the ones that did stay). */
+static void test_emit_leaves_nothing(void) {
+    if (access(tl_bin, X_OK) != 0) {
+        printf("skipped emit directory checks: %s not built\n", tl_bin);
+        return;
+    }
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    ap_err err;
+    if (!load_model("llama-2-7b", &m)) { CHECK(0); return; }
+    make_cluster("h100-sxm", 8, &c);
+    build_plan(find_case("meg-7b-golden"), &p); /* torchtitan cannot express it */
+    char dir[512], path[700], sub[700], outdir[800], args[2400];
+    snprintf(dir, sizeof dir, "%s", tl_tmpdir());
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    CHECK_INT(ap_planfile_write(path, &m, &c, &p, NULL, &err), AP_OK);
+    snprintf(sub, sizeof sub, "%s/n9", dir);
+    /* every part of --out made by the run: none is left (a trailing '/' as users type it) */
+    snprintf(args, sizeof args, "emit --plan '%s' --emit torchtitan --out '%s/a/b/'", path, sub);
+    char *er = NULL;
+    CHECK_INT(tl_run(args, NULL, &er), 2);
+    CHECK_CONTAINS(er, "torchtitan: cannot express this plan");
+    free(er);
+    CHECK(access(sub, F_OK) != 0);
+    /* a part that existed stays, the parts below it go */
+    CHECK(mkdir(sub, 0755) == 0);
+    snprintf(args, sizeof args, "emit --plan '%s' --emit torchtitan --out '%s/a/b'", path, sub);
+    CHECK_INT(tl_run(args, NULL, NULL), 2);
+    snprintf(outdir, sizeof outdir, "%s/a", sub);
+    CHECK(access(outdir, F_OK) != 0);
+    CHECK(access(sub, F_OK) == 0);
+    /* the library call the same way */
+    snprintf(outdir, sizeof outdir, "%s/lib/x", sub);
+    ap_emit_report rep;
+    CHECK_INT(ap_emit_files_ex(outdir, "torchtitan", &m, &c, &p, NULL, &rep, &err),
+              AP_ERR_INFEASIBLE);
+    snprintf(outdir, sizeof outdir, "%s/lib", sub);
+    CHECK(access(outdir, F_OK) != 0);
+    /* with a target written, the directories and its file stay */
+    snprintf(args, sizeof args, "emit --plan '%s' --emit megatron,torchtitan --out '%s/w/x'",
+             path, sub);
+    CHECK_INT(tl_run(args, NULL, NULL), 2);
+    snprintf(outdir, sizeof outdir, "%s/w/x/megatron.sh", sub);
+    CHECK(access(outdir, F_OK) == 0);
+    rm_rf(dir);
+}
+
+/* plan.json's estimate, which the configs' headers quote, is checked: numbers that cannot be
+ * and an estimate of another plan are refused naming the field (exit 2, one line), before any
+ * directory is made; the estimate the cost model gives is accepted and quoted. */
+typedef enum { EST_NUM, EST_STR, EST_DROP } est_edit;
+
+static void test_emit_estimate_checked(void) {
+    if (access(tl_bin, X_OK) != 0) {
+        printf("skipped emit estimate checks: %s not built\n", tl_bin);
+        return;
+    }
+    ap_model m;
+    ap_cluster c;
+    ap_plan p;
+    ap_err err;
+    if (!load_model("llama-2-7b", &m)) { CHECK(0); return; }
+    make_cluster("h100-sxm", 8, &c);
+    build_plan(find_case("meg-7b-golden"), &p); /* tp2 dp4 mbs2 gbs64, bf16 */
+    ap_estimate *e = calloc(1, sizeof *e);
+    ap_json *est = NULL;
+    if (e && ap_estimate_plan(&m, &c, &p, NULL, e, &err) == AP_OK) est = ap_estimate_to_json(e, &m);
+    free(e);
+    CHECK(est != NULL);
+    if (!est) return;
+    char dir[512], path[700], outdir[800], args[2400];
+    snprintf(dir, sizeof dir, "%s", tl_tmpdir());
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    /* the cost model's estimate: written, and quoted */
+    CHECK_INT(ap_planfile_write(path, &m, &c, &p, est, &err), AP_OK);
+    snprintf(args, sizeof args, "emit --plan '%s' --emit megatron --out '%s/good'", path, dir);
+    CHECK_INT(tl_run(args, NULL, NULL), 0);
+    snprintf(outdir, sizeof outdir, "%s/good/megatron.sh", dir);
+    char *sh = tl_read(outdir);
+    CHECK_CONTAINS(sh, "# predicted: step ");
+    CHECK(sh && !strstr(sh, "step ?") && !strstr(sh, "step -"));
+    free(sh);
+    static const struct {
+        const char *group, *key;
+        est_edit edit;
+        double num;
+        const char *str, *needle;
+    } bad[] = {
+        {"time", "step_s", EST_NUM, -1, NULL,
+         "plan.json: field 'estimate.time.step_s' must be a positive number of seconds, got -1"},
+        {"time", "step_s", EST_STR, 0, "fast",
+         "field 'estimate.time.step_s' must be a positive number of seconds, got a string"},
+        {"memory", "peak_bytes", EST_NUM, -5, NULL,
+         "field 'estimate.memory.peak_bytes' must be a positive number of bytes, got -5"},
+        {"memory", "capacity_bytes", EST_NUM, 1e9, NULL,
+         "field 'estimate.memory.capacity_bytes' is not the"},
+        {"plan", "tp", EST_NUM, 64, NULL,
+         "field 'estimate.plan.tp' is 64, the plan's is 2 (the estimate is of another plan)"},
+        {"plan", "gbs", EST_NUM, 128, NULL, "field 'estimate.plan.gbs' is 128, the plan's is 64"},
+        {"plan", "dtype", EST_STR, 0, "fp16", "field 'estimate.plan.dtype' is 'fp16'"},
+        {"plan", "sp", EST_NUM, 1, NULL, "field 'estimate.plan.sp' must be true or false"},
+        {"plan", "stage_layers", EST_NUM, 32, NULL, "field 'estimate.plan.stage_layers' must list"},
+        {NULL, "plan", EST_DROP, 0, NULL, "field 'estimate.plan' is missing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ap_json *x = ap_json_duplicate(est);
+        ap_json *o = bad[i].group ? ap_json_get(x, bad[i].group) : x;
+        CHECK(o != NULL);
+        if (!o) { ap_json_free(x); continue; }
+        if (bad[i].edit == EST_NUM) set_num(o, bad[i].key, bad[i].num);
+        else if (bad[i].edit == EST_STR) set_str(o, bad[i].key, bad[i].str);
+        else drop(o, bad[i].key);
+        CHECK_INT(ap_planfile_write(path, &m, &c, &p, x, &err), AP_OK);
+        ap_json_free(x);
+        snprintf(outdir, sizeof outdir, "%s/bad%zu", dir, i);
+        snprintf(args, sizeof args, "emit --plan '%s' --emit megatron --out '%s/cfg'", path,
+                 outdir);
+        char *out = NULL, *er = NULL;
+        CHECK_INT(tl_run(args, &out, &er), 2);
+        CHECK_CONTAINS(er, bad[i].needle);
+        CHECK(er && strchr(er, '\n') == strrchr(er, '\n')); /* one line */
+        CHECK(out && !*out);
+        CHECK(access(outdir, F_OK) != 0); /* nothing made */
+        free(out);
+        free(er);
+    }
+    ap_json_free(est);
+    rm_rf(dir);
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 
 /* ---- issue 19: what the trainers' own validation refuses or misreads --------------------- */
@@ -2282,6 +2414,8 @@ int main(int argc, char **argv) {
     test_golden();
     test_issue19();
     test_cli();
+    test_emit_leaves_nothing();
+    test_emit_estimate_checked();
     if (pdir) rm_rf(pdir);
     return tl_finish();
 }
