@@ -793,6 +793,13 @@ static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --mbs", "needs a value");
     bad("estimate '%s' --tp --gpus 8", "--tp needs a value (N) before --gpus");
     bad("estimate '%s' --gpus 8 --nvme-bw 1GB/s --nvme-read-bw 5GB/s", "not both");
+    /* plan refuses the pins estimate refuses, up front (not "nothing fits", exit 0) */
+    bad("plan '%s' --gpus 8 --attn-impl fa3 --no-cache", "does not run on a100");
+    bad("plan '%s' --gpus 8 --dtype fp32 --no-cache", "not fp32");
+    bad("plan '%s' --gpus 8 --fix ep=2 --no-cache", "dense model");
+    /* --gpus lists: no empty count, no count twice */
+    bad("plan '%s' --gpus 8, --no-cache", "is not a count");
+    bad("plan '%s' --gpus 8,8 --no-cache", "listed twice");
     /* validate's --profile names a stored profile, as estimate's does (%s unused) */
     bad("validate --profile nope", "--profile nope");
     bad("validate --profile 'bad name!'", "a profile name may hold");
@@ -1168,6 +1175,14 @@ static void test_paths_checked_first(void) {
         free(out);
         free(err);
     }
+    /* a sweep with a count the cluster cannot take writes nothing, not the counts before it */
+    snprintf(args, sizeof args, "plan '%s' --gpus 8,12 --no-cache --out '%s'",
+             tl_path("examples/models/llama-2-7b.json"), missing);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "--gpus 12");
+    free(out);
+    free(err);
     CHECK(access(missing, F_OK) != 0);
     remove(hosts);
     rmdir(dir);
