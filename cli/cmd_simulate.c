@@ -263,6 +263,12 @@ static void print_text(const ap_sim *s, const ap_estimate *e, int have_est, int 
  * from MODEL and the plan flags. */
 static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
     ap_status st;
+    /* the trace's path before any work (a missing directory is bad input, not a failed write
+       after the simulation) */
+    const char *trace = ap_flags_value(fl, "trace");
+    if (trace && strcmp(trace, "-") != 0 &&
+        (st = ap_cli_check_out_path("--trace", trace, err)) != AP_OK)
+        return st;
     const char *planfile = ap_flags_value(fl, "plan");
     if (!planfile) {
         static ap_request rq;
@@ -332,10 +338,6 @@ int ap_cmd_simulate(int argc, char **argv) {
         return 0;
     }
     if (st != AP_OK) return ap_cli_fail(st, &err);
-    const char *trace_path = ap_flags_value(&fl, "trace");
-    if (trace_path && strcmp(trace_path, "-") != 0 &&
-        (st = ap_cli_check_out_path("--trace", trace_path, &err)) != AP_OK)
-        return ap_cli_fail(st, &err);
     static ap_resolved ctx;
     memset(&ctx, 0, sizeof ctx);
     ap_sim_opts so;
