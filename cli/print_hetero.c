@@ -117,12 +117,15 @@ int ap_cli_simulate_hetero(const ap_resolved *ctx, const char *trace, int json) 
         ap_json *t = ap_hetero_trace_json(h);
         char *text = t ? ap_json_print(t, 0) : NULL;
         ap_json_free(t);
-        st = text ? ap_write_file_atomic(trace, text, strlen(text), &err)
-                  : ap_err_set(&err, AP_ERR_NOMEM, "out of memory for the trace");
+        int to_stdout = !strcmp(trace, "-"); /* the trace instead of the summary */
+        if (!text) st = ap_err_set(&err, AP_ERR_NOMEM, "out of memory for the trace");
+        else if (to_stdout) st = printf("%s\n", text) < 0 ? AP_ERR_IO : AP_OK;
+        else st = ap_write_file_atomic(trace, text, strlen(text), &err);
+        if (st == AP_ERR_IO && to_stdout) ap_err_set(&err, st, "cannot write the trace");
         free(text);
-        if (st != AP_OK) {
+        if (st != AP_OK || to_stdout) {
             ap_hetero_free(h);
-            return ap_cli_fail(st, &err);
+            return st != AP_OK ? ap_cli_fail(st, &err) : 0;
         }
     }
     if (json) {

@@ -1184,6 +1184,14 @@ static void test_paths_checked_first(void) {
     free(out);
     free(err);
     CHECK(access(missing, F_OK) != 0);
+    /* --trace - of a Gemini plan: the trace on standard output, no file named '-' */
+    snprintf(args, sizeof args, "simulate '%s' --gpus 8 --trainer colossalai --zero 3 "
+             "--gemini auto --trace -", tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(out && !strncmp(out, "{\"traceEvents\":", 15));
+    CHECK(access("-", F_OK) != 0);
+    free(out);
+    free(err);
     remove(hosts);
     rmdir(dir);
 }
