@@ -223,6 +223,14 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
     /* pins no plan can make legal are refused here, in the words estimate refuses them, not
      * answered by a search with "nothing fits": fp32 outside the runtime, an attention kernel
      * without figures on this GPU for the model's head size (estimate.c) */
+    /* the cpu device is autoplan run's: the runtime trainer there and nowhere else */
+    int cpu = !strcmp(r->cluster.gpu.vendor, "cpu");
+    if (cpu && p->trainer != AP_TRAINER_RUNTIME)
+        return ap_err_set(err, AP_ERR_INPUT, "%s does not run on the cpu device (it is "
+                          "autoplan run's)", tc->name);
+    if (!cpu && p->trainer == AP_TRAINER_RUNTIME)
+        return ap_err_set(err, AP_ERR_INPUT, "the runtime trainer runs on the cpu device only "
+                          "(autoplan run), not on %s", r->cluster.gpu.name);
     if (ap_request_given(rq->plan_given, "dtype") && p->dtype == AP_DTYPE_FP32 &&
         p->trainer != AP_TRAINER_RUNTIME)
         return ap_err_set(err, AP_ERR_INPUT, "--dtype fp32: %s trains in bf16, fp16 or fp8, not "

@@ -134,6 +134,12 @@ static void test_refusals(void) {
         ap_request_give(&rq.fix_given, (int)(fep - ft));
     }
     refused(&rq, AP_REQUEST_SEARCH, "is a dense model");
+    /* the cpu device is the runtime's (autoplan run): a GPU trainer's search there is refused,
+       not answered "nothing fits" */
+    base_request(&rq);
+    rq.gpu = "cpu";
+    rq.gpus.v = 2;
+    refused(&rq, AP_REQUEST_SEARCH, "megatron does not run on the cpu device");
     /* a cluster file's field set by a flag: the message names the flag too */
     static char cfile[4096]; /* tl_path's buffer also holds the model's path */
     snprintf(cfile, sizeof cfile, "%s", tl_path("examples/clusters/dgx-a100.json"));
