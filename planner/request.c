@@ -256,7 +256,11 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                           impl, r->cluster.gpu.name);
     }
     if (ap_request_given(rq->plan_given, "stage_recompute")) {
-        if (p->recompute != AP_RECOMPUTE_FULL)
+        /* all -1 ("as --recompute-layers") says nothing: plan --json writes it for every
+           uneven plan, so that its plans read back whatever their recomputation */
+        int own = 0;
+        for (int c = 0; c < p->nchunks; c++) own |= p->stage_recompute[c] != -1;
+        if (p->recompute != AP_RECOMPUTE_FULL && own)
             return ap_err_set(err, AP_ERR_INPUT, "--stage-recompute needs --recompute full");
         for (int c = 0; c < p->nchunks; c++)
             if (p->stage_recompute[c] == 0) /* the cost model reads > 0 as a chunk's own count */

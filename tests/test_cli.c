@@ -1196,6 +1196,98 @@ static void test_paths_checked_first(void) {
     rmdir(dir);
 }
 
+/* fit: the best row's closest plan carries its measured need (never "0 B"); unknown keys in a
+ * family file's shapes are refused; --recompute pins the best and a trainer that does not offer
+ * it is labelled "trainer", not "gpu"; --tokens-per-step's rounding is said and reported; both
+ * ends of the family's range print alike. */
+static void test_fit_fixes(void) {
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run("fit --gpu a100 --seq 1000000 --strategies best", &out, &err), 0);
+    CHECK(out && !strstr(out, "needs 0 B"));
+    CHECK_CONTAINS(out, "GPU needs ");
+    free(out);
+    free(err);
+    /* a typo in shapes[0] */
+    char *model = tl_read(tl_path("examples/models/tiny-llama.json"));
+    CHECK(model != NULL);
+    char fam[512], args[1024];
+    snprintf(fam, sizeof fam, "%s/fit-fam.json", tl_tmpdir());
+    FILE *f = fopen(fam, "w");
+    CHECK(f != NULL);
+    if (f && model) {
+        fprintf(f, "{\"name\":\"fam\",\"model\":%s,\"shapes\":[{\"layers\":4,\"hidden\":512,"
+                "\"heads\":8,\"kv_head\":2,\"ffn_hidden\":1376}]}", model);
+        fclose(f);
+    }
+    free(model);
+    snprintf(args, sizeof args, "fit --gpu a100 --strategies ddp --family %s", fam);
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "shapes[0]: unknown field 'kv_head' (did you mean 'kv_heads'?)");
+    free(out);
+    free(err);
+    /* the header of the same family spelled right: both ends with two decimals, under 1B */
+    char *text = tl_read(fam);
+    char *typo = text ? strstr(text, "kv_head\"") : NULL;
+    f = typo ? fopen(fam, "w") : NULL;
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "%.*skv_heads%s", (int)(typo - text), text, typo + 7);
+        fclose(f);
+    }
+    free(text);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(out && strstr(out, "B to 0.") && !strstr(out, " to 0B)") && !strstr(out, " to 1B)"));
+    free(out);
+    free(err);
+    remove(fam);
+    /* recompute */
+    CHECK_INT(tl_run("fit --gpu a100 --gpus 8 --strategies zero-3 --recompute selective", &out,
+                     &err), 2);
+    CHECK_CONTAINS(err, "--recompute: no strategy asked can run selective");
+    free(out);
+    free(err);
+    ap_json *j = run_json("fit --gpu a100 --gpus 8 --strategies zero-3,best --recompute selective "
+                          "--json", "fit --json");
+    ap_json *ss = j ? ap_json_get(j, "strategies") : NULL;
+    CHECK(ss && ap_json_size(ss) == 2);
+    if (ss && ap_json_size(ss) == 2) {
+        CHECK(!strcmp(ap_json_string(ap_json_get(ap_json_at(ss, 0), "binding")), "trainer"));
+        CHECK(ap_json_number(ap_json_get(ap_json_at(ss, 1), "largest_params")) > 0);
+    }
+    ap_json_free(j);
+    double lp[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "fit --gpu a100 --gpus 8 --strategies best --json "
+                 "--recompute %s", i ? "full" : "none");
+        j = run_json(args, "fit --json");
+        ss = j ? ap_json_get(j, "strategies") : NULL;
+        if (ss) lp[i] = ap_json_number(ap_json_get(ap_json_at(ss, 0), "largest_params"));
+        ap_json_free(j);
+    }
+    CHECK(lp[0] > 0 && lp[0] < lp[1]); /* no recomputation holds less */
+    /* the batch */
+    CHECK_INT(tl_run("fit --gpu a100 --strategies ddp --tokens-per-step 6000 --json", &out, &err),
+              0);
+    CHECK_CONTAINS(out, "\"tokens_per_step\": 6144");
+    CHECK_CONTAINS(err, "global batch 3 sequences x 2048 tokens = 6144 tokens");
+    free(out);
+    free(err);
+}
+
+/* plan --json writes stage_recompute (all -1) for every uneven plan; without full recompute
+ * the list reads back as saying nothing, and one count of its own still needs --recompute full */
+static void test_stage_recompute_readback(void) {
+    char args[2048], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "estimate '%s' --gpus 64 --tp 8 --pp 2 --recompute none "
+             "--stage-recompute -1,-1 --stage-layers 41,39",
+             tl_path("examples/models/llama-3-70b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    free(out);
+    free(err);
+    bad("estimate '%s' --gpus 8 --pp 2 --recompute none --stage-recompute 2,-1",
+        "--stage-recompute needs --recompute full");
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_planfile_warning_order();
@@ -1213,5 +1305,7 @@ int main(int argc, char **argv) {
     test_pp_over_network();
     test_bad_input();
     test_paths_checked_first();
+    test_stage_recompute_readback();
+    test_fit_fixes();
     return tl_finish();
 }
