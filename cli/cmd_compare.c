@@ -210,6 +210,11 @@ static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec 
                                   ap_err *err) {
     char buf[1024];
     if (strlen(list) >= sizeof buf) return ap_err_set(err, AP_ERR_INPUT, "--strategies: too long");
+    /* an empty item is a typo (strtok would skip it) */
+    size_t ll = strlen(list);
+    if (strstr(list, ",,") || strstr(list, ";;") || strstr(list, ",;") || strstr(list, ";,") ||
+        (ll && strchr(",;", list[0])) || (ll && strchr(",;", list[ll - 1])))
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' has an empty item", list);
     strcpy(buf, list);
     *n = 0;
     int in_spec = 0; /* the last strategy is a key=value one still collecting pins */
@@ -248,8 +253,8 @@ static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec 
             for (const char *q = sp->name; *q; q = strchr(q, ',') ? strchr(q, ',') + 1 : "")
                 if (!strncmp(q, t, kl))
                     return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%.*s' given twice in "
-                                      "'%s'; separate two strategies with ';'", (int)kl - 1, t,
-                                      sp->name);
+                                      "one strategy ('%s', then '%s'); separate two strategies "
+                                      "with ';'", (int)kl - 1, t, sp->name, t);
             ap_status st = parse_kv(t, sp, err);
             if (st != AP_OK) return st;
             size_t l = strlen(sp->name);
@@ -257,6 +262,16 @@ static ap_status parse_strategies(compare_cmd *cc, const char *list, strat_spec 
         }
     }
     if (*n == 0) return ap_err_set(err, AP_ERR_INPUT, "--strategies: empty list");
+    /* each strategy once, and one topN (top1 and top3 would list plan 1 twice) */
+    int tops = 0;
+    for (int i = 0; i < *n; i++) {
+        tops += out[i].top > 0;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(out[i].name, out[j].name))
+                return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' listed twice",
+                                  out[i].name);
+    }
+    if (tops > 1) return ap_err_set(err, AP_ERR_INPUT, "--strategies: give one topN, not %d", tops);
     return AP_OK;
 }
 

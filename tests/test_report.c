@@ -1268,6 +1268,18 @@ static void fault_paths(void) {
     CHECK_INT(rc, 2);
     CHECK_CONTAINS(err ? err : "", "given twice");
     free(out); free(err);
+    /* an empty item, a strategy twice, two topN: refused, not run twice or skipped */
+    const char *lists[][2] = {{"tp=2,,pp=2", "empty item"}, {"ddp,ddp", "listed twice"},
+                              {"top1,top3", "one topN"}};
+    for (int i = 0; i < 3; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "compare examples/models/llama-2-7b.json --gpus 8 "
+                 "--strategies '%s' --out /tmp/x", lists[i][0]);
+        rc = tl_run(cmd, &out, &err);
+        CHECK_INT(rc, 2);
+        CHECK_CONTAINS(err ? err : "", lists[i][1]);
+        free(out); free(err);
+    }
 }
 
 /* ap_report_pick_best ranks as `plan` does (search.h "Ties"): the simplest fitting strategy
