@@ -525,9 +525,14 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         return ap_err_set(err, AP_ERR_INFEASIBLE, "tp %d spans more than one NVLink domain of %d "
                           "GPUs (--allow-cross-node-tp to permit)", p->tp, c->nvlink_domain);
     int nch = p->pp * p->vp;
-    if (nch > m->layers)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp*vp = %d exceeds the %lld layers", nch,
-                          (long long)m->layers);
+    if (nch > m->layers) {
+        if (p->vp > 1)
+            return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d x vp %d = %d pipeline chunks "
+                              "exceed %s's %lld layers", p->pp, p->vp, nch, m->name,
+                              (long long)m->layers);
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds %s's %lld layers (a stage "
+                          "holds at least one)", p->pp, m->name, (long long)m->layers);
+    }
     ap_status lst = check_layout(t, p, m, err);
     if (lst != AP_OK) return lst;
     if (p->vp > 1) {
