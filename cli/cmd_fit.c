@@ -9,7 +9,10 @@
  * --json: {"gpu", "gpus", "cpu_mem_bytes", "nvme_bytes", "family", "seq", "mbs",
  *          "tokens_per_step", "strategies": [{"name", "available", "largest_params", "model",
  *          "binding", "step_s", "tokens_per_s", "next_params", "next_model", "detail",
- *          "gpu_peak_bytes", "host_bytes_per_node"}]}
+ *          "gpu_peak_bytes", "host_bytes_per_node", "next_gpu_peak_bytes"}],
+ *          "global_batch"}; tokens_per_step and global_batch are the batch run (--tokens-per-step
+ *          rounded to whole micro-batches per GPU); binding "trainer": the trainer does not offer
+ *          the plan (e.g. the recomputation asked)
  * largest_params is 0 (and binding names what stops the smallest size) when nothing trains.
  */
 #include "cli.h"
@@ -29,7 +32,8 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "tokens-per-step", AP_FLAG_VALUE, "T",
                  "global batch in tokens, e.g. 1M (default: one micro-batch per GPU)");
     ap_flags_add(fl, "recompute", AP_FLAG_VALUE, "R",
-                 "activation recomputation: none|selective|full (default full)");
+                 "activation recomputation: none|selective|full (default full; without "
+                 "it the best plan's search picks its own, with it searches only that)");
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "bf16|fp16 (default bf16 where the GPU has it)");
     ap_flags_add(fl, "headroom", AP_FLAG_VALUE, "SIZE",
                  "GPU memory kept free for a size to count as fitting (default 2GiB; Gemini auto "
@@ -61,6 +65,41 @@ static ap_status parse_strategies(const char *s, unsigned *mask, ap_err *err) {
     return AP_OK;
 }
 
+/* A family file's shapes[i] keys: the family reader (costmodel/family.c) checks the top level
+ * alone, so a typo such as "kv_head" would silently leave the field at its default. Refused
+ * here with a did-you-mean, as the cluster file's fields are; a file that does not parse is
+ * left to the reader, whose message names it. */
+static ap_status check_shape_fields(const char *path, ap_err *err) {
+    static const char *const known[] = {"name", "layers", "hidden", "heads", "kv_heads",
+                                        "ffn_hidden"};
+    ap_err perr = {{0}};
+    ap_json *root = ap_json_parse_file(path, &perr);
+    if (!root) return AP_OK;
+    ap_status st = AP_OK;
+    ap_json *js = ap_json_is_object(root) ? ap_json_get(root, "shapes") : NULL;
+    int n = js && ap_json_is_array(js) ? ap_json_size(js) : 0;
+    for (int i = 0; i < n && st == AP_OK; i++) {
+        ap_json *e = ap_json_at(js, i);
+        if (!ap_json_is_object(e)) continue;
+        for (ap_json *m = ap_json_first(e); m && st == AP_OK; m = ap_json_next(m)) {
+            const char *k = ap_json_key(m);
+            if (!k || k[0] == '_') continue; /* "_note": comments, as at the top level */
+            const char *best = known[0];
+            int ok = 0, best_d = 1 << 30;
+            for (size_t j = 0; j < sizeof known / sizeof known[0] && !ok; j++) {
+                int d = ap_edit_distance(k, known[j]);
+                ok = d == 0;
+                if (d < best_d) best_d = d, best = known[j];
+            }
+            if (!ok)
+                st = ap_err_set(err, AP_ERR_INPUT, "%s: shapes[%d]: unknown field '%.64s' (did "
+                                "you mean '%s'?)", path, i, k, best);
+        }
+    }
+    ap_json_free(root);
+    return st;
+}
+
 /* --profile: the kernel tables every estimate and simulation of the run uses, and the note
    saying which */
 static ap_resolved g_prof;
@@ -76,6 +115,9 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
     o->profile = g_prof.est.profile;
     o->kernels = g_prof.est.kernels;
     const char *f = ap_flags_value(fl, "family");
+    /* a file, as ap_family_get tells one from a built-in name */
+    if (f && (strchr(f, '/') || strstr(f, ".json")) && (st = check_shape_fields(f, err)) != AP_OK)
+        return st;
     if ((st = ap_family_get(f ? f : "gpt", fam, err)) != AP_OK) return st;
     o->family = fam;
     if ((st = ap_flag_int(fl, "seq", 1, 1 << 24, &o->seq, err)) != AP_OK) return st;
@@ -90,6 +132,7 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
         return ap_err_set(err, AP_ERR_INPUT, "--tokens-per-step: must be in [1, 1e15]");
     const char *rc = ap_flags_value(fl, "recompute");
     if (rc) {
+        o->recompute_set = 1;
         if (!strcmp(rc, "none")) o->recompute = AP_RECOMPUTE_NONE;
         else if (!strcmp(rc, "selective")) o->recompute = AP_RECOMPUTE_SELECTIVE;
         else if (!strcmp(rc, "full")) o->recompute = AP_RECOMPUTE_FULL;
@@ -117,6 +160,33 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
     return AP_OK;
 }
 
+/* What stops the next size: a resource, or "trainer" when the strategy's trainer does not
+ * offer the plan at all (e.g. DeepSpeed and --recompute selective), which no memory would fix */
+static const char *binding_name(const ap_fit_entry *e) {
+    if (!e->available) return "none";
+    if (e->have_next && e->next.not_offered) return "trainer";
+    return ap_binding_name(e->binding);
+}
+
+/* Parameters in billions, both ends of a range alike: two decimals below 10B, one below 100B */
+static char *fmt_params(int64_t n, char *buf, size_t len) {
+    double b = (double)n / 1e9;
+    snprintf(buf, len, b < 10 ? "%.2fB" : b < 100 ? "%.1fB" : "%.0fB", b);
+    return buf;
+}
+
+/* Says on stderr how --tokens-per-step became whole sequences (plan's note), so the batch is
+ * never changed silently. */
+static void batch_note(const ap_fit_opts *o, const ap_fit_result *r) {
+    double used = (double)r->gbs * (double)r->seq;
+    if (!(o->tokens_per_step > 0) || used == o->tokens_per_step) return;
+    fprintf(stderr, "autoplan: fit: global batch %lld sequences x %lld tokens = %.0f tokens "
+            "(from --tokens-per-step: %.0f tokens / %lld = %.2f sequences, rounded to a multiple "
+            "of %lld, mbs x GPUs)\n", (long long)r->gbs, (long long)r->seq, used,
+            o->tokens_per_step, (long long)r->seq, o->tokens_per_step / (double)r->seq,
+            (long long)(o->mbs * o->cluster.gpus));
+}
+
 static ap_json *to_json(const ap_fit_opts *o, const ap_fit_result *r) {
     ap_json *root = ap_json_new_object();
     if (!root) return NULL;
@@ -126,7 +196,9 @@ static ap_json *to_json(const ap_fit_opts *o, const ap_fit_result *r) {
     ap_json_add_number(root, "nvme_bytes", o->cluster.nvme_bytes);
     ap_json_add_string(root, "family", o->family->name);
     ap_json_add_number(root, "mbs", (double)o->mbs);
-    ap_json_add_number(root, "tokens_per_step", o->tokens_per_step);
+    /* the batch run, not the one asked (rounded to whole micro-batches per GPU: the note) */
+    ap_json_add_number(root, "tokens_per_step", (double)r->gbs * (double)r->seq);
+    ap_json_add_number(root, "global_batch", (double)r->gbs);
     if (g_prof_name[0]) ap_json_add_string(root, "kernel_profile", g_prof_name);
     ap_json *arr = ap_json_new_array();
     for (int i = 0; i < r->n; i++) {
@@ -136,7 +208,7 @@ static ap_json *to_json(const ap_fit_opts *o, const ap_fit_result *r) {
         ap_json_add_bool(s, "available", e->available);
         ap_json_add_number(s, "largest_params", e->found ? (double)e->largest_params : 0);
         ap_json_add_string(s, "model", e->found ? e->model : "");
-        ap_json_add_string(s, "binding", e->available ? ap_binding_name(e->binding) : "none");
+        ap_json_add_string(s, "binding", binding_name(e));
         ap_json_add_number(s, "step_s", e->found ? e->at.step_s : 0);
         ap_json_add_number(s, "tokens_per_s", e->found ? e->at.tokens_per_s : 0);
         ap_json_add_number(s, "seq", (double)e->at.plan.seq);
@@ -145,6 +217,8 @@ static ap_json *to_json(const ap_fit_opts *o, const ap_fit_result *r) {
         ap_json_add_string(s, "detail", e->available ? e->next.detail : e->why_unavailable);
         ap_json_add_number(s, "gpu_peak_bytes", e->found ? e->at.gpu_peak_bytes : 0);
         ap_json_add_number(s, "host_bytes_per_node", e->found ? e->at.host_bytes_per_node : 0);
+        /* what the next size needs (0: no next size, or a failure that measured no peak) */
+        ap_json_add_number(s, "next_gpu_peak_bytes", e->have_next ? e->next.gpu_peak_bytes : 0);
         ap_json_push(arr, s);
     }
     ap_json_add(root, "strategies", arr);
@@ -161,8 +235,10 @@ static void print_table(const ap_fit_opts *o, const ap_fit_result *r) {
         printf(", NVMe %s at %s", ap_fmt_bytes(cl->nvme_bytes, c, sizeof c),
                ap_fmt_bandwidth(cl->nvme_read_bytes_per_s, a, sizeof a));
     if (g_prof_note[0]) printf("\n%s", g_prof_note);
-    printf("\nfamily %s (%d sizes, %.2fB to %.0fB): %s\n\n", o->family->name, r->nrungs,
-           r->smallest_params / 1e9, r->largest_rung_params / 1e9, o->family->cite);
+    char lo[32], hi[32];
+    printf("\nfamily %s (%d sizes, %s to %s): %s\n\n", o->family->name, r->nrungs,
+           fmt_params(r->smallest_params, lo, sizeof lo),
+           fmt_params(r->largest_rung_params, hi, sizeof hi), o->family->cite);
     printf("  %-19s %-24s %9s  %-10s %11s %10s   %s\n", "strategy", "largest model", "params",
            "binding", "step", "tokens/s", "the next size");
     for (int i = 0; i < r->n; i++) {
@@ -184,11 +260,12 @@ static void print_table(const ap_fit_opts *o, const ap_fit_result *r) {
         snprintf(tps, sizeof tps, e->found ? "%.0f" : "-", e->at.tokens_per_s);
         const char *why = e->have_next ? e->next.detail : "the family's largest size trains";
         printf("  %-19s %-24s %9s  %-10s %11s %10s   %s%s%s\n", e->name,
-               e->found ? e->model : "nothing trains", par, ap_binding_name(e->binding), step, tps,
+               e->found ? e->model : "nothing trains", par, binding_name(e), step, tps,
                e->have_next ? e->next_model : "", e->have_next ? ": " : "", why);
     }
     printf("\nbinding: what the next size runs out of (gpu, host, nvme, or the --min-tokens-per-s "
-           "floor); docs/heterogeneous.md explains the simulation\n");
+           "floor; trainer: it does not offer the plan); docs/heterogeneous.md explains the "
+           "simulation\n");
 }
 
 int ap_cmd_fit(int argc, char **argv) {
@@ -214,6 +291,7 @@ int ap_cmd_fit(int argc, char **argv) {
     if ((st = read_options(&fl, &o, &fam, &err)) != AP_OK) return ap_cli_fail(st, &err);
     ap_fit_result r;
     if ((st = ap_fit(&o, &r, &err)) != AP_OK) return ap_cli_fail(st, &err);
+    batch_note(&o, &r);
     if (ap_flags_isset(&fl, "json")) {
         ap_json *j = to_json(&o, &r);
         char *s = j ? ap_json_print(j, 1) : NULL;

@@ -136,8 +136,10 @@ static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan 
     ap_estimate e;
     ap_status st = ap_estimate_plan(m, &o->cluster, p, &eo, &e, err);
     if (st == AP_ERR_INFEASIBLE) {
+        /* a rule of the trainer, not its memory: no resource binds */
         v->fits = 0;
-        v->binding = AP_BIND_GPU;
+        v->not_offered = 1;
+        v->binding = AP_BIND_NONE;
         snprintf(v->detail, sizeof v->detail, "the trainer cannot run it: %.200s", err->msg);
         return AP_OK;
     }
@@ -184,8 +186,9 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     ap_hetero_cache_free(&hc); /* the run keeps its copy of the template */
     if (st == AP_ERR_INFEASIBLE) {
         v->fits = 0;
-        v->binding = AP_BIND_GPU;
-        snprintf(v->detail, sizeof v->detail, "%.250s", err->msg);
+        v->not_offered = 1;
+        v->binding = AP_BIND_NONE;
+        snprintf(v->detail, sizeof v->detail, "the trainer cannot run it: %.200s", err->msg);
         return AP_OK;
     }
     if (st != AP_OK) return st;
@@ -245,6 +248,47 @@ static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
     return (double)ap_model_total_params(m) * per_param > have;
 }
 
+/* Whether trainer t's closest plan c is nearer to fitting than the one kept (k of trainer kt):
+ * the lower device peak, the earlier trainer on a tie. A peak of 0 is no measurement (Gemini's
+ * placement failed before the simulation ran: hetero.h failure), never the lowest: a measured
+ * peak goes first. */
+static int closer(const ap_estimate *c, int t, int have, const ap_estimate *k, int kt) {
+    if (!have) return 1;
+    int cm = c->device_peak_bytes > 0, km = k->device_peak_bytes > 0;
+    if (cm != km) return cm;
+    if (c->device_peak_bytes != k->device_peak_bytes)
+        return c->device_peak_bytes < k->device_peak_bytes;
+    return t < kt;
+}
+
+/* The best row's detail when its closest plan has no measured peak (no trainer's plan measured
+ * one): the plan's own simulation says why it stopped (e.g. Gemini's "Adjust layout failed",
+ * with how much more it needs) instead of a GPU need of 0 B. */
+static ap_status closest_unmeasured(const ap_fit_opts *o, const ap_model *m, int64_t seq,
+                                    const ap_estimate *c, const char *label, ap_fit_verdict *v,
+                                    ap_err *err) {
+    ap_fit_verdict sv;
+    memset(&sv, 0, sizeof sv);
+    ap_model mm = *m;
+    mm.seq_len = seq;
+    ap_plan p = c->plan;
+    const char *why = "its simulation measured no GPU peak";
+    if (ap_hetero_applies(&p)) {
+        ap_status st = eval_hetero(o, &mm, &p, &sv, err);
+        if (st != AP_OK) return st;
+        if (sv.detail[0]) why = sv.detail;
+        if (sv.gpu_peak_bytes > 0) v->gpu_peak_bytes = sv.gpu_peak_bytes;
+    }
+    /* composed whole, then cut to the detail's size (the trainer's message can be long) */
+    char line[640];
+    int len = snprintf(line, sizeof line, "no trainer's plan fits; closest %s (%s): GPU need "
+                       "unknown, %s", label, ap_trainer_name(c->plan.trainer), why);
+    size_t cut = len < 0 ? 0 : (size_t)len < sizeof v->detail ? (size_t)len : sizeof v->detail - 1;
+    memcpy(v->detail, line, cut);
+    v->detail[cut] = '\0';
+    return AP_OK;
+}
+
 /* The search's best over every trainer; verdict: only whether one fits (v->fits; the first
  * trainer with a fitting plan ends it, its plan is not the best and nothing else is set:
  * *complete 0). A verdict that asks every trainer and finds none fitting has searched what the
@@ -272,6 +316,9 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.fixed.seq = seq;
         so.fixed.dtype = dtype_of(o);
         so.fix_dtype = 1;
+        /* a recomputation the caller gave is pinned like the sequence and dtype */
+        so.fixed.recompute = o->recompute;
+        so.fix_recompute = o->recompute_set;
         so.gbs = gbs;
         so.top_k = 1;
         /* the best plan is read, and the closest only when none fits (no bound then) */
@@ -307,9 +354,8 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
             best = r.top[0];
             have = 1;
         }
-        if (r.ntop == 0 && r.have_closest &&
-            (!have_closest || r.closest.device_peak_bytes < closest.device_peak_bytes ||
-             (r.closest.device_peak_bytes == closest.device_peak_bytes && t < closest_t))) {
+        if (r.ntop == 0 && r.have_closest && closer(&r.closest, t, have_closest, &closest,
+                                                    closest_t)) {
             closest = r.closest;
             closest_t = t;
             have_closest = 1;
@@ -331,13 +377,17 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
     if (have_closest) {
         char a[32], b[32], l[96];
         v->binding = closest.host_fits ? AP_BIND_GPU : AP_BIND_HOST;
+        v->plan = closest.plan;
+        v->gpu_peak_bytes = closest.device_peak_bytes;
+        v->host_bytes_per_node = closest.host_bytes_per_node;
+        ap_plan_label(&closest.plan, l, sizeof l);
+        if (!(closest.device_peak_bytes > 0))
+            return closest_unmeasured(o, m, seq, &closest, l, v, err);
         gib(closest.device_peak_bytes + closest.headroom_bytes, a, sizeof a);
         gib(closest.capacity_bytes, b, sizeof b);
         snprintf(v->detail, sizeof v->detail, "no trainer's plan fits; closest %s (%s): GPU needs "
-                 "%s (peak + headroom) of %s%s", ap_plan_label(&closest.plan, l, sizeof l),
-                 ap_trainer_name(closest.plan.trainer), a, b,
+                 "%s (peak + headroom) of %s%s", l, ap_trainer_name(closest.plan.trainer), a, b,
                  closest.host_fits ? "" : ", host memory short too");
-        v->plan = closest.plan;
     } else {
         snprintf(v->detail, sizeof v->detail, "no trainer can run this model on these GPUs");
     }
@@ -506,6 +556,24 @@ static void *fit_worker(void *arg) {
     }
 }
 
+/* A recomputation no strategy asked can run is a bad option, not an answer: every trainer
+ * refusing the smallest size refuses them all (a rule of the plan, not of the size). */
+static ap_status refuse_not_offered(const ap_fit_opts *o, const ap_fit_result *r, ap_err *err) {
+    const ap_fit_entry *first = NULL;
+    for (int i = 0; i < r->n; i++) {
+        const ap_fit_entry *e = &r->e[i];
+        if (!e->available) continue;
+        /* refused for the recomputation, not some other rule of the size */
+        if (e->found || !e->next.not_offered || !strstr(e->next.detail, "recomput"))
+            return AP_OK;
+        if (!first) first = e;
+    }
+    if (!first || !o->recompute_set) return AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "--recompute: no strategy asked can run %s "
+                      "recomputation (%s: %.150s)", ap_recompute_name(o->recompute), first->name,
+                      first->next.detail);
+}
+
 ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     memset(r, 0, sizeof *r);
     if (!o->family) return ap_err_set(err, AP_ERR_INPUT, "fit: no family");
@@ -524,6 +592,12 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     r->nrungs = n;
     r->smallest_params = rungs[0].params;
     r->largest_rung_params = rungs[n - 1].params;
+    ap_model m0;
+    if ((st = ap_family_model(o->family, &rungs[0], &m0, err)) != AP_OK ||
+        (st = batch_of(o, &m0, &r->seq, &r->gbs, err)) != AP_OK) {
+        ap_free(rungs);
+        return st;
+    }
     /* one store of simulation templates for every strategy and probe */
     ap_fit_opts oc = *o;
     ap_hetero_store *own = o->templates ? NULL : ap_hetero_store_new();
@@ -566,7 +640,9 @@ ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err) {
     const fit_job *bad = NULL;
     for (int i = 0; i < run.njobs; i++)
         if (run.jobs[i].st != AP_OK && (!bad || run.jobs[i].e < bad->e)) bad = &run.jobs[i];
-    if (!bad) return AP_OK;
-    if (err) *err = bad->err;
-    return bad->st;
+    if (bad) {
+        if (err) *err = bad->err;
+        return bad->st;
+    }
+    return refuse_not_offered(o, r, err);
 }

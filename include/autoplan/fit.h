@@ -40,6 +40,8 @@ typedef struct ap_fit_opts {
     int64_t mbs;             /* micro-batch (sequences); default 1 */
     double tokens_per_step;  /* global batch in tokens; 0 = one micro-batch per GPU */
     ap_recompute recompute;  /* default full */
+    int recompute_set;       /* 1: the caller gave it, and "best" searches only it (as it does
+                                the sequence and dtype); 0: "best" picks its own */
     int dtype_set;           /* 0: bf16 where the GPU has it, else fp16 */
     ap_dtype dtype;
     double headroom_bytes;   /* default 2 GiB; Gemini auto sizes itself (10% margin) */
@@ -65,6 +67,8 @@ typedef struct ap_fit_verdict {
     int fits;                /* memory fits and the throughput floor holds */
     ap_binding binding;      /* when not: the resource */
     char detail[256];        /* one line: "GPU 25.1 GiB of 24.0 GiB at backward of fc1..." */
+    int not_offered;         /* the trainer cannot run the plan (e.g. DeepSpeed and selective
+                                recomputation): no resource binds; binding none, detail says */
     double step_s, tokens_per_s;
     double gpu_peak_bytes, host_bytes_per_node, nvme_bytes_per_node;
     ap_plan plan;            /* the plan evaluated (best: the search's choice) */
@@ -96,9 +100,13 @@ typedef struct ap_fit_result {
     ap_fit_entry e[AP_FIT_NSTRATEGIES];
     int nrungs;
     int64_t smallest_params, largest_rung_params;
+    /* the batch every evaluation runs (the smallest size's sequence): gbs sequences of seq
+       tokens, tokens_per_step asked rounded to a whole micro-batch per GPU */
+    int64_t seq, gbs;
 } ap_fit_result;
 
-/* Run every requested strategy. AP_ERR_INPUT for bad options (err names the field). */
+/* Run every requested strategy. AP_ERR_INPUT for bad options (err names the field), and when
+ * no strategy asked can run the requested recomputation at all (every one not_offered). */
 ap_status ap_fit(const ap_fit_opts *o, ap_fit_result *r, ap_err *err);
 
 #endif
