@@ -156,6 +156,14 @@ static ap_status list_profiles(ap_db *db, const char *gpu, ap_err *err) {
     return AP_OK;
 }
 
+/* A run's step time, "-" when it was not taken: `run --no-bench` (and a run whose time the cost
+ * model does not predict) stores a predicted step time of 0, and the run itself printed "-". */
+static const char *fmt_step(double s, char *buf, size_t n) {
+    if (s > 0) return ap_fmt_seconds(s, buf, n);
+    snprintf(buf, n, "-");
+    return buf;
+}
+
 static ap_status list_runs(ap_db *db, ap_err *err) {
     ap_db_run *r = NULL;
     size_t n = 0;
@@ -169,8 +177,8 @@ static ap_status list_runs(ap_db *db, ap_err *err) {
         snprintf(id, sizeof id, "run:%lld", (long long)r[i].id);
         printf("  %-10s %-16s %-16.16s %-7s %6lld %12s %12s %12s\n", id,
                ap_cli_fmt_time(r[i].started_at, t, sizeof t), r[i].host, r[i].backend,
-               (long long)r[i].ranks, ap_fmt_seconds(r[i].predicted_step_s, p, sizeof p),
-               ap_fmt_seconds(r[i].measured_step_s, m, sizeof m),
+               (long long)r[i].ranks, fmt_step(r[i].predicted_step_s, p, sizeof p),
+               fmt_step(r[i].measured_step_s, m, sizeof m),
                ap_fmt_bytes(r[i].measured_peak_bytes, b, sizeof b));
     }
     ap_db_runs_free(r, n);
@@ -303,16 +311,16 @@ static ap_status show_run(ap_db *db, int64_t id, ap_err *err) {
                (long long)run->ranks);
         printf("step time:      predicted %s, measured %s\npeak memory:    predicted %s, "
                "measured %s (max over ranks)\n",
-               ap_fmt_seconds(run->predicted_step_s, a, sizeof a),
-               ap_fmt_seconds(run->measured_step_s, b, sizeof b),
+               fmt_step(run->predicted_step_s, a, sizeof a),
+               fmt_step(run->measured_step_s, b, sizeof b),
                ap_fmt_bytes(run->predicted_peak_bytes, c, sizeof c),
                ap_fmt_bytes(run->measured_peak_bytes, d, sizeof d));
         if (nk) printf("per rank:\n  %6s %12s %12s %12s %12s\n", "RANK", "PRED STEP",
                        "MEAS STEP", "PRED PEAK", "MEAS PEAK");
         for (size_t i = 0; i < nk; i++)
             printf("  %6lld %12s %12s %12s %12s\n", (long long)k[i].rank,
-                   ap_fmt_seconds(k[i].predicted_step_s, a, sizeof a),
-                   ap_fmt_seconds(k[i].measured_step_s, b, sizeof b),
+                   fmt_step(k[i].predicted_step_s, a, sizeof a),
+                   fmt_step(k[i].measured_step_s, b, sizeof b),
                    ap_fmt_bytes(k[i].predicted_peak_bytes, c, sizeof c),
                    ap_fmt_bytes(k[i].measured_peak_bytes, d, sizeof d));
         printf("plan:\n%s\n", run->plan_json);
@@ -446,8 +454,10 @@ static int cmd_import(int argc, char **argv) {
     ap_status st = ap_read_file(fl.pos[0], IMPORT_MAX_BYTES, &text, &len, &err);
     if (st != AP_OK) return ap_cli_fail(st, &err);
     ap_db *db = NULL;
-    st = ap_db_open(ap_flags_value(&fl, "db"), 0, &db, &err);
     ap_db_import_counts c;
+    /* validate before opening: a refused file must not create or migrate the database */
+    st = ap_db_import_json(NULL, text, len, fl.pos[0], &c, &err);
+    if (st == AP_OK) st = ap_db_open(ap_flags_value(&fl, "db"), 0, &db, &err);
     if (st == AP_OK) st = ap_db_import_json(db, text, len, fl.pos[0], &c, &err);
     free(text);
     if (st == AP_OK)

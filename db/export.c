@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "autoplan/db.h"
+#include "autoplan/hw.h"
 #include "autoplan/strbuf.h"
 #include "autoplan/json.h"
 #include "db_int.h"
@@ -405,6 +406,23 @@ static ap_status get_rows(const ap_json *root, const char *key, const char *file
     return AP_OK;
 }
 
+/* A member holding JSON text (a plan's result_json, a run's plan_json) is stored as is and
+ * parsed only when it is used, by the same reader (ap_json_decode): refuse here what that use
+ * would refuse, rather than store a row that can only warn later. The full check of a cached
+ * result (ap_result_check) needs the model, cluster and search options the result answers,
+ * which an export does not carry; the cache still runs it on every hit. */
+static ap_status json_text_ok(const char *text, const char *key, const char *w, ap_err *err) {
+    char where[340];
+    snprintf(where, sizeof where, "%s: field '%s'", w, key);
+    ap_json *j = NULL;
+    ap_status st = ap_json_decode(text, strlen(text), where, &j, err);
+    if (st == AP_OK && !ap_json_is_object(j))
+        st = ap_err_set(err, AP_ERR_INPUT, "%s must hold a JSON object, got %s", where,
+                        ap_json_type_name(j));
+    ap_json_free(j);
+    return st;
+}
+
 /* 32 lower-case hex digits, as ap_db_plan_key writes them. */
 static int is_key(const char *k) {
     size_t n = strlen(k);
@@ -434,6 +452,7 @@ static ap_status read_plan(const ap_json *o, const char *w, plan_row *p, ap_err 
     if (st == AP_OK)
         st = ap_json_get_int(o, "used_at", 0, BIG_INT, &p->info.used_at, NULL, w, err);
     if (st == AP_OK) st = get_long_str(o, "result_json", &p->json, w, err);
+    if (st == AP_OK) st = json_text_ok(p->json, "result_json", w, err);
     return st;
 }
 
@@ -470,6 +489,13 @@ static ap_status read_profile(const ap_json *o, const char *w, ap_db_profile *r,
                         "empty", w);
     ap_err e;
     if (st == AP_OK) st = ap_db_json_row_text_ok(r, w, err);
+    /* As `profile import`: a row of a GPU the catalog lacks would never calibrate a plan, and
+     * it is stored under the catalog's own name so the GPU's fingerprint and lookups find it. */
+    const ap_gpu *g = NULL;
+    char what[340];
+    snprintf(what, sizeof what, "%s: field 'gpu'", w);
+    if (st == AP_OK) st = ap_gpu_lookup(r->gpu, what, &g, err);
+    if (st == AP_OK) snprintf(r->gpu, sizeof r->gpu, "%s", g->name);
     if (st == AP_OK && ap_profile_row_check(r, &e) != AP_OK) /* the kernel-profile vocabulary */
         st = ap_err_set(err, AP_ERR_INPUT, "%s: %s", w, e.msg);
     return st;
@@ -509,18 +535,27 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
                               NULL, w, err);
     const char *pj = NULL;
     if (st == AP_OK) st = get_long_str(o, "plan_json", &pj, w, err);
+    if (st == AP_OK) st = json_text_ok(pj, "plan_json", w, err);
     r->plan_json = (char *)pj; /* borrowed; never freed through this struct */
     ap_json *arr = ap_json_get(o, "per_rank");
     if (st == AP_OK && arr && !ap_json_is_array(arr))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'per_rank' must be an array, got %s", w,
                         ap_json_type_name(arr));
     int n = st == AP_OK && arr ? ap_json_size(arr) : 0;
+    /* A run's rank rows are all of its ranks (`autoplan run` stores one per rank) or none (a run
+     * recorded without them exports "per_rank": []); a part would make every max-over-ranks
+     * figure and `db show` silently wrong. Too many is refused before the rows are read, too
+     * few after them, so a bad row is named first. */
+    char many[64];
+    snprintf(many, sizeof many, "ranks is %lld but per_rank has %d entries", (long long)r->ranks,
+             n);
     if (st == AP_OK && n > r->ranks)
-        st = ap_err_set(err, AP_ERR_INPUT, "%s: 'per_rank' has %d rows for %lld ranks", w, n,
-                        (long long)r->ranks);
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'per_rank': %s", w, many);
+    unsigned char *seen = NULL; /* one flag per rank: duplicates in O(n), ranks up to 2^20 */
     if (st == AP_OK && n > 0) {
         rr->ranks = ap_calloc((size_t)n, sizeof *rr->ranks);
-        if (!rr->ranks) st = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", w);
+        seen = ap_calloc((size_t)r->ranks, 1);
+        if (!rr->ranks || !seen) st = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", w);
     }
     for (int i = 0; st == AP_OK && i < n; i++) {
         char wk[340];
@@ -534,10 +569,9 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
         }
         st = ap_db_json_only_known(k, known_rank, wk, err);
         if (st == AP_OK) st = ap_json_get_int(k, "rank", 0, r->ranks - 1, &rk->rank, NULL, wk, err);
-        for (int j = 0; j < i && st == AP_OK; j++)
-            if (rr->ranks[j].rank == rk->rank)
-                st = ap_err_set(err, AP_ERR_INPUT, "%s: rank %lld appears twice", wk,
-                                (long long)rk->rank);
+        if (st == AP_OK && seen[rk->rank]++)
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: rank %lld appears twice", wk,
+                            (long long)rk->rank);
         if (st == AP_OK)
             st = ap_json_get_real(k, "predicted_step_s", 0, BIG_REAL, &rk->predicted_step_s, NULL,
                                   wk, err);
@@ -552,6 +586,9 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
                                   &rk->measured_peak_bytes, NULL, wk, err);
         rr->nranks = (size_t)i + 1;
     }
+    ap_free(seen);
+    if (st == AP_OK && n > 0 && n != r->ranks)
+        st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'per_rank': %s", w, many);
     return st;
 }
 
@@ -618,6 +655,17 @@ ap_status ap_db_import_json(ap_db *db, const char *text, size_t len, const char 
     memset(&s, 0, sizeof s);
     st = validate(root, where, &s, err);
     int64_t runs_before = 0, runs_after = 0;
+    /* db NULL: validate only, so a caller can refuse a bad file before it opens (and so
+     * creates) the database; counts then hold the file's rows, none of them new. */
+    if (st == AP_OK && !db) {
+        c.plans = s.nplans;
+        c.profiles = s.nprofiles;
+        c.runs = s.nruns;
+        if (counts) *counts = c;
+        import_free(&s);
+        ap_json_free(root);
+        return AP_OK;
+    }
     if (st == AP_OK) st = ap_db_begin(db, err);
     if (st == AP_OK) {
         /* counted inside the write lock, so other writers cannot skew runs_new */

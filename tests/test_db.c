@@ -1682,6 +1682,178 @@ static void test_cli_plan(const char *dir) {
     free(saved);
 }
 
+/* ---- import: what the rows' own checks refuse (added with the fixes) ----------------------- */
+
+#define EXPORT_HEAD "{\"format\": \"autoplan-db-export\", \"format_version\": 1, "
+#define PLAN_ROW(rj) \
+    "\"plans\": [{\"key\": \"00ab320b2b4e3c2c1088038afc77a99f\", \"summary\": \"s\", " \
+    "\"search_s\": 1, \"created_at\": 1, \"used_at\": 1, \"result_json\": " rj "}]}"
+#define RUN_ROW(ranks, pj, per_rank) \
+    "\"runs\": [{\"plan_key\": \"\", \"host\": \"h\", \"backend\": \"cpu\", \"started_at\": 5, " \
+    "\"ranks\": " ranks ", \"predicted_step_s\": 1, \"measured_step_s\": 1, " \
+    "\"predicted_peak_bytes\": 1, \"measured_peak_bytes\": 1, \"plan_json\": " pj ", " \
+    "\"per_rank\": " per_rank "}]}"
+#define RANK(r) \
+    "{\"rank\": " r ", \"predicted_step_s\": 1, \"measured_step_s\": 1, " \
+    "\"predicted_peak_bytes\": 1, \"measured_peak_bytes\": 1}"
+#define PROFILE_ROW(gpu) \
+    "\"profiles\": [{\"gpu\": " gpu ", \"op\": \"gemm\", \"shape\": \"m=1,n=1,k=1\", " \
+    "\"dtype\": \"bf16\", \"time_s\": 1, \"samples\": 3}]}"
+
+/* `db import FILE` of a bad file: exit 2, one line naming the file and field, the database
+ * byte-identical (and a database that did not exist still does not). */
+static void import_refused(const char *dir, const char *text, const char *want1,
+                           const char *want2) {
+    const char *file = path_in(dir, "refused.json"), *db = path_in(dir, "refused.db"),
+               *fresh = path_in(dir, "refused-fresh.db");
+    CHECK(tl_write(file, text) == 0);
+    snapshot before = snap(db);
+    CHECK(before.ok);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(run_cli("db import '%s' --db '%s'", file, db, &out, &err), 2);
+    CHECK_CONTAINS(err, "refused.json");
+    CHECK_CONTAINS(err, want1);
+    CHECK_CONTAINS(err, want2);
+    CHECK(one_line(err));
+    CHECK(same_snap(&before, db));
+    free_snap(&before);
+    free(out), free(err);
+    CHECK_INT(run_cli("db import '%s' --db '%s'", file, fresh, &out, &err), 2);
+    CHECK(access(fresh, F_OK) != 0);
+    free(out), free(err);
+}
+
+/* A database for import_refused to keep unchanged: one row of each table, closed. */
+static void make_refused_db(const char *dir) {
+    ap_db *db = open_rw(path_in(dir, "refused.db"));
+    CHECK(db != NULL);
+    if (db) fill_db(db);
+    ap_db_close(db);
+}
+
+/* result_json and plan_json are JSON text that the cache and `db show` parse later: an import
+ * refuses what they would refuse, with the row and field. */
+static void test_import_json_text(const char *dir) {
+    ap_err e;
+    ap_db_import_counts c;
+    ap_db *db = open_rw(path_in(dir, "jtext.db"));
+    CHECK(db != NULL);
+    if (!db) return;
+    static const struct {
+        const char *text, *want1, *want2;
+    } bad[] = {
+        {EXPORT_HEAD PLAN_ROW("\"{bad\""), "plans[0]: field 'result_json'", "invalid JSON"},
+        {EXPORT_HEAD PLAN_ROW("\"[1, 2]\""), "plans[0]: field 'result_json'", "JSON object"},
+        {EXPORT_HEAD PLAN_ROW("\"\""), "plans[0]: field 'result_json'", "invalid JSON"},
+        {EXPORT_HEAD RUN_ROW("1", "\"not json\"", "[]"), "runs[0]: field 'plan_json'",
+         "invalid JSON"},
+        {EXPORT_HEAD RUN_ROW("1", "\"3\"", "[]"), "runs[0]: field 'plan_json'", "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e.msg[0] = '\0';
+        CHECK_INT(ap_db_import_json(db, bad[i].text, strlen(bad[i].text), "j.json", &c, &e),
+                  AP_ERR_INPUT);
+        CHECK_CONTAINS(e.msg, "j.json: ");
+        CHECK_CONTAINS(e.msg, bad[i].want1);
+        CHECK_CONTAINS(e.msg, bad[i].want2);
+        CHECK(strchr(e.msg, '\n') == NULL);
+    }
+    CHECK_INT(count(db, "plans"), 0);
+    CHECK_INT(count(db, "runs"), 0);
+    const char *good = EXPORT_HEAD PLAN_ROW("\"{\\\"ranked\\\": []}\"");
+    CHECK_INT(ap_db_import_json(db, good, strlen(good), "j.json", &c, &e), AP_OK);
+    CHECK_INT(c.plans_new, 1);
+    ap_db_close(db);
+    make_refused_db(dir);
+    import_refused(dir, EXPORT_HEAD PLAN_ROW("\"{bad\""), "field 'result_json'", "invalid JSON");
+    import_refused(dir, EXPORT_HEAD RUN_ROW("1", "\"not json\"", "[]"), "field 'plan_json'",
+                   "invalid JSON");
+}
+
+/* A run's per_rank rows are all of its ranks or none. */
+static void test_import_per_rank(const char *dir) {
+    ap_err e;
+    ap_db_import_counts c;
+    ap_db *db = open_rw(path_in(dir, "perrank.db"));
+    CHECK(db != NULL);
+    if (!db) return;
+    const char *part = EXPORT_HEAD RUN_ROW("64", "\"{}\"", "[" RANK("0") ", " RANK("1") "]");
+    CHECK_INT(ap_db_import_json(db, part, strlen(part), "p.json", &c, &e), AP_ERR_INPUT);
+    CHECK_CONTAINS(e.msg, "p.json: runs[0]: field 'per_rank': ranks is 64 but per_rank has 2 "
+                          "entries");
+    const char *many = EXPORT_HEAD RUN_ROW("1", "\"{}\"", "[" RANK("0") ", " RANK("0") "]");
+    CHECK_INT(ap_db_import_json(db, many, strlen(many), "p.json", &c, &e), AP_ERR_INPUT);
+    CHECK_CONTAINS(e.msg, "ranks is 1 but per_rank has 2 entries");
+    CHECK_INT(count(db, "runs"), 0);
+    /* a run recorded without rank rows exports "per_rank": [] and must import again */
+    const char *none = EXPORT_HEAD RUN_ROW("64", "\"{}\"", "[]");
+    CHECK_INT(ap_db_import_json(db, none, strlen(none), "p.json", &c, &e), AP_OK);
+    const char *all = EXPORT_HEAD RUN_ROW("2", "\"{\\\"tp\\\": 2}\"", "[" RANK("1") ", "
+                                          RANK("0") "]");
+    CHECK_INT(ap_db_import_json(db, all, strlen(all), "p.json", &c, &e), AP_OK);
+    CHECK_INT(count(db, "runs"), 2);
+    CHECK_INT(count(db, "run_ranks"), 2);
+    ap_db_close(db);
+    make_refused_db(dir);
+    import_refused(dir, part, "field 'per_rank'", "ranks is 64 but per_rank has 2 entries");
+}
+
+/* Profile rows pass the GPU check of `profile import`; a catalog alias is stored under the
+ * catalog name, which is what plans look rows up by. */
+static void test_import_profile_gpu(const char *dir) {
+    ap_err e;
+    ap_db_import_counts c;
+    ap_db *db = open_rw(path_in(dir, "pgpu.db"));
+    CHECK(db != NULL);
+    if (!db) return;
+    const char *bad = EXPORT_HEAD PROFILE_ROW("\"nonexistent-gpu\"");
+    CHECK_INT(ap_db_import_json(db, bad, strlen(bad), "g.json", &c, &e), AP_ERR_INPUT);
+    CHECK_CONTAINS(e.msg, "g.json: profiles[0]: field 'gpu': unknown GPU 'nonexistent-gpu'");
+    CHECK(strchr(e.msg, '\n') == NULL);
+    CHECK_INT(count(db, "profiles"), 0);
+    const char *alias = EXPORT_HEAD PROFILE_ROW("\"v100\"");
+    CHECK_INT(ap_db_import_json(db, alias, strlen(alias), "g.json", &c, &e), AP_OK);
+    ap_db_profile *rows = NULL;
+    size_t n = 0;
+    CHECK_INT(ap_db_profiles_list(db, NULL, &rows, &n, &e), AP_OK);
+    CHECK_INT(n, 1);
+    if (n == 1) CHECK_STR(rows[0].gpu, "v100-sxm2-32g"); /* `autoplan gpus`: alias v100 */
+    free(rows);
+    ap_db_close(db);
+    make_refused_db(dir);
+    import_refused(dir, bad, "field 'gpu'", "unknown GPU 'nonexistent-gpu'");
+}
+
+/* A run stored without a prediction (`run --no-bench` stores 0) shows "-" as the run printed,
+ * not "0.0 us", in `db list` and `db show`, for the run and every rank. */
+static void test_run_no_prediction(const char *dir) {
+    const char *path = path_in(dir, "nopred.db");
+    ap_db *db = open_rw(path);
+    CHECK(db != NULL);
+    if (!db) return;
+    ap_db_run r;
+    ap_db_run_rank k[2];
+    make_run(&r, k, 2, "node-np", 1763700000, "{\"tp\":1}");
+    r.predicted_step_s = 0;
+    k[0].predicted_step_s = k[1].predicted_step_s = 0;
+    ap_err e;
+    int64_t id = 0;
+    CHECK_INT(ap_db_run_insert(db, &r, k, 2, &id, &e), AP_OK);
+    ap_db_close(db);
+    char *out = NULL, *err = NULL, show[64];
+    CHECK_INT(run_cli("db list runs --db '%s'%s", path, "", &out, &err), 0);
+    CHECK(out && !strstr(out, "0.0 us"));
+    CHECK_CONTAINS(out, "      -      1.620 s");
+    free(out), free(err);
+    snprintf(show, sizeof show, "run:%lld", (long long)id);
+    CHECK_INT(run_cli("db show %s --db '%s'", show, path, &out, &err), 0);
+    CHECK(out && !strstr(out, "0.0 us"));
+    CHECK_CONTAINS(out, "step time:      predicted -, measured 1.620 s");
+    CHECK_CONTAINS(out, "       0            -");
+    CHECK_CONTAINS(out, "       1            -");
+    free(out), free(err);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1724,6 +1896,10 @@ int main(int argc, char **argv) {
     test_export_import(dir);
     test_cli(dir);
     test_cli_plan(dir);
+    test_import_json_text(dir);
+    test_import_per_rank(dir);
+    test_import_profile_gpu(dir);
+    test_run_no_prediction(dir);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
