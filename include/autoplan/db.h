@@ -319,7 +319,8 @@ typedef struct ap_db_import_counts {
 
 /* Import text in the export format. Validated like any user input before anything is written:
  * AP_ERR_INPUT "<where>: <field path>: <reason>" on the first problem. Atomic: all rows or
- * none. counts may be NULL. */
+ * none. counts may be NULL. db NULL: validate only, nothing written; the counts are then the
+ * file's rows. */
 ap_status ap_db_import_json(ap_db *db, const char *text, size_t len, const char *where,
                             ap_db_import_counts *counts, ap_err *err);
 
