@@ -108,6 +108,10 @@ static char g_prof_name[64], g_prof_note[320];
 static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_err *err) {
     ap_status st;
     if ((st = ap_cli_load_cluster(fl, 0, &o->cluster, err)) != AP_OK) return st;
+    /* fit's strategies are GPU trainers; the cpu device is autoplan run's */
+    if (!strcmp(o->cluster.gpu.vendor, "cpu"))
+        return ap_err_set(err, AP_ERR_INPUT, "--gpu %s: fit's trainers do not run on the cpu "
+                          "device (it is autoplan run's)", o->cluster.gpu.name);
     memset(&g_prof, 0, sizeof g_prof);
     g_prof.cluster = o->cluster;
     ap_estimate_opts_init(&g_prof.est);

@@ -797,6 +797,7 @@ static void test_bad_input(void) {
     bad("plan '%s' --gpus 8 --attn-impl fa3 --no-cache", "does not run on a100");
     bad("plan '%s' --gpus 8 --dtype fp32 --no-cache", "not fp32");
     bad("plan '%s' --gpus 8 --fix ep=2 --no-cache", "dense model");
+    bad("fit --gpu cpu", "do not run on the cpu device");
     /* --gpus lists: no empty count, no count twice */
     bad("plan '%s' --gpus 8, --no-cache", "is not a count");
     bad("plan '%s' --gpus 8,8 --no-cache", "listed twice");
