@@ -45,7 +45,8 @@ static ap_status check_what(const char *what, int host_only, ap_err *err) {
         snprintf(w, sizeof w, "%.*s", (int)(n < 31 ? n : 31), p);
         if (!in_list(known, w))
             return ap_err_set(err, AP_ERR_INPUT, "--what: unknown benchmark '%s' (%s)", w,
-                              host_only ? "with --host-only: host" : "host, " ALL_GPU);
+                              host_only ? "with --host-only: host, the CPU Adam step and "
+                                          "host bandwidth" : "host, " ALL_GPU);
         if (!c) break;
         p = c + 1;
     }
@@ -104,6 +105,17 @@ static void print_rows(const ap_profile *p, const ap_gpu *g) {
                    "%.1f%%\n", 100 * idw.median_abs_err, 100 * idw.mean_abs_err,
                    100 * idw.max_abs_err);
     }
+}
+
+/* --host-only runs no GPU benchmark: the flags that only shape those are refused, not
+ * ignored. */
+static ap_status check_host_only(ap_flags *fl, ap_err *err) {
+    static const char *const gpu_flags[] = {"model", "device", "dtypes"};
+    for (size_t i = 0; i < sizeof gpu_flags / sizeof gpu_flags[0]; i++)
+        if (ap_flags_isset(fl, gpu_flags[i]))
+            return ap_err_set(err, AP_ERR_INPUT, "--%s: shapes the GPU benchmarks (not with "
+                              "--host-only)", gpu_flags[i]);
+    return AP_OK;
 }
 
 /* The row template: the GPU's identity (device benches) or --gpu (host-only). */
@@ -186,9 +198,7 @@ int ap_cmd_profile_bench(int argc, char **argv) {
     if (st == AP_OK) st = ap_flag_bytes(&fl, "host-bytes", &host_bytes, &err);
     const char *ap = ap_flags_value(&fl, "adam-params");
     if (st == AP_OK && ap) st = ap_parse_count(ap, "--adam-params", &adam_params, &err);
-    if (st == AP_OK && host_only && ap_flags_isset(&fl, "model"))
-        st = ap_err_set(&err, AP_ERR_INPUT, "--model: GEMM shapes need a GPU (not with "
-                        "--host-only)");
+    if (st == AP_OK && host_only) st = check_host_only(&fl, &err);
     if (st == AP_OK && !ap_flags_isset(&fl, "model") &&
         (ap_flags_isset(&fl, "tp") || ap_flags_isset(&fl, "seq") || ap_flags_isset(&fl, "mbs")))
         st = ap_err_set(&err, AP_ERR_INPUT, "--tp, --mbs and --seq describe --model's GEMMs: "

@@ -349,7 +349,12 @@ static void test_cli(void) {
     CHECK_INT(run("profile bench --host-only", &out, &err), 2);
     CHECK_CONTAINS(err, "--host-only: needs --gpu NAME");
     CHECK_INT(run("profile bench --host-only --gpu h100 --what gemm", &out, &err), 2);
-    CHECK_CONTAINS(err, "--what: unknown benchmark 'gemm' (with --host-only: host)");
+    CHECK_CONTAINS(err, "--what: unknown benchmark 'gemm' (with --host-only: host, the CPU Adam");
+    /* the GPU benchmarks' own flags are refused with --host-only, not ignored */
+    CHECK_INT(run("profile bench --host-only --gpu h100 --device 3", &out, &err), 2);
+    CHECK_CONTAINS(err, "--device: shapes the GPU benchmarks (not with --host-only)");
+    CHECK_INT(run("profile bench --host-only --gpu h100 --dtypes fp8", &out, &err), 2);
+    CHECK_CONTAINS(err, "--dtypes");
     CHECK_INT(run("profile bench --host-only --gpu h100 --tp 2", &out, &err), 2);
     CHECK_CONTAINS(err, "give --model too");
     CHECK_INT(run("profile benhc", &out, &err), 2);
