@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "autoplan/text.h"
@@ -85,7 +86,19 @@ ap_status ap_cli_db_open_ro(ap_flags *fl, ap_db **db, int *missing, ap_err *err)
         *missing = 1;
         return ap_err_set(err, AP_OK, "%s: no database there yet", path);
     }
-    return ap_db_open(path, 1, db, err);
+    ap_status st = ap_db_open(path, 1, db, err);
+    /* an older schema: migrate it as any writing command would (the rows are kept), so that
+       listing or exporting an old cache works; a file that cannot be written keeps the
+       refusal */
+    if (st != AP_OK && strstr(err->msg, "any command that writes to it migrates it") &&
+        access(path, W_OK) == 0) {
+        ap_err e2;
+        if (ap_db_open(path, 0, db, &e2) == AP_OK) {
+            ap_log(AP_LOG_WARN, "%s: database migrated to this autoplan's schema", path);
+            return AP_OK;
+        }
+    }
+    return st;
 }
 
 const char *ap_cli_shown(const char *s, char *buf, size_t n) {

@@ -415,6 +415,18 @@ static void test_migrate_v1(const char *dir) {
     CHECK(db != NULL);
     if (db) CHECK_INT(count(db, "profiles"), 5);
     ap_db_close(db);
+    /* the reading commands migrate an old file they can write (listing an old cache works) */
+    const char *p2 = path_in(dir, "v1-list.db");
+    CHECK_INT(ap_read_file(tl_path("tests/data/db-v1.db"), 1 << 20, &bytes, &len, &e), AP_OK);
+    CHECK_INT(ap_write_file_atomic(p2, bytes, len, &e), AP_OK);
+    free(bytes);
+    char args[4200], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "db list --db '%s'", p2);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "v1 plan");
+    CHECK_CONTAINS(err, "migrated");
+    free(out);
+    free(err);
 }
 
 static void test_wal_fallback(const char *dir) {
