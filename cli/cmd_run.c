@@ -573,8 +573,10 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
        launch); the parameters by rank 0, on this host unless a hostfile places it elsewhere */
     int lrank = 0, lsize = 0, launched = ap_rt_launched_rank(&lrank, &lsize);
     const char *trace = ap_flags_value(fl, "trace");
-    if (trace && lrank == 0 && (st = ap_cli_check_out_path("--trace", trace, err)) != AP_OK) return st;
-    if (save && !hostfile && !launched && (st = ap_cli_check_out_path("--save", save, err)) != AP_OK)
+    if (trace && lrank == 0 && (st = ap_cli_check_out_path("--trace", trace, err)) != AP_OK)
+        return st;
+    if (save && !hostfile && !launched &&
+        (st = ap_cli_check_out_path("--save", save, err)) != AP_OK)
         return st;
     return AP_OK;
 }

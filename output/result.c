@@ -208,7 +208,8 @@ static ap_status check_numbers(const ap_json *entry, const char *where, const ap
     /* MFU and HFU are the model's and the hardware's TFLOP/s over the dense 16-bit peak
      * (estimate.c throughput), and the hardware's FLOPs hold the model's */
     const ap_json *th = ap_json_get(entry, "throughput");
-    double mt = num_at(th, "model_tflops_per_gpu", NULL), ht = num_at(th, "hw_tflops_per_gpu", NULL);
+    double mt = num_at(th, "model_tflops_per_gpu", NULL);
+    double ht = num_at(th, "hw_tflops_per_gpu", NULL);
     double ref = c->gpu.peak_flops[AP_DTYPE_BF16] > 0 ? c->gpu.peak_flops[AP_DTYPE_BF16]
                                                       : c->gpu.peak_flops[AP_DTYPE_FP16];
     if (ref <= 0) ref = c->gpu.peak_flops[AP_DTYPE_FP32];
