@@ -557,13 +557,15 @@ static void print_result(const plan_cmd *pc, const ap_json *res, int cached) {
         printf("\nnothing fits.\n");
         const ap_json *cl = ap_json_get(res, "closest");
         if (cl) {
+            /* over on the GPU, or (host memory binding alone) within it */
+            double over = jnum(cl, "overshoot_bytes", NULL);
             printf("closest: %s needs %.1f GiB on its worst GPU (stage %.0f) of %.1f GiB with "
-                   "%.1f GiB headroom: %.1f GiB over\n",
+                   "%.1f GiB headroom: %.1f GiB %s\n",
                    ap_cli_safe(ap_json_string(ap_json_get(cl, "label"))),
                    jnum(cl, "memory", "device_peak_bytes") / AP_GIB,
                    jnum(cl, "memory", "worst_stage"), jnum(cl, "memory", "capacity_bytes") / AP_GIB,
-                   jnum(cl, "memory", "headroom_bytes") / AP_GIB,
-                   jnum(cl, "overshoot_bytes", NULL) / AP_GIB);
+                   jnum(cl, "memory", "headroom_bytes") / AP_GIB, fabs(over) / AP_GIB,
+                   over > 0 ? "over" : "to spare");
             const char *bind = ap_json_string(ap_json_get(cl, "binding"));
             if (bind && strcmp(bind, "gpu") != 0)
                 printf("host memory binds%s: %.1f GiB per node of %.1f GiB (90%% usable)\n",

@@ -243,8 +243,12 @@ static void consider_closest(ap_search_result *r, double *best_overshoot, const 
         return;
     }
     double over = overshoot(e);
-    if (!r->have_closest || over < *best_overshoot ||
-        (over == *best_overshoot && ap_estimate_better(e, &r->closest))) {
+    /* a device peak of 0 is no measurement (a Gemini layout that failed before its simulation
+       ran, hetero.h), never the nearest: a measured plan goes first */
+    int now = e->device_peak_bytes > 0, kept = r->have_closest && r->closest.device_peak_bytes > 0;
+    if (!r->have_closest || now > kept ||
+        (now == kept && (over < *best_overshoot ||
+                         (over == *best_overshoot && ap_estimate_better(e, &r->closest))))) {
         ap_estimate_copy(&r->closest, e);
         r->have_closest = 1;
         *best_overshoot = over;

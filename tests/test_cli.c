@@ -1289,6 +1289,27 @@ static void test_stage_recompute_readback(void) {
         "--stage-recompute needs --recompute full");
 }
 
+/* Nothing fits: the closest plan is one whose memory was measured (a Gemini layout that failed
+ * before its simulation ran has a peak of 0, and was named closest at "0.0 GiB"), and a plan
+ * bound by host memory alone says what it has to spare on the GPU, not "-4.4 GiB over". */
+static void test_closest_measured(void) {
+    char args[2048], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "plan '%s' --gpus 1 --trainer colossalai --seq 1000000 "
+             "--no-cache", tl_path("examples/models/llama-2-7b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "GiB over");
+    CHECK(out && !strstr(out, "needs 0.0 GiB"));
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "plan '%s' --gpus 1 --trainer colossalai --no-cache",
+             tl_path("examples/models/llama-3.1-405b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "GiB to spare\nhost memory binds");
+    CHECK(out && !strstr(out, "GiB headroom: -"));
+    free(out);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_planfile_warning_order();
@@ -1307,6 +1328,7 @@ int main(int argc, char **argv) {
     test_bad_input();
     test_paths_checked_first();
     test_stage_recompute_readback();
+    test_closest_measured();
     test_fit_fixes();
     return tl_finish();
 }
