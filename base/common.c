@@ -142,6 +142,21 @@ int ap_edit_distance(const char *a, const char *b) {
     return prev[lb];
 }
 
+const char *ap_closest_word(const char *w, const char *const *words, size_t n, int *exact) {
+    const char *best = words[0];
+    int best_d = 1 << 30;
+    *exact = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(w, words[i])) {
+            *exact = 1;
+            return words[i];
+        }
+        int d = ap_edit_distance(w, words[i]);
+        if (d < best_d) best_d = d, best = words[i];
+    }
+    return best;
+}
+
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed) {
     /* FNV-1a 64 (Fowler, Noll, Vo), seed mixed into the offset basis */
     uint64_t h = 14695981039346656037ULL ^ seed;

@@ -65,41 +65,6 @@ static ap_status parse_strategies(const char *s, unsigned *mask, ap_err *err) {
     return AP_OK;
 }
 
-/* A family file's shapes[i] keys: the family reader (costmodel/family.c) checks the top level
- * alone, so a typo such as "kv_head" would silently leave the field at its default. Refused
- * here with a did-you-mean, as the cluster file's fields are; a file that does not parse is
- * left to the reader, whose message names it. */
-static ap_status check_shape_fields(const char *path, ap_err *err) {
-    static const char *const known[] = {"name", "layers", "hidden", "heads", "kv_heads",
-                                        "ffn_hidden"};
-    ap_err perr = {{0}};
-    ap_json *root = ap_json_parse_file(path, &perr);
-    if (!root) return AP_OK;
-    ap_status st = AP_OK;
-    ap_json *js = ap_json_is_object(root) ? ap_json_get(root, "shapes") : NULL;
-    int n = js && ap_json_is_array(js) ? ap_json_size(js) : 0;
-    for (int i = 0; i < n && st == AP_OK; i++) {
-        ap_json *e = ap_json_at(js, i);
-        if (!ap_json_is_object(e)) continue;
-        for (ap_json *m = ap_json_first(e); m && st == AP_OK; m = ap_json_next(m)) {
-            const char *k = ap_json_key(m);
-            if (!k || k[0] == '_') continue; /* "_note": comments, as at the top level */
-            const char *best = known[0];
-            int ok = 0, best_d = 1 << 30;
-            for (size_t j = 0; j < sizeof known / sizeof known[0] && !ok; j++) {
-                int d = ap_edit_distance(k, known[j]);
-                ok = d == 0;
-                if (d < best_d) best_d = d, best = known[j];
-            }
-            if (!ok)
-                st = ap_err_set(err, AP_ERR_INPUT, "%s: shapes[%d]: unknown field '%.64s' (did "
-                                "you mean '%s'?)", path, i, k, best);
-        }
-    }
-    ap_json_free(root);
-    return st;
-}
-
 /* --profile: the kernel tables every estimate and simulation of the run uses, and the note
    saying which */
 static ap_resolved g_prof;
@@ -120,8 +85,6 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
     o->kernels = g_prof.est.kernels;
     const char *f = ap_flags_value(fl, "family");
     /* a file, as ap_family_get tells one from a built-in name */
-    if (f && (strchr(f, '/') || strstr(f, ".json")) && (st = check_shape_fields(f, err)) != AP_OK)
-        return st;
     if ((st = ap_family_get(f ? f : "gpt", fam, err)) != AP_OK) return st;
     o->family = fam;
     if ((st = ap_flag_int(fl, "seq", 1, 1 << 24, &o->seq, err)) != AP_OK) return st;

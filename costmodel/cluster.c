@@ -209,14 +209,9 @@ static ap_status check_fields(const ap_json *root, const char *where, ap_err *er
     for (ap_json *m = ap_json_first(root); m; m = ap_json_next(m)) {
         const char *k = ap_json_key(m);
         if (!k || k[0] == '_') continue; /* "_note": free-form comments */
-        int ok = 0;
-        const char *best = known_fields[0];
-        int best_d = 1 << 30;
-        for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++) {
-            if (strcmp(k, known_fields[i]) == 0) { ok = 1; break; }
-            int d = ap_edit_distance(k, known_fields[i]);
-            if (d < best_d) { best_d = d; best = known_fields[i]; }
-        }
+        int ok;
+        const char *best = ap_closest_word(k, known_fields,
+                                           sizeof known_fields / sizeof known_fields[0], &ok);
         if (!ok)
             return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%.64s' (did you mean '%s'? "
                               "docs/hardware.md lists the fields)", where, k, best);
@@ -232,16 +227,16 @@ static ap_status check_node_fields(const ap_json *node, const char *w, ap_err *e
     for (ap_json *m = ap_json_first(node); m; m = ap_json_next(m)) {
         const char *k = ap_json_key(m);
         if (!k || k[0] == '_') continue; /* "_note": free-form comments, as at the top level */
-        if (!strcmp(k, node_fields[0]) || !strcmp(k, node_fields[1])) continue;
-        for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++)
-            if (!strcmp(k, known_fields[i]))
-                return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' is not supported per node; "
-                                  "give it at the top level of the cluster file (it applies to "
-                                  "every node)", w, k);
-        int d0 = ap_edit_distance(k, node_fields[0]), d1 = ap_edit_distance(k, node_fields[1]);
+        int ok, top;
+        const char *best = ap_closest_word(k, node_fields, 2, &ok);
+        if (ok) continue;
+        ap_closest_word(k, known_fields, sizeof known_fields / sizeof known_fields[0], &top);
+        if (top)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' is not supported per node; "
+                              "give it at the top level of the cluster file (it applies to "
+                              "every node)", w, k);
         return ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%.64s' (did you mean '%s'? a "
-                          "node entry has only 'gpu' and 'gpus')", w, k,
-                          node_fields[d1 < d0 ? 1 : 0]);
+                          "node entry has only 'gpu' and 'gpus')", w, k, best);
     }
     return AP_OK;
 }

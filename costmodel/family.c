@@ -253,6 +253,20 @@ static ap_status read_file(const char *path, ap_family *f, ap_err *err) {
             st = ap_err_set(err, AP_ERR_INPUT, "%s: must be an object", w);
             goto done;
         }
+        /* a misspelt key would leave its field at the default: refused, as at the top level */
+        static const char *const shape_fields[] = {"name", "layers", "hidden", "heads",
+                                                   "kv_heads", "ffn_hidden"};
+        for (ap_json *m = ap_json_first(e); m; m = ap_json_next(m)) {
+            const char *k = ap_json_key(m);
+            int ok;
+            if (!k || k[0] == '_') continue; /* "_note": comments */
+            const char *best = ap_closest_word(k, shape_fields, 6, &ok);
+            if (!ok) {
+                st = ap_err_set(err, AP_ERR_INPUT, "%s: unknown field '%.64s' (did you mean "
+                                "'%s'?)", w, k, best);
+                goto done;
+            }
+        }
         snprintf(s->name, sizeof s->name, "%.20s-%d", f->name, i);
         if ((st = ap_json_get_str(e, "name", s->name, sizeof s->name, &present, w, err)) != AP_OK ||
             (st = ap_json_get_int(e, "layers", 1, AP_MODEL_MAX_LAYERS, &s->layers, NULL, w, err)) !=

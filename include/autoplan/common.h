@@ -104,6 +104,9 @@ int ap_fmt_i64(int64_t v, char *out);
 /* Levenshtein edit distance between two short names (each read up to 63 characters), for the
  * "did you mean" hints of flags, fields and GPU names. */
 int ap_edit_distance(const char *a, const char *b);
+/* The word of words[0..n) nearest to w by ap_edit_distance (the first on a tie); *exact set
+ * when w is one of them. n >= 1. */
+const char *ap_closest_word(const char *w, const char *const *words, size_t n, int *exact);
 
 /* 64-bit FNV-1a, used for fingerprints and cache keys. */
 uint64_t ap_hash64(const void *data, size_t n, uint64_t seed);
