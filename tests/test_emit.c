@@ -1929,9 +1929,10 @@ static void test_emit_leaves_nothing(void) {
     rm_rf(dir);
 }
 
-/* plan.json's estimate, which the configs' headers quote, is checked: numbers that cannot be
- * and an estimate of another plan are refused naming the field (exit 2, one line), before any
- * directory is made; the estimate the cost model gives is accepted and quoted. */
+/* plan.json's estimate, which the configs' headers quote, is checked by the reader
+ * (ap_planfile_read): numbers that cannot be and an estimate of another plan are refused naming
+ * the field (exit 2, one line), before any directory is made; the estimate the cost model gives
+ * is accepted and quoted. */
 typedef enum { EST_NUM, EST_STR, EST_DROP } est_edit;
 
 static void test_emit_estimate_checked(void) {
@@ -1996,6 +1997,16 @@ static void test_emit_estimate_checked(void) {
         else drop(o, bad[i].key);
         CHECK_INT(ap_planfile_write(path, &m, &c, &p, x, &err), AP_OK);
         ap_json_free(x);
+        /* the reader refuses it when asked for the estimate, and reads the plan when not
+           (simulate, run) */
+        ap_model m2;
+        ap_cluster c2;
+        ap_plan p2;
+        ap_json *est2 = NULL;
+        CHECK_INT(ap_planfile_read(path, &m2, &c2, &p2, &est2, &err), AP_ERR_INPUT);
+        CHECK_CONTAINS(err.msg, bad[i].needle);
+        CHECK(est2 == NULL);
+        CHECK_INT(ap_planfile_read(path, &m2, &c2, &p2, NULL, &err), AP_OK);
         snprintf(outdir, sizeof outdir, "%s/bad%zu", dir, i);
         snprintf(args, sizeof args, "emit --plan '%s' --emit megatron --out '%s/cfg'", path,
                  outdir);

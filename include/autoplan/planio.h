@@ -27,8 +27,9 @@ ap_json *ap_planfile_to_json(const ap_model *m, const ap_cluster *c, const ap_pl
 
 /* Validate and decode a plan.json tree. `where` names the source in error messages (the file
  * path). On success fills *m, *c, *p and, when estimate_out is not NULL, *estimate_out with a
- * deep copy of the "estimate" object (NULL when the file has none; caller frees with
- * ap_json_free). On failure the outputs are unspecified and *estimate_out is NULL. */
+ * deep copy of the "estimate" object, checked against the plan and cluster as ap_planfile_read
+ * says (NULL when the file has none; caller frees with ap_json_free). On failure the outputs
+ * are unspecified and *estimate_out is NULL. */
 ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model *m,
                                 ap_cluster *c, ap_plan *p, ap_json **estimate_out, ap_err *err);
 
@@ -42,8 +43,11 @@ char *ap_planfile_print(const ap_model *m, const ap_cluster *c, const ap_plan *p
 ap_status ap_planfile_write(const char *path, const ap_model *m, const ap_cluster *c,
                             const ap_plan *p, const ap_json *estimate, ap_err *err);
 
-/* Read and validate plan.json. estimate_out may be NULL; otherwise the caller frees
- * *estimate_out (NULL when absent) with ap_json_free. */
+/* Read and validate plan.json. estimate_out may be NULL (the estimate's content is not
+ * checked); otherwise the estimate is checked against the file's plan and cluster (possible
+ * numbers, the same plan field by field; AP_ERR_INPUT "<file>: field 'estimate.plan.tp' is 4,
+ * the plan's is 8 ...") and the caller frees *estimate_out (NULL when absent) with
+ * ap_json_free. */
 ap_status ap_planfile_read(const char *path, ap_model *m, ap_cluster *c, ap_plan *p,
                            ap_json **estimate_out, ap_err *err);
 
