@@ -32,6 +32,7 @@ struct ap_outset {
     int fd;                   /* the file open for writing (ap_outset_open), or -1 */
     char open_name[64];
     long long written;        /* bytes of the open file written so far */
+    size_t made_from;         /* the directories of dir the set made (first_missing) */
 };
 
 static const char *kind_of(mode_t m) {
@@ -151,22 +152,69 @@ ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err) {
 
 /* ---- the output set --------------------------------------------------------------------------- */
 
+/* Where the directories ap_files_make_dir makes for dir start: the length of the first prefix
+ * of dir (ending at a '/' or at its end) that does not exist, 0 when all of them do. Read
+ * before the set begins, so that a set that moves nothing in removes what it made and no
+ * more. */
+static size_t first_missing(const char *dir) {
+    char part[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof part) return 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (dir[i] != '/' && dir[i] != '\0') continue;
+        memcpy(part, dir, i);
+        part[i] = '\0';
+        struct stat sb;
+        if (stat(part, &sb) != 0) return i;
+    }
+    return 0;
+}
+
+/* Remove the directories of dir made from the prefix of length `from` on (first_missing; 0:
+ * none made), the deepest first (a part a failed ap_files_make_dir never made is passed over).
+ * rmdir removes only empty directories, so one that holds something (the set's files once moved
+ * in, or another writer's) stays, and the walk stops there. */
+static void remove_made(const char *dir, size_t from) {
+    char part[4096];
+    size_t n = strlen(dir);
+    if (from == 0 || n >= sizeof part) return;
+    memcpy(part, dir, n + 1);
+    for (;;) {
+        while (n > 1 && part[n - 1] == '/') part[--n] = '\0'; /* "a/b/" is "a/b" */
+        if (n < from) return;
+        /* a part that holds something stays, and so do those above it; one that a failed
+           make never made (ENOENT, ENAMETOOLONG) is passed over */
+        if (rmdir(part) != 0 && (errno == ENOTEMPTY || errno == EEXIST)) return;
+        while (n > 0 && part[n - 1] != '/') n--; /* up one level */
+        part[n] = '\0';
+    }
+}
+
 ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset **out,
                           ap_err *err) {
     *out = NULL;
+    const size_t made_from = first_missing(dir);
     ap_status st = ap_files_make_dir(dir, "--out", err);
-    if (st != AP_OK) return st;
+    if (st != AP_OK) {
+        remove_made(dir, made_from); /* a part of the path may have been made */
+        return st;
+    }
     ap_files_remove_stale(dir);
     ap_outset *s = ap_calloc(1, sizeof *s);
-    if (!s) return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", dir);
+    if (!s) {
+        remove_made(dir, made_from);
+        return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", dir);
+    }
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->tmp, sizeof s->tmp, "%s/.autoplan-%ld.tmp", dir, (long)getpid());
     s->family = family;
     s->fd = -1;
+    s->made_from = made_from;
     remove_tree1(s->tmp); /* ours from an earlier set of this process */
     if (mkdir(s->tmp, 0700) != 0) {
         int e = errno;
         ap_free(s);
+        remove_made(dir, made_from);
         return ap_err_set(err, e == EACCES || e == EROFS ? AP_ERR_INPUT : AP_ERR_IO,
                           "--out: cannot write in %s: %s", dir, strerror(e));
     }
@@ -294,6 +342,7 @@ ap_status ap_outset_commit(ap_outset *s, ap_err *err) {
         close(fd);
     }
     remove_tree1(s->tmp);
+    if (st != AP_OK) remove_made(s->dir, s->made_from); /* empty only when nothing moved in */
     ap_free(s);
     return st;
 }
@@ -302,5 +351,6 @@ void ap_outset_abort(ap_outset *s) {
     if (!s) return;
     if (s->fd >= 0) close(s->fd);
     remove_tree1(s->tmp);
+    remove_made(s->dir, s->made_from);
     ap_free(s);
 }

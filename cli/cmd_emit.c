@@ -9,7 +9,7 @@
  *
  * plan.json's "estimate", which the configs' headers quote, is checked against the file's plan
  * and cluster by the reader (ap_planfile_read); a run that writes nothing leaves no directory
- * it made (ap_emit_files_ex).
+ * it made (ap_outset_abort, files.h).
  */
 #include <stdio.h>
 #include <stdlib.h>

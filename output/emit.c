@@ -14,13 +14,10 @@
  */
 #include "emit_int.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "autoplan/files.h"
 #include "autoplan/json.h"
@@ -505,39 +502,6 @@ ap_status ap_emit_into(ap_outset *set, const char *which, const ap_model *m, con
     return result;
 }
 
-/* Where the directories ap_outset_begin makes for dir start: the length of the first prefix of
- * dir (ending at a '/' or at its end) that does not exist, 0 when all of them do. Read before
- * the set begins, so that a run that writes nothing removes what it made and no more. */
-static size_t first_missing_dir(const char *dir) {
-    char part[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof part) return 0;
-    for (size_t i = 1; i <= n; i++) {
-        if (dir[i] != '/' && dir[i] != '\0') continue;
-        memcpy(part, dir, i);
-        part[i] = '\0';
-        struct stat sb;
-        if (stat(part, &sb) != 0) return i;
-    }
-    return 0;
-}
-
-/* Remove the directories of dir that this run made, the deepest first, down to the prefix of
- * length `from` (first_missing_dir; 0: none made). rmdir removes only empty directories, so
- * one that something else filled meanwhile stays, and the walk stops there. */
-static void remove_made_dirs(const char *dir, size_t from) {
-    char part[4096];
-    size_t n = strlen(dir);
-    if (from == 0 || n >= sizeof part) return;
-    memcpy(part, dir, n + 1);
-    for (;;) {
-        while (n > 1 && part[n - 1] == '/') part[--n] = '\0'; /* "a/b/" is "a/b" */
-        if (n < from || rmdir(part) != 0) return;
-        while (n > 0 && part[n - 1] != '/') n--; /* up one level */
-        part[n] = '\0';
-    }
-}
-
 ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m,
                            const ap_cluster *c, const ap_plan *p, const ap_json *estimate,
                            ap_emit_report *report, ap_err *err) {
@@ -548,23 +512,18 @@ ap_status ap_emit_files_ex(const char *dir, const char *which, const ap_model *m
     ap_status st = ap_emit_parse_list(which, &mask, err);
     if (st != AP_OK) return st;
     ap_outset *set;
-    size_t made_from = first_missing_dir(dir);
-    if ((st = ap_outset_begin(dir, emit_family, &set, err)) != AP_OK) {
-        remove_made_dirs(dir, made_from); /* a part of the path may have been made */
-        return st;
-    }
+    if ((st = ap_outset_begin(dir, emit_family, &set, err)) != AP_OK) return st;
     ap_status result = ap_emit_into(set, which, m, c, p, estimate, rep, err);
     int written = 0;
     for (int t = 0; t < AP_EMIT_COUNT; t++) written += rep->requested[t] && rep->status[t] == AP_OK;
     if ((result != AP_OK && result != AP_ERR_INFEASIBLE) || !written) {
-        /* nothing to move in: the directory stays as it was, or is not there when it was not */
+        /* nothing to move in: the directory stays as it was, or is not there when it was not
+         * (ap_outset_abort removes what the set made) */
         ap_outset_abort(set);
-        remove_made_dirs(dir, made_from);
         return result;
     }
     ap_err e2;
     if ((st = ap_outset_commit(set, &e2)) != AP_OK) {
-        remove_made_dirs(dir, made_from); /* only when nothing was moved in: rmdir needs empty */
         if (err) *err = e2;
         return st;
     }

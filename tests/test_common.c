@@ -9,6 +9,7 @@
 #include "testlib.h"
 
 #include "autoplan/common.h"
+#include "autoplan/files.h"
 #include "autoplan/json.h"
 #include "autoplan/strbuf.h"
 #include "autoplan/threads.h"
@@ -574,6 +575,45 @@ static void test_file_out(void) {
     CHECK_CONTAINS(err.msg, path);
 }
 
+/* An output set made in directories that did not exist removes them when it moves nothing
+ * in (abort, a begin that fails part of the way) and keeps them once its files are in; a
+ * directory that existed stays. */
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void test_outset_dirs(void) {
+    const char *dir = tl_tmpdir();
+    CHECK(dir != NULL);
+    if (!dir) return;
+    char sub[512], top[512], file[600];
+    ap_err err;
+    ap_outset *s;
+    snprintf(top, sizeof top, "%s/new", dir);
+    snprintf(sub, sizeof sub, "%s/new/a/b/", dir); /* a trailing '/', as users type it */
+    CHECK_INT(ap_outset_begin(sub, NULL, &s, &err), AP_OK);
+    CHECK(exists(sub));
+    CHECK_INT(ap_outset_add(s, "x.txt", "x", 1, &err), AP_OK);
+    ap_outset_abort(s);
+    CHECK(!exists(top)); /* every part it made is gone, */
+    CHECK(exists(dir));  /* the one that was there stays */
+    /* a begin that makes "new" and then fails on a name too long for the filesystem */
+    char lng[300];
+    memset(lng, 'n', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    snprintf(file, sizeof file, "%s/new/%s", dir, lng);
+    CHECK(ap_outset_begin(file, NULL, &s, &err) != AP_OK);
+    CHECK(!exists(top));
+    /* committed: the directories hold the set and stay */
+    CHECK_INT(ap_outset_begin(sub, NULL, &s, &err), AP_OK);
+    CHECK_INT(ap_outset_add(s, "x.txt", "x", 1, &err), AP_OK);
+    CHECK_INT(ap_outset_commit(s, &err), AP_OK);
+    snprintf(file, sizeof file, "%s/new/a/b/x.txt", dir);
+    CHECK(exists(file));
+    /* an abort in a directory that exists leaves it, and its files, as they were */
+    CHECK_INT(ap_outset_begin(sub, NULL, &s, &err), AP_OK);
+    ap_outset_abort(s);
+    CHECK(exists(file));
+}
+
 /* ---- helper threads (base/threads.c) ---- */
 
 typedef struct {
@@ -725,6 +765,7 @@ int main(int argc, char **argv) {
     test_json_put();
     test_fmt_g17();
     test_file_out();
+    test_outset_dirs();
     test_tasks();
     return tl_finish();
 }

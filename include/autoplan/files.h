@@ -49,9 +49,12 @@ int ap_files_write_fd(int fd, const void *data, size_t len, long long *written);
 
 typedef struct ap_outset ap_outset;
 
-/* Start a set in directory dir (made when missing). family: NULL-terminated names of the files
- * an earlier run of this kind may have left in dir (removed at commit unless written again);
- * NULL for none. *out is freed by ap_outset_commit or ap_outset_abort. */
+/* Start a set in directory dir (made when missing, with its missing parents). family:
+ * NULL-terminated names of the files an earlier run of this kind may have left in dir (removed
+ * at commit unless written again); NULL for none. *out is freed by ap_outset_commit or
+ * ap_outset_abort. The directories the set made are removed again when it moves nothing in (a
+ * begin that fails part of the way, an abort, a commit that fails before its first file): a
+ * run that writes nothing leaves the file system as it found it. */
 ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset **out,
                           ap_err *err);
 /* Write one file of the set (a plain name, no '/') into the temporary directory. Refused when
