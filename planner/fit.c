@@ -249,13 +249,12 @@ static int states_exceed_cluster(const ap_model *m, const ap_cluster *c) {
 }
 
 /* Whether trainer t's closest plan c is nearer to fitting than the one kept (k of trainer kt):
- * the lower device peak, the earlier trainer on a tie. A peak of 0 is no measurement (Gemini's
- * placement failed before the simulation ran: hetero.h failure), never the lowest: a measured
- * peak goes first. */
+ * a measured peak first (ap_estimate_measured_first), then the lower device peak, the earlier
+ * trainer on a tie. */
 static int closer(const ap_estimate *c, int t, int have, const ap_estimate *k, int kt) {
     if (!have) return 1;
-    int cm = c->device_peak_bytes > 0, km = k->device_peak_bytes > 0;
-    if (cm != km) return cm;
+    int first = ap_estimate_measured_first(c, k);
+    if (first != 0) return first > 0;
     if (c->device_peak_bytes != k->device_peak_bytes)
         return c->device_peak_bytes < k->device_peak_bytes;
     return t < kt;

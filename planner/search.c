@@ -81,6 +81,10 @@ int ap_estimate_better(const ap_estimate *a, const ap_estimate *b) {
     return a->device_peak_bytes < b->device_peak_bytes;
 }
 
+int ap_estimate_measured_first(const ap_estimate *a, const ap_estimate *b) {
+    return (a->device_peak_bytes > 0) - (b->device_peak_bytes > 0);
+}
+
 /* ---- one chunk -------------------------------------------------------------------------------- */
 
 /* Points per chunk: the unit of work of a thread and of the ordered merge. */
@@ -243,12 +247,11 @@ static void consider_closest(ap_search_result *r, double *best_overshoot, const 
         return;
     }
     double over = overshoot(e);
-    /* a device peak of 0 is no measurement (a Gemini layout that failed before its simulation
-       ran, hetero.h), never the nearest: a measured plan goes first */
-    int now = e->device_peak_bytes > 0, kept = r->have_closest && r->closest.device_peak_bytes > 0;
-    if (!r->have_closest || now > kept ||
-        (now == kept && (over < *best_overshoot ||
-                         (over == *best_overshoot && ap_estimate_better(e, &r->closest))))) {
+    /* a measured plan first, then the least overshoot, then the ranking */
+    int first = r->have_closest ? ap_estimate_measured_first(e, &r->closest) : 1;
+    if (first > 0 ||
+        (first == 0 && (over < *best_overshoot ||
+                        (over == *best_overshoot && ap_estimate_better(e, &r->closest))))) {
         ap_estimate_copy(&r->closest, e);
         r->have_closest = 1;
         *best_overshoot = over;

@@ -248,6 +248,13 @@ const char *ap_search_version(void);
 /* The ranking: 1 if a is better than b (lower step time, ties by lower device memory). */
 int ap_estimate_better(const ap_estimate *a, const ap_estimate *b);
 
+/* The first rule of every "closest plan" (the search's when nothing fits, fit's nearest row):
+ * a plan with a measured device peak before one without. A peak of 0 is no measurement (a
+ * Gemini placement that failed before its simulation ran: hetero.h), never the nearest.
+ * 1: a goes first; -1: b goes first; 0: both or neither measured (the caller's metric
+ * decides). */
+int ap_estimate_measured_first(const ap_estimate *a, const ap_estimate *b);
+
 /* How much a plan asks of the user beyond the plainest plan of its speed, compared first among
  * ties (lower = simpler), in this order: a `tight` plan after one that fits (its memory is
  * within the validated memory error of the limit); then offload (fractions, Gemini auto or
