@@ -67,6 +67,11 @@ Sources:
                          NeMo 24.04, FP8 weights, SHARP, per-layer CUDA graphs at scale): the
                          step time from each run's logged training blocks, TP 4 PP 8 VP 4 MBS 2
                          on 512 GPUs and TP 4 PP 6 VP 8 MBS 1 on 10752 and 11616 (3 rows)
+  mlperf41-gpt3-h100     mlcommons/training_results_v4.1 NVIDIA/results/eos_n{32,64}_ngc24.09_nemo
+                         and Oracle/results/{1536,3072}xBM.GPU.H100.8 (MLPerf Training v4.1,
+                         GPT-3 175B: NeMo 24.09 on 256 and 512 DGX H100 GPUs, and Oracle's OCI
+                         H100 on 1536 and 3072 over RoCE; FP8 weights, TP 4 PP 8, micro-batch 2,
+                         VP 6 and 4; each run's logged median step; 4 rows)
   internlm-a100          InternLM/InternLM doc/en/train_performance.md @20fe5ac, "FLOPS
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
@@ -1577,8 +1582,61 @@ def mlperf40_rows():
     return out
 
 
+# ---- MLPerf Training v4.1: GPT-3 175B on DGX H100 (NVIDIA, NeMo 24.09) and OCI H100 (Oracle) ----
+MLPERF41 = ("mlcommons/training_results_v4.1 @b87b9e3 %s/results/%s/gpt3/result_{0,1,2}.txt "
+            "(MLPerf Training v4.1, closed division): %d x %s, logged global_batch_size %d and "
+            "gradient_accumulation_steps %d, train_step_timing median of each run %s s (%s steps "
+            "logged); configuration %s/benchmarks/gpt3/%s")
+# (submitter, results directory, nodes, system, gbs, gradient accumulation, vp, the three runs'
+# median train_step_timing, steps logged per run, config file): read off the logs' MLLOG lines
+# and the configs' TENSOR/PIPELINE_MODEL_PARALLEL (4, 8), MICRO_BATCH_SIZE (2) and
+# INTERLEAVED_PIPELINE. Oracle's BM.GPU.H100.8 nodes: eight H100 SXM on NVSwitch and 16 RoCE
+# HCAs of 200 Gb/s (config_common.sh NCCL_IB_HCA lists 16 mlx5 devices; NCCL_IB_GID_INDEX 3,
+# RoCE v2): 400 Gb/s per GPU, as a DGX H100's.
+MLPERF41_ROWS = [
+    ("NVIDIA", "eos_n32_ngc24.09_nemo", 32, "DGX H100", 2048, 128, 6,
+     (18.3716, 18.3743, 18.4212), "300/288/288",
+     "implementations/eos_n32_ngc24.09_nemo/config_DGXH100_32x8x256x4x8_mbs2.sh"),
+    ("NVIDIA", "eos_n64_ngc24.09_nemo", 64, "DGX H100", 2048, 64, 6,
+     (9.4931, 9.5542, 9.4963), "288/300/288",
+     "implementations/eos_n64_ngc24.09_nemo/config_DGXH100_64x8x128x4x8_mbs2.sh"),
+    ("Oracle", "1536xBM.GPU.H100.8", 192, "OCI BM.GPU.H100.8", 3072, 32, 4,
+     (5.1546, 5.1704, 5.1723), "208/208/200",
+     "DGXH100_128x8x64x4x8_mbs2/config_DGXH100_192x8x64x4x8_mbs2.sh"),
+    ("Oracle", "3072xBM.GPU.H100.8", 384, "OCI BM.GPU.H100.8", 3072, 16, 4,
+     (3.0497, 3.0407, 3.1025), "200/208/208",
+     "DGXH100_384x8x32x4x8_mbs2/config_DGXH100_384x8x32x4x8_mbs2.sh"),
+]
+
+
+def mlperf41_rows():
+    """The v4.0 rows' model and plan (mlperf40_rows) a software generation later (NeMo 24.09;
+    Oracle ran the same implementation): config_common.sh sets FP8_PARAMS=True, the distributed
+    optimizer and 200 MB buckets (the bucket size left to autoplan's Megatron default, as in the
+    v3.1 and v4.0 rows), config_fp8.sh FP8 hybrid with amax reductions, the node configs TP
+    communication overlap, micro-batch 2 and the interleaving above; no per-layer CUDA graphs
+    (no _cg config) and no activation checkpointing. NVIDIA's Eos runs reduce over SHARP
+    (NCCL_SHARP_GROUP_SIZE_THRESH; not modelled: autoplan prices the ring), Oracle's over RoCE
+    without it. cuDNN fused attention assumed as in v3.1."""
+    out = []
+    tp, pp = 4, 8
+    m = mlperf_gpt3_model(tp)
+    for (sub, d, nodes, system, gbs, ga, vp, medians, steps, cfg) in MLPERF41_ROWS:
+        gpus = nodes * 8
+        dp = gpus // (tp * pp)
+        mbs = gbs // (dp * ga)
+        assert mbs * dp * ga == gbs and mbs == 2 and 96 % (pp * vp) == 0
+        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
+        step = sorted(medians)[1]
+        cite = MLPERF41 % (sub, d, nodes, system, gbs, ga,
+                           "/".join("%.4f" % x for x in medians), steps, sub, cfg)
+        out.append(dgx_h100_row("mlperf41-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
+                                "logged train_step_timing, median over the run"))
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
-            mlperf_rows() + mlperf40_rows() + mlperf30_rows())
+            mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows())
