@@ -72,6 +72,11 @@ Sources:
                          GPT-3 175B: NeMo 24.09 on 256 and 512 DGX H100 GPUs, and Oracle's OCI
                          H100 on 1536 and 3072 over RoCE; FP8 weights, TP 4 PP 8, micro-batch 2,
                          VP 6 and 4; each run's logged median step; 4 rows)
+  mlperf50-llama405b-h100
+                         mlcommons/training_results_v5.0 NVIDIA/results/eos-dfw_n*_ngc25.01_nemo/
+                         llama31_405b (MLPerf Training v5.0, Llama 3.1 405B pre-training with
+                         the Mixtral tokenizer, NeMo 25.01, FP8, TP 8 PP 8 CP 2 VP 8, sequence
+                         8192, 512-8192 DGX H100 GPUs; each run's logged median step; 5 rows)
   internlm-a100          InternLM/InternLM doc/en/train_performance.md @20fe5ac, "FLOPS
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
@@ -1635,8 +1640,63 @@ def mlperf41_rows():
     return out
 
 
+# ---- MLPerf Training v5.0: Llama 3.1 405B pre-training on Eos (DGX H100), NeMo 25.01 ------------
+MLPERF50 = ("mlcommons/training_results_v5.0 @%s NVIDIA/results/eos-dfw_n%d_ngc25.01_nemo/"
+            "llama31_405b/result_{0,1,2}.txt (MLPerf Training v5.0, closed division): %d x DGX "
+            "H100, logged global_batch_size %d and gradient_accumulation_steps %d, train_step_time "
+            "median of each run %s s (%s steps logged); configuration NVIDIA/benchmarks/"
+            "llama31_405b/implementations/eos-dfw_n%d_ngc25.01_nemo/config_DGXH100_%dx8x%dxtp8pp8"
+            "cp2.sh")
+MLPERF50_COMMIT = "0fdc28f"
+# (nodes, gbs, gradient accumulation, the three runs' median train_step_time, steps logged per
+# run): read off the logs' MLLOG lines (tracked_stats train_step_time)
+MLPERF50_ROWS = [
+    (64, 1152, 288, (55.0855, 55.1408, 55.1272), "276/276/276"),
+    (256, 1152, 72, (14.1993, 14.2198, 14.2158), "276/322/276"),
+    (304, 1216, 64, (12.6958, 12.7059, 12.8569), "308/308/308"),
+    (320, 1120, 56, (11.1803, 11.1678, 11.1578), "294/294/294"),
+    (1024, 1536, 24, (5.1778, 5.1675, 5.1695), "245/245/245"),
+]
+
+
+def mlperf50_rows(hf):
+    """Llama 3.1 405B as the benchmark defines it (the implementation's README: the paper's
+    model with the Mixtral 8x22B tokenizer, 32,768 tokens, in place of its 128K vocabulary;
+    sequence 8192, the logs' max_sequence_length), examples/models/llama-3.1-405b.json
+    otherwise. The plan, from the node configs and config_common.sh: TP 8 PP 8 CP 2,
+    interleaved 8 virtual stages, micro-batch 1, sequence parallelism with TP overlap, no
+    activation checkpointing (ACT_CKPT_* null), FP8 hybrid with the delayed recipe (custom.yaml
+    fp8_recipe default) and FP8 weights gathered in FP8 (FP8_PARAMS), Megatron-Core's
+    distributed optimizer with overlapped reduction and gathering and bf16 gradient reduction
+    (pretrain.py grad_reduce_in_fp32=False), the embedding and the loss counted as a layer each
+    in the pipeline split (ASYM_PP_EMBED, ASYM_PP_LOSS: 126 + 2 over 64 chunks, one layer on
+    the first and the last chunk, two on the others), expandable segments. The runs reduce over
+    SHARP (not modelled: autoplan prices the ring). cuDNN fused attention (Transformer
+    Engine's Hopper default, assumed)."""
+    out = []
+    tp, pp, cp, vp = 8, 8, 2, 8
+    m = dict(hf("llama-3.1-405b"))
+    m["vocab_size"] = 32768
+    for (nodes, gbs, ga, medians, steps) in MLPERF50_ROWS:
+        gpus = nodes * 8
+        dp = gpus // (tp * pp * cp)
+        assert dp * ga == gbs
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
+                "mbs": 1, "gbs": gbs, "seq": 8192, "recompute": "none", "sp": True, "zero": 1,
+                "dtype": "fp8", "fp8_params": True, "fp8_recipe": "delayed", "overlap": True,
+                "overlap_tp": True, "flash_attn": True, "attn_impl": "cudnn",
+                "grad_reduce": "bf16", "stage_layers": [1] + [2] * 62 + [1]}
+        step = sorted(medians)[1]
+        cite = MLPERF50 % (MLPERF50_COMMIT, nodes, nodes, gbs, ga,
+                           "/".join("%.4f" % x for x in medians), steps, nodes, nodes, gbs // dp)
+        out.append(dgx_h100_row("mlperf50-llama405b-h100", cite, "llama-3.1-405b", m, plan, gpus,
+                                step, "logged train_step_time, median over the run"))
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
-            mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows())
+            mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
+            mlperf50_rows(hf))
