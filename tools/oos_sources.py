@@ -72,6 +72,9 @@ Sources:
                          GPT-3 175B: NeMo 24.09 on 256 and 512 DGX H100 GPUs, and Oracle's OCI
                          H100 on 1536 and 3072 over RoCE; FP8 weights, TP 4 PP 8, micro-batch 2,
                          VP 6 and 4; each run's logged median step; 4 rows)
+  mlperf41-gpt3-b200     the same release's NVIDIA/results/b200_n8_preview_nemo (preview): the
+                         benchmark on 64 B200 (8 x DGX B200), TP 4 PP 8 VP 6, micro-batch 2;
+                         the three runs' median step (1 row)
   mlperf50-llama405b-h100
                          mlcommons/training_results_v5.0 NVIDIA/results/eos-dfw_n*_ngc25.01_nemo/
                          llama31_405b (MLPerf Training v5.0, Llama 3.1 405B pre-training with
@@ -1640,6 +1643,36 @@ def mlperf41_rows():
     return out
 
 
+# MLPerf v4.1's one Blackwell GPT-3 run (NVIDIA's preview submission, "Nyx": 8 x DGX B200,
+# B200-SXM-180GB, NVIDIA/systems/b200_n8_preview_nemo.json): the three runs' median
+# train_step_timing, their steps logged, and the config's MINIBS 1024, VP 6, micro-batch 2
+MLPERF41_B200 = ("mlcommons/training_results_v4.1 @b87b9e3 NVIDIA/results/b200_n8_preview_nemo/gpt3/"
+                 "result_{0,1,2}.txt (MLPerf Training v4.1, closed division, preview): 8 x DGX "
+                 "B200, logged global_batch_size 2048 and gradient_accumulation_steps 512, "
+                 "train_step_timing median of each run %s s (288 steps each); configuration "
+                 "NVIDIA/benchmarks/gpt3/implementations/b200_n8_preview_nemo/"
+                 "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh")
+MLPERF41_B200_MEDIANS = (36.0459, 36.2336, 36.2686)
+
+
+def mlperf41_b200_rows():
+    """The v4.1 H100 rows' model and plan (mlperf41_rows: FP8 weights, TP 4 PP 8, micro-batch 2,
+    VP 6) on 64 B200 with the DGX B200's 400 Gb/s per GPU (the catalog's reference node, 8
+    ConnectX-7 of 400 Gb/s); its config also captures each layer in a CUDA graph
+    (LAYER_CUDA_GRAPH=1; not modelled) and selects cuDNN fused attention (NVTE_FUSED_ATTN=1)."""
+    tp, pp, vp, gpus, gbs, ga = 4, 8, 6, 64, 2048, 512
+    dp = gpus // (tp * pp)
+    mbs = gbs // (dp * ga)
+    assert mbs == 2
+    plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
+    step = sorted(MLPERF41_B200_MEDIANS)[1]
+    cite = MLPERF41_B200 % "/".join("%.4f" % x for x in MLPERF41_B200_MEDIANS)
+    return [{"source": "mlperf41-gpt3-b200", "cite": cite, "model_name": "gpt3-175b",
+             "model": mlperf_gpt3_model(tp), "plan": plan, "gpu": "b200", "gpus": gpus,
+             "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
+             "how": "logged train_step_timing, median over the run"}]
+
+
 # ---- MLPerf Training v5.0: Llama 3.1 405B pre-training on Eos (DGX H100), NeMo 25.01 ------------
 MLPERF50 = ("mlcommons/training_results_v5.0 @%s NVIDIA/results/eos-dfw_n%d_ngc25.01_nemo/"
             "llama31_405b/result_{0,1,2}.txt (MLPerf Training v5.0, closed division): %d x DGX "
@@ -1699,4 +1732,4 @@ def all_rows(hf):
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
-            mlperf50_rows(hf))
+            mlperf41_b200_rows() + mlperf50_rows(hf))
