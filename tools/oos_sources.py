@@ -1438,6 +1438,23 @@ def mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra=None, tail=None):
     return plan
 
 
+def mlperf_gpt3_row(source, cite, nodes, gbs, ga, pp, vp, medians, how, dtype_extra=None,
+                    tail=None, gpu="h100-sxm"):
+    """One GPT-3 run of an MLPerf submission (TP 4, 8 GPUs a node, 400 Gb/s per GPU): its plan
+    from the nodes, batch, accumulation, pp and vp (mlperf_gpt3_plan), its step the middle of
+    the runs' medians."""
+    tp = 4
+    gpus = nodes * 8
+    dp = gpus // (tp * pp)
+    mbs = gbs // (dp * ga)
+    assert mbs * dp * ga == gbs and 96 % (pp * vp) == 0
+    plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra, tail)
+    row = dgx_h100_row(source, cite, "gpt3-175b", mlperf_gpt3_model(tp), plan, gpus,
+                       sorted(medians)[1], how)
+    row["gpu"] = gpu
+    return row
+
+
 # ---- MLPerf Training v3.1: NVIDIA's GPT-3 175B on Eos (DGX H100) ---------------------------------
 MLPERF = ("mlcommons/training_results_v3.1 @d06288b NVIDIA/results/%s/gpt3/result_{0,1,2}.txt "
           "(MLPerf Training v3.1, closed division): %d x DGX H100, logged global_batch_size %d and "
@@ -1492,27 +1509,17 @@ def mlperf_rows():
     keeping bf16 weights with store_param_remainders (as nemo_perf_rows); cuDNN fused attention
     (Transformer Engine's Hopper default, assumed). The step is the middle of the three runs'
     medians."""
+    how = "logged train_step_timing, median over the run"
+    rem = {"param_remainders": True}
     out = []
-    tp, pp, vp = 4, 8, 12
-    m = mlperf_gpt3_model(tp)
     for (d, nodes, gbs, ga, medians, steps, cfg) in MLPERF_ROWS:
-        gpus = nodes * 8
-        dp = gpus // (tp * pp)
-        mbs = gbs // (dp * ga)
-        assert mbs * dp * ga == gbs and mbs == 1
-        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, tail={"param_remainders": True})
-        step = sorted(medians)[1]
+        assert gbs == ga * nodes * 8 // 32  # micro-batch 1
         cite = MLPERF % (d, nodes, gbs, ga, "/".join("%.3f" % x for x in medians), steps, cfg)
-        out.append(dgx_h100_row("mlperf-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
-                                "logged train_step_timing, median over the run"))
-    gpus, gbs = 1344 * 8, 2688
-    dp = gpus // (tp * pp)
-    plan = mlperf_gpt3_plan(tp, pp, vp, dp, gbs // (dp * 8), gbs,
-                            tail={"param_remainders": True})
+        out.append(mlperf_gpt3_row("mlperf-gpt3-h100", cite, nodes, gbs, ga, 8, 12, medians, how,
+                                   tail=rem))
     cite = MLPERF_AZURE % "/".join("%.4f" % x for x in MLPERF_AZURE_MEDIANS)
-    out.append(dgx_h100_row("mlperf-gpt3-h100", cite, "gpt3-175b", m, plan, gpus,
-                            sorted(MLPERF_AZURE_MEDIANS)[1],
-                            "logged train_step_timing, median over the run"))
+    out.append(mlperf_gpt3_row("mlperf-gpt3-h100", cite, 1344, 2688, 8, 8, 12,
+                               MLPERF_AZURE_MEDIANS, how, tail=rem))
     return out
 
 
@@ -1549,19 +1556,12 @@ def mlperf30_rows():
     InfiniBand per GPU (assumed, as DGX H100's; the submission states HGX H100). cuDNN fused
     attention assumed as in v3.1."""
     out = []
-    tp, pp, vp = 4, 8, 12
-    m = mlperf_gpt3_model(tp)
     for (sub, d, nodes, system, gbs, ga, medians, steps, cfg) in MLPERF30_ROWS:
-        gpus = nodes * 8
-        dp = gpus // (tp * pp)
-        mbs = gbs // (dp * ga)
-        assert mbs * dp * ga == gbs and mbs == 1
-        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs)
-        step = sorted(medians)[1]
+        assert gbs == ga * nodes * 8 // 32  # micro-batch 1
         cite = MLPERF30 % (sub, d, nodes, system, gbs, ga,
                            "/".join("%.4f" % x for x in medians), steps, sub, cfg)
-        out.append(dgx_h100_row("mlperf30-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
-                                "logged train_step_timing, median over the run"))
+        out.append(mlperf_gpt3_row("mlperf30-gpt3-h100", cite, nodes, gbs, ga, 8, 12, medians,
+                                   "logged train_step_timing, median over the run"))
     return out
 
 
@@ -1597,18 +1597,13 @@ def mlperf40_rows():
     checkpointing; the 1344- and 1452-node configs capture each layer in a CUDA graph
     (LAYER_CUDA_GRAPH=1; not modelled). cuDNN fused attention assumed as in v3.1."""
     out = []
-    tp = 4
-    m = mlperf_gpt3_model(tp)
     for (d, nodes, gbs, ga, pp, vp, mbs, medians, blocks, per_block, cfg) in MLPERF40_ROWS:
-        gpus = nodes * 8
-        dp = gpus // (tp * pp)
-        assert mbs * dp * ga == gbs and 96 % (pp * vp) == 0 and ga % pp == 0
-        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
-        step = sorted(medians)[1]
+        assert mbs * (nodes * 8 // (4 * pp)) * ga == gbs and ga % pp == 0
         cite = MLPERF40 % (d, nodes, gbs, ga, "/".join("%g" % x for x in medians), blocks,
                            per_block, cfg)
-        out.append(dgx_h100_row("mlperf40-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
-                                "training-block time per step, median over the run"))
+        out.append(mlperf_gpt3_row("mlperf40-gpt3-h100", cite, nodes, gbs, ga, pp, vp, medians,
+                                   "training-block time per step, median over the run",
+                                   dtype_extra={"fp8_params": True}))
     return out
 
 
@@ -1649,19 +1644,13 @@ def mlperf41_rows():
     (NCCL_SHARP_GROUP_SIZE_THRESH; not modelled: autoplan prices the ring), Oracle's over RoCE
     without it. cuDNN fused attention assumed as in v3.1."""
     out = []
-    tp, pp = 4, 8
-    m = mlperf_gpt3_model(tp)
     for (sub, d, nodes, system, gbs, ga, vp, medians, steps, cfg) in MLPERF41_ROWS:
-        gpus = nodes * 8
-        dp = gpus // (tp * pp)
-        mbs = gbs // (dp * ga)
-        assert mbs * dp * ga == gbs and mbs == 2 and 96 % (pp * vp) == 0
-        plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
-        step = sorted(medians)[1]
+        assert gbs == 2 * ga * nodes * 8 // 32  # micro-batch 2
         cite = MLPERF41 % (sub, d, nodes, system, gbs, ga,
                            "/".join("%.4f" % x for x in medians), steps, sub, cfg)
-        out.append(dgx_h100_row("mlperf41-gpt3-h100", cite, "gpt3-175b", m, plan, gpus, step,
-                                "logged train_step_timing, median over the run"))
+        out.append(mlperf_gpt3_row("mlperf41-gpt3-h100", cite, nodes, gbs, ga, 8, vp, medians,
+                                   "logged train_step_timing, median over the run",
+                                   dtype_extra={"fp8_params": True}))
     return out
 
 
@@ -1682,17 +1671,10 @@ def mlperf41_b200_rows():
     VP 6) on 64 B200 with the DGX B200's 400 Gb/s per GPU (the catalog's reference node, 8
     ConnectX-7 of 400 Gb/s); its config also captures each layer in a CUDA graph
     (LAYER_CUDA_GRAPH=1; not modelled) and selects cuDNN fused attention (NVTE_FUSED_ATTN=1)."""
-    tp, pp, vp, gpus, gbs, ga = 4, 8, 6, 64, 2048, 512
-    dp = gpus // (tp * pp)
-    mbs = gbs // (dp * ga)
-    assert mbs == 2
-    plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra={"fp8_params": True})
-    step = sorted(MLPERF41_B200_MEDIANS)[1]
     cite = MLPERF41_B200 % "/".join("%.4f" % x for x in MLPERF41_B200_MEDIANS)
-    return [{"source": "mlperf41-gpt3-b200", "cite": cite, "model_name": "gpt3-175b",
-             "model": mlperf_gpt3_model(tp), "plan": plan, "gpu": "b200", "gpus": gpus,
-             "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s", "measured": step,
-             "how": "logged train_step_timing, median over the run"}]
+    return [mlperf_gpt3_row("mlperf41-gpt3-b200", cite, 8, 2048, 512, 8, 6, MLPERF41_B200_MEDIANS,
+                            "logged train_step_timing, median over the run",
+                            dtype_extra={"fp8_params": True}, gpu="b200")]
 
 
 # ---- MLPerf Training v5.0: Llama 3.1 405B pre-training on Eos (DGX H100), NeMo 25.01 ------------
