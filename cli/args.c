@@ -490,8 +490,9 @@ static ap_status search_flags(ap_flags *fl, ap_request *rq, ap_err *err) {
     } else if (sv) {
         ap_solver s;
         if ((st = ap_solver_parse(sv, &s, err)) != AP_OK) {
-            ap_err_prefix(err, "--solver");
-            return st;
+            char shown[64]; /* the search's list has "off" too */
+            return ap_err_set(err, st, "--solver: '%s' is not one of dp, ilp, auto, off",
+                              ap_text_line(shown, sizeof shown, sv, 40));
         }
         rq->solver.given = 1;
         rq->solver.v = s;
@@ -582,7 +583,8 @@ ap_status ap_cli_profile(ap_flags *fl, ap_resolved *r, char name[64], char note[
                           "GPU is %s", name, g_profile.gpu, gpu);
     snprintf(note, 320, "kernel tables: measured profile '%s' (%zu rows, %s on %.32s) over the "
              "published ones%s", name, g_profile.n,
-             g_profile.rows[0].driver_version[0] ? g_profile.rows[0].driver_version : "driver ?",
+             g_profile.rows[0].driver_version[0] ? ap_cli_safe(g_profile.rows[0].driver_version)
+                                                 : "driver ?",
              g_profile.rows[0].host[0] ? g_profile.rows[0].host : "?",
              want ? "" : " (the newest; --profile none for published only)");
     /* built once: a search estimates thousands of plans (estimate.c rebuilds them for a

@@ -466,6 +466,8 @@ static ap_status setup(compare_cmd *cc, ap_err *err) {
     if ((st = ap_files_check_dir(ap_flags_value(fl, "out"), "--out", err)) != AP_OK) return st;
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &cc->tokens, err)) != AP_OK) return st;
+    if (tk && !(cc->tokens >= 1)) /* as --tokens-per-step: a fraction of a token is a typo */
+        return ap_err_set(err, AP_ERR_INPUT, "--tokens: %g is not a token count", cc->tokens);
     /* as `autoplan plan`: the strategies are compared on the first count; each count of a sweep
      * gets its own cluster later (run_sweep) */
     if ((st = ap_cli_request(fl, &cc->rq, cc->counts, &cc->ncounts, err)) != AP_OK) return st;

@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 #include "autoplan/fit.h"
+#include "autoplan/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,12 +54,22 @@ static void add_flags(ap_flags *fl) {
 
 static ap_status parse_strategies(const char *s, unsigned *mask, ap_err *err) {
     *mask = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    char buf[512], shown[64];
+    size_t len = strlen(s);
+    if (len >= sizeof buf) return ap_err_set(err, AP_ERR_INPUT, "--strategies: too long");
+    /* an empty item is a typo (strtok would skip it), as in compare's --strategies */
+    if (strstr(s, ",,") || (len && (s[0] == ',' || s[len - 1] == ',')))
+        return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' has an empty item",
+                          ap_text_line(shown, sizeof shown, s, 40));
+    memcpy(buf, s, len + 1);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int k;
         ap_status st = ap_fit_strategy_parse(tok, &k, err);
         if (st != AP_OK) return st;
+        if (*mask & (1u << k))
+            return ap_err_set(err, AP_ERR_INPUT, "--strategies: '%s' listed twice",
+                              ap_text_line(shown, sizeof shown, tok, 40));
         *mask |= 1u << k;
     }
     if (!*mask) return ap_err_set(err, AP_ERR_INPUT, "--strategies: empty list");

@@ -124,6 +124,24 @@ static int batch_variant(const plan_cmd *pc, const ap_cluster *c, int64_t *gbs,
     return found;
 }
 
+/* The cluster of `gpus` GPUs: the node shape `--gpus <gpus>` alone would give it, unless the
+ * user fixed the node (a sweep starting below one node, or a suggestion of more GPUs than one
+ * node, must not keep that partial node). */
+static ap_status cluster_at(const plan_cmd *pc, int gpus, ap_cluster *c, ap_err *err) {
+    ap_request rq = pc->rq;
+    rq.gpus.given = 1;
+    rq.gpus.v = gpus;
+    ap_status st = ap_request_cluster(&rq, c, err);
+    if (st != AP_OK) return st;
+    int auto_node = !rq.gpus_per_node.given && !rq.cluster_file && !rq.nvlink_domain.given;
+    int ref = c->gpu.ref_gpus_per_node > 0 ? c->gpu.ref_gpus_per_node : 1;
+    if (auto_node)
+        ap_cluster_set_gpus_per_node(c, ref);
+    else if (c->gpus_per_node > c->gpus)
+        ap_cluster_set_gpus_per_node(c, c->gpus);
+    return AP_OK;
+}
+
 static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *out) {
     const ap_search_opts *so = &pc->r.search;
     const ap_model *m = &pc->r.model;
@@ -154,8 +172,9 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
     }
     /* more GPUs of the same kind (the global batch must stay divisible) */
     for (int mult = 2; mult <= 64; mult *= 2) {
-        ap_cluster c2 = *c;
-        c2.gpus = c->gpus * mult;
+        ap_cluster c2;
+        ap_err e2;
+        if (cluster_at(pc, c->gpus * mult, &c2, &e2) != AP_OK) continue;
         if (try_variant(m, so, &c2, so->fixed.trainer, &best)) {
             snprintf(what, sizeof what, "use %d GPUs", c2.gpus);
             suggest(sug, what, &best);
@@ -633,6 +652,8 @@ static ap_status setup_extras(plan_cmd *pc, ap_err *err) {
     ap_status st;
     const char *tk = ap_flags_value(fl, "tokens");
     if (tk && (st = ap_parse_count(tk, "--tokens", &pc->tokens, err)) != AP_OK) return st;
+    if (tk && !(pc->tokens >= 1)) /* as --tokens-per-step: a fraction of a token is a typo */
+        return ap_err_set(err, AP_ERR_INPUT, "--tokens: %g is not a token count", pc->tokens);
     if ((st = ap_flag_real(fl, "gpu-hour-price", 0, 1e6, &pc->price, err)) != AP_OK) return st;
     const char *dl = ap_flags_value(fl, "deadline");
     if (dl && (st = ap_parse_duration(dl, "--deadline", &pc->deadline_s, err)) != AP_OK) return st;
@@ -753,23 +774,11 @@ static void sweep_header(const plan_cmd *pc) {
     printf("\n");
 }
 
-/* The cluster of count i: the node shape `--gpus <count>` alone would give it, unless the user
- * fixed the node (a sweep starting below one node must not keep that partial node). */
+/* The cluster of count i (cluster_at, the message naming the count). */
 static ap_status sweep_cluster(const plan_cmd *pc, int i, ap_cluster *c, ap_err *err) {
-    ap_request rq = pc->rq;
-    rq.gpus.given = 1;
-    rq.gpus.v = pc->counts[i];
-    ap_status st = ap_request_cluster(&rq, c, err);
-    if (st != AP_OK) {
-        ap_err_prefix(err, "--gpus %d", pc->counts[i]);
-        return st;
-    }
-    int auto_node = !rq.gpus_per_node.given && !rq.cluster_file && !rq.nvlink_domain.given;
-    if (auto_node)
-        ap_cluster_set_gpus_per_node(c, c->gpu.ref_gpus_per_node > 0 ? c->gpu.ref_gpus_per_node : 1);
-    else if (c->gpus_per_node > c->gpus)
-        ap_cluster_set_gpus_per_node(c, c->gpus);
-    return AP_OK;
+    ap_status st = cluster_at(pc, pc->counts[i], c, err);
+    if (st != AP_OK) ap_err_prefix(err, "--gpus %d", pc->counts[i]);
+    return st;
 }
 
 typedef struct {

@@ -266,6 +266,9 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
     /* the trace's path before any work (a missing directory is bad input, not a failed write
        after the simulation) */
     const char *trace = ap_flags_value(fl, "trace");
+    if (trace && !strcmp(trace, "-") && ap_flags_isset(fl, "json"))
+        return ap_err_set(err, AP_ERR_INPUT, "--json: not with --trace - (the trace is then the "
+                          "standard output; write it to a file to have both)");
     if (trace && strcmp(trace, "-") != 0 &&
         (st = ap_cli_check_out_path("--trace", trace, err)) != AP_OK)
         return st;
@@ -278,17 +281,19 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
             return st;
         return ap_cli_profile(fl, ctx, profile, note, err);
     }
-    static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs",
-                                      "seq", "zero", "recompute", "recompute-layers", "sp",
-                                      "overlap", "offload-optimizer", "offload-params",
-                                      "dtype", "no-flash-attn", "stage-layers", "trainer",
-                                      "gpus", "gpu", "cluster", "gpus-per-node", "nvlink-domain",
-                                      "network-bw", "link-bw", "pcie-bw", "cpu-mem",
-                                      "allow-cross-node-tp"};
-    for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
-        if (ap_flags_isset(fl, plan_only[i]))
+    /* every cluster and plan flag (the shared tables, so a flag added there is covered), but
+       the budget kept free and the allocator setting, which are the simulation's own */
+    static ap_flags defs;
+    defs.n = 0;
+    ap_cli_cluster_flags(&defs);
+    ap_cli_plan_flags(&defs);
+    for (int i = 0; i < defs.n; i++) {
+        const char *name = defs.f[i].name;
+        if (!strcmp(name, "headroom") || !strcmp(name, "expandable-segments")) continue;
+        if (ap_flags_isset(fl, name))
             return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds the "
-                              "plan and cluster)", plan_only[i]);
+                              "plan and cluster)", name);
+    }
     if (fl->npos > 0)
         return ap_err_set(err, AP_ERR_INPUT, "give MODEL or --plan, not both (plan.json holds the "
                           "model)");

@@ -445,7 +445,18 @@ static ap_status read_options(const ap_json *root, const char *where, ap_cluster
     return AP_OK;
 }
 
-static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *out, ap_err *err) {
+/* The cluster of `count` GPUs on the node the file describes (its nodes list or
+ * gpus_per_node, else the GPU's reference node; part of one node when count is smaller). */
+static ap_status build(const ap_json *root, const char *where, const ap_gpu *g,
+                       const node_counts *n, int count, ap_cluster *c, ap_err *err) {
+    ap_cluster_from_gpu(g, count, c);
+    if (n->have_gpn) ap_cluster_set_gpus_per_node(c, (int)n->gpn);
+    return read_options(root, where, c, err);
+}
+
+/* gpus > 0: that many GPUs in place of the file's count, once the file is valid as written. */
+static ap_status parse_root(const ap_json *root, const char *where, int gpus, ap_cluster *out,
+                            ap_err *err) {
     if (!ap_json_is_object(root))
         return ap_err_set(err, AP_ERR_INPUT, "%s: a cluster file must be a JSON object, got %s",
                           where, ap_json_type_name(root));
@@ -461,15 +472,23 @@ static ap_status parse_root(const ap_json *root, const char *where, ap_cluster *
     if (st != AP_OK) return st;
 
     ap_cluster c;
-    ap_cluster_from_gpu(g, (int)n.gpus, &c);
-    if (n.have_gpn) {
-        if (n.gpus < n.gpn)
-            ap_log(AP_LOG_INFO, "%s: %lld GPUs use part of one node of %lld", where,
-                   (long long)n.gpus, (long long)n.gpn);
-        ap_cluster_set_gpus_per_node(&c, (int)n.gpn);
-    }
-    if ((st = read_options(root, where, &c, err)) != AP_OK) return st;
+    if (n.have_gpn && n.gpus < n.gpn)
+        ap_log(AP_LOG_INFO, "%s: %lld GPUs use part of one node of %lld", where,
+               (long long)n.gpus, (long long)n.gpn);
+    if ((st = build(root, where, g, &n, (int)n.gpus, &c, err)) != AP_OK) return st;
     if ((st = ap_cluster_validate(&c, where, err)) != AP_OK) return st;
+    if (gpus > 0 && gpus != c.gpus) {
+        /* another count keeps the node as described: the file's own count may have made it
+           part of one node (4 GPUs of an 8-GPU node, run with --gpus 16: two 8-GPU nodes) */
+        int node = n.have_gpn ? (int)n.gpn
+                              : (g->ref_gpus_per_node > 0 ? g->ref_gpus_per_node : 1);
+        ap_cluster o;
+        if ((st = build(root, where, g, &n, gpus > node ? gpus : node, &o, err)) != AP_OK)
+            return st;
+        memcpy(o.name, c.name, sizeof o.name);
+        o.gpus = gpus;
+        c = o;
+    }
     *out = c;
     return AP_OK;
 }
@@ -482,8 +501,8 @@ static void one_line(ap_err *err) {
     memcpy(err->msg, tmp, sizeof tmp);
 }
 
-ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
-                           ap_err *err) {
+static ap_status parse_text(const char *text, size_t len, const char *where, int gpus,
+                            ap_cluster *out, ap_err *err) {
     if (!where) where = "cluster";
     ap_json *root = NULL;
     ap_status st = ap_json_decode(text, len, where, &root, err);
@@ -491,21 +510,30 @@ ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_c
         one_line(err);
         return st;
     }
-    st = parse_root(root, where, out, err);
+    st = parse_root(root, where, gpus, out, err);
     ap_json_free(root);
     if (st != AP_OK) one_line(err);
     return st;
 }
 
-ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err) {
+ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
+                           ap_err *err) {
+    return parse_text(text, len, where, 0, out, err);
+}
+
+ap_status ap_cluster_load_gpus(const char *path, int gpus, ap_cluster *out, ap_err *err) {
     if (!path || !*path) return ap_err_set(err, AP_ERR_INPUT, "cluster file: no path given");
     char *text;
     size_t n;
     ap_status st = ap_read_file(path, MAX_CLUSTER_FILE_BYTES, &text, &n, err);
     if (st != AP_OK) return st;
-    st = ap_cluster_parse(text, n, path, out, err);
+    st = parse_text(text, n, path, gpus, out, err);
     ap_free(text);
     return st;
+}
+
+ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err) {
+    return ap_cluster_load_gpus(path, 0, out, err);
 }
 
 /* ---- fingerprint ------------------------------------------------------------------------- */

@@ -280,6 +280,12 @@ static ap_status read_file(const char *path, ap_family *f, ap_err *err) {
             (st = ap_json_get_int(e, "ffn_hidden", 1, AP_MODEL_MAX_FFN, &s->ffn_hidden, NULL, w,
                                   err)) != AP_OK)
             goto done;
+        /* the head dim is hidden / heads (apply_shape): a remainder would count another model */
+        if (s->hidden % s->heads != 0) {
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'heads' = %lld does not divide "
+                            "'hidden' = %lld", w, (long long)s->heads, (long long)s->hidden);
+            goto done;
+        }
         ap_model m;
         apply_shape(f, s, s->layers, &m);
         if ((st = ap_model_validate(&m, w, err)) != AP_OK) goto done;

@@ -385,8 +385,13 @@ static ap_status moe_qwen(rd *r, ap_model *m, int qwen3) {
  * e_score_correction_bias (E). */
 static ap_status moe_deepseek(rd *r, ap_model *m, int v3) {
     ap_moe *e = &m->moe;
-    TRY(opt_int(r, "n_routed_experts", 0, AP_MODEL_MAX_EXPERTS, 0, &e->experts));
-    if (e->experts == 0) return AP_OK; /* null: a dense model */
+    int given = 0;
+    TRY(ap_json_get_int(r->j, "n_routed_experts", 0, AP_MODEL_MAX_EXPERTS, &e->experts, &given,
+                        r->where, r->err));
+    /* null: a dense model, unless the routing says otherwise (modeling_deepseek.py builds a
+       MoE layer whenever n_routed_experts is not None) */
+    if (e->experts == 0)
+        return no_experts_no_topk(r, "n_routed_experts", given, "num_experts_per_tok");
     TRY(req_int(r, "num_experts_per_tok", 1, e->experts, &e->top_k));
     TRY(req_int(r, "moe_intermediate_size", 1, AP_MODEL_MAX_FFN, &e->ffn_hidden));
     TRY(opt_int(r, "n_shared_experts", 0, 1024, 0, &e->shared_experts));

@@ -546,7 +546,7 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
                           (long long)p->seq, 2 * p->cp);
-    if (m->moe.experts > 0) {
+    if (ap_model_moe_layers_in(m, 0, m->layers) > 0) {
         if (m->moe.experts % p->ep != 0)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "experts (%lld) are not divisible by ep %d",
                               (long long)m->moe.experts, p->ep);
@@ -556,6 +556,11 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         if (stage_ranks % ((int64_t)p->ep * p->etp) != 0)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "ep*etp = %d does not divide tp*dp*cp = %lld",
                               p->ep * p->etp, (long long)stage_ranks);
+    } else if ((p->ep > 1 || p->etp > 1) && m->moe.experts > 0) {
+        /* experts described but no layer routes to them (moe.first_dense_layers = layers) */
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "ep/etp > 1 on a model whose %lld layers are "
+                          "all dense (no MoE layer: moe.first_dense_layers = %lld)",
+                          (long long)m->layers, (long long)m->moe.first_dense_layers);
     } else if (p->ep > 1 || p->etp > 1) {
         return ap_err_set(err, AP_ERR_INFEASIBLE, "ep/etp > 1 on a dense model");
     }

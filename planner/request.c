@@ -87,7 +87,9 @@ static const char *flag_of(const char *name, char *buf, size_t n) {
 static ap_status base_cluster(const ap_request *rq, ap_cluster *c, ap_err *err) {
     ap_status st;
     if (rq->cluster_file) {
-        if ((st = ap_cluster_load(rq->cluster_file, c, err)) != AP_OK) return st;
+        int over = rq->gpus.given && rq->gpus.v >= 1 && rq->gpus.v <= (1 << 20)
+                       ? (int)rq->gpus.v : 0;
+        if ((st = ap_cluster_load_gpus(rq->cluster_file, over, c, err)) != AP_OK) return st;
         if (rq->gpu) {
             const ap_gpu *g = ap_gpu_find(rq->gpu);
             char shown[64];
@@ -143,6 +145,20 @@ ap_status ap_request_cluster(const ap_request *rq, ap_cluster *c, ap_err *err) {
             return ap_err_set(err, AP_ERR_INPUT, "%s: %.3g bytes/s is not a bandwidth between 1 MB/s "
                               "and 1 PB/s", bw[i].flag, bw[i].o->v);
     if (rq->gpus_per_node.given) ap_cluster_set_gpus_per_node(c, (int)rq->gpus_per_node.v);
+    if (rq->nvlink_domain.given && !rq->cluster_file) {
+        /* fewer GPUs than a node use part of it (ap_cluster_from_gpu): a domain larger than
+           that part but within the node as described keeps the whole node, as a cluster file's
+           node does (--gpus 4 --nvlink-domain 8 on 8-GPU nodes) */
+        int node = rq->gpus_per_node.given ? (int)rq->gpus_per_node.v
+                                           : (c->gpu.ref_gpus_per_node > 0
+                                                  ? c->gpu.ref_gpus_per_node : 1);
+        if (rq->nvlink_domain.v > c->gpus_per_node && c->gpus < node &&
+            rq->nvlink_domain.v <= node) {
+            int sw = c->gpu.ref_gpus_per_pcie_switch > 0 ? c->gpu.ref_gpus_per_pcie_switch : 1;
+            c->gpus_per_node = node;
+            c->gpus_per_pcie_switch = sw < node ? sw : node;
+        }
+    }
     if (rq->nvlink_domain.given) c->nvlink_domain = (int)rq->nvlink_domain.v;
     if (rq->network_bw.given) c->net_bytes_per_s = rq->network_bw.v;
     if (rq->link_bw.given) c->link_bytes_per_s = rq->link_bw.v;
@@ -201,6 +217,10 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                               tc->display, ap_trainer_zero_group_stages(tc, st, sizeof st),
                               p->zero);
     }
+    if (r->model.pos == AP_POS_LEARNED && p->seq > r->model.learned_pos)
+        return ap_err_set(err, AP_ERR_INPUT, "--seq: %lld tokens exceed the %lld learned positions "
+                          "of %s", (long long)p->seq, (long long)r->model.learned_pos,
+                          rq->model ? rq->model : r->model.name);
     if (ap_request_given(rq->plan_given, "dtype") && r->cluster.gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores",
                           ap_dtype_name(p->dtype), r->cluster.gpu.name, ap_dtype_name(p->dtype));
@@ -603,9 +623,11 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->allow_cross_node_tp = r->allow_cross_node_tp;
     so->est = r->est;
     ap_status st = merge_fix(rq, r, err);
-    if (st == AP_OK && so->fixed.ep > 1 && r->model.moe.experts == 0)
-        st = ap_err_set(err, AP_ERR_INPUT, "ep %d: %s is a dense model (no experts to split)",
-                        so->fixed.ep, r->model.name);
+    if (st == AP_OK && so->fixed.ep > 1 &&
+        ap_model_moe_layers_in(&r->model, 0, r->model.layers) == 0)
+        st = ap_err_set(err, AP_ERR_INPUT, "ep %d: %s is a dense model (no experts to split%s)",
+                        so->fixed.ep, r->model.name,
+                        r->model.moe.experts > 0 ? ": no layer is MoE" : "");
     if (st == AP_OK) st = search_hetero(rq, r, err);
     if (st == AP_OK) st = ap_request_check_pins(rq, r->cluster.gpus, err);
     if (st != AP_OK) return st;

@@ -109,6 +109,11 @@ void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node);
 ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err);
 ap_status ap_cluster_parse(const char *text, size_t len, const char *where, ap_cluster *out,
                            ap_err *err);
+/* ap_cluster_load with `gpus` GPUs in place of the file's count (0: the file's), as --gpus over
+ * --cluster: the file is checked as written, then its node (gpus_per_node, nvlink_domain, ...)
+ * is kept for the new count, even where the file's own count used part of one node. Not
+ * checked for the new count: the caller validates, naming its override. */
+ap_status ap_cluster_load_gpus(const char *path, int gpus, ap_cluster *out, ap_err *err);
 /* Consistency: gpus >= 1, gpus_per_node >= 1, nvlink_domain divides... */
 /* The slowest bandwidth a cluster may have (1 MB/s): below it a value is a unit typo. */
 #define AP_MIN_BYTES_PER_S 1e6
