@@ -163,6 +163,10 @@ const char *ap_cli_shown(const char *s, char *buf, size_t n);
  * the command in the error). */
 ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const char *what,
                            ap_err *err);
+/* An output file (`flag` PATH) that is the database of --db (or the default), under any name
+ * (a link, another path): AP_ERR_INPUT, as writing it would replace the database. AP_OK for
+ * NULL, "-", or a path that does not exist yet. */
+ap_status ap_cli_check_not_db(ap_flags *fl, const char *flag, const char *path, ap_err *err);
 /* "2025-11-21 04:40" (UTC) or "-" into buf. */
 char *ap_cli_fmt_time(int64_t t, char *buf, size_t n);
 

@@ -67,7 +67,22 @@ ap_status ap_cli_write_out(const char *path, const char *text, size_t len, const
                            ap_err *err) {
     if (path && strcmp(path, "-") != 0) return ap_write_file_atomic(path, text, len, err);
     if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-        return ap_err_set(err, AP_ERR_IO, "%s: writing standard output failed", what);
+        return ap_err_set(err, AP_ERR_IO, "%s: writing standard output failed: %s", what,
+                          strerror(errno));
+    return AP_OK;
+}
+
+ap_status ap_cli_check_not_db(ap_flags *fl, const char *flag, const char *path, ap_err *err) {
+    if (!path || !strcmp(path, "-")) return AP_OK;
+    char buf[4096];
+    const char *db = ap_flags_value(fl, "db");
+    ap_err ignored;
+    if (!db && ap_db_default_path(buf, sizeof buf, 0, &ignored) == AP_OK) db = buf;
+    struct stat a, b;
+    if (db && stat(path, &a) == 0 && stat(db, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        return ap_err_set(err, AP_ERR_INPUT, "%s %s: that is the database (%s); writing there "
+                          "would replace it, write to another file", flag, path, db);
     return AP_OK;
 }
 
@@ -189,7 +204,8 @@ static ap_status list_runs(ap_db *db, ap_err *err) {
         char id[32], t[32], p[32], m[32], b[32];
         snprintf(id, sizeof id, "run:%lld", (long long)r[i].id);
         printf("  %-10s %-16s %-16.16s %-7s %6lld %12s %12s %12s\n", id,
-               ap_cli_fmt_time(r[i].started_at, t, sizeof t), r[i].host, r[i].backend,
+               ap_cli_fmt_time(r[i].started_at, t, sizeof t), ap_cli_safe(r[i].host),
+               ap_cli_safe(r[i].backend),
                (long long)r[i].ranks, fmt_step(r[i].predicted_step_s, p, sizeof p),
                fmt_step(r[i].measured_step_s, m, sizeof m),
                ap_fmt_bytes(r[i].measured_peak_bytes, b, sizeof b));
@@ -214,14 +230,22 @@ static int cmd_list(int argc, char **argv) {
                    ap_cli_shown(what, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
+    /* --gpu as `profile list` takes it: a catalog name or alias, stored rows carry the name */
+    const char *gname = ap_flags_value(&fl, "gpu");
+    const ap_gpu *g = NULL;
+    ap_status st = AP_OK;
+    if (gname && !all && strcmp(what, "profiles"))
+        st = ap_err_set(&err, AP_ERR_INPUT, "--gpu: selects profiles, not %s", what);
+    if (st == AP_OK && gname) st = ap_gpu_lookup(gname, "--gpu", &g, &err);
+    if (st != AP_OK) return ap_cli_fail(st, &err);
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
+    st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     if (st == AP_OK && missing) st = AP_ERR_INPUT; /* README "Exit status": the path given */
     if (st != AP_OK) return ap_cli_fail(st, &err);
     if (st == AP_OK && (all || !strcmp(what, "plans"))) st = list_plans(db, &err);
     if (st == AP_OK && (all || !strcmp(what, "profiles")))
-        st = list_profiles(db, ap_flags_value(&fl, "gpu"), &err);
+        st = list_profiles(db, g ? g->name : NULL, &err);
     if (st == AP_OK && (all || !strcmp(what, "runs"))) st = list_runs(db, &err);
     ap_db_close(db);
     return st == AP_OK ? 0 : ap_cli_fail(st, &err);
@@ -281,13 +305,15 @@ static ap_status show_profile(ap_db *db, int64_t id, ap_err *err) {
     }
     char t[32], b[32];
     printf("id:             profile:%lld\n", (long long)p->id);
+    /* the device's text as the driver reported it: shown on one line whatever it holds */
     printf("gpu:            %s\ndevice:         %s\npci id:         %s\nSMs:            %lld\n",
-           p->gpu, p->device_name, p->pci_id, (long long)p->sm_count);
+           p->gpu, ap_cli_safe(p->device_name), ap_cli_safe(p->pci_id), (long long)p->sm_count);
     printf("memory:         %s\nclocks:         SM %.0f MHz, memory %.0f MHz\n",
            ap_fmt_bytes(p->mem_bytes, b, sizeof b), p->sm_clock_mhz, p->mem_clock_mhz);
     printf("power limit:    %.0f W\ndriver:         %s\nCUDA:           %s\ncuBLAS:         %s\n"
-           "NCCL:           %s\nMIG:            %s\n", p->power_limit_w, p->driver_version,
-           p->cuda_version, p->cublas_version, p->nccl_version, p->mig_mode);
+           "NCCL:           %s\nMIG:            %s\n", p->power_limit_w,
+           ap_cli_safe(p->driver_version), ap_cli_safe(p->cuda_version),
+           ap_cli_safe(p->cublas_version), ap_cli_safe(p->nccl_version), ap_cli_safe(p->mig_mode));
     printf("op:             %s\nshape:          %s\ndtype:          %s\n", p->op, p->shape,
            p->dtype);
     printf("time:           %s (%.6g s)\n", ap_fmt_seconds(p->time_s, t, sizeof t), p->time_s);
@@ -320,7 +346,8 @@ static ap_status show_run(ap_db *db, int64_t id, ap_err *err) {
         printf("id:             run:%lld\nuid:            %s\nplan key:       %s\n"
                "host:           %s\nbackend:        %s\nstarted:        %s UTC\nranks:          "
                "%lld\n", (long long)run->id, run->uid, run->plan_key[0] ? run->plan_key : "-",
-               run->host, run->backend, ap_cli_fmt_time(run->started_at, t, sizeof t),
+               ap_cli_safe(run->host), ap_cli_safe(run->backend),
+               ap_cli_fmt_time(run->started_at, t, sizeof t),
                (long long)run->ranks);
         printf("step time:      predicted %s, measured %s\npeak memory:    predicted %s, "
                "measured %s (max over ranks)\n",
@@ -429,9 +456,11 @@ static int cmd_export(int argc, char **argv) {
                    ap_cli_shown(table, b, sizeof b));
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
+    ap_status st = ap_cli_check_not_db(&fl, "--output", ap_flags_value(&fl, "output"), &err);
+    if (st != AP_OK) return ap_cli_fail(st, &err);
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
+    st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
     if (st == AP_OK && missing) st = AP_ERR_INPUT;
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char *text = NULL;

@@ -216,7 +216,8 @@ static const subcommand subcommands[] = {
 #define NSUB ((int)(sizeof subcommands / sizeof subcommands[0]))
 
 int ap_cmd_profile(int argc, char **argv) {
-    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h") ||
+        !strcmp(argv[0], "help")) { /* `help` as `autoplan db help` and `autoplan help` */
         FILE *f = argc < 1 ? stderr : stdout;
         fprintf(f, "usage: autoplan profile SUBCOMMAND [args]\n\nsubcommands:\n");
         for (int i = 0; i < NSUB; i++)

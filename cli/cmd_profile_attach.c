@@ -45,14 +45,29 @@ static void attach_flags(ap_flags *fl) {
                  "records kept by the tracer (default 16M = 1 GiB; more are counted as dropped)");
 }
 
+/* The tracer's flags (attach_flags), checked before anything is predicted, printed or run: the
+ * program may train for hours, so an output path that cannot be written is refused first. */
+static ap_status tracer_options(ap_flags *fl, int64_t *skip, int64_t *max_records, ap_err *err) {
+    *skip = 1;
+    *max_records = 0;
+    ap_status st = ap_flag_int(fl, "skip", 0, 1 << 20, skip, err);
+    if (st == AP_OK) st = ap_flag_int(fl, "max-records", 1000, (int64_t)1 << 34, max_records, err);
+    const char *outs[] = {"keep-trace", "timeline"};
+    for (size_t i = 0; st == AP_OK && i < sizeof outs / sizeof outs[0]; i++) {
+        const char *path = ap_flags_value(fl, outs[i]);
+        char flag[32];
+        snprintf(flag, sizeof flag, "--%s", outs[i]);
+        if (path) st = ap_cli_check_out_path(flag, path, err);
+        if (st == AP_OK) st = ap_cli_check_not_db(fl, flag, path, err);
+    }
+    return st;
+}
+
 /* Run the program and summarise; prints the run's header line. */
 static ap_status trace_and_summarise(ap_flags *fl, char **prog, ap_trace *t, ap_trace_summary *s,
-                                     int64_t *skip, int *exit_code, ap_err *err) {
-    int64_t max_records = 0;
-    *skip = 1;
-    ap_status st = ap_flag_int(fl, "skip", 0, 1 << 20, skip, err);
-    if (st == AP_OK) st = ap_flag_int(fl, "max-records", 1000, (int64_t)1 << 34, &max_records, err);
-    if (st != AP_OK) return st;
+                                     int64_t max_records, int *exit_code, ap_err *err) {
+    ap_trace_init(t); /* the caller frees it whatever this returns */
+    ap_status st;
     char lib[4096];
     if ((st = ap_attach_find_inject(lib, sizeof lib, err)) != AP_OK) return st;
     ap_attach_opts o = {0};
@@ -219,8 +234,9 @@ int ap_cmd_profile_attach(int argc, char **argv) {
                    "profile attach -- python train.py");
         return ap_cli_fail(AP_ERR_INPUT, &err);
     }
-    int64_t top = 15;
+    int64_t top = 15, skip = 1, max_records = 0;
     ap_status st = ap_flag_int(&fl, "top", 1, 100000, &top, &err);
+    if (st == AP_OK) st = tracer_options(&fl, &skip, &max_records, &err);
     const char *name = ap_flags_value(&fl, "name");
     if (st == AP_OK && name) st = ap_db_profile_check_name(name, "--name", &err);
     ap_profile_row tmpl;
@@ -229,9 +245,8 @@ int ap_cmd_profile_attach(int argc, char **argv) {
     ap_trace t;
     ap_trace_summary s;
     memset(&s, 0, sizeof s);
-    int64_t skip = 1;
     int code = 0;
-    st = trace_and_summarise(&fl, prog, &t, &s, &skip, &code, &err);
+    st = trace_and_summarise(&fl, prog, &t, &s, max_records, &code, &err);
     if (st == AP_OK) print_summary(&t, &s, (int)top, (size_t)skip);
     if (st == AP_OK && name) {
         ap_profile prof;
@@ -322,7 +337,9 @@ int ap_cmd_profile_check(int argc, char **argv) {
     }
     static ap_request rq;
     static ap_resolved ctx;
-    ap_status st = ap_cli_request(&fl, &rq, NULL, NULL, &err);
+    int64_t skip = 1, max_records = 0;
+    ap_status st = tracer_options(&fl, &skip, &max_records, &err);
+    if (st == AP_OK) st = ap_cli_request(&fl, &rq, NULL, NULL, &err);
     /* one GPU, the one the step runs on, unless told otherwise (request values, not flags) */
     if (!rq.gpus.given && !rq.cluster_file) {
         rq.gpus.given = 1;
@@ -352,9 +369,8 @@ int ap_cmd_profile_check(int argc, char **argv) {
     ap_trace t;
     ap_trace_summary s;
     memset(&s, 0, sizeof s);
-    int64_t skip = 1;
     int code = 0;
-    st = trace_and_summarise(&fl, prog, &t, &s, &skip, &code, &err);
+    st = trace_and_summarise(&fl, prog, &t, &s, max_records, &code, &err);
     if (st == AP_OK && code != 0)
         st = ap_err_set(&err, AP_ERR_INPUT, "the training program exited %d: nothing to compare",
                         code);

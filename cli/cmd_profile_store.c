@@ -56,11 +56,13 @@ int ap_cmd_profile_list(int argc, char **argv) {
                 snprintf(clocks, sizeof clocks, "%.0f/%.0f", p[i].sm_clock_mhz, p[i].mem_clock_mhz);
             else
                 snprintf(clocks, sizeof clocks, "-");
+            /* the device's text as the driver reported it (a `db import` keeps it as it was):
+               one line whatever it holds */
             printf("%-40s %-14s %-16s %6lld %-12s %-6s %-11s %-5s %s\n", p[i].name, p[i].gpu,
-                   p[i].host[0] ? p[i].host : "-", (long long)p[i].rows,
-                   p[i].driver_version[0] ? p[i].driver_version : "-",
-                   p[i].cuda_version[0] ? p[i].cuda_version : "-", clocks,
-                   p[i].mig_mode[0] ? p[i].mig_mode : "off",
+                   p[i].host[0] ? ap_cli_safe(p[i].host) : "-", (long long)p[i].rows,
+                   p[i].driver_version[0] ? ap_cli_safe(p[i].driver_version) : "-",
+                   p[i].cuda_version[0] ? ap_cli_safe(p[i].cuda_version) : "-", clocks,
+                   p[i].mig_mode[0] ? ap_cli_safe(p[i].mig_mode) : "off",
                    ap_cli_fmt_time(p[i].created_at, when, sizeof when));
         }
     }
@@ -89,8 +91,9 @@ int ap_cmd_profile_export(int argc, char **argv) {
     }
     ap_db *db = NULL;
     int missing = 0;
-    ap_status st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
-    if (st == AP_OK && missing) st = AP_ERR_IO;
+    ap_status st = ap_cli_check_not_db(&fl, "--output", ap_flags_value(&fl, "output"), &err);
+    if (st == AP_OK) st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
+    if (st == AP_OK && missing) st = AP_ERR_INPUT; /* as `db export` (README "Exit status") */
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char *text = NULL;
     st = ap_db_profile_export_json(db, fl.pos[0], &text, &err);
@@ -163,6 +166,16 @@ int ap_cmd_profile_delete(int argc, char **argv) {
     }
     ap_status st = ap_db_profile_check_name(fl.pos[0], "profile delete", &err);
     ap_db *db = NULL;
+    /* no database: nothing to delete, and none is created to find that out */
+    int missing = 0;
+    if (st == AP_OK) st = ap_cli_db_open_ro(&fl, &db, &missing, &err);
+    ap_db_close(db);
+    db = NULL;
+    if (st == AP_OK && missing) {
+        char why[sizeof err.msg];
+        snprintf(why, sizeof why, "%s", err.msg);
+        st = ap_err_set(&err, AP_ERR_INPUT, "no profile named '%s': %s", fl.pos[0], why);
+    }
     if (st == AP_OK) st = ap_db_open(ap_flags_value(&fl, "db"), 0, &db, &err);
     int64_t n = 0;
     if (st == AP_OK) st = ap_db_profile_delete(db, fl.pos[0], &n, &err);
@@ -205,8 +218,9 @@ static ap_status load_either(ap_flags *fl, const char *what, ap_profile *p, ap_e
 static void describe(const char *label, const ap_profile *p) {
     const ap_profile_row *r = &p->rows[0];
     printf("%s: %s  (%s, host %s, driver %s, CUDA %s, %zu rows)\n", label, p->name, r->gpu,
-           r->host[0] ? r->host : "-", r->driver_version[0] ? r->driver_version : "-",
-           r->cuda_version[0] ? r->cuda_version : "-", p->n);
+           r->host[0] ? ap_cli_safe(r->host) : "-",
+           r->driver_version[0] ? ap_cli_safe(r->driver_version) : "-",
+           r->cuda_version[0] ? ap_cli_safe(r->cuda_version) : "-", p->n);
 }
 
 int ap_cmd_profile_compare(int argc, char **argv) {

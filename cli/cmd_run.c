@@ -53,11 +53,35 @@ static void on_signal(int sig) {
 
 /* ---- the plan --------------------------------------------------------------------------------- */
 
+/* The flags `run` takes from `estimate` (ap_cli_cluster_flags, ap_cli_plan_flags) that it
+ * cannot honour are refused, not ignored: the ranks run on this host's CPUs and the time is
+ * priced with the figures they measure (ap_rt_cluster), so no cluster, kernel profile or
+ * headroom enters; the runtime's attention materialises its scores. */
+static ap_status refuse_unused_flags(ap_flags *fl, ap_err *err) {
+    static const char *host_flags[] = {"gpus-per-node", "nvlink-domain", "network-bw", "link-bw",
+                                       "pcie-bw", "cpu-mem", "nvme", "nvme-bw", "nvme-read-bw",
+                                       "nvme-write-bw", "cluster", "allow-cross-node-tp",
+                                       "profile", "headroom"};
+    for (size_t i = 0; i < sizeof host_flags / sizeof host_flags[0]; i++)
+        if (ap_flags_isset(fl, host_flags[i]))
+            return ap_err_set(err, AP_ERR_INPUT, "--%s: autoplan run measures the host its ranks "
+                              "run on (cluster, profile and headroom flags are for plan and "
+                              "estimate)", host_flags[i]);
+    const char *attn = ap_flags_value(fl, "attn-impl");
+    if (attn && strcmp(attn, "auto") != 0 && strcmp(attn, "unfused") != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: the runtime's attention "
+                          "materialises its scores (unfused)", attn);
+    return AP_OK;
+}
+
 static ap_status plan_from_file(ap_flags *fl, const char *path, ap_resolved *ctx, ap_err *err) {
     static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs", "seq",
-                                      "zero", "recompute", "recompute-layers", "sp", "overlap",
-                                      "offload-optimizer", "offload-params", "dtype",
-                                      "no-flash-attn", "stage-layers", "trainer"};
+                                      "zero", "zero-group", "recompute", "recompute-layers",
+                                      "stage-recompute", "sp", "no-sp", "overlap", "no-overlap",
+                                      "offload-optimizer", "offload-params", "gemini",
+                                      "shard-param-frac", "offload-device", "dtype", "fp8-params",
+                                      "fp8-recipe", "no-flash-attn", "attn-impl", "stage-layers",
+                                      "trainer", "gpu"};
     for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
         if (ap_flags_isset(fl, plan_only[i]))
             return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds the "
@@ -548,8 +572,8 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
     *timeout_s = 600;
     const char *to = ap_flags_value(fl, "timeout");
     if (to && (st = ap_parse_duration(to, "--timeout", timeout_s, err)) != AP_OK) return st;
-    if (*timeout_s <= 0 || *timeout_s > 7 * 86400.0)
-        return ap_err_set(err, AP_ERR_INPUT, "--timeout: between 1s and 7d");
+    if (*timeout_s < 1 || *timeout_s > 7 * 86400.0)
+        return ap_err_set(err, AP_ERR_INPUT, "--timeout: %s is not between 1s and 7d", to);
     const char *save = ap_flags_value(fl, "save");
     if (save && snprintf(job->save_path, sizeof job->save_path, "%s", save) >=
                     (int)sizeof job->save_path)
@@ -578,14 +602,17 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
     if (save && !hostfile && !launched &&
         (st = ap_cli_check_out_path("--save", save, err)) != AP_OK)
         return st;
-    return AP_OK;
+    if ((st = ap_cli_check_not_db(fl, "--trace", trace, err)) != AP_OK) return st;
+    return ap_cli_check_not_db(fl, "--save", save, err);
 }
 
 /* The plan and options as the job the ranks run; refused (one line) before any rank starts. */
 static ap_status make_job(ap_flags *fl, ap_resolved *ctx, ap_rt_job *job, double *timeout_s,
                           ap_err *err) {
     const char *planfile = ap_flags_value(fl, "plan");
-    ap_status st = planfile ? plan_from_file(fl, planfile, ctx, err) : plan_from_flags(fl, ctx, err);
+    ap_status st = refuse_unused_flags(fl, err);
+    if (st != AP_OK) return st;
+    st = planfile ? plan_from_file(fl, planfile, ctx, err) : plan_from_flags(fl, ctx, err);
     if (st != AP_OK) return st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st;
     ap_rt_job_init(job);
     job->model = ctx->model;

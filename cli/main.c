@@ -57,11 +57,14 @@ static void usage(FILE *f) {
 }
 
 /* Every result goes to stdout: a write that failed there (a full disk, a closed pipe the shell
- * did not turn into SIGPIPE) is a failure, exit 1, however the command ended. */
+ * did not turn into SIGPIPE) is a failure, exit 1, however the command ended. A command that
+ * already failed has said why in its one line (`db export > /dev/full` names the write): no
+ * second line. */
 static int finish(int rc) {
     if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc) return rc;
         fprintf(stderr, "autoplan: writing standard output failed: %s\n", strerror(errno));
-        return rc ? rc : 1;
+        return 1;
     }
     return rc;
 }
@@ -94,10 +97,34 @@ static int dispatch(int argc, char **argv) {
     }
     const char *a = argv[1];
     if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
-        usage(stdout);
-        return 0;
+        if (argc == 2) {
+            usage(stdout);
+            return 0;
+        }
+        /* `autoplan help db list` is `autoplan db list --help` (git's `help`): the command's own
+           help, not the overview; anything else after it is not a command */
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (!strcmp(argv[2], commands[i].name)) {
+                static char help_flag[] = "--help";
+                char *sub[8];
+                int n = 0;
+                for (int k = 3; k < argc && n < 6; k++) sub[n++] = argv[k];
+                sub[n++] = help_flag;
+                sub[n] = NULL;
+                return commands[i].run(n, sub);
+            }
+        char b[64];
+        fprintf(stderr, "autoplan: %s: '%s' is not a command (autoplan --help lists them)\n", a,
+                ap_cli_shown(argv[2], b, sizeof b));
+        return 2;
     }
     if (!strcmp(a, "--version")) {
+        if (argc > 2) {
+            char b[64];
+            fprintf(stderr, "autoplan: --version: unexpected argument '%s'\n",
+                    ap_cli_shown(argv[2], b, sizeof b));
+            return 2;
+        }
         printf("autoplan %s\n", AP_VERSION);
         return 0;
     }

@@ -130,6 +130,10 @@ const char *ap_db_json_shown(const char *s, char *buf, size_t n);
  * row's op, shape and dtype: refuse control characters in them first, so every message stays
  * one line. AP_ERR_INPUT "<where>: field '<f>' contains a control character". */
 ap_status ap_db_json_row_text_ok(const ap_profile_row *r, const char *where, ap_err *err);
+/* The same for one text field: AP_ERR_INPUT when text holds a control character (a run's host
+ * or backend, printed by `db list` and `db show` as they are). */
+ap_status ap_db_json_text_ok(const char *text, const char *field, const char *where,
+                             ap_err *err);
 
 /* ---- row checks shared by the tables ------------------------------------------------------ */
 

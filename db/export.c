@@ -521,6 +521,8 @@ static ap_status read_run(const ap_json *o, const char *w, run_row *rr, ap_err *
     if (st == AP_OK) st = ap_json_get_str(o, "backend", r->backend, sizeof r->backend, NULL, w, err);
     if (st == AP_OK && (!r->host[0] || !r->backend[0]))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: fields 'host' and 'backend' must not be empty", w);
+    if (st == AP_OK) st = ap_db_json_text_ok(r->host, "host", w, err);
+    if (st == AP_OK) st = ap_db_json_text_ok(r->backend, "backend", w, err);
     if (st == AP_OK) st = ap_json_get_int(o, "started_at", 1, BIG_INT, &r->started_at, NULL, w, err);
     if (st == AP_OK) st = ap_json_get_int(o, "ranks", 1, AP_DB_MAX_RANKS, &r->ranks, NULL, w, err);
     if (st == AP_OK)

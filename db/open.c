@@ -25,7 +25,11 @@
 
 static int mkdir_p(char *dir) {
     struct stat sb;
-    if (stat(dir, &sb) == 0) return S_ISDIR(sb.st_mode) ? 0 : -1;
+    if (stat(dir, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) return 0;
+        errno = ENOTDIR; /* a file where a directory goes: say so, not a stale errno */
+        return -1;
+    }
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';

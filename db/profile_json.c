@@ -48,16 +48,23 @@ ap_status ap_db_profile_check_name(const char *name, const char *what, ap_err *e
     return AP_OK;
 }
 
+ap_status ap_db_json_text_ok(const char *text, const char *field, const char *where,
+                             ap_err *err) {
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' contains a control character",
+                              where, field);
+    return AP_OK;
+}
+
 ap_status ap_db_json_row_text_ok(const ap_profile_row *r, const char *where, ap_err *err) {
     const struct { const char *name, *text; } f[] = {
         {"op", r->op}, {"shape", r->shape}, {"dtype", r->dtype}, {"source", r->source},
         {"gpu", r->gpu}, {"host", r->host}, {"source_run", r->source_run}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        for (const unsigned char *c = (const unsigned char *)f[i].text; *c; c++)
-            if (*c < 0x20 || *c == 0x7f)
-                return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' contains a control character",
-                                  where, f[i].name);
-    return AP_OK;
+    ap_status st = AP_OK;
+    for (size_t i = 0; st == AP_OK && i < sizeof f / sizeof f[0]; i++)
+        st = ap_db_json_text_ok(f[i].text, f[i].name, where, err);
+    return st;
 }
 
 /* ---- writing ---------------------------------------------------------------------------------------- */
@@ -170,7 +177,8 @@ static ap_status read_device(const ap_json *d, const char *where, ap_profile_row
     S(driver_version) S(cuda_version) S(cublas_version) S(nccl_version) S(mig_mode) S(host)
 #undef S
 #undef N
-    return st;
+    /* the host is refused where it is written (ap_db_json_row_text_ok would name a row) */
+    return st == AP_OK ? ap_db_json_text_ok(r->host, "host", w, err) : st;
 }
 
 static ap_status read_row(const ap_json *o, const char *w, ap_profile_row *r, ap_err *err) {

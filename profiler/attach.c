@@ -14,6 +14,7 @@
  *
  * What it does not do: interpret the trace (attrib.c) or print (cli/).
  */
+#include "autoplan/files.h"
 #include "autoplan/profiler.h"
 
 #include <errno.h>
@@ -130,7 +131,10 @@ ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap
         close(fd);
         trace = tmp;
     } else {
-        unlink(trace); /* an old trace must not pass for this run's */
+        /* an old trace must not pass for this run's; but only a regular file is replaced (a
+           device, FIFO, link or directory there is refused, files.h) */
+        if ((st = ap_files_check_target(trace, err)) != AP_OK) return st;
+        unlink(trace);
     }
     char owner[PATH_MAX + 8];
     snprintf(owner, sizeof owner, "%s.owner", trace);

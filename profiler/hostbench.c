@@ -27,6 +27,36 @@ void ap_hostbench_opts_init(ap_hostbench_opts *o) {
     memset(o, 0, sizeof *o);
 }
 
+static double membw_bytes_of(const ap_hostbench_opts *o) {
+    return o->membw_bytes > 0 ? o->membw_bytes : 256.0 * (1 << 20);
+}
+
+static double adam_params_of(const ap_hostbench_opts *o) {
+    return o->adam_params > 0 ? o->adam_params : 64.0 * (1 << 20);
+}
+
+ap_status ap_hostbench_check(const ap_hostbench_opts *o, ap_err *err) {
+    double bytes = membw_bytes_of(o), params = adam_params_of(o);
+    if (bytes < 1024.0 * sizeof(double))
+        return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: %.0f bytes is too small (at "
+                          "least 8 KiB)", bytes);
+    if (params < 1024 || params > 1e11)
+        return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters is outside [1024, 1e11]",
+                          params);
+    long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && page_bytes > 0 ? (double)pages * (double)page_bytes : 0;
+    char a[32], b[32];
+    if (phys > 0 && 3 * bytes > phys) /* STREAM's three arrays */
+        return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: 3 x %s is more than this "
+                          "host's %s of memory", ap_fmt_bytes(bytes, a, sizeof a),
+                          ap_fmt_bytes(phys, b, sizeof b));
+    if (phys > 0 && 16 * params > phys) /* fp32 p, g, m, v */
+        return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters take %s (4 fp32 values "
+                          "each), more than this host's %s of memory", params,
+                          ap_fmt_bytes(16 * params, a, sizeof a), ap_fmt_bytes(phys, b, sizeof b));
+    return AP_OK;
+}
+
 static int online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 && n < 4096 ? (int)n : 1;
@@ -171,7 +201,7 @@ ap_status ap_hostbench_membw(const ap_hostbench_opts *o, const ap_profile_row *t
                              ap_profile *out, ap_err *err) {
     static const char *const kinds[] = {"copy", "scale", "add", "triad"};
     static const double words[] = {2, 2, 3, 3}; /* arrays touched per element, STREAM's count */
-    double bytes = o->membw_bytes > 0 ? o->membw_bytes : 256.0 * (1 << 20);
+    double bytes = membw_bytes_of(o);
     size_t n = (size_t)(bytes / sizeof(double));
     if (n < 1024) return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: %.0f bytes is too "
                                     "small (at least 8 KiB)", bytes);
@@ -261,7 +291,7 @@ static double adam_call(void *arg, ap_err *err) {
 
 ap_status ap_hostbench_adam(const ap_hostbench_opts *o, const ap_profile_row *tmpl,
                             ap_profile *out, ap_err *err) {
-    double params = o->adam_params > 0 ? o->adam_params : 64.0 * (1 << 20);
+    double params = adam_params_of(o);
     if (params < 1024 || params > 1e11)
         return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters is outside [1024, 1e11]",
                           params);

@@ -270,6 +270,10 @@ typedef struct ap_hostbench_opts {
 } ap_hostbench_opts;
 
 void ap_hostbench_opts_init(ap_hostbench_opts *o);
+/* The sizes in o are ones the benchmarks below take, and fit this host's physical memory:
+ * AP_ERR_INPUT naming the quantity otherwise. Checked before any benchmark starts, so a bad
+ * size is refused before anything is measured, printed or stored. */
+ap_status ap_hostbench_check(const ap_hostbench_opts *o, ap_err *err);
 
 /* STREAM copy, scale, add and triad (McCalpin, "Memory Bandwidth and Machine Balance", 1995;
  * byte counts as STREAM counts them: 2 or 3 arrays of 8-byte words per element) over three
@@ -390,7 +394,9 @@ ap_status ap_attach_find_inject(char *buf, size_t n, ap_err *err);
 
 /* Run the program with CUDA_INJECTION64_PATH (and NVTX_INJECTION64_PATH) set, wait for it and
  * read the trace it left. *exit_code: the program's exit status (128 + signal when killed).
- * Refused before running: CUDA_INJECTION64_PATH already set by another tool. After the run:
+ * Refused before running: CUDA_INJECTION64_PATH already set by another tool; a trace_path
+ * where something other than a regular file exists (a device, FIFO, link or directory is
+ * never removed to make room, files.h). After the run:
  * no trace (the program never initialised CUDA, or the library refused: the trace status or
  * the reason), AP_ERR_CUDA with that reason. The trace is initialised by the call. */
 ap_status ap_attach_run(const ap_attach_opts *o, ap_trace *t, int *exit_code, ap_err *err);
