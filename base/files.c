@@ -131,9 +131,13 @@ static ap_status walk_dir(const char *dir, const char *what, int create, ap_err 
                                   part);
             continue;
         }
+        int e = errno;
+        if (lstat(part, &sb) == 0) /* the name is there but does not lead anywhere */
+            return ap_err_set(err, AP_ERR_INPUT, "%s: %s is a symbolic link that cannot be "
+                              "followed: %s", what, part, strerror(e));
         if (!create) return AP_OK;
         if (mkdir(part, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
+            e = errno;
             return ap_err_set(err, e == EACCES || e == EROFS || e == ENOENT || e == ENOTDIR
                                        ? AP_ERR_INPUT : AP_ERR_IO,
                               "%s: cannot create directory %s: %s", what, part, strerror(e));

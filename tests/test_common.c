@@ -608,6 +608,17 @@ static void test_outset_dirs(void) {
     CHECK_INT(ap_outset_commit(s, &err), AP_OK);
     snprintf(file, sizeof file, "%s/new/a/b/x.txt", dir);
     CHECK(exists(file));
+    /* a dangling link where a directory goes is refused before anything is made, by the
+       check as by the set */
+    snprintf(file, sizeof file, "%s/dangling", dir);
+    snprintf(sub, sizeof sub, "%s/nowhere", dir);
+    CHECK(symlink(sub, file) == 0);
+    CHECK_INT(ap_files_check_dir(file, "--out", &err), AP_ERR_INPUT);
+    CHECK_CONTAINS(err.msg, "is a symbolic link that cannot be followed");
+    CHECK_INT(ap_outset_begin(file, NULL, &s, &err), AP_ERR_INPUT);
+    CHECK(!exists(sub));
+    snprintf(sub, sizeof sub, "%s/new/a/b/", dir);
+    snprintf(file, sizeof file, "%s/new/a/b/x.txt", dir);
     /* an abort in a directory that exists leaves it, and its files, as they were */
     CHECK_INT(ap_outset_begin(sub, NULL, &s, &err), AP_OK);
     ap_outset_abort(s);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
@@ -306,6 +307,22 @@ static void test_plan_solver_list(void) {
             "--solver: 'foo' is not one of dp, ilp, auto, off");
 }
 
+/* --out at a symbolic link to nothing: refused before the search (exit 2) where it once said
+ * "cannot write in" after it (exit 1) */
+static void test_out_dangling_link(void) {
+    char link[512], fmt[1200];
+    snprintf(link, sizeof link, "%s/dangling-out", tl_tmpdir());
+    remove(link);
+    char target[600];
+    snprintf(target, sizeof target, "%s/no-such-dir", tl_tmpdir());
+    CHECK(symlink(target, link) == 0);
+    snprintf(fmt, sizeof fmt, "plan '%%s' --gpus 8 --no-cache --out '%s'", link);
+    refused(fmt, "examples/models/tiny-gpt.json", "is a symbolic link that cannot be followed");
+    snprintf(fmt, sizeof fmt, "compare '%%s' --gpus 8 --out '%s'", link);
+    refused(fmt, "examples/models/tiny-gpt.json", "is a symbolic link that cannot be followed");
+    remove(link);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_seq_beyond_learned_positions();
@@ -320,5 +337,6 @@ int main(int argc, char **argv) {
     test_more_gpus_suggestion_node();
     test_tokens_fraction();
     test_plan_solver_list();
+    test_out_dangling_link();
     return tl_finish();
 }
