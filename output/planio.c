@@ -670,6 +670,11 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
         ap_err_prefix(err, "%s: plan", where);
         return st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st;
     }
+    /* and the request's: no sequence longer than a learned position table (request.c) */
+    if (m->pos == AP_POS_LEARNED && p->seq > m->learned_pos)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: plan: field 'seq' = %lld exceeds the %lld "
+                          "learned positions of the model", where, (long long)p->seq,
+                          (long long)m->learned_pos);
 
     ap_json *est = ap_json_get(root, "estimate");
     if (est && !ap_json_is_null(est) && !ap_json_is_object(est))

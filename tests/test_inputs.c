@@ -323,6 +323,34 @@ static void test_out_dangling_link(void) {
     remove(link);
 }
 
+/* A plan file whose sequence exceeds the model's learned positions: the reader refuses it as
+ * the flags' check does (simulate --plan and run --plan answered for positions the model does
+ * not have) */
+static void test_planfile_seq_beyond_positions(void) {
+    const char *plan = tiny_plan();
+    char *text = tl_read(plan);
+    CHECK(text != NULL);
+    char *at = text ? strstr(text, "\"seq\": 512") : NULL;
+    CHECK(at != NULL);
+    if (!at) {
+        free(text);
+        return;
+    }
+    memcpy(at, "\"seq\": 999", 10); /* the plan section's first "seq" */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/seq-plan.json", tl_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    free(text);
+    char fmt[1400];
+    snprintf(fmt, sizeof fmt, "simulate --plan '%s'%%s", path);
+    refused(fmt, "", "plan: field 'seq' = 999 exceeds the 512 learned positions of the model");
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_seq_beyond_learned_positions();
@@ -338,5 +366,6 @@ int main(int argc, char **argv) {
     test_tokens_fraction();
     test_plan_solver_list();
     test_out_dangling_link();
+    test_planfile_seq_beyond_positions();
     return tl_finish();
 }
