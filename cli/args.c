@@ -225,7 +225,8 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "recompute-layers", AP_FLAG_VALUE, "K",
                  "with full recompute: layers per pipeline chunk recomputed (default all)");
     ap_flags_add(fl, "sp", AP_FLAG_BOOL, NULL,
-                 "sequence parallelism (the default with --tp > 1 where the trainer has it)");
+                 "sequence parallelism (the default with --tp > 1 where the trainer has it and "
+                 "the sequence divides by tp)");
     ap_flags_add(fl, "no-sp", AP_FLAG_BOOL, NULL, "do not use sequence parallelism");
     ap_flags_add(fl, "overlap", AP_FLAG_BOOL, NULL,
                  "overlap gradient reduction, parameter gathering and (with sp) TP communication "

@@ -404,7 +404,7 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
     if (p->mbs == 0) p->mbs = 1;
     if (p->zero < 0) p->zero = p->hetero.placement != AP_GEMINI_OFF ? 3 : 0; /* GeminiPlugin */
     /* sp and overlap default as the search sets them (planner/search.c): sp with tp > 1 where
-     * the trainer has it, overlap of whatever this trainer can overlap at this ZeRO stage; so a
+     * the trainer has it and the sequence splits over tp, overlap of whatever this trainer can overlap at this ZeRO stage; so a
      * plan label's flags (ap_plan_label shows no-sp / no-ov where they differ) reproduce its
      * estimate. --no-sp / --no-overlap turn them off. */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
@@ -415,7 +415,9 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
         return ap_err_set(err, AP_ERR_INPUT, "--sp and --no-sp contradict each other");
     if (ov_given && rq->no_overlap)
         return ap_err_set(err, AP_ERR_INPUT, "--overlap and --no-overlap contradict each other");
-    if (!sp_given) p->sp = !rq->no_sp && p->tp > 1 && tc->sp;
+    if (!sp_given)
+        p->sp = !rq->no_sp && p->tp > 1 && tc->sp &&
+                (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp == 0; /* as the search (space.c) */
     if (!ov_given) p->overlap_grad = p->overlap_param = !rq->no_overlap;
     p->overlap_tp = p->overlap_grad && ap_trainer_overlap_tp(tc, &r->cluster.gpu) && p->sp &&
                     p->tp > 1;

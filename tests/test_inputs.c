@@ -351,6 +351,30 @@ static void test_planfile_seq_beyond_positions(void) {
     refused(fmt, "", "plan: field 'seq' = 999 exceeds the 512 learned positions of the model");
 }
 
+/* Sequence parallelism needs the sequence (per cp rank) to split over tp: the search ranked
+ * tp8 sp plans at 4095 tokens, which Megatron-LM refuses to run. Now the default turns sp off
+ * there, a pinned --sp is refused, and the search's tp8 plans run plain TP. */
+static void test_sp_needs_divisible_seq(void) {
+    const char *m = "examples/models/llama-2-7b.json";
+    refused("estimate '%s' --gpus 8 --tp 8 --seq 4095 --sp", m,
+            "sequence parallelism: the 4095 tokens of a sequence are not divisible by tp 8");
+    char args[2048];
+    char *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --tp 8 --seq 4095", tl_path(m));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "tp8 pp1 dp1 no-sp");
+    free(out);
+    free(err);
+    out = err = NULL;
+    snprintf(args, sizeof args, "plan '%s' --gpus 8 --seq 4095 --fix tp=8 --no-cache",
+             tl_path(m));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "  1  tp8 pp1 dp1 no-sp");
+    CHECK(out && !strstr(out, " sp mbs"));
+    free(out);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_seq_beyond_learned_positions();
@@ -367,5 +391,6 @@ int main(int argc, char **argv) {
     test_plan_solver_list();
     test_out_dangling_link();
     test_planfile_seq_beyond_positions();
+    test_sp_needs_divisible_seq();
     return tl_finish();
 }
