@@ -277,6 +277,10 @@ ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *o
         return ap_err_set(err, AP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return ap_err_set(err, AP_ERR_INPUT, "%s: is a directory", path);
+    /* a regular file says its size: one too large is refused unread */
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max_bytes)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
+                          max_bytes);
     FILE *f = fopen(path, "rb");
     if (!f) return ap_err_set(err, AP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 65536, n = 0;
@@ -285,15 +289,18 @@ ap_status ap_read_file(const char *path, size_t max_bytes, char **out, size_t *o
         fclose(f);
         return ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory", path);
     }
+    /* a stream (a pipe, /dev/zero) is read until it passes max_bytes, the buffer growing to at
+       most one chunk beyond it */
+    const size_t lim = max_bytes + 65536 + 1;
     for (;;) {
+        if (n > max_bytes) {
+            ap_free(buf);
+            fclose(f);
+            return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
+                              max_bytes);
+        }
         if (n + 65536 + 1 > cap) {
-            if (cap > max_bytes + 65536) {
-                ap_free(buf);
-                fclose(f);
-                return ap_err_set(err, AP_ERR_INPUT, "%s: file too large (over %zu bytes)", path,
-                                  max_bytes);
-            }
-            cap *= 2;
+            cap = cap * 2 < lim ? cap * 2 : lim;
             char *nb = ap_realloc(buf, cap);
             if (!nb) {
                 ap_free(buf);

@@ -459,6 +459,25 @@ static void test_help_placement(void) {
     free(err);
 }
 
+/* A regular file larger than the reader's limit is refused from its size, unread (a sparse
+ * 2 GiB file: instant, no disk), and nothing is created */
+static void test_large_file_unread(void) {
+    const char *big = path_in("big.json"), *db = path_in("big.db");
+    FILE *f = fopen(big, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fclose(f);
+    CHECK(truncate(big, (off_t)2 << 30) == 0);
+    char args[800], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "db import '%s' --db '%s'", big, db);
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, "file too large (over 1073741824 bytes)");
+    CHECK(access(db, F_OK) != 0);
+    free(out);
+    free(err);
+    remove(big);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     dir = tl_tmpdir();
@@ -473,6 +492,7 @@ int main(int argc, char **argv) {
     test_attach_outputs();
     test_profile_missing_db();
     test_help_placement();
+    test_large_file_unread();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
