@@ -16,6 +16,7 @@
  */
 #include "autoplan/planio.h"
 #include "autoplan/hetero.h"
+#include "autoplan/text.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -643,6 +644,14 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
     if (!ap_json_is_object(root))
         return ap_err_set(err, AP_ERR_INPUT, "%s: plan file must be a JSON object, got %s", where,
                           ap_json_type_name(root));
+    /* another autoplan file (a `db export`, a profile) names its format: say what it is */
+    const ap_json *fmt = ap_json_get(root, "format");
+    if (fmt && ap_json_is_string(fmt) && !ap_json_get(root, "schema_version")) {
+        char shown[64];
+        return ap_err_set(err, AP_ERR_INPUT, "%s: format '%s', not a plan file (plan.json, as "
+                          "`autoplan plan --out DIR` writes it)", where,
+                          ap_text_line(shown, sizeof shown, ap_json_string(fmt), 40));
+    }
     TRY(check_version(root, where, err));
     char ver[64];
     TRY(ap_json_get_str(root, "autoplan_version", ver, sizeof ver, NULL, where, err));

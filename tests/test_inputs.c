@@ -375,6 +375,22 @@ static void test_sp_needs_divisible_seq(void) {
     free(err);
 }
 
+/* Another autoplan file given as a plan (a `db export`): its format is named, where the
+ * reader said "major version 2 is not supported" of a field the file does not have */
+static void test_planfile_other_format(void) {
+    char path[1024], fmt[1200];
+    snprintf(path, sizeof path, "%s/export.json", tl_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"format\": \"autoplan-db-export\", \"format_version\": 1, \"runs\": []}\n", f);
+    fclose(f);
+    snprintf(fmt, sizeof fmt, "simulate --plan '%s'%%s", path);
+    refused(fmt, "", "format 'autoplan-db-export', not a plan file");
+    snprintf(fmt, sizeof fmt, "emit --plan '%s' --out '%s/eo'%%s", path, tl_tmpdir());
+    refused(fmt, "", "format 'autoplan-db-export', not a plan file");
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_seq_beyond_learned_positions();
@@ -392,5 +408,6 @@ int main(int argc, char **argv) {
     test_out_dangling_link();
     test_planfile_seq_beyond_positions();
     test_sp_needs_divisible_seq();
+    test_planfile_other_format();
     return tl_finish();
 }
