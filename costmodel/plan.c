@@ -546,13 +546,6 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
                           (long long)p->seq, 2 * p->cp);
-    /* sequence parallelism splits each context-parallel rank's tokens over the tp ranks
-     * (Megatron-LM's scatter_to_sequence_parallel_region asserts the division; torchtitan's
-     * sequence-sharded norms likewise) */
-    if (p->sp && p->tp > 1 && (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp != 0)
-        return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence parallelism: the %lld tokens of a "
-                          "sequence%s are not divisible by tp %d", (long long)p->seq,
-                          p->cp > 1 ? " per cp rank" : "", p->tp);
     if (ap_model_moe_layers_in(m, 0, m->layers) > 0) {
         if (m->moe.experts % p->ep != 0)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "experts (%lld) are not divisible by ep %d",

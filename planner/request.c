@@ -217,6 +217,16 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                               tc->display, ap_trainer_zero_group_stages(tc, st, sizeof st),
                               p->zero);
     }
+    /* sequence parallelism splits each context-parallel rank's tokens over the tp ranks
+     * (Megatron-LM's scatter_to_sequence_parallel_region asserts the division; torchtitan's
+     * sequence-sharded norms likewise): a pinned --sp that cannot is refused, the default and
+     * the search turn it off there (resolve_plan, space.c). A request's rule, not the plan
+     * checker's: plans read from files and validation rows are taken as their runs ran. */
+    if (ap_request_given(rq->plan_given, "sp") && p->sp && p->tp > 1 &&
+        (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp != 0)
+        return ap_err_set(err, AP_ERR_INPUT, "--sp: the %lld tokens of a sequence%s are not "
+                          "divisible by tp %d (sequence parallelism splits them)",
+                          (long long)p->seq, p->cp > 1 ? " per cp rank" : "", p->tp);
     if (r->model.pos == AP_POS_LEARNED && p->seq > r->model.learned_pos)
         return ap_err_set(err, AP_ERR_INPUT, "--seq: %lld tokens exceed the %lld learned positions "
                           "of %s", (long long)p->seq, (long long)r->model.learned_pos,

@@ -357,7 +357,7 @@ static void test_planfile_seq_beyond_positions(void) {
 static void test_sp_needs_divisible_seq(void) {
     const char *m = "examples/models/llama-2-7b.json";
     refused("estimate '%s' --gpus 8 --tp 8 --seq 4095 --sp", m,
-            "sequence parallelism: the 4095 tokens of a sequence are not divisible by tp 8");
+            "--sp: the 4095 tokens of a sequence are not divisible by tp 8");
     char args[2048];
     char *out = NULL, *err = NULL;
     snprintf(args, sizeof args, "estimate '%s' --gpus 8 --tp 8 --seq 4095", tl_path(m));
