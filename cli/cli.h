@@ -90,6 +90,11 @@ void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --et
                                               --offload-optimizer --offload-params --dtype
                                               --no-flash-attn --attn-impl --stage-recompute
                                               --stage-layers --headroom */
+/* With --plan FILE: every flag of the two tables above that `fl` sets and is not named in
+ * `keep` (NULL-terminated) is refused, AP_ERR_INPUT "--FLAG: not with --plan (the plan file
+ * holds WHAT)"; the tables themselves, so a flag added there is covered. */
+ap_status ap_cli_refuse_with_plan(ap_flags *fl, const char *const *keep, const char *what,
+                                  ap_err *err);
 
 /* The request the common flags describe (request.h): MODEL (positional 0), the cluster flags,
  * the plan flags (through the plan's field table, plan.h) and, where the command defines

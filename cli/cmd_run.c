@@ -75,21 +75,15 @@ static ap_status refuse_unused_flags(ap_flags *fl, ap_err *err) {
 }
 
 static ap_status plan_from_file(ap_flags *fl, const char *path, ap_resolved *ctx, ap_err *err) {
-    static const char *plan_only[] = {"tp", "pp", "cp", "ep", "etp", "vp", "mbs", "gbs", "seq",
-                                      "zero", "zero-group", "recompute", "recompute-layers",
-                                      "stage-recompute", "sp", "no-sp", "overlap", "no-overlap",
-                                      "offload-optimizer", "offload-params", "gemini",
-                                      "shard-param-frac", "offload-device", "dtype", "fp8-params",
-                                      "fp8-recipe", "no-flash-attn", "attn-impl", "stage-layers",
-                                      "trainer", "gpu"};
-    for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++)
-        if (ap_flags_isset(fl, plan_only[i]))
-            return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds the "
-                              "plan)", plan_only[i]);
+    /* --gpus is checked against the file below; the cluster, profile and headroom flags were
+       refused already (refuse_unused_flags) */
+    static const char *const keep[] = {"gpus", "expandable-segments", NULL};
+    ap_status st = ap_cli_refuse_with_plan(fl, keep, "the plan", err);
+    if (st != AP_OK) return st;
     if (fl->npos > 0)
         return ap_err_set(err, AP_ERR_INPUT, "give MODEL or --plan, not both (plan.json holds "
                           "the model)");
-    ap_status st = ap_planfile_read(path, &ctx->model, &ctx->cluster, &ctx->plan, NULL, err);
+    st = ap_planfile_read(path, &ctx->model, &ctx->cluster, &ctx->plan, NULL, err);
     if (st != AP_OK) return st;
     int64_t gpus = 0;
     if ((st = ap_flag_int(fl, "gpus", 1, 1 << 20, &gpus, err)) != AP_OK) return st;

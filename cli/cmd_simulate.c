@@ -281,19 +281,10 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
             return st;
         return ap_cli_profile(fl, ctx, profile, note, err);
     }
-    /* every cluster and plan flag (the shared tables, so a flag added there is covered), but
-       the budget kept free and the allocator setting, which are the simulation's own */
-    static ap_flags defs;
-    defs.n = 0;
-    ap_cli_cluster_flags(&defs);
-    ap_cli_plan_flags(&defs);
-    for (int i = 0; i < defs.n; i++) {
-        const char *name = defs.f[i].name;
-        if (!strcmp(name, "headroom") || !strcmp(name, "expandable-segments")) continue;
-        if (ap_flags_isset(fl, name))
-            return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds the "
-                              "plan and cluster)", name);
-    }
+    /* every cluster and plan flag but the budget kept free and the allocator setting, which
+       are the simulation's own */
+    static const char *const keep[] = {"headroom", "expandable-segments", NULL};
+    if ((st = ap_cli_refuse_with_plan(fl, keep, "the plan and cluster", err)) != AP_OK) return st;
     if (fl->npos > 0)
         return ap_err_set(err, AP_ERR_INPUT, "give MODEL or --plan, not both (plan.json holds the "
                           "model)");
