@@ -32,7 +32,7 @@ struct ap_outset {
     int fd;                   /* the file open for writing (ap_outset_open), or -1 */
     char open_name[64];
     long long written;        /* bytes of the open file written so far */
-    size_t made_from;         /* the directories of dir the set made (first_missing) */
+    size_t made_from;         /* the directories of dir the set made (walk_dir's missing) */
 };
 
 static const char *kind_of(mode_t m) {
@@ -114,8 +114,11 @@ void ap_files_remove_stale(const char *path) {
 }
 
 /* Walk the prefixes of dir: each that exists must be a directory; the others are made
- * (create) or the walk stops there (they would be made later). */
-static ap_status walk_dir(const char *dir, const char *what, int create, ap_err *err) {
+ * (create) or the walk stops there (they would be made later), the length of the first missing
+ * prefix (ending at a '/' or at the end of dir) into *missing (0 when all exist). */
+static ap_status walk_dir(const char *dir, const char *what, int create, size_t *missing,
+                         ap_err *err) {
+    *missing = 0;
     char part[4096];
     size_t dl = strlen(dir);
     if (dl == 0) return ap_err_set(err, AP_ERR_INPUT, "%s: empty path", what);
@@ -135,6 +138,7 @@ static ap_status walk_dir(const char *dir, const char *what, int create, ap_err 
         if (lstat(part, &sb) == 0) /* the name is there but does not lead anywhere */
             return ap_err_set(err, AP_ERR_INPUT, "%s: %s is a symbolic link that cannot be "
                               "followed: %s", what, part, strerror(e));
+        if (!*missing) *missing = i;
         if (!create) return AP_OK;
         if (mkdir(part, 0755) != 0 && errno != EEXIST) {
             e = errno;
@@ -147,34 +151,18 @@ static ap_status walk_dir(const char *dir, const char *what, int create, ap_err 
 }
 
 ap_status ap_files_make_dir(const char *dir, const char *what, ap_err *err) {
-    return walk_dir(dir, what, 1, err);
+    size_t missing;
+    return walk_dir(dir, what, 1, &missing, err);
 }
 
 ap_status ap_files_check_dir(const char *dir, const char *what, ap_err *err) {
-    return walk_dir(dir, what, 0, err);
+    size_t missing;
+    return walk_dir(dir, what, 0, &missing, err);
 }
 
 /* ---- the output set --------------------------------------------------------------------------- */
 
-/* Where the directories ap_files_make_dir makes for dir start: the length of the first prefix
- * of dir (ending at a '/' or at its end) that does not exist, 0 when all of them do. Read
- * before the set begins, so that a set that moves nothing in removes what it made and no
- * more. */
-static size_t first_missing(const char *dir) {
-    char part[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof part) return 0;
-    for (size_t i = 1; i <= n; i++) {
-        if (dir[i] != '/' && dir[i] != '\0') continue;
-        memcpy(part, dir, i);
-        part[i] = '\0';
-        struct stat sb;
-        if (stat(part, &sb) != 0) return i;
-    }
-    return 0;
-}
-
-/* Remove the directories of dir made from the prefix of length `from` on (first_missing; 0:
+/* Remove the directories of dir made from the prefix of length `from` on (walk_dir; 0:
  * none made), the deepest first (a part a failed ap_files_make_dir never made is passed over).
  * rmdir removes only empty directories, so one that holds something (the set's files once moved
  * in, or another writer's) stays, and the walk stops there. */
@@ -197,8 +185,10 @@ static void remove_made(const char *dir, size_t from) {
 ap_status ap_outset_begin(const char *dir, const char *const *family, ap_outset **out,
                           ap_err *err) {
     *out = NULL;
-    const size_t made_from = first_missing(dir);
-    ap_status st = ap_files_make_dir(dir, "--out", err);
+    /* made_from: where the directories made for dir start, so that a set that moves nothing
+       in removes what it made and no more */
+    size_t made_from;
+    ap_status st = walk_dir(dir, "--out", 1, &made_from, err);
     if (st != AP_OK) {
         remove_made(dir, made_from); /* a part of the path may have been made */
         return st;
