@@ -217,13 +217,10 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
                               tc->display, ap_trainer_zero_group_stages(tc, st, sizeof st),
                               p->zero);
     }
-    /* sequence parallelism splits each context-parallel rank's tokens over the tp ranks
-     * (Megatron-LM's scatter_to_sequence_parallel_region asserts the division; torchtitan's
-     * sequence-sharded norms likewise): a pinned --sp that cannot is refused, the default and
-     * the search turn it off there (resolve_plan, space.c). A request's rule, not the plan
-     * checker's: plans read from files and validation rows are taken as their runs ran. */
-    if (ap_request_given(rq->plan_given, "sp") && p->sp && p->tp > 1 &&
-        (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp != 0)
+    /* a pinned --sp that cannot split the sequences (ap_plan_sp_divides). A request's rule,
+     * not the plan checker's: plans read from files and validation rows are taken as their
+     * runs ran. */
+    if (ap_request_given(rq->plan_given, "sp") && p->sp && !ap_plan_sp_divides(p))
         return ap_err_set(err, AP_ERR_INPUT, "--sp: the %lld tokens of a sequence%s are not "
                           "divisible by tp %d (sequence parallelism splits them)",
                           (long long)p->seq, p->cp > 1 ? " per cp rank" : "", p->tp);
@@ -426,8 +423,7 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
     if (ov_given && rq->no_overlap)
         return ap_err_set(err, AP_ERR_INPUT, "--overlap and --no-overlap contradict each other");
     if (!sp_given)
-        p->sp = !rq->no_sp && p->tp > 1 && tc->sp &&
-                (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp == 0; /* as the search (space.c) */
+        p->sp = !rq->no_sp && p->tp > 1 && tc->sp && ap_plan_sp_divides(p); /* as space.c */
     if (!ov_given) p->overlap_grad = p->overlap_param = !rq->no_overlap;
     p->overlap_tp = p->overlap_grad && ap_trainer_overlap_tp(tc, &r->cluster.gpu) && p->sp &&
                     p->tp > 1;

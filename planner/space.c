@@ -435,10 +435,8 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->grad_reduce_bytes = fx->grad_reduce_bytes;
     p->gather_bytes = fx->gather_bytes;
     /* dominated in the cost model (search.h): sequence parallelism and overlap when offered,
-     * where the sequence splits over tp (plan.c check_shape; without it the plan runs plain
-     * TP) */
-    int64_t per_cp = p->seq / (pt->cp > 0 ? pt->cp : 1);
-    p->sp = (pt->tp > 1 && tr->sp && !o->no_sp && per_cp % pt->tp == 0) ? 1 : 0;
+     * where the sequence splits over tp (without it the plan runs plain TP) */
+    p->sp = (pt->tp > 1 && tr->sp && !o->no_sp && ap_plan_sp_divides(p)) ? 1 : 0;
     int dov = !o->no_overlap && ap_trainer_dp_overlap(tr, pt->ep);
     p->overlap_grad = tr->overlap_grad && dov;
     p->overlap_param = tr->overlap_param && dov &&

@@ -429,6 +429,14 @@ static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
     return (int)id >= 0 && id < AP_TRAINER_COUNT ? &ap_trainer_table[id]
                                                   : &ap_trainer_table[AP_TRAINER_MEGATRON];
 }
+/* Whether sequence parallelism can split p's sequences: each context-parallel rank's tokens
+ * divide by tp (Megatron-LM's scatter_to_sequence_parallel_region asserts it; torchtitan's
+ * sequence-sharded norms likewise). The search and the request's default turn sp off where
+ * not; a pinned --sp is refused. */
+static inline int ap_plan_sp_divides(const ap_plan *p) {
+    return p->tp <= 1 || (p->seq / (p->cp > 0 ? p->cp : 1)) % p->tp == 0;
+}
+
 /* The FP8 recipe plan p runs: its own, or its trainer's default where it says AUTO (inline: the
  * layer prices read it for every fp8 GEMM). */
 static inline ap_fp8_recipe ap_plan_fp8_recipe(const ap_plan *p) {
