@@ -411,9 +411,9 @@ static ap_status finish_estimate(const ap_request *rq, ap_resolved *r, ap_err *e
     if (p->mbs == 0) p->mbs = 1;
     if (p->zero < 0) p->zero = p->hetero.placement != AP_GEMINI_OFF ? 3 : 0; /* GeminiPlugin */
     /* sp and overlap default as the search sets them (planner/search.c): sp with tp > 1 where
-     * the trainer has it and the sequence splits over tp, overlap of whatever this trainer can overlap at this ZeRO stage; so a
-     * plan label's flags (ap_plan_label shows no-sp / no-ov where they differ) reproduce its
-     * estimate. --no-sp / --no-overlap turn them off. */
+     * the trainer has it and the sequence splits over tp, overlap of whatever this trainer can
+     * overlap at this ZeRO stage; so a plan label's flags (ap_plan_label shows no-sp / no-ov
+     * where they differ) reproduce its estimate. --no-sp / --no-overlap turn them off. */
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
     int sp_given = ap_request_given(rq->plan_given, "sp") && p->sp;
     int ov_given = ap_request_given(rq->plan_given, "overlap_grad") &&
