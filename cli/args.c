@@ -284,6 +284,9 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
                  "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
                  "fragmentation in what fits and in nvidia-smi's reading");
+    ap_flags_add(fl, "nccl-version", AP_FLAG_VALUE, "V",
+                 "the NCCL the run links, e.g. 2.18 (default 2.22 or later); before 2.22 each "
+                 "communicator connects its ring and tree when made: more memory per GPU");
 }
 
 ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err) {
@@ -530,6 +533,7 @@ ap_status ap_cli_request(ap_flags *fl, ap_request *rq, int *counts, int *ncounts
     if ((st = hetero_flags(fl, rq, err)) != AP_OK) return st;
     if ((st = opt_bytes(fl, "headroom", &rq->headroom, err)) != AP_OK) return st;
     rq->expandable_segments = ap_flags_isset(fl, "expandable-segments");
+    rq->nccl_version = ap_flags_value(fl, "nccl-version");
     return search_flags(fl, rq, err);
 }
 

@@ -580,6 +580,9 @@ static ap_status job_options(ap_flags *fl, ap_rt_job *job, double *timeout_s, ap
     if (ap_flags_isset(fl, "expandable-segments"))
         return ap_err_set(err, AP_ERR_INPUT, "--expandable-segments: the runtime allocates its "
                           "own buffers (no PyTorch caching allocator)");
+    if (ap_flags_isset(fl, "nccl-version"))
+        return ap_err_set(err, AP_ERR_INPUT, "--nccl-version: the runtime's ranks talk over MPI "
+                          "(no NCCL)");
     job->trace = ap_flags_isset(fl, "trace");
     job->record_events = ap_flags_isset(fl, "events");
     if (job->record_events && !ap_flags_isset(fl, "json"))

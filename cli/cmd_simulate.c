@@ -283,7 +283,7 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
     }
     /* every cluster and plan flag but the budget kept free and the allocator setting, which
        are the simulation's own */
-    static const char *const keep[] = {"headroom", "expandable-segments", NULL};
+    static const char *const keep[] = {"headroom", "expandable-segments", "nccl-version", NULL};
     if ((st = ap_cli_refuse_with_plan(fl, keep, "the plan and cluster", err)) != AP_OK) return st;
     if (fl->npos > 0)
         return ap_err_set(err, AP_ERR_INPUT, "give MODEL or --plan, not both (plan.json holds the "
@@ -293,6 +293,10 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
         return st;
     ap_estimate_opts_init(&ctx->est);
     if ((st = ap_flag_bytes(fl, "headroom", &ctx->est.headroom_bytes, err)) != AP_OK) return st;
+    const char *nv = ap_flags_value(fl, "nccl-version");
+    if (nv && (st = ap_nccl_version_parse(nv, "--nccl-version", &ctx->est.nccl_eager, err)) !=
+                  AP_OK)
+        return st;
     ctx->allow_cross_node_tp = 1; /* the plan was accepted when it was written */
     return AP_OK;
 }
@@ -356,6 +360,7 @@ int ap_cmd_simulate(int argc, char **argv) {
                                       "--expandable-segments: only with --allocator caching"),
                            &err);
     ctx.est.allocator_expandable = so.expandable_segments;
+    so.device_overhead_bytes = ap_mem_device_overhead_bytes(&ctx.plan, ctx.est.nccl_eager);
     so.headroom_bytes = ctx.est.headroom_bytes;
     int64_t top = 10, threads = 0;
     if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK ||

@@ -110,6 +110,7 @@ int ap_cli_simulate_hetero(const ap_resolved *ctx, const char *trace, int json) 
     o.headroom_bytes = ctx->est.headroom_bytes;
     o.profile = ctx->est.profile; /* --profile: the kernel tables the estimate uses */
     o.kernels = ctx->est.kernels;
+    o.nccl_eager = ctx->est.nccl_eager;
     ap_hetero *h = NULL;
     ap_status st = ap_hetero_run(&ctx->model, &ctx->cluster, &ctx->plan, &o, &h, &err);
     if (st != AP_OK) return ap_cli_fail(st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st, &err);

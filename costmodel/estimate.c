@@ -423,7 +423,7 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->opts = opts;
     E->e = e;
     E->worst_dev = -1;
-    E->device_overhead = ap_mem_device_overhead_bytes(p);
+    E->device_overhead = ap_mem_device_overhead_bytes(p, opts->nccl_eager);
     E->t = p->tp;
     E->h = (double)m->hidden;
     E->V = (double)m->vocab;
@@ -698,29 +698,71 @@ static void stage_activations(const est *E, const stage *S, int r, ap_stage_mem 
 
 /* ---- chapter 6: temporaries, allocator and device overheads of one rank --------------------- */
 
+/* The NCCL communicators a rank uses (each collective or send on a group makes one, once):
+ * the tensor-parallel group, the pipeline's sends, the data-parallel (x context-parallel)
+ * reduction, the context-parallel ring and the expert all-to-all. DeepSpeed's pipeline engine
+ * adds the groups of its own grid beside the model's (runtime/pipe/topology.py
+ * PipelineParallelGrid; engine.py): its sends go over the default group of every rank
+ * (pipe/p2p.py, send/recv since torch 1.8), the tensor-parallel slice group gathers the
+ * activations it partitions (is_pipe_partitioned, tp > 1), the pipe group broadcasts the loss
+ * (_aggregate_total_loss), the model group (pipe x tensor ranks of a replica) sums the
+ * parameter count and the overflow and gradient-norm checks, and with tied embeddings the
+ * first and last stages sum their gradients in a group of two (pipe/module.py
+ * _index_tied_modules, engine.py _exec_reduce_tied_grads). */
+int ap_mem_nccl_comms(const ap_plan *p, int sizes[AP_MAX_COMMS]) {
+    int n = 0;
+    const int ds_pipe = p->trainer == AP_TRAINER_DEEPSPEED && p->pp > 1;
+    const int world = p->tp * p->pp * p->dp * p->cp;
+    if (p->tp > 1) sizes[n++] = p->tp;
+    if (p->pp > 1) sizes[n++] = ds_pipe ? world : p->pp;
+    if (p->dp * p->cp > 1) sizes[n++] = p->dp * p->cp;
+    if (p->cp > 1) sizes[n++] = p->cp;
+    if (p->ep > 1) sizes[n++] = p->ep;
+    if (ds_pipe) {
+        if (p->tp > 1) sizes[n++] = p->tp;
+        sizes[n++] = p->pp;
+        sizes[n++] = p->tp * p->pp;
+        sizes[n++] = 2;
+    }
+    return n;
+}
+
 /* CUDA context with lazy module loading: ~500 MiB on A100/H100 as reported by nvidia-smi for an
  * idle PyTorch process (CUDA_MODULE_LOADING=LAZY, CUDA 11.7+). cuBLAS workspace: 32 MiB per
  * handle on Hopper (cuBLAS docs, "cublasSetWorkspace": 32 MiB recommended for sm90); one handle
- * per stream, two streams (compute, communication). NCCL: NCCL_BUFFSIZE = 4 MiB per channel and
- * peer connection (NCCL docs, environment variables); a ring has two connections, 16 channels on
- * NVLink: 2 x 16 x 4 MiB = 128 MiB per communicator (tp, pp, the dp x cp reduction, cp, ep).
- * Measured for comparison (NVIDIA/nccl issue 964, PyTorch on 4 x A100 NVLink, NCCL 2.18): 544 MB
- * per 2-rank communicator, 688 MB above; this model counts the SIMPLE protocol's buffers only
- * and is low by the LL/LL128 buffers and extra channels NCCL opens there. It replaced the
- * estimate's own 0.5 GiB + 64 MiB per communicator + 32 MiB, which was further from that
- * measurement (issue 13: one model of one thing). */
-double ap_mem_device_overhead_bytes(const ap_plan *p) {
+ * per stream, two streams (compute, communication). NCCL, per communicator (ap_mem_nccl_comms):
+ * from 2.22 (NCCL_RUNTIME_CONNECT, default 1 since 2.22.3, src/init.cc) a communicator connects
+ * only what its collectives use when they first run: NCCL_BUFFSIZE = 4 MiB per channel and
+ * peer connection (NCCL docs, environment variables), a ring's two connections, 16 channels
+ * on NVLink: 2 x 16 x 4 MiB = 128 MiB. Before 2.22 every communicator connects its ring and
+ * its tree at creation, each connection with the LL (512 KiB), LL128 (4.7 MiB) and Simple
+ * (4 MiB) buffers (src/init.cc DEFAULT_*_BUFFSIZE): measured 544 MB per communicator of two
+ * ranks and 688 MB above (NVIDIA/nccl issue 964: PyTorch on 4 x A100 NVLink, NCCL 2.18, one
+ * 4 MB all-reduce on each group). */
+double ap_mem_device_overhead_bytes(const ap_plan *p, int nccl_eager) {
     /* the runtime's CPU ranks: no CUDA context, cuBLAS workspace or NCCL buffers (its own
        communication buffers are tensors of its layout, sim/simrt.c) */
     if (p->trainer == AP_TRAINER_RUNTIME) return 0;
     double b = 500.0 * AP_MIB + 2 * 32.0 * AP_MIB;
-    int comms = 0;
-    if (p->tp > 1) comms++;
-    if (p->pp > 1) comms++;
-    if (p->dp * p->cp > 1) comms++;
-    if (p->cp > 1) comms++;
-    if (p->ep > 1) comms++;
-    return b + comms * 128.0 * AP_MIB;
+    int sizes[AP_MAX_COMMS];
+    const int n = ap_mem_nccl_comms(p, sizes);
+    for (int i = 0; i < n; i++)
+        b += !nccl_eager ? 128.0 * AP_MIB : sizes[i] == 2 ? 544e6 : 688e6;
+    return b;
+}
+
+/* NCCL 2.22.3 made connections at first use the default (NCCL_RUNTIME_CONNECT, src/init.cc) */
+ap_status ap_nccl_version_parse(const char *s, const char *what, int *eager, ap_err *err) {
+    char *end;
+    long major = s && *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+    long minor = major >= 0 && *end == '.' && end[1] >= '0' && end[1] <= '9'
+                     ? strtol(end + 1, &end, 10) : -1;
+    if (minor >= 0 && *end == '.' && end[1] >= '0' && end[1] <= '9') strtol(end + 1, &end, 10);
+    if (minor < 0 || *end || major > 99 || minor > 999)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: '%.40s' is not an NCCL version (as 2.18 or "
+                          "2.21.5)", what, s ? s : "");
+    *eager = major < 2 || (major == 2 && minor < 22);
+    return AP_OK;
 }
 
 /* The temporaries a rank of this kind holds beside its states and activations. */
@@ -1409,6 +1451,7 @@ static void verdict(est *E) {
     ap_estimate *e = E->e;
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
+    e->device_overhead_bytes = E->device_overhead;
     /* nvidia-smi's reading of the fullest rank: every rank adds the same overhead to its
      * reserved bytes, so the highest reading is that of the peaks (no per-rank work); it
      * cannot show more than the GPU has */

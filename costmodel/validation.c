@@ -61,6 +61,12 @@ static ap_status read_cluster(const ap_json *r, const char *where, vrow *v, ap_e
         return st;
     ap_cluster_from_gpu(g, (int)gpus, &v->cluster);
     ap_cluster_set_gpus_per_node(&v->cluster, (int)gpn);
+    /* the NCCL the run linked where its source states it ("nccl": "2.10"): before 2.22 its
+       communicators connect at creation (ap_mem_device_overhead_bytes) */
+    char nccl[32];
+    int given = 0;
+    if ((st = ap_json_get_str(r, "nccl", nccl, sizeof nccl, &given, where, err))) return st;
+    if (given && (st = ap_nccl_version_parse(nccl, where, &v->nccl_eager, err))) return st;
     return ap_parse_bandwidth(net, where, &v->cluster.net_bytes_per_s, err);
 }
 
@@ -381,6 +387,7 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
     ap_estimate_opts_init(&o);
     o.calib = cal;
     o.profile = profile;
+    o.nccl_eager = v->nccl_eager;
     ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_status st = AP_OK;

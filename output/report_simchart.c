@@ -43,6 +43,7 @@ ap_status ap_report_simulate(ap_report *r, const ap_sim_opts *o, ap_err *err) {
         /* as `autoplan simulate` with the plan's flags: caching allocator, its headroom */
         ap_sim_opts_init(&so);
         so.headroom_bytes = e->headroom_bytes;
+        so.device_overhead_bytes = e->device_overhead_bytes; /* the estimate's NCCL */
     }
     so.record_curves = 1;
     /* chart 5 draws the worst stage alone: the others keep their summaries only, and the

@@ -131,6 +131,7 @@ static ap_status eval_estimate(const ap_fit_opts *o, const ap_model *m, ap_plan 
     ap_estimate_opts_init(&eo);
     eo.headroom_bytes = o->headroom_bytes;
     eo.allocator_expandable = o->allocator_expandable;
+    eo.nccl_eager = o->nccl_eager;
     eo.profile = o->profile;
     eo.kernels = o->kernels;
     ap_estimate e;
@@ -173,6 +174,7 @@ static ap_status eval_hetero(const ap_fit_opts *o, const ap_model *m, ap_plan *p
     ho.headroom_bytes = o->headroom_bytes; /* Gemini auto ignores it (hetero.h) */
     ho.profile = o->profile;
     ho.kernels = o->kernels;
+    ho.nccl_eager = o->nccl_eager;
     ho.record = 0;
     ho.steps = 3;
     ap_hetero_cache hc;
@@ -328,6 +330,7 @@ static ap_status eval_best(const ap_fit_opts *o, const ap_model *m, int64_t seq,
         so.hetero_templates = o->templates;
         so.est.headroom_bytes = o->headroom_bytes;
         so.est.allocator_expandable = o->allocator_expandable;
+        so.est.nccl_eager = o->nccl_eager;
         so.est.profile = o->profile;
         so.est.kernels = o->kernels;
         /* a trainer slower than the best so far cannot take its place; one whose fastest is

@@ -676,6 +676,10 @@ ap_status ap_request_resolve(const ap_request *rq, ap_request_mode mode, ap_reso
         r->est.headroom_bytes = rq->headroom.v;
     }
     r->est.allocator_expandable = rq->expandable_segments;
+    if (rq->nccl_version &&
+        (st = ap_nccl_version_parse(rq->nccl_version, "--nccl-version", &r->est.nccl_eager,
+                                    err)) != AP_OK)
+        return st;
     if (mode == AP_REQUEST_SEARCH) return finish_search(rq, r, err);
     if (rq->fix_given)
         return ap_err_set(err, AP_ERR_INPUT, "--fix pins a search; give the plan with --tp, "
@@ -700,6 +704,7 @@ void ap_request_for_plan(const ap_request *base, const ap_plan *p, ap_request *o
     out->allow_cross_node_tp = base->allow_cross_node_tp;
     out->headroom = base->headroom;
     out->expandable_segments = base->expandable_segments;
+    out->nccl_version = base->nccl_version;
     out->plan = *p;
     /* estimate turns sp and overlap on by default (finish_estimate): a plan without them says so */
     out->no_sp = !p->sp;
@@ -814,6 +819,7 @@ static void format_cluster(const ap_request *rq, ap_strbuf *b) {
         ap_strbuf_free(&t);
     }
     if (rq->expandable_segments) put_flag(b, "expandable-segments", NULL);
+    if (rq->nccl_version) put_flag(b, "nccl-version", rq->nccl_version);
 }
 
 void ap_request_format(const ap_request *rq, ap_strbuf *b) {
@@ -873,6 +879,7 @@ static const ap_field search_fields[] = {
     R(search.max_mbs, AP_FT_INT),
     R(search.est.headroom_bytes, AP_FT_REAL),
     R(search.est.allocator_expandable, AP_FT_BOOL),
+    R(search.est.nccl_eager, AP_FT_BOOL),
     R(search.est.gemm_eff_scale, AP_FT_REAL),
     R(search.est.net_bw_scale, AP_FT_REAL),
     R(search.max_evals, AP_FT_I64),

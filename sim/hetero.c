@@ -856,6 +856,8 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
+    /* the template's simulation (and the shared copy of it) priced NCCL as 2.22 and later */
+    if (st == AP_OK) x->overhead_bytes = ap_mem_device_overhead_bytes(x->p, opts->nccl_eager);
     if (st == AP_OK && (x->cut || hx_past_cutoff(x, 0))) x->cut = 1; /* no step is simulated */
     else if (st == AP_OK)
         st = pl.trainer == AP_TRAINER_COLOSSALAI ? ap_gemini_sim(x, err) : ap_zero_offload_sim(x, err);
@@ -926,6 +928,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ho.calib = opts->calib;
     ho.profile = opts->profile;
     ho.kernels = opts->kernels;
+    ho.nccl_eager = opts->nccl_eager;
     ho.record = 0;
     ho.cache = cache;
     ho.step_cutoff_s = opts->sim_cutoff_s;

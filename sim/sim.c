@@ -1573,7 +1573,7 @@ ap_status ap_sim_run(const ap_model *m, const ap_cluster *c, const ap_plan *p,
                         : c                     ? c->gpu.mem_bytes
                                                 : 0;
     s->overhead_bytes = s->o.device_overhead_bytes >= 0 ? s->o.device_overhead_bytes
-                                                        : ap_mem_device_overhead_bytes(p);
+                                                        : ap_mem_device_overhead_bytes(p, 0);
     s->budget_bytes = s->capacity_bytes > 0 ? s->capacity_bytes - s->o.headroom_bytes : 0;
     if (s->capacity_bytes > 0 && s->budget_bytes <= 0) s->budget_bytes = 1;
     s->ranks = ap_calloc((size_t)p->pp, sizeof *s->ranks);

@@ -625,15 +625,16 @@ static void test_validate_targets(void) {
         if (mape > oos[i].max_mape) fprintf(stderr, "%s: %.2f%%\n", oos[i].source, mape);
         CHECK(mape <= oos[i].max_mape);
     }
-    /* BLOOM's 40 nvidia-smi readings within the issue's 10% (8.37%: the device bytes with the
-     * blocks the caching allocator keeps, GMLake's 15%; 19.15% as the device peak itself) */
+    /* BLOOM's 40 nvidia-smi readings within 5% (3.68%: the device bytes with the blocks the
+     * caching allocator keeps, GMLake's 15%, and the NCCL 2.10 communicators of DeepSpeed's
+     * pipeline engine connected when made; 8.37% with NCCL priced as 2.22 connects) */
     const char *bl = table ? strstr(table, "bigscience-bloom") : NULL;
     CHECK(bl != NULL);
     if (bl) {
         double tm = 100, tb = 100, tx = 100, mm = 100;
         CHECK(sscanf(bl + strlen("bigscience-bloom"), "%lf%% %lf%% %lf%% %lf%%", &tm, &tb, &tx,
                      &mm) == 4);
-        CHECK(mm <= 10.0);
+        CHECK(mm <= 5.0);
     }
     const char *oom = out ? strstr(out, "recorded out-of-memory runs predicted not to fit: ") : NULL;
     CHECK(oom != NULL);
@@ -642,10 +643,11 @@ static void test_validate_targets(void) {
         CHECK(sscanf(oom, "recorded out-of-memory runs predicted not to fit: %d of %d", &hit,
                      &n) == 2);
         /* the issue's target is every one; not met: of BLOOM's six recorded out-of-memory
-         * topologies four are predicted to fit (its nvidia-smi readings come out 1.1-1.3x the
-         * predicted device peak, which is what a run must hold; README "Validation"), so this
-         * holds the two it catches */
-        CHECK(n >= 6 && hit >= 2);
+         * topologies two are predicted to fit (184B at TP 4 PP 6 with one sequence per
+         * micro-batch, 2% under the GPU's memory, and 206B at TP 4 PP 12, which no smooth
+         * model separates from the 203B that ran at 67 GB; README "Validation"), so this
+         * holds the four it catches */
+        CHECK(n >= 6 && hit >= 4);
     }
     /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten
      * within the 2 GiB planning headroom (README "Validation": llm-foundry rows on A100-40GB
@@ -752,7 +754,42 @@ static void bad(const char *args, const char *needle) {
     free(err);
 }
 
+/* --nccl-version: a DeepSpeed TP 2 PP 2 plan on 8 GPUs holds seven communicators (tp, the
+ * default group of 8 for its sends, dp, the grid's slice, pipe, model (4) and tied groups):
+ * under NCCL 2.18 five of two ranks at 544 MB and two at 688 MB instead of 128 MiB each, in
+ * the estimate's device peak and in the simulator's overhead alike. */
+static double nccl_figure(const char *cmd, const char *flag, const char *key) {
+    char args[1024];
+    snprintf(args, sizeof args, "%s '%s' --gpus 8 --trainer deepspeed --tp 2 --pp 2 --json %s",
+             cmd, tl_path("examples/models/llama-2-7b.json"), flag);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), cmd, &e) : NULL;
+    CHECK(j != NULL);
+    const ap_json *v = ap_json_get(j, key);
+    if (!v) v = ap_json_get(ap_json_get(j, "memory"), key);
+    double x = v ? ap_json_number(v) : -1;
+    ap_json_free(j);
+    free(out);
+    free(err);
+    return x;
+}
+
+static void test_nccl_version(void) {
+    const double d = 5 * 544e6 + 2 * 688e6 - 7 * 128.0 * 1024 * 1024;
+    CHECK_NEAR(nccl_figure("estimate", "--nccl-version 2.18", "device_peak_bytes") -
+                   nccl_figure("estimate", "", "device_peak_bytes"), d, 1e-3);
+    CHECK_NEAR(nccl_figure("simulate", "--nccl-version 2.18.3", "device_overhead_bytes") -
+                   nccl_figure("simulate", "", "device_overhead_bytes"), d, 1e-3);
+    CHECK_NEAR(nccl_figure("estimate", "--nccl-version 2.22", "device_peak_bytes"),
+               nccl_figure("estimate", "", "device_peak_bytes"), 0);
+}
+
 static void test_bad_input(void) {
+    bad("estimate '%s' --gpus 8 --nccl-version latest", "--nccl-version: 'latest' is not an NCCL");
+    bad("plan '%s' --gpus 8 --nccl-version 2", "--nccl-version");
+    bad("run '%s' --gpus 2 --nccl-version 2.18", "--nccl-version: the runtime's ranks");
     bad("estimate '%s' --gpus 0", "--gpus");
     bad("estimate '%s' --gpus eight", "--gpus");
     bad("estimate '%s' --gpus 8 --network-bw 400", "has no unit");
@@ -1327,6 +1364,7 @@ int main(int argc, char **argv) {
     test_profile_show();
     test_pp_over_network();
     test_bad_input();
+    test_nccl_version();
     test_paths_checked_first();
     test_stage_recompute_readback();
     test_closest_measured();

@@ -320,6 +320,57 @@ static void test_pipeline_memory(void) {
                2.0 * 2048.0 * 51200.0 / 8.0 + 2.0 * 2.0 * 2048.0 * 12288.0 / 8.0, 1e-9);
 }
 
+/* The NCCL communicators of a rank and their buffers, worked by hand: CUDA context 500 MiB and
+ * two 32 MiB cuBLAS workspaces, then 128 MiB a communicator (NCCL 2.22 and later), or the
+ * measured 544 MB for two ranks and 688 MB above (before 2.22). DeepSpeed's pipeline engine
+ * sends over the default group and adds its grid's slice, pipe, model and tied groups. */
+static void test_nccl_overhead(void) {
+    const double MiB = 1024.0 * 1024.0, base = 564 * MiB;
+    int sizes[AP_MAX_COMMS];
+    ap_plan p = mkplan(8, 4, 4, 1, 64, 1, AP_RECOMPUTE_NONE, 1, 1);
+    CHECK_INT(ap_mem_nccl_comms(&p, sizes), 3); /* tp 8, pp 4, dp 4 */
+    CHECK_INT(sizes[0] * 100 + sizes[1] * 10 + sizes[2], 844);
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&p, 0), base + 3 * 128 * MiB, 1e-9);
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&p, 1), base + 3 * 688e6, 1e-9);
+    p.pp = 2; /* a pipeline group of two ranks */
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&p, 1), base + 2 * 688e6 + 544e6, 1e-9);
+    /* BLOOM's TP 4 PP 12 DP 8 under DeepSpeed: tp, the default group of 384 ranks, dp, the
+     * slice group, pipe 12, model 48 and the tied pair */
+    ap_plan d = mkplan(4, 12, 8, 2, 2048, 0, AP_RECOMPUTE_FULL, 0, 1);
+    d.trainer = AP_TRAINER_DEEPSPEED;
+    CHECK_INT(ap_mem_nccl_comms(&d, sizes), 7);
+    CHECK_INT(sizes[1], 384);
+    CHECK_INT(sizes[5], 48);
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&d, 0), base + 7 * 128 * MiB, 1e-9);
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&d, 1), base + 6 * 688e6 + 544e6, 1e-9);
+    d.pp = 1; /* no pipeline engine: its model's groups only */
+    CHECK_INT(ap_mem_nccl_comms(&d, sizes), 2);
+    d.tp = d.dp = 1;
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&d, 1), base, 1e-9);
+    d.trainer = AP_TRAINER_RUNTIME;
+    CHECK_NEAR(ap_mem_device_overhead_bytes(&d, 1), 0, 0);
+    /* versions: before 2.22 connect when made */
+    const struct {
+        const char *s;
+        int eager;
+    } ok[] = {{"2.10", 1}, {"2.21.5", 1}, {"1.9", 1}, {"2.22", 0}, {"2.22.3", 0}, {"3.0", 0}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int eager = -1;
+        ap_err err;
+        CHECK(ap_nccl_version_parse(ok[i].s, "v", &eager, &err) == AP_OK);
+        CHECK_INT(eager, ok[i].eager);
+    }
+    const char *bad[] = {"", "2", "2.", "v2.18", "2.18.x", "2.18.3.1", " 2.18", "2.-1", "2.18 ",
+                         "100.1", "2.1000", NULL};
+    for (int i = 0; bad[i]; i++) {
+        int eager = -1;
+        ap_err err;
+        CHECK(ap_nccl_version_parse(bad[i], "--nccl-version", &eager, &err) == AP_ERR_INPUT);
+        CHECK(strstr(err.msg, "--nccl-version") && strstr(err.msg, "not an NCCL version"));
+        CHECK_INT(eager, -1);
+    }
+}
+
 /* nvidia-smi's reading: the allocated bytes over 1 - 0.15 (GMLake's fragmentation of the
  * caching allocator) plus the overhead outside it, never below the device bytes a run must
  * hold, the reserved bytes under expandable_segments, and at most the GPU's memory in an
@@ -347,7 +398,7 @@ static void test_smi_reading(void) {
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
     const ap_stage_mem *w = &e.stages[e.worst_stage];
     double over = w->device_bytes - w->reserved_bytes;
-    CHECK_NEAR(over, ap_mem_device_overhead_bytes(&e.plan), 1e-9);
+    CHECK_NEAR(over, ap_mem_device_overhead_bytes(&e.plan, 0), 1e-9);
     double want = fmin(fmax(w->allocated_bytes / 0.85, w->reserved_bytes) + over,
                        c.gpu.mem_bytes);
     CHECK_NEAR(e.smi_peak_bytes, want, 1e-12);
@@ -1517,6 +1568,7 @@ int main(int argc, char **argv) {
     test_zero_table2_maxima();
     test_megatron_bytes();
     test_smi_reading();
+    test_nccl_overhead();
     test_fp8_params();
     test_fp8_saved_inputs();
     test_moe_permute_bytes();

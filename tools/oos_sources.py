@@ -672,6 +672,10 @@ BLOOM = "bigscience-workshop/bigscience train/tr11-176B-ml/"
 # 50 Gb/s per GPU. (An earlier NCCL test on 4 of these nodes reached only 40.5 Gb/s all-reduce
 # bus bandwidth, experiments/bandwidth/README.md; the 176B run's fabric was not re-measured.)
 BLOOM_NET = "50Gb/s"
+# NCCL: README.md "PyTorch-1.11 w/ CUDA-11.5", chosen "for its NCCL version which supports BF16
+# comms" (bf16 collectives arrived in NCCL 2.10, the version PyTorch 1.11 bundles): before
+# 2.22, so every communicator connects its ring and tree when it is made
+BLOOM_NCCL = "2.10"
 
 
 def bloom_model(name, L, h, a, alibi):
@@ -691,7 +695,8 @@ def bloom_row(cite, name, m, plan, metric, measured, how):
     base.update(plan)
     return {"source": "bigscience-bloom", "cite": BLOOM + cite, "model_name": name, "model": m,
             "plan": base, "gpu": "a100-sxm4-80g", "gpus": 384, "gpus_per_node": 8,
-            "network_bw": BLOOM_NET, "metric": metric, "measured": measured, "how": how}
+            "network_bw": BLOOM_NET, "nccl": BLOOM_NCCL, "metric": metric, "measured": measured,
+            "how": how}
 
 
 def bloom_rows():

@@ -36,6 +36,10 @@ typedef struct ap_estimate_opts {
     double headroom_bytes;   /* fits = device peak + headroom <= capacity; default
                                 AP_DEFAULT_HEADROOM_BYTES */
     int allocator_expandable;/* model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True */
+    int nccl_eager;          /* the run's NCCL is older than 2.22 and connects every
+                                communicator's ring and tree at its creation
+                                (ap_mem_device_overhead_bytes); 0, the default: 2.22 or later,
+                                which connects what a collective uses when it first runs */
     const ap_calib *calib;   /* NULL = built-in calibration for the cluster's GPU */
     double gemm_eff_scale;   /* multiply GEMM efficiency (robustness checks); default 1 */
     double net_bw_scale;     /* multiply network bandwidth; default 1 */
@@ -154,6 +158,8 @@ typedef struct ap_estimate {
     double smi_peak_bytes;         /* what nvidia-smi shows on the fullest GPU: the device bytes
                                       with the freed blocks the caching allocator keeps, at most
                                       the GPU's memory (ap_mem_smi_bytes); fits does not read it */
+    double device_overhead_bytes;  /* each rank's bytes outside the allocator
+                                      (ap_mem_device_overhead_bytes) */
     double host_bytes_per_node;    /* offloaded states on one node */
     double host_capacity_bytes;
     int fits;                      /* device + headroom <= capacity and host fits */
@@ -219,9 +225,19 @@ void ap_mem_model_states(const ap_plan *p, double n_params, int shard_dp, double
                          double *grads, double *optim);
 
 /* Device memory outside the allocator for plan p, bytes: CUDA context, cuBLAS workspaces and
- * NCCL buffers per communicator the plan uses (costmodel/estimate.c cites each term). The one
- * fixed overhead both the estimate and the simulator add to their reserved bytes. */
-double ap_mem_device_overhead_bytes(const ap_plan *p);
+ * NCCL buffers per communicator the plan's trainer uses (costmodel/estimate.c cites each
+ * term); nccl_eager: NCCL before 2.22 (ap_estimate_opts.nccl_eager). The one fixed overhead
+ * both the estimate and the simulator add to their reserved bytes. */
+double ap_mem_device_overhead_bytes(const ap_plan *p, int nccl_eager);
+
+/* The NCCL communicators a rank of plan p uses, their rank counts into sizes[] (at most
+ * AP_MAX_COMMS); returns how many. */
+#define AP_MAX_COMMS 12
+int ap_mem_nccl_comms(const ap_plan *p, int sizes[AP_MAX_COMMS]);
+
+/* Parse an NCCL version "MAJOR.MINOR[.PATCH]" (e.g. 2.10.3): *eager = 1 before 2.22, whose
+ * communicators connect at creation. AP_ERR_INPUT naming `what` when it is not one. */
+ap_status ap_nccl_version_parse(const char *s, const char *what, int *eager, ap_err *err);
 
 /* What nvidia-smi shows for a rank with the memory *sm, overhead the bytes outside the
  * allocator (ap_mem_device_overhead_bytes): the allocator's high-water mark, which keeps the

@@ -46,6 +46,7 @@ typedef struct ap_fit_opts {
     ap_dtype dtype;
     double headroom_bytes;   /* default 2 GiB; Gemini auto sizes itself (10% margin) */
     int allocator_expandable;/* PyTorch's expandable_segments allocator (estimate.h) */
+    int nccl_eager;          /* NCCL before 2.22 (ap_estimate_opts.nccl_eager) */
     double min_tokens_per_s; /* throughput floor, 0 = none */
     unsigned strategies;     /* bit (1 << ap_fit_strategy); 0 = all */
     /* kernel figures, as ap_estimate_opts (NULL, NULL: the GPU's published tables); borrowed */

@@ -231,6 +231,7 @@ typedef struct ap_hetero_opts {
        prebuilt tables (which win); both NULL: the GPU's published tables. Borrowed. */
     const struct ap_profile *profile;
     const struct ap_kernels *kernels;
+    int nccl_eager;           /* NCCL before 2.22 (ap_estimate_opts.nccl_eager); default 0 */
 } ap_hetero_opts;
 void ap_hetero_opts_init(ap_hetero_opts *o);
 

@@ -57,6 +57,8 @@ typedef struct ap_request {
     ap_opt_real headroom;       /* bytes kept free per GPU */
     int expandable_segments;    /* PyTorch's allocator with expandable_segments:True
                                    (ap_estimate_opts.allocator_expandable) */
+    const char *nccl_version;   /* --nccl-version as given (NULL: 2.22 or later;
+                                   ap_estimate_opts.nccl_eager) */
     /* search options */
     ap_opt_int top;             /* plans kept, 1..1000 (default 10) */
     ap_opt_real tie_margin;     /* ap_search_opts.tie_margin, 0..1 (default

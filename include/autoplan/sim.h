@@ -262,7 +262,8 @@ typedef struct ap_sim_opts {
     int expandable_segments;
     double capacity_bytes;         /* device memory; 0 = the cluster GPU's (unlimited if none) */
     double headroom_bytes;         /* budget = capacity - headroom; default 2 GiB */
-    double device_overhead_bytes;  /* < 0 = ap_mem_device_overhead_bytes(plan) */
+    double device_overhead_bytes;  /* < 0 = ap_mem_device_overhead_bytes(plan, 0): NCCL 2.22 or
+                                      later */
     int record_curves;             /* keep events and per-event curves (trace, tests);
                                       default 1; the search leaves it 0 (faster) */
     ap_sim_rank_fn rank_done;      /* NULL: none */

@@ -39,6 +39,8 @@ typedef struct ap_vrow {
     int is_oom;              /* metric "oom": a run recorded as out of memory; predicted is 1
                                 when its device peak exceeds the GPU's memory (!fits_device;
                                 scored as a count, no MAPE) */
+    int nccl_eager;          /* "nccl": the run's NCCL is older than 2.22
+                                (ap_estimate_opts.nccl_eager) */
 } ap_vrow;
 
 /* A largest-model row: shown beside the model-state bound, not scored. */
