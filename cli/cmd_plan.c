@@ -127,8 +127,12 @@ static int batch_variant(const plan_cmd *pc, const ap_cluster *c, int64_t *gbs,
 /* The cluster of `gpus` GPUs: the node shape `--gpus <gpus>` alone would give it, unless the
  * user fixed the node (a sweep starting below one node, or a suggestion of more GPUs than one
  * node, must not keep that partial node). */
-static ap_status cluster_at(const plan_cmd *pc, int gpus, ap_cluster *c, ap_err *err) {
+/* The cluster the command's flags give with `gpus` GPUs, and with the catalog GPU `gpu` where
+ * not NULL (as adding --gpu to the command line would: it overrides a --cluster file's) */
+static ap_status cluster_at(const plan_cmd *pc, int gpus, const char *gpu, ap_cluster *c,
+                            ap_err *err) {
     ap_request rq = pc->rq;
+    if (gpu) rq.gpu = gpu;
     rq.gpus.given = 1;
     rq.gpus.v = gpus;
     ap_status st = ap_request_cluster(&rq, c, err);
@@ -174,7 +178,7 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
     for (int mult = 2; mult <= 64; mult *= 2) {
         ap_cluster c2;
         ap_err e2;
-        if (cluster_at(pc, c->gpus * mult, &c2, &e2) != AP_OK) continue;
+        if (cluster_at(pc, c->gpus * mult, NULL, &c2, &e2) != AP_OK) continue;
         if (try_variant(m, so, &c2, so->fixed.trainer, &best)) {
             snprintf(what, sizeof what, "use %d GPUs", c2.gpus);
             suggest(sug, what, &best);
@@ -211,8 +215,11 @@ static void add_suggestions(const plan_cmd *pc, const ap_cluster *c, ap_json *ou
     for (size_t i = 0; i < sizeof bigger / sizeof bigger[0]; i++) {
         const ap_gpu *g = ap_gpu_find(bigger[i]);
         if (!g || g->mem_bytes <= c->gpu.mem_bytes) continue;
+        /* the user's other cluster settings kept (network, node size, host memory), as the
+           suggested command line would keep them */
         ap_cluster c2;
-        ap_cluster_from_gpu(g, c->gpus, &c2);
+        ap_err e2;
+        if (cluster_at(pc, c->gpus, g->name, &c2, &e2) != AP_OK) continue;
         if (try_variant(m, so, &c2, so->fixed.trainer, &best)) {
             snprintf(what, sizeof what, "use --gpu %s", g->name);
             suggest(sug, what, &best);
@@ -776,7 +783,7 @@ static void sweep_header(const plan_cmd *pc) {
 
 /* The cluster of count i (cluster_at, the message naming the count). */
 static ap_status sweep_cluster(const plan_cmd *pc, int i, ap_cluster *c, ap_err *err) {
-    ap_status st = cluster_at(pc, pc->counts[i], c, err);
+    ap_status st = cluster_at(pc, pc->counts[i], NULL, c, err);
     if (st != AP_OK) ap_err_prefix(err, "--gpus %d", pc->counts[i]);
     return st;
 }

@@ -288,6 +288,26 @@ static void test_more_gpus_suggestion_node(void) {
     free(err);
 }
 
+/* "use --gpu h200" was tried on the catalog's reference H200 system, not on the user's other
+ * settings: with 32 GiB of host memory per node it suggested offloading the optimizer states
+ * (about 75 GiB for Llama 2 7B), which that host cannot hold; the line the user would run keeps
+ * --cpu-mem, and so does the plan it names */
+static void test_bigger_gpu_suggestion_keeps_cluster(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "plan '%s' --gpus 1 --gpu a100-sxm4-40g --cpu-mem 32GiB "
+             "--no-cache --top 1", tl_path("examples/models/llama-2-7b.json"));
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "nothing fits");
+    const char *line = out ? strstr(out, "  - use --gpu h200: ") : NULL;
+    CHECK(line != NULL);
+    const char *eol = line ? strchr(line, '\n') : NULL;
+    const char *off = line ? strstr(line, "off-opt") : NULL;
+    CHECK(line && (!off || (eol && off > eol)));
+    free(out);
+    free(err);
+}
+
 /* plan/compare --tokens below one token (0.5, 1e-300T) answered "time to train 1e-288 tokens:
  * 0.0 us"; --tokens-per-step refuses a fraction of a token */
 static void test_tokens_fraction(void) {
@@ -403,6 +423,7 @@ int main(int argc, char **argv) {
     test_nvlink_domain_part_node();
     test_family_heads_divide_hidden();
     test_more_gpus_suggestion_node();
+    test_bigger_gpu_suggestion_keeps_cluster();
     test_tokens_fraction();
     test_plan_solver_list();
     test_out_dangling_link();
