@@ -63,10 +63,11 @@ static ap_status read_cluster(const ap_json *r, const char *where, vrow *v, ap_e
     ap_cluster_set_gpus_per_node(&v->cluster, (int)gpn);
     /* the NCCL the run linked where its source states it ("nccl": "2.10"): before 2.22 its
        communicators connect at creation (ap_mem_device_overhead_bytes) */
-    char nccl[32];
+    char nccl[32], field[4224];
     int given = 0;
     if ((st = ap_json_get_str(r, "nccl", nccl, sizeof nccl, &given, where, err))) return st;
-    if (given && (st = ap_nccl_version_parse(nccl, where, &v->nccl_eager, err))) return st;
+    snprintf(field, sizeof field, "%s: field 'nccl'", where);
+    if (given && (st = ap_nccl_version_parse(nccl, field, &v->nccl_eager, err))) return st;
     return ap_parse_bandwidth(net, where, &v->cluster.net_bytes_per_s, err);
 }
 

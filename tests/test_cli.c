@@ -908,6 +908,20 @@ static void test_bad_input(void) {
     CHECK_CONTAINS(err, "rows[0].plan: field 'param_remainders' needs bf16 weights");
     free(out);
     free(err);
+    /* a row's NCCL version: a version string */
+    CHECK(tl_write(path,
+                   "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
+                   "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
+                   "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
+                   "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
+                   "\"none\", \"sp\": false, \"zero\": 1, \"dtype\": \"bf16\", \"overlap\": "
+                   "true, \"flash_attn\": true}, \"gpu\": \"h100-sxm\", \"gpus\": 8, "
+                   "\"gpus_per_node\": 8, \"network_bw\": \"400Gb/s\", \"nccl\": \"2.x\", "
+                   "\"metric\": \"step_s\", \"measured\": 1, \"how\": \"h\"}]}\n") == 0);
+    CHECK_INT(tl_run(cmd, &out, &err), 2);
+    CHECK_CONTAINS(err, "rows[0]: field 'nccl': '2.x' is not an NCCL version");
+    free(out);
+    free(err);
     /* ZeRO within groups: a group that divides dp x cp, at ZeRO 1 or 2; bucket and recompute
      * fields in range */
     const char *bad[][2] = {
