@@ -341,13 +341,18 @@ ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_
     ap_json *root = NULL;
     ap_status st = ap_json_decode_file(path, &root, err);
     if (st != AP_OK) return st;
+    st = ap_validation_load_json(root, path, key, vs, err);
+    ap_json_free(root);
+    return st;
+}
+
+ap_status ap_validation_load_json(const ap_json *root, const char *path, const char *key,
+                                  ap_vset *vs, ap_err *err) {
+    ap_status st = AP_OK;
     vs->n = vs->nsources = vs->nshown = 0;
     const ap_json *rows = ap_json_get(root, key);
     char where[4160];
-    if (!rows && strcmp(key, "rows") != 0) {
-        ap_json_free(root);
-        return AP_OK;
-    }
+    if (!rows && strcmp(key, "rows") != 0) return AP_OK;
     if (!ap_json_is_array(rows))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array", path, key);
     for (int i = 0; st == AP_OK && i < ap_json_size(rows); i++) {
@@ -372,7 +377,6 @@ ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_
         if ((st = read_shown(ap_json_at(sh, i), where, &vs->shown[vs->nshown], err)) == AP_OK)
             vs->nshown++;
     }
-    ap_json_free(root);
     return st;
 }
 

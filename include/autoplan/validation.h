@@ -17,6 +17,7 @@
 #define AP_VALIDATION_H
 
 #include "autoplan/estimate.h"
+#include "autoplan/json.h"
 
 #define AP_VALIDATION_MAX_ROWS 1024
 #define AP_VALIDATION_MAX_SOURCES 32
@@ -78,6 +79,9 @@ void ap_vset_free(ap_vset *vs);
  * capacity rows; "crosscheck", "outofsample": shown with errors, not scored; a missing array
  * other than "rows" is empty). Every field is validated; err names the file, row and field. */
 ap_status ap_validation_load(const char *path, const char *key, ap_vset *vs, ap_err *err);
+/* The same from a parsed document (`path` names it in messages). */
+ap_status ap_validation_load_json(const ap_json *root, const char *path, const char *key,
+                                  ap_vset *vs, ap_err *err);
 
 /* Predict one row's metric with calibration `cal` (NULL: the built-in one of its GPU). */
 ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err);
