@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-12"; }
+const char *ap_costmodel_version(void) { return "costmodel-13"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
