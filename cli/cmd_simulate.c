@@ -309,6 +309,23 @@ static ap_status stdout_sink(void *ctx, const char *data, size_t len, ap_err *er
     return AP_OK;
 }
 
+/* The allocator the replay models (--allocator, --expandable-segments), the budget kept free
+ * and the bytes outside the allocator (the estimate's, with its NCCL) */
+static ap_status allocator_opts(ap_flags *fl, ap_resolved *ctx, ap_sim_opts *so, ap_err *err) {
+    ap_status st;
+    if (ap_flags_isset(fl, "allocator") &&
+        (st = ap_alloc_mode_parse(ap_flags_value(fl, "allocator"), &so->allocator, err)) != AP_OK)
+        return st;
+    so->expandable_segments = ap_flags_isset(fl, "expandable-segments");
+    if (so->expandable_segments && so->allocator == AP_ALLOC_ARENA)
+        return ap_err_set(err, AP_ERR_INPUT, "--expandable-segments: only with --allocator "
+                          "caching");
+    ctx->est.allocator_expandable = so->expandable_segments;
+    so->device_overhead_bytes = ap_mem_device_overhead_bytes(&ctx->plan, ctx->est.nccl_eager);
+    so->headroom_bytes = ctx->est.headroom_bytes;
+    return AP_OK;
+}
+
 int ap_cmd_simulate(int argc, char **argv) {
     static ap_flags fl;
     ap_err err = {{0}};
@@ -351,17 +368,7 @@ int ap_cmd_simulate(int argc, char **argv) {
     if (ap_hetero_applies(&ctx.plan))
         return ap_cli_simulate_hetero(&ctx, ap_flags_value(&fl, "trace"),
                                       ap_flags_isset(&fl, "json"));
-    if (ap_flags_isset(&fl, "allocator") &&
-        (st = ap_alloc_mode_parse(ap_flags_value(&fl, "allocator"), &so.allocator, &err)) != AP_OK)
-        return ap_cli_fail(st, &err);
-    so.expandable_segments = ap_flags_isset(&fl, "expandable-segments");
-    if (so.expandable_segments && so.allocator == AP_ALLOC_ARENA)
-        return ap_cli_fail(ap_err_set(&err, AP_ERR_INPUT,
-                                      "--expandable-segments: only with --allocator caching"),
-                           &err);
-    ctx.est.allocator_expandable = so.expandable_segments;
-    so.device_overhead_bytes = ap_mem_device_overhead_bytes(&ctx.plan, ctx.est.nccl_eager);
-    so.headroom_bytes = ctx.est.headroom_bytes;
+    if ((st = allocator_opts(&fl, &ctx, &so, &err)) != AP_OK) return ap_cli_fail(st, &err);
     int64_t top = 10, threads = 0;
     if ((st = ap_flag_int(&fl, "top", 0, 100000, &top, &err)) != AP_OK ||
         (st = ap_flag_int(&fl, "threads", 1, 1024, &threads, &err)) != AP_OK)
