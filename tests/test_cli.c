@@ -786,6 +786,29 @@ static void test_nccl_version(void) {
                nccl_figure("estimate", "", "device_peak_bytes"), 0);
 }
 
+/* `validate --data` on one row whose plan adds `plan` (zero and dtype among them) and whose
+ * row adds `row` (each field followed by ", "): exit 2, the message holding `want`. */
+static void bad_row(const char *plan, const char *row, const char *want) {
+    char path[1024], cmd[1200], doc[1600];
+    snprintf(path, sizeof path, "%s/row.json", tl_tmpdir());
+    snprintf(doc, sizeof doc,
+             "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
+             "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
+             "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
+             "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
+             "\"none\", \"sp\": false, %s, \"overlap\": true, \"flash_attn\": true}, "
+             "\"gpu\": \"h100-sxm\", \"gpus\": 8, \"gpus_per_node\": 8, \"network_bw\": "
+             "\"400Gb/s\", %s\"metric\": \"step_s\", \"measured\": 1, \"how\": \"h\"}]}\n",
+             plan, row);
+    CHECK(tl_write(path, doc) == 0);
+    snprintf(cmd, sizeof cmd, "validate --data %s", path);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(cmd, &out, &err), 2);
+    CHECK_CONTAINS(err, want);
+    free(out);
+    free(err);
+}
+
 static void test_bad_input(void) {
     bad("estimate '%s' --gpus 8 --nccl-version latest", "--nccl-version: 'latest' is not an NCCL");
     bad("plan '%s' --gpus 8 --nccl-version 2", "--nccl-version");
@@ -875,53 +898,14 @@ static void test_bad_input(void) {
     bad("plan '%s' --gpus 8 --top 0", "--top");
     bad("estimat --gpus 8 --cluster %s", "neither a command nor a model file");
     bad("--gpus 8 %s", "unknown flag");
-    /* a validation row's FP8 weights need an FP8 run (costmodel/validation.c) */
-    char path[1024], cmd[1200];
-    snprintf(path, sizeof path, "%s/fp8_params.json", tl_tmpdir());
-    CHECK(tl_write(path,
-                   "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
-                   "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
-                   "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
-                   "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
-                   "\"none\", \"sp\": false, \"zero\": 1, \"dtype\": \"bf16\", \"overlap\": "
-                   "true, \"flash_attn\": true, \"fp8_params\": true}, \"gpu\": \"h100-sxm\", "
-                   "\"gpus\": 8, \"gpus_per_node\": 8, \"network_bw\": \"400Gb/s\", "
-                   "\"metric\": \"step_s\", \"measured\": 1, \"how\": \"h\"}]}\n") == 0);
-    char *out = NULL, *err = NULL;
-    snprintf(cmd, sizeof cmd, "validate --data %s", path);
-    CHECK_INT(tl_run(cmd, &out, &err), 2);
-    CHECK_CONTAINS(err, "rows[0].plan: field 'fp8_params' needs dtype fp8");
-    free(out);
-    free(err);
-    /* and a 2-byte master remainder needs bf16 weights */
-    CHECK(tl_write(path,
-                   "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
-                   "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
-                   "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
-                   "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
-                   "\"none\", \"sp\": false, \"zero\": 1, \"dtype\": \"fp16\", \"overlap\": "
-                   "true, \"flash_attn\": true, \"param_remainders\": true}, \"gpu\": "
-                   "\"h100-sxm\", \"gpus\": 8, \"gpus_per_node\": 8, \"network_bw\": "
-                   "\"400Gb/s\", \"metric\": \"step_s\", \"measured\": 1, \"how\": \"h\"}]}\n")
-          == 0);
-    CHECK_INT(tl_run(cmd, &out, &err), 2);
-    CHECK_CONTAINS(err, "rows[0].plan: field 'param_remainders' needs bf16 weights");
-    free(out);
-    free(err);
-    /* a row's NCCL version: a version string */
-    CHECK(tl_write(path,
-                   "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
-                   "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
-                   "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
-                   "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
-                   "\"none\", \"sp\": false, \"zero\": 1, \"dtype\": \"bf16\", \"overlap\": "
-                   "true, \"flash_attn\": true}, \"gpu\": \"h100-sxm\", \"gpus\": 8, "
-                   "\"gpus_per_node\": 8, \"network_bw\": \"400Gb/s\", \"nccl\": \"2.x\", "
-                   "\"metric\": \"step_s\", \"measured\": 1, \"how\": \"h\"}]}\n") == 0);
-    CHECK_INT(tl_run(cmd, &out, &err), 2);
-    CHECK_CONTAINS(err, "rows[0]: field 'nccl': '2.x' is not an NCCL version");
-    free(out);
-    free(err);
+    /* validation rows (costmodel/validation.c): FP8 weights need an FP8 run, a 2-byte master
+     * remainder bf16 weights, a row's NCCL a version */
+    bad_row("\"zero\": 1, \"dtype\": \"bf16\", \"fp8_params\": true", "",
+            "rows[0].plan: field 'fp8_params' needs dtype fp8");
+    bad_row("\"zero\": 1, \"dtype\": \"fp16\", \"param_remainders\": true", "",
+            "rows[0].plan: field 'param_remainders' needs bf16 weights");
+    bad_row("\"zero\": 1, \"dtype\": \"bf16\"", "\"nccl\": \"2.x\", ",
+            "rows[0]: field 'nccl': '2.x' is not an NCCL version");
     /* ZeRO within groups: a group that divides dp x cp, at ZeRO 1 or 2; bucket and recompute
      * fields in range */
     const char *bad[][2] = {
@@ -935,22 +919,10 @@ static void test_bad_input(void) {
         {"\"zero\": 1, \"fp8_recipe\": \"tensorwise\"", "field 'fp8_recipe' needs dtype fp8"},
         {"\"zero\": 1, \"fp8_recipe\": 3", "fp8_recipe"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char doc[1400];
-        snprintf(doc, sizeof doc,
-                 "{\"version\": 1, \"rows\": [{\"source\": \"s\", \"cite\": \"c\", "
-                 "\"model\": {\"name\": \"m\", \"layers\": 2, \"hidden\": 64, \"heads\": 4, "
-                 "\"vocab\": 100, \"seq_len\": 128}, \"plan\": {\"tp\": 1, \"pp\": 1, "
-                 "\"dp\": 8, \"cp\": 1, \"vp\": 1, \"mbs\": 1, \"gbs\": 8, \"recompute\": "
-                 "\"none\", \"sp\": false, %s, \"dtype\": \"bf16\", \"overlap\": true, "
-                 "\"flash_attn\": true}, \"gpu\": \"h100-sxm\", \"gpus\": 8, "
-                 "\"gpus_per_node\": 8, \"network_bw\": \"400Gb/s\", \"metric\": \"step_s\", "
-                 "\"measured\": 1, \"how\": \"h\"}]}\n", bad[i][0]);
-        CHECK(tl_write(path, doc) == 0);
-        CHECK_INT(tl_run(cmd, &out, &err), 2);
-        CHECK_CONTAINS(err, "rows[0].plan: ");
-        CHECK_CONTAINS(err, bad[i][1]);
-        free(out);
-        free(err);
+        char plan[256];
+        snprintf(plan, sizeof plan, "%s, \"dtype\": \"bf16\"", bad[i][0]);
+        bad_row(plan, "", "rows[0].plan: ");
+        bad_row(plan, "", bad[i][1]);
     }
 }
 
