@@ -10,6 +10,23 @@
 
 static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
+/* What every rank holds outside the allocator (in the device column): the CUDA context and
+ * cuBLAS workspaces, and the NCCL buffers of the communicators the trainer opens
+ * (ap_mem_device_overhead_bytes; --nccl-version) */
+static void print_outside(const ap_estimate *e) {
+    if (e->device_overhead_bytes <= 0) return;
+    int sizes[AP_MAX_COMMS];
+    const int n = ap_mem_nccl_comms(&e->plan, sizes);
+    char b1[32], b2[32], b3[32];
+    printf("outside   %s on each GPU beside the allocator: CUDA context and cuBLAS workspaces %s",
+           ap_fmt_bytes(e->device_overhead_bytes, b1, sizeof b1),
+           ap_fmt_bytes(e->device_overhead_bytes - e->nccl_bytes, b2, sizeof b2));
+    if (n > 0)
+        printf(", NCCL buffers %s (%d communicator%s)", ap_fmt_bytes(e->nccl_bytes, b3, sizeof b3),
+               n, n == 1 ? "" : "s");
+    printf("\n");
+}
+
 void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c) {
     const ap_plan *p = &e->plan;
     char lbl[160], b1[32], b2[32];
@@ -53,6 +70,7 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
     if (e->fits && e->smi_peak_bytes > e->device_peak_bytes)
         printf("nvidia-smi about %s at the peak (freed blocks the caching allocator keeps)\n",
                ap_fmt_bytes(e->smi_peak_bytes, b1, sizeof b1));
+    print_outside(e);
     if (e->host_bytes_per_node > 0)
         printf("host      %s offloaded per node of %s: %s\n",
                ap_fmt_bytes(e->host_bytes_per_node, b1, sizeof b1),

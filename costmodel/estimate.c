@@ -739,16 +739,21 @@ int ap_mem_nccl_comms(const ap_plan *p, int sizes[AP_MAX_COMMS]) {
  * (4 MiB) buffers (src/init.cc DEFAULT_*_BUFFSIZE): measured 544 MB per communicator of two
  * ranks and 688 MB above (NVIDIA/nccl issue 964: PyTorch on 4 x A100 NVLink, NCCL 2.18, one
  * 4 MB all-reduce on each group). */
+double ap_mem_nccl_bytes(const ap_plan *p, int nccl_eager) {
+    if (p->trainer == AP_TRAINER_RUNTIME) return 0;
+    int sizes[AP_MAX_COMMS];
+    const int n = ap_mem_nccl_comms(p, sizes);
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        b += !nccl_eager ? 128.0 * AP_MIB : sizes[i] == 2 ? 544e6 : 688e6;
+    return b;
+}
+
 double ap_mem_device_overhead_bytes(const ap_plan *p, int nccl_eager) {
     /* the runtime's CPU ranks: no CUDA context, cuBLAS workspace or NCCL buffers (its own
        communication buffers are tensors of its layout, sim/simrt.c) */
     if (p->trainer == AP_TRAINER_RUNTIME) return 0;
-    double b = 500.0 * AP_MIB + 2 * 32.0 * AP_MIB;
-    int sizes[AP_MAX_COMMS];
-    const int n = ap_mem_nccl_comms(p, sizes);
-    for (int i = 0; i < n; i++)
-        b += !nccl_eager ? 128.0 * AP_MIB : sizes[i] == 2 ? 544e6 : 688e6;
-    return b;
+    return 500.0 * AP_MIB + 2 * 32.0 * AP_MIB + ap_mem_nccl_bytes(p, nccl_eager);
 }
 
 /* NCCL 2.22.3 made connections at first use the default (NCCL_RUNTIME_CONNECT, src/init.cc) */
@@ -1452,6 +1457,7 @@ static void verdict(est *E) {
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
     e->device_overhead_bytes = E->device_overhead;
+    e->nccl_bytes = ap_mem_nccl_bytes(&e->plan, E->opts->nccl_eager);
     /* nvidia-smi's reading of the fullest rank: every rank adds the same overhead to its
      * reserved bytes, so the highest reading is that of the peaks (no per-rank work); it
      * cannot show more than the GPU has */

@@ -784,6 +784,16 @@ static void test_nccl_version(void) {
                    nccl_figure("simulate", "", "device_overhead_bytes"), d, 1e-3);
     CHECK_NEAR(nccl_figure("estimate", "--nccl-version 2.22", "device_peak_bytes"),
                nccl_figure("estimate", "", "device_peak_bytes"), 0);
+    /* estimate names what lies outside the allocator: 4.096 GB of NCCL buffers */
+    char args[1024];
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --trainer deepspeed --tp 2 --pp 2 "
+             "--nccl-version 2.18", tl_path("examples/models/llama-2-7b.json"));
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "outside   4.37 GiB on each GPU beside the allocator: CUDA context and "
+                        "cuBLAS workspaces 564.0 MiB, NCCL buffers 3.81 GiB (7 communicators)");
+    free(out);
+    free(err);
 }
 
 /* `validate --data` on one row whose plan adds `plan` (zero and dtype among them) and whose

@@ -160,6 +160,7 @@ typedef struct ap_estimate {
                                       the GPU's memory (ap_mem_smi_bytes); fits does not read it */
     double device_overhead_bytes;  /* each rank's bytes outside the allocator
                                       (ap_mem_device_overhead_bytes) */
+    double nccl_bytes;             /* of which NCCL's buffers (ap_mem_nccl_bytes) */
     double host_bytes_per_node;    /* offloaded states on one node */
     double host_capacity_bytes;
     int fits;                      /* device + headroom <= capacity and host fits */
@@ -234,6 +235,8 @@ double ap_mem_device_overhead_bytes(const ap_plan *p, int nccl_eager);
  * AP_MAX_COMMS); returns how many. */
 #define AP_MAX_COMMS 12
 int ap_mem_nccl_comms(const ap_plan *p, int sizes[AP_MAX_COMMS]);
+/* Their buffers, bytes (the NCCL part of ap_mem_device_overhead_bytes). */
+double ap_mem_nccl_bytes(const ap_plan *p, int nccl_eager);
 
 /* Parse an NCCL version "MAJOR.MINOR[.PATCH]" (e.g. 2.10.3): *eager = 1 before 2.22, whose
  * communicators connect at creation. AP_ERR_INPUT naming `what` when it is not one. */
