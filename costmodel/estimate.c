@@ -325,6 +325,7 @@ typedef struct {
     double pipe, p2p, z3_total, local_params;
     double sum_local;             /* the parameters each rank updates, summed over the ranks */
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
+    double nccl;                  /* of which NCCL's buffers (ap_mem_nccl_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
     int closed_form;              /* stage_layers counts a rank's chunks in closed form
@@ -392,6 +393,8 @@ static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap
 
 /* ---- chapter 2: hardware, shapes and the two layer kinds ------------------------------------ */
 
+static double context_bytes(const ap_plan *p); /* chapter 6 */
+
 static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan *p,
                        const ap_estimate_opts *opts, const ap_kernels *k, ap_estimate *e,
                        ap_err *err) {
@@ -423,7 +426,8 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->opts = opts;
     E->e = e;
     E->worst_dev = -1;
-    E->device_overhead = ap_mem_device_overhead_bytes(p, opts->nccl_eager);
+    E->nccl = ap_mem_nccl_bytes(p, opts->nccl_eager);
+    E->device_overhead = context_bytes(p) + E->nccl;
     E->t = p->tp;
     E->h = (double)m->hidden;
     E->V = (double)m->vocab;
@@ -727,18 +731,15 @@ int ap_mem_nccl_comms(const ap_plan *p, int sizes[AP_MAX_COMMS]) {
     return n;
 }
 
-/* CUDA context with lazy module loading: ~500 MiB on A100/H100 as reported by nvidia-smi for an
- * idle PyTorch process (CUDA_MODULE_LOADING=LAZY, CUDA 11.7+). cuBLAS workspace: 32 MiB per
- * handle on Hopper (cuBLAS docs, "cublasSetWorkspace": 32 MiB recommended for sm90); one handle
- * per stream, two streams (compute, communication). NCCL, per communicator (ap_mem_nccl_comms):
- * from 2.22 (NCCL_RUNTIME_CONNECT, default 1 since 2.22.3, src/init.cc) a communicator connects
- * only what its collectives use when they first run: NCCL_BUFFSIZE = 4 MiB per channel and
- * peer connection (NCCL docs, environment variables), a ring's two connections, 16 channels
- * on NVLink: 2 x 16 x 4 MiB = 128 MiB. Before 2.22 every communicator connects its ring and
- * its tree at creation, each connection with the LL (512 KiB), LL128 (4.7 MiB) and Simple
- * (4 MiB) buffers (src/init.cc DEFAULT_*_BUFFSIZE): measured 544 MB per communicator of two
- * ranks and 688 MB above (NVIDIA/nccl issue 964: PyTorch on 4 x A100 NVLink, NCCL 2.18, one
- * 4 MB all-reduce on each group). */
+/* NCCL's buffers, per communicator (ap_mem_nccl_comms): from 2.22 (NCCL_RUNTIME_CONNECT,
+ * default 1 since 2.22.3, src/init.cc) a communicator connects only what its collectives use
+ * when they first run: NCCL_BUFFSIZE = 4 MiB per channel and peer connection (NCCL docs,
+ * environment variables), a ring's two connections, 16 channels on NVLink: 2 x 16 x 4 MiB =
+ * 128 MiB. Before 2.22 every communicator connects its ring and its tree at creation, each
+ * connection with the LL (512 KiB), LL128 (4.7 MiB) and Simple (4 MiB) buffers (src/init.cc
+ * DEFAULT_*_BUFFSIZE): measured 544 MB per communicator of two ranks and 688 MB above
+ * (NVIDIA/nccl issue 964: PyTorch on 4 x A100 NVLink, NCCL 2.18, one 4 MB all-reduce on each
+ * group). */
 double ap_mem_nccl_bytes(const ap_plan *p, int nccl_eager) {
     if (p->trainer == AP_TRAINER_RUNTIME) return 0;
     int sizes[AP_MAX_COMMS];
@@ -749,11 +750,17 @@ double ap_mem_nccl_bytes(const ap_plan *p, int nccl_eager) {
     return b;
 }
 
+/* CUDA context with lazy module loading: ~500 MiB on A100/H100 as reported by nvidia-smi for an
+ * idle PyTorch process (CUDA_MODULE_LOADING=LAZY, CUDA 11.7+). cuBLAS workspace: 32 MiB per
+ * handle on Hopper (cuBLAS docs, "cublasSetWorkspace": 32 MiB recommended for sm90); one handle
+ * per stream, two streams (compute, communication). The runtime's CPU ranks have neither, nor
+ * NCCL buffers (their communication buffers are tensors of its layout, sim/simrt.c). */
+static double context_bytes(const ap_plan *p) {
+    return p->trainer == AP_TRAINER_RUNTIME ? 0 : 500.0 * AP_MIB + 2 * 32.0 * AP_MIB;
+}
+
 double ap_mem_device_overhead_bytes(const ap_plan *p, int nccl_eager) {
-    /* the runtime's CPU ranks: no CUDA context, cuBLAS workspace or NCCL buffers (its own
-       communication buffers are tensors of its layout, sim/simrt.c) */
-    if (p->trainer == AP_TRAINER_RUNTIME) return 0;
-    return 500.0 * AP_MIB + 2 * 32.0 * AP_MIB + ap_mem_nccl_bytes(p, nccl_eager);
+    return context_bytes(p) + ap_mem_nccl_bytes(p, nccl_eager);
 }
 
 /* NCCL 2.22.3 made connections at first use the default (NCCL_RUNTIME_CONNECT, src/init.cc) */
@@ -1457,7 +1464,7 @@ static void verdict(est *E) {
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
     e->device_overhead_bytes = E->device_overhead;
-    e->nccl_bytes = ap_mem_nccl_bytes(&e->plan, E->opts->nccl_eager);
+    e->nccl_bytes = E->nccl;
     /* nvidia-smi's reading of the fullest rank: every rank adds the same overhead to its
      * reserved bytes, so the highest reading is that of the peaks (no per-rank work); it
      * cannot show more than the GPU has */
