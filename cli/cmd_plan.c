@@ -124,11 +124,11 @@ static int batch_variant(const plan_cmd *pc, const ap_cluster *c, int64_t *gbs,
     return found;
 }
 
-/* The cluster of `gpus` GPUs: the node shape `--gpus <gpus>` alone would give it, unless the
- * user fixed the node (a sweep starting below one node, or a suggestion of more GPUs than one
- * node, must not keep that partial node). */
 /* The cluster the command's flags give with `gpus` GPUs, and with the catalog GPU `gpu` where
- * not NULL (as adding --gpu to the command line would: it overrides a --cluster file's) */
+ * not NULL (as adding --gpu to the command line would: it overrides a --cluster file's): the
+ * node shape `--gpus <gpus>` alone would give it, unless the user fixed the node (a sweep
+ * starting below one node, or a suggestion of more GPUs than one node, must not keep that
+ * partial node). */
 static ap_status cluster_at(const plan_cmd *pc, int gpus, const char *gpu, ap_cluster *c,
                             ap_err *err) {
     ap_request rq = pc->rq;
