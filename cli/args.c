@@ -284,9 +284,18 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
                  "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
                  "fragmentation in what fits and in nvidia-smi's reading");
+    ap_cli_nccl_flag(fl);
+}
+
+void ap_cli_nccl_flag(ap_flags *fl) {
     ap_flags_add(fl, "nccl-version", AP_FLAG_VALUE, "V",
                  "the NCCL the run links, e.g. 2.18 (default 2.22 or later); before 2.22 each "
                  "communicator connects its ring and tree when made: more memory per GPU");
+}
+
+ap_status ap_cli_nccl_version(ap_flags *fl, int *eager, ap_err *err) {
+    const char *v = ap_flags_value(fl, "nccl-version");
+    return v ? ap_nccl_version_parse(v, "--nccl-version", eager, err) : AP_OK;
 }
 
 ap_status ap_parse_gpu_counts(const char *s, int counts[AP_MAX_GPU_COUNTS], int *n, ap_err *err) {

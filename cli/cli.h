@@ -90,6 +90,10 @@ void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --et
                                               --offload-optimizer --offload-params --dtype
                                               --no-flash-attn --attn-impl --stage-recompute
                                               --stage-layers --headroom */
+/* --nccl-version V (plan flags, compare, fit), and its value: *eager set when given and
+ * before 2.22 (ap_nccl_version_parse), left as it is when not given. */
+void ap_cli_nccl_flag(ap_flags *fl);
+ap_status ap_cli_nccl_version(ap_flags *fl, int *eager, ap_err *err);
 /* With --plan FILE: every flag of the two tables above that `fl` sets and is not named in
  * `keep` (NULL-terminated) is refused, AP_ERR_INPUT "--FLAG: not with --plan (the plan file
  * holds WHAT)"; the tables themselves, so a flag added there is covered. */

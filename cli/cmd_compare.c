@@ -447,9 +447,7 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
                  "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
                  "fragmentation in what fits and in nvidia-smi's reading");
-    ap_flags_add(fl, "nccl-version", AP_FLAG_VALUE, "V",
-                 "the NCCL the run links, e.g. 2.18 (default 2.22 or later); before 2.22 each "
-                 "communicator connects its ring and tree when made: more memory per GPU");
+    ap_cli_nccl_flag(fl);
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
                  "compared strategies (default " DEFAULT_STRATEGIES "); also key=value pins "
                  "such as tp=2,pp=4 (';' between two)");

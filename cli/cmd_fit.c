@@ -42,9 +42,7 @@ static void add_flags(ap_flags *fl) {
     ap_flags_add(fl, "expandable-segments", AP_FLAG_BOOL, NULL,
                  "the run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less "
                  "fragmentation in what fits");
-    ap_flags_add(fl, "nccl-version", AP_FLAG_VALUE, "V",
-                 "the NCCL the run links, e.g. 2.18 (default 2.22 or later); before 2.22 each "
-                 "communicator connects its ring and tree when made: more memory per GPU");
+    ap_cli_nccl_flag(fl);
     ap_flags_add(fl, "min-tokens-per-s", AP_FLAG_VALUE, "T",
                  "throughput floor: a size slower than this does not count (binding throughput)");
     ap_flags_add(fl, "strategies", AP_FLAG_VALUE, "LIST",
@@ -133,9 +131,7 @@ static ap_status read_options(ap_flags *fl, ap_fit_opts *o, ap_family *fam, ap_e
     }
     if ((st = ap_flag_bytes(fl, "headroom", &o->headroom_bytes, err)) != AP_OK) return st;
     o->allocator_expandable = ap_flags_isset(fl, "expandable-segments");
-    const char *nv = ap_flags_value(fl, "nccl-version");
-    if (nv && (st = ap_nccl_version_parse(nv, "--nccl-version", &o->nccl_eager, err)) != AP_OK)
-        return st;
+    if ((st = ap_cli_nccl_version(fl, &o->nccl_eager, err)) != AP_OK) return st;
     const char *mt = ap_flags_value(fl, "min-tokens-per-s");
     if (mt && (st = ap_parse_count(mt, "--min-tokens-per-s", &o->min_tokens_per_s, err)) != AP_OK)
         return st;

@@ -293,10 +293,7 @@ static ap_status load_inputs(ap_flags *fl, ap_resolved *ctx, ap_err *err) {
         return st;
     ap_estimate_opts_init(&ctx->est);
     if ((st = ap_flag_bytes(fl, "headroom", &ctx->est.headroom_bytes, err)) != AP_OK) return st;
-    const char *nv = ap_flags_value(fl, "nccl-version");
-    if (nv && (st = ap_nccl_version_parse(nv, "--nccl-version", &ctx->est.nccl_eager, err)) !=
-                  AP_OK)
-        return st;
+    if ((st = ap_cli_nccl_version(fl, &ctx->est.nccl_eager, err)) != AP_OK) return st;
     ctx->allow_cross_node_tp = 1; /* the plan was accepted when it was written */
     return AP_OK;
 }
