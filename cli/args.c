@@ -201,21 +201,26 @@ void ap_cli_cluster_flags(ap_flags *fl) {
                  "published tables (default: the GPU's newest measured profile)");
 }
 
-ap_status ap_cli_refuse_with_plan(ap_flags *fl, const char *const *keep, const char *what,
-                                  ap_err *err) {
+const char *ap_cli_set_flag(ap_flags *fl, int plan_table, const char *const *keep) {
     static ap_flags defs; /* large; the CLI parses on one thread */
     defs.n = 0;
     ap_cli_cluster_flags(&defs);
-    ap_cli_plan_flags(&defs);
+    if (plan_table) ap_cli_plan_flags(&defs);
     for (int i = 0; i < defs.n; i++) {
         const char *name = defs.f[i].name;
         int kept = 0;
         for (int k = 0; keep && keep[k] && !kept; k++) kept = !strcmp(name, keep[k]);
-        if (!kept && ap_flags_isset(fl, name))
-            return ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds "
-                              "%s)", name, what);
+        if (!kept && ap_flags_isset(fl, name)) return name;
     }
-    return AP_OK;
+    return NULL;
+}
+
+ap_status ap_cli_refuse_with_plan(ap_flags *fl, const char *const *keep, const char *what,
+                                  ap_err *err) {
+    const char *name = ap_cli_set_flag(fl, 1, keep);
+    return name ? ap_err_set(err, AP_ERR_INPUT, "--%s: not with --plan (the plan file holds %s)",
+                             name, what)
+                : AP_OK;
 }
 
 void ap_cli_plan_flags(ap_flags *fl) {

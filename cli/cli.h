@@ -94,6 +94,10 @@ void ap_cli_plan_flags(ap_flags *fl);      /* --trainer --tp --pp --cp --ep --et
  * before 2.22 (ap_nccl_version_parse), left as it is when not given. */
 void ap_cli_nccl_flag(ap_flags *fl);
 ap_status ap_cli_nccl_version(ap_flags *fl, int *eager, ap_err *err);
+/* The first flag of the cluster table (and of the plan table when plan_table) that `fl` sets
+ * and `keep` (NULL-terminated, or NULL) does not name; NULL when none. Its name is the
+ * table's (static storage). */
+const char *ap_cli_set_flag(ap_flags *fl, int plan_table, const char *const *keep);
 /* With --plan FILE: every flag of the two tables above that `fl` sets and is not named in
  * `keep` (NULL-terminated) is refused, AP_ERR_INPUT "--FLAG: not with --plan (the plan file
  * holds WHAT)"; the tables themselves, so a flag added there is covered. */

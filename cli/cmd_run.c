@@ -58,15 +58,15 @@ static void on_signal(int sig) {
  * priced with the figures they measure (ap_rt_cluster), so no cluster, kernel profile or
  * headroom enters; the runtime's attention materialises its scores. */
 static ap_status refuse_unused_flags(ap_flags *fl, ap_err *err) {
-    static const char *host_flags[] = {"gpus-per-node", "nvlink-domain", "network-bw", "link-bw",
-                                       "pcie-bw", "cpu-mem", "nvme", "nvme-bw", "nvme-read-bw",
-                                       "nvme-write-bw", "cluster", "allow-cross-node-tp",
-                                       "profile", "headroom"};
-    for (size_t i = 0; i < sizeof host_flags / sizeof host_flags[0]; i++)
-        if (ap_flags_isset(fl, host_flags[i]))
-            return ap_err_set(err, AP_ERR_INPUT, "--%s: autoplan run measures the host its ranks "
-                              "run on (cluster, profile and headroom flags are for plan and "
-                              "estimate)", host_flags[i]);
+    /* every cluster flag but the rank count and the GPU type (the cluster table itself, so a
+       flag added there is covered), and the headroom */
+    static const char *const keep[] = {"gpus", "gpu", NULL};
+    const char *host = ap_cli_set_flag(fl, 0, keep);
+    if (!host && ap_flags_isset(fl, "headroom")) host = "headroom";
+    if (host)
+        return ap_err_set(err, AP_ERR_INPUT, "--%s: autoplan run measures the host its ranks run "
+                          "on (cluster, profile and headroom flags are for plan and estimate)",
+                          host);
     const char *attn = ap_flags_value(fl, "attn-impl");
     if (attn && strcmp(attn, "auto") != 0 && strcmp(attn, "unfused") != 0)
         return ap_err_set(err, AP_ERR_INPUT, "--attn-impl %s: the runtime's attention "
