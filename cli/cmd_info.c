@@ -246,7 +246,7 @@ int ap_cmd_info(int argc, char **argv) {
     int64_t s = m.seq_len;
     st = ap_flag_int(&fl, "seq", 1, AP_MODEL_MAX_SEQ, &s, &err);
     if (st != AP_OK) return ap_cli_fail(st, &err);
-    if (m.pos == AP_POS_LEARNED && s > m.learned_pos) {
+    if (!ap_model_positions_hold(&m, s)) {
         ap_err_set(&err, AP_ERR_INPUT, "--seq: %lld tokens exceed the %lld learned positions of "
                    "%s", (long long)s, (long long)m.learned_pos, path);
         return ap_cli_fail(AP_ERR_INPUT, &err);

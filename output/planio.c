@@ -680,7 +680,7 @@ ap_status ap_planfile_from_json(const ap_json *root, const char *where, ap_model
         return st == AP_ERR_INFEASIBLE ? AP_ERR_INPUT : st;
     }
     /* and the request's: no sequence longer than a learned position table (request.c) */
-    if (m->pos == AP_POS_LEARNED && p->seq > m->learned_pos)
+    if (!ap_model_positions_hold(m, p->seq))
         return ap_err_set(err, AP_ERR_INPUT, "%s: plan: field 'seq' = %lld exceeds the %lld "
                           "learned positions of the model", where, (long long)p->seq,
                           (long long)m->learned_pos);

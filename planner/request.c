@@ -224,7 +224,7 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
         return ap_err_set(err, AP_ERR_INPUT, "--sp: the %lld tokens of a sequence%s are not "
                           "divisible by tp %d (sequence parallelism splits them)",
                           (long long)p->seq, p->cp > 1 ? " per cp rank" : "", p->tp);
-    if (r->model.pos == AP_POS_LEARNED && p->seq > r->model.learned_pos)
+    if (!ap_model_positions_hold(&r->model, p->seq))
         return ap_err_set(err, AP_ERR_INPUT, "--seq: %lld tokens exceed the %lld learned positions "
                           "of %s", (long long)p->seq, (long long)r->model.learned_pos,
                           rq->model ? rq->model : r->model.name);

@@ -160,6 +160,13 @@ int ap_model_layer_is_local(const ap_model *m, int64_t i);
 /* Number of local layers (closed form of ap_model_layer_is_local over [0, L)). */
 int64_t ap_model_local_layers(const ap_model *m);
 
+/* Whether a sequence of `seq` tokens has positions in m: a learned position table (GPT-2's
+ * wpe, OPT's embed_positions) holds learned_pos of them; rotary and ALiBi have no table. The
+ * request (--seq), plan.json's reader and `info` refuse one beyond it. */
+static inline int ap_model_positions_hold(const ap_model *m, int64_t seq) {
+    return m->pos != AP_POS_LEARNED || seq <= m->learned_pos;
+}
+
 /* Layer i in [0, L): dense or MoE per moe.first_dense_layers / layer_freq: MoE when i >=
  * first_dense_layers and (i - first_dense_layers) % layer_freq == 0. The readers map each
  * convention onto this one: DeepSeek-V3 (i >= first_k_dense_replace and i % moe_layer_freq ==
