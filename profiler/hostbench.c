@@ -27,22 +27,29 @@ void ap_hostbench_opts_init(ap_hostbench_opts *o) {
     memset(o, 0, sizeof *o);
 }
 
-static double membw_bytes_of(const ap_hostbench_opts *o) {
-    return o->membw_bytes > 0 ? o->membw_bytes : 256.0 * (1 << 20);
+/* The STREAM arrays' bytes (default 256 MiB), at least 1024 doubles each. */
+static ap_status membw_bytes_of(const ap_hostbench_opts *o, double *bytes, ap_err *err) {
+    *bytes = o->membw_bytes > 0 ? o->membw_bytes : 256.0 * (1 << 20);
+    if (*bytes < 1024.0 * sizeof(double))
+        return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: %.0f bytes is too small (at "
+                          "least 8 KiB)", *bytes);
+    return AP_OK;
 }
 
-static double adam_params_of(const ap_hostbench_opts *o) {
-    return o->adam_params > 0 ? o->adam_params : 64.0 * (1 << 20);
+/* The host Adam's parameters (default 64M), in [1024, 1e11]. */
+static ap_status adam_params_of(const ap_hostbench_opts *o, double *params, ap_err *err) {
+    *params = o->adam_params > 0 ? o->adam_params : 64.0 * (1 << 20);
+    if (*params < 1024 || *params > 1e11)
+        return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters is outside [1024, 1e11]",
+                          *params);
+    return AP_OK;
 }
 
 ap_status ap_hostbench_check(const ap_hostbench_opts *o, ap_err *err) {
-    double bytes = membw_bytes_of(o), params = adam_params_of(o);
-    if (bytes < 1024.0 * sizeof(double))
-        return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: %.0f bytes is too small (at "
-                          "least 8 KiB)", bytes);
-    if (params < 1024 || params > 1e11)
-        return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters is outside [1024, 1e11]",
-                          params);
+    double bytes, params;
+    ap_status st = membw_bytes_of(o, &bytes, err);
+    if (st == AP_OK) st = adam_params_of(o, &params, err);
+    if (st != AP_OK) return st;
     long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
     double phys = pages > 0 && page_bytes > 0 ? (double)pages * (double)page_bytes : 0;
     char a[32], b[32];
@@ -201,10 +208,9 @@ ap_status ap_hostbench_membw(const ap_hostbench_opts *o, const ap_profile_row *t
                              ap_profile *out, ap_err *err) {
     static const char *const kinds[] = {"copy", "scale", "add", "triad"};
     static const double words[] = {2, 2, 3, 3}; /* arrays touched per element, STREAM's count */
-    double bytes = membw_bytes_of(o);
+    double bytes;
+    if (membw_bytes_of(o, &bytes, err) != AP_OK) return AP_ERR_INPUT;
     size_t n = (size_t)(bytes / sizeof(double));
-    if (n < 1024) return ap_err_set(err, AP_ERR_INPUT, "host bandwidth arrays: %.0f bytes is too "
-                                    "small (at least 8 KiB)", bytes);
     stream_ctx s = {0};
     s.n = n;
     s.a = ap_malloc(n * sizeof(double));
@@ -291,10 +297,8 @@ static double adam_call(void *arg, ap_err *err) {
 
 ap_status ap_hostbench_adam(const ap_hostbench_opts *o, const ap_profile_row *tmpl,
                             ap_profile *out, ap_err *err) {
-    double params = adam_params_of(o);
-    if (params < 1024 || params > 1e11)
-        return ap_err_set(err, AP_ERR_INPUT, "host Adam: %.0f parameters is outside [1024, 1e11]",
-                          params);
+    double params;
+    if (adam_params_of(o, &params, err) != AP_OK) return AP_ERR_INPUT;
     adam_ctx a = {0};
     a.n = (size_t)params;
     a.p = ap_malloc(a.n * sizeof(float));
