@@ -30,6 +30,19 @@ static void refused(const char *fmt, const char *model, const char *want) {
     free(err);
 }
 
+/* Run `fmt` (one %s: the path of `model` in the repository), check exit 0 and return its
+ * standard output (the caller frees it; NULL when there was none). */
+static char *answered(const char *fmt, const char *model) {
+    char args[2048];
+    snprintf(args, sizeof args, fmt, tl_path(model));
+    char *out = NULL, *err = NULL;
+    int rc = tl_run(args, &out, &err);
+    CHECK_INT(rc, 0);
+    if (rc != 0) fprintf(stderr, "  autoplan %s\n  stderr: %s\n", args, err ? err : "");
+    free(err);
+    return out;
+}
+
 /* --seq beyond a model's learned positions (GPT-2 wpe, OPT embed_positions): `info` refused it,
  * estimate, plan, simulate, partition and compare answered for positions the model does not
  * have. */
@@ -45,12 +58,7 @@ static void test_seq_beyond_learned_positions(void) {
              tl_tmpdir());
     refused(args, m, want);
     /* the positions the model has are fine */
-    char *out = NULL, *err = NULL;
-    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --seq 512",
-             tl_path("examples/models/tiny-gpt.json"));
-    CHECK_INT(tl_run(args, &out, &err), 0);
-    free(out);
-    free(err);
+    free(answered("estimate '%s' --gpus 8 --seq 512", m));
 }
 
 /* The step time of `estimate MODEL <args>` as printed ("step time 551.2 ms"), or "" */
@@ -270,22 +278,16 @@ static void test_family_heads_divide_hidden(void) {
  * of --gpus 2), so Llama-2-70B was told "use 32 GPUs" (tp 2 at most) though `plan --gpus 16`
  * fits it on two 8-GPU nodes */
 static void test_more_gpus_suggestion_node(void) {
-    char args[2048];
-    snprintf(args, sizeof args, "plan '%s' --gpus 2 --no-cache --trainer megatron --zero 0",
-             tl_path("examples/models/llama-2-70b.json"));
-    char *out = NULL, *err = NULL;
-    CHECK_INT(tl_run(args, &out, &err), 0);
+    const char *m = "examples/models/llama-2-70b.json";
+    char *out = answered("plan '%s' --gpus 2 --no-cache --trainer megatron --zero 0", m);
     CHECK_CONTAINS(out, "nothing fits");
     CHECK_CONTAINS(out, "  - use 16 GPUs: tp4 pp4");
     free(out);
-    free(err);
     /* nodes of 2 given: the suggestion keeps them */
-    snprintf(args, sizeof args, "plan '%s' --gpus 2 --gpus-per-node 2 --no-cache --trainer "
-             "megatron --zero 0", tl_path("examples/models/llama-2-70b.json"));
-    CHECK_INT(tl_run(args, &out, &err), 0);
+    out = answered("plan '%s' --gpus 2 --gpus-per-node 2 --no-cache --trainer megatron --zero 0",
+                   m);
     CHECK_CONTAINS(out, "  - use 32 GPUs: tp2 pp16");
     free(out);
-    free(err);
 }
 
 /* "use --gpu h200" was tried on the catalog's reference H200 system, not on the user's other
@@ -293,11 +295,8 @@ static void test_more_gpus_suggestion_node(void) {
  * (about 75 GiB for Llama 2 7B), which that host cannot hold; the line the user would run keeps
  * --cpu-mem, and so does the plan it names */
 static void test_bigger_gpu_suggestion_keeps_cluster(void) {
-    char args[2048];
-    snprintf(args, sizeof args, "plan '%s' --gpus 1 --gpu a100-sxm4-40g --cpu-mem 32GiB "
-             "--no-cache --top 1", tl_path("examples/models/llama-2-7b.json"));
-    char *out = NULL, *err = NULL;
-    CHECK_INT(tl_run(args, &out, &err), 0);
+    char *out = answered("plan '%s' --gpus 1 --gpu a100-sxm4-40g --cpu-mem 32GiB --no-cache "
+                         "--top 1", "examples/models/llama-2-7b.json");
     CHECK_CONTAINS(out, "nothing fits");
     const char *line = out ? strstr(out, "  - use --gpu h200: ") : NULL;
     CHECK(line != NULL);
@@ -305,7 +304,6 @@ static void test_bigger_gpu_suggestion_keeps_cluster(void) {
     const char *off = line ? strstr(line, "off-opt") : NULL;
     CHECK(line && (!off || (eol && off > eol)));
     free(out);
-    free(err);
 }
 
 /* plan/compare --tokens below one token (0.5, 1e-300T) answered "time to train 1e-288 tokens:
@@ -378,21 +376,13 @@ static void test_sp_needs_divisible_seq(void) {
     const char *m = "examples/models/llama-2-7b.json";
     refused("estimate '%s' --gpus 8 --tp 8 --seq 4095 --sp", m,
             "--sp: the 4095 tokens of a sequence are not divisible by tp 8");
-    char args[2048];
-    char *out = NULL, *err = NULL;
-    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --tp 8 --seq 4095", tl_path(m));
-    CHECK_INT(tl_run(args, &out, &err), 0);
+    char *out = answered("estimate '%s' --gpus 8 --tp 8 --seq 4095", m);
     CHECK_CONTAINS(out, "tp8 pp1 dp1 no-sp");
     free(out);
-    free(err);
-    out = err = NULL;
-    snprintf(args, sizeof args, "plan '%s' --gpus 8 --seq 4095 --fix tp=8 --no-cache",
-             tl_path(m));
-    CHECK_INT(tl_run(args, &out, &err), 0);
+    out = answered("plan '%s' --gpus 8 --seq 4095 --fix tp=8 --no-cache", m);
     CHECK_CONTAINS(out, "  1  tp8 pp1 dp1 no-sp");
     CHECK(out && !strstr(out, " sp mbs"));
     free(out);
-    free(err);
 }
 
 /* Another autoplan file given as a plan (a `db export`): its format is named, where the
