@@ -57,6 +57,21 @@ __attribute__((format(printf, 1, 2))) static char *run_ok(const char *fmt, ...) 
     return out;
 }
 
+/* Run the command `fmt` formats and check exit 2 with `want` in its error. */
+__attribute__((format(printf, 2, 3))) static void run_refused(const char *want, const char *fmt,
+                                                              ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_CONTAINS(err, want);
+    free(out);
+    free(err);
+}
+
 
 static int exists(const char *path) {
     struct stat sb;
@@ -414,18 +429,9 @@ static void test_attach_outputs(void) {
  * 1), and `profile delete` finds nothing without creating the file. */
 static void test_profile_missing_db(void) {
     const char *db = path_in("missing.db");
-    char args[700], *out = NULL, *err = NULL;
-    snprintf(args, sizeof args, "profile export x --db '%s'", db);
-    CHECK_INT(tl_run(args, &out, &err), 2);
-    CHECK_CONTAINS(err, "no database there yet");
-    free(out);
-    free(err);
-    snprintf(args, sizeof args, "profile delete x --db '%s'", db);
-    CHECK_INT(tl_run(args, &out, &err), 2);
-    CHECK_CONTAINS(err, "no profile named 'x'");
+    run_refused("no database there yet", "profile export x --db '%s'", db);
+    run_refused("no profile named 'x'", "profile delete x --db '%s'", db);
     CHECK(!exists(db));
-    free(out);
-    free(err);
 }
 
 /* `autoplan help db list` shows that subcommand's help (it showed the overview), an unknown
