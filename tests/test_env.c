@@ -41,22 +41,6 @@ static const char *path_in(const char *name) {
     return buf[k];
 }
 
-/* Run the command `fmt` formats, check exit 0 and return its standard output (the caller frees
- * it; NULL when there was none). */
-__attribute__((format(printf, 1, 2))) static char *run_ok(const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = tl_run(args, &out, &err);
-    CHECK_INT(rc, 0);
-    if (rc != 0) fprintf(stderr, "  autoplan %s\n  stderr: %s\n", args, err ? err : "");
-    free(err);
-    return out;
-}
-
 /* Run the command `fmt` formats and check exit 2 with `want` in its error. */
 __attribute__((format(printf, 2, 3))) static void run_refused(const char *want, const char *fmt,
                                                               ...) {
@@ -133,7 +117,7 @@ static void test_stdout_full_one_line(void) {
     const char *db = path_in("full.db"), *exp = path_in("full-export.json");
     write_export(exp, "node-a");
     char args[1500], *err = NULL;
-    free(run_ok("db import '%s' --db '%s'", exp, db));
+    free(tl_run_ok("db import '%s' --db '%s'", exp, db));
     const char *cmds[] = {"db export --db '%s'", "db export --csv --table runs --db '%s'"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         snprintf(args, sizeof args, cmds[i], db);
@@ -197,7 +181,7 @@ static void test_control_characters(void) {
     free(out);
     free(err);
     write_profile(f, "driver_version", "575\\n\\u001b[2J");
-    free(run_ok("profile import '%s' --db '%s'", f, db));
+    free(tl_run_ok("profile import '%s' --db '%s'", f, db));
     const char *shows[][2] = {{"profile list", "575??[2J"}, {"db show profile:1", "575??[2J"}};
     for (size_t i = 0; i < sizeof shows / sizeof shows[0]; i++) {
         snprintf(args, sizeof args, "%s --db '%s'", shows[i][0], db);
@@ -211,7 +195,7 @@ static void test_control_characters(void) {
     const char *xdg = path_in("xdg-ctl");
     char *old = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
     setenv("XDG_CACHE_HOME", xdg, 1);
-    free(run_ok("profile import '%s'", f));
+    free(tl_run_ok("profile import '%s'", f));
     snprintf(args, sizeof args, "estimate '%s' --gpus 1 --gpu h100",
              tl_path("examples/models/tiny-gpt.json"));
     CHECK_INT(tl_run(args, &out, &err), 0);
@@ -223,7 +207,7 @@ static void test_control_characters(void) {
     else unsetenv("XDG_CACHE_HOME");
     free(old);
     write_export(f, "node-a");
-    free(run_ok("db import '%s' --db '%s'", f, db));
+    free(tl_run_ok("db import '%s' --db '%s'", f, db));
 }
 
 /* `db list --gpu` takes a catalog name or alias as `profile list` does: "h100" listed none of
@@ -233,7 +217,7 @@ static void test_db_list_gpu(void) {
     const char *db = path_in("gpu.db"), *f = path_in("gpu.json");
     char args[1500], *out = NULL, *err = NULL;
     write_profile(f, NULL, NULL);
-    free(run_ok("profile import '%s' --db '%s'", f, db));
+    free(tl_run_ok("profile import '%s' --db '%s'", f, db));
     snprintf(args, sizeof args, "db list profiles --gpu H100 --db '%s'", db);
     CHECK_INT(tl_run(args, &out, &err), 0);
     CHECK_CONTAINS(out, "profiles (1)");
@@ -259,7 +243,7 @@ static void test_output_is_db(void) {
     const char *db = path_in("self.db"), *f = path_in("self.json");
     char args[2048], *out = NULL, *err = NULL;
     write_profile(f, NULL, NULL);
-    free(run_ok("profile import '%s' --db '%s'", f, db));
+    free(tl_run_ok("profile import '%s' --db '%s'", f, db));
     char model[600];
     snprintf(model, sizeof model, "%s", tl_path("examples/models/tiny-gpt.json"));
     const char *cmds[][2] = {

@@ -38,14 +38,7 @@ static void refused(const char *fmt, const char *model, const char *want) {
 /* Run `fmt` (one %s: the path of `model`, model_path), check exit 0 and return its standard
  * output (the caller frees it; NULL when there was none). */
 static char *answered(const char *fmt, const char *model) {
-    char args[2048];
-    snprintf(args, sizeof args, fmt, model_path(model));
-    char *out = NULL, *err = NULL;
-    int rc = tl_run(args, &out, &err);
-    CHECK_INT(rc, 0);
-    if (rc != 0) fprintf(stderr, "  autoplan %s\n  stderr: %s\n", args, err ? err : "");
-    free(err);
-    return out;
+    return tl_run_ok(fmt, model_path(model));
 }
 
 /* --seq beyond a model's learned positions (GPT-2 wpe, OPT embed_positions): `info` refused it,

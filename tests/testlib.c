@@ -5,6 +5,7 @@
 #include "testlib.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,20 @@ int tl_run(const char *args, char **out, char **err) {
         return code > 128 ? -1 : code;
     }
     return -1;
+}
+
+char *tl_run_ok(const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL, *err = NULL;
+    int rc = tl_run(args, &out, &err);
+    CHECK_INT(rc, 0);
+    if (rc != 0) fprintf(stderr, "  autoplan %s\n  stderr: %s\n", args, err ? err : "");
+    free(err);
+    return out;
 }
 
 int tl_loaded_library(const char *needle, char *buf, size_t n) {
