@@ -325,7 +325,6 @@ typedef struct {
     double pipe, p2p, z3_total, local_params;
     double sum_local;             /* the parameters each rank updates, summed over the ranks */
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
-    double nccl;                  /* of which NCCL's buffers (ap_mem_nccl_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
     int closed_form;              /* stage_layers counts a rank's chunks in closed form
@@ -393,8 +392,6 @@ static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap
 
 /* ---- chapter 2: hardware, shapes and the two layer kinds ------------------------------------ */
 
-static double context_bytes(const ap_plan *p); /* chapter 6 */
-
 static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_plan *p,
                        const ap_estimate_opts *opts, const ap_kernels *k, ap_estimate *e,
                        ap_err *err) {
@@ -426,8 +423,7 @@ static ap_status setup(est *E, const ap_model *m, const ap_cluster *c, const ap_
     E->opts = opts;
     E->e = e;
     E->worst_dev = -1;
-    E->nccl = ap_mem_nccl_bytes(p, opts->nccl_eager);
-    E->device_overhead = context_bytes(p) + E->nccl;
+    E->device_overhead = ap_mem_device_overhead_bytes(p, opts->nccl_eager);
     E->t = p->tp;
     E->h = (double)m->hidden;
     E->V = (double)m->vocab;
@@ -1464,7 +1460,7 @@ static void verdict(est *E) {
     e->device_peak_bytes = E->worst_dev;
     e->peak_bytes = E->worst_dev;
     e->device_overhead_bytes = E->device_overhead;
-    e->nccl_bytes = E->nccl;
+    e->nccl_bytes = E->device_overhead - context_bytes(&e->plan); /* counted once, in setup */
     /* nvidia-smi's reading of the fullest rank: every rank adds the same overhead to its
      * reserved bytes, so the highest reading is that of the peaks (no per-rank work); it
      * cannot show more than the GPU has */
