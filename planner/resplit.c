@@ -824,49 +824,17 @@ static void cand_plan(const ranker *rk, solver_ws *w, const rs_cand *x) {
  * best split known: its uniform estimate, then each answer found for it. A plan never solved by
  * the fixed phase had a bound, hence a uniform step, past the k-th plan: no answer of it that is
  * not better than its uniform one can enter. */
-/* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. The ranking
- * holds each such plan once, with the best split found. */
-typedef struct {
-    int64_t f[11];            /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp */
-    double off[2];            /* the offload fractions of optimizer states and parameters */
-} plan_key;
-
 typedef struct best_slot {
     int used;
     plan_key k;
     double step_s, peak_bytes;
 } best_slot;
 
-static plan_key key_of(const ap_plan *p) {
-    plan_key k = {{p->tp, p->pp, p->dp, p->cp, p->ep, p->vp, p->zero, (int64_t)p->recompute,
-                   p->recompute_layers, p->mbs, p->etp},
-                  {p->offload_optimizer + 0.0, p->offload_params + 0.0}}; /* -0 as 0 */
-    return k;
-}
-
-static int key_eq(const plan_key *a, const plan_key *b) {
-    for (int i = 0; i < 11; i++)
-        if (a->f[i] != b->f[i]) return 0;
-    return a->off[0] == b->off[0] && a->off[1] == b->off[1];
-}
-
-/* FNV-1a over the fields */
-static uint64_t key_hash(const plan_key *k) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 11; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
-    for (int i = 0; i < 2; i++) {
-        uint64_t b;
-        memcpy(&b, &k->off[i], sizeof b);
-        h = (h ^ b) * 1099511628211ull;
-    }
-    return h ^ (h >> 29);
-}
-
 /* The slot of key k in a table of cap slots (a power of two, never full): its own or a free
  * one. */
 static best_slot *slot_of(best_slot *t, int64_t cap, const plan_key *k) {
-    uint64_t i = key_hash(k) & (uint64_t)(cap - 1);
-    while (t[i].used && !key_eq(&t[i].k, k)) i = (i + 1) & (uint64_t)(cap - 1);
+    uint64_t i = plan_key_hash(k) & (uint64_t)(cap - 1);
+    while (t[i].used && !plan_key_eq(&t[i].k, k)) i = (i + 1) & (uint64_t)(cap - 1);
     return &t[i];
 }
 
@@ -885,7 +853,7 @@ static ap_status note_split(ranker *rk, const ap_plan *p, double step_s, double 
         rk->best = t;
         rk->capbest = cap;
     }
-    plan_key k = key_of(p);
+    plan_key k = plan_key_of(p);
     best_slot *b = slot_of(rk->best, rk->capbest, &k);
     *better = !b->used || step_s < b->step_s || (step_s == b->step_s && peak_bytes < b->peak_bytes);
     if (!*better) return AP_OK;
@@ -921,13 +889,9 @@ static ap_status offer(ranker *rk, const ap_estimate *e, int64_t id, int joint, 
     ap_status st = note_split(rk, &e->plan, e->time.step_s, e->device_peak_bytes, &better, err);
     if (st != AP_OK || !better) return st;
     topk *t = rk->top;
-    const plan_key k = key_of(&e->plan);
-    for (int i = 0; i < t->n; i++) {
-        const plan_key ki = key_of(&topk_at(t, i)->plan);
-        if (!key_eq(&ki, &k)) continue;
-        topk_remove(t, i);
-        break;
-    }
+    const plan_key k = plan_key_of(&e->plan);
+    int i = topk_find(t, &k);
+    if (i >= 0) topk_remove(t, i);
     if (topk_offer(t, e, joint ? -2 - id : id) < 0)
         return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     return AP_OK;
@@ -1386,21 +1350,53 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
     po.est = rk->o->est;
     for (int i = 0; i < t->n; i++) {
         int64_t id = t->id[i];
-        if (id == -1 || topk_at(t, i)->plan.nchunks == 0) continue;
+        /* a provisional entry is a uniform split */
+        if (id == -1 || t->prov[i] || topk_at(t, i)->plan.nchunks == 0) continue;
         int joint = id <= -2;
         cand_plan(rk, &rk->ws, &rk->cands[joint ? -2 - id : id]);
         joint_choices(rk->o, joint, &po);
         int got;
         ap_status st = split_plan(rk, &rk->ws, &po, &got, err);
         if (st != AP_OK) return st;
-        if (got && !ap_estimate_better(topk_at(t, i), &rk->ws.e))
-            topk_replace(t, i, &rk->ws.e);
+        if (got && !ap_estimate_better(topk_at(t, i), &rk->ws.e) && topk_fill(t, i, &rk->ws.e) < 0)
+            return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     }
-    /* keep the ranking sorted (insertion: stable) */
-    for (int i = 1; i < t->n; i++)
-        for (int j = i; j > 0 && ap_estimate_better(topk_at(t, j), topk_at(t, j - 1)); j--)
-            topk_swap(t, j, j - 1);
+    topk_sort(t);
     return AP_OK;
+}
+
+ap_status rs_fill(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                  const rs_cand *cands, topk *t, int upto, ap_err *err) {
+    ranker *rk = NULL;
+    ap_status st = AP_OK;
+    for (int i = 0; i < t->n && i < upto && st == AP_OK; i++) {
+        if (!t->prov[i]) continue;
+        if (!rk) {
+            if (!(rk = ap_calloc(1, sizeof *rk)))
+                return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
+            rk->m = m;
+            rk->c = c;
+            rk->o = o;
+            ap_space_init(&rk->space, m, c, o);
+        }
+        cand_plan(rk, &rk->ws, &cands[t->id[i]]);
+        char lbl[160];
+        ap_plan_label(&rk->ws.p, lbl, sizeof lbl);
+        st = ap_estimate_plan(m, c, &rk->ws.p, &o->est, &rk->ws.e, err);
+        if (st != AP_OK)
+            ap_err_prefix(err, "estimating %s", lbl);
+        /* the same plan and options as the search's estimate: the same figures */
+        else if (rk->ws.e.time.step_s != t->step[i] || rk->ws.e.device_peak_bytes != t->peak[i])
+            st = ap_err_set(err, AP_ERR_INTERNAL,
+                            "%s estimated again came out at %.17g s and %.17g bytes, ranked at "
+                            "%.17g s and %.17g bytes",
+                            lbl, rk->ws.e.time.step_s, rk->ws.e.device_peak_bytes, t->step[i],
+                            t->peak[i]);
+        else if (topk_fill(t, i, &rk->ws.e) < 0)
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
+    }
+    ap_free(rk);
+    return st;
 }
 
 ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *o, rs_cand *cands,

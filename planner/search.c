@@ -532,7 +532,7 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     chunk_out *o = s->out;
     s->est.sim_stop_unfit = o->stop_unfit;
     s->est.sim_stop_over = o->stop_over;
-    o->top.n = 0;
+    topk_clear(&o->top);
     o->ncand = 0;
     o->nrec = 0;
     /* the counters and the closest plan's flag (the estimates in r, kilobytes, are read only
@@ -635,8 +635,8 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     for (int64_t i = 0; i < o->nrec; i++)
         run->o->visit_fold(run->o->visit_ctx, o->recs + (size_t)i * run->o->visit_rec_size);
     for (int i = 0; i < o->top.n; i++)
-        if (topk_offer(&run->acc.top, topk_at(&o->top, i),
-                       o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]) < 0) {
+        if (topk_offer_rank(&run->acc.top, &o->top, i,
+                            o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]) < 0) {
             run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the ranking");
             return;
         }
@@ -951,11 +951,19 @@ ap_status ap_search(const ap_model *m, const ap_cluster *c, const ap_search_opts
     if (st == AP_OK) st = join_cands(run, err);
     if (st == AP_OK && rs_applies(o) && !(o->any_fit && run->acc.top.n > 0))
         st = rs_rank(m, c, o, run->acc.cands, run->acc.ncand, &run->acc.top, nthreads, r, err);
+    topk *t = &run->acc.top;
+    if (st == AP_OK) st = rs_fill(m, c, o, run->acc.cands, t, 1, err);
     if (st == AP_OK) {
-        if (run->acc.top.n > 0) r->fastest = *topk_at(&run->acc.top, 0);
-        topk_rank_ties(&run->acc.top);
-        r->top = topk_take(&run->acc.top, &r->ntop);
-        if (r->ntop < 0) st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the answer");
+        if (t->n > 0) r->fastest = *topk_at(t, 0);
+        topk_rank_ties(t);
+        st = rs_fill(m, c, o, run->acc.cands, t, t->k, err);
+    }
+    if (st == AP_OK) {
+        r->top = topk_take(t, &r->ntop);
+        if (r->ntop == -2)
+            st = ap_err_set(err, AP_ERR_INTERNAL, "a provisional plan reached the answer");
+        else if (r->ntop < 0)
+            st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the answer");
     }
     r->threads = nthreads;
     free_run(run);

@@ -16,14 +16,21 @@
 #define rs_own_sibling ap_rs_own_sibling
 #define rs_member_bound_own ap_rs_member_bound_own
 #define rs_rank ap_rs_rank
+#define rs_fill ap_rs_fill
 #define topk_bound ap_topk_bound
 #define topk_free ap_topk_free
 #define topk_offer ap_topk_offer
 #define topk_rank_ties ap_topk_rank_ties
 #define topk_remove ap_topk_remove
-#define topk_replace ap_topk_replace
 #define topk_swap ap_topk_swap
 #define topk_take ap_topk_take
+
+/* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. A ranking holds
+ * each such plan once (resplit.c, with its best split). */
+typedef struct {
+    int64_t f[11]; /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp */
+    double off[2]; /* the offload fractions of optimizer states and parameters */
+} plan_key;
 
 /* A ranking of estimates, best first (ap_estimate_better), each with an id (a candidate index,
  * or -1); planner/topk.c. margin 0: at most k entries (an estimate that ties the last one does
@@ -31,13 +38,24 @@
  * (1 + margin) of the k-th step time overall; topk_rank_ties then orders them and keeps k.
  * Entries live in a pool of separately allocated estimates and are ranked through slot[]: an
  * insertion moves ints, and growing the pool moves pointers, not the estimates (tens of
- * kilobytes each). */
+ * kilobytes each). A provisional entry (an estimate offered with an id >= 0 while
+ * ids_provisional is set: a re-split candidate's uniform split, topk.c) keeps its keys, not its
+ * estimate, until topk_fill gives it one; topk_at is only for the others. */
 typedef struct topk {
-    ap_estimate **pool;   /* cap estimates */
+    ap_estimate **pool;   /* cap estimates, indexed by slot; NULL until a slot holds one */
+    plan_key *pkey;       /* pkey[s]: the plan key of the entry in slot s */
     int *slot;            /* slot[i]: the pool index of rank i; slot[n..cap): free ones */
-    int *cls;             /* cls[i]: the complication of rank i (margin > 0) */
+    int *cls;             /* cls[i]: the complication of rank i */
     int64_t *id;          /* id[i]: the id of rank i */
-    char *prov;           /* prov[i]: rank i is provisional (margin > 0, see topk.c) */
+    char *prov;           /* prov[i]: rank i is provisional (no estimate; see topk.c) */
+    double *step, *peak;  /* step[i], peak[i]: rank i's step time and device peak, the keys of
+                             ap_estimate_better, beside the ranks: ranking and bounding read
+                             them, not the estimates */
+    uint64_t *key;        /* key[i]: plan_key_hash of rank i's plan (topk_find) */
+    int nfinal[32];       /* margin > 0: the entries that are not provisional, per
+                             complication, */
+    double *ckeys[32];    /* their (step, peak) pairs in rank order (capacity ccap[c]) */
+    int ccap[32];
     int ids_provisional;  /* 1: an entry offered with an id >= 0 (a re-split candidate's
                              uniform estimate) is provisional */
     int n, k;
@@ -48,13 +66,32 @@ typedef struct topk {
 
 /* Entry of rank i. */
 #define topk_at(t, i) ((t)->pool[(t)->slot[i]])
+
+#define plan_key_of ap_plan_key_of
+#define plan_key_eq ap_plan_key_eq
+#define plan_key_hash ap_plan_key_hash
+#define topk_find ap_topk_find
+#define topk_fill ap_topk_fill
+#define topk_sort ap_topk_sort
+#define topk_clear ap_topk_clear
+#define topk_offer_rank ap_topk_offer_rank
+plan_key plan_key_of(const ap_plan *p);
+int plan_key_eq(const plan_key *a, const plan_key *b);
+uint64_t plan_key_hash(const plan_key *k);
+/* The rank of the entry whose plan has key k, or -1. */
+int topk_find(const topk *t, const plan_key *k);
 /* Offer e: inserted after every entry it does not beat; 1 when it entered, 0 when not, -1 out
  * of memory growing the arrays. */
 int topk_offer(topk *t, const ap_estimate *e, int64_t id);
+/* Offer rank i of src (its estimate, or its keys when it is provisional there or here). */
+int topk_offer_rank(topk *t, const topk *src, int i, int64_t id);
+/* Give rank i the estimate e (a provisional entry's, made again): no longer provisional, its
+ * keys and complication e's, its rank unchanged. -1 out of memory. */
+int topk_fill(topk *t, int i, const ap_estimate *e);
+/* Restore the ranks' order after topk_fill changed keys (stable). */
+void topk_sort(topk *t);
 /* Remove the entry of rank i (the ones after it move up). */
 void topk_remove(topk *t, int i);
-/* Replace the entry of rank i by e (its rank is not changed; its complication is e's). */
-void topk_replace(topk *t, int i, const ap_estimate *e);
 /* Swap the entries of ranks i and j. */
 void topk_swap(topk *t, int i, int j);
 /* The step time above which no offer can enter (INFINITY while the ranking is not full, or
@@ -63,8 +100,11 @@ double topk_bound(const topk *t);
 /* margin > 0: order the entries as search.h "Ties" says and keep the first k; 0: nothing. */
 void topk_rank_ties(topk *t);
 /* The first min(n, k) entries in rank order as one allocated array (NULL when n is 0 or out of
- * memory: *nout says which: n = 0 gives *nout 0, out of memory -1). */
+ * memory: *nout says which: n = 0 gives *nout 0, out of memory -1, a provisional entry among
+ * them -2). */
 ap_estimate *topk_take(const topk *t, int *nout);
+/* Empty the ranking, keeping its arrays and estimates for reuse. */
+void topk_clear(topk *t);
 void topk_free(topk *t);
 
 /* A fitting pipelined plan the search evaluated, to be ranked with its optimal split: its
@@ -161,5 +201,10 @@ double rs_member_bound_own(const ap_model *m, const ap_estimate *e, rs_scratch *
  * counters of re-split plans are set. */
 ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *o, rs_cand *cands,
                   int64_t n, topk *top, int threads, ap_search_result *r, ap_err *err);
+/* Give the provisional entries among the first `upto` ranks of top their estimates, made again
+ * from their candidates (ids: indices into cands); AP_ERR_INTERNAL if one does not come out
+ * at the figures it was ranked with. */
+ap_status rs_fill(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                  const rs_cand *cands, topk *top, int upto, ap_err *err);
 
 #endif

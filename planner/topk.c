@@ -29,92 +29,253 @@ const char *ap_tie_rule_text(void) {
            "then the lower ZeRO stage";
 }
 
+plan_key plan_key_of(const ap_plan *p) {
+    plan_key k = {{p->tp, p->pp, p->dp, p->cp, p->ep, p->vp, p->zero, (int64_t)p->recompute,
+                   p->recompute_layers, p->mbs, p->etp},
+                  {p->offload_optimizer + 0.0, p->offload_params + 0.0}}; /* -0 as 0 */
+    return k;
+}
+
+int plan_key_eq(const plan_key *a, const plan_key *b) {
+    for (int i = 0; i < 11; i++)
+        if (a->f[i] != b->f[i]) return 0;
+    return a->off[0] == b->off[0] && a->off[1] == b->off[1];
+}
+
+/* FNV-1a over the fields */
+uint64_t plan_key_hash(const plan_key *k) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 11; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
+    for (int i = 0; i < 2; i++) {
+        uint64_t b;
+        memcpy(&b, &k->off[i], sizeof b);
+        h = (h ^ b) * 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+int topk_find(const topk *t, const plan_key *k) {
+    uint64_t h = plan_key_hash(k);
+    for (int i = 0; i < t->n; i++)
+        if (t->key[i] == h && plan_key_eq(&t->pkey[t->slot[i]], k)) return i;
+    return -1;
+}
+
 double topk_bound(const topk *t) {
     if (t->n < t->k) return INFINITY;
-    double s = topk_at(t, t->k - 1)->time.step_s;
+    double s = t->step[t->k - 1];
     if (!(s >= 0)) return INFINITY;
     return t->margin > 0 ? s * (1 + t->margin) : s;
 }
 
 /* Room for one more entry: 0, or -1 out of memory (a ranking by step time grows up to k). The
- * pool holds pointers: growing it moves pointers, never the estimates (tens of kilobytes each,
- * of which a copy writes only the parts its stages use), so no page of an estimate is touched
- * before an entry is written to it. cap counts the entries allocated. */
+ * pool holds pointers, NULL until an entry with an estimate takes the slot (insert): growing
+ * it moves pointers, never the estimates (tens of kilobytes each), and a provisional entry
+ * has none. cap counts the slots. */
 static int grow(topk *t) {
     if (t->n < t->cap) return 0;
     int cap = t->cap ? 2 * t->cap : 8;
     if (t->margin <= 0 && cap > t->k) cap = t->k;
-    ap_estimate **np = ap_realloc(t->pool, (size_t)cap * sizeof *np);
-    if (np) t->pool = np;
-    int *ns = np ? ap_realloc(t->slot, (size_t)cap * sizeof *ns) : NULL;
-    if (ns) t->slot = ns;
-    int *nc = ns ? ap_realloc(t->cls, (size_t)cap * sizeof *nc) : NULL;
-    if (nc) t->cls = nc;
-    int64_t *ni = nc ? ap_realloc(t->id, (size_t)cap * sizeof *ni) : NULL;
-    if (ni) t->id = ni;
-    char *npv = ni ? ap_realloc(t->prov, (size_t)cap * sizeof *npv) : NULL;
-    if (npv) t->prov = npv;
-    if (!npv) return -1;
+#define GROW(a)                                                    \
+    do {                                                           \
+        void *q_ = ap_realloc((a), (size_t)cap * sizeof *(a));     \
+        if (!q_) return -1;                                        \
+        (a) = q_;                                                  \
+    } while (0)
+    GROW(t->pool);
+    GROW(t->pkey);
+    GROW(t->slot);
+    GROW(t->cls);
+    GROW(t->id);
+    GROW(t->prov);
+    GROW(t->step);
+    GROW(t->peak);
+    GROW(t->key);
+#undef GROW
     for (; t->cap < cap; t->cap++) {
-        if (!(t->pool[t->cap] = ap_malloc(sizeof **t->pool))) return t->n < t->cap ? 0 : -1;
-        t->slot[t->cap] = t->cap; /* the new pool entry is free */
+        t->pool[t->cap] = NULL;
+        t->slot[t->cap] = t->cap; /* the new slot is free */
     }
     return 0;
 }
 
-/* Insert e at rank pos (n < cap): the free slot slot[n] takes it. */
-static void insert(topk *t, int pos, const ap_estimate *e, int64_t id, int cls) {
+/* Move the per-rank arrays of ranks [from, n) to start at rank to. */
+static void shift(topk *t, int to, int from) {
+    size_t k = (size_t)(t->n - from);
+    memmove(&t->slot[to], &t->slot[from], k * sizeof *t->slot);
+    memmove(&t->cls[to], &t->cls[from], k * sizeof *t->cls);
+    memmove(&t->id[to], &t->id[from], k * sizeof *t->id);
+    memmove(&t->prov[to], &t->prov[from], k * sizeof *t->prov);
+    memmove(&t->step[to], &t->step[from], k * sizeof *t->step);
+    memmove(&t->peak[to], &t->peak[from], k * sizeof *t->peak);
+    memmove(&t->key[to], &t->key[from], k * sizeof *t->key);
+}
+
+/* What an offer brings: the keys of an estimate, and the estimate unless it is provisional
+ * (e NULL: a re-split candidate's uniform estimate, kept as its keys; topk_fill). */
+typedef struct {
+    double step, peak;
+    int cls;
+    plan_key pk;
+    const ap_estimate *e;
+} offered;
+
+static offered offered_of(const topk *t, const ap_estimate *e, int64_t id) {
+    offered x = {e->time.step_s, e->device_peak_bytes,
+                 ap_estimate_complication(e, t->cp_short_seq), plan_key_of(&e->plan),
+                 t->ids_provisional && id >= 0 ? NULL : e};
+    return x;
+}
+
+/* Complications are 0..31 (ap_estimate_complication). */
+static int cls_ix(int c) { return c < 0 ? 0 : c > 31 ? 31 : c; }
+
+/* 1 when keys (s1, p1) beat (s2, p2): ap_estimate_better's order. */
+static int key_beats(double s1, double p1, double s2, double p2) {
+    if (s1 != s2) return s1 < s2;
+    return p1 < p2;
+}
+
+/* 1 when an entry of step s and device peak pk beats rank i. */
+static int beats(const topk *t, double s, double pk, int i) {
+    return key_beats(s, pk, t->step[i], t->peak[i]);
+}
+
+/* Under a tie margin, complication c's entries that count, by their keys in rank order: its
+ * slowest is known without a walk over the ranks (thousands of provisional entries under a
+ * wide margin). A new one goes after every one it does not beat. -1 out of memory. */
+static int class_add(topk *t, int c, double s, double pk) {
+    if (t->margin <= 0) return 0;
+    c = cls_ix(c);
+    int n = t->nfinal[c];
+    if (n == t->ccap[c]) {
+        int cap = t->ccap[c] ? 2 * t->ccap[c] : t->k + 1;
+        double *a = ap_realloc(t->ckeys[c], (size_t)cap * 2 * sizeof *a);
+        if (!a) return -1;
+        t->ckeys[c] = a;
+        t->ccap[c] = cap;
+    }
+    double *a = t->ckeys[c];
+    int pos = n;
+    while (pos > 0 && key_beats(s, pk, a[2 * pos - 2], a[2 * pos - 1])) pos--;
+    memmove(&a[2 * pos + 2], &a[2 * pos], (size_t)(n - pos) * 2 * sizeof *a);
+    a[2 * pos] = s;
+    a[2 * pos + 1] = pk;
+    t->nfinal[c]++;
+    return 0;
+}
+
+/* Complication c loses an entry of keys (s, pk). */
+static void class_del(topk *t, int c, double s, double pk) {
+    if (t->margin <= 0) return;
+    c = cls_ix(c);
+    double *a = t->ckeys[c];
+    int n = t->nfinal[c], j = n - 1;
+    while (j > 0 && !(memcmp(&a[2 * j], &s, sizeof s) == 0 && memcmp(&a[2 * j + 1], &pk, sizeof pk) == 0))
+        j--;
+    memmove(&a[2 * j], &a[2 * j + 2], (size_t)(n - 1 - j) * 2 * sizeof *a);
+    t->nfinal[c]--;
+}
+
+/* The rank of complication c's slowest entry that counts (keys s, pk: the last of its keys):
+ * the first rank with those keys by bisection, then the last of them that is c's. */
+static int class_last(const topk *t, int c, double s, double pk) {
+    int lo = 0, hi = t->n, last = -1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (key_beats(t->step[mid], t->peak[mid], s, pk)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int i = lo; i < t->n && !key_beats(s, pk, t->step[i], t->peak[i]); i++)
+        if (t->cls[i] == c && !t->prov[i]) last = i;
+    for (int i = t->n - 1; i >= 0 && last < 0; i--) /* keys that are not numbers */
+        if (t->cls[i] == c && !t->prov[i]) last = i;
+    return last;
+}
+
+/* Insert x at rank pos (n < cap): the free slot slot[n] takes it. -1 out of memory for its
+ * estimate. */
+static int insert(topk *t, int pos, const offered *x, int64_t id) {
     int s = t->slot[t->n];
-    memmove(&t->slot[pos + 1], &t->slot[pos], (size_t)(t->n - pos) * sizeof *t->slot);
-    memmove(&t->cls[pos + 1], &t->cls[pos], (size_t)(t->n - pos) * sizeof *t->cls);
-    memmove(&t->id[pos + 1], &t->id[pos], (size_t)(t->n - pos) * sizeof *t->id);
-    memmove(&t->prov[pos + 1], &t->prov[pos], (size_t)(t->n - pos) * sizeof *t->prov);
+    if (x->e) {
+        if (!t->pool[s] && !(t->pool[s] = ap_malloc(sizeof **t->pool))) return -1;
+        if (class_add(t, x->cls, x->step, x->peak) < 0) return -1;
+        ap_estimate_copy(t->pool[s], x->e);
+    }
+    shift(t, pos + 1, pos);
     t->slot[pos] = s;
-    t->cls[pos] = cls;
+    t->cls[pos] = x->cls;
     t->id[pos] = id;
-    t->prov[pos] = (char)(t->ids_provisional && id >= 0);
-    ap_estimate_copy(t->pool[s], e);
+    t->prov[pos] = (char)!x->e;
+    t->step[pos] = x->step;
+    t->peak[pos] = x->peak;
+    t->key[pos] = plan_key_hash(&x->pk);
+    t->pkey[s] = x->pk;
     t->n++;
+    return 0;
 }
 
 void topk_remove(topk *t, int i) {
     int s = t->slot[i];
-    memmove(&t->slot[i], &t->slot[i + 1], (size_t)(t->n - i - 1) * sizeof *t->slot);
-    memmove(&t->cls[i], &t->cls[i + 1], (size_t)(t->n - i - 1) * sizeof *t->cls);
-    memmove(&t->id[i], &t->id[i + 1], (size_t)(t->n - i - 1) * sizeof *t->id);
-    memmove(&t->prov[i], &t->prov[i + 1], (size_t)(t->n - i - 1) * sizeof *t->prov);
+    if (!t->prov[i]) class_del(t, t->cls[i], t->step[i], t->peak[i]);
+    shift(t, i, i + 1);
     t->n--;
     t->slot[t->n] = s; /* free again */
 }
 
-void topk_replace(topk *t, int i, const ap_estimate *e) {
-    ap_estimate_copy(topk_at(t, i), e);
-    t->cls[i] = ap_estimate_complication(e, t->cp_short_seq);
+int topk_fill(topk *t, int i, const ap_estimate *e) {
+    int s = t->slot[i];
+    int c = ap_estimate_complication(e, t->cp_short_seq);
+    if (!t->pool[s] && !(t->pool[s] = ap_malloc(sizeof **t->pool))) return -1;
+    if (class_add(t, c, e->time.step_s, e->device_peak_bytes) < 0) return -1;
+    if (!t->prov[i]) class_del(t, t->cls[i], t->step[i], t->peak[i]);
+    ap_estimate_copy(t->pool[s], e);
+    t->cls[i] = c;
     t->prov[i] = 0;
+    t->step[i] = e->time.step_s;
+    t->peak[i] = e->device_peak_bytes;
+    t->pkey[s] = plan_key_of(&e->plan);
+    t->key[i] = plan_key_hash(&t->pkey[s]);
+    return 0;
 }
+
+#define SWAP(T, a, i, j) \
+    do {                  \
+        T x_ = (a)[i];    \
+        (a)[i] = (a)[j];  \
+        (a)[j] = x_;      \
+    } while (0)
 
 void topk_swap(topk *t, int i, int j) {
-    int s = t->slot[i], c = t->cls[i];
-    int64_t x = t->id[i];
-    char v = t->prov[i];
-    t->slot[i] = t->slot[j];
-    t->cls[i] = t->cls[j];
-    t->id[i] = t->id[j];
-    t->prov[i] = t->prov[j];
-    t->slot[j] = s;
-    t->cls[j] = c;
-    t->id[j] = x;
-    t->prov[j] = v;
+    SWAP(int, t->slot, i, j);
+    SWAP(int, t->cls, i, j);
+    SWAP(int64_t, t->id, i, j);
+    SWAP(char, t->prov, i, j);
+    SWAP(double, t->step, i, j);
+    SWAP(double, t->peak, i, j);
+    SWAP(uint64_t, t->key, i, j);
 }
 
-/* The rank an estimate takes: after every entry it does not beat. */
-static int rank_of(const topk *t, const ap_estimate *e, int from) {
-    int pos = from;
-    while (pos > 0 && ap_estimate_better(e, topk_at(t, pos - 1))) pos--;
-    return pos;
+void topk_sort(topk *t) {
+    for (int i = 1; i < t->n; i++) /* insertion: stable */
+        for (int j = i; j > 0 && beats(t, t->step[j], t->peak[j], j - 1); j--)
+            topk_swap(t, j, j - 1);
 }
 
-/* Ties: e enters unless its complication already has k entries it does not beat, or it is
+/* The rank an offer takes: after every entry it does not beat. The ranks are in
+ * ap_estimate_better's order, so those it beats are a suffix: a binary search (a walk back
+ * from the end compared it with thousands of entries under a wide tie margin). */
+static int rank_of(const topk *t, const offered *x) {
+    int lo = 0, hi = t->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (beats(t, x->step, x->peak, mid)) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Ties: x enters unless its complication already has k entries it does not beat, or it is
  * slower than the bound; then that complication's (k+1)-th entry and every entry past the
  * new bound leave.
  *
@@ -125,33 +286,46 @@ static int rank_of(const topk *t, const ap_estimate *e, int from) {
  * otherwise be missing once the candidate's split moves to another complication (with k = 1,
  * deepseek-v3 on 256 H100s under Colossal-AI ranked a tight 19.456 s plan first because the
  * 20.389 s plan that fits had left for a candidate whose split turned tight). The bound still
- * counts it: a plan's best split is never slower than its uniform one. */
-static int offer_tied(topk *t, const ap_estimate *e, int64_t id) {
-    if (e->time.step_s > topk_bound(t)) return 0;
-    int cls = ap_estimate_complication(e, t->cp_short_seq), same = 0, last = -1;
-    int prov = t->ids_provisional && id >= 0;
-    for (int i = 0; i < t->n && !prov; i++)
-        if (t->cls[i] == cls && !t->prov[i]) {
-            same++;
-            last = i;
-        }
-    if (same >= t->k && !ap_estimate_better(e, topk_at(t, last))) return 0;
+ * counts it: a plan's best split is never slower than its uniform one. Under a wide margin
+ * they are most of the ranking (39,000 entries for gpt-oss-20b on 16 GPUs at margin 1), so
+ * each keeps its keys only, not its estimate; the estimates of those that end up in the
+ * answer are made again (topk_fill). The entries that count are counted per complication
+ * (nfinal), so an offer looks for its complication's k-th entry only when it has k. */
+static int offer_tied(topk *t, const offered *x, int64_t id) {
+    if (x->step > topk_bound(t)) return 0;
+    int c = cls_ix(x->cls), same = x->e ? t->nfinal[c] : 0, last = -1;
+    if (same >= t->k) {
+        const double *a = &t->ckeys[c][2 * same - 2]; /* its slowest */
+        if (!key_beats(x->step, x->peak, a[0], a[1])) return 0;
+        last = class_last(t, x->cls, a[0], a[1]);
+    }
     if (grow(t) < 0) return -1;
-    int pos = rank_of(t, e, t->n);
-    insert(t, pos, e, id, cls);
+    int pos = rank_of(t, x);
+    if (insert(t, pos, x, id) < 0) return -1;
     if (same >= t->k) topk_remove(t, last >= pos ? last + 1 : last);
     double b = topk_bound(t);
-    while (t->n > t->k && topk_at(t, t->n - 1)->time.step_s > b) topk_remove(t, t->n - 1);
+    while (t->n > t->k && t->step[t->n - 1] > b) topk_remove(t, t->n - 1);
     return 1;
 }
 
-int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
-    if (t->margin > 0) return offer_tied(t, e, id);
-    if (t->n == t->k && !ap_estimate_better(e, topk_at(t, t->k - 1))) return 0;
-    if (t->n == t->k) topk_remove(t, t->k - 1); /* e takes its place */
+static int offer(topk *t, const offered *x, int64_t id) {
+    if (t->margin > 0) return offer_tied(t, x, id);
+    if (t->n == t->k && !beats(t, x->step, x->peak, t->k - 1)) return 0;
+    if (t->n == t->k) topk_remove(t, t->k - 1); /* x takes its place */
     else if (grow(t) < 0) return -1;
-    insert(t, rank_of(t, e, t->n), e, id, 0);
-    return 1;
+    return insert(t, rank_of(t, x), x, id) < 0 ? -1 : 1;
+}
+
+int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
+    const offered x = offered_of(t, e, id);
+    return offer(t, &x, id);
+}
+
+int topk_offer_rank(topk *t, const topk *src, int i, int64_t id) {
+    offered x = {src->step[i], src->peak[i], src->cls[i], src->pkey[src->slot[i]],
+                 src->prov[i] ? NULL : topk_at(src, i)};
+    if (x.e && t->ids_provisional && id >= 0) x.e = NULL;
+    return offer(t, &x, id);
 }
 
 void topk_rank_ties(topk *t) {
@@ -159,9 +333,9 @@ void topk_rank_ties(topk *t) {
     /* selection: ranks [0, i) are placed, [i, n) stay in step-time order, so the fastest left
      * is rank i and the plans within the margin of it a prefix of what is left */
     for (int i = 0; i < t->n && i < t->k; i++) {
-        double w = topk_at(t, i)->time.step_s * (1 + t->margin);
+        double w = t->step[i] * (1 + t->margin);
         int best = i;
-        for (int j = i + 1; j < t->n && topk_at(t, j)->time.step_s <= w; j++)
+        for (int j = i + 1; j < t->n && t->step[j] <= w; j++)
             if (t->cls[j] < t->cls[best]) best = j;
         for (int j = best; j > i; j--) topk_swap(t, j, j - 1); /* the rest keeps its order */
     }
@@ -172,6 +346,11 @@ ap_estimate *topk_take(const topk *t, int *nout) {
     int n = t->n < t->k ? t->n : t->k;
     *nout = 0;
     if (n == 0) return NULL;
+    for (int i = 0; i < n; i++)
+        if (t->prov[i]) { /* topk_fill was not called: an internal error, said as such */
+            *nout = -2;
+            return NULL;
+        }
     ap_estimate *e = ap_calloc((size_t)n, sizeof *e);
     if (!e) {
         *nout = -1;
@@ -182,16 +361,34 @@ ap_estimate *topk_take(const topk *t, int *nout) {
     return e;
 }
 
+void topk_clear(topk *t) {
+    t->n = 0; /* slot[] stays a permutation of the slots */
+    memset(t->nfinal, 0, sizeof t->nfinal);
+}
+
 void topk_free(topk *t) {
     for (int i = 0; t->pool && i < t->cap; i++) ap_free(t->pool[i]);
     ap_free(t->pool);
+    ap_free(t->pkey);
     ap_free(t->slot);
     ap_free(t->cls);
     ap_free(t->id);
     ap_free(t->prov);
-    t->prov = NULL;
+    ap_free(t->step);
+    ap_free(t->peak);
+    ap_free(t->key);
     t->pool = NULL;
+    t->pkey = NULL;
     t->slot = t->cls = NULL;
     t->id = NULL;
+    t->prov = NULL;
+    t->step = t->peak = NULL;
+    t->key = NULL;
+    for (int c = 0; c < 32; c++) {
+        ap_free(t->ckeys[c]);
+        t->ckeys[c] = NULL;
+        t->ccap[c] = 0;
+        t->nfinal[c] = 0;
+    }
     t->n = t->cap = 0;
 }

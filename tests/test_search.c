@@ -365,6 +365,7 @@ static void test_brute_force_groups(void) {
 static void test_brute_force(void) {
     test_brute_force_margin(0);
     test_brute_force_margin(AP_VALIDATED_TIME_ERROR);
+    test_brute_force_margin(1);
     test_brute_force_groups();
 }
 
@@ -843,6 +844,13 @@ static void test_resplit_brute_force(void) {
         snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, by step time", cases[i].model,
                  cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
         check_resplit(what, &m, &c, o);
+        /* a wide margin: most of the ranking provisional (keys only) until the end */
+        if (i % 3 == 0) {
+            o.tie_margin = 0.6;
+            snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, margin 0.6", cases[i].model,
+                     cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
+            check_resplit(what, &m, &c, o);
+        }
     }
     CHECK(n_rc_tight > 0);
 }
