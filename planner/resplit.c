@@ -1349,9 +1349,9 @@ static ap_status ilp_phase(ranker *rk, ap_err *err) {
     po.solver = AP_SOLVER_ILP;
     po.est = rk->o->est;
     for (int i = 0; i < t->n; i++) {
-        int64_t id = t->id[i];
+        int64_t id = topk_id(t, i);
         /* a provisional entry is a uniform split */
-        if (id == -1 || t->prov[i] || topk_at(t, i)->plan.nchunks == 0) continue;
+        if (id == -1 || topk_prov(t, i) || topk_at(t, i)->plan.nchunks == 0) continue;
         int joint = id <= -2;
         cand_plan(rk, &rk->ws, &rk->cands[joint ? -2 - id : id]);
         joint_choices(rk->o, joint, &po);
@@ -1370,7 +1370,7 @@ ap_status rs_fill(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     ranker *rk = NULL;
     ap_status st = AP_OK;
     for (int i = 0; i < t->n && i < upto && st == AP_OK; i++) {
-        if (!t->prov[i]) continue;
+        if (!topk_prov(t, i)) continue;
         if (!rk) {
             if (!(rk = ap_calloc(1, sizeof *rk)))
                 return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
@@ -1379,7 +1379,7 @@ ap_status rs_fill(const ap_model *m, const ap_cluster *c, const ap_search_opts *
             rk->o = o;
             ap_space_init(&rk->space, m, c, o);
         }
-        cand_plan(rk, &rk->ws, &cands[t->id[i]]);
+        cand_plan(rk, &rk->ws, &cands[topk_id(t, i)]);
         char lbl[160];
         ap_plan_label(&rk->ws.p, lbl, sizeof lbl);
         st = ap_estimate_plan(m, c, &rk->ws.p, &o->est, &rk->ws.e, err);

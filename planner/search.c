@@ -636,7 +636,7 @@ static void merge_chunk(search_run *run, chunk_out *o) {
         run->o->visit_fold(run->o->visit_ctx, o->recs + (size_t)i * run->o->visit_rec_size);
     for (int i = 0; i < o->top.n; i++)
         if (topk_offer_rank(&run->acc.top, &o->top, i,
-                            o->top.id[i] < 0 ? -1 : run->acc.ncand + o->top.id[i]) < 0) {
+                            topk_id(&o->top, i) < 0 ? -1 : run->acc.ncand + topk_id(&o->top, i)) < 0) {
             run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the ranking");
             return;
         }

@@ -42,16 +42,22 @@ typedef struct {
  * ids_provisional is set: a re-split candidate's uniform split, topk.c) keeps its keys, not its
  * estimate, until topk_fill gives it one; topk_at is only for the others. */
 typedef struct topk {
-    ap_estimate **pool;   /* cap estimates, indexed by slot; NULL until a slot holds one */
-    plan_key *pkey;       /* pkey[s]: the plan key of the entry in slot s */
-    int *slot;            /* slot[i]: the pool index of rank i; slot[n..cap): free ones */
-    int *cls;             /* cls[i]: the complication of rank i */
-    int64_t *id;          /* id[i]: the id of rank i */
-    char *prov;           /* prov[i]: rank i is provisional (no estimate; see topk.c) */
+    /* per slot (an entry keeps its slot while its rank changes) */
+    ap_estimate **pool;   /* cap estimates; NULL until a slot holds one */
+    plan_key *pkey;       /* the plan key of the slot's entry */
+    uint64_t *key;        /* plan_key_hash of it (topk_find) */
+    int *cls;             /* its complication */
+    int64_t *id;          /* its id */
+    char *prov;           /* it is provisional (no estimate; see topk.c) */
+    char *used;           /* the slot holds an entry */
+    double *sstep, *speak;/* its step time and device peak (its rank: topk_find) */
+    int *next, *head;     /* the used slots by key: chains from head[key & (nhead - 1)] */
+    int nhead;
+    /* per rank: what an insertion moves (with a wide tie margin thousands of entries) */
+    int *slot;            /* slot[i]: the slot of rank i; slot[n..cap): free ones */
     double *step, *peak;  /* step[i], peak[i]: rank i's step time and device peak, the keys of
-                             ap_estimate_better, beside the ranks: ranking and bounding read
-                             them, not the estimates */
-    uint64_t *key;        /* key[i]: plan_key_hash of rank i's plan (topk_find) */
+                             ap_estimate_better: ranking and bounding read them, not the
+                             estimates */
     int nfinal[32];       /* margin > 0: the entries that are not provisional, per
                              complication, */
     double *ckeys[32];    /* their (step, peak) pairs in rank order (capacity ccap[c]) */
@@ -64,8 +70,10 @@ typedef struct topk {
     int64_t cp_short_seq; /* ap_cp_short_seq of the model */
 } topk;
 
-/* Entry of rank i. */
+/* Entry of rank i (not provisional), its id, whether it is provisional. */
 #define topk_at(t, i) ((t)->pool[(t)->slot[i]])
+#define topk_id(t, i) ((t)->id[(t)->slot[i]])
+#define topk_prov(t, i) ((t)->prov[(t)->slot[i]])
 
 #define plan_key_of ap_plan_key_of
 #define plan_key_eq ap_plan_key_eq

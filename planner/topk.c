@@ -54,10 +54,47 @@ uint64_t plan_key_hash(const plan_key *k) {
     return h ^ (h >> 29);
 }
 
+/* 1 when keys (s1, p1) beat (s2, p2): ap_estimate_better's order. */
+static int key_beats(double s1, double p1, double s2, double p2) {
+    if (s1 != s2) return s1 < s2;
+    return p1 < p2;
+}
+
+/* The used slots by hash: chains from head[hash & (nhead - 1)] through next[]. */
+static int *bucket(const topk *t, uint64_t h) { return &t->head[h & (uint64_t)(t->nhead - 1)]; }
+
+static void chain_add(topk *t, int s) {
+    int *b = bucket(t, t->key[s]);
+    t->next[s] = *b;
+    *b = s;
+}
+
+static void chain_del(topk *t, int s) {
+    int *b = bucket(t, t->key[s]);
+    while (*b != s) b = &t->next[*b];
+    *b = t->next[s];
+}
+
+/* The rank of slot s: the first rank with its keys by bisection, then along those keys. */
+static int rank_of_slot(const topk *t, int s) {
+    int lo = 0, hi = t->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (key_beats(t->step[mid], t->peak[mid], t->sstep[s], t->speak[s])) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int i = lo; i < t->n && !key_beats(t->sstep[s], t->speak[s], t->step[i], t->peak[i]); i++)
+        if (t->slot[i] == s) return i;
+    for (int i = 0; i < t->n; i++) /* keys that are not numbers */
+        if (t->slot[i] == s) return i;
+    return -1;
+}
+
 int topk_find(const topk *t, const plan_key *k) {
+    if (t->nhead == 0) return -1;
     uint64_t h = plan_key_hash(k);
-    for (int i = 0; i < t->n; i++)
-        if (t->key[i] == h && plan_key_eq(&t->pkey[t->slot[i]], k)) return i;
+    for (int s = *bucket(t, h); s >= 0; s = t->next[s])
+        if (t->key[s] == h && plan_key_eq(&t->pkey[s], k)) return rank_of_slot(t, s);
     return -1;
 }
 
@@ -91,11 +128,22 @@ static int grow(topk *t) {
     GROW(t->step);
     GROW(t->peak);
     GROW(t->key);
+    GROW(t->used);
+    GROW(t->next);
+    GROW(t->sstep);
+    GROW(t->speak);
+    int *head = ap_realloc(t->head, (size_t)2 * cap * sizeof *head);
+    if (!head) return -1;
+    t->head = head;
 #undef GROW
     for (; t->cap < cap; t->cap++) {
         t->pool[t->cap] = NULL;
+        t->used[t->cap] = 0;
         t->slot[t->cap] = t->cap; /* the new slot is free */
     }
+    t->nhead = 2 * cap; /* the chains again, over twice as many buckets */
+    for (int b = 0; b < t->nhead; b++) t->head[b] = -1;
+    for (int i = 0; i < t->n; i++) chain_add(t, t->slot[i]);
     return 0;
 }
 
@@ -103,12 +151,8 @@ static int grow(topk *t) {
 static void shift(topk *t, int to, int from) {
     size_t k = (size_t)(t->n - from);
     memmove(&t->slot[to], &t->slot[from], k * sizeof *t->slot);
-    memmove(&t->cls[to], &t->cls[from], k * sizeof *t->cls);
-    memmove(&t->id[to], &t->id[from], k * sizeof *t->id);
-    memmove(&t->prov[to], &t->prov[from], k * sizeof *t->prov);
     memmove(&t->step[to], &t->step[from], k * sizeof *t->step);
     memmove(&t->peak[to], &t->peak[from], k * sizeof *t->peak);
-    memmove(&t->key[to], &t->key[from], k * sizeof *t->key);
 }
 
 /* What an offer brings: the keys of an estimate, and the estimate unless it is provisional
@@ -129,12 +173,6 @@ static offered offered_of(const topk *t, const ap_estimate *e, int64_t id) {
 
 /* Complications are 0..31 (ap_estimate_complication). */
 static int cls_ix(int c) { return c < 0 ? 0 : c > 31 ? 31 : c; }
-
-/* 1 when keys (s1, p1) beat (s2, p2): ap_estimate_better's order. */
-static int key_beats(double s1, double p1, double s2, double p2) {
-    if (s1 != s2) return s1 < s2;
-    return p1 < p2;
-}
 
 /* 1 when an entry of step s and device peak pk beats rank i. */
 static int beats(const topk *t, double s, double pk, int i) {
@@ -187,9 +225,9 @@ static int class_last(const topk *t, int c, double s, double pk) {
         else hi = mid;
     }
     for (int i = lo; i < t->n && !key_beats(s, pk, t->step[i], t->peak[i]); i++)
-        if (t->cls[i] == c && !t->prov[i]) last = i;
+        if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
     for (int i = t->n - 1; i >= 0 && last < 0; i--) /* keys that are not numbers */
-        if (t->cls[i] == c && !t->prov[i]) last = i;
+        if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
     return last;
 }
 
@@ -204,20 +242,26 @@ static int insert(topk *t, int pos, const offered *x, int64_t id) {
     }
     shift(t, pos + 1, pos);
     t->slot[pos] = s;
-    t->cls[pos] = x->cls;
-    t->id[pos] = id;
-    t->prov[pos] = (char)!x->e;
+    t->cls[s] = x->cls;
+    t->id[s] = id;
+    t->prov[s] = (char)!x->e;
+    t->used[s] = 1;
     t->step[pos] = x->step;
     t->peak[pos] = x->peak;
-    t->key[pos] = plan_key_hash(&x->pk);
+    t->key[s] = plan_key_hash(&x->pk);
     t->pkey[s] = x->pk;
+    t->sstep[s] = x->step;
+    t->speak[s] = x->peak;
+    chain_add(t, s);
     t->n++;
     return 0;
 }
 
 void topk_remove(topk *t, int i) {
     int s = t->slot[i];
-    if (!t->prov[i]) class_del(t, t->cls[i], t->step[i], t->peak[i]);
+    if (!t->prov[s]) class_del(t, t->cls[s], t->step[i], t->peak[i]);
+    t->used[s] = 0;
+    chain_del(t, s);
     shift(t, i, i + 1);
     t->n--;
     t->slot[t->n] = s; /* free again */
@@ -228,14 +272,18 @@ int topk_fill(topk *t, int i, const ap_estimate *e) {
     int c = ap_estimate_complication(e, t->cp_short_seq);
     if (!t->pool[s] && !(t->pool[s] = ap_malloc(sizeof **t->pool))) return -1;
     if (class_add(t, c, e->time.step_s, e->device_peak_bytes) < 0) return -1;
-    if (!t->prov[i]) class_del(t, t->cls[i], t->step[i], t->peak[i]);
+    if (!t->prov[s]) class_del(t, t->cls[s], t->step[i], t->peak[i]);
     ap_estimate_copy(t->pool[s], e);
-    t->cls[i] = c;
-    t->prov[i] = 0;
+    t->cls[s] = c;
+    t->prov[s] = 0;
     t->step[i] = e->time.step_s;
     t->peak[i] = e->device_peak_bytes;
+    chain_del(t, s);
     t->pkey[s] = plan_key_of(&e->plan);
-    t->key[i] = plan_key_hash(&t->pkey[s]);
+    t->key[s] = plan_key_hash(&t->pkey[s]);
+    t->sstep[s] = t->step[i];
+    t->speak[s] = t->peak[i];
+    chain_add(t, s);
     return 0;
 }
 
@@ -248,12 +296,8 @@ int topk_fill(topk *t, int i, const ap_estimate *e) {
 
 void topk_swap(topk *t, int i, int j) {
     SWAP(int, t->slot, i, j);
-    SWAP(int, t->cls, i, j);
-    SWAP(int64_t, t->id, i, j);
-    SWAP(char, t->prov, i, j);
     SWAP(double, t->step, i, j);
     SWAP(double, t->peak, i, j);
-    SWAP(uint64_t, t->key, i, j);
 }
 
 void topk_sort(topk *t) {
@@ -322,8 +366,8 @@ int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
 }
 
 int topk_offer_rank(topk *t, const topk *src, int i, int64_t id) {
-    offered x = {src->step[i], src->peak[i], src->cls[i], src->pkey[src->slot[i]],
-                 src->prov[i] ? NULL : topk_at(src, i)};
+    offered x = {src->step[i], src->peak[i], src->cls[src->slot[i]], src->pkey[src->slot[i]],
+                 src->prov[src->slot[i]] ? NULL : topk_at(src, i)};
     if (x.e && t->ids_provisional && id >= 0) x.e = NULL;
     return offer(t, &x, id);
 }
@@ -336,7 +380,7 @@ void topk_rank_ties(topk *t) {
         double w = t->step[i] * (1 + t->margin);
         int best = i;
         for (int j = i + 1; j < t->n && t->step[j] <= w; j++)
-            if (t->cls[j] < t->cls[best]) best = j;
+            if (t->cls[t->slot[j]] < t->cls[t->slot[best]]) best = j;
         for (int j = best; j > i; j--) topk_swap(t, j, j - 1); /* the rest keeps its order */
     }
     while (t->n > t->k) topk_remove(t, t->n - 1);
@@ -347,7 +391,7 @@ ap_estimate *topk_take(const topk *t, int *nout) {
     *nout = 0;
     if (n == 0) return NULL;
     for (int i = 0; i < n; i++)
-        if (t->prov[i]) { /* topk_fill was not called: an internal error, said as such */
+        if (t->prov[t->slot[i]]) { /* topk_fill was not called: an internal error, said as such */
             *nout = -2;
             return NULL;
         }
@@ -362,6 +406,8 @@ ap_estimate *topk_take(const topk *t, int *nout) {
 }
 
 void topk_clear(topk *t) {
+    for (int i = 0; i < t->n; i++) t->used[t->slot[i]] = 0;
+    for (int b = 0; b < t->nhead; b++) t->head[b] = -1;
     t->n = 0; /* slot[] stays a permutation of the slots */
     memset(t->nfinal, 0, sizeof t->nfinal);
 }
@@ -377,6 +423,15 @@ void topk_free(topk *t) {
     ap_free(t->step);
     ap_free(t->peak);
     ap_free(t->key);
+    ap_free(t->used);
+    ap_free(t->next);
+    ap_free(t->sstep);
+    ap_free(t->speak);
+    ap_free(t->head);
+    t->used = NULL;
+    t->next = t->head = NULL;
+    t->sstep = t->speak = NULL;
+    t->nhead = 0;
     t->pool = NULL;
     t->pkey = NULL;
     t->slot = t->cls = NULL;
