@@ -132,7 +132,9 @@ static int grow(topk *t) {
     GROW(t->next);
     GROW(t->sstep);
     GROW(t->speak);
-    int *head = ap_realloc(t->head, (size_t)2 * cap * sizeof *head);
+    int nhead = 16;
+    while (nhead < 2 * cap) nhead *= 2;
+    int *head = ap_realloc(t->head, (size_t)nhead * sizeof *head);
     if (!head) return -1;
     t->head = head;
 #undef GROW
@@ -141,7 +143,7 @@ static int grow(topk *t) {
         t->used[t->cap] = 0;
         t->slot[t->cap] = t->cap; /* the new slot is free */
     }
-    t->nhead = 2 * cap; /* the chains again, over twice as many buckets */
+    t->nhead = nhead; /* the chains again, over at least twice as many buckets */
     for (int b = 0; b < t->nhead; b++) t->head[b] = -1;
     for (int i = 0; i < t->n; i++) chain_add(t, t->slot[i]);
     return 0;
