@@ -3,8 +3,9 @@
  * values drawn from pools of valid and invalid ones for the flag's argument (a count, a
  * bandwidth, a size, a fraction, a list...), over the bundled models and some Hugging Face
  * configs. Whatever the draw, autoplan must answer (exit 0) or refuse it (exit 2 with one line
- * on stderr): never crash, never an internal error, never a sanitizer report. The draws are
- * seeded, so a failure prints the command line that reproduces it.
+ * on stderr, one per trainer that cannot express the plan under --emit): never crash, never
+ * an internal error, never a sanitizer report. The draws are seeded, so a failure prints the
+ * command line that reproduces it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +109,11 @@ static const char *value_of(const flag *f, const char *tmp, const char *planfile
                            "accelerate", "x"};
         return PICKV(t, 6);
     }
+    if (!strcmp(nm, "--emit")) {
+        const char *e[] = {"all", "deepspeed", "megatron,torchtitan", "colossalai,accelerate",
+                           "x", ""};
+        return PICKV(e, 4);
+    }
     if (!strcmp(nm, "--threads")) {
         const char *t[] = {"1", "2", "0", "x"};
         return PICKV(t, 3);
@@ -152,6 +158,18 @@ static const char *value_of(const flag *f, const char *tmp, const char *planfile
     return PICK(words);
 }
 
+/* A refusal's stderr: one line "autoplan: ...", or with --emit one such line per trainer that
+ * cannot express the plan (the others are written). */
+static int refusal_lines(const char *err, int per_target) {
+    int lines = 0;
+    for (const char *l = err; l && *l; lines++) {
+        if (strncmp(l, "autoplan: ", 10) != 0) return 0;
+        const char *e = strchr(l, '\n');
+        l = e ? e + 1 : l + strlen(l);
+    }
+    return lines == 1 || (per_target && lines > 1);
+}
+
 /* Draw and run DRAWS_PER_COMMAND command lines of `cmd`. */
 static void random_lines(const char *cmd, const char *tmp, const char *planfile) {
     static const char *models[] = {
@@ -164,10 +182,14 @@ static void random_lines(const char *cmd, const char *tmp, const char *planfile)
     int nf = flags_of(cmd, fl);
     for (int d = 0; d < DRAWS_PER_COMMAND; d++) {
         char args[8192], v[1200];
-        int len = !strcmp(cmd, "fit") /* fit takes no model: it finds the largest */
+        int len = !strcmp(cmd, "fit") || !strcmp(cmd, "emit") /* no model: fit finds the
+                                                                 largest, emit reads a plan */
                       ? snprintf(args, sizeof args, "%s", cmd)
                       : snprintf(args, sizeof args, "%s '%s'", cmd, tl_path(PICK(models)));
-        if (strcmp(cmd, "info") != 0 && strcmp(cmd, "fit") != 0 && draw(8) != 0)
+        if (!strcmp(cmd, "emit") && draw(4) != 0)
+            len += snprintf(args + len, sizeof args - (size_t)len, " --plan '%s' --out '%s/emit'",
+                            planfile, tmp);
+        if (strcmp(cmd, "info") && strcmp(cmd, "fit") && strcmp(cmd, "emit") && draw(8) != 0)
             len += snprintf(args + len, sizeof args - (size_t)len, " --gpus %s",
                             draw(2) ? "8" : "16");
         if (!strcmp(cmd, "compare") && draw(4) != 0)
@@ -183,8 +205,7 @@ static void random_lines(const char *cmd, const char *tmp, const char *planfile)
         }
         char *out = NULL, *err = NULL;
         int rc = tl_run(args, &out, &err);
-        int one_line = err && strncmp(err, "autoplan: ", 10) == 0 &&
-                       (strchr(err, '\n') == NULL || strchr(err, '\n')[1] == '\0');
+        int one_line = refusal_lines(err, strstr(args, "--emit") != NULL);
         int sanitizer = err && (strstr(err, "runtime error") || strstr(err, "Sanitizer"));
         int ok = (rc == 0 || (rc == 2 && one_line)) && !sanitizer;
         CHECK(ok);
@@ -209,7 +230,8 @@ int main(int argc, char **argv) {
                         tl_path("examples/models/tiny-llama.json"), dir, dir);
     free(o);
     snprintf(planfile, sizeof planfile, "%s/p/plan.json", dir);
-    const char *cmds[] = {"estimate", "plan", "simulate", "partition", "fit", "compare", "info"};
+    const char *cmds[] = {"estimate", "plan", "simulate", "partition", "fit", "compare", "info",
+                          "emit"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) random_lines(cmds[i], dir, planfile);
     /* both kinds of answer occur, or the draws test nothing */
     CHECK(answered_n > 0 && refused_n > 0);
