@@ -634,12 +634,13 @@ static void merge_chunk(search_run *run, chunk_out *o) {
     }
     for (int64_t i = 0; i < o->nrec; i++)
         run->o->visit_fold(run->o->visit_ctx, o->recs + (size_t)i * run->o->visit_rec_size);
-    for (int i = 0; i < o->top.n; i++)
-        if (topk_offer_rank(&run->acc.top, &o->top, i,
-                            topk_id(&o->top, i) < 0 ? -1 : run->acc.ncand + topk_id(&o->top, i)) < 0) {
+    for (int i = 0; i < o->top.n; i++) {
+        const int64_t id = topk_id(&o->top, i);
+        if (topk_offer_rank(&run->acc.top, &o->top, i, id < 0 ? -1 : run->acc.ncand + id) < 0) {
             run->acc.st = ap_err_set(&run->acc.err, AP_ERR_NOMEM, "out of memory for the ranking");
             return;
         }
+    }
     run->acc.ncand += o->ncand;
     if (o->r.have_closest) consider_closest(r, &run->acc.best_overshoot, &o->r.closest);
 }

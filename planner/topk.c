@@ -75,15 +75,22 @@ static void chain_del(topk *t, int s) {
     *b = t->next[s];
 }
 
-/* The rank of slot s: the first rank with its keys by bisection, then along those keys. */
-static int rank_of_slot(const topk *t, int s) {
+/* The first rank whose keys do not beat (s, pk): where the ranks with those keys begin. */
+static int first_with_keys(const topk *t, double s, double pk) {
     int lo = 0, hi = t->n;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (key_beats(t->step[mid], t->peak[mid], t->sstep[s], t->speak[s])) lo = mid + 1;
+        if (key_beats(t->step[mid], t->peak[mid], s, pk)) lo = mid + 1;
         else hi = mid;
     }
-    for (int i = lo; i < t->n && !key_beats(t->sstep[s], t->speak[s], t->step[i], t->peak[i]); i++)
+    return lo;
+}
+
+/* The rank of slot s: among the ranks with its keys. */
+static int rank_of_slot(const topk *t, int s) {
+    const double st = t->sstep[s], pk = t->speak[s];
+    for (int i = first_with_keys(t, st, pk);
+         i < t->n && !key_beats(st, pk, t->step[i], t->peak[i]); i++)
         if (t->slot[i] == s) return i;
     for (int i = 0; i < t->n; i++) /* keys that are not numbers */
         if (t->slot[i] == s) return i;
@@ -211,7 +218,8 @@ static void class_del(topk *t, int c, double s, double pk) {
     c = cls_ix(c);
     double *a = t->ckeys[c];
     int n = t->nfinal[c], j = n - 1;
-    while (j > 0 && !(memcmp(&a[2 * j], &s, sizeof s) == 0 && memcmp(&a[2 * j + 1], &pk, sizeof pk) == 0))
+    while (j > 0 &&
+           !(memcmp(&a[2 * j], &s, sizeof s) == 0 && memcmp(&a[2 * j + 1], &pk, sizeof pk) == 0))
         j--;
     memmove(&a[2 * j], &a[2 * j + 2], (size_t)(n - 1 - j) * 2 * sizeof *a);
     t->nfinal[c]--;
@@ -220,13 +228,9 @@ static void class_del(topk *t, int c, double s, double pk) {
 /* The rank of complication c's slowest entry that counts (keys s, pk: the last of its keys):
  * the first rank with those keys by bisection, then the last of them that is c's. */
 static int class_last(const topk *t, int c, double s, double pk) {
-    int lo = 0, hi = t->n, last = -1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (key_beats(t->step[mid], t->peak[mid], s, pk)) lo = mid + 1;
-        else hi = mid;
-    }
-    for (int i = lo; i < t->n && !key_beats(s, pk, t->step[i], t->peak[i]); i++)
+    int last = -1;
+    for (int i = first_with_keys(t, s, pk); i < t->n && !key_beats(s, pk, t->step[i], t->peak[i]);
+         i++)
         if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
     for (int i = t->n - 1; i >= 0 && last < 0; i--) /* keys that are not numbers */
         if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
