@@ -44,13 +44,12 @@ static const char *path_in(const char *name) {
 /* Run the command `fmt` formats and check exit 2 with `want` in its error. */
 __attribute__((format(printf, 2, 3))) static void run_refused(const char *want, const char *fmt,
                                                               ...) {
-    char args[4096];
+    char args[4096], *out = NULL, *err = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    int rc = tl_vrun(args, sizeof args, fmt, ap, &out, &err);
     va_end(ap);
-    char *out = NULL, *err = NULL;
-    CHECK_INT(tl_run(args, &out, &err), 2);
+    CHECK_INT(rc, 2);
     CHECK_CONTAINS(err, want);
     free(out);
     free(err);

@@ -90,9 +90,9 @@ static const char *value_of(const flag *f, const char *tmp, const char *planfile
         return buf;
     }
     if (!strcmp(nm, "--plan") || !strcmp(nm, "--cluster")) {
-        const char *c[] = {!strcmp(nm, "--plan") ? planfile : tl_path("examples/clusters/dgx-a100.json"),
-                           planfile, tl_path("examples/clusters/dgx-a100.json"), "/nonexistent.json",
-                           tmp};
+        const char *cluster = tl_path("examples/clusters/dgx-a100.json");
+        const char *c[] = {!strcmp(nm, "--plan") ? planfile : cluster, planfile, cluster,
+                           "/nonexistent.json", tmp};
         snprintf(buf, n, "%s", PICKV(c, 3));
         return buf;
     }
@@ -211,7 +211,8 @@ static void random_lines(const char *cmd, const char *tmp, const char *planfile)
         CHECK(ok);
         answered_n += rc == 0;
         refused_n += rc == 2;
-        if (!ok) fprintf(stderr, "  autoplan %s\n  exit %d, stderr: %s\n", args, rc, err ? err : "");
+        if (!ok)
+            fprintf(stderr, "  autoplan %s\n  exit %d, stderr: %s\n", args, rc, err ? err : "");
         free(out);
         free(err);
     }

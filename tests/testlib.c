@@ -137,14 +137,17 @@ int tl_run(const char *args, char **out, char **err) {
     return -1;
 }
 
+int tl_vrun(char *args, size_t n, const char *fmt, va_list ap, char **out, char **err) {
+    vsnprintf(args, n, fmt, ap);
+    return tl_run(args, out, err);
+}
+
 char *tl_run_ok(const char *fmt, ...) {
-    char args[4096];
+    char args[4096], *out = NULL, *err = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    int rc = tl_vrun(args, sizeof args, fmt, ap, &out, &err);
     va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = tl_run(args, &out, &err);
     CHECK_INT(rc, 0);
     if (rc != 0) fprintf(stderr, "  autoplan %s\n  stderr: %s\n", args, err ? err : "");
     free(err);

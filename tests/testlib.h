@@ -8,6 +8,7 @@
 #ifndef AP_TESTLIB_H
 #define AP_TESTLIB_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,9 @@ const char *tl_path(const char *rel);
  * capturing stdout and stderr (caller frees both) and returning the exit code (-1 if it died
  * by a signal). stdin is /dev/null. */
 int tl_run(const char *args, char **out, char **err);
+/* tl_run of the arguments `fmt` formats with `ap` (into args, n bytes, for the caller's
+ * messages). */
+int tl_vrun(char *args, size_t n, const char *fmt, va_list ap, char **out, char **err);
 /* tl_run of the arguments `fmt` formats, checked to exit 0 (a failure prints them and the
  * stderr); its stdout (the caller frees it; NULL when there was none). */
 char *tl_run_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
