@@ -532,6 +532,8 @@ static void search_chunk(search_state *s, const ap_space_point *pts, int n) {
     chunk_out *o = s->out;
     s->est.sim_stop_unfit = o->stop_unfit;
     s->est.sim_stop_over = o->stop_over;
+    /* a visitor reads a stopped simulation's figures (search.h visit) */
+    s->est.sim_stop_early = !s->o->visit && !s->o->visit_keep;
     topk_clear(&o->top);
     o->ncand = 0;
     o->nrec = 0;

@@ -462,6 +462,14 @@ static ap_status setup(gem *g, ap_err *err) {
     g->keep_cuda_mem = total_chunk_mem * (1.0 - h->offload_param_frac);
     g->reuse = !g->ga; /* master_weights=True (GeminiPlugin default) */
     g->warmup = 1;
+    return AP_OK;
+}
+
+/* What the steps keep per operator (hx_ops makes the operators). */
+static ap_status setup_ops(gem *g, ap_err *err) {
+    hctx *x = g->x;
+    ap_status st = hx_ops(x, err);
+    if (st != AP_OK) return st;
     g->cl_off = ap_calloc((size_t)x->nops + 1, sizeof *g->cl_off);
     g->cl = ap_malloc(((size_t)x->nops * HOP_MAXP + 1) * sizeof *g->cl);
     g->lc_warm = ap_calloc((size_t)x->nops + 1, sizeof *g->lc_warm);
@@ -471,6 +479,93 @@ static ap_status setup(gem *g, ap_err *err) {
     if (!g->cl_off || !g->cl || !g->lc_warm || !g->lc_steady || !g->pool)
         return ap_err_set(err, AP_ERR_NOMEM, "gemini: out of memory");
     return AP_OK;
+}
+
+/* The memory once the Adam states exist (optimizer_step's _register_states, the end of the
+ * first step): each chunk's fp32 shard stays where setup put it (only the auto placement
+ * moves fp32 chunks, _maybe_move_fp32_params, with gpu_margin_mem_ratio > 0), the states join
+ * the chunk's gradient device, and kept chunks stay gathered on the GPU with their fp32 copy
+ * and states. So the host then holds at least the fp32 shards and states placed there, and
+ * the GPU at least its kept chunks, fp32 shards and states with the device overhead (the
+ * step's point after the registration has no operator's data); the 16-bit and gradient
+ * shards, which come and go, are left out. Where the caller reads nothing of a stopped run
+ * (ap_hetero_opts.stop_early) and either alone passes its stop rule (hx_host_point's,
+ * hx_gpu_point's), the run stops now: a static run would stop by then, on that resource or
+ * sooner (no static step fails). An auto run may fail first ("Adjust layout failed"), unfit
+ * too but not stopped: it stops now only where every unfit run stops (stop_unfit), whose
+ * caller reads no failed run's figures either (search.h any_fit, no_closest; a search once a
+ * plan fits). */
+static int may_stop_early(const gem *g) {
+    const ap_hetero_opts *o = g->x->o;
+    if (!o->stop_early || g->x->unfit) return 0;
+    return g->h->placement == AP_GEMINI_STATIC ? o->stop_unfit || o->stop_over > 0
+                                               : o->stop_unfit;
+}
+
+static void states_stop(gem *g) {
+    hctx *x = g->x;
+    const ap_hetero_opts *o = x->o;
+    if (!may_stop_early(g) || g->h->gpu_margin_mem_ratio > 0) return;
+    double host = 0, gpu = 0;
+    for (int i = 0; i < g->nch; i++) {
+        const gch *c = &g->ch[i];
+        if (c->keep) {
+            gpu += (double)c->elems * (E16 + 4.0) + 8.0 * (double)c->utilized;
+            continue;
+        }
+        if (c->f32_cpu) host += c->shard32;
+        if (c->f32_cuda) gpu += c->shard32;
+        if (c->grad_cuda) gpu += c->valid8;
+        else host += c->valid8;
+    }
+    const ap_hetero_summary *s = &x->sum;
+    const double node = host * x->gpus_per_node, hcap = s->host_capacity_bytes;
+    const double over = gpu + x->overhead_bytes + s->headroom_bytes - s->gpu_capacity_bytes;
+    if (o->stop_unfit) {
+        if (over > 0) hx_stop(x, AP_BIND_GPU, 1);
+        else if (node > 0.9 * hcap) hx_stop(x, AP_BIND_HOST, 1);
+    } else if (over > 0 && over / s->gpu_capacity_bytes > o->stop_over) {
+        hx_stop(x, AP_BIND_GPU, 2);
+    } else if (node > 0.9 * hcap && hcap > 0 && (node - 0.9 * hcap) / hcap > o->stop_over) {
+        hx_stop(x, AP_BIND_HOST, 2);
+    }
+}
+
+/* The GPU at each operator of the first micro-batch, at run_op's point once the operator's
+ * chunks are accessed (gathered): at least the kept chunks and the fp32 shards on the GPU
+ * (setup's, as above), the operator's own chunks whole, and its non-model data and weight
+ * gradients with the device overhead. Where the largest passes the GPU's stop rule, the run
+ * stops now, under the conditions above (an auto run may fail before that operator). */
+static void ops_stop(gem *g) {
+    hctx *x = g->x;
+    if (!may_stop_early(g)) return;
+    double fixed = 0;
+    for (int i = 0; i < g->nch; i++) {
+        const gch *c = &g->ch[i];
+        if (c->keep) fixed += (double)c->elems * (E16 + 4.0);
+        else if (c->f32_cuda) fixed += c->shard32;
+    }
+    double worst = 0;
+    for (int k = 0; k < x->nops; k++) {
+        const hop *o = &x->ops[k];
+        int32_t seen[HOP_MAXP];
+        int ns = 0;
+        double v = (double)o->nmd_peak + (double)o->wgrad_bytes;
+        for (int i = 0; i < o->nparams; i++) {
+            int ci = g->chunk_of[o->params[i]], dup = 0;
+            for (int j = 0; j < ns; j++) dup |= seen[j] == ci;
+            if (dup) continue;
+            seen[ns++] = ci;
+            if (!g->ch[ci].keep) v += chunk_mem(g, &g->ch[ci]);
+        }
+        if (v > worst) worst = v;
+    }
+    const ap_hetero_summary *s = &x->sum;
+    const double over = fixed + worst + x->overhead_bytes + s->headroom_bytes -
+                        s->gpu_capacity_bytes;
+    if (!(over > 0)) return;
+    if (x->o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
+    else if (over / s->gpu_capacity_bytes > x->o->stop_over) hx_stop(x, AP_BIND_GPU, 2);
 }
 
 /* ---- placement policies (placement_policy.py) -------------------------------------------- */
@@ -972,6 +1067,9 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
              ap_gemini_placement_name(g->h->placement));
     x->sum.kind = AP_HETERO_GEMINI;
     ap_status st = setup(g, err);
+    if (st == AP_OK) states_stop(g);
+    if (st == AP_OK && !x->unfit) st = setup_ops(g, err);
+    if (st == AP_OK) ops_stop(g);
     int steps = x->o->steps;
     for (int s = 0; st == AP_OK && s < steps && !g->failed && !x->unfit; s++) {
         int last = s == steps - 1;

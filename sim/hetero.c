@@ -571,7 +571,7 @@ struct ap_hetero_template {
     ap_plan q;
     ap_calib cal;
     const ap_kernels *k;
-    double fwd_s, bwd_s, step_overhead_s, flops_q, overhead_bytes;
+    double fwd_s, bwd_s, step_overhead_s, flops_q;
     hop *ops;
     int nops;
 };
@@ -685,7 +685,6 @@ static int template_take(hctx *x, const ap_plan *q) {
             x->bwd_s = t->bwd_s;
             x->step_overhead_s = t->step_overhead_s;
             x->model_flops_step = t->flops_q / (double)q->gbs * (double)x->p->gbs;
-            x->overhead_bytes = t->overhead_bytes;
         }
     }
     if (sh) pthread_mutex_unlock(&sh->mu);
@@ -714,7 +713,6 @@ static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     t->bwd_s = x->bwd_s;
     t->step_overhead_s = x->step_overhead_s;
     t->flops_q = flops_q;
-    t->overhead_bytes = x->overhead_bytes;
     memcpy(ops, x->ops, (size_t)x->nops * sizeof *ops);
     t->ops = ops;
     t->nops = x->nops;
@@ -733,19 +731,27 @@ static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     if (sh) pthread_mutex_unlock(&sh->mu);
 }
 
-/* Non-model data and compute time from the event simulator and the cost model, on a plan that
- * keeps every model state resident (ZeRO 0, no offload): the hetero trainers handle those.
- * From the cache's copy when the shape was simulated before. */
+/* The template's shape of the context's plan: the same plan with every model state resident
+ * (ZeRO 0, no offload), one micro-batch per step. */
+static void template_shape(const hctx *x, ap_plan *q) {
+    memcpy(q, x->p, sizeof *q); /* padding too: the cache compares shapes byte for byte */
+    memset(&q->hetero, 0, sizeof q->hetero);
+    q->zero = 0;
+    q->zero_group = 0;
+    q->offload_optimizer = q->offload_params = 0;
+    q->overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
+    q->grad_accum = 1;
+    q->gbs = q->mbs * q->dp;
+}
+
+/* Compute time from the cost model on the template's shape (the hetero trainers handle the
+ * model states), and the operators from the cache's copy when the shape was simulated
+ * before. Otherwise the operators are left to hx_ops (x->ops_pending): the event
+ * simulation that makes them is most of a run's cost, and a run that stops before its steps
+ * (its layout cannot fit) needs none. */
 static ap_status template_of(hctx *x, ap_err *err) {
     ap_plan q;
-    memcpy(&q, x->p, sizeof q); /* padding too: the cache compares shapes byte for byte */
-    memset(&q.hetero, 0, sizeof q.hetero);
-    q.zero = 0;
-    q.zero_group = 0;
-    q.offload_optimizer = q.offload_params = 0;
-    q.overlap_param = 0; /* no ZeRO-0 trainer gathers parameters */
-    q.grad_accum = 1;
-    q.gbs = q.mbs * q.dp;
+    template_shape(x, &q);
     int took = template_take(x, &q);
     if (took < 0) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     if (took) return AP_OK;
@@ -760,19 +766,27 @@ static ap_status template_of(hctx *x, ap_err *err) {
     x->bwd_s = e.time.stage_bwd_s[0];
     x->step_overhead_s = e.time.overhead_s;
     x->model_flops_step = e.tp.model_flops_per_step / (double)q.gbs * (double)x->p->gbs;
-    /* a run past the cutoff needs no operators: the event simulation is most of a run's cost */
+    /* a run past the cutoff needs no operators */
     if (hx_past_cutoff(x, 0)) {
         x->cut = 1;
-        return AP_OK;
+    } else {
+        x->ops_pending = 1;
+        x->ops_flops = e.tp.model_flops_per_step;
     }
+    return AP_OK;
+}
+
+ap_status hx_ops(hctx *x, ap_err *err) {
+    if (!x->ops_pending) return AP_OK;
+    ap_plan q;
+    template_shape(x, &q);
     ap_sim_opts so;
     ap_sim_opts_init(&so);
     so.record_curves = 1;
     so.capacity_bytes = 0;
     ap_sim *s = NULL;
-    st = ap_sim_run(x->m, NULL, &q, &so, &s, err);
+    ap_status st = ap_sim_run(x->m, NULL, &q, &so, &s, err);
     if (st != AP_OK) return st;
-    x->overhead_bytes = ap_sim_overhead_bytes(s);
     ap_sim_period *per = NULL;
     int nper = 0;
     st = ap_sim_periods(s, 0, &per, &nper, err);
@@ -780,7 +794,8 @@ static ap_status template_of(hctx *x, ap_err *err) {
     if (st != AP_OK) return st;
     st = build_ops(x, per, nper, err);
     ap_free(per);
-    if (st == AP_OK) template_keep(x, &q, e.tp.model_flops_per_step);
+    if (st == AP_OK) template_keep(x, &q, x->ops_flops);
+    x->ops_pending = 0;
     return st;
 }
 
@@ -856,7 +871,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     x->sum.nvme_capacity_bytes = c->nvme_bytes;
     st = ap_hetero_params(m, pl.tp, &x->params, &x->nparams, err);
     if (st == AP_OK) st = template_of(x, err);
-    /* the template's simulation (and the shared copy of it) priced NCCL as 2.22 and later */
+    /* CUDA context, cuBLAS workspaces and NCCL buffers as the run's NCCL allocates them */
     if (st == AP_OK) x->overhead_bytes = ap_mem_device_overhead_bytes(x->p, opts->nccl_eager);
     if (st == AP_OK && (x->cut || hx_past_cutoff(x, 0))) x->cut = 1; /* no step is simulated */
     else if (st == AP_OK)
@@ -934,6 +949,7 @@ ap_status ap_hetero_estimate(const ap_model *m, const ap_cluster *c, const ap_pl
     ho.step_cutoff_s = opts->sim_cutoff_s;
     ho.stop_unfit = opts->sim_stop_unfit;
     ho.stop_over = opts->sim_stop_over;
+    ho.stop_early = opts->sim_stop_early;
     ap_hetero *h = NULL;
     if ((st = ap_hetero_run(m, c, p, &ho, &h, err)) != AP_OK) return st;
     const ap_hetero_summary *s = ap_hetero_summary_of(h);

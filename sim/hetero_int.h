@@ -26,6 +26,7 @@
 #define hx_gpu_point ap_hx_gpu_point
 #define hx_host_point ap_hx_host_point
 #define hx_move ap_hx_move
+#define hx_ops ap_hx_ops
 #define hx_past_cutoff ap_hx_past_cutoff
 #define hx_planned ap_hx_planned
 #define hx_rec ap_hx_rec
@@ -77,8 +78,10 @@ typedef struct hctx {
     ap_kernels *k_built;        /* owned when built here from opts->profile */
     ap_hparam *params;
     int nparams;
-    hop *ops;                   /* one micro-batch, execution order */
+    hop *ops;                   /* one micro-batch, execution order (hx_ops) */
     int nops;
+    int ops_pending;            /* ops not made yet: hx_ops makes them */
+    double ops_flops;           /* the template shape's model FLOPs per step, for its cache */
     int Z;                      /* ranks sharding model states (dp) */
     int mb;                     /* micro-batches per step */
     double elt;                 /* bytes per element of the 16-bit copies */
@@ -111,6 +114,9 @@ typedef struct hctx {
 } hctx;
 
 /* ---- hetero.c ---------------------------------------------------------------------------- */
+/* The operators of one micro-batch (x->ops, x->nops), made on first use: the simulators ask for
+ * them once the layout has not stopped the run. */
+ap_status hx_ops(hctx *x, ap_err *err);
 /* Append an operator record / a movement while recording (no-ops otherwise); -1 / nothing on
  * allocation failure (ctx->nomem set). */
 int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb);

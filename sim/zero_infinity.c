@@ -620,6 +620,33 @@ static void optimizer_step(zs *z) {
     point(z, 0);
 }
 
+/* The GPU at each operator of the first micro-batch (run_micro's point): the resident model
+ * data, the operator's own parameters gathered whole (stage 3, those not persistent), and its
+ * non-model data and weight gradients with the device overhead. Where the largest passes the
+ * GPU's stop rule (hx_gpu_point's) and the caller reads nothing of a stopped run
+ * (ap_hetero_opts.stop_early), the run stops now: it would stop by that operator. */
+static void ops_stop(zs *z) {
+    hctx *x = z->x;
+    const ap_hetero_opts *o = x->o;
+    if (!o->stop_early || x->unfit || x->cut || !(o->stop_unfit || o->stop_over > 0)) return;
+    double worst = 0;
+    for (int k = 0; k < x->nops; k++) {
+        const hop *op = &x->ops[k];
+        double v = (double)op->nmd_peak + (double)op->wgrad_bytes;
+        if (z->stage == 3)
+            for (int i = 0; i < op->nparams; i++)
+                if (!z->persist[op->params[i]])
+                    v += (double)x->params[op->params[i]].numel * x->elt;
+        if (v > worst) worst = v;
+    }
+    const ap_hetero_summary *s = &x->sum;
+    const double cap = s->gpu_capacity_bytes;
+    const double over = z->fixed_gpu + worst + x->overhead_bytes + s->headroom_bytes - cap;
+    if (!(over > 0)) return;
+    if (o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
+    else if (over / cap > o->stop_over) hx_stop(x, AP_BIND_GPU, 2);
+}
+
 ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
     zs zz, *z = &zz;
     memset(z, 0, sizeof *z);
@@ -652,6 +679,8 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         else if (x->o->stop_over > 0 && gpu > cap && (gpu - cap) / cap > x->o->stop_over)
             hx_stop(x, AP_BIND_GPU, 2);
     }
+    /* the operators, once the layout has not stopped the run (hetero_int.h) */
+    if (st == AP_OK && !x->unfit) st = hx_ops(x, err);
     if (st == AP_OK && z->stage == 3 && !x->unfit) st = reuse_table(z, err);
     if (st == AP_OK && x->o->step_cutoff_s > 0) {
         /* the step also waits for the optimizer's Adam passes (optimizer_step) */
@@ -659,6 +688,7 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         optimizer_elems(z, &cpu_n, &gpu_n);
         x->cut = hx_past_cutoff(x, ht_cpu_adam_s(x, cpu_n, 34.0) + ht_gpu_pass_s(x, gpu_n * 34.0));
     }
+    if (st == AP_OK && !x->unfit) ops_stop(z);
     for (int s = 0; st == AP_OK && s < x->o->steps && !x->unfit && !x->cut; s++) {
         int last = s == x->o->steps - 1;
         z->traced = s > 0; /* the first step records the trace */

@@ -642,6 +642,74 @@ static void test_stop_unfit(void) {
     CHECK(near_enough > 0);
 }
 
+/* ap_hetero_opts.stop_early: a run that stops early stops as the run without it stops, of
+ * the same kind (an auto placement under stop_unfit may stop where the run without it fails,
+ * unfit as well), and a run it does not stop reports what the run without it reports. Under
+ * stop_unfit and under stop_over, on the cases and hosts above; some runs stop before the
+ * point the simulation would stop at (their figures say less), on the host and on the GPU. */
+static void test_stop_early(void) {
+    static const char *const models[] = {"examples/models/gpt2.json",
+                                          "examples/models/llama-2-7b.json",
+                                          "examples/models/llama-2-7b.json"};
+    static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
+    static const double hosts[] = {16, 64, 1024};
+    int stops = 0, early_host = 0, early_gpu = 0, same = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int k = 0; k < 8; k++)
+                for (int mode = 0; mode < 3; mode++) {
+                    ap_model m = load(models[mi]);
+                    ap_cluster c = one_gpu(gpus[mi], hosts[hi]);
+                    c.nvme_bytes = hi == 2 ? 50e9 : 4e12;
+                    c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
+                    ap_plan p = offload_case(k);
+                    ap_err err;
+                    if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
+                    ap_hetero_opts o;
+                    ap_hetero_opts_init(&o);
+                    o.record = 0;
+                    if (mode == 0) o.stop_unfit = 1;
+                    else o.stop_over = mode == 1 ? 1e-4 : 0.5;
+                    ap_hetero *h0 = NULL, *h1 = NULL;
+                    ap_status s0 = ap_hetero_run(&m, &c, &p, &o, &h0, &err);
+                    o.stop_early = 1;
+                    ap_status s1 = ap_hetero_run(&m, &c, &p, &o, &h1, &err);
+                    CHECK_INT(s1, s0);
+                    if (s0 == AP_OK && s1 == AP_OK) {
+                        const ap_hetero_summary *a = ap_hetero_summary_of(h0);
+                        const ap_hetero_summary *b = ap_hetero_summary_of(h1);
+                        int failed_auto = mode == 0 && k == 3 && a->failure[0] && !a->stopped;
+                        if (failed_auto && b->stopped) {
+                            CHECK_INT(b->stopped, 1);
+                        } else {
+                            CHECK_INT(b->stopped, a->stopped);
+                            CHECK_INT(b->fits, a->fits);
+                        }
+                        if (b->stopped) {
+                            CHECK(!a->fits);
+                            stops++;
+                            if (b->gpu_peak_bytes != a->gpu_peak_bytes ||
+                                b->host_peak_bytes != a->host_peak_bytes) {
+                                early_host += b->binding == AP_BIND_HOST;
+                                early_gpu += b->binding == AP_BIND_GPU;
+                            }
+                        } else {
+                            CHECK(b->step_s == a->step_s);
+                            CHECK(b->gpu_peak_bytes == a->gpu_peak_bytes);
+                            CHECK(b->host_peak_bytes == a->host_peak_bytes);
+                            CHECK_INT((int)b->binding, (int)a->binding);
+                            same++;
+                        }
+                    }
+                    ap_hetero_free(h0);
+                    ap_hetero_free(h1);
+                }
+    CHECK(stops > 0);
+    CHECK(same > 0);
+    CHECK(early_host > 0);
+    CHECK(early_gpu > 0);
+}
+
 /* ap_hetero_opts.step_cutoff_s: a run whose compute alone is past the cutoff simulates no step
  * (stopped 3, fits 0), whether its operator template is built (the cutoff is checked before
  * the event simulation) or taken from the cache; a cutoff at the run's own step time changes
@@ -1654,6 +1722,7 @@ int main(int argc, char **argv) {
     test_planfile();
     test_claims();
     test_stop_unfit();
+    test_stop_early();
     test_step_cutoff();
     test_template_store();
     test_emit();

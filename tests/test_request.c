@@ -341,6 +341,8 @@ static void test_tables_cover_the_structs(void) {
            1, sizeof(int));
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_stop_over),
            1, sizeof(double));
+    memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, sim_stop_early),
+           1, sizeof(int));
     /* the layer-price memo: it remembers prices, it does not change them (estimate.h) */
     memset(cov + so + offsetof(ap_search_opts, est) + offsetof(ap_estimate_opts, cache), 1,
            sizeof(void *));

@@ -68,6 +68,8 @@ typedef struct ap_estimate_opts {
     int sim_stop_unfit;
     /* ap_hetero_estimate only: its ap_hetero_opts.stop_over (0, the default: none) */
     double sim_stop_over;
+    /* ap_hetero_estimate only: its ap_hetero_opts.stop_early (0, the default) */
+    int sim_stop_early;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);

@@ -226,6 +226,12 @@ typedef struct ap_hetero_opts {
        whose closest so far is this near does not need it. The summary then says stopped 2
        and fits 0; its other figures are the run's so far. 0, the default: no such stop */
     double stop_over;
+    /* 1: the caller reads nothing of a stopped run but that it stopped (and its kind): where
+       stop_unfit or stop_over will stop the run for certain, it may stop before the point the
+       simulation would stop at (Gemini's static placement: its host memory once the Adam
+       states exist, known from the layout), so its figures say less. 0, the default: a
+       stopped run's figures are those up to that point */
+    int stop_early;
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
     /* kernel figures, as ap_estimate_opts: a measured profile over the published tables, or
        prebuilt tables (which win); both NULL: the GPU's published tables. Borrowed. */
