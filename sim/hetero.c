@@ -784,6 +784,7 @@ ap_status hx_ops(hctx *x, ap_err *err) {
     ap_sim_opts_init(&so);
     so.record_curves = 1;
     so.capacity_bytes = 0;
+    so.no_allocator = 1; /* the periods read live bytes */
     ap_sim *s = NULL;
     ap_status st = ap_sim_run(x->m, NULL, &q, &so, &s, err);
     if (st != AP_OK) return st;

@@ -1239,8 +1239,10 @@ static void gen_buffers(gen *g, ap_sim *s, int stream) {
         double lim = s->capacity_bytes - s->overhead_bytes;
         ao.limit_bytes = lim > 0 ? (int64_t)lim : 1;
     }
-    g->al = ap_alloc_new(&ao);
-    if (!g->al) g->nomem = 1;
+    if (!s->o.no_allocator) {
+        g->al = ap_alloc_new(&ao);
+        if (!g->al) g->nomem = 1;
+    }
     g->budget = s->budget_bytes;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoplan/hetero.h"
 #include "autoplan/planio.h"
 #include "autoplan/sim.h"
 #include "autoplan/strbuf.h"
@@ -585,6 +586,67 @@ static void run_invariants(const ap_model *m, const ap_plan *p, const char *labe
         for (int i = 0; i < ap_sim_nranks(s); i++)
             check_rank_invariants(s, ap_sim_rank_at(s, i), mode == 1, label);
         ap_sim_free(s);
+    }
+}
+
+/* ap_sim_opts.no_allocator: every rank's events, live curve, live peak and periods are those
+ * of the run with the caching allocator, and its reserved figures are 0 (1F1B with full
+ * recomputation, interleaved, ZeRO-3, MoE). */
+static void test_no_allocator(void) {
+    ap_model gpt, moe;
+    gpt_model(&gpt, 8, 1024, 16, 50257);
+    moe_model(&moe);
+    ap_plan ps[4];
+    base_plan(&ps[0], 1, 4, 2, 1, 8, 512);
+    ps[0].recompute = AP_RECOMPUTE_FULL;
+    base_plan(&ps[1], 2, 2, 2, 2, 4, 512);
+    ps[1].vp = 2;
+    base_plan(&ps[2], 1, 1, 8, 2, 2, 512);
+    ps[2].zero = 3;
+    base_plan(&ps[3], 1, 1, 4, 1, 2, 512);
+    for (int k = 0; k < 4; k++) {
+        const ap_model *m = k == 3 ? &moe : &gpt;
+        ap_sim *a = NULL, *b = NULL;
+        ap_sim_opts o;
+        ap_sim_opts_init(&o);
+        o.record_curves = 1;
+        ap_err err = {{0}};
+        CHECK(ap_sim_run(m, NULL, &ps[k], &o, &a, &err) == AP_OK);
+        o.no_allocator = 1;
+        CHECK(ap_sim_run(m, NULL, &ps[k], &o, &b, &err) == AP_OK);
+        if (!a || !b) {
+            ap_sim_free(a);
+            ap_sim_free(b);
+            continue;
+        }
+        CHECK_INT(ap_sim_nranks(b), ap_sim_nranks(a));
+        for (int i = 0; i < ap_sim_nranks(a) && i < ap_sim_nranks(b); i++) {
+            const ap_sim_rank *x = ap_sim_rank_at(a, i), *y = ap_sim_rank_at(b, i);
+            CHECK_INT(y->nevents, x->nevents);
+            CHECK(x->reserved_peak_bytes > 0);
+            CHECK(y->reserved_peak_bytes == 0);
+            CHECK(y->allocated_peak_bytes == x->allocated_peak_bytes);
+            if (y->nevents != x->nevents) continue;
+            CHECK(!memcmp(x->events, y->events, (size_t)x->nevents * sizeof *x->events));
+            CHECK(!memcmp(x->allocated_curve, y->allocated_curve,
+                          (size_t)x->nevents * sizeof *x->allocated_curve));
+            ap_sim_period *pa = NULL, *pb = NULL;
+            int na = 0, nb = 0;
+            CHECK(ap_sim_periods(a, i, &pa, &na, &err) == AP_OK);
+            CHECK(ap_sim_periods(b, i, &pb, &nb, &err) == AP_OK);
+            CHECK_INT(nb, na);
+            CHECK(na > 0);
+            for (int j = 0; j < na && j < nb && pa && pb; j++) {
+                const ap_sim_period *u = &pa[j], *v = &pb[j];
+                CHECK(u->kind == v->kind && u->phase == v->phase && u->layer == v->layer &&
+                      u->mb == v->mb && u->ev_begin == v->ev_begin && u->ev_end == v->ev_end &&
+                      u->start_bytes == v->start_bytes && u->peak_bytes == v->peak_bytes);
+            }
+            ap_free(pa);
+            ap_free(pb);
+        }
+        ap_sim_free(a);
+        ap_sim_free(b);
     }
 }
 
@@ -1560,6 +1622,7 @@ int main(int argc, char **argv) {
     test_allocator_against_reference();
     test_korthikanti_table2();
     test_invariants();
+    test_no_allocator();
     test_faults();
     test_zero3_gathers();
     test_schedule();

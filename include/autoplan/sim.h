@@ -294,6 +294,11 @@ typedef struct ap_sim_opts {
        online core. Ranks run one after another, in order, where rank_done or op_done is set
        (they are called in rank order). Results do not depend on it, bit for bit. Default 1 */
     int threads;
+    /* 1: no allocator model: the ranks' reserved figures (curves, peaks, budget, allocator
+       statistics) are 0, while their events and live bytes are those of a run with it, for
+       callers that read live bytes alone (ap_sim_periods; the heterogeneous simulators'
+       operator templates). Default 0 */
+    int no_allocator;
 } ap_sim_opts;
 
 void ap_sim_opts_init(ap_sim_opts *o);
