@@ -549,6 +549,29 @@ static ap_plan offload_case(int k) {
                     : ds_plan(3, AP_OFFLOAD_DEV_CPU, AP_OFFLOAD_DEV_NONE, 2);
 }
 
+/* Case (mi, hi, k) of the stop tests: model mi on its GPU with host hi (the ample host with
+ * small drives) and placement k (offload_case); 0 where the plan's buffers cannot be sized. */
+static int stop_case(int mi, int hi, int k, ap_model *m, ap_cluster *c, ap_plan *p) {
+    static const char *const models[] = {"examples/models/gpt2.json",
+                                          "examples/models/llama-2-7b.json",
+                                          "examples/models/llama-2-7b.json"};
+    static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
+    static const double hosts[] = {16, 64, 1024};
+    *m = load(models[mi]);
+    *c = one_gpu(gpus[mi], hosts[hi]);
+    c->nvme_bytes = hi == 2 ? 50e9 : 4e12;
+    c->nvme_read_bytes_per_s = c->nvme_write_bytes_per_s = 3e9;
+    *p = offload_case(k);
+    ap_err err;
+    return ap_hetero_size_param_buffers(m, p, &err) == AP_OK;
+}
+
+/* Whether two summaries report the same run. */
+static int same_run(const ap_hetero_summary *a, const ap_hetero_summary *b) {
+    return a->fits == b->fits && a->binding == b->binding && a->step_s == b->step_s &&
+           a->gpu_peak_bytes == b->gpu_peak_bytes && a->host_peak_bytes == b->host_peak_bytes;
+}
+
 /* ap_hetero_opts.stop_unfit: a run that stops says what the whole run says of the resource it
  * stopped on (the whole run does not fit for that reason), and a run that fits, or that
  * stops for no reason, reports what the whole run reports. stop_over: a run that stops has the
@@ -556,22 +579,15 @@ static ap_plan offload_case(int k) {
  * and auto, ZeRO-Offload and ZeRO-Infinity to the host and to NVMe, on hosts and drives from
  * too small to ample. */
 static void test_stop_unfit(void) {
-    static const char *const models[] = {"examples/models/gpt2.json",
-                                          "examples/models/llama-2-7b.json",
-                                          "examples/models/llama-2-7b.json"};
-    static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
-    static const double hosts[] = {16, 64, 1024};
     int fits = 0, by_host = 0, by_gpu = 0, by_nvme = 0, by_over = 0, near_enough = 0;
     for (int mi = 0; mi < 3; mi++)
         for (int hi = 0; hi < 3; hi++)
             for (int k = 0; k < 8; k++) {
-                ap_model m = load(models[mi]);
-                ap_cluster c = one_gpu(gpus[mi], hosts[hi]);
-                c.nvme_bytes = hi == 2 ? 50e9 : 4e12; /* the ample host, small drives */
-                c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
-                ap_plan p = offload_case(k);
+                ap_model m;
+                ap_cluster c;
+                ap_plan p;
                 ap_err err;
-                if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
+                if (!stop_case(mi, hi, k, &m, &c, &p)) continue;
                 ap_hetero_opts o;
                 ap_hetero_opts_init(&o);
                 ap_hetero *hw = NULL, *hs = NULL;
@@ -584,11 +600,7 @@ static void test_stop_unfit(void) {
                     const ap_hetero_summary *t = ap_hetero_summary_of(hs);
                     CHECK(!t->stopped || !t->fits);
                     if (!t->stopped) {
-                        CHECK_INT(t->fits, w->fits);
-                        CHECK_INT((int)t->binding, (int)w->binding);
-                        CHECK(t->step_s == w->step_s);
-                        CHECK(t->gpu_peak_bytes == w->gpu_peak_bytes);
-                        CHECK(t->host_peak_bytes == w->host_peak_bytes);
+                        CHECK(same_run(t, w));
                         fits += w->fits;
                     } else if (t->binding == AP_BIND_HOST) {
                         CHECK(w->host_bytes_per_node > 0.9 * w->host_capacity_bytes);
@@ -648,23 +660,16 @@ static void test_stop_unfit(void) {
  * stop_unfit and under stop_over, on the cases and hosts above; some runs stop before the
  * point the simulation would stop at (their figures say less), on the host and on the GPU. */
 static void test_stop_early(void) {
-    static const char *const models[] = {"examples/models/gpt2.json",
-                                          "examples/models/llama-2-7b.json",
-                                          "examples/models/llama-2-7b.json"};
-    static const char *const gpus[] = {"rtx-3090", "a100-sxm4-40g", "rtx-4090"};
-    static const double hosts[] = {16, 64, 1024};
     int stops = 0, early_host = 0, early_gpu = 0, same = 0;
     for (int mi = 0; mi < 3; mi++)
         for (int hi = 0; hi < 3; hi++)
             for (int k = 0; k < 8; k++)
                 for (int mode = 0; mode < 3; mode++) {
-                    ap_model m = load(models[mi]);
-                    ap_cluster c = one_gpu(gpus[mi], hosts[hi]);
-                    c.nvme_bytes = hi == 2 ? 50e9 : 4e12;
-                    c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
-                    ap_plan p = offload_case(k);
+                    ap_model m;
+                    ap_cluster c;
+                    ap_plan p;
                     ap_err err;
-                    if (ap_hetero_size_param_buffers(&m, &p, &err) != AP_OK) continue;
+                    if (!stop_case(mi, hi, k, &m, &c, &p)) continue;
                     ap_hetero_opts o;
                     ap_hetero_opts_init(&o);
                     o.record = 0;
@@ -694,10 +699,7 @@ static void test_stop_early(void) {
                                 early_gpu += b->binding == AP_BIND_GPU;
                             }
                         } else {
-                            CHECK(b->step_s == a->step_s);
-                            CHECK(b->gpu_peak_bytes == a->gpu_peak_bytes);
-                            CHECK(b->host_peak_bytes == a->host_peak_bytes);
-                            CHECK_INT((int)b->binding, (int)a->binding);
+                            CHECK(same_run(b, a));
                             same++;
                         }
                     }
