@@ -445,6 +445,8 @@ static int module_params(const hctx *x, const int32_t *first_of_layer, int32_t l
     return n;
 }
 
+static void ops_times(hctx *x);
+
 static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *err) {
     const ap_model *m = x->m;
     int64_t L = m->layers;
@@ -542,7 +544,14 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     }
     ap_free(last);
     ap_free(first);
-    /* compute time: the cost model's forward / backward of a micro-batch split by FLOPs */
+    ops_times(x);
+    return AP_OK;
+}
+
+/* Each operator's compute time: the cost model's forward / backward of a micro-batch (this
+ * run's, x->fwd_s and x->bwd_s) split by FLOPs. */
+static void ops_times(hctx *x) {
+    const int n = x->nops;
     double ff = 0, fb = 0;
     for (int k = 0; k < n; k++) {
         if (x->ops[k].phase == AP_PHASE_FWD) ff += x->ops[k].flops;
@@ -554,7 +563,6 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
         o->compute_s = tot > 0 ? (o->phase == AP_PHASE_FWD ? x->fwd_s : x->bwd_s) * o->flops / tot
                                : 0;
     }
-    return AP_OK;
 }
 
 int hx_past_cutoff(const hctx *x, double extra_s) {
@@ -571,8 +579,7 @@ struct ap_hetero_template {
     ap_plan q;
     ap_calib cal;
     const ap_kernels *k;
-    double fwd_s, bwd_s, step_overhead_s, flops_q;
-    hop *ops;
+    hop *ops;                 /* their compute_s are the builder's: ops_times sets a taker's */
     int nops;
 };
 
@@ -681,10 +688,6 @@ static int template_take(hctx *x, const ap_plan *q) {
         if (x->ops) {
             memcpy(x->ops, t->ops, (size_t)t->nops * sizeof *x->ops);
             x->nops = t->nops;
-            x->fwd_s = t->fwd_s;
-            x->bwd_s = t->bwd_s;
-            x->step_overhead_s = t->step_overhead_s;
-            x->model_flops_step = t->flops_q / (double)q->gbs * (double)x->p->gbs;
         }
     }
     if (sh) pthread_mutex_unlock(&sh->mu);
@@ -694,7 +697,7 @@ static int template_take(hctx *x, const ap_plan *q) {
 /* Keep the context's template for shape q in the cache or its store (nothing when memory is
  * short, or when another thread has stored the same meanwhile: the next run builds it
  * again, or finds that one). */
-static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
+static void template_keep(hctx *x, const ap_plan *q) {
     ap_hetero_cache *cache = x->o->cache;
     if (!cache || x->k_built) return;
     struct ap_hetero_template *t = ap_calloc(1, sizeof *t);
@@ -709,10 +712,6 @@ static void template_keep(hctx *x, const ap_plan *q, double flops_q) {
     t->q = *q;
     t->cal = x->cal;
     t->k = x->k;
-    t->fwd_s = x->fwd_s;
-    t->bwd_s = x->bwd_s;
-    t->step_overhead_s = x->step_overhead_s;
-    t->flops_q = flops_q;
     memcpy(ops, x->ops, (size_t)x->nops * sizeof *ops);
     t->ops = ops;
     t->nops = x->nops;
@@ -744,17 +743,28 @@ static void template_shape(const hctx *x, ap_plan *q) {
     q->gbs = q->mbs * q->dp;
 }
 
+/* The shape the operators are simulated on: the template's with a data-parallel degree of 2
+ * where it is larger, for models without MoE layers: a ZeRO-0 rank's non-model data per
+ * operator does not depend on it (its gradient buckets and communicators are sized by the
+ * parameters; tests/test_sim.c test_periods_dp), while the compute it changes through the
+ * hidden reduction is each run's own (ops_times). Plans differing in dp then share one event
+ * simulation. */
+static void operator_shape(const hctx *x, ap_plan *q) {
+    template_shape(x, q);
+    if (x->m->moe.experts == 0 && q->dp > 2) {
+        q->dp = 2;
+        q->gbs = q->mbs * 2;
+    }
+}
+
 /* Compute time from the cost model on the template's shape (the hetero trainers handle the
- * model states), and the operators from the cache's copy when the shape was simulated
- * before. Otherwise the operators are left to hx_ops (x->ops_pending): the event
- * simulation that makes them is most of a run's cost, and a run that stops before its steps
- * (its layout cannot fit) needs none. */
+ * model states), and the operators from the cache's copy when their shape was simulated
+ * before. Otherwise the operators are left to hx_ops (x->ops_pending): the event simulation
+ * that makes them is most of a run's cost, and a run that stops before its steps (its layout
+ * cannot fit) needs none. */
 static ap_status template_of(hctx *x, ap_err *err) {
     ap_plan q;
     template_shape(x, &q);
-    int took = template_take(x, &q);
-    if (took < 0) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
-    if (took) return AP_OK;
     ap_estimate_opts eo;
     ap_estimate_opts_init(&eo);
     eo.calib = x->o->calib;
@@ -769,17 +779,20 @@ static ap_status template_of(hctx *x, ap_err *err) {
     /* a run past the cutoff needs no operators */
     if (hx_past_cutoff(x, 0)) {
         x->cut = 1;
-    } else {
-        x->ops_pending = 1;
-        x->ops_flops = e.tp.model_flops_per_step;
+        return AP_OK;
     }
+    operator_shape(x, &q);
+    int took = template_take(x, &q);
+    if (took < 0) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
+    if (took) ops_times(x);
+    else x->ops_pending = 1;
     return AP_OK;
 }
 
 ap_status hx_ops(hctx *x, ap_err *err) {
     if (!x->ops_pending) return AP_OK;
     ap_plan q;
-    template_shape(x, &q);
+    operator_shape(x, &q);
     ap_sim_opts so;
     ap_sim_opts_init(&so);
     so.record_curves = 1;
@@ -795,7 +808,7 @@ ap_status hx_ops(hctx *x, ap_err *err) {
     if (st != AP_OK) return st;
     st = build_ops(x, per, nper, err);
     ap_free(per);
-    if (st == AP_OK) template_keep(x, &q, x->ops_flops);
+    if (st == AP_OK) template_keep(x, &q);
     x->ops_pending = 0;
     return st;
 }

@@ -81,7 +81,6 @@ typedef struct hctx {
     hop *ops;                   /* one micro-batch, execution order (hx_ops) */
     int nops;
     int ops_pending;            /* ops not made yet: hx_ops makes them */
-    double ops_flops;           /* the template shape's model FLOPs per step, for its cache */
     int Z;                      /* ranks sharding model states (dp) */
     int mb;                     /* micro-batches per step */
     double elt;                 /* bytes per element of the 16-bit copies */

@@ -650,6 +650,60 @@ static void test_no_allocator(void) {
     }
 }
 
+/* The non-model data per period of a ZeRO-0 rank (the heterogeneous simulators' operator
+ * shape, hetero.c operator_shape) is the same at every data-parallel degree from 2 up: GPT
+ * and Llama, tp 1 and 2, micro-batches 1 and 2, with and without full recomputation and
+ * FlashAttention, dp 2 to 64. */
+static void test_periods_dp(void) {
+    ap_model gpt, ll;
+    gpt_model(&gpt, 6, 1024, 16, 50257);
+    llama_model(&ll, 6, 1024, 16, 4, 2816, 32000);
+    int cases = 0;
+    for (int k = 0; k < 16; k++) {
+        const ap_model *m = k & 1 ? &ll : &gpt;
+        int tp = k & 2 ? 2 : 1;
+        int64_t mbs = k & 4 ? 2 : 1;
+        ap_sim_period *ref = NULL;
+        int nref = 0;
+        static const int dps[] = {2, 4, 16, 64};
+        for (int i = 0; i < 4; i++) {
+            ap_plan p;
+            base_plan(&p, tp, 1, dps[i], mbs, 1, 1024);
+            p.zero = 0;
+            if (k & 8) {
+                p.recompute = AP_RECOMPUTE_FULL;
+                p.flash_attn = 0;
+            }
+            ap_sim_opts o;
+            ap_sim_opts_init(&o);
+            o.record_curves = 1;
+            o.no_allocator = 1;
+            ap_sim *s = NULL;
+            ap_err err = {{0}};
+            ap_sim_period *per = NULL;
+            int n = 0;
+            CHECK(ap_sim_run(m, NULL, &p, &o, &s, &err) == AP_OK);
+            if (s) CHECK(ap_sim_periods(s, 0, &per, &n, &err) == AP_OK);
+            ap_sim_free(s);
+            if (i == 0) {
+                ref = per;
+                nref = n;
+                CHECK(n > 0);
+                continue;
+            }
+            CHECK_INT(n, nref);
+            for (int j = 0; j < n && j < nref && per && ref; j++)
+                CHECK(per[j].kind == ref[j].kind && per[j].phase == ref[j].phase &&
+                      per[j].layer == ref[j].layer && per[j].start_bytes == ref[j].start_bytes &&
+                      per[j].peak_bytes == ref[j].peak_bytes);
+            cases++;
+            ap_free(per);
+        }
+        ap_free(ref);
+    }
+    CHECK_INT(cases, 48);
+}
+
 static void test_invariants(void) {
     ap_model gpt, ll, moe;
     gpt_model(&gpt, 8, 1024, 16, 50257);
@@ -1623,6 +1677,7 @@ int main(int argc, char **argv) {
     test_korthikanti_table2();
     test_invariants();
     test_no_allocator();
+    test_periods_dp();
     test_faults();
     test_zero3_gathers();
     test_schedule();
