@@ -496,15 +496,12 @@ static ap_status setup_ops(gem *g, ap_err *err) {
  * caller reads no failed run's figures either (search.h any_fit, no_closest; a search once a
  * plan fits). */
 static int may_stop_early(const gem *g) {
-    const ap_hetero_opts *o = g->x->o;
-    if (!o->stop_early || g->x->unfit) return 0;
-    return g->h->placement == AP_GEMINI_STATIC ? o->stop_unfit || o->stop_over > 0
-                                               : o->stop_unfit;
+    return hx_may_stop_early(g->x) &&
+           (g->h->placement == AP_GEMINI_STATIC || g->x->o->stop_unfit);
 }
 
 static void states_stop(gem *g) {
     hctx *x = g->x;
-    const ap_hetero_opts *o = x->o;
     if (!may_stop_early(g) || g->h->gpu_margin_mem_ratio > 0) return;
     double host = 0, gpu = 0;
     for (int i = 0; i < g->nch; i++) {
@@ -519,16 +516,10 @@ static void states_stop(gem *g) {
         else host += c->valid8;
     }
     const ap_hetero_summary *s = &x->sum;
-    const double node = host * x->gpus_per_node, hcap = s->host_capacity_bytes;
-    const double over = gpu + x->overhead_bytes + s->headroom_bytes - s->gpu_capacity_bytes;
-    if (o->stop_unfit) {
-        if (over > 0) hx_stop(x, AP_BIND_GPU, 1);
-        else if (node > 0.9 * hcap) hx_stop(x, AP_BIND_HOST, 1);
-    } else if (over > 0 && over / s->gpu_capacity_bytes > o->stop_over) {
-        hx_stop(x, AP_BIND_GPU, 2);
-    } else if (node > 0.9 * hcap && hcap > 0 && (node - 0.9 * hcap) / hcap > o->stop_over) {
-        hx_stop(x, AP_BIND_HOST, 2);
-    }
+    const double cap = s->gpu_capacity_bytes;
+    hx_stop_past(x, AP_BIND_GPU, gpu + x->overhead_bytes + s->headroom_bytes - cap, cap);
+    hx_stop_past(x, AP_BIND_HOST, host * x->gpus_per_node - 0.9 * s->host_capacity_bytes,
+                 s->host_capacity_bytes);
 }
 
 /* The GPU at each operator of the first micro-batch, at run_op's point once the operator's
@@ -561,11 +552,9 @@ static void ops_stop(gem *g) {
         if (v > worst) worst = v;
     }
     const ap_hetero_summary *s = &x->sum;
-    const double over = fixed + worst + x->overhead_bytes + s->headroom_bytes -
-                        s->gpu_capacity_bytes;
-    if (!(over > 0)) return;
-    if (x->o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
-    else if (over / s->gpu_capacity_bytes > x->o->stop_over) hx_stop(x, AP_BIND_GPU, 2);
+    hx_stop_past(x, AP_BIND_GPU,
+                 fixed + worst + x->overhead_bytes + s->headroom_bytes - s->gpu_capacity_bytes,
+                 s->gpu_capacity_bytes);
 }
 
 /* ---- placement policies (placement_policy.py) -------------------------------------------- */

@@ -34,6 +34,8 @@
 #define hx_skipped ap_hx_skipped
 #define hx_snap ap_hx_snap
 #define hx_stop ap_hx_stop
+#define hx_stop_past ap_hx_stop_past
+#define hx_may_stop_early ap_hx_may_stop_early
 #define hx_chunks_find ap_hx_chunks_find
 #define hx_chunks_keep ap_hx_chunks_keep
 
@@ -127,6 +129,13 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes);
 /* The run stops on `binding` (AP_BIND_*): kind 1, the plan cannot fit (opts->stop_unfit);
  * 2, its overshoot is past opts->stop_over. */
 void hx_stop(hctx *x, int binding, int kind);
+/* The stop rule of a resource `excess` bytes past its limit (capacity `cap`): none where it
+ * is not past it or the run has stopped; kind 1 under stop_unfit; kind 2 where the excess
+ * over the capacity is past stop_over. */
+void hx_stop_past(hctx *x, int binding, double excess, double cap);
+/* Whether the run may stop before the point it reaches (ap_hetero_opts.stop_early): asked
+ * for, not stopped yet, and some stop rule set. */
+int hx_may_stop_early(const hctx *x);
 /* The caller's memo of Gemini's chunk-size searches (opts->cache, or the store it shares):
  * find the answer for `key` into *out (1) or not (0); keep one. */
 int hx_chunks_find(const hctx *x, uint64_t key, ap_chunk_config *out);

@@ -117,18 +117,26 @@ void hx_gpu_point(hctx *x, int rec, double model_bytes, double nonmodel_bytes) {
     }
     /* the reported step's peak only grows, and the verdict's GPU rule reads it (hetero.c), as
        the search's overshoot does (device peak + headroom - capacity, over the capacity) */
-    if (!x->unfit && over > 0) {
-        if (x->o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
-        else if (x->o->stop_over > 0 &&
-                 (s->gpu_peak_bytes + s->headroom_bytes - s->gpu_capacity_bytes) /
-                         s->gpu_capacity_bytes > x->o->stop_over)
-            hx_stop(x, AP_BIND_GPU, 2);
-    }
+    if (over > 0)
+        hx_stop_past(x, AP_BIND_GPU, s->gpu_peak_bytes + s->headroom_bytes - s->gpu_capacity_bytes,
+                     s->gpu_capacity_bytes);
 }
 
 void hx_stop(hctx *x, int binding, int kind) {
     x->unfit = binding;
     x->stop_kind = kind;
+}
+
+void hx_stop_past(hctx *x, int binding, double excess, double cap) {
+    if (x->unfit || !(excess > 0)) return;
+    if (x->o->stop_unfit) hx_stop(x, binding, 1);
+    else if (x->o->stop_over > 0 && cap > 0 && excess / cap > x->o->stop_over)
+        hx_stop(x, binding, 2);
+}
+
+int hx_may_stop_early(const hctx *x) {
+    const ap_hetero_opts *o = x->o;
+    return o->stop_early && !x->unfit && (o->stop_unfit || o->stop_over > 0);
 }
 
 void hx_planned(hctx *x, int rec, double bytes) {
@@ -146,11 +154,7 @@ void hx_host_point(hctx *x, int rec, double host_bytes, double pinned_bytes) {
         /* the peak only grows, and the verdict's host rule reads it (hetero.c), as the
            search's overshoot does (the node's share past 90%, over the node's memory) */
         const double node = host_bytes * x->gpus_per_node, cap = s->host_capacity_bytes;
-        if (!x->unfit && node > 0.9 * cap) {
-            if (x->o->stop_unfit) hx_stop(x, AP_BIND_HOST, 1);
-            else if (x->o->stop_over > 0 && cap > 0 && (node - 0.9 * cap) / cap > x->o->stop_over)
-                hx_stop(x, AP_BIND_HOST, 2);
-        }
+        hx_stop_past(x, AP_BIND_HOST, node - 0.9 * cap, cap);
     }
     ap_hetero_oprec *r = x->recording ? rec_at(x, rec) : NULL;
     if (r && host_bytes > (double)r->host_bytes) r->host_bytes = (int64_t)host_bytes;

@@ -627,8 +627,7 @@ static void optimizer_step(zs *z) {
  * (ap_hetero_opts.stop_early), the run stops now: it would stop by that operator. */
 static void ops_stop(zs *z) {
     hctx *x = z->x;
-    const ap_hetero_opts *o = x->o;
-    if (!o->stop_early || x->unfit || x->cut || !(o->stop_unfit || o->stop_over > 0)) return;
+    if (!hx_may_stop_early(x) || x->cut) return;
     double worst = 0;
     for (int k = 0; k < x->nops; k++) {
         const hop *op = &x->ops[k];
@@ -641,10 +640,8 @@ static void ops_stop(zs *z) {
     }
     const ap_hetero_summary *s = &x->sum;
     const double cap = s->gpu_capacity_bytes;
-    const double over = z->fixed_gpu + worst + x->overhead_bytes + s->headroom_bytes - cap;
-    if (!(over > 0)) return;
-    if (o->stop_unfit) hx_stop(x, AP_BIND_GPU, 1);
-    else if (over / cap > o->stop_over) hx_stop(x, AP_BIND_GPU, 2);
+    hx_stop_past(x, AP_BIND_GPU, z->fixed_gpu + worst + x->overhead_bytes + s->headroom_bytes - cap,
+                 cap);
 }
 
 ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
@@ -674,10 +671,8 @@ ap_status ap_zero_offload_sim(hctx *x, ap_err *err) {
         if (x->o->stop_unfit && s->nvme_bytes_per_node > 0 &&
             s->nvme_bytes_per_node > s->nvme_capacity_bytes)
             hx_stop(x, AP_BIND_NVME, 1);
-        else if (x->o->stop_unfit && gpu > cap)
-            hx_stop(x, AP_BIND_GPU, 1);
-        else if (x->o->stop_over > 0 && gpu > cap && (gpu - cap) / cap > x->o->stop_over)
-            hx_stop(x, AP_BIND_GPU, 2);
+        else
+            hx_stop_past(x, AP_BIND_GPU, gpu - cap, cap);
     }
     /* the operators, once the layout has not stopped the run (hetero_int.h) */
     if (st == AP_OK && !x->unfit) st = hx_ops(x, err);

@@ -228,8 +228,9 @@ typedef struct ap_hetero_opts {
     double stop_over;
     /* 1: the caller reads nothing of a stopped run but that it stopped (and its kind): where
        stop_unfit or stop_over will stop the run for certain, it may stop before the point the
-       simulation would stop at (Gemini's static placement: its host memory once the Adam
-       states exist, known from the layout), so its figures say less. 0, the default: a
+       simulation would stop at (Gemini: its host and GPU memory once the Adam states exist,
+       known from the layout; Gemini and DeepSpeed: each operator's GPU share, known from the
+       operators), so its figures say less. 0, the default: a
        stopped run's figures are those up to that point */
     int stop_early;
     ap_hetero_cache *cache;   /* optional (NULL): reuse the chunk search across runs */
