@@ -329,6 +329,7 @@ typedef struct {
     ap_uniform_split split;       /* its chunks, when uniform */
     int closed_form;              /* stage_layers counts a rank's chunks in closed form
                                      (closed_form_applies) */
+    int all_moe;                  /* with it, every layer is an MoE layer (else none is) */
     const int *chunk_first;       /* an explicit layout of a model with experts: each chunk's
                                      first layer (price_ranks' prefix sums); else NULL */
 } est;
@@ -571,8 +572,12 @@ static void chunks_each(const est *E, int r, int *nd, int *nm, int *nrc) {
  * plan: the common layout is counted without a loop over chunks. */
 static uint64_t stage_layers(const est *E, int r, stage *S) {
     int first = r == 0, last = r == E->x.p->pp - 1, nd, nm = 0, nrc;
-    if (E->closed_form) chunks_closed_form(E, r, &nd, &nrc);
-    else chunks_each(E, r, &nd, &nm, &nrc);
+    if (E->closed_form) {
+        chunks_closed_form(E, r, &nd, &nrc);
+        if (E->all_moe) nm = nd, nd = 0;
+    } else {
+        chunks_each(E, r, &nd, &nm, &nrc);
+    }
     S->r = r;
     S->first = first;
     S->last = last;
@@ -1096,12 +1101,18 @@ static void stage_repeat(est *E, const stage *K, int r, int end) {
     }
 }
 
-/* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, no MoE
- * layer, no chunk with its own recompute count. */
-static int closed_form_applies(const est *E) {
+/* Whether rank layers are counted in closed form (chunks_closed_form): a uniform layout, layers
+ * of one kind (no MoE layer, or MoE layers only: E->all_moe), no chunk with its own recompute
+ * count. */
+static int closed_form_applies(est *E) {
     const ap_plan *p = E->x.p;
     const int n = p->pp * p->vp;
-    if (!E->uniform || E->x.m->moe.experts > 0) return 0;
+    E->all_moe = 0;
+    if (!E->uniform) return 0;
+    const ap_model *m = E->x.m;
+    const int64_t moe = ap_model_moe_layers_in(m, 0, m->layers);
+    if (moe > 0 && moe < m->layers) return 0;
+    E->all_moe = moe > 0;
     if (p->recompute == AP_RECOMPUTE_FULL)
         for (int c = 0; c < n; c++)
             if (p->stage_recompute[c] > 0) return 0;
