@@ -34,6 +34,7 @@
 #include "partition_int.h"
 #include "autoplan/threads.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -631,12 +632,20 @@ static rs_memo *memo_slot(rs_scratch *sc, const ap_plan *p, int *hit) {
     return mm;
 }
 
-/* Memo entry mm for plan p's key from its sibling's estimate se (NULL: the trainer runs no
- * sibling), the layout n. */
-static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap_estimate *se,
-                      const int *n) {
+/* The signature of sibling plan q (search_int.h rs_sig). */
+static void sig_of(const ap_plan *q, rs_sig *g) {
+    memcpy(g->b, q, RS_SIG_HEAD);
+    memcpy(g->b + RS_SIG_HEAD, (const char *)q + offsetof(ap_plan, attn_impl), RS_SIG_TAIL);
+}
+
+/* Memo entry mm for plan p's key from its sibling q's estimate se (NULL: the trainer runs no
+ * sibling), the layout n. q is the plan as the search made it (the estimate's copy is
+ * normalised: its attention kernel resolved, for one). */
+static void memo_fill(const ap_model *m, rs_scratch *sc, rs_memo *mm, const ap_plan *p,
+                      const ap_plan *q, const ap_estimate *se, const int *n) {
     mm->none = se == NULL;
     if (se) {
+        sig_of(q, &sc->sig[mm - sc->memo]);
         memo_lin(m, se, n, mm);
         mm->overhead_s = se->time.overhead_s;
         mm->sib_zero = se->plan.zero;
@@ -648,6 +657,30 @@ static void memo_fill(const ap_model *m, rs_memo *mm, const ap_plan *p, const ap
     mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
 }
 
+/* Entry mm of plan p (a miss) from the entry of its sibling sc->q's own key where that entry
+ * was filled from the same sibling (equal signatures): a ZeRO-3 plan's sibling is the ZeRO-2
+ * plan of its degrees, which the search has mostly met as a member of its own. 1 when found. */
+static int memo_shared(rs_scratch *sc, const ap_plan *p, rs_memo *mm) {
+    const ap_plan *q = &sc->q;
+    if (q->zero == p->zero && q->zero_group == p->zero_group) return 0; /* the same key */
+    if (q->nchunks != 0) return 0;
+    int hit;
+    const rs_memo *src = memo_slot(sc, q, &hit);
+    if (!hit || src->none || src == mm) return 0;
+    rs_sig g;
+    sig_of(q, &g);
+    const rs_sig *have = &sc->sig[src - sc->memo];
+    if (memcmp(g.b, have->b, sizeof g.b) != 0) return 0;
+    *mm = *src;
+    sc->sig[mm - sc->memo] = *have;
+    mm->par_rho = NAN; /* read from p's own plans at their first use (rest_bound) */
+    sc->shared++;
+    mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
+    mm->etp = p->etp;
+    mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
+    return 1;
+}
+
 static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                               const ap_estimate_opts *eo, const ap_plan *p, const int *n,
                               rs_scratch *sc, rs_memo **out, ap_err *err) {
@@ -657,15 +690,28 @@ static ap_status sibling_memo(const ap_model *m, const ap_cluster *c, const ap_s
     if (!hit) {
         mm->valid = 0;
         int none = !sibling(m, c, o, p, &sc->q);
-        if (!none) {
+        if (!none && memo_shared(sc, p, mm)) {
+            /* the sibling's figures, filled for the key it is its own sibling of */
+#ifndef NDEBUG
+            /* debug builds (the sanitizer tests) check them against a fresh estimate */
+            rs_memo fresh = *mm;
+            if (ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err) == AP_OK) {
+                memo_lin(m, &sc->e, n, &fresh);
+                assert(fresh.pipe_s == mm->pipe_s && fresh.max_s == mm->max_s &&
+                       sc->e.time.overhead_s == mm->overhead_s);
+            }
+#endif
+        } else if (!none) {
             ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
             if (st != AP_OK) {
                 char lbl[160];
                 ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
                 return st;
             }
+            memo_fill(m, sc, mm, p, &sc->q, &sc->e, n);
+        } else {
+            memo_fill(m, sc, mm, p, NULL, NULL, n);
         }
-        memo_fill(m, mm, p, none ? NULL : &sc->e, n);
     }
     if (!mm->none) *out = mm;
     return AP_OK;
@@ -729,13 +775,14 @@ ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_searc
     return st;
 }
 
-double rs_member_bound_own(const ap_model *m, const ap_estimate *e, rs_scratch *sc) {
+double rs_member_bound_own(const ap_model *m, const ap_plan *p, const ap_estimate *e,
+                           rs_scratch *sc) {
     int hit;
     rs_memo *mm = memo_slot(sc, &e->plan, &hit);
     if (!hit) {
         int n[AP_MAX_STAGES];
         rank_layers(m, &e->plan, n);
-        memo_fill(m, mm, &e->plan, e, n);
+        memo_fill(m, sc, mm, &e->plan, p, e, n);
     }
     return mm->none ? 0 : member_lb(mm);
 }

@@ -472,7 +472,7 @@ static ap_status past_cut(search_state *s, int il, int im, double *lb, int *past
             ap_err_prefix(err, "estimating %s", ap_plan_label(&s->p, lbl, sizeof lbl));
             return st;
         }
-        lb[im] = rs_member_bound_own(s->m, &s->scratch, &s->rs);
+        lb[im] = rs_member_bound_own(s->m, &s->p, &s->scratch, &s->rs);
         s->pre = !(lb[im] > cut);
     }
     if (lb[im] < 0) {

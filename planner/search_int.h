@@ -8,6 +8,8 @@
 
 #include "autoplan/partition.h"
 
+#include <stddef.h>
+
 /* The short names of the functions below; the exported names carry the module prefix. */
 #define rs_applies ap_rs_applies
 #define rs_bound ap_rs_bound
@@ -169,10 +171,22 @@ typedef struct rs_memo {
     int sib_zero;
 } rs_memo;
 
+/* The sibling plan a memo entry was filled from, less its layout arrays (the memo's plans are
+ * uniform): entries of two keys with equal signatures hold the same sibling's figures, so a
+ * ZeRO-3 plan whose sibling is the ZeRO-2 plan of its degrees finds that plan's entry
+ * (resplit.c sibling_memo). */
+#define RS_SIG_HEAD offsetof(ap_plan, stage_layers)
+#define RS_SIG_TAIL (sizeof(ap_plan) - offsetof(ap_plan, attn_impl))
+typedef struct {
+    unsigned char b[RS_SIG_HEAD + RS_SIG_TAIL];
+} rs_sig;
+
 typedef struct rs_scratch {
     ap_plan q;
     ap_estimate e;
     rs_memo memo[RS_MEMO];
+    rs_sig sig[RS_MEMO]; /* memo[i]'s sibling, where it has one */
+    int64_t shared;      /* entries taken from another key's (tests read it) */
 } rs_scratch;
 
 /* Whether plans of this search can be re-split (the trainer takes uneven stages). */
@@ -199,9 +213,10 @@ ap_status rs_member_bound(const ap_model *m, const ap_cluster *c, const ap_searc
 /* Whether plan p is its own sibling: no recomputation or offload, ZeRO at most 2, the overlap
  * its sibling keeps (an estimate of it is the sibling's). */
 int rs_own_sibling(const ap_plan *p);
-/* rs_member_bound of a legal plan that is its own sibling, from its estimate e (the memo entry
- * filled from e on a miss: no estimate of its own). */
-double rs_member_bound_own(const ap_model *m, const ap_estimate *e, rs_scratch *sc);
+/* rs_member_bound of a legal plan p that is its own sibling, from its estimate e (the memo
+ * entry filled from e on a miss: no estimate of its own). */
+double rs_member_bound_own(const ap_model *m, const ap_plan *p, const ap_estimate *e,
+                           rs_scratch *sc);
 
 /* Rank the candidates (ids: their indices) into top: each candidate whose bound can still
  * beat the k-th entry gets its optimal split, each degree combination whose bound can, the
