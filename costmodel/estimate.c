@@ -656,6 +656,24 @@ static inline double stage_inflight(const est *E, int r, int *whole) {
     return (double)n;
 }
 
+/* Elements of the largest parameter tensor on a rank of this kind: the vocabulary-parallel
+ * embedding on the first rank, the output layer's weight on the last where it is a tensor of
+ * its own (untied, or the trainer's tied copy), and a layer's MLP input projection (h x ffn / t,
+ * gate and up fused under SwiGLU as Megatron's linear_fc1 holds them; an expert's over etp). */
+static double largest_param(const est *E, const stage *S) {
+    const ap_model *m = E->x.m;
+    const ap_plan *p = E->x.p;
+    const double mats = m->act == AP_ACT_SWIGLU ? 2.0 : 1.0, vh = E->V * E->h / E->t;
+    double big = 0;
+    if (S->nd > 0) big = mats * (double)m->hidden * (double)m->ffn_hidden / E->t;
+    if (S->nm > 0)
+        big = fmax(big, mats * (double)m->hidden * (double)m->moe.ffn_hidden / (p->etp > 0 ? p->etp : 1));
+    if (S->first) big = fmax(big, vh);
+    if (S->last && (!m->tied_embeddings || (p->pp > 1 && E->x.tr->tied_embedding_dup)))
+        big = fmax(big, vh);
+    return big;
+}
+
 /* Bytes a rank of this kind keeps per in-flight micro-batch under the plan's recompute, and its
  * backward working set: a fully recomputed layer rebuilt whole, or on the last stage the loss,
  * whichever is larger (the loss backward finishes before the last layer is rebuilt,
@@ -688,6 +706,15 @@ static void stage_kind_activations(const est *E, stage *S) {
         /* the loss of one micro-batch: the loss kernel's bytes per logit element s*b*V/t */
         double loss = E->loss_bytes * T * E->V / E->t;
         if (loss > transient) transient = loss;
+    }
+    /* DeepSpeed's BF16_Optimizer adds each micro-batch's 16-bit gradients into its fp32 buffer
+     * one parameter at a time, each through an fp32 copy of the gradient (runtime/
+     * bf16_optimizer.py update_hp_grads: the gradient cast to the buffer's dtype, then added),
+     * after the micro-batch's backward: its activations and working set are freed by then, and
+     * 4 bytes x the rank's largest parameter are live */
+    if (ap_plan_bf16_optimizer(p)) {
+        double upcast = 4.0 * largest_param(E, S) - act_mb;
+        if (upcast > transient) transient = upcast;
     }
     S->act_mb = act_mb;
     S->act_layers_mb = layers_only;

@@ -506,6 +506,36 @@ static void test_grad_accumulation_passes(void) {
     CHECK_NEAR(y2.time.stage_bwd_s[0] - y1.time.stage_bwd_s[0], 4.0 * params / hbm, 1e-9);
 }
 
+/* BF16_Optimizer adds each bf16 gradient into its fp32 buffer through an fp32 copy of that
+ * gradient (update_hp_grads), after the micro-batch's backward has freed its activations: the
+ * first rank's largest parameter is Llama-2-7B's embedding, 32000 x 4096, so 4 x 32000 x 4096 =
+ * 524,288,000 bytes are live beside the other in-flight micro-batch's (pp 2: two in flight on
+ * the first rank), more than the backward's working set at 256 tokens. ZeRO-1 keeps the
+ * gradients in param.grad and adds them there: no copy. */
+static void test_bf16_optimizer_upcast(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 8);
+    ap_err err;
+    static ap_estimate z0, z1;
+    ap_plan p = mkplan(1, 2, 4, 1, 64, 0, AP_RECOMPUTE_FULL, 0, 1);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.overlap_param = 0;
+    p.seq = 256;
+    p.dtype = AP_DTYPE_BF16;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z0, &err) == AP_OK);
+    p.zero = 1;
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z1, &err) == AP_OK);
+    const ap_stage_mem *a = &z0.stages[0], *b = &z1.stages[0];
+    CHECK_INT(a->inflight, 2);
+    CHECK_NEAR(a->layer_activations_bytes, b->layer_activations_bytes, 0);
+    double one = a->layer_activations_bytes / 2.0; /* the first rank keeps its layers' only */
+    CHECK_NEAR(a->activations_bytes, one + 4.0 * 32000 * 4096, 1e-3);
+    /* ZeRO-1: the two micro-batches and the backward's working set, below the copy */
+    double ws = b->activations_bytes - 2.0 * one;
+    CHECK(ws > 0 && ws < 4.0 * 32000 * 4096 - one);
+    CHECK(b->activations_bytes < a->activations_bytes);
+}
+
 /* Tied embeddings on the first and last pipeline stage: their fp32 main gradients (V/t x h,
  * Megatron) are all-reduced between the two once per step, priced as the estimate prices a
  * two-rank all-reduce across nodes (GPT-3 175B, tp 8 pp 8 over 128 nodes: 51200 x 12288 / 8
@@ -1583,6 +1613,7 @@ int main(int argc, char **argv) {
     test_pipeline_memory();
     test_offload();
     test_grad_accumulation_passes();
+    test_bf16_optimizer_upcast();
     test_tied_embedding_reduction();
     test_cp_eager_merge();
     test_sac_regathers();
