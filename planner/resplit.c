@@ -645,7 +645,7 @@ static void memo_fill(const ap_model *m, rs_scratch *sc, rs_memo *mm, const ap_p
                       const ap_plan *q, const ap_estimate *se, const int *n) {
     mm->none = se == NULL;
     if (se) {
-        sig_of(q, &sc->sig[mm - sc->memo]);
+        if (sc->sig) sig_of(q, &sc->sig[mm - sc->memo]);
         memo_lin(m, se, n, mm);
         mm->overhead_s = se->time.overhead_s;
         mm->sib_zero = se->plan.zero;
@@ -662,7 +662,8 @@ static void memo_fill(const ap_model *m, rs_scratch *sc, rs_memo *mm, const ap_p
  * plan of its degrees, which the search has mostly met as a member of its own. 1 when found. */
 static int memo_shared(rs_scratch *sc, const ap_plan *p, rs_memo *mm) {
     const ap_plan *q = &sc->q;
-    if (q->zero == p->zero && q->zero_group == p->zero_group) return 0; /* the same key */
+    if (!sc->sig || (q->zero == p->zero && q->zero_group == p->zero_group))
+        return 0; /* no signatures, or the same key */
     if (q->nchunks != 0) return 0;
     int hit;
     const rs_memo *src = memo_slot(sc, q, &hit);

@@ -858,7 +858,8 @@ static ap_status join_cands(search_run *run, ap_err *err) {
 /* Run the enumeration on nthreads workers: the calling thread and nthreads - 1 helpers
  * (threads.h; a helper that cannot start leaves its share to the others). */
 static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
-    search_state *st = ap_calloc((size_t)nthreads, sizeof *st);
+    /* each state is set whole below (the compound literal clears what it does not name) */
+    search_state *st = ap_malloc((size_t)nthreads * sizeof *st);
     void **args = ap_calloc((size_t)nthreads * 3, sizeof *args);
     if (!st || !args) {
         ap_free(st);
@@ -874,6 +875,8 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
                                .resplit = run->o->resplit && rs_applies(run->o),
                                .est = run->o->est, .found = &run->found};
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
+        /* the memo's signatures, written as entries are filled (NULL: none shared) */
+        st[i].rs.sig = ap_malloc(RS_MEMO * sizeof *st[i].rs.sig);
         st[i].chunk_cache.shared = store;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
@@ -889,6 +892,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     if (nthreads > 1) ap_tasks_wait(&team);
     for (int i = 0; i < nthreads; i++) {
         ap_estimate_cache_free(st[i].est.cache);
+        ap_free(st[i].rs.sig);
         ap_hetero_cache_free(&st[i].chunk_cache);
         ap_free(st[i].least);
     }

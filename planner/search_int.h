@@ -185,7 +185,9 @@ typedef struct rs_scratch {
     ap_plan q;
     ap_estimate e;
     rs_memo memo[RS_MEMO];
-    rs_sig sig[RS_MEMO]; /* memo[i]'s sibling, where it has one */
+    rs_sig *sig;         /* RS_MEMO signatures, sig[i] memo[i]'s sibling's where it has one
+                            (written when filled, the owner's array: not cleared with the
+                            rest); NULL: no entry is taken from another key's */
     int64_t shared;      /* entries taken from another key's (tests read it) */
 } rs_scratch;
 

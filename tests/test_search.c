@@ -1470,6 +1470,7 @@ static void test_member_bound(void) {
     };
     ap_err err = {{0}};
     rs_scratch *sc = calloc(1, sizeof *sc);
+    rs_sig *sigs = malloc(RS_MEMO * sizeof *sigs); /* the memo's signatures (search.c's) */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ap_model m = load(cases[i].model);
         ap_cluster c = cluster(cases[i].gpu, cases[i].n);
@@ -1486,6 +1487,7 @@ static void test_member_bound(void) {
         ap_search_result_free(&r);
         CHECK(all.n >= 20);
         memset(sc, 0, sizeof *sc);
+        sc->sig = sigs;
         int bad = 0, above = 0;
         double *lbs = calloc((size_t)all.n, sizeof *lbs);
         for (int k = 0; k < all.n; k++) {
@@ -1509,6 +1511,7 @@ static void test_member_bound(void) {
         for (int k = 0; k < all.n; k++) {
             double lb = -1;
             memset(sc, 0, sizeof *sc);
+            sc->sig = sigs;
             CHECK(rs_member_bound(&m, &c, &o, &o.est, &all.e[k].plan, sc, &lb, &err) == AP_OK);
             fresh_differ += lb != lbs[k];
         }
@@ -1548,6 +1551,7 @@ static void test_member_bound(void) {
         ap_search_result_free(&r);
         free(all.e);
     }
+    free(sigs);
     free(sc);
 }
 
