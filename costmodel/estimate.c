@@ -666,8 +666,10 @@ static double largest_param(const est *E, const stage *S) {
     const double mats = m->act == AP_ACT_SWIGLU ? 2.0 : 1.0, vh = E->V * E->h / E->t;
     double big = 0;
     if (S->nd > 0) big = mats * (double)m->hidden * (double)m->ffn_hidden / E->t;
-    if (S->nm > 0)
-        big = fmax(big, mats * (double)m->hidden * (double)m->moe.ffn_hidden / (p->etp > 0 ? p->etp : 1));
+    if (S->nm > 0) {
+        const double etp = p->etp > 0 ? p->etp : 1;
+        big = fmax(big, mats * (double)m->hidden * (double)m->moe.ffn_hidden / etp);
+    }
     if (S->first) big = fmax(big, vh);
     if (S->last && (!m->tied_embeddings || (p->pp > 1 && E->x.tr->tied_embedding_dup)))
         big = fmax(big, vh);

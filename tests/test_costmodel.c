@@ -450,6 +450,17 @@ static void test_op_sac(void) {
     CHECK(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_SELECTIVE) > 63616.0 * 16384.0);
 }
 
+/* DeepSpeed, bf16, ZeRO 0 (BF16_Optimizer): tp 1 pp 2 dp 4, micro-batch 1, 64 sequences of
+ * seq tokens, full recomputation */
+static ap_plan ds_bf16_pp2(int64_t seq) {
+    ap_plan p = mkplan(1, 2, 4, 1, 64, 0, AP_RECOMPUTE_FULL, 0, 1);
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    p.overlap_param = 0;
+    p.seq = seq;
+    p.dtype = AP_DTYPE_BF16;
+    return p;
+}
+
 /* DeepSpeed bf16 without ZeRO runs BF16_Optimizer, which after every micro-batch's backward
  * casts each bf16 gradient to fp32 and adds it into its fp32 buffer (update_hp_grads): 18 bytes
  * of HBM traffic per parameter of the rank (read 2, write 4; read 4 + 4, write 4), at the
@@ -464,11 +475,7 @@ static void test_grad_accumulation_passes(void) {
     ap_calib_default(&c.gpu, &cal);
     ap_err err;
     static ap_estimate z0, z1, f16, z1one;
-    ap_plan p = mkplan(1, 2, 4, 1, 64, 0, AP_RECOMPUTE_FULL, 0, 1);
-    p.trainer = AP_TRAINER_DEEPSPEED;
-    p.overlap_param = 0;
-    p.seq = 2048;
-    p.dtype = AP_DTYPE_BF16;
+    ap_plan p = ds_bf16_pp2(2048);
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z0, &err) == AP_OK);
     p.zero = 1;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z1, &err) == AP_OK);
@@ -517,11 +524,7 @@ static void test_bf16_optimizer_upcast(void) {
     ap_cluster c = cluster("a100-sxm4-80g", 8);
     ap_err err;
     static ap_estimate z0, z1;
-    ap_plan p = mkplan(1, 2, 4, 1, 64, 0, AP_RECOMPUTE_FULL, 0, 1);
-    p.trainer = AP_TRAINER_DEEPSPEED;
-    p.overlap_param = 0;
-    p.seq = 256;
-    p.dtype = AP_DTYPE_BF16;
+    ap_plan p = ds_bf16_pp2(256);
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z0, &err) == AP_OK);
     p.zero = 1;
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &z1, &err) == AP_OK);
