@@ -76,6 +76,15 @@ static void ran_counts(const vset *oos, int *ran, int *nofit, int *tight) {
     }
 }
 
+/* The recorded out-of-memory runs predicted within the GPU's memory but not within it less the
+ * planning headroom (the plan a search would not offer). */
+static int oom_tight(const vset *oos) {
+    int n = 0;
+    for (int i = 0; i < oos->n; i++)
+        n += oos->rows[i].is_oom && oos->rows[i].fits_device && !oos->rows[i].fits;
+    return n;
+}
+
 /* The out-of-sample part of --json: the same figures the text prints (errors as fractions;
  * signed errors negative when predicted too fast or too small). */
 static ap_json *oos_json(const vset *oos) {
@@ -109,6 +118,7 @@ static ap_json *oos_json(const vset *oos) {
     ap_json *oom = ap_json_new_object();
     ap_json_add_number(oom, "rows", oa.oom_rows);
     ap_json_add_number(oom, "predicted_not_to_fit", oa.oom_hit);
+    ap_json_add_number(oom, "within_headroom", oom_tight(oos));
     ap_json_add(root, "recorded_oom", oom);
     int ran, nofit, tight;
     ran_counts(oos, &ran, &nofit, &tight);
@@ -236,9 +246,10 @@ static void print_cross(const vset *cross, const ap_calib *ccal) {
 /* One out-of-sample row: times in seconds, memory in GiB, OOM records as predicted or not. */
 static void print_oos_row(const vrow *v) {
     if (v->is_oom) {
-        printf("%-24s %-10.10s %-13s %-38.38s recorded out of memory: %s\n", v->source,
+        printf("%-24s %-10.10s %-13s %-38.38s recorded out of memory: %s%s\n", v->source,
                v->model_name, v->cluster.gpu.name, v->plan_label,
-               v->predicted >= 0.5 ? "predicted not to fit" : "PREDICTED TO FIT");
+               v->predicted >= 0.5 ? "predicted not to fit" : "PREDICTED TO FIT",
+               v->predicted < 0.5 && !v->fits ? " (not with the planning headroom)" : "");
         return;
     }
     double scale = v->is_time ? 1.0 : AP_GIB;
@@ -269,8 +280,9 @@ static void print_oos(const vset *oos) {
     if (oa.mem_rows > 0)
         printf("out-of-sample memory MAPE %.2f%%, max %.2f%%\n", 100 * oa.mem_mape,
                100 * oa.mem_max);
-    printf("recorded out-of-memory runs predicted not to fit: %d of %d\n", oa.oom_hit,
-           oa.oom_rows);
+    printf("recorded out-of-memory runs predicted not to fit: %d of %d (device peak above the "
+           "GPU's memory); %d more within the %.0f GiB planning headroom\n", oa.oom_hit,
+           oa.oom_rows, oom_tight(oos), AP_DEFAULT_HEADROOM_BYTES / AP_GIB);
     int ran, nofit, tight;
     ran_counts(oos, &ran, &nofit, &tight);
     printf("runs that ran predicted not to fit: %d of %d (device peak above the GPU's memory); "

@@ -549,8 +549,9 @@ static void test_validate_targets(void) {
     const char *xakeys[] = {"rows", "predicted_not_to_fit", "within_headroom", NULL};
     const ap_json *objs[] = {ov, ap_json_at(ap_json_get(j, "by_source"), 0), ap_json_at(rows, 0),
                              j, xs, ap_json_get(xs, "overall"),
-                             ap_json_at(ap_json_get(xs, "rows"), 0), ap_json_get(xs, "ran")};
-    const char **keys[] = {okeys, bkeys, rkeys, tkeys, xkeys, xokeys, xrkeys, xakeys};
+                             ap_json_at(ap_json_get(xs, "rows"), 0), ap_json_get(xs, "ran"),
+                             ap_json_get(xs, "recorded_oom")};
+    const char **keys[] = {okeys, bkeys, rkeys, tkeys, xkeys, xokeys, xrkeys, xakeys, xakeys};
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "overall"), "time_mape")) <= 0.10);
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")) >= 6);
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "ran"), "predicted_not_to_fit")) == 0);
@@ -569,7 +570,7 @@ static void test_validate_targets(void) {
         }
     }
     CHECK_NEAR(noom, ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")), 0);
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 9; k++) {
         const ap_json *x = ap_json_first(objs[k]);
         int i = 0;
         for (; keys[k][i] && x; i++, x = ap_json_next(x)) CHECK_STR(ap_json_key(x), keys[k][i]);
@@ -625,9 +626,10 @@ static void test_validate_targets(void) {
         if (mape > oos[i].max_mape) fprintf(stderr, "%s: %.2f%%\n", oos[i].source, mape);
         CHECK(mape <= oos[i].max_mape);
     }
-    /* BLOOM's 40 nvidia-smi readings within 5% (3.68%: the device bytes with the blocks the
-     * caching allocator keeps, GMLake's 15%, and the NCCL 2.10 communicators of DeepSpeed's
-     * pipeline engine connected when made; 8.37% with NCCL priced as 2.22 connects) */
+    /* BLOOM's 40 nvidia-smi readings within 5% (3.38%: the device bytes with the blocks the
+     * caching allocator keeps, GMLake's 15%, the NCCL 2.10 communicators of DeepSpeed's
+     * pipeline engine connected when made and BF16_Optimizer's fp32 copy of each gradient;
+     * 8.37% with NCCL priced as 2.22 connects) */
     const char *bl = table ? strstr(table, "bigscience-bloom") : NULL;
     CHECK(bl != NULL);
     if (bl) {
@@ -639,15 +641,16 @@ static void test_validate_targets(void) {
     const char *oom = out ? strstr(out, "recorded out-of-memory runs predicted not to fit: ") : NULL;
     CHECK(oom != NULL);
     if (oom) {
-        int hit = -1, n = -2;
-        CHECK(sscanf(oom, "recorded out-of-memory runs predicted not to fit: %d of %d", &hit,
-                     &n) == 2);
+        int hit = -1, n = -2, tight = -1;
+        CHECK(sscanf(oom, "recorded out-of-memory runs predicted not to fit: %d of %d (device "
+                          "peak above the GPU's memory); %d more", &hit, &n, &tight) == 3);
         /* the issue's target is every one; not met: of BLOOM's six recorded out-of-memory
-         * topologies two are predicted to fit (184B at TP 4 PP 6 with one sequence per
-         * micro-batch, 2% under the GPU's memory, and 206B at TP 4 PP 12, which no smooth
-         * model separates from the 203B that ran at 67 GB; README "Validation"), so this
-         * holds the four it catches */
-        CHECK(n >= 6 && hit >= 4);
+         * topologies two are predicted within the GPU's memory (184B at TP 4 PP 6 with one
+         * sequence per micro-batch, 78.4 of 80 GiB: a plan the search would not offer, past
+         * the 2 GiB headroom; and 206B at TP 4 PP 12, which no smooth model separates from
+         * the 203B that ran at 67 GB; README "Validation"), so this holds the four it
+         * catches and the one within the headroom */
+        CHECK(n >= 6 && hit >= 4 && hit + tight >= 5);
     }
     /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten
      * within the 2 GiB planning headroom (README "Validation": llm-foundry rows on A100-40GB
