@@ -638,6 +638,14 @@ static void sig_of(const ap_plan *q, rs_sig *g) {
     memcpy(g->b + RS_SIG_HEAD, (const char *)q + offsetof(ap_plan, attn_impl), RS_SIG_TAIL);
 }
 
+/* Entry mm valid for plan p's key (memo_slot's fields). */
+static void memo_key(rs_memo *mm, const ap_plan *p) {
+    mm->valid = 1;
+    mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
+    mm->etp = p->etp;
+    mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
+}
+
 /* Memo entry mm for plan p's key from its sibling q's estimate se (NULL: the trainer runs no
  * sibling), the layout n. q is the plan as the search made it (the estimate's copy is
  * normalised: its attention kernel resolved, for one). */
@@ -651,10 +659,7 @@ static void memo_fill(const ap_model *m, rs_scratch *sc, rs_memo *mm, const ap_p
         mm->sib_zero = se->plan.zero;
         mm->par_rho = NAN; /* rest_bound reads it at its first use */
     }
-    mm->valid = 1;
-    mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
-    mm->etp = p->etp;
-    mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
+    memo_key(mm, p);
 }
 
 /* Entry mm of plan p (a miss) from the entry of its sibling sc->q's own key where that entry
@@ -676,9 +681,7 @@ static int memo_shared(rs_scratch *sc, const ap_plan *p, rs_memo *mm) {
     sc->sig[mm - sc->memo] = *have;
     mm->par_rho = NAN; /* read from p's own plans at their first use (rest_bound) */
     sc->shared++;
-    mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
-    mm->etp = p->etp;
-    mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
+    memo_key(mm, p);
     return 1;
 }
 
