@@ -586,6 +586,9 @@ typedef struct {
     int *npts;                /* points of each slot's chunk; -1: not finished */
     double lag_ring[2 * LAG]; /* the answer's ranking bound after chunk j merged, at j % (2 LAG) */
     _Atomic int found;        /* any_fit: a plan fits */
+    ap_space_point *frugal;   /* any_fit: the simulated points, most frugal first (take) */
+    int64_t nfrugal, next_frugal;
+    int frugal_read;          /* frugal holds them (or failed to: the walk's order then) */
     /* the answer: counters and closest plan in *r, the rest folded like a chunk's in acc
      * (its candidates in the chunks' arrays, blk, joined in acc.cands when the walk ends) */
     ap_search_result *r;
@@ -661,6 +664,49 @@ typedef struct {
     ap_space_point pts[CHUNK_POINTS];
 } taken;
 
+/* How frugal a simulated point is with device memory, higher first (take): the state bytes
+ * it moves off the GPU (offload fractions; DeepSpeed's NVMe level offloads both wholly), then
+ * the ranks its layers' activations are split over (tp x cp). */
+static int frugal_cmp(const ap_space_point *a, const ap_space_point *b, int ds) {
+    const double oa = a->offload_optimizer + a->offload_params + (ds && a->hetero_extra ? 2 : 0);
+    const double ob = b->offload_optimizer + b->offload_params + (ds && b->hetero_extra ? 2 : 0);
+    if (oa != ob) return oa > ob ? -1 : 1;
+    const int ma = a->tp * a->cp, mb = b->tp * b->cp;
+    return ma != mb ? (ma > mb ? -1 : 1) : 0;
+}
+
+/* any_fit's second pass: every simulated point read from the walk into run->frugal, sorted
+ * most frugal first (a stable insertion sort: the walk's order breaks ties). Only whether a
+ * plan fits is asked, and one fitting simulation answers it, so the points likeliest to fit
+ * are simulated first (a verdict of a model that fits took 20 simulations, now one); where
+ * none fits, every point is simulated either way. Out of memory leaves the walk's order. */
+static void read_frugal(search_run *run) {
+    run->frugal_read = 1;
+    const int ds = run->o->fixed.trainer == AP_TRAINER_DEEPSPEED;
+    int64_t cap = 0;
+    ap_space_point pt;
+    ap_space w = run->walk;
+    while (ap_space_next(&w, &pt)) {
+        if (!ap_space_point_simulated(&w, &pt)) continue;
+        if (run->nfrugal == cap) {
+            cap = cap ? 2 * cap : 64;
+            ap_space_point *v = ap_realloc(run->frugal, (size_t)cap * sizeof *v);
+            if (!v) {
+                ap_free(run->frugal);
+                run->frugal = NULL;
+                run->nfrugal = 0;
+                return;
+            }
+            run->frugal = v;
+        }
+        int64_t j = run->nfrugal++;
+        for (; j > 0 && frugal_cmp(&pt, &run->frugal[j - 1], ds) < 0; j--)
+            run->frugal[j] = run->frugal[j - 1];
+        run->frugal[j] = pt;
+    }
+    if (run->frugal) run->walk = w; /* the walk is spent: the points are in frugal */
+}
+
 /* Read the next chunk's points from the space (run->space_mu, not run->mu: merging and
  * placing chunks do not wait on the walk); 0 when there are none. */
 static int take(search_run *run, taken *c) {
@@ -674,7 +720,13 @@ static int take(search_run *run, taken *c) {
          * few of them would hold a whole chunk, and the whole search, on one thread (the
          * answer depends neither on where chunks end nor on their order) */
         int n = 0, more = 1;
-        while (n < CHUNK_POINTS && (more = ap_space_next(&run->walk, &c->pts[n]))) {
+        if (run->sim_walk && run->o->any_fit && !run->frugal_read) read_frugal(run);
+        if (run->frugal) { /* one simulated point a chunk, as below */
+            more = run->next_frugal < run->nfrugal;
+            if (more) c->pts[n++] = run->frugal[run->next_frugal++];
+        }
+        while (!run->frugal && n < CHUNK_POINTS &&
+               (more = ap_space_next(&run->walk, &c->pts[n]))) {
             int simulated = ap_space_point_simulated(&run->walk, &c->pts[n]);
             if (simulated != run->sim_walk) continue; /* not asked this pass */
             n++;
@@ -837,6 +889,7 @@ static void free_run(search_run *run) {
     ap_free(run->acc.cands);
     for (int64_t b = 0; b < run->nblk; b++) ap_free(run->blk[b].v);
     ap_free(run->blk);
+    ap_free(run->frugal);
 }
 
 /* The merged chunks' candidates into one array, acc.cands (their ids index it). */

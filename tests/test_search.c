@@ -1592,6 +1592,101 @@ static void test_groups_without_offload(void) {
     }
 }
 
+/* A deep Llama-2 7B (300 layers) on 8 V100s under Colossal-AI fits no plan; its closest is an
+ * interleaved pipeline (vp > 1), which Colossal-AI's stage manager cannot split unevenly: the
+ * closest plan's joint re-split leaves it as it is (it used to fail the whole search: "splits
+ * unevenly only without interleaving"). */
+static void test_closest_unsplittable(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    m.layers = 300;
+    ap_cluster c = cluster("v100-sxm2-32g", 8);
+    ap_err err = {{0}};
+    ap_search_opts o;
+    case_opts(&o, &m, AP_TRAINER_COLOSSALAI, 8);
+    o.fixed.seq = 4096;
+    o.fixed.dtype = AP_DTYPE_FP16; /* a V100 has no bf16 */
+    o.fix_dtype = 1;
+    o.fixed.recompute = AP_RECOMPUTE_FULL;
+    o.fix_recompute = 1;
+    o.resplit = 1;
+    ap_search_result r;
+    ap_status st = ap_search(&m, &c, &o, &r, &err);
+    CHECK_INT(st, AP_OK);
+    if (st != AP_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    CHECK_INT(r.ntop, 0);
+    CHECK(r.have_closest);
+    CHECK(r.closest.plan.vp > 1);
+    CHECK_INT(r.closest.plan.nchunks, 0); /* uniform, as the search estimated it */
+    ap_search_result_free(&r);
+}
+
+/* What a search's visits saw of its simulated plans (visit_sim): the first, and the most
+ * offloaded (offload fractions summed) with the most tensor parallelism among those. */
+typedef struct {
+    ap_plan first;
+    int have;
+    double most;
+    int most_tp;
+} sim_seen;
+
+static double offloaded(const ap_plan *p) { return p->offload_optimizer + p->offload_params; }
+
+static void visit_sim(void *ctx, const ap_estimate *e) {
+    sim_seen *v = ctx;
+    const ap_plan *p = &e->plan;
+    if (!ap_hetero_applies(p)) return;
+    if (!v->have) v->first = *p;
+    if (!v->have || offloaded(p) > v->most || (offloaded(p) == v->most && p->tp > v->most_tp)) {
+        v->most = offloaded(p);
+        v->most_tp = p->tp;
+    }
+    v->have = 1;
+}
+
+/* any_fit asks whether some plan fits: where only simulated plans can (Gemini placements of the
+ * deep model above, with host memory enough), the first it simulates is the most frugal point
+ * of the whole space (the most offloaded and, among those, the most tensor-parallel; the walk's
+ * order simulates tp 1 without offload first, which does not fit), and its verdict is the whole
+ * search's. */
+static void test_any_fit_frugal_first(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    m.layers = 300;
+    ap_cluster c = cluster("v100-sxm2-32g", 8);
+    c.cpu_mem_bytes = 1024.0 * (1 << 30);
+    ap_err err = {{0}};
+    ap_search_opts o;
+    case_opts(&o, &m, AP_TRAINER_COLOSSALAI, 8);
+    o.fixed.seq = 4096;
+    o.fixed.dtype = AP_DTYPE_FP16; /* a V100 has no bf16 */
+    o.fix_dtype = 1;
+    o.fixed.recompute = AP_RECOMPUTE_FULL;
+    o.fix_recompute = 1;
+    o.threads = 1;
+    o.prune = 0;
+    sim_seen all = {.have = 0}, any = {.have = 0};
+    o.visit = visit_sim;
+    o.visit_ctx = &all;
+    ap_search_result r;
+    CHECK(ap_search(&m, &c, &o, &r, &err) == AP_OK);
+    CHECK(r.ntop > 0);
+    for (int i = 0; i < r.ntop; i++) CHECK(ap_hetero_applies(&r.top[i].plan));
+    CHECK(all.have && offloaded(&all.first) < all.most); /* the walk's first is not frugal */
+    ap_search_opts oa = o;
+    oa.any_fit = 1;
+    oa.visit_ctx = &any;
+    ap_search_result a;
+    CHECK(ap_search(&m, &c, &oa, &a, &err) == AP_OK);
+    CHECK(a.ntop > 0);
+    CHECK(any.have);
+    CHECK_NEAR(offloaded(&any.first), all.most, 0);
+    CHECK_INT(any.first.tp, all.most_tp);
+    ap_search_result_free(&a);
+    ap_search_result_free(&r);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_groups_without_offload();
@@ -1603,6 +1698,8 @@ int main(int argc, char **argv) {
     test_member_bound();
     test_any_fit();
     test_any_fit_simulated();
+    test_any_fit_frugal_first();
+    test_closest_unsplittable();
     test_legality_factors();
     test_brute_force();
     test_nothing_fits();
