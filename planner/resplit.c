@@ -1368,6 +1368,9 @@ static ap_status closest_phase(ranker *rk, ap_search_result *r, ap_err *err) {
         po.choose_mode = po.choose_recompute = po.choose_offload = 0;
         st = ap_partition_solve(rk->m, rk->c, &rk->ws.p, &po, &rk->ws.pr, err);
     }
+    /* a plan the trainer cannot split otherwise (Colossal-AI's interleaved stages, one layer
+       count per rank) stays the closest as it is, as such a candidate stays unsplit (search.c) */
+    if (st == AP_ERR_INFEASIBLE || st == AP_ERR_INPUT) return AP_OK;
     if (st == AP_OK) {
         ap_partition_apply(&rk->ws.pr, &rk->ws.p);
         if (ap_plan_check(&rk->ws.p, rk->m, rk->c, rk->o->allow_cross_node_tp, NULL) != AP_OK)
