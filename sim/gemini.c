@@ -944,7 +944,7 @@ static int run_op(gem *g, int k, int32_t mb, ap_err *err) {
     /* the operator runs: its non-model data on top of the model data */
     g->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;
     point(g, 0);
-    x->tl.t += o->compute_s;
+    x->tl.t += hx_op_compute_s(x, o);
     /* post_op and the gradient hooks */
     for (int i = 0; i < o->nparams; i++) {
         gch *c = &g->ch[g->chunk_of[o->params[i]]];

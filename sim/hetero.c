@@ -445,7 +445,7 @@ static int module_params(const hctx *x, const int32_t *first_of_layer, int32_t l
     return n;
 }
 
-static void ops_times(hctx *x);
+static void ops_flops(hctx *x);
 
 static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *err) {
     const ap_model *m = x->m;
@@ -453,8 +453,9 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     int32_t *first = ap_malloc((size_t)(L + 2) * sizeof *first);
     /* at most four modules per period; each one used is written whole below (memset), so the
        rest stays unwritten: zeroing all of it was 3% of fit's instructions */
-    x->ops = ap_malloc(((size_t)nper * 4 + 4) * sizeof *x->ops);
-    if (!first || !x->ops) {
+    hop *ops = ap_malloc(((size_t)nper * 4 + 4) * sizeof *ops);
+    x->ops = ops; /* the run's own (x->tpl NULL) */
+    if (!first || !ops) {
         ap_free(first);
         return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
     }
@@ -482,12 +483,12 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
                             : q->layer;
         if (nm == 0) {
             /* no parameters here (a shared norm): its data belongs to the running operator */
-            if (n > 0 && q->peak_bytes > x->ops[n - 1].nmd_peak) x->ops[n - 1].nmd_peak = q->peak_bytes;
+            if (n > 0 && q->peak_bytes > ops[n - 1].nmd_peak) ops[n - 1].nmd_peak = q->peak_bytes;
             continue;
         }
         for (int j = 0; j < nm; j++) {
             int mod = mods[q->phase == AP_PHASE_BWD ? nm - 1 - j : j];
-            hop *o = &x->ops[n];
+            hop *o = &ops[n];
             memset(o, 0, sizeof *o);
             o->module = (int8_t)mod;
             o->phase = q->phase;
@@ -522,7 +523,7 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
             for (int i = 0; i < x->ops[k].nparams; i++) last[x->ops[k].params[i]] = k;
     for (int i = 0; i < x->nparams; i++)
         if (last[i] >= 0) {
-            hop *o = &x->ops[last[i]];
+            hop *o = &ops[last[i]];
             if (o->nhooks < HOP_MAXP) o->hooks[o->nhooks++] = i;
         }
     /* a tied head's weight gradient waits in autograd from the head's backward to the
@@ -537,32 +538,28 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
         if (k0 >= 0 && k1 > k0) {
             int64_t g = (int64_t)(x->elt * (double)cdiv64(m->vocab, p->tp) * (double)m->hidden);
             for (int k = k0 + 1; k <= k1; k++) {
-                x->ops[k].nmd_start += g;
-                x->ops[k].nmd_peak += g;
+                ops[k].nmd_start += g;
+                ops[k].nmd_peak += g;
             }
         }
     }
     ap_free(last);
     ap_free(first);
-    ops_times(x);
+    ops_flops(x);
     return AP_OK;
 }
 
-/* Each operator's compute time: the cost model's forward / backward of a micro-batch (this
- * run's, x->fwd_s and x->bwd_s) split by FLOPs. */
-static void ops_times(hctx *x) {
+/* The operators' FLOPs summed per phase (the forward; the backward with recomputation), by
+ * which each run splits its own forward and backward (hx_op_compute_s). */
+static void ops_flops(hctx *x) {
     const int n = x->nops;
     double ff = 0, fb = 0;
     for (int k = 0; k < n; k++) {
         if (x->ops[k].phase == AP_PHASE_FWD) ff += x->ops[k].flops;
         else fb += x->ops[k].flops;
     }
-    for (int k = 0; k < n; k++) {
-        hop *o = &x->ops[k];
-        double tot = o->phase == AP_PHASE_FWD ? ff : fb;
-        o->compute_s = tot > 0 ? (o->phase == AP_PHASE_FWD ? x->fwd_s : x->bwd_s) * o->flops / tot
-                               : 0;
-    }
+    x->ops_fwd_flops = ff;
+    x->ops_bwd_flops = fb;
 }
 
 int hx_past_cutoff(const hctx *x, double extra_s) {
@@ -579,13 +576,33 @@ struct ap_hetero_template {
     ap_plan q;
     ap_calib cal;
     const ap_kernels *k;
-    hop *ops;                 /* their compute_s are the builder's: ops_times sets a taker's */
+    hop *ops;
     int nops;
+    double fwd_flops, bwd_flops; /* ops_flops' sums */
+    int refs;                 /* runs reading ops (template_take; under the store's lock) */
+    int evicted;              /* out of its cache or store: the last run to let go frees it */
 };
 
 static void template_free(struct ap_hetero_template *t) {
-    if (t) ap_free(t->ops);
+    if (!t) return;
+    if (t->refs > 0) {
+        t->evicted = 1;
+        return;
+    }
+    ap_free(t->ops);
     ap_free(t);
+}
+
+/* The run lets go of its template's operators (the last run of an evicted template frees it). */
+static void template_release(hctx *x) {
+    struct ap_hetero_template *t = x->tpl;
+    if (!t) return;
+    if (x->tpl_mu) pthread_mutex_lock(x->tpl_mu);
+    t->refs--;
+    if (t->evicted) template_free(t);
+    if (x->tpl_mu) pthread_mutex_unlock(x->tpl_mu);
+    x->tpl = NULL;
+    x->ops = NULL;
 }
 
 void ap_hetero_cache_free(ap_hetero_cache *c) {
@@ -659,12 +676,12 @@ void ap_hetero_store_free(ap_hetero_store *s) {
 
 /* The template for shape q among tpl's, or NULL. Tables built for this run alone (from a
  * profile) are never matched: their address may be another run's later. */
-static const struct ap_hetero_template *template_find(const hctx *x,
-                                                      struct ap_hetero_template *const *tpl,
-                                                      const ap_plan *q) {
+static struct ap_hetero_template *template_find(const hctx *x,
+                                                struct ap_hetero_template *const *tpl,
+                                                const ap_plan *q) {
     if (x->k_built) return NULL;
     for (int i = 0; i < AP_HETERO_TEMPLATES; i++) {
-        const struct ap_hetero_template *t = tpl[i];
+        struct ap_hetero_template *t = tpl[i];
         if (t && t->k == x->k && !memcmp(&t->q, q, sizeof *q) &&
             !memcmp(&t->m, x->m, sizeof t->m) && !memcmp(&t->c, x->c, sizeof t->c) &&
             !memcmp(&t->cal, &x->cal, sizeof t->cal))
@@ -673,25 +690,28 @@ static const struct ap_hetero_template *template_find(const hctx *x,
     return NULL;
 }
 
-/* The cache's template for shape q into the context: 1 when there is one, 0 when not, -1 out
- * of memory. A shared store's is copied under its lock (another thread may replace it). */
+/* The cache's template for shape q into the context: 1 when there is one, 0 when not. The
+ * run reads the template's operators in place (they are never written once kept), holding a
+ * reference taken under the store's lock: another thread may evict the template meanwhile,
+ * and the last run to let go of it frees it (template_release); copying them cost fit a tenth
+ * of its time (a few MB per run at a thousand layers). */
 static int template_take(hctx *x, const ap_plan *q) {
     ap_hetero_cache *cache = x->o->cache;
     if (!cache) return 0;
     ap_hetero_store *sh = cache->shared;
     if (sh) pthread_mutex_lock(&sh->mu);
-    const struct ap_hetero_template *t = template_find(x, sh ? sh->tpl : cache->tpl, q);
-    int got = 0;
+    struct ap_hetero_template *t = template_find(x, sh ? sh->tpl : cache->tpl, q);
     if (t) {
-        x->ops = ap_malloc(((size_t)t->nops + 1) * sizeof *x->ops);
-        got = x->ops ? 1 : -1;
-        if (x->ops) {
-            memcpy(x->ops, t->ops, (size_t)t->nops * sizeof *x->ops);
-            x->nops = t->nops;
-        }
+        t->refs++;
+        x->tpl = t;
+        x->tpl_mu = sh ? &sh->mu : NULL;
+        x->ops = t->ops;
+        x->nops = t->nops;
+        x->ops_fwd_flops = t->fwd_flops;
+        x->ops_bwd_flops = t->bwd_flops;
     }
     if (sh) pthread_mutex_unlock(&sh->mu);
-    return got;
+    return t != NULL;
 }
 
 /* Keep the context's template for shape q in the cache or its store (nothing when memory is
@@ -715,6 +735,8 @@ static void template_keep(hctx *x, const ap_plan *q) {
     memcpy(ops, x->ops, (size_t)x->nops * sizeof *ops);
     t->ops = ops;
     t->nops = x->nops;
+    t->fwd_flops = x->ops_fwd_flops;
+    t->bwd_flops = x->ops_bwd_flops;
     ap_hetero_store *sh = cache->shared;
     struct ap_hetero_template **tpl = sh ? sh->tpl : cache->tpl;
     int *next = sh ? &sh->next : &cache->tpl_next;
@@ -747,7 +769,7 @@ static void template_shape(const hctx *x, ap_plan *q) {
  * where it is larger, for models without MoE layers: a ZeRO-0 rank's non-model data per
  * operator does not depend on it (its gradient buckets and communicators are sized by the
  * parameters; tests/test_sim.c test_periods_dp), while the compute it changes through the
- * hidden reduction is each run's own (ops_times). Plans differing in dp then share one event
+ * hidden reduction is each run's own (hx_op_compute_s). Plans differing in dp then share one event
  * simulation. */
 static void operator_shape(const hctx *x, ap_plan *q) {
     template_shape(x, q);
@@ -782,10 +804,7 @@ static ap_status template_of(hctx *x, ap_err *err) {
         return AP_OK;
     }
     operator_shape(x, &q);
-    int took = template_take(x, &q);
-    if (took < 0) return ap_err_set(err, AP_ERR_NOMEM, "hetero: out of memory");
-    if (took) ops_times(x);
-    else x->ops_pending = 1;
+    if (!template_take(x, &q)) x->ops_pending = 1;
     return AP_OK;
 }
 
@@ -927,7 +946,8 @@ void ap_hetero_free(ap_hetero *h) {
     hctx *x = (hctx *)h;
     if (!x) return;
     ap_free(x->params);
-    ap_free(x->ops);
+    if (x->tpl) template_release(x);
+    else ap_free((void *)x->ops);
     ap_free(x->recs);
     ap_free(x->moves);
     ap_free(x->k_built);

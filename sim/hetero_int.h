@@ -10,6 +10,8 @@
 #include "autoplan/hetero.h"
 #include "autoplan/kernels.h"
 
+#include <pthread.h>
+
 /* The short names of the functions below; the exported names carry the module prefix. */
 #define ht_async ap_ht_async
 #define ht_collective_s ap_ht_collective_s
@@ -54,8 +56,8 @@ typedef struct hop {
     int64_t nmd_peak;           /* highest non-model bytes in its period */
     int64_t wgrad_bytes;        /* bwd: its weight gradients, produced by autograd before the
                                    gradient hooks copy them into the trainer's buffers */
-    double flops;               /* its share of the micro-batch's FLOPs (compute split) */
-    double compute_s;           /* its compute time */
+    double flops;               /* its share of the micro-batch's FLOPs (compute split:
+                                   hx_op_compute_s) */
 } hop;
 
 /* Link state of the step timeline (hetero_time.c): one clock per engine. */
@@ -80,8 +82,13 @@ typedef struct hctx {
     ap_kernels *k_built;        /* owned when built here from opts->profile */
     ap_hparam *params;
     int nparams;
-    hop *ops;                   /* one micro-batch, execution order (hx_ops) */
+    const hop *ops;             /* one micro-batch, execution order (hx_ops): the cache's
+                                   template's (tpl) or the run's own */
     int nops;
+    double ops_fwd_flops;       /* the forward operators' flops summed, and the rest's */
+    double ops_bwd_flops;
+    struct ap_hetero_template *tpl; /* the template ops belongs to (referenced), or NULL */
+    pthread_mutex_t *tpl_mu;    /* its store's lock (NULL: a cache of one thread) */
     int ops_pending;            /* ops not made yet: hx_ops makes them */
     int Z;                      /* ranks sharding model states (dp) */
     int mb;                     /* micro-batches per step */
@@ -115,6 +122,13 @@ typedef struct hctx {
 } hctx;
 
 /* ---- hetero.c ---------------------------------------------------------------------------- */
+/* Operator o's compute time: its phase's compute (fwd_s, or bwd_s for the backward and
+ * recomputation) in proportion to its FLOPs. */
+static inline double hx_op_compute_s(const hctx *x, const hop *o) {
+    const double tot = o->phase == AP_PHASE_FWD ? x->ops_fwd_flops : x->ops_bwd_flops;
+    return tot > 0 ? (o->phase == AP_PHASE_FWD ? x->fwd_s : x->bwd_s) * o->flops / tot : 0;
+}
+
 /* The operators of one micro-batch (x->ops, x->nops), made on first use: the simulators ask for
  * them once the layout has not stopped the run. */
 ap_status hx_ops(hctx *x, ap_err *err);

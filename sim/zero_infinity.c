@@ -517,7 +517,7 @@ static void run_micro(zs *z, int mb, int boundary) {
         }
         z->cur_nmd = (double)o->nmd_peak + (double)o->wgrad_bytes;
         point(z, 0);
-        x->tl.t += o->compute_s;
+        x->tl.t += hx_op_compute_s(x, o);
         if (o->phase == AP_PHASE_BWD) grad_hooks(z, o, boundary);
         if (z->stage == 3) release_after(z, k);
     }
