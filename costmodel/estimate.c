@@ -388,6 +388,9 @@ static ap_status normalise_plan(const ap_model *m, const ap_cluster *c, const ap
     if (pl->pp > AP_MAX_STAGES)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d exceeds the supported %d stages", pl->pp,
                           AP_MAX_STAGES);
+    if ((int64_t)pl->pp * pl->vp > AP_MAX_CHUNKS)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d x vp %d pipeline chunks exceed the "
+                          "supported %d", pl->pp, pl->vp, AP_MAX_CHUNKS);
     return AP_OK;
 }
 

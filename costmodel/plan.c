@@ -525,6 +525,10 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
         return ap_err_set(err, AP_ERR_INFEASIBLE, "tp %d spans more than one NVLink domain of %d "
                           "GPUs (--allow-cross-node-tp to permit)", p->tp, c->nvlink_domain);
     int nch = p->pp * p->vp;
+    /* the plan's per-chunk arrays (stage_layers, stage_recompute) hold AP_MAX_CHUNKS */
+    if (nch > AP_MAX_CHUNKS)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d x vp %d = %d pipeline chunks exceed the "
+                          "supported %d", p->pp, p->vp, nch, AP_MAX_CHUNKS);
     if (nch > m->layers) {
         if (p->vp > 1)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "pp %d x vp %d = %d pipeline chunks "

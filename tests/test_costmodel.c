@@ -1408,6 +1408,17 @@ static void test_refusals(void) {
     p.offload_optimizer = 0.5; /* Megatron: needs the distributed optimizer */
     CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_ERR_INFEASIBLE);
     CHECK_CONTAINS(err.msg, "distributed optimizer");
+    /* more pipeline chunks than a plan's per-chunk arrays hold (AP_MAX_CHUNKS): pp 64 x vp 16
+       of a 1,024-layer stack on 1,024 GPUs is refused, not estimated past the arrays' ends */
+    m.layers = 1024;
+    c = cluster("a100-sxm4-80g", 1024);
+    p = mkplan(1, 64, 16, 1, 1024, 1, AP_RECOMPUTE_FULL, 0, 16);
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(err.msg, "1024 pipeline chunks exceed the supported 512");
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_ERR_INFEASIBLE);
+    p.vp = 8; /* 512 chunks: within */
+    CHECK(ap_plan_check(&p, &m, &c, 0, &err) == AP_OK);
+    CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e, &err) == AP_OK);
 }
 
 /* Megatron-FSDP: llama-3-70b tp 8 dp 8 on 64 A100s. Each rank holds 1/64 of the model's 18
