@@ -732,6 +732,81 @@ int rs_own_sibling(const ap_plan *p) {
     return ov == p->overlap_param;
 }
 
+/* ---- ZeRO-3 plans that recompute ----------------------------------------------------------------
+ * A ZeRO-3 plan's stage times are not linear in its layers (linear_stages), so its own bound is
+ * its sibling's, which recomputes nothing: a plan recomputing every layer spends a third more
+ * on its stages than that. Its counterpart at ZeRO-2 with the same recomputation (no offload,
+ * which moves states, not stage time) has stage times no larger, ZeRO-3's gathers and
+ * reductions only adding to a stage's (as for the sibling; debug builds check it on the
+ * uniform layout), and linear in the layers, so its pipeline bound over splits (pipe_bound)
+ * bounds the plan's. Each thread keeps the bounds by the counterpart's signature, which the
+ * offload variants of one plan share. */
+
+/* The ZeRO-2 counterpart's fields of ZeRO-3 plan q, set in place (sibling's rules). */
+static void counterpart_fields(ap_plan *q) {
+    const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
+    const int over = q->overlap_param;
+    q->offload_optimizer = q->offload_params = 0;
+    q->zero = 2;
+    if (!(tr->zero_group_mask & (1u << 2))) q->zero_group = 0;
+    q->overlap_param = over && (tr->overlap_param_zero_mask & (1u << 2));
+}
+
+/* The counterpart's pipeline bound of ZeRO-3 plan e->plan (uniform, full or selective
+ * recomputation of every layer), layout n; 0 where none applies or the trainer does not run
+ * the counterpart. */
+static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
+                         const ap_estimate_opts *eo, const ap_estimate *e, const int *n,
+                         rs_scratch *sc, double *out, ap_err *err) {
+    const ap_plan *p = &e->plan;
+    *out = 0;
+    if (!sc->z2 || p->zero < 3 || p->recompute == AP_RECOMPUTE_NONE || p->recompute_layers > 0 ||
+        p->nchunks != 0)
+        return AP_OK;
+    /* the signature from the plan's own fields (no copy of its layout arrays) */
+    ap_plan h;
+    memcpy(&h, p, RS_SIG_HEAD);
+    memcpy((char *)&h + offsetof(ap_plan, attn_impl), (const char *)p + offsetof(ap_plan, attn_impl),
+           RS_SIG_TAIL);
+    counterpart_fields(&h);
+    rs_sig g;
+    sig_of(&h, &g);
+    const uint64_t k = ap_hash_mix((uint64_t)p->tp * 0x9E3779B97F4A7C15ull ^
+                                   (uint64_t)p->pp * 0x165667B19E3779F9ull ^
+                                   (uint64_t)p->dp * 0xC2B2AE3D27D4EB4Full ^
+                                   (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
+                                   (uint64_t)(p->vp + 1024 * p->recompute + 8192 * p->cp) ^
+                                   (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull);
+    const int i = (int)(k & (RS_Z2 - 1));
+    rs_z2 *z = &sc->z2[i];
+    if (sc->z2_valid[i] && !memcmp(z->sig.b, g.b, sizeof g.b)) {
+        *out = z->pipe_s;
+        return AP_OK;
+    }
+    sc->q = *p;
+    counterpart_fields(&sc->q);
+    double b = 0;
+    if (ap_plan_check(&sc->q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) {
+        ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
+        if (st != AP_OK) {
+            char lbl[160];
+            ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
+            return st;
+        }
+#ifndef NDEBUG
+        for (int r = 0; r < p->pp; r++)
+            assert(sc->e.time.stage_fwd_s[r] + sc->e.time.stage_bwd_s[r] <=
+                   (e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r]) * (1 + 1e-9));
+#endif
+        b = pipe_bound(m, &sc->e, n);
+    }
+    z->sig = g;
+    z->pipe_s = b;
+    sc->z2_valid[i] = 1;
+    *out = b;
+    return AP_OK;
+}
+
 ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_estimate_opts *eo, const ap_estimate *e, rs_scratch *sc,
                          rs_cand *x, double cutoff, int *useful, ap_err *err) {
@@ -757,9 +832,11 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     double opt_s;
     rest_bound(m, e, n, mm, x, &opt_s);
     x->opt_s = opt_s;
-    const double own = fmax(sib, linear_stages(&e->plan) ? pipe_bound(m, e, n)
-                                                          : rc_pipe_bound(e, n, mm));
-    x->own_s = own + fixed + opt_s;
+    double own = fmax(sib, linear_stages(&e->plan) ? pipe_bound(m, e, n)
+                                                    : rc_pipe_bound(e, n, mm));
+    double z2;
+    if ((st = z2_pipe(m, c, o, eo, e, n, sc, &z2, err)) != AP_OK) return st;
+    x->own_s = fmax(own, z2) + fixed + opt_s;
     return AP_OK;
 }
 

@@ -930,6 +930,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
         st[i].est.cache = ap_estimate_cache_new(); /* NULL: estimates without the memo */
         /* the memo's signatures, written as entries are filled (NULL: none shared) */
         st[i].rs.sig = ap_malloc(RS_MEMO * sizeof *st[i].rs.sig);
+        st[i].rs.z2 = ap_malloc(RS_Z2 * sizeof *st[i].rs.z2); /* NULL: none */
         st[i].chunk_cache.shared = store;
         st[i].est_checked = st[i].est;
         st[i].est_checked.plan_checked = 1;
@@ -946,6 +947,7 @@ static ap_status enumerate(search_run *run, int nthreads, ap_err *err) {
     for (int i = 0; i < nthreads; i++) {
         ap_estimate_cache_free(st[i].est.cache);
         ap_free(st[i].rs.sig);
+        ap_free(st[i].rs.z2);
         ap_hetero_cache_free(&st[i].chunk_cache);
         ap_free(st[i].least);
     }

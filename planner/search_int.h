@@ -181,6 +181,14 @@ typedef struct {
     unsigned char b[RS_SIG_HEAD + RS_SIG_TAIL];
 } rs_sig;
 
+/* The pipeline bound of a ZeRO-3 plan's ZeRO-2 counterpart with its recomputation (resplit.c
+ * z2_pipe), kept by the counterpart's signature. */
+#define RS_Z2 256
+typedef struct {
+    rs_sig sig;
+    double pipe_s;       /* 0: the trainer does not run the counterpart */
+} rs_z2;
+
 typedef struct rs_scratch {
     ap_plan q;
     ap_estimate e;
@@ -189,6 +197,9 @@ typedef struct rs_scratch {
                             (written when filled, the owner's array: not cleared with the
                             rest); NULL: no entry is taken from another key's */
     int64_t shared;      /* entries taken from another key's (tests read it) */
+    rs_z2 *z2;           /* RS_Z2 entries (the owner's array, not cleared: z2_valid says
+                            which hold one); NULL: no counterpart bound */
+    unsigned char z2_valid[RS_Z2];
 } rs_scratch;
 
 /* Whether plans of this search can be re-split (the trainer takes uneven stages). */

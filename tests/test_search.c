@@ -680,6 +680,8 @@ static int resplit_brute(const ap_model *m, const ap_cluster *c, const ap_search
 /* candidates recomputing some layers of each stage whose own bound passed the sibling's (the
  * partial-recomputation bound, resplit.c rc_pipe_bound, applied and checked) */
 static int n_rc_tight;
+/* candidates whose own bound the ZeRO-2 counterpart (resplit.c z2_pipe) made tighter */
+static int n_z2_tight;
 
 static void check_resplit(const char *what, const ap_model *m, const ap_cluster *c,
                           ap_search_opts o) {
@@ -703,6 +705,7 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
     pj = pf;
     pj.choose_mode = pj.choose_recompute = pj.choose_offload = 1;
     rs_scratch *sc = calloc(1, sizeof *sc);
+    rs_z2 *z2 = malloc(RS_Z2 * sizeof *z2);
     static ap_estimate e;
     int nbound = 0, bad = 0;
     /* the joint choice once per degree combination (the first plan of it met) */
@@ -713,10 +716,15 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
         ap_estimate u = all.e[i];
         add_best(&best, &u);
         if (u.plan.pp < 2 || !ap_trainer_get(u.plan.trainer)->uneven_stages) continue;
-        rs_cand x;
+        rs_cand x, x0;
         int useful;
+        sc->z2 = NULL; /* without the counterpart's bound, then with it */
+        CHECK(rs_lower_bound(m, c, &o, &o.est, &u, sc, &x0, INFINITY, &useful, &err) == AP_OK);
+        sc->z2 = z2;
         CHECK(rs_lower_bound(m, c, &o, &o.est, &u, sc, &x, INFINITY, &useful, &err) == AP_OK);
         CHECK_INT(useful, 1);
+        CHECK(x.own_s >= x0.own_s);
+        n_z2_tight += x.own_s > x0.own_s * (1 + 1e-6);
         double own = rs_bound(&x, x.own_s, INFINITY), cb = rs_bound(&x, x.combo_s, INFINITY);
         if (u.plan.recompute == AP_RECOMPUTE_FULL && u.plan.recompute_layers > 0 &&
             x.own_s - x.opt_s > x.combo_s * (1 + 1e-6))
@@ -783,6 +791,7 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
     /* the bounds prune: not every candidate is split */
     CHECK(r.resplit <= r.candidates);
     free(sc);
+    free(z2);
     free(all.e);
     free(best.e);
     ap_search_result_free(&r);
@@ -853,6 +862,7 @@ static void test_resplit_brute_force(void) {
         }
     }
     CHECK(n_rc_tight > 0);
+    CHECK(n_z2_tight > 0);
 }
 
 /* Expert tensor parallelism in the space: unpinned, the experts stay unsplit (etp 1); a pinned
