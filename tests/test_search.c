@@ -1606,18 +1606,26 @@ static void test_groups_without_offload(void) {
  * interleaved pipeline (vp > 1), which Colossal-AI's stage manager cannot split unevenly: the
  * closest plan's joint re-split leaves it as it is (it used to fail the whole search: "splits
  * unevenly only without interleaving"). */
+/* The deep model of the two tests below: Llama-2 7B with 300 layers on 8 V100s under
+ * Colossal-AI, sequence 4096, fp16, full recomputation, global batch 8. */
+static void deep_case(ap_model *m, ap_cluster *c, ap_search_opts *o) {
+    *m = load("examples/models/llama-2-7b.json");
+    m->layers = 300;
+    *c = cluster("v100-sxm2-32g", 8);
+    case_opts(o, m, AP_TRAINER_COLOSSALAI, 8);
+    o->fixed.seq = 4096;
+    o->fixed.dtype = AP_DTYPE_FP16; /* a V100 has no bf16 */
+    o->fix_dtype = 1;
+    o->fixed.recompute = AP_RECOMPUTE_FULL;
+    o->fix_recompute = 1;
+}
+
 static void test_closest_unsplittable(void) {
-    ap_model m = load("examples/models/llama-2-7b.json");
-    m.layers = 300;
-    ap_cluster c = cluster("v100-sxm2-32g", 8);
-    ap_err err = {{0}};
+    ap_model m;
+    ap_cluster c;
     ap_search_opts o;
-    case_opts(&o, &m, AP_TRAINER_COLOSSALAI, 8);
-    o.fixed.seq = 4096;
-    o.fixed.dtype = AP_DTYPE_FP16; /* a V100 has no bf16 */
-    o.fix_dtype = 1;
-    o.fixed.recompute = AP_RECOMPUTE_FULL;
-    o.fix_recompute = 1;
+    deep_case(&m, &c, &o);
+    ap_err err = {{0}};
     o.resplit = 1;
     ap_search_result r;
     ap_status st = ap_search(&m, &c, &o, &r, &err);
@@ -1662,18 +1670,12 @@ static void visit_sim(void *ctx, const ap_estimate *e) {
  * order simulates tp 1 without offload first, which does not fit), and its verdict is the whole
  * search's. */
 static void test_any_fit_frugal_first(void) {
-    ap_model m = load("examples/models/llama-2-7b.json");
-    m.layers = 300;
-    ap_cluster c = cluster("v100-sxm2-32g", 8);
+    ap_model m;
+    ap_cluster c;
+    ap_search_opts o;
+    deep_case(&m, &c, &o);
     c.cpu_mem_bytes = 1024.0 * (1 << 30);
     ap_err err = {{0}};
-    ap_search_opts o;
-    case_opts(&o, &m, AP_TRAINER_COLOSSALAI, 8);
-    o.fixed.seq = 4096;
-    o.fixed.dtype = AP_DTYPE_FP16; /* a V100 has no bf16 */
-    o.fix_dtype = 1;
-    o.fixed.recompute = AP_RECOMPUTE_FULL;
-    o.fix_recompute = 1;
     o.threads = 1;
     o.prune = 0;
     sim_seen all = {.have = 0}, any = {.have = 0};
