@@ -324,6 +324,7 @@ typedef struct {
     /* the step */
     double pipe, p2p, z3_total, local_params;
     double sum_local;             /* the parameters each rank updates, summed over the ranks */
+    double sum_params;            /* the parameters each rank holds, summed over the ranks */
     double device_overhead;       /* bytes outside the allocator (ap_mem_device_overhead_bytes) */
     int uniform;                  /* the plan's layout is the uniform one (no stage_layers) */
     ap_uniform_split split;       /* its chunks, when uniform */
@@ -1082,6 +1083,7 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
     }
     if (S->z3_step > E->z3_step) E->z3_step = S->z3_step;
     double sp_params = S->p_dense + S->p_exp;
+    E->sum_params += sp_params;
     if (sp_params > E->max_stage_params) {
         E->max_stage_params = sp_params;
         E->max_stage_layers = S->layers;
@@ -1130,6 +1132,7 @@ static void stage_repeat(est *E, const stage *K, int r, int end) {
         stage_totals_of(E, states, frag, sm);
         stage_sums(E, K, r);
         E->sum_local += local;
+        E->sum_params += K->p_dense + K->p_exp;
     }
 }
 
@@ -1447,10 +1450,15 @@ static void optimizer_offload(est *E) {
         per_param += p->offload_optimizer * (32.0 * gpn / (0.7 * host_bw) + 2.0 / pcie);
     }
     tm->x_floor_s = per_param * E->sum_local / (p->pp > 0 ? p->pp : 1);
+    tm->par_floor_s = 0;
     if (p->offload_params > 0) {
-        double bytes = 2.0 * E->max_stage_params * p->offload_params /
-                       (p->zero >= 3 ? E->state_shard : 1);
+        const double shard = p->zero >= 3 ? E->state_shard : 1;
+        double bytes = 2.0 * E->max_stage_params * p->offload_params / shard;
         double per_mb = 2.0 * bytes / pcie;
+        /* the rank holding the most holds at least the mean (the sum over the ranks does not
+           depend on the split) */
+        tm->par_floor_s = 2.0 * (2.0 * (E->sum_params / (p->pp > 0 ? p->pp : 1)) *
+                                 p->offload_params / shard) / pcie;
         double comp = tm->stage_fwd_s[w] + tm->stage_bwd_s[w];
         off += (double)E->mb * fmax(0.0, per_mb - comp);
     }

@@ -556,15 +556,34 @@ static double stage_totals(const ap_estimate *e, double *t) {
     return S;
 }
 
-/* The pipeline part of the bound from a uniform estimate whose stage times are linear in the
- * layers (see the top of the file), n[r] the layers of rank r: (S + (m v - 1) M) / v. */
-static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n) {
+/* The pipeline (S + (m v - 1) M) / v of plan q's degrees and micro-batches from the sum S of
+ * its stage times and its slowest stage M, the slowest taken at least P (estimate.h
+ * par_floor_s: a rank's exposed parameter transfer, mb max(0, P - its time), falls by one
+ * micro-batch's worth for each unit the slowest stage gains, and the pipeline grows by less,
+ * (m v - 1) / v: the least of their sum over M >= M_least is at max(M_least, P)). */
+static double pipe_of(const ap_plan *q, double S, double M, double P) {
+    const int v = q->vp > 1 ? q->vp : 1;
+    const double w = (double)q->grad_accum * v - 1.0;
+    return (S + w * fmax(M, P)) / v;
+}
+
+/* The sum of the stage times and the least slowest stage over splits from a uniform estimate
+ * whose stage times are linear in the layers (see the top of the file), n[r] the layers of
+ * rank r. */
+static void pipe_parts(const ap_model *m, const ap_estimate *e, const int *n, double *S,
+                       double *M) {
     const ap_plan *q = &e->plan;
     const int pp = q->pp, v = q->vp > 1 ? q->vp : 1;
-    const double w = (double)q->grad_accum * v - 1.0;
     double t[AP_MAX_STAGES];
-    const double S = stage_totals(e, t);
-    return (S + w * least_max_of(m, pp, v, t, n, 0)) / v;
+    *S = stage_totals(e, t);
+    *M = least_max_of(m, pp, v, t, n, 0);
+}
+
+/* The pipeline part of the bound from such an estimate, the slowest stage at least P. */
+static double pipe_bound(const ap_model *m, const ap_estimate *e, const int *n, double P) {
+    double S, M;
+    pipe_parts(m, e, n, &S, &M);
+    return pipe_of(&e->plan, S, M, P);
 }
 
 /* The sibling's stage times as the memo keeps them: their sum, least max and linear model, and
@@ -605,7 +624,8 @@ static double rc_pipe_bound(const ap_estimate *e, const int *n, const rs_memo *m
     rc_fit q = {f, beta, k, pp};
     double M = rc_least_max(&q);
     if (!(M < INFINITY)) return 0;
-    return mm->sum_s + (double)(p->grad_accum - 1) * fmax(M, mm->max_s);
+    return mm->sum_s + (double)(p->grad_accum - 1) * fmax(fmax(M, mm->max_s),
+                                                          e->time.par_floor_s);
 }
 
 /* A plan whose stage times are linear in its layers: no partial recomputation, no ZeRO-3. */
@@ -780,12 +800,12 @@ static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search
     const int i = (int)(k & (RS_Z2 - 1));
     rs_z2 *z = &sc->z2[i];
     if (sc->z2_valid[i] && !memcmp(z->sig.b, g.b, sizeof g.b)) {
-        *out = z->pipe_s;
+        *out = z->ok ? pipe_of(p, z->sum_s, z->max_s, e->time.par_floor_s) : 0;
         return AP_OK;
     }
     sc->q = *p;
     counterpart_fields(&sc->q);
-    double b = 0;
+    z->ok = 0;
     if (ap_plan_check(&sc->q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) {
         ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
         if (st != AP_OK) {
@@ -798,12 +818,12 @@ static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search
             assert(sc->e.time.stage_fwd_s[r] + sc->e.time.stage_bwd_s[r] <=
                    (e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r]) * (1 + 1e-9));
 #endif
-        b = pipe_bound(m, &sc->e, n);
+        pipe_parts(m, &sc->e, n, &z->sum_s, &z->max_s);
+        z->ok = 1;
     }
     z->sig = g;
-    z->pipe_s = b;
     sc->z2_valid[i] = 1;
-    *out = b;
+    *out = z->ok ? pipe_of(p, z->sum_s, z->max_s, e->time.par_floor_s) : 0;
     return AP_OK;
 }
 
@@ -822,6 +842,10 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     if (st != AP_OK || !mm) return st;
     const double sib = mm->pipe_s;
     x->combo_s = sib + fixed;
+    /* the plan's own offloaded parameters: the sibling's pipeline with its slowest stage at
+       least their least transfer (pipe_of; the combination's other variants may offload less) */
+    const double P = e->time.par_floor_s;
+    const double sib_own = P > mm->max_s ? pipe_of(&e->plan, mm->sum_s, mm->max_s, P) : sib;
     /* both bounds are at least combo_s (the sibling's stages are no slower than the
      * candidate's, the data-parallel parts are not negative): past the cutoff, neither can
      * matter */
@@ -832,8 +856,8 @@ ap_status rs_lower_bound(const ap_model *m, const ap_cluster *c, const ap_search
     double opt_s;
     rest_bound(m, e, n, mm, x, &opt_s);
     x->opt_s = opt_s;
-    double own = fmax(sib, linear_stages(&e->plan) ? pipe_bound(m, e, n)
-                                                    : rc_pipe_bound(e, n, mm));
+    double own = fmax(sib_own, linear_stages(&e->plan) ? pipe_bound(m, e, n, P)
+                                                        : rc_pipe_bound(e, n, mm));
     double z2;
     if ((st = z2_pipe(m, c, o, eo, e, n, sc, &z2, err)) != AP_OK) return st;
     x->own_s = fmax(own, z2) + fixed + opt_s;

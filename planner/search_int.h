@@ -186,7 +186,8 @@ typedef struct {
 #define RS_Z2 256
 typedef struct {
     rs_sig sig;
-    double pipe_s;       /* 0: the trainer does not run the counterpart */
+    int ok;              /* 0: the trainer does not run the counterpart */
+    double sum_s, max_s; /* its stage times' sum and least slowest stage over splits */
 } rs_z2;
 
 typedef struct rs_scratch {

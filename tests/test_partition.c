@@ -1546,6 +1546,71 @@ static int all_splits_rec(int L, int pp, int r, int *s, int *out, int cap, int n
     return n;
 }
 
+/* estimate.h par_floor_s: with parameters offloaded (torchtitan's FSDP2 CPU offload), on
+ * every split the step is at least the pipeline (S + (m v - 1) max(M, P)) / v of the split's own
+ * stage times (the other parts are not negative), with P the uniform split's floor; the floor is
+ * the same on every split and past the uniform split's slowest stage in some case (it then
+ * bounds something). */
+static void test_par_floor(void) {
+    static const struct { const char *model, *gpu; int pp, layers, zero; double off; } cases[] = {
+        {"examples/models/llama-3-8b.json", "h100", 4, 12, 3, 1.0},
+        {"examples/models/llama-3-8b.json", "a100-sxm4-80g", 3, 10, 3, 1.0},
+        {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 3, 9, 3, 1.0},
+        {"examples/models/mixtral-8x7b.json", "h100", 4, 10, 3, 1.0},
+    };
+    static ap_model m;
+    static ap_cluster c;
+    static ap_estimate e, eu;
+    static int splits[4096 * AP_MAX_STAGES];
+    ap_err err = {{0}};
+    int past = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        load(cases[k].model, &m);
+        m.layers = cases[k].layers;
+        ap_cluster_from_gpu(ap_gpu_find(cases[k].gpu), 2 * cases[k].pp, &c);
+        ap_plan p;
+        small_plan(&p, cases[k].pp, 1, 8);
+        p.dp = 2;
+        p.gbs = 16;
+        p.zero = cases[k].zero;
+        p.offload_params = p.offload_optimizer = cases[k].off;
+        p.trainer = AP_TRAINER_TORCHTITAN; /* FSDP2's CPU offload under PP, uneven stages */
+        if (m.moe.experts > 0) p.ep = 2;
+        if (ap_estimate_plan(&m, &c, &p, NULL, &eu, &err) != AP_OK) {
+            fprintf(stderr, "  %s: %s\n", cases[k].model, err.msg);
+            CHECK(0);
+            continue;
+        }
+        const double P = eu.time.par_floor_s;
+        CHECK(P > 0);
+        double Mu = 0;
+        for (int r = 0; r < p.pp; r++)
+            Mu = fmax(Mu, eu.time.stage_fwd_s[r] + eu.time.stage_bwd_s[r]);
+        past += P > Mu;
+        int sp[AP_MAX_STAGES];
+        int n = all_splits_rec(cases[k].layers, cases[k].pp, 0, sp, splits, 4096, 0);
+        int checked = 0;
+        for (int i = 0; i < n && i < 4096; i++) {
+            ap_plan q = p;
+            q.nchunks = q.pp;
+            for (int r = 0; r < q.pp; r++) q.stage_layers[r] = splits[i * q.pp + r];
+            if (ap_estimate_plan(&m, &c, &q, NULL, &e, &err) != AP_OK) continue;
+            checked++;
+            const ap_time *t = &e.time;
+            double S = 0, M = 0;
+            for (int r = 0; r < q.pp; r++) {
+                S += t->stage_fwd_s[r] + t->stage_bwd_s[r];
+                M = fmax(M, t->stage_fwd_s[r] + t->stage_bwd_s[r]);
+            }
+            const double w = (double)q.grad_accum - 1.0; /* vp 1 */
+            CHECK(t->step_s >= (S + w * fmax(M, P)) * (1 - 1e-9));
+            CHECK_NEAR(t->par_floor_s, P, 1e-9);
+        }
+        CHECK(checked > 10);
+    }
+    CHECK(past > 0);
+}
+
 /* estimate.h x_floor_s: the optimizer and offload time no split goes below. On every split of
  * dense and MoE plans, ZeRO 0 and 1, with and without the optimizer offloaded: the split's
  * optimizer_s + offload_s is at least the uniform split's floor, and the floor is a real share
@@ -1606,6 +1671,7 @@ int main(int argc, char **argv) {
     test_recompute_granularity();
     test_offload_choice();
     test_x_floor();
+    test_par_floor();
     test_interleaved();
     test_restricted();
     test_bad_input();

@@ -119,6 +119,10 @@ typedef struct ap_time {
     double optimizer_s;
     double x_floor_s;        /* the least optimizer_s + offload_s of any stage split of the
                                 plan's layers (its parameters spread evenly over the ranks) */
+    double par_floor_s;      /* offloaded parameters: the least per-micro-batch transfer of the
+                                rank holding the most (the mean rank's); every split's step is
+                                at least its pipeline with the slowest rank at least this
+                                long (resplit.c); 0 without parameter offload */
     double overhead_s;       /* fixed per-step overhead (calibrated), part of step_s */
     /* totals before overlap, for reports: tp_comm_s / dp_comm_s are what stays exposed */
     double dp_comm_total_s;
