@@ -47,6 +47,17 @@ int rs_applies(const ap_search_opts *o) {
 
 /* ---- the lower bound --------------------------------------------------------------------------- */
 
+/* Plan q, in place, at ZeRO stage z without offload (offload moves states, not stage time),
+ * with the ZeRO group and the parameter-gather overlap the trainer keeps at z. */
+static void at_zero(ap_plan *q, int z) {
+    const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
+    q->offload_optimizer = q->offload_params = 0;
+    q->zero = z;
+    /* a stage the trainer does not group shards over all ranks: no slower per stage */
+    if (!(tr->zero_group_mask & (1u << z))) q->zero_group = 0;
+    q->overlap_param = q->overlap_param && (tr->overlap_param_zero_mask & (1u << z));
+}
+
 /* The sibling of plan p (no recomputation or offload, ZeRO at most 2) that the trainer runs;
  * 0 when none does. */
 static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
@@ -58,12 +69,7 @@ static int sibling(const ap_model *m, const ap_cluster *c, const ap_search_opts 
         *q = *p;
         q->recompute = AP_RECOMPUTE_NONE;
         q->recompute_layers = 0;
-        q->offload_optimizer = q->offload_params = 0;
-        q->zero = z;
-        const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
-        /* a stage the trainer does not group shards over all ranks: no slower per stage */
-        if (!(tr->zero_group_mask & (1u << z))) q->zero_group = 0;
-        q->overlap_param = p->overlap_param && (tr->overlap_param_zero_mask & (1u << z));
+        at_zero(q, z);
         if (ap_plan_check(q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) return 1;
     }
     return 0;
@@ -762,16 +768,6 @@ int rs_own_sibling(const ap_plan *p) {
  * bounds the plan's. Each thread keeps the bounds by the counterpart's signature, which the
  * offload variants of one plan share. */
 
-/* The ZeRO-2 counterpart's fields of ZeRO-3 plan q, set in place (sibling's rules). */
-static void counterpart_fields(ap_plan *q) {
-    const ap_trainer_caps *tr = ap_trainer_get(q->trainer);
-    const int over = q->overlap_param;
-    q->offload_optimizer = q->offload_params = 0;
-    q->zero = 2;
-    if (!(tr->zero_group_mask & (1u << 2))) q->zero_group = 0;
-    q->overlap_param = over && (tr->overlap_param_zero_mask & (1u << 2));
-}
-
 /* The counterpart's pipeline bound of ZeRO-3 plan e->plan (uniform, full or selective
  * recomputation of every layer), layout n; 0 where none applies or the trainer does not run
  * the counterpart. */
@@ -786,9 +782,9 @@ static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search
     /* the signature from the plan's own fields (no copy of its layout arrays) */
     ap_plan h;
     memcpy(&h, p, RS_SIG_HEAD);
-    memcpy((char *)&h + offsetof(ap_plan, attn_impl), (const char *)p + offsetof(ap_plan, attn_impl),
-           RS_SIG_TAIL);
-    counterpart_fields(&h);
+    const size_t tail = offsetof(ap_plan, attn_impl);
+    memcpy((char *)&h + tail, (const char *)p + tail, RS_SIG_TAIL);
+    at_zero(&h, 2);
     rs_sig g;
     sig_of(&h, &g);
     const uint64_t k = ap_hash_mix((uint64_t)p->tp * 0x9E3779B97F4A7C15ull ^
@@ -804,7 +800,7 @@ static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search
         return AP_OK;
     }
     sc->q = *p;
-    counterpart_fields(&sc->q);
+    at_zero(&sc->q, 2);
     z->ok = 0;
     if (ap_plan_check(&sc->q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) {
         ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
