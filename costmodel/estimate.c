@@ -1408,6 +1408,13 @@ static void fp8_amax_time(est *E) {
 
 /* ---- chapter 10: optimizer step and CPU offload --------------------------------------------- */
 
+/* One micro-batch's fetches of a rank's offloaded parameters: 2 bytes each, over `shard`
+ * ranks under ZeRO-3, for the forward and again for the backward, over the PCIe share. */
+static double param_fetch_s(double params, double frac, double shard, double pcie) {
+    double bytes = 2.0 * params * frac / shard;
+    return 2.0 * bytes / pcie;
+}
+
 /* Adam on the GPU is memory-bound, ~32 bytes per parameter touched (fp32 master r/w 8, m and v
  * r/w 16, grad 4, 16-bit param write 2 + 2). Offload (ZeRO-Offload, Ren et al. 2021 Sec. 4):
  * gradients down and parameters up over PCIe shared per switch, and CPU Adam bound by host DRAM
@@ -1453,12 +1460,11 @@ static void optimizer_offload(est *E) {
     tm->par_floor_s = 0;
     if (p->offload_params > 0) {
         const double shard = p->zero >= 3 ? E->state_shard : 1;
-        double bytes = 2.0 * E->max_stage_params * p->offload_params / shard;
-        double per_mb = 2.0 * bytes / pcie;
+        double per_mb = param_fetch_s(E->max_stage_params, p->offload_params, shard, pcie);
         /* the rank holding the most holds at least the mean (the sum over the ranks does not
            depend on the split) */
-        tm->par_floor_s = 2.0 * (2.0 * (E->sum_params / (p->pp > 0 ? p->pp : 1)) *
-                                 p->offload_params / shard) / pcie;
+        tm->par_floor_s = param_fetch_s(E->sum_params / (p->pp > 0 ? p->pp : 1),
+                                        p->offload_params, shard, pcie);
         double comp = tm->stage_fwd_s[w] + tm->stage_bwd_s[w];
         off += (double)E->mb * fmax(0.0, per_mb - comp);
     }
