@@ -1546,13 +1546,72 @@ static int all_splits_rec(int L, int pp, int r, int *s, int *out, int cap, int n
     return n;
 }
 
+/* A case of the floor tests below: the model's first `layers` layers on 2 x pp GPUs, ZeRO stage
+ * and offload fraction. */
+typedef struct {
+    const char *model, *gpu;
+    int pp, layers, zero;
+    double off;
+} floor_case;
+
+/* Case fc's model, cluster and plan: pp stages, dp 2 (ZeRO shards the optimizer over two
+ * ranks), 8 micro-batches of one sequence, ep 2 with experts, the offload left to the caller. */
+static void floor_setup(const floor_case *fc, ap_model *m, ap_cluster *c, ap_plan *p) {
+    load(fc->model, m);
+    m->layers = fc->layers;
+    if (m->moe.first_dense_layers > 2) m->moe.first_dense_layers = 2;
+    ap_cluster_from_gpu(ap_gpu_find(fc->gpu), 2 * fc->pp, c);
+    small_plan(p, fc->pp, 1, 8);
+    p->dp = 2;
+    p->gbs = 16;
+    p->zero = fc->zero;
+    if (m->moe.experts > 0) p->ep = 2;
+}
+
+/* Every split of plan p's layers (more than 10 of them, at most 4096) estimated, check called
+ * on each the cost model takes with the split's plan and estimate; returns how many it took. */
+static int each_split(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                      void (*check)(const ap_plan *q, const ap_estimate *e, const void *ctx),
+                      const void *ctx) {
+    static ap_estimate e;
+    static int splits[4096 * AP_MAX_STAGES];
+    ap_err err = {{0}};
+    int sp[AP_MAX_STAGES];
+    int n = all_splits_rec((int)m->layers, p->pp, 0, sp, splits, 4096, 0);
+    CHECK(n > 10 && n <= 4096);
+    int checked = 0;
+    for (int i = 0; i < n && i < 4096; i++) {
+        ap_plan q = *p;
+        q.nchunks = q.pp;
+        for (int r = 0; r < q.pp; r++) q.stage_layers[r] = splits[i * q.pp + r];
+        if (ap_estimate_plan(m, c, &q, NULL, &e, &err) != AP_OK) continue;
+        checked++;
+        check(&q, &e, ctx);
+    }
+    return checked;
+}
+
+/* A split's step against the pipeline with its slowest stage at least *ctx (par_floor_s). */
+static void check_par_floor(const ap_plan *q, const ap_estimate *e, const void *ctx) {
+    const double P = *(const double *)ctx;
+    const ap_time *t = &e->time;
+    double S = 0, M = 0;
+    for (int r = 0; r < q->pp; r++) {
+        S += t->stage_fwd_s[r] + t->stage_bwd_s[r];
+        M = fmax(M, t->stage_fwd_s[r] + t->stage_bwd_s[r]);
+    }
+    const double w = (double)q->grad_accum - 1.0; /* vp 1 */
+    CHECK(t->step_s >= (S + w * fmax(M, P)) * (1 - 1e-9));
+    CHECK_NEAR(t->par_floor_s, P, 1e-9);
+}
+
 /* estimate.h par_floor_s: with parameters offloaded (torchtitan's FSDP2 CPU offload), on
  * every split the step is at least the pipeline (S + (m v - 1) max(M, P)) / v of the split's own
  * stage times (the other parts are not negative), with P the uniform split's floor; the floor is
  * the same on every split and past the uniform split's slowest stage in some case (it then
  * bounds something). */
 static void test_par_floor(void) {
-    static const struct { const char *model, *gpu; int pp, layers, zero; double off; } cases[] = {
+    static const floor_case cases[] = {
         {"examples/models/llama-3-8b.json", "h100", 4, 12, 3, 1.0},
         {"examples/models/llama-3-8b.json", "a100-sxm4-80g", 3, 10, 3, 1.0},
         {"examples/models/llama-2-7b.json", "a100-sxm4-40g", 3, 9, 3, 1.0},
@@ -1560,22 +1619,14 @@ static void test_par_floor(void) {
     };
     static ap_model m;
     static ap_cluster c;
-    static ap_estimate e, eu;
-    static int splits[4096 * AP_MAX_STAGES];
+    static ap_estimate eu;
     ap_err err = {{0}};
     int past = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        load(cases[k].model, &m);
-        m.layers = cases[k].layers;
-        ap_cluster_from_gpu(ap_gpu_find(cases[k].gpu), 2 * cases[k].pp, &c);
         ap_plan p;
-        small_plan(&p, cases[k].pp, 1, 8);
-        p.dp = 2;
-        p.gbs = 16;
-        p.zero = cases[k].zero;
+        floor_setup(&cases[k], &m, &c, &p);
         p.offload_params = p.offload_optimizer = cases[k].off;
         p.trainer = AP_TRAINER_TORCHTITAN; /* FSDP2's CPU offload under PP, uneven stages */
-        if (m.moe.experts > 0) p.ep = 2;
         if (ap_estimate_plan(&m, &c, &p, NULL, &eu, &err) != AP_OK) {
             fprintf(stderr, "  %s: %s\n", cases[k].model, err.msg);
             CHECK(0);
@@ -1587,28 +1638,17 @@ static void test_par_floor(void) {
         for (int r = 0; r < p.pp; r++)
             Mu = fmax(Mu, eu.time.stage_fwd_s[r] + eu.time.stage_bwd_s[r]);
         past += P > Mu;
-        int sp[AP_MAX_STAGES];
-        int n = all_splits_rec(cases[k].layers, cases[k].pp, 0, sp, splits, 4096, 0);
-        int checked = 0;
-        for (int i = 0; i < n && i < 4096; i++) {
-            ap_plan q = p;
-            q.nchunks = q.pp;
-            for (int r = 0; r < q.pp; r++) q.stage_layers[r] = splits[i * q.pp + r];
-            if (ap_estimate_plan(&m, &c, &q, NULL, &e, &err) != AP_OK) continue;
-            checked++;
-            const ap_time *t = &e.time;
-            double S = 0, M = 0;
-            for (int r = 0; r < q.pp; r++) {
-                S += t->stage_fwd_s[r] + t->stage_bwd_s[r];
-                M = fmax(M, t->stage_fwd_s[r] + t->stage_bwd_s[r]);
-            }
-            const double w = (double)q.grad_accum - 1.0; /* vp 1 */
-            CHECK(t->step_s >= (S + w * fmax(M, P)) * (1 - 1e-9));
-            CHECK_NEAR(t->par_floor_s, P, 1e-9);
-        }
-        CHECK(checked > 10);
+        CHECK(each_split(&m, &c, &p, check_par_floor, &P) > 10);
     }
     CHECK(past > 0);
+}
+
+/* A split's optimizer and offload time against the floor *ctx (x_floor_s). */
+static void check_x_floor(const ap_plan *q, const ap_estimate *e, const void *ctx) {
+    (void)q;
+    const double floor = *(const double *)ctx;
+    CHECK(e->time.optimizer_s + e->time.offload_s >= floor * (1 - 1e-12));
+    CHECK_NEAR(e->time.x_floor_s, floor, 1e-9);
 }
 
 /* estimate.h x_floor_s: the optimizer and offload time no split goes below. On every split of
@@ -1616,7 +1656,7 @@ static void test_par_floor(void) {
  * optimizer_s + offload_s is at least the uniform split's floor, and the floor is a real share
  * of it (the per-parameter terms, not zero). */
 static void test_x_floor(void) {
-    static const struct { const char *model, *gpu; int pp, layers, zero; double off; } cases[] = {
+    static const floor_case cases[] = {
         {"examples/models/llama-3-8b.json", "h100", 4, 12, 1, 0.0},
         {"examples/models/llama-3-8b.json", "h100", 4, 12, 1, 0.5},
         {"examples/models/llama-3-8b.json", "a100-sxm4-80g", 3, 10, 0, 0.0},
@@ -1625,38 +1665,16 @@ static void test_x_floor(void) {
     };
     static ap_model m;
     static ap_cluster c;
-    static ap_estimate e, eu;
-    static int splits[4096 * AP_MAX_STAGES];
+    static ap_estimate eu;
     ap_err err = {{0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        load(cases[k].model, &m);
-        m.layers = cases[k].layers;
-        if (m.moe.first_dense_layers > 2) m.moe.first_dense_layers = 2;
-        ap_cluster_from_gpu(ap_gpu_find(cases[k].gpu), 2 * cases[k].pp, &c);
         ap_plan p;
-        small_plan(&p, cases[k].pp, 1, 8);
-        p.dp = 2; /* ZeRO shards the optimizer over two ranks */
-        p.gbs = 16;
-        p.zero = cases[k].zero;
+        floor_setup(&cases[k], &m, &c, &p);
         p.offload_optimizer = cases[k].off;
-        if (m.moe.experts > 0) p.ep = 2;
         CHECK(ap_estimate_plan(&m, &c, &p, NULL, &eu, &err) == AP_OK);
         double floor = eu.time.x_floor_s;
         CHECK(floor > 0.5 * (eu.time.optimizer_s + eu.time.offload_s));
-        int sp[AP_MAX_STAGES];
-        int n = all_splits_rec(cases[k].layers, cases[k].pp, 0, sp, splits, 4096, 0);
-        CHECK(n > 10 && n <= 4096);
-        int checked = 0;
-        for (int i = 0; i < n && i < 4096; i++) {
-            ap_plan q = p;
-            q.nchunks = q.pp;
-            for (int r = 0; r < q.pp; r++) q.stage_layers[r] = splits[i * q.pp + r];
-            if (ap_estimate_plan(&m, &c, &q, NULL, &e, &err) != AP_OK) continue;
-            checked++;
-            CHECK(e.time.optimizer_s + e.time.offload_s >= floor * (1 - 1e-12));
-            CHECK_NEAR(e.time.x_floor_s, floor, 1e-9);
-        }
-        CHECK(checked > 10);
+        CHECK(each_split(&m, &c, &p, check_x_floor, &floor) > 10);
     }
 }
 
