@@ -116,8 +116,9 @@ typedef struct ap_search_opts {
      * offload devices) the points the cost model prices are walked first, so a fitting one
      * ends the walk before any simulation, and the simulated points are then taken most
      * frugal first (the most offloaded, then the most tensor-parallel); the simulations stop
-     * as soon as their plan cannot fit (ap_hetero_opts.stop_unfit, counted in stopped). The closest plan is the whole
-     * search's when none stopped; otherwise it is the closest of the others.
+     * as soon as their plan cannot fit (ap_hetero_opts.stop_unfit, counted in stopped). The
+     * closest plan is the whole search's when none stopped; otherwise it is the closest of
+     * the others.
      * 0, the default: the whole search */
     int any_fit;
     /* 1: the caller reads no closest plan (it knows a plan of the trainers it asks fits, and
