@@ -180,7 +180,7 @@ static ap_status one_shape(ap_gb *g, cudnnHandle_t h, attn_bufs *a, ap_err *err)
     dims_of(a, a->kvh, dkv, skv);
     dst[0] = a->b, dst[1] = a->h, dst[2] = a->s, dst[3] = 1;
     sst[0] = a->h * a->s, sst[1] = a->s, sst[2] = 1, sst[3] = 1;
-    cudnnBackendDescriptor_t tq, tk, tv, to, tstats, tscale, fwd, plan_f, pack_f;
+    cudnnBackendDescriptor_t tq, tk, tv, to, tstats, tscale, fwd, plan_f = NULL, pack_f = NULL;
     ap_status st = AP_OK;
 #define T(uid, dt, d, s, byv, out) if (st == AP_OK) st = tensor(&c, uid, dt, d, s, byv, out, err)
     T(U_Q, CUDNN_DATA_BFLOAT16, dq, sq, 0, &tq);
@@ -218,7 +218,7 @@ static ap_status one_shape(ap_gb *g, cudnnHandle_t h, attn_bufs *a, ap_err *err)
     if (st == AP_OK) st = ap_gb_row(g, "attn_fwd", shape, "bf16", &bs, 0, src, err);
     double fwd_s = st == AP_OK ? bs.median_s : 0;
     /* backward: the forward just ran, so O and the statistics hold real values */
-    cudnnBackendDescriptor_t tdq, tdk, tdv, tdo, bwd, plan_b, pack_b;
+    cudnnBackendDescriptor_t tdq, tdk, tdv, tdo, bwd, plan_b = NULL, pack_b = NULL;
     T(U_DQ, CUDNN_DATA_BFLOAT16, dq, sq, 0, &tdq);
     T(U_DK, CUDNN_DATA_BFLOAT16, dkv, skv, 0, &tdk);
     T(U_DV, CUDNN_DATA_BFLOAT16, dkv, skv, 0, &tdv);

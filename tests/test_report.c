@@ -386,7 +386,7 @@ static void check_markdown(const char *md, report *r) {
         if (sscanf(best_at, "Best: **%63[^*]**", nm) == 1) best = find(r, nm);
     }
     CHECK(best != NULL && best->est != NULL && !strcmp(best->status, "yes"));
-    int nexpl = 0, ties = 0;
+    int nexpl = 0;
     checked = 0;
     for (char *p = strstr(copy, "\n- vs **"); p && best && best->est; p = strstr(p + 1, "\n- vs **")) {
         char nm[64];
@@ -411,7 +411,6 @@ static void check_markdown(const char *md, report *r) {
                    fitting one (ap_report_pick_best, as `plan` ranks) */
                 CHECK(b <= a * 1.05);
                 CHECK_CONTAINS(copy, "Picked as `autoplan plan` ranks: of the strategies that fit");
-                ties += tie;
             } else {
                 CHECK_CONTAINS(text, "does not fit");
                 char want[64], over[80];
