@@ -399,9 +399,9 @@ ap_status ap_hetero_params(const ap_model *m, int t, ap_hparam **out, int *n, ap
 
 /* ---- the operator template -------------------------------------------------------------- */
 
-/* Modules of an event-simulator period, in forward order. */
-static int period_modules(const ap_model *m, int kind, int mods[4]) {
-    arch_kind ak = arch_of(m);
+/* Modules of an event-simulator period, in forward order (ak: arch_of(m), named once per
+ * template by the caller, not per period). */
+static int period_modules(const ap_model *m, arch_kind ak, int kind, int mods[4]) {
     int swi = m->act == AP_ACT_SWIGLU;
     switch (kind) {
     case AP_PERIOD_EMBED:
@@ -472,11 +472,12 @@ static ap_status build_ops(hctx *x, const ap_sim_period *per, int nper, ap_err *
     double tokens = (double)p->mbs * (double)p->seq;
     double attn = 2.0 * (double)p->mbs * ((double)m->heads / p->tp) * (double)p->seq *
                   (double)p->seq * 2.0 * (double)m->head_dim;
+    const arch_kind ak = arch_of(m);
     int n = 0;
     for (int k = 0; k < nper; k++) {
         const ap_sim_period *q = &per[k];
         int mods[4];
-        int nm = period_modules(m, q->kind, mods);
+        int nm = period_modules(m, ak, q->kind, mods);
         int32_t layer = q->kind == AP_PERIOD_EMBED || q->kind == AP_PERIOD_FINAL_NORM ||
                                 q->kind == AP_PERIOD_HEAD
                             ? -1
