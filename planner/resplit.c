@@ -795,30 +795,33 @@ static ap_status z2_pipe(const ap_model *m, const ap_cluster *c, const ap_search
                                    (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull);
     const int i = (int)(k & (RS_Z2 - 1));
     rs_z2 *z = &sc->z2[i];
-    if (sc->z2_valid[i] && !memcmp(z->sig.b, g.b, sizeof g.b)) {
-        *out = z->ok ? pipe_of(p, z->sum_s, z->max_s, e->time.par_floor_s) : 0;
-        return AP_OK;
-    }
-    sc->q = *p;
-    at_zero(&sc->q, 2);
-    z->ok = 0;
-    if (ap_plan_check(&sc->q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) {
-        ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
-        if (st != AP_OK) {
-            char lbl[160];
-            ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
-            return st;
-        }
+    if (!sc->z2_valid[i] || memcmp(z->sig.b, g.b, sizeof g.b)) {
+        /* not kept: the counterpart's stage times, the entry replaced once they are known */
+        int ok = 0;
+        double sum_s = 0, max_s = 0;
+        sc->q = *p;
+        at_zero(&sc->q, 2);
+        if (ap_plan_check(&sc->q, m, c, o->allow_cross_node_tp, NULL) == AP_OK) {
+            ap_status st = ap_estimate_plan(m, c, &sc->q, eo, &sc->e, err);
+            if (st != AP_OK) {
+                char lbl[160];
+                ap_err_prefix(err, "estimating %s", ap_plan_label(&sc->q, lbl, sizeof lbl));
+                return st;
+            }
 #ifndef NDEBUG
-        for (int r = 0; r < p->pp; r++)
-            assert(sc->e.time.stage_fwd_s[r] + sc->e.time.stage_bwd_s[r] <=
-                   (e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r]) * (1 + 1e-9));
+            for (int r = 0; r < p->pp; r++)
+                assert(sc->e.time.stage_fwd_s[r] + sc->e.time.stage_bwd_s[r] <=
+                       (e->time.stage_fwd_s[r] + e->time.stage_bwd_s[r]) * (1 + 1e-9));
 #endif
-        pipe_parts(m, &sc->e, n, &z->sum_s, &z->max_s);
-        z->ok = 1;
+            pipe_parts(m, &sc->e, n, &sum_s, &max_s);
+            ok = 1;
+        }
+        z->sig = g;
+        z->ok = ok;
+        z->sum_s = sum_s;
+        z->max_s = max_s;
+        sc->z2_valid[i] = 1;
     }
-    z->sig = g;
-    sc->z2_valid[i] = 1;
     *out = z->ok ? pipe_of(p, z->sum_s, z->max_s, e->time.par_floor_s) : 0;
     return AP_OK;
 }
