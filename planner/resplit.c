@@ -1540,12 +1540,12 @@ ap_status rs_fill(const ap_model *m, const ap_cluster *c, const ap_search_opts *
         if (st != AP_OK)
             ap_err_prefix(err, "estimating %s", lbl);
         /* the same plan and options as the search's estimate: the same figures */
-        else if (rk->ws.e.time.step_s != t->step[i] || rk->ws.e.device_peak_bytes != t->peak[i])
+        else if (rk->ws.e.time.step_s != rstep(t, i) || rk->ws.e.device_peak_bytes != rpeak(t, i))
             st = ap_err_set(err, AP_ERR_INTERNAL,
                             "%s estimated again came out at %.17g s and %.17g bytes, ranked at "
                             "%.17g s and %.17g bytes",
-                            lbl, rk->ws.e.time.step_s, rk->ws.e.device_peak_bytes, t->step[i],
-                            t->peak[i]);
+                            lbl, rk->ws.e.time.step_s, rk->ws.e.device_peak_bytes, rstep(t, i),
+                            rpeak(t, i));
         else if (topk_fill(t, i, &rk->ws.e) < 0)
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the ranking");
     }

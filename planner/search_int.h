@@ -52,14 +52,13 @@ typedef struct topk {
     int64_t *id;          /* its id */
     char *prov;           /* it is provisional (no estimate; see topk.c) */
     char *used;           /* the slot holds an entry */
-    double *sstep, *speak;/* its step time and device peak (its rank: topk_find) */
+    double *sstep, *speak;/* its step time and device peak, the keys of ap_estimate_better:
+                             ranking and bounding read them (rstep, rpeak), not the estimates */
     int *next, *head;     /* the used slots by key: chains from head[key & (nhead - 1)] */
     int nhead;
-    /* per rank: what an insertion moves (with a wide tie margin thousands of entries) */
+    /* per rank: what an insertion moves (with a wide tie margin tens of thousands of entries:
+     * the rank's keys stay with its slot, so a move is 4 bytes an entry) */
     int *slot;            /* slot[i]: the slot of rank i; slot[n..cap): free ones */
-    double *step, *peak;  /* step[i], peak[i]: rank i's step time and device peak, the keys of
-                             ap_estimate_better: ranking and bounding read them, not the
-                             estimates */
     int nfinal[32];       /* margin > 0: the entries that are not provisional, per
                              complication, */
     double *ckeys[32];    /* their (step, peak) pairs in rank order (capacity ccap[c]) */
@@ -76,6 +75,9 @@ typedef struct topk {
 #define topk_at(t, i) ((t)->pool[(t)->slot[i]])
 #define topk_id(t, i) ((t)->id[(t)->slot[i]])
 #define topk_prov(t, i) ((t)->prov[(t)->slot[i]])
+/* Step time and device peak of rank i. */
+#define rstep(t, i) ((t)->sstep[(t)->slot[i]])
+#define rpeak(t, i) ((t)->speak[(t)->slot[i]])
 
 #define plan_key_of ap_plan_key_of
 #define plan_key_eq ap_plan_key_eq

@@ -80,7 +80,7 @@ static int first_with_keys(const topk *t, double s, double pk) {
     int lo = 0, hi = t->n;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (key_beats(t->step[mid], t->peak[mid], s, pk)) lo = mid + 1;
+        if (key_beats(rstep(t, mid), rpeak(t, mid), s, pk)) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -90,7 +90,7 @@ static int first_with_keys(const topk *t, double s, double pk) {
 static int rank_of_slot(const topk *t, int s) {
     const double st = t->sstep[s], pk = t->speak[s];
     for (int i = first_with_keys(t, st, pk);
-         i < t->n && !key_beats(st, pk, t->step[i], t->peak[i]); i++)
+         i < t->n && !key_beats(st, pk, rstep(t, i), rpeak(t, i)); i++)
         if (t->slot[i] == s) return i;
     for (int i = 0; i < t->n; i++) /* keys that are not numbers */
         if (t->slot[i] == s) return i;
@@ -107,7 +107,7 @@ int topk_find(const topk *t, const plan_key *k) {
 
 double topk_bound(const topk *t) {
     if (t->n < t->k) return INFINITY;
-    double s = t->step[t->k - 1];
+    double s = rstep(t, t->k - 1);
     if (!(s >= 0)) return INFINITY;
     return t->margin > 0 ? s * (1 + t->margin) : s;
 }
@@ -132,8 +132,6 @@ static int grow(topk *t) {
     GROW(t->cls);
     GROW(t->id);
     GROW(t->prov);
-    GROW(t->step);
-    GROW(t->peak);
     GROW(t->key);
     GROW(t->used);
     GROW(t->next);
@@ -160,8 +158,6 @@ static int grow(topk *t) {
 static void shift(topk *t, int to, int from) {
     size_t k = (size_t)(t->n - from);
     memmove(&t->slot[to], &t->slot[from], k * sizeof *t->slot);
-    memmove(&t->step[to], &t->step[from], k * sizeof *t->step);
-    memmove(&t->peak[to], &t->peak[from], k * sizeof *t->peak);
 }
 
 /* What an offer brings: the keys of an estimate, and the estimate unless it is provisional
@@ -185,7 +181,7 @@ static int cls_ix(int c) { return c < 0 ? 0 : c > 31 ? 31 : c; }
 
 /* 1 when an entry of step s and device peak pk beats rank i. */
 static int beats(const topk *t, double s, double pk, int i) {
-    return key_beats(s, pk, t->step[i], t->peak[i]);
+    return key_beats(s, pk, rstep(t, i), rpeak(t, i));
 }
 
 /* Under a tie margin, complication c's entries that count, by their keys in rank order: its
@@ -229,7 +225,7 @@ static void class_del(topk *t, int c, double s, double pk) {
  * the first rank with those keys by bisection, then the last of them that is c's. */
 static int class_last(const topk *t, int c, double s, double pk) {
     int last = -1;
-    for (int i = first_with_keys(t, s, pk); i < t->n && !key_beats(s, pk, t->step[i], t->peak[i]);
+    for (int i = first_with_keys(t, s, pk); i < t->n && !key_beats(s, pk, rstep(t, i), rpeak(t, i));
          i++)
         if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
     for (int i = t->n - 1; i >= 0 && last < 0; i--) /* keys that are not numbers */
@@ -252,8 +248,6 @@ static int insert(topk *t, int pos, const offered *x, int64_t id) {
     t->id[s] = id;
     t->prov[s] = (char)!x->e;
     t->used[s] = 1;
-    t->step[pos] = x->step;
-    t->peak[pos] = x->peak;
     t->key[s] = plan_key_hash(&x->pk);
     t->pkey[s] = x->pk;
     t->sstep[s] = x->step;
@@ -265,7 +259,7 @@ static int insert(topk *t, int pos, const offered *x, int64_t id) {
 
 void topk_remove(topk *t, int i) {
     int s = t->slot[i];
-    if (!t->prov[s]) class_del(t, t->cls[s], t->step[i], t->peak[i]);
+    if (!t->prov[s]) class_del(t, t->cls[s], t->sstep[s], t->speak[s]);
     t->used[s] = 0;
     chain_del(t, s);
     shift(t, i, i + 1);
@@ -278,17 +272,15 @@ int topk_fill(topk *t, int i, const ap_estimate *e) {
     int c = ap_estimate_complication(e, t->cp_short_seq);
     if (!t->pool[s] && !(t->pool[s] = ap_malloc(sizeof **t->pool))) return -1;
     if (class_add(t, c, e->time.step_s, e->device_peak_bytes) < 0) return -1;
-    if (!t->prov[s]) class_del(t, t->cls[s], t->step[i], t->peak[i]);
+    if (!t->prov[s]) class_del(t, t->cls[s], t->sstep[s], t->speak[s]);
     ap_estimate_copy(t->pool[s], e);
     t->cls[s] = c;
     t->prov[s] = 0;
-    t->step[i] = e->time.step_s;
-    t->peak[i] = e->device_peak_bytes;
     chain_del(t, s);
     t->pkey[s] = plan_key_of(&e->plan);
     t->key[s] = plan_key_hash(&t->pkey[s]);
-    t->sstep[s] = t->step[i];
-    t->speak[s] = t->peak[i];
+    t->sstep[s] = e->time.step_s;
+    t->speak[s] = e->device_peak_bytes;
     chain_add(t, s);
     return 0;
 }
@@ -302,13 +294,11 @@ int topk_fill(topk *t, int i, const ap_estimate *e) {
 
 void topk_swap(topk *t, int i, int j) {
     SWAP(int, t->slot, i, j);
-    SWAP(double, t->step, i, j);
-    SWAP(double, t->peak, i, j);
 }
 
 void topk_sort(topk *t) {
     for (int i = 1; i < t->n; i++) /* insertion: stable */
-        for (int j = i; j > 0 && beats(t, t->step[j], t->peak[j], j - 1); j--)
+        for (int j = i; j > 0 && beats(t, rstep(t, j), rpeak(t, j), j - 1); j--)
             topk_swap(t, j, j - 1);
 }
 
@@ -354,7 +344,7 @@ static int offer_tied(topk *t, const offered *x, int64_t id) {
     if (insert(t, pos, x, id) < 0) return -1;
     if (same >= t->k) topk_remove(t, last >= pos ? last + 1 : last);
     double b = topk_bound(t);
-    while (t->n > t->k && t->step[t->n - 1] > b) topk_remove(t, t->n - 1);
+    while (t->n > t->k && rstep(t, t->n - 1) > b) topk_remove(t, t->n - 1);
     return 1;
 }
 
@@ -372,7 +362,7 @@ int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
 }
 
 int topk_offer_rank(topk *t, const topk *src, int i, int64_t id) {
-    offered x = {src->step[i], src->peak[i], src->cls[src->slot[i]], src->pkey[src->slot[i]],
+    offered x = {rstep(src, i), rpeak(src, i), src->cls[src->slot[i]], src->pkey[src->slot[i]],
                  src->prov[src->slot[i]] ? NULL : topk_at(src, i)};
     if (x.e && t->ids_provisional && id >= 0) x.e = NULL;
     return offer(t, &x, id);
@@ -383,9 +373,9 @@ void topk_rank_ties(topk *t) {
     /* selection: ranks [0, i) are placed, [i, n) stay in step-time order, so the fastest left
      * is rank i and the plans within the margin of it a prefix of what is left */
     for (int i = 0; i < t->n && i < t->k; i++) {
-        double w = t->step[i] * (1 + t->margin);
+        double w = rstep(t, i) * (1 + t->margin);
         int best = i;
-        for (int j = i + 1; j < t->n && t->step[j] <= w; j++)
+        for (int j = i + 1; j < t->n && rstep(t, j) <= w; j++)
             if (t->cls[t->slot[j]] < t->cls[t->slot[best]]) best = j;
         for (int j = best; j > i; j--) topk_swap(t, j, j - 1); /* the rest keeps its order */
     }
@@ -426,8 +416,6 @@ void topk_free(topk *t) {
     ap_free(t->cls);
     ap_free(t->id);
     ap_free(t->prov);
-    ap_free(t->step);
-    ap_free(t->peak);
     ap_free(t->key);
     ap_free(t->used);
     ap_free(t->next);
@@ -443,7 +431,6 @@ void topk_free(topk *t) {
     t->slot = t->cls = NULL;
     t->id = NULL;
     t->prov = NULL;
-    t->step = t->peak = NULL;
     t->key = NULL;
     for (int c = 0; c < 32; c++) {
         ap_free(t->ckeys[c]);
