@@ -91,9 +91,9 @@ static int rank_of_slot(const topk *t, int s) {
     const double st = t->sstep[s], pk = t->speak[s];
     for (int i = first_with_keys(t, st, pk);
          i < t->n && !key_beats(st, pk, rstep(t, i), rpeak(t, i)); i++)
-        if (t->slot[i] == s) return i;
+        if (rslot(t, i) == s) return i;
     for (int i = 0; i < t->n; i++) /* keys that are not numbers */
-        if (t->slot[i] == s) return i;
+        if (rslot(t, i) == s) return i;
     return -1;
 }
 
@@ -154,11 +154,6 @@ static int grow(topk *t) {
     return 0;
 }
 
-/* Move the per-rank arrays of ranks [from, n) to start at rank to. */
-static void shift(topk *t, int to, int from) {
-    size_t k = (size_t)(t->n - from);
-    memmove(&t->slot[to], &t->slot[from], k * sizeof *t->slot);
-}
 
 /* What an offer brings: the keys of an estimate, and the estimate unless it is provisional
  * (e NULL: a re-split candidate's uniform estimate, kept as its keys; topk_fill). */
@@ -227,14 +222,14 @@ static int class_last(const topk *t, int c, double s, double pk) {
     int last = -1;
     for (int i = first_with_keys(t, s, pk); i < t->n && !key_beats(s, pk, rstep(t, i), rpeak(t, i));
          i++)
-        if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
+        if (t->cls[rslot(t, i)] == c && !t->prov[rslot(t, i)]) last = i;
     for (int i = t->n - 1; i >= 0 && last < 0; i--) /* keys that are not numbers */
-        if (t->cls[t->slot[i]] == c && !t->prov[t->slot[i]]) last = i;
+        if (t->cls[rslot(t, i)] == c && !t->prov[rslot(t, i)]) last = i;
     return last;
 }
 
-/* Insert x at rank pos (n < cap): the free slot slot[n] takes it. -1 out of memory for its
- * estimate. */
+/* Insert x at rank pos (n < cap): the free slot slot[n] takes it, and the ranks before pos
+ * move up by one place (rslot: rank 0 is the last place). -1 out of memory for its estimate. */
 static int insert(topk *t, int pos, const offered *x, int64_t id) {
     int s = t->slot[t->n];
     if (x->e) {
@@ -242,8 +237,8 @@ static int insert(topk *t, int pos, const offered *x, int64_t id) {
         if (class_add(t, x->cls, x->step, x->peak) < 0) return -1;
         ap_estimate_copy(t->pool[s], x->e);
     }
-    shift(t, pos + 1, pos);
-    t->slot[pos] = s;
+    memmove(&t->slot[t->n - pos + 1], &t->slot[t->n - pos], (size_t)pos * sizeof *t->slot);
+    t->slot[t->n - pos] = s;
     t->cls[s] = x->cls;
     t->id[s] = id;
     t->prov[s] = (char)!x->e;
@@ -258,17 +253,17 @@ static int insert(topk *t, int pos, const offered *x, int64_t id) {
 }
 
 void topk_remove(topk *t, int i) {
-    int s = t->slot[i];
+    int s = rslot(t, i), j = t->n - 1 - i; /* its place: the ranks before it move down */
     if (!t->prov[s]) class_del(t, t->cls[s], t->sstep[s], t->speak[s]);
     t->used[s] = 0;
     chain_del(t, s);
-    shift(t, i, i + 1);
+    memmove(&t->slot[j], &t->slot[j + 1], (size_t)i * sizeof *t->slot);
     t->n--;
     t->slot[t->n] = s; /* free again */
 }
 
 int topk_fill(topk *t, int i, const ap_estimate *e) {
-    int s = t->slot[i];
+    int s = rslot(t, i);
     int c = ap_estimate_complication(e, t->cp_short_seq);
     if (!t->pool[s] && !(t->pool[s] = ap_malloc(sizeof **t->pool))) return -1;
     if (class_add(t, c, e->time.step_s, e->device_peak_bytes) < 0) return -1;
@@ -293,7 +288,7 @@ int topk_fill(topk *t, int i, const ap_estimate *e) {
     } while (0)
 
 void topk_swap(topk *t, int i, int j) {
-    SWAP(int, t->slot, i, j);
+    SWAP(int, t->slot, t->n - 1 - i, t->n - 1 - j);
 }
 
 void topk_sort(topk *t) {
@@ -362,8 +357,9 @@ int topk_offer(topk *t, const ap_estimate *e, int64_t id) {
 }
 
 int topk_offer_rank(topk *t, const topk *src, int i, int64_t id) {
-    offered x = {rstep(src, i), rpeak(src, i), src->cls[src->slot[i]], src->pkey[src->slot[i]],
-                 src->prov[src->slot[i]] ? NULL : topk_at(src, i)};
+    const int s = rslot(src, i);
+    offered x = {rstep(src, i), rpeak(src, i), src->cls[s], src->pkey[s],
+                 src->prov[s] ? NULL : topk_at(src, i)};
     if (x.e && t->ids_provisional && id >= 0) x.e = NULL;
     return offer(t, &x, id);
 }
@@ -376,7 +372,7 @@ void topk_rank_ties(topk *t) {
         double w = rstep(t, i) * (1 + t->margin);
         int best = i;
         for (int j = i + 1; j < t->n && rstep(t, j) <= w; j++)
-            if (t->cls[t->slot[j]] < t->cls[t->slot[best]]) best = j;
+            if (t->cls[rslot(t, j)] < t->cls[rslot(t, best)]) best = j;
         for (int j = best; j > i; j--) topk_swap(t, j, j - 1); /* the rest keeps its order */
     }
     while (t->n > t->k) topk_remove(t, t->n - 1);
@@ -387,7 +383,7 @@ ap_estimate *topk_take(const topk *t, int *nout) {
     *nout = 0;
     if (n == 0) return NULL;
     for (int i = 0; i < n; i++)
-        if (t->prov[t->slot[i]]) { /* topk_fill was not called: an internal error, said as such */
+        if (topk_prov(t, i)) { /* topk_fill was not called: an internal error, said as such */
             *nout = -2;
             return NULL;
         }
