@@ -69,7 +69,7 @@ static ap_json *row_json(const vrow *v) {
 static void ran_counts(const vset *oos, int *ran, int *nofit, int *tight) {
     *ran = *nofit = *tight = 0;
     for (int i = 0; i < oos->n; i++) {
-        if (!oos->rows[i].is_time) continue;
+        if (!oos->rows[i].is_time || oos->rows[i].refused[0]) continue;
         (*ran)++;
         *nofit += !oos->rows[i].fits_device;
         *tight += oos->rows[i].fits_device && !oos->rows[i].fits;
@@ -81,7 +81,8 @@ static void ran_counts(const vset *oos, int *ran, int *nofit, int *tight) {
 static int oom_tight(const vset *oos) {
     int n = 0;
     for (int i = 0; i < oos->n; i++)
-        n += oos->rows[i].is_oom && oos->rows[i].fits_device && !oos->rows[i].fits;
+        n += oos->rows[i].is_oom && !oos->rows[i].refused[0] && oos->rows[i].fits_device &&
+             !oos->rows[i].fits;
     return n;
 }
 
@@ -103,12 +104,25 @@ static ap_json *oos_json(const vset *oos) {
         ap_json_add_number(o, "time_max", oper[s].time_max);
         if (oper[s].mem_rows > 0) ap_json_add_number(o, "memory_mape", oper[s].mem_mape);
         ap_json_add_number(o, "rows", oper[s].rows);
+        if (oper[s].refused > 0) ap_json_add_number(o, "refused", oper[s].refused);
         ap_json_push(bs, o);
     }
     ap_json_add(root, "by_source", bs);
+    if (oa.refused > 0) ap_json_add_number(root, "refused", oa.refused);
     ap_json *rows = ap_json_new_array();
     for (int i = 0; i < oos->n; i++) {
         const vrow *v = &oos->rows[i];
+        if (v->refused[0]) { /* no prediction: what the run was and why autoplan refuses it */
+            ap_json *o = ap_json_new_object();
+            ap_json_add_string(o, "source", v->source);
+            ap_json_add_string(o, "model", v->model_name);
+            ap_json_add_string(o, "plan", v->plan_label);
+            ap_json_add_string(o, "metric", v->metric);
+            ap_json_add_number(o, "measured", v->measured);
+            ap_json_add_string(o, "refused", v->refused);
+            ap_json_push(rows, o);
+            continue;
+        }
         ap_json *o = row_json(v);
         if (v->is_oom) ap_json_add_bool(o, "predicted_not_to_fit", v->predicted >= 0.5);
         else ap_json_add_number(o, "signed_error", (v->predicted - v->measured) / v->measured);
@@ -245,6 +259,11 @@ static void print_cross(const vset *cross, const ap_calib *ccal) {
 
 /* One out-of-sample row: times in seconds, memory in GiB, OOM records as predicted or not. */
 static void print_oos_row(const vrow *v) {
+    if (v->refused[0]) {
+        printf("%-24s %-10.10s %-13s %-38.38s REFUSED: %s\n", v->source, v->model_name,
+               v->cluster.gpu.name, v->plan_label, v->refused);
+        return;
+    }
     if (v->is_oom) {
         printf("%-24s %-10.10s %-13s %-38.38s recorded out of memory: %s%s\n", v->source,
                v->model_name, v->cluster.gpu.name, v->plan_label,
@@ -277,6 +296,9 @@ static void print_oos(const vset *oos) {
     }
     printf("out-of-sample time MAPE %.2f%%, max %.2f%% (MAPE: mean over sources)\n",
            100 * oa.time_mape, 100 * oa.time_max);
+    if (oa.refused > 0)
+        printf("runs autoplan refuses (REFUSED above, in no error): %d of %d\n", oa.refused,
+               oa.rows);
     if (oa.mem_rows > 0)
         printf("out-of-sample memory MAPE %.2f%%, max %.2f%%\n", 100 * oa.mem_mape,
                100 * oa.mem_max);
@@ -291,11 +313,22 @@ static void print_oos(const vset *oos) {
 }
 
 /* Predict every row of a set with calibration cal (NULL: each row's GPU's built-in one); err
- * names the file, array and row. */
+ * names the file, array and row. With `refuse`, a run the estimate finds infeasible (a
+ * trainer's rule, a shape its degrees do not divide) is marked refused with the reason and the
+ * others go on: a published run that autoplan cannot express is a finding to show, and one
+ * such row would otherwise hide every other prediction. */
 static ap_status predict_set(vset *vs, const ap_calib *cal, const char *path, const char *key,
-                             ap_err *err) {
+                             int refuse, ap_err *err) {
     for (int i = 0; i < vs->n; i++) {
-        ap_status st = ap_validation_predict(&vs->rows[i], cal, err);
+        vrow *v = &vs->rows[i];
+        v->refused[0] = '\0';
+        ap_status st = ap_validation_predict(v, cal, err);
+        if (st == AP_ERR_INFEASIBLE && refuse) {
+            snprintf(v->refused, sizeof v->refused, "%s", err->msg);
+            v->predicted = 0;
+            v->fits = v->fits_device = 1;
+            continue;
+        }
         if (st != AP_OK) {
             ap_err_prefix(err, "%s: %s[%d] (%s, %s)", path, key, i, vs->rows[i].model_name,
                           vs->rows[i].plan_label);
@@ -314,7 +347,7 @@ static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
         (st = ap_validation_load(path, "outofsample", r->oos, err)) != AP_OK)
         return st;
     /* out-of-sample rows: never fitted, each with the built-in calibration of its GPU */
-    if ((st = predict_set(r->oos, NULL, path, "outofsample", err)) != AP_OK) return st;
+    if ((st = predict_set(r->oos, NULL, path, "outofsample", 1, err)) != AP_OK) return st;
     ap_calib_default(&r->vs->rows[0].cluster.gpu, &r->cal);
     if (r->fitted) ap_calib_fit(r->vs, &r->cal, NULL);
     /* cross-check rows run with the calibration of their own GPU; --fit refits only the GEMM
@@ -327,9 +360,13 @@ static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
             r->ccal.gemm_half_flops = keep_half;
             ap_calib_fit_gemm_eff(r->cross, &r->ccal);
         }
-        if ((st = predict_set(r->cross, &r->ccal, path, "crosscheck", err)) != AP_OK) return st;
+        if ((st = predict_set(r->cross, &r->ccal, path, "crosscheck", 0, err)) != AP_OK)
+            return st;
     }
-    if ((st = predict_set(r->vs, &r->cal, path, "rows", err)) != AP_OK) return st;
+    /* the scored rows with the calibration shown below when it is fitted, else each with the
+     * built-in one of its own GPU (the bundled rows are all A100s: the same figures) */
+    if ((st = predict_set(r->vs, r->fitted ? &r->cal : NULL, path, "rows", 0, err)) != AP_OK)
+        return st;
     ap_validation_summarize(r->vs, NULL, 0, &r->all, r->per);
     /* runs that ran must fit (Figure 1's no-recompute bars are not runs: they exceed 80 GB) */
     r->all_fit = 1;

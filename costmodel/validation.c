@@ -26,7 +26,41 @@ typedef ap_vset vset;
 typedef ap_verr errstat;
 
 ap_vset *ap_vset_new(void) { return ap_calloc(1, sizeof(ap_vset)); }
-void ap_vset_free(ap_vset *vs) { ap_free(vs); }
+
+void ap_vset_free(ap_vset *vs) {
+    if (vs) ap_free(vs->rows);
+    ap_free(vs);
+}
+
+/* Room for row n: the capacity doubles (from 64). 0 when out of memory. */
+static int room_for_row(vset *vs) {
+    if (vs->n < vs->cap) return 1;
+    int cap = vs->cap ? 2 * vs->cap : 64;
+    vrow *r = ap_realloc(vs->rows, (size_t)cap * sizeof *r);
+    if (!r) return 0;
+    vs->rows = r;
+    vs->cap = cap;
+    return 1;
+}
+
+ap_status ap_vset_copy(ap_vset *dst, const ap_vset *src, ap_err *err) {
+    vrow *rows = dst->rows;
+    int cap = dst->cap;
+    if (cap < src->n) {
+        ap_free(rows);
+        rows = ap_malloc((size_t)(src->n > 0 ? src->n : 1) * sizeof *rows);
+        cap = rows ? src->n : 0;
+    }
+    *dst = *src;
+    dst->rows = rows;
+    dst->cap = cap;
+    if (!rows) {
+        dst->n = 0;
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory for %d validation rows", src->n);
+    }
+    if (src->n > 0) memcpy(rows, src->rows, (size_t)src->n * sizeof *rows);
+    return AP_OK;
+}
 
 /* The model of a row: native fields (or an HF config) parsed by the model reader; the row may
  * name it (an HF config has no name of its own). */
@@ -360,6 +394,10 @@ ap_status ap_validation_load_json(const ap_json *root, const char *path, const c
             st = ap_err_set(err, AP_ERR_INPUT, "%s: more than %d rows", path, MAX_ROWS);
             break;
         }
+        if (!room_for_row(vs)) {
+            st = ap_err_set(err, AP_ERR_NOMEM, "%s: out of memory for %d rows", path, vs->n + 1);
+            break;
+        }
         snprintf(where, sizeof where, "%s: %s[%d]", path, key, i);
         if ((st = read_row(ap_json_at(rows, i), where, &vs->rows[vs->n], err)) != AP_OK) break;
         if (!add_source(vs, vs->rows[vs->n].source))
@@ -451,7 +489,9 @@ void ap_validation_summarize(const ap_vset *vs, const char *only, int exclude, a
             if (strcmp(v->source, vs->sources[s])) continue;
             double e = fabs(v->predicted - v->measured) / v->measured;
             ps->rows++;
-            if (v->is_oom) {
+            if (v->refused[0]) {
+                ps->refused++;
+            } else if (v->is_oom) {
                 ps->oom_rows++;
                 ps->oom_hit += v->predicted >= 0.5;
             } else if (v->is_time) {
@@ -470,6 +510,7 @@ void ap_validation_summarize(const ap_vset *vs, const char *only, int exclude, a
         if (ps->mem_rows) ps->mem_mape /= ps->mem_rows;
         if (!in) continue;
         out->rows += ps->rows;
+        out->refused += ps->refused;
         out->oom_rows += ps->oom_rows;
         out->oom_hit += ps->oom_hit;
         if (ps->time_rows) {
@@ -564,8 +605,9 @@ ap_status ap_validation_leave_one_out(const ap_vset *vs, const ap_calib *base, a
     ap_vset *tmp = ap_vset_new();
     if (!tmp) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for the validation rows");
     int nts = 0;
-    for (int s = 0; s < vs->nsources; s++) {
-        *tmp = *vs;
+    ap_status st = AP_OK;
+    for (int s = 0; s < vs->nsources && st == AP_OK; s++) {
+        if ((st = ap_vset_copy(tmp, vs, err)) != AP_OK) break;
         ap_calib c2 = *base;
         ap_calib_fit(tmp, &c2, vs->sources[s]);
         for (int i = 0; i < tmp->n; i++) ap_validation_predict(&tmp->rows[i], &c2, NULL);
@@ -580,5 +622,5 @@ ap_status ap_validation_leave_one_out(const ap_vset *vs, const ap_calib *base, a
     }
     if (nts) out->time_mape /= nts;
     ap_vset_free(tmp);
-    return AP_OK;
+    return st;
 }

@@ -19,8 +19,10 @@
 #include "autoplan/estimate.h"
 #include "autoplan/json.h"
 
-#define AP_VALIDATION_MAX_ROWS 1024
-#define AP_VALIDATION_MAX_SOURCES 32
+/* Rows per array of a file (grown as read: a sanity bound, not a size) and sources per array:
+ * a user's own runs appended to the bundled out-of-sample set (537 rows, 22 sources) fit. */
+#define AP_VALIDATION_MAX_ROWS 100000
+#define AP_VALIDATION_MAX_SOURCES 256
 #define AP_VALIDATION_MAX_SHOWN 64
 
 typedef struct ap_vrow {
@@ -42,6 +44,8 @@ typedef struct ap_vrow {
                                 scored as a count, no MAPE) */
     int nccl_eager;          /* "nccl": the run's NCCL is older than 2.22
                                 (ap_estimate_opts.nccl_eager) */
+    char refused[512];       /* an out-of-sample run autoplan's rules refuse (the estimate's
+                                AP_ERR_INFEASIBLE message): listed, not scored; "" otherwise */
 } ap_vrow;
 
 /* A largest-model row: shown beside the model-state bound, not scored. */
@@ -56,8 +60,8 @@ typedef struct ap_vshown {
 } ap_vshown;
 
 typedef struct ap_vset {
-    ap_vrow rows[AP_VALIDATION_MAX_ROWS];
-    int n;
+    ap_vrow *rows;           /* n rows (capacity cap, grown by ap_validation_load) */
+    int n, cap;
     ap_vshown shown[AP_VALIDATION_MAX_SHOWN];
     int nshown;
     char sources[AP_VALIDATION_MAX_SOURCES][64];
@@ -68,11 +72,16 @@ typedef struct ap_verr {
     double time_mape, time_max, mem_mape, mem_max; /* fractions */
     int rows, time_rows, mem_rows;
     int oom_rows, oom_hit;   /* recorded out-of-memory runs, and those predicted not to fit */
+    int refused;             /* rows refused (ap_vrow.refused): in rows, not in any error */
     double time_bias;        /* mean signed time error (negative: predicted too fast) */
 } ap_verr;
 
-/* A zeroed set (about 5 MB: allocate, never on the stack). NULL on allocation failure. */
+/* An empty set (allocate, never on the stack: its sources and shown rows take about 30 KB).
+ * NULL on allocation failure. */
 ap_vset *ap_vset_new(void);
+/* dst becomes a copy of src's rows, sources and shown rows; AP_ERR_NOMEM when the rows
+ * cannot be allocated (dst is then left with no rows). */
+ap_status ap_vset_copy(ap_vset *dst, const ap_vset *src, ap_err *err);
 void ap_vset_free(ap_vset *vs);
 
 /* Load the array `key` of a validation file ("rows": scored, with the optional "shown"
