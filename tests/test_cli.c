@@ -855,6 +855,22 @@ static double nccl_figure(const char *cmd, const char *flag, const char *key) {
     return x;
 }
 
+/* --dp without --gpus: the GPUs are dp x tp x pp x cp, the same estimate as --gpus gives */
+static void test_estimate_dp(void) {
+    char a[1024], b[1024];
+    const char *m = tl_path("examples/models/llama-2-7b.json");
+    snprintf(a, sizeof a, "estimate '%s' --tp 2 --pp 2 --dp 4 --json --profile none", m);
+    snprintf(b, sizeof b, "estimate '%s' --tp 2 --pp 2 --gpus 16 --json --profile none", m);
+    char *oa = NULL, *ea = NULL, *ob = NULL, *eb = NULL;
+    CHECK_INT(tl_run(a, &oa, &ea), 0);
+    CHECK_INT(tl_run(b, &ob, &eb), 0);
+    CHECK(oa && ob && strcmp(oa, ob) == 0);
+    free(oa);
+    free(ea);
+    free(ob);
+    free(eb);
+}
+
 static void test_nccl_version(void) {
     const double d = 5 * 544e6 + 2 * 688e6 - 7 * 128.0 * 1024 * 1024;
     CHECK_NEAR(nccl_figure("estimate", "--nccl-version 2.18", "device_peak_bytes") -
@@ -903,6 +919,10 @@ static void test_bad_input(void) {
     bad("plan '%s' --gpus 8 --nccl-version 2", "--nccl-version");
     bad("run '%s' --gpus 2 --nccl-version 2.18", "--nccl-version: the runtime's ranks");
     bad("estimate '%s' --gpus 0", "--gpus");
+    /* --dp: the degree a run reports, checked against the GPUs or giving them */
+    bad("estimate '%s' --gpus 16 --tp 2 --dp 4", "--dp 4: 16 GPUs / (tp 2 x pp 1 x cp 1) give dp 8");
+    bad("estimate '%s' --dp 0", "--dp: 0 is out of range");
+    bad("estimate '%s' --tp 8 --pp 8 --dp 32768", "is more than 1048576 GPUs");
     bad("estimate '%s' --gpus eight", "--gpus");
     bad("estimate '%s' --gpus 8 --network-bw 400", "has no unit");
     bad("estimate '%s' --gpus 8 --network-bw 400Gbit", "--network-bw");
@@ -1441,6 +1461,7 @@ int main(int argc, char **argv) {
     test_pp_over_network();
     test_bad_input();
     test_nccl_version();
+    test_estimate_dp();
     test_paths_checked_first();
     test_stage_recompute_readback();
     test_closest_measured();
