@@ -15,6 +15,7 @@
  * do not fit the counting model (e.g. OPT-350m's embedding projection, LLaMA with attention bias
  * but no MLP bias) are refused by name rather than miscounted.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1258,12 +1259,33 @@ static ap_status known_keys(const ap_json *obj, const char *const *keys, const c
     return AP_OK;
 }
 
+/* The parameter counts a source states beside the shape (shared/reference/published-public.json
+ * carries them: params_b in billions, largest_layer_params_m in millions), numbers or null:
+ * figures to read, not inputs. The count the shape gives is the one used; a stated total more
+ * than 10% away from it is said (a shape transcribed wrongly, or a count of something else). */
+static ap_status stated_params(const ap_json *j, const char *where, const ap_model *m,
+                               ap_err *err) {
+    double pb = 0, lm = 0;
+    int has_pb = 0, has_lm = 0;
+    if (ap_json_is_null(ap_json_get(j, "params_b")) == 0)
+        TRY(ap_json_get_real(j, "params_b", 0.0, 1e6, &pb, &has_pb, where, err));
+    if (ap_json_is_null(ap_json_get(j, "largest_layer_params_m")) == 0)
+        TRY(ap_json_get_real(j, "largest_layer_params_m", 0.0, 1e9, &lm, &has_lm, where, err));
+    if (has_pb && pb > 0) {
+        double own = (double)ap_model_total_params(m) / 1e9;
+        if (own > 0 && fabs(own - pb) > 0.10 * pb)
+            ap_log(AP_LOG_WARN, "%s: field 'params_b' states %.4gB parameters; the shape gives "
+                   "%.4gB (the shape's count is used)", where, pb, own);
+    }
+    return AP_OK;
+}
+
 static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, ap_err *err) {
     static const char *const keys[] = {
         "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab",
         "seq_len", "activation", "norm", "position", "learned_positions", "tied_embeddings",
         "bias", "dropout", "moe", "embed_norm", "window", "window_period", "window_chunked",
-        "attn_softcap", NULL};
+        "attn_softcap", "params_b", "largest_layer_params_m", NULL};
     TRY(known_keys(j, keys, where, "", err));
     rd rr = {j, where, err}, *r = &rr;
     int present = 0;
@@ -1349,7 +1371,7 @@ static ap_status parse_native(const ap_json *j, const char *where, ap_model *m, 
         TRY(opt_int(&mr, "first_dense_layers", 0, m->layers, 0, &e->first_dense_layers));
         TRY(opt_int(&mr, "layer_freq", 1, m->layers, 1, &e->layer_freq));
     }
-    return AP_OK;
+    return stated_params(j, where, m, err);
 }
 
 /* ---- entry points ---------------------------------------------------------------------------- */

@@ -329,8 +329,21 @@ static void test_flops_and_fingerprint(void) {
     CHECK(ap_model_fingerprint(&m2) != f);
     CHECK(ap_model_fingerprint(&m) == f);
 
+    /* the model object of a reference row (shared/reference/published-public.json: Narayanan
+     * 2021 Table 1's GPT 1.7B, with the counts the source states and kv_heads null) reads as
+     * the same model as without them: the stated counts are figures, not inputs */
+    ap_model n, n2;
+    const char *ref = "{\"name\": \"GPT 1.7B\", \"layers\": 24, \"hidden\": 2304, \"heads\": 24, "
+                      "\"kv_heads\": null, \"ffn_hidden\": 9216, \"vocab\": 51200, \"seq_len\": "
+                      "2048, \"params_b\": 1.7, \"largest_layer_params_m\": null}";
+    const char *bare = "{\"name\": \"GPT 1.7B\", \"layers\": 24, \"hidden\": 2304, \"heads\": 24, "
+                       "\"ffn_hidden\": 9216, \"vocab\": 51200, \"seq_len\": 2048}";
+    CHECK_INT(ap_model_parse(ref, strlen(ref), "r.json", &n, &err), AP_OK);
+    CHECK_INT(ap_model_parse(bare, strlen(bare), "r.json", &n2, &err), AP_OK);
+    CHECK(ap_model_fingerprint(&n) == ap_model_fingerprint(&n2));
+    CHECK_INT(n.kv_heads, 24);
+
     /* native defaults (docs/models.md) */
-    ap_model n;
     const char *gpt = "{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100}";
     CHECK_INT(ap_model_parse(gpt, strlen(gpt), "d.json", &n, &err), AP_OK);
     CHECK_STR(n.name, "d");
@@ -764,6 +777,11 @@ static void test_bad_input(void) {
         "\"kv_lora_rank\":512,\"q_lora_rank\":\"1536\"}", "'q_lora_rank'", "integer");
     /* 21. native: unknown field (a typo) */
     bad("{\"layers\":2,\"hiden\":64,\"heads\":4,\"vocab\":100}", "unknown field 'hiden'", NULL);
+    /* 21b. native: a stated parameter count is a number or null */
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"params_b\":\"1.7\"}",
+        "'params_b'", "number");
+    bad("{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"params_b\":-1}",
+        "'params_b'", NULL);
     /* 22. native: fractional size */
     bad("{\"layers\":2.5,\"hidden\":64,\"heads\":4,\"vocab\":100}", "'layers'",
         "must be an integer");
