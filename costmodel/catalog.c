@@ -602,9 +602,10 @@ static const struct {
     {"v100-sxm2-32g", "v100,v100-32g,v100-sxm2"},
     {"a100-sxm4-40g", "a100-40g"},
     {"a100-sxm4-80g", "a100,a100-80g,a100-sxm4,a100-sxm"},
-    {"a100-pcie-80g", "a100-pcie"},
+    {"a100-pcie-80g", "a100-pcie,a100-80gb-pcie"},
     {"a800-sxm4-80g", "a800,a800-80g,a800-sxm4,a800-sxm"},
-    {"h100-sxm", "h100,h100-sxm5,h100-80g"},
+    /* nvidia-smi: "NVIDIA H100 80GB HBM3"; papers: "H100-SXM5-80GB" */
+    {"h100-sxm", "h100,h100-sxm5,h100-80g,h100-sxm5-80g,h100-sxm-80g,h100-80gb-hbm3"},
     {"h100-pcie", "h100-pcie-80g"},
     {"h100-96g-500w", "h100-hbm2e-500w,h100-grand-teton"},
     {"h800-sxm", "h800,h800-sxm5,h800-80g"},
