@@ -387,6 +387,10 @@ ap_status ap_validation_load_json(const ap_json *root, const char *path, const c
     const ap_json *rows = ap_json_get(root, key);
     char where[4160];
     if (!rows && strcmp(key, "rows") != 0) return AP_OK;
+    if (ap_json_is_array(root)) /* shared/reference/published-public.json's layout */
+        return ap_err_set(err, AP_ERR_INPUT, "%s: a top-level array of rows (the layout of "
+                          "shared/reference/published-public.json) is not a validation file; "
+                          "tools/make_validation.py converts it (an object with 'rows')", path);
     if (!ap_json_is_array(rows))
         st = ap_err_set(err, AP_ERR_INPUT, "%s: field '%s' must be an array", path, key);
     for (int i = 0; st == AP_OK && i < ap_json_size(rows); i++) {

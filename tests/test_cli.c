@@ -579,6 +579,13 @@ static void test_validate_refused(void) {
     CHECK_CONTAINS(err, "heads (4) are not divisible by tp 3");
     free(out);
     free(err);
+    /* the reference data's layout (a top-level array) is named, with the converter */
+    CHECK(tl_write(path, "[{\"source\": \"s\"}]\n") == 0);
+    out = err = NULL;
+    CHECK_INT(tl_run(cmd, &out, &err), 2);
+    CHECK_CONTAINS(err, "tools/make_validation.py converts it");
+    free(out);
+    free(err);
 }
 
 static void test_validate_targets(void) {
