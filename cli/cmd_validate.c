@@ -52,12 +52,18 @@ typedef struct {
     double loso_src[MAX_SOURCES];
 } vresult;
 
+/* A row: what it is, then its prediction and error, or (a refused run) why there is none. */
 static ap_json *row_json(const vrow *v) {
     ap_json *o = ap_json_new_object();
     ap_json_add_string(o, "source", v->source);
     ap_json_add_string(o, "model", v->model_name);
     ap_json_add_string(o, "plan", v->plan_label);
     ap_json_add_string(o, "metric", v->metric);
+    if (v->refused[0]) {
+        ap_json_add_number(o, "measured", v->measured);
+        ap_json_add_string(o, "refused", v->refused);
+        return o;
+    }
     ap_json_add_number(o, "predicted", v->predicted);
     ap_json_add_number(o, "measured", v->measured);
     ap_json_add_number(o, "error", fabs(v->predicted - v->measured) / v->measured);
@@ -112,20 +118,13 @@ static ap_json *oos_json(const vset *oos) {
     ap_json *rows = ap_json_new_array();
     for (int i = 0; i < oos->n; i++) {
         const vrow *v = &oos->rows[i];
-        if (v->refused[0]) { /* no prediction: what the run was and why autoplan refuses it */
-            ap_json *o = ap_json_new_object();
-            ap_json_add_string(o, "source", v->source);
-            ap_json_add_string(o, "model", v->model_name);
-            ap_json_add_string(o, "plan", v->plan_label);
-            ap_json_add_string(o, "metric", v->metric);
-            ap_json_add_number(o, "measured", v->measured);
-            ap_json_add_string(o, "refused", v->refused);
-            ap_json_push(rows, o);
-            continue;
-        }
         ap_json *o = row_json(v);
-        if (v->is_oom) ap_json_add_bool(o, "predicted_not_to_fit", v->predicted >= 0.5);
-        else ap_json_add_number(o, "signed_error", (v->predicted - v->measured) / v->measured);
+        if (v->refused[0]) { /* no prediction, no error */
+        } else if (v->is_oom) {
+            ap_json_add_bool(o, "predicted_not_to_fit", v->predicted >= 0.5);
+        } else {
+            ap_json_add_number(o, "signed_error", (v->predicted - v->measured) / v->measured);
+        }
         ap_json_push(rows, o);
     }
     ap_json_add(root, "rows", rows);
