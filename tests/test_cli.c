@@ -927,7 +927,8 @@ static void test_bad_input(void) {
     bad("run '%s' --gpus 2 --nccl-version 2.18", "--nccl-version: the runtime's ranks");
     bad("estimate '%s' --gpus 0", "--gpus");
     /* --dp: the degree a run reports, checked against the GPUs or giving them */
-    bad("estimate '%s' --gpus 16 --tp 2 --dp 4", "--dp 4: 16 GPUs / (tp 2 x pp 1 x cp 1) give dp 8");
+    bad("estimate '%s' --gpus 16 --tp 2 --dp 4",
+        "--dp 4: 16 GPUs / (tp 2 x pp 1 x cp 1) give dp 8");
     bad("estimate '%s' --dp 0", "--dp: 0 is out of range");
     bad("estimate '%s' --tp 8 --pp 8 --dp 32768", "is more than 1048576 GPUs");
     bad("estimate '%s' --gpus eight", "--gpus");
