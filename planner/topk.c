@@ -154,7 +154,6 @@ static int grow(topk *t) {
     return 0;
 }
 
-
 /* What an offer brings: the keys of an estimate, and the estimate unless it is provisional
  * (e NULL: a re-split candidate's uniform estimate, kept as its keys; topk_fill). */
 typedef struct {
