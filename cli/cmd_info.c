@@ -66,7 +66,8 @@ static void compute(const ap_model *m, int64_t s, info *in) {
 }
 
 static const char *act_name(ap_activation a) {
-    return a == AP_ACT_SWIGLU ? "gated (SwiGLU/GeGLU)" : a == AP_ACT_RELU ? "relu" : "gelu";
+    return a == AP_ACT_SWIGLU ? "gated (SwiGLU/GeGLU)" : a == AP_ACT_RELU ? "relu"
+           : a == AP_ACT_RELU2 ? "squared relu" : "gelu";
 }
 
 /* "6.74 B", "124.4 M" */

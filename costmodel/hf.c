@@ -127,16 +127,17 @@ static ap_status positions(rd *r, const char *key, int64_t def, ap_model *m) {
     return AP_OK;
 }
 
-/* gelu-family names and relu for the non-gated GPT-style MLPs */
+/* gelu-family names, relu and squared relu for the non-gated MLPs */
 static ap_status plain_act(rd *r, const char *key, const char *def, ap_model *m) {
     char act[32];
     TRY(opt_str(r, key, def, act, sizeof act));
     char cb[48];
     if (!strcmp(act, "relu")) m->act = AP_ACT_RELU;
+    else if (!strcmp(act, "relu2")) m->act = AP_ACT_RELU2; /* transformers ACT2FN: relu(x)^2 */
     else if (!strncmp(act, "gelu", 4)) m->act = AP_ACT_GELU;
     else
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported (gelu*, "
-                          "relu)", r->where, key, ap_text_line(cb, sizeof cb, act, 40));
+                          "relu, relu2)", r->where, key, ap_text_line(cb, sizeof cb, act, 40));
     return AP_OK;
 }
 
@@ -254,7 +255,7 @@ static ap_status read_layer_types(rd *r, int64_t window, int64_t period_def, ap_
 typedef enum {
     LL_LLAMA, LL_MISTRAL, LL_MIXTRAL, LL_QWEN2, LL_QWEN2_MOE, LL_GEMMA2, LL_QWEN3, LL_QWEN3_MOE,
     LL_PHI3, LL_PHIMOE, LL_GEMMA, LL_GEMMA3, LL_OLMO2, LL_INTERNLM2, LL_COHERE, LL_STARCODER2,
-    LL_STABLELM, LL_MINICPM, LL_DEEPSEEK, LL_LLAMA4, LL_GPT_OSS
+    LL_STABLELM, LL_MINICPM, LL_DEEPSEEK, LL_LLAMA4, LL_GPT_OSS, LL_NEMOTRON
 } ll_kind;
 
 /* What differs between the members of the family: the transformers configuration class's
@@ -290,6 +291,7 @@ static ll_traits traits_of(ll_kind k) {
     case LL_MINICPM: t.tied = 1; break;
     case LL_LLAMA4: t.maxpos = 4096 * 32; t.head_dim = 128; t.theta = 500000.0; break;
     case LL_GPT_OSS: t.maxpos = 131072; t.head_dim = 64; t.theta = 150000.0; break;
+    case LL_NEMOTRON: t.maxpos = 4096; t.act = "relu2"; t.gated = 0; break;
     default: break;
     }
     return t;
@@ -542,7 +544,7 @@ static ap_status attn_window(rd *r, ll_kind kind, ap_model *m) {
         period = 2;
         break;
     case LL_COHERE: case LL_OLMO2: case LL_LLAMA: case LL_GEMMA: case LL_INTERNLM2:
-    case LL_STABLELM: case LL_MINICPM: case LL_DEEPSEEK:
+    case LL_STABLELM: case LL_MINICPM: case LL_DEEPSEEK: case LL_NEMOTRON:
         break;
     case LL_LLAMA4:
         return attn_llama4(r, m);
@@ -566,6 +568,9 @@ static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
     else TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
     TRY(positions(r, "max_position_embeddings", t.maxpos, m));
     TRY(read_rope(r, t.theta, m));
+    /* NemotronConfig partial_rotary_factor 0.5 (read_rope's default is the whole head) */
+    if (kind == LL_NEMOTRON && !ap_json_is_number(ap_json_get(r->j, "partial_rotary_factor")))
+        m->rotary_pct = 0.5;
     char act[32], cb[48];
     /* Gemma (v1) names it hidden_activation in newer configs; hidden_act in the first ones */
     TRY(opt_str(r, "hidden_act", t.act, act, sizeof act));
@@ -601,7 +606,7 @@ static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
 static ap_status ll_biases(rd *r, ap_model *m, ll_kind kind) {
     int attn_bias = 0, mlp_bias = 0;
     switch (kind) {
-    case LL_LLAMA:
+    case LL_LLAMA: case LL_NEMOTRON:
         TRY(opt_bool(r, "attention_bias", 0, &attn_bias));
         TRY(opt_bool(r, "mlp_bias", 0, &mlp_bias));
         break;
@@ -662,6 +667,10 @@ static ap_status ll_norms(rd *r, ap_model *m, ll_kind kind) {
         break;
     }
     case LL_QWEN3: case LL_QWEN3_MOE: m->qk_norm = AP_QKNORM_HEAD; break;
+    case LL_NEMOTRON: /* NemotronLayerNorm1P: a LayerNorm with bias whose weight is gamma - 1 */
+        m->norm = AP_NORM_LAYERNORM;
+        m->norm_1p = 1;
+        break;
     default: break;
     }
     if (kind == LL_GEMMA3) m->qk_norm = AP_QKNORM_HEAD;
@@ -764,6 +773,9 @@ static ap_status rd_minicpm(rd *r, ap_model *m) { return read_llama_family(r, m,
 static ap_status rd_deepseek(rd *r, ap_model *m) { return read_llama_family(r, m, LL_DEEPSEEK); }
 static ap_status rd_llama4(rd *r, ap_model *m) { return read_llama_family(r, m, LL_LLAMA4); }
 static ap_status rd_gpt_oss(rd *r, ap_model *m) { return read_llama_family(r, m, LL_GPT_OSS); }
+/* Nemotron-4 / Minitron (modeling_nemotron.py): up_proj, squared ReLU, down_proj (no gate);
+ * LayerNorm1P; partial rotary; untied */
+static ap_status rd_nemotron(rd *r, ap_model *m) { return read_llama_family(r, m, LL_NEMOTRON); }
 
 /* ---- gpt2 ------------------------------------------------------------------------------------ */
 
@@ -1092,6 +1104,245 @@ static ap_status rd_gptj(rd *r, ap_model *m) {
     return dropout_of(r, drop, 0.0, &m->dropout);
 }
 
+/* ---- nested configuration objects (mpt, dbrx) -------------------------------------------- */
+
+/* The object under `key` as a reader of its own (where "FILE: key"), into *sub; *present 0 when
+ * the field is absent or null (the class's defaults then apply). */
+static ap_status sub_rd(rd *r, const char *key, char *w, size_t n, rd *sub, int *present) {
+    const ap_json *o = ap_json_get(r->j, key);
+    *present = o && !ap_json_is_null(o);
+    snprintf(w, n, "%s: %s", r->where, key);
+    sub->j = *present ? o : NULL;
+    sub->where = w;
+    sub->err = r->err;
+    if (*present && !ap_json_is_object(o))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' must be an object, got %s",
+                          r->where, key, ap_json_type_name(o));
+    return AP_OK;
+}
+
+/* The activation of an ffn_act_fn object ({"name": ...}), default `def`, into buf. */
+static ap_status act_fn_name(rd *ffn, const char *def, char *buf, size_t n) {
+    snprintf(buf, n, "%s", def);
+    if (!ffn->j) return AP_OK;
+    char w[320];
+    rd a;
+    int present = 0;
+    TRY(sub_rd(ffn, "ffn_act_fn", w, sizeof w, &a, &present));
+    if (!present) return AP_OK;
+    return opt_str(&a, "name", def, buf, n);
+}
+
+/* A gated MLP's activation from its name: SiLU (SwiGLU) or GELU (GeGLU). */
+static ap_status gated_act(rd *r, const char *field, const char *act, ap_model *m) {
+    char cb[48];
+    m->act = AP_ACT_SWIGLU;
+    if (!strcmp(act, "silu") || !strcmp(act, "swish")) m->gate_act = AP_GATE_SILU;
+    else if (!strncmp(act, "gelu", 4)) m->gate_act = AP_GATE_GELU;
+    else
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported for a "
+                          "gated MLP (silu, gelu*)", r->where, field,
+                          ap_text_line(cb, sizeof cb, act, 40));
+    return AP_OK;
+}
+
+/* ---- mpt ------------------------------------------------------------------------------------- */
+
+/* MPT's attention: attn_type (multihead, multiquery or grouped-query with kv_n_heads), ALiBi,
+ * rotary or a learned table, q/k norms, a sliding window, soft-capping. */
+static ap_status mpt_attention(rd *a, ap_model *m, int *learned) {
+    char type[40], cb[48];
+    TRY(opt_str(a, "attn_type", "multihead_attention", type, sizeof type));
+    m->kv_heads = m->heads;
+    if (!strcmp(type, "multiquery_attention")) {
+        m->kv_heads = 1;
+    } else if (!strcmp(type, "grouped_query_attention")) {
+        TRY(opt_int(a, "kv_n_heads", 1, m->heads, 1, &m->kv_heads));
+        if (m->heads % m->kv_heads != 0)
+            return ap_err_set(a->err, AP_ERR_INPUT, "%s: field 'kv_n_heads' = %lld does not divide "
+                              "'n_heads' = %lld", a->where, (long long)m->kv_heads,
+                              (long long)m->heads);
+    } else if (strcmp(type, "multihead_attention")) {
+        return ap_err_set(a->err, AP_ERR_INPUT, "%s: field 'attn_type' = '%s' is not supported "
+                          "(multihead_attention, multiquery_attention, grouped_query_attention)",
+                          a->where, ap_text_line(cb, sizeof cb, type, 40));
+    }
+    /* transformers' MptAttentionConfig: alibi True; llm-foundry: ALiBi or rope turns the
+     * learned table off (configuration_mpt.py _validate_config) */
+    int alibi = 1, rope = 0, qk_ln = 0, qk_gn = 0;
+    TRY(opt_bool(a, "alibi", 1, &alibi));
+    TRY(opt_bool(a, "rope", 0, &rope));
+    if (alibi && rope)
+        return ap_err_set(a->err, AP_ERR_INPUT, "%s: fields 'alibi' and 'rope' are both true (MPT "
+                          "takes one position scheme)", a->where);
+    if (alibi || rope) *learned = 0;
+    m->pos = alibi ? AP_POS_ALIBI : rope ? AP_POS_ROTARY : AP_POS_LEARNED;
+    if (rope) {
+        m->rope_theta = 10000.0;
+        int present = 0;
+        TRY(ap_json_get_real(a->j, "rope_theta", 1e-6, 1e12, &m->rope_theta, &present, a->where,
+                             a->err));
+    }
+    TRY(opt_bool(a, "qk_ln", 0, &qk_ln));
+    TRY(opt_bool(a, "qk_gn", 0, &qk_gn));
+    m->qk_norm = qk_ln ? AP_QKNORM_FULL : qk_gn ? AP_QKNORM_HEAD : AP_QKNORM_NONE;
+    int64_t win = -1;
+    TRY(opt_int(a, "sliding_window_size", -1, AP_MODEL_MAX_POSITIONS, -1, &win));
+    m->window = win > 0 ? win : 0;
+    int present = 0;
+    const ap_json *cap = ap_json_get(a->j, "attn_logit_softcapping");
+    if (cap && !ap_json_is_null(cap))
+        TRY(ap_json_get_real(a->j, "attn_logit_softcapping", 0, 1e9, &m->attn_softcap, &present,
+                             a->where, a->err));
+    static const char *const drop[] = {"attn_pdrop", NULL};
+    int d = 0;
+    TRY(dropout_of(a, drop, 0.0, &d));
+    m->dropout |= d;
+    return AP_OK;
+}
+
+/* MPT's MLP: ffn_type mptmlp / te_ln_mlp (up, activation, down) or mptglu (gated), of
+ * ffn_hidden_size or d_model x expansion_ratio; the MegaBlocks MoE types are refused. */
+static ap_status mpt_ffn(rd *r, ap_model *m) {
+    char w[300], type[24], act[32], cb[48];
+    rd f;
+    int present = 0;
+    TRY(sub_rd(r, "ffn_config", w, sizeof w, &f, &present));
+    snprintf(type, sizeof type, "mptmlp");
+    if (present) TRY(opt_str(&f, "ffn_type", "mptmlp", type, sizeof type));
+    int glu = !strcmp(type, "mptglu");
+    if (!glu && strcmp(type, "mptmlp") && strcmp(type, "te_ln_mlp"))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'ffn_type' = '%s' is not supported "
+                          "(mptmlp, mptglu, te_ln_mlp; the MegaBlocks MoE types are not)", w,
+                          ap_text_line(cb, sizeof cb, type, 20));
+    double ratio = 4;
+    TRY(ap_json_get_real(r->j, "expansion_ratio", 1e-6, 1e6, &ratio, &present, r->where, r->err));
+    int sized = 0;
+    if (f.j) TRY(ap_json_get_int(f.j, "ffn_hidden_size", 1, AP_MODEL_MAX_FFN, &m->ffn_hidden,
+                                 &sized, w, r->err));
+    if (!sized) {
+        /* llm-foundry resolve_ffn_hidden_size: d_model x expansion_ratio, a whole number */
+        double fh = (double)m->hidden * ratio;
+        if (fh != floor(fh) || fh < 1 || fh > AP_MODEL_MAX_FFN)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'expansion_ratio' = %g times "
+                              "'d_model' = %lld is not a whole MLP width in [1, %d]", r->where,
+                              ratio, (long long)m->hidden, AP_MODEL_MAX_FFN);
+        m->ffn_hidden = (int64_t)fh;
+    }
+    /* llm-foundry's default activation: GELU (approximate 'none') */
+    TRY(act_fn_name(&f, "gelu", act, sizeof act));
+    if (glu) return gated_act(&f, "ffn_act_fn.name", act, m);
+    if (strcmp(act, "relu") && strncmp(act, "gelu", 4))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'ffn_act_fn.name' = '%s' is not "
+                          "supported (gelu*, relu)", w, ap_text_line(cb, sizeof cb, act, 40));
+    m->act = !strcmp(act, "relu") ? AP_ACT_RELU : AP_ACT_GELU;
+    return AP_OK;
+}
+
+static ap_status rd_mpt(rd *r, ap_model *m) {
+    /* MosaicML MPT (llm-foundry modeling_mpt.py, transformers modeling_mpt.py): wte V*d_model
+     * (wpe max_seq_len*d_model with a learned table), per block norm_1, attn Wqkv
+     * d->(a + 2kv)hd, out_proj, norm_2, ffn up/down (or mptglu's gate too); norm_f; the LM head
+     * tied to wte. no_bias (default True in transformers' MptConfig) takes the bias off every
+     * linear layer and LayerNorm. */
+    TRY(req_int(r, "d_model", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "n_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "n_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "d_model", "n_heads", NULL, NULL, 0, m));
+    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "max_seq_len", 2048, m));
+    const ap_json *bo = ap_json_get(r->j, "block_overrides");
+    if (bo && !ap_json_is_null(bo) && !(ap_json_is_object(bo) && ap_json_size(bo) == 0))
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'block_overrides' (per-layer "
+                          "attention) is not supported: autoplan models repeat one layer shape",
+                          r->where);
+    static const char *const drop[] = {"resid_pdrop", "emb_pdrop", NULL};
+    TRY(dropout_of(r, drop, 0.0, &m->dropout));
+    char w[300];
+    rd a;
+    int present = 0, learned = 1;
+    TRY(opt_bool(r, "learned_pos_emb", 1, &learned));
+    TRY(sub_rd(r, "attn_config", w, sizeof w, &a, &present));
+    if (present) {
+        TRY(mpt_attention(&a, m, &learned));
+    } else {
+        m->pos = AP_POS_ALIBI; /* MptAttentionConfig() */
+        learned = 0;
+    }
+    if (m->pos == AP_POS_LEARNED && !learned)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: neither ALiBi, rope nor 'learned_pos_emb': "
+                          "the model has no position information", r->where);
+    m->learned_pos = m->pos == AP_POS_LEARNED ? m->max_positions : 0;
+    TRY(mpt_ffn(r, m));
+    int no_bias = 1;
+    TRY(opt_bool(r, "no_bias", 1, &no_bias));
+    m->bias = !no_bias;
+    char norm[40], cb[48];
+    TRY(opt_str(r, "norm_type", "low_precision_layernorm", norm, sizeof norm));
+    size_t nl = strlen(norm);
+    if (nl >= 9 && !strcmp(norm + nl - 9, "layernorm")) m->norm = AP_NORM_LAYERNORM;
+    else if (nl >= 7 && !strcmp(norm + nl - 7, "rmsnorm")) m->norm = AP_NORM_RMSNORM;
+    else
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'norm_type' = '%s' is not supported "
+                          "(layernorm, low_precision_layernorm, rmsnorm, low_precision_rmsnorm)",
+                          r->where, ap_text_line(cb, sizeof cb, norm, 40));
+    m->norm_no_bias = no_bias && m->norm == AP_NORM_LAYERNORM;
+    return opt_bool(r, "tie_word_embeddings", 1, &m->tied_embeddings);
+}
+
+/* ---- dbrx ------------------------------------------------------------------------------------ */
+
+static ap_status rd_dbrx(rd *r, ap_model *m) {
+    /* Databricks DBRX (transformers modeling_dbrx.py, DbrxConfig defaults): wte V*d_model; per
+     * block norm_1 and norm_2 (LayerNorm without bias), Wqkv d->(a + 2 kv_n_heads)hd and
+     * out_proj without bias, a router d->E and E GLU experts (w1, v1, w2) of ffn_hidden_size on
+     * every layer, moe_top_k of them per token; norm_f; lm_head V*d, untied. Rotary. */
+    TRY(req_int(r, "d_model", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, "n_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, "n_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
+    TRY(dims(r, "d_model", "n_heads", NULL, NULL, 0, m));
+    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "max_seq_len", 2048, m));
+    char wa[300], wf[300], act[32];
+    rd a, f;
+    int present = 0;
+    TRY(sub_rd(r, "attn_config", wa, sizeof wa, &a, &present));
+    m->kv_heads = 1; /* DbrxAttentionConfig kv_n_heads 1 */
+    m->rope_theta = 10000.0;
+    if (present) {
+        TRY(opt_int(&a, "kv_n_heads", 1, m->heads, 1, &m->kv_heads));
+        if (m->heads % m->kv_heads != 0)
+            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'kv_n_heads' = %lld does not "
+                              "divide 'n_heads' = %lld", wa, (long long)m->kv_heads,
+                              (long long)m->heads);
+        TRY(ap_json_get_real(a.j, "rope_theta", 1e-6, 1e12, &m->rope_theta, &present, wa,
+                             r->err));
+        static const char *const adrop[] = {"attn_pdrop", NULL};
+        TRY(dropout_of(&a, adrop, 0.0, &m->dropout));
+    }
+    /* DbrxFFNConfig: ffn_hidden_size 3584, moe_num_experts 4, moe_top_k 1, SiLU */
+    TRY(sub_rd(r, "ffn_config", wf, sizeof wf, &f, &present));
+    m->ffn_hidden = 3584;
+    m->moe.experts = 4;
+    m->moe.top_k = 1;
+    if (present) {
+        TRY(opt_int(&f, "ffn_hidden_size", 1, AP_MODEL_MAX_FFN, 3584, &m->ffn_hidden));
+        TRY(opt_int(&f, "moe_num_experts", 1, AP_MODEL_MAX_EXPERTS, 4, &m->moe.experts));
+        TRY(opt_int(&f, "moe_top_k", 1, m->moe.experts, 1, &m->moe.top_k));
+    }
+    m->moe.ffn_hidden = m->ffn_hidden;
+    TRY(act_fn_name(&f, "silu", act, sizeof act));
+    TRY(gated_act(&f, "ffn_act_fn.name", act, m));
+    m->pos = AP_POS_ROTARY;
+    m->norm = AP_NORM_LAYERNORM;
+    m->norm_no_bias = 1;
+    int d = 0;
+    static const char *const drop[] = {"resid_pdrop", "emb_pdrop", NULL};
+    TRY(dropout_of(r, drop, 0.0, &d));
+    m->dropout |= d;
+    return opt_bool(r, "tie_word_embeddings", 0, &m->tied_embeddings);
+}
+
 /* ---- families read but refused with the nearest supported form ------------------------------ */
 
 static ap_status rd_nemotron_nas(rd *r, ap_model *m) {
@@ -1127,6 +1378,7 @@ static const hf_reader readers[] = {
     {"starcoder2", rd_starcoder2}, {"internlm2", rd_internlm2},     {"chatglm", rd_chatglm},
     {"stablelm", rd_stablelm},     {"baichuan", rd_baichuan},       {"gptj", rd_gptj},
     {"minicpm", rd_minicpm},       {"nemotron-nas", rd_nemotron_nas},
+    {"mpt", rd_mpt},               {"dbrx", rd_dbrx},               {"nemotron", rd_nemotron},
 };
 
 /* Multimodal configurations whose language model is a text_config of a supported type; the

@@ -378,7 +378,7 @@ ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
     RANGE("seq_len", m->seq_len, 1, AP_MODEL_MAX_SEQ);
     RANGE("max_positions", m->max_positions, 0, AP_MODEL_MAX_POSITIONS);
     RANGE("learned_pos", m->learned_pos, 0, AP_MODEL_MAX_POSITIONS);
-    RANGE("activation", (int64_t)m->act, AP_ACT_GELU, AP_ACT_RELU);
+    RANGE("activation", (int64_t)m->act, AP_ACT_GELU, AP_ACT_RELU2);
     RANGE("norm", (int64_t)m->norm, AP_NORM_LAYERNORM, AP_NORM_RMSNORM);
     RANGE("position", (int64_t)m->pos, AP_POS_ROTARY, AP_POS_ALIBI);
     RANGE("norms_per_layer", m->norms_per_layer, 0, 8);
@@ -456,10 +456,10 @@ ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
 /* ---- names ------------------------------------------------------------------------------ */
 
 /* in enum order */
-static const char *const act_names[] = {"gelu", "swiglu", "relu"};
+static const char *const act_names[] = {"gelu", "swiglu", "relu", "relu2"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"rotary", "learned", "alibi"};
-const char ap_activation_names[] = "gelu, swiglu, relu";
+const char ap_activation_names[] = "gelu, swiglu, relu, relu2";
 const char ap_norm_names[] = "layernorm, rmsnorm";
 const char ap_posemb_names[] = "rotary, learned, alibi";
 
@@ -474,7 +474,7 @@ static int lookup(const char *s, const char *const *names, int n) {
 const char *ap_activation_name(ap_activation a) { return NAMEOF(act_names, a); }
 const char *ap_norm_name(ap_norm n) { return NAMEOF(norm_names, n); }
 const char *ap_posemb_name(ap_posemb p) { return NAMEOF(pos_names, p); }
-int ap_activation_lookup(const char *s) { return lookup(s, act_names, 3); }
+int ap_activation_lookup(const char *s) { return lookup(s, act_names, 4); }
 int ap_norm_lookup(const char *s) { return lookup(s, norm_names, 2); }
 int ap_posemb_lookup(const char *s) { return lookup(s, pos_names, 3); }
 

@@ -240,7 +240,9 @@ static void mds_args(sb *b, const emit_ctx *x) {
         if (m->rotary_pct < 1) sb_printf(b, "    --rotary-percent %.17g\n", m->rotary_pct);
     }
     if (m->act == AP_ACT_SWIGLU) sb_printf(b, "    --swiglu\n");
+    if (m->act == AP_ACT_RELU2) sb_printf(b, "    --squared-relu\n");
     sb_printf(b, "    --normalization %s\n", m->norm == AP_NORM_RMSNORM ? "rmsnorm" : "layernorm");
+    if (m->norm_1p) sb_printf(b, "    --apply-layernorm-1p\n");
     if (!m->tied_embeddings) sb_printf(b, "    --untie-embeddings-and-output-weights\n");
     if (!m->bias) sb_printf(b, "    --disable-bias-linear\n");
     if (!m->dropout) sb_printf(b, "    --attention-dropout 0.0\n    --hidden-dropout 0.0\n");

@@ -207,7 +207,9 @@ static void model_flags(sb *b, const ap_model *m, const ap_plan *p) {
         sb_printf(b, "    --quick-geglu\n    --glu-linear-offset 1.0\n"
                      "    --activation-func-clamp-value 7.0\n");
     else if (m->act == AP_ACT_SWIGLU) sb_printf(b, "    --swiglu\n");
+    else if (m->act == AP_ACT_RELU2) sb_printf(b, "    --squared-relu\n");
     sb_printf(b, "    --normalization %s\n", m->norm == AP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+    if (m->norm_1p) sb_printf(b, "    --apply-layernorm-1p\n");
     if (!m->tied_embeddings) sb_printf(b, "    --untie-embeddings-and-output-weights\n");
     if (!m->bias) sb_printf(b, "    --disable-bias-linear\n");
     if (m->qkv_bias && !m->bias) sb_printf(b, "    --add-qkv-bias\n");

@@ -73,7 +73,8 @@ static ap_status check_model(const ap_model *m, ap_err *err) {
                m->norms_per_layer);
     if (!m->final_norm) REFUSE("runtime: models without a final norm are not implemented");
     if (m->pos == AP_POS_ALIBI) REFUSE("runtime: ALiBi positions are not implemented");
-    if (m->act == AP_ACT_RELU) REFUSE("runtime: ReLU MLPs are not implemented (gelu, swiglu)");
+    if (m->act == AP_ACT_RELU || m->act == AP_ACT_RELU2)
+        REFUSE("runtime: ReLU and squared-ReLU MLPs are not implemented (gelu, swiglu)");
     if (m->pos == AP_POS_ROTARY && m->head_dim % 2 != 0)
         REFUSE("runtime: rotary positions need an even head_dim, got %lld",
                (long long)m->head_dim);

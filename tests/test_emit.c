@@ -2323,6 +2323,8 @@ static void test_issue19(void) {
         {"chatglm3-6b.json", NULL},       {"gpt-j-6b.json", "parallel"},
         {"baichuan2-13b-base.json", "ALiBi"}, {"minicpm-moe-8x2b.json", NULL},
         {"stablelm-2-1_6b.json", NULL}, {"phi-3.5-mini-instruct.json", "longrope"},
+        {"nemotron-4-15b.json", NULL},    {"mpt-7b.json", "ALiBi"},
+        {"dbrx-base.json", "LayerNorm"},
     };
     make_cluster("h100", 8, &c);
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
@@ -2343,6 +2345,10 @@ static void test_issue19(void) {
                 int n = parse_arrays(t, f, 512);
                 for (int k = 0; k < n; k++) check_known(&L_meg, NULL, f[k].flag, fam[i].file);
                 check_implied_params(f, n, &m, fam[i].file);
+                if (m.act == AP_ACT_RELU2) { /* Nemotron-4 as Megatron-LM builds it */
+                    CHECK(fv(f, n, "--squared-relu") && fv(f, n, "--apply-layernorm-1p"));
+                    CHECK_STR(fv(f, n, "--rotary-percent"), "0.5");
+                }
             }
         }
         free(t);

@@ -456,6 +456,15 @@ static void test_families(void) {
         /* llava-hf/llava-1.5-7b-hf text_config: Vicuna-7B with a 32064-row vocabulary; the
          * CLIP tower and projector are not counted */
         {"llava-1.5-7b-hf.json", 6738939904LL, 0, 0, 0},
+        /* mosaicml/mpt-7b: 32 x (4h^2 + 2 x 4h x 16384 + 2 bias-free LayerNorms) + 50432 x 4096
+         * tied + norm_f = 6,649,286,656 by hand (test_family_rules); MosaicML's "6.7B" is this
+         * rounded up from 6.65 */
+        {"mpt-7b.json", 6649286656LL, 0, 0, 0},
+        /* databricks/dbrx-base card "132B total parameters of which 36B parameters are active" */
+        {"dbrx-base.json", 131596523520LL, 132, 0.5, 0},
+        /* Nemotron-4 15B (Parmar et al. 2024, arXiv:2402.16819 Sec. 2: "3.2 billion embedding
+         * parameters and 12.5 billion non-embedding parameters") */
+        {"nemotron-4-15b.json", 15628775424LL, 12.5, 0.05, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const family_case *fc = &cases[i];
@@ -656,6 +665,88 @@ static void bad(const char *json, const char *needle1, const char *needle2) {
 #define MOE_HEAD(t)                                                                  \
     "{\"model_type\":\"" t "\",\"vocab_size\":32000,\"intermediate_size\":14336," \
     "\"hidden_size\":4096,\"num_hidden_layers\":32,\"num_attention_heads\":32,"
+
+/* MPT, DBRX and Nemotron (issue 15's validation sources train MPT; DBRX and Nemotron-4 are the
+ * other MosaicML and Megatron-native families): shapes read from their nested or Megatron-style
+ * fields, counted by hand. */
+static void test_mpt_dbrx_nemotron(void) {
+    ap_model m;
+    ap_err err = {{0}};
+    ap_layer_info li;
+    /* mpt-7b: Wqkv 4096 x 3 x 4096 and out_proj, up/down 4096 x 16384, two LayerNorms without
+     * bias (no_bias), ALiBi (no position table), tied */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/mpt-7b.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.total_params, 4 * 4096LL * 4096 + 2 * 4096LL * 16384 + 2 * 4096);
+    CHECK(m.pos == AP_POS_ALIBI && m.learned_pos == 0 && m.act == AP_ACT_GELU && !m.bias &&
+          m.norm_no_bias && m.tied_embeddings && m.seq_len == 2048);
+    /* dbrx-base: Wqkv 6144 x (6144 + 2 x 8 x 128), out_proj; router 6144 x 16; 16 GLU experts
+     * (w1, v1, w2) of 10752; bias-free LayerNorms; untied 100352 x 6144 twice */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/dbrx-base.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.attn_params, 6144LL * (6144 + 2048) + 6144LL * 6144);
+    CHECK_INT(li.router_params, 6144LL * 16);
+    CHECK_INT(li.expert_params, 3 * 6144LL * 10752);
+    CHECK_INT(ap_model_total_params(&m),
+              40 * (li.attn_params + li.router_params + 16 * li.expert_params + 2 * 6144) +
+                  2 * 100352LL * 6144 + 6144);
+    CHECK(m.moe.top_k == 4 && m.act == AP_ACT_SWIGLU && m.gate_act == AP_GATE_SILU &&
+          m.pos == AP_POS_ROTARY && !m.tied_embeddings);
+    CHECK_NEAR(m.rope_theta, 500000, 1e-12);
+    /* Nemotron-4 15B: q 6144^2, k,v 6144 x 1024, o; up/down 6144 x 24576 (squared ReLU, no
+     * gate); two LayerNorm1P with bias; half the head rotated */
+    CHECK_INT(ap_model_load(tl_path("tests/data/hf/nemotron-4-15b.json"), &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.total_params, 2 * 6144LL * 6144 + 2 * 6144LL * 1024 + 2 * 6144LL * 24576 +
+                                   4 * 6144);
+    CHECK(m.act == AP_ACT_RELU2 && m.norm == AP_NORM_LAYERNORM && m.norm_1p && !m.bias);
+    CHECK_NEAR(m.rotary_pct, 0.5, 1e-12);
+    CHECK_STR(ap_activation_name(m.act), "relu2");
+    /* MPT variants: grouped-query attention with rope, a GLU of SiLU, ffn_hidden_size over
+     * expansion_ratio; a learned table when neither ALiBi nor rope */
+    const char *gqa =
+        "{\"model_type\": \"mpt\", \"d_model\": 1024, \"n_heads\": 16, \"n_layers\": 2, "
+        "\"vocab_size\": 1000, \"max_seq_len\": 4096, \"attn_config\": {\"attn_type\": "
+        "\"grouped_query_attention\", \"kv_n_heads\": 4, \"alibi\": false, \"rope\": true, "
+        "\"rope_theta\": 500000}, \"ffn_config\": {\"ffn_type\": \"mptglu\", \"ffn_hidden_size\": "
+        "2816, \"ffn_act_fn\": {\"name\": \"silu\"}}}";
+    CHECK_INT(ap_model_parse(gqa, strlen(gqa), "g.json", &m, &err), AP_OK);
+    ap_model_layer(&m, 0, &li);
+    CHECK_INT(li.total_params, 1024LL * (1024 + 2 * 256) + 1024LL * 1024 + 3 * 1024LL * 2816 +
+                                   2 * 1024);
+    CHECK(m.kv_heads == 4 && m.pos == AP_POS_ROTARY && m.gate_act == AP_GATE_SILU);
+    const char *lrn = "{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2,"
+                      " \"vocab_size\": 1000, \"max_seq_len\": 1024, \"expansion_ratio\": 2.5, "
+                      "\"no_bias\": false, \"attn_config\": {\"alibi\": false}}";
+    CHECK_INT(ap_model_parse(lrn, strlen(lrn), "l.json", &m, &err), AP_OK);
+    CHECK(m.pos == AP_POS_LEARNED && m.learned_pos == 1024 && m.ffn_hidden == 1280 && m.bias &&
+          !m.norm_no_bias);
+    /* refusals, one line each naming the field */
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"ffn_config\": {\"ffn_type\": \"mb_dmoe\"}}", "ffn_type", "mb_dmoe");
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"attn_config\": {\"attn_type\": \"cross\"}}", "attn_type", "cross");
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"attn_config\": 3}", "attn_config", "must be an object");
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"expansion_ratio\": 1.001}", "expansion_ratio", "whole");
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"block_overrides\": {\"order\": []}}", "block_overrides", NULL);
+    bad("{\"model_type\": \"mpt\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"learned_pos_emb\": false, \"attn_config\": {\"alibi\": false}}",
+        "position", NULL);
+    bad("{\"model_type\": \"dbrx\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"attn_config\": {\"kv_n_heads\": 3}}", "kv_n_heads", "divide");
+    bad("{\"model_type\": \"dbrx\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"ffn_config\": {\"moe_num_experts\": 4, \"moe_top_k\": 5}}",
+        "moe_top_k", NULL);
+    bad("{\"model_type\": \"dbrx\", \"d_model\": 512, \"n_heads\": 8, \"n_layers\": 2, "
+        "\"vocab_size\": 100, \"ffn_config\": {\"ffn_act_fn\": {\"name\": \"tanh\"}}}",
+        "ffn_act_fn.name", "tanh");
+    bad("{\"model_type\": \"nemotron\", \"hidden_size\": 512, \"intermediate_size\": 2048, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, "
+        "\"hidden_act\": \"relu3\"}", "hidden_act", "relu3");
+}
 
 static void test_bad_input(void) {
     ap_model m;
@@ -965,6 +1056,7 @@ int main(int argc, char **argv) {
     test_hf_inline();
     test_families();
     test_family_rules();
+    test_mpt_dbrx_nemotron();
     test_flops_and_fingerprint();
     test_bad_input();
     test_mutations();

@@ -14,7 +14,8 @@
 #include "autoplan/common.h"
 #include "autoplan/json.h"
 
-typedef enum { AP_ACT_GELU = 0, AP_ACT_SWIGLU, AP_ACT_RELU } ap_activation; /* SWIGLU: 3 mats */
+/* SWIGLU: 3 mats; RELU2: squared ReLU, relu(x)^2 (Nemotron-4; Megatron-LM --squared-relu) */
+typedef enum { AP_ACT_GELU = 0, AP_ACT_SWIGLU, AP_ACT_RELU, AP_ACT_RELU2 } ap_activation;
 typedef enum { AP_NORM_LAYERNORM = 0, AP_NORM_RMSNORM } ap_norm;
 typedef enum { AP_POS_ROTARY = 0, AP_POS_LEARNED, AP_POS_ALIBI } ap_posemb;
 /* activation inside a gated MLP: SiLU (SwiGLU, Llama), tanh-GELU (GeGLU, Gemma), gpt-oss's
@@ -82,6 +83,8 @@ typedef struct ap_model {
     int mlp_bias;          /* biases on the MLP / expert projections but not on q,k,v,o (gpt-j) */
     int lm_head_bias;      /* the LM head has a bias of V (phimoe, gpt-j) */
     int norm_no_bias;      /* LayerNorm without a bias: h parameters (cohere) */
+    int norm_1p;           /* LayerNorm1P: the weight stored as gamma - 1 (Nemotron; Megatron-LM
+                            * --apply-layernorm-1p); counts as a LayerNorm */
     ap_qk_norm qk_norm;    /* norms on queries and keys before the dot product */
     ap_norm_order norm_order; /* where the per-layer norms sit */
     int64_t window;        /* tokens a local layer attends to (sliding window or chunk); 0 = none */
