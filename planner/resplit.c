@@ -1333,6 +1333,12 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
             jb->e = jb->run ? &es[nrun] : NULL;
             jb->p = jb->run ? &ps[nrun] : NULL;
             if (jb->run) torun[nrun++] = jb;
+            /* a fixed choice's split matters only if it beats the candidate's uniform split
+             * (offer: the plan's best split known), so its cap is also what reaches that
+             * step: cap_of grows with the step it is given, and from min(k-th, uniform) it
+             * still bounds every split that could enter (a joint choice's splits are of
+             * other plans, which the uniform one does not bound) */
+            if (!joint && x->step_s < kt) cap = fmin(cap, cap_of(x, x->step_s, 0));
             if (joint) jb->po.upper_pipe_s = cap > 0 ? cap : 0;
             else jb->po.upper_s = cap > 0 ? cap : 0;
         }
