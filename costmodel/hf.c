@@ -118,6 +118,15 @@ static ap_status dims(rd *r, const char *hidden_key, const char *heads_key, cons
     return AP_OK;
 }
 
+/* Hidden size, layers and heads under the family's own names (head_dim = hidden / heads, kv =
+ * heads): the start of the GPT-2, GPT-J and MosaicML readers. */
+static ap_status mha_dims(rd *r, const char *hk, const char *lk, const char *ak, ap_model *m) {
+    TRY(req_int(r, hk, 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
+    TRY(req_int(r, lk, 1, AP_MODEL_MAX_LAYERS, &m->layers));
+    TRY(req_int(r, ak, 1, AP_MODEL_MAX_HEADS, &m->heads));
+    return dims(r, hk, ak, NULL, NULL, 0, m);
+}
+
 /* max_position_embeddings (default `def`, 0 = none) -> max_positions and seq_len. */
 static ap_status positions(rd *r, const char *key, int64_t def, ap_model *m) {
     m->max_positions = def;
@@ -552,6 +561,19 @@ static ap_status attn_window(rd *r, ll_kind kind, ap_model *m) {
     return read_layer_types(r, w, period, m);
 }
 
+/* A gated MLP's activation from its name: SiLU (SwiGLU) or GELU (GeGLU). */
+static ap_status gated_act(rd *r, const char *field, const char *act, ap_model *m) {
+    char cb[48];
+    m->act = AP_ACT_SWIGLU;
+    if (!strcmp(act, "silu") || !strcmp(act, "swish")) m->gate_act = AP_GATE_SILU;
+    else if (!strncmp(act, "gelu", 4)) m->gate_act = AP_GATE_GELU;
+    else
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported for a "
+                          "gated MLP (silu, gelu*)", r->where, field,
+                          ap_text_line(cb, sizeof cb, act, 40));
+    return AP_OK;
+}
+
 /* The shape, vocabulary, positions, rotary base, MLP activation, tying, dropout and attention
  * window of a Llama-family config. */
 static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
@@ -571,7 +593,7 @@ static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
     /* NemotronConfig partial_rotary_factor 0.5 (read_rope's default is the whole head) */
     if (kind == LL_NEMOTRON && !ap_json_is_number(ap_json_get(r->j, "partial_rotary_factor")))
         m->rotary_pct = 0.5;
-    char act[32], cb[48];
+    char act[32];
     /* Gemma (v1) names it hidden_activation in newer configs; hidden_act in the first ones */
     TRY(opt_str(r, "hidden_act", t.act, act, sizeof act));
     if (kind == LL_GEMMA || kind == LL_GEMMA2 || kind == LL_GEMMA3) {
@@ -582,13 +604,7 @@ static ap_status ll_core(rd *r, ap_model *m, ll_kind kind) {
     if (t.gated) {
         /* gate_proj, up_proj, down_proj whatever hidden_act is: SwiGLU for silu, GeGLU for
          * Gemma's gelu_pytorch_tanh (Shazeer 2020) */
-        m->act = AP_ACT_SWIGLU;
-        if (!strncmp(act, "gelu", 4)) m->gate_act = AP_GATE_GELU;
-        else if (!strcmp(act, "silu") || !strcmp(act, "swish")) m->gate_act = AP_GATE_SILU;
-        else
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'hidden_act' = '%s' is not "
-                              "supported for a gated MLP (silu, gelu*)", r->where,
-                              ap_text_line(cb, sizeof cb, act, 40));
+        TRY(gated_act(r, "hidden_act", act, m));
         if (kind == LL_GPT_OSS) m->gate_act = AP_GATE_SWIGLU_OAI;
     } else {
         TRY(plain_act(r, "hidden_act", t.act, m));
@@ -782,10 +798,7 @@ static ap_status rd_nemotron(rd *r, ap_model *m) { return read_llama_family(r, m
 static ap_status rd_gpt2(rd *r, ap_model *m) {
     /* modeling_gpt2.py: wte V*h, wpe n_positions*h, per block ln_1, c_attn h->3h, c_proj h->h,
      * ln_2, c_fc h->n_inner, c_proj n_inner->h, all with biases; ln_f; lm_head tied to wte. */
-    TRY(req_int(r, "n_embd", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "n_layer", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "n_head", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "n_embd", "n_head", NULL, NULL, 0, m));
+    TRY(mha_dims(r, "n_embd", "n_layer", "n_head", m));
     TRY(opt_int(r, "n_inner", 1, AP_MODEL_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
     TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
     TRY(positions(r, "n_positions", 1024, m));
@@ -1077,10 +1090,7 @@ static ap_status rd_gptj(rd *r, ap_model *m) {
     /* modeling_gptj.py: wte V*h; per block ln_1 (one LayerNorm feeding attention and MLP in
      * parallel), q/k/v/out_proj without bias, fc_in h->n_inner and fc_out with biases; ln_f;
      * lm_head V*h with bias, untied. Rotary on rotary_dim of each head. */
-    TRY(req_int(r, "n_embd", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "n_layer", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "n_head", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "n_embd", "n_head", NULL, NULL, 0, m));
+    TRY(mha_dims(r, "n_embd", "n_layer", "n_head", m));
     if (m->hidden > AP_MODEL_MAX_FFN / 4)
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'n_embd' = %lld is out of range [1, %d]",
                           r->where, (long long)m->hidden, AP_MODEL_MAX_FFN / 4);
@@ -1133,20 +1143,16 @@ static ap_status act_fn_name(rd *ffn, const char *def, char *buf, size_t n) {
     return opt_str(&a, "name", def, buf, n);
 }
 
-/* A gated MLP's activation from its name: SiLU (SwiGLU) or GELU (GeGLU). */
-static ap_status gated_act(rd *r, const char *field, const char *act, ap_model *m) {
-    char cb[48];
-    m->act = AP_ACT_SWIGLU;
-    if (!strcmp(act, "silu") || !strcmp(act, "swish")) m->gate_act = AP_GATE_SILU;
-    else if (!strncmp(act, "gelu", 4)) m->gate_act = AP_GATE_GELU;
-    else
-        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = '%s' is not supported for a "
-                          "gated MLP (silu, gelu*)", r->where, field,
-                          ap_text_line(cb, sizeof cb, act, 40));
+/* ---- mpt ------------------------------------------------------------------------------------- */
+
+/* The sizes MosaicML's configurations share (MPT, DBRX): d_model, n_layers, n_heads,
+ * vocab_size and max_seq_len (default 2048, MPTConfig's and DbrxConfig's). */
+static ap_status mosaic_sizes(rd *r, ap_model *m) {
+    TRY(mha_dims(r, "d_model", "n_layers", "n_heads", m));
+    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
+    TRY(positions(r, "max_seq_len", 2048, m));
     return AP_OK;
 }
-
-/* ---- mpt ------------------------------------------------------------------------------------- */
 
 /* MPT's attention: attn_type (multihead, multiquery or grouped-query with kv_n_heads), ALiBi,
  * rotary or a learned table, q/k norms, a sliding window, soft-capping. */
@@ -1245,12 +1251,7 @@ static ap_status rd_mpt(rd *r, ap_model *m) {
      * d->(a + 2kv)hd, out_proj, norm_2, ffn up/down (or mptglu's gate too); norm_f; the LM head
      * tied to wte. no_bias (default True in transformers' MptConfig) takes the bias off every
      * linear layer and LayerNorm. */
-    TRY(req_int(r, "d_model", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "n_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "n_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "d_model", "n_heads", NULL, NULL, 0, m));
-    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
-    TRY(positions(r, "max_seq_len", 2048, m));
+    TRY(mosaic_sizes(r, m));
     const ap_json *bo = ap_json_get(r->j, "block_overrides");
     if (bo && !ap_json_is_null(bo) && !(ap_json_is_object(bo) && ap_json_size(bo) == 0))
         return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'block_overrides' (per-layer "
@@ -1297,12 +1298,7 @@ static ap_status rd_dbrx(rd *r, ap_model *m) {
      * block norm_1 and norm_2 (LayerNorm without bias), Wqkv d->(a + 2 kv_n_heads)hd and
      * out_proj without bias, a router d->E and E GLU experts (w1, v1, w2) of ffn_hidden_size on
      * every layer, moe_top_k of them per token; norm_f; lm_head V*d, untied. Rotary. */
-    TRY(req_int(r, "d_model", 1, AP_MODEL_MAX_HIDDEN, &m->hidden));
-    TRY(req_int(r, "n_layers", 1, AP_MODEL_MAX_LAYERS, &m->layers));
-    TRY(req_int(r, "n_heads", 1, AP_MODEL_MAX_HEADS, &m->heads));
-    TRY(dims(r, "d_model", "n_heads", NULL, NULL, 0, m));
-    TRY(req_int(r, "vocab_size", 1, AP_MODEL_MAX_VOCAB, &m->vocab));
-    TRY(positions(r, "max_seq_len", 2048, m));
+    TRY(mosaic_sizes(r, m));
     char wa[300], wf[300], act[32];
     rd a, f;
     int present = 0;
