@@ -394,6 +394,7 @@ ap_status ap_model_validate(const ap_model *m, const char *where, ap_err *err) {
     RANGE("mlp_bias", m->mlp_bias, 0, 1);
     RANGE("lm_head_bias", m->lm_head_bias, 0, 1);
     RANGE("norm_no_bias", m->norm_no_bias, 0, 1);
+    RANGE("norm_1p", m->norm_1p, 0, 1);
     RANGE("qk_norm", (int64_t)m->qk_norm, AP_QKNORM_NONE, AP_QKNORM_L2);
     RANGE("norm_order", (int64_t)m->norm_order, AP_NORM_PRE, AP_NORM_SANDWICH);
     RANGE("window", m->window, 0, AP_MODEL_MAX_POSITIONS);
@@ -578,6 +579,10 @@ ap_status ap_model_to_json(const ap_model *m, ap_json *obj) {
         if (!f->group[0]) o = obj;
         if (st == AP_OK) st = put_field(o, f, m);
     }
+    /* a field added after plan.json version 1's first files: written where set, optional on
+     * reading (ap_model_from_json), so those files still read */
+    ap_json *arch = st == AP_OK ? ap_json_get(obj, "arch") : NULL;
+    if (arch && m->norm_1p) st = ap_json_add_bool(arch, "norm_1p", 1);
     return st;
 }
 
@@ -643,6 +648,13 @@ ap_status ap_model_from_json(const ap_json *obj, const char *where, ap_model *m,
             w = w2;
         }
         st = get_field(o, f, w, m, err);
+    }
+    /* optional (ap_model_to_json writes it where set) */
+    const ap_json *arch = ap_json_get(obj, "arch");
+    if (st == AP_OK && arch) {
+        int present = 0;
+        snprintf(w2, sizeof w2, "%s.arch", where);
+        st = ap_json_get_bool(arch, "norm_1p", &m->norm_1p, &present, w2, err);
     }
     if (st == AP_OK) st = ap_model_validate(m, where, err);
     return st;

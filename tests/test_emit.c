@@ -2064,6 +2064,35 @@ static char *render(ap_emit_target t, const ap_model *m, const ap_cluster *c, co
     return text;
 }
 
+/* Nemotron's squared ReLU and LayerNorm1P survive plan.json (emit reads the model from it):
+ * "norm_1p" is written where set, read as false where absent (files written before it), and
+ * refused when not a boolean. */
+static void test_planfile_nemotron(void) {
+    ap_model m, m2;
+    ap_cluster c, c2;
+    ap_plan p, p2;
+    ap_err err;
+    if (!load_hf("nemotron-4-15b.json", &m)) { CHECK(0); return; }
+    make_cluster("h100-sxm", 8, &c);
+    plan_for(&p, AP_TRAINER_MEGATRON, 2, 1, 4, 1, 1, 4096);
+    ap_json *root = ap_planfile_to_json(&m, &c, &p, NULL);
+    CHECK(root != NULL);
+    if (!root) return;
+    CHECK_INT(ap_planfile_from_json(root, "n.json", &m2, &c2, &p2, NULL, &err), AP_OK);
+    CHECK(m2.norm_1p == 1 && m2.act == AP_ACT_RELU2);
+    ap_json *arch = ap_json_get(ap_json_get(root, "model"), "arch");
+    CHECK(arch != NULL && ap_json_get(arch, "norm_1p") != NULL);
+    if (arch) {
+        ap_json_free(ap_json_detach(arch, "norm_1p"));
+        CHECK_INT(ap_planfile_from_json(root, "n.json", &m2, &c2, &p2, NULL, &err), AP_OK);
+        CHECK_INT(m2.norm_1p, 0);
+        CHECK_INT(ap_json_add_number(arch, "norm_1p", 3), AP_OK);
+        CHECK_INT(ap_planfile_from_json(root, "n.json", &m2, &c2, &p2, NULL, &err), AP_ERR_INPUT);
+        CHECK_CONTAINS(err.msg, "norm_1p");
+    }
+    ap_json_free(root);
+}
+
 static void test_issue19(void) {
     ap_model m;
     ap_cluster c;
@@ -2430,6 +2459,7 @@ int main(int argc, char **argv) {
     test_torchtitan_families();
     test_golden();
     test_issue19();
+    test_planfile_nemotron();
     test_cli();
     test_emit_leaves_nothing();
     test_emit_estimate_checked();
