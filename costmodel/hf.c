@@ -89,6 +89,17 @@ static ap_status opt_str(rd *r, const char *key, const char *def, char *buf, siz
     return ap_json_get_str(r->j, key, buf, n, &present, r->where, r->err);
 }
 
+/* kv heads from field kv_key of r (default def), dividing the heads (field heads_key) */
+static ap_status kv_heads_of(rd *r, const char *kv_key, const char *heads_key, int64_t def,
+                             ap_model *m) {
+    TRY(opt_int(r, kv_key, 1, AP_MODEL_MAX_HEADS, def, &m->kv_heads));
+    if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)
+        return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = %lld does not divide '%s' = "
+                          "%lld", r->where, kv_key, (long long)m->kv_heads, heads_key,
+                          (long long)m->heads);
+    return AP_OK;
+}
+
 /* hidden, heads, kv heads and head_dim; `hd_key` NULL when the architecture has no head_dim
  * field, `kv_key` NULL when it has no kv heads field (kv = heads), `hd_default` used when the
  * head_dim field is absent (Gemma2: 256), 0 = hidden / heads. */
@@ -108,14 +119,7 @@ static ap_status dims(rd *r, const char *hidden_key, const char *heads_key, cons
         m->head_dim = m->hidden / m->heads;
     }
     m->kv_heads = m->heads;
-    if (kv_key) {
-        TRY(opt_int(r, kv_key, 1, AP_MODEL_MAX_HEADS, m->heads, &m->kv_heads));
-        if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field '%s' = %lld does not divide '%s' = "
-                              "%lld", r->where, kv_key, (long long)m->kv_heads, heads_key,
-                              (long long)m->heads);
-    }
-    return AP_OK;
+    return kv_key ? kv_heads_of(r, kv_key, heads_key, m->heads, m) : AP_OK;
 }
 
 /* Hidden size, layers and heads under the family's own names (head_dim = hidden / heads, kv =
@@ -1163,11 +1167,7 @@ static ap_status mpt_attention(rd *a, ap_model *m, int *learned) {
     if (!strcmp(type, "multiquery_attention")) {
         m->kv_heads = 1;
     } else if (!strcmp(type, "grouped_query_attention")) {
-        TRY(opt_int(a, "kv_n_heads", 1, m->heads, 1, &m->kv_heads));
-        if (m->heads % m->kv_heads != 0)
-            return ap_err_set(a->err, AP_ERR_INPUT, "%s: field 'kv_n_heads' = %lld does not divide "
-                              "'n_heads' = %lld", a->where, (long long)m->kv_heads,
-                              (long long)m->heads);
+        TRY(kv_heads_of(a, "kv_n_heads", "n_heads", 1, m));
     } else if (strcmp(type, "multihead_attention")) {
         return ap_err_set(a->err, AP_ERR_INPUT, "%s: field 'attn_type' = '%s' is not supported "
                           "(multihead_attention, multiquery_attention, grouped_query_attention)",
@@ -1306,11 +1306,7 @@ static ap_status rd_dbrx(rd *r, ap_model *m) {
     m->kv_heads = 1; /* DbrxAttentionConfig kv_n_heads 1 */
     m->rope_theta = 10000.0;
     if (present) {
-        TRY(opt_int(&a, "kv_n_heads", 1, m->heads, 1, &m->kv_heads));
-        if (m->heads % m->kv_heads != 0)
-            return ap_err_set(r->err, AP_ERR_INPUT, "%s: field 'kv_n_heads' = %lld does not "
-                              "divide 'n_heads' = %lld", wa, (long long)m->kv_heads,
-                              (long long)m->heads);
+        TRY(kv_heads_of(&a, "kv_n_heads", "n_heads", 1, m));
         TRY(ap_json_get_real(a.j, "rope_theta", 1e-6, 1e12, &m->rope_theta, &present, wa,
                              r->err));
         static const char *const adrop[] = {"attn_pdrop", NULL};

@@ -464,7 +464,8 @@ const char ap_activation_names[] = "gelu, swiglu, relu, relu2";
 const char ap_norm_names[] = "layernorm, rmsnorm";
 const char ap_posemb_names[] = "rotary, learned, alibi";
 
-#define NAMEOF(tab, v) ((unsigned)(v) < sizeof tab / sizeof tab[0] ? tab[v] : tab[0])
+#define NNAMES(tab) ((int)(sizeof tab / sizeof tab[0]))
+#define NAMEOF(tab, v) ((unsigned)(v) < (unsigned)NNAMES(tab) ? tab[v] : tab[0])
 
 static int lookup(const char *s, const char *const *names, int n) {
     for (int i = 0; s && i < n; i++)
@@ -475,9 +476,9 @@ static int lookup(const char *s, const char *const *names, int n) {
 const char *ap_activation_name(ap_activation a) { return NAMEOF(act_names, a); }
 const char *ap_norm_name(ap_norm n) { return NAMEOF(norm_names, n); }
 const char *ap_posemb_name(ap_posemb p) { return NAMEOF(pos_names, p); }
-int ap_activation_lookup(const char *s) { return lookup(s, act_names, 4); }
-int ap_norm_lookup(const char *s) { return lookup(s, norm_names, 2); }
-int ap_posemb_lookup(const char *s) { return lookup(s, pos_names, 3); }
+int ap_activation_lookup(const char *s) { return lookup(s, act_names, NNAMES(act_names)); }
+int ap_norm_lookup(const char *s) { return lookup(s, norm_names, NNAMES(norm_names)); }
+int ap_posemb_lookup(const char *s) { return lookup(s, pos_names, NNAMES(pos_names)); }
 
 /* the enums added for today's families (model.h), in enum order */
 static const char *const gate_names[] = {"silu", "gelu", "swiglu_oai"};
@@ -487,7 +488,9 @@ static const char *const router_names[] = {"softmax", "sigmoid"};
 
 /* ---- the complete JSON shape ------------------------------------------------------------- */
 
-typedef enum { F_STR, F_I64, F_INT, F_BOOL, F_REAL, F_ENUM } fkind;
+/* F_FLAG: a boolean added after plan.json version 1's first files, written only where true and
+ * optional on reading (false where absent), so those files still read */
+typedef enum { F_STR, F_I64, F_INT, F_BOOL, F_REAL, F_ENUM, F_FLAG } fkind;
 typedef struct {
     const char *group;         /* "" (the model object), "moe", "mla", "arch" */
     const char *key;
@@ -502,6 +505,7 @@ typedef struct {
 #define BIG 1099511627776.0 /* 2^40: beyond any model; ap_model_validate has the real limits */
 #define I64(g, k, f, lo) {g, k, F_I64, M(f), lo, BIG, NULL, 0}
 #define BOOL(g, k, f) {g, k, F_BOOL, M(f), 0, 1, NULL, 0}
+#define FLAG(g, k, f) {g, k, F_FLAG, M(f), 0, 1, NULL, 0}
 #define REAL(g, k, f, hi) {g, k, F_REAL, M(f), 0, hi, NULL, 0}
 #define ENUM(g, k, f, t) {g, k, F_ENUM, M(f), 0, 0, t, (int)(sizeof t / sizeof t[0])}
 #define STR(g, k, f) {g, k, F_STR, M(f), 0, sizeof ((ap_model *)0)->f, NULL, 0}
@@ -547,7 +551,7 @@ static const mfield model_fields[] = {
     I64("arch", "rope_orig_positions", rope_orig_positions, 0),
     ENUM("arch", "router_act", router_act, router_names),
     BOOL("arch", "router_linear_bias", router_linear_bias),
-    BOOL("arch", "text_of_multimodal", text_of_multimodal),
+    BOOL("arch", "text_of_multimodal", text_of_multimodal), FLAG("arch", "norm_1p", norm_1p),
 };
 #define NFIELDS ((int)(sizeof model_fields / sizeof model_fields[0]))
 
@@ -558,6 +562,7 @@ static ap_status put_field(ap_json *o, const mfield *f, const ap_model *m) {
     case F_I64: return ap_json_add_number(o, f->key, (double)*(const int64_t *)p);
     case F_INT: return ap_json_add_number(o, f->key, *(const int *)p);
     case F_BOOL: return ap_json_add_bool(o, f->key, *(const int *)p);
+    case F_FLAG: return *(const int *)p ? ap_json_add_bool(o, f->key, 1) : AP_OK;
     case F_REAL: return ap_json_add_number(o, f->key, *(const double *)p);
     case F_ENUM: { /* the model's enums are int-sized */
         int v = *(const int *)p;
@@ -579,10 +584,6 @@ ap_status ap_model_to_json(const ap_model *m, ap_json *obj) {
         if (!f->group[0]) o = obj;
         if (st == AP_OK) st = put_field(o, f, m);
     }
-    /* a field added after plan.json version 1's first files: written where set, optional on
-     * reading (ap_model_from_json), so those files still read */
-    ap_json *arch = st == AP_OK ? ap_json_get(obj, "arch") : NULL;
-    if (arch && m->norm_1p) st = ap_json_add_bool(arch, "norm_1p", 1);
     return st;
 }
 
@@ -608,7 +609,7 @@ static ap_status get_field(const ap_json *o, const mfield *f, const char *where,
                            ap_err *err) {
     char *p = (char *)m + f->off;
     int64_t v = 0;
-    int e = 0;
+    int e = 0, present = 0;
     ap_status st = AP_OK;
     switch (f->kind) {
     case F_STR: return ap_json_get_str(o, f->key, p, (size_t)f->hi, NULL, where, err);
@@ -620,6 +621,7 @@ static ap_status get_field(const ap_json *o, const mfield *f, const char *where,
         if (st == AP_OK) *(int *)p = (int)v;
         return st;
     case F_BOOL: return ap_json_get_bool(o, f->key, (int *)p, NULL, where, err);
+    case F_FLAG: return ap_json_get_bool(o, f->key, (int *)p, &present, where, err);
     case F_REAL: return ap_json_get_real(o, f->key, f->lo, f->hi, (double *)p, NULL, where, err);
     case F_ENUM:
         st = get_enum(o, f, where, &e, err);
@@ -648,13 +650,6 @@ ap_status ap_model_from_json(const ap_json *obj, const char *where, ap_model *m,
             w = w2;
         }
         st = get_field(o, f, w, m, err);
-    }
-    /* optional (ap_model_to_json writes it where set) */
-    const ap_json *arch = ap_json_get(obj, "arch");
-    if (st == AP_OK && arch) {
-        int present = 0;
-        snprintf(w2, sizeof w2, "%s.arch", where);
-        st = ap_json_get_bool(arch, "norm_1p", &m->norm_1p, &present, w2, err);
     }
     if (st == AP_OK) st = ap_model_validate(m, where, err);
     return st;
