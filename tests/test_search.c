@@ -54,6 +54,128 @@ static void rank_ties_ref(ap_estimate *v, int n, double margin, int64_t cps) {
     }
 }
 
+/* The ranking (planner/topk.c: ranks kept as slot numbers beside a pool of estimates, a hash
+ * of plan keys, per-complication keys under a margin) against a plain array of the same
+ * entries: random offers with many equal step times, removals at both ends and between, swaps
+ * and re-sorts, a clear, with and without a tie margin. The model follows search_int.h's contract: an offer goes after every
+ * entry it does not beat; margin 0 keeps k; a margin keeps k per complication (the ZeRO stage
+ * here) within (1 + margin) of the k-th step time. */
+typedef struct {
+    double step, peak;
+    int64_t id;
+    int cls;
+} ref_entry;
+
+static int ref_beats(const ref_entry *a, const ref_entry *b) {
+    return a->step != b->step ? a->step < b->step : a->peak < b->peak;
+}
+
+static double ref_bound(const ref_entry *r, int n, int k, double margin) {
+    return n < k ? INFINITY : r[k - 1].step * (1 + margin);
+}
+
+static void ref_remove(ref_entry *r, int *n, int i) {
+    memmove(&r[i], &r[i + 1], (size_t)(*n - 1 - i) * sizeof *r);
+    (*n)--;
+}
+
+/* The model's offer: 1 when x entered. */
+static int ref_offer(ref_entry *r, int *n, int k, double margin, const ref_entry *x) {
+    int last = -1, same = 0;
+    if (margin > 0) {
+        if (x->step > ref_bound(r, *n, k, margin)) return 0;
+        for (int i = 0; i < *n; i++)
+            if (r[i].cls == x->cls) same++, last = i;
+        if (same >= k && !ref_beats(x, &r[last])) return 0;
+    } else if (*n == k) {
+        if (!ref_beats(x, &r[k - 1])) return 0;
+        ref_remove(r, n, k - 1);
+    }
+    int pos = 0;
+    while (pos < *n && !ref_beats(x, &r[pos])) pos++;
+    memmove(&r[pos + 1], &r[pos], (size_t)(*n - pos) * sizeof *r);
+    r[pos] = *x;
+    (*n)++;
+    if (same >= k) ref_remove(r, n, last >= pos ? last + 1 : last);
+    if (margin > 0) {
+        double b = ref_bound(r, *n, k, margin);
+        while (*n > k && r[*n - 1].step > b) (*n)--;
+    }
+    return 1;
+}
+
+static int same_as_ref(const topk *t, const ref_entry *r, int n) {
+    if (t->n != n) return 0;
+    for (int i = 0; i < n; i++) {
+        if (topk_id(t, i) != r[i].id || rstep(t, i) != r[i].step || rpeak(t, i) != r[i].peak)
+            return 0;
+        plan_key pk = plan_key_of(&topk_at(t, i)->plan);
+        if (topk_find(t, &pk) != i || topk_at(t, i)->plan.mbs != r[i].id + 1) return 0;
+    }
+    return 1;
+}
+
+static void test_topk_layout(void) {
+    static ap_estimate e;
+    static ref_entry ref[4096];
+    const int ks[] = {1, 5, 300};
+    const double margins[] = {0, 0.3, 2};
+    uint64_t rng = 88172645463325252ull;
+#define NEXT() (rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17, rng)
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            topk t = {.k = ks[a], .margin = margins[b], .cp_short_seq = 1};
+            int n = 0, bad = 0, ops = 0;
+            memset(&e, 0, sizeof e);
+            ap_plan_init(&e.plan);
+            e.capacity_bytes = 80e9;
+            e.fits = 1;
+            for (int64_t id = 0; id < 6000 && !bad; id++, ops++) {
+                uint64_t u = NEXT();
+                if (u % 100 < 22 && n > 0) { /* a removal anywhere, ends included */
+                    int i = u % 5 == 0 ? 0 : u % 5 == 1 ? n - 1 : (int)(NEXT() % (uint64_t)n);
+                    topk_remove(&t, i);
+                    ref_remove(ref, &n, i);
+                } else if (u % 100 < 25 && n > 1) { /* swaps, then the order restored */
+                    for (int s = 0; s < 3; s++) {
+                        int i = (int)(NEXT() % (uint64_t)n), j = (int)(NEXT() % (uint64_t)n);
+                        topk_swap(&t, i, j);
+                        ref_entry x = ref[i];
+                        ref[i] = ref[j];
+                        ref[j] = x;
+                    }
+                    topk_sort(&t);
+                    for (int i = 1; i < n; i++) /* stable, as topk_sort */
+                        for (int j = i; j > 0 && ref_beats(&ref[j], &ref[j - 1]); j--) {
+                            ref_entry x = ref[j];
+                            ref[j] = ref[j - 1];
+                            ref[j - 1] = x;
+                        }
+                } else if (id == 3000) {
+                    topk_clear(&t);
+                    n = 0;
+                } else {
+                    /* slower and slower on the whole, so that entries also leave at the end */
+                    ref_entry x = {1 + (double)(NEXT() % 40) / 8 + (double)id / 2000,
+                                   (double)(NEXT() % 3), id, (int)(NEXT() % 4)};
+                    e.time.step_s = x.step;
+                    e.device_peak_bytes = x.peak;
+                    e.plan.zero = x.cls;
+                    e.plan.mbs = id + 1; /* a plan key of its own */
+                    int in = topk_offer(&t, &e, id);
+                    if (in != ref_offer(ref, &n, t.k, t.margin, &x)) bad = 1;
+                }
+                if (!same_as_ref(&t, ref, n)) bad = 1;
+            }
+            if (bad) fprintf(stderr, "topk k %d margin %g: differs after %d operations\n",
+                             ks[a], margins[b], ops);
+            CHECK(!bad);
+            CHECK(n <= (int)(sizeof ref / sizeof *ref));
+            topk_free(&t);
+        }
+#undef NEXT
+}
+
 /* Every returned plan is legal for its trainer, fits, and is ranked (search.h "Ties"). */
 static void check_result(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_search_result *r) {
@@ -1706,6 +1828,7 @@ int main(int argc, char **argv) {
     test_tp_overlap_needs_multicast();
     test_pins_kept_by_resplit();
     test_complication();
+    test_topk_layout();
     test_cases();
     test_member_bound();
     test_any_fit();
