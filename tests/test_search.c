@@ -57,9 +57,9 @@ static void rank_ties_ref(ap_estimate *v, int n, double margin, int64_t cps) {
 /* The ranking (planner/topk.c: ranks kept as slot numbers beside a pool of estimates, a hash
  * of plan keys, per-complication keys under a margin) against a plain array of the same
  * entries: random offers with many equal step times, removals at both ends and between, swaps
- * and re-sorts, a clear, with and without a tie margin. The model follows search_int.h's contract: an offer goes after every
- * entry it does not beat; margin 0 keeps k; a margin keeps k per complication (the ZeRO stage
- * here) within (1 + margin) of the k-th step time. */
+ * and re-sorts, a clear, with and without a tie margin. The model follows search_int.h's
+ * contract: an offer goes after every entry it does not beat; margin 0 keeps k; a margin keeps
+ * k per complication (the ZeRO stage here) within (1 + margin) of the k-th step time. */
 typedef struct {
     double step, peak;
     int64_t id;
