@@ -115,13 +115,19 @@ static int same_as_ref(const topk *t, const ref_entry *r, int n) {
     return 1;
 }
 
+static uint64_t xorshift(uint64_t *r) {
+    *r ^= *r << 13;
+    *r ^= *r >> 7;
+    *r ^= *r << 17;
+    return *r;
+}
+
 static void test_topk_layout(void) {
     static ap_estimate e;
     static ref_entry ref[4096];
     const int ks[] = {1, 5, 300};
     const double margins[] = {0, 0.3, 2};
     uint64_t rng = 88172645463325252ull;
-#define NEXT() (rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17, rng)
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) {
             topk t = {.k = ks[a], .margin = margins[b], .cp_short_seq = 1};
@@ -131,14 +137,16 @@ static void test_topk_layout(void) {
             e.capacity_bytes = 80e9;
             e.fits = 1;
             for (int64_t id = 0; id < 6000 && !bad; id++, ops++) {
-                uint64_t u = NEXT();
+                uint64_t u = xorshift(&rng);
                 if (u % 100 < 22 && n > 0) { /* a removal anywhere, ends included */
-                    int i = u % 5 == 0 ? 0 : u % 5 == 1 ? n - 1 : (int)(NEXT() % (uint64_t)n);
+                    int i = (int)(xorshift(&rng) % (uint64_t)n);
+                    if (u % 5 < 2) i = u % 5 == 0 ? 0 : n - 1;
                     topk_remove(&t, i);
                     ref_remove(ref, &n, i);
                 } else if (u % 100 < 25 && n > 1) { /* swaps, then the order restored */
                     for (int s = 0; s < 3; s++) {
-                        int i = (int)(NEXT() % (uint64_t)n), j = (int)(NEXT() % (uint64_t)n);
+                        int i = (int)(xorshift(&rng) % (uint64_t)n);
+                        int j = (int)(xorshift(&rng) % (uint64_t)n);
                         topk_swap(&t, i, j);
                         ref_entry x = ref[i];
                         ref[i] = ref[j];
@@ -156,8 +164,8 @@ static void test_topk_layout(void) {
                     n = 0;
                 } else {
                     /* slower and slower on the whole, so that entries also leave at the end */
-                    ref_entry x = {1 + (double)(NEXT() % 40) / 8 + (double)id / 2000,
-                                   (double)(NEXT() % 3), id, (int)(NEXT() % 4)};
+                    ref_entry x = {1 + (double)(xorshift(&rng) % 40) / 8 + (double)id / 2000,
+                                   (double)(xorshift(&rng) % 3), id, (int)(xorshift(&rng) % 4)};
                     e.time.step_s = x.step;
                     e.device_peak_bytes = x.peak;
                     e.plan.zero = x.cls;
@@ -173,7 +181,6 @@ static void test_topk_layout(void) {
             CHECK(n <= (int)(sizeof ref / sizeof *ref));
             topk_free(&t);
         }
-#undef NEXT
 }
 
 /* Every returned plan is legal for its trainer, fits, and is ranked (search.h "Ties"). */
