@@ -261,6 +261,37 @@ void topk_remove(topk *t, int i) {
     t->slot[t->n] = s; /* free again */
 }
 
+/* a[0 .. n) in reverse order */
+static void reverse_ints(int *a, int n) {
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        int x = a[i];
+        a[i] = a[j];
+        a[j] = x;
+    }
+}
+
+/* Remove the ranks from n_new on, the slowest: the state that removing rank n - 1 as many
+ * times leaves, slot[] included (the kept ranks move down, the freed slots follow them, the
+ * last removed first), in O(n) where each removal moved every kept rank (the slowest rank
+ * sits at slot[0]: llama-3-70b on 512 GPUs at margin 0.5 ends with 13,637 removals from a
+ * ranking of 13,647 entries). */
+static void trim_to(topk *t, int n_new) {
+    const int r = t->n - n_new; /* the ranks that leave: slot[0 .. r), slowest first */
+    if (r <= 1) {
+        if (r == 1) topk_remove(t, n_new);
+        return;
+    }
+    for (int j = 0; j < r; j++) {
+        int s = t->slot[j];
+        if (!t->prov[s]) class_del(t, t->cls[s], t->sstep[s], t->speak[s]);
+        t->used[s] = 0;
+        chain_del(t, s);
+    }
+    reverse_ints(t->slot + r, n_new); /* [leaving, kept reversed] */
+    reverse_ints(t->slot, t->n);      /* [kept, leaving reversed] */
+    t->n = n_new;
+}
+
 int topk_fill(topk *t, int i, const ap_estimate *e) {
     int s = rslot(t, i);
     int c = ap_estimate_complication(e, t->cp_short_seq);
@@ -338,7 +369,9 @@ static int offer_tied(topk *t, const offered *x, int64_t id) {
     if (insert(t, pos, x, id) < 0) return -1;
     if (same >= t->k) topk_remove(t, last >= pos ? last + 1 : last);
     double b = topk_bound(t);
-    while (t->n > t->k && rstep(t, t->n - 1) > b) topk_remove(t, t->n - 1);
+    int keep = t->n;
+    while (keep > t->k && rstep(t, keep - 1) > b) keep--;
+    trim_to(t, keep);
     return 1;
 }
 
@@ -374,7 +407,7 @@ void topk_rank_ties(topk *t) {
             if (t->cls[rslot(t, j)] < t->cls[rslot(t, best)]) best = j;
         for (int j = best; j > i; j--) topk_swap(t, j, j - 1); /* the rest keeps its order */
     }
-    while (t->n > t->k) topk_remove(t, t->n - 1);
+    if (t->n > t->k) trim_to(t, t->k);
 }
 
 ap_estimate *topk_take(const topk *t, int *nout) {

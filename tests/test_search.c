@@ -189,6 +189,65 @@ static void test_topk_layout(void) {
         }
 }
 
+/* Offer t the entry of id with keys drawn from rng (test_topk_trim). */
+static int offer_drawn(topk *t, ap_estimate *e, uint64_t *rng, int64_t id) {
+    e->time.step_s = 1 + (double)(xorshift(rng) % 64) / 16;
+    e->device_peak_bytes = (double)(xorshift(rng) % 3);
+    e->plan.zero = (int)(xorshift(rng) % 4);
+    e->plan.mbs = id + 1;
+    return topk_offer(t, e, id);
+}
+
+/* The slowest ranks leave at once (planner/topk.c trim_to: after a tie margin's offers and at
+ * the end of topk_rank_ties) exactly as one removal of the last rank at a time leaves them:
+ * two rankings fed the same offers, one ordered by topk_rank_ties, the other by the same
+ * selection (search.h "Ties") and then topk_remove of the last rank until k are left, agree
+ * rank by rank and on every slot, free ones included; later offers, which reuse the freed
+ * slots, keep them equal. */
+static void test_topk_trim(void) {
+    static ap_estimate e;
+    const int ks[] = {1, 7, 40};
+    const double margins[] = {0.05, 0.5, 3};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            topk t1 = {.k = ks[a], .margin = margins[b], .cp_short_seq = 1};
+            topk t2 = t1;
+            memset(&e, 0, sizeof e);
+            ap_plan_init(&e.plan);
+            e.capacity_bytes = 80e9;
+            e.fits = 1;
+            uint64_t r1 = 2463534242ull + (uint64_t)(10 * a + b), r2 = r1;
+            int64_t id = 0, bad = 0;
+            for (; id < 3000; id++)
+                if (offer_drawn(&t1, &e, &r1, id) != offer_drawn(&t2, &e, &r2, id)) bad = 1;
+            int n0 = t1.n;
+            topk_rank_ties(&t1);
+            for (int i = 0; i < t2.n && i < t2.k; i++) { /* the selection, as "Ties" says */
+                double w = rstep(&t2, i) * (1 + t2.margin);
+                int best = i;
+                for (int j = i + 1; j < t2.n && rstep(&t2, j) <= w; j++)
+                    if (t2.cls[rslot(&t2, j)] < t2.cls[rslot(&t2, best)]) best = j;
+                for (int j = best; j > i; j--) topk_swap(&t2, j, j - 1);
+            }
+            while (t2.n > t2.k) topk_remove(&t2, t2.n - 1);
+            CHECK(n0 > t1.k || ks[a] == 40); /* the margins kept more than k to trim */
+            for (int round = 0; round < 2 && !bad; round++) {
+                bad |= t1.n != t2.n || memcmp(t1.slot, t2.slot, (size_t)n0 * sizeof *t1.slot);
+                for (int i = 0; i < t1.n && !bad; i++) {
+                    plan_key pk = plan_key_of(&topk_at(&t1, i)->plan);
+                    bad |= topk_id(&t1, i) != topk_id(&t2, i) || topk_find(&t1, &pk) != i ||
+                           topk_find(&t2, &pk) != i;
+                }
+                for (int64_t j = 0; j < 500; j++, id++) /* the freed slots taken again */
+                    if (offer_drawn(&t1, &e, &r1, id) != offer_drawn(&t2, &e, &r2, id)) bad = 1;
+            }
+            if (bad) fprintf(stderr, "topk trim k %d margin %g: differs\n", ks[a], margins[b]);
+            CHECK(!bad);
+            topk_free(&t1);
+            topk_free(&t2);
+        }
+}
+
 /* Every returned plan is legal for its trainer, fits, and is ranked (search.h "Ties"). */
 static void check_result(const ap_model *m, const ap_cluster *c, const ap_search_opts *o,
                          const ap_search_result *r) {
@@ -1842,6 +1901,7 @@ int main(int argc, char **argv) {
     test_pins_kept_by_resplit();
     test_complication();
     test_topk_layout();
+    test_topk_trim();
     test_cases();
     test_member_bound();
     test_any_fit();
