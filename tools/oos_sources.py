@@ -85,6 +85,10 @@ Sources:
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
                          per node, with and without activation checkpointing (22 rows)
+  megatron-core-moe-h100 NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @022bcb5: the
+                         468 TFLOP/s per GPU of Mixtral 8x7B bf16 training (MCore v0.9) on the
+                         README's reference mapping of it, 64 H100 (8 x 400 Gb/s InfiniBand per
+                         node), TP 1 EP 8 PP 4 VP 8, dropless all-to-all (1 row)
 """
 
 import json
@@ -1736,9 +1740,52 @@ def mlperf50_rows(hf):
     return out
 
 
+# ---- Megatron-Core MoE's own figure ----------------------------------------------------------
+MCORE_MOE = "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @022bcb5"
+
+
+def megatron_flops(L, h, a, g, ffn, topk, swiglu, vocab, seq, batch):
+    """Model FLOPs of a step as Megatron-LM counts them for its TFLOP/s (megatron/training/
+    training.py num_floating_point_operations of the MCore v0.8-v0.10 era): 12 b s L h^2 times
+    attention (1 + g/a + s/h) (the scores not halved for causal masking), the MLP's
+    (ffn / h) x experts routed to x 3/2 with SwiGLU, and the logits vocab / (2 L h)."""
+    return (12 * batch * seq * L * h * h *
+            ((1 + g / a + seq / h) + (ffn / h) * topk * (1.5 if swiglu else 1.0) +
+             vocab / (2 * L * h)))
+
+
+def mcore_moe_rows(hf):
+    """The README's opening states "468 TFLOPS for Mixtral 8X7B bf16 training" with MCore v0.9;
+    its "Reference Best Parallel Mapping" (MCore v0.8) gives the one Mixtral 8x7B setting:
+    dropless, all-to-all dispatcher, BF16, 64 GPUs, sequence 4096, TP 1, EP 8, PP 4, VP 8, MBS 1,
+    GBS 256, vocabulary 32K, on 8 x H100 80GB nodes with 8 x 400 Gbit/s InfiniBand (PyTorch
+    24.09, Transformer Engine 1.11). Assumed: the figure is of that mapping, Megatron's FLOPs
+    formula of those versions (megatron_flops; the vocabulary 32000 needs no padding at tp 1),
+    and its example script's other settings (README "MoE training example": the distributed
+    optimizer, overlapped gradient reduction and parameter gathering, grouped GEMM, permute
+    fusion); the attention backend is Megatron-LM's default."""
+    m = hf("mixtral-8x7b")
+    gpus, seq, gbs, tflops = 64, 4096, 256, 468.0
+    flops = megatron_flops(m["num_hidden_layers"], m["hidden_size"],
+                           m["num_attention_heads"], m["num_key_value_heads"],
+                           m["intermediate_size"], m["num_experts_per_tok"], True,
+                           m["vocab_size"], seq, gbs)
+    step = flops / (tflops * 1e12 * gpus)
+    plan = {"trainer": "megatron", "tp": 1, "pp": 4, "dp": 16, "cp": 1, "ep": 8, "vp": 8,
+            "mbs": 1, "gbs": gbs, "seq": seq, "recompute": "none", "sp": False, "zero": 1,
+            "dtype": "bf16", "overlap": True, "flash_attn": True}
+    cite = ("%s: \"468 TFLOPS for Mixtral 8X7B bf16 training\" (MCore v0.9) on its reference "
+            "mapping (MCore v0.8): 64 H100, sequence 4096, TP 1 EP 8 PP 4 VP 8, MBS 1, GBS 256, "
+            "dropless all-to-all; step = Megatron's model FLOPs (%.4g per step) / (468 TFLOP/s "
+            "x 64) = %.3f s" % (MCORE_MOE, flops, step))
+    return [dgx_h100_row("megatron-core-moe-h100", cite, "mixtral-8x7b", m, plan, gpus, step,
+                         "reported model TFLOP/s per GPU converted with Megatron's FLOPs "
+                         "formula")]
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
-            mlperf41_b200_rows() + mlperf50_rows(hf))
+            mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf))
