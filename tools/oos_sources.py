@@ -85,10 +85,11 @@ Sources:
                          Testing": InternLM-7B under its own trainer (FlashAttention 1.0.5,
                          ZeRO-1 "Hybrid Zero") on 8-1024 A100-SXM4-80GB with 4 x 100 Gb RoCE
                          per node, with and without activation checkpointing (22 rows)
-  megatron-core-moe-h100 NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @022bcb5: the
-                         468 TFLOP/s per GPU of Mixtral 8x7B bf16 training (MCore v0.9) on the
-                         README's reference mapping of it, 64 H100 (8 x 400 Gb/s InfiniBand per
-                         node), TP 1 EP 8 PP 4 VP 8, dropless all-to-all (1 row)
+  megatron-core-moe-h100 NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @0b4c4cf and
+                         @022bcb5: Mixtral 8x7B bf16 training at 438 TFLOP/s per GPU (MCore v0.8)
+                         and 468 (v0.9) on the README's reference mapping of it, 64 H100 (8 x 400
+                         Gb/s InfiniBand per node), TP 1 EP 8 PP 4 VP 8, dropless all-to-all
+                         (2 rows)
 """
 
 import json
@@ -1740,8 +1741,13 @@ def mlperf50_rows(hf):
     return out
 
 
-# ---- Megatron-Core MoE's own figure ----------------------------------------------------------
-MCORE_MOE = "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @022bcb5"
+# ---- Megatron-Core MoE's own figures ---------------------------------------------------------
+MCORE_MOE = "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md"
+MCORE_MOE_ROWS = [
+    # (commit of the README, MCore version, TFLOP/s per GPU, container the README names)
+    ("0b4c4cf", "v0.8", 438.0, "PyTorch 24.04, Transformer Engine 1.9"),
+    ("022bcb5", "v0.9", 468.0, "PyTorch 24.09, Transformer Engine 1.11"),
+]
 
 
 def megatron_flops(L, h, a, g, ffn, topk, swiglu, vocab, seq, batch):
@@ -1755,32 +1761,38 @@ def megatron_flops(L, h, a, g, ffn, topk, swiglu, vocab, seq, batch):
 
 
 def mcore_moe_rows(hf):
-    """The README's opening states "468 TFLOPS for Mixtral 8X7B bf16 training" with MCore v0.9;
-    its "Reference Best Parallel Mapping" (MCore v0.8) gives the one Mixtral 8x7B setting:
-    dropless, all-to-all dispatcher, BF16, 64 GPUs, sequence 4096, TP 1, EP 8, PP 4, VP 8, MBS 1,
-    GBS 256, vocabulary 32K, on 8 x H100 80GB nodes with 8 x 400 Gbit/s InfiniBand (PyTorch
-    24.09, Transformer Engine 1.11). Assumed: the figure is of that mapping, Megatron's FLOPs
-    formula of those versions (megatron_flops; the vocabulary 32000 needs no padding at tp 1),
-    and its example script's other settings (README "MoE training example": the distributed
-    optimizer, overlapped gradient reduction and parameter gathering, grouped GEMM, permute
-    fusion); the attention backend is Megatron-LM's default."""
+    """The README's opening states Mixtral 8x7B bf16 training at 438 TFLOP/s per GPU "as of
+    MCore v0.8" (at 0b4c4cf) and at 468 with MCore v0.9 (at 022bcb5); both versions of the page
+    give the one Mixtral 8x7B "reference parallel mapping of MCore v0.8": dropless, all-to-all
+    dispatcher, BF16, 64 GPUs, sequence 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256,
+    vocabulary 32K, on 8 x H100 80GB nodes with 8 x 400 Gbit/s InfiniBand, in the container
+    each names. Assumed: each figure is of that mapping (v0.9's with the mapping unchanged),
+    Megatron's FLOPs formula of those versions (megatron_flops; the vocabulary 32000 needs no
+    padding at tp 1), and the page's example script's other settings (the distributed
+    optimizer, overlapped gradient reduction and parameter gathering, grouped GEMM; v0.9's also
+    fuses the permutations, which autoplan does not tell apart); Megatron-LM's default
+    attention backend."""
     m = hf("mixtral-8x7b")
-    gpus, seq, gbs, tflops = 64, 4096, 256, 468.0
+    gpus, seq, gbs = 64, 4096, 256
     flops = megatron_flops(m["num_hidden_layers"], m["hidden_size"],
                            m["num_attention_heads"], m["num_key_value_heads"],
                            m["intermediate_size"], m["num_experts_per_tok"], True,
                            m["vocab_size"], seq, gbs)
-    step = flops / (tflops * 1e12 * gpus)
-    plan = {"trainer": "megatron", "tp": 1, "pp": 4, "dp": 16, "cp": 1, "ep": 8, "vp": 8,
-            "mbs": 1, "gbs": gbs, "seq": seq, "recompute": "none", "sp": False, "zero": 1,
-            "dtype": "bf16", "overlap": True, "flash_attn": True}
-    cite = ("%s: \"468 TFLOPS for Mixtral 8X7B bf16 training\" (MCore v0.9) on its reference "
-            "mapping (MCore v0.8): 64 H100, sequence 4096, TP 1 EP 8 PP 4 VP 8, MBS 1, GBS 256, "
-            "dropless all-to-all; step = Megatron's model FLOPs (%.4g per step) / (468 TFLOP/s "
-            "x 64) = %.3f s" % (MCORE_MOE, flops, step))
-    return [dgx_h100_row("megatron-core-moe-h100", cite, "mixtral-8x7b", m, plan, gpus, step,
-                         "reported model TFLOP/s per GPU converted with Megatron's FLOPs "
-                         "formula")]
+    out = []
+    for (commit, ver, tflops, container) in MCORE_MOE_ROWS:
+        step = flops / (tflops * 1e12 * gpus)
+        plan = {"trainer": "megatron", "tp": 1, "pp": 4, "dp": 16, "cp": 1, "ep": 8, "vp": 8,
+                "mbs": 1, "gbs": gbs, "seq": seq, "recompute": "none", "sp": False, "zero": 1,
+                "dtype": "bf16", "overlap": True, "flash_attn": True}
+        cite = ("%s @%s: Mixtral 8x7B bf16 training at %.0f TFLOP/s per GPU (MCore %s, %s) on "
+                "its reference mapping: 64 H100, sequence 4096, TP 1 EP 8 PP 4 VP 8, MBS 1, "
+                "GBS 256, dropless all-to-all; step = Megatron's model FLOPs (%.4g per step) / "
+                "(%.0f TFLOP/s x 64) = %.3f s" % (MCORE_MOE, commit, tflops, ver, container,
+                                                  flops, tflops, step))
+        out.append(dgx_h100_row("megatron-core-moe-h100", cite, "mixtral-8x7b", m, plan, gpus,
+                                step, "reported model TFLOP/s per GPU converted with Megatron's "
+                                "FLOPs formula"))
+    return out
 
 
 def all_rows(hf):
