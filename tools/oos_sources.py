@@ -1109,22 +1109,27 @@ NEMO_LONG_ROWS = [(4, 4, 1, 1, 4, 1, 768), (8, 8, 1, 2, 4, 1, 730), (16, 16, 2, 
                   (1024, 1024, 8, 1, 4, 32, 536)]
 
 
-def nemo_llama2_flops_per_token(m, s):
-    """NeMo's model FLOPs per token for the Llama 2 family (nemo/utils/flops_formulas.py llama2 as
-    first committed, f0bf77b: attention counted over all s x s pairs, no causal halving): L h^2
-    (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(L h)). The same team's performance summary of that
-    period counts the same way: NeMo 24.07 docs/source/performance/performance_summary.md @8e3d65d,
-    LLAMA2-7B on 8 H100 at 4096 tokens, 780 TFLOP/s per GPU at 16,934 tokens/s per GPU is
-    46.06 GFLOP per token, this formula 46.09 (halving the attention term would give 42.9)."""
+def llama_flops_per_token(m, s):
+    """Model FLOPs per token of a Llama-form model (SwiGLU, GQA) as NeMo and Megatron-LM count
+    them for their TFLOP/s: L h^2 (12 + 12 g/a + 18 k f/h + 12 s/h + 6 V/(L h)), k the experts
+    each token is routed to (1 for dense models), attention over all s x s pairs, no causal
+    halving. NeMo: nemo/utils/flops_formulas.py llama2 as first committed, f0bf77b; the same
+    team's performance summary of that period counts the same way (NeMo 24.07
+    docs/source/performance/performance_summary.md @8e3d65d, LLAMA2-7B on 8 H100 at 4096 tokens,
+    780 TFLOP/s per GPU at 16,934 tokens/s per GPU is 46.06 GFLOP per token, this formula 46.09;
+    halving the attention term would give 42.9). Megatron-LM: megatron/training/training.py
+    num_floating_point_operations of the MCore v0.8-v0.10 era, 12 b s L h^2 ((1 + g/a + s/h) +
+    (f/h) k 3/2 + V/(2 L h)), the same expression."""
     L, h = m["num_hidden_layers"], m["hidden_size"]
     a, g = m["num_attention_heads"], m["num_key_value_heads"]
     f, V = m["intermediate_size"], m["vocab_size"]
-    return L * h * h * (12 + 12.0 * g / a + 18.0 * f / h + 12.0 * s / h + 6.0 * V / (L * h))
+    k = m.get("num_experts_per_tok", 1)
+    return L * h * h * (12 + 12.0 * g / a + 18.0 * k * f / h + 12.0 * s / h + 6.0 * V / (L * h))
 
 
 def nemo_long_rows(hf):
     """The table gives the degrees and model TFLOP/s per GPU of each with-CP run; the step time is
-    the batch's model FLOPs (nemo_llama2_flops_per_token) over that rate and the GPUs. Assumed and
+    the batch's model FLOPs (llama_flops_per_token) over that rate and the GPUs. Assumed and
     labelled: 4M-token batches (the same page's B200 table lists them: batch 512 at 8K down to 4
     at 1M), one sequence per micro-batch, no activation recomputation, the distributed optimizer
     with overlapped data-parallel communication, sequence parallelism with tp (NeMo's defaults),
@@ -1146,7 +1151,7 @@ def nemo_long_rows(hf):
                 "mbs": 1, "gbs": gbs, "seq": s, "recompute": "none", "sp": tp > 1,
                 "zero": 1, "dtype": "fp8", "overlap": True, "flash_attn": True,
                 "attn_impl": "cudnn", "param_remainders": True}
-        step = gbs * s * nemo_llama2_flops_per_token(m, s) / (tf * 1e12 * gpus)
+        step = gbs * s * llama_flops_per_token(m, s) / (tf * 1e12 * gpus)
         cite = (NEMO_LONG % (k, gpus, tp, pp, dp, cp, tf) +
                 "; step = %d sequences x %d tokens x NeMo's model FLOPs per token / (TFLOPS x "
                 "GPUs) (batch of 4M tokens, micro-batch 1, no recomputation, distributed "
@@ -1750,16 +1755,6 @@ MCORE_MOE_ROWS = [
 ]
 
 
-def megatron_flops(L, h, a, g, ffn, topk, swiglu, vocab, seq, batch):
-    """Model FLOPs of a step as Megatron-LM counts them for its TFLOP/s (megatron/training/
-    training.py num_floating_point_operations of the MCore v0.8-v0.10 era): 12 b s L h^2 times
-    attention (1 + g/a + s/h) (the scores not halved for causal masking), the MLP's
-    (ffn / h) x experts routed to x 3/2 with SwiGLU, and the logits vocab / (2 L h)."""
-    return (12 * batch * seq * L * h * h *
-            ((1 + g / a + seq / h) + (ffn / h) * topk * (1.5 if swiglu else 1.0) +
-             vocab / (2 * L * h)))
-
-
 def mcore_moe_rows(hf):
     """The README's opening states Mixtral 8x7B bf16 training at 438 TFLOP/s per GPU "as of
     MCore v0.8" (at 0b4c4cf) and at 468 with MCore v0.9 (at 022bcb5); both versions of the page
@@ -1767,17 +1762,14 @@ def mcore_moe_rows(hf):
     dispatcher, BF16, 64 GPUs, sequence 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256,
     vocabulary 32K, on 8 x H100 80GB nodes with 8 x 400 Gbit/s InfiniBand, in the container
     each names. Assumed: each figure is of that mapping (v0.9's with the mapping unchanged),
-    Megatron's FLOPs formula of those versions (megatron_flops; the vocabulary 32000 needs no
-    padding at tp 1), and the page's example script's other settings (the distributed
+    Megatron's FLOPs formula of those versions (llama_flops_per_token; the vocabulary 32000
+    needs no padding at tp 1), and the page's example script's other settings (the distributed
     optimizer, overlapped gradient reduction and parameter gathering, grouped GEMM; v0.9's also
     fuses the permutations, which autoplan does not tell apart); Megatron-LM's default
     attention backend."""
     m = hf("mixtral-8x7b")
     gpus, seq, gbs = 64, 4096, 256
-    flops = megatron_flops(m["num_hidden_layers"], m["hidden_size"],
-                           m["num_attention_heads"], m["num_key_value_heads"],
-                           m["intermediate_size"], m["num_experts_per_tok"], True,
-                           m["vocab_size"], seq, gbs)
+    flops = gbs * seq * llama_flops_per_token(m, seq)
     out = []
     for (commit, ver, tflops, container) in MCORE_MOE_ROWS:
         step = flops / (tflops * 1e12 * gpus)
