@@ -1787,9 +1787,65 @@ def mcore_moe_rows(hf):
     return out
 
 
+# ---- NeMo Megatron on DGX A100 (2022) --------------------------------------------------------------
+# NVIDIA/NeMo-Framework-Launcher (then NeMo Megatron's launcher, "BigNLP-Scripts") README.md
+# section 7.1.2 "Training Performance Results": GPT-3 5B on 1-20 DGX A100 80GB nodes (table
+# re-measured at b20f85d, 2022-06-03) and GPT-3 175B on 16, 32 and 128 nodes (added at d4317dd,
+# 2022-07-14), tokens per second. DGX SuperPOD: 8 A100 80GB per node, 8 x 200 Gb/s HDR
+# InfiniBand (200 Gb/s per GPU). The configuration is the launcher's conf/training/gpt3/*.yaml
+# at those commits, with the node count the only change.
+NEMO_A100 = "NVIDIA/NeMo-Framework-Launcher README.md @%s, 7.1.2 'Training Performance Results'"
+# (commit, model, nodes, tokens/s)
+NEMO_A100_ROWS = [("b20f85d", "GPT3-5B", n, t) for n, t in
+                  ((1, 39543), (2, 79128), (5, 195047), (9, 344523), (10, 383500),
+                   (18, 670254), (20, 731791))] + \
+                 [("d4317dd", "GPT3-175B", n, t) for n, t in
+                  ((16, 20642), (32, 38025), (128, 141306))]
+
+
+def nemo_a100_rows(hf):
+    """The step is the global batch's tokens over the reported tokens/s. The launcher's GPT-3
+    configurations of the period: 5b.yaml @b20f85d, TP 2 PP 1, micro-batch 2, global batch 1440,
+    no recomputation (activations_checkpoint_num_layers 0), no sequence parallelism; 175b.yaml
+    @d4317dd, TP 8 PP 8, micro-batch 2, global batch 1536, sequence parallelism with selective
+    recomputation (the 2022-07-13 configuration; the one before it, TP 8 PP 16 with every layer
+    recomputed, would put the GPUs at 74% of peak for the 55.6% MFU measured at 16 nodes, far
+    above the 52% of Narayanan 2021's recomputing A100 runs). Both: bf16 with megatron_amp_O2,
+    Apex fused_adam without a distributed optimizer (ZeRO 0), fp32 main gradients all-reduced in
+    fp32 (NeMo nemo/core/optim/optimizer_with_main_params.py), Megatron's fused softmax
+    attention (no FlashAttention in NeMo of 2022), hidden and attention dropout 0.1, sequence
+    2048, GPT-2's vocabulary (nemo_perf_model). The gradient all-reduce overlaps the backward
+    only without pipelining (NeMo 22.05's "Asynchronous gradient all-reduce for GPT-3 ... with
+    pipeline parallel size equal to 1"; megatron_gpt_model.py reduces after the pipeline
+    otherwise). The backward's TP all-reduces run beside their GEMMs as the trainer prices them
+    (Apex ColumnParallelLinear's asynchronous all-reduce, apex/transformer/tensor_parallel/
+    layers.py since 365fdc1, with sequence parallelism since 3ff1a10, 2022-06-23)."""
+    out = []
+    for (commit, name, nodes, tps) in NEMO_A100_ROWS:
+        big = name == "GPT3-175B"
+        tp, pp, gbs = (8, 8, 1536) if big else (2, 1, 1440)
+        gpus = 8 * nodes
+        dp = gpus // (tp * pp)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": 1,
+                "mbs": 2, "gbs": gbs, "seq": 2048, "recompute": "selective" if big else "none",
+                "sp": big, "zero": 0, "dtype": "bf16", "overlap": not big, "overlap_tp": False,
+                "flash_attn": False, "grad_reduce": "fp32"}
+        step = gbs * 2048 / tps
+        cite = ((NEMO_A100 % commit) + ": %s on %d DGX A100 80GB nodes, %d tokens/s; TP %d PP %d, "
+                "MBS 2, GBS %d (conf/training/gpt3/%s.yaml @%s); step = GBS x 2048 / tokens/s = "
+                "%.3f s" % (name, nodes, tps, tp, pp, gbs, "175b" if big else "5b", commit, step))
+        out.append({"source": "nemo-megatron-a100", "cite": cite, "model_name": name.lower(),
+                    "model": nemo_perf_model(name, tp, hf), "plan": plan,
+                    "gpu": "a100-sxm4-80g", "gpus": gpus, "gpus_per_node": 8,
+                    "network_bw": "200Gb/s", "metric": "step_s", "measured": step,
+                    "how": "reported tokens/s converted to a step"})
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
-            mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf))
+            mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
+            nemo_a100_rows(hf))
