@@ -1801,6 +1801,15 @@ NEMO_A100_ROWS = [("b20f85d", "GPT3-5B", n, t) for n, t in
                    (18, 670254), (20, 731791))] + \
                  [("d4317dd", "GPT3-175B", n, t) for n, t in
                   ((16, 20642), (32, 38025), (128, 141306))]
+# Left out: the table NeMo Megatron 22.08 put in their place (3579cdb, 2022-09-07; 5B at TP 1 and
+# GBS 2048 on 1-32 nodes, 40345 to 1159288 tokens/s; 175B at TP 8 PP 8 and GBS 2048 on 8-128
+# nodes, 7500 to 109684). Its runs use Apex's DistributedFusedAdam in its first release, whose
+# gradient layout (16-bit gradients kept whole, fp32 shards) autoplan's memory model does not
+# express: priced with Megatron's whole fp32 buffer the 5B runs on 1 and 2 nodes come out above
+# 80 GB. And its 175B figures, 40% MFU at 8 nodes, contradict the July table's 55.6% at 16 for
+# the same layout, per-GPU work and system, with no stated cause. What autoplan predicts for
+# them, with ZeRO 1 and the gradient reduction overlapped (assumed): 5B 1.4-12% fast, 175B
+# 25.5-27.4% fast at every node count.
 
 
 def nemo_a100_rows(hf):
