@@ -246,6 +246,8 @@ static ap_status solve_once(const ap_model *m, const ap_cluster *c, const ap_pla
         }
         so->restricted = 1;
     } else {
+        /* a split is wanted only below the cap: pdp_solve may stop once none can be */
+        d->cap = upper_s > 0 ? upper_s : INFINITY;
         fits = pdp_solve(d, split);
         if (fits < 0) {
             st = ap_err_set(err, AP_ERR_NOMEM, "out of memory for the partition DP");

@@ -76,6 +76,7 @@ ap_status pdp_init(pdp *d, const ap_model *m, int pp, int v, int lo, int64_t m_m
     d->lo = lo;
     d->m = m_mb;
     d->w = (double)m_mb * v - 1.0;
+    d->cap = INFINITY;
     d->per_stage_rc = per_stage_rc;
     d->fixed_rc = fixed_rc;
     /* kinds of range: (dense layers, MoE layers); of one kind, the kind is the length */
@@ -120,6 +121,7 @@ void pdp_reset(pdp *d, int per_stage_rc, int fixed_rc) {
     d->fixed_rc = fixed_rc;
     d->ignore_mem = 0;
     d->host_short = 0;
+    d->cap = INFINITY;
 }
 
 void pdp_free(pdp *d) {
@@ -532,11 +534,16 @@ int pdp_solve(pdp *d, int *best) {
     }
     double s_min = min_sum(d, INFINITY, best);
     if (s_min == INFINITY) return 0;
+    /* every split's sum is at least s_min and its largest stage at least b_star (below), so
+     * its T at least their (s_min + w b_star) / v: past the cap (with a margin for the
+     * rounding of sums taken in another order), no split is wanted */
+    if (s_min / d->v >= d->cap * (1 + 1e-9)) return 0;
     double best_T = pdp_split_T(d, best, NULL);
     if (d->w > 0) {
         /* the least feasible bound, then the bounds that could still beat best_T (a margin
          * for the rounding of the division; the scan's own test is exact) */
         double b_star = minimax(d, MM_TIME_USABLE, INFINITY, tmp);
+        if ((s_min + d->w * b_star) / d->v >= d->cap * (1 + 1e-9)) return 0;
         double b_hi = (d->v * best_T - s_min) / d->w;
         size_t ncand = candidates(d, b_star, b_hi + fabs(b_hi) * 1e-9);
         for (size_t i = 0; i < ncand; i++) {

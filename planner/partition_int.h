@@ -47,6 +47,8 @@ typedef struct pdp {
     int *rc;               /* recomputed layers chosen for the range (-1: the plan's) */
     int per_stage_rc;      /* choose rc per range */
     int ignore_mem;        /* treat every legal range as fitting (a lower bound on T) */
+    double cap;            /* only splits of T below it are wanted (solve_once's cap): pdp_solve
+                              stops once a bound shows none (INFINITY: no cap) */
     int host_short;        /* a range priced since the last reset misses host memory */
     int fixed_rc;          /* > 0: every stage recomputes min(fixed_rc, n) layers (a plan-wide
                               recompute_layers, read from the shared per-stage memo) */

@@ -1149,6 +1149,26 @@ static void test_llama70b(void) {
     CHECK(ilp.optimal);
     CHECK_NEAR(ilp.pipe_s, dp.pipe_s, TOL);
 
+    /* under a cap (the search's upper_s): above the optimum the capped solve finds it; at or
+     * below it, no split that beats the cap (a capped answer, or one at least the optimum).
+     * Far below it the DP's bound (least sum and least maximum) already passes the cap, and
+     * the answer is capped without the candidate scan */
+    o.solver = AP_SOLVER_DP;
+    static const double f[] = {0.5, 0.9, 0.999999, 1.000001, 1.1};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        ap_partition_opts oc = o;
+        oc.upper_s = f[i] * dp.objective_s;
+        ap_partition_result rc;
+        CHECK(ap_partition_solve(&m, &c, &p, &oc, &rc, &err) == AP_OK);
+        if (f[i] > 1) {
+            CHECK(rc.fits && !rc.capped);
+            CHECK_NEAR(rc.objective_s, dp.objective_s, TOL);
+        } else {
+            CHECK(rc.capped || rc.objective_s >= dp.objective_s * (1 - TOL));
+        }
+        if (f[i] == 0.5) CHECK(rc.capped);
+    }
+
     /* a 4x larger vocabulary makes the last stage (LM head, fp32 logits) the slowest on H100
      * where memory does not bind: the optimum gives it fewer layers and beats the uniform split */
     m.vocab = 4 * 128256;
