@@ -558,7 +558,9 @@ int pdp_solve(pdp *d, int *best) {
     }
     /* ties: many splits share the optimal T (the sum of stage times barely depends on the
      * split); among those with the same max, prefer the least peak memory. "Same T" up to the
-     * rounding of summing the same stage times in another order (1e-12 relative). */
+     * rounding of summing the same stage times in another order (1e-12 relative). With memory
+     * ignored only the least T is wanted (a bound), not the split */
+    if (d->ignore_mem) return 1;
     double mx;
     pdp_split_T(d, best, &mx);
     if (pdp_min_peak(d, 1, mx, tmp) < pdp_split_peak(d, best) &&
