@@ -1606,6 +1606,38 @@ static void test_price_memo(void) {
     ap_estimate_cache_free(memo.cache);
 }
 
+/* The collective memo (estimate.c COLL_SLOTS, direct-mapped) changes no answer: data-parallel
+ * collectives over 1-512 ranks at 5 network bandwidths, ZeRO 1 and 3, are more call shapes than
+ * its slots, so shapes collide and are worked out again; visited forward then backward, every
+ * estimate through the memo equals one made without it. */
+static void test_coll_memo(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    static ap_estimate a, b;
+    ap_err err;
+    ap_estimate_opts plain, memo;
+    ap_estimate_opts_init(&plain);
+    ap_estimate_opts_init(&memo);
+    memo.cache = ap_estimate_cache_new();
+    CHECK(memo.cache != NULL);
+    if (!memo.cache) return;
+    int bad = 0, n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 512 * 5 * 2; i += 7) {
+            int j = pass ? 512 * 5 * 2 - 1 - i : i;
+            int dp = 1 + j % 512, bwi = (j / 512) % 5, zero = j / 2560 ? 3 : 1;
+            ap_cluster c = cluster("a100-sxm4-80g", dp);
+            c.net_bytes_per_s *= 0.25 + 0.5 * bwi;
+            ap_plan p = mkplan(1, 1, dp, 1, dp, zero, AP_RECOMPUTE_FULL, 0, 1);
+            ap_status s1 = ap_estimate_plan(&m, &c, &p, &memo, &a, &err);
+            ap_status s0 = ap_estimate_plan(&m, &c, &p, &plain, &b, &err);
+            if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
+            n += s0 == AP_OK;
+        }
+    CHECK_INT(bad, 0);
+    CHECK(n > 600);
+    ap_estimate_cache_free(memo.cache);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_zero_table1();
@@ -1644,6 +1676,7 @@ int main(int argc, char **argv) {
     test_refusals();
     test_estimate_copy();
     test_price_memo();
+    test_coll_memo();
     test_closed_form_layers();
     test_dp_buckets();
     test_hsdp();

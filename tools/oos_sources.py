@@ -90,6 +90,9 @@ Sources:
                          and 468 (v0.9) on the README's reference mapping of it, 64 H100 (8 x 400
                          Gb/s InfiniBand per node), TP 1 EP 8 PP 4 VP 8, dropless all-to-all
                          (2 rows)
+  nemo-megatron-a100     NVIDIA/NeMo-Framework-Launcher README.md 7.1.2 @b20f85d and @d4317dd:
+                         GPT-3 5B on 1-20 and 175B on 16-128 DGX A100 80GB nodes, tokens/s, with
+                         the launcher's conf/training/gpt3 yamls of those commits (10 rows)
 """
 
 import json
