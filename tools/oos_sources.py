@@ -943,12 +943,14 @@ DGXC_ROWS = [
 DGXC_MODEL = {"8b": "llama-3-8b", "70b": "llama-3-70b", "405b": "llama-3.1-405b"}
 
 
-def dgx_h100_row(source, cite, name, model, plan, gpus, step,
-                 how="reported training step time (the last of the run)"):
-    """One run on DGX H100 (H100 SXM nodes of 8 with 400 Gb/s per GPU) and its step time; `how`
-    says how the source gives it (by default the DGX Cloud READMEs' last training step)."""
+def dgx_row(source, cite, name, model, plan, gpus, step,
+                 how="reported training step time (the last of the run)", gpu="h100-sxm",
+                 network_bw="400Gb/s"):
+    """One run on DGX H100 (H100 SXM nodes of 8 with 400 Gb/s per GPU; another DGX by `gpu` and
+    `network_bw`) and its step time; `how` says how the source gives it (by default the DGX
+    Cloud READMEs' last training step)."""
     return {"source": source, "cite": cite, "model_name": name, "model": model, "plan": plan,
-            "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
+            "gpu": gpu, "gpus": gpus, "gpus_per_node": 8, "network_bw": network_bw,
             "metric": "step_s", "measured": step, "how": how}
 
 
@@ -985,7 +987,7 @@ def dgxc_rows(hf):
                     "%.2f s per step (no recomputation, distributed optimizer, overlapped DP "
                     "communication: NeMo defaults, assumed)"
                     % (nemo, dt.upper(), gpus, L, tp, pp, cp, vp, gbs, step))
-            out.append(dgx_h100_row("nvidia-dgxc-h100", cite, name, m, plan, gpus, step))
+            out.append(dgx_row("nvidia-dgxc-h100", cite, name, m, plan, gpus, step))
     return out
 
 
@@ -1040,7 +1042,7 @@ def nemotron_rows():
             cite = ((NEMOTRON % (size, size)) +
                     ": %s, %d x H100, TP %d PP %d VP %d MBS %d GBS %d, %.2f s per step"
                     % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step))
-            out.append(dgx_h100_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
+            out.append(dgx_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
                                 step))
     return out
 
@@ -1097,7 +1099,7 @@ def grok_rows():
                     "MBS 1 GBS %d, %.2f s per step"
                     % (dt.upper(), gpus, L, seq, tp, pp, cp, ep, vp, gbs, step))
             name = "grok-1-%dl" % L if L != 64 else "grok-1"
-            out.append(dgx_h100_row("nvidia-dgxc-grok1", cite, name, m, plan, gpus, step))
+            out.append(dgx_row("nvidia-dgxc-grok1", cite, name, m, plan, gpus, step))
     return out
 
 
@@ -1159,7 +1161,7 @@ def nemo_long_rows(hf):
                 "; step = %d sequences x %d tokens x NeMo's model FLOPs per token / (TFLOPS x "
                 "GPUs) (batch of 4M tokens, micro-batch 1, no recomputation, distributed "
                 "optimizer overlap: assumed)" % (gbs, s))
-        out.append(dgx_h100_row("nemo-longseq-h100", cite, "llama-2-7b", m, plan, gpus, step,
+        out.append(dgx_row("nemo-longseq-h100", cite, "llama-2-7b", m, plan, gpus, step,
                                 "reported model TFLOP/s per GPU converted with NeMo's FLOPs "
                                 "formula"))
     return out
@@ -1255,7 +1257,7 @@ def nemo_perf_rows(hf):
                 "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the launcher's "
                 "configuration of the period otherwise: tools/oos_sources.py nemo_perf_rows)"
                 % step)
-        out.append(dgx_h100_row("nemo-perf-h100", cite, name.lower(), m, plan, gpus, step,
+        out.append(dgx_row("nemo-perf-h100", cite, name.lower(), m, plan, gpus, step,
                                 TOKENS_HOW))
     return out
 
@@ -1368,7 +1370,7 @@ def mbridge_rows(hf):
                            tps) +
                 "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (the H100 "
                 "recipes' settings otherwise: tools/oos_sources.py mbridge_rows)" % step)
-        out.append(dgx_h100_row("megatron-bridge-h100", cite, name.lower(), m, plan, gpus,
+        out.append(dgx_row("megatron-bridge-h100", cite, name.lower(), m, plan, gpus,
                                 step, TOKENS_HOW))
     return out
 
@@ -1467,7 +1469,7 @@ def mlperf_gpt3_row(source, cite, nodes, gbs, ga, pp, vp, medians, how, dtype_ex
     mbs = gbs // (dp * ga)
     assert mbs * dp * ga == gbs and 96 % (pp * vp) == 0
     plan = mlperf_gpt3_plan(tp, pp, vp, dp, mbs, gbs, dtype_extra, tail)
-    row = dgx_h100_row(source, cite, "gpt3-175b", mlperf_gpt3_model(tp), plan, gpus,
+    row = dgx_row(source, cite, "gpt3-175b", mlperf_gpt3_model(tp), plan, gpus,
                        sorted(medians)[1], how)
     row["gpu"] = gpu
     return row
@@ -1744,7 +1746,7 @@ def mlperf50_rows(hf):
         step = sorted(medians)[1]
         cite = MLPERF50 % (MLPERF50_COMMIT, nodes, nodes, gbs, ga,
                            "/".join("%.4f" % x for x in medians), steps, nodes, nodes, gbs // dp)
-        out.append(dgx_h100_row("mlperf50-llama405b-h100", cite, "llama-3.1-405b", m, plan, gpus,
+        out.append(dgx_row("mlperf50-llama405b-h100", cite, "llama-3.1-405b", m, plan, gpus,
                                 step, "logged train_step_time, median over the run"))
     return out
 
@@ -1784,7 +1786,7 @@ def mcore_moe_rows(hf):
                 "GBS 256, dropless all-to-all; step = Megatron's model FLOPs (%.4g per step) / "
                 "(%.0f TFLOP/s x 64) = %.3f s" % (MCORE_MOE, commit, tflops, ver, container,
                                                   flops, tflops, step))
-        out.append(dgx_h100_row("megatron-core-moe-h100", cite, "mixtral-8x7b", m, plan, gpus,
+        out.append(dgx_row("megatron-core-moe-h100", cite, "mixtral-8x7b", m, plan, gpus,
                                 step, "reported model TFLOP/s per GPU converted with Megatron's "
                                 "FLOPs formula"))
     return out
@@ -1846,11 +1848,10 @@ def nemo_a100_rows(hf):
         cite = ((NEMO_A100 % commit) + ": %s on %d DGX A100 80GB nodes, %d tokens/s; TP %d PP %d, "
                 "MBS 2, GBS %d (conf/training/gpt3/%s.yaml @%s); step = GBS x 2048 / tokens/s = "
                 "%.3f s" % (name, nodes, tps, tp, pp, gbs, "175b" if big else "5b", commit, step))
-        out.append({"source": "nemo-megatron-a100", "cite": cite, "model_name": name.lower(),
-                    "model": nemo_perf_model(name, tp, hf), "plan": plan,
-                    "gpu": "a100-sxm4-80g", "gpus": gpus, "gpus_per_node": 8,
-                    "network_bw": "200Gb/s", "metric": "step_s", "measured": step,
-                    "how": "reported tokens/s converted to a step"})
+        out.append(dgx_row("nemo-megatron-a100", cite, name.lower(),
+                                nemo_perf_model(name, tp, hf), plan, gpus, step,
+                                "reported tokens/s converted to a step", gpu="a100-sxm4-80g",
+                                network_bw="200Gb/s"))
     return out
 
 
