@@ -130,8 +130,8 @@ static int run_once(void *ctx, ap_err *err) {
 static void run_done(void *ctx, char *what, size_t n) {
     run_ctx *x = ctx;
     const ap_hetero_summary *s = ap_hetero_summary_of(x->h);
-    snprintf(what, n, "(%.2fB params, %d micro-batches, step %.2f s)",
-             (double)ap_model_total_params(x->m) / 1e9, s->micro_batches, s->step_s);
+    snprintf(what, n, "(%.2fB params, %lld micro-batches, step %.2f s)",
+             (double)ap_model_total_params(x->m) / 1e9, (long long)s->micro_batches, s->step_s);
     ap_hetero_free(x->h);
     x->h = NULL;
 }

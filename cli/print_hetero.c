@@ -17,9 +17,9 @@ static void gib(double b, char *buf, size_t n) { snprintf(buf, n, "%.2f", b / AP
 static void print_summary(const ap_hetero *h, const ap_resolved *ctx) {
     const ap_hetero_summary *s = ap_hetero_summary_of(h);
     char a[32], b[32], c[32], d[32], l[128];
-    printf("%s: %s on %d x %s (ZeRO group %d), %d micro-batch%s per step\n", s->name,
+    printf("%s: %s on %d x %s (ZeRO group %d), %lld micro-batch%s per step\n", s->name,
            ap_plan_label(&ctx->plan, l, sizeof l), ctx->cluster.gpus, ctx->cluster.gpu.name,
-           s->zero_size, s->micro_batches, s->micro_batches == 1 ? "" : "es");
+           s->zero_size, (long long)s->micro_batches, s->micro_batches == 1 ? "" : "es");
     if (s->kind == AP_HETERO_GEMINI)
         printf("chunks    %d of %.2fM elements (fp16 + fp32 pairs), %.2fM elements unused by the "
                "search's measure%s; the optimizer of %.0f%% of the chunk memory on the host\n",

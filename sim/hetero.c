@@ -890,7 +890,7 @@ ap_status ap_hetero_run(const ap_model *m, const ap_cluster *c, const ap_plan *p
     }
     x->keep_recs = opts->record != 0;
     x->Z = pl.dp;
-    x->mb = (int)(pl.grad_accum > 0 ? pl.grad_accum : 1);
+    x->mb = pl.grad_accum > 0 ? pl.grad_accum : 1;
     x->elt = pl.dtype == AP_DTYPE_FP32 ? 4.0 : 2.0;
     x->capacity_bytes = c->gpu.mem_bytes;
     x->gpus_per_node = c->gpus_per_node < c->gpus ? c->gpus_per_node : c->gpus;

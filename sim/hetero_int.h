@@ -91,7 +91,7 @@ typedef struct hctx {
     pthread_mutex_t *tpl_mu;    /* its store's lock (NULL: a cache of one thread) */
     int ops_pending;            /* ops not made yet: hx_ops makes them */
     int Z;                      /* ranks sharding model states (dp) */
-    int mb;                     /* micro-batches per step */
+    int64_t mb;                 /* micro-batches per step (up to 2^32 per rank: --gbs) */
     double elt;                 /* bytes per element of the 16-bit copies */
     double overhead_bytes;      /* CUDA context, cuBLAS and NCCL buffers */
     double capacity_bytes;      /* device memory */
@@ -134,7 +134,7 @@ static inline double hx_op_compute_s(const hctx *x, const hop *o) {
 ap_status hx_ops(hctx *x, ap_err *err);
 /* Append an operator record / a movement while recording (no-ops otherwise); -1 / nothing on
  * allocation failure (ctx->nomem set). */
-int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb);
+int hx_rec(hctx *x, int module, int phase, int32_t layer, int64_t mb);
 void hx_move(hctx *x, int rec, int32_t chunk, int kind, int what, double bytes);
 /* GPU verdict at an operator: device bytes = model + non-model + overhead; records the peak
  * and the first overflow (capacity - headroom). */
@@ -171,7 +171,7 @@ typedef struct hsnap {
 void hx_snap(const hctx *x, hsnap *s);
 void hx_repeat(hctx *x, const hsnap *before, const hsnap *after, double times);
 /* Whether micro-batch mb of m is one the repetition stands for (not simulated). */
-static inline int hx_skipped(int mb, int m) { return m > 3 && mb >= 2 && mb <= m - 2; }
+static inline int hx_skipped(int64_t mb, int64_t m) { return m > 3 && mb >= 2 && mb <= m - 2; }
 
 /* ---- hetero_time.c ----------------------------------------------------------------------- */
 double ht_h2d_bps(const hctx *x, int pinned);   /* bytes/s of one rank's host-to-GPU copies */

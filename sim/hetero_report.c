@@ -24,7 +24,7 @@ static ap_hetero_oprec *rec_at(hctx *x, int rec) {
     return rec >= x->nrecs - 2 ? &x->recs[rec & 1] : NULL;
 }
 
-int hx_rec(hctx *x, int module, int phase, int32_t layer, int32_t mb) {
+int hx_rec(hctx *x, int module, int phase, int32_t layer, int64_t mb) {
     if (!x->recording || x->nomem) return -1;
     if (!x->keep_recs && x->caprecs < 2) {
         ap_hetero_oprec *q = ap_realloc(x->recs, 2 * sizeof *q);
@@ -232,8 +232,9 @@ char *ap_hetero_op_describe(const ap_hetero_oprec *r, char *buf, size_t n) {
     }
     char where[48] = "";
     if (r->layer >= 0) snprintf(where, sizeof where, ", layer %d", (int)r->layer);
-    snprintf(buf, n, "%s of %s%s, micro-batch %d", ph[r->phase >= 0 && r->phase < 3 ? r->phase : 0],
-             ap_hmod_name(r->module), where, (int)r->mb);
+    snprintf(buf, n, "%s of %s%s, micro-batch %lld",
+             ph[r->phase >= 0 && r->phase < 3 ? r->phase : 0], ap_hmod_name(r->module), where,
+             (long long)r->mb);
     return buf;
 }
 

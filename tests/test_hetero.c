@@ -764,6 +764,59 @@ static void test_step_cutoff(void) {
     CHECK_INT(whole, 10);
 }
 
+/* Steps of more micro-batches than an int counts (--gbs up to 2^32 sequences, one GPU): the
+ * simulators run the first two and the last and count the second m - 3 more times (hetero_int.h
+ * hsnap), so with m = 2^32 + 3 against m = 2^20 + 3 the step grows by the second micro-batch's
+ * time x (2^32 - 2^20) and every traffic counter likewise, and the summary reports m. The count
+ * was an int: 2^32 + 3 read as 3 (a 50 ms step for 4 billion sequences), and the walk over the
+ * repeated micro-batches took minutes. Gemini static and auto, ZeRO-Offload, ZeRO-Infinity. */
+static void test_many_micro_batches(void) {
+    ap_model m = load("examples/models/gpt2.json");
+    ap_cluster c = one_gpu("a100-sxm4-80g", 1024);
+    c.nvme_bytes = 4e12;
+    c.nvme_read_bytes_per_s = c.nvme_write_bytes_per_s = 3e9;
+    const int64_t small = ((int64_t)1 << 20) + 3, big = ((int64_t)1 << 32) + 3;
+    int ran = 0;
+    for (int k = 0; k <= 6; k++) {
+        ap_plan ps = offload_case(k), pb = ps;
+        ps.grad_accum = ps.gbs = small * ps.mbs;
+        pb.grad_accum = pb.gbs = big * pb.mbs;
+        ap_err err;
+        if (ap_hetero_size_param_buffers(&m, &ps, &err) != AP_OK ||
+            ap_hetero_size_param_buffers(&m, &pb, &err) != AP_OK)
+            continue;
+        ap_hetero *h1 = NULL, *h2 = NULL, *h3 = NULL;
+        ap_plan p3 = ps;
+        p3.grad_accum = p3.gbs = 4 * ps.mbs; /* m = 4: the second micro-batch once more */
+        ap_hetero_opts o;
+        ap_hetero_opts_init(&o);
+        if (ap_hetero_run(&m, &c, &ps, &o, &h1, &err) != AP_OK ||
+            ap_hetero_run(&m, &c, &pb, &o, &h2, &err) != AP_OK ||
+            ap_hetero_run(&m, &c, &p3, &o, &h3, &err) != AP_OK) {
+            CHECK(0);
+            fprintf(stderr, "  case %d: %s\n", k, err.msg);
+        } else {
+            const ap_hetero_summary *a = ap_hetero_summary_of(h1), *b = ap_hetero_summary_of(h2);
+            const ap_hetero_summary *four = ap_hetero_summary_of(h3);
+            CHECK(a->micro_batches == small && b->micro_batches == big);
+            /* the second micro-batch's share: m = 4 less m = 3's, read from m = 2^20 + 3 less
+             * m = 4 over 2^20 - 1 repetitions */
+            double one = (a->step_s - four->step_s) / (double)(small - 4);
+            CHECK(one > 0);
+            CHECK_NEAR(b->step_s, a->step_s + one * (double)(big - small), 1e-6 * b->step_s);
+            CHECK(b->compute_s > 4000.0 * a->compute_s);
+            CHECK_NEAR(b->h2d_bytes, a->h2d_bytes + (a->h2d_bytes - four->h2d_bytes) /
+                                                    (double)(small - 4) * (double)(big - small),
+                       1e-6 * b->h2d_bytes + 1);
+            ran++;
+        }
+        ap_hetero_free(h1);
+        ap_hetero_free(h2);
+        ap_hetero_free(h3);
+    }
+    CHECK(ran >= 5);
+}
+
 static void test_zero_hand(void) {
     ap_model m = load("examples/models/gpt2.json");
     ap_cluster big = one_gpu("h200", 1024);
@@ -1726,6 +1779,7 @@ int main(int argc, char **argv) {
     test_stop_unfit();
     test_stop_early();
     test_step_cutoff();
+    test_many_micro_batches();
     test_template_store();
     test_emit();
     test_cli();

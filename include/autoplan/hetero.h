@@ -119,7 +119,7 @@ typedef struct ap_sim_period {
     int8_t kind;             /* ap_period_kind */
     int8_t phase;            /* AP_PHASE_* */
     int32_t layer;           /* transformer layer, -1 embedding, L head */
-    int32_t mb;              /* micro-batch */
+    int64_t mb;              /* micro-batch */
     int32_t ev_begin, ev_end;/* the simulator's events [ev_begin, ev_end) */
     int64_t start_bytes;     /* non-model bytes live at its start */
     int64_t peak_bytes;      /* highest non-model bytes during it */
@@ -283,7 +283,7 @@ typedef struct ap_hetero_summary {
     ap_hetero_kind kind;
     char name[32];            /* "gemini-auto", "zero-offload", "zero-infinity-nvme", ... */
     int zero_size;            /* ranks sharding the model states */
-    int micro_batches;        /* per step per rank */
+    int64_t micro_batches;    /* per step per rank */
     /* Gemini chunks */
     ap_chunk_config chunks;
     int nchunks;              /* fp16 chunks (as many fp32) */
