@@ -18,9 +18,10 @@
  * sum_q z_q = 1 and, for every rank r, sum_{s of rank r, variant q} y_s = z_q (every rank takes
  * its stage from the chosen variant); z_q carries the variant's extra time X_q in the objective.
  * With a known achievable T (the DP's) the stages with m t_s > T are dropped: they cannot be
- * in a better split (T >= sum + (m - 1) max >= m t_s). Many splits share the optimal T; a second
- * solve on the same problem minimises the peak stage memory P subject to T <= T* (lexicographic
- * objective), under the same node limit.
+ * in a better split (T >= sum + (m - 1) max >= m t_s). Many splits share the optimal T; among
+ * them the least peak stage memory is found by bisection over the stages' memories, each probe
+ * the same program with the stages above the probed peak fixed out (least_peak_phase), each
+ * under the same node limit.
  *
  * GLPK hygiene (GLPK 5.0 reference manual, Sec. 6.1 "glp_error_hook", Sec. 2.8 "glp_intopt"):
  * an error hook longjmps out of GLPK and the environment is freed (the problem object is never
@@ -371,66 +372,72 @@ static void build_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_varian
     glp_load_matrix(lp, (int)k, mm->ia, mm->ja, mm->ar);
 }
 
-/* Second phase: many splits share the optimal objective J; among them the least peak memory
- * (P >= memory of each rank's stage, J <= J*). Kept only when its exact J is no worse (GLPK's
- * row tolerance could let it slip) than J* up to the rounding of summing stage times in another
- * order (1e-12 relative). */
+/* Second phase: many splits share the optimal objective J; among them the least peak memory.
+ * The least peak P is one of the stages' memories, and the best objective of the splits whose
+ * stages all stay within P falls as P grows, so a bisection over those memories (up to the
+ * first phase's peak P1, which is feasible) finds it: each probe fixes the binaries of the
+ * stages above P at 0 and solves the first phase's program again; P is feasible when its
+ * answer's exact J is no worse than J* up to the rounding of summing stage times in another
+ * order (1e-12 relative; GLPK's row tolerance could let a worse one slip). A program of P >=
+ * each rank's stage memory under J <= J* took thousands of branch-and-bound nodes of
+ * milliseconds each where every split ties on J (one micro-batch: 26 s for llama-3-70b on 8
+ * stages); a probe where the ties are is a shortest path, whose relaxation is integral. A
+ * probe stopped by the node limit without such a split counts as infeasible, and the note
+ * says the least peak is not proven. */
+static int cmp_mem(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_variant *variants,
                              ilp_mem *mm, glp_iocp *parm, node_guard *ng,
                              ap_partition_result *out, int *var_out) {
     const int p = sh->p, nv = sh->nv;
-    double J1 = out->pipe_s + variants[*var_out].extra_s;
-    int colP = glp_add_cols(lp, 1);
-    glp_set_col_bnds(lp, colP, GLP_LO, 0.0, 0.0);
-    for (int v = 1; v < colP; v++) glp_set_obj_coef(lp, v, 0.0);
-    glp_set_obj_coef(lp, colP, 1.0 / AP_GIB); /* GiB: a well-scaled objective */
-    int row = glp_add_rows(lp, p + 1);
-    for (int r = 0; r < p; r++) {
-        int n = 0;
+    const double J1 = out->pipe_s + variants[*var_out].extra_s;
+    double P1 = 0;
+    for (int r = 0; r < p; r++)
+        if (out->stage_device_bytes[r] > P1) P1 = out->stage_device_bytes[r];
+    /* the distinct stage memories below P1, ascending: the peaks to try */
+    double *cand = ap_malloc(((size_t)nv + 1) * sizeof *cand);
+    if (!cand) return; /* the first phase's split stands (its peak not minimised) */
+    int nc = 0;
+    for (int v = 0; v < nv; v++)
+        if (mm->vars[v].mem_bytes < P1) cand[nc++] = mm->vars[v].mem_bytes;
+    qsort(cand, (size_t)nc, sizeof *cand, cmp_mem);
+    int u = 0;
+    for (int i = 0; i < nc; i++)
+        if (u == 0 || cand[i] != cand[u - 1]) cand[u++] = cand[i];
+    int lo = 0, hi = u, unproven = 0; /* cand[hi] (P1 when hi == u) is feasible */
+    ap_partition_result best = *out;
+    int best_var = *var_out;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
         for (int v = 0; v < nv; v++)
-            if (mm->vars[v].r == r) {
-                n++;
-                mm->ind[n] = v + 1;
-                mm->val[n] = -mm->vars[v].mem_bytes / AP_GIB;
-            }
-        n++;
-        mm->ind[n] = colP;
-        mm->val[n] = 1.0 / AP_GIB;
-        glp_set_mat_row(lp, row + r, n, mm->ind, mm->val);
-        glp_set_row_bnds(lp, row + r, GLP_LO, 0.0, 0.0);
-    }
-    for (int v = 0; v < nv; v++) {
-        mm->ind[v + 1] = v + 1;
-        mm->val[v + 1] = mm->vars[v].t_s;
-    }
-    int n = nv + 1;
-    mm->ind[n] = sh->colM;
-    mm->val[n] = (double)(sh->m - 1);
-    if (sh->joint)
-        for (int q = 0; q < sh->nvar; q++) {
-            n++;
-            mm->ind[n] = sh->colZ0 + q;
-            mm->val[n] = variants[q].extra_s;
+            glp_set_col_bnds(lp, v + 1, mm->vars[v].mem_bytes > cand[mid] ? GLP_FX : GLP_DB, 0.0,
+                             mm->vars[v].mem_bytes > cand[mid] ? 0.0 : 1.0);
+        ng->stopped = 0;
+        int ret = glp_intopt(lp, parm), status = glp_mip_status(lp);
+        ap_partition_result o2 = *out;
+        int var2 = -1, ok = 0;
+        if ((status == GLP_OPT || status == GLP_FEAS) &&
+            read_split(lp, mm, nv, sh->m, &o2, &var2) == sh->L && var2 >= 0 &&
+            o2.pipe_s + variants[var2].extra_s <= J1 * (1 + 1e-12))
+            ok = 1;
+        if (ok) {
+            best = o2;
+            best_var = var2;
+            hi = mid;
+        } else {
+            unproven |= ng->stopped || (ret != 0 && status != GLP_NOFEAS);
+            lo = mid + 1;
         }
-    glp_set_mat_row(lp, row + p, n, mm->ind, mm->val);
-    glp_set_row_bnds(lp, row + p, GLP_UP, 0.0, J1);
-    ng->stopped = 0;
-    int ret2 = glp_intopt(lp, parm);
-    int status2 = glp_mip_status(lp);
-    ap_partition_result o2 = *out;
-    int var2 = -1;
-    if ((status2 == GLP_OPT || status2 == GLP_FEAS) &&
-        read_split(lp, mm, nv, sh->m, &o2, &var2) == sh->L && var2 >= 0 &&
-        o2.pipe_s + variants[var2].extra_s <= J1 * (1 + 1e-12)) {
-        *out = o2;
-        *var_out = var2;
-        if (status2 != GLP_OPT || ret2 != 0)
-            snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least peak among "
-                     "equal objectives not proven (node limit)", nv);
-    } else {
-        ap_log(AP_LOG_DEBUG, "partition ILP: second phase kept the first (%d, %d)", ret2,
-               status2);
     }
+    ap_free(cand);
+    *out = best;
+    *var_out = best_var;
+    if (unproven)
+        snprintf(out->note, sizeof out->note, "ILP: %d binaries, optimal; least peak among "
+                 "equal objectives not proven (node limit)", nv);
 }
 
 /* Solve the loaded program and read the answer (then the least-peak phase); the status says

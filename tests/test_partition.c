@@ -30,6 +30,9 @@ typedef struct {
     int count;
     double best_T;       /* least T over fitting splits (INFINITY: none fits) */
     double min_peak;     /* least peak over all splits */
+    double tie_T;        /* > 0: a second pass takes tie_peak, the least peak of the fitting
+                            splits of T <= tie_T */
+    double tie_peak;
     int best[AP_MAX_STAGES];
     int errors;
 } brute;
@@ -62,6 +65,8 @@ static void brute_rec(brute *b, int r, int left) {
         b->count++;
         if (e.device_peak_bytes < b->min_peak) b->min_peak = e.device_peak_bytes;
         double T = T_of(&e);
+        if (b->tie_T > 0 && e.fits && T <= b->tie_T && e.device_peak_bytes < b->tie_peak)
+            b->tie_peak = e.device_peak_bytes;
         if (e.fits && T < b->best_T) {
             b->best_T = T;
             memcpy(b->best, b->split, sizeof(int) * (size_t)p);
@@ -79,7 +84,15 @@ static void brute_force(brute *b) {
     b->errors = 0;
     b->best_T = INFINITY;
     b->min_peak = INFINITY;
+    b->tie_T = 0;
     brute_rec(b, 0, (int)b->m->layers);
+    if (b->best_T < INFINITY) { /* the ties: every split within rounding of the least T */
+        const int count = b->count;
+        b->tie_T = b->best_T * (1 + 1e-12);
+        b->tie_peak = INFINITY;
+        brute_rec(b, 0, (int)b->m->layers);
+        b->count = count; /* the splits, counted once */
+    }
 }
 
 static long binom(int n, int k) {
@@ -204,6 +217,8 @@ static void check_case(const char *what, const ap_model *m, const ap_cluster *c,
         /* the ILP's second phase takes the least peak among all splits of optimal T; the DP's
          * tie-break only among those with the same max stage time */
         CHECK(ilp.peak_device_bytes <= dp.peak_device_bytes * (1 + 1e-9));
+        /* and that least peak is the brute force's (its bisection over the stage memories) */
+        CHECK(ilp.peak_device_bytes <= b.tie_peak * (1 + 1e-9));
         o.est.headroom_bytes = 2.0 * 1073741824.0;
     }
 }
