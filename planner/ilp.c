@@ -109,6 +109,7 @@ typedef struct {
     double *ar;
     int *ind;      /* one row for glp_set_mat_row (1-based) */
     double *val;
+    double *cand;  /* the least-peak phase's peaks to try */
 } ilp_mem;
 
 static void ilp_mem_free(ilp_mem *mm) {
@@ -118,6 +119,7 @@ static void ilp_mem_free(ilp_mem *mm) {
     ap_free(mm->ar);
     ap_free(mm->ind);
     ap_free(mm->val);
+    ap_free(mm->cand);
 }
 
 /* the split of the current MIP solution; returns the layers it covers */
@@ -398,7 +400,8 @@ static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_var
     for (int r = 0; r < p; r++)
         if (out->stage_device_bytes[r] > P1) P1 = out->stage_device_bytes[r];
     /* the distinct stage memories below P1, ascending: the peaks to try */
-    double *cand = ap_malloc(((size_t)nv + 1) * sizeof *cand);
+    /* in mm: a GLPK error longjmps out of a probe, and mm is freed on that path too */
+    double *cand = mm->cand = ap_malloc(((size_t)nv + 1) * sizeof *cand);
     if (!cand) return; /* the first phase's split stands (its peak not minimised) */
     int nc = 0;
     for (int v = 0; v < nv; v++)
@@ -428,11 +431,14 @@ static void least_peak_phase(glp_prob *lp, const ilp_shape *sh, const ap_ilp_var
             best_var = var2;
             hi = mid;
         } else {
-            unproven |= ng->stopped || (ret != 0 && status != GLP_NOFEAS);
+            /* proven: the program solved (its best split past J*) or found infeasible (no
+             * split within the peak; the presolver says so by GLP_ENOPFS) */
+            unproven |= ng->stopped || !(ret == 0 || ret == GLP_ENOPFS || status == GLP_NOFEAS);
             lo = mid + 1;
         }
     }
     ap_free(cand);
+    mm->cand = NULL;
     *out = best;
     *var_out = best_var;
     if (unproven)
