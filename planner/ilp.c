@@ -273,6 +273,7 @@ static ap_status collect_vars(const ap_ilp_variant *variants, int nvar, int L, i
 /* Rows and columns of the program (see the top of the file). */
 typedef struct {
     int p, L, nv, nvar, joint;
+    int has_M;       /* m > 1: the slowest stage M and its max rows (m = 1 weighs it 0) */
     int64_t m;
     int flow_rows, link_row0, choice_row, rows, colM, colZ0, cols;
 } ilp_shape;
@@ -287,13 +288,20 @@ static ilp_shape shape_of(int p, int L, int nv, int nvar, int64_t m) {
     /* with several variants: one binary z_q each, sum z = 1, and on every rank the chosen
      * stage belongs to the chosen variant (sum of rank r's y of variant q = z_q) */
     sh.joint = nvar > 1;
+    /* one micro-batch weighs M by m - 1 = 0: without it and its max rows the program is a
+     * shortest path (plus the variant rows), whose relaxation has integral vertices; with
+     * them, where every split ties on the sum (layers of one cost), GLPK's vertex was
+     * fractional and each branch-and-bound node re-solved the whole relaxation (a 400-layer
+     * model on 32 stages: over two minutes) */
+    sh.has_M = m > 1;
+    const int max_rows = sh.has_M ? p : 0;
     sh.flow_rows = 1 + (p - 1) * (L + 1);
-    sh.link_row0 = sh.flow_rows + p + 1;             /* (q, r): link_row0 + q * p + r */
+    sh.link_row0 = sh.flow_rows + max_rows + 1;      /* (q, r): link_row0 + q * p + r */
     sh.choice_row = sh.link_row0 + nvar * p;
-    sh.rows = sh.joint ? sh.choice_row : sh.flow_rows + p;
-    sh.colM = nv + 1;
-    sh.colZ0 = sh.colM + 1;                          /* z_q: colZ0 + q */
-    sh.cols = sh.joint ? sh.colM + nvar : sh.colM;
+    sh.rows = sh.joint ? sh.choice_row : sh.flow_rows + max_rows;
+    sh.colM = sh.has_M ? nv + 1 : 0;
+    sh.colZ0 = nv + sh.has_M + 1;                    /* z_q: colZ0 + q */
+    sh.cols = nv + sh.has_M + (sh.joint ? nvar : 0);
     return sh;
 }
 
@@ -311,10 +319,12 @@ static size_t stage_column(const ilp_shape *sh, const stage_var *s, int col, ilp
         mm->ja[k] = col;
         mm->ar[k] = -1.0;
     }
-    k++;
-    mm->ia[k] = sh->flow_rows + 1 + s->r;
-    mm->ja[k] = col;
-    mm->ar[k] = -s->t_s;
+    if (sh->has_M) {
+        k++;
+        mm->ia[k] = sh->flow_rows + 1 + s->r;
+        mm->ja[k] = col;
+        mm->ar[k] = -s->t_s;
+    }
     if (sh->joint) {
         k++;
         mm->ia[k] = sh->link_row0 + s->var * sh->p + s->r;
@@ -333,7 +343,8 @@ static void build_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_varian
     glp_add_rows(lp, sh->rows);
     glp_set_row_bnds(lp, 1, GLP_FX, 1.0, 1.0);
     for (int i = 2; i <= sh->flow_rows; i++) glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
-    for (int r = 0; r < p; r++) glp_set_row_bnds(lp, sh->flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
+    for (int r = 0; r < p && sh->has_M; r++)
+        glp_set_row_bnds(lp, sh->flow_rows + 1 + r, GLP_LO, 0.0, 0.0);
     if (sh->joint) {
         for (int i = sh->link_row0; i < sh->choice_row; i++)
             glp_set_row_bnds(lp, i, GLP_FX, 0.0, 0.0);
@@ -346,9 +357,11 @@ static void build_problem(glp_prob *lp, const ilp_shape *sh, const ap_ilp_varian
         glp_set_obj_coef(lp, v + 1, mm->vars[v].t_s);
         k = stage_column(sh, &mm->vars[v], v + 1, mm, k);
     }
-    glp_set_col_bnds(lp, sh->colM, GLP_LO, 0.0, 0.0);
-    glp_set_obj_coef(lp, sh->colM, (double)(sh->m - 1));
-    for (int r = 0; r < p; r++) {
+    if (sh->has_M) {
+        glp_set_col_bnds(lp, sh->colM, GLP_LO, 0.0, 0.0);
+        glp_set_obj_coef(lp, sh->colM, (double)(sh->m - 1));
+    }
+    for (int r = 0; r < p && sh->has_M; r++) {
         k++;
         mm->ia[k] = sh->flow_rows + 1 + r;
         mm->ja[k] = sh->colM;
