@@ -1075,10 +1075,7 @@ ap_status ap_gemini_sim(hctx *x, ap_err *err) {
         hsnap s1a, s1b;
         for (int64_t mb = 0; mb < x->mb && !g->failed && !x->unfit && st == AP_OK; mb++) {
             if (hx_skipped(mb, x->mb)) {
-                /* the rest of the repeated ones at once (a step of a billion micro-batches
-                   walked them one by one for minutes) */
-                hx_repeat(x, &s1a, &s1b, x->mb - 3);
-                mb = x->mb - 2;
+                mb = hx_repeat_rest(x, &s1a, &s1b);
                 continue;
             }
             if (mb == 1) hx_snap(x, &s1a);

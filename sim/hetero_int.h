@@ -32,7 +32,7 @@
 #define hx_past_cutoff ap_hx_past_cutoff
 #define hx_planned ap_hx_planned
 #define hx_rec ap_hx_rec
-#define hx_repeat ap_hx_repeat
+#define hx_repeat_rest ap_hx_repeat_rest
 #define hx_skipped ap_hx_skipped
 #define hx_snap ap_hx_snap
 #define hx_stop ap_hx_stop
@@ -169,7 +169,10 @@ typedef struct hsnap {
     double h2d, d2h, nvme_r, nvme_w, gather, reduce;
 } hsnap;
 void hx_snap(const hctx *x, hsnap *s);
-void hx_repeat(hctx *x, const hsnap *before, const hsnap *after, double times);
+/* At the first micro-batch hx_skipped says is repeated: counts the second micro-batch for all
+ * m - 3 of them at once and returns the last of them, so that the loop goes on to the step's
+ * last (a step of a billion micro-batches walked them one by one for minutes). */
+int64_t hx_repeat_rest(hctx *x, const hsnap *before, const hsnap *after);
 /* Whether micro-batch mb of m is one the repetition stands for (not simulated). */
 static inline int hx_skipped(int64_t mb, int64_t m) { return m > 3 && mb >= 2 && mb <= m - 2; }
 

@@ -175,7 +175,7 @@ void hx_snap(const hctx *x, hsnap *s) {
     s->reduce = x->sum.reduce_bytes;
 }
 
-void hx_repeat(hctx *x, const hsnap *a, const hsnap *b, double times) {
+static void repeat(hctx *x, const hsnap *a, const hsnap *b, double times) {
     if (times <= 0) return;
     double dt = (b->t - a->t) * times;
     x->tl.t += dt;
@@ -195,6 +195,11 @@ void hx_repeat(hctx *x, const hsnap *a, const hsnap *b, double times) {
     x->sum.nvme_write_bytes += (b->nvme_w - a->nvme_w) * times;
     x->sum.gather_bytes += (b->gather - a->gather) * times;
     x->sum.reduce_bytes += (b->reduce - a->reduce) * times;
+}
+
+int64_t hx_repeat_rest(hctx *x, const hsnap *a, const hsnap *b) {
+    repeat(x, a, b, (double)(x->mb - 3));
+    return x->mb - 2;
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */

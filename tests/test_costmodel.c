@@ -1546,6 +1546,28 @@ static void test_closed_form_layers(void) {
     CHECK(n > 4000 && n_rem > 2000 && n_vp > 500 && n_partial > 2000);
 }
 
+/* Default estimate options without a memo (plain) and with a fresh one (memo); 0 when the memo
+ * cannot be made (a failed check). */
+static int memo_opts(ap_estimate_opts *plain, ap_estimate_opts *memo) {
+    ap_estimate_opts_init(plain);
+    ap_estimate_opts_init(memo);
+    memo->cache = ap_estimate_cache_new();
+    CHECK(memo->cache != NULL);
+    return memo->cache != NULL;
+}
+
+/* Whether plan p estimates the same through a memo (opts memo) as without one (plain): the
+ * same status, and with AP_OK the same estimate; *ran counts the plain estimates that ran. */
+static int memo_agrees(const ap_model *m, const ap_cluster *c, const ap_plan *p,
+                       const ap_estimate_opts *memo, const ap_estimate_opts *plain, int *ran) {
+    static ap_estimate a, b;
+    ap_err err;
+    ap_status s1 = ap_estimate_plan(m, c, p, memo, &a, &err);
+    ap_status s0 = ap_estimate_plan(m, c, p, plain, &b, &err);
+    if (ran) *ran += s0 == AP_OK;
+    return s1 == s0 && (s0 != AP_OK || same_estimate(&a, &b));
+}
+
 /* The layer-price memo changes no answer: shapes met once, again in another order, more of them
  * than the table first holds (it grows), and beyond its largest size (it overwrites), each
  * estimate equal to one made without the memo; a shape that cannot run is refused through the
@@ -1556,11 +1578,7 @@ static void test_price_memo(void) {
     static ap_estimate a, b;
     ap_err err;
     ap_estimate_opts plain, memo;
-    ap_estimate_opts_init(&plain);
-    ap_estimate_opts_init(&memo);
-    memo.cache = ap_estimate_cache_new();
-    CHECK(memo.cache != NULL);
-    if (!memo.cache) return;
+    if (!memo_opts(&plain, &memo)) return;
     /* 4 tp x 2 sp x 40 micro-batch sizes = 320 shapes, visited forward then backward */
     int bad = 0, n = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -1569,10 +1587,7 @@ static void test_price_memo(void) {
             int tp = 1 << (j % 4), sp = (j / 4) % 2 && tp > 1;
             int64_t mbs = 1 + j / 8;
             ap_plan p = mkplan(tp, 1, 64 / tp, mbs, mbs * (64 / tp) * 2, 1, AP_RECOMPUTE_FULL, sp, 1);
-            ap_status s1 = ap_estimate_plan(&m, &c, &p, &memo, &a, &err);
-            ap_status s0 = ap_estimate_plan(&m, &c, &p, &plain, &b, &err);
-            if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
-            n += s0 == AP_OK;
+            bad += !memo_agrees(&m, &c, &p, &memo, &plain, &n);
         }
     CHECK_INT(bad, 0);
     CHECK(n == 640);
@@ -1598,9 +1613,7 @@ static void test_price_memo(void) {
     for (int64_t mbs = 1; mbs <= 5000; mbs += 499) {
         ap_plan q = mkplan(1, 1, 64, mbs, mbs * 64, 1, AP_RECOMPUTE_FULL, 0, 1);
         q.seq = 16;
-        ap_status s1 = ap_estimate_plan(&m, &c, &q, &memo, &a, &err);
-        ap_status s0 = ap_estimate_plan(&m, &c, &q, &plain, &b, &err);
-        if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
+        bad += !memo_agrees(&m, &c, &q, &memo, &plain, NULL);
     }
     CHECK_INT(bad, 0);
     ap_estimate_cache_free(memo.cache);
@@ -1612,14 +1625,8 @@ static void test_price_memo(void) {
  * estimate through the memo equals one made without it. */
 static void test_coll_memo(void) {
     ap_model m = load("examples/models/llama-2-7b.json");
-    static ap_estimate a, b;
-    ap_err err;
     ap_estimate_opts plain, memo;
-    ap_estimate_opts_init(&plain);
-    ap_estimate_opts_init(&memo);
-    memo.cache = ap_estimate_cache_new();
-    CHECK(memo.cache != NULL);
-    if (!memo.cache) return;
+    if (!memo_opts(&plain, &memo)) return;
     int bad = 0, n = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < 512 * 5 * 2; i += 7) {
@@ -1628,10 +1635,7 @@ static void test_coll_memo(void) {
             ap_cluster c = cluster("a100-sxm4-80g", dp);
             c.net_bytes_per_s *= 0.25 + 0.5 * bwi;
             ap_plan p = mkplan(1, 1, dp, 1, dp, zero, AP_RECOMPUTE_FULL, 0, 1);
-            ap_status s1 = ap_estimate_plan(&m, &c, &p, &memo, &a, &err);
-            ap_status s0 = ap_estimate_plan(&m, &c, &p, &plain, &b, &err);
-            if (s1 != s0 || (s0 == AP_OK && !same_estimate(&a, &b))) bad++;
-            n += s0 == AP_OK;
+            bad += !memo_agrees(&m, &c, &p, &memo, &plain, &n);
         }
     CHECK_INT(bad, 0);
     CHECK(n > 600);

@@ -805,6 +805,13 @@ static void test_many_micro_batches(void) {
             CHECK(one > 0);
             CHECK_NEAR(b->step_s, a->step_s + one * (double)(big - small), 1e-6 * b->step_s);
             CHECK(b->compute_s > 4000.0 * a->compute_s);
+            /* the reported step's records: the last micro-batch is number 2^32 + 2 */
+            int nops = 0;
+            const ap_hetero_oprec *ops = ap_hetero_ops(h2, &nops);
+            int64_t last_mb = -1;
+            for (int i = 0; i < nops; i++)
+                if (ops[i].mb > last_mb) last_mb = ops[i].mb;
+            CHECK(last_mb == big - 1);
             CHECK_NEAR(b->h2d_bytes, a->h2d_bytes + (a->h2d_bytes - four->h2d_bytes) /
                                                     (double)(small - 4) * (double)(big - small),
                        1e-6 * b->h2d_bytes + 1);

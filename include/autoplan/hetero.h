@@ -119,7 +119,7 @@ typedef struct ap_sim_period {
     int8_t kind;             /* ap_period_kind */
     int8_t phase;            /* AP_PHASE_* */
     int32_t layer;           /* transformer layer, -1 embedding, L head */
-    int64_t mb;              /* micro-batch */
+    int32_t mb;              /* micro-batch */
     int32_t ev_begin, ev_end;/* the simulator's events [ev_begin, ev_end) */
     int64_t start_bytes;     /* non-model bytes live at its start */
     int64_t peak_bytes;      /* highest non-model bytes during it */
@@ -267,7 +267,8 @@ typedef struct ap_hetero_move {
 typedef struct ap_hetero_oprec {
     int8_t module;            /* ap_hmod; -1 for the optimizer step */
     int8_t phase;             /* AP_PHASE_*; 3 = optimizer */
-    int32_t layer, mb;
+    int32_t layer;
+    int64_t mb;               /* micro-batch (past 2^31 in a step of 2^32) */
     int64_t gpu_model_bytes;  /* chunks / parameters / gradients / optimizer on the GPU */
     int64_t gpu_nonmodel_bytes; /* non-model peak of its period (+ transient weight gradients) */
     int64_t gpu_bytes;        /* model + non-model + device overhead */
