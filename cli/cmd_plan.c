@@ -330,6 +330,7 @@ static ap_json *search_fresh(plan_cmd *pc, const ap_cluster *c, ap_search_result
     ap_json_add_number(srch, "resplit_candidates", (double)r.candidates);
     ap_json_add_number(srch, "resplit", (double)r.resplit);
     ap_json_add_number(srch, "joint", (double)r.joint);
+    ap_json_add_number(srch, "passed_over", (double)r.passed);
     ap_json_add_number(srch, "tie_margin", pc->r.search.tie_margin);
     ap_json_add(out, "search", srch);
     for (int i = 0; i < r.ntop; i++) ap_json_push(plans, ap_result_plan_json(&r.top[i], m));

@@ -28,6 +28,11 @@
  * against the exact value of every candidate of several searches, and the ranking against
  * re-splitting every candidate.
  *
+ * Under a tie margin the ranking keeps K plans per complication (search.h "Ties"), so a
+ * candidate can be past every complication its answer could take long before it is past the
+ * k-th plan overall; such a candidate is passed over (class_cut), not solved: under a margin
+ * of 0.5 most of the fixed phase's solves were of answers the ranking then turned away.
+ *
  * Not here: the enumeration (search.c), the DP and the ILP (partition*.c, ilp.c).
  */
 #include "search_int.h"
@@ -941,6 +946,7 @@ typedef struct {
     job_pool *pool;   /* threads - 1 more; NULL until the first batch that needs them */
     struct best_slot *best; /* the best split known of each plan solved ("Each plan once") */
     int64_t nbest, capbest;
+    int64_t passed;   /* candidates passed over (class_cut) */
 } ranker;
 
 /* An entry of the order in which candidates (or degree combinations) are taken: increasing
@@ -1088,6 +1094,8 @@ typedef struct {
     int joint;
     ap_partition_opts po;     /* with its cap */
     int run;                  /* 0: its bound could not beat the k-th plan (not solved) */
+    int full;                 /* not solved either: every complication its answer can take
+                                 held k plans faster than its bound (class_cut) */
     int got;
     ap_status st;
     ap_err err;
@@ -1263,6 +1271,37 @@ static double cap_of(const rs_cand *x, double kt, int joint) {
     return c > 0 ? c : -1;
 }
 
+/* The least step an answer of candidate x must beat to enter the ranking under a tie margin:
+ * the slowest counted plan of each complication its answer can take, when each holds k
+ * (topk_class_full_step), the most of those; INFINITY where one has room. A split keeps the
+ * plan's context parallelism and ZeRO stage, and its offload unless the joint choice picks it
+ * (po), but may move it between fitting and tight (ap_estimate_complication). An answer no
+ * faster than that is turned away by the ranking (offer_tied), so it is not solved; the
+ * complications' k-th plans only get faster while the fixed phase runs, and where a joint
+ * answer moves a plan to the other complication the cut is taken again at the offer. */
+static double class_cut(const ranker *rk, const rs_cand *x, const ap_partition_opts *po) {
+    const topk *t = rk->top;
+    if (t->margin <= 0 || x->pt.hetero_extra) return INFINITY;
+    /* the candidate's plan has the search's sequence (space.c) */
+    const int cp = x->pt.cp > 1 && rk->o->fixed.seq < t->cp_short_seq;
+    const int z = x->pt.zero < 0 ? 0 : x->pt.zero > 3 ? 3 : x->pt.zero;
+    const int off = x->pt.offload_optimizer > 0 || x->pt.offload_params > 0;
+    double cut = 0;
+    for (int tight = 0; tight < 2; tight++)
+        for (int o = po->choose_offload ? 0 : off; o <= (po->choose_offload ? 1 : off); o++)
+            cut = fmax(cut, topk_class_full_step(t, tight * 16 + o * 8 + cp * 4 + z));
+    return cut;
+}
+
+/* The walk passes over candidate x whose answer cannot enter (class_cut): its uniform split
+ * is noted as its plan's best known (note_split), as a solve would have noted it, so that no
+ * later answer of the plan worse than it can take its place. */
+static ap_status pass_over(ranker *rk, const rs_cand *x, ap_err *err) {
+    int better;
+    cand_plan(rk, &rk->ws, x);
+    return note_split(rk, &rk->ws.p, x->step_s, x->peak_bytes, &better, err);
+}
+
 /* The joint choice (joint = 1) of what the user left free: the granularity unless --recompute
  * pinned it; the recomputed-layer counts unless a count was pinned or the pinned granularity
  * is not full; the offload fractions unless either was pinned. */
@@ -1299,8 +1338,9 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
     const ordered *ord = o->v;
     const int64_t n = o->n;
     job *jobs = ap_malloc(SCAN * sizeof *jobs);
-    ap_estimate *es = ap_malloc(BATCH * sizeof *es);
-    ap_plan *ps = ap_malloc(BATCH * sizeof *ps);
+    /* one more of each for a job solved at its offer (class_cut) */
+    ap_estimate *es = ap_malloc((BATCH + 1) * sizeof *es);
+    ap_plan *ps = ap_malloc((BATCH + 1) * sizeof *ps);
     if (!jobs || !es || !ps) {
         ap_free(jobs);
         ap_free(es);
@@ -1329,7 +1369,10 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
             jb->got = 0;
             jb->st = AP_OK;
             double cap = cap_of(x, kt, joint);
-            jb->run = rs_bound(x, joint ? x->combo_s : x->own_s, kt) <= kt && cap >= 0;
+            const double lb = rs_bound(x, joint ? x->combo_s : x->own_s, kt);
+            jb->run = lb <= kt && cap >= 0;
+            jb->full = jb->run && lb > class_cut(rk, x, &jb->po);
+            if (jb->full) jb->run = 0;
             jb->e = jb->run ? &es[nrun] : NULL;
             jb->p = jb->run ? &ps[nrun] : NULL;
             if (jb->run) torun[nrun++] = jb;
@@ -1350,9 +1393,21 @@ static ap_status walk(ranker *rk, order *o, int joint, int64_t *count, ap_err *e
                 i = n; /* no later candidate can enter */
                 break;
             }
-            if (!jobs[b].run || rs_bound(x, joint ? x->combo_s : x->own_s, k2) > k2 ||
-                cap_of(x, k2, joint) < 0)
+            const double lb = rs_bound(x, joint ? x->combo_s : x->own_s, k2);
+            if ((!jobs[b].run && !jobs[b].full) || lb > k2 || cap_of(x, k2, joint) < 0)
                 continue;
+            if (jobs[b].full && lb > class_cut(rk, x, &jobs[b].po)) {
+                if ((st = pass_over(rk, x, err)) != AP_OK) break;
+                rk->passed++;
+                continue;
+            }
+            if (jobs[b].full) { /* a complication has room again: solved now, as in turn */
+                jobs[b].e = &es[BATCH];
+                jobs[b].p = &ps[BATCH];
+                jobs[b].run = 1;
+                job *one = &jobs[b];
+                run_jobs(rk, &one, 1);
+            }
             (*count)++;
             if (jobs[b].st != AP_OK) {
                 st = jobs[b].st;
@@ -1578,12 +1633,14 @@ ap_status rs_rank(const ap_model *m, const ap_cluster *c, const ap_search_opts *
     rk->pool = NULL;
     rk->best = NULL;
     rk->nbest = rk->capbest = 0;
+    rk->passed = 0;
     top->ids_provisional = 0; /* what the re-split offers is a plan's best split */
     ap_space_init(&rk->space, m, c, o);
     ap_status st = fixed_phase(rk, ord, r, err);
     if (st == AP_OK) st = joint_phase(rk, ord, r, err);
     if (st == AP_OK && top->n == 0 && r->have_closest) st = closest_phase(rk, r, err);
     if (st == AP_OK && o->resplit_solver == AP_SOLVER_ILP) st = ilp_phase(rk, err);
+    r->passed = rk->passed;
     pool_stop(rk);
     ap_free(rk->best);
     ap_free(rk);

@@ -86,6 +86,7 @@ typedef struct topk {
 #define plan_key_eq ap_plan_key_eq
 #define plan_key_hash ap_plan_key_hash
 #define topk_find ap_topk_find
+#define topk_class_full_step ap_topk_class_full_step
 #define topk_fill ap_topk_fill
 #define topk_sort ap_topk_sort
 #define topk_clear ap_topk_clear
@@ -112,6 +113,10 @@ void topk_swap(topk *t, int i, int j);
 /* The step time above which no offer can enter (INFINITY while the ranking is not full, or
  * when the cost model returned no number). */
 double topk_bound(const topk *t);
+/* Under a tie margin, the step of complication c's slowest entry that counts once it holds k
+ * of them: an offer of c no faster than that cannot enter (offer_tied). INFINITY while c has
+ * room, and without a margin. */
+double topk_class_full_step(const topk *t, int c);
 /* margin > 0: order the entries as search.h "Ties" says and keep the first k; 0: nothing. */
 void topk_rank_ties(topk *t);
 /* The first min(n, k) entries in rank order as one allocated array (NULL when n is 0 or out of

@@ -173,6 +173,13 @@ static offered offered_of(const topk *t, const ap_estimate *e, int64_t id) {
 /* Complications are 0..31 (ap_estimate_complication). */
 static int cls_ix(int c) { return c < 0 ? 0 : c > 31 ? 31 : c; }
 
+double topk_class_full_step(const topk *t, int c) {
+    if (t->margin <= 0) return INFINITY;
+    c = cls_ix(c);
+    const int n = t->nfinal[c];
+    return n >= t->k ? t->ckeys[c][2 * n - 2] : INFINITY;
+}
+
 /* 1 when an entry of step s and device peak pk beats rank i. */
 static int beats(const topk *t, double s, double pk, int i) {
     return key_beats(s, pk, rstep(t, i), rpeak(t, i));

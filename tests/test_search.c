@@ -876,6 +876,9 @@ static int resplit_brute(const ap_model *m, const ap_cluster *c, const ap_search
 static int n_rc_tight;
 /* candidates whose own bound the ZeRO-2 counterpart (resplit.c z2_pipe) made tighter */
 static int n_z2_tight;
+/* searches whose re-split passed over candidates because every complication their answer
+ * could take was full (resplit.c class_cut): the answer still the brute force's */
+static int n_passed;
 
 static void check_resplit(const char *what, const ap_model *m, const ap_cluster *c,
                           ap_search_opts o) {
@@ -984,6 +987,8 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
     if (k > 0) CHECK(same_plan_t(&r.top[0].plan, &best.e[0].plan));
     /* the bounds prune: not every candidate is split */
     CHECK(r.resplit <= r.candidates);
+    CHECK(r.passed == 0 || o.tie_margin > 0);
+    n_passed += r.passed > 0;
     free(sc);
     free(z2);
     free(all.e);
@@ -1053,10 +1058,37 @@ static void test_resplit_brute_force(void) {
             snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, margin 0.6", cases[i].model,
                      cases[i].layers, cases[i].gpu, cases[i].n, ap_trainer_name(cases[i].tr));
             check_resplit(what, &m, &c, o);
+            /* one plan per complication: most of them full early (resplit.c class_cut) */
+            o.top_k = 1;
+            snprintf(what, sizeof what, "%s (%d layers) %s x%d %s, margin 0.6, top 1",
+                     cases[i].model, cases[i].layers, cases[i].gpu, cases[i].n,
+                     ap_trainer_name(cases[i].tr));
+            check_resplit(what, &m, &c, o);
         }
+    }
+    /* a wide margin, one plan per complication and the degrees free: most candidates are
+     * passed over, their complications full (resplit.c class_cut), in both phases */
+    for (int k = 1; k <= 3; k += 2) {
+        ap_model m = load("examples/models/llama-3-70b.json");
+        m.layers = 16;
+        ap_cluster c = cluster("a100-sxm4-80g", 8);
+        ap_search_opts o;
+        ap_search_opts_init(&o);
+        o.fixed.trainer = AP_TRAINER_MEGATRON;
+        o.fixed.seq = 4096;
+        o.gbs = 32;
+        o.top_k = k;
+        o.max_mbs = 4;
+        o.tie_margin = 0.6;
+        o.est.headroom_bytes = 2 * 1073741824.0;
+        char what[160];
+        snprintf(what, sizeof what, "llama-3-70b (16 layers) a100-sxm4-80g x8 megatron, margin "
+                 "0.6, top %d", k);
+        check_resplit(what, &m, &c, o);
     }
     CHECK(n_rc_tight > 0);
     CHECK(n_z2_tight > 0);
+    CHECK(n_passed > 0);
 }
 
 /* Expert tensor parallelism in the space: unpinned, the experts stay unsplit (etp 1); a pinned

@@ -46,8 +46,11 @@
  * re-split, a candidate's uniform estimate neither counts among its complication's K nor
  * leaves for it until its split is known (a split can move a plan between tight and fits), and
  * a plan enters with its best split only (its uniform one when no split beats it), so the
- * first plan is the same whatever K (test_best_independent_of_k). tie_margin 0 ranks by step
- * time alone.
+ * first plan is the same whatever K (test_best_independent_of_k). A candidate whose bound is
+ * past the K-th plan of every complication its split could take (fits or tight, and with or
+ * without offload where the joint choice picks it) is not solved at all: its answer could not
+ * enter (passed, counted in ap_search_result.passed); its uniform estimate stays in the
+ * ranking as the plan it is. tie_margin 0 ranks by step time alone.
  */
 #ifndef AP_SEARCH_H
 #define AP_SEARCH_H
@@ -151,6 +154,9 @@ typedef struct ap_search_result {
     int64_t candidates;       /* resplit: fitting pipelined plans ranked with their split */
     int64_t resplit;          /* of those, split optimally (the others' bounds could not win) */
     int64_t joint;            /* degree combinations given the joint recompute/offload choice */
+    int64_t passed;           /* tie margin: candidates (fixed or joint) whose bound could win
+                                 but not solved: every complication their answer could take
+                                 already held K faster plans (search.h "Ties") */
     int threads;              /* worker threads used */
     double search_s;
 } ap_search_result;
