@@ -112,6 +112,9 @@ typedef struct {
                                  eval) */
     double lag_bound;         /* the answer's ranking bound after chunk (this one - LAG)
                                  merged; INFINITY for the first LAG chunks (time_cut) */
+    double lag_cls[32];       /* under a tie margin, each complication's full step
+                                 (topk_class_full_step) at the same moment: INFINITY while it
+                                 has room (class_cut) */
     double *kbest;            /* a max-heap of the nkbest (<= top_k) least step times of the
                                  chunk's fitting estimates: the chunk's time cut (time_cut) */
     int nkbest;
@@ -455,12 +458,40 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
     return AP_OK;
 }
 
+/* Under a tie margin, the step below which a plan of s->p's degrees, ZeRO stage and offload
+ * must come to enter the ranking's complication it would take, as the answer stood after
+ * chunk (this one - LAG) merged: the most of the full steps of the complications its plans
+ * can take: fitting or tight, and where it is pipelined with or without offload (the
+ * re-split's joint choice picks it). A complication only fills further while the chunks
+ * merge, and a plan no faster than its K-th is turned away (topk.c offer_tied; a pipelined
+ * plan's re-split is passed over for the same reason, resplit.c class_cut); INFINITY while one
+ * of them has room. */
+static double class_cut(const search_state *s) {
+    const ap_plan *p = &s->g.base; /* the members differ in recompute and micro-batch only */
+    if (s->o->tie_margin <= 0) return INFINITY;
+    const int cp = p->cp > 1 && p->seq < s->out->top.cp_short_seq;
+    const int z = p->zero < 0 ? 0 : p->zero > 3 ? 3 : p->zero;
+    const int off = p->offload_optimizer > 0 || p->offload_params > 0;
+    const int lo = p->pp > 1 ? 0 : off, hi = p->pp > 1 ? 1 : off;
+    double cut = 0;
+    for (int tight = 0; tight < 2; tight++)
+        for (int o = lo; o <= hi; o++) {
+            double c = s->out->lag_cls[tight * 16 + o * 8 + cp * 4 + z];
+            if (!(c < INFINITY)) return INFINITY;
+            if (c > cut) cut = c;
+        }
+    return cut;
+}
+
 /* Whether member (il, im), s->p, is past the time cut (search.h "Pruning"): the bound of its
- * degrees and micro-batch (lb[im], worked out on first use; < 0 unknown) is past it. */
-static ap_status past_cut(search_state *s, int il, int im, double *lb, int *past, ap_err *err) {
+ * degrees and micro-batch (lb[im], worked out on first use; < 0 unknown) is past it, or past
+ * ccut, the group's class_cut. */
+static ap_status past_cut(search_state *s, int il, int im, double *lb, double ccut, int *past,
+                          ap_err *err) {
     *past = 0;
     if (!legal(s, il, im)) return AP_OK;
     double cut = time_cut(s);
+    if (ccut < cut) cut = ccut;
     if (cut == INFINITY) return AP_OK;
     if (lb[im] < 0 && rs_own_sibling(&s->p) && s->out->r.evaluated < s->out->cap &&
         !ap_hetero_applies(&s->p) && !least_kept(s, il, im)) {
@@ -509,11 +540,12 @@ static ap_status search_group(search_state *s, ap_err *err) {
         }
     }
     for (int im = 0; im < s->g.nmbs; im++) lb[im] = -1;
+    const double ccut = cut ? class_cut(s) : INFINITY;
     for (int il = 0; il < s->g.nrc; il++)
         for (int im = 0; im < s->g.nmbs; im++) {
             ap_plan_group_member(&s->g, il, im, &s->p);
             int v, past = 0;
-            if (cut && (st = past_cut(s, il, im, lb, &past, err)) != AP_OK) return st;
+            if (cut && (st = past_cut(s, il, im, lb, ccut, &past, err)) != AP_OK) return st;
             if (past) {
                 count_pruned(s, il, il + 1, im, im + 1);
                 continue;
@@ -585,6 +617,7 @@ typedef struct {
     ap_space_point *pts;      /* nslots x CHUNK_POINTS: the points of each slot */
     int *npts;                /* points of each slot's chunk; -1: not finished */
     double lag_ring[2 * LAG]; /* the answer's ranking bound after chunk j merged, at j % (2 LAG) */
+    double lag_cls_ring[2 * LAG][32]; /* and its complications' full steps */
     _Atomic int found;        /* any_fit: a plan fits */
     ap_space_point *frugal;   /* any_fit: the simulated points, most frugal first (take) */
     int64_t nfrugal, next_frugal;
@@ -773,6 +806,9 @@ static int place(search_run *run, const taken *c) {
     if (run->o->step_bound_s > 0 && run->o->step_bound_s < b) b = run->o->step_bound_s;
     run->slots[k].outer_bound = b;
     run->slots[k].lag_bound = i >= LAG ? run->lag_ring[(i - LAG) % (2 * LAG)] : INFINITY;
+    for (int cl = 0; cl < 32; cl++)
+        run->slots[k].lag_cls[cl] = i >= LAG ? run->lag_cls_ring[(i - LAG) % (2 * LAG)][cl]
+                                             : INFINITY;
     if (c->sim && run->priced_bound < run->slots[k].lag_bound)
         run->slots[k].lag_bound = run->priced_bound;
     /* a simulation's figures matter to the closest plan alone, read only when nothing fits:
@@ -814,6 +850,9 @@ static void *worker(void *arg) {
             }
             merge_chunk(run, o);
             run->lag_ring[run->merged % (2 * LAG)] = topk_bound(&run->acc.top);
+            for (int cl = 0; cl < 32; cl++)
+                run->lag_cls_ring[run->merged % (2 * LAG)][cl] =
+                    topk_class_full_step(&run->acc.top, cl);
             if (run->merged + 1 == run->first_sim) { /* the last priced chunk */
                 run->priced_bound = run->lag_ring[run->merged % (2 * LAG)];
                 run->priced_fits = run->acc.top.n > 0;
