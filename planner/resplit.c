@@ -1273,24 +1273,17 @@ static double cap_of(const rs_cand *x, double kt, int joint) {
 
 /* The least step an answer of candidate x must beat to enter the ranking under a tie margin:
  * the slowest counted plan of each complication its answer can take, when each holds k
- * (topk_class_full_step), the most of those; INFINITY where one has room. A split keeps the
+ * (topk_full_steps), the most of those; INFINITY where one has room. A split keeps the
  * plan's context parallelism and ZeRO stage, and its offload unless the joint choice picks it
  * (po), but may move it between fitting and tight (ap_estimate_complication). An answer no
  * faster than that is turned away by the ranking (offer_tied), so it is not solved; the
  * complications' k-th plans only get faster while the fixed phase runs, and where a joint
  * answer moves a plan to the other complication the cut is taken again at the offer. */
 static double class_cut(const ranker *rk, const rs_cand *x, const ap_partition_opts *po) {
-    const topk *t = rk->top;
-    if (t->margin <= 0 || x->pt.hetero_extra) return INFINITY;
-    /* the candidate's plan has the search's sequence (space.c) */
-    const int cp = x->pt.cp > 1 && rk->o->fixed.seq < t->cp_short_seq;
-    const int z = x->pt.zero < 0 ? 0 : x->pt.zero > 3 ? 3 : x->pt.zero;
-    const int off = x->pt.offload_optimizer > 0 || x->pt.offload_params > 0;
-    double cut = 0;
-    for (int tight = 0; tight < 2; tight++)
-        for (int o = po->choose_offload ? 0 : off; o <= (po->choose_offload ? 1 : off); o++)
-            cut = fmax(cut, topk_class_full_step(t, tight * 16 + o * 8 + cp * 4 + z));
-    return cut;
+    if (rk->top->margin <= 0 || x->pt.hetero_extra) return INFINITY;
+    double full[32];
+    topk_full_steps(rk->top, full);
+    return complication_cut(full, x->cls, po->choose_offload);
 }
 
 /* The walk passes over candidate x whose answer cannot enter (class_cut): its uniform split

@@ -113,8 +113,8 @@ typedef struct {
     double lag_bound;         /* the answer's ranking bound after chunk (this one - LAG)
                                  merged; INFINITY for the first LAG chunks (time_cut) */
     double lag_cls[32];       /* under a tie margin, each complication's full step
-                                 (topk_class_full_step) at the same moment: INFINITY while it
-                                 has room (class_cut) */
+                                 (topk_full_steps) at the same moment: INFINITY while it has
+                                 room (class_cut) */
     double *kbest;            /* a max-heap of the nkbest (<= top_k) least step times of the
                                  chunk's fitting estimates: the chunk's time cut (time_cut) */
     int nkbest;
@@ -282,6 +282,7 @@ static ap_status add_candidate(search_state *s, int il, int im, int *kept, ap_er
     x->mb = im;
     x->step_s = s->scratch.time.step_s;
     x->peak_bytes = s->scratch.device_peak_bytes;
+    x->cls = plan_complication(&s->scratch.plan, o->top.cp_short_seq);
     x->fixed_s = s->scratch.time.pp_comm_s + s->scratch.time.overhead_s;
     int useful;
     ap_status st = rs_lower_bound(s->m, s->c, s->o, &s->est_checked, &s->scratch, &s->rs, x,
@@ -469,18 +470,8 @@ static ap_status group_cannot_fit(search_state *s, int *cannot, ap_err *err) {
 static double class_cut(const search_state *s) {
     const ap_plan *p = &s->g.base; /* the members differ in recompute and micro-batch only */
     if (s->o->tie_margin <= 0) return INFINITY;
-    const int cp = p->cp > 1 && p->seq < s->out->top.cp_short_seq;
-    const int z = p->zero < 0 ? 0 : p->zero > 3 ? 3 : p->zero;
-    const int off = p->offload_optimizer > 0 || p->offload_params > 0;
-    const int lo = p->pp > 1 ? 0 : off, hi = p->pp > 1 ? 1 : off;
-    double cut = 0;
-    for (int tight = 0; tight < 2; tight++)
-        for (int o = lo; o <= hi; o++) {
-            double c = s->out->lag_cls[tight * 16 + o * 8 + cp * 4 + z];
-            if (!(c < INFINITY)) return INFINITY;
-            if (c > cut) cut = c;
-        }
-    return cut;
+    return complication_cut(s->out->lag_cls, plan_complication(p, s->out->top.cp_short_seq),
+                            p->pp > 1);
 }
 
 /* Whether member (il, im), s->p, is past the time cut (search.h "Pruning"): the bound of its
@@ -850,9 +841,7 @@ static void *worker(void *arg) {
             }
             merge_chunk(run, o);
             run->lag_ring[run->merged % (2 * LAG)] = topk_bound(&run->acc.top);
-            for (int cl = 0; cl < 32; cl++)
-                run->lag_cls_ring[run->merged % (2 * LAG)][cl] =
-                    topk_class_full_step(&run->acc.top, cl);
+            topk_full_steps(&run->acc.top, run->lag_cls_ring[run->merged % (2 * LAG)]);
             if (run->merged + 1 == run->first_sim) { /* the last priced chunk */
                 run->priced_bound = run->lag_ring[run->merged % (2 * LAG)];
                 run->priced_fits = run->acc.top.n > 0;

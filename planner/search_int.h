@@ -86,7 +86,9 @@ typedef struct topk {
 #define plan_key_eq ap_plan_key_eq
 #define plan_key_hash ap_plan_key_hash
 #define topk_find ap_topk_find
-#define topk_class_full_step ap_topk_class_full_step
+#define topk_full_steps ap_topk_full_steps
+#define plan_complication ap_plan_complication
+#define complication_cut ap_complication_cut
 #define topk_fill ap_topk_fill
 #define topk_sort ap_topk_sort
 #define topk_clear ap_topk_clear
@@ -113,10 +115,17 @@ void topk_swap(topk *t, int i, int j);
 /* The step time above which no offer can enter (INFINITY while the ranking is not full, or
  * when the cost model returned no number). */
 double topk_bound(const topk *t);
-/* Under a tie margin, the step of complication c's slowest entry that counts once it holds k
- * of them: an offer of c no faster than that cannot enter (offer_tied). INFINITY while c has
- * room, and without a margin. */
-double topk_class_full_step(const topk *t, int c);
+/* Under a tie margin, full[c] = the step of complication c's slowest entry that counts once c
+ * holds k of them: an offer of c no faster than that cannot enter (offer_tied). INFINITY while
+ * c has room, and without a margin. */
+void topk_full_steps(const topk *t, double full[32]);
+/* ap_estimate_complication without its tight bit: what the plan alone says. */
+int plan_complication(const ap_plan *p, int64_t cp_short_seq);
+/* The step below which a plan of complication c (its tight bit not read) must come to enter
+ * whichever complication it takes once estimated or split, fitting or tight, and with
+ * offload_free either offload (the re-split's joint choice picks it): the most of those
+ * complications' full steps (topk_full_steps); INFINITY where one has room. */
+double complication_cut(const double *full, int c, int offload_free);
 /* margin > 0: order the entries as search.h "Ties" says and keep the first k; 0: nothing. */
 void topk_rank_ties(topk *t);
 /* The first min(n, k) entries in rank order as one allocated array (NULL when n is 0 or out of
@@ -136,6 +145,7 @@ void topk_free(topk *t);
 typedef struct rs_cand {
     ap_space_point pt;
     int rc, mb;
+    int cls;          /* plan_complication of its plan */
     double step_s, peak_bytes; /* its uniform estimate's step and device peak */
     double own_s, combo_s;
     double dp_s, dp_floor_s, inv_m;

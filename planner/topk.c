@@ -8,10 +8,11 @@
 #include <math.h>
 #include <string.h>
 
-int ap_estimate_complication(const ap_estimate *e, int64_t cp_short_seq) {
-    const ap_plan *p = &e->plan;
+/* The complication's bits: tight 16, offload 8, cp at a short sequence 4, the ZeRO stage 0-3. */
+enum { CX_TIGHT = 16, CX_OFF = 8 };
+
+int plan_complication(const ap_plan *p, int64_t cp_short_seq) {
     const ap_plan_hetero *h = &p->hetero;
-    int tight = ap_estimate_confidence(e) != AP_CONF_FITS;
     int off = p->offload_optimizer > 0 || p->offload_params > 0 ||
               h->placement == AP_GEMINI_AUTO ||
               (h->placement == AP_GEMINI_STATIC &&
@@ -19,7 +20,24 @@ int ap_estimate_complication(const ap_estimate *e, int64_t cp_short_seq) {
               h->ds_optimizer != AP_OFFLOAD_DEV_NONE || h->ds_params != AP_OFFLOAD_DEV_NONE;
     int cp = p->cp > 1 && p->seq < cp_short_seq;
     int z = p->zero < 0 ? 0 : p->zero > 3 ? 3 : p->zero;
-    return tight * 16 + off * 8 + cp * 4 + z;
+    return off * CX_OFF + cp * 4 + z;
+}
+
+int ap_estimate_complication(const ap_estimate *e, int64_t cp_short_seq) {
+    int tight = ap_estimate_confidence(e) != AP_CONF_FITS;
+    return tight * CX_TIGHT + plan_complication(&e->plan, cp_short_seq);
+}
+
+double complication_cut(const double *full, int c, int offload_free) {
+    const int base = c & ~(CX_TIGHT | (offload_free ? CX_OFF : 0));
+    double cut = 0;
+    for (int tight = 0; tight < 2; tight++)
+        for (int off = 0; off < (offload_free ? 2 : 1); off++) {
+            double f = full[base | (tight ? CX_TIGHT : 0) | (off ? CX_OFF : 0)];
+            if (!(f < INFINITY)) return INFINITY; /* room (or no number): no cut */
+            if (f > cut) cut = f;
+        }
+    return cut;
 }
 
 int64_t ap_cp_short_seq(const ap_model *m) { return 6 * m->hidden; }
@@ -173,11 +191,11 @@ static offered offered_of(const topk *t, const ap_estimate *e, int64_t id) {
 /* Complications are 0..31 (ap_estimate_complication). */
 static int cls_ix(int c) { return c < 0 ? 0 : c > 31 ? 31 : c; }
 
-double topk_class_full_step(const topk *t, int c) {
-    if (t->margin <= 0) return INFINITY;
-    c = cls_ix(c);
-    const int n = t->nfinal[c];
-    return n >= t->k ? t->ckeys[c][2 * n - 2] : INFINITY;
+void topk_full_steps(const topk *t, double full[32]) {
+    for (int c = 0; c < 32; c++) {
+        const int n = t->nfinal[c];
+        full[c] = t->margin > 0 && n >= t->k ? t->ckeys[c][2 * n - 2] : INFINITY;
+    }
 }
 
 /* 1 when an entry of step s and device peak pk beats rank i. */
