@@ -19,11 +19,12 @@
  * past the time cut: the k-th least step of its chunk's fitting plans, or of the answer as it
  * stood a fixed number of chunks before, times 1 + the tie margin (no plan past it can enter
  * the ranking or win a re-split); under a tie margin also when it is past the K-th plan, as
- * the answer stood then, of every complication its plans could take ("Ties"). Placements simulated operator by operator (Gemini, DeepSpeed
- * offload) are walked after every priced point, so their cut also holds the priced plans'
- * whole ranking bound, and one is not simulated when its compute, optimizer and fixed overhead
- * alone are past it (hetero.h step_cutoff_s; counted as pruned). The cut depends on the chunks'
- * own order, not on when threads reach them, so the counters are the same whatever the threads.
+ * the answer stood then, of every complication its plans could take ("Ties"). Placements
+ * simulated operator by operator (Gemini, DeepSpeed offload) are walked after every priced
+ * point, so their cut also holds the priced plans' whole ranking bound, and one is not
+ * simulated when its compute, optimizer and fixed overhead alone are past it (hetero.h
+ * step_cutoff_s; counted as pruned). The cut depends on the chunks' own order, not on when
+ * threads reach them, so the counters are the same whatever the threads.
  *
  * Re-split (resplit = 1, trainers that take uneven stages; planner/resplit.c): every fitting
  * pipelined plan is ranked with its optimal stage split (partition.h, its own recompute and
