@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "autoplan/db.h"
@@ -43,6 +44,9 @@ static void attach_flags(ap_flags *fl) {
                  "write the memory timeline as CSV: t_s,device,reserved_bytes");
     ap_flags_add(fl, "max-records", AP_FLAG_VALUE, "N",
                  "records kept by the tracer (default 16M = 1 GiB; more are counted as dropped)");
+    ap_flags_add(fl, "cupti-lib", AP_FLAG_VALUE, "FILE",
+                 "the libcupti to trace with, e.g. the one the program loads itself (default: the "
+                 "one autoplan was built against)");
 }
 
 /* The tracer's flags (attach_flags), checked before anything is predicted, printed or run: the
@@ -52,6 +56,12 @@ static ap_status tracer_options(ap_flags *fl, int64_t *skip, int64_t *max_record
     *max_records = 0;
     ap_status st = ap_flag_int(fl, "skip", 0, 1 << 20, skip, err);
     if (st == AP_OK) st = ap_flag_int(fl, "max-records", 1000, (int64_t)1 << 34, max_records, err);
+    const char *cupti = ap_flags_value(fl, "cupti-lib");
+    struct stat sb;
+    if (st == AP_OK && cupti && (stat(cupti, &sb) != 0 || !S_ISREG(sb.st_mode)))
+        st = ap_err_set(err, AP_ERR_INPUT, "--cupti-lib: %s: not a file", cupti);
+    if (st == AP_OK && cupti && !strstr(cupti, "libcupti.so"))
+        st = ap_err_set(err, AP_ERR_INPUT, "--cupti-lib: %s: not a libcupti.so* file", cupti);
     const char *outs[] = {"keep-trace", "timeline"};
     for (size_t i = 0; st == AP_OK && i < sizeof outs / sizeof outs[0]; i++) {
         const char *path = ap_flags_value(fl, outs[i]);
@@ -74,6 +84,7 @@ static ap_status trace_and_summarise(ap_flags *fl, char **prog, ap_trace *t, ap_
     o.argv = prog;
     o.inject_lib = lib;
     o.trace_path = ap_flags_value(fl, "keep-trace");
+    o.cupti_lib = ap_flags_value(fl, "cupti-lib");
     o.max_records = (size_t)max_records;
     fprintf(stderr, "autoplan: tracing %s ...\n", prog[0]);
     st = ap_attach_run(&o, t, exit_code, err);
@@ -102,6 +113,9 @@ static ap_status trace_and_summarise(ap_flags *fl, char **prog, ap_trace *t, ap_
                (unsigned long long)t->dropped);
     if (s->unattributed) printf("; %llu kernels without their launch", (unsigned long long)s->unattributed);
     if (s->unmatched_ranges) printf("; %llu unmatched NVTX ranges", (unsigned long long)s->unmatched_ranges);
+    if (s->projected)
+        printf("; %llu kernels launched from threads without a range placed in thread %u's ranges",
+               (unsigned long long)s->projected, (unsigned)s->projected_thread);
     printf("\n");
     return AP_OK;
 }

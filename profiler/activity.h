@@ -62,5 +62,8 @@ void ap_cupti_test_set_active(int on);
 /* Test hook: call cuptiActivityRegisterCallbacks as the traced program would (through the
  * interposer, with buffer callbacks of its own); returns the CUptiResult. */
 int ap_cupti_test_register_as_program(void);
+/* Test hook: the CUPTI function InitializeInjectionNvtx2 (the NVTX entry point) passes NVTX to:
+ * CUPTI's own, in the libcupti copy this code is bound to; NULL when it cannot be found. */
+void *ap_cupti_test_nvtx_target(void);
 
 #endif

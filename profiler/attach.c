@@ -6,9 +6,11 @@
  * The CUDA driver loads the library named by CUDA_INJECTION64_PATH into the program at cuInit
  * and calls its InitializeInjection (profiler/inject.c), which enables CUPTI activity tracing
  * and writes the trace to AUTOPLAN_TRACE_FILE when the program exits. NVTX ranges reach CUPTI
- * only when NVTX_INJECTION64_PATH names libcupti, so that is set too. The library is also
- * preloaded (LD_PRELOAD) so that it sees a program that starts its own CUPTI profiler (only
- * one subscriber can exist) and can say so instead of silently losing records.
+ * only through NVTX_INJECTION64_PATH, which names the same library: it passes NVTX on to the
+ * libcupti copy it traces with (profiler/cupti.c). The library is also preloaded (LD_PRELOAD)
+ * so that it sees a program that starts its own CUPTI profiler (only one subscriber can exist)
+ * and can say so instead of silently losing records; with --cupti-lib that file is preloaded
+ * before it, so the library binds to it (one soname, one copy).
  *
  * This file is plain POSIX: it builds without CUDA, and then has no library to find.
  *
@@ -76,25 +78,19 @@ static void child(const ap_attach_opts *o, const char *lib, const char *trace, i
     char num[32];
     setenv("CUDA_INJECTION64_PATH", lib, 1);
     setenv("AUTOPLAN_TRACE_FILE", trace, 1);
-    const char *cupti = o->cupti_lib;
-#ifdef AP_CUPTI_LIB
-    if (!cupti) cupti = AP_CUPTI_LIB;
-#endif
-    if (cupti && !getenv("NVTX_INJECTION64_PATH")) setenv("NVTX_INJECTION64_PATH", cupti, 1);
+    if (!getenv("NVTX_INJECTION64_PATH")) setenv("NVTX_INJECTION64_PATH", lib, 1);
     if (o->max_records) {
         snprintf(num, sizeof num, "%zu", o->max_records);
         setenv("AUTOPLAN_TRACE_MAX_RECORDS", num, 1);
     }
     const char *pre = getenv("LD_PRELOAD");
-    if (pre && pre[0]) {
-        size_t l = strlen(lib) + strlen(pre) + 2;
-        char *both = ap_malloc(l);
-        if (both) {
-            snprintf(both, l, "%s:%s", lib, pre);
-            setenv("LD_PRELOAD", both, 1);
-        }
-    } else {
-        setenv("LD_PRELOAD", lib, 1);
+    const char *cupti = o->cupti_lib ? o->cupti_lib : "";
+    size_t l = strlen(cupti) + strlen(lib) + (pre ? strlen(pre) : 0) + 3;
+    char *all = ap_malloc(l);
+    if (all) {
+        snprintf(all, l, "%s%s%s%s%s", cupti, cupti[0] ? ":" : "", lib, pre && pre[0] ? ":" : "",
+                 pre && pre[0] ? pre : "");
+        setenv("LD_PRELOAD", all, 1);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);

@@ -14,7 +14,9 @@
  *
  * Semantics worth knowing:
  *  - a kernel belongs to the range open on the thread that launched it at the launch, not to
- *    whatever runs on the host while the kernel executes;
+ *    whatever runs on the host while the kernel executes; a launch from a thread with no range
+ *    open (PyTorch's autograd threads) belongs to the range open at that moment on the thread
+ *    with the most ranges (the training loop's), see project();
  *  - ranges that cross instead of nesting (nvtxRangeStart/End used out of order) are treated
  *    as if the later one were nested in the earlier one;
  *  - "reserved" is what the driver handed out: cudaMalloc'd device memory alive plus the size
@@ -103,6 +105,8 @@ typedef struct {
     ap_range_stat *nodes;
     size_t nnodes;
     uint64_t unmatched, unattributed, kernels;
+    uint64_t projected;   /* launches placed in another thread's range (project()) */
+    uint32_t main_thread; /* the thread with the most range occurrences */
     uint64_t trace_end;
 } work;
 
@@ -286,11 +290,74 @@ static ap_status nest(work *w, ap_err *err) {
     return AP_OK;
 }
 
+typedef struct {
+    uint64_t ts;
+    uint32_t j; /* index into work.ln */
+} orphan;
+
+static int cmp_orphan(const void *a, const void *b) {
+    const orphan *x = a, *y = b;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return x->j < y->j ? -1 : x->j > y->j;
+}
+
+/* Launches made with no range open on their own thread take the innermost range open at that
+ * moment on the main thread: the thread with the most range occurrences (ties: the lowest id).
+ * PyTorch's autograd launches the whole backward from its own threads while the training loop
+ * waits inside the "backward" range it pushed; per-thread projection alone leaves those
+ * kernels outside every range. The main thread's own launches outside ranges stay outside. */
+static ap_status project(work *w, ap_err *err) {
+    if (!w->niv) return AP_OK;
+    size_t best = 0, lo = 0, run = 0; /* iv is sorted by thread */
+    for (size_t i = 0; i <= w->niv; i++) {
+        if (i == w->niv || (i > 0 && w->iv[i].thread != w->iv[i - 1].thread)) {
+            if (i - run > best) best = i - run, lo = run;
+            run = i;
+        }
+    }
+    size_t hi = lo + best;
+    w->main_thread = w->iv[lo].thread;
+    size_t n = 0;
+    for (size_t j = 0; j < w->nln; j++) n += !w->ln[j].iv && w->ln[j].thread != w->main_thread;
+    if (!n) return AP_OK;
+    orphan *o = ap_malloc(n * sizeof *o);
+    uint32_t *stack = ap_malloc(best * sizeof *stack);
+    if (!o || !stack) {
+        ap_free(o);
+        ap_free(stack);
+        return ap_err_set(err, AP_ERR_NOMEM, "out of memory placing %zu launches", n);
+    }
+    n = 0;
+    for (size_t j = 0; j < w->nln; j++)
+        if (!w->ln[j].iv && w->ln[j].thread != w->main_thread)
+            o[n++] = (orphan){w->ln[j].ts, (uint32_t)j};
+    if (n > 1) qsort(o, n, sizeof *o, cmp_orphan);
+    size_t i = lo, k = 0, top = 0;
+    while (k < n) {
+        int take_iv = i < hi && w->iv[i].start <= o[k].ts;
+        uint64_t now = take_iv ? w->iv[i].start : o[k].ts;
+        while (top > 0 && w->iv[stack[top - 1]].end <= now) top--;
+        if (take_iv) {
+            stack[top++] = (uint32_t)i++;
+        } else {
+            if (top > 0) {
+                w->ln[o[k].j].iv = stack[top - 1] + 1;
+                w->projected++;
+            }
+            k++;
+        }
+    }
+    ap_free(o);
+    ap_free(stack);
+    return AP_OK;
+}
+
 static ap_status build(const ap_trace *t, work *w, ap_err *err) {
     memset(w, 0, sizeof *w);
     ap_status st = pair_ranges(t, w, err);
     if (st == AP_OK) st = find_launches(t, w, err);
     if (st == AP_OK) st = nest(w, err);
+    if (st == AP_OK) st = project(w, err);
     if (st != AP_OK) work_free(w);
     return st;
 }
@@ -568,6 +635,8 @@ ap_status ap_trace_summarize(const ap_trace *t, const ap_summary_opts *opts,
     }
     out->unmatched_ranges = w.unmatched;
     out->unattributed = w.unattributed;
+    out->projected = w.projected;
+    out->projected_thread = w.main_thread;
     out->dropped = t->dropped;
     st = sum_kernels(t, &w, out, err);
     if (st == AP_OK) {

@@ -11,10 +11,11 @@
  *  - tracing: buffer request/complete callbacks (AP_CUPTI_BUFFER_BYTES each), the dropped
  *    count per buffer, start (claiming the one CUPTI subscriber) and stop (flush before
  *    disabling, flush after);
+ *  - the NVTX injection entry point, forwarded to the libcupti this library is bound to;
  *  - interposers of cuptiSubscribe and cuptiActivityRegisterCallbacks: while autoplan traces,
  *    a program starting its own CUPTI profiler (torch.profiler / Kineto, Nsight) would take the
  *    buffers away silently; the call is refused and remembered so attach can say so. Our own
- *    calls go to the real functions through dlsym(RTLD_NEXT).
+ *    calls go to the real functions of the libcupti copy they are bound to.
  *
  * The record layouts are those of the CUPTI this file was compiled against (CUDA 13:
  * CUpti_ActivityKernel10, Memcpy6, MemcpyPtoP4, Memset4, Memory4, MemoryPool3, API, Marker2,
@@ -592,15 +593,33 @@ static const char *const g_kind_names[] = {
     "DRIVER", "MARKER", "OVERHEAD"};
 #define NKINDS (sizeof g_kinds / sizeof g_kinds[0])
 
+/* The libcupti copy this code's cupti* calls are bound to (dladdr of one of them), so that the
+ * real cuptiSubscribe and the NVTX entry point come from the copy that holds the activity
+ * buffers, wherever it sits in the search order (dlsym(RTLD_NEXT) misses a libcupti
+ * preloaded before this library, as attach --cupti-lib does). A reference is kept. */
+static void *bound_cupti(void) {
+    static void *h;
+    if (h) return h;
+    union { CUptiResult (*fn)(uint32_t *); void *p; } u = {cuptiGetVersion};
+    Dl_info info;
+    if (dladdr(u.p, &info) && info.dli_fname) h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    return h;
+}
+
+static void *bound_sym(const char *name) {
+    void *h = bound_cupti();
+    return h ? dlsym(h, name) : NULL;
+}
+
 static subscribe_fn real_subscribe(void) {
     static subscribe_fn f;
-    if (!f) f = (subscribe_fn)dlsym(RTLD_NEXT, "cuptiSubscribe");
+    if (!f) f = (subscribe_fn)bound_sym("cuptiSubscribe");
     return f;
 }
 
 static register_fn real_register(void) {
     static register_fn f;
-    if (!f) f = (register_fn)dlsym(RTLD_NEXT, "cuptiActivityRegisterCallbacks");
+    if (!f) f = (register_fn)bound_sym("cuptiActivityRegisterCallbacks");
     return f;
 }
 
@@ -643,6 +662,9 @@ ap_status ap_cupti_start(ap_trace *t, ap_err *err) {
     ap_status st = ap_cupti_runtime_version(&runtime, err);
     if (st == AP_OK) st = ap_cupti_version_check(ap_cupti_built_version(), runtime, err);
     if (st != AP_OK) return st;
+    subscribe_fn sub = real_subscribe();
+    register_fn reg = real_register();
+    if (!sub || !reg) return ap_err_set(err, AP_ERR_CUDA, "CUPTI: libcupti lacks cuptiSubscribe");
     /* CUPTI answers "unknown error" without a driver: say what is missing instead */
     void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (!drv) drv = dlopen("libcuda.so.1", RTLD_LAZY);
@@ -650,9 +672,6 @@ ap_status ap_cupti_start(ap_trace *t, ap_err *err) {
         return ap_err_set(err, AP_ERR_CUDA, "CUPTI: no CUDA driver on this machine (libcuda.so.1 "
                           "not found): tracing needs a GPU and its driver");
     dlclose(drv);
-    subscribe_fn sub = real_subscribe();
-    register_fn reg = real_register();
-    if (!sub || !reg) return ap_err_set(err, AP_ERR_CUDA, "CUPTI: libcupti lacks cuptiSubscribe");
     CUptiResult r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     if (r != CUPTI_SUCCESS) return ap_cupti_error(r, "choosing system thread ids", err);
     r = sub(&g_sub, no_callback, NULL);
@@ -709,6 +728,33 @@ ap_status ap_cupti_stop(ap_err *err) {
 const char *ap_cupti_foreign_use(void) { return g_foreign; }
 
 void ap_cupti_test_set_active(int on) { g_active = on; }
+
+/* ---- NVTX ---------------------------------------------------------------------------------------------- */
+
+/* attach names libautoplan_inject.so itself in NVTX_INJECTION64_PATH, and NVTX calls this. It
+ * hands NVTX to CUPTI's own entry point in the libcupti copy this library's cupti* calls are
+ * bound to (bound_cupti()), so ranges are recorded where the activity buffers are. Naming
+ * a libcupti file there instead loads a second copy whenever the program brought its own
+ * (PyTorch loads pip's nvidia/cu13/lib/libcupti.so.13 by path), and ranges recorded by the copy
+ * nobody subscribed to are lost: what the first H200 run saw (docs/profiler.md). */
+typedef const void *(*nvtx_table_fn)(uint32_t);
+typedef int (*nvtx_init_fn)(nvtx_table_fn);
+
+static nvtx_init_fn bound_cupti_entry(const char *name) {
+    union { void *p; nvtx_init_fn fn; } v = {bound_sym(name)};
+    return v.fn;
+}
+
+int InitializeInjectionNvtx2(nvtx_table_fn get_table);
+int InitializeInjectionNvtx2(nvtx_table_fn get_table) {
+    nvtx_init_fn f = bound_cupti_entry("InitializeInjectionNvtx2");
+    return f ? f(get_table) : 0;
+}
+
+void *ap_cupti_test_nvtx_target(void) {
+    union { nvtx_init_fn fn; void *p; } u = {bound_cupti_entry("InitializeInjectionNvtx2")};
+    return u.p;
+}
 
 /* ---- interposers ------------------------------------------------------------------------------------ */
 

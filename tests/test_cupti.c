@@ -10,8 +10,10 @@
  * Also: the version check, the one-line error for each CUPTI error that matters, start without
  * a driver, and the interposer that refuses a second CUPTI subscriber while autoplan traces.
  */
+#define _GNU_SOURCE 1 /* dladdr */
 #include "testlib.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,11 @@ int main(void) {
 #include <unistd.h>
 
 #include "activity.h"
+
+/* Two CUPTI functions whose addresses the NVTX test compares (declared here: the test must not
+ * include cupti.h), and autoplan's NVTX entry point (profiler/cupti.c). */
+int cuptiGetVersion(uint32_t *version);
+int InitializeInjectionNvtx2(const void *(*get_table)(uint32_t));
 
 /* CUptiResult values (cupti_result.h, CUDA 13.0); the test must not include cupti.h */
 enum { R_NO_DEVICE = 2 /* INVALID_DEVICE */, R_NOT_INITIALIZED = 15, R_INSUFFICIENT_PRIVILEGES = 35,
@@ -224,6 +231,31 @@ static void test_interposer(void) {
     CHECK_CONTAINS(ap_cupti_foreign_use(), "cuptiActivityRegisterCallbacks");
 }
 
+/* NVTX reaches CUPTI through autoplan's entry point, which passes it to CUPTI's own in the copy
+ * of libcupti that autoplan's cupti* calls are bound to (not in some other copy, and not back to
+ * itself); the injection library exports the entry point. */
+static void test_nvtx_forward(void) {
+    void *target = ap_cupti_test_nvtx_target();
+    CHECK(target != NULL);
+    union { int (*fn)(uint32_t *); void *p; } bound = {cuptiGetVersion};
+    union { int (*fn)(const void *(*)(uint32_t)); void *p; } self = {InitializeInjectionNvtx2};
+    Dl_info a, b;
+    CHECK(target != self.p);
+    CHECK(dladdr(bound.p, &a) && dladdr(target, &b));
+    if (target && dladdr(bound.p, &a) && dladdr(target, &b)) {
+        CHECK(a.dli_fbase == b.dli_fbase);
+        CHECK_CONTAINS(b.dli_fname, "libcupti");
+        CHECK_STR(b.dli_sname ? b.dli_sname : "", "InitializeInjectionNvtx2");
+    }
+    void *lib = dlopen(AP_INJECT_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib != NULL);
+    if (lib) {
+        CHECK(dlsym(lib, "InitializeInjectionNvtx2") != NULL);
+        CHECK(dlsym(lib, "ap_cupti_start") == NULL); /* everything else stays inside */
+        dlclose(lib);
+    }
+}
+
 /* The injection library inside a program, without a device: it cannot trace, and the reason
  * reaches attach through the trace file's status. The program is this test run again with
  * --as-program: it loads the library as the driver would (the driver itself is absent) and
@@ -266,6 +298,17 @@ static void test_inject_without_device(void) {
     CHECK_INT(code, 0);
     CHECK_CONTAINS(e.msg, "no CUDA driver");
     ap_trace_free(&t);
+    /* --cupti-lib: that libcupti is preloaded before the library, which must still find the
+       real cuptiSubscribe (it comes first in the search order, not after the library) */
+    union { int (*fn)(uint32_t *); void *p; } bound = {cuptiGetVersion};
+    Dl_info a;
+    CHECK(dladdr(bound.p, &a) && a.dli_fname);
+    if (!dladdr(bound.p, &a) || !a.dli_fname) return;
+    o.cupti_lib = a.dli_fname;
+    CHECK_INT(ap_attach_run(&o, &t, &code, &e), AP_ERR_CUDA);
+    CHECK_INT(code, 0);
+    CHECK_CONTAINS(e.msg, "no CUDA driver");
+    ap_trace_free(&t);
 }
 
 int main(int argc, char **argv) {
@@ -276,6 +319,7 @@ int main(int argc, char **argv) {
     test_round_trip();
     test_start_without_device();
     test_interposer();
+    test_nvtx_forward();
     test_inject_without_device();
     return tl_finish();
 }

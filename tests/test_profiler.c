@@ -113,8 +113,9 @@ static void pool(builder *b, uint32_t op, uint64_t ts, uint64_t addr, uint64_t b
  *     fwd [+10, +400): kernel gemm_fwd 100 ns; attn [+100, +300): kernel flash_fwd 50 ns
  *     bwd [+400, +800): kernel gemm_bwd 200 ns, flash_bwd 80 ns
  *   an optimizer kernel launched at +850 directly in step: adam 30 ns
- * plus a kernel launched outside any range on another thread (memcpy helper: 7 ns), and one
- * kernel whose launch is not in the trace (unattributed: 11 ns).
+ * plus a kernel launched with no range open on another thread (helper: 7 ns at 1200, placed
+ * in step/fwd/attn of thread 7, the thread with the most ranges), and one kernel whose launch
+ * is not in the trace (unattributed: 11 ns).
  * Memory: 1 GB alloc at 5, 0.5 GB at 1100, released at 2100; a pool of 256 MB at 1500 growing
  * to 512 MB at 2500 (seen with a pool allocation that itself is not counted again). */
 static void build_trace(builder *b) {
@@ -229,15 +230,17 @@ static void test_summary(void) {
         CHECK_INT(s.nodes[step].count, 3);
         CHECK_NEAR(s.nodes[step].wall_s, 3 * 900e-9, 1e-9);
         CHECK_NEAR(s.nodes[step].kernel_s, 3 * 30e-9, 1e-9);     /* adam only */
-        CHECK_NEAR(s.nodes[step].kernel_incl_s, 3 * 460e-9, 1e-9);
+        CHECK_NEAR(s.nodes[step].kernel_incl_s, 3 * 460e-9 + 7e-9, 1e-9);
         CHECK_NEAR(s.nodes[fwd].kernel_s, 3 * 100e-9, 1e-9);
-        CHECK_NEAR(s.nodes[fwd].kernel_incl_s, 3 * 150e-9, 1e-9);
-        CHECK_NEAR(s.nodes[attn].kernel_s, 3 * 50e-9, 1e-9);
+        CHECK_NEAR(s.nodes[fwd].kernel_incl_s, 3 * 150e-9 + 7e-9, 1e-9);
+        CHECK_NEAR(s.nodes[attn].kernel_s, 3 * 50e-9 + 7e-9, 1e-9);
         CHECK_NEAR(s.nodes[bwd].kernel_s, 3 * 280e-9, 1e-9);
         CHECK_INT(s.nodes[attn].depth, 3);
     }
-    /* root: the helper (launched outside ranges) and the orphan */
-    CHECK_NEAR(s.nodes[0].kernel_s, 18e-9, 1e-9);
+    /* root: the orphan; the helper went to thread 7's ranges */
+    CHECK_NEAR(s.nodes[0].kernel_s, 11e-9, 1e-9);
+    CHECK_INT(s.projected, 1);
+    CHECK_INT(s.projected_thread, 7);
     CHECK(find_node(&b.t, &s, "dangling") > 0);
     /* per-kernel table: sorted by total, gemm_bwd first (600 ns) */
     CHECK(s.nkernels >= 7);
@@ -301,6 +304,52 @@ static void test_summary(void) {
     CHECK_INT(s.nnodes, 1);
     CHECK_INT(s.kernel_count, 0);
     CHECK_INT(s.niters, 0);
+    ap_trace_summary_free(&s);
+    ap_trace_free(&b.t);
+}
+
+/* The autograd case: the training loop (thread 1) pushes step and backward ranges and waits
+ * while thread 2 launches the backward's kernels with no range of its own; thread 3 has a
+ * range of its own and launches once inside it and once after it. Thread 1's own launch
+ * outside its ranges stays outside. */
+static void test_projection(void) {
+    builder b;
+    memset(&b, 0, sizeof b);
+    ap_trace_init(&b.t);
+    for (int i = 0; i < 2; i++) {
+        uint64_t t0 = 1000 * (uint64_t)(i + 1);
+        uint32_t step = range_start(&b, 1, t0, "step");
+        uint32_t fwd = range_start(&b, 1, t0 + 10, "forward");
+        kernel(&b, 1, t0 + 20, t0 + 30, t0 + 130, "fwd_gemm");       /* 100 */
+        range_end(&b, 1, t0 + 200, fwd);
+        uint32_t bwd = range_start(&b, 1, t0 + 200, "backward");
+        kernel(&b, 2, t0 + 250, t0 + 260, t0 + 460, "bwd_gemm");     /* 200: projected */
+        kernel(&b, 2, t0 + 300, t0 + 460, t0 + 500, "bwd_elem");     /* 40: projected */
+        range_end(&b, 1, t0 + 600, bwd);
+        kernel(&b, 2, t0 + 650, t0 + 660, t0 + 670, "after_bwd");    /* 10: step itself */
+        range_end(&b, 1, t0 + 900, step);
+    }
+    kernel(&b, 1, 3500, 3510, 3513, "between_steps");                /* 3: thread 1, no range */
+    kernel(&b, 2, 3600, 3610, 3615, "late");                         /* 5: nothing open */
+    uint32_t own = range_start(&b, 3, 1210, "loader");
+    kernel(&b, 3, 1220, 1230, 1231, "in_own");                       /* 1: its own range */
+    range_end(&b, 3, 1230, own);
+    kernel(&b, 3, 1240, 1250, 1252, "after_own");                    /* 2: thread 1's backward */
+    ap_trace_summary s;
+    ap_err e;
+    CHECK_INT(ap_trace_summarize(&b.t, NULL, &s, &e), AP_OK);
+    CHECK_INT(s.projected_thread, 1);
+    CHECK_INT(s.projected, 2 * 3 + 1);
+    int step = find_node(&b.t, &s, "step"), fwd = find_node(&b.t, &s, "step/forward");
+    int bwd = find_node(&b.t, &s, "step/backward"), loader = find_node(&b.t, &s, "loader");
+    CHECK(step > 0 && fwd > 0 && bwd > 0 && loader > 0);
+    if (step > 0 && fwd > 0 && bwd > 0 && loader > 0) {
+        CHECK_NEAR(s.nodes[bwd].kernel_s, 2 * 240e-9 + 2e-9, 1e-9);
+        CHECK_NEAR(s.nodes[fwd].kernel_s, 2 * 100e-9, 1e-9);
+        CHECK_NEAR(s.nodes[step].kernel_s, 2 * 10e-9, 1e-9);
+        CHECK_NEAR(s.nodes[loader].kernel_s, 1e-9, 1e-12);
+    }
+    CHECK_NEAR(s.nodes[0].kernel_s, 8e-9, 1e-12); /* between_steps and late */
     ap_trace_summary_free(&s);
     ap_trace_free(&b.t);
 }
@@ -758,6 +807,7 @@ int main(int argc, char **argv) {
     ap_log_set_level(AP_LOG_ERROR);
     test_names();
     test_summary();
+    test_projection();
     test_rows_from_ranges();
     test_trace_file();
     test_stats();

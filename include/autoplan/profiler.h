@@ -184,6 +184,9 @@ typedef struct ap_trace_summary {
     double kernel_s;           /* all kernels, summed */
     uint64_t unattributed;     /* kernels whose launching API call was not in the trace */
     uint64_t unmatched_ranges; /* range starts without an end, or ends without a start */
+    uint64_t projected;        /* kernels launched with no range open on their thread, placed
+                                  in the range open then on thread projected_thread */
+    uint32_t projected_thread; /* the thread with the most range occurrences */
     uint64_t first_ns, last_ns;/* span of device activity */
     double overhead_s;         /* CUPTI's own overhead records, summed */
     uint64_t dropped;
@@ -197,7 +200,8 @@ typedef struct ap_summary_opts {
 
 /* Summarise a trace. Kernels are attributed through the correlation id to the API call that
  * launched them and from there to the innermost NVTX range open on that thread at the call
- * (the "projection" Nsight Systems draws); copies by direction; the memory timeline from
+ * (the "projection" Nsight Systems draws) or, when that thread has none open, on the thread
+ * with the most ranges (autograd launches the backward from its own threads); copies by direction; the memory timeline from
  * driver allocations and releases (a release of an unknown address is ignored). out owns
  * arrays; free with ap_trace_summary_free. AP_ERR_NOMEM on allocation failure. */
 ap_status ap_trace_summarize(const ap_trace *t, const ap_summary_opts *opts,
@@ -380,8 +384,9 @@ void ap_profiler_default_name(const char *gpu, const char *host, int64_t unix_s,
 typedef struct ap_attach_opts {
     char *const *argv;         /* the program and its arguments (argv[0] searched in PATH) */
     const char *inject_lib;    /* libautoplan_inject.so; NULL: ap_attach_find_inject() */
-    const char *cupti_lib;     /* libcupti for NVTX_INJECTION64_PATH; NULL: AP_CUPTI_LIB if
-                                  built with CUDA, else left unset */
+    const char *cupti_lib;     /* the libcupti to trace with, preloaded before the library
+                                  (the one the program loads itself); NULL: the one the
+                                  library finds (the build's, or one already loaded) */
     const char *trace_path;    /* where the library writes the trace; NULL: a temporary file
                                   that is removed after reading */
     size_t max_records;        /* AUTOPLAN_TRACE_MAX_RECORDS for the library; 0: its default */
