@@ -143,6 +143,9 @@ static int profile_show(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%.3f of %.0f TFLOP/s", s->y[s->n - 1],
                  g->peak_flops[d] / 1e12);
         line(ap_dtype_name((ap_dtype)d), buf, s->source);
+        if (s->measured)
+            printf("  %-26s measured rates / %.3f, the bench's typical share of the published "
+                   "ceiling (costmodel/kernels.c)\n", "", ap_kernels_bench_of_ceiling((ap_dtype)d));
     }
 
     printf("\nattention: fraction of the 16-bit peak (%.0f TFLOP/s), FlashAttention FLOP count "

@@ -115,6 +115,11 @@ const ap_kernels *ap_kernels_published(const ap_gpu *gpu);
  * the waves could hold, in (0, 1]. */
 double ap_kernels_wave(int sms, double M, double N);
 
+/* The share of the published large-GEMM ceiling that autoplan's GEMM bench measures on typical
+ * large shapes (costmodel/kernels.c cites it); measured GEMM rows are divided by it. 1 for
+ * dtypes without a figure. */
+double ap_kernels_bench_of_ceiling(ap_dtype dt);
+
 /* Efficiency of an M x N x K GEMM in dtype dt (fraction of its dense peak): the table's
  * curve over log2(FLOPs) times this shape's wave quantisation; with a single point (the
  * published large-GEMM ceiling) the curve is that ceiling x F / (F + half_flops), half_flops
