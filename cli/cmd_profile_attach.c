@@ -324,6 +324,29 @@ static void row(const char *what, double pred, double meas, int bytes) {
         printf("  %-34s %12s %12s %9s\n", what, a, "-", "-");
 }
 
+_Static_assert((int)AP_KKIND_GEMM == (int)AP_PART_GEMM && (int)AP_KKIND_ATTN == (int)AP_PART_ATTN &&
+                   (int)AP_KKIND_OTHER == (int)AP_PART_OTHER,
+               "kernel kinds in the cost model's order");
+
+/* The forward and backward ranges' kernels by kind (profiler.h AP_KKIND_*, named as the cost
+ * model's parts, estimate.h AP_PART_*), when the program marks those ranges. */
+static void print_kinds(const ap_trace *t, const ap_trace_summary *s, const ap_time *tm,
+                        double ga) {
+    static const char *const dir[2] = {"forward", "backward"};
+    static const char *const kind[AP_KKIND_COUNT] = {"GEMMs", "attention", "other kernels"};
+    for (int d = 0; d < 2; d++) {
+        double meas[AP_KKIND_COUNT];
+        ap_trace_range_kinds(t, s, dir[d], meas);
+        if (meas[0] + meas[1] + meas[2] <= 0) continue;
+        const double *pred = d ? tm->part_bwd_s : tm->part_fwd_s;
+        for (int k = 0; k < AP_KKIND_COUNT; k++) {
+            char what[48];
+            snprintf(what, sizeof what, "  %s %s", dir[d], kind[k]);
+            row(what, pred[k] * ga, meas[k], 0);
+        }
+    }
+}
+
 int ap_cmd_profile_check(int argc, char **argv) {
     int nflags;
     char **prog;
@@ -410,6 +433,7 @@ int ap_cmd_profile_check(int argc, char **argv) {
     row("forward (kernels)", e.time.stage_fwd_s[0] * ga, per_iter(&t, &s, "forward"), 0);
     row("backward (kernels)", e.time.stage_bwd_s[0] * ga, per_iter(&t, &s, "backward"), 0);
     row("optimizer (kernels)", e.time.optimizer_s, per_iter(&t, &s, "optimizer"), 0);
+    print_kinds(&t, &s, &e.time, ga);
     printf("(goal: reserved peak within 5%%, step time within 10%%; ranges missing from the "
            "program show '-')\n");
     if (!ap_flags_isset(&fl, "no-store")) {

@@ -951,6 +951,17 @@ static void stage_compute(const est *E, stage *S) {
     double host = (double)S->layers * x->tr->launches_per_layer * x->k->launch_s;
     S->fwd_c = fmax(S->fwd_c, host);
     S->bwd_c = fmax(S->bwd_c, 2.0 * host);
+    if (S->first) {
+        ap_time *tm = &E->e->time;
+        double g = S->nd * d->gemm_s + S->nm * mo->gemm_s + (S->last ? E->head_f : 0.0);
+        tm->part_fwd_s[AP_PART_GEMM] = g;
+        tm->part_fwd_s[AP_PART_ATTN] = S->nd * d->attn_core_s + S->nm * mo->attn_core_s;
+        tm->part_fwd_s[AP_PART_OTHER] = fmax(0.0, S->fwd_c - g - tm->part_fwd_s[AP_PART_ATTN]);
+        tm->part_bwd_s[AP_PART_GEMM] = 2.0 * g;
+        tm->part_bwd_s[AP_PART_ATTN] = S->nd * d->attn_bwd_s + S->nm * mo->attn_bwd_s;
+        tm->part_bwd_s[AP_PART_OTHER] =
+            fmax(0.0, S->bwd_c - 2.0 * g - tm->part_bwd_s[AP_PART_ATTN]);
+    }
 }
 
 /* Recompute: the fraction of layers recomputed in full runs its forward again with its TP and

@@ -56,6 +56,8 @@ typedef struct {
     double bwd_compute_s;
     double attn_fwd_s;    /* attention core forward (selective recompute redoes it) */
     double attn_core_s;   /* of that, the QK^T and PV matmuls (CP hides its ring behind it) */
+    double gemm_s;        /* the forward's GEMMs (the backward runs twice as many) */
+    double attn_bwd_s;    /* attention core backward */
     double tp_s;          /* exposed TP communication, forward */
     double tp_bwd_s;      /* exposed TP communication, backward */
     double tp_total_s;    /* TP communication before overlap, forward */

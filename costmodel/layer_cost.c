@@ -370,6 +370,8 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
     lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s + bwd_adjust / x->hbm;
     lc->attn_fwd_s = attn_f + attn_elem_s;
     lc->attn_core_s = attn_f;
+    lc->gemm_s = g;
+    lc->attn_bwd_s = attn_b;
     lc->attn_flops = attn_full;
     if (ap_mem_op_sac(m, p, ls->idx)) {
         /* per-op checkpointing recomputes the even matmuls of the block (wk, wo and w3, or

@@ -27,6 +27,7 @@
  */
 #include "autoplan/profiler.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -880,3 +881,46 @@ done:
     work_free(&w);
     return st;
 }
+
+/* ---- kernels by kind ---------------------------------------------------------------------------- */
+
+static int has_ci(const char *s, const char *sub) {
+    size_t n = strlen(sub);
+    for (; *s; s++) {
+        size_t i = 0;
+        while (i < n && s[i] && tolower((unsigned char)s[i]) == sub[i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+int ap_trace_kernel_kind(const char *name) {
+    static const char *const attn[] = {"flash", "fmha", "attention", "sdpa"};
+    static const char *const gemm[] = {"gemm", "nvjet", "xmma", "cutlass", "splitkreduce"};
+    if (!name) return AP_KKIND_OTHER;
+    for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++)
+        if (has_ci(name, attn[i])) return AP_KKIND_ATTN;
+    for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++)
+        if (has_ci(name, gemm[i])) return AP_KKIND_GEMM;
+    return AP_KKIND_OTHER;
+}
+
+/* 1 when node i is, or lies inside, a range named `range` (and i itself is counted there). */
+static int under_range(const ap_trace *t, const ap_trace_summary *s, uint32_t i, const char *range) {
+    for (uint32_t n = i; n; n = s->nodes[n].parent)
+        if (!strcmp(ap_trace_name(t, s->nodes[n].name), range)) return 1;
+    return 0;
+}
+
+void ap_trace_range_kinds(const ap_trace *t, const ap_trace_summary *s, const char *range,
+                          double out[AP_KKIND_COUNT]) {
+    for (int k = 0; k < AP_KKIND_COUNT; k++) out[k] = 0;
+    if (!s->niters) return;
+    for (size_t i = 0; i < s->nkernels; i++) {
+        const ap_kernel_stat *ks = &s->kernels[i];
+        if (ks->node >= s->nnodes || !under_range(t, s, ks->node, range)) continue;
+        out[ap_trace_kernel_kind(ap_trace_name(t, ks->name))] += ks->total_s;
+    }
+    for (int k = 0; k < AP_KKIND_COUNT; k++) out[k] /= (double)s->niters;
+}
+

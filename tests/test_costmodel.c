@@ -1642,6 +1642,40 @@ static void test_coll_memo(void) {
     ap_estimate_cache_free(memo.cache);
 }
 
+/* The first rank's compute by kind of kernel (estimate.h part_*_s, what profile check sets
+ * beside a trace): on one GPU with no recomputation the parts add up to the forward and the
+ * backward, the backward runs twice the forward's GEMMs, and the output layer's GEMM is in the
+ * GEMM part: two vocabularies differ there by the two head GEMMs priced by hand. */
+static void test_compute_parts(void) {
+    ap_model a = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("a100-sxm4-80g", 1);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate ea, eb;
+    ap_plan p = mkplan(1, 1, 1, 1, 1, 0, AP_RECOMPUTE_NONE, 0, 1);
+    p.trainer = AP_TRAINER_FSDP;
+    p.overlap_param = 0;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ea, &err), AP_OK);
+    const ap_time *t = &ea.time;
+    CHECK(t->part_fwd_s[AP_PART_GEMM] > 0 && t->part_fwd_s[AP_PART_ATTN] > 0 &&
+          t->part_fwd_s[AP_PART_OTHER] > 0);
+    CHECK_NEAR(t->part_fwd_s[0] + t->part_fwd_s[1] + t->part_fwd_s[2], t->stage_fwd_s[0], 1e-12);
+    CHECK_NEAR(t->part_bwd_s[0] + t->part_bwd_s[1] + t->part_bwd_s[2], t->stage_bwd_s[0], 1e-12);
+    CHECK_NEAR(t->part_bwd_s[AP_PART_GEMM], 2 * t->part_fwd_s[AP_PART_GEMM], 1e-12);
+    /* the attention backward: the flash kernels' backward at its own table rate, slower than
+       the forward per FLOP (2.5x the FLOPs) */
+    CHECK(t->part_bwd_s[AP_PART_ATTN] > 2.5 * t->part_fwd_s[AP_PART_ATTN]);
+    ap_model b = a;
+    b.vocab = 2 * a.vocab;
+    CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &eb, &err), AP_OK);
+    double T = 4096, h = (double)a.hidden;
+    double head = hand_gemm_s(&c.gpu, &cal, T, (double)b.vocab, h) -
+                  hand_gemm_s(&c.gpu, &cal, T, (double)a.vocab, h);
+    CHECK_NEAR(eb.time.part_fwd_s[AP_PART_GEMM] - t->part_fwd_s[AP_PART_GEMM], head, 1e-9);
+    CHECK_NEAR(eb.time.part_fwd_s[AP_PART_ATTN], t->part_fwd_s[AP_PART_ATTN], 1e-15);
+}
+
 int main(int argc, char **argv) {
     tl_init(argc, argv);
     test_zero_table1();
@@ -1672,6 +1706,7 @@ int main(int argc, char **argv) {
     test_tp_overlap();
     test_tp_overlap_multicast();
     test_eager_elementwise();
+    test_compute_parts();
     test_tp_overlap_pairs();
     test_overlap_contention();
     test_zero3_phases();

@@ -455,8 +455,18 @@ static void step_trace(const char *path) {
         for (int k = 0; k < 3; k++) {
             uint32_t r = ++id;
             rec(&t, AP_REC_RANGE_START, at, at, 0, r, part[k]);
-            rec(&t, AP_REC_API, at + 10, at + 20, ++corr, 211, "cudaLaunchKernel");
-            rec(&t, AP_REC_KERNEL, at + 100, at + 100 + dur[k] * ms, corr, 0, "_ZN5bench6kernelEv");
+            if (k == 1) { /* the backward: a cuBLAS GEMM (30 ms), then flash attention (20 ms) */
+                rec(&t, AP_REC_API, at + 10, at + 20, ++corr, 211, "cudaLaunchKernel");
+                rec(&t, AP_REC_KERNEL, at + 100, at + 100 + 30 * ms, corr, 0,
+                    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+                rec(&t, AP_REC_API, at + 30, at + 40, ++corr, 211, "cudaLaunchKernel");
+                rec(&t, AP_REC_KERNEL, at + 100 + 30 * ms, at + 100 + dur[k] * ms, corr, 0,
+                    "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel");
+            } else {
+                rec(&t, AP_REC_API, at + 10, at + 20, ++corr, 211, "cudaLaunchKernel");
+                rec(&t, AP_REC_KERNEL, at + 100, at + 100 + dur[k] * ms, corr, 0,
+                    "_ZN5bench6kernelEv");
+            }
             rec(&t, AP_REC_RANGE_END, at + dur[k] * ms + 200, at + dur[k] * ms + 200, 0, r, NULL);
             at += dur[k] * ms + ms;
         }
@@ -488,7 +498,7 @@ static void test_attach_check_cli(void) {
     CHECK(tl != NULL);
     if (tl) CHECK_STR(tl, "t_s,device,reserved_bytes\n0.000000000,0,21474836480\n");
     free(tl);
-    CHECK_CONTAINS(out, "exited 0: 12 kernels");
+    CHECK_CONTAINS(out, "exited 0: 16 kernels");
     CHECK_CONTAINS(out, "step/backward");
     CHECK_CONTAINS(out, "bench::kernel"); /* the mangled name, shortened */
     CHECK_CONTAINS(out, "peak 20.00 GiB");
@@ -506,6 +516,21 @@ static void test_attach_check_cli(void) {
     CHECK_CONTAINS(out, "100.0 ms");
     CHECK_CONTAINS(out, "backward (kernels)");
     CHECK_CONTAINS(out, "50.0 ms");
+    /* the ranges' kernels by kind beside the cost model's parts: the measured column */
+    static const char *const kinds[][2] = {{"forward GEMMs", " - "}, {"forward attention", " - "},
+                                           {"forward other kernels", "30.0 ms"},
+                                           {"backward GEMMs", "30.0 ms"},
+                                           {"backward attention", "20.0 ms"},
+                                           {"backward other kernels", " - "}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const char *at = out ? strstr(out, kinds[i][0]) : NULL;
+        CHECK(at != NULL);
+        if (!at) continue;
+        char line[160];
+        size_t l = strcspn(at, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)(l < sizeof line - 1 ? l : sizeof line - 1), at);
+        CHECK_CONTAINS(line, kinds[i][1]);
+    }
     CHECK_CONTAINS(out, "stored as run:1");
     ap_db *h = NULL;
     ap_err e;

@@ -350,8 +350,39 @@ static void test_projection(void) {
         CHECK_NEAR(s.nodes[loader].kernel_s, 1e-9, 1e-12);
     }
     CHECK_NEAR(s.nodes[0].kernel_s, 8e-9, 1e-12); /* between_steps and late */
+    /* the backward's kernels by kind per iteration (2 steps): bwd_gemm 200 ns a step; bwd_elem
+       40 and after_own's 2 ns once */
+    double k[AP_KKIND_COUNT];
+    CHECK_INT(s.niters, 2);
+    ap_trace_range_kinds(&b.t, &s, "backward", k);
+    CHECK_NEAR(k[AP_KKIND_GEMM], 200e-9, 1e-12);
+    CHECK_NEAR(k[AP_KKIND_ATTN], 0, 0);
+    CHECK_NEAR(k[AP_KKIND_OTHER], 41e-9, 1e-12);
+    ap_trace_range_kinds(&b.t, &s, "nothing", k);
+    CHECK_NEAR(k[AP_KKIND_GEMM] + k[AP_KKIND_ATTN] + k[AP_KKIND_OTHER], 0, 0);
     ap_trace_summary_free(&s);
     ap_trace_free(&b.t);
+}
+
+/* Kernel names as CUDA libraries and PyTorch emit them, sorted into the cost model's parts. */
+static void test_kernel_kinds(void) {
+    static const struct { const char *name; int kind; } k[] = {
+        {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", AP_KKIND_GEMM},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", AP_KKIND_GEMM},
+        {"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", AP_KKIND_GEMM},
+        {"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu>(Params)", AP_KKIND_GEMM},
+        {"void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(cublasSplitKParams)", AP_KKIND_GEMM},
+        {"fmha_cutlassF_bf16_aligned_64x128_rf_sm80", AP_KKIND_ATTN},
+        {"void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>, true>(Flash_fwd_params)",
+         AP_KKIND_ATTN},
+        {"cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26", AP_KKIND_ATTN},
+        {"MultiHeadAttention_backward", AP_KKIND_ATTN},
+        {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add>", AP_KKIND_OTHER},
+        {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", AP_KKIND_OTHER},
+        {"", AP_KKIND_OTHER},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) CHECK_INT(ap_trace_kernel_kind(k[i].name), k[i].kind);
+    CHECK_INT(ap_trace_kernel_kind(NULL), AP_KKIND_OTHER);
 }
 
 /* Ranges named as rows become profile rows, time = median kernel time per occurrence. */
@@ -808,6 +839,7 @@ int main(int argc, char **argv) {
     test_names();
     test_summary();
     test_projection();
+    test_kernel_kinds();
     test_rows_from_ranges();
     test_trace_file();
     test_stats();

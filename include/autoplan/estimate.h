@@ -109,6 +109,8 @@ typedef struct ap_stage_mem {
     int inflight;            /* micro-batches whose activations are live at the peak */
 } ap_stage_mem;
 
+enum { AP_PART_GEMM = 0, AP_PART_ATTN, AP_PART_OTHER };
+
 typedef struct ap_time {
     double step_s;
     double compute_s;        /* forward + backward compute on the critical path */
@@ -133,6 +135,11 @@ typedef struct ap_time {
      * and those parameters in units of the trainer's bucket size (0: one bucket per layer):
      * what a lower bound over stage splits needs (planner/resplit.c rest_bound) */
     double dp_red_s, dp_ag_s, dp_red_one_s, dp_ag_one_s, dp_buckets, dp_bucket_fill;
+    /* the first pipeline rank's forward and backward compute per micro-batch (the backward
+     * without recomputation) by kind of kernel, AP_PART_*: GEMMs (the output layer's too), the
+     * attention core, and the rest (memory-bound kernels, the loss, launches the host cannot
+     * issue faster); for comparing with a trace (profile check) */
+    double part_fwd_s[3], part_bwd_s[3];
     double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks;
                                           entries past the plan's pp are not set */
     double stage_bwd_s[AP_MAX_STAGES];

@@ -218,6 +218,18 @@ double ap_trace_step_s(const ap_trace_summary *s, size_t skip);
  * *value when found, else 0. */
 int ap_trace_mark_value(const ap_trace *t, const char *key, double *value);
 
+/* Kinds of kernel by name, for comparing a trace with the cost model's parts (estimate.h
+ * AP_PART_*, the same order): GEMMs (cuBLAS/cuBLASLt/CUTLASS: "gemm", "nvjet", "xmma",
+ * "cutlass", "splitKreduce"), the attention core ("flash", "fmha", "attention", "sdpa"; checked
+ * first: "fmha_cutlass..." is attention) and everything else. Case-insensitive. */
+enum { AP_KKIND_GEMM = 0, AP_KKIND_ATTN, AP_KKIND_OTHER, AP_KKIND_COUNT };
+int ap_trace_kernel_kind(const char *name);
+/* Device time per iteration, by kind, of the kernels launched inside ranges named `range` (at
+ * any depth, a range nested in a same-named one counted once): out[AP_KKIND_*]; zeros without
+ * iterations. */
+void ap_trace_range_kinds(const ap_trace *t, const ap_trace_summary *s, const char *range,
+                          double out[AP_KKIND_COUNT]);
+
 /* A kernel name fit for a table: the qualified function name of an Itanium-mangled name
  * ("_ZN2at6native29vectorized_elementwise_kernelI...E" -> "at::native::vectorized_elementwise_
  * kernel"), other names as they are; cut to n - 1 bytes. Returns buf. */
