@@ -396,6 +396,7 @@ int ap_cmd_profile_check(int argc, char **argv) {
         if (st == AP_ERR_INFEASIBLE) st = AP_ERR_INPUT;
     }
     static ap_estimate e;
+    ctx.est.compute_parts = 1;
     if (st == AP_OK) st = ap_estimate_plan(&ctx.model, &ctx.cluster, &ctx.plan, &ctx.est, &e, &err);
     if (st != AP_OK) return ap_cli_fail(st, &err);
     char lbl[160];

@@ -951,7 +951,7 @@ static void stage_compute(const est *E, stage *S) {
     double host = (double)S->layers * x->tr->launches_per_layer * x->k->launch_s;
     S->fwd_c = fmax(S->fwd_c, host);
     S->bwd_c = fmax(S->bwd_c, 2.0 * host);
-    if (S->first) {
+    if (S->first && E->opts->compute_parts) {
         ap_time *tm = &E->e->time;
         double g = S->nd * d->gemm_s + S->nm * mo->gemm_s + (S->last ? E->head_f : 0.0);
         tm->part_fwd_s[AP_PART_GEMM] = g;

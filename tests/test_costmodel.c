@@ -1656,7 +1656,12 @@ static void test_compute_parts(void) {
     ap_plan p = mkplan(1, 1, 1, 1, 1, 0, AP_RECOMPUTE_NONE, 0, 1);
     p.trainer = AP_TRAINER_FSDP;
     p.overlap_param = 0;
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
     CHECK_INT(ap_estimate_plan(&a, &c, &p, NULL, &ea, &err), AP_OK);
+    CHECK_NEAR(ea.time.part_fwd_s[AP_PART_GEMM], 0, 0); /* not asked for */
+    o.compute_parts = 1;
+    CHECK_INT(ap_estimate_plan(&a, &c, &p, &o, &ea, &err), AP_OK);
     const ap_time *t = &ea.time;
     CHECK(t->part_fwd_s[AP_PART_GEMM] > 0 && t->part_fwd_s[AP_PART_ATTN] > 0 &&
           t->part_fwd_s[AP_PART_OTHER] > 0);
@@ -1668,7 +1673,7 @@ static void test_compute_parts(void) {
     CHECK(t->part_bwd_s[AP_PART_ATTN] > 2.5 * t->part_fwd_s[AP_PART_ATTN]);
     ap_model b = a;
     b.vocab = 2 * a.vocab;
-    CHECK_INT(ap_estimate_plan(&b, &c, &p, NULL, &eb, &err), AP_OK);
+    CHECK_INT(ap_estimate_plan(&b, &c, &p, &o, &eb, &err), AP_OK);
     double T = 4096, h = (double)a.hidden;
     double head = hand_gemm_s(&c.gpu, &cal, T, (double)b.vocab, h) -
                   hand_gemm_s(&c.gpu, &cal, T, (double)a.vocab, h);

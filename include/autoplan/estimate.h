@@ -70,6 +70,8 @@ typedef struct ap_estimate_opts {
     double sim_stop_over;
     /* ap_hetero_estimate only: its ap_hetero_opts.stop_early (0, the default) */
     int sim_stop_early;
+    /* 1: fill ap_time.part_fwd_s / part_bwd_s (profile check); 0, the default: left zero */
+    int compute_parts;
 } ap_estimate_opts;
 
 void ap_estimate_opts_init(ap_estimate_opts *o);
@@ -138,7 +140,8 @@ typedef struct ap_time {
     /* the first pipeline rank's forward and backward compute per micro-batch (the backward
      * without recomputation) by kind of kernel, AP_PART_*: GEMMs (the output layer's too), the
      * attention core, and the rest (memory-bound kernels, the loss, launches the host cannot
-     * issue faster); for comparing with a trace (profile check) */
+     * issue faster); for comparing with a trace (profile check); set only when
+     * ap_estimate_opts.compute_parts asks (0 otherwise) */
     double part_fwd_s[3], part_bwd_s[3];
     double stage_fwd_s[AP_MAX_STAGES]; /* per micro-batch per pipeline rank, all its chunks;
                                           entries past the plan's pp are not set */
