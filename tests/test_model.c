@@ -66,6 +66,14 @@ static void test_hf_examples(void) {
      * unique) and fp8 weight_scale_inv tensors, which are not part of the 671B and not counted
      * here. The checkpoint is fp8, so its total_size / 2 is not the count. */
     check_example("deepseek-v3.json", 671026419200);
+    /* the profiler's compute-bound proxy (tools/profile_gpu.sh): Llama-3-8B cut to 8 layers,
+     * 8,030,261,248 less 24 of its 218,112,000-parameter layers; llama_step.py built it with
+     * 2.80B parameters on the H200 (docs/profiler.md) */
+    ap_model m;
+    ap_err err = {{0}};
+    CHECK_INT(ap_model_load(tl_path("profiler/scripts/llama-3-8b-8layers.json"), &m, &err), AP_OK);
+    CHECK_INT(ap_model_total_params(&m), 8030261248LL - 24LL * 218112000LL);
+    CHECK_INT(m.layers, 8);
 }
 
 static void test_moe_details(void) {

@@ -9,7 +9,9 @@
 #      memory-efficient SDPA kernels as PyTorch runs them, added to NAME;
 #   3. `autoplan profile export NAME`: the profile file (commit it as data with its provenance);
 #   4. `autoplan profile check` on profiler/scripts/llama_step.py (Llama-3.2-1B, random weights,
-#      one GPU), with the profile and with the published tables only;
+#      one GPU), with the profile and with the published tables only; then a compute-bound
+#      step, Llama-3-8B cut to 8 layers at 8192 tokens (profiler/scripts/llama-3-8b-8layers.json,
+#      skipped with QUICK=1), both ways, each split into GEMMs, attention and the rest;
 #   5. tools/profile_tables.py: the tables of docs/profiler.md from all of the above.
 # Usage: tools/profile_gpu.sh [NAME [OUTDIR]]   (run from the repository root)
 # Environment: AUTOPLAN (default ./build/autoplan), PYTHON (default python3), QUICK=1 for a smoke
@@ -50,6 +52,15 @@ if $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2
     $AP profile check $plan --profile "$NAME" -- $step | tee "$OUT/check.txt"
     # shellcheck disable=SC2086
     $AP profile check $plan --profile none --no-store -- $step | tee "$OUT/check-published.txt"
+    if [ -z "$quick" ]; then
+        proxy=profiler/scripts/llama-3-8b-8layers.json
+        plan="$proxy --trainer fsdp --zero 3 --gpus 1 --mbs 1 --gbs 1 --seq 8192"
+        step="$PY profiler/scripts/llama_step.py --config $proxy --mbs 1 --seq 8192"
+        for p in "$NAME" none; do
+            # shellcheck disable=SC2086
+            $AP profile check $plan --profile "$p" --no-store -- $step | tee "$OUT/check-8l-$p.txt"
+        done
+    fi
 else
     echo "== 4. skipped: no PyTorch with CUDA" | tee "$OUT/check.txt" > "$OUT/check-published.txt"
 fi
