@@ -431,6 +431,12 @@ int ap_cmd_profile_check(int argc, char **argv) {
         e.reserved_peak_bytes, meas_peak, 1);
     if (have_torch) row("driver allocations peak", e.reserved_peak_bytes, s.peak_reserved_bytes, 1);
     row("step time", e.time.step_s, meas_step, 0);
+    /* the step's kernels and what is left of it (the host, an idle GPU): predicted, the step
+       less the calibration's fixed per-step overhead, and that overhead */
+    double meas_kern = ap_trace_step_kernel_s(&s, (size_t)skip);
+    row("  kernels", e.time.step_s - e.time.overhead_s, meas_kern, 0);
+    row("  outside kernels (host, idle)", e.time.overhead_s,
+        meas_step > meas_kern ? meas_step - meas_kern : 0, 0);
     row("forward (kernels)", e.time.stage_fwd_s[0] * ga, per_iter(&t, &s, "forward"), 0);
     row("backward (kernels)", e.time.stage_bwd_s[0] * ga, per_iter(&t, &s, "backward"), 0);
     row("optimizer (kernels)", e.time.optimizer_s, per_iter(&t, &s, "optimizer"), 0);

@@ -685,16 +685,24 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-double ap_trace_step_s(const ap_trace_summary *s, size_t skip) {
+/* Median over the iterations after `skip` of their wall time (kernels 0) or kernel time (1). */
+static double iter_median(const ap_trace_summary *s, size_t skip, int kernels) {
     if (s->niters <= skip) return 0;
     size_t n = s->niters - skip;
     double *v = ap_malloc(n * sizeof *v);
     if (!v) return 0;
-    for (size_t k = 0; k < n; k++) v[k] = s->iters[skip + k].wall_s;
+    for (size_t k = 0; k < n; k++)
+        v[k] = kernels ? s->iters[skip + k].kernel_s : s->iters[skip + k].wall_s;
     qsort(v, n, sizeof *v, cmp_double);
     double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     ap_free(v);
     return med;
+}
+
+double ap_trace_step_s(const ap_trace_summary *s, size_t skip) { return iter_median(s, skip, 0); }
+
+double ap_trace_step_kernel_s(const ap_trace_summary *s, size_t skip) {
+    return iter_median(s, skip, 1);
 }
 
 int ap_trace_mark_value(const ap_trace *t, const char *key, double *value) {

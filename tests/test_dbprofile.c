@@ -517,7 +517,9 @@ static void test_attach_check_cli(void) {
     CHECK_CONTAINS(out, "backward (kernels)");
     CHECK_CONTAINS(out, "50.0 ms");
     /* the ranges' kernels by kind beside the cost model's parts: the measured column */
-    static const char *const kinds[][2] = {{"forward GEMMs", " - "}, {"forward attention", " - "},
+    static const char *const kinds[][2] = {{"  kernels  ", "90.0 ms"},
+                                           {"outside kernels (host, idle)", "10.0 ms"},
+                                           {"forward GEMMs", " - "}, {"forward attention", " - "},
                                            {"forward other kernels", "30.0 ms"},
                                            {"backward GEMMs", "30.0 ms"},
                                            {"backward attention", "20.0 ms"},

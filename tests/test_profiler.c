@@ -270,6 +270,11 @@ static void test_summary(void) {
     CHECK_NEAR(ap_trace_step_s(&s, 1), 0.5 * (1000e-9 + 900e-9), 1e-9);
     CHECK_NEAR(ap_trace_step_s(&s, 0), 1000e-9, 1e-9);
     CHECK_NEAR(ap_trace_step_s(&s, 5), 0, 0);
+    /* kernel time per iteration: 467 (the helper's 7 in iteration 0), 460, 460 ns */
+    CHECK_NEAR(s.iters[0].kernel_s, 467e-9, 1e-12);
+    CHECK_NEAR(ap_trace_step_kernel_s(&s, 0), 460e-9, 1e-12);
+    CHECK_NEAR(ap_trace_step_kernel_s(&s, 2), 460e-9, 1e-12);
+    CHECK_NEAR(ap_trace_step_kernel_s(&s, 3), 0, 0);
     /* memory: peak 1.75 GB at 1500; end 1 GB + 0.5 GB pool */
     CHECK_NEAR(s.peak_reserved_bytes, 1.75e9, 1e-12);
     CHECK_INT(s.peak_at_ns, 1500);

@@ -212,6 +212,8 @@ char *ap_trace_node_path(const ap_trace *t, const ap_trace_summary *s, uint32_t 
                          size_t n);
 /* Median of the iterations' wall_s, leaving out the first `skip` (warm-up); 0 when none. */
 double ap_trace_step_s(const ap_trace_summary *s, size_t skip);
+/* The same median of the iterations' kernel time (kernel_s): what of a step the GPU computes. */
+double ap_trace_step_kernel_s(const ap_trace_summary *s, size_t skip);
 
 /* The value of the last NVTX mark named "<key>=<number>" (e.g. the bundled scripts mark
  * "autoplan.max_memory_reserved=81604378624" with torch.cuda.max_memory_reserved()): 1 and
