@@ -347,6 +347,37 @@ static void print_kinds(const ap_trace *t, const ap_trace_summary *s, const ap_t
     }
 }
 
+/* The check's run into the runs table: the plan, predicted and measured step and peak. */
+static ap_status store_run(ap_flags *fl, const ap_resolved *ctx, const ap_estimate *e,
+                           int64_t started, double meas_step, double meas_peak, ap_err *err) {
+    ap_db *db = NULL;
+    ap_json *ej = ap_estimate_to_json(e, &ctx->model);
+    ap_json *pj = ap_planfile_to_json(&ctx->model, &ctx->cluster, &e->plan, ej);
+    char *plan_json = pj ? ap_json_print(pj, 0) : NULL;
+    ap_json_free(ej);
+    ap_json_free(pj);
+    ap_db_run run;
+    memset(&run, 0, sizeof run);
+    run.plan_json = plan_json;
+    ap_profiler_host(run.host, sizeof run.host);
+    snprintf(run.backend, sizeof run.backend, "cuda");
+    run.started_at = started;
+    run.ranks = 1;
+    run.predicted_step_s = e->time.step_s;
+    run.measured_step_s = meas_step;
+    run.predicted_peak_bytes = e->reserved_peak_bytes;
+    run.measured_peak_bytes = meas_peak;
+    ap_db_run_rank rk = {0, e->time.step_s, meas_step, e->reserved_peak_bytes, meas_peak};
+    int64_t id_out = 0;
+    ap_status st = plan_json ? ap_db_open(ap_flags_value(fl, "db"), 0, &db, err)
+                             : ap_err_set(err, AP_ERR_NOMEM, "out of memory");
+    if (st == AP_OK) st = ap_db_run_insert(db, &run, &rk, 1, &id_out, err);
+    if (st == AP_OK) printf("stored as run:%lld in %s\n", (long long)id_out, ap_db_path(db));
+    ap_db_close(db);
+    free(plan_json);
+    return st;
+}
+
 int ap_cmd_profile_check(int argc, char **argv) {
     int nflags;
     char **prog;
@@ -443,33 +474,8 @@ int ap_cmd_profile_check(int argc, char **argv) {
     print_kinds(&t, &s, &e.time, ga);
     printf("(goal: reserved peak within 5%%, step time within 10%%; ranges missing from the "
            "program show '-')\n");
-    if (!ap_flags_isset(&fl, "no-store")) {
-        ap_db *db = NULL;
-        ap_json *ej = ap_estimate_to_json(&e, &ctx.model);
-        ap_json *pj = ap_planfile_to_json(&ctx.model, &ctx.cluster, &e.plan, ej);
-        char *plan_json = pj ? ap_json_print(pj, 0) : NULL;
-        ap_json_free(ej);
-        ap_json_free(pj);
-        ap_db_run run;
-        memset(&run, 0, sizeof run);
-        run.plan_json = plan_json;
-        ap_profiler_host(run.host, sizeof run.host);
-        snprintf(run.backend, sizeof run.backend, "cuda");
-        run.started_at = started;
-        run.ranks = 1;
-        run.predicted_step_s = e.time.step_s;
-        run.measured_step_s = meas_step;
-        run.predicted_peak_bytes = e.reserved_peak_bytes;
-        run.measured_peak_bytes = meas_peak;
-        ap_db_run_rank rk = {0, e.time.step_s, meas_step, e.reserved_peak_bytes, meas_peak};
-        int64_t id_out = 0;
-        st = plan_json ? ap_db_open(ap_flags_value(&fl, "db"), 0, &db, &err)
-                       : ap_err_set(&err, AP_ERR_NOMEM, "out of memory");
-        if (st == AP_OK) st = ap_db_run_insert(db, &run, &rk, 1, &id_out, &err);
-        if (st == AP_OK) printf("stored as run:%lld in %s\n", (long long)id_out, ap_db_path(db));
-        ap_db_close(db);
-        free(plan_json);
-    }
+    if (!ap_flags_isset(&fl, "no-store"))
+        st = store_run(&fl, &ctx, &e, started, meas_step, meas_peak, &err);
     ap_trace_summary_free(&s);
     ap_trace_free(&t);
     return st == AP_OK ? 0 : ap_cli_fail(st, &err);
