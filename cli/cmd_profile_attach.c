@@ -62,6 +62,9 @@ static ap_status tracer_options(ap_flags *fl, int64_t *skip, int64_t *max_record
         st = ap_err_set(err, AP_ERR_INPUT, "--cupti-lib: %s: not a file", cupti);
     if (st == AP_OK && cupti && !strstr(cupti, "libcupti.so"))
         st = ap_err_set(err, AP_ERR_INPUT, "--cupti-lib: %s: not a libcupti.so* file", cupti);
+    if (st == AP_OK && cupti && strpbrk(cupti, ": \t"))
+        st = ap_err_set(err, AP_ERR_INPUT, "--cupti-lib: %s: a path with ':' or blanks cannot "
+                        "go into LD_PRELOAD", cupti);
     const char *outs[] = {"keep-trace", "timeline"};
     for (size_t i = 0; st == AP_OK && i < sizeof outs / sizeof outs[0]; i++) {
         const char *path = ap_flags_value(fl, outs[i]);

@@ -362,6 +362,20 @@ static void test_cli(void) {
     CHECK_CONTAINS(err, "did you mean 'bench'");
     CHECK_INT(run("profile attach --name x", &out, &err), 2);
     CHECK_CONTAINS(err, "put the program after --");
+    /* --cupti-lib: a file, a libcupti, a path LD_PRELOAD can carry */
+    CHECK_INT(run("profile attach --cupti-lib /nonexistent/libcupti.so.13 -- true", &out, &err), 2);
+    CHECK_CONTAINS(err, "--cupti-lib: /nonexistent/libcupti.so.13: not a file");
+    CHECK_INT(run("profile attach --cupti-lib README.md -- true", &out, &err), 2);
+    CHECK_CONTAINS(err, "not a libcupti.so* file");
+    {
+        const char *odd = path_in("a:b-libcupti.so.13");
+        FILE *f = fopen(odd, "w");
+        if (f) fclose(f);
+        snprintf(args, sizeof args, "profile check examples/models/tiny-gpt.json --cupti-lib %s "
+                 "-- true", odd);
+        CHECK_INT(run(args, &out, &err), 2);
+        CHECK_CONTAINS(err, "cannot go into LD_PRELOAD");
+    }
     CHECK_INT(run("profile check examples/models/tiny-gpt.json", &out, &err), 2);
     CHECK_CONTAINS(err, "put the training program after --");
 
