@@ -66,6 +66,11 @@ else
 fi
 
 echo "== 5. tables"
+proxy_args=""
+[ -f "$OUT/check-8l-$NAME.txt" ] && proxy_args="--check-proxy $OUT/check-8l-$NAME.txt"
+[ -f "$OUT/check-8l-none.txt" ] && proxy_args="$proxy_args --check-proxy-published $OUT/check-8l-none.txt"
+# shellcheck disable=SC2086
 $PY tools/profile_tables.py --autoplan "$AP" --profile "$OUT/$NAME.json" \
-    --check "$OUT/check.txt" --check-published "$OUT/check-published.txt" > "$OUT/tables.md"
+    --check "$OUT/check.txt" --check-published "$OUT/check-published.txt" $proxy_args \
+    > "$OUT/tables.md"
 echo "wrote $OUT/$NAME.json and $OUT/tables.md (paste the tables into docs/profiler.md)"

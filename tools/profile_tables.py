@@ -42,8 +42,10 @@ def peaks(ap, gpu):
 
 
 def published(ap, gpu):
-    """GEMM ceilings and attention efficiencies from `autoplan profile show GPU`, if present."""
-    rc, out, _ = run(ap, ["profile", "show", gpu])
+    """GEMM ceilings and attention efficiencies from `autoplan profile show GPU --profile none`
+    (without --profile none it shows the newest measured profile of the GPU overlaid, and the
+    first H200 run's table compared the measurement with itself)."""
+    rc, out, _ = run(ap, ["profile", "show", gpu, "--profile", "none"])
     gemm, attn = {}, {}
     if rc != 0:
         return gemm, attn
@@ -194,9 +196,10 @@ def table_check(path, label):
     rows = []
     try:
         for line in open(path):
-            m = re.match(r"\s+(reserved peak.*?|driver allocations peak|step time|forward \(kernels\)|"
-                         r"backward \(kernels\)|optimizer \(kernels\))\s{2,}(\S+ \S+)\s+(\S+ \S+)\s+(\S+)",
-                         line)
+            m = re.match(r"\s+(reserved peak.*?|driver allocations peak|step time|kernels|"
+                         r"outside kernels \(host, idle\)|(?:forward|backward|optimizer) "
+                         r"\(kernels\)|(?:forward|backward) (?:GEMMs|attention|other kernels))"
+                         r"\s{2,}(\S+ \S+)\s+(\S+ \S+|-)\s+(\S+)", line)
             if m:
                 rows.append(m.groups())
     except OSError:
@@ -216,6 +219,9 @@ def main():
     ap.add_argument("--profile", required=True, help="profile file (autoplan profile export)")
     ap.add_argument("--check", help="output of `autoplan profile check` with the profile")
     ap.add_argument("--check-published", help="the same with --profile none")
+    ap.add_argument("--check-proxy", help="profile check of the 8-layer Llama-3-8B proxy with "
+                    "the profile")
+    ap.add_argument("--check-proxy-published", help="the same with --profile none")
     ap.add_argument("--validation", default="tests/data/validation.json")
     a = ap.parse_args()
     prof = json.load(open(a.profile))
@@ -236,6 +242,13 @@ def main():
         table_check(a.check, f"with profile `{name}`")
     if a.check_published:
         table_check(a.check_published, "published tables only")
+    if a.check_proxy or a.check_proxy_published:
+        print("### Llama-3-8B cut to 8 layers (random weights), one GPU, 1 x 8192 tokens: "
+              "predicted vs measured\n")
+    if a.check_proxy:
+        table_check(a.check_proxy, f"with profile `{name}`")
+    if a.check_proxy_published:
+        table_check(a.check_proxy_published, "published tables only")
 
 
 if __name__ == "__main__":
