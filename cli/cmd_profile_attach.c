@@ -396,10 +396,12 @@ int ap_cmd_profile_check(int argc, char **argv) {
                              "-- CMD [ARGS...]",
                              "Predict one training step of the plan the flags describe (one GPU "
                              "unless --gpus), run CMD\n(the user's training step) under the "
-                             "tracer, and compare: reserved memory peak, step time,\nand the "
-                             "forward / backward / optimizer ranges when CMD marks them (NVTX "
-                             "ranges named so;\nprofiler/scripts/llama_step.py does). The errors "
-                             "are printed and stored in the runs table.");
+                             "tracer, and compare: reserved memory peak,\nstep time (its "
+                             "kernels and the time outside them), and the forward / backward /\n"
+                             "optimizer ranges when CMD marks them (NVTX ranges named so; "
+                             "profiler/scripts/llama_step.py\ndoes), forward and backward also by "
+                             "kind (GEMMs, attention, the rest). The errors are\nprinted and "
+                             "stored in the runs table.");
     if (rc >= 0) return rc;
     ap_err err = {{0}};
     if (!prog) {
