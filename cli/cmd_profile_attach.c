@@ -298,18 +298,11 @@ int ap_cmd_profile_attach(int argc, char **argv) {
 
 /* ---- check ---------------------------------------------------------------------------------------- */
 
-/* Mean kernel time per iteration of the ranges named `name` (at any depth): total / iterations. */
-static double per_iter(const ap_trace *t, const ap_trace_summary *s, const char *name) {
-    double tot = 0;
-    for (size_t i = 1; i < s->nnodes; i++)
-        if (!strcmp(ap_trace_name(t, s->nodes[i].name), name)) {
-            /* count a range once, not again through a same-named ancestor */
-            int nested = 0;
-            for (uint32_t p = s->nodes[i].parent; p; p = s->nodes[p].parent)
-                nested |= !strcmp(ap_trace_name(t, s->nodes[p].name), name);
-            if (!nested) tot += s->nodes[i].kernel_incl_s;
-        }
-    return s->niters ? tot / (double)s->niters : 0;
+/* Kernel time per iteration of the ranges named `name` (at any depth), by kind, and in all. */
+static double range_kinds(const ap_trace *t, const ap_trace_summary *s, const char *name,
+                          double kinds[AP_KKIND_COUNT]) {
+    ap_trace_range_kinds(t, s, name, kinds);
+    return kinds[AP_KKIND_GEMM] + kinds[AP_KKIND_ATTN] + kinds[AP_KKIND_OTHER];
 }
 
 static void row(const char *what, double pred, double meas, int bytes) {
@@ -333,19 +326,16 @@ _Static_assert((int)AP_KKIND_GEMM == (int)AP_PART_GEMM && (int)AP_KKIND_ATTN == 
 
 /* The forward and backward ranges' kernels by kind (profiler.h AP_KKIND_*, named as the cost
  * model's parts, estimate.h AP_PART_*), when the program marks those ranges. */
-static void print_kinds(const ap_trace *t, const ap_trace_summary *s, const ap_time *tm,
-                        double ga) {
+static void print_kinds(double meas[][AP_KKIND_COUNT], const ap_time *tm, double ga) {
     static const char *const dir[2] = {"forward", "backward"};
     static const char *const kind[AP_KKIND_COUNT] = {"GEMMs", "attention", "other kernels"};
     for (int d = 0; d < 2; d++) {
-        double meas[AP_KKIND_COUNT];
-        ap_trace_range_kinds(t, s, dir[d], meas);
-        if (meas[0] + meas[1] + meas[2] <= 0) continue;
+        if (meas[d][0] + meas[d][1] + meas[d][2] <= 0) continue;
         const double *pred = d ? tm->part_bwd_s : tm->part_fwd_s;
         for (int k = 0; k < AP_KKIND_COUNT; k++) {
             char what[48];
             snprintf(what, sizeof what, "  %s %s", dir[d], kind[k]);
-            row(what, pred[k] * ga, meas[k], 0);
+            row(what, pred[k] * ga, meas[d][k], 0);
         }
     }
 }
@@ -473,10 +463,13 @@ int ap_cmd_profile_check(int argc, char **argv) {
     row("  kernels", e.time.step_s - e.time.overhead_s, meas_kern, 0);
     row("  outside kernels (host, idle)", e.time.overhead_s,
         meas_step > meas_kern ? meas_step - meas_kern : 0, 0);
-    row("forward (kernels)", e.time.stage_fwd_s[0] * ga, per_iter(&t, &s, "forward"), 0);
-    row("backward (kernels)", e.time.stage_bwd_s[0] * ga, per_iter(&t, &s, "backward"), 0);
-    row("optimizer (kernels)", e.time.optimizer_s, per_iter(&t, &s, "optimizer"), 0);
-    print_kinds(&t, &s, &e.time, ga);
+    double kinds[3][AP_KKIND_COUNT];
+    row("forward (kernels)", e.time.stage_fwd_s[0] * ga,
+        range_kinds(&t, &s, "forward", kinds[0]), 0);
+    row("backward (kernels)", e.time.stage_bwd_s[0] * ga,
+        range_kinds(&t, &s, "backward", kinds[1]), 0);
+    row("optimizer (kernels)", e.time.optimizer_s, range_kinds(&t, &s, "optimizer", kinds[2]), 0);
+    print_kinds(kinds, &e.time, ga);
     printf("(goal: reserved peak within 5%%, step time within 10%%; ranges missing from the "
            "program show '-')\n");
     if (!ap_flags_isset(&fl, "no-store"))

@@ -751,10 +751,7 @@ int InitializeInjectionNvtx2(nvtx_table_fn get_table) {
     return f ? f(get_table) : 0;
 }
 
-void *ap_cupti_test_nvtx_target(void) {
-    union { nvtx_init_fn fn; void *p; } u = {bound_cupti_entry("InitializeInjectionNvtx2")};
-    return u.p;
-}
+void *ap_cupti_test_nvtx_target(void) { return bound_sym("InitializeInjectionNvtx2"); }
 
 /* ---- interposers ------------------------------------------------------------------------------------ */
 
