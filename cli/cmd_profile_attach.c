@@ -36,7 +36,8 @@ static void split(int argc, char **argv, int *nflags, char ***prog) {
 
 static void attach_flags(ap_flags *fl) {
     ap_flags_add(fl, "step-range", AP_FLAG_VALUE, "NAME",
-                 "NVTX range that is one iteration (default: the most frequent top-level range)");
+                 "NVTX range that is one iteration (default: the top-level range repeated at "
+                 "least twice that covers the most time)");
     ap_flags_add(fl, "skip", AP_FLAG_VALUE, "N",
                  "first iterations (and row-range occurrences) left out as warm-up (default 1)");
     ap_flags_add(fl, "keep-trace", AP_FLAG_VALUE, "FILE", "keep the raw trace in FILE");

@@ -524,8 +524,8 @@ static ap_status memory_timeline(const ap_trace *t, ap_trace_summary *s, ap_err 
     return AP_OK;
 }
 
-/* The step range: the asked-for name, else the most frequent top-level range name (>= 2
- * occurrences; on a tie the one named first). */
+/* The step range: the asked-for name, else the top-level range name of >= 2 occurrences that
+ * cover the most host time (on a tie the one named first). */
 static uint32_t step_name(const ap_trace *t, const work *w, const ap_trace_summary *s,
                           const char *want) {
     if (want && want[0]) {
@@ -533,17 +533,21 @@ static uint32_t step_name(const ap_trace *t, const work *w, const ap_trace_summa
             if (!strcmp(ap_trace_name(t, w->iv[i].name), want)) return w->iv[i].name;
         return 0;
     }
+    /* the top-level range repeated at least twice whose occurrences cover the most host time:
+     * a training loop's step range covers the step, while libraries open top-level ranges as
+     * often on threads of their own (PyTorch's autograd thread runs CUB's
+     * "cub::DeviceRadixSort" once per step: counting alone tied it with "step" on an H200) */
     uint32_t best = 0;
-    uint64_t best_count = 1;
-    for (size_t n = 1; n < s->nnodes; n++) /* top-level nodes: one per name */
-        if (s->nodes[n].depth == 1 && s->nodes[n].name) {
-            uint64_t c = s->nodes[n].count;
-            if (c > best_count || (c == best_count && best && s->nodes[n].name < best)) {
-                best = s->nodes[n].name;
-                best_count = c;
-            }
+    double best_wall = -1;
+    for (size_t n = 1; n < s->nnodes; n++) { /* top-level nodes: one per name */
+        const ap_range_stat *r = &s->nodes[n];
+        if (r->depth != 1 || !r->name || r->count < 2) continue;
+        if (r->wall_s > best_wall || (r->wall_s == best_wall && r->name < best)) {
+            best = r->name;
+            best_wall = r->wall_s;
         }
-    return best_count >= 2 ? best : 0;
+    }
+    return best;
 }
 
 static int cmp_iter(const void *a, const void *b) {

@@ -193,7 +193,7 @@ typedef struct ap_trace_summary {
 } ap_trace_summary;
 
 /* Options: step_range = the name of the range that is one iteration (NULL: the top-level range
- * name that occurs most often, at least twice; none: no iterations). */
+ * name of at least two occurrences that cover the most host time; none: no iterations). */
 typedef struct ap_summary_opts {
     const char *step_range;
 } ap_summary_opts;
