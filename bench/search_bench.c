@@ -11,6 +11,8 @@
  *   the sweeps megatron-1t 64..16384, llama-3.1-405b 4096..65536 and llama-4-maverick (MoE
  *     layers interleaved with dense ones) 8..16384, and the nothing-fits
  *     megatron-1t on 64 GPUs (the closest plan's joint choice), one core and all cores;
+ *   deepseek-v3, the slowest bundled example to plan (every command on the bundled examples
+ *     wants under 0.5 s): its ranking on 256 A100s and its sweep 8..16384;
  *   the GLPK joint program for llama-3.1-405b pp 8 (binaries, time).
  * Times are CPU seconds of the process (one core) unless marked wall. Usage:
  * search_bench [SOURCE_DIR]
@@ -229,6 +231,17 @@ int main(int argc, char **argv) {
     if (!load(dir, "tests/data/hf/llama-4-maverick-17b-128e.json", &mav)) return 1;
     sweep("llama-4-maverick sweep 8..16384 a100-80g, gbs 960", &mav, "a100-sxm4-80g", 8, 16384,
           960, 4096);
+    /* the slowest bundled example to plan: DeepSeek-V3 (3 dense layers, then 58 MoE layers with
+     * a shared expert, MLA), its re-split ranking on 256 A100s and its sweep */
+    ap_model dsv3;
+    if (!load(dir, "examples/models/deepseek-v3.json", &dsv3)) return 1;
+    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 256, &c);
+    ap_search_opts_init(&o);
+    o.fixed.seq = dsv3.seq_len;
+    o.gbs = 960;
+    ok &= ranking("deepseek-v3, 256 x a100-sxm4-80g, gbs 960:", &dsv3, &c, o);
+    sweep("deepseek-v3 sweep 8..16384 a100-80g, gbs 960", &dsv3, "a100-sxm4-80g", 8, 16384, 960,
+          dsv3.seq_len);
     /* nothing fits: the closest plan gets the joint choice */
     ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 64, &c);
     ap_search_opts_init(&o);
