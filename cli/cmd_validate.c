@@ -6,6 +6,7 @@
  * computing is costmodel/validation.c's; this file reads flags and prints.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,10 @@ static ap_json *oos_json(const vset *oos) {
     return root;
 }
 
-static int print_json(const vresult *r) {
+static ap_status print_breakdown(const vresult *r, const char *src, ap_json *json, ap_err *err);
+
+/* The document; with --breakdown (bsrc) its rows' parts beside the rest. */
+static int print_json(const vresult *r, const char *bsrc) {
     const vset *vs = r->vs;
     ap_json *root = ap_json_new_object();
     ap_json_add(root, "overall", errjson(&r->all, 1));
@@ -178,6 +182,11 @@ static int print_json(const vresult *r) {
         ap_json_add(root, "leave_one_source_out", lo);
     }
     if (r->oos->n > 0) ap_json_add(root, "out_of_sample", oos_json(r->oos));
+    ap_err err = {{0}};
+    if (bsrc && print_breakdown(r, bsrc, root, &err) != AP_OK) {
+        ap_json_free(root);
+        return ap_cli_fail(AP_ERR_INTERNAL, &err);
+    }
     char *s = ap_json_print(root, 1);
     printf("%s\n", s ? s : "null");
     free(s);
@@ -438,6 +447,112 @@ static void print_measured(const vresult *r, ap_flags *fl) {
     ap_db_close(db);
 }
 
+/* ---- --breakdown SOURCE ----------------------------------------------------------------------
+ * Every step-time row of that source ("all": of every source) with its predicted step in the
+ * parts the cost model adds up to it (estimate.h ap_time), each set with the calibration it was
+ * predicted with above: where a source's error comes from. */
+static const struct {
+    const char *head, *key;
+    size_t off;
+} parts[] = {
+    {"compute", "compute_s", offsetof(ap_time, compute_s)},
+    {"recomp", "recompute_s", offsetof(ap_time, recompute_s)},
+    {"TP", "tp_comm_s", offsetof(ap_time, tp_comm_s)},
+    {"CP", "cp_comm_s", offsetof(ap_time, cp_comm_s)},
+    {"EP", "ep_comm_s", offsetof(ap_time, ep_comm_s)},
+    {"PP", "pp_comm_s", offsetof(ap_time, pp_comm_s)},
+    {"DP", "dp_comm_s", offsetof(ap_time, dp_comm_s)},
+    {"bubble", "bubble_s", offsetof(ap_time, bubble_s)},
+    {"offload", "offload_s", offsetof(ap_time, offload_s)},
+    {"optim", "optimizer_s", offsetof(ap_time, optimizer_s)},
+    {"overhead", "overhead_s", offsetof(ap_time, overhead_s)},
+};
+enum { NPARTS = sizeof parts / sizeof parts[0] };
+
+static double part_of(const ap_time *t, int i) {
+    return *(const double *)((const char *)t + parts[i].off);
+}
+
+static int breakdown_row(const vrow *v, const char *src) {
+    return !strcmp(v->metric, "step_s") && !v->refused[0] &&
+           (!strcmp(src, "all") || !strcmp(v->source, src));
+}
+
+/* The three sets of rows, in the order validate lists them, and the calibration each was
+ * predicted with (run_validation). */
+static void breakdown_sets(const vresult *r, const vset *sets[3], const ap_calib *cals[3]) {
+    sets[0] = r->vs;
+    cals[0] = r->fitted ? &r->cal : NULL;
+    sets[1] = r->cross;
+    cals[1] = &r->ccal;
+    sets[2] = r->oos;
+    cals[2] = NULL;
+}
+
+/* A source with no step-time row to show is an input error, named. */
+static ap_status check_breakdown(const vresult *r, const char *src, const char *path,
+                                 ap_err *err) {
+    const vset *sets[3];
+    const ap_calib *cals[3];
+    breakdown_sets(r, sets, cals);
+    for (int si = 0; si < 3; si++)
+        for (int i = 0; i < sets[si]->n; i++)
+            if (breakdown_row(&sets[si]->rows[i], src)) return AP_OK;
+    return ap_err_set(err, AP_ERR_INPUT, "--breakdown %s: %s has no step-time row of that "
+                      "source (`autoplan validate --data %s` lists the sources; all: every one)",
+                      src, path, path);
+}
+
+/* Each row's parts into the text report or, with json, an array under the document's
+ * "breakdown" key. */
+static ap_status print_breakdown(const vresult *r, const char *src, ap_json *json, ap_err *err) {
+    const vset *sets[3];
+    const ap_calib *cals[3];
+    breakdown_sets(r, sets, cals);
+    ap_estimate *e = ap_malloc(sizeof *e);
+    if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
+    ap_json *arr = json ? ap_json_new_array() : NULL;
+    if (!json) {
+        printf("\nbreakdown of %s: the predicted step in the parts it adds up from (seconds; "
+               "communication as it stays exposed)\n  %-24s %-10s %-38s %9s %9s %7s", src,
+               "source", "model", "plan", "measured", "predicted", "error");
+        for (int k = 0; k < NPARTS; k++) printf(" %8s", parts[k].head);
+        printf("\n");
+    }
+    ap_status st = AP_OK;
+    for (int si = 0; si < 3 && st == AP_OK; si++)
+        for (int i = 0; i < sets[si]->n && st == AP_OK; i++) {
+            const vrow *v = &sets[si]->rows[i];
+            if (!breakdown_row(v, src)) continue;
+            if ((st = ap_validation_estimate(v, cals[si], NULL, e, err)) != AP_OK) break;
+            const ap_time *t = &e->time;
+            if (json) {
+                ap_json *o = ap_json_new_object(), *pj = ap_json_new_object();
+                ap_json_add_string(o, "source", v->source);
+                ap_json_add_string(o, "model", v->model_name);
+                ap_json_add_string(o, "plan", v->plan_label);
+                ap_json_add_number(o, "measured", v->measured);
+                ap_json_add_number(o, "predicted", t->step_s);
+                for (int k = 0; k < NPARTS; k++)
+                    ap_json_add_number(pj, parts[k].key, part_of(t, k));
+                ap_json_add(o, "parts", pj);
+                ap_json_push(arr, o);
+                continue;
+            }
+            printf("  %-24.24s %-10.10s %-38.38s %9.3f %9.3f %+6.1f%%", v->source,
+                   v->model_name, v->plan_label, v->measured, t->step_s,
+                   100 * (t->step_s - v->measured) / v->measured);
+            for (int k = 0; k < NPARTS; k++) printf(" %8.3f", part_of(t, k));
+            printf("\n");
+        }
+    ap_free(e);
+    if (json) {
+        if (st == AP_OK) ap_json_add(json, "breakdown", arr);
+        else ap_json_free(arr);
+    }
+    return st;
+}
+
 /* --profile NAME names a stored profile, refused up front like estimate's (a misspelt name
  * would otherwise leave the comparison out without a word). */
 static ap_status check_profile(ap_flags *fl, ap_err *err) {
@@ -476,10 +591,16 @@ int ap_cmd_validate(int argc, char **argv) {
     ap_flags_add(&fl, "profile", AP_FLAG_VALUE, "NAME|none",
                  "also predict with this measured profile (default: each GPU's newest in the "
                  "database; none: published tables only)");
+    ap_flags_add(&fl, "breakdown", AP_FLAG_VALUE, "SOURCE|all",
+                 "also print each step-time row of this source (all: of every source) with "
+                 "its predicted step split into compute, recomputation, TP, CP, EP, PP and DP "
+                 "communication left exposed, bubble, offload, optimizer and overhead (seconds; "
+                 "--json: a \"breakdown\" array)");
     ap_cli_db_flag(&fl);
     ap_status st = ap_flags_parse(&fl, argc, argv, 0, &help, &err);
     if (help) {
-        ap_flags_print_help(&fl, "autoplan validate [--data FILE] [--json] [--leave-one-source-out]",
+        ap_flags_print_help(&fl, "autoplan validate [--data FILE] [--json] "
+                                 "[--leave-one-source-out] [--breakdown SOURCE|all]",
                             "Predict the published training runs and report the errors.");
         return 0;
     }
@@ -502,11 +623,13 @@ int ap_cmd_validate(int argc, char **argv) {
         st = ap_err_set(&err, AP_ERR_NOMEM, "out of memory for the validation rows");
     else
         st = run_validation(path, &r, &err);
+    const char *bsrc = ap_flags_value(&fl, "breakdown");
+    if (st == AP_OK && bsrc) st = check_breakdown(&r, bsrc, path, &err);
     int rc = 0;
     if (st != AP_OK) {
         rc = ap_cli_fail(st, &err);
     } else if (ap_flags_isset(&fl, "json")) {
-        rc = print_json(&r);
+        rc = print_json(&r, bsrc);
     } else {
         print_rows(&r);
         print_shown(r.vs);
@@ -515,6 +638,8 @@ int ap_cmd_validate(int argc, char **argv) {
         print_measured(&r, &fl);
         printf("\ncalibration (%s):\n", r.fitted ? "fitted now" : "built in");
         print_calib(&r.cal);
+        if (bsrc && (st = print_breakdown(&r, bsrc, NULL, &err)) != AP_OK)
+            rc = ap_cli_fail(st, &err);
     }
     ap_vset_free(r.vs);
     ap_vset_free(r.cross);

@@ -428,13 +428,28 @@ ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err) {
     return ap_validation_predict_profile(v, cal, NULL, err);
 }
 
+/* The options a row is predicted with: the calibration and profile asked for, the NCCL its
+ * run linked. */
+static void row_opts(const ap_vrow *v, const ap_calib *cal, const struct ap_profile *profile,
+                     ap_estimate_opts *o) {
+    ap_estimate_opts_init(o);
+    o->calib = cal;
+    o->profile = profile;
+    o->nccl_eager = v->nccl_eager;
+}
+
+ap_status ap_validation_estimate(const ap_vrow *v, const ap_calib *cal,
+                                 const struct ap_profile *profile, ap_estimate *out,
+                                 ap_err *err) {
+    ap_estimate_opts o;
+    row_opts(v, cal, profile, &o);
+    return ap_estimate_plan(&v->model, &v->cluster, &v->plan, &o, out, err);
+}
+
 ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
                                         const struct ap_profile *profile, ap_err *err) {
     ap_estimate_opts o;
-    ap_estimate_opts_init(&o);
-    o.calib = cal;
-    o.profile = profile;
-    o.nccl_eager = v->nccl_eager;
+    row_opts(v, cal, profile, &o);
     ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_status st = AP_OK;
@@ -456,7 +471,7 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
                 v->fits = v->fits_device = 1;
             }
         }
-    } else if ((st = ap_estimate_plan(&v->model, &v->cluster, &v->plan, &o, e, err)) == AP_OK) {
+    } else if ((st = ap_validation_estimate(v, cal, profile, e, err)) == AP_OK) {
         v->fits = e->fits;
         /* a recorded run asks whether it could start, not whether a planner would keep the
          * 2 GiB margin it keeps for safety: the peak against the memory itself */

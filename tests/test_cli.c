@@ -588,6 +588,78 @@ static void test_validate_refused(void) {
     free(err);
 }
 
+/* --breakdown SOURCE: the source's step-time rows with their predicted step in parts that add
+ * up to it, in the text report and under "breakdown" in the JSON (every source with "all");
+ * refused rows have none, and a source with no row to show is an input error. */
+static void test_validate_breakdown(void) {
+    char a1[1200], a2[1200], b1[1200], in[1200], r3[1200], path[1024], cmd[1400];
+    vrow_text(in, sizeof in, "in", 1);
+    vrow_text(a1, sizeof a1, "a", 1);
+    vrow_text(a2, sizeof a2, "a", 2);
+    vrow_text(b1, sizeof b1, "b", 1);
+    vrow_text(r3, sizeof r3, "r", 3);
+    char *doc = malloc(8000);
+    CHECK(doc != NULL);
+    if (!doc) return;
+    snprintf(doc, 8000, "{\"version\": 1, \"rows\": [%s], \"outofsample\": [%s, %s, %s, %s]}\n",
+             in, a1, a2, b1, r3);
+    snprintf(path, sizeof path, "%s/breakdown.json", tl_tmpdir());
+    CHECK(tl_write(path, doc) == 0);
+    free(doc);
+    char *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "validate --data %s --profile none --breakdown a", path);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    const char *sec = out ? strstr(out, "\nbreakdown of a: ") : NULL;
+    CHECK(sec != NULL);
+    if (sec) {
+        int lines = 0;
+        for (const char *q = sec + 1; (q = strchr(q, '\n')) != NULL; q++)
+            if (!strncmp(q, "\n  a ", 5)) lines++;
+        CHECK_INT(lines, 2); /* the two rows of source a, not b's or in's */
+        CHECK(strstr(sec, "compute") && strstr(sec, "overhead"));
+    }
+    free(out);
+    free(err);
+    out = err = NULL;
+    snprintf(cmd, sizeof cmd, "validate --data %s --profile none --breakdown all --json", path);
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), "validate --json", &e) : NULL;
+    CHECK(j != NULL);
+    const ap_json *bd = j ? ap_json_get(j, "breakdown") : NULL;
+    CHECK_INT(bd ? ap_json_size(bd) : -1, 4); /* in, a, a, b: the refused row has none */
+    for (int i = 0; bd && i < ap_json_size(bd); i++) {
+        const ap_json *x = ap_json_at(bd, i), *parts = ap_json_get(x, "parts");
+        double pred = ap_json_number(ap_json_get(x, "predicted")), sum = 0;
+        CHECK(pred > 0);
+        CHECK_INT(parts ? ap_json_size(parts) : 0, 11);
+        for (const ap_json *m = parts ? ap_json_first(parts) : NULL; m; m = ap_json_next(m)) {
+            double v = ap_json_number(m);
+            CHECK(v >= 0);
+            sum += v;
+        }
+        CHECK(fabs(sum - pred) <= 1e-9 * pred);
+    }
+    /* the same prediction as the row's own */
+    const ap_json *row0 = j ? ap_json_at(ap_json_get(j, "rows"), 0) : NULL;
+    if (bd && row0)
+        CHECK(ap_json_number(ap_json_get(ap_json_at(bd, 0), "predicted")) ==
+              ap_json_number(ap_json_get(row0, "predicted")));
+    ap_json_free(j);
+    free(out);
+    free(err);
+    const char *none[] = {"zz", "r"};
+    for (int k = 0; k < 2; k++) {
+        out = err = NULL;
+        snprintf(cmd, sizeof cmd, "validate --data %s --profile none --breakdown %s", path,
+                 none[k]);
+        CHECK_INT(tl_run(cmd, &out, &err), 2);
+        CHECK_CONTAINS(err, "no step-time row of that source");
+        free(out);
+        free(err);
+    }
+}
+
 static void test_validate_targets(void) {
     char *out = NULL, *err = NULL;
     CHECK_INT(tl_run("validate --json --leave-one-source-out", &out, &err), 0);
@@ -1466,6 +1538,7 @@ int main(int argc, char **argv) {
     test_label_reproduces();
     test_validate_targets();
     test_validate_refused();
+    test_validate_breakdown();
     test_profile_show();
     test_pp_over_network();
     test_bad_input();

@@ -99,6 +99,11 @@ ap_status ap_validation_predict(ap_vrow *v, const ap_calib *cal, ap_err *err);
 struct ap_profile;
 ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
                                         const struct ap_profile *profile, ap_err *err);
+/* The estimate of the row's whole run that its prediction reads (every metric but the layer
+ * ones), with the same options: its step time's parts, its memory by stage. */
+ap_status ap_validation_estimate(const ap_vrow *v, const ap_calib *cal,
+                                 const struct ap_profile *profile, ap_estimate *out,
+                                 ap_err *err);
 
 /* Errors of the rows whose source is `only` (or, with exclude, is not; NULL = all) into *out,
  * and of every source into per[0..vs->nsources). Rows must have been predicted. */
