@@ -514,7 +514,7 @@ static ap_status print_breakdown(const vresult *r, const char *src, ap_json *jso
     ap_json *arr = json ? ap_json_new_array() : NULL;
     if (!json) {
         printf("\nbreakdown of %s: the predicted step in the parts it adds up from (seconds; "
-               "communication as it stays exposed)\n  %-24s %-10s %-38s %9s %9s %7s", src,
+               "communication as it stays exposed)\n  %-24s %-10s %-46s %9s %9s %7s", src,
                "source", "model", "plan", "measured", "predicted", "error");
         for (int k = 0; k < NPARTS; k++) printf(" %8s", parts[k].head);
         printf("\n");
@@ -539,7 +539,7 @@ static ap_status print_breakdown(const vresult *r, const char *src, ap_json *jso
                 ap_json_push(arr, o);
                 continue;
             }
-            printf("  %-24.24s %-10.10s %-38.38s %9.3f %9.3f %+6.1f%%", v->source,
+            printf("  %-24.24s %-10.10s %-46.46s %9.3f %9.3f %+6.1f%%", v->source,
                    v->model_name, v->plan_label, v->measured, t->step_s,
                    100 * (t->step_s - v->measured) / v->measured);
             for (int k = 0; k < NPARTS; k++) printf(" %8.3f", part_of(t, k));
