@@ -139,6 +139,20 @@ static int ranking(const char *what, const ap_model *m, const ap_cluster *c, ap_
     return ok;
 }
 
+/* ranking() of model m (printed as `name`) on n GPUs of one type, the search's default options at
+ * the model's training sequence and global batch gbs */
+static int ranking_on(const char *name, const ap_model *m, const char *gpu, int n, int64_t gbs) {
+    ap_cluster c;
+    ap_cluster_from_gpu(ap_gpu_find(gpu), n, &c);
+    ap_search_opts o;
+    ap_search_opts_init(&o);
+    o.fixed.seq = m->seq_len;
+    o.gbs = gbs;
+    char what[160];
+    snprintf(what, sizeof what, "%s, %d x %s, gbs %lld:", name, n, gpu, (long long)gbs);
+    return ranking(what, m, &c, o);
+}
+
 /* a sweep of GPU counts (each count's node shape as --gpus alone gives it) */
 static void sweep(const char *what, const ap_model *m, const char *gpu, int from, int to,
                   int64_t gbs, int64_t seq) {
@@ -216,11 +230,7 @@ int main(int argc, char **argv) {
 
     ap_model big;
     if (!load(dir, "examples/models/llama-3.1-405b.json", &big)) return 1;
-    ap_cluster_from_gpu(ap_gpu_find("h100-sxm"), 16384, &c);
-    ap_search_opts_init(&o);
-    o.fixed.seq = big.seq_len;
-    o.gbs = 1024;
-    ok &= ranking("llama-3.1-405b, 16384 x h100-sxm, gbs 1024:", &big, &c, o);
+    ok &= ranking_on("llama-3.1-405b", &big, "h100-sxm", 16384, 1024);
 
     sweep("megatron-1t sweep 64..16384 a100-80g, gbs 2048", &m, "a100-sxm4-80g", 64, 16384,
           2048, m.seq_len);
@@ -235,11 +245,7 @@ int main(int argc, char **argv) {
      * a shared expert, MLA), its re-split ranking on 256 A100s and its sweep */
     ap_model dsv3;
     if (!load(dir, "examples/models/deepseek-v3.json", &dsv3)) return 1;
-    ap_cluster_from_gpu(ap_gpu_find("a100-sxm4-80g"), 256, &c);
-    ap_search_opts_init(&o);
-    o.fixed.seq = dsv3.seq_len;
-    o.gbs = 960;
-    ok &= ranking("deepseek-v3, 256 x a100-sxm4-80g, gbs 960:", &dsv3, &c, o);
+    ok &= ranking_on("deepseek-v3", &dsv3, "a100-sxm4-80g", 256, 960);
     sweep("deepseek-v3 sweep 8..16384 a100-80g, gbs 960", &dsv3, "a100-sxm4-80g", 8, 16384, 960,
           dsv3.seq_len);
     /* nothing fits: the closest plan gets the joint choice */

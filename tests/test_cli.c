@@ -506,6 +506,18 @@ static void test_plan_defaults(void) {
 }
 
 /* One validation row of source `src` with tensor-parallel degree tp on a model of 4 heads. */
+/* Run a command that succeeds and prints JSON; its parsed output (the caller frees it). */
+static ap_json *run_json(const char *cmd, const char *what) {
+    char *out = NULL, *err = NULL;
+    CHECK_INT(tl_run(cmd, &out, &err), 0);
+    ap_err e;
+    ap_json *j = out ? ap_json_parse(out, strlen(out), what, &e) : NULL;
+    CHECK(j != NULL);
+    free(out);
+    free(err);
+    return j;
+}
+
 static void vrow_text(char *buf, size_t n, const char *src, int tp) {
     snprintf(buf, n,
              "{\"source\": \"%s\", \"cite\": \"c\", \"model\": {\"name\": \"m\", "
@@ -548,12 +560,8 @@ static void test_validate_refused(void) {
     CHECK_CONTAINS(out, "oos-39");
     free(out);
     free(err);
-    out = err = NULL;
     snprintf(cmd, sizeof cmd, "validate --data %s --json --profile none", path);
-    CHECK_INT(tl_run(cmd, &out, &err), 0);
-    ap_err e;
-    ap_json *j = out ? ap_json_parse(out, strlen(out), "validate --json", &e) : NULL;
-    CHECK(j != NULL);
+    ap_json *j = run_json(cmd, "validate --json");
     const ap_json *o = j ? ap_json_get(j, "out_of_sample") : NULL;
     CHECK(o != NULL);
     if (o) {
@@ -565,8 +573,6 @@ static void test_validate_refused(void) {
         CHECK(r8 && ap_json_number(ap_json_get(r8, "predicted")) > 0);
     }
     ap_json_free(j);
-    free(out);
-    free(err);
     /* in the scored rows the same run is an error: exit 2, named */
     char one[1400];
     vrow_text(row, sizeof row, "in", 3);
@@ -620,12 +626,8 @@ static void test_validate_breakdown(void) {
     }
     free(out);
     free(err);
-    out = err = NULL;
     snprintf(cmd, sizeof cmd, "validate --data %s --profile none --breakdown all --json", path);
-    CHECK_INT(tl_run(cmd, &out, &err), 0);
-    ap_err e;
-    ap_json *j = out ? ap_json_parse(out, strlen(out), "validate --json", &e) : NULL;
-    CHECK(j != NULL);
+    ap_json *j = run_json(cmd, "validate --json");
     const ap_json *bd = j ? ap_json_get(j, "breakdown") : NULL;
     CHECK_INT(bd ? ap_json_size(bd) : -1, 4); /* in, a, a, b: the refused row has none */
     for (int i = 0; bd && i < ap_json_size(bd); i++) {
@@ -646,8 +648,6 @@ static void test_validate_breakdown(void) {
         CHECK(ap_json_number(ap_json_get(ap_json_at(bd, 0), "predicted")) ==
               ap_json_number(ap_json_get(row0, "predicted")));
     ap_json_free(j);
-    free(out);
-    free(err);
     const char *none[] = {"zz", "r"};
     for (int k = 0; k < 2; k++) {
         out = err = NULL;
@@ -1118,18 +1118,6 @@ static void test_bad_input(void) {
 
 /* `autoplan CMD llama-2-7b --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 --mbs 1 --gbs 64 --json`,
  * with --fp8-params when f, parsed (NULL when it fails). */
-/* Run a command that succeeds and prints JSON; its parsed output (the caller frees it). */
-static ap_json *run_json(const char *cmd, const char *what) {
-    char *out = NULL, *err = NULL;
-    CHECK_INT(tl_run(cmd, &out, &err), 0);
-    ap_err e;
-    ap_json *j = out ? ap_json_parse(out, strlen(out), what, &e) : NULL;
-    CHECK(j != NULL);
-    free(out);
-    free(err);
-    return j;
-}
-
 static ap_json *fp8_run(const char *cmdname, int f) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "%s '%s' --gpus 8 --gpu h100-sxm --dtype fp8 --zero 1 --mbs 1 "
