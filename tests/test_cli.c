@@ -755,7 +755,7 @@ static void test_validate_targets(void) {
     if (os) {
         double mape = 100, mx = 100;
         CHECK(sscanf(os, "out-of-sample time MAPE %lf%%, max %lf%%", &mape, &mx) == 2);
-        /* 6.55% over the twenty-four sources, MT-NLG's DeepSpeed pipeline runs (-19%) the
+        /* 6.53% over the twenty-five sources, MT-NLG's DeepSpeed pipeline runs (-19%) the
          * largest part */
         CHECK(mape <= 10.0);
     }
@@ -771,7 +771,8 @@ static void test_validate_targets(void) {
                {"mlperf-gpt3-h100", 15}, {"mlperf40-gpt3-h100", 15},
                {"mlperf30-gpt3-h100", 20}, {"mlperf41-gpt3-h100", 15},
                {"mlperf50-llama405b-h100", 10}, {"mlperf41-gpt3-b200", 10},
-               {"megatron-core-moe-h100", 10}, {"nemo-megatron-a100", 10}};
+               {"megatron-core-moe-h100", 10}, {"nemo-megatron-a100", 10},
+               {"flagperf-nvidia", 10}};
     const char *table = out ? strstr(out, "out-of-sample source") : NULL;
     CHECK(table != NULL);
     for (size_t i = 0; table && i < sizeof oos / sizeof oos[0]; i++) {
@@ -805,8 +806,9 @@ static void test_validate_targets(void) {
          * sequence per micro-batch, 78.4 of 80 GiB: a plan the search would not offer, past
          * the 2 GiB headroom; and 206B at TP 4 PP 12, which no smooth model separates from
          * the 203B that ran at 67 GB; README "Validation"), so this holds the four it
-         * catches and the one within the headroom */
-        CHECK(n >= 6 && hit >= 4 && hit + tight >= 5);
+         * catches, FlagPerf's Llama 3 8B at DP 8 without pipelining, and the one within the
+         * headroom */
+        CHECK(n >= 7 && hit >= 5 && hit + tight >= 6);
     }
     /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten
      * within the 2 GiB planning headroom (README "Validation": llm-foundry rows on A100-40GB

@@ -93,6 +93,13 @@ Sources:
   nemo-megatron-a100     NVIDIA/NeMo-Framework-Launcher README.md 7.1.2 @b20f85d and @d4317dd:
                          GPT-3 5B on 1-20 and 175B on 16-128 DGX A100 80GB nodes, tokens/s, with
                          the launcher's conf/training/gpt3 yamls of those commits (10 rows)
+  flagperf-nvidia        FlagOpen/FlagPerf training/nvidia/*/README.md @1b5a030: BAAI's benchmark
+                         suite's NVIDIA reference runs with their launch scripts (training/
+                         benchmarks/*): Llama 3 8B under Megatron-Core v0.6 on one 8 x A800 node
+                         (seven parallel layouts and an out-of-memory record) and on 8-16 H100
+                         (BF16 and FP8), Llama 3 70B on 64 H100, Llama 2 7B under
+                         Megatron-DeepSpeed on 8 A800 / A100; tokens/s per GPU and nvidia-smi
+                         memory (18 rows)
 """
 
 import json
@@ -1855,10 +1862,127 @@ def nemo_a100_rows(hf):
     return out
 
 
+# ---- FlagPerf (BAAI): Megatron-Core and Megatron-DeepSpeed reference runs -----------------------
+FLAGPERF = "FlagOpen/FlagPerf training/nvidia/%s/README.md @1b5a030"
+# (README, GPU, network per GPU, model, pp, dp, tp, dtype, tokens/s per GPU, nvidia-smi GiB; the
+# table's own label where it differs)
+FLAGPERF_ROWS = [
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 2, 4, 1, "bf16", 3698.7, 76),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 4, 2, 1, "bf16", 3306.5, 59),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 1, 8, 1, "bf16", None, None),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 2, 2, 2, "bf16", 3409.2, 51),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 2, 1, 4, "bf16", 3006.1, 35),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 8, 1, 1, "bf16", 2690.3, 55),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 1, 1, 8, "bf16", 2451.2, 30),
+    ("llama3_8B-megatron", "a800-sxm4-80g", "200Gb/s", "8b", 4, 1, 2, "bf16", 3042.7, 45),
+    ("llama3_8B-megatron", "h100-sxm", "400Gb/s", "8b", 1, 4, 2, "bf16", 8103, 71),
+    ("llama3_8B-megatron", "h100-sxm", "400Gb/s", "8b", 1, 4, 2, "fp8", 10486, 74),
+    ("llama3_8B-megatron", "h100-sxm", "400Gb/s", "8b", 1, 8, 2, "bf16", 7914, 62),
+    ("llama3_8B-megatron", "h100-sxm", "400Gb/s", "8b", 1, 8, 2, "fp8", 10280, 64),
+    ("llama3_70B-megatron", "h100-sxm", "400Gb/s", "70b", 4, 2, 8, "bf16", 851, 55),
+]
+FLAGPERF_SHAPE = {"8b": (32, 4096, 14336, 32), "70b": (80, 8192, 28672, 64)}
+
+
+def flagperf_mcore_model(size):
+    """Llama 3 as training/benchmarks/llama3_{8B,70B}/megatron/pretrain_llama3.sh passes it to
+    pretrain_gpt.py of Megatron-LM core_v0.6.0: the layers, widths, 8 query groups, SwiGLU and
+    RMSNorm it states, and Megatron's defaults for what it leaves out: learned absolute
+    positions (no --position-embedding-type rope), the output layer tied to the embedding (no
+    --untie-embeddings-and-output-weights), biases on the linear layers (no
+    --disable-bias-linear), hidden and attention dropout 0.1; Llama 3's 128,256-token
+    vocabulary (Llama3Tokenizer, the suite's arguments.patch)."""
+    L, h, f, a = FLAGPERF_SHAPE[size]
+    return {"name": "llama3-%s-megatron-defaults" % size, "layers": L, "hidden": h, "heads": a,
+            "kv_heads": 8, "ffn_hidden": f, "vocab": 128256, "seq_len": 8192,
+            "activation": "swiglu", "norm": "rmsnorm", "position": "learned",
+            "tied_embeddings": True, "bias": True, "dropout": True}
+
+
+def flagperf_rows():
+    """Megatron-Core runs (pretrain_llama3.sh): sequence 8192, global batch 512 (4M tokens),
+    micro-batch 1, --sequence-parallel (only with TP), --bf16, Transformer Engine layers,
+    --use-distributed-optimizer (ZeRO 1), --use-flash-attn; no recomputation (the script passes
+    no --recompute flag, though the README lists "recompute-activations"), no
+    --overlap-grad-reduce (off by default in core_v0.6.0: the gradient reduce-scatter and the
+    parameter all-gather are not overlapped), no TP communication overlap. FP8 rows add
+    training_adapter_H100_fp8.sh: --fp8-format hybrid with delayed scaling (amax history 1024).
+    The run script converts the logged "elapsed time per iteration" into tokens/s per GPU as
+    512 x 8192 / step / GPUs, which is inverted here. The A800 table is labelled "A100单机8卡"
+    (config_A100x1x8.py); the README's environment for it is a DGX A800 (NVIDIA_A800-SXM4-80GB,
+    InfiniBand 200Gb/s), which is what these rows use. The H100 runs' network: the llama3_70B
+    README's environment (InfiniBand 400Gb/s; the 8B README gives none). Memory: the table's
+    "mem" column, nvidia-smi's peak through FlagPerf's monitor (base/vendors/nvidia/
+    nvidia_monitor.py), whole GiB. Left out: the 55-node row (its global batch 1760 is not the
+    script's 512 its tokens/s formula assumes) and the masked other vendor's row."""
+    out = []
+    for (readme, gpu, net, size, pp, dp, tp, dt, tps, mem) in FLAGPERF_ROWS:
+        gpus = pp * dp * tp
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": 1,
+                "mbs": 1, "gbs": 512, "seq": 8192, "recompute": "none", "sp": tp > 1,
+                "zero": 1, "dtype": dt, "overlap": False, "overlap_tp": False,
+                "flash_attn": True}
+        base = {"source": "flagperf-nvidia", "model_name": "llama-3-" + size,
+                "model": flagperf_mcore_model(size), "plan": plan, "gpu": gpu, "gpus": gpus,
+                "gpus_per_node": 8, "network_bw": net}
+        where = (FLAGPERF % readme) + ": %s x%d, %s, PP%dDP%dTP%d" % (gpu, gpus, dt, pp, dp, tp)
+        if tps is None:
+            out.append(dict(base, cite=where + ", OOM", metric="oom", measured=1,
+                            how="recorded out of memory"))
+            continue
+        step = 512 * 8192 / (tps * gpus)
+        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = 512 x 8192 / "
+                                           "(tokens/s x GPUs) = %.3f s" % (tps, step),
+                        metric="step_s", measured=step,
+                        how="reported tokens/s per GPU converted to a step"))
+        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                        metric="device_bytes", measured=float(mem) * 2**30,
+                        how="nvidia-smi peak, GiB"))
+    return out + flagperf_mds_rows()
+
+
+def flagperf_mds_rows():
+    """Llama 2 7B under Megatron-DeepSpeed (training/benchmarks/llama2_7b/megatron-deepspeed/
+    megatron-deepspeed_main.sh and the nvidia config): sequence 4096, micro-batch 1, 32 (A800)
+    or 128 (A100) accumulation steps on 8 GPUs, ZeRO stage 1 in bf16 with bf16 gradient
+    accumulation (ds_config.json), --use-flash-attn-v2, SwiGLU, rotary positions, untied
+    embeddings, dropout 0. The script's command string carries a commented-out
+    "#--recompute-activations \" line inside its quotes; `eval $cmd` then reads everything from
+    that "#" on as a comment, so the run drops --normalization rmsnorm, --disable-bias-linear,
+    --num-key-value-heads and the DeepSpeed arguments after it (activation checkpointing,
+    --zero-stage): LayerNorm with biases, linear biases, no recomputation; the ds_config still
+    sets ZeRO 1. Environment: DGX A800 (InfiniBand 200Gb/s); the A100 row's environment line
+    says "DGX A100(40G)" while its memory column reads 63/80, so an 80 GB A100 (the run does
+    not fit in 40 GB). MFU in the README is 6 x 7e9 x tokens/s over 312 TFLOP/s."""
+    model = {"name": "llama2-7b-megatron-deepspeed", "layers": 32, "hidden": 4096,
+             "heads": 32, "ffn_hidden": 11008, "vocab": 32000, "seq_len": 4096,
+             "activation": "swiglu", "norm": "layernorm", "position": "rotary",
+             "tied_embeddings": False, "bias": True, "dropout": False}
+    out = []
+    for (gpu, gas, tps, mem) in (("a800-sxm4-80g", 32, 4047, 63), ("a100-sxm4-80g", 128, 3974, 63)):
+        gbs = 8 * gas
+        step = gbs * 4096 / (tps * 8)
+        plan = {"trainer": "deepspeed", "tp": 1, "pp": 1, "dp": 8, "cp": 1, "vp": 1, "mbs": 1,
+                "gbs": gbs, "seq": 4096, "recompute": "none", "sp": False, "zero": 1,
+                "dtype": "bf16", "overlap": False, "flash_attn": True, "attn_impl": "fa2"}
+        where = (FLAGPERF % "llama2_7b-megatron-deepspeed") + ": %s x8, DP8, GAS %d" % (gpu, gas)
+        base = {"source": "flagperf-nvidia", "model_name": "llama-2-7b", "model": model,
+                "plan": plan, "gpu": gpu, "gpus": 8, "gpus_per_node": 8,
+                "network_bw": "200Gb/s"}
+        out.append(dict(base, cite=where + ", %d tokens/s per GPU; step = %d x 4096 / "
+                                           "(tokens/s x 8) = %.3f s" % (tps, gbs, step),
+                        metric="step_s", measured=step,
+                        how="reported tokens/s per GPU converted to a step"))
+        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                        metric="device_bytes", measured=float(mem) * 2**30,
+                        how="nvidia-smi peak, GiB"))
+    return out
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
-            nemo_a100_rows(hf))
+            nemo_a100_rows(hf) + flagperf_rows())
