@@ -1938,7 +1938,7 @@ def flagperf_rows():
         out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
                         metric="device_bytes", measured=float(mem) * 2**30,
                         how="nvidia-smi peak, GiB"))
-    return out + flagperf_mds_rows()
+    return out + flagperf_mds_rows() + flagperf_ds_rows()
 
 
 def flagperf_mds_rows():
@@ -1971,6 +1971,74 @@ def flagperf_mds_rows():
                 "network_bw": "200Gb/s"}
         out.append(dict(base, cite=where + ", %d tokens/s per GPU; step = %d x 4096 / "
                                            "(tokens/s x 8) = %.3f s" % (tps, gbs, step),
+                        metric="step_s", measured=step,
+                        how="reported tokens/s per GPU converted to a step"))
+        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                        metric="device_bytes", measured=float(mem) * 2**30,
+                        how="nvidia-smi peak, GiB"))
+    return out
+
+
+# (README, model, GPU, GPUs, sequence, micro-batch, accumulation, attention, tokens/s per GPU,
+# nvidia-smi GiB, what the table's fix_hp column says)
+FLAGPERF_DS_ROWS = [
+    ("llama2_7b-deepspeed", "llama2-7b", "a800-sxm4-80g", 8, 4096, 1, 1, "fa2", 3564, 57, "/"),
+    ("llama2_7b-deepspeed", "llama2-7b", "a800-sxm4-80g", 8, 2048, 3, 1, "fa2", 3917, 70,
+     "MPE=2048 LBS=3"),
+    ("llama2_7b-deepspeed", "llama2-7b", "a800-sxm4-80g", 8, 2048, 3, 64, "fa2", 4062, 70,
+     "MPE=2048 LBS=3 GAS=64"),
+    ("llama2_7b-deepspeed", "llama2-7b", "h800-sxm", 8, 4096, 1, 1, "fa2", 7151, 59, "/"),
+    ("chatglm3_6b-deepspeed", "chatglm3-6b", "h100-sxm", 8, 4096, 1, 1, "fa2", 8429.22, 61,
+     "mpe=4096"),
+]
+# FlagPerf's copy of Llama 2 7B's config.json (training/benchmarks/llama2_7b/deepspeed/
+# llama2_7b_hf/config.json: max_position_embeddings raised to 4096, the rest as Meta's)
+FLAGPERF_LLAMA2 = {"architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+                   "hidden_size": 4096, "intermediate_size": 11008,
+                   "max_position_embeddings": 4096, "model_type": "llama",
+                   "num_attention_heads": 32, "num_hidden_layers": 32,
+                   "num_key_value_heads": 32, "rms_norm_eps": 1e-05, "rope_scaling": None,
+                   "tie_word_embeddings": False, "vocab_size": 32000}
+
+
+def flagperf_ds_rows():
+    """Hugging Face models under DeepSpeed 0.11 (training/benchmarks/{llama2_7b,chatglm3_6b}/
+    deepspeed: run_pretraining.py, ds_config.json and the nvidia config files):
+    the models as transformers builds them (eager elementwise kernels), bf16, no gradient
+    checkpointing (neither script enables it; ds_config's activation_checkpointing applies
+    only to models calling deepspeed.checkpointing), ZeRO 3 with overlap_comm,
+    reduce_bucket_size 1e7 ("dp_bucket") and one micro-batch per step unless the table's fix_hp
+    says otherwise; Llama 2 through transformers 4.34's FlashAttention-2 path
+    (config._flash_attn_2_enabled), ChatGLM3 through its modeling code's
+    torch.nn.functional.scaled_dot_product_attention (causal, PyTorch's FlashAttention-2
+    kernel). The throughput is DeepSpeed's RunningAvgSamplesPerSec x sequence / GPUs, inverted
+    here into a step of accumulation x micro-batch x sequence tokens per GPU. MFU in the README
+    is 6 x (7e9 or 6e9) x tokens/s over the dense peak.
+    Left out: Baichuan2 13B under ZeRO 1 on 2 x 8 H800 (2068 and 2710 tokens/s per GPU at 8
+    and 64 accumulation steps), on two settings the sources leave open and that each move the
+    prediction by a third or more. Its network: the README's "InfiniBand, 200Gb/s" read per
+    GPU (net.sh names eight HCAs) prices the 27.8 GB gradient all-reduce at 0.2 s exposed and
+    the steps at 3.7 and 28.2 s (-53%, -42%); read per node, 6.0 and 30.5 s (-24%, -37%). Its
+    attention: the model's own code (trust_remote_code) calls xformers' memory-efficient
+    kernel with the ALiBi bias when xformers is installed and otherwise an eager matmul-softmax
+    chain, and the image's packages are not listed."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tdata = os.path.join(here, "..", "tests", "data", "hf")
+    models = {"llama2-7b": FLAGPERF_LLAMA2,
+              "chatglm3-6b": json.load(open(os.path.join(tdata, "chatglm3-6b.json")))}
+    out = []
+    for (readme, name, gpu, gpus, seq, mbs, gas, attn, tps, mem, fix) in FLAGPERF_DS_ROWS:
+        plan = {"trainer": "deepspeed", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
+                "mbs": mbs, "gbs": mbs * gas * gpus, "seq": seq, "recompute": "none",
+                "sp": False, "zero": 3, "dtype": "bf16", "overlap": True, "flash_attn": True,
+                "attn_impl": attn, "dp_bucket": 1e7}
+        step = gas * mbs * seq / tps
+        where = (FLAGPERF % readme) + ": %s x%d, fix_hp %s" % (gpu, gpus, fix)
+        base = {"source": "flagperf-nvidia", "model_name": name, "model": models[name],
+                "plan": plan, "gpu": gpu, "gpus": gpus, "gpus_per_node": 8,
+                "network_bw": "200Gb/s"}
+        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x %d x %d / "
+                                           "tokens/s = %.4f s" % (tps, gas, mbs, seq, step),
                         metric="step_s", measured=step,
                         how="reported tokens/s per GPU converted to a step"))
         out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
