@@ -1899,7 +1899,7 @@ def flagperf_mcore_model(size):
             "tied_embeddings": True, "bias": True, "dropout": True}
 
 
-def flagperf_rows():
+def flagperf_rows(hf):
     """Megatron-Core runs (pretrain_llama3.sh): sequence 8192, global batch 512 (4M tokens),
     micro-batch 1, --sequence-parallel (only with TP), --bf16, Transformer Engine layers,
     --use-distributed-optimizer (ZeRO 1), --use-flash-attn; no recomputation (the script passes
@@ -1938,7 +1938,7 @@ def flagperf_rows():
         out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
                         metric="device_bytes", measured=float(mem) * 2**30,
                         how="nvidia-smi peak, GiB"))
-    return out + flagperf_mds_rows() + flagperf_ds_rows()
+    return out + flagperf_mds_rows() + flagperf_ds_rows() + flagperf_moe_rows(hf)
 
 
 def flagperf_mds_rows():
@@ -2047,10 +2047,41 @@ def flagperf_ds_rows():
     return out
 
 
+def flagperf_moe_rows(hf):
+    """Mixtral 8x7B under Megatron-Core core_v0.6.0 on 4 x 8 H100 (training/nvidia/
+    mixtral_8x7B-megatron, training/benchmarks/mixtral_8x7B/megatron/megatron_main.sh): the
+    README's PP2 DP2 EP1 TP8 at micro-batch 3, global batch 1200 of sequence 4096, bf16,
+    --sequence-parallel, --recompute-activations (selective), Transformer Engine with
+    --use-flash-attn, grouped GEMM, the distributed optimizer without --overlap-grad-reduce,
+    Mistral's 32,000-token vocabulary, rotary positions, untied output layer, no linear biases,
+    and Megatron's default dropout 0.1 (the script sets none). The script's
+    --expert-model-parallel-size 8 cannot run at data-parallel size 2 (Megatron-Core requires EP
+    to divide it), so the row takes the table's EP 1: every rank holds all eight experts, split
+    by TP (Megatron-Core splits experts over the TP group; --expert-tensor-parallel-size, later
+    its own setting, defaults to the TP size). InfiniBand 400Gb/s (the README's environment). The run script turns the logged
+    iteration time into 1200 x 4096 / step / GPUs tokens/s per GPU; MFU in the README is
+    6 x 12.7e9 x tokens/s over 989 TFLOP/s."""
+    m = dict(hf("mixtral-8x7b"))
+    m["attention_dropout"] = 0.1
+    tps, mem, gpus = 2844.0, 75, 32
+    step = 1200 * 4096 / (tps * gpus)
+    plan = {"trainer": "megatron", "tp": 8, "pp": 2, "dp": 2, "cp": 1, "ep": 1, "etp": 8,
+            "vp": 1, "mbs": 3, "gbs": 1200, "seq": 4096, "recompute": "selective", "sp": True,
+            "zero": 1, "dtype": "bf16", "overlap": False, "overlap_tp": False, "flash_attn": True}
+    where = (FLAGPERF % "mixtral_8x7B-megatron") + ": h100-sxm x32, bf16, PP2DP2EP1TP8, LBS 3"
+    base = {"source": "flagperf-nvidia", "model_name": "mixtral-8x7b", "model": m, "plan": plan,
+            "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s"}
+    return [dict(base, cite=where + ", %g tokens/s per GPU; step = 1200 x 4096 / (tokens/s x "
+                                    "GPUs) = %.3f s" % (tps, step),
+                 metric="step_s", measured=step, how="reported tokens/s per GPU converted to a step"),
+            dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                 metric="device_bytes", measured=float(mem) * 2**30, how="nvidia-smi peak, GiB")]
+
+
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
-            nemo_a100_rows(hf) + flagperf_rows())
+            nemo_a100_rows(hf) + flagperf_rows(hf))
