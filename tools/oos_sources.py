@@ -1938,7 +1938,8 @@ def flagperf_rows(hf):
         out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
                         metric="device_bytes", measured=float(mem) * 2**30,
                         how="nvidia-smi peak, GiB"))
-    return out + flagperf_mds_rows() + flagperf_ds_rows() + flagperf_moe_rows(hf)
+    return (out + flagperf_mds_rows() + flagperf_ds_rows() + flagperf_moe_rows(hf) +
+            flagperf_flagscale_rows(hf))
 
 
 def flagperf_mds_rows():
@@ -2076,6 +2077,42 @@ def flagperf_moe_rows(hf):
                  metric="step_s", measured=step, how="reported tokens/s per GPU converted to a step"),
             dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
                  metric="device_bytes", measured=float(mem) * 2**30, how="nvidia-smi peak, GiB")]
+
+
+def flagperf_flagscale_rows(hf):
+    """Llama 2 70B under FlagScale (BAAI's Megatron-LM fork at 26cd664, pretrain_llama.py) on
+    4 x 8 H800 (training/nvidia/llama2_70B-megatron, training/benchmarks/llama2_70B/megatron/
+    megatron_main.sh): sequence 4096, micro-batch 1, --sequence-parallel, the distributed
+    optimizer without overlapped reduction, --use-flash-attn, no linear biases, GQA with 8
+    groups, SwiGLU, RMSNorm, rotary positions, untied output layer, dropout 0, no
+    recomputation (config: recompute False), bf16 ("amp"); 44 accumulation steps by default
+    (global batch 44 at DP 1), 1024 in the table's GAS row. The README's "InfiniBand, 200Gb/s"
+    is taken per GPU (the nodes' eight HCAs); per node it would add the pipeline sends between
+    the nodes, about 2% of these steps. The run script turns the logged iteration time into
+    global batch x 4096 / step / GPUs tokens/s per GPU. Left out: the table's fp32 row (TF32
+    GEMMs under its own 495 TFLOP/s peak)."""
+    m = hf("llama-2-70b")
+    out = []
+    for (tp, pp, gas, tps, mem) in ((8, 4, 44, 641.93, 62), (4, 8, 44, 791.37, 74),
+                                    (4, 8, 1024, 908.29, 74)):
+        gpus, gbs = 32, gas
+        step = gbs * 4096 / (tps * gpus)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": 1, "cp": 1, "vp": 1, "mbs": 1,
+                "gbs": gbs, "seq": 4096, "recompute": "none", "sp": True, "zero": 1,
+                "dtype": "bf16", "overlap": False, "overlap_tp": False, "flash_attn": True}
+        where = ((FLAGPERF % "llama2_70B-megatron") +
+                 ": h800-sxm x32, amp, TP%dPP%dDP1, GAS %d" % (tp, pp, gas))
+        base = {"source": "flagperf-nvidia", "model_name": "llama-2-70b", "model": m,
+                "plan": plan, "gpu": "h800-sxm", "gpus": gpus, "gpus_per_node": 8,
+                "network_bw": "200Gb/s"}
+        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x 4096 / "
+                                           "(tokens/s x 32) = %.3f s" % (tps, gbs, step),
+                        metric="step_s", measured=step,
+                        how="reported tokens/s per GPU converted to a step"))
+        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                        metric="device_bytes", measured=float(mem) * 2**30,
+                        how="nvidia-smi peak, GiB"))
+    return out
 
 
 def all_rows(hf):
