@@ -98,8 +98,11 @@ Sources:
                          benchmarks/*): Llama 3 8B under Megatron-Core v0.6 on one 8 x A800 node
                          (seven parallel layouts and an out-of-memory record) and on 8-16 H100
                          (BF16 and FP8), Llama 3 70B on 64 H100, Llama 2 7B under
-                         Megatron-DeepSpeed on 8 A800 / A100; tokens/s per GPU and nvidia-smi
-                         memory (18 rows)
+                         Megatron-DeepSpeed on 8 A800 / A100, Hugging Face Llama 2 7B and
+                         ChatGLM3 6B under DeepSpeed ZeRO-3 on 8 A800 / H800 / H100, Mixtral 8x7B
+                         under Megatron-Core on 32 H100, Llama 2 70B and Aquila2 7B under
+                         FlagScale on 32 H800 and 8 A800; tokens/s per GPU and nvidia-smi memory
+                         (27 step rows, 27 readings, 1 out-of-memory record)
 """
 
 import json
@@ -1939,7 +1942,7 @@ def flagperf_rows(hf):
                         metric="device_bytes", measured=float(mem) * 2**30,
                         how="nvidia-smi peak, GiB"))
     return (out + flagperf_mds_rows() + flagperf_ds_rows() + flagperf_moe_rows(hf) +
-            flagperf_flagscale_rows(hf))
+            flagperf_flagscale_rows(hf) + flagperf_aquila_rows())
 
 
 def flagperf_mds_rows():
@@ -2107,6 +2110,43 @@ def flagperf_flagscale_rows(hf):
                 "network_bw": "200Gb/s"}
         out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x 4096 / "
                                            "(tokens/s x 32) = %.3f s" % (tps, gbs, step),
+                        metric="step_s", measured=step,
+                        how="reported tokens/s per GPU converted to a step"))
+        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                        metric="device_bytes", measured=float(mem) * 2**30,
+                        how="nvidia-smi peak, GiB"))
+    return out
+
+
+def flagperf_aquila_rows():
+    """Aquila2 7B under FlagScale (@ed55532, pretrain_aquila.py) on one 8 x A800 node
+    (training/nvidia/aquila2_7b-flagscale, training/benchmarks/aquila2_7b/flagscale/
+    flagscale_main.sh): 32 layers, hidden 4096, 32 heads, SwiGLU at --multiple-of 256 (11008),
+    RMSNorm, rotary positions, untied output layer, no linear biases, dropout 0, vocabulary
+    100,008; sequence 2048, bf16, the distributed optimizer without overlapped reduction,
+    --use-flash-attn, no sequence parallelism (not passed), no recomputation; 9 accumulation
+    steps of the table's LBS per data-parallel rank (run_pretraining.py: global batch = LBS x 8
+    x 9 / (TP x PP)). tokens/s per GPU = global batch x 2048 / step / 8."""
+    model = {"name": "aquila2-7b", "layers": 32, "hidden": 4096, "heads": 32,
+             "ffn_hidden": 11008, "vocab": 100008, "seq_len": 2048, "activation": "swiglu",
+             "norm": "rmsnorm", "position": "rotary", "tied_embeddings": False, "bias": False,
+             "dropout": False}
+    out = []
+    for (tp, pp, dp, lbs, tps, mem) in ((1, 1, 8, 1, 3936.8, 74), (8, 1, 1, 8, 2866.3, 55),
+                                        (1, 8, 1, 4, 2093.5, 57), (2, 2, 2, 4, 3468.3, 52)):
+        gbs = lbs * 8 * 9 // (tp * pp)
+        step = gbs * 2048 / (tps * 8)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": 1,
+                "mbs": lbs, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": False,
+                "zero": 1, "dtype": "bf16", "overlap": False, "overlap_tp": False,
+                "flash_attn": True}
+        where = ((FLAGPERF % "aquila2_7b-flagscale") +
+                 ": a800-sxm4-80g x8, TP%dPP%dDP%d, LBS %d" % (tp, pp, dp, lbs))
+        base = {"source": "flagperf-nvidia", "model_name": "aquila2-7b", "model": model,
+                "plan": plan, "gpu": "a800-sxm4-80g", "gpus": 8, "gpus_per_node": 8,
+                "network_bw": "200Gb/s"}
+        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x 2048 / "
+                                           "(tokens/s x 8) = %.3f s" % (tps, gbs, step),
                         metric="step_s", measured=step,
                         how="reported tokens/s per GPU converted to a step"))
         out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
