@@ -43,6 +43,8 @@ Sources:
   nvidia-dgxc-grok1      the same repository's grok1/README_314b.md (v24.11.1): Grok-1 314B, a
                          mixture of 8 experts, and its 2-32-layer proxies under NeMo on 8-2048
                          DGX H100, BF16 and FP8
+  nemo-longseq-b200      the same page @a2c4cc8 (2025-05-08): Llama 3 8B in FP8 on DGX-B200
+                         under NeMo 25.04, sequences 8K-1M, CP 1-16, 2-256 GPUs (8 rows)
   nemo-perf-h100         NVIDIA/NeMo docs/source/performance/performance_summary.md @8e3d65d
                          (NeMo 24.07, DGX-H100, FP8): GPT-3 5B and 20B, Llama 2 13B, Nemotron
                          8B-340B pre-training, 16-128 GPUs, tokens/s per GPU (the table's other
@@ -1177,6 +1179,53 @@ def nemo_long_rows(hf):
     return out
 
 
+NEMO_LONG_B200 = ("NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @a2c4cc8 "
+                  "(2025-05-08) 'LLAMA3-8B (FP8) - B200', container NeMo 25.04.rc2, DGX-B200: "
+                  "%dK tokens, '%d' GPUs, batch %d, TP %d PP %d DP %d CP %d, %s TFLOPS/GPU "
+                  "(with CP)")
+# (sequence in K tokens, the table's GPU count, batch, tp, pp, dp, cp, reported TFLOPS per GPU
+# with CP)
+NEMO_LONG_B200_ROWS = [(8, 8, 512, 1, 1, 2, 1, 1671), (16, 16, 256, 1, 1, 4, 1, 1717),
+                       (32, 32, 128, 1, 1, 4, 2, 1624), (64, 64, 64, 1, 1, 4, 4, 1600),
+                       (128, 128, 32, 2, 1, 4, 4, 1588), (256, 256, 16, 4, 1, 4, 4, 1590),
+                       (512, 512, 8, 4, 1, 4, 8, 1619), (1024, 1024, 4, 4, 1, 4, 16, 1608)]
+
+
+def nemo_long_b200_rows(hf):
+    """The same page a release later: Llama 3 8B in FP8 on DGX-B200 under NeMo 25.04, sequences
+    8K to 1M with context parallelism, the batch of each row as the table states it (4M
+    tokens). Its "# of GPUs" column repeats the sequence length in K, as the H100 table's does,
+    and is four times TP x PP x DP x CP on every row (8K: TP 1 PP 1 DP 2 CP 1 under "8"); the
+    rows take the degrees, GPUs = TP PP DP CP: only that reading divides the batch among the
+    data-parallel ranks at 512K and 1M (8 and 4 sequences), and read the other way each GPU
+    would do the same work per micro-batch with the step scaled alike. Assumed and
+    labelled, as for the H100 rows: one sequence per micro-batch, no recomputation, NeMo 2.0's
+    Megatron-Core distributed optimizer with overlapped data-parallel communication and fp32
+    master weights, sequence parallelism with TP, Transformer Engine's cuDNN attention, FP8 with
+    the trainer's default (delayed) scaling; the step is the batch's model FLOPs
+    (llama_flops_per_token) over the reported rate and the GPUs."""
+    out = []
+    for (k, listed, gbs, tp, pp, dp, cp, tf) in NEMO_LONG_B200_ROWS:
+        s = k * 1024
+        m = dict(hf("llama-3-8b"))
+        m["max_position_embeddings"] = s
+        gpus = tp * pp * dp * cp
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": 1,
+                "mbs": 1, "gbs": gbs, "seq": s, "recompute": "none", "sp": tp > 1,
+                "zero": 1, "dtype": "fp8", "overlap": True, "flash_attn": True,
+                "attn_impl": "cudnn"}
+        step = gbs * s * llama_flops_per_token(m, s) / (tf * 1e12 * gpus)
+        cite = (NEMO_LONG_B200 % (k, listed, gbs, tp, pp, dp, cp, tf) +
+                "; %d GPUs = TP PP DP CP (the GPU column reads four times that); step = %d "
+                "sequences x %d tokens x NeMo's model FLOPs per token / (TFLOPS x GPUs) "
+                "(micro-batch 1, no recomputation, distributed optimizer overlap: assumed)"
+                % (gpus, gbs, s))
+        out.append(dgx_row("nemo-longseq-b200", cite, "llama-3-8b", m, plan, gpus, step,
+                           "reported model TFLOP/s per GPU converted with NeMo's FLOPs formula",
+                           gpu="b200", network_bw="400Gb/s"))
+    return out
+
+
 TOKENS_HOW = "reported tokens/s per GPU converted to a step"
 
 
@@ -2158,7 +2207,7 @@ def flagperf_aquila_rows():
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
             torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
-            nemo_long_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
+            nemo_long_rows(hf) + nemo_long_b200_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
             nemo_a100_rows(hf) + flagperf_rows(hf))
