@@ -39,7 +39,8 @@ Sources:
                          Performance": Llama 3.1 8B, 70B and 405B (with its smaller proxy
                          configurations) under NeMo 24.09 / 24.12 (Megatron-Core) on 8-2304
                          DGX H100 GPUs, BF16 and FP8, the last training step's time; and the
-                         same repository's Nemotron-4 15B and 340B recipes (v24.11.1)
+                         same repository's Nemotron-4 15B and 340B and NeMo Megatron GPT-3 175B
+                         recipes (v24.11.1)
   nvidia-dgxc-grok1      the same repository's grok1/README_314b.md (v24.11.1): Grok-1 314B, a
                          mixture of 8 experts, and its 2-32-layer proxies under NeMo on 8-2048
                          DGX H100, BF16 and FP8
@@ -1056,6 +1057,45 @@ def nemotron_rows():
                     % (dt.upper(), gpus, tp, pp, vp, mbs, gbs, step))
             out.append(dgx_row("nvidia-dgxc-h100", cite, "nemotron-4-" + size, m, plan, gpus,
                                 step))
+    return out
+
+
+DGXC_GPT3 = ("NVIDIA/dgxc-benchmarking nemo_megatron/README_175b.md @35a9aec (v24.11.1) 'Expected "
+             "Performance', configuration nemo_megatron/gpt3_175b_hydra.yaml and launch.sh "
+             "@35a9aec")
+# GPUs: (BF16, FP8) training step time, seconds (NeMo Megatron 24.11, TP 4 PP 8 VP 12, MBS 1)
+DGXC_GPT3_ROWS = [(128, 8.91, 5.92), (256, 8.95, 5.96), (512, 9.09, 6.44), (1024, 9.01, 6.72),
+                  (2048, 9.02, 6.24)]
+
+
+def dgxc_gpt3_rows():
+    """GPT-3 175B in the same repository's NeMo Megatron recipe (v24.11.1): the yaml's model
+    (96 layers, hidden 12288, 96 heads, 4h MLP, GPT-2's BPE vocabulary padded to a multiple of
+    128 x TP, learned positions, tied embeddings, biases, hidden and attention dropout 0.1,
+    sequence 2048) and plan: TP 4 PP 8 VP 12, micro-batch 1, global batch 2 x GPUs (the
+    README's columns), sequence parallelism with TP communication overlap
+    (ub_tp_comm_overlap), overlapped P2P, Apex's distributed_fused_adam with overlapped
+    gradient and parameter synchronisation in bf16 (grad_sync_dtype), no recomputation,
+    flash-attn (launch.sh NVTE_FUSED_ATTN=0); FP8 rows with FP8 weights (fp8_params) and the
+    hybrid delayed recipe, BF16 rows with the optimizer's 2-byte parameter remainders (NeMo's
+    store_param_remainders for an fp32 optimizer over bf16 weights, nemo_long_rows)."""
+    out = []
+    m = dict(mlperf_gpt3_model(4))
+    m["dropout"] = True
+    for (gpus, bf16, fp8) in DGXC_GPT3_ROWS:
+        dp, gbs = gpus // 32, 2 * gpus
+        for dt, step in (("bf16", bf16), ("fp8", fp8)):
+            plan = {"trainer": "megatron", "tp": 4, "pp": 8, "dp": dp, "cp": 1, "vp": 12,
+                    "mbs": 1, "gbs": gbs, "seq": 2048, "recompute": "none", "sp": True,
+                    "zero": 1, "dtype": dt, "overlap": True, "overlap_tp": True,
+                    "flash_attn": True, "attn_impl": "fa2", "grad_reduce": "bf16"}
+            if dt == "fp8":
+                plan["fp8_params"] = True
+            else:
+                plan["param_remainders"] = True
+            cite = (DGXC_GPT3 + ": %s, %d x H100, TP 4 PP 8 VP 12 MBS 1 GBS %d, %.2f s per "
+                    "step" % (dt.upper(), gpus, gbs, step))
+            out.append(dgx_row("nvidia-dgxc-h100", cite, "gpt3-175b", m, plan, gpus, step))
     return out
 
 
@@ -2206,7 +2246,7 @@ def flagperf_aquila_rows():
 
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
-            torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + grok_rows() +
+            torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + dgxc_gpt3_rows() + grok_rows() +
             nemo_long_rows(hf) + nemo_long_b200_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
