@@ -2151,9 +2151,9 @@ def flagperf_moe_rows(hf):
     --expert-model-parallel-size 8 cannot run at data-parallel size 2 (Megatron-Core requires EP
     to divide it), so the row takes the table's EP 1: every rank holds all eight experts, split
     by TP (Megatron-Core splits experts over the TP group; --expert-tensor-parallel-size, later
-    its own setting, defaults to the TP size). InfiniBand 400Gb/s (the README's environment). The run script turns the logged
-    iteration time into 1200 x 4096 / step / GPUs tokens/s per GPU; MFU in the README is
-    6 x 12.7e9 x tokens/s over 989 TFLOP/s."""
+    its own setting, defaults to the TP size). InfiniBand 400Gb/s (the README's environment).
+    The run script turns the logged iteration time into 1200 x 4096 / step / GPUs tokens/s per
+    GPU; MFU in the README is 6 x 12.7e9 x tokens/s over 989 TFLOP/s."""
     m = dict(hf("mixtral-8x7b"))
     m["attention_dropout"] = 0.1
     tps, mem, gpus = 2844.0, 75, 32
@@ -2166,7 +2166,7 @@ def flagperf_moe_rows(hf):
             "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s"}
     return [dict(base, cite=where + ", %g tokens/s per GPU; step = 1200 x 4096 / (tokens/s x "
                                     "GPUs) = %.3f s" % (tps, step),
-                 metric="step_s", measured=step, how="reported tokens/s per GPU converted to a step"),
+                 metric="step_s", measured=step, how=TOKENS_HOW),
             dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
                  metric="device_bytes", measured=float(mem) * 2**30, how="nvidia-smi peak, GiB")]
 
@@ -2246,8 +2246,10 @@ def flagperf_aquila_rows():
 
 def all_rows(hf):
     return (foundry_rows() + flashattn_rows() + torchtitan_rows(hf) + torchtitan_a100_rows(hf) +
-            torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() + dgxc_rows(hf) + nemotron_rows() + dgxc_gpt3_rows() + grok_rows() +
-            nemo_long_rows(hf) + nemo_long_b200_rows(hf) + nemo_perf_rows(hf) + mbridge_rows(hf) + internlm_rows() +
+            torchtitan_h200_rows(hf) + megatron_rows() + bloom_rows() + mtnlg_rows() +
+            dgxc_rows(hf) + nemotron_rows() + dgxc_gpt3_rows() + grok_rows() +
+            nemo_long_rows(hf) + nemo_long_b200_rows(hf) + nemo_perf_rows(hf) +
+            mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
             nemo_a100_rows(hf) + flagperf_rows(hf))
