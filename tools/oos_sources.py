@@ -1976,6 +1976,21 @@ FLAGPERF_ROWS = [
 FLAGPERF_SHAPE = {"8b": (32, 4096, 14336, 32), "70b": (80, 8192, 28672, 64)}
 
 
+def flagperf_base(name, model, plan, gpu, gpus, network_bw):
+    """What every FlagPerf row of one run shares (8 GPUs a node)."""
+    return {"source": "flagperf-nvidia", "model_name": name, "model": model, "plan": plan,
+            "gpu": gpu, "gpus": gpus, "gpus_per_node": 8, "network_bw": network_bw}
+
+
+def flagperf_pair(base, where, step_cite, step, mem):
+    """A FlagPerf run's two rows: its step (the reported tokens/s per GPU inverted, as step_cite
+    says) and the table's "mem" column, nvidia-smi's peak in whole GiB through FlagPerf's
+    monitor (base/vendors/nvidia/nvidia_monitor.py)."""
+    return [dict(base, cite=where + step_cite, metric="step_s", measured=step, how=TOKENS_HOW),
+            dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
+                 metric="device_bytes", measured=float(mem) * 2**30, how="nvidia-smi peak, GiB")]
+
+
 def flagperf_mcore_model(size):
     """Llama 3 as training/benchmarks/llama3_{8B,70B}/megatron/pretrain_llama3.sh passes it to
     pretrain_gpt.py of Megatron-LM core_v0.6.0: the layers, widths, 8 query groups, SwiGLU and
@@ -2014,22 +2029,15 @@ def flagperf_rows(hf):
                 "mbs": 1, "gbs": 512, "seq": 8192, "recompute": "none", "sp": tp > 1,
                 "zero": 1, "dtype": dt, "overlap": False, "overlap_tp": False,
                 "flash_attn": True}
-        base = {"source": "flagperf-nvidia", "model_name": "llama-3-" + size,
-                "model": flagperf_mcore_model(size), "plan": plan, "gpu": gpu, "gpus": gpus,
-                "gpus_per_node": 8, "network_bw": net}
+        base = flagperf_base("llama-3-" + size, flagperf_mcore_model(size), plan, gpu, gpus, net)
         where = (FLAGPERF % readme) + ": %s x%d, %s, PP%dDP%dTP%d" % (gpu, gpus, dt, pp, dp, tp)
         if tps is None:
             out.append(dict(base, cite=where + ", OOM", metric="oom", measured=1,
                             how="recorded out of memory"))
             continue
         step = 512 * 8192 / (tps * gpus)
-        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = 512 x 8192 / "
-                                           "(tokens/s x GPUs) = %.3f s" % (tps, step),
-                        metric="step_s", measured=step,
-                        how="reported tokens/s per GPU converted to a step"))
-        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                        metric="device_bytes", measured=float(mem) * 2**30,
-                        how="nvidia-smi peak, GiB"))
+        out += flagperf_pair(base, where, ", %g tokens/s per GPU; step = 512 x 8192 / (tokens/s "
+                                          "x GPUs) = %.3f s" % (tps, step), step, mem)
     return (out + flagperf_mds_rows() + flagperf_ds_rows() + flagperf_moe_rows(hf) +
             flagperf_flagscale_rows(hf) + flagperf_aquila_rows())
 
@@ -2059,16 +2067,9 @@ def flagperf_mds_rows():
                 "gbs": gbs, "seq": 4096, "recompute": "none", "sp": False, "zero": 1,
                 "dtype": "bf16", "overlap": False, "flash_attn": True, "attn_impl": "fa2"}
         where = (FLAGPERF % "llama2_7b-megatron-deepspeed") + ": %s x8, DP8, GAS %d" % (gpu, gas)
-        base = {"source": "flagperf-nvidia", "model_name": "llama-2-7b", "model": model,
-                "plan": plan, "gpu": gpu, "gpus": 8, "gpus_per_node": 8,
-                "network_bw": "200Gb/s"}
-        out.append(dict(base, cite=where + ", %d tokens/s per GPU; step = %d x 4096 / "
-                                           "(tokens/s x 8) = %.3f s" % (tps, gbs, step),
-                        metric="step_s", measured=step,
-                        how="reported tokens/s per GPU converted to a step"))
-        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                        metric="device_bytes", measured=float(mem) * 2**30,
-                        how="nvidia-smi peak, GiB"))
+        base = flagperf_base("llama-2-7b", model, plan, gpu, 8, "200Gb/s")
+        out += flagperf_pair(base, where, ", %d tokens/s per GPU; step = %d x 4096 / (tokens/s "
+                                          "x 8) = %.3f s" % (tps, gbs, step), step, mem)
     return out
 
 
@@ -2127,16 +2128,10 @@ def flagperf_ds_rows():
                 "attn_impl": attn, "dp_bucket": 1e7}
         step = gas * mbs * seq / tps
         where = (FLAGPERF % readme) + ": %s x%d, fix_hp %s" % (gpu, gpus, fix)
-        base = {"source": "flagperf-nvidia", "model_name": name, "model": models[name],
-                "plan": plan, "gpu": gpu, "gpus": gpus, "gpus_per_node": 8,
-                "network_bw": "200Gb/s"}
-        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x %d x %d / "
-                                           "tokens/s = %.4f s" % (tps, gas, mbs, seq, step),
-                        metric="step_s", measured=step,
-                        how="reported tokens/s per GPU converted to a step"))
-        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                        metric="device_bytes", measured=float(mem) * 2**30,
-                        how="nvidia-smi peak, GiB"))
+        base = flagperf_base(name, models[name], plan, gpu, gpus, "200Gb/s")
+        out += flagperf_pair(base, where, ", %g tokens/s per GPU; step = %d x %d x %d / "
+                                          "tokens/s = %.4f s" % (tps, gas, mbs, seq, step),
+                             step, mem)
     return out
 
 
@@ -2162,13 +2157,9 @@ def flagperf_moe_rows(hf):
             "vp": 1, "mbs": 3, "gbs": 1200, "seq": 4096, "recompute": "selective", "sp": True,
             "zero": 1, "dtype": "bf16", "overlap": False, "overlap_tp": False, "flash_attn": True}
     where = (FLAGPERF % "mixtral_8x7B-megatron") + ": h100-sxm x32, bf16, PP2DP2EP1TP8, LBS 3"
-    base = {"source": "flagperf-nvidia", "model_name": "mixtral-8x7b", "model": m, "plan": plan,
-            "gpu": "h100-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s"}
-    return [dict(base, cite=where + ", %g tokens/s per GPU; step = 1200 x 4096 / (tokens/s x "
-                                    "GPUs) = %.3f s" % (tps, step),
-                 metric="step_s", measured=step, how=TOKENS_HOW),
-            dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                 metric="device_bytes", measured=float(mem) * 2**30, how="nvidia-smi peak, GiB")]
+    base = flagperf_base("mixtral-8x7b", m, plan, "h100-sxm", gpus, "400Gb/s")
+    return flagperf_pair(base, where, ", %g tokens/s per GPU; step = 1200 x 4096 / (tokens/s x "
+                                      "GPUs) = %.3f s" % (tps, step), step, mem)
 
 
 def flagperf_flagscale_rows(hf):
@@ -2194,16 +2185,9 @@ def flagperf_flagscale_rows(hf):
                 "dtype": "bf16", "overlap": False, "overlap_tp": False, "flash_attn": True}
         where = ((FLAGPERF % "llama2_70B-megatron") +
                  ": h800-sxm x32, amp, TP%dPP%dDP1, GAS %d" % (tp, pp, gas))
-        base = {"source": "flagperf-nvidia", "model_name": "llama-2-70b", "model": m,
-                "plan": plan, "gpu": "h800-sxm", "gpus": gpus, "gpus_per_node": 8,
-                "network_bw": "200Gb/s"}
-        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x 4096 / "
-                                           "(tokens/s x 32) = %.3f s" % (tps, gbs, step),
-                        metric="step_s", measured=step,
-                        how="reported tokens/s per GPU converted to a step"))
-        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                        metric="device_bytes", measured=float(mem) * 2**30,
-                        how="nvidia-smi peak, GiB"))
+        base = flagperf_base("llama-2-70b", m, plan, "h800-sxm", gpus, "200Gb/s")
+        out += flagperf_pair(base, where, ", %g tokens/s per GPU; step = %d x 4096 / (tokens/s "
+                                          "x 32) = %.3f s" % (tps, gbs, step), step, mem)
     return out
 
 
@@ -2231,16 +2215,9 @@ def flagperf_aquila_rows():
                 "flash_attn": True}
         where = ((FLAGPERF % "aquila2_7b-flagscale") +
                  ": a800-sxm4-80g x8, TP%dPP%dDP%d, LBS %d" % (tp, pp, dp, lbs))
-        base = {"source": "flagperf-nvidia", "model_name": "aquila2-7b", "model": model,
-                "plan": plan, "gpu": "a800-sxm4-80g", "gpus": 8, "gpus_per_node": 8,
-                "network_bw": "200Gb/s"}
-        out.append(dict(base, cite=where + ", %g tokens/s per GPU; step = %d x 2048 / "
-                                           "(tokens/s x 8) = %.3f s" % (tps, gbs, step),
-                        metric="step_s", measured=step,
-                        how="reported tokens/s per GPU converted to a step"))
-        out.append(dict(base, cite=where + ", mem %d/80 (nvidia-smi peak, GiB)" % mem,
-                        metric="device_bytes", measured=float(mem) * 2**30,
-                        how="nvidia-smi peak, GiB"))
+        base = flagperf_base("aquila2-7b", model, plan, "a800-sxm4-80g", 8, "200Gb/s")
+        out += flagperf_pair(base, where, ", %g tokens/s per GPU; step = %d x 2048 / (tokens/s "
+                                          "x 8) = %.3f s" % (tps, gbs, step), step, mem)
     return out
 
 
