@@ -33,6 +33,9 @@
  *     GEMM's input (QKV, MLP and fc2 inputs, routed expert inputs) is kept as its 1-byte FP8
  *     cast; the attention output is kept twice, 16-bit by the fused kernel and FP8 as the
  *     output projection's input. Norm inputs and the activation's input stay 16-bit.
+ *   - eager composites (ap_plan_eager_elementwise: Hugging Face modeling code under DeepSpeed,
+ *     FSDP and Colossal-AI, Megatron-DeepSpeed's Llama path, torchtitan without torch.compile):
+ *     the tensors autograd keeps beyond the fused kernels' (eager_layer_bytes).
  * Recompute: selective = Megatron's core-attention recompute (drops the score terms, and the
  * flash log-sum-exp); full = only the layer input, 2sbh (/t with sp). A trainer whose
  * "selective" is per-op checkpointing (torchtitan's "op" policy, sac_layer_bytes) keeps the
@@ -96,6 +99,40 @@ int ap_mem_op_sac(const ap_model *m, const ap_plan *p, int64_t layer) {
     ap_model_layer(m, layer, &li);
     return ap_trainer_get(p->trainer)->selective_op_sac && p->flash_attn && !li.is_moe &&
            m->mla.kv_lora_rank == 0 && !m->parallel_attn;
+}
+
+/* What eager composites keep for their backward beyond the fused kernels counted below, per
+ * layer, worked from the autograd saves of each op (PyTorch tools/autograd/derivatives.yaml:
+ * pow keeps its input, a product keeps each operand the other's gradient needs, silu its
+ * input, a dtype cast nothing):
+ * - Hugging Face LlamaRMSNorm.forward (models/llama/modeling_llama.py, copied by the other
+ *   decoders; Megatron-DeepSpeed's megatron/model/rmsnorm.py and aten's composite rms_norm
+ *   alike): x.to(fp32), pow(2), mean, rsqrt, the product, .to(bf16), weight *. It keeps the
+ *   fp32 upcast (pow's and the product's input, 4 bytes per element) and the 16-bit
+ *   normalised tensor (the weight product's input, 2) where a fused norm keeps its 16-bit
+ *   input (2): 4 bytes more per element of each RMSNorm, outside the tp region. Its output,
+ *   the next GEMM's input, is counted below either way; LayerNorm (F.layer_norm, one kernel)
+ *   keeps only its input.
+ * - act_fn(gate) * up (LlamaMLP; GeGLU alike): silu keeps its input, the gate output; the
+ *   product keeps the activation's output and the up output; the down projection keeps the
+ *   product. Megatron's fused bias_swiglu keeps the 2f input alone, so one f-wide 16-bit
+ *   tensor more per token, of every dense, shared and routed expert MLP. gpt-oss's clamped
+ *   GLU (models/gpt_oss/modeling_gpt_oss.py GptOssExperts: clamp, gate * sigmoid(alpha gate),
+ *   (up + 1) * glu) keeps four more: the clamped gate, the sigmoid, up + 1 and the glu.
+ * - rotary: q * cos + rotate_half(q) * sin keeps only cos and sin (no gradient), so nothing.
+ * Per-head q/k norms (Qwen3, OLMo-2) are left out. */
+static double eager_layer_bytes(const ap_model *m, const ap_plan *p, const ap_layer_info *li,
+                                double sbh_out, double tokens_tp, double routed) {
+    double bytes = 0;
+    if (m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(p)) bytes += 4.0 * (double)m->norms_per_layer * sbh_out;
+    if (m->act != AP_ACT_SWIGLU) return bytes;
+    const double per_f = 2.0 * (m->gate_act == AP_GATE_SWIGLU_OAI ? 4.0 : 1.0);
+    if (!li->is_moe) return bytes + per_f * tokens_tp * (double)m->ffn_hidden;
+    const ap_moe *mo = &m->moe;
+    bytes += per_f * routed * (double)mo->ffn_hidden / p->etp;
+    if (mo->shared_experts > 0 && mo->shared_ffn_hidden > 0)
+        bytes += per_f * tokens_tp * (double)mo->shared_ffn_hidden;
+    return bytes;
 }
 
 double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_t layer,
@@ -166,11 +203,13 @@ double ap_mem_layer_activation_bytes(const ap_model *m, const ap_plan *p, int64_
     /* bytes per token per ffn unit: the activation's 16-bit input (2f wide for SwiGLU) and the
      * fc2 input (FP8 in fp8 GEMMs that save their casts) */
     double act_per_f = ((m->act == AP_ACT_SWIGLU) ? 4.0 : 2.0) + gin;
+    double routed = li.is_moe ? ap_cost_moe_routed(m, p, s * b) : 0; /* token copies here */
+    if (ap_plan_eager_elementwise(p))
+        bytes += eager_layer_bytes(m, p, &li, sbh_out, s * b / t, routed);
     if (li.is_moe) {
         const ap_moe *mo = &m->moe;
         double E = (double)mo->experts;
         double tokens = s * b / out_t; /* tokens this rank routes */
-        double routed = ap_cost_moe_routed(m, p, s * b); /* token copies processed here */
         bytes += 8.0 * tokens * E;                         /* fp32 router logits + probabilities */
         bytes += 4.0 * tokens * (double)mo->top_k;         /* fp32 routing weights */
         bytes += routed * (gin * h                          /* dispatched expert input */

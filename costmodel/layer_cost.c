@@ -202,7 +202,7 @@ static void eager_extra_bytes(const ctx *x, const layer_shape *ls, double ffn_el
                               double *out_elem, double *in_elem, double *rope_bwd) {
     const ap_model *m = x->m;
     const double T = ls->T, h = ls->h;
-    if (m->norm == AP_NORM_RMSNORM) {
+    if (m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(x->p)) {
         double norms = m->norm_order == AP_NORM_SANDWICH ? 4.0 : 2.0;
         *out_elem += T * h * norms * 32.0 / ls->out_t;
     }
@@ -353,8 +353,7 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
      * mask each); outside the tp region, so split only with sp */
     double out_elem = T * h * (8.0 + 12.0 + (m->dropout ? 2.0 : 0.0)) / ls->out_t;
     double in_elem = ffn_elem;
-    int eager = p->elementwise == AP_ELEMENTWISE_TRAINER ? x->tr->eager_elementwise
-                                                         : p->elementwise == AP_ELEMENTWISE_EAGER;
+    int eager = ap_plan_eager_elementwise(p);
     double bwd_adjust = 0; /* bytes the backward moves beyond twice the forward's */
     if (eager) eager_extra_bytes(x, ls, ffn_elem, &out_elem, &in_elem, &bwd_adjust);
     if (ls->li.is_moe) in_elem += ap_cost_moe_permute_bytes(m, p, T);

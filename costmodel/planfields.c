@@ -130,7 +130,8 @@ static const ap_field plan_fields[] = {
      * 64 rows a request's plan_given mask can mark (request.h) */
     F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
     F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
-    F(elementwise, NULL, NULL, AP_FT_INT, 0, 2),
+    F(fsdp1, NULL, NULL, AP_FT_BOOL, 0, 1),
+    F(elementwise, NULL, NULL, AP_FT_INT, 0, 3),
 };
 _Static_assert(sizeof(ap_gemini_placement) == sizeof(int) && sizeof(ap_offload_device) == sizeof(int),
                "enum members are read as int");

@@ -253,6 +253,10 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .attn_alibi = AP_ATTN_UNFUSED, .attn_softcap = AP_ATTN_UNFUSED,
         .launches_per_layer = 33, .grad_reduce_bytes = 2, .dp_bucket_params = 0,
         .eager_elementwise = 1,
+        /* Accelerate's fsdp_version 2 (what emit_accelerate.c writes): fully_shard's copies
+         * into and out of its collectives, as under torchtitan; a validation row of a
+         * FlatParameter FSDP run says "fsdp_version": 1 */
+        .fsdp2_copies = 1,
         .zero3_gather_params = 0, .reduce_once_with_pp = 0, .param_gather_next_fwd = 0,
         .p2p_overlap = 0, .bf16_optimizer_bytes = 0, .p2p_split_tp = 1,
         .dp_shard_required_with_tp = 0,
@@ -294,6 +298,12 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .overlap_tp = 1,
         .overlap_grad = 1, .overlap_param = 1, .loss_fp32 = 1, .tied_embedding_dup = 1,
         .loss_bytes_per_logit = 12,
+        /* FSDP2's fully_shard (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py):
+         * foreach_all_gather_copy_out splits every all-gather's flat output into the unsharded
+         * parameters (split_with_sizes_copy) and foreach_reduce_scatter_copy_in copies the
+         * unsharded gradients, cast to the reduce dtype, into the reduce-scatter's flat input,
+         * both on the compute stream */
+        .fsdp2_copies = 1,
         /* torchtitan: SDPA flash backend (FlashAttention-2 kernels), eager Llama block ~27
          * kernels forward; training.mixed_precision_reduce = float32 (config/job_config.py);
          * FSDP2 per transformer block; with pipeline parallelism torch.distributed.pipelining

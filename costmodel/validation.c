@@ -130,8 +130,10 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp",
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
  * the trainer does), whether the backward's TP collectives overlap its GEMMs
- * ("tp_bwd_overlap", default: as the trainer does), whether torch.compile fused the block's
- * elementwise ops ("compile", default: as the trainer table prices its code), the parameters
+ * ("tp_bwd_overlap", default: as the trainer does), whether an FSDP run used PyTorch's first
+ * FSDP ("fsdp_version": 1, trainer fsdp; default 2, as autoplan emits), whether torch.compile fused the block's
+ * elementwise ops ("compile", default: as the trainer table prices its code) and, without it,
+ * whether the RMSNorm alone ran as one fused kernel ("fused_norm"), the parameters
  * per gradient-reduction bucket where the run set its own ("dp_bucket"), FP8 weights without a
  * 16-bit copy
  * ("fp8_params", dtype fp8 only), the FP8 scaling recipe ("fp8_recipe": "delayed", the
@@ -164,6 +166,12 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int compiled = 0;
     if ((st = ap_json_get_bool(pj, "compile", &compiled, &given, where, err))) return st;
     if (given) p->elementwise = compiled ? AP_ELEMENTWISE_FUSED : AP_ELEMENTWISE_EAGER;
+    int fused_norm = 0, fn_given = 0;
+    if ((st = ap_json_get_bool(pj, "fused_norm", &fused_norm, &fn_given, where, err))) return st;
+    if (fn_given && fused_norm && p->elementwise != AP_ELEMENTWISE_EAGER)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fused_norm' needs 'compile': false (a "
+                          "compiled block fuses its norms anyway)", where);
+    if (fn_given && fused_norm) p->elementwise = AP_ELEMENTWISE_EAGER_FUSED_NORM;
     int te = 0;
     if ((st = ap_json_get_bool(pj, "te_attention", &te, &given, where, err))) return st;
     p->te_attention = given && te;
@@ -196,6 +204,12 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int tbo = 1;
     if ((st = ap_json_get_bool(pj, "tp_bwd_overlap", &tbo, &given, where, err))) return st;
     p->no_tp_bwd_overlap = given && !tbo;
+    int64_t fv = 2;
+    if ((st = ap_json_get_int(pj, "fsdp_version", 1, 2, &fv, &given, where, err))) return st;
+    if (given && p->trainer != AP_TRAINER_FSDP)
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fsdp_version' needs trainer \"fsdp\" "
+                          "(torchtitan runs FSDP2)", where);
+    p->fsdp1 = given && fv == 1;
     if ((st = ap_json_get_bool(pj, "overlap_tp", &otp, &given, where, err))) return st;
     if (given) p->overlap_tp = otp && p->sp && p->tp > 1 && ap_trainer_get(p->trainer)->overlap_tp;
     int64_t rl = 0;

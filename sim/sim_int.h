@@ -57,6 +57,7 @@ typedef struct lsz { /* bytes of one layer's tensors for one micro-batch on this
     int64_t gather;     /* sp all-gather of a norm output, full sequence (0 without sp) */
     int64_t qkv, ctx, lse, softmax, smask, proj, hmask, fc1, act, fc2;
     int64_t router, disp, efc1, eact, eout, sfc1, sact;
+    int64_t eager_attn, eager_mlp; /* eager composites' extra saves (0 when fused) */
     int64_t p_dense, p_expert; /* parameters held on this rank (tp/ep split, before ZeRO) */
     int64_t p_linear;          /* GEMM weights (fp8 copies) */
 } lsz;

@@ -79,6 +79,17 @@ void ap_simg_layer_sizes(const gen *g, int64_t layer, lsz *z) {
         z->p_linear = cdiv(li.attn_params + li.shared_params, t) + z->p_expert;
     }
     z->fc2 = n * h * e;
+    if (ap_plan_eager_elementwise(p)) {
+        /* as activations.c eager_layer_bytes counts them: 4 bytes more per element of each
+         * RMSNorm (the first with the attention block, the rest with the MLP's), and one
+         * f-wide 16-bit tensor more per gated MLP (four for gpt-oss's clamped GLU) */
+        int64_t norm = m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(p) ? 2 * z->x : 0;
+        int64_t k = m->gate_act == AP_GATE_SWIGLU_OAI ? 4 : 1;
+        int norms = m->norms_per_layer;
+        z->eager_attn = norms > 0 ? norm : 0;
+        z->eager_mlp = (norms > 1 ? (norms - 1) * norm : 0) +
+                       (swiglu ? k * (z->act + z->eact + z->sact) : 0);
+    }
 }
 
 /* ---- one transformer layer --------------------------------------------------------------- */
@@ -121,6 +132,8 @@ int32_t ap_simg_layer_fwd(gen *g, int loc, int32_t layer, int32_t mb, int mode, 
     int32_t qkv = T(g, AP_SIM_T_QKV, ACT, layer, mb, z->qkv, 0);
     F(g, gth);
     save(g, &kp, &sv[AP_SIM_T_LN1_OUT], ln1);
+    int32_t ea1 = z->eager_attn ? T(g, AP_SIM_T_EAGER_ATTN, ACT, layer, mb, z->eager_attn, 0) : -1;
+    save(g, &kp, &sv[AP_SIM_T_EAGER_ATTN], ea1);
     save(g, &kp, &sv[AP_SIM_T_QKV], qkv);
     int32_t ctx;
     if (g->p->flash_attn) {
@@ -195,6 +208,8 @@ int32_t ap_simg_layer_fwd(gen *g, int loc, int32_t layer, int32_t mb, int mode, 
         save(g, &kp, &sv[AP_SIM_T_SHARED_FC1], s1);
         save(g, &kp, &sv[AP_SIM_T_SHARED_ACT], sa);
     }
+    int32_t em = z->eager_mlp ? T(g, AP_SIM_T_EAGER_MLP, ACT, layer, mb, z->eager_mlp, 0) : -1;
+    save(g, &kp, &sv[AP_SIM_T_EAGER_MLP], em);
     int32_t fc2 = T(g, AP_SIM_T_FC2_OUT, OTH, layer, mb, z->fc2, 0);
     int32_t mmask = dropout ? T(g, AP_SIM_T_MLP_MASK, ACT, layer, mb, z->hmask, 0) : -1;
     save(g, &kp, &sv[AP_SIM_T_MLP_MASK], mmask);
@@ -222,6 +237,7 @@ int32_t ap_simg_layer_bwd(gen *g, int loc, int32_t layer, int32_t mb, int select
     /* MLP: dropout, down projection, activation, up projection, norm */
     F(g, sv[AP_SIM_T_MLP_MASK]);
     int32_t gf2 = T(g, AP_SIM_T_FC2_OUT, OTH, layer, mb, z->fc2, G);
+    F(g, sv[AP_SIM_T_EAGER_MLP]); /* the activation's and the norm's backward, as one */
     if (!z->is_moe) {
         int32_t ga = T(g, AP_SIM_T_ACT_OUT, OTH, layer, mb, z->act, G);
         F(g, gf2);
@@ -306,6 +322,7 @@ int32_t ap_simg_layer_bwd(gen *g, int loc, int32_t layer, int32_t mb, int select
     int32_t gin = T(g, AP_SIM_T_INPUT, OTH, layer, mb, z->x, G);
     F(g, gl1);
     F(g, sv[AP_SIM_T_LN1_OUT]);
+    F(g, sv[AP_SIM_T_EAGER_ATTN]);
     F(g, sv[AP_SIM_T_INPUT]);
     F(g, gx);
     for (int k = 0; k < AP_SIM_NKINDS; k++) sv[k] = -1;

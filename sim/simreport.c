@@ -25,7 +25,8 @@ static const char *const kind_names[AP_SIM_NKINDS] = {
     "shared_act_out", "recomputed_layer_out",
     "embed_dropout_mask", "final_norm_out", "logits", "logits_fp32", "log_probs", "stage_out",
     "norm_stats", "tokens", "targets", "embed_partial", "loss_temp", "grad_shard",
-    "comm_workspace", "send_pool", "grad_bucket", "embed_norm_in"};
+    "comm_workspace", "send_pool", "grad_bucket", "embed_norm_in", "eager_attn_saved",
+    "eager_mlp_saved"};
 
 static const char *const op_names[AP_SIM_NOPS] = {
     "model-state setup", "forward", "backward", "receive activation",

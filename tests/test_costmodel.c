@@ -197,6 +197,32 @@ static void test_variants_by_hand(void) {
     double moe = 33554432.0 * 5 + 16777216.0 + 524288.0 + 33554432.0 + 262144.0 + 32768.0 +
                  838860800.0;
     CHECK_NEAR(ap_mem_layer_activation_bytes(&x, &q, 0, AP_RECOMPUTE_NONE), moe, 1e-12);
+
+    /* Eager composites (Hugging Face LlamaRMSNorm and act_fn(gate) * up), the same Llama 3 8B
+     * layer: each of the two RMSNorms keeps its fp32 upcast (4 bytes per element) and its
+     * 16-bit normalised tensor (2) instead of its 16-bit input (2), +4sbh = 67,108,864 each;
+     * the product keeps silu's output, +2sf = 2*4096*14336 = 117,440,512 */
+    p.cp = 1;
+    p.elementwise = AP_ELEMENTWISE_EAGER;
+    const double eager = 2 * 67108864.0 + 117440512.0;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0 + eager,
+               1e-12);
+    /* a fused RMSNorm kernel in an otherwise eager block: only the product's extra */
+    p.elementwise = AP_ELEMENTWISE_EAGER_FUSED_NORM;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0 + 117440512.0,
+               1e-12);
+    /* the trainer's code: Hugging Face models under DeepSpeed are eager, Megatron-LM fused;
+     * full recomputation keeps the layer input alone either way */
+    p.elementwise = AP_ELEMENTWISE_TRAINER;
+    p.trainer = AP_TRAINER_DEEPSPEED;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_NONE), 570949632.0 + eager,
+               1e-12);
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&m, &p, 0, AP_RECOMPUTE_FULL), 33554432.0, 1e-12);
+    /* Mixtral's routed experts: every copy keeps its silu output too, +2f = 28,672 bytes a
+     * copy over 8192 copies = 234,881,024, beside the norms' 2 x 67,108,864 */
+    q.trainer = AP_TRAINER_FSDP;
+    CHECK_NEAR(ap_mem_layer_activation_bytes(&x, &q, 0, AP_RECOMPUTE_NONE),
+               moe + 2 * 67108864.0 + 234881024.0, 1e-12);
 }
 
 static ap_cluster cluster(const char *gpu, int n) {
@@ -1388,6 +1414,35 @@ static void test_fp8_current_scaling(void) {
     CHECK_NEAR(ft.time.compute_s - fd.time.compute_s, want, 1e-12);
 }
 
+/* FSDP2's copies into and out of its collectives (estimate.c fsdp2_copy), by hand for Llama-2-7B
+ * under FSDP (ZeRO 3, one micro-batch) on 8 H100: the forward's and the backward's all-gathers
+ * each copy the whole model out of the collective's buffer (read and write 2 bytes a
+ * parameter), and the backward copies the 16-bit gradients into the reduce-scatter's bf16
+ * input (2 + 2): 12 bytes a parameter of memory-bound compute that a FlatParameter FSDP run
+ * ("fsdp_version": 1) does not do. The collectives stay hidden either way, so the step moves
+ * by as much; with two micro-batches by twice as much. */
+static void test_fsdp2_copies(void) {
+    ap_model m = load("examples/models/llama-2-7b.json");
+    ap_cluster c = cluster("h100-sxm", 8);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate e1, e2;
+    for (int64_t mb = 1; mb <= 2; mb++) {
+        ap_plan p = mkplan(1, 1, 8, 1, 8 * mb, 3, AP_RECOMPUTE_NONE, 0, 1);
+        p.trainer = AP_TRAINER_FSDP;
+        p.overlap_param = 1;
+        p.fsdp1 = 1;
+        CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e1, &err) == AP_OK);
+        p.fsdp1 = 0;
+        CHECK(ap_estimate_plan(&m, &c, &p, NULL, &e2, &err) == AP_OK);
+        double want = (double)mb * 12.0 * (double)ap_model_total_params(&m) /
+                      (c.gpu.hbm_bytes_per_s * cal.mem_bound_eff);
+        CHECK_NEAR(e2.time.compute_s - e1.time.compute_s, want, 1e-9);
+        CHECK_NEAR(e2.time.step_s - e1.time.step_s, want, 1e-9);
+    }
+}
+
 static void test_refusals(void) {
     ap_model m = load("examples/models/llama-3-70b.json");
     ap_cluster c = cluster("a100-sxm4-80g", 64);
@@ -1717,6 +1772,7 @@ int main(int argc, char **argv) {
     test_zero3_phases();
     test_fp8_amax();
     test_fp8_current_scaling();
+    test_fsdp2_copies();
     test_refusals();
     test_estimate_copy();
     test_price_memo();

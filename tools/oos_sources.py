@@ -363,7 +363,10 @@ def foundry_rows():
         # FA3 paper's uses Hopper instructions the old one lacks), so the rows keep the
         # flash-attn stand-ins; their H100 long-sequence rows run 12-16% faster than measured
         # and their A100 ones 10-21% slower
-        plan = {"trainer": "fsdp", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1, "mbs": mbs,
+        # Composer's FSDP of these commits is PyTorch's FlatParameter FSDP (composer/trainer/
+        # dist_strategy.py prepare_fsdp_module: torch.distributed.fsdp.FullyShardedDataParallel)
+        plan = {"trainer": "fsdp", "fsdp_version": 1, "tp": 1, "pp": 1, "dp": gpus, "cp": 1,
+                "vp": 1, "mbs": mbs,
                 "gbs": gbs, "seq": seq, "recompute": "full" if ac else "none", "sp": False,
                 "zero": 3 if shard == "z3" else 2, "dtype": "fp8" if prec == "amp_fp8" else "bf16",
                 "overlap": True, "flash_attn": True,
@@ -568,6 +571,10 @@ LLAMA2_13B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hid
               "intermediate_size": 13824, "num_attention_heads": 40, "num_key_value_heads": 40,
               "num_hidden_layers": 40, "vocab_size": 32000, "max_position_embeddings": 4096,
               "hidden_act": "silu", "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+# The models whose train_configs/*.toml @157a12c set norm_type = "fused_rmsnorm" (torchtitan/
+# models/norms.py TritonFusedRMSNorm: one kernel keeping its input, x, weight and rstd), the rest
+# of the block eager; llama2_70b.toml and llama3_70b.toml set "rmsnorm", the eager composite
+TT_A100_FUSED_NORM = {"llama-3-8b", "llama-2-13b"}
 TT_A100_ROWS = [
     # (table, model, local batch, sequence, AC mode as the table names it, WPS)
     ("Llama 3", "llama-3-8b", 1, 8192, "selective layer", 2904),
@@ -592,6 +599,8 @@ def torchtitan_a100_rows(hf):
                               "selective layer": "full"}[ac],
                 "sp": False, "zero": 3, "dtype": "bf16", "overlap": True, "flash_attn": True,
                 "compile": False}
+        if model in TT_A100_FUSED_NORM:
+            plan["fused_norm"] = True
         if ac == "selective layer":
             plan["recompute_layers"] = m["num_hidden_layers"] // 2
         out.append({"source": "torchtitan-a100",
@@ -601,6 +610,27 @@ def torchtitan_a100_rows(hf):
                     "gpus": gpus, "gpus_per_node": 8, "network_bw": "200Gb/s",
                     "metric": "step_s", "measured": lbs * seq / wps,
                     "how": "local batch x sequence / WPS (tokens/s per GPU)"})
+    # The table's first version (docs/performance.md @395a526, 2024-04-18) also records Llama 2
+    # 70B at local batch 2 running out of memory under both selective modes (its footnote 1:
+    # "the 70B training with local batch size 2 will cause OOM error when selective activation
+    # checkpointing is used"); train_configs/llama_70b.toml @395a526: norm_type "rmsnorm",
+    # compile = false, sequence 4096
+    m = hf("llama-2-70b")
+    for ac in ("selective layer", "selective op"):
+        plan = {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": 64, "cp": 1, "vp": 1,
+                "mbs": 2, "gbs": 128, "seq": 4096,
+                "recompute": "full" if ac == "selective layer" else "selective",
+                "sp": False, "zero": 3, "dtype": "bf16", "overlap": True, "flash_attn": True,
+                "compile": False}
+        if ac == "selective layer":
+            plan["recompute_layers"] = m["num_hidden_layers"] // 2
+        out.append({"source": "torchtitan-a100",
+                    "cite": "pytorch/torchtitan docs/performance.md @395a526: 70B, batch 2, "
+                            "AC %s: OOM" % ac,
+                    "model_name": "llama-2-70b", "model": m, "plan": plan,
+                    "gpu": "a100-sxm4-80g", "gpus": 64, "gpus_per_node": 8,
+                    "network_bw": "200Gb/s", "metric": "oom", "measured": 1,
+                    "how": "recorded out of memory"})
     return out
 
 

@@ -190,6 +190,10 @@ typedef struct ap_plan {
                                         gradient GEMMs, even where the trainer does (Megatron-LM
                                         before its asynchronous all-reduce, 2021-09; validation
                                         rows' "tp_bwd_overlap": false) */
+    int fsdp1;                       /* the run's FSDP is PyTorch's first (FlatParameter) one,
+                                        which gathers into the flat parameter and reduce-scatters
+                                        its flat gradient: none of FSDP2's copies (validation
+                                        rows' "fsdp_version": 1; trainer fsdp2_copies) */
     int elementwise;                 /* how the block's norms, rotary embedding and SwiGLU ran:
                                         AP_ELEMENTWISE_TRAINER (0, as the trainer table says),
                                         _EAGER (eager composites: a torchtitan run without
@@ -204,7 +208,11 @@ typedef struct ap_plan {
                                         offload devices (zeroed = not used) */
 } ap_plan;
 
-enum { AP_ELEMENTWISE_TRAINER = 0, AP_ELEMENTWISE_EAGER = 1, AP_ELEMENTWISE_FUSED = 2 };
+/* _EAGER_FUSED_NORM: eager but for the RMSNorm, one fused kernel keeping its input (torchtitan's
+ * norm_type "fused_rmsnorm" of 2024, torchtitan/models/norms.py TritonFusedRMSNorm; validation
+ * rows' "fused_norm") */
+enum { AP_ELEMENTWISE_TRAINER = 0, AP_ELEMENTWISE_EAGER = 1, AP_ELEMENTWISE_FUSED = 2,
+       AP_ELEMENTWISE_EAGER_FUSED_NORM = 3 };
 
 /* Defaults: megatron, all degrees 1, mbs 1, bf16, flash attention, no recompute. */
 void ap_plan_init(ap_plan *p);
@@ -295,6 +303,9 @@ typedef struct ap_trainer_caps {
                                     trainer's accounting differs from the sum (0 = the sum) */
     double gathered_weight_bytes;/* bytes/param of the 16-bit copy ZeRO-3/FSDP gathers per layer */
     int zero2_keeps_gathered;    /* FSDP SHARD_GRAD_OP: gathered params live from fwd to bwd */
+    int fsdp2_copies;            /* FSDP2 copies each all-gather's output into the unsharded
+                                    parameters and the gradients into each reduce-scatter's
+                                    input, on the compute stream (estimate.c stage_zero3) */
     unsigned grad_reduce_per_mb_zero_mask; /* ZeRO stages whose gradients are reduced every
                                               micro-batch (DeepSpeed ZeRO-2/3, FSDP); others
                                               reduce once per step after the last backward */
@@ -428,6 +439,18 @@ extern const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT];
 static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
     return (int)id >= 0 && id < AP_TRAINER_COUNT ? &ap_trainer_table[id]
                                                   : &ap_trainer_table[AP_TRAINER_MEGATRON];
+}
+/* Whether plan p's norms, rotary embedding and gated activation run as eager PyTorch
+ * composites (inline: read for every layer price and activation count): the plan's own
+ * "elementwise", or its trainer's eager_elementwise where it says AP_ELEMENTWISE_TRAINER. */
+static inline int ap_plan_eager_elementwise(const ap_plan *p) {
+    return p->elementwise == AP_ELEMENTWISE_TRAINER ? ap_trainer_get(p->trainer)->eager_elementwise
+                                                    : p->elementwise == AP_ELEMENTWISE_EAGER ||
+                                                      p->elementwise == AP_ELEMENTWISE_EAGER_FUSED_NORM;
+}
+/* Whether its RMSNorms are eager composites too. */
+static inline int ap_plan_eager_norm(const ap_plan *p) {
+    return ap_plan_eager_elementwise(p) && p->elementwise != AP_ELEMENTWISE_EAGER_FUSED_NORM;
 }
 /* Whether sequence parallelism can split p's sequences: each context-parallel rank's tokens
  * divide by tp (Megatron-LM's scatter_to_sequence_parallel_region asserts it; torchtitan's

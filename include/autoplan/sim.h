@@ -135,6 +135,10 @@ typedef enum {
     AP_SIM_T_GRAD_BUCKET,    /* a ZeRO optimizer's contiguous-gradient bucket (DeepSpeed IPG) */
     AP_SIM_T_EMBED_NORM_IN,  /* the embedding's output, kept by the norm after it for its
                                 backward (BLOOM's word_embeddings_layernorm) */
+    AP_SIM_T_EAGER_ATTN,     /* what an eager RMSNorm keeps beyond a fused one (its fp32
+                                upcast and 16-bit normalised tensor), attention block */
+    AP_SIM_T_EAGER_MLP,      /* the same for the MLP block's norms, with the eager gated
+                                activation's output (activations.c eager_layer_bytes) */
     AP_SIM_NKINDS
 } ap_sim_kind;
 
