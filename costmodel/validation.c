@@ -323,10 +323,10 @@ static ap_status read_row(const ap_json *r, const char *where, vrow *v, ap_err *
     v->is_oom = !strcmp(v->metric, "oom");
     if (!v->is_time && !v->is_oom && strcmp(v->metric, "activations_bytes") &&
         strcmp(v->metric, "states_bytes") && strcmp(v->metric, "reserved_bytes") &&
-        strcmp(v->metric, "device_bytes"))
+        strcmp(v->metric, "max_reserved_bytes") && strcmp(v->metric, "device_bytes"))
         return ap_err_set(err, AP_ERR_INPUT, "%s: unknown metric '%s' (one of step_s, layer_s, "
                           "layer_fwd_s, layer_bwd_s, activations_bytes, states_bytes, "
-                          "reserved_bytes, device_bytes, oom)",
+                          "reserved_bytes, max_reserved_bytes, device_bytes, oom)",
                           where, v->metric);
     if ((st = read_model(r, where, v, err)) || (st = read_cluster(r, where, v, err)))
         return st;
@@ -500,6 +500,10 @@ ap_status ap_validation_predict_profile(ap_vrow *v, const ap_calib *cal,
          * blocks it keeps cached, estimate.c ap_mem_smi_bytes), CUDA context, cuBLAS
          * workspaces and NCCL buffers */
         else if (!strcmp(v->metric, "device_bytes")) v->predicted = e->smi_peak_bytes;
+        /* torch.cuda.max_memory_reserved(), as trainers log it: that high-water mark without
+         * what lies outside the allocator */
+        else if (!strcmp(v->metric, "max_reserved_bytes"))
+            v->predicted = e->smi_peak_bytes - e->device_overhead_bytes;
         else if (v->is_oom) v->predicted = v->fits_device ? 0.0 : 1.0;
         else v->predicted = sm->params_bytes + sm->grads_bytes + sm->optimizer_bytes;
     }

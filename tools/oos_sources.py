@@ -519,9 +519,16 @@ def torchtitan_rows(hf):
                   "measured": gbs * seq / (tps * gpus),
                   "how": "local batch x FSDP degree x sequence / (TPS/GPU x GPUs)"})
         out.append(r)
-        # the tables' memory columns (max reserved on 96 GB parts) are not compared: the caching
-        # allocator keeps what a larger GPU lets it keep, so they say little about an 80 GB one
-        _ = mem
+        # the tables' "Memory(GiB)" column is torchtitan's logged "memory:", the caching
+        # allocator's reserved high-water mark (torchtitan/components/metrics.py @820504e:
+        # torch.cuda.memory_stats "reserved_bytes.all.peak" / 2^30), the largest over the GPUs
+        # (the file's footnote 1): nvidia-smi's reading less what lies outside the allocator
+        if mem is not None:
+            m = dict(base)
+            m.update({"cite": cite + ": memory %g GiB" % mem, "metric": "max_reserved_bytes",
+                      "measured": mem * 2.0 ** 30,
+                      "how": "torchtitan's logged max reserved memory, GiB"})
+            out.append(m)
     return out
 
 
