@@ -540,22 +540,30 @@ def torchtitan_rows(hf):
 # local_batch_size=2 --training.compile, Float8 linears with FSDP float8 all-gather (priced with
 # 16-bit gathers, as this file's other torchtitan Float8 rows)
 TT_H200 = "pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md @cbccb38"
-TT_H200_ROWS = [(4, 10938), (8, 10753)]  # (hosts, TPS/GPU)
+# (hosts, TPS/GPU, Memory(GiB): torchtitan's logged max reserved at the 100th iteration)
+TT_H200_ROWS = [(4, 10938, 47.96), (8, 10753, 46.97)]
 
 
 def torchtitan_h200_rows(hf):
     out = []
-    for (hosts, tps) in TT_H200_ROWS:
+    for (hosts, tps, mem) in TT_H200_ROWS:
         gpus = 8 * hosts
+        # --training.compile compiles the loss too since 2025-04 (torchtitan/components/loss.py
+        # @e7c0cae build_cross_entropy_loss: torch.compile(cross_entropy_loss), added by #1033
+        # "result in reduction of memory"): one fused kernel over the 16-bit logits, no fp32
+        # copy, as the "fused" loss (plan.h AP_LOSS_FUSED_BYTES)
         plan = {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": gpus, "cp": 1, "vp": 1,
                 "mbs": 2, "gbs": 2 * gpus, "seq": 8192, "recompute": "selective", "sp": False,
-                "zero": 3, "dtype": "fp8", "overlap": True, "flash_attn": True}
+                "zero": 3, "dtype": "fp8", "overlap": True, "flash_attn": True, "loss": "fused"}
         out.append({"source": "torchtitan-h200",
                     "cite": "%s: NUM_NODES %d, %d TPS/GPU" % (TT_H200, hosts, tps),
                     "model_name": "llama-3-8b", "model": hf("llama-3-8b"), "plan": plan,
                     "gpu": "h200-sxm", "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s",
                     "metric": "step_s", "measured": 2 * 8192 / tps,
                     "how": "local batch x sequence / (TPS/GPU)"})
+        out.append(dict(out[-1], cite="%s: NUM_NODES %d, memory %g GiB" % (TT_H200, hosts, mem),
+                        metric="max_reserved_bytes", measured=mem * 2.0 ** 30,
+                        how="torchtitan's logged max reserved memory, GiB"))
     return out
 
 
