@@ -27,6 +27,20 @@ static void print_outside(const ap_estimate *e) {
     printf("\n");
 }
 
+/* Which of the block's elementwise ops the trainer's modeling code runs as eager PyTorch ops
+ * (more memory traffic and more saved activations: layer_cost.c, activations.c). */
+static void print_eager_ops(const ap_plan *p, const ap_model *m) {
+    if (!ap_plan_eager_elementwise(p)) return;
+    const char *what[3];
+    int n = 0;
+    if (m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(p)) what[n++] = "RMSNorm";
+    if (m->pos == AP_POS_ROTARY && m->mla.kv_lora_rank == 0) what[n++] = "rotary";
+    if (m->act == AP_ACT_SWIGLU) what[n++] = "gated activation";
+    for (int i = 0; i < n; i++)
+        printf("%s%s", i == 0 ? ", " : i == n - 1 ? " and " : ", ", what[i]);
+    if (n > 0) printf(" as eager ops");
+}
+
 void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster *c) {
     const ap_plan *p = &e->plan;
     char lbl[160], b1[32], b2[32];
@@ -38,9 +52,10 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
     if (p->dtype == AP_DTYPE_FP8)
         snprintf(f8, sizeof f8, ", fp8 linear layers with %s scaling",
                  ap_fp8_recipe_name(ap_plan_fp8_recipe(p)));
-    printf("kernels   attention %s%s%s (`autoplan profile show %s` lists the figures)\n",
-           ap_attn_impl_name(p->attn_impl),
-           p->attn_impl == AP_ATTN_UNFUSED ? " (scores materialised)" : "", f8, c->gpu.name);
+    printf("kernels   attention %s%s%s", ap_attn_impl_name(p->attn_impl),
+           p->attn_impl == AP_ATTN_UNFUSED ? " (scores materialised)" : "", f8);
+    print_eager_ops(p, m);
+    printf(" (`autoplan profile show %s` lists the figures)\n", c->gpu.name);
     const ap_time *t = &e->time;
     printf("\nstep time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%   (%.1f model TFLOP/s/GPU)\n",
            ap_fmt_seconds(t->step_s, b1, sizeof b1), e->tp.tokens_per_s, 100 * e->tp.mfu,

@@ -908,6 +908,25 @@ static void test_pp_over_network(void) {
         free(err);
     }
     CHECK(step[1] > 1.5 * step[0]);
+    /* the kernels line names the elementwise ops the trainer's code runs eagerly: a Hugging
+     * Face Llama under DeepSpeed all three, Megatron-LM none, GPT-3 (LayerNorm, learned
+     * positions, GeLU) under DeepSpeed none */
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8 --trainer deepspeed --zero 3", model);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK_CONTAINS(out, "attention fa2, RMSNorm, rotary and gated activation as eager ops (");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "estimate '%s' --gpus 8", model);
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(out && !strstr(out, "eager ops"));
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "estimate '%s' --gpus 64 --tp 8 --pp 8 --trainer deepspeed",
+             tl_path("examples/models/gpt3-175b.json"));
+    CHECK_INT(tl_run(args, &out, &err), 0);
+    CHECK(out && !strstr(out, "eager ops"));
+    free(out);
+    free(err);
 }
 
 /* Bad input through the shared flag parser: exit 2, one line naming the flag. */
