@@ -883,7 +883,8 @@ static void test_profile_show(void) {
 }
 
 /* The issue's case: a 16-stage pipeline over the nodes of a cluster prices its sends on the
- * network, so a slower network gives a slower step; the attention kernel is printed. */
+ * network, so a slower network gives a slower step; the attention kernel is printed, and the
+ * elementwise ops the trainer runs eagerly. */
 static void test_pp_over_network(void) {
     char *out = NULL, *err = NULL;
     char args[1024];
