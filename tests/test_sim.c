@@ -1356,6 +1356,10 @@ static void test_against_estimate(void) {
          AP_TRAINER_TORCHTITAN, 0.03, 0, NULL, 1},
         {"llama-2-7b.json", 8, 1, 1, 1, 1, 0, 2, 1, 1, 64, 4096, AP_RECOMPUTE_NONE,
          AP_TRAINER_DEEPSPEED, 0.03, 0, NULL, 1},
+        /* Hugging Face Mixtral under FSDP: the eager SwiGLU's saved output of every routed
+           token copy (activations.c eager_layer_bytes, the replay's eager_mlp_saved) */
+        {"mixtral-8x7b.json", 64, 1, 1, 1, 1, 0, 3, 1, 1, 64, 4096, AP_RECOMPUTE_NONE,
+         AP_TRAINER_FSDP, 0.03, 0, NULL, 1},
         {"llama-3-70b.json", 128, 8, 4, 1, 1, 1, 1, 1, 1, 128, 32768, AP_RECOMPUTE_SELECTIVE,
          AP_TRAINER_MEGATRON, 0.03, 0, NULL, 4},
         {"megatron-1t.json", 3072, 8, 64, 1, 1, 1, 1, 1, 1, 3072, 2048, AP_RECOMPUTE_SELECTIVE,
