@@ -813,8 +813,9 @@ static void test_validate_targets(void) {
          * the 2 GiB headroom; and 206B at TP 4 PP 12, which no smooth model separates from
          * the 203B that ran at 67 GB; README "Validation"), so this holds the four it
          * catches, FlagPerf's Llama 3 8B at DP 8 without pipelining, torchtitan's Llama 2 70B
-         * at two sequences per GPU (both selective modes) and the one within the headroom */
-        CHECK(n >= 9 && hit >= 7 && hit + tight >= 8);
+         * at two sequences per GPU (both selective modes) and its 405B under FSDP alone, and the
+         * one within the headroom */
+        CHECK(n >= 10 && hit >= 8 && hit + tight >= 9);
     }
     /* runs that ran: none with a predicted device peak above the GPU's memory, at most ten
      * within the 2 GiB planning headroom (README "Validation": llm-foundry rows on A100-40GB

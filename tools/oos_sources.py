@@ -529,6 +529,17 @@ def torchtitan_rows(hf):
                       "measured": mem * 2.0 ** 30,
                       "how": "torchtitan's logged max reserved memory, GiB"})
             out.append(m)
+    # the same page: "We do see OOM for 1D parallelism (FSDP2), so we only tested 2D
+    # parallelism" for 405B on its 128 GPUs, read as the table's local batch 2 and full
+    # checkpointing over FSDP 128 (bf16, no compile: its first row's settings)
+    plan = {"trainer": "torchtitan", "tp": 1, "pp": 1, "dp": 128, "cp": 1, "vp": 1, "mbs": 2,
+            "gbs": 256, "seq": 8192, "recompute": "full", "sp": False, "zero": 3,
+            "dtype": "bf16", "overlap": True, "flash_attn": True, "compile": False}
+    out.append({"source": "torchtitan-h100", "model_name": "llama-3.1-405b",
+                "model": hf("llama-3.1-405b"), "plan": plan, "gpu": "h100-96g-500w",
+                "gpus": 128, "gpus_per_node": 8, "network_bw": "400Gb/s",
+                "cite": TT_405 + ": OOM for 1D parallelism (FSDP2) on 128 GPUs",
+                "metric": "oom", "measured": 1, "how": "recorded out of memory"})
     return out
 
 
