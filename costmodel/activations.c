@@ -124,7 +124,8 @@ int ap_mem_op_sac(const ap_model *m, const ap_plan *p, int64_t layer) {
 static double eager_layer_bytes(const ap_model *m, const ap_plan *p, const ap_layer_info *li,
                                 double sbh_out, double tokens_tp, double routed) {
     double bytes = 0;
-    if (m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(p)) bytes += 4.0 * (double)m->norms_per_layer * sbh_out;
+    if (m->norm == AP_NORM_RMSNORM && ap_plan_eager_norm(p))
+        bytes += 4.0 * (double)m->norms_per_layer * sbh_out;
     if (m->act != AP_ACT_SWIGLU) return bytes;
     const double per_f = 2.0 * (m->gate_act == AP_GATE_SWIGLU_OAI ? 4.0 : 1.0);
     if (!li->is_moe) return bytes + per_f * tokens_tp * (double)m->ffn_hidden;

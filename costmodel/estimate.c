@@ -994,6 +994,16 @@ static double dp_bucket_params(const ap_plan *p, const ap_trainer_caps *tr, int 
     return fmax(tr->dp_bucket_params, tr->dp_bucket_per_rank * (double)shard);
 }
 
+/* FSDP2's copies on the compute stream (trainer.c fsdp2_copies), memory-bound: seconds of one
+ * all-gather's output read and written in the gather dtype into the unsharded parameters
+ * (*gather_s), and of the backward's 16-bit gradients read and written, cast to the reduce
+ * dtype, into one reduce-scatter's input (*reduce_s); 0 for a run without them. */
+static void fsdp2_copy_s(const est *E, double params, double *gather_s, double *reduce_s) {
+    const int on = E->x.tr->fsdp2_copies && !E->x.p->fsdp1;
+    *gather_s = on ? 2.0 * E->gather_bytes * params / E->x.hbm : 0;
+    *reduce_s = on ? (2.0 + E->grad_reduce_bytes) * params / E->x.hbm : 0;
+}
+
 /* Sharded parameters at the trainer's granularity: ZeRO-3/FSDP FULL_SHARD all-gathers the
  * parameters (at the gather dtype: FSDP MixedPrecision param_dtype) per FSDP unit (a
  * transformer block, plus the root module's embedding and head) or per DeepSpeed prefetch
@@ -1004,18 +1014,6 @@ static double dp_bucket_params(const ap_plan *p, const ap_trainer_caps *tr, int 
  * prefetches (what compute cannot hide, plus the first gather); under pipeline parallelism
  * torch.distributed.pipelining gathers once per step and reduces once after the last backward
  * (reduce_once_with_pp), overlapped with the first forward and the last backward. */
-/* FSDP2's copies on the compute stream (trainer.c fsdp2_copies), per micro-batch: each of the
- * `passes` all-gathers' output read and written in the gather dtype into the unsharded
- * parameters (forward, and backward where the parameters were resharded after the forward),
- * and the backward's 16-bit gradients read and written, cast to the reduce dtype, into the
- * reduce-scatter's input; memory-bound. */
-static void fsdp2_copy(const est *E, stage *S, double params, int passes) {
-    if (!E->x.tr->fsdp2_copies || E->x.p->fsdp1) return;
-    const double hbm = E->x.hbm, gather = 2.0 * E->gather_bytes * params / hbm;
-    S->fwd_c += gather;
-    S->bwd_c += (passes - 1) * gather + (2.0 + E->grad_reduce_bytes) * params / hbm;
-}
-
 static void stage_zero3(const est *E, stage *S) {
     const ap_plan *p = E->x.p;
     const ctx *x = &E->x;
@@ -1041,16 +1039,20 @@ static void stage_zero3(const est *E, stage *S) {
     if (replicas > 1)
         rs += rs_calls * allreduce_s(x, E->grad_reduce_bytes * params / rs_calls / shard,
                                      replicas, in_domain(x, replicas, shard * p->tp));
+    double copy_ag, copy_rs;
+    fsdp2_copy_s(E, params, &copy_ag, &copy_rs);
     if (p->pp > 1 && tr->reduce_once_with_pp) {
-        if (tr->fsdp2_copies && !p->fsdp1) /* one gather and one reduction a step, each copied once */
-            S->z3_step += (2.0 * E->gather_bytes + 2.0 + E->grad_reduce_bytes) * params / x->hbm;
+        S->z3_step += copy_ag + copy_rs; /* one gather and one reduction a step, each copied */
         S->z3_step += p->overlap_param ? fmax(0.0, ag - S->fwd_c) + ag / ag_calls +
                                             fmax(0.0, rs - S->bwd_c) + rs / rs_calls
                                       : ag + rs;
         S->z3_step += overlap_cost_s(ag + rs - S->z3_step);
         return;
     }
-    fsdp2_copy(E, S, params, passes);
+    /* every micro-batch: the forward's gather, the backward's where it re-gathers, its
+     * reduction */
+    S->fwd_c += copy_ag;
+    S->bwd_c += (passes - 1) * copy_ag + copy_rs;
     double comm = passes * ag + rs;
     /* each phase hides only behind its own compute: a unit's forward needs its gathered
      * parameters before it runs (the prefetch runs one unit ahead), so the forward's gathers

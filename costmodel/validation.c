@@ -131,8 +131,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
  * the trainer does), whether the backward's TP collectives overlap its GEMMs
  * ("tp_bwd_overlap", default: as the trainer does), whether an FSDP run used PyTorch's first
- * FSDP ("fsdp_version": 1, trainer fsdp; default 2, as autoplan emits), whether torch.compile fused the block's
- * elementwise ops ("compile", default: as the trainer table prices its code) and, without it,
+ * FSDP ("fsdp_version": 1, trainer fsdp; default 2, as autoplan emits), whether torch.compile
+ * fused the block's elementwise ops ("compile", default: as the trainer table prices its code) and, without it,
  * whether the RMSNorm alone ran as one fused kernel ("fused_norm"), the parameters
  * per gradient-reduction bucket where the run set its own ("dp_bucket"), FP8 weights without a
  * 16-bit copy

@@ -444,9 +444,10 @@ static inline const ap_trainer_caps *ap_trainer_get(ap_trainer_id id) {
  * composites (inline: read for every layer price and activation count): the plan's own
  * "elementwise", or its trainer's eager_elementwise where it says AP_ELEMENTWISE_TRAINER. */
 static inline int ap_plan_eager_elementwise(const ap_plan *p) {
-    return p->elementwise == AP_ELEMENTWISE_TRAINER ? ap_trainer_get(p->trainer)->eager_elementwise
-                                                    : p->elementwise == AP_ELEMENTWISE_EAGER ||
-                                                      p->elementwise == AP_ELEMENTWISE_EAGER_FUSED_NORM;
+    if (p->elementwise == AP_ELEMENTWISE_TRAINER)
+        return ap_trainer_get(p->trainer)->eager_elementwise;
+    return p->elementwise == AP_ELEMENTWISE_EAGER ||
+           p->elementwise == AP_ELEMENTWISE_EAGER_FUSED_NORM;
 }
 /* Whether its RMSNorms are eager composites too. */
 static inline int ap_plan_eager_norm(const ap_plan *p) {
