@@ -26,7 +26,7 @@
 
 /* Part of every plan-cache key: bump it with every change that moves an estimate, so results
  * cached by an older cost model miss. */
-const char *ap_costmodel_version(void) { return "costmodel-13"; }
+const char *ap_costmodel_version(void) { return "costmodel-14"; }
 
 void ap_estimate_copy(ap_estimate *dst, const ap_estimate *src) {
     if (dst == src) return;
@@ -349,6 +349,7 @@ typedef struct {
     double p_layers;              /* of those, the transformer layers' (no embedding or head) */
     double fwd_c, bwd_c;          /* compute of one micro-batch */
     double tp_f, cp_f, ep_f;      /* exposed communication, forward */
+    double cp_b;                  /* exposed CP communication, backward */
     double tp_b;                  /* exposed TP communication, backward */
     double tp_all;                /* TP communication before overlap, forward and backward */
     double rec, z3;               /* recompute; exposed ZeRO-3 traffic per micro-batch */
@@ -915,6 +916,7 @@ static void stage_compute(const est *E, stage *S) {
     S->tp_all = S->nd * (d->tp_total_s + d->tp_bwd_total_s) +
                 S->nm * (mo->tp_total_s + mo->tp_bwd_total_s);
     S->cp_f = S->nd * d->cp_s + S->nm * mo->cp_s;
+    S->cp_b = S->nd * d->cp_bwd_s + S->nm * mo->cp_bwd_s;
     S->ep_f = S->nm * mo->ep_s;
     if (S->last) {
         /* logits written, upcast, softmax read/written: ~ the loss working set, twice */
@@ -975,7 +977,9 @@ static void stage_recompute(const est *E, stage *S) {
         double per_layer_f = (S->nd * d->fwd_compute_s + S->nm * mo->fwd_compute_s) / n;
         double per_layer_tp = (S->nd * d->tp_s + S->nm * mo->tp_s) / n;
         double per_layer_ep = (S->nm * mo->ep_s) / n;
-        S->rec = S->n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep);
+        /* the recomputed forward exchanges again what context parallelism exchanged */
+        double per_layer_cp = S->cp_f / n;
+        S->rec = S->n_rc_full * (per_layer_f + per_layer_tp + per_layer_ep + per_layer_cp);
         S->rec = fmax(S->rec, S->n_rc_full * E->x.tr->launches_per_layer * E->x.k->launch_s);
     } else if (p->recompute == AP_RECOMPUTE_SELECTIVE) {
         /* Megatron's core attention, or the trainer's per-op checkpointing (layer_cost.c) */
@@ -1074,7 +1078,7 @@ static void stage_time(const est *E, stage *S) {
     stage_recompute(E, S);
     stage_zero3(E, S);
     S->stage_f = S->fwd_c + S->tp_f + S->cp_f + S->ep_f;
-    S->stage_b = S->bwd_c + S->rec + S->tp_b + 2.0 * S->cp_f + S->ep_f + S->z3;
+    S->stage_b = S->bwd_c + S->rec + S->tp_b + S->cp_b + S->ep_f + S->z3;
 }
 
 /* The rank in the step: its times, and the running slowest rank, largest parameters and host
@@ -1107,7 +1111,7 @@ static void stage_account(est *E, const stage *S, int r, const ap_stage_mem *sm)
         E->crit_recompute = S->rec;
         E->crit_tp = S->tp_f + S->tp_b;
         E->crit_tp_total = S->tp_all;
-        E->crit_cp = 3.0 * S->cp_f;
+        E->crit_cp = S->cp_f + S->cp_b;
         E->crit_ep = 2.0 * S->ep_f;
         E->crit_z3 = S->z3;
     }

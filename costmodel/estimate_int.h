@@ -62,7 +62,8 @@ typedef struct {
     double tp_bwd_s;      /* exposed TP communication, backward */
     double tp_total_s;    /* TP communication before overlap, forward */
     double tp_bwd_total_s; /* TP communication before overlap, backward */
-    double cp_s;          /* exposed CP ring exchange, forward */
+    double cp_s;          /* exposed CP exchange (ring or all-to-all), forward */
+    double cp_bwd_s;      /* exposed CP exchange, backward */
     double ep_s;          /* EP all-to-all, forward */
     double model_flops;   /* forward FLOPs per micro-batch counted for MFU (matmul params) */
     double attn_flops;    /* forward attention FLOPs (not halved) */

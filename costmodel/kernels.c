@@ -588,6 +588,21 @@ void ap_kernels_attn_eff(const ap_kernels *k, ap_attn_impl impl, int causal, dou
     *bwd_eff = b;
 }
 
+double ap_kernels_attn_longest(const ap_kernels *k, ap_attn_impl impl, int causal) {
+    if (impl <= AP_ATTN_UNFUSED || impl >= AP_ATTN_COUNT) return 0;
+    double x = -1;
+    for (int pass = 0; pass < 2 && x < 0; pass++) {
+        int im = pass ? AP_ATTN_TRITON : (int)impl; /* FLEX without figures: Triton's (above) */
+        if (pass && impl != AP_ATTN_FLEX) break;
+        for (int i = 0; i < AP_KATTN_DCLASSES; i++)
+            for (int dir = 0; dir < 2; dir++) {
+                const ap_kseries *q = &k->attn[im][causal != 0][i][dir];
+                if (q->n && q->x[q->n - 1] > x) x = q->x[q->n - 1];
+            }
+    }
+    return x < 0 ? 0 : exp2(x);
+}
+
 const char *ap_kernels_attn_source(const ap_kernels *k, ap_attn_impl impl, int causal, double d) {
     if (impl <= AP_ATTN_UNFUSED || impl >= AP_ATTN_COUNT) return "";
     if (impl == AP_ATTN_FLEX) {

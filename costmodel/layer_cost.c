@@ -54,6 +54,7 @@ typedef struct {
     double a_loc;  /* query heads on this rank */
     double out_t;  /* split of the tensors outside the tp region: t with sp, else 1 */
     double kvf;    /* kv heads on this rank (replicated when tp > kv heads) */
+    int a2a;       /* context parallelism by all-to-all (plan.h cp_a2a) */
 } layer_shape;
 
 static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
@@ -68,6 +69,7 @@ static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
     ls->a_loc = (double)m->heads / ls->t;
     ls->out_t = p->sp ? ls->t : 1.0;
     ls->kvf = m->kv_heads >= p->tp ? (double)(m->kv_heads / p->tp) : 1.0;
+    ls->a2a = p->cp > 1 && p->cp_a2a;
 }
 
 /* Parameters of the layer on one GPU: matrices split by tp, KV replicated when tp > kv heads
@@ -224,21 +226,24 @@ static double causal_pairs(double s, double W, int chunked) {
 }
 
 /* A fused (flash) attention kernel over this rank's queries with keys limited to a window of
- * W (0: none; chunked: chunks of W), forward and backward seconds. Context parallelism runs the ring as cp steps of
- * (s/cp) x (s/cp) blocks (Megatron/TE ring attention, load-balanced): one causal block on the
- * diagonal and full blocks for the rest, each at the kernel table's efficiency for that block
- * length and head dim; a window shorter than the block runs like a sequence of its width.
+ * W (0: none; chunked: chunks of W), forward and backward seconds. Context parallelism runs the
+ * ring as cp steps of (s/cp) x (s/cp) blocks (Megatron/TE ring attention, load-balanced): one
+ * causal block on the diagonal and full blocks for the rest, each at the kernel table's
+ * efficiency for that block length and head dim; by all-to-all (cp_a2a) one causal kernel
+ * over the whole sequence for heads / cp of the rank's heads (the same pairs per rank);
+ * a window shorter than the block runs like a sequence of its width.
  * Efficiencies are the FlashAttention papers' microbenchmarks (kernels.c) times the calibrated
  * sustained fraction (the same as the GEMMs') and the wave quantisation of b x heads x
  * ceil(block / 128) query tiles over the SMs. */
 static void flash_s(const ctx *x, const layer_shape *ls, double W, int chunked, double *fwd_s,
                     double *bwd_s) {
     const ap_plan *p = x->p;
-    const double s = (double)p->seq, cp = (double)p->cp, L = ls->sl;
+    const double s = (double)p->seq, cp = (double)p->cp, L = ls->a2a ? s : ls->sl;
     const double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
     const double per_pair = 2.0 * (double)p->mbs * ls->a_loc * (dqk + dv);
+    const double heads = ls->a2a ? ls->a_loc / cp : ls->a_loc; /* the kernel's heads */
     const double rate = x->peak16 * x->cal.gemm_eff_max * x->gemm_scale *
-                        ap_kernels_wave(x->sms, (double)p->mbs * ls->a_loc * 128.0, L);
+                        ap_kernels_wave(x->sms, (double)p->mbs * heads * 128.0, L);
     double pairs = causal_pairs(s, W, chunked) / cp;
     double cf, cb, ff, fb; /* causal and full efficiencies, forward and backward */
     if (W > 0 && W < L) {
@@ -250,6 +255,16 @@ static void flash_s(const ctx *x, const layer_shape *ls, double W, int chunked, 
     ap_kernels_attn_eff(x->k, x->attn, 1, dqk, L, &cf, &cb);
     ap_kernels_attn_eff(x->k, x->attn, 0, dqk, L, &ff, &fb);
     double diag = fmin(pairs, 0.5 * L * L), rest = pairs - diag;
+    /* a causal kernel longer than the tables' longest length Lc: its masked tiles are those
+     * of the diagonal blocks of Lc (FlashAttention-2, Dao 2023 Sec. 3.1.1: only the blocks
+     * on the diagonal need the mask, the ones above it are skipped), the rest run as the
+     * full kernel, so the causal figure of Lc holds for Lc / L of the diagonal's pairs */
+    double Lc = ap_kernels_attn_longest(x->k, x->attn, 1);
+    if (Lc > 0 && L > Lc) {
+        double masked = diag * Lc / L;
+        rest += diag - masked;
+        diag = masked;
+    }
     *fwd_s = cf > 0 && ff > 0 ? per_pair * (diag / cf + rest / ff) / rate : 0;
     *bwd_s = cb > 0 && fb > 0 ? 2.5 * per_pair * (diag / cb + rest / fb) / rate : 0;
 }
@@ -332,6 +347,17 @@ double ap_cost_moe_permute_bytes(const ap_model *m, const ap_plan *p, double tok
     return bytes * (double)m->hidden;
 }
 
+/* The rank's query, key, value and output tensors of one micro-batch, bytes (16-bit): what
+ * all-to-all context parallelism moves and reorders. */
+static void a2a_tensors(const ctx *x, const layer_shape *ls, double b[4]) {
+    const double tok = (double)x->p->mbs * ls->sl * 2.0;
+    const double dqk = (double)ls->li.qk_head_dim, dv = (double)ls->li.v_head_dim;
+    b[0] = tok * ls->a_loc * dqk;
+    b[1] = tok * ls->kvf * dqk;
+    b[2] = tok * ls->kvf * dv;
+    b[3] = tok * ls->a_loc * dv;
+}
+
 /* Forward and backward compute of one micro-batch through the layer: GEMMs, the attention core
  * (attention_core_s) and the memory-bound kernels at HBM bandwidth. *gp gets the forward GEMM
  * time by the TP collective it overlaps (layer_comm). */
@@ -361,12 +387,22 @@ static void layer_compute(const ctx *x, const layer_shape *ls, layer_cost *lc, g
     if (unfused) /* scale, mask, softmax (+ dropout) on the s x s scores */
         in_elem += scores * (m->dropout ? 9.0 : 4.0);
     double elem_s = (out_elem + in_elem) / x->hbm;
+    double a2a_copy_s = 0;
+    if (ls->a2a) {
+        /* each all-to-all'd tensor copied into the layout the collective sends and out of the
+         * one it receives (a movedim and contiguous on each side, the causal chunk reorder
+         * folded into one of them: Transformer Engine flash_attn_a2a_communicate): read and
+         * write twice, forward and backward alike */
+        double b[4];
+        a2a_tensors(x, ls, b);
+        a2a_copy_s = 4.0 * (b[0] + b[1] + b[2] + b[3]) / x->hbm;
+    }
     double attn_elem_s = unfused ? scores * (m->dropout ? 9.0 : 4.0) / x->hbm : 0;
 
-    lc->fwd_compute_s = g + attn_f + elem_s;
+    lc->fwd_compute_s = g + attn_f + elem_s + a2a_copy_s;
     /* backward: two GEMMs per forward GEMM; the attention core's own backward; elementwise
      * about twice the traffic */
-    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s + bwd_adjust / x->hbm;
+    lc->bwd_compute_s = 2.0 * g + attn_b + 2.0 * elem_s + bwd_adjust / x->hbm + a2a_copy_s;
     lc->attn_fwd_s = attn_f + attn_elem_s;
     lc->attn_core_s = attn_f;
     lc->gemm_s = g;
@@ -412,8 +448,22 @@ static double tp_backward_s(const ctx *x, double c4, double fwd, const gemm_part
     return exposed;
 }
 
+/* All-to-all context parallelism (plan.h cp_a2a), forward: one all-to-all each for Q, K and V
+ * (sequence shards to head shards) and one for the output (back), none overlapped: the kernel
+ * needs all of its inputs and the next GEMM all of its output (Transformer Engine
+ * AttnFuncWithCPAndQKVOA2A; Jacobs et al. 2023, DeepSpeed-Ulysses, Sec. 3.1: 4 all-to-alls of
+ * N h / P per layer forward). The backward moves the same four (dO in; dQ, dK, dV out). */
+static double a2a_cp_s(const ctx *x, const layer_shape *ls) {
+    double b[4];
+    a2a_tensors(x, ls, b);
+    int k_cp = in_domain(x, x->p->cp, x->p->tp);
+    double t = 0;
+    for (int i = 0; i < 4; i++) t += alltoall_s(x, b[i], x->p->cp, k_cp);
+    return t;
+}
+
 /* Communication of one micro-batch through the layer, forward: TP (with its overlap), the CP
- * ring and the EP all-to-alls. */
+ * ring or all-to-alls and the EP all-to-alls. */
 static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp,
                        layer_cost *lc) {
     const ap_model *m = x->m;
@@ -459,7 +509,10 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
             lc->sac_rec_tp_s += e + overlap_cost_s(c - e);
         }
     }
-    if (p->cp > 1) {
+    if (ls->a2a) {
+        lc->cp_s = a2a_cp_s(x, ls);
+        lc->cp_bwd_s = lc->cp_s;
+    } else if (p->cp > 1) {
         /* ring attention: cp-1 exchanges of the local K and V, overlapped with the attention
          * of the previous chunk (Megatron/TE context parallelism), each hidden part slowing
          * the attention beside it (overlap_cost_s) */
@@ -472,6 +525,7 @@ static void layer_comm(const ctx *x, const layer_shape *ls, const gemm_parts *gp
         double per_step_attn = lc->attn_core_s / p->cp;
         lc->cp_s = (p->cp - 1) * (fmax(0.0, step - per_step_attn) +
                                   overlap_cost_s(fmin(step, per_step_attn)));
+        lc->cp_bwd_s = 2.0 * lc->cp_s; /* K and V again, and their gradients */
     }
     if (ls->li.is_moe && p->ep > 1) {
         /* dispatch and combine all-to-alls of every routed token copy */

@@ -93,6 +93,7 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     k = lbl_i(o, k, " pp", p->pp);
     k = lbl_i(o, k, " dp", p->dp);
     if (p->cp > 1) k = lbl_i(o, k, " cp", p->cp);
+    if (p->cp > 1 && p->cp_a2a) k = lbl_s(o, k, "a2a");
     if (p->ep > 1) k = lbl_i(o, k, " ep", p->ep);
     if (p->etp > 1) k = lbl_i(o, k, " etp", p->etp);
     if (p->vp > 1) k = lbl_i(o, k, " vp", p->vp);
@@ -470,6 +471,29 @@ static ap_status vp_uniform(const ap_plan *p, const ap_model *m, ap_err *err) {
     return AP_OK;
 }
 
+/* Context parallelism by all-to-all (plan.h cp_a2a): a trainer that has it, cp > 1, and the
+ * rank's query and key/value heads (heads / tp, kv heads / tp) divisible by cp, as Transformer
+ * Engine's a2a path asserts; multi-latent attention (its own head dims for K and V) is not
+ * priced that way. */
+static ap_status cp_a2a_check(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
+                              ap_err *err) {
+    if (!t->cp_a2a)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no all-to-all context parallelism "
+                          "(cp_a2a)", t->name);
+    if (p->cp < 2)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "all-to-all context parallelism (cp_a2a) "
+                          "needs cp > 1");
+    if (m->mla.kv_lora_rank > 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "all-to-all context parallelism (cp_a2a) is "
+                          "not modelled for multi-latent attention");
+    int64_t q = m->heads / p->tp, kv = m->kv_heads >= p->tp ? m->kv_heads / p->tp : 1;
+    if (q % p->cp != 0 || kv % p->cp != 0)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "all-to-all context parallelism: the %lld "
+                          "query and %lld key/value heads of each tp rank are not divisible by "
+                          "cp %d", (long long)q, (long long)kv, p->cp);
+    return AP_OK;
+}
+
 /* What of check_shape depends on the layout (stage_layers): an explicit layout's length, sum
  * and evenness as the trainer takes it, or the uniform split's divisibility. */
 static ap_status check_layout(const ap_trainer_caps *t, const ap_plan *p, const ap_model *m,
@@ -550,6 +574,10 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
                           (long long)p->seq, 2 * p->cp);
+    if (p->cp_a2a) {
+        ap_status st = cp_a2a_check(t, p, m, err);
+        if (st != AP_OK) return st;
+    }
     if (ap_model_moe_layers_in(m, 0, m->layers) > 0) {
         if (m->moe.experts % p->ep != 0)
             return ap_err_set(err, AP_ERR_INFEASIBLE, "experts (%lld) are not divisible by ep %d",

@@ -92,7 +92,9 @@ static const ap_field plan_fields[] = {
     F(master_state_bytes, NULL, NULL, AP_FT_REAL, 0, 16),
     F(te_attention, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(loss_bytes_per_logit, NULL, NULL, AP_FT_REAL, 0, 16),
-    F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
+    /* optional: plan.json files written before it have none and run the ring */
+    {"cp_a2a", "cp_a2a", "cp-a2a", AP_FT_BOOL, offsetof(ap_plan, cp_a2a), 0, 1, NULL, 0, 0,
+     AP_FIELD_OPTIONAL},
     /* the heterogeneous placement (issue 18): plan.json's optional "hetero" object is written
      * and read by output/planio.c in the trainers' own option names; the rows key it */
     F(hetero.placement, NULL, NULL, AP_FT_INT, 0, 2),
@@ -130,6 +132,7 @@ static const ap_field plan_fields[] = {
      * 64 rows a request's plan_given mask can mark (request.h) */
     F(dp_bucket_params, NULL, NULL, AP_FT_REAL, 0, 1e13),
     F(no_tp_bwd_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
+    F(no_p2p_overlap, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(fsdp1, NULL, NULL, AP_FT_BOOL, 0, 1),
     F(elementwise, NULL, NULL, AP_FT_INT, 0, 3),
 };

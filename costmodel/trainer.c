@@ -100,6 +100,12 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         .tp_bwd_async = 1,
         .dp_shard_required_with_tp = 0,
         .moe_zero_mask = Z(0) | Z(1), .dp_shard_required_with_cp = 0, .cp_with_mla = 1,
+        /* --cp-comm-type a2a (core/transformer/transformer_config.py cp_comm_type, p2p by
+         * default): Transformer Engine's AttnFuncWithCPAndQKVOA2A all-to-alls Q, K and V from
+         * sequence to head shards before the kernel and the output back after it (their
+         * gradients likewise in backward), DeepSpeed-Ulysses' scheme (Jacobs et al. 2023,
+         * arXiv 2309.14509 Sec. 3); it needs the rank's query and key heads divisible by cp */
+        .cp_a2a = 1,
         /* --fp8-param-gather: Transformer Engine's fp8_model_init keeps the weights as FP8
          * tensors and the distributed optimizer (or Megatron-FSDP) gathers them in FP8; the
          * arguments refuse it without one of those (arguments.py validate_args) */

@@ -127,7 +127,8 @@ static ap_status dtype_bytes(const ap_json *pj, const char *key, const char *whe
  * NeMo sets for an fp32 optimizer over bf16 weights (nemo/collections/nlp/models/language_modeling/
  * megatron_base_model.py setup_optimization): the master copy is the 16 low bits the bf16 weight
  * lacks, 2 bytes instead of 4), "te_attention" (the attention and its context-parallel ring
- * run in Transformer Engine's module, not the trainer's own path), TP overlap ("overlap_tp",
+ * run in Transformer Engine's module, not the trainer's own path), context parallelism by
+ * all-to-all ("cp_a2a": Megatron-LM --cp-comm-type a2a), TP overlap ("overlap_tp",
  * default: as "overlap"), whether pipeline sends overlap compute ("p2p_overlap", default: as
  * the trainer does), whether the backward's TP collectives overlap its GEMMs
  * ("tp_bwd_overlap", default: as the trainer does), whether an FSDP run used PyTorch's first
@@ -175,6 +176,9 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     int te = 0;
     if ((st = ap_json_get_bool(pj, "te_attention", &te, &given, where, err))) return st;
     p->te_attention = given && te;
+    int a2a = 0;
+    if ((st = ap_json_get_bool(pj, "cp_a2a", &a2a, &given, where, err))) return st;
+    p->cp_a2a = given && a2a;
     int rem = 0;
     if ((st = ap_json_get_bool(pj, "param_remainders", &rem, &given, where, err))) return st;
     if (given && rem && p->dtype != AP_DTYPE_BF16 && p->dtype != AP_DTYPE_FP8)

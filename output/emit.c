@@ -310,6 +310,7 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_clust
     if (q->dtype == AP_DTYPE_FP8 && !k->fp8) q->dtype = AP_DTYPE_BF16;
     if (q->dtype != AP_DTYPE_FP8 || !(k->fp8_params_zero_mask & (1u << q->zero)))
         q->fp8_params = 0;
+    if (!k->cp_a2a || q->cp < 2) q->cp_a2a = 0; /* the ring where all-to-all is not had */
     /* a recipe the trainer does not run becomes its own (the plan's recipe is AUTO when the
        plan itself is not fp8) */
     if (q->dtype != AP_DTYPE_FP8 || !(k->fp8_recipes & (1u << ap_plan_fp8_recipe(q))))

@@ -252,6 +252,7 @@ static void plan_flags(sb *b, const emit_ctx *x) {
     sb_printf(b, "    --tensor-model-parallel-size %d\n", p->tp);
     sb_printf(b, "    --pipeline-model-parallel-size %d\n", p->pp);
     if (p->cp > 1) sb_printf(b, "    --context-parallel-size %d\n", p->cp);
+    if (p->cp > 1 && p->cp_a2a) sb_printf(b, "    --cp-comm-type a2a\n");
     if (p->ep > 1) sb_printf(b, "    --expert-model-parallel-size %d\n", p->ep);
     /* always for MoE models: left out, Megatron sets it to tp (issue 19, Mixtral at tp 2) */
     if (x->m->moe.experts > 0)

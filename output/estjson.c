@@ -253,6 +253,9 @@ ap_json *ap_estimate_to_json(const ap_estimate *e, const ap_model *m) {
             /* FP8 weights (plan.h fp8_params), when kept: absent means 16-bit weights */
             if (st == AP_OK && p->fp8_params)
                 st = ap_json_add_bool(group_obj(root, "plan"), "fp8_params", 1);
+            /* all-to-all context parallelism (plan.h cp_a2a), when used: absent means the ring */
+            if (st == AP_OK && p->cp_a2a)
+                st = ap_json_add_bool(group_obj(root, "plan"), "cp_a2a", 1);
             /* the FP8 scaling recipe of an fp8 plan, as it runs (the trainer's where AUTO) */
             if (st == AP_OK && p->dtype == AP_DTYPE_FP8)
                 st = ap_json_add_string(group_obj(root, "plan"), "fp8_recipe",
@@ -336,6 +339,13 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
             st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_params': %s is not a valid "
                             "value (true or false)", where, ap_json_type_name(f8));
         else e->plan.fp8_params = ap_json_bool(f8);
+    }
+    const ap_json *a2a = at_path(est, "plan.cp_a2a");
+    if (st == AP_OK && a2a) {
+        if (!ap_json_is_bool(a2a))
+            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.cp_a2a': %s is not a valid "
+                            "value (true or false)", where, ap_json_type_name(a2a));
+        else e->plan.cp_a2a = ap_json_bool(a2a);
     }
     /* the FP8 recipe through the plan's field table (optional, an enum of plan.h) */
     const ap_json *pj = at_path(est, "plan");

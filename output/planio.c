@@ -591,6 +591,12 @@ static ap_status est_plan_extras(const char *file, const ap_json *est, const ap_
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.fp8_params' is not the "
                           "plan's %s (the estimate is of another plan)", file,
                           p->fp8_params ? "true" : "false");
+    const ap_json *a2a = est_at(est, "plan.cp_a2a");
+    if ((a2a && (!ap_json_is_bool(a2a) || ap_json_bool(a2a) != (p->cp_a2a != 0))) ||
+        (!a2a && p->cp_a2a))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.cp_a2a' is not the "
+                          "plan's %s (the estimate is of another plan)", file,
+                          p->cp_a2a ? "true" : "false");
     if (zg && (!ap_json_is_number(zg) || ap_json_number(zg) != p->zero_group))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.zero_group' is not the "
                           "plan's %d (the estimate is of another plan)", file, p->zero_group);

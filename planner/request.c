@@ -231,6 +231,10 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
     if (ap_request_given(rq->plan_given, "dtype") && r->cluster.gpu.peak_flops[p->dtype] <= 0)
         return ap_err_set(err, AP_ERR_INPUT, "--dtype %s: %s has no %s tensor cores",
                           ap_dtype_name(p->dtype), r->cluster.gpu.name, ap_dtype_name(p->dtype));
+    if (p->cp_a2a && !ap_trainer_get(p->trainer)->cp_a2a)
+        return ap_err_set(err, AP_ERR_INPUT, "--cp-a2a: %s has no all-to-all context "
+                          "parallelism (Megatron-LM's --cp-comm-type a2a)",
+                          ap_trainer_get(p->trainer)->display);
     /* FP8 weights limit the plans to those that can keep them (ap_plan_check, which also
      * refuses a ZeRO stage without them); a search with none is refused here, not answered
      * with "nothing legal" */
@@ -595,6 +599,7 @@ static ap_status finish_search(const ap_request *rq, ap_resolved *r, ap_err *err
     so->fixed.flash_attn = cp->flash_attn;
     so->fixed.attn_impl = cp->attn_impl;
     so->fixed.fp8_params = cp->fp8_params;
+    so->fixed.cp_a2a = cp->cp_a2a;
     so->fixed.fp8_recipe = cp->fp8_recipe;
     /* an explicit 0 pins "all ranks"; absent leaves the domain's group to the search */
     so->fixed.zero_group =

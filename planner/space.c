@@ -430,6 +430,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->flash_attn = fx->flash_attn;
     p->attn_impl = fx->attn_impl;
     p->fp8_params = fx->fp8_params;
+    p->cp_a2a = fx->cp_a2a && pt->cp > 1;
     p->fp8_recipe = fx->fp8_recipe;
     p->zero_group = fx->zero_group > 0 ? fx->zero_group : pt->zero_group;
     p->grad_reduce_bytes = fx->grad_reduce_bytes;

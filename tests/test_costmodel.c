@@ -623,6 +623,69 @@ static void test_cp_eager_merge(void) {
                32.0 * (10.0 * q + 22.0 * kv + 6.0 * (q + kv)) / hbm, 1e-9);
 }
 
+/* Context parallelism by all-to-all (plan.h cp_a2a, Megatron-LM --cp-comm-type a2a): Llama-3-8B
+ * (32 query heads, 8 key/value heads of 128) on one H100 node, cp 4 x dp 2, 32K tokens, two
+ * micro-batches. Each layer's forward all-to-alls the rank's Q and output (8192 tokens x 32 x
+ * 128 x 2 bytes each) and K and V (8192 x 8 x 128 x 2) over the 4 cp ranks of the node, the
+ * backward as much again: 32 layers x 2 micro-batches x 2 directions x those four, priced as
+ * the estimate prices one NCCL all-to-all, none hidden. The attention kernel then covers the
+ * whole sequence for 8 of the 32 heads: a quarter of the cp = 1 kernel's time (up to wave
+ * quantisation), the same model FLOPs as the ring. The plan checker refuses it without cp,
+ * on a trainer without it and where a tp rank's heads do not divide by cp. */
+static void test_cp_a2a(void) {
+    ap_model m = load("examples/models/llama-3-8b.json");
+    ap_cluster c = cluster("h100-sxm", 8);
+    ap_calib cal;
+    ap_calib_default(&c.gpu, &cal);
+    ap_err err;
+    static ap_estimate ring, a2a, whole;
+    ap_estimate_opts o;
+    ap_estimate_opts_init(&o);
+    o.compute_parts = 1;
+    ap_plan p = mkplan(1, 1, 2, 1, 4, 1, AP_RECOMPUTE_NONE, 0, 1);
+    p.cp = 4;
+    p.seq = 32768;
+    CHECK_INT(ap_estimate_plan(&m, &c, &p, &o, &ring, &err), AP_OK);
+    p.cp_a2a = 1;
+    CHECK_INT(ap_plan_check(&p, &m, &c, 0, &err), AP_OK);
+    CHECK_INT(ap_estimate_plan(&m, &c, &p, &o, &a2a, &err), AP_OK);
+    const struct ap_kernels *k = ap_kernels_published(&c.gpu);
+    double q = 8192.0 * 32 * 128 * 2, kv = 8192.0 * 8 * 128 * 2, one = 0;
+    double bytes[4] = {q, kv, kv, q};
+    for (int i = 0; i < 4; i++)
+        one += ap_estimate_coll_s(&c, &cal, k, AP_COLL_ALLTOALL_OP, bytes[i], 4, 4);
+    CHECK_NEAR(a2a.time.cp_comm_s, 32.0 * 2 * 2 * one, 1e-9);
+    CHECK(a2a.time.cp_comm_s > ring.time.cp_comm_s); /* the ring hides behind its blocks */
+    CHECK_NEAR(a2a.tp.model_flops_per_step, ring.tp.model_flops_per_step, 1e-3);
+    ap_plan w = mkplan(1, 1, 8, 1, 16, 1, AP_RECOMPUTE_NONE, 0, 1);
+    w.seq = 32768;
+    CHECK_INT(ap_estimate_plan(&m, &c, &w, &o, &whole, &err), AP_OK);
+    CHECK_NEAR(a2a.time.part_fwd_s[AP_PART_ATTN] / (whole.time.part_fwd_s[AP_PART_ATTN] / 4.0),
+               1.0, 0.02);
+    CHECK_NEAR(a2a.time.part_bwd_s[AP_PART_ATTN] / (whole.time.part_bwd_s[AP_PART_ATTN] / 4.0),
+               1.0, 0.02);
+    /* refusals: cp 1, DeepSpeed, tp 4 x cp 4 (2 key/value heads per tp rank) */
+    ap_plan r = p;
+    r.cp = 1;
+    r.dp = 8;
+    CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_ERR_INFEASIBLE);
+    CHECK(strstr(err.msg, "cp > 1") != NULL);
+    r = p;
+    r.trainer = AP_TRAINER_DEEPSPEED;
+    CHECK(ap_plan_check(&r, &m, &c, 0, &err) != AP_OK);
+    r = p;
+    r.tp = 4;
+    r.dp = 1;
+    r.sp = 1;
+    r.gbs = 2;
+    r.grad_accum = 2;
+    ap_cluster c16 = cluster("h100-sxm", 16);
+    CHECK_INT(ap_plan_check(&r, &m, &c16, 0, &err), AP_ERR_INFEASIBLE);
+    CHECK(strstr(err.msg, "not divisible by cp 4") != NULL);
+    r.tp = 2; /* 16 query and 4 key/value heads per tp rank */
+    CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_OK);
+}
+
 /* torchtitan's per-op checkpointing keeps reduce-scatter outputs, not all-gather ones, so its
  * recompute runs each layer's two sequence-parallel all-gathers again: Llama-3-8B, tp 8 sp on
  * one H100 node, 12 x 8192 tokens per micro-batch. Doubling the NVLink bandwidth takes from
@@ -1781,5 +1844,6 @@ int main(int argc, char **argv) {
     test_dp_buckets();
     test_hsdp();
     test_tp_bwd_async();
+    test_cp_a2a();
     return tl_finish();
 }

@@ -1394,11 +1394,11 @@ static void mu_ds_pp_z3(ap_json *r) {
 /* Every member of a valid plan.json (outside "estimate") is typed, and every one but the
  * optional ones is required: removing it, or giving it a value of another type, must be refused
  * with a message naming it. Optional: "attn_impl" (added with the kernel tables; absent reads as
- * "auto", test_planfile_before_attn_impl), "fp8_params" (absent: 16-bit weights) and
- * "zero_group" (absent: ZeRO over all data-parallel ranks). */
+ * "auto", test_planfile_before_attn_impl), "fp8_params" (absent: 16-bit weights), "cp_a2a"
+ * (absent: the ring) and "zero_group" (absent: ZeRO over all data-parallel ranks). */
 static int optional_member(const char *key) {
     return !strcmp(key, "attn_impl") || !strcmp(key, "fp8_params") || !strcmp(key, "fp8_recipe") ||
-           !strcmp(key, "zero_group");
+           !strcmp(key, "cp_a2a") || !strcmp(key, "zero_group");
 }
 
 static int planfile_refuses(const ap_json *root, const char *key) {

@@ -136,6 +136,10 @@ double ap_kernels_gemm_eff(const ap_kernels *k, ap_dtype dt, double M, double N,
 void ap_kernels_attn_eff(const ap_kernels *k, ap_attn_impl impl, int causal, double d, double s,
                          double *fwd_eff, double *bwd_eff);
 
+/* The longest sequence length (tokens) the tables hold for impl, causal or not (any head dim
+ * or direction): past it ap_kernels_attn_eff returns that length's figure; 0 when none. */
+double ap_kernels_attn_longest(const ap_kernels *k, ap_attn_impl impl, int causal);
+
 /* Where ap_kernels_attn_eff's figure for this case comes from (a citation, "A100 figure
  * carried over", or "measured"): a pointer into k, valid while k lives. */
 const char *ap_kernels_attn_source(const ap_kernels *k, ap_attn_impl impl, int causal, double d);

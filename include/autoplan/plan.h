@@ -204,6 +204,13 @@ typedef struct ap_plan {
                                         parameter with no 16-bit copy beside it, gathered by
                                         the distributed optimizer (or Megatron-FSDP) in FP8;
                                         the trainer's fp8_params_zero_mask says where */
+    int cp_a2a;                      /* with cp > 1: context parallelism by all-to-all
+                                        (DeepSpeed-Ulysses' scheme; Megatron-LM --cp-comm-type
+                                        a2a, --cp-a2a, plan.json "cp_a2a") instead of the ring:
+                                        Q, K and V go from sequence shards to head shards, each
+                                        rank runs attention over the whole sequence for
+                                        heads / (tp cp) of the heads, and the output returns;
+                                        the trainer's cp_a2a says where */
     ap_plan_hetero hetero;           /* added for issue 18: Gemini placement and DeepSpeed
                                         offload devices (zeroed = not used) */
 } ap_plan;
@@ -348,6 +355,8 @@ typedef struct ap_trainer_caps {
                                     dtype (a plan's grad_reduce_bytes, where given) */
     int cp_with_mla;             /* context parallelism available for MLA models (torchtitan's
                                     DeepSeek-V3 flavours use flex attention, which its cp refuses) */
+    int cp_a2a;                  /* context parallelism by all-to-all as well as the ring (plan.h
+                                    cp_a2a: Megatron-Core's cp_comm_type "a2a") */
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
                                     with offload_optim_frac (and shard_param_frac) 1.0 */
     int ep_no_overlap;           /* Colossal-AI MoE plugin: no communication overlap with ep > 1 */
