@@ -231,7 +231,8 @@ void ap_cli_plan_flags(ap_flags *fl) {
     ap_flags_add(fl, "cp", AP_FLAG_VALUE, "N", "context-parallel degree");
     ap_flags_add(fl, "cp-a2a", AP_FLAG_BOOL, NULL,
                  "context parallelism by all-to-all (DeepSpeed-Ulysses' scheme, Megatron-LM "
-                 "--cp-comm-type a2a) instead of the ring; the search keeps it where cp > 1");
+                 "--cp-comm-type a2a) instead of the ring (the search tries both where the trainer has "
+                 "both; given, all-to-all only)");
     ap_flags_add(fl, "ep", AP_FLAG_VALUE, "N", "expert-parallel degree (MoE)");
     ap_flags_add(fl, "etp", AP_FLAG_VALUE, "N", "expert tensor-parallel degree (MoE, default 1)");
     ap_flags_add(fl, "vp", AP_FLAG_VALUE, "N", "virtual pipeline stages per rank (interleaving)");

@@ -105,6 +105,7 @@ typedef struct {
     int tp, cp, ep, etp, sp, overlap_tp, dtype, flash_attn, attn;
     int trainer; /* torchtitan's per-op selective checkpointing (ap_mem_op_sac) */
     int elementwise; /* eager or fused norms, rotary and SwiGLU (layer_cost.c) */
+    int cp_a2a, te_attention, no_tp_bwd_overlap; /* CP's kind and kernels, the TP backward */
 } price_key;
 
 /* The memo is an open-addressed table (linear probing) that doubles at half load, from
@@ -209,6 +210,9 @@ static void key_of(const ctx *x, price_key *key) {
     key->attn = (int)x->attn;
     key->trainer = (int)p->trainer;
     key->elementwise = p->elementwise;
+    key->cp_a2a = p->cp > 1 && p->cp_a2a;
+    key->te_attention = p->te_attention;
+    key->no_tp_bwd_overlap = p->no_tp_bwd_overlap;
 }
 
 static uint64_t key_hash(const price_key *key) {
@@ -218,7 +222,7 @@ static uint64_t key_hash(const price_key *key) {
                  (uint64_t)key->ep * 0x165667B19E3779F9ull ^ (uint64_t)key->mbs * 0x27D4EB2F165667C5ull ^
                  (uint64_t)key->seq * 0x85EBCA77C2B2AE63ull ^ (uint64_t)(key->sp + 2 * key->overlap_tp +
                  4 * key->dtype + 16 * key->flash_attn + 32 * key->attn + 256 * key->etp +
-                 4096 * key->trainer);
+                 4096 * key->trainer + 65536 * key->cp_a2a);
     return ap_hash_mix(h);
 }
 

@@ -655,11 +655,12 @@ static rs_memo *memo_slot(rs_scratch *sc, const ap_plan *p, int *hit) {
                  (uint64_t)p->pp * 0x165667B19E3779F9ull ^ (uint64_t)p->dp * 0x27D4EB2F165667C5ull ^
                  (uint64_t)p->ep * 0x85EBCA77C2B2AE63ull ^ (uint64_t)p->mbs * 0xD6E8FEB86659FD93ull ^
                  (uint64_t)(p->vp + 1024 * p->zero + 8192 * p->etp) ^
-                 (uint64_t)p->zero_group * 0x94D049BB133111EBull;
+                 (uint64_t)p->zero_group * 0x94D049BB133111EBull ^ (uint64_t)p->cp_a2a;
     rs_memo *mm = &sc->memo[ap_hash_mix(h) & (RS_MEMO - 1)];
     *hit = mm->valid && mm->tp == p->tp && mm->cp == p->cp && mm->pp == p->pp &&
            mm->dp == p->dp && mm->ep == p->ep && mm->etp == p->etp && mm->vp == p->vp &&
-           mm->zero == p->zero && mm->zero_group == p->zero_group && mm->mbs == p->mbs;
+           mm->zero == p->zero && mm->zero_group == p->zero_group && mm->mbs == p->mbs &&
+           mm->cp_a2a == p->cp_a2a;
     return mm;
 }
 
@@ -675,6 +676,7 @@ static void memo_key(rs_memo *mm, const ap_plan *p) {
     mm->tp = p->tp, mm->cp = p->cp, mm->pp = p->pp, mm->dp = p->dp, mm->ep = p->ep;
     mm->etp = p->etp;
     mm->vp = p->vp, mm->zero = p->zero, mm->zero_group = p->zero_group, mm->mbs = p->mbs;
+    mm->cp_a2a = p->cp_a2a;
 }
 
 /* Memo entry mm for plan p's key from its sibling q's estimate se (NULL: the trainer runs no
@@ -1440,15 +1442,17 @@ static int same_combo(const rs_cand *a, const rs_cand *b) {
     return a->pt.tp == b->pt.tp && a->pt.cp == b->pt.cp && a->pt.pp == b->pt.pp &&
            a->pt.dp == b->pt.dp && a->pt.ep == b->pt.ep && a->pt.etp == b->pt.etp &&
            a->pt.vp == b->pt.vp && a->pt.zero == b->pt.zero &&
-           a->pt.zero_group == b->pt.zero_group && a->mb == b->mb;
+           a->pt.zero_group == b->pt.zero_group && a->pt.cp_a2a == b->pt.cp_a2a &&
+           a->mb == b->mb;
 }
 
 /* A hash of what same_combo compares (FNV-1a over the fields). */
 static uint64_t combo_hash(const rs_cand *c) {
-    const int64_t f[10] = {c->pt.tp, c->pt.cp, c->pt.pp, c->pt.dp, c->pt.ep,
-                           c->pt.etp, c->pt.vp, c->pt.zero, c->pt.zero_group, (int64_t)c->mb};
+    const int64_t f[11] = {c->pt.tp, c->pt.cp, c->pt.pp, c->pt.dp, c->pt.ep,
+                           c->pt.etp, c->pt.vp, c->pt.zero, c->pt.zero_group, (int64_t)c->mb,
+                           c->pt.cp_a2a};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 11; i++) {
         h ^= (uint64_t)f[i];
         h *= 1099511628211ull;
     }

@@ -30,7 +30,7 @@
 /* The same plan up to its split: degrees, batch, ZeRO, recompute and offload. A ranking holds
  * each such plan once (resplit.c, with its best split). */
 typedef struct {
-    int64_t f[11]; /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp */
+    int64_t f[12]; /* tp, pp, dp, cp, ep, vp, ZeRO, recompute, its count, mbs, etp, cp_a2a */
     double off[2]; /* the offload fractions of optimizer states and parameters */
 } plan_key;
 
@@ -176,7 +176,7 @@ typedef struct {
 } lin_fit;
 
 typedef struct rs_memo {
-    int valid, none, tp, cp, pp, dp, ep, etp, vp, zero, zero_group;
+    int valid, none, tp, cp, pp, dp, ep, etp, vp, zero, zero_group, cp_a2a;
     int64_t mbs;
     double pipe_s;
     double overhead_s; /* the sibling's fixed per-step overhead (the calibration's) */

@@ -52,12 +52,32 @@ static int tp_values(const ap_space *s, const ap_space_point *pt, double *v) {
     return n;
 }
 
+/* Whether cp ranks can run context parallelism by all-to-all beside tp ones (ap_plan_check's
+ * cp_a2a rule: the trainer has it, no multi-latent attention, each tp rank's query and
+ * key/value heads divide by cp). */
+static int a2a_fits(const ap_space *s, int tp, int cp) {
+    const ap_model *m = s->m;
+    if (!s->tr->cp_a2a || cp < 2 || m->mla.kv_lora_rank > 0 || m->heads % tp) return 0;
+    int64_t kv = m->kv_heads >= tp ? m->kv_heads / tp : 1;
+    return (m->heads / tp) % cp == 0 && kv % cp == 0;
+}
+
+/* Context-parallel degrees, each cp > 1 followed by cp + 0.5 where the trainer can run it by
+ * all-to-all instead of the ring (set_value: the half marks cp_a2a, as ZeRO's half marks its
+ * domain group); --cp-a2a keeps the all-to-all variants only. */
 static int cp_values(const ap_space *s, const ap_space_point *pt, double *v) {
-    int n = divisors(s->c->gpus / pt->tp, s->tr->cp ? 64 : 1, v, 64);
-    int fx = s->o->fixed.cp;
+    double d[64];
+    int n = divisors(s->c->gpus / pt->tp, s->tr->cp ? 64 : 1, d, 64);
+    int fx = s->o->fixed.cp, only_a2a = s->o->fixed.cp_a2a;
     int64_t seq = s->o->fixed.seq;
-    KEEP_IF(v, n, (!fx || (int)x == fx) && ((int)x == 1 || seq % (2 * (int64_t)x) == 0));
-    return n;
+    KEEP_IF(d, n, (!fx || (int)x == fx) && ((int)x == 1 || seq % (2 * (int64_t)x) == 0));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int cp = (int)d[i], a2a = a2a_fits(s, pt->tp, cp);
+        if (cp == 1 || !only_a2a) v[k++] = d[i];
+        if (a2a) v[k++] = d[i] + 0.5;
+    }
+    return k;
 }
 
 static int pp_values(const ap_space *s, const ap_space_point *pt, double *v) {
@@ -210,7 +230,10 @@ static int offp_values(const ap_space *s, const ap_space_point *pt, double *v) {
 static void set_value(ap_space *s, ap_space_point *pt, int d, double x) {
     switch (d) {
     case D_TP: pt->tp = (int)x; break;
-    case D_CP: pt->cp = (int)x; break;
+    case D_CP:
+        pt->cp = (int)x;
+        pt->cp_a2a = x != (double)pt->cp;
+        break;
     case D_PP:
         pt->pp = (int)x;
         pt->dp = s->c->gpus / (pt->tp * pt->cp * pt->pp);
@@ -430,7 +453,7 @@ int ap_space_group(const ap_space *s, const ap_space_point *pt, ap_plan_group *g
     p->flash_attn = fx->flash_attn;
     p->attn_impl = fx->attn_impl;
     p->fp8_params = fx->fp8_params;
-    p->cp_a2a = fx->cp_a2a && pt->cp > 1;
+    p->cp_a2a = pt->cp_a2a;
     p->fp8_recipe = fx->fp8_recipe;
     p->zero_group = fx->zero_group > 0 ? fx->zero_group : pt->zero_group;
     p->grad_reduce_bytes = fx->grad_reduce_bytes;

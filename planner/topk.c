@@ -49,13 +49,13 @@ const char *ap_tie_rule_text(void) {
 
 plan_key plan_key_of(const ap_plan *p) {
     plan_key k = {{p->tp, p->pp, p->dp, p->cp, p->ep, p->vp, p->zero, (int64_t)p->recompute,
-                   p->recompute_layers, p->mbs, p->etp},
+                   p->recompute_layers, p->mbs, p->etp, p->cp_a2a},
                   {p->offload_optimizer + 0.0, p->offload_params + 0.0}}; /* -0 as 0 */
     return k;
 }
 
 int plan_key_eq(const plan_key *a, const plan_key *b) {
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         if (a->f[i] != b->f[i]) return 0;
     return a->off[0] == b->off[0] && a->off[1] == b->off[1];
 }
@@ -63,7 +63,7 @@ int plan_key_eq(const plan_key *a, const plan_key *b) {
 /* FNV-1a over the fields */
 uint64_t plan_key_hash(const plan_key *k) {
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 11; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
+    for (int i = 0; i < 12; i++) h = (h ^ (uint64_t)k->f[i]) * 1099511628211ull;
     for (int i = 0; i < 2; i++) {
         uint64_t b;
         memcpy(&b, &k->off[i], sizeof b);

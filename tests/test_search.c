@@ -855,7 +855,8 @@ static int same_plan_t(const ap_plan *a, const ap_plan *b) {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
            a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs && a->zero == b->zero &&
            a->recompute == b->recompute && a->recompute_layers == b->recompute_layers &&
-           a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params;
+           a->offload_optimizer == b->offload_optimizer && a->offload_params == b->offload_params &&
+           a->cp_a2a == b->cp_a2a;
 }
 
 /* Add e to the brute-force list: one entry per plan (up to its split), the better one. */
@@ -953,7 +954,7 @@ static void check_resplit(const char *what, const ap_model *m, const ap_cluster 
             const ap_plan *a = &combo[j], *b = &u.plan;
             if (a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp &&
                 a->ep == b->ep && a->etp == b->etp && a->vp == b->vp && a->mbs == b->mbs &&
-                a->zero == b->zero)
+                a->zero == b->zero && a->cp_a2a == b->cp_a2a)
                 break;
         }
         if (j == ncombo) {

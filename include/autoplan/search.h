@@ -189,6 +189,7 @@ typedef struct ap_space_point {
     int tp, cp, pp, dp, ep, etp, vp, zero;
     int zero_group;           /* ZeRO within groups of this many ranks (0: all; see space.c) */
     double offload_optimizer, offload_params;
+    int cp_a2a;               /* context parallelism by all-to-all (plan.h cp_a2a; space.c) */
     int hetero_extra;         /* the extra heterogeneous-memory level (Gemini auto placement,
                                  ZeRO-Infinity on NVMe: see space.c) */
 } ap_space_point;
