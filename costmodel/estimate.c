@@ -210,7 +210,7 @@ static void key_of(const ctx *x, price_key *key) {
     key->attn = (int)x->attn;
     key->trainer = (int)p->trainer;
     key->elementwise = p->elementwise;
-    key->cp_a2a = p->cp > 1 && p->cp_a2a;
+    key->cp_a2a = ap_plan_cp_a2a(p);
     key->te_attention = p->te_attention;
     key->no_tp_bwd_overlap = p->no_tp_bwd_overlap;
 }

@@ -69,7 +69,7 @@ static void layer_shape_of(const ctx *x, int64_t idx, layer_shape *ls) {
     ls->a_loc = (double)m->heads / ls->t;
     ls->out_t = p->sp ? ls->t : 1.0;
     ls->kvf = m->kv_heads >= p->tp ? (double)(m->kv_heads / p->tp) : 1.0;
-    ls->a2a = p->cp > 1 && p->cp_a2a;
+    ls->a2a = ap_plan_cp_a2a(p);
 }
 
 /* Parameters of the layer on one GPU: matrices split by tp, KV replicated when tp > kv heads

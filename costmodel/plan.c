@@ -93,7 +93,7 @@ char *ap_plan_label(const ap_plan *p, char *buf, size_t n) {
     k = lbl_i(o, k, " pp", p->pp);
     k = lbl_i(o, k, " dp", p->dp);
     if (p->cp > 1) k = lbl_i(o, k, " cp", p->cp);
-    if (p->cp > 1 && p->cp_a2a) k = lbl_s(o, k, "a2a");
+    if (ap_plan_cp_a2a(p)) k = lbl_s(o, k, "a2a");
     if (p->ep > 1) k = lbl_i(o, k, " ep", p->ep);
     if (p->etp > 1) k = lbl_i(o, k, " etp", p->etp);
     if (p->vp > 1) k = lbl_i(o, k, " vp", p->vp);
@@ -292,6 +292,9 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no interleaved (virtual) pipeline stages", tn);
     if (p->cp > 1 && !t->cp)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no context parallelism (cp must be 1)", tn);
+    if (p->cp > 1 && t->cp_alone && (p->tp > 1 || p->pp > 1 || p->ep > 1))
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "%s runs context parallelism (its sequence "
+                          "parallelism) without tensor, pipeline or expert parallelism", tn);
     if ((p->ep > 1 || p->etp > 1) && !t->ep)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s has no expert parallelism (ep must be 1)", tn);
     if (p->sp && !t->sp)
@@ -471,6 +474,10 @@ static ap_status vp_uniform(const ap_plan *p, const ap_model *m, ap_err *err) {
     return AP_OK;
 }
 
+int ap_plan_cp_a2a(const ap_plan *p) {
+    return p->cp > 1 && (p->cp_a2a || ap_trainer_get(p->trainer)->cp_a2a_only);
+}
+
 /* Context parallelism by all-to-all (plan.h cp_a2a): a trainer that has it, cp > 1, and the
  * rank's query and key/value heads (heads / tp, kv heads / tp) divisible by cp, as Transformer
  * Engine's a2a path asserts; multi-latent attention (its own head dims for K and V) is not
@@ -574,7 +581,7 @@ static ap_status check_shape(const ap_trainer_caps *t, const ap_plan *p, const a
     if (p->cp > 1 && p->seq % (2 * p->cp) != 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "sequence %lld is not divisible by 2*cp = %d",
                           (long long)p->seq, 2 * p->cp);
-    if (p->cp_a2a) {
+    if (p->cp_a2a || ap_plan_cp_a2a(p)) {
         ap_status st = cp_a2a_check(t, p, m, err);
         if (st != AP_OK) return st;
     }

@@ -24,7 +24,8 @@
  *    1455; PR 6081: "FSDP and PP are mutually exclusive in Megatron's standard path");
  *    autoplan keeps it to dense models without pipeline parallelism.
  *  DeepSpeed v0.19: ZeRO 0-3 (2 + 2 + 16 bytes/param, see the entry), pipeline
- *    parallelism only with ZeRO 0/1, offload_param only with stage 3, partial optimizer offload
+ *    parallelism only with ZeRO 0/1, DeepSpeed-Ulysses sequence parallelism (all-to-all context
+ *    parallelism, without tensor or pipeline parallelism), offload_param only with stage 3, partial optimizer offload
  *    (ratio) only with stage 3; ZeRO-2/3 reduce gradients during every backward.
  *  PyTorch FSDP/FSDP2 (Accelerate, HF Trainer): fp32 sharded parameters are the master copy
  *    (4 + 4 grad + 8 Adam = 16 bytes/param), bf16 copies gathered per wrapped layer;
@@ -145,7 +146,7 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
     [AP_TRAINER_DEEPSPEED] = {
         .name = "deepspeed", .display = "DeepSpeed",
         .cite = "deepspeedai/DeepSpeed v0.19 runtime/zero/config.py (shared/reference/trainers)",
-        .tp = 1, .pp = 1, .vp = 0, .cp = 0, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
+        .tp = 1, .pp = 1, .vp = 0, .cp = 1, .ep = 1, .sp = 1, .sp_with_tp_always = 0,
         .zero_mask = Z(0) | Z(1) | Z(2) | Z(3), .zero_mask_with_pp = Z(0) | Z(1),
         .recompute_mask = RC(AP_RECOMPUTE_NONE) | RC(AP_RECOMPUTE_FULL),
         .recompute_partial = 0, .per_stage_recompute = 0,
@@ -218,6 +219,14 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
         /* deepspeed/runtime/engine.py: "Native DeepSpeed MoE is not supported with ZeRO
          * Stage 3" (assertion when the model has MoE layers, whatever ep is) */
         .moe_zero_mask = Z(0) | Z(1) | Z(2), .dp_shard_required_with_cp = 0, .cp_with_mla = 0,
+        /* DeepSpeed-Ulysses (Megatron-DeepSpeed --ds-sequence-parallel-size): DistributedAttention
+         * (deepspeed/sequence/layer.py) all-to-alls Q, K and V and the output over the sequence-
+         * parallel group, the only context parallelism it has; megatron/core/parallel_state.py
+         * initialize_model_parallel asserts "DeepSpeed's sequence parallel does not work with
+         * tensor parallel or pipeline parallel" (expert parallelism with it: not modelled); ZeRO
+         * and the gradient reduction span the sequence x data ranks (its sequence data parallel
+         * group), as autoplan's dp x cp */
+        .cp_a2a = 1, .cp_a2a_only = 1, .cp_alone = 1,
     },
     [AP_TRAINER_FSDP] = {
         .name = "fsdp", .display = "PyTorch FSDP",

@@ -234,6 +234,21 @@ static void fix_batch(const ap_trainer_caps *k, ap_plan *q) {
     q->gbs = ga * per;
 }
 
+/* Whether trainer k runs plan q's context parallelism: it has one, for this attention (its
+ * ring on flex attention refuses MLA, sinks and chunked layers), beside q's other degrees
+ * (DeepSpeed-Ulysses: alone) and, where all-to-all is its only kind, with each tp rank's
+ * heads divisible by cp (ap_plan_check's cp_a2a rule). */
+static int cp_keeps(const ap_trainer_caps *k, const ap_plan *q, const ap_model *m) {
+    if (!k->cp) return 0;
+    if (!k->cp_with_mla &&
+        (m->mla.kv_lora_rank > 0 || m->attn_sinks || m->window_chunked || m->nope_global))
+        return 0;
+    if (k->cp_alone && (q->tp > 1 || q->pp > 1 || q->ep > 1)) return 0;
+    if (!k->cp_a2a_only) return 1;
+    int64_t kv = m->kv_heads >= q->tp ? m->kv_heads / q->tp : 1;
+    return m->mla.kv_lora_rank == 0 && (m->heads / q->tp) % q->cp == 0 && kv % q->cp == 0;
+}
+
 /* Repair q against the capabilities of its trainer (see the file comment for the order). */
 static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_cluster *c,
                      ap_plan *q) {
@@ -254,8 +269,7 @@ static void fix_caps(const ap_trainer_caps *k, const ap_model *m, const ap_clust
         }
         q->vp = 1;
     }
-    if (q->cp > 1 && (!k->cp || (!k->cp_with_mla && (m->mla.kv_lora_rank > 0 || m->attn_sinks ||
-                                                      m->window_chunked || m->nope_global)))) {
+    if (q->cp > 1 && !cp_keeps(k, q, m)) {
         q->dp *= q->cp;
         q->cp = 1;
     }

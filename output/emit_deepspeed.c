@@ -255,6 +255,8 @@ static void mds_args(sb *b, const emit_ctx *x) {
     sb_printf(b, "    --tensor-model-parallel-size %d\n", p->tp);
     sb_printf(b, "    --pipeline-model-parallel-size %d\n", p->pp);
     if (p->pp == 1) sb_printf(b, "    --no-pipeline-parallel\n");
+    /* DeepSpeed-Ulysses (trainer.c): the sequence-parallel degree, tp and pp 1 */
+    if (p->cp > 1) sb_printf(b, "    --ds-sequence-parallel-size %d\n", p->cp);
     if (p->sp) sb_printf(b, "    --sequence-parallel\n");
     sb_printf(b, "    --micro-batch-size %lld\n", (long long)p->mbs);
     sb_printf(b, "    --global-batch-size %lld\n", (long long)p->gbs);

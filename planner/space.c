@@ -54,21 +54,23 @@ static int tp_values(const ap_space *s, const ap_space_point *pt, double *v) {
 
 /* Whether cp ranks can run context parallelism by all-to-all beside tp ones (ap_plan_check's
  * cp_a2a rule: the trainer has it, no multi-latent attention, each tp rank's query and
- * key/value heads divide by cp). */
+ * key/value heads divide by cp; DeepSpeed's only with tp 1). */
 static int a2a_fits(const ap_space *s, int tp, int cp) {
     const ap_model *m = s->m;
     if (!s->tr->cp_a2a || cp < 2 || m->mla.kv_lora_rank > 0 || m->heads % tp) return 0;
+    if (s->tr->cp_alone && tp > 1) return 0;
     int64_t kv = m->kv_heads >= tp ? m->kv_heads / tp : 1;
     return (m->heads / tp) % cp == 0 && kv % cp == 0;
 }
 
 /* Context-parallel degrees, each cp > 1 followed by cp + 0.5 where the trainer can run it by
  * all-to-all instead of the ring (set_value: the half marks cp_a2a, as ZeRO's half marks its
- * domain group); --cp-a2a keeps the all-to-all variants only. */
+ * domain group); --cp-a2a, or a trainer with no ring (DeepSpeed), keeps the all-to-all
+ * variants only. */
 static int cp_values(const ap_space *s, const ap_space_point *pt, double *v) {
     double d[64];
     int n = divisors(s->c->gpus / pt->tp, s->tr->cp ? 64 : 1, d, 64);
-    int fx = s->o->fixed.cp, only_a2a = s->o->fixed.cp_a2a;
+    int fx = s->o->fixed.cp, only_a2a = s->o->fixed.cp_a2a || s->tr->cp_a2a_only;
     int64_t seq = s->o->fixed.seq;
     KEEP_IF(d, n, (!fx || (int)x == fx) && ((int)x == 1 || seq % (2 * (int64_t)x) == 0));
     int k = 0;
@@ -83,7 +85,8 @@ static int cp_values(const ap_space *s, const ap_space_point *pt, double *v) {
 static int pp_values(const ap_space *s, const ap_space_point *pt, double *v) {
     const int64_t L = s->m->layers;
     int rest = s->c->gpus / (pt->tp * pt->cp);
-    int n = divisors(rest, s->tr->pp ? (L < 256 ? L : 256) : 1, v, 256);
+    int alone = s->tr->cp_alone && pt->cp > 1; /* DeepSpeed-Ulysses: no pipeline beside it */
+    int n = divisors(rest, s->tr->pp && !alone ? (L < 256 ? L : 256) : 1, v, 256);
     int fx = s->o->fixed.pp, fdp = s->o->fixed.dp;
     KEEP_IF(v, n, (!fx || (int)x == fx) && (!fdp || rest / (int)x == fdp) &&
                       s->o->gbs % (rest / (int)x) == 0);
@@ -94,7 +97,8 @@ static int ep_values(const ap_space *s, const ap_space_point *pt, double *v) {
     int64_t group = (int64_t)pt->tp * pt->dp * pt->cp;
     int n = 1;
     v[0] = 1;
-    if (s->m->moe.experts > 0 && s->tr->ep) n = divisors(s->m->moe.experts, group, v, 64);
+    if (s->m->moe.experts > 0 && s->tr->ep && !(s->tr->cp_alone && pt->cp > 1))
+        n = divisors(s->m->moe.experts, group, v, 64);
     int fx = s->o->fixed.ep;
     KEEP_IF(v, n, (!fx || (int)x == fx) && group % (int64_t)x == 0);
     return n;

@@ -631,7 +631,8 @@ static void test_cp_eager_merge(void) {
  * the estimate prices one NCCL all-to-all, none hidden. The attention kernel then covers the
  * whole sequence for 8 of the 32 heads: a quarter of the cp = 1 kernel's time (up to wave
  * quantisation), the same model FLOPs as the ring. The plan checker refuses it without cp,
- * on a trainer without it and where a tp rank's heads do not divide by cp. */
+ * on a trainer without it and where a tp rank's heads do not divide by cp. DeepSpeed runs
+ * its context parallelism (Ulysses) this way whatever the plan says, alone. */
 static void test_cp_a2a(void) {
     ap_model m = load("examples/models/llama-3-8b.json");
     ap_cluster c = cluster("h100-sxm", 8);
@@ -671,8 +672,9 @@ static void test_cp_a2a(void) {
     CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_ERR_INFEASIBLE);
     CHECK(strstr(err.msg, "cp > 1") != NULL);
     r = p;
-    r.trainer = AP_TRAINER_DEEPSPEED;
-    CHECK(ap_plan_check(&r, &m, &c, 0, &err) != AP_OK);
+    r.trainer = AP_TRAINER_TORCHTITAN; /* its context parallelism is the ring */
+    r.zero = 3;
+    CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_ERR_INFEASIBLE);
     r = p;
     r.tp = 4;
     r.dp = 1;
@@ -684,6 +686,20 @@ static void test_cp_a2a(void) {
     CHECK(strstr(err.msg, "not divisible by cp 4") != NULL);
     r.tp = 2; /* 16 query and 4 key/value heads per tp rank */
     CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_OK);
+    /* DeepSpeed-Ulysses: all-to-all whatever cp_a2a says, with tp and pp 1 only; the same
+       all-to-alls as Megatron-LM's */
+    r = p;
+    r.trainer = AP_TRAINER_DEEPSPEED;
+    r.cp_a2a = 0;
+    CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_OK);
+    CHECK(ap_plan_cp_a2a(&r));
+    static ap_estimate ds;
+    CHECK_INT(ap_estimate_plan(&m, &c, &r, &o, &ds, &err), AP_OK);
+    CHECK_NEAR(ds.time.cp_comm_s, a2a.time.cp_comm_s, 1e-12);
+    r.tp = 2;
+    r.dp = 1;
+    CHECK_INT(ap_plan_check(&r, &m, &c, 0, &err), AP_ERR_INFEASIBLE);
+    CHECK(strstr(err.msg, "without tensor, pipeline or expert") != NULL);
 }
 
 /* torchtitan's per-op checkpointing keeps reduce-scatter outputs, not all-gather ones, so its

@@ -415,7 +415,9 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
               fv(f, n, "--use-rotary-position-embeddings") != NULL;
     p->tp = (v = fv(f, n, "--tensor-model-parallel-size")) ? atoi(v) : 1;
     p->pp = (v = fv(f, n, "--pipeline-model-parallel-size")) ? atoi(v) : 1;
-    p->cp = (v = fv(f, n, "--context-parallel-size")) ? atoi(v) : 1;
+    p->cp = (v = fv(f, n, "--context-parallel-size")) ? atoi(v)
+          : (v = fv(f, n, "--ds-sequence-parallel-size")) ? atoi(v) : 1;
+    p->cp_a2a = (v = fv(f, n, "--cp-comm-type")) && !strcmp(v, "a2a");
     p->ep = (v = fv(f, n, "--expert-model-parallel-size")) ? atoi(v)
           : (v = fv(f, n, "--moe-expert-parallel-size")) ? atoi(v) : 1;
     p->etp = (v = fv(f, n, "--expert-tensor-parallel-size")) ? atoi(v) : 1;
@@ -621,6 +623,7 @@ static void check_megatron(const char *dir, const ap_model *m, const ap_cluster 
     CHECK_INT(g.p.tp, p->tp);
     CHECK_INT(g.p.pp, p->pp);
     CHECK_INT(g.p.cp, p->cp);
+    CHECK_INT(g.p.cp_a2a, p->cp > 1 && p->cp_a2a);
     CHECK_INT(g.p.ep, p->ep);
     CHECK_INT(g.p.etp, p->etp);
     CHECK_INT(g.p.vp, p->vp);
@@ -772,7 +775,8 @@ static void check_deepspeed(const char *dir, const ap_model *m, const ap_cluster
     check_implied_params(f, n, m, "deepspeed_launch.sh");
     CHECK_INT(g.p.tp, p->tp);
     CHECK_INT(g.p.pp, p->pp);
-    CHECK_INT(world / ((int64_t)g.p.tp * g.p.pp), p->dp);
+    CHECK_INT(g.p.cp, p->cp);
+    CHECK_INT(world / ((int64_t)g.p.tp * g.p.pp * g.p.cp), p->dp);
     CHECK_INT(g.p.sp, p->sp);
     CHECK_INT(g.p.mbs, p->mbs);
     CHECK_INT(g.p.gbs, p->gbs);

@@ -357,6 +357,10 @@ typedef struct ap_trainer_caps {
                                     DeepSeek-V3 flavours use flex attention, which its cp refuses) */
     int cp_a2a;                  /* context parallelism by all-to-all as well as the ring (plan.h
                                     cp_a2a: Megatron-Core's cp_comm_type "a2a") */
+    int cp_a2a_only;             /* its context parallelism is by all-to-all only, whatever the
+                                    plan's cp_a2a says (DeepSpeed-Ulysses; ap_plan_cp_a2a) */
+    int cp_alone;                /* context parallelism only without tensor, pipeline and expert
+                                    parallelism (Megatron-DeepSpeed's) */
     int offload_params_needs_full_optimizer; /* Colossal-AI Gemini: offload_param_frac acts only
                                     with offload_optim_frac (and shard_param_frac) 1.0 */
     int ep_no_overlap;           /* Colossal-AI MoE plugin: no communication overlap with ep > 1 */
@@ -525,6 +529,10 @@ ap_status ap_plan_check_zero_group(const ap_plan *p, ap_err *err);
  * divisibility, per-chunk recompute counts): for a plan whose other fields passed
  * ap_plan_check, this alone says whether it passes with another layout (stagecost.c). */
 ap_status ap_plan_check_layout(const ap_plan *p, const ap_model *m, ap_err *err);
+
+/* Whether plan p runs its context parallelism by all-to-all: cp > 1 and the plan says so
+ * (cp_a2a) or its trainer has no other (cp_a2a_only). */
+int ap_plan_cp_a2a(const ap_plan *p);
 
 /* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
  * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
