@@ -156,6 +156,7 @@ typedef struct pcase {
     int nch;
     int layers[8];
     int rcs[8];
+    int a2a; /* context parallelism by all-to-all (plan.h cp_a2a) */
 } pcase;
 
 #define MEG AP_TRAINER_MEGATRON
@@ -171,89 +172,96 @@ typedef struct pcase {
 #define F8 AP_DTYPE_FP8
 
 /* name, model, gpus, trainer, tp pp dp cp ep etp vp, mbs gbs seq, zero, rc rcl sp ovg ovp,
- * off_opt off_par, dtype, no_flash, nch layers rcs */
+ * off_opt off_par, dtype, no_flash, nch layers rcs[, a2a] */
 static const pcase cases[] = {
     {"meg-7b-golden", "llama-2-7b", 8, MEG, 2, 1, 4, 1, 1, 1, 1, 2, 64, 4096, 1, SEL, 0, 1, 1, 1,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     {"meg-7b-dp8-fp16", "llama-2-7b", 8, MEG, 1, 1, 8, 1, 1, 1, 1, 4, 128, 2048, 0, NO, 0, 0, 0,
-     0, 0, 0, F16, 1, 0, {0}, {0}},
+     0, 0, 0, F16, 1, 0, {0}, {0}, 0},
     {"meg-70b-pp4-vp5", "llama-3-70b", 64, MEG, 8, 4, 2, 1, 1, 1, 5, 1, 64, 8192, 1, SEL, 0, 1,
-     1, 1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"meg-70b-first-last", "llama-3-70b", 32, MEG, 4, 4, 2, 1, 1, 1, 1, 1, 32, 4096, 1, FULL, 0,
-     1, 1, 0, 0, 0, BF, 0, 4, {19, 21, 21, 19}, {-1, -1, -1, -1}},
+     1, 1, 0, 0, 0, BF, 0, 4, {19, 21, 21, 19}, {-1, -1, -1, -1}, 0},
     {"meg-70b-layout-fp8", "llama-3-70b", 32, MEG, 8, 4, 1, 1, 1, 1, 1, 1, 16, 4096, 0, FULL, 4,
-     1, 0, 0, 0, 0, F8, 0, 4, {18, 22, 20, 20}, {-1, -1, -1, -1}},
+     1, 0, 0, 0, 0, F8, 0, 4, {18, 22, 20, 20}, {-1, -1, -1, -1}, 0},
     /* FP8 weights (fp8_params, --fp8-param-gather) with the distributed optimizer */
     {"meg-8b-fp8w", "llama-3-8b", 8, MEG, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 1, SEL, 0, 0, 1, 1,
-     0, 0, F8, 0, 0, {0}, {0}},
+     0, 0, F8, 0, 0, {0}, {0}, 0},
     {"meg-8b-cp2", "llama-3-8b", 8, MEG, 2, 1, 2, 2, 1, 1, 1, 1, 32, 8192, 1, SEL, 0, 1, 1, 1, 0,
-     0, BF, 0, 0, {0}, {0}},
+     0, BF, 0, 0, {0}, {0}, 0},
+    /* context parallelism by all-to-all (--cp-comm-type a2a): 16 query and 4 key/value heads
+       per tp rank, divisible by cp 4 */
+    {"meg-8b-cp4-a2a", "llama-3-8b", 8, MEG, 2, 1, 1, 4, 1, 1, 1, 1, 16, 16384, 1, SEL, 0, 1, 1,
+     1, 0, 0, BF, 0, 0, {0}, {0}, 1},
     {"meg-mixtral-ep4", "mixtral-8x7b", 16, MEG, 2, 2, 4, 1, 4, 1, 1, 1, 64, 4096, 1, FULL, 0, 1,
-     1, 1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"meg-7b-vp-uneven", "llama-2-7b", 8, MEG, 1, 2, 4, 1, 1, 1, 2, 1, 32, 4096, 0, NO, 0, 0, 1,
-     0, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {-1, -1, -1, -1}},
+     0, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {-1, -1, -1, -1}, 0},
     {"meg-8b-offload", "llama-3-8b", 8, MEG, 1, 1, 8, 1, 1, 1, 1, 1, 64, 4096, 1, NO, 0, 0, 1, 1,
-     0.5, 0, BF, 0, 0, {0}, {0}},
+     0.5, 0, BF, 0, 0, {0}, {0}, 0},
     {"meg-dsv3", "deepseek-v3", 64, MEG, 2, 4, 8, 1, 8, 1, 1, 1, 256, 4096, 1, FULL, 0, 1, 1, 1,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     {"meg-gpt2-tp2", "gpt2", 8, MEG, 2, 1, 4, 1, 1, 1, 1, 8, 256, 1024, 0, FULL, 6, 0, 1, 0, 0,
-     0, BF, 0, 0, {0}, {0}},
+     0, BF, 0, 0, {0}, {0}, 0},
     {"ds-7b-z2", "llama-2-7b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 4, 256, 4096, 2, FULL, 0, 0, 1, 0, 0,
-     0, BF, 0, 0, {0}, {0}},
+     0, BF, 0, 0, {0}, {0}, 0},
     {"ds-7b-z3-offload", "llama-2-7b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 3, NO, 0, 0, 1, 1,
-     1, 1, BF, 0, 0, {0}, {0}},
+     1, 1, BF, 0, 0, {0}, {0}, 0},
     {"ds-8b-z3-ratio", "llama-3-8b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0, 1, 0,
-     0.6, 0, BF, 0, 0, {0}, {0}},
+     0.6, 0, BF, 0, 0, {0}, {0}, 0},
     {"ds-7b-tp2-pp2-fp16", "llama-2-7b", 8, DS, 2, 2, 2, 1, 1, 1, 1, 1, 16, 4096, 1, NO, 0, 1, 0,
-     0, 0, 0, F16, 0, 0, {0}, {0}},
+     0, 0, 0, F16, 0, 0, {0}, {0}, 0},
     {"ds-7b-z0", "llama-2-7b", 8, DS, 1, 1, 8, 1, 1, 1, 1, 1, 8, 2048, 0, NO, 0, 0, 0, 0, 0, 0,
-     BF, 0, 0, {0}, {0}},
+     BF, 0, 0, {0}, {0}, 0},
+    /* DeepSpeed-Ulysses (--ds-sequence-parallel-size), alone, all-to-all by itself */
+    {"ds-8b-ulysses", "llama-3-8b", 8, DS, 1, 1, 2, 4, 1, 1, 1, 1, 16, 16384, 3, FULL, 0, 0, 1,
+     1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"ds-7b-autotp", "llama-2-7b", 8, DS, 2, 1, 4, 1, 1, 1, 1, 2, 64, 4096, 1, FULL, 0, 0, 1, 0,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     /* interleaved chunks uniform: Colossal-AI refuses an uneven interleaved split */
     {"col-7b-pp-vp-perstage", "llama-2-7b", 8, CO, 2, 2, 2, 1, 1, 1, 2, 1, 16, 4096, 1, FULL, 0,
-     1, 1, 0, 0, 0, BF, 0, 4, {8, 8, 8, 8}, {2, 4, 3, 1}},
+     1, 1, 0, 0, 0, BF, 0, 4, {8, 8, 8, 8}, {2, 4, 3, 1}, 0},
     /* Gemini offloads parameters only with every optimizer state offloaded */
     {"col-8b-gemini", "llama-3-8b", 8, CO, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 3, NO, 0, 0, 1, 1,
-     1, 0.25, BF, 0, 0, {0}, {0}},
+     1, 0.25, BF, 0, 0, {0}, {0}, 0},
     {"col-7b-lowlevel", "llama-2-7b", 8, CO, 1, 1, 8, 1, 1, 1, 1, 4, 128, 2048, 2, FULL, 0, 0, 1,
-     1, 1, 0, F16, 0, 0, {0}, {0}},
+     1, 1, 0, F16, 0, 0, {0}, {0}, 0},
     /* the MoE plugin: ZeRO-1, no overlap */
     {"col-mixtral-ep", "mixtral-8x7b", 8, CO, 1, 1, 8, 1, 4, 1, 1, 1, 32, 4096, 1, NO, 0, 0, 0, 0,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     {"tt-8b-tp2-z3", "llama-3-8b", 8, TT, 2, 1, 4, 1, 1, 1, 1, 1, 32, 8192, 3, SEL, 0, 1, 1, 1, 0,
-     0, BF, 0, 0, {0}, {0}},
+     0, BF, 0, 0, {0}, {0}, 0},
     {"tt-70b-pp-vp-partial", "llama-3-70b", 64, TT, 8, 4, 2, 1, 1, 1, 2, 1, 32, 8192, 2, FULL, 5,
-     1, 1, 1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 1, 1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"tt-7b-fp8-replicate", "llama-2-7b", 8, TT, 1, 1, 8, 1, 1, 1, 1, 2, 16, 4096, 0, NO, 0, 0, 1,
-     0, 0, 0, F8, 0, 0, {0}, {0}},
+     0, 0, 0, F8, 0, 0, {0}, {0}, 0},
     {"tt-8b-cp-offload", "llama-3-8b", 8, TT, 2, 1, 2, 2, 1, 1, 1, 1, 16, 8192, 3, FULL, 0, 1, 1,
-     1, 1, 1, BF, 0, 0, {0}, {0}},
+     1, 1, 1, BF, 0, 0, {0}, {0}, 0},
     {"tt-7b-pp-uneven", "llama-2-7b", 8, TT, 1, 4, 2, 1, 1, 1, 1, 1, 16, 4096, 2, FULL, 0, 0, 1,
-     1, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {-1, -1, -1, -1}},
+     1, 0, 0, BF, 0, 4, {7, 9, 9, 7}, {-1, -1, -1, -1}, 0},
     {"fsdp-7b-z3-offload", "llama-2-7b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0,
-     1, 1, 1, 1, BF, 0, 0, {0}, {0}},
+     1, 1, 1, 1, BF, 0, 0, {0}, {0}, 0},
     {"fsdp-8b-z2-fp16", "llama-3-8b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 2, 64, 4096, 2, NO, 0, 0, 1, 1,
-     0, 0, F16, 0, 0, {0}, {0}},
+     0, 0, F16, 0, 0, {0}, {0}, 0},
     {"fsdp-8b-2nodes", "llama-3-8b", 16, FS, 1, 1, 16, 1, 1, 1, 1, 1, 64, 4096, 3, FULL, 0, 0, 1,
-     1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     /* FP8 under FSDP through Accelerate: Transformer Engine's delayed scaling (its default) */
     {"fsdp-8b-fp8", "llama-3-8b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0, 1, 1, 0,
-     0, F8, 0, 0, {0}, {0}},
+     0, F8, 0, 0, {0}, {0}, 0},
     {"ds-8b-2nodes-z2", "llama-3-8b", 16, DS, 1, 1, 16, 1, 1, 1, 1, 2, 64, 4096, 2, NO, 0, 0, 1, 0,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     {"fsdp-7b-ddp", "llama-2-7b", 8, FS, 1, 1, 8, 1, 1, 1, 1, 1, 16, 2048, 0, FULL, 0, 0, 1, 0, 0,
-     0, BF, 0, 0, {0}, {0}},
+     0, BF, 0, 0, {0}, {0}, 0},
     /* ZeRO within groups of 8 of the 16 data-parallel ranks (zero_group_of): Megatron-LM's
      * partial distributed optimizer, DeepSpeed MiCS, FSDP2 and torchtitan HSDP */
     {"meg-8b-zg8", "llama-3-8b", 16, MEG, 1, 1, 16, 1, 1, 1, 1, 2, 64, 4096, 1, SEL, 0, 0, 1, 1,
-     0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, BF, 0, 0, {0}, {0}, 0},
     {"ds-8b-mics-zg8", "llama-3-8b", 16, DS, 1, 1, 16, 1, 1, 1, 1, 1, 32, 4096, 3, FULL, 0, 0, 1,
-     0, 0, 0, BF, 0, 0, {0}, {0}},
+     0, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"fsdp-8b-hsdp-zg8", "llama-3-8b", 16, FS, 1, 1, 16, 1, 1, 1, 1, 1, 64, 4096, 3, FULL, 0, 0,
-     1, 1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 1, 0, 0, BF, 0, 0, {0}, {0}, 0},
     {"tt-8b-hsdp-zg8", "llama-3-8b", 16, TT, 1, 1, 16, 1, 1, 1, 1, 1, 32, 8192, 2, SEL, 0, 0, 1,
-     1, 0, 0, BF, 0, 0, {0}, {0}},
+     1, 0, 0, BF, 0, 0, {0}, {0}, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -284,6 +292,7 @@ static void build_plan(const pcase *k, ap_plan *p) {
     p->zero_group = zero_group_of(k);
     p->trainer = k->trainer;
     p->tp = k->tp; p->pp = k->pp; p->dp = k->dp; p->cp = k->cp;
+    p->cp_a2a = k->a2a;
     p->ep = k->ep; p->etp = k->etp; p->vp = k->vp;
     p->mbs = k->mbs; p->gbs = k->gbs; p->seq = k->seq;
     p->grad_accum = k->gbs / (k->mbs * k->dp);
