@@ -295,7 +295,8 @@ static int label_flags(const char *label, const ap_json *plan, char *out, size_t
         if (sscanf(t, "tp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--tp %.0f", v);
         else if (sscanf(t, "pp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--pp %.0f", v);
         else if (sscanf(t, "dp%lf", &v) == 1) continue; /* the GPUs left */
-        else if (sscanf(t, "cp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--cp %.0f", v);
+        else if (sscanf(t, "cp%lf", &v) == 1)
+            snprintf(tmp, sizeof tmp, "--cp %.0f%s", v, strstr(t, "a2a") ? " --cp-a2a" : "");
         else if (sscanf(t, "ep%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--ep %.0f", v);
         else if (sscanf(t, "vp%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--vp %.0f", v);
         else if (sscanf(t, "mbs%lf", &v) == 1) snprintf(tmp, sizeof tmp, "--mbs %.0f", v);
@@ -354,12 +355,15 @@ static void test_label_reproduces(void) {
         {"examples/models/llama-2-7b.json", "--gpus 8 --trainer deepspeed"},
         {"examples/models/llama-2-7b.json", "--gpus 8 --trainer colossalai --no-overlap"},
         {"examples/models/llama-3-8b.json", "--gpus 16 --trainer fsdp"},
+        /* context parallelism by all-to-all: pinned for Megatron-LM, DeepSpeed's own kind */
+        {"examples/models/llama-3-8b.json", "--gpus 16 --seq 65536 --cp-a2a"},
+        {"examples/models/llama-2-7b.json", "--gpus 16 --trainer deepspeed --seq 65536"},
         /* Gemini pinned in the search (it was ignored there) */
         {"examples/models/llama-2-7b.json", "--gpus 8 --trainer colossalai --gemini auto"},
         {"examples/models/llama-2-7b.json",
          "--gpus 8 --trainer colossalai --gemini static --shard-param-frac 0.5"},
     };
-    int checked = 0, uneven = 0, nosp = 0, noov = 0, gemini = 0;
+    int checked = 0, uneven = 0, nosp = 0, noov = 0, gemini = 0, a2a = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char args[1024], *out = NULL, *err = NULL;
         snprintf(args, sizeof args, "plan '%s' %s --no-cache --top 10 --json",
@@ -405,6 +409,7 @@ static void test_label_reproduces(void) {
                 uneven += strstr(label, "uneven") != NULL;
                 nosp += strstr(label, "no-sp") != NULL;
                 noov += strstr(label, "no-ov") != NULL;
+                a2a += strstr(label, "a2a") != NULL;
                 gemini += strstr(label, "gemini-auto") != NULL ||
                           strstr(label, "gemini-static shard50%") != NULL;
             }
@@ -418,6 +423,7 @@ static void test_label_reproduces(void) {
     CHECK(nosp > 0 && noov > 0); /* the non-default labels were exercised */
     CHECK(uneven > 0); /* and an uneven split with its --stage-layers */
     CHECK(gemini >= 20); /* every plan of the two Gemini searches has the pinned placement */
+    CHECK(a2a >= 5);     /* and the all-to-all context parallelism of the two long sequences */
 }
 
 /* The README's first command: the main job on the bundled example. */
