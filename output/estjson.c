@@ -322,6 +322,18 @@ static ap_status read_field(const ap_estimate_field *f, const ap_json *v, ap_est
                       f->path, ap_json_type_name(v));
 }
 
+/* An optional boolean at path: absent leaves *out as it is. */
+static ap_status optional_bool(const ap_json *est, const char *path, const char *where, int *out,
+                               ap_err *err) {
+    const ap_json *v = at_path(est, path);
+    if (!v) return AP_OK;
+    if (!ap_json_is_bool(v))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field '%s': %s is not a valid value (true or "
+                          "false)", where, path, ap_json_type_name(v));
+    *out = ap_json_bool(v);
+    return AP_OK;
+}
+
 ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_plan *p,
                                      ap_err *err) {
     ap_estimate *e = ap_calloc(1, sizeof *e);
@@ -333,20 +345,8 @@ ap_status ap_estimate_plan_from_json(const ap_json *est, const char *where, ap_p
         if (f->from != IN_EST || strncmp(f->path, "plan.", 5) != 0) continue;
         st = read_field(f, at_path(est, f->path), e, where, err);
     }
-    const ap_json *f8 = at_path(est, "plan.fp8_params");
-    if (st == AP_OK && f8) {
-        if (!ap_json_is_bool(f8))
-            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.fp8_params': %s is not a valid "
-                            "value (true or false)", where, ap_json_type_name(f8));
-        else e->plan.fp8_params = ap_json_bool(f8);
-    }
-    const ap_json *a2a = at_path(est, "plan.cp_a2a");
-    if (st == AP_OK && a2a) {
-        if (!ap_json_is_bool(a2a))
-            st = ap_err_set(err, AP_ERR_INPUT, "%s: field 'plan.cp_a2a': %s is not a valid "
-                            "value (true or false)", where, ap_json_type_name(a2a));
-        else e->plan.cp_a2a = ap_json_bool(a2a);
-    }
+    if (st == AP_OK) st = optional_bool(est, "plan.fp8_params", where, &e->plan.fp8_params, err);
+    if (st == AP_OK) st = optional_bool(est, "plan.cp_a2a", where, &e->plan.cp_a2a, err);
     /* the FP8 recipe through the plan's field table (optional, an enum of plan.h) */
     const ap_json *pj = at_path(est, "plan");
     if (st == AP_OK && pj) {

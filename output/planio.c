@@ -566,6 +566,18 @@ static ap_status est_plan_field(const char *file, const ap_json *est,
                       "estimate is of another plan)", file, f->path, got, plan);
 }
 
+/* The estimate's optional boolean plan.<key> (absent: false) against the plan's value. */
+static ap_status same_bool(const ap_json *est, const char *key, int want, const char *file,
+                           ap_err *err) {
+    char path[48];
+    snprintf(path, sizeof path, "plan.%s", key);
+    const ap_json *v = est_at(est, path);
+    if ((v && (!ap_json_is_bool(v) || ap_json_bool(v) != (want != 0))) || (!v && want))
+        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.%s' is not the plan's %s "
+                          "(the estimate is of another plan)", file, key, want ? "true" : "false");
+    return AP_OK;
+}
+
 /* The members of the estimate's plan outside the field table: the split, FP8 weights and
  * recipe, the ZeRO group. (Not the label of a searched plan: the search labels a split that
  * only spreads the remainder of the layers as even, the plan file's reader as "uneven".) */
@@ -584,19 +596,10 @@ static ap_status est_plan_extras(const char *file, const ap_json *est, const ap_
                               "not the plan's %d layers (the estimate is of another plan)", file,
                               i, want);
     }
-    const ap_json *f8 = est_at(est, "plan.fp8_params"), *zg = est_at(est, "plan.zero_group");
-    const ap_json *rc = est_at(est, "plan.fp8_recipe");
-    if ((f8 && (!ap_json_is_bool(f8) || ap_json_bool(f8) != (p->fp8_params != 0))) ||
-        (!f8 && p->fp8_params))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.fp8_params' is not the "
-                          "plan's %s (the estimate is of another plan)", file,
-                          p->fp8_params ? "true" : "false");
-    const ap_json *a2a = est_at(est, "plan.cp_a2a");
-    if ((a2a && (!ap_json_is_bool(a2a) || ap_json_bool(a2a) != (p->cp_a2a != 0))) ||
-        (!a2a && p->cp_a2a))
-        return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.cp_a2a' is not the "
-                          "plan's %s (the estimate is of another plan)", file,
-                          p->cp_a2a ? "true" : "false");
+    const ap_json *zg = est_at(est, "plan.zero_group"), *rc = est_at(est, "plan.fp8_recipe");
+    ap_status st = same_bool(est, "fp8_params", p->fp8_params, file, err);
+    if (st == AP_OK) st = same_bool(est, "cp_a2a", p->cp_a2a, file, err);
+    if (st != AP_OK) return st;
     if (zg && (!ap_json_is_number(zg) || ap_json_number(zg) != p->zero_group))
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'estimate.plan.zero_group' is not the "
                           "plan's %d (the estimate is of another plan)", file, p->zero_group);
