@@ -55,6 +55,11 @@ void ap_estimate_print(const ap_estimate *e, const ap_model *m, const ap_cluster
     printf("kernels   attention %s%s%s", ap_attn_impl_name(p->attn_impl),
            p->attn_impl == AP_ATTN_UNFUSED ? " (scores materialised)" : "", f8);
     print_eager_ops(p, m);
+    if (ap_plan_cp_a2a(p))
+        printf(", context parallelism by all-to-all (Q, K, V and output; the kernel over the "
+               "whole sequence)");
+    else if (p->cp > 1)
+        printf(", context parallelism as a ring of %d blocks", p->cp);
     printf(" (`autoplan profile show %s` lists the figures)\n", c->gpu.name);
     const ap_time *t = &e->time;
     printf("\nstep time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%   (%.1f model TFLOP/s/GPU)\n",

@@ -972,6 +972,48 @@ static double nccl_figure(const char *cmd, const char *flag, const char *key) {
     return x;
 }
 
+/* Context parallelism by all-to-all on the command line: Megatron-LM with --cp-a2a and
+ * DeepSpeed's own --cp label the plan "a2a" and say so on the kernels line; the ring says its
+ * blocks; --cp-a2a is refused, one line and exit 2, by a trainer without it (torchtitan), with
+ * cp 1, and DeepSpeed's --cp beside tp. */
+static void test_cp_a2a_cli(void) {
+    const char *m = tl_path("examples/models/llama-3-8b.json");
+    static const struct {
+        const char *flags, *label, *kernels;
+    } ok[] = {
+        {"--tp 2 --cp 4 --cp-a2a", "cp4a2a", "context parallelism by all-to-all"},
+        {"--trainer deepspeed --cp 8", "cp8a2a", "context parallelism by all-to-all"},
+        {"--tp 2 --cp 4", " cp4 ", "context parallelism as a ring of 4 blocks"},
+    };
+    char cmd[1024], *out = NULL, *err = NULL;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(cmd, sizeof cmd, "estimate '%s' --gpus 8 --seq 32768 --gbs 8 --profile none %s",
+                 m, ok[i].flags);
+        CHECK_INT(tl_run(cmd, &out, &err), 0);
+        CHECK_CONTAINS(out, ok[i].label);
+        CHECK_CONTAINS(out, ok[i].kernels);
+        free(out);
+        free(err);
+    }
+    static const struct {
+        const char *flags, *why;
+    } bad[] = {
+        {"--trainer torchtitan --cp 4 --zero 3 --cp-a2a", "no all-to-all context parallelism"},
+        {"--cp-a2a", "needs cp > 1"},
+        {"--trainer deepspeed --tp 2 --cp 4", "without tensor, pipeline or expert"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "estimate '%s' --gpus 8 --seq 32768 --gbs 8 --profile none %s",
+                 m, bad[i].flags);
+        CHECK_INT(tl_run(cmd, &out, &err), 2);
+        CHECK_CONTAINS(err, bad[i].why);
+        CHECK(err && strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+        CHECK(out && !*out);
+        free(out);
+        free(err);
+    }
+}
+
 /* --dp without --gpus: the GPUs are dp x tp x pp x cp, the same estimate as --gpus gives */
 static void test_estimate_dp(void) {
     char a[1024], b[1024];
@@ -1577,6 +1619,7 @@ int main(int argc, char **argv) {
     test_bad_input();
     test_nccl_version();
     test_estimate_dp();
+    test_cp_a2a_cli();
     test_paths_checked_first();
     test_stage_recompute_readback();
     test_closest_measured();
