@@ -478,6 +478,16 @@ int ap_plan_cp_a2a(const ap_plan *p) {
     return p->cp > 1 && (p->cp_a2a || ap_trainer_get(p->trainer)->cp_a2a_only);
 }
 
+/* the key/value heads of each tp rank (Megatron replicates them past their count) */
+static int64_t kv_per_tp_rank(const ap_model *m, int tp) {
+    return m->kv_heads >= tp ? m->kv_heads / tp : 1;
+}
+
+int ap_plan_cp_a2a_heads(const ap_model *m, int tp, int cp) {
+    if (m->mla.kv_lora_rank > 0 || tp < 1 || cp < 1 || m->heads % tp) return 0;
+    return (m->heads / tp) % cp == 0 && kv_per_tp_rank(m, tp) % cp == 0;
+}
+
 /* Context parallelism by all-to-all (plan.h cp_a2a): a trainer that has it, cp > 1, and the
  * rank's query and key/value heads (heads / tp, kv heads / tp) divisible by cp, as Transformer
  * Engine's a2a path asserts; multi-latent attention (its own head dims for K and V) is not
@@ -493,11 +503,11 @@ static ap_status cp_a2a_check(const ap_trainer_caps *t, const ap_plan *p, const 
     if (m->mla.kv_lora_rank > 0)
         return ap_err_set(err, AP_ERR_INFEASIBLE, "all-to-all context parallelism (cp_a2a) is "
                           "not modelled for multi-latent attention");
-    int64_t q = m->heads / p->tp, kv = m->kv_heads >= p->tp ? m->kv_heads / p->tp : 1;
-    if (q % p->cp != 0 || kv % p->cp != 0)
+    if (!ap_plan_cp_a2a_heads(m, p->tp, p->cp))
         return ap_err_set(err, AP_ERR_INFEASIBLE, "all-to-all context parallelism: the %lld "
                           "query and %lld key/value heads of each tp rank are not divisible by "
-                          "cp %d", (long long)q, (long long)kv, p->cp);
+                          "cp %d", (long long)(m->heads / p->tp),
+                          (long long)kv_per_tp_rank(m, p->tp), p->cp);
     return AP_OK;
 }
 

@@ -244,9 +244,7 @@ static int cp_keeps(const ap_trainer_caps *k, const ap_plan *q, const ap_model *
         (m->mla.kv_lora_rank > 0 || m->attn_sinks || m->window_chunked || m->nope_global))
         return 0;
     if (k->cp_alone && (q->tp > 1 || q->pp > 1 || q->ep > 1)) return 0;
-    if (!k->cp_a2a_only) return 1;
-    int64_t kv = m->kv_heads >= q->tp ? m->kv_heads / q->tp : 1;
-    return m->mla.kv_lora_rank == 0 && (m->heads / q->tp) % q->cp == 0 && kv % q->cp == 0;
+    return !k->cp_a2a_only || ap_plan_cp_a2a_heads(m, q->tp, q->cp);
 }
 
 /* Repair q against the capabilities of its trainer (see the file comment for the order). */

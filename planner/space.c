@@ -53,14 +53,10 @@ static int tp_values(const ap_space *s, const ap_space_point *pt, double *v) {
 }
 
 /* Whether cp ranks can run context parallelism by all-to-all beside tp ones (ap_plan_check's
- * cp_a2a rule: the trainer has it, no multi-latent attention, each tp rank's query and
- * key/value heads divide by cp; DeepSpeed's only with tp 1). */
+ * cp_a2a rule: the trainer has it and the heads allow it; DeepSpeed's only with tp 1). */
 static int a2a_fits(const ap_space *s, int tp, int cp) {
-    const ap_model *m = s->m;
-    if (!s->tr->cp_a2a || cp < 2 || m->mla.kv_lora_rank > 0 || m->heads % tp) return 0;
-    if (s->tr->cp_alone && tp > 1) return 0;
-    int64_t kv = m->kv_heads >= tp ? m->kv_heads / tp : 1;
-    return (m->heads / tp) % cp == 0 && kv % cp == 0;
+    if (!s->tr->cp_a2a || cp < 2 || (s->tr->cp_alone && tp > 1)) return 0;
+    return ap_plan_cp_a2a_heads(s->m, tp, cp);
 }
 
 /* Context-parallel degrees, each cp > 1 followed by cp + 0.5 where the trainer can run it by

@@ -534,6 +534,12 @@ ap_status ap_plan_check_layout(const ap_plan *p, const ap_model *m, ap_err *err)
  * (cp_a2a) or its trainer has no other (cp_a2a_only). */
 int ap_plan_cp_a2a(const ap_plan *p);
 
+/* Whether model m's heads allow all-to-all context parallelism over cp ranks beside tp ones:
+ * no multi-latent attention, and each tp rank's query and key/value heads (heads / tp, kv
+ * heads / tp or one replicated) divisible by cp, as Transformer Engine's a2a path asserts. The
+ * one rule ap_plan_check, the search's space and the emitters' repair share. */
+int ap_plan_cp_a2a_heads(const ap_model *m, int tp, int cp);
+
 /* Can trainer p->trainer run plan p on model m and cluster c? On refusal, err names the rule
  * ("deepspeed: ZeRO-2/3 cannot be combined with pipeline parallelism"). Also checks the
  * structural constraints: tp*pp*cp*dp == gpus, heads % tp, kv heads, layers % pp (or uneven
