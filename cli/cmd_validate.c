@@ -44,9 +44,15 @@ static void print_calib(const ap_calib *c) {
 }
 
 /* Everything validate computes, for the printers. */
+/* GPUs of the cross-check: each has its own rows and GEMM efficiency */
+#define MAX_CROSS_GPUS 8
+
 typedef struct {
     vset *vs, *cross, *oos;
-    ap_calib cal, ccal;
+    ap_calib cal;
+    ap_calib ccal[MAX_CROSS_GPUS]; /* the calibration of each cross-check GPU, cgpu[k] */
+    char cgpu[MAX_CROSS_GPUS][32];
+    int ncgpu;
     errstat all, per[MAX_SOURCES];
     int all_fit, fitted, do_loso;
     errstat loso;
@@ -247,12 +253,15 @@ static void print_shown(const vset *vs) {
            "that ran exceeds it)\n");
 }
 
-static void print_cross(const vset *cross, const ap_calib *ccal) {
+static void print_cross(const vresult *r) {
+    const vset *cross = r->cross;
     if (cross->n == 0) return;
     errstat ca, cper[MAX_SOURCES];
     ap_validation_summarize(cross, NULL, 0, &ca, cper);
-    printf("\ncross-check on %s (shown, not scored; its GEMM efficiency is fitted on these "
-           "rows, so the error is in-sample):\n", cross->rows[0].cluster.gpu.name);
+    printf("\ncross-check on %s", r->cgpu[0]);
+    for (int k = 1; k < r->ncgpu; k++) printf("%s%s", k + 1 < r->ncgpu ? ", " : " and ", r->cgpu[k]);
+    printf(" (shown, not scored; each GPU's GEMM efficiency is fitted on its rows, so the "
+           "error is in-sample):\n");
     for (int i = 0; i < cross->n; i++) {
         const vrow *v = &cross->rows[i];
         printf("%-24s %-14.14s %-34.34s %-10s %8.3f s %8.3f s %6.1f%%%s\n", v->source,
@@ -261,8 +270,9 @@ static void print_cross(const vset *cross, const ap_calib *ccal) {
                fit_note(v));
     }
     printf("cross-check time MAPE %.2f%%, max %.2f%%\n", 100 * ca.time_mape, 100 * ca.time_max);
-    printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
-           cross->rows[0].cluster.gpu.name, ccal->gemm_eff_max, ccal->gemm_half_flops);
+    for (int k = 0; k < r->ncgpu; k++)
+        printf("calibration of %s: as below, gemm_eff_max %.4f, gemm_half_flops %.4g\n",
+               r->cgpu[k], r->ccal[k].gemm_eff_max, r->ccal[k].gemm_half_flops);
 }
 
 /* One out-of-sample row: times in seconds, memory in GiB, OOM records as predicted or not. */
@@ -346,6 +356,58 @@ static ap_status predict_set(vset *vs, const ap_calib *cal, const char *path, co
     return AP_OK;
 }
 
+/* The calibration a cross-check row is predicted with: its GPU's (fit_cross). */
+static const ap_calib *cross_cal(const vresult *r, const vrow *v) {
+    for (int k = 0; k < r->ncgpu; k++)
+        if (!strcmp(r->cgpu[k], v->cluster.gpu.name)) return &r->ccal[k];
+    return NULL;
+}
+
+/* Cross-check rows run with the calibration of their own GPU; --fit refits only the GEMM
+ * efficiency of each GPU on that GPU's rows (the other seven parameters stay the fit of the
+ * scored rows, gemm_half_flops the GPU's own), then every row is predicted. */
+static ap_status fit_cross(const char *path, vresult *r, ap_err *err) {
+    r->ncgpu = 0;
+    for (int i = 0; i < r->cross->n; i++) {
+        const ap_gpu *g = &r->cross->rows[i].cluster.gpu;
+        if (cross_cal(r, &r->cross->rows[i])) continue;
+        if (r->ncgpu == MAX_CROSS_GPUS)
+            return ap_err_set(err, AP_ERR_INPUT, "%s: crosscheck[%d]: more than %d GPUs in the "
+                              "cross-check", path, i, MAX_CROSS_GPUS);
+        int k = r->ncgpu++;
+        snprintf(r->cgpu[k], sizeof r->cgpu[k], "%s", g->name);
+        ap_calib_default(g, &r->ccal[k]);
+        if (!r->fitted) continue;
+        double keep_half = r->ccal[k].gemm_half_flops;
+        r->ccal[k] = r->cal;
+        r->ccal[k].gemm_half_flops = keep_half;
+        vset *one = ap_vset_new();
+        ap_status st = one ? ap_vset_copy(one, r->cross, err)
+                           : ap_err_set(err, AP_ERR_NOMEM, "out of memory for the validation rows");
+        if (st != AP_OK) {
+            ap_vset_free(one);
+            return st;
+        }
+        int n = 0;
+        for (int j = 0; j < one->n; j++)
+            if (!strcmp(one->rows[j].cluster.gpu.name, g->name)) one->rows[n++] = one->rows[j];
+        one->n = n;
+        ap_calib_fit_gemm_eff(one, &r->ccal[k]);
+        ap_vset_free(one);
+    }
+    for (int i = 0; i < r->cross->n; i++) {
+        vrow *v = &r->cross->rows[i];
+        v->refused[0] = '\0';
+        ap_status st = ap_validation_predict(v, cross_cal(r, v), err);
+        if (st != AP_OK) {
+            ap_err_prefix(err, "%s: crosscheck[%d] (%s, %s)", path, i, v->model_name,
+                          v->plan_label);
+            return st;
+        }
+    }
+    return AP_OK;
+}
+
 /* Load the three sets, fit if asked, predict everything, score. */
 static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
     ap_status st;
@@ -358,19 +420,7 @@ static ap_status run_validation(const char *path, vresult *r, ap_err *err) {
     if ((st = predict_set(r->oos, NULL, path, "outofsample", 1, err)) != AP_OK) return st;
     ap_calib_default(&r->vs->rows[0].cluster.gpu, &r->cal);
     if (r->fitted) ap_calib_fit(r->vs, &r->cal, NULL);
-    /* cross-check rows run with the calibration of their own GPU; --fit refits only the GEMM
-     * efficiency of that GPU on them (the other seven parameters stay the fit above) */
-    if (r->cross->n > 0) {
-        ap_calib_default(&r->cross->rows[0].cluster.gpu, &r->ccal);
-        if (r->fitted) {
-            double keep_half = r->ccal.gemm_half_flops;
-            r->ccal = r->cal;
-            r->ccal.gemm_half_flops = keep_half;
-            ap_calib_fit_gemm_eff(r->cross, &r->ccal);
-        }
-        if ((st = predict_set(r->cross, &r->ccal, path, "crosscheck", 0, err)) != AP_OK)
-            return st;
-    }
+    if ((st = fit_cross(path, r, err)) != AP_OK) return st;
     /* the scored rows with the calibration shown below when it is fitted, else each with the
      * built-in one of its own GPU (the bundled rows are all A100s: the same figures) */
     if ((st = predict_set(r->vs, r->fitted ? &r->cal : NULL, path, "rows", 0, err)) != AP_OK)
@@ -478,23 +528,25 @@ static int breakdown_row(const vrow *v, const char *src) {
            (!strcmp(src, "all") || !strcmp(v->source, src));
 }
 
-/* The three sets of rows, in the order validate lists them, and the calibration each was
- * predicted with (run_validation). */
-static void breakdown_sets(const vresult *r, const vset *sets[3], const ap_calib *cals[3]) {
+/* The three sets of rows, in the order validate lists them. */
+static void breakdown_sets(const vresult *r, const vset *sets[3]) {
     sets[0] = r->vs;
-    cals[0] = r->fitted ? &r->cal : NULL;
     sets[1] = r->cross;
-    cals[1] = &r->ccal;
     sets[2] = r->oos;
-    cals[2] = NULL;
+}
+
+/* The calibration row v of set si was predicted with (run_validation; NULL: its GPU's
+ * built-in one). */
+static const ap_calib *set_cal(const vresult *r, int si, const vrow *v) {
+    if (si == 0) return r->fitted ? &r->cal : NULL;
+    return si == 1 ? cross_cal(r, v) : NULL;
 }
 
 /* A source with no step-time row to show is an input error, named. */
 static ap_status check_breakdown(const vresult *r, const char *src, const char *path,
                                  ap_err *err) {
     const vset *sets[3];
-    const ap_calib *cals[3];
-    breakdown_sets(r, sets, cals);
+    breakdown_sets(r, sets);
     for (int si = 0; si < 3; si++)
         for (int i = 0; i < sets[si]->n; i++)
             if (breakdown_row(&sets[si]->rows[i], src)) return AP_OK;
@@ -507,8 +559,7 @@ static ap_status check_breakdown(const vresult *r, const char *src, const char *
  * "breakdown" key. */
 static ap_status print_breakdown(const vresult *r, const char *src, ap_json *json, ap_err *err) {
     const vset *sets[3];
-    const ap_calib *cals[3];
-    breakdown_sets(r, sets, cals);
+    breakdown_sets(r, sets);
     ap_estimate *e = ap_malloc(sizeof *e);
     if (!e) return ap_err_set(err, AP_ERR_NOMEM, "out of memory for an estimate");
     ap_json *arr = json ? ap_json_new_array() : NULL;
@@ -524,7 +575,7 @@ static ap_status print_breakdown(const vresult *r, const char *src, ap_json *jso
         for (int i = 0; i < sets[si]->n && st == AP_OK; i++) {
             const vrow *v = &sets[si]->rows[i];
             if (!breakdown_row(v, src)) continue;
-            if ((st = ap_validation_estimate(v, cals[si], NULL, e, err)) != AP_OK) break;
+            if ((st = ap_validation_estimate(v, set_cal(r, si, v), NULL, e, err)) != AP_OK) break;
             const ap_time *t = &e->time;
             if (json) {
                 ap_json *o = ap_json_new_object(), *pj = ap_json_new_object();
@@ -633,7 +684,7 @@ int ap_cmd_validate(int argc, char **argv) {
     } else {
         print_rows(&r);
         print_shown(r.vs);
-        print_cross(r.cross, &r.ccal);
+        print_cross(&r);
         print_oos(r.oos);
         print_measured(&r, &fl);
         printf("\ncalibration (%s):\n", r.fitted ? "fitted now" : "built in");

@@ -58,7 +58,15 @@ static const ap_calib a100 = {
  * +11%, torchtitan's 500 W parts -20%). */
 #define HOPPER_GEMM_EFF_MAX 0.7217
 
-/* Other GPUs have no published end-to-end runs here: they take the A100 fit for the
+/* Blackwell (compute capability 10.0: B200): the same one parameter refitted, by `autoplan
+ * validate --fit` on NVIDIA's published DGX-B200 FP8 pretraining runs of Llama 3 8B and Llama
+ * 3.1 405B (Megatron-Bridge performance summaries, NeMo 25.09 and 25.11 containers; the
+ * "mbridge-b200-fp8" cross-check rows, time MAPE 5.9% at this fit): 0.73 of the B200's
+ * published GEMM ceilings, next to Hopper's 0.72, where the A100's 0.86 predicted those runs
+ * 6-18% fast. */
+#define BLACKWELL_GEMM_EFF_MAX 0.7344
+
+/* Other GPUs have no published end-to-end runs in a fit: they take the A100 fit for the
  * dimensionless efficiencies and scale the GEMM size at half efficiency with the peak, since
  * it stands for a fixed per-GEMM latency (1.81 GFLOP at 0.75 x 312 TFLOP/s = 7.8 us): a faster
  * GPU needs proportionally larger GEMMs to saturate. */
@@ -72,6 +80,7 @@ void ap_calib_default(const ap_gpu *gpu, ap_calib *out) {
                                                       : gpu->peak_flops[AP_DTYPE_FP16];
     if (peak > 0) out->gemm_half_flops = a100.gemm_half_flops * peak / 312e12;
     if (gpu->sm == 90) out->gemm_eff_max = HOPPER_GEMM_EFF_MAX;
+    if (gpu->sm == 100) out->gemm_eff_max = BLACKWELL_GEMM_EFF_MAX;
 }
 
 void ap_estimate_opts_init(ap_estimate_opts *o) {

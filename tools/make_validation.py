@@ -134,6 +134,8 @@ import os
 here = os.path.dirname(os.path.abspath(__file__))
 def hf(name):
     return json.load(open(os.path.join(here, "..", "examples", "models", name + ".json")))
+sys.path.insert(0, here)
+import oos_sources
 NEMO = "NVIDIA NeMo 24.09 performance summary, pre-training at FP8, DGX-H100"
 cross = []
 for (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok) in [
@@ -155,12 +157,44 @@ for (name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok) in [
                   "metric": "step_s", "measured": gbs * seq / (tok * gpus),
                   "how": "GBS x sequence / (reported tokens/s/GPU x GPUs)"})
 
+# Cross-check on Blackwell (shown with its error, not scored): NVIDIA's published DGX-B200
+# pretraining runs of the dense Llama models at FP8 current scaling, Megatron-Bridge's
+# performance summaries (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md
+# @0a25f91, "25.11 NeMo Container" and "25.09 NeMo Container", System: DGX-B200). The 25.11
+# table names the precision FP8-CS (its parenthesised figures FP8-MX); the 25.09 table has no
+# precision column and gives its parenthesised figures for the same 32 x 32 (MX) granularity,
+# so its plain figures are read as FP8-CS too. The settings are those of the same repository's
+# H100 rows (tools/oos_sources.py mbridge_rows: distributed optimizer, bf16 gradient reduction,
+# FP8 weights, TP overlap, cuDNN attention, no recomputation, 405B's split counting the
+# embedding and the loss as a layer each); DGX-B200 nodes of 8 with 8 x 400 Gb/s. Only the
+# Blackwell GEMM efficiency is fitted on them (`autoplan validate --fit`, costmodel/calib.c).
+MBRIDGE_B200 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @0a25f91, "
+                "NeMo %s container, DGX-B200 pre-training: %s, %d GPUs, FP8-CS, GBS %d MBS %d, "
+                "sequence %d, TP %d PP %d CP %d VP %d, %d tokens/s per GPU")
+for (ver, name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok) in [
+        ("25.11", "LLAMA3_8B", 8, 128, 2, 8192, 1, 1, 1, 1, 30624),
+        ("25.11", "LLAMA3.1_405B", 128, 64, 1, 8192, 4, 8, 2, 8, 661),
+        ("25.09", "LLAMA3_8B", 8, 128, 2, 8192, 1, 1, 1, 1, 29994),
+        ("25.09", "LLAMA3.1_405B", 128, 64, 1, 8192, 4, 8, 2, 8, 664)]:
+    m = oos_sources.mbridge_model(name, hf)
+    dp = gpus // (tp * pp * cp)
+    plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp, "mbs": mbs,
+            "gbs": gbs, "seq": seq, "recompute": "none", "sp": tp > 1, "zero": 1, "dtype": "fp8",
+            "overlap": True, "overlap_tp": tp > 1, "flash_attn": True, "attn_impl": "cudnn",
+            "grad_reduce": "bf16", "fp8_recipe": "tensorwise", "fp8_params": True}
+    if name == "LLAMA3.1_405B":
+        plan["stage_layers"] = [1] + [2] * 62 + [1]
+    cross.append({"source": "mbridge-b200-fp8",
+                  "cite": MBRIDGE_B200 % (ver, name, gpus, gbs, mbs, seq, tp, pp, cp, vp, tok),
+                  "model_name": name.lower(), "model": m, "plan": plan, "gpu": "b200",
+                  "gpus": gpus, "gpus_per_node": 8, "network_bw": "400Gb/s", "metric": "step_s",
+                  "measured": gbs * seq / (tok * gpus),
+                  "how": "GBS x sequence / (reported tokens/s per GPU x GPUs)"})
+
 # Out of sample (shown with its error, never used in any fit): the published runs of
 # tools/oos_sources.py (other trainers, models and GPUs than the scored rows), and
 #  - NVIDIA NeMo AutoModel performance summary (DGX-H100, BF16): Llama-3-70B, FSDP2 over 64
 #    GPUs, cp 2, sequence 8192, 18.90 s per step (activation checkpointing: the only way it fits).
-sys.path.insert(0, here)
-import oos_sources
 oos = oos_sources.all_rows(hf)
 oos.append({"source": "nemo-automodel-h100", "cite": "NVIDIA NeMo AutoModel performance summary, DGX-H100, BF16: Llama3 70B, 64 GPUs, FSDP 32, CP 2, 18.90 s per global step",
             "model_name": "llama-3-70b", "model": hf("llama-3-70b"),
