@@ -16,7 +16,7 @@
  *    encoding and protocol overheads are left to the cost model's efficiency factors.
  *  - sm is the CUDA compute capability x 10 (NVIDIA's "CUDA GPUs - Compute Capability" table,
  *    developer.nvidia.com/cuda-gpus: V100 7.0, RTX 2060 7.5, A100/A800 8.0, RTX 3090 8.6, L40S
- *    and RTX 4090 8.9, H100/H800/H200 9.0, B200 10.0); 0 for other vendors and the CPU.
+ *    and RTX 4090 8.9, H100/H800/H200 9.0, B200 and GB200 10.0); 0 for other vendors and the CPU.
  *  - ref_* describe the vendor's reference system (DGX/HGX) where one exists. For PCIe and
  *    GeForce cards no reference system is published; those entries describe a typical server or
  *    workstation and their source string says "assumed".
@@ -398,6 +398,50 @@ static const ap_gpu catalog[] = {
                   "SMs and 7.67 TB/s from cudaGetDeviceProperties (pytorch/ao#4002); memory: "
                   "nvidia-smi memory.total 183359 MiB",
     },
+    /* ---- Blackwell: GB200 (NVL72) ----------------------------------------------------------- */
+    {
+        .name = "gb200",
+        .vendor = "nvidia",
+        /* GB200 NVL72 datasheet: up to 13.4 TB of HBM3e for 72 GPUs, 186 GB a GPU against the
+         * B200's 180 GB; memory.total assumed as B200's 183359 MiB x 186 / 180 */
+        .mem_bytes = 189471 * AP_MIB,
+        /* GB200 NVL72 datasheet, rack totals for 72 GPUs: FP32 5,760 TFLOPS, TF32 180 PF*,
+         * FP16/BF16 360 PF*, FP8 720 PF* (* with sparsity) -> per GPU dense: 80 / 1250 / 2500 /
+         * 5000 TFLOPS */
+        .peak_flops = {[AP_DTYPE_FP32] = 80 * TFLOPS, [AP_DTYPE_TF32] = 1250 * TFLOPS,
+                       [AP_DTYPE_FP16] = 2500 * TFLOPS, [AP_DTYPE_BF16] = 2500 * TFLOPS,
+                       [AP_DTYPE_FP8] = 5000 * TFLOPS},
+        .hbm_bytes_per_s = 8000 * GBPS, /* 576 TB/s / 72 */
+        .sm_count = 148,                /* assumed: the B200 die's */
+        .sm = 100,
+        /* NVLink5 through the NVL72's NVLink switch trays: 130 TB/s / 72 = 1.8 TB/s
+         * bidirectional -> 900 GB/s per direction, every GPU of the rack one NVLink domain */
+        .link = AP_LINK_NVLINK,
+        .link_bytes_per_s = 900 * GBPS,
+        /* host link: NVLink-C2C, 900 GB/s bidirectional between one Grace CPU and its two GPUs
+         * (GB200 superchip): 450 GB/s per direction, shared by two GPUs */
+        .pcie_gen = 5,
+        .pcie_bytes_per_s = 450 * GBPS,
+        .multicast = 1, /* NVLink switch with NVLink SHARP, as b200 */
+        /* the reference "node" is an NVL72 rack's NVLink domain as power-of-two layouts use it:
+         * 64 of its 72 GPUs (NVIDIA's GB200 benchmarks run 64, 128 and 256 GPUs; --gpus-per-node
+         * 72 for the whole rack) with their share of the rack's 36 Grace CPUs (2,592 Arm
+         * Neoverse V2 cores, up to 17 TB of LPDDR5X at up to 18.4 TB/s), one 400 Gb/s
+         * ConnectX-7 NIC per GPU (assumed, as DGX B200) */
+        .ref_gpus_per_node = 64,
+        .ref_nics_per_node = 64,
+        .ref_net_bytes_per_s = 400e9 / 8.0,
+        .ref_cpu_mem_bytes = 17e12 * 64 / 72,
+        .ref_gpus_per_pcie_switch = 2,
+        .ref_cpu_cores = 2592 * 64 / 72,
+        .ref_host_mem_bytes_per_s = 18.4e12 * 64 / 72,
+        .source = "NVIDIA GB200 NVL72 datasheet (72 Blackwell GPUs and 36 Grace CPUs a rack: FP32 "
+                  "5,760 TFLOPS, TF32 180 / BF16 360 / FP8 720 PFLOPS with sparsity, up to 13.4 "
+                  "TB HBM3e at 576 TB/s, NVLink 130 TB/s, 2,592 cores, up to 17 TB LPDDR5X at "
+                  "18.4 TB/s; NVLink-C2C 900 GB/s a superchip); per GPU: totals / 72, dense = "
+                  "sparse / 2; SMs, memory.total and one 400 Gb/s NIC a GPU assumed from the "
+                  "B200",
+    },
     /* ---- Ada: L40S, RTX 4090 --------------------------------------------------------------- */
     {
         .name = "l40s",
@@ -611,6 +655,7 @@ static const struct {
     {"h800-sxm", "h800,h800-sxm5,h800-80g"},
     {"h200", "h200-sxm,h200-141g"},
     {"b200", "b200-sxm"},
+    {"gb200", "gb200-nvl72"},
     {"rtx-2060", "rtx2060"},
     {"rtx-3090", "rtx3090"},
     {"rtx-4090", "rtx4090"},
@@ -625,7 +670,8 @@ const ap_gpu *ap_gpu_catalog_at(int i) {
     return i >= 0 && i < CATALOG_N ? &catalog[i] : NULL;
 }
 
-/* Bump when any number above changes: it is part of every cache key. */
+/* Bump when any number above changes: it is part of every cache key. A new entry changes no
+ * other entry's numbers and keeps it (gb200 joined under catalog-2026.11-1). */
 const char *ap_gpu_catalog_version(void) { return "catalog-2026.11-1"; }
 
 /* Lower-case, '_' and ' ' to '-', and a trailing "gb" after a digit to "g" ("A100_80GB" ->

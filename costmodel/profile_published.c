@@ -154,6 +154,9 @@ static const gemm_point gemm_table[] = {
     {"h200", "fp8", 1280, 4096, 12032, 1453.4, SRC_MAMF_FP8 ": NVIDIA H200 SXM"},
     {"b200", "bf16", 1792, 16128, 3072, 1745.0, SRC_MAMF_BF16 ": NVIDIA B200 SXM"},
     {"b200", "fp8", 15360, 4096, 3072, 3432.5, SRC_MAMF_FP8 ": NVIDIA B200 SXM"},
+    /* GB200: the B200's die; no published sweep of its own (assumed the same) */
+    {"gb200", "bf16", 1792, 16128, 3072, 1745.0, SRC_MAMF_BF16 ": NVIDIA B200 SXM (GB200: the same die, assumed)"},
+    {"gb200", "fp8", 15360, 4096, 3072, 3432.5, SRC_MAMF_FP8 ": NVIDIA B200 SXM (GB200: the same die, assumed)"},
     {"mi300x", "bf16", 10240, 15360, 8192, 668.4, SRC_MAMF_BF16 ": AMD MI300X"},
 };
 
@@ -193,7 +196,7 @@ static const coll_point coll_table[] = {
  * is host-side) */
 static const char *const launch_gpus[] = {"v100-sxm2-16g", "v100-sxm2-32g", "a100-sxm4-40g",
                                           "a100-sxm4-80g", "a100-pcie-80g", "h100-sxm",
-                                          "h100-pcie", "h200", "b200", "l40s", "rtx-2060",
+                                          "h100-pcie", "h200", "b200", "gb200", "l40s", "rtx-2060",
                                           "rtx-3090", "rtx-4090", "mi300x"};
 #define LAUNCH_S 7.0e-6
 

@@ -39,7 +39,7 @@ static void test_catalog_sane(void) {
                                      "a100-sxm4-80g", "a100-pcie-80g", "a800-sxm4-80g",
                                      "h100-sxm",      "h100-pcie",     "h100-96g-500w",
                                      "h800-sxm",      "h200",          "b200",
-                                     "l40s",          "rtx-2060",      "rtx-3090",
+                                     "gb200",         "l40s",          "rtx-2060",      "rtx-3090",
                                      "rtx-4090",      "mi300x",        "cpu"};
     int n = ap_gpu_catalog_count();
     CHECK_INT(n, (int)(sizeof required / sizeof required[0]));
@@ -83,8 +83,12 @@ static void test_catalog_sane(void) {
         CHECK((g->link == AP_LINK_NONE) == (g->link_bytes_per_s == 0));
         CHECK(g->link_bytes_per_s >= 0);
         CHECK(g->pcie_gen >= 3 && g->pcie_gen <= 6);
-        /* x16 nominal per direction: 16 GB/s at gen3, doubling per generation */
-        CHECK_NEAR(g->pcie_bytes_per_s, 16e9 * (1 << (g->pcie_gen - 3)), EXACT);
+        /* x16 nominal per direction: 16 GB/s at gen3, doubling per generation; GB200's host
+         * link is NVLink-C2C instead, 450 GB/s a direction shared by its Grace's two GPUs */
+        if (strcmp(g->name, "gb200"))
+            CHECK_NEAR(g->pcie_bytes_per_s, 16e9 * (1 << (g->pcie_gen - 3)), EXACT);
+        else
+            CHECK_NEAR(g->pcie_bytes_per_s, 450e9, EXACT);
         CHECK(g->ref_gpus_per_node >= 1);
         CHECK(g->ref_nics_per_node >= 1);
         CHECK(g->ref_net_bytes_per_s > 0);
@@ -156,7 +160,7 @@ static void test_aliases_and_lookup(void) {
             n_alias++;
         }
     }
-    CHECK_INT(n_alias, 34); /* every alias in catalog.c's table is attached to its GPU */
+    CHECK_INT(n_alias, 35); /* every alias in catalog.c's table is attached to its GPU */
     CHECK_CONTAINS(ap_gpu_aliases(3), "a100-80g"); /* a100-sxm4-80g */
     CHECK_STR(ap_gpu_aliases(-1), "");
 
@@ -271,7 +275,7 @@ static void test_datasheet_numbers(void) {
         {"a100-sxm4-80g", 80}, {"a100-pcie-80g", 80}, {"a800-sxm4-80g", 80}, {"rtx-3090", 86},
         {"l40s", 89},          {"rtx-4090", 89},      {"h100-sxm", 90},      {"h100-pcie", 90},
         {"h100-96g-500w", 90}, {"h800-sxm", 90},      {"h200", 90},          {"b200", 100},
-        {"mi300x", 0},         {"cpu", 0},
+        {"gb200", 100},        {"mi300x", 0},         {"cpu", 0},
     };
     CHECK_INT((int)(sizeof cc / sizeof cc[0]), ap_gpu_catalog_count());
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) CHECK_INT(must(cc[i].name)->sm, cc[i].sm);

@@ -106,6 +106,11 @@ Sources:
                          under Megatron-Core on 32 H100, Llama 2 70B and Aquila2 7B under
                          FlagScale on 32 H800 and 8 A800; tokens/s per GPU and nvidia-smi memory
                          (27 step rows, 27 readings, 1 out-of-memory record)
+  megatron-bridge-blackwell
+                         NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @0a25f91
+                         (containers 25.11 and 26.02): the Blackwell pre-training rows autoplan
+                         can express that are not the B200 cross-check: Llama 3 8B and Llama 3.1
+                         405B at FP8 current scaling on DGX-GB200 (NVL72; 3 rows)
 """
 
 import json
@@ -1530,6 +1535,63 @@ def mbridge_rows(hf):
     return out
 
 
+# ---- Megatron-Bridge performance summaries on Blackwell (NeMo 25.11, 26.02) -------------------
+MBRIDGE_BW = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @0a25f91, NeMo %s "
+              "container, %s pre-training: %s, %d GPUs, %s, GBS %d MBS %d, sequence %d, TP %d PP %d "
+              "VP %d EP %d, %d tokens/s per GPU")
+# (container, system, model, gpus, precision, gbs, mbs, seq, tp, pp, vp, ep, tokens/s per GPU):
+# the archive's DGX-GB200 and DGX-B200 rows but the B200 cross-check's (tools/make_validation.py,
+# the dense FP8-CS B200 rows the Blackwell GEMM efficiency is fitted on) and those autoplan does
+# not express: MXFP8 and NVFP4 recipes, Llama 3 70B under Megatron-FSDP (its GB200 recipes offload
+# 20-40 layers' activations to the Grace CPU: perf_recipes/llama/gb200/llama3.py
+# cpu_offloading_num_layers), DeepSeek-V3 and Qwen3 235B (pipeline layouts the table does not
+# state), and GPT-OSS 120B (its recipes recompute the norms and the expert activation, which
+# autoplan does not express; at the micro-batch of 4 of four of its five Blackwell rows the
+# activations that recompute frees decide whether the run fits: priced without it, the B200's
+# 25.11 row is predicted above the GPU's memory). "FP8" in 26.02 is FP8 current scaling, as the
+# 25.11 rows name it.
+MBRIDGE_BW_ROWS = [
+    ("25.11", "DGX-GB200", "LLAMA3_8B", 8, "fp8", 128, 2, 8192, 1, 1, 1, 1, 31508),
+    ("25.11", "DGX-GB200", "LLAMA3.1_405B", 256, "fp8", 1536, 1, 8192, 4, 16, 4, 1, 813),
+    ("26.02", "DGX-GB200", "LLAMA3.1_405B", 256, "fp8", 1536, 1, 8192, 4, 16, 4, 1, 793),
+]
+
+
+def mbridge_blackwell_rows(hf):
+    """As mbridge_rows (the H100 rows of the same pages), with the GB200 recipes' settings:
+    Llama 3.1 405B's 126 layers over pp x vp = 64 chunks split counting the embedding and the
+    loss as a layer each (the H100 rows' 8 x 8 has the same 64 chunks). DGX-GB200: the NVL72
+    rack, 64 of its 72 GPUs used per rack (assumed: 256 GPUs are four racks of 64), one 400 Gb/s
+    NIC per GPU. The step is the batch's tokens over the reported tokens/s per GPU and the
+    GPUs."""
+    out = []
+    for (ver, system, name, gpus, dt, gbs, mbs, seq, tp, pp, vp, ep, tps) in MBRIDGE_BW_ROWS:
+        m = mbridge_model(name, hf)
+        dp = gpus // (tp * pp)
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+                "mbs": mbs, "gbs": gbs, "seq": seq, "recompute": "none", "sp": tp > 1,
+                "zero": 1, "dtype": dt, "overlap": True, "overlap_tp": tp > 1,
+                "flash_attn": True, "attn_impl": "cudnn", "grad_reduce": "bf16"}
+        if dt == "fp8":
+            plan["fp8_recipe"] = "tensorwise"
+            plan["fp8_params"] = True
+        if ep > 1:
+            plan["ep"] = ep
+        if name == "LLAMA3.1_405B":
+            plan["stage_layers"] = [1] + [2] * 62 + [1]
+        gb = system == "DGX-GB200"
+        step = gbs * seq / (tps * gpus)
+        cite = (MBRIDGE_BW % (ver, system, name, gpus, dt.upper(), gbs, mbs, seq, tp, pp, vp, ep,
+                              tps) +
+                "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (settings: "
+                "tools/oos_sources.py mbridge_blackwell_rows)" % step)
+        row = dgx_row("megatron-bridge-blackwell", cite, name.lower(), m, plan, gpus, step,
+                      TOKENS_HOW, gpu="gb200" if gb else "b200", network_bw="400Gb/s")
+        row["gpus_per_node"] = 64 if gb else 8
+        out.append(row)
+    return out
+
+
 # ---- InternLM: its 7B model under its own trainer on A100 ------------------------------------
 INTERNLM = ("InternLM/InternLM doc/en/train_performance.md @20fe5ac, FLOPS Testing (tp 1, zero1 8, "
             "pack_sample_into_one True, bf16, A100-SXM4-80GB, 4 x 100Gb RoCE per node): activation "
@@ -2285,4 +2347,4 @@ def all_rows(hf):
             mbridge_rows(hf) + internlm_rows() +
             mlperf_rows() + mlperf40_rows() + mlperf30_rows() + mlperf41_rows() +
             mlperf41_b200_rows() + mlperf50_rows(hf) + mcore_moe_rows(hf) +
-            nemo_a100_rows(hf) + flagperf_rows(hf))
+            nemo_a100_rows(hf) + flagperf_rows(hf) + mbridge_blackwell_rows(hf))
