@@ -429,6 +429,9 @@ static const ap_gpu catalog[] = {
          * Neoverse V2 cores, up to 17 TB of LPDDR5X at up to 18.4 TB/s), one 400 Gb/s
          * ConnectX-7 NIC per GPU (assumed, as DGX B200) */
         .ref_gpus_per_node = 64,
+        /* an operating system per compute tray: 18 trays of 2 GB200 superchips, 4 GPUs each
+         * (the datasheet's 72 GPUs / 36 Grace CPUs a rack) */
+        .ref_gpus_per_host = 4,
         .ref_nics_per_node = 64,
         .ref_net_bytes_per_s = 400e9 / 8.0,
         .ref_cpu_mem_bytes = 17e12 * 64 / 72,

@@ -100,6 +100,13 @@ void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node) {
     c->gpus_per_pcie_switch = sw < gpn ? sw : gpn;
 }
 
+int ap_cluster_gpus_per_host(const ap_cluster *c) {
+    int n = c->gpus_per_node;
+    int h = c->gpu.ref_gpus_per_host;
+    if (h > 0 && h < n && n % h == 0) n = h;
+    return c->gpus < n ? c->gpus : n;
+}
+
 static int pos_finite(double v, double hi) { return isfinite(v) && v > 0 && v <= hi; }
 
 ap_status ap_cluster_validate(const ap_cluster *c, const char *where, ap_err *err) {

@@ -125,9 +125,15 @@ void emit_header(sb *b, const emit_ctx *x, const char *pfx, const char *title) {
     sb_printf(b, " (%.3f B parameters), %lld layers, sequence %lld\n",
               (double)ap_model_total_params(x->m) / 1e9, (long long)x->m->layers,
               (long long)p->seq);
-    sb_printf(b, "%scluster: %d x %s, %d GPUs per node, %d node(s)\n", pfx, x->c->gpus,
+    sb_printf(b, "%scluster: %d x %s, %d GPUs per node, %d node(s)", pfx, x->c->gpus,
               x->c->gpu.name, x->c->gpus_per_node,
               (x->c->gpus + x->c->gpus_per_node - 1) / x->c->gpus_per_node);
+    /* a node of several hosts (GB200's NVLink domain of 4-GPU trays): the launcher's nodes */
+    int host = ap_cluster_gpus_per_host(x->c);
+    if (host < x->c->gpus_per_node && host < x->c->gpus)
+        sb_printf(b, " of %d-GPU hosts (%d launcher nodes)", host,
+                  (x->c->gpus + host - 1) / host);
+    sb_printf(b, "\n");
     sb_printf(b, "%splan: %s, %s (estimated for trainer %s)\n", pfx, label, ap_dtype_name(p->dtype),
               ap_trainer_name(p->trainer));
     if (x->tid != p->trainer)

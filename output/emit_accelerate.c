@@ -69,7 +69,7 @@ static void precision(sb *b, const ap_plan *p) {
 ap_status emit_accelerate_render(const emit_ctx *x, ap_emit_out *out, ap_err *err) {
     const ap_plan *p = x->p;
     const ap_cluster *c = x->c;
-    int per_node = c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+    int per_node = ap_cluster_gpus_per_host(c);
     int nodes = (c->gpus + per_node - 1) / per_node;
     int ds = x->tid == AP_TRAINER_DEEPSPEED;
     ap_status st;

@@ -273,7 +273,7 @@ static void mds_args(sb *b, const emit_ctx *x) {
 ap_status emit_deepspeed_render(const emit_ctx *x, ap_emit_out *out, ap_err *err) {
     const ap_plan *p = x->p;
     const ap_cluster *c = x->c;
-    int per_node = c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+    int per_node = ap_cluster_gpus_per_host(c);
     int nodes = (c->gpus + per_node - 1) / per_node;
     char why[200];
     int hf = ds_hf_expressible(p, why, sizeof why);

@@ -79,7 +79,7 @@ ap_status emit_torchtitan_render(const emit_ctx *x, ap_emit_out *out, ap_err *er
               "# Run: torchrun --nproc_per_node %d -m torchtitan.train --job.config_file "
               "torchtitan.toml \\\n"
               "#        --model.name %s --model.flavor <matching ",
-              x->c->gpus < x->c->gpus_per_node ? x->c->gpus : x->c->gpus_per_node,
+              ap_cluster_gpus_per_host(x->c),
               ap_torchtitan_family(x->m));
     ap_text_escape(&b, AP_TEXT_LINE, x->m->name); /* user text in a comment line */
     sb_printf(&b, ">\n");

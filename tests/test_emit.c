@@ -1800,6 +1800,49 @@ static void test_refusals(void) {
 
 /* ---- the CLI ------------------------------------------------------------------------------ */
 
+/* A GB200 NVL72 "node" is an NVLink domain of 64 GPUs driven by 4-GPU hosts (catalog.c
+ * ref_gpus_per_host): the launch scripts start 4 processes on each of gpus / 4 hosts, not 64
+ * on gpus / 64, and the header says so; an 8-GPU DGX keeps its node as the host. */
+static void test_gb200_launch_hosts(void) {
+    static const pcase k = {"gb200-hosts", "llama-3-70b", 128, AP_TRAINER_MEGATRON, 4, 1, 32, 1,
+                            1, 1, 1, 1, 256, 8192, 1, AP_RECOMPUTE_NONE, 0, 1, 1, 1, 0, 0,
+                            AP_DTYPE_BF16, 0, 0, {0}, {0}, 0};
+    ap_model m;
+    if (!load_model(k.model, &m)) {
+        CHECK(0);
+        return;
+    }
+    const char *gpus[] = {"gb200", "b200"};
+    const int want_host[] = {4, 8};
+    for (int g = 0; g < 2; g++) {
+        ap_cluster c;
+        make_cluster(gpus[g], k.gpus, &c);
+        CHECK_INT(ap_cluster_gpus_per_host(&c), want_host[g]);
+        ap_plan p;
+        build_plan(&k, &p);
+        ap_err err;
+        ap_status st = ap_plan_check(&p, &m, &c, 1, &err);
+        if (st != AP_OK) fprintf(stderr, "  %s: %s\n", gpus[g], err.msg);
+        CHECK_INT(st, AP_OK);
+        if (st != AP_OK) continue;
+        const char *dir = tl_tmpdir();
+        ap_emit_report rep;
+        st = ap_emit_files_ex(dir, "megatron", &m, &c, &p, NULL, &rep, &err);
+        CHECK_INT(st, AP_OK);
+        if (st != AP_OK) continue;
+        check_megatron(dir, &m, &c, &p);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/megatron.sh", dir);
+        char *text = tl_read(path);
+        CHECK(text != NULL);
+        if (!text) continue;
+        CHECK_INT(shell_int(text, "GPUS_PER_NODE"), want_host[g]);
+        CHECK_INT(shell_int(text, "NNODES"), k.gpus / want_host[g]);
+        CHECK((strstr(text, "of 4-GPU hosts (32 launcher nodes)") != NULL) == (g == 0));
+        free(text);
+    }
+}
+
 /* torchtitan recomputes K layers of a chunk as every (n/K)-th of uniform chunks of n layers:
  * the trainer table refuses other counts and splits, and the search's re-split never proposes
  * them (found by tools/trainer_validate.py: `full1 uneven` for Llama-3-70B tp4 pp4). */
@@ -2469,6 +2512,7 @@ int main(int argc, char **argv) {
     test_roundtrip();
     test_refusals();
     test_torchtitan_counts();
+    test_gb200_launch_hosts();
     test_torchtitan_families();
     test_golden();
     test_issue19();

@@ -691,6 +691,25 @@ static void test_bad_files(void) {
     }
 }
 
+/* Launcher hosts (ap_cluster_gpus_per_host): GB200's 4-GPU trays inside its 64-GPU node, also
+ * when the node is the whole 72-GPU rack; fewer GPUs than a tray run on one host; a DGX's host
+ * is its node. */
+static void test_gpus_per_host(void) {
+    ap_cluster c;
+    ap_cluster_from_gpu(must("gb200"), 128, &c);
+    CHECK_INT(c.gpus_per_node, 64);
+    CHECK_INT(ap_cluster_gpus_per_host(&c), 4);
+    ap_cluster_from_gpu(must("gb200"), 144, &c);
+    ap_cluster_set_gpus_per_node(&c, 72);
+    CHECK_INT(ap_cluster_gpus_per_host(&c), 4);
+    ap_cluster_from_gpu(must("gb200"), 2, &c);
+    CHECK_INT(ap_cluster_gpus_per_host(&c), 2);
+    ap_cluster_from_gpu(must("h100-sxm"), 64, &c);
+    CHECK_INT(ap_cluster_gpus_per_host(&c), 8);
+    ap_cluster_set_gpus_per_node(&c, 4);
+    CHECK_INT(ap_cluster_gpus_per_host(&c), 4);
+}
+
 /* docs/hardware.md documents every catalog entry. */
 static void test_docs(void) {
     char *doc = tl_read(tl_path("docs/hardware.md"));
@@ -808,6 +827,7 @@ int main(int argc, char **argv) {
     test_example_files();
     test_bad_files();
     test_docs();
+    test_gpus_per_host();
     test_cli();
     return tl_finish();
 }

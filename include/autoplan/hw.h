@@ -47,6 +47,9 @@ typedef struct ap_gpu {
                                    Engine's comm-GEMM overlap needs by default */
     /* reference system (DGX/HGX or workstation) */
     int ref_gpus_per_node;
+    int ref_gpus_per_host;      /* GPUs one operating-system host drives (the processes a
+                                   launcher starts per node); 0: ref_gpus_per_node. GB200 NVL72:
+                                   4 GPUs a compute tray, 64-72 an NVLink domain ("node") */
     int ref_nics_per_node;
     double ref_net_bytes_per_s; /* network bandwidth per GPU per direction */
     double ref_cpu_mem_bytes;   /* host memory per node */
@@ -104,6 +107,11 @@ void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out);
  * NVLink-bridged pairs, else the node), gpus_per_pcie_switch (reference, at most the node).
  * Callers that also set nvlink_domain set it after this. */
 void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node);
+
+/* GPUs per launcher node (torchrun --nproc-per-node, SLURM --gpus-per-node): the GPU's host
+ * size where it drives fewer GPUs than the cluster's node (GB200: 4 a tray in an NVLink domain of
+ * 64), else the node's; never more than the cluster's GPUs. */
+int ap_cluster_gpus_per_host(const ap_cluster *c);
 
 /* Load a cluster file (JSON, format in docs/hardware.md). Refuses mixed GPU types. */
 ap_status ap_cluster_load(const char *path, ap_cluster *out, ap_err *err);
