@@ -425,25 +425,25 @@ static const ap_gpu catalog[] = {
         .multicast = 1, /* NVLink switch with NVLink SHARP, as b200 */
         /* the reference "node" is an NVL72 rack's NVLink domain as power-of-two layouts use it:
          * 64 of its 72 GPUs (NVIDIA's GB200 benchmarks run 64, 128 and 256 GPUs; --gpus-per-node
-         * 72 for the whole rack) with their share of the rack's 36 Grace CPUs (2,592 Arm
-         * Neoverse V2 cores, up to 17 TB of LPDDR5X at up to 18.4 TB/s), one 400 Gb/s
-         * ConnectX-7 NIC per GPU (assumed, as DGX B200) */
+         * 72 for the whole rack) with their 32 Grace CPUs (a GB200 superchip: one Grace, 72 Arm
+         * Neoverse V2 cores and up to 480 GB of LPDDR5X at up to 512 GB/s, for two GPUs), one
+         * 400 Gb/s ConnectX-7 NIC per GPU (assumed, as DGX B200) */
         .ref_gpus_per_node = 64,
         /* an operating system per compute tray: 18 trays of 2 GB200 superchips, 4 GPUs each
          * (the datasheet's 72 GPUs / 36 Grace CPUs a rack) */
         .ref_gpus_per_host = 4,
         .ref_nics_per_node = 64,
         .ref_net_bytes_per_s = 400e9 / 8.0,
-        .ref_cpu_mem_bytes = 17e12 * 64 / 72,
+        .ref_cpu_mem_bytes = 32 * 480e9,
         .ref_gpus_per_pcie_switch = 2,
-        .ref_cpu_cores = 2592 * 64 / 72,
-        .ref_host_mem_bytes_per_s = 18.4e12 * 64 / 72,
+        .ref_cpu_cores = 32 * 72,
+        .ref_host_mem_bytes_per_s = 32 * 512e9,
         .source = "NVIDIA GB200 NVL72 datasheet (72 Blackwell GPUs and 36 Grace CPUs a rack: FP32 "
                   "5,760 TFLOPS, TF32 180 / BF16 360 / FP8 720 PFLOPS with sparsity, up to 13.4 "
                   "TB HBM3e at 576 TB/s, NVLink 130 TB/s, 2,592 cores, up to 17 TB LPDDR5X at "
-                  "18.4 TB/s; NVLink-C2C 900 GB/s a superchip); per GPU: totals / 72, dense = "
-                  "sparse / 2; SMs, memory.total and one 400 Gb/s NIC a GPU assumed from the "
-                  "B200",
+                  "18.4 TB/s; a superchip: NVLink-C2C 900 GB/s, up to 480 GB LPDDR5X at 512 "
+                  "GB/s); per GPU: totals / 72, dense = sparse / 2; SMs, memory.total and one "
+                  "400 Gb/s NIC a GPU assumed from the B200",
     },
     /* ---- Ada: L40S, RTX 4090 --------------------------------------------------------------- */
     {
