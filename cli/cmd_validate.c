@@ -153,6 +153,28 @@ static ap_json *oos_json(const vset *oos) {
 static ap_status print_breakdown(const vresult *r, const char *src, ap_json *json, ap_err *err);
 
 /* The document; with --breakdown (bsrc) its rows' parts beside the rest. */
+/* The cross-check: its errors, rows and each GPU's calibration (gemm_eff_max fitted on its
+ * rows under --fit, else the built-in one), as the text prints them. */
+static ap_json *cross_json(const vresult *r) {
+    errstat ca, cper[MAX_SOURCES];
+    ap_validation_summarize(r->cross, NULL, 0, &ca, cper);
+    ap_json *root = ap_json_new_object();
+    ap_json_add(root, "overall", errjson(&ca, 1));
+    ap_json *cal = ap_json_new_array();
+    for (int k = 0; k < r->ncgpu; k++) {
+        ap_json *o = ap_json_new_object();
+        ap_json_add_string(o, "gpu", r->cgpu[k]);
+        ap_json_add_number(o, "gemm_eff_max", r->ccal[k].gemm_eff_max);
+        ap_json_add_number(o, "gemm_half_flops", r->ccal[k].gemm_half_flops);
+        ap_json_push(cal, o);
+    }
+    ap_json_add(root, "calibration", cal);
+    ap_json *rows = ap_json_new_array();
+    for (int i = 0; i < r->cross->n; i++) ap_json_push(rows, row_json(&r->cross->rows[i]));
+    ap_json_add(root, "rows", rows);
+    return root;
+}
+
 static int print_json(const vresult *r, const char *bsrc) {
     const vset *vs = r->vs;
     ap_json *root = ap_json_new_object();
@@ -187,6 +209,7 @@ static int print_json(const vresult *r, const char *bsrc) {
         ap_json_add(lo, "by_source", bs2);
         ap_json_add(root, "leave_one_source_out", lo);
     }
+    if (r->cross->n > 0) ap_json_add(root, "crosscheck", cross_json(r));
     if (r->oos->n > 0) ap_json_add(root, "out_of_sample", oos_json(r->oos));
     ap_err err = {{0}};
     if (bsrc && print_breakdown(r, bsrc, root, &err) != AP_OK) {
@@ -634,7 +657,8 @@ int ap_cmd_validate(int argc, char **argv) {
     ap_flags_add(&fl, "data", AP_FLAG_VALUE, "FILE",
                  "validation rows (default tests/data/validation.json of the source tree)");
     ap_flags_add(&fl, "json", AP_FLAG_BOOL, NULL, "print {overall, by_source, rows, "
-                 "out_of_sample} as JSON; errors are fractions");
+                 "crosscheck, out_of_sample} as JSON (crosscheck with each GPU's calibration); "
+                 "errors are fractions");
     ap_flags_add(&fl, "leave-one-source-out", AP_FLAG_BOOL, NULL,
                  "fit on all sources but one, predict that one, for each source");
     ap_flags_add(&fl, "fit", AP_FLAG_BOOL, NULL,

@@ -709,7 +709,19 @@ static void test_validate_targets(void) {
     const char *rkeys[] = {"source", "model", "plan", "metric", "predicted", "measured", "error",
                            NULL};
     const char *tkeys[] = {"overall", "by_source", "rows", "leave_one_source_out",
-                           "out_of_sample", NULL};
+                           "crosscheck", "out_of_sample", NULL};
+    /* the cross-check: each GPU's calibration beside its rows; the built-in values (the
+     * calibration's own test is the text's, below) */
+    const ap_json *cx = ap_json_get(j, "crosscheck");
+    const char *ckeys[] = {"overall", "calibration", "rows", NULL};
+    const char *cckeys[] = {"gpu", "gemm_eff_max", "gemm_half_flops", NULL};
+    const ap_json *ccal = ap_json_get(cx, "calibration");
+    CHECK_INT(ap_json_size(ccal), 2);
+    CHECK_STR(ap_json_string(ap_json_get(ap_json_at(ccal, 0), "gpu")), "h100-sxm");
+    CHECK_STR(ap_json_string(ap_json_get(ap_json_at(ccal, 1), "gpu")), "b200");
+    CHECK_NEAR(ap_json_number(ap_json_get(ap_json_at(ccal, 1), "gemm_eff_max")), 0.7344, 1e-9);
+    CHECK(ap_json_number(ap_json_get(ap_json_get(cx, "overall"), "time_mape")) <= 0.10);
+    CHECK_INT(ap_json_size(ap_json_get(cx, "rows")), 10);
     /* the out-of-sample part: what the text prints, as fractions */
     const ap_json *xs = ap_json_get(j, "out_of_sample");
     const char *xkeys[] = {"overall", "by_source", "rows", "recorded_oom", "ran", NULL};
@@ -721,8 +733,10 @@ static void test_validate_targets(void) {
     const ap_json *objs[] = {ov, ap_json_at(ap_json_get(j, "by_source"), 0), ap_json_at(rows, 0),
                              j, xs, ap_json_get(xs, "overall"),
                              ap_json_at(ap_json_get(xs, "rows"), 0), ap_json_get(xs, "ran"),
-                             ap_json_get(xs, "recorded_oom")};
-    const char **keys[] = {okeys, bkeys, rkeys, tkeys, xkeys, xokeys, xrkeys, xakeys, xakeys};
+                             ap_json_get(xs, "recorded_oom"), cx, ap_json_at(ccal, 0),
+                             ap_json_get(cx, "overall"), ap_json_at(ap_json_get(cx, "rows"), 0)};
+    const char **keys[] = {okeys, bkeys, rkeys, tkeys, xkeys, xokeys, xrkeys, xakeys, xakeys,
+                           ckeys, cckeys, okeys, rkeys};
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "overall"), "time_mape")) <= 0.10);
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")) >= 6);
     CHECK(ap_json_number(ap_json_get(ap_json_get(xs, "ran"), "predicted_not_to_fit")) == 0);
@@ -741,7 +755,7 @@ static void test_validate_targets(void) {
         }
     }
     CHECK_NEAR(noom, ap_json_number(ap_json_get(ap_json_get(xs, "recorded_oom"), "rows")), 0);
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < 13; k++) {
         const ap_json *x = ap_json_first(objs[k]);
         int i = 0;
         for (; keys[k][i] && x; i++, x = ap_json_next(x)) CHECK_STR(ap_json_key(x), keys[k][i]);
