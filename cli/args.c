@@ -275,9 +275,10 @@ void ap_cli_plan_flags(ap_flags *fl) {
                  "with --dtype fp8: keep the weights in FP8 and gather them in FP8 (Megatron-LM "
                  "--fp8-param-gather, ZeRO 1 or 3; NeMo's fp8_params)");
     ap_flags_add(fl, "fp8-recipe", AP_FLAG_VALUE, "R",
-                 "with --dtype fp8: scaling auto|delayed|tensorwise (default auto: the trainer's, "
-                 "Megatron-LM and Transformer Engine delayed, torchtitan and Colossal-AI "
-                 "tensorwise; Megatron-LM --fp8-recipe)");
+                 "with --dtype fp8: scaling auto|delayed|tensorwise|mxfp8 (default auto: the "
+                 "trainer's, Megatron-LM and Transformer Engine delayed, torchtitan and "
+                 "Colossal-AI tensorwise; mxfp8: Megatron-LM on Blackwell; Megatron-LM "
+                 "--fp8-recipe)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");
     ap_flags_add(fl, "attn-impl", AP_FLAG_VALUE, "IMPL",

@@ -438,7 +438,7 @@ static void add_flags(ap_flags *fl) {
                  "sequence length, tokens (default: the model's training length)");
     ap_flags_add(fl, "dtype", AP_FLAG_VALUE, "D", "compute precision: bf16|fp16|fp8 (default bf16)");
     ap_flags_add(fl, "fp8-recipe", AP_FLAG_VALUE, "R",
-                 "with --dtype fp8: scaling auto|delayed|tensorwise (default auto: each "
+                 "with --dtype fp8: scaling auto|delayed|tensorwise|mxfp8 (default auto: each "
                  "strategy's trainer's)");
     ap_flags_add(fl, "no-flash-attn", AP_FLAG_BOOL, NULL,
                  "attention materialises the s x s score matrix (no FlashAttention)");

@@ -37,8 +37,11 @@ double gemm_at(const ctx *x, ap_dtype dt, double M, double N, double K) {
 static double gemm_s(const ctx *x, double M, double N, double K) {
     double t = gemm_at(x, x->p->dtype, M, N, K);
     if (x->p->dtype == AP_DTYPE_FP8 && t > 0) {
-        int amax_pass = ap_plan_fp8_recipe(x->p) == AP_FP8_TENSORWISE && !x->tr->fp8_amax_fused;
-        t += (amax_pass ? 5.0 : 3.0) * M * K / x->hbm;
+        ap_fp8_recipe r = ap_plan_fp8_recipe(x->p);
+        int amax_pass = r == AP_FP8_TENSORWISE && !x->tr->fp8_amax_fused;
+        /* MXFP8: no amax, one E8M0 scale byte per 32 elements of each of the two layouts */
+        double bytes = amax_pass ? 5.0 : r == AP_FP8_MXFP8 ? 3.0 + 2.0 / 32.0 : 3.0;
+        t += bytes * M * K / x->hbm;
     }
     return t;
 }

@@ -23,7 +23,8 @@ void ap_plan_init(ap_plan *p) {
 
 static const char *const recompute_names[AP_RECOMPUTE_COUNT] = {"none", "selective", "full"};
 
-static const char *const fp8_recipe_names[AP_FP8_RECIPE_COUNT] = {"auto", "delayed", "tensorwise"};
+static const char *const fp8_recipe_names[AP_FP8_RECIPE_COUNT] = {"auto", "delayed", "tensorwise",
+                                                                     "mxfp8"};
 
 const char *ap_fp8_recipe_name(ap_fp8_recipe r) {
     return (unsigned)r < AP_FP8_RECIPE_COUNT ? fp8_recipe_names[r] : fp8_recipe_names[0];
@@ -335,7 +336,7 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
     /* the FP8 scaling recipe: given only for an fp8 plan, and one its trainer runs */
     if ((unsigned)p->fp8_recipe >= AP_FP8_RECIPE_COUNT)
         return ap_err_set(err, AP_ERR_INPUT, "fp8_recipe %d is not one of auto, delayed, "
-                          "tensorwise", (int)p->fp8_recipe);
+                          "tensorwise, mxfp8", (int)p->fp8_recipe);
     if (p->fp8_recipe != AP_FP8_AUTO && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "fp8_recipe %s needs dtype fp8, not %s",
                           ap_fp8_recipe_name(p->fp8_recipe), ap_dtype_name(p->dtype));
@@ -343,6 +344,11 @@ static ap_status check_features(const ap_trainer_caps *t, const ap_plan *p, cons
         return ap_err_set(err, AP_ERR_INFEASIBLE, "%s does not run FP8 with %s scaling (its "
                           "recipe is %s)", tn, ap_fp8_recipe_name(p->fp8_recipe),
                           ap_fp8_recipe_name(t->fp8_recipe_default));
+    /* MXFP8's block scales are Blackwell tensor cores' (Transformer Engine refuses it below
+     * compute capability 10.0: check_mxfp8_support) */
+    if (p->dtype == AP_DTYPE_FP8 && ap_plan_fp8_recipe(p) == AP_FP8_MXFP8 && c->gpu.sm < 100)
+        return ap_err_set(err, AP_ERR_INFEASIBLE, "fp8_recipe mxfp8 needs Blackwell tensor cores "
+                          "(compute capability 10.0: b200, gb200), not %s's", c->gpu.name);
     if (p->fp8_params && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "fp8_params (FP8 weights) needs dtype fp8, not %s",
                           ap_dtype_name(p->dtype));

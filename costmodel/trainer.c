@@ -129,9 +129,11 @@ const ap_trainer_caps ap_trainer_table[AP_TRAINER_COUNT] = {
          * fp8_autocast_exit -> reduce_and_update_fp8_tensors, v1.6-v1.11; the same per region
          * in v0.8's global_amax_reduction) */
         .fp8_amax_reduce = 1,
-        /* --fp8-recipe delayed (the default) or tensorwise (Float8CurrentScaling), both
-         * Transformer Engine kernels run eagerly (core/fp8_utils.py get_fp8_recipe) */
-        .fp8_recipes = FR(AP_FP8_DELAYED) | FR(AP_FP8_TENSORWISE),
+        /* --fp8-recipe delayed (the default), tensorwise (Float8CurrentScaling) or mxfp8
+         * (MXFP8BlockScaling; megatron/training/arguments.py choices tensorwise, delayed,
+         * mxfp8, blockwise), Transformer Engine kernels run eagerly (core/fp8_utils.py
+         * get_fp8_recipe) */
+        .fp8_recipes = FR(AP_FP8_DELAYED) | FR(AP_FP8_TENSORWISE) | FR(AP_FP8_MXFP8),
         .fp8_recipe_default = AP_FP8_DELAYED, .fp8_amax_fused = 0,
         /* Transformer Engine's fp8 Linear / LayerNormLinear save the FP8 cast of their input
          * (or its transpose) for the weight gradient, not the 16-bit input

@@ -189,6 +189,22 @@ ap_status ap_request_cluster(const ap_request *rq, ap_cluster *c, ap_err *err) {
 
 /* ---- the plan pins ----------------------------------------------------------------------------- */
 
+/* An FP8 recipe the trainer runs, refused in the words of the recipes it has ("delayed or
+ * tensorwise"). */
+static ap_status check_fp8_recipe(const ap_plan *p, const ap_trainer_caps *tc, ap_err *err) {
+    if (p->dtype != AP_DTYPE_FP8 || !tc->fp8 || (tc->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
+        return AP_OK;
+    char has[64] = "";
+    for (int r = AP_FP8_DELAYED; r < AP_FP8_RECIPE_COUNT; r++) {
+        if (!(tc->fp8_recipes & (1u << r))) continue;
+        size_t l = strlen(has);
+        snprintf(has + l, sizeof has - l, "%s%s", l ? " or " : "",
+                 ap_fp8_recipe_name((ap_fp8_recipe)r));
+    }
+    return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe %s: %s scales FP8 %s only",
+                      ap_fp8_recipe_name(p->fp8_recipe), tc->display, has);
+}
+
 /* The pins' own limits: recompute layers need full recompute and at most the model's layers;
  * the dtype must have tensor cores on this GPU. */
 static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *err) {
@@ -247,10 +263,8 @@ static ap_status check_pins(const ap_request *rq, const ap_resolved *r, ap_err *
     if (p->fp8_recipe != AP_FP8_AUTO && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe needs --dtype fp8");
     const ap_trainer_caps *tc = ap_trainer_get(p->trainer);
-    if (p->dtype == AP_DTYPE_FP8 && tc->fp8 && !(tc->fp8_recipes & (1u << ap_plan_fp8_recipe(p))))
-        return ap_err_set(err, AP_ERR_INPUT, "--fp8-recipe %s: %s scales FP8 %s only",
-                          ap_fp8_recipe_name(p->fp8_recipe), tc->display,
-                          ap_fp8_recipe_name(tc->fp8_recipe_default));
+    ap_status st = check_fp8_recipe(p, tc, err);
+    if (st != AP_OK) return st;
     /* pins no plan can make legal are refused here, in the words estimate refuses them, not
      * answered by a search with "nothing fits": fp32 outside the runtime, an attention kernel
      * without figures on this GPU for the model's head size (estimate.c) */

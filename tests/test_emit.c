@@ -447,7 +447,8 @@ static void parse_megatron_flags(const flagval *f, int n, const ap_model *m, got
     p->fp8_params = fv(f, n, "--fp8-param-gather") != NULL;
     v = fv(f, n, "--fp8-recipe");
     p->fp8_recipe = !v ? AP_FP8_AUTO : !strcmp(v, "delayed") ? AP_FP8_DELAYED
-                  : !strcmp(v, "tensorwise") ? AP_FP8_TENSORWISE : (ap_fp8_recipe)-1;
+                  : !strcmp(v, "tensorwise") ? AP_FP8_TENSORWISE
+                  : !strcmp(v, "mxfp8") ? AP_FP8_MXFP8 : (ap_fp8_recipe)-1;
     if ((v = fv(f, n, "--attention-backend"))) p->flash_attn = !strcmp(v, "flash");
     else p->flash_attn = fv(f, n, "--use-flash-attn-v2") != NULL;
     p->offload_optimizer = fv(f, n, "--optimizer-cpu-offload")
@@ -1843,6 +1844,35 @@ static void test_gb200_launch_hosts(void) {
     }
 }
 
+/* An MXFP8 plan on B200: megatron.sh asks for the recipe it was priced with (check_megatron
+ * reads --fp8-recipe back); a target without MXFP8 names the refusal and offers the plan at
+ * its own recipe. */
+static void test_mxfp8_emit(void) {
+    static const pcase k = {"b200-mxfp8", "llama-3-8b", 8, AP_TRAINER_MEGATRON, 1, 1, 8, 1, 1,
+                            1, 1, 2, 128, 8192, 1, AP_RECOMPUTE_NONE, 0, 0, 1, 1, 0, 0,
+                            AP_DTYPE_FP8, 0, 0, {0}, {0}, 0};
+    ap_model m;
+    if (!load_model(k.model, &m)) {
+        CHECK(0);
+        return;
+    }
+    ap_cluster c;
+    make_cluster("b200", k.gpus, &c);
+    ap_plan p;
+    build_plan(&k, &p);
+    p.fp8_recipe = AP_FP8_MXFP8;
+    ap_err err;
+    CHECK_INT(ap_plan_check(&p, &m, &c, 1, &err), AP_OK);
+    const char *dir = tl_tmpdir();
+    ap_emit_report rep;
+    ap_status st = ap_emit_files_ex(dir, "all", &m, &c, &p, NULL, &rep, &err);
+    CHECK(st == AP_OK || st == AP_ERR_INFEASIBLE);
+    CHECK_INT(rep.status[AP_EMIT_MEGATRON], AP_OK);
+    if (rep.status[AP_EMIT_MEGATRON] == AP_OK) check_megatron(dir, &m, &c, &p);
+    CHECK_INT(rep.status[AP_EMIT_TORCHTITAN], AP_ERR_INFEASIBLE);
+    CHECK_CONTAINS(rep.msg[AP_EMIT_TORCHTITAN], "fp8 tensorwise");
+}
+
 /* torchtitan recomputes K layers of a chunk as every (n/K)-th of uniform chunks of n layers:
  * the trainer table refuses other counts and splits, and the search's re-split never proposes
  * them (found by tools/trainer_validate.py: `full1 uneven` for Llama-3-70B tp4 pp4). */
@@ -2513,6 +2543,7 @@ int main(int argc, char **argv) {
     test_refusals();
     test_torchtitan_counts();
     test_gb200_launch_hosts();
+    test_mxfp8_emit();
     test_torchtitan_families();
     test_golden();
     test_issue19();

@@ -110,7 +110,8 @@ Sources:
                          NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @0a25f91
                          (containers 25.11 and 26.02): the Blackwell pre-training rows autoplan
                          can express that are not the B200 cross-check: Llama 3 8B and Llama 3.1
-                         405B at FP8 current scaling on DGX-GB200 (NVL72; 3 rows)
+                         405B at FP8 current scaling on DGX-GB200 (NVL72), and the MXFP8 rows of
+                         Llama 3 8B (B200, GB200), 3.1 405B (B200) and 3 70B (GB200) (7 rows)
 """
 
 import json
@@ -1542,7 +1543,8 @@ MBRIDGE_BW = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @
 # (container, system, model, gpus, precision, gbs, mbs, seq, tp, pp, vp, ep, tokens/s per GPU):
 # the archive's DGX-GB200 and DGX-B200 rows but the B200 cross-check's (tools/make_validation.py,
 # the dense FP8-CS B200 rows the Blackwell GEMM efficiency is fitted on) and those autoplan does
-# not express: MXFP8 and NVFP4 recipes, Llama 3 70B under Megatron-FSDP (its GB200 recipes offload
+# not express: NVFP4, Llama 3.1 405B's MXFP8 row of 26.02 (PP 16 x VP 8 = 128 chunks for 126
+# layers, the embedding and the loss: chunks without a layer), Llama 3 70B under Megatron-FSDP (its GB200 recipes offload
 # 20-40 layers' activations to the Grace CPU: perf_recipes/llama/gb200/llama3.py
 # cpu_offloading_num_layers), DeepSeek-V3 and Qwen3 235B (pipeline layouts the table does not
 # state), and GPT-OSS 120B (its recipes recompute the norms and the expert activation, which
@@ -1554,6 +1556,12 @@ MBRIDGE_BW_ROWS = [
     ("25.11", "DGX-GB200", "LLAMA3_8B", 8, "fp8", 128, 2, 8192, 1, 1, 1, 1, 31508),
     ("25.11", "DGX-GB200", "LLAMA3.1_405B", 256, "fp8", 1536, 1, 8192, 4, 16, 4, 1, 813),
     ("26.02", "DGX-GB200", "LLAMA3.1_405B", 256, "fp8", 1536, 1, 8192, 4, 16, 4, 1, 793),
+    # MXFP8 (the 25.11 tables' parenthesised "FP8-MX" figures, the 26.02 table's "MXFP8" rows):
+    # the B200 rows are the cross-check's runs at the other recipe, in no fit
+    ("25.11", "DGX-GB200", "LLAMA3_8B", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 29789),
+    ("25.11", "DGX-B200", "LLAMA3_8B", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 29521),
+    ("25.11", "DGX-B200", "LLAMA3.1_405B", 128, "mxfp8", 64, 1, 8192, 4, 8, 8, 1, 624),
+    ("26.02", "DGX-GB200", "LLAMA3_70B", 64, "mxfp8", 256, 1, 8192, 2, 4, 5, 1, 3613),
 ]
 
 
@@ -1565,15 +1573,18 @@ def mbridge_blackwell_rows(hf):
     NIC per GPU. The step is the batch's tokens over the reported tokens/s per GPU and the
     GPUs."""
     out = []
-    for (ver, system, name, gpus, dt, gbs, mbs, seq, tp, pp, vp, ep, tps) in MBRIDGE_BW_ROWS:
+    for (ver, system, name, gpus, prec, gbs, mbs, seq, tp, pp, vp, ep, tps) in MBRIDGE_BW_ROWS:
         m = mbridge_model(name, hf)
-        dp = gpus // (tp * pp)
-        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vp": vp,
+        # the B200 405B runs the cross-check's layout, context parallelism 2 (the table's CP)
+        cp = 2 if system == "DGX-B200" and name == "LLAMA3.1_405B" else 1
+        dp = gpus // (tp * pp * cp)
+        dt = "bf16" if prec == "bf16" else "fp8"
+        plan = {"trainer": "megatron", "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
                 "mbs": mbs, "gbs": gbs, "seq": seq, "recompute": "none", "sp": tp > 1,
                 "zero": 1, "dtype": dt, "overlap": True, "overlap_tp": tp > 1,
                 "flash_attn": True, "attn_impl": "cudnn", "grad_reduce": "bf16"}
         if dt == "fp8":
-            plan["fp8_recipe"] = "tensorwise"
+            plan["fp8_recipe"] = "mxfp8" if prec == "mxfp8" else "tensorwise"
             plan["fp8_params"] = True
         if ep > 1:
             plan["ep"] = ep
@@ -1581,8 +1592,8 @@ def mbridge_blackwell_rows(hf):
             plan["stage_layers"] = [1] + [2] * 62 + [1]
         gb = system == "DGX-GB200"
         step = gbs * seq / (tps * gpus)
-        cite = (MBRIDGE_BW % (ver, system, name, gpus, dt.upper(), gbs, mbs, seq, tp, pp, vp, ep,
-                              tps) +
+        cite = (MBRIDGE_BW % (ver, system, name, gpus, prec.upper(), gbs, mbs, seq, tp, pp, vp,
+                              ep, tps) +
                 "; step = GBS x sequence / (tokens/s per GPU x GPUs) = %.3f s (settings: "
                 "tools/oos_sources.py mbridge_blackwell_rows)" % step)
         row = dgx_row("megatron-bridge-blackwell", cite, name.lower(), m, plan, gpus, step,

@@ -76,10 +76,14 @@ ap_status ap_attn_impl_parse(const char *s, const char *what, ap_attn_impl *out,
  * Colossal-AI use_fp8): the amax of the tensor itself is taken by a pass of its own before the
  * cast (transformer_engine/pytorch/csrc/quantizer.cpp Float8CurrentScalingQuantizer::
  * quantize_impl: nvte_compute_amax, then nvte_quantize), unless the trainer compiles it into
- * the producing kernel (ap_trainer_caps.fp8_amax_fused). AUTO: the trainer's default. */
-typedef enum { AP_FP8_AUTO = 0, AP_FP8_DELAYED, AP_FP8_TENSORWISE } ap_fp8_recipe;
-#define AP_FP8_RECIPE_COUNT 3
-/* "auto", "delayed", "tensorwise" (static strings; "auto" for an out-of-range value). */
+ * the producing kernel (ap_trainer_caps.fp8_amax_fused). MXFP8: block scaling (OCP
+ * Microscaling Formats v1.0: blocks of 32 elements sharing an E8M0 scale; Transformer Engine's
+ * MXFP8BlockScaling, Megatron-LM --fp8-recipe mxfp8), Blackwell only (compute capability 10.0,
+ * whose tensor cores take the block scales): no amax, each cast writes the two layouts the
+ * GEMMs read with one scale byte per 32 elements of each. AUTO: the trainer's default. */
+typedef enum { AP_FP8_AUTO = 0, AP_FP8_DELAYED, AP_FP8_TENSORWISE, AP_FP8_MXFP8 } ap_fp8_recipe;
+#define AP_FP8_RECIPE_COUNT 4
+/* "auto", "delayed", "tensorwise", "mxfp8" (static strings; "auto" for an out-of-range value). */
 const char *ap_fp8_recipe_name(ap_fp8_recipe r);
 
 /* Heterogeneous memory (issue 18; sim/gemini.c, sim/zero_infinity.c, docs/heterogeneous.md):
