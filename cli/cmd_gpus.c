@@ -61,9 +61,7 @@ static ap_json *gpu_json(const ap_gpu *g) {
     ok &= ap_json_add_number(o, "pcie_bytes_per_s", g->pcie_bytes_per_s) == AP_OK;
     ap_json *r = ap_json_new_object();
     ok &= ap_json_add_number(r, "gpus_per_node", g->ref_gpus_per_node) == AP_OK;
-    ok &= ap_json_add_number(r, "gpus_per_host",
-                             g->ref_gpus_per_host > 0 ? g->ref_gpus_per_host
-                                                      : g->ref_gpus_per_node) == AP_OK;
+    ok &= ap_json_add_number(r, "gpus_per_host", ap_gpu_gpus_per_host(g)) == AP_OK;
     ok &= ap_json_add_number(r, "nics_per_node", g->ref_nics_per_node) == AP_OK;
     ok &= ap_json_add_number(r, "net_bytes_per_s_per_gpu", g->ref_net_bytes_per_s) == AP_OK;
     ok &= ap_json_add_number(r, "cpu_mem_bytes", g->ref_cpu_mem_bytes) == AP_OK;
@@ -197,10 +195,10 @@ static int print_detail(const ap_gpu *g) {
     printf("  reference host       %s, %d cores, %.0f GB/s DRAM\n",
            ap_fmt_bytes(g->ref_cpu_mem_bytes, b1, sizeof b1), g->ref_cpu_cores,
            g->ref_host_mem_bytes_per_s / 1e9);
-    if (g->ref_gpus_per_host > 0 && g->ref_gpus_per_host < g->ref_gpus_per_node)
+    int host = ap_gpu_gpus_per_host(g);
+    if (host < g->ref_gpus_per_node)
         printf("  launcher hosts       %d GPUs each (%d per node): the processes `emit`'s launch "
-               "scripts start per host\n", g->ref_gpus_per_host,
-               g->ref_gpus_per_node / g->ref_gpus_per_host);
+               "scripts start per host\n", host, g->ref_gpus_per_node / host);
     printf("  source               %s\n", g->source ? g->source : "-");
     return 0;
 }

@@ -43,10 +43,10 @@ static void print_calib(const ap_calib *c) {
     printf("  mem_bound_eff    %.4f   achieved fraction of HBM bandwidth\n", c->mem_bound_eff);
 }
 
-/* Everything validate computes, for the printers. */
 /* GPUs of the cross-check: each has its own rows and GEMM efficiency */
 #define MAX_CROSS_GPUS 8
 
+/* Everything validate computes, for the printers. */
 typedef struct {
     vset *vs, *cross, *oos;
     ap_calib cal;
@@ -152,7 +152,6 @@ static ap_json *oos_json(const vset *oos) {
 
 static ap_status print_breakdown(const vresult *r, const char *src, ap_json *json, ap_err *err);
 
-/* The document; with --breakdown (bsrc) its rows' parts beside the rest. */
 /* The cross-check: its errors, rows and each GPU's calibration (gemm_eff_max fitted on its
  * rows under --fit, else the built-in one), as the text prints them. */
 static ap_json *cross_json(const vresult *r) {
@@ -175,6 +174,7 @@ static ap_json *cross_json(const vresult *r) {
     return root;
 }
 
+/* The document; with --breakdown (bsrc) its rows' parts beside the rest. */
 static int print_json(const vresult *r, const char *bsrc) {
     const vset *vs = r->vs;
     ap_json *root = ap_json_new_object();

@@ -100,9 +100,13 @@ void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node) {
     c->gpus_per_pcie_switch = sw < gpn ? sw : gpn;
 }
 
+int ap_gpu_gpus_per_host(const ap_gpu *g) {
+    return g->ref_gpus_per_host > 0 ? g->ref_gpus_per_host : g->ref_gpus_per_node;
+}
+
 int ap_cluster_gpus_per_host(const ap_cluster *c) {
     int n = c->gpus_per_node;
-    int h = c->gpu.ref_gpus_per_host;
+    int h = ap_gpu_gpus_per_host(&c->gpu);
     if (h > 0 && h < n && n % h == 0) n = h;
     return c->gpus < n ? c->gpus : n;
 }

@@ -188,16 +188,16 @@ static ap_status read_plan_kernels(const ap_json *pj, const char *where, ap_plan
     char recipe[32];
     if ((st = ap_json_get_str(pj, "fp8_recipe", recipe, sizeof recipe, &given, where, err)))
         return st;
-    if (given && strcmp(recipe, "delayed") && strcmp(recipe, "tensorwise") &&
-        strcmp(recipe, "mxfp8"))
+    /* a named recipe (plan.c's names; "auto" is the trainer's and not a run's) */
+    int r = AP_FP8_DELAYED;
+    while (given && r < AP_FP8_RECIPE_COUNT && strcmp(recipe, ap_fp8_recipe_name((ap_fp8_recipe)r)))
+        r++;
+    if (given && r == AP_FP8_RECIPE_COUNT)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_recipe' = '%s' is not one of "
                           "delayed, tensorwise, mxfp8", where, recipe);
     if (given && p->dtype != AP_DTYPE_FP8)
         return ap_err_set(err, AP_ERR_INPUT, "%s: field 'fp8_recipe' needs dtype fp8", where);
-    if (given)
-        p->fp8_recipe = !strcmp(recipe, "tensorwise") ? AP_FP8_TENSORWISE
-                        : !strcmp(recipe, "mxfp8")    ? AP_FP8_MXFP8
-                                                      : AP_FP8_DELAYED;
+    if (given) p->fp8_recipe = (ap_fp8_recipe)r;
     int fp8p = 0;
     if ((st = ap_json_get_bool(pj, "fp8_params", &fp8p, &given, where, err))) return st;
     if (given && fp8p && p->dtype != AP_DTYPE_FP8)

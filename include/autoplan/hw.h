@@ -108,6 +108,10 @@ void ap_cluster_from_gpu(const ap_gpu *gpu, int gpus, ap_cluster *out);
  * Callers that also set nvlink_domain set it after this. */
 void ap_cluster_set_gpus_per_node(ap_cluster *c, int gpus_per_node);
 
+/* GPUs one operating-system host of the GPU's reference system drives: ref_gpus_per_host,
+ * else its node (ref_gpus_per_node). */
+int ap_gpu_gpus_per_host(const ap_gpu *g);
+
 /* GPUs per launcher node (torchrun --nproc-per-node, SLURM --gpus-per-node): the GPU's host
  * size where it drives fewer GPUs than the cluster's node (GB200: 4 a tray in an NVLink domain of
  * 64), else the node's; never more than the cluster's GPUs. */
